@@ -1,0 +1,1 @@
+"""Dialects defined by mlirxla: `xhlo` (HLO) and `check` (the interpreter tests' expectations)."""

@@ -1,0 +1,37 @@
+"""The one exception type the command-line tools turn into a one-line error."""
+
+
+class MlirxlaError(Exception):
+    """A user-facing failure: bad input, unsupported construct, failed check."""
+
+    def __init__(self, message: str, location: str | None = None):
+        self.message = message
+        self.location = location
+        super().__init__(f"{location}: {message}" if location else message)
+
+    def with_source(self, source: str) -> "MlirxlaError":
+        """The same error with the stand-in file name `-` replaced by `source`."""
+        if self.location is None:
+            return MlirxlaError(self.message, source)
+        if self.location == "-" or self.location.startswith("-:"):
+            return MlirxlaError(self.message, source + self.location[1:])
+        return self
+
+
+def first_line(text: str) -> str:
+    """The first non-empty line of a (possibly multi-line) MLIR diagnostic."""
+    for line in str(text).splitlines():
+        if line.strip():
+            return line.strip()
+    return str(text).strip()
+
+
+def location_text(location, source: str = "-") -> str:
+    """`file:line:col` of an MLIR location (the innermost file location), `-` standing for `source`."""
+    import re
+
+    match = re.search(r'"([^"]*)":(\d+):(\d+)', str(location))
+    if not match:
+        return source
+    file = source if match.group(1) in ("-", "") else match.group(1)
+    return f"{file}:{match.group(2)}:{match.group(3)}"

@@ -1,0 +1,85 @@
+"""The front door: StableHLO in every form JAX produces -> a verified xhlo module.
+
+    load (text / bytecode / portable artifact, version clamp)
+ -> inline func.call and stablehlo.composite
+ -> chlo compositions, sharding import
+ -> StableHLO -> xhlo, module config
+ -> verify
+"""
+
+from dataclasses import dataclass
+
+from mlirxla.dialects.xhlo.config import ModuleConfig, write_config
+from mlirxla.errors import MlirxlaError
+from mlirxla.mlir import ir, passmanager
+
+from . import chlo_to_xhlo, shardings, stablehlo_to_xhlo
+from .load import Loaded, load_bytes, load_file, load_text
+
+__all__ = ["Imported", "import_file", "import_bytes", "import_text", "import_loaded"]
+
+
+@dataclass(frozen=True)
+class Imported:
+    """An xhlo module and the facts about the input it came from."""
+
+    module: ir.Module
+    source: str
+    form: str
+    artifact_version: str | None
+
+
+def composites_to_calls(module: ir.Module) -> None:
+    """stablehlo.composite -> func.call of its decomposition, so that inlining takes it."""
+    from mlirxla.mlir import func
+
+    for op in stablehlo_to_xhlo.collect(module, "stablehlo.composite"):
+        callee = ir.FlatSymbolRefAttr(op.attributes["decomposition"]).value
+        with ir.InsertionPoint(op), op.location:
+            call = func.CallOp([r.type for r in op.results], callee, list(op.operands))
+        stablehlo_to_xhlo.replace_op(op, call.operation)
+
+
+def inline_calls(module: ir.Module) -> None:
+    with module.context:
+        passmanager.PassManager.parse("builtin.module(inline, symbol-dce)").run(module.operation)
+
+
+def read_replica_partition_counts(module: ir.Module) -> ModuleConfig:
+    attributes = module.operation.attributes
+    count = lambda key: ir.IntegerAttr(attributes[key]).value if key in attributes else 1
+    return ModuleConfig(replica_count=count("mhlo.num_replicas"), partition_count=count("mhlo.num_partitions"))
+
+
+def verify(module: ir.Module, source: str) -> None:
+    from mlirxla.transforms.verifier import verify_module
+
+    verify_module(module, source)
+
+
+def import_loaded(loaded: Loaded) -> Imported:
+    module = loaded.module
+    try:
+        with module.context, ir.Location.unknown():
+            composites_to_calls(module)
+            inline_calls(module)
+            chlo_to_xhlo.legalize_chlo(module)
+            shardings.import_shardings(module)
+            stablehlo_to_xhlo.legalize_module(module)
+            write_config(module, read_replica_partition_counts(module))
+            verify(module, loaded.source)
+    except MlirxlaError as error:
+        raise error.with_source(loaded.source) from None
+    return Imported(module, loaded.source, loaded.form, loaded.artifact_version)
+
+
+def import_file(path: str, context: ir.Context) -> Imported:
+    return import_loaded(load_file(path, context))
+
+
+def import_bytes(data: bytes, source: str, context: ir.Context) -> Imported:
+    return import_loaded(load_bytes(data, source, context))
+
+
+def import_text(text: str, source: str, context: ir.Context) -> Imported:
+    return import_loaded(load_text(text, source, context))

@@ -1,0 +1,61 @@
+"""Print chlo / sdy custom syntax in generic form with jaxlib's MLIR.
+
+The toolkit has neither the chlo nor the sdy dialect, so their custom syntax does not parse
+in our context; jaxlib's MLIR has both. Objects never cross between the two MLIR builds:
+jaxlib parses the text and prints it in generic form, and our context reads that text
+(chlo ops as unregistered ops for `chlo_to_xhlo`, sdy attributes as opaque attributes for
+`shardings`). Without the jax extra installed, such input is refused naming the extra.
+"""
+
+import re
+
+from mlirxla.errors import MlirxlaError, first_line
+
+# a chlo or sdy op written in custom syntax: `chlo.erfc %x ...`, `sdy.mesh @m = ...`,
+# or an sdy attribute in custom syntax (`#sdy.sharding<...>`, `#sdy.mesh<...>`)
+_CUSTOM_SYNTAX = re.compile(r'(?<!["\w.])(?:chlo|sdy)\.\w+(?!")|#sdy\.\w+<')
+
+
+def needs_jaxlib(text: str) -> bool:
+    return _CUSTOM_SYNTAX.search(text) is not None
+
+
+def to_generic_text(text: str, source: str) -> str:
+    try:
+        from jax._src.interpreters import mlir as jax_mlir
+        from jax._src.lib.mlir import ir as jax_ir
+    except ImportError:
+        raise MlirxlaError(
+            "this module uses chlo or sdy custom syntax, which only jaxlib's MLIR parses: "
+            "install the jax extra (pip install 'mlirxla[jax]')",
+            source,
+        ) from None
+    context = jax_mlir.make_ir_context()
+    context.allow_unregistered_dialects = True
+    with context:
+        try:
+            module = jax_ir.Module.parse(text)
+        except jax_ir.MLIRError as error:
+            raise MlirxlaError(f"cannot parse with jaxlib's MLIR: {first_line(error)}", source) from None
+        return module.operation.get_asm(print_generic_op_form=True, enable_debug_info=True)
+
+
+def legalize_chlo_text(text: str, source: str) -> str:
+    """jaxlib's own chlo-legalize-to-stablehlo over `text`, printed in generic form.
+
+    Used only by the oracle, so that our chlo compositions are held to jaxlib's.
+    """
+    try:
+        from jax._src.interpreters import mlir as jax_mlir
+        from jax._src.lib.mlir import ir as jax_ir
+        from jax._src.lib.mlir import passmanager as jax_passmanager
+        from jax._src.lib.mlir.dialects import mhlo
+    except ImportError:
+        raise MlirxlaError("evaluating chlo ops in the reference needs the jax extra (pip install 'mlirxla[jax]')", source) from None
+    context = jax_mlir.make_ir_context()
+    context.allow_unregistered_dialects = True
+    with context:
+        mhlo.register_mhlo_passes()
+        module = jax_ir.Module.parse(text)
+        jax_passmanager.PassManager.parse("builtin.module(func.func(chlo-legalize-to-stablehlo))").run(module.operation)
+        return module.operation.get_asm(print_generic_op_form=True, enable_debug_info=True)

@@ -1,0 +1,220 @@
+"""Legalize StableHLO ops to xhlo (the HLO dialect), op by op.
+
+Most StableHLO ops have an HLO opcode of the same meaning and become the xhlo op of the
+same name, with attributes re-encoded by `attributes.to_xhlo` and a few renamed
+(`broadcast_in_dim` -> `broadcast`, `dot_general` -> `dot`). Three shapes change:
+`stablehlo.dot` and `stablehlo.broadcast` become the general `xhlo.dot` / `xhlo.broadcast`,
+and `stablehlo.case` / `stablehlo.if` become `xhlo.conditional` whose branches are outlined
+into private functions that receive the values they capture, as HLO computations do.
+An op with no xhlo equivalent is refused with its name and location.
+"""
+
+from mlirxla.dialects.xhlo.builder import create_op, op_classes
+from mlirxla.errors import MlirxlaError, location_text
+from mlirxla.mlir import func, ir
+
+from . import attributes
+
+# StableHLO op -> (xhlo op, {stablehlo attribute name: xhlo attribute name})
+RENAMED_OPS = {
+    "stablehlo.broadcast_in_dim": ("xhlo.broadcast", {"broadcast_dimensions": "dimensions"}),
+    "stablehlo.dot_general": ("xhlo.dot", {}),
+    "stablehlo.scatter": ("xhlo.scatter", {"scatter_dimension_numbers": "dimension_numbers"}),
+    "stablehlo.return": ("xhlo.return", {}),
+}
+
+DEFAULT_ATTRIBUTES = {
+    "xhlo.sort": {"dimension": "-1 : i64", "is_stable": "false"},
+    "xhlo.cholesky": {"lower": "false"},
+    "xhlo.custom_call": {},
+}
+
+
+def move_regions(source: ir.Operation, target: ir.Operation) -> None:
+    for source_region, target_region in zip(source.regions, target.regions):
+        for block in list(source_region.blocks):
+            block.append_to(target_region)
+
+
+def replace_op(old: ir.Operation, new: ir.Operation) -> None:
+    for old_result, new_result in zip(old.results, new.results):
+        old_result.replace_all_uses_with(new_result)
+    old.erase()
+
+
+def converted_attributes(op: ir.Operation, renames: dict[str, str]) -> dict:
+    result = {}
+    for name in op.attributes:
+        attr = op.attributes[name]
+        result[renames.get(name, name)] = attributes.to_xhlo(op.name, name, attr)
+    return result
+
+
+def legalize_generic(op: ir.Operation, xhlo_name: str, renames: dict[str, str]) -> None:
+    attrs = converted_attributes(op, renames)
+    for key, text in DEFAULT_ATTRIBUTES.get(xhlo_name, {}).items():
+        attrs.setdefault(key, ir.Attribute.parse(text))
+    with ir.InsertionPoint(op):
+        new = create_op(
+            xhlo_name, op.operands, [r.type for r in op.results], attrs, op.location, len(op.regions)
+        )
+    move_regions(op, new)
+    replace_op(op, new)
+
+
+def legalize_dot(op: ir.Operation) -> None:
+    """stablehlo.dot (vector/matrix product) -> xhlo.dot contracting lhs's last dim with rhs's first."""
+    lhs_rank = ir.RankedTensorType(op.operands[0].type).rank
+    numbers = ir.DictAttr.get(
+        {
+            "lhs_batching_dimensions": ir.DenseI64ArrayAttr.get([]),
+            "rhs_batching_dimensions": ir.DenseI64ArrayAttr.get([]),
+            "lhs_contracting_dimensions": ir.DenseI64ArrayAttr.get([lhs_rank - 1]),
+            "rhs_contracting_dimensions": ir.DenseI64ArrayAttr.get([0]),
+        }
+    )
+    attrs = converted_attributes(op, {})
+    attrs["dot_dimension_numbers"] = numbers
+    with ir.InsertionPoint(op):
+        new = create_op("xhlo.dot", op.operands, [op.results[0].type], attrs, op.location)
+    replace_op(op, new)
+
+
+def legalize_broadcast(op: ir.Operation) -> None:
+    """stablehlo.broadcast prepends `broadcast_sizes` dims: operand dim i -> result dim len(sizes) + i."""
+    added = len(list(ir.DenseI64ArrayAttr(op.attributes["broadcast_sizes"])))
+    rank = ir.RankedTensorType(op.operands[0].type).rank
+    attrs = {"dimensions": ir.DenseI64ArrayAttr.get([added + i for i in range(rank)])}
+    with ir.InsertionPoint(op):
+        new = create_op("xhlo.broadcast", op.operands, [op.results[0].type], attrs, op.location)
+    replace_op(op, new)
+
+
+def is_inside(op: ir.Operation, ancestor: ir.Operation) -> bool:
+    parent = op.parent
+    while parent is not None:
+        if parent == ancestor:
+            return True
+        parent = parent.parent
+    return False
+
+
+def captured_values(op: ir.Operation, region: ir.Region) -> list[ir.Value]:
+    """Values used inside `region` of `op` but defined outside it, in first-use order."""
+    captured: list[ir.Value] = []
+    seen: set = set()
+
+    def visit(inner: ir.Operation):
+        for value in inner.operands:
+            owner = value.owner
+            defining = owner.operation if isinstance(owner, ir.OpView) else owner
+            if isinstance(defining, ir.Block):
+                inside = defining.region is not None and _region_within(defining.region, region, op)
+            else:
+                inside = is_inside(defining, op)
+            if not inside and value not in seen:
+                seen.add(value)
+                captured.append(value)
+        return ir.WalkResult.ADVANCE
+
+    for block in region.blocks:
+        for inner in block.operations:
+            inner.operation.walk(visit)
+    return captured
+
+
+def _region_within(candidate: ir.Region, region: ir.Region, op: ir.Operation) -> bool:
+    if candidate == region:
+        return True
+    owner = candidate.owner
+    return owner == op or is_inside(owner, op)
+
+
+def outline_region(op: ir.Operation, region: ir.Region, symbol: str, module: ir.Module) -> list[ir.Value]:
+    """Move `region`'s block into a new private function `symbol`; return the captured values."""
+    captured = captured_values(op, region)
+    result_types = [r.type for r in op.results]
+    with ir.InsertionPoint(module.body), op.location:
+        function = func.FuncOp(symbol, ([v.type for v in captured], result_types), visibility="private")
+    block = region.blocks[0]
+    block.append_to(function.regions[0])
+    arguments = [block.add_argument(v.type, op.location) for v in captured]
+    for value, argument in zip(captured, arguments):
+        for use in list(value.uses):
+            if is_inside(use.owner, function.operation):
+                use.owner.operands[use.operand_number] = argument
+    terminator = block.operations[len(block.operations) - 1]
+    with ir.InsertionPoint(terminator), terminator.location:
+        func.ReturnOp(list(terminator.operands))
+    terminator.erase()
+    return captured
+
+
+def legalize_conditional(op: ir.Operation, module: ir.Module, symbols: "SymbolNamer") -> None:
+    """stablehlo.case / stablehlo.if -> xhlo.conditional over outlined branch computations."""
+    branch_names, operands, counts = [], [], []
+    for region in op.regions:
+        name = symbols.fresh("branch")
+        captured = outline_region(op, region, name, module)
+        branch_names.append(ir.FlatSymbolRefAttr.get(name))
+        operands.extend(captured)
+        counts.append(len(captured))
+    attrs = {
+        "branch_computations": ir.ArrayAttr.get(branch_names),
+        "branch_operand_counts": ir.DenseI64ArrayAttr.get(counts),
+    }
+    with ir.InsertionPoint(op):
+        new = create_op(
+            "xhlo.conditional", [op.operands[0]] + operands, [r.type for r in op.results], attrs, op.location
+        )
+    replace_op(op, new)
+
+
+class SymbolNamer:
+    """Fresh function names that do not collide with the module's symbols."""
+
+    def __init__(self, module: ir.Module):
+        self.taken = {
+            ir.StringAttr(op.attributes["sym_name"]).value for op in module.body.operations if "sym_name" in op.attributes
+        }
+
+    def fresh(self, stem: str) -> str:
+        index = 0
+        while f"{stem}_{index}" in self.taken:
+            index += 1
+        name = f"{stem}_{index}"
+        self.taken.add(name)
+        return name
+
+
+def collect(module: ir.Module, prefix: str) -> list[ir.Operation]:
+    """Ops whose name starts with `prefix`, inner ops before the ops that contain them."""
+    found = []
+
+    def visit(op):
+        if op.name.startswith(prefix):
+            found.append(op.operation)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit, ir.WalkOrder.POST_ORDER)
+    return found
+
+
+def legalize_module(module: ir.Module) -> None:
+    """Rewrite every StableHLO op of `module` in place into xhlo."""
+    known = op_classes()
+    symbols = SymbolNamer(module)
+    for op in collect(module, "stablehlo."):
+        name = op.name
+        if name in ("stablehlo.case", "stablehlo.if"):
+            legalize_conditional(op, module, symbols)
+        elif name == "stablehlo.dot":
+            legalize_dot(op)
+        elif name == "stablehlo.broadcast":
+            legalize_broadcast(op)
+        elif name in RENAMED_OPS:
+            legalize_generic(op, *RENAMED_OPS[name])
+        elif "xhlo." + name.removeprefix("stablehlo.") in known:
+            legalize_generic(op, "xhlo." + name.removeprefix("stablehlo."), {})
+        else:
+            raise MlirxlaError(f"unsupported op '{name}': no xhlo equivalent", location_text(op.location))

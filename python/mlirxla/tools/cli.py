@@ -1,0 +1,24 @@
+"""What every mlirxla command-line tool shares: one-line errors and exit statuses.
+
+Exit statuses: 0 success, 1 a check failed, 2 bad input or an unsupported construct. No
+Python traceback reaches the user: a bug surfaces as one line naming the exception.
+"""
+
+import sys
+from collections.abc import Callable
+
+from mlirxla.errors import MlirxlaError
+
+EXIT_OK, EXIT_CHECK_FAILED, EXIT_ERROR = 0, 1, 2
+
+
+def run_tool(tool: str, body: Callable[[], int]) -> int:
+    try:
+        return body()
+    except MlirxlaError as error:
+        print(f"{tool}: error: {error}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print(f"{tool}: interrupted", file=sys.stderr)
+    except Exception as error:  # a bug in mlirxla: still one line, never a traceback
+        print(f"{tool}: internal error: {type(error).__name__}: {error}", file=sys.stderr)
+    return EXIT_ERROR

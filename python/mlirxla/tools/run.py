@@ -1,0 +1,148 @@
+"""mlirxla-run: import a module, run its entry function, judge its checks.
+
+    mlirxla-run model.mlir                       # generated inputs (seed 0)
+    mlirxla-run model.mlir --inputs x.npz        # arrays arg0, arg1, ... (or in file order)
+    mlirxla-run model.mlir --check               # compare with the StableHLO reference interpreter
+    mlirxla-run model.mlir -o outputs.npz --dump-to dump/
+
+Exit status 0 when every check op in the module holds (and --check agrees), 1 when one
+fails (it is printed), 2 on bad input.
+"""
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+from mlirxla import frontdoor
+from mlirxla.context import new_context
+from mlirxla.errors import MlirxlaError
+from mlirxla.frontdoor.load import load_bytes
+from mlirxla.mlir import ir
+from mlirxla.runtime import checks, literals, oracle, reference
+
+from .cli import EXIT_CHECK_FAILED, EXIT_OK, run_tool
+from .opt import read_input
+
+
+def parse_arguments(argv):
+    parser = argparse.ArgumentParser(prog="mlirxla-run", description=__doc__.splitlines()[0])
+    parser.add_argument("input", help="input file (.mlir text, bytecode or portable artifact); - for stdin")
+    parser.add_argument("--inputs", help=".npz file with the arguments (arg0, arg1, ... or in file order)")
+    parser.add_argument("--seed", type=int, default=0, help="seed for generated arguments (default 0)")
+    parser.add_argument("--entry", help="function to run (default: main, else the first public function)")
+    parser.add_argument("-o", "--output", help="save the outputs to this .npz file (result0, result1, ...)")
+    parser.add_argument("--check", action="store_true", help="compare with the StableHLO reference interpreter")
+    parser.add_argument("--dump-to", help="write the module as imported to this directory")
+    parser.add_argument("--rtol", type=float, default=1e-5, help="relative tolerance of --check (default 1e-5)")
+    parser.add_argument("--atol", type=float, default=1e-6, help="absolute tolerance of --check (default 1e-6)")
+    return parser.parse_args(argv)
+
+
+def generated_argument(shaped: ir.RankedTensorType, rng: np.random.Generator) -> np.ndarray:
+    """Random values that suit the element type: normal floats, small integers, random booleans."""
+    dtype = literals.storage_dtype(shaped.element_type)
+    shape = list(shaped.shape)
+    if dtype == np.bool_:
+        return rng.integers(0, 2, shape).astype(np.bool_)
+    if dtype.kind in "iu":
+        return rng.integers(0, 8, shape).astype(dtype)
+    if dtype.kind == "c":
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def read_arguments(path: str, count: int) -> list[np.ndarray]:
+    try:
+        archive = np.load(path)
+    except (OSError, ValueError) as error:
+        raise MlirxlaError(f"cannot read inputs: {error}", path) from None
+    names = [f"arg{i}" for i in range(count)]
+    if all(name in archive.files for name in names):
+        return [archive[name] for name in names]
+    return [archive[name] for name in archive.files]
+
+
+def write_outputs(path: str, outputs: list[np.ndarray]) -> None:
+    try:
+        np.savez(path, **{f"result{i}": array for i, array in enumerate(outputs)})
+    except OSError as error:
+        raise MlirxlaError(f"cannot write outputs: {error.strerror}", path) from None
+
+
+def dump_module(directory: str, module: ir.Module, name: str) -> str:
+    try:
+        os.makedirs(directory, exist_ok=True)
+        path = os.path.join(directory, f"module_0000.{name}.before_optimizations.mlir")
+        with open(path, "w") as handle:
+            handle.write(module.operation.get_asm(enable_debug_info=True))
+    except OSError as error:
+        raise MlirxlaError(f"cannot write dump: {error.strerror}", directory) from None
+    return path
+
+
+def module_name(module: ir.Module, source: str) -> str:
+    if "sym_name" in module.operation.attributes:
+        return ir.StringAttr(module.operation.attributes["sym_name"]).value
+    return os.path.basename(source).split(".")[0] or "module"
+
+
+def describe(array: np.ndarray) -> str:
+    preview = np.array2string(array.reshape(-1)[:6], precision=6, separator=", ")
+    return f"{array.dtype}{list(array.shape)} {preview}{' ...' if array.size > 6 else ''}"
+
+
+def run(argv) -> int:
+    arguments = parse_arguments(argv)
+    data, source = read_input(arguments.input)
+    context = new_context()
+    imported = frontdoor.import_bytes(data, source, context)
+    module = imported.module
+    with context, ir.Location.unknown():
+        entry = arguments.entry or reference.entry_function(module)
+        types = [ir.RankedTensorType(t) for t in reference.argument_types(module, entry)]
+        if arguments.inputs:
+            inputs = read_arguments(arguments.inputs, len(types))
+        else:
+            rng = np.random.default_rng(arguments.seed)
+            inputs = [generated_argument(t, rng) for t in types]
+        execution = reference.execute(module, inputs, entry)
+        outputs = [literals.to_numpy(value) for value in execution.outputs]
+        verdicts = checks.judge(execution)
+
+    print(f"{source}: imported ({imported.form}{', StableHLO v' + imported.artifact_version if imported.artifact_version else ''}), verified, ran @{entry}")
+    for index, array in enumerate(outputs):
+        print(f"  result {index}: {describe(array)}")
+    if arguments.dump_to:
+        print(f"  dump: {dump_module(arguments.dump_to, module, module_name(module, source))}")
+    if arguments.output:
+        write_outputs(arguments.output, outputs)
+        print(f"  outputs saved to {arguments.output}")
+
+    failed = report_checks(verdicts)
+    if arguments.check:
+        expected = oracle.evaluate(data, source, entry, inputs)
+        comparison = oracle.compare(outputs, expected, arguments.rtol, arguments.atol)
+        print(f"  check against the StableHLO reference interpreter: {comparison.summary}")
+        failed = failed or not comparison.matches
+    return EXIT_CHECK_FAILED if failed else EXIT_OK
+
+
+def report_checks(verdicts: list[checks.Verdict]) -> bool:
+    if not verdicts:
+        return False
+    judged = [v for v in verdicts if v.judged]
+    failures = [v for v in judged if not v.passed]
+    print(f"  checks: {len(judged) - len(failures)} of {len(judged)} hold" + (f", {len(verdicts) - len(judged)} not judged" if len(judged) < len(verdicts) else ""))
+    for verdict in failures:
+        print(f"  FAILED {verdict.check.name} at {verdict.check.location}: {verdict.detail}")
+    return bool(failures)
+
+
+def main(argv=None) -> int:
+    return run_tool("mlirxla-run", lambda: run(sys.argv[1:] if argv is None else argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

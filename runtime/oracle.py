@@ -1,0 +1,61 @@
+"""The oracle: the input StableHLO evaluated directly by the StableHLO reference interpreter.
+
+`mlirxla-run --check` holds what mlirxla computed (import -> xhlo -> verify -> execute) to
+this. The oracle skips xhlo entirely: it only inlines calls, turns chlo ops into StableHLO
+with jaxlib's own legalization (so that our chlo compositions are checked against it), and
+hands the module to the interpreter.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from mlirxla import frontdoor
+from mlirxla.context import new_context
+from mlirxla.frontdoor import jaxlib_bridge
+from mlirxla.frontdoor.load import load_bytes
+from mlirxla.mlir import ir
+
+from . import literals, reference
+
+
+@dataclass(frozen=True)
+class Comparison:
+    matches: bool
+    summary: str
+
+
+def has_chlo(module: ir.Module) -> bool:
+    return "chlo." in module.operation.get_asm(print_generic_op_form=True)
+
+
+def evaluate(data: bytes, source: str, entry: str, arguments: list[np.ndarray]) -> list[np.ndarray]:
+    context = new_context()
+    module = load_bytes(data, source, context).module
+    with context, ir.Location.unknown():
+        frontdoor.composites_to_calls(module)
+        frontdoor.inline_calls(module)
+        if has_chlo(module):
+            text = jaxlib_bridge.legalize_chlo_text(module.operation.get_asm(print_generic_op_form=True), source)
+            module = ir.Module.parse(text)
+        execution = reference.execute(module, arguments, entry)
+        return [literals.to_numpy(value) for value in execution.outputs]
+
+
+def compare(actual: list[np.ndarray], expected: list[np.ndarray], rtol: float, atol: float) -> Comparison:
+    if len(actual) != len(expected):
+        return Comparison(False, f"{len(actual)} outputs, the reference has {len(expected)}")
+    worst = 0.0
+    for index, (a, e) in enumerate(zip(actual, expected)):
+        if a.shape != e.shape or a.dtype != e.dtype:
+            return Comparison(False, f"output {index} is {a.dtype}{list(a.shape)}, the reference's {e.dtype}{list(e.shape)}")
+        if a.dtype.kind in "biu":
+            if not np.array_equal(a, e):
+                return Comparison(False, f"output {index} differs from the reference")
+            continue
+        a64, e64 = a.astype(np.complex128 if a.dtype.kind == "c" else np.float64), e.astype(np.complex128 if e.dtype.kind == "c" else np.float64)
+        if not np.allclose(a64, e64, rtol=rtol, atol=atol, equal_nan=True):
+            return Comparison(False, f"output {index} differs: max abs diff {np.nanmax(np.abs(a64 - e64)):.3g}")
+        if a.size:
+            worst = max(worst, float(np.nanmax(np.abs(a64 - e64))) if np.isfinite(a64).any() else 0.0)
+    return Comparison(True, f"{len(actual)} output(s) match (max abs diff {worst:.3g})")

@@ -1,0 +1,29 @@
+"""Every JAX sample imports, verifies, runs, and agrees with the StableHLO reference interpreter."""
+
+import os
+
+import numpy as np
+import pytest
+
+from mlirxla.tools import run
+
+from .conftest import SAMPLES
+
+RUNNABLE = [
+    "01_mlp_softmax.stablehlo.mlir",
+    "01_mlp_softmax.debuginfo.mlir",
+    "01_mlp_softmax.export.mlir",
+    "01_mlp_softmax.vhlo.bc",
+    "programs/mlp_softmax_small.stablehlo.mlir",
+    "programs/scan.stablehlo.mlir",
+]
+
+
+@pytest.mark.parametrize("name", RUNNABLE)
+def test_sample_matches_reference(name, tmp_path, capsys):
+    outputs = tmp_path / "out.npz"
+    status = run.main([os.path.join(SAMPLES, name), "--check", "-o", str(outputs)])
+    printed = capsys.readouterr().out
+    assert status == 0, printed
+    assert "output(s) match" in printed
+    assert len(np.load(outputs).files) >= 1
