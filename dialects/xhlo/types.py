@@ -58,3 +58,10 @@ def i64_array(values) -> ir.Attribute:
 
 def type_list(types) -> str:
     return ", ".join(str(t) for t in types)
+
+
+def bit_width(element: ir.Type) -> int:
+    """Bits of one element: integers and floats by width, complex as two of its parts."""
+    if isinstance(element, ir.ComplexType):
+        return 2 * bit_width(element.element_type)
+    return element.width

@@ -42,7 +42,7 @@ def composites_to_calls(module: ir.Module) -> None:
 
 def inline_calls(module: ir.Module) -> None:
     with module.context:
-        passmanager.PassManager.parse("builtin.module(inline, symbol-dce)").run(module.operation)
+        passmanager.PassManager.parse("builtin.module(inline{default-pipeline=}, symbol-dce)").run(module.operation)
 
 
 def read_replica_partition_counts(module: ir.Module) -> ModuleConfig:

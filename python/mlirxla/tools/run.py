@@ -107,7 +107,10 @@ def run(argv) -> int:
         else:
             rng = np.random.default_rng(arguments.seed)
             inputs = [generated_argument(t, rng) for t in types]
-        execution = reference.execute(module, inputs, entry)
+        try:
+            execution = reference.execute(module, inputs, entry)
+        except MlirxlaError as error:
+            raise error.with_source(source) from None
         outputs = [literals.to_numpy(value) for value in execution.outputs]
         verdicts = checks.judge(execution)
 
