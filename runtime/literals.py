@@ -91,7 +91,7 @@ def to_attribute(array: np.ndarray, tensor_type: ir.Type) -> ir.Attribute:
         return ir.Attribute.parse(f"dense<{json.dumps(np.asarray(array).astype(int).tolist())}> : {tensor_type}")
     array = np.ascontiguousarray(array, dtype=dtype).reshape(list(shaped.shape))
     if dtype == np.bool_:
-        return ir.DenseElementsAttr.get(np.packbits(array.reshape(-1), bitorder="little"), type=tensor_type)
+        return ir.DenseElementsAttr.get(array.astype(np.uint8), type=element)
     if dtype.kind in "biufc" and dtype.type not in (np.float16,):
         return ir.DenseElementsAttr.get(array, type=element)
     return ir.DenseElementsAttr.get(array.view(np.dtype(f"u{dtype.itemsize}")), type=element)

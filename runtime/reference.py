@@ -31,7 +31,7 @@ INTERPRETABLE_OPS = frozenset(
     iota is_finite log log_plus_one logistic map maximum minimum multiply negate not
     optimization_barrier or pad popcnt power real reduce reduce_precision
     reduce_window remainder reshape return reverse rng rng_bit_generator round_nearest_afz
-    round_nearest_even rsqrt select select_and_scatter shift_left shift_right_arithmetic
+    round_nearest_even rsqrt scatter select select_and_scatter shift_left shift_right_arithmetic
     shift_right_logical sign sine slice sort sqrt subtract tan tanh transpose triangular_solve tuple
     while xor""".split()
 ) | {"func.func", "func.call", "func.return", "builtin.module"}

@@ -15,6 +15,7 @@ from mlirxla.mlir import ext, ir
 
 from .dialect import Xhlo, XhloOp
 from .types import (
+    bit_width,
     element_of,
     int_value,
     ints,
@@ -1097,7 +1098,7 @@ class BitcastOp(XhloOp, name="bitcast", traits=[Pure]):
     result: Result[Any]
 
     def check(self):
-        size = lambda t: _product(shape_of(t)) * max(ir.ShapedType(t).element_type_bitwidth, 1)
+        size = lambda t: _product(shape_of(t)) * bit_width(element_of(t))
         if size(self.operand.type) != size(self.result.type):
             return f"sizes differ: {self.operand.type} -> {self.result.type}"
         return None

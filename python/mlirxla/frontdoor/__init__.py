@@ -10,7 +10,7 @@
 from dataclasses import dataclass
 
 from mlirxla.dialects.xhlo.config import ModuleConfig, write_config
-from mlirxla.errors import MlirxlaError
+from mlirxla.errors import MlirxlaError, location_text
 from mlirxla.mlir import ir, passmanager
 
 from . import chlo_to_xhlo, shardings, stablehlo_to_xhlo
@@ -51,6 +51,30 @@ def read_replica_partition_counts(module: ir.Module) -> ModuleConfig:
     return ModuleConfig(replica_count=count("mhlo.num_replicas"), partition_count=count("mhlo.num_partitions"))
 
 
+ALLOWED_OPS = frozenset({"builtin.module", "func.func", "func.return"})
+ALLOWED_DIALECTS = ("xhlo.", "check.")
+
+
+def refuse_foreign_ops(module: ir.Module) -> None:
+    """After legalization only xhlo, check and function structure may remain."""
+    found = []
+
+    def visit(op):
+        name = op.operation.name
+        if name not in ALLOWED_OPS and not name.startswith(ALLOWED_DIALECTS):
+            found.append(op.operation)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    if found:
+        op = found[0]
+        dialect = op.name.split(".")[0]
+        known = dialect in ("stablehlo", "chlo", "func", "sdy", "mhlo")
+        problem = f"unsupported op '{op.name}'" if known else f"unsupported op '{op.name}' (dialect '{dialect}' is not StableHLO)"
+        raise MlirxlaError(problem, location_text(op.location))
+
+
 def verify(module: ir.Module, source: str) -> None:
     from mlirxla.transforms.verifier import verify_module
 
@@ -66,6 +90,7 @@ def import_loaded(loaded: Loaded) -> Imported:
             chlo_to_xhlo.legalize_chlo(module)
             shardings.import_shardings(module)
             stablehlo_to_xhlo.legalize_module(module)
+            refuse_foreign_ops(module)
             write_config(module, read_replica_partition_counts(module))
             verify(module, loaded.source)
     except MlirxlaError as error:

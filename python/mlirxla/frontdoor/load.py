@@ -55,10 +55,7 @@ def load_bytes(data: bytes, source: str, context: ir.Context) -> Loaded:
         version = artifact_version(data)
         if version is not None:
             clamp_version(version, source)
-            try:
-                module = stablehlo.deserialize_portable_artifact(context, data)
-            except Exception as error:
-                raise MlirxlaError(f"cannot read portable artifact: {first_line(error)}", source) from None
+            module = deserialize_artifact(data, source, context)
             return Loaded(module, source, "portable-artifact", version)
         return Loaded(parse_module(data, source, context), source, "bytecode")
     try:
@@ -66,6 +63,24 @@ def load_bytes(data: bytes, source: str, context: ir.Context) -> Loaded:
     except UnicodeDecodeError:
         raise MlirxlaError("neither MLIR text (not UTF-8) nor MLIR bytecode (no 'ML\\xefR' magic)", source) from None
     return load_text(text, source, context)
+
+
+def deserialize_artifact(data: bytes, source: str, context: ir.Context) -> ir.Module:
+    """Deserialize a portable artifact, turning the diagnostics it prints into one error."""
+    messages: list[str] = []
+
+    def collect(diagnostic) -> bool:
+        messages.append(str(diagnostic.message))
+        return True
+
+    handler = context.attach_diagnostic_handler(collect)
+    try:
+        return stablehlo.deserialize_portable_artifact(context, data)
+    except Exception as error:
+        reason = messages[0] if messages else first_line(error)
+        raise MlirxlaError(f"cannot read portable artifact: {first_line(reason)}", source) from None
+    finally:
+        handler.detach()
 
 
 def load_text(text: str, source: str, context: ir.Context) -> Loaded:

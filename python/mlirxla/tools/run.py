@@ -12,12 +12,13 @@ fails (it is printed), 2 on bad input.
 import argparse
 import os
 import sys
+import zipfile
 
 import numpy as np
 
 from mlirxla import frontdoor
 from mlirxla.context import new_context
-from mlirxla.errors import MlirxlaError
+from mlirxla.errors import MlirxlaError, first_line
 from mlirxla.frontdoor.load import load_bytes
 from mlirxla.mlir import ir
 from mlirxla.runtime import checks, literals, oracle, reference
@@ -55,13 +56,18 @@ def generated_argument(shaped: ir.RankedTensorType, rng: np.random.Generator) ->
 
 def read_arguments(path: str, count: int) -> list[np.ndarray]:
     try:
-        archive = np.load(path)
-    except (OSError, ValueError) as error:
-        raise MlirxlaError(f"cannot read inputs: {error}", path) from None
+        archive = np.load(path, allow_pickle=False)
+        if not isinstance(archive, np.lib.npyio.NpzFile):
+            raise ValueError("not an .npz archive")
+        arrays = {name: archive[name] for name in archive.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
+        raise MlirxlaError(f"cannot read inputs as .npz: {first_line(error)}", path) from None
+    if len(arrays) != count:
+        raise MlirxlaError(f"the entry function takes {count} arguments, got {len(arrays)} arrays", path)
     names = [f"arg{i}" for i in range(count)]
-    if all(name in archive.files for name in names):
-        return [archive[name] for name in names]
-    return [archive[name] for name in archive.files]
+    if all(name in arrays for name in names):
+        return [arrays[name] for name in names]
+    return list(arrays.values())
 
 
 def write_outputs(path: str, outputs: list[np.ndarray]) -> None:
@@ -96,6 +102,13 @@ def describe(array: np.ndarray) -> str:
 def run(argv) -> int:
     arguments = parse_arguments(argv)
     data, source = read_input(arguments.input)
+    try:
+        return run_module(arguments, data, source)
+    except MlirxlaError as error:
+        raise error.with_source(source) from None
+
+
+def run_module(arguments, data: bytes, source: str) -> int:
     context = new_context()
     imported = frontdoor.import_bytes(data, source, context)
     module = imported.module
@@ -107,10 +120,7 @@ def run(argv) -> int:
         else:
             rng = np.random.default_rng(arguments.seed)
             inputs = [generated_argument(t, rng) for t in types]
-        try:
-            execution = reference.execute(module, inputs, entry)
-        except MlirxlaError as error:
-            raise error.with_source(source) from None
+        execution = reference.execute(module, inputs, entry)
         outputs = [literals.to_numpy(value) for value in execution.outputs]
         verdicts = checks.judge(execution)
 
