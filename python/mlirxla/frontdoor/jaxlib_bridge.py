@@ -50,12 +50,14 @@ def legalize_chlo_text(text: str, source: str) -> str:
         from jax._src.lib.mlir import ir as jax_ir
         from jax._src.lib.mlir import passmanager as jax_passmanager
         from jax._src.lib.mlir.dialects import mhlo
+        from jaxlib.mlir.dialects import stablehlo as jax_stablehlo
     except ImportError:
         raise MlirxlaError("evaluating chlo ops in the reference needs the jax extra (pip install 'mlirxla[jax]')", source) from None
     context = jax_mlir.make_ir_context()
     context.allow_unregistered_dialects = True
     with context:
         mhlo.register_mhlo_passes()
+        jax_stablehlo.register_stablehlo_passes()
         module = jax_ir.Module.parse(text)
         jax_passmanager.PassManager.parse("builtin.module(func.func(chlo-legalize-to-stablehlo))").run(module.operation)
         return module.operation.get_asm(print_generic_op_form=True, enable_debug_info=True)
