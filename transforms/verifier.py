@@ -1,12 +1,39 @@
 """The module verifier (XLA's HloVerifier): per-op checks plus what spans ops.
 
 Per-op checks run in each op's `verify_invariants` during MLIR verification. This pass adds
-the checks that need more than one op: conditional branch computations exist and match their
-operands and results. Every refusal is a diagnostic at the op's location.
+the checks that need more than one op or the module config (`xhlo.config`):
+
+* collectives: the ids in `replica_groups` (and `source_target_pairs`) are in range for the
+  op's collective group mode (XLA's `GetCollectiveOpGroupMode`): without a channel
+  (no `channel_handle`, or handle <= 0) they are replica ids (< replica_count); with a
+  channel and `use_global_device_ids` they are flattened ids (< replica_count *
+  partition_count); with a channel and no `use_global_device_ids` they are replica ids for
+  all_reduce / all_gather / reduce_scatter (cross-replica-and-partition) and partition ids
+  (< partition_count) for ops without that flag (all_to_all, collective_broadcast,
+  collective_permute). `use_global_device_ids` without a channel is refused. Every group
+  has the same size (no -1 padding).
+* conditional: each branch computation is a function of the module whose inputs are the
+  branch's operand types and whose results are the conditional's result types.
+* xhlo.fusion: the fused computation holds only xhlo ops and ends in xhlo.return.
+* entry computation layout: a function argument/result attribute `xhlo.layout` is an
+  `array<i64>` permutation of the value's rank.
+* shardings: `xhlo.sharding` on function arguments/results and on ops parses, fits the
+  values' ranks and names devices below the module's device count.
+
+Every refusal is an MlirxlaError `file:line:col: <op name>: <what is wrong>`.
 """
 
+from mlirxla.dialects.xhlo.config import read_config
+from mlirxla.dialects.xhlo.sharding import value_problem
 from mlirxla.errors import MlirxlaError, first_line, location_text
 from mlirxla.mlir import ir
+
+SHARDING = "xhlo.sharding"
+LAYOUT = "xhlo.layout"
+
+# ops whose groups are replica ids when they have a channel but no use_global_device_ids
+CROSS_REPLICA_AND_PARTITION_OPS = ("xhlo.all_reduce", "xhlo.all_gather", "xhlo.reduce_scatter")
+GROUP_OPS = CROSS_REPLICA_AND_PARTITION_OPS + ("xhlo.all_to_all", "xhlo.collective_broadcast")
 
 
 def verify_module(module: ir.Module, source: str = "<module>") -> None:
@@ -14,11 +41,229 @@ def verify_module(module: ir.Module, source: str = "<module>") -> None:
     try:
         module.operation.verify()
     except ir.MLIRError as error:
-        raise MlirxlaError(diagnostic_line(error, source)) from None
+        raise diagnostic_error(error, source) from None
+    ModuleChecks(module, source).run()
+
+
+def diagnostic_error(error: ir.MLIRError, source: str) -> MlirxlaError:
+    """`file:line:col: message` of the first diagnostic (the location kept apart for `with_source`)."""
+    diagnostics = getattr(error, "error_diagnostics", None) or []
+    if diagnostics:
+        return MlirxlaError(first_line(diagnostics[0].message), location_text(diagnostics[0].location, source))
+    return MlirxlaError(first_line(error), source)
 
 
 def diagnostic_line(error: ir.MLIRError, source: str) -> str:
-    diagnostics = getattr(error, "error_diagnostics", None) or []
-    if diagnostics:
-        return f"{location_text(diagnostics[0].location, source)}: {first_line(diagnostics[0].message)}"
-    return f"{source}: {first_line(error)}"
+    return str(diagnostic_error(error, source))
+
+
+def _ints(attr: ir.Attribute) -> list[int]:
+    if isinstance(attr, ir.DenseI64ArrayAttr):
+        return list(ir.DenseI64ArrayAttr(attr))
+    if isinstance(attr, ir.DenseI32ArrayAttr):
+        return list(ir.DenseI32ArrayAttr(attr))
+    if isinstance(attr, ir.DenseIntElementsAttr):
+        return [int(v) for v in ir.DenseIntElementsAttr(attr)]
+    if isinstance(attr, ir.ArrayAttr):
+        return [ir.IntegerAttr(a).value for a in ir.ArrayAttr(attr)]
+    raise TypeError(f"expected an integer array, got {attr}")
+
+
+def _shape(attr: ir.Attribute) -> list[int]:
+    return list(ir.ShapedType(ir.DenseElementsAttr(attr).type).shape)
+
+
+def channel_id(op: ir.Operation) -> int | None:
+    """The channel id of a collective, None without a channel (absent or <= 0)."""
+    if "channel_handle" not in op.attributes:
+        return None
+    attr = op.attributes["channel_handle"]
+    if isinstance(attr, ir.DictAttr):
+        entries = ir.DictAttr(attr)
+        handle = ir.IntegerAttr(entries["handle"]).value if "handle" in entries else 0
+    elif isinstance(attr, ir.IntegerAttr):
+        handle = ir.IntegerAttr(attr).value
+    else:
+        import re
+
+        match = re.search(r"handle = (-?\d+)", str(attr))
+        handle = int(match.group(1)) if match else 0
+    return handle if handle > 0 else None
+
+
+class ModuleChecks:
+    def __init__(self, module: ir.Module, source: str):
+        self.module = module
+        self.source = source
+        self.config = read_config(module)
+        self.functions = {}
+        for op in module.body.operations:
+            if op.operation.name == "func.func":
+                self.functions[ir.StringAttr(op.attributes["sym_name"]).value] = op.operation
+
+    def fail(self, op, problem: str) -> MlirxlaError:
+        return MlirxlaError(f"{op.name}: {problem}", location_text(op.location, self.source))
+
+    def run(self) -> None:
+        for function in self.functions.values():
+            self.check_function(function)
+        failures: list[MlirxlaError] = []
+
+        def visit(op):
+            op = op.operation
+            try:
+                self.check_op(op)
+            except MlirxlaError as error:
+                failures.append(error)
+                return ir.WalkResult.INTERRUPT
+            return ir.WalkResult.ADVANCE
+
+        self.module.operation.walk(visit)
+        if failures:
+            raise failures[0]
+
+    # ------------------------------------------------------------ functions
+
+    def check_function(self, function: ir.Operation) -> None:
+        function_type = ir.FunctionType(ir.TypeAttr(function.attributes["function_type"]).value)
+        for key, types, what in (("arg_attrs", function_type.inputs, "argument"), ("res_attrs", function_type.results, "result")):
+            if key not in function.attributes:
+                continue
+            for index, (entry, value_type) in enumerate(zip(ir.ArrayAttr(function.attributes[key]), types)):
+                entries = {named.name: named.attr for named in ir.DictAttr(entry)}
+                if LAYOUT in entries:
+                    if problem := self.layout_problem(entries[LAYOUT], value_type):
+                        raise self.fail(function, f"{what} #{index} {problem}")
+                if SHARDING in entries:
+                    if problem := value_problem(entries[SHARDING], [value_type], self.config.device_count):
+                        raise self.fail(function, f"{what} #{index} sharding: {problem}")
+
+    @staticmethod
+    def layout_problem(attr: ir.Attribute, value_type: ir.Type) -> str | None:
+        if not isinstance(attr, ir.DenseI64ArrayAttr):
+            return f"layout must be an array<i64> minor-to-major permutation, got {attr}"
+        if not isinstance(value_type, ir.RankedTensorType):
+            return f"has a layout but is not a ranked tensor ({value_type})"
+        values = list(ir.DenseI64ArrayAttr(attr))
+        rank = ir.RankedTensorType(value_type).rank
+        if sorted(values) != list(range(rank)):
+            return f"layout {values} is not a permutation of the {rank} dimensions of {value_type}"
+        return None
+
+    # ------------------------------------------------------------ ops
+
+    def check_op(self, op: ir.Operation) -> None:
+        name = op.name
+        if name in GROUP_OPS and "replica_groups" in op.attributes:
+            self.check_replica_groups(op)
+        elif name == "xhlo.collective_permute":
+            self.check_source_target_pairs(op)
+        elif name == "xhlo.conditional":
+            self.check_conditional(op)
+        elif name == "xhlo.fusion":
+            self.check_fusion(op)
+        if name.startswith("xhlo.") and SHARDING in op.attributes:
+            types = [r.type for r in op.results]
+            if problem := value_problem(op.attributes[SHARDING], types, self.config.device_count):
+                raise self.fail(op, f"sharding: {problem}")
+
+    def group_mode(self, op: ir.Operation) -> tuple[str, int]:
+        """(mode, how many ids there are) per XLA's collective group modes."""
+        channel = channel_id(op)
+        global_ids = "use_global_device_ids" in op.attributes and not (
+            isinstance(op.attributes["use_global_device_ids"], ir.BoolAttr) and not ir.BoolAttr(op.attributes["use_global_device_ids"]).value
+        )
+        replicas, partitions = self.config.replica_count, self.config.partition_count
+        if channel is None:
+            if global_ids:
+                raise self.fail(op, "use_global_device_ids requires a channel_handle")
+            return "cross-replica", replicas
+        if global_ids:
+            return "flattened-id", replicas * partitions
+        if op.name in CROSS_REPLICA_AND_PARTITION_OPS:
+            return "cross-replica-and-partition", replicas
+        return "cross-partition", partitions
+
+    def check_replica_groups(self, op: ir.Operation) -> None:
+        attr = op.attributes["replica_groups"]
+        if not isinstance(attr, ir.DenseIntElementsAttr):
+            return  # the op's own verifier refuses it
+        shape = _shape(attr)
+        if len(shape) != 2:
+            return
+        mode, count = self.group_mode(op)
+        values = _ints(attr)
+        rows, width = shape
+        groups = [[v for v in values[r * width : (r + 1) * width] if v != -1] for r in range(rows)]
+        sizes = sorted({len(g) for g in groups})
+        if len(sizes) > 1:
+            raise self.fail(op, f"replica groups differ in size ({', '.join(map(str, sizes))}): {groups}")
+        unit = {"cross-replica": "replica", "cross-replica-and-partition": "replica", "cross-partition": "partition", "flattened-id": "device"}[mode]
+        for group in groups:
+            for member in group:
+                if not 0 <= member < count:
+                    raise self.fail(
+                        op,
+                        f"{unit} id {member} in replica_groups is out of range [0, {count}) in {mode} mode "
+                        f"(replica_count={self.config.replica_count}, partition_count={self.config.partition_count})",
+                    )
+
+    def check_source_target_pairs(self, op: ir.Operation) -> None:
+        if "source_target_pairs" not in op.attributes:
+            return
+        attr = op.attributes["source_target_pairs"]
+        if not isinstance(attr, ir.DenseIntElementsAttr):
+            return
+        channel = channel_id(op)
+        count, unit = (self.config.partition_count, "partition") if channel is not None else (self.config.replica_count, "replica")
+        values = _ints(attr)
+        for member in values:
+            if not 0 <= member < count:
+                raise self.fail(op, f"{unit} id {member} in source_target_pairs is out of range [0, {count})")
+        pairs = list(zip(values[0::2], values[1::2]))
+        sources, targets = [s for s, _ in pairs], [t for _, t in pairs]
+        if len(set(sources)) != len(sources) or len(set(targets)) != len(targets):
+            raise self.fail(op, f"source_target_pairs {pairs} repeat a source or a target")
+
+    def check_conditional(self, op: ir.Operation) -> None:
+        if "branch_computations" not in op.attributes or "branch_operand_counts" not in op.attributes:
+            return
+        branches = [ir.FlatSymbolRefAttr(a).value for a in ir.ArrayAttr(op.attributes["branch_computations"])]
+        counts = _ints(op.attributes["branch_operand_counts"])
+        operands = list(op.operands)[1:]
+        results = [str(r.type) for r in op.results]
+        start = 0
+        for index, (branch, count) in enumerate(zip(branches, counts)):
+            expected = [str(v.type) for v in operands[start : start + count]]
+            start += count
+            if branch not in self.functions:
+                raise self.fail(op, f"branch computation @{branch} (branch {index}) is not a function of the module")
+            function_type = ir.FunctionType(ir.TypeAttr(self.functions[branch].attributes["function_type"]).value)
+            inputs = [str(t) for t in function_type.inputs]
+            outputs = [str(t) for t in function_type.results]
+            if inputs != expected:
+                raise self.fail(op, f"branch {index} @{branch} takes ({', '.join(inputs)}) but gets ({', '.join(expected)})")
+            if outputs != results:
+                raise self.fail(op, f"branch {index} @{branch} returns ({', '.join(outputs)}) but the conditional returns ({', '.join(results)})")
+
+    def check_fusion(self, op: ir.Operation) -> None:
+        region = op.regions[0]
+        blocks = list(region.blocks)
+        if len(blocks) != 1:
+            raise self.fail(op, f"fused computation must have exactly one block, has {len(blocks)}")
+        operations = list(blocks[0].operations)
+        if not operations or operations[-1].operation.name != "xhlo.return":
+            last = operations[-1].operation.name if operations else "nothing"
+            raise self.fail(op, f"fused computation must end in xhlo.return, ends in {last}")
+        foreign: list[ir.Operation] = []
+
+        def visit(inner):
+            if not inner.operation.name.startswith("xhlo."):
+                foreign.append(inner.operation)
+                return ir.WalkResult.INTERRUPT
+            return ir.WalkResult.ADVANCE
+
+        for inner in operations:
+            inner.operation.walk(visit)
+            if foreign:
+                raise self.fail(op, f"fused computation holds a non-xhlo op '{foreign[0].name}'")

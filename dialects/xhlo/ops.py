@@ -480,9 +480,9 @@ class DynamicUpdateSliceOp(XhloOp, name="dynamic_update_slice", traits=[Pure]):
 
 
 class ConcatenateOp(XhloOp, name="concatenate", traits=[Pure]):
-    """Join inputs along `dimension`."""
+    """Join inputs along `dimension` (inputs differ in shape: numbered slots, not a variadic)."""
 
-    inputs: Sequence[Operand[Any]]
+    __annotations__ = slots("inputs", Operand)
     dimension: Any
     result: Result[Any]
 

@@ -9,7 +9,7 @@
 
 from dataclasses import dataclass
 
-from mlirxla.dialects.xhlo.config import ModuleConfig, write_config
+from mlirxla.dialects.xhlo.config import CONFIG, ModuleConfig, read_config, write_config
 from mlirxla.errors import MlirxlaError, location_text
 from mlirxla.mlir import ir, passmanager
 
@@ -40,13 +40,24 @@ def composites_to_calls(module: ir.Module) -> None:
         stablehlo_to_xhlo.replace_op(op, call.operation)
 
 
+def has_calls(module: ir.Module) -> bool:
+    return bool(stablehlo_to_xhlo.collect(module, "func.call"))
+
+
 def inline_calls(module: ir.Module) -> None:
+    """Inline every func.call (the inliner is skipped when there is none: it crashes on some
+    unregistered region ops, such as chlo.scan)."""
+    if not has_calls(module):
+        return
     with module.context:
         passmanager.PassManager.parse("builtin.module(inline{default-pipeline=}, symbol-dce)").run(module.operation)
 
 
-def read_replica_partition_counts(module: ir.Module) -> ModuleConfig:
+def module_config(module: ir.Module) -> ModuleConfig:
+    """The module's own `xhlo.config` if it has one, else the counts JAX records (mhlo.num_*)."""
     attributes = module.operation.attributes
+    if CONFIG in attributes:
+        return read_config(module)
     count = lambda key: ir.IntegerAttr(attributes[key]).value if key in attributes else 1
     return ModuleConfig(replica_count=count("mhlo.num_replicas"), partition_count=count("mhlo.num_partitions"))
 
@@ -86,12 +97,13 @@ def import_loaded(loaded: Loaded) -> Imported:
     try:
         with module.context, ir.Location.unknown():
             composites_to_calls(module)
-            inline_calls(module)
             chlo_to_xhlo.legalize_chlo(module)
+            shardings.prepare(module)
+            inline_calls(module)
             shardings.import_shardings(module)
             stablehlo_to_xhlo.legalize_module(module)
             refuse_foreign_ops(module)
-            write_config(module, read_replica_partition_counts(module))
+            write_config(module, module_config(module))
             verify(module, loaded.source)
     except MlirxlaError as error:
         raise error.with_source(loaded.source) from None

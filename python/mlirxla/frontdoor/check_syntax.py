@@ -18,7 +18,8 @@ _ATTRIBUTE_TYPES = {"tolerance": "f64", "max_ulp_difference": "i64", "min_ulp_di
 
 
 def statement_end(text: str, start: int) -> int:
-    """Index of the newline that ends the statement starting at `start` (brackets balanced)."""
+    """Index of the newline that ends the statement starting at `start` (brackets balanced,
+    a line ending in a comma continued)."""
     depth = 0
     index = start
     while index < len(text):
@@ -29,8 +30,8 @@ def statement_end(text: str, start: int) -> int:
             depth += 1
         elif char in _CLOSERS:
             depth -= 1
-        elif char == "\n" and depth == 0:
-            return index
+        elif char == "\n" and depth == 0 and not text[start:index].rstrip().endswith(","):
+            return index  # a trailing comma continues the statement on the next line
         index += 1
     return len(text)
 

@@ -851,3 +851,49 @@ def square(b, op):
     """x * x."""
     x = op.operands[0]
     return [b.multiply(x, x)]
+
+
+def integer_like(value: ir.Value, width: int, unsigned: bool) -> ir.Type:
+    kind = ir.IntegerType.get_unsigned(width) if unsigned else ir.IntegerType.get_signless(width)
+    return ir.RankedTensorType.get(shape(value), kind)
+
+
+def high_half_unsigned_64(b, x, y):
+    """High 64 bits of a 64x64-bit unsigned product from 32-bit halves (x = xh*2^32 + xl)."""
+    half, mask = const(b, 32, x), const(b, 0xFFFFFFFF, x)
+    xl, xh = b.binary("and", x, mask), b.binary("shift_right_logical", x, half)
+    yl, yh = b.binary("and", y, mask), b.binary("shift_right_logical", y, half)
+    low_low, low_high = b.multiply(xl, yl), b.multiply(xl, yh)
+    high_low, high_high = b.multiply(xh, yl), b.multiply(xh, yh)
+    carry = b.add(
+        b.add(b.binary("shift_right_logical", low_low, half), b.binary("and", low_high, mask)),
+        b.binary("and", high_low, mask),
+    )
+    high = b.add(high_high, b.add(b.binary("shift_right_logical", low_high, half), b.binary("shift_right_logical", high_low, half)))
+    return b.add(high, b.binary("shift_right_logical", carry, half))
+
+
+@chlo_rule("mulhi")
+def mulhi(b, op):
+    """High half of the double-width product: widen, multiply, shift right by the width.
+
+    64-bit operands have no wider type: the unsigned high half comes from 32-bit halves, and
+    for signed operands hi(x*y) = hi_unsigned(x*y) - (x < 0 ? y : 0) - (y < 0 ? x : 0).
+    """
+    x, y = op.operands
+    integer = ir.IntegerType(element(x))
+    width, unsigned = integer.width, integer.is_unsigned
+    if width < 64:
+        wide_x, wide_y = b.convert(x, ir.IntegerType.get_unsigned(2 * width) if unsigned else ir.IntegerType.get_signless(2 * width)), None
+        wide_type = element(wide_x)
+        wide_y = b.convert(y, wide_type)
+        product = b.multiply(wide_x, wide_y)
+        shifted = b.binary("shift_right_logical" if unsigned else "shift_right_arithmetic", product, const(b, width, product))
+        return [b.convert(shifted, element(x))]
+    if unsigned:
+        return [high_half_unsigned_64(b, x, y)]
+    as_unsigned = lambda v: b.op("bitcast_convert", [v], integer_like(v, 64, True))
+    high = b.op("bitcast_convert", [high_half_unsigned_64(b, as_unsigned(x), as_unsigned(y))], x.type)
+    zero = const(b, 0, x)
+    high = b.subtract(high, b.select(int_compare(b, x, zero, "LT"), y, zero))
+    return [b.subtract(high, b.select(int_compare(b, y, zero, "LT"), x, zero))]

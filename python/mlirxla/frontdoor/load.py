@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from mlirxla.errors import MlirxlaError, first_line
 from mlirxla.mlir import ir, stablehlo
 
-from . import check_syntax, jaxlib_bridge
+from . import check_syntax, jaxlib_bridge, segments
 
 BYTECODE_MAGIC = b"ML\xefR"
 _PRODUCER = re.compile(rb"StableHLO_v(\d+)\.(\d+)\.(\d+)")
@@ -87,6 +87,11 @@ def load_text(text: str, source: str, context: ir.Context) -> Loaded:
     text = check_syntax.to_generic(text)
     if jaxlib_bridge.needs_jaxlib(text):
         text = jaxlib_bridge.to_generic_text(text, source)
+    if segments.needs_segments(text):
+        try:
+            text = segments.with_segments(text)
+        except ir.MLIRError as error:
+            raise MlirxlaError(parse_error_message(error, source)) from None
     return Loaded(parse_module(text, source, context), source, "text")
 
 

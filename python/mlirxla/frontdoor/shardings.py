@@ -1,19 +1,547 @@
-"""Import shardings into the xhlo sharding attribute (XLA's HloSharding text).
+"""Import shardings into the xhlo sharding attribute (XLA's HloSharding text, canonical).
 
-`mhlo.sharding` strings on functions arguments/results and on ops are already in XLA's
-grammar; they are copied to `xhlo.sharding`.
+GSPMD: `mhlo.sharding` strings (on function arguments/results through `arg_attrs` /
+`res_attrs`, and on ops such as `stablehlo.custom_call @Sharding`) are already in XLA's
+grammar; they are parsed, validated and printed canonically into `xhlo.sharding`
+(`mhlo.sharding` stays, so that the way back to StableHLO keeps it).
+
+Shardy (sdy), which arrives as opaque attributes and unregistered ops (jaxlib prints it in
+generic form for us):
+
+* `sdy.mesh @m = <["x"=2, "y"=2], device_ids=[...]>` gives the axis names and sizes and the
+  devices (iota when `device_ids` is absent); the op is erased once everything is converted.
+* `#sdy.sharding<@m, [{"x"}, {}], replicated={"y"}>` on an argument, result or op becomes a
+  tiled HloSharding over the mesh's devices: the device array reshaped to the axis sizes
+  (sub-axes `"x":(k)n` split an axis) is transposed so that the axes of dimension 0 come
+  first, then those of dimension 1, ..., then manual axes, then every unused axis, and
+  reshaped to the tile dims; unused axes of size > 1 form the `last_tile_dim_replicate`
+  dim (`last_tile_dims={manual, replicated}` with manual axes). An iota mesh gives
+  `<=[sizes]T(perm)`, canonicalized like XLA (`<=[4]` when no transpose is left). A sharding
+  that tiles nothing is `{replicated}`; a mesh of one device `{maximal device=d}`.
+* `sdy.sharding_constraint %v <@m, ...>` becomes `stablehlo.custom_call @Sharding(%v)`
+  carrying the sharding, as XLA's own Shardy export does (and then `xhlo.custom_call`).
+  Choice: a separate op rather than the sharding put on %v's producer, because %v may be a
+  block argument or have other users that the constraint must not re-shard. `sdy.reshard`
+  is imported the same way.
+* `sdy.manual_computation` is inlined the way XLA exports it: each operand goes through
+  `@Sharding` (its in-sharding) and `@SPMDFullToShardShape` (manual sharding, the body's
+  local type); each returned value through `@Sharding` (manual) and `@SPMDShardToFullShape`
+  (its out-sharding, the global type). The manual sharding is `{manual}` when every axis of
+  size > 1 is manual, else a tiled sharding with a `manual` subgroup.
+  `sdy.manual_computation` has a region, and MLIR's inliner crashes on unregistered ops with
+  regions: `prepare` inlines them and must run before `func.call` inlining.
+
+Any other sdy op is left for the front door to refuse by name.
 """
 
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
 from mlirxla.dialects.xhlo import SHARDING
+from mlirxla.dialects.xhlo.sharding import HloSharding, Iota, ShardingSyntaxError
+from mlirxla.errors import MlirxlaError, location_text
 from mlirxla.mlir import ir
 
 MHLO_SHARDING = "mhlo.sharding"
+SDY_SHARDING = "sdy.sharding"
+SDY_ATTRIBUTE_PREFIX = "sdy."
 
 
-def import_shardings(module: ir.Module) -> None:
+# ---------------------------------------------------------------- sdy text
+
+
+_SDY_TOKEN = re.compile(r'\s*("(?:[^"\\]|\\.)*"|@[\w.$-]+|-?\d+|[A-Za-z_][\w.]*|.)')
+
+
+class _Tokens:
+    def __init__(self, text: str):
+        self.text = text
+        self.items = [m.group(1) for m in _SDY_TOKEN.finditer(text) if m.group(1).strip()]
+        self.index = 0
+
+    def peek(self) -> str | None:
+        return self.items[self.index] if self.index < len(self.items) else None
+
+    def next(self) -> str:
+        token = self.peek()
+        if token is None:
+            raise ValueError(f"unexpected end of '{self.text}'")
+        self.index += 1
+        return token
+
+    def expect(self, token: str) -> None:
+        got = self.next()
+        if got != token:
+            raise ValueError(f"expected '{token}' but got '{got}' in '{self.text}'")
+
+    def accept(self, token: str) -> bool:
+        if self.peek() == token:
+            self.index += 1
+            return True
+        return False
+
+    def string(self) -> str:
+        token = self.next()
+        if not token.startswith('"'):
+            raise ValueError(f"expected a quoted name but got '{token}' in '{self.text}'")
+        return token[1:-1]
+
+    def integer(self) -> int:
+        return int(self.next())
+
+
+@dataclass(frozen=True)
+class Mesh:
+    """An sdy mesh: axis names and sizes, and device ids (None: iota)."""
+
+    axes: tuple[tuple[str, int], ...]
+    device_ids: tuple[int, ...] | None = None
+
+    @property
+    def size(self) -> int:
+        return int(np.prod([s for _, s in self.axes], dtype=np.int64)) if self.axes else 1
+
+    def axis_size(self, name: str) -> int:
+        for axis, size in self.axes:
+            if axis == name:
+                return size
+        raise ValueError(f"unknown mesh axis \"{name}\"")
+
+
+@dataclass(frozen=True)
+class AxisRef:
+    """A mesh axis, or the sub-axis `"name":(pre_size)size` of it."""
+
+    name: str
+    pre_size: int | None = None
+    size: int | None = None
+
+
+@dataclass(frozen=True)
+class TensorSharding:
+    """`<@mesh, [{axes}, ...], replicated={...}>`."""
+
+    mesh: str | Mesh
+    dims: tuple[tuple[AxisRef, ...], ...]
+    replicated: tuple[AxisRef, ...] = ()
+
+
+def _mesh_body(tokens: _Tokens) -> Mesh:
+    """`["x"=2, "y"=4], device_ids=[...]` (after the `<` of `#sdy.mesh<` / `mesh<`)."""
+    axes = []
+    tokens.expect("[")
+    while not tokens.accept("]"):
+        name = tokens.string()
+        tokens.expect("=")
+        axes.append((name, tokens.integer()))
+        tokens.accept(",")
+    device_ids = None
+    if tokens.accept(","):
+        tokens.expect("device_ids")
+        tokens.expect("=")
+        tokens.expect("[")
+        device_ids = []
+        while not tokens.accept("]"):
+            device_ids.append(tokens.integer())
+            tokens.accept(",")
+        device_ids = tuple(device_ids)
+    return Mesh(tuple(axes), device_ids)
+
+
+def parse_mesh(text: str) -> Mesh:
+    """`#sdy.mesh<["x"=2], device_ids=[1, 0]>` or the mesh's body alone."""
+    tokens = _Tokens(text)
+    if tokens.accept("#"):
+        tokens.expect("sdy.mesh")
+        tokens.expect("<")
+        mesh = _mesh_body(tokens)
+        tokens.expect(">")
+        return mesh
+    if tokens.accept("<"):
+        mesh = _mesh_body(tokens)
+        tokens.expect(">")
+        return mesh
+    return _mesh_body(tokens)
+
+
+def _axis_refs(tokens: _Tokens, close: str = "}") -> tuple[tuple[AxisRef, ...], bool]:
+    """Axis references up to `close`; also whether the list is open (`?`)."""
+    refs, open_ = [], False
+    while not tokens.accept(close):
+        if tokens.accept("?"):
+            open_ = True
+        else:
+            name = tokens.string()
+            if tokens.accept(":"):
+                tokens.expect("(")
+                pre = tokens.integer()
+                tokens.expect(")")
+                refs.append(AxisRef(name, pre, tokens.integer()))
+            else:
+                refs.append(AxisRef(name))
+        tokens.accept(",")
+    return tuple(refs), open_
+
+
+def _tensor_sharding(tokens: _Tokens) -> TensorSharding:
+    """`<@mesh, [{...}, ...], replicated={...}>` starting at `<`."""
+    tokens.expect("<")
+    if (token := tokens.next()).startswith("@"):
+        mesh: str | Mesh = token[1:]
+    elif token == "mesh":
+        tokens.expect("<")
+        mesh = _mesh_body(tokens)
+        tokens.expect(">")
+    else:
+        raise ValueError(f"expected a mesh but got '{token}' in '{tokens.text}'")
+    tokens.expect(",")
+    tokens.expect("[")
+    dims = []
+    while not tokens.accept("]"):
+        tokens.expect("{")
+        refs, _ = _axis_refs(tokens)
+        dims.append(refs)
+        if (priority := tokens.peek()) is not None and re.fullmatch(r"p\d+", priority):
+            tokens.next()
+        tokens.accept(",")
+    replicated: tuple[AxisRef, ...] = ()
+    while tokens.accept(","):
+        key = tokens.next()
+        tokens.expect("=")
+        tokens.expect("{")
+        refs, _ = _axis_refs(tokens)
+        if key == "replicated":
+            replicated = refs
+        elif key == "unreduced" and refs:
+            raise ValueError(f"unreduced axes are not supported: '{tokens.text}'")
+    tokens.expect(">")
+    return TensorSharding(mesh, tuple(dims), replicated)
+
+
+def parse_tensor_sharding(text: str) -> TensorSharding:
+    """`#sdy.sharding<@mesh, [{"x"}, {}]>` or its body `<@mesh, [...]>`."""
+    tokens = _Tokens(text)
+    if tokens.accept("#"):
+        tokens.expect("sdy.sharding")
+    sharding = _tensor_sharding(tokens)
+    if tokens.peek() is not None:
+        raise ValueError(f"trailing text in '{text}'")
+    return sharding
+
+
+def parse_sharding_per_value(text: str) -> list[TensorSharding]:
+    """`#sdy.sharding_per_value<[<@m, [...]>, ...]>`."""
+    tokens = _Tokens(text)
+    tokens.expect("#")
+    tokens.expect("sdy.sharding_per_value")
+    tokens.expect("<")
+    tokens.expect("[")
+    values = []
+    while not tokens.accept("]"):
+        values.append(_tensor_sharding(tokens))
+        tokens.accept(",")
+    tokens.expect(">")
+    return values
+
+
+def parse_manual_axes(text: str) -> list[str]:
+    """`#sdy<manual_axes{"x", "y"}>`."""
+    return [name for name in re.findall(r'"((?:[^"\\]|\\.)*)"', text)]
+
+
+# ---------------------------------------------------------------- sdy -> HloSharding
+
+
+def _factors(mesh: Mesh, refs: list[AxisRef]) -> tuple[list[tuple[str, int, int]], dict[AxisRef, list[int]]]:
+    """Split the mesh axes at every sub-axis boundary.
+
+    Returns the factors major to minor as (axis, start, size) and, for each reference, the
+    indices of the factors it covers. A sub-axis `(pre)size` covers the part of its axis
+    from boundary `pre` to `pre * size` (boundaries count from the major end).
+    """
+    boundaries: dict[str, set[int]] = {name: {1, size} for name, size in mesh.axes}
+    for ref in refs:
+        if ref.name not in boundaries:
+            raise ValueError(f'unknown mesh axis "{ref.name}"')
+        if ref.pre_size is not None:
+            full = mesh.axis_size(ref.name)
+            end = ref.pre_size * ref.size
+            if full % end or ref.size <= 0 or ref.pre_size <= 0:
+                raise ValueError(f'sub-axis "{ref.name}":({ref.pre_size}){ref.size} does not divide axis size {full}')
+            boundaries[ref.name].update({ref.pre_size, end})
+    factors: list[tuple[str, int, int]] = []
+    for name, _ in mesh.axes:
+        points = sorted(boundaries[name])
+        for low, high in zip(points, points[1:]):
+            factors.append((name, low, high // low))
+    covered: dict[AxisRef, list[int]] = {}
+    for ref in refs:
+        low = ref.pre_size or 1
+        high = low * ref.size if ref.size is not None else mesh.axis_size(ref.name)
+        covered[ref] = [i for i, (name, start, size) in enumerate(factors) if name == ref.name and low <= start and start * size <= high]
+    return factors, covered
+
+
+def to_hlo_sharding(sharding: TensorSharding, mesh: Mesh, rank: int | None, manual_axes: tuple[str, ...] = ()) -> HloSharding:
+    """The HloSharding of an sdy tensor sharding over `mesh` (see the module docstring).
+
+    Axes in `manual_axes` form a `manual` subgroup and are dropped from the dimensions.
+    """
+    if rank is not None and len(sharding.dims) != rank:
+        raise ValueError(f"sharding has {len(sharding.dims)} dimensions for a value of rank {rank}")
+    if mesh.size == 1:
+        if mesh.device_ids and not mesh.axes:
+            return HloSharding.maximal(mesh.device_ids[0])
+        return HloSharding.manual() if manual_axes else HloSharding.replicated()
+    manual = [AxisRef(name) for name in manual_axes]
+    dims = [[r for r in refs if r.name not in manual_axes] for refs in sharding.dims]
+    all_refs = [r for refs in dims for r in refs] + manual + list(sharding.replicated)
+    factors, covered = _factors(mesh, all_refs)
+    sizes = [size for _, _, size in factors]
+    used: list[int] = []
+    tile_dims = []
+    for refs in dims:
+        indices = [i for r in refs for i in covered[r]]
+        used.extend(indices)
+        tile_dims.append(int(np.prod([sizes[i] for i in indices], dtype=np.int64)))
+    manual_indices = [i for r in manual for i in covered[r] if i not in used]
+    rest = [i for i in range(len(factors)) if i not in used and i not in manual_indices]
+    if len(set(used)) != len(used):
+        raise ValueError("a mesh axis shards more than one dimension")
+    manual_size = int(np.prod([sizes[i] for i in manual_indices], dtype=np.int64))
+    rest_size = int(np.prod([sizes[i] for i in rest], dtype=np.int64))
+    data_size = int(np.prod(tile_dims, dtype=np.int64))
+    if data_size == 1 and manual_size == 1:
+        return HloSharding.replicated()
+    if data_size == 1 and rest_size == 1:
+        return HloSharding.manual()
+    subgroups = []
+    if manual_size > 1:
+        tile_dims.append(manual_size)
+        subgroups.append("manual")
+    if rest_size > 1:
+        tile_dims.append(rest_size)
+        subgroups.append("replicated")
+    perm = used + manual_indices + rest
+    if mesh.device_ids is None or list(mesh.device_ids) == list(range(mesh.size)):
+        return HloSharding.tiled(tile_dims, iota=Iota(tuple(sizes), tuple(perm)), subgroup_types=subgroups)
+    devices = np.array(mesh.device_ids, dtype=np.int64).reshape(sizes).transpose(perm).reshape(-1)
+    return HloSharding.tiled(tile_dims, devices=list(devices), subgroup_types=subgroups)
+
+
+def manual_body_sharding(sharding: TensorSharding, mesh: Mesh, rank: int | None, manual_axes: tuple[str, ...]) -> HloSharding:
+    return to_hlo_sharding(sharding, mesh, rank, manual_axes)
+
+
+# ---------------------------------------------------------------- the module
+
+
+def _rank(t: ir.Type) -> int | None:
+    return ir.RankedTensorType(t).rank if isinstance(t, ir.RankedTensorType) else None
+
+
+class _Importer:
+    def __init__(self, module: ir.Module):
+        self.module = module
+        self.meshes: dict[str, Mesh] = {}
+        for op in module.body.operations:
+            if op.operation.name == "sdy.mesh":
+                name = ir.StringAttr(op.attributes["sym_name"]).value
+                try:
+                    self.meshes[name] = parse_mesh(str(op.attributes["mesh"]))
+                except (ValueError, KeyError) as error:
+                    raise MlirxlaError(f"sdy.mesh: cannot read mesh @{name}: {error}", location_text(op.location)) from None
+
+    def mesh_of(self, sharding: TensorSharding) -> Mesh:
+        if isinstance(sharding.mesh, Mesh):
+            return sharding.mesh
+        if sharding.mesh not in self.meshes:
+            raise ValueError(f"unknown mesh @{sharding.mesh}")
+        return self.meshes[sharding.mesh]
+
+    def convert(self, sharding: TensorSharding, t: ir.Type | None, manual_axes=()) -> HloSharding:
+        return to_hlo_sharding(sharding, self.mesh_of(sharding), None if t is None else _rank(t), tuple(manual_axes))
+
+    def from_attribute(self, attr: ir.Attribute, types: list[ir.Type]) -> HloSharding:
+        """An `sdy.sharding` attribute (tensor sharding or sharding per value)."""
+        text = str(attr)
+        if text.startswith("#sdy.sharding_per_value"):
+            values = parse_sharding_per_value(text)
+            if len(values) != len(types):
+                raise ValueError(f"{len(values)} shardings for {len(types)} results")
+            converted = [self.convert(s, t) for s, t in zip(values, types)]
+            return converted[0] if len(converted) == 1 else HloSharding.tuple_of(converted)
+        return self.convert(parse_tensor_sharding(text), types[0] if len(types) == 1 else None)
+
+
+def _fail(op, problem: str) -> MlirxlaError:
+    return MlirxlaError(f"{op.operation.name}: {problem}", location_text(op.location))
+
+
+def _custom_call(target: str, operand: ir.Value, result_type: ir.Type, sharding: HloSharding, location) -> ir.Value:
+    text = ir.StringAttr.get(str(sharding))
+    op = ir.Operation.create(
+        "stablehlo.custom_call",
+        results=[result_type],
+        operands=[operand],
+        attributes={
+            "call_target_name": ir.StringAttr.get(target),
+            "backend_config": ir.StringAttr.get(""),
+            MHLO_SHARDING: text,
+            SHARDING: text,
+        },
+        loc=location,
+    )
+    return op.results[0]
+
+
+def _collect(module: ir.Module, name: str, order=None) -> list:
+    found = []
+
     def visit(op):
-        if MHLO_SHARDING in op.attributes:
-            op.attributes[SHARDING] = op.attributes[MHLO_SHARDING]
+        if op.operation.name == name:
+            found.append(op.operation)
+        return ir.WalkResult.ADVANCE
+
+    if order is None:
+        module.operation.walk(visit)
+    else:
+        module.operation.walk(visit, order)
+    return found
+
+
+def inline_manual_computations(module: ir.Module, importer: _Importer | None = None) -> None:
+    """Replace every `sdy.manual_computation` by its body between XLA's shard-shape custom calls."""
+    ops = _collect(module, "sdy.manual_computation", ir.WalkOrder.POST_ORDER)
+    if not ops:
+        return
+    importer = importer or _Importer(module)
+    for op in ops:
+        try:
+            in_shardings = parse_sharding_per_value(str(op.attributes["in_shardings"]))
+            out_shardings = parse_sharding_per_value(str(op.attributes["out_shardings"]))
+            manual_axes = tuple(parse_manual_axes(str(op.attributes["manual_axes"]))) if "manual_axes" in op.attributes else ()
+        except (ValueError, KeyError) as error:
+            raise _fail(op, f"cannot read shardings: {error}") from None
+        block = op.regions[0].blocks[0]
+        arguments = list(block.arguments)
+        if len(in_shardings) != len(op.operands) or len(arguments) != len(op.operands) or len(out_shardings) != len(op.results):
+            raise _fail(op, "in/out shardings, operands, block arguments and results do not correspond")
+        try:
+            with ir.InsertionPoint(op):
+                for operand, argument, sharding in zip(op.operands, arguments, in_shardings):
+                    full = _custom_call("Sharding", operand, operand.type, importer.convert(sharding, operand.type), op.location)
+                    local_sharding = importer.convert(sharding, operand.type, manual_axes)
+                    local = _custom_call("SPMDFullToShardShape", full, argument.type, local_sharding, op.location)
+                    argument.replace_all_uses_with(local)
+                operations = list(block.operations)
+                terminator = operations[-1]
+                for inner in operations[:-1]:
+                    inner.move_before(op)
+                returned = list(terminator.operands)
+                if len(returned) != len(op.results):
+                    raise _fail(op, f"body returns {len(returned)} values for {len(op.results)} results")
+            with ir.InsertionPoint(op):
+                for value, result, sharding in zip(returned, list(op.results), out_shardings):
+                    local = _custom_call("Sharding", value, value.type, importer.convert(sharding, result.type, manual_axes), op.location)
+                    full = _custom_call("SPMDShardToFullShape", local, result.type, importer.convert(sharding, result.type), op.location)
+                    result.replace_all_uses_with(full)
+        except ValueError as error:
+            raise _fail(op, str(error)) from None
+        terminator.erase()
+        op.erase()
+
+
+def prepare(module: ir.Module) -> None:
+    """What must happen before `func.call` inlining: inline `sdy.manual_computation`."""
+    inline_manual_computations(module)
+
+
+def _canonical(text: str, op, what: str) -> HloSharding:
+    try:
+        return HloSharding.parse(text)
+    except ShardingSyntaxError as error:
+        raise _fail(op, f"{what}: {error}") from None
+
+
+def _convert_dict(entries: ir.Attribute, value_type: ir.Type, importer: _Importer, op, what: str) -> ir.Attribute | None:
+    """The argument/result dictionary with `xhlo.sharding` from mhlo.sharding or sdy.sharding; None if unchanged."""
+    names = {named.name: named.attr for named in ir.DictAttr(entries)}
+    sharding = None
+    if MHLO_SHARDING in names and isinstance(names[MHLO_SHARDING], ir.StringAttr):
+        sharding = _canonical(ir.StringAttr(names[MHLO_SHARDING]).value, op, what)
+    if SDY_SHARDING in names:
+        try:
+            sharding = importer.from_attribute(names.pop(SDY_SHARDING), [value_type])
+        except ValueError as error:
+            raise _fail(op, f"{what}: {error}") from None
+    if sharding is None:
+        return None
+    names[SHARDING] = ir.StringAttr.get(str(sharding))
+    return ir.DictAttr.get(names)
+
+
+def _convert_function(function, importer: _Importer) -> None:
+    function_type = ir.FunctionType(ir.TypeAttr(function.attributes["function_type"]).value)
+    for key, types, what in (("arg_attrs", function_type.inputs, "argument"), ("res_attrs", function_type.results, "result")):
+        if key not in function.attributes:
+            continue
+        entries = list(ir.ArrayAttr(function.attributes[key]))
+        changed = False
+        for index, (entry, value_type) in enumerate(zip(entries, types)):
+            new = _convert_dict(entry, value_type, importer, function, f"{what} #{index}")
+            if new is not None:
+                entries[index], changed = new, True
+        if changed:
+            function.attributes[key] = ir.ArrayAttr.get(entries)
+
+
+def _convert_constraints(module: ir.Module, importer: _Importer) -> None:
+    for name in ("sdy.sharding_constraint", "sdy.reshard"):
+        for op in _collect(module, name):
+            try:
+                sharding = importer.convert(parse_tensor_sharding(str(op.attributes["sharding"])), op.operands[0].type)
+            except (ValueError, KeyError) as error:
+                raise _fail(op, str(error)) from None
+            with ir.InsertionPoint(op):
+                value = _custom_call("Sharding", op.operands[0], op.results[0].type, sharding, op.location)
+            op.results[0].replace_all_uses_with(value)
+            op.erase()
+
+
+def _convert_op_attributes(module: ir.Module, importer: _Importer) -> None:
+    def visit(op):
+        attributes = op.operation.attributes
+        if op.operation.name == "func.func":
+            return ir.WalkResult.ADVANCE
+        types = [r.type for r in op.operation.results]
+        if MHLO_SHARDING in attributes and isinstance(attributes[MHLO_SHARDING], ir.StringAttr):
+            sharding = _canonical(ir.StringAttr(attributes[MHLO_SHARDING]).value, op, MHLO_SHARDING)
+            attributes[SHARDING] = ir.StringAttr.get(str(sharding))
+        if SDY_SHARDING in attributes:
+            try:
+                sharding = importer.from_attribute(attributes[SDY_SHARDING], types)
+            except ValueError as error:
+                raise _fail(op, str(error)) from None
+            attributes[SHARDING] = ir.StringAttr.get(str(sharding))
+            del attributes[SDY_SHARDING]
         return ir.WalkResult.ADVANCE
 
     module.operation.walk(visit)
+
+
+def import_shardings(module: ir.Module) -> None:
+    """mhlo.sharding and Shardy -> `xhlo.sharding`; sdy ops and meshes removed."""
+    importer = _Importer(module)
+    inline_manual_computations(module, importer)
+    _convert_constraints(module, importer)
+    for function in _collect(module, "func.func"):
+        _convert_function(function, importer)
+    _convert_op_attributes(module, importer)
+    for op in list(module.body.operations):
+        if op.operation.name == "sdy.mesh":
+            op.operation.erase()

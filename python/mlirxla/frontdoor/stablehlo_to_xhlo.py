@@ -200,10 +200,87 @@ def collect(module: ir.Module, prefix: str) -> list[ir.Operation]:
     return found
 
 
+def constant_ints(value: ir.Value) -> list[int] | None:
+    """The integers of a value defined by stablehlo.constant (flattened), else None."""
+    owner = value.owner if isinstance(value, ir.OpResult) else None
+    if owner is None or owner.name != "stablehlo.constant":
+        return None
+    attr = owner.attributes["value"]
+    try:
+        values = ir.DenseIntElementsAttr(attr)
+    except (TypeError, ValueError):
+        return None
+    count = 1
+    for size in ir.ShapedType(attr.type).shape:
+        count *= size
+    return [values[0]] * count if values.is_splat else [values[i] for i in range(len(values))]
+
+
+def static_form(op: ir.Operation) -> tuple[str, list[ir.Value], dict] | None:
+    """A dynamic-shape op whose shapes are static (constant shape operands, static result)
+    as its static StableHLO equivalent: (op name, operands, attributes), else None."""
+    name, operands, result = op.name, list(op.operands), op.results[0].type
+    if not ir.RankedTensorType(result).has_static_shape:
+        return None
+    attrs = {n: op.attributes[n] for n in op.attributes}
+    i64_array = ir.DenseI64ArrayAttr.get
+    if name == "stablehlo.dynamic_iota":
+        return "stablehlo.iota", [], attrs
+    if name == "stablehlo.dynamic_reshape":
+        return "stablehlo.reshape", operands[:1], {}
+    if name == "stablehlo.dynamic_broadcast_in_dim":
+        return "stablehlo.broadcast_in_dim", operands[:1], {"broadcast_dimensions": attrs["broadcast_dimensions"]}
+    if name == "stablehlo.get_dimension_size":
+        operand_type = ir.RankedTensorType(operands[0].type)
+        dimension = ir.IntegerAttr(attrs["dimension"]).value
+        if operand_type.is_dynamic_dim(dimension):
+            return None
+        element = ir.RankedTensorType(result).element_type
+        value = ir.DenseElementsAttr.get_splat(ir.RankedTensorType(result), ir.IntegerAttr.get(element, operand_type.shape[dimension]))
+        return "stablehlo.constant", [], {"value": value}
+    if name == "stablehlo.dynamic_pad":
+        pads = [constant_ints(v) for v in operands[2:5]]
+        if any(p is None for p in pads):
+            return None
+        low, high, interior = pads
+        return "stablehlo.pad", operands[:2], {"edge_padding_low": i64_array(low), "edge_padding_high": i64_array(high), "interior_padding": i64_array(interior)}
+    if name == "stablehlo.dynamic_gather":
+        sizes = constant_ints(operands[2])
+        if sizes is None:
+            return None
+        return "stablehlo.gather", operands[:2], {**attrs, "slice_sizes": i64_array(sizes)}
+    if name == "stablehlo.dynamic_conv":
+        padding = constant_ints(operands[2])
+        if padding is None:
+            return None
+        i64 = ir.IntegerType.get_signless(64)
+        padding_type = ir.RankedTensorType.get([len(padding) // 2, 2], i64)
+        attrs["padding"] = ir.DenseElementsAttr.get(
+            [ir.IntegerAttr.get(i64, p) for p in padding], type=padding_type
+        ) if padding else ir.DenseElementsAttr.get_splat(padding_type, ir.IntegerAttr.get(i64, 0))
+        return "stablehlo.convolution", operands[:2], attrs
+    return None
+
+
+DYNAMIC_OPS = ("stablehlo.dynamic_iota", "stablehlo.dynamic_reshape", "stablehlo.dynamic_broadcast_in_dim",
+               "stablehlo.get_dimension_size", "stablehlo.dynamic_pad", "stablehlo.dynamic_gather", "stablehlo.dynamic_conv")
+
+
+def staticize(module: ir.Module) -> None:
+    """Dynamic-shape ops whose shapes are static become their static equivalents, as XLA does."""
+    for op in collect(module, "stablehlo."):
+        if op.name in DYNAMIC_OPS and (form := static_form(op)) is not None:
+            name, operands, attrs = form
+            with ir.InsertionPoint(op):
+                new = ir.Operation.create(name, results=[op.results[0].type], operands=operands, attributes=attrs, loc=op.location)
+            replace_op(op, new)
+
+
 def legalize_module(module: ir.Module) -> None:
     """Rewrite every StableHLO op of `module` in place into xhlo."""
     known = op_classes()
     symbols = SymbolNamer(module)
+    staticize(module)
     for op in collect(module, "stablehlo."):
         name = op.name
         if name in ("stablehlo.case", "stablehlo.if"):

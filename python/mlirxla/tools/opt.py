@@ -8,7 +8,7 @@
 import argparse
 import sys
 
-from mlirxla import frontdoor
+from mlirxla import frontdoor, printing
 from mlirxla.context import new_context
 from mlirxla.errors import MlirxlaError
 
@@ -49,9 +49,7 @@ def opt(argv) -> int:
     arguments = parse_arguments(argv)
     data, source = read_input(arguments.input)
     imported = frontdoor.import_bytes(data, source, new_context())
-    text = imported.module.operation.get_asm(
-        print_generic_op_form=arguments.mlir_print_generic, enable_debug_info=arguments.mlir_print_debuginfo
-    )
+    text = printing.module_text(imported.module, arguments.mlir_print_generic, arguments.mlir_print_debuginfo)
     write_output(arguments.output, text)
     return EXIT_OK
 

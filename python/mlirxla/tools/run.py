@@ -16,7 +16,7 @@ import zipfile
 
 import numpy as np
 
-from mlirxla import frontdoor
+from mlirxla import frontdoor, printing
 from mlirxla.context import new_context
 from mlirxla.errors import MlirxlaError, first_line
 from mlirxla.frontdoor.load import load_bytes
@@ -82,7 +82,7 @@ def dump_module(directory: str, module: ir.Module, name: str) -> str:
         os.makedirs(directory, exist_ok=True)
         path = os.path.join(directory, f"module_0000.{name}.before_optimizations.mlir")
         with open(path, "w") as handle:
-            handle.write(module.operation.get_asm(enable_debug_info=True))
+            handle.write(printing.module_text(module, debug_info=True))
     except OSError as error:
         raise MlirxlaError(f"cannot write dump: {error.strerror}", directory) from None
     return path

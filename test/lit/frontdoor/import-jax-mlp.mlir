@@ -15,7 +15,7 @@
 // CHECK: "xhlo.maximum"
 // CHECK: "xhlo.reduce"
 // CHECK: "xhlo.return"
-// CHECK-NEXT: }) {dimensions = array<i64: 1>, operandSegmentSizes = array<i32: 1, {{.*}}>
+// CHECK-NEXT: }) {dimensions = array<i64: 1>} : (tensor<32x10xf32>, tensor<f32>) -> tensor<32xf32>
 // CHECK: "xhlo.exponential"
 // CHECK: "xhlo.divide"
 // CHECK-NOT: func.func private @relu

@@ -1,0 +1,105 @@
+"""mlirxla-conformance: run the StableHLO interpreter tests through import -> xhlo -> verify -> run.
+
+    mlirxla-conformance                                  # ../shared/conformance/stablehlo-interpret
+    mlirxla-conformance DIR -k add.mlir                  # only test functions whose name contains it
+    mlirxla-conformance --json                           # a JSON report on stdout
+    mlirxla-conformance --expected-failures FILE         # default: test/conformance/expected_failures.txt
+
+Each test function runs isolated in a worker subprocess. Functions of files that use
+interpreter.run_parallel (multi-process collectives) are reported as unsupported, not run.
+Exit status 0 when no failure is unexpected and no expected failure passes, 1 otherwise,
+2 on bad input.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+from mlirxla import conformance
+from mlirxla.errors import MlirxlaError
+
+from .cli import EXIT_CHECK_FAILED, EXIT_OK, run_tool
+
+_REPOSITORY = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+DEFAULT_DIRECTORY = os.path.join(os.path.dirname(_REPOSITORY), "shared", "conformance", "stablehlo-interpret")
+DEFAULT_EXPECTED = os.path.join(_REPOSITORY, "test", "conformance", "expected_failures.txt")
+
+
+def parse_arguments(argv):
+    parser = argparse.ArgumentParser(prog="mlirxla-conformance", description=__doc__.splitlines()[0])
+    parser.add_argument("directory", nargs="?", default=DEFAULT_DIRECTORY, help="directory of interpreter test files (default: %(default)s)")
+    parser.add_argument("--json", action="store_true", help="print a JSON report instead of text")
+    parser.add_argument("-k", dest="filter", help="run only test functions whose 'file.mlir:@function' contains this")
+    parser.add_argument("--expected-failures", default=None, help=f"expected-failures file (default: {DEFAULT_EXPECTED} when present; 'none' for none)")
+    parser.add_argument("-j", "--workers", type=int, default=conformance.DEFAULT_WORKERS, help="worker processes (default %(default)s)")
+    parser.add_argument("--timeout", type=float, default=conformance.DEFAULT_TIMEOUT, help="seconds per test function (default %(default)s)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="print every outcome, not only failures")
+    return parser.parse_args(argv)
+
+
+def expected_failures_path(argument: str | None) -> str | None:
+    if argument == "none":
+        return None
+    if argument is None:
+        return DEFAULT_EXPECTED if os.path.exists(DEFAULT_EXPECTED) else None
+    return argument
+
+
+def run(argv) -> int:
+    arguments = parse_arguments(argv)
+    if not os.path.isdir(arguments.directory):
+        raise MlirxlaError("not a directory", arguments.directory)
+    path = expected_failures_path(arguments.expected_failures)
+    try:
+        expected = conformance.read_expected_failures(path)
+    except OSError as error:
+        raise MlirxlaError(f"cannot read expected failures: {error.strerror}", path) from None
+    except ValueError as error:
+        raise MlirxlaError(str(error)) from None
+
+    def progress(outcome):
+        if arguments.json:
+            return
+        if outcome.status == "failed" and not outcome.expected:
+            print(f"FAIL {outcome.name}: {outcome.reason}", flush=True)
+        elif arguments.verbose:
+            tag = {"passed": "PASS", "failed": "XFAIL", "unsupported": "UNSUPPORTED"}[outcome.status]
+            print(f"{tag} {outcome.name}" + (f": {outcome.reason}" if outcome.reason else ""), flush=True)
+
+    report = conformance.run_suite(arguments.directory, arguments.filter, expected, arguments.workers, arguments.timeout, progress)
+    if arguments.json:
+        print(json.dumps(report.to_json(), indent=1))
+    else:
+        print_report(report, path)
+    return EXIT_OK if report.ok else EXIT_CHECK_FAILED
+
+
+def print_report(report: conformance.Report, expected_path: str | None) -> None:
+    for name in report.stale_expected:
+        print(f"XPASS {name}: listed as an expected failure but passed")
+    for name in report.unknown_expected:
+        print(f"note: expected failure {name} names no test function")
+    s = report.summary()
+    run_count = s["passed"] + s["failed"]
+    print(
+        f"{s['total']} test functions: {s['passed']} passed, {s['failed']} failed "
+        f"({s['failed_expected']} expected, {s['failed_unexpected']} unexpected), {s['unsupported']} unsupported"
+    )
+    print(f"pass rate (files without run_parallel): {s['passed']}/{run_count} = {100 * report.pass_rate():.1f}%")
+    if report.run_parallel_files:
+        print(
+            f"unsupported: {len(report.run_parallel_files)} files use interpreter.run_parallel "
+            f"(multi-process collectives, not run): {', '.join(report.run_parallel_files)}"
+        )
+    if report.stale_expected:
+        print(f"{len(report.stale_expected)} expected failures now pass: remove them from {expected_path}")
+    print(f"{s['seconds']} s")
+
+
+def main(argv=None) -> int:
+    return run_tool("mlirxla-conformance", lambda: run(sys.argv[1:] if argv is None else argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

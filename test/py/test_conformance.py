@@ -1,0 +1,78 @@
+"""The StableHLO interpreter's own tests, run through import -> xhlo -> verify -> run.
+
+One run of the whole suite (2 worker processes, ~20-60 s) shared by the assertions:
+the pass rate over files without interpreter.run_parallel reaches 95%, every failure is a
+listed expected failure, and no listed expected failure passes.
+"""
+
+import os
+
+import pytest
+
+from mlirxla import conformance
+
+from .conftest import CONFORMANCE, REPOSITORY
+
+EXPECTED_FAILURES = os.path.join(REPOSITORY, "test", "conformance", "expected_failures.txt")
+PASS_RATE_BAR = 0.95
+
+pytestmark = pytest.mark.skipif(not os.path.isdir(CONFORMANCE), reason="no conformance suite in ../shared")
+
+
+@pytest.fixture(scope="module")
+def expected():
+    return conformance.read_expected_failures(EXPECTED_FAILURES)
+
+
+@pytest.fixture(scope="module")
+def report(expected):
+    return conformance.run_suite(CONFORMANCE, expected_failures=expected, workers=2)
+
+
+@pytest.mark.slow
+def test_pass_rate(report):
+    s = report.summary()
+    assert report.pass_rate() >= PASS_RATE_BAR, s
+
+
+@pytest.mark.slow
+def test_every_failure_is_expected(report):
+    unexpected = [f"{o.name}: {o.reason}" for o in report.unexpected_failures]
+    assert not unexpected, "\n".join(unexpected)
+
+
+@pytest.mark.slow
+def test_no_expected_failure_passes(report, expected):
+    assert not report.stale_expected, f"now passing, remove from {EXPECTED_FAILURES}: {report.stale_expected}"
+    assert not report.unknown_expected, f"no such test function: {report.unknown_expected}"
+
+
+@pytest.mark.slow
+def test_run_parallel_files_are_unsupported(report):
+    assert len(report.run_parallel_files) == 13
+    assert all(o.status == "unsupported" for o in report.outcomes if o.name.split(":@")[0] in report.run_parallel_files)
+    assert report.count("unsupported") == sum(1 for o in report.outcomes if o.name.split(":@")[0] in report.run_parallel_files)
+
+
+def test_split_keeps_line_numbers():
+    text = "a\n// -----\nb\nc\n// -----\nd\n"
+    chunks = conformance.split_chunks(text)
+    assert [line for line, _ in chunks] == [1, 2, 5]  # a chunk starts on its separator's line
+    assert [chunk.splitlines().index(last) + 1 for chunk, last in zip([c for _, c in chunks], "acd")] == [1, 4, 6]
+
+
+def test_crash_is_a_failure_and_the_worker_restarts(tmp_path):
+    # ops the interpreter lacks are refused before they run, so kill the worker directly
+    (tmp_path / "t.mlir").write_text(
+        "func.func @ok() {\n  %0 = stablehlo.constant dense<1> : tensor<i64>\n"
+        "  check.expect_eq_const %0, dense<1> : tensor<i64>\n  func.return\n}\n"
+    )
+    worker = conformance.Worker()
+    try:
+        case = conformance.collect(str(tmp_path))[0]
+        assert worker.run(case, 60)[0] == "passed"
+        worker.process.kill()
+        worker.process.wait()
+        assert worker.run(case, 60)[0] == "passed"  # restarted
+    finally:
+        worker.stop()
