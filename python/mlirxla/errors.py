@@ -13,9 +13,14 @@ class MlirxlaError(Exception):
         """The same error with the stand-in file name `-` replaced by `source`."""
         if self.location is None:
             return MlirxlaError(self.message, source)
-        if self.location == "-" or self.location.startswith("-:"):
-            return MlirxlaError(self.message, source + self.location[1:])
-        return self
+        return MlirxlaError(self.message, in_file(self.location, source))
+
+
+def in_file(location: str, source: str) -> str:
+    """`location` with the stand-in file name `-` (text parsed from memory) replaced by `source`."""
+    if location == "-" or location.startswith("-:"):
+        return source + location[1:]
+    return location
 
 
 def first_line(text: str) -> str:

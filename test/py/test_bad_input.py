@@ -212,3 +212,22 @@ NPZ_CASES = {
 def test_bad_inputs_npz(files, case):
     module, npz, fragments = NPZ_CASES[case]
     assert_one_line_error(run_tool("run", [module, "--inputs", npz], files), "run", *fragments)
+
+
+def test_chlo_custom_syntax_without_jax_names_the_extra(monkeypatch, tmp_path):
+    """Without jaxlib, chlo custom syntax is refused with the extra to install."""
+    import sys as system
+
+    from mlirxla.context import new_context
+    from mlirxla.errors import MlirxlaError
+    from mlirxla import frontdoor
+
+    for name in list(system.modules):
+        if name in ("jax", "jaxlib") or name.startswith(("jax.", "jaxlib.")):
+            monkeypatch.setitem(system.modules, name, None)
+    monkeypatch.setitem(system.modules, "jax", None)
+    text = "func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {\n  %0 = chlo.erf %x : tensor<4xf32> -> tensor<4xf32>\n  return %0 : tensor<4xf32>\n}\n"
+    with pytest.raises(MlirxlaError) as raised:
+        frontdoor.import_text(text, "erf.mlir", new_context())
+    assert "install the jax extra (pip install 'mlirxla[jax]')" in str(raised.value)
+    assert str(raised.value).startswith("erf.mlir: ")

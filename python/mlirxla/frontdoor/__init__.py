@@ -13,7 +13,7 @@ from mlirxla.dialects.xhlo.config import CONFIG, ModuleConfig, read_config, writ
 from mlirxla.errors import MlirxlaError, location_text
 from mlirxla.mlir import ir, passmanager
 
-from . import chlo_to_xhlo, shardings, stablehlo_to_xhlo
+from . import check_calls, chlo_to_xhlo, shardings, stablehlo_to_xhlo
 from .load import Loaded, load_bytes, load_file, load_text
 
 __all__ = ["Imported", "import_file", "import_bytes", "import_text", "import_loaded"]
@@ -97,6 +97,7 @@ def import_loaded(loaded: Loaded) -> Imported:
     try:
         with module.context, ir.Location.unknown():
             composites_to_calls(module)
+            check_calls.custom_calls_to_checks(module)
             chlo_to_xhlo.legalize_chlo(module)
             shardings.prepare(module)
             inline_calls(module)

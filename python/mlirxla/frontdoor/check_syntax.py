@@ -9,7 +9,7 @@
 
 import re
 
-_CHECK_START = re.compile(r'(?<!["\w.])check\.(expect_\w+)\b')
+_CHECK_START = re.compile(r'(?<!["\w.@])check\.(expect_\w+)\b')
 _OPENERS = {"(": ")", "[": "]", "{": "}", "<": ">"}
 _CLOSERS = set(_OPENERS.values())
 

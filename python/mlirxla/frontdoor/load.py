@@ -91,7 +91,7 @@ def load_text(text: str, source: str, context: ir.Context) -> Loaded:
         try:
             text = segments.with_segments(text)
         except ir.MLIRError as error:
-            raise MlirxlaError(parse_error_message(error, source)) from None
+            raise parse_error(error, source) from None
     return Loaded(parse_module(text, source, context), source, "text")
 
 
@@ -100,19 +100,18 @@ def parse_module(text_or_bytes, source: str, context: ir.Context) -> ir.Module:
         try:
             return ir.Module.parse(text_or_bytes)
         except ir.MLIRError as error:
-            raise MlirxlaError(parse_error_message(error, source)) from None
+            raise parse_error(error, source) from None
 
 
-def parse_error_message(error: ir.MLIRError, source: str) -> str:
-    """`file:line:col: message` from the first diagnostic of a parse failure."""
+def parse_error(error: ir.MLIRError, source: str) -> MlirxlaError:
+    """The first diagnostic of a parse failure, at `file:line:col`."""
     diagnostics = getattr(error, "error_diagnostics", None) or []
     if diagnostics:
         diagnostic = diagnostics[0]
-        location = str(diagnostic.location)
-        match = re.search(r'"[^"]*":(\d+):(\d+)', location)
+        match = re.search(r'"[^"]*":(\d+):(\d+)', str(diagnostic.location))
         where = f"{source}:{match.group(1)}:{match.group(2)}" if match else source
-        return f"{where}: {first_line(diagnostic.message)}"
-    return f"{source}: {first_line(error)}"
+        return MlirxlaError(first_line(diagnostic.message), where)
+    return MlirxlaError(first_line(error), source)
 
 
 def load_file(path: str, context: ir.Context) -> Loaded:

@@ -18,7 +18,7 @@ import numpy as np
 
 from mlirxla import frontdoor, printing
 from mlirxla.context import new_context
-from mlirxla.errors import MlirxlaError, first_line
+from mlirxla.errors import MlirxlaError, first_line, in_file
 from mlirxla.frontdoor.load import load_bytes
 from mlirxla.mlir import ir
 from mlirxla.runtime import checks, literals, oracle, reference
@@ -133,7 +133,7 @@ def run_module(arguments, data: bytes, source: str) -> int:
         write_outputs(arguments.output, outputs)
         print(f"  outputs saved to {arguments.output}")
 
-    failed = report_checks(verdicts)
+    failed = report_checks(verdicts, source)
     if arguments.check:
         expected = oracle.evaluate(data, source, entry, inputs)
         comparison = oracle.compare(outputs, expected, arguments.rtol, arguments.atol)
@@ -142,14 +142,14 @@ def run_module(arguments, data: bytes, source: str) -> int:
     return EXIT_CHECK_FAILED if failed else EXIT_OK
 
 
-def report_checks(verdicts: list[checks.Verdict]) -> bool:
+def report_checks(verdicts: list[checks.Verdict], source: str) -> bool:
     if not verdicts:
         return False
     judged = [v for v in verdicts if v.judged]
     failures = [v for v in judged if not v.passed]
     print(f"  checks: {len(judged) - len(failures)} of {len(judged)} hold" + (f", {len(verdicts) - len(judged)} not judged" if len(judged) < len(verdicts) else ""))
     for verdict in failures:
-        print(f"  FAILED {verdict.check.name} at {verdict.check.location}: {verdict.detail}")
+        print(f"  FAILED {verdict.check.name} at {in_file(verdict.check.location, source)}: {verdict.detail}")
     return bool(failures)
 
 

@@ -1,0 +1,35 @@
+"""StableHLO testdata convention: `stablehlo.custom_call @check.expect_close(%result, %expected)`.
+
+The StableHLO project's testdata modules compare `@main`'s result with `@expected()` through
+custom calls named after the check ops. They become the `check` dialect's ops (judged after
+execution like the interpreter tests' checks); any result the custom call declares is
+replaced by a true predicate, since the check's outcome is reported, not computed.
+"""
+
+from mlirxla.dialects.check import CHECK_OPS
+from mlirxla.errors import MlirxlaError, location_text
+from mlirxla.mlir import ir
+
+from .stablehlo_to_xhlo import collect
+
+CHECK_NAMES = {cls.OPERATION_NAME for cls in CHECK_OPS}
+
+
+def target_name(op: ir.Operation) -> str:
+    return ir.StringAttr(op.attributes["call_target_name"]).value
+
+
+def custom_calls_to_checks(module: ir.Module) -> None:
+    for op in collect(module, "stablehlo.custom_call"):
+        target = target_name(op)
+        if not target.startswith("check."):
+            continue
+        if target not in CHECK_NAMES:
+            raise MlirxlaError(f"unknown check '{target}' (known: {', '.join(sorted(CHECK_NAMES))})", location_text(op.location))
+        with ir.InsertionPoint(op), op.location:
+            ir.Operation.create(target, operands=list(op.operands))
+            for result in op.results:
+                true = ir.DenseElementsAttr.get_splat(ir.RankedTensorType(result.type), ir.BoolAttr.get(True))
+                constant = ir.Operation.create("stablehlo.constant", results=[result.type], attributes={"value": true})
+                result.replace_all_uses_with(constant.results[0])
+        op.erase()
