@@ -25,6 +25,7 @@ Every refusal is an MlirxlaError `file:line:col: <op name>: <what is wrong>`.
 
 from mlirxla.dialects.xhlo.config import read_config
 from mlirxla.dialects.xhlo.sharding import value_problem
+from mlirxla.dialects.xhlo.types import ints
 from mlirxla.errors import MlirxlaError, first_line, location_text
 from mlirxla.mlir import ir
 
@@ -51,22 +52,6 @@ def diagnostic_error(error: ir.MLIRError, source: str) -> MlirxlaError:
     if diagnostics:
         return MlirxlaError(first_line(diagnostics[0].message), location_text(diagnostics[0].location, source))
     return MlirxlaError(first_line(error), source)
-
-
-def diagnostic_line(error: ir.MLIRError, source: str) -> str:
-    return str(diagnostic_error(error, source))
-
-
-def _ints(attr: ir.Attribute) -> list[int]:
-    if isinstance(attr, ir.DenseI64ArrayAttr):
-        return list(ir.DenseI64ArrayAttr(attr))
-    if isinstance(attr, ir.DenseI32ArrayAttr):
-        return list(ir.DenseI32ArrayAttr(attr))
-    if isinstance(attr, ir.DenseIntElementsAttr):
-        return [int(v) for v in ir.DenseIntElementsAttr(attr)]
-    if isinstance(attr, ir.ArrayAttr):
-        return [ir.IntegerAttr(a).value for a in ir.ArrayAttr(attr)]
-    raise TypeError(f"expected an integer array, got {attr}")
 
 
 def _shape(attr: ir.Attribute) -> list[int]:
@@ -192,7 +177,7 @@ class ModuleChecks:
         if len(shape) != 2:
             return
         mode, count = self.group_mode(op)
-        values = _ints(attr)
+        values = ints(attr)
         rows, width = shape
         groups = [[v for v in values[r * width : (r + 1) * width] if v != -1] for r in range(rows)]
         sizes = sorted({len(g) for g in groups})
@@ -216,7 +201,7 @@ class ModuleChecks:
             return
         channel = channel_id(op)
         count, unit = (self.config.partition_count, "partition") if channel is not None else (self.config.replica_count, "replica")
-        values = _ints(attr)
+        values = ints(attr)
         for member in values:
             if not 0 <= member < count:
                 raise self.fail(op, f"{unit} id {member} in source_target_pairs is out of range [0, {count})")
@@ -229,7 +214,7 @@ class ModuleChecks:
         if "branch_computations" not in op.attributes or "branch_operand_counts" not in op.attributes:
             return
         branches = [ir.FlatSymbolRefAttr(a).value for a in ir.ArrayAttr(op.attributes["branch_computations"])]
-        counts = _ints(op.attributes["branch_operand_counts"])
+        counts = ints(op.attributes["branch_operand_counts"])
         operands = list(op.operands)[1:]
         results = [str(r.type) for r in op.results]
         start = 0

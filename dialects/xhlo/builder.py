@@ -10,6 +10,7 @@ that composes computations (chlo compositions, rewrites):
 
 import numpy as np
 
+from mlirxla.errors import MlirxlaError, location_text
 from mlirxla.mlir import ext, ir
 
 from .dialect import Xhlo
@@ -66,17 +67,23 @@ def create_op(name: str, operands, result_types, attributes: dict, location=None
     attributes = dict(attributes)
     operand_defs = [f for f in op_class._fields if isinstance(f, ext.OperandDef)]
     result_defs = [f for f in op_class._fields if isinstance(f, ext.ResultDef)]
-    if (sizes := segment_sizes(operand_defs, len(operands), "operands")) is not None:
-        attributes["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get(sizes)
-    if (sizes := segment_sizes(result_defs, len(result_types), "results")) is not None:
-        attributes["resultSegmentSizes"] = ir.DenseI32ArrayAttr.get(sizes)
+    location = location or ir.Location.current
+    try:
+        operand_sizes = segment_sizes(operand_defs, len(operands), "operands")
+        result_sizes = segment_sizes(result_defs, len(result_types), "results")
+    except ValueError as error:
+        raise MlirxlaError(f"{name}: {error}", location_text(location)) from None
+    if operand_sizes is not None:
+        attributes["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get(operand_sizes)
+    if result_sizes is not None:
+        attributes["resultSegmentSizes"] = ir.DenseI32ArrayAttr.get(result_sizes)
     return ir.Operation.create(
         name,
         results=list(result_types),
         operands=list(operands),
         attributes=attributes,
         regions=region_count,
-        loc=location or ir.Location.current,
+        loc=location,
     )
 
 

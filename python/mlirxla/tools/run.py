@@ -95,7 +95,7 @@ def module_name(module: ir.Module, source: str) -> str:
 
 
 def describe(array: np.ndarray) -> str:
-    preview = np.array2string(array.reshape(-1)[:6], precision=6, separator=", ")
+    preview = np.array2string(array.reshape(-1)[:6], precision=6, separator=", ", max_line_width=200)
     return f"{array.dtype}{list(array.shape)} {preview}{' ...' if array.size > 6 else ''}"
 
 
