@@ -1,0 +1,1 @@
+"""Execution: the reference executor (StableHLO interpreter), literals, check judging, the oracle."""

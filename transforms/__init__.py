@@ -1,0 +1,1 @@
+"""Passes over xhlo modules: the module verifier and the lowering back to StableHLO."""
