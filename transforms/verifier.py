@@ -23,11 +23,16 @@ the checks that need more than one op or the module config (`xhlo.config`):
 Every refusal is an MlirxlaError `file:line:col: <op name>: <what is wrong>`.
 """
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 from mlirxla.dialects.xhlo.config import read_config
 from mlirxla.dialects.xhlo.sharding import value_problem
 from mlirxla.dialects.xhlo.types import ints
 from mlirxla.errors import MlirxlaError, first_line, location_text
 from mlirxla.mlir import ir
+
+from .pass_base import ModulePass
 
 SHARDING = "xhlo.sharding"
 LAYOUT = "xhlo.layout"
@@ -252,3 +257,15 @@ class ModuleChecks:
             inner.operation.walk(visit)
             if foreign:
                 raise self.fail(op, f"fused computation holds a non-xhlo op '{foreign[0].name}'")
+
+
+@dataclass(frozen=True)
+class VerifierPass(ModulePass):
+    """Runs the module verifier as a pass; fails the pipeline with the first diagnostic."""
+
+    name: ClassVar[str] = "xhlo-verify"
+    summary: ClassVar[str] = "the xhlo verifier (per-op checks and the module-level checks)"
+
+    def run(self, module: ir.Module) -> bool:
+        verify_module(module, "-")
+        return False

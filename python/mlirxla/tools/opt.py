@@ -1,27 +1,100 @@
-"""mlirxla-opt: read StableHLO in any form JAX produces, import it to verified xhlo, print it.
+"""mlirxla-opt: import StableHLO (or xhlo) to verified xhlo, run passes on it, print it.
 
-    mlirxla-opt model.mlir            # xhlo on stdout
-    mlirxla-opt model.vhlo.bc -o out.mlir
-    cat model.mlir | mlirxla-opt -
+    mlirxla-opt model.mlir                                  # import and verify
+    mlirxla-opt model.mlir -p 'xhlo-algsimp,cse,xhlo-dce'   # a pipeline (ours and upstream mixed)
+    mlirxla-opt model.mlir --xhlo-algsimp --cse             # passes as flags, in order
+    mlirxla-opt model.mlir --pipeline=cpu --dump-to=dump --dump-pass-re=.
+    mlirxla-opt cases.mlir --split-input-file --verify-diagnostics
+    mlirxla-opt --list-passes
 """
 
 import argparse
+import io
+import re
 import sys
+from dataclasses import dataclass
 
 from mlirxla import frontdoor, printing
 from mlirxla.context import new_context
-from mlirxla.errors import MlirxlaError
+from mlirxla.errors import MlirxlaError, first_line
+from mlirxla.pipelines import named_pipeline, pipeline_names
+from mlirxla.pipelines.pipeline import Pipeline
+from mlirxla.pipelines.runner import PipelineRunner, RunOptions
+from mlirxla.pipelines.text import parse_pipeline, parse_step
+from mlirxla.transforms import registry
 
-from .cli import EXIT_OK, run_tool
+from .cli import EXIT_CHECK_FAILED, EXIT_OK, run_tool
+
+SPLIT_MARKER = re.compile(r"^// -----[ \t]*$", re.MULTILINE)
+EXPECTED_ERROR = re.compile(r"//\s*expected-error\s*(@([+-]\d+|above|below))?\s*\{\{(.*?)\}\}")
 
 
 def parse_arguments(argv):
-    parser = argparse.ArgumentParser(prog="mlirxla-opt", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="mlirxla-opt", description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("input", nargs="?", default="-", help="input file (.mlir text, bytecode or portable artifact); - for stdin")
     parser.add_argument("-o", "--output", default="-", help="output file; - for stdout")
+    parser.add_argument("-p", "--pass-pipeline", help="textual pipeline, e.g. 'builtin.module(xhlo-algsimp, cse)'")
+    parser.add_argument("--pipeline", help=f"a named pipeline from pipelines/ ({', '.join(pipeline_names())})")
+    parser.add_argument("--split-input-file", action="store_true", help="process each '// -----' chunk on its own")
+    parser.add_argument("--verify-diagnostics", action="store_true", help="check errors against 'expected-error' comments")
+    parser.add_argument("--list-passes", action="store_true", help="list the passes with one-line descriptions")
+    parser.add_argument("--print-ledger", action="store_true", help="print the pass ledger (to stderr) after the run")
+    parser.add_argument("--print-ir-after-all", action="store_true", help="print the module after every pass (to stderr)")
+    parser.add_argument("--print-ir-after-change", action="store_true", help="print the module after every pass that changed it")
+    parser.add_argument("--print-pipeline", action="store_true", help="print the pipeline that would run, then stop")
     parser.add_argument("--mlir-print-generic", action="store_true", help="print every op in generic form")
     parser.add_argument("--mlir-print-debuginfo", action="store_true", help="print locations")
+    parser.add_argument("--disable-passes", default="", help="comma-separated pass or pipeline names to skip")
+    parser.add_argument("--enable-passes-only", default=None, help="comma-separated pass or pipeline names: run only these")
+    parser.add_argument("--dump-to", help="write dumps (XLA's file grammar) to this directory")
+    parser.add_argument("--dump-pass-re", help="dump after passes whose name matches (partial match); '.' for all")
+    parser.add_argument("--dump-pipeline-re", help="dump only inside pipelines whose name matches")
+    parser.add_argument("--dump-module-re", help="dump only modules whose name matches")
+    parser.add_argument("--no-verify-each", action="store_true", help="do not run the invariant checker after each changing pass")
+    parser.add_argument("--check-changed-flag", action="store_true", help="debug: fail when a pass misreports whether it changed the module")
+    passes = parser.add_argument_group("passes (run in the order given; --list-passes describes them)")
+    for name in [*sorted(registry.PASSES), *sorted(registry.UPSTREAM_PASSES)]:
+        passes.add_argument(f"--{name}", dest="pass_flags", action="append_const", const=name, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
+
+
+def split_names(text: str | None) -> frozenset[str] | None:
+    if text is None:
+        return None
+    return frozenset(name.strip() for name in text.split(",") if name.strip())
+
+
+def run_options(arguments, stream) -> RunOptions:
+    return RunOptions(
+        disable_passes=split_names(arguments.disable_passes) or frozenset(),
+        enable_passes_only=split_names(arguments.enable_passes_only),
+        dump_to=arguments.dump_to,
+        dump_pass_re=arguments.dump_pass_re,
+        dump_pipeline_re=arguments.dump_pipeline_re,
+        dump_module_re=arguments.dump_module_re,
+        verify_each=not arguments.no_verify_each,
+        check_changed_flag=arguments.check_changed_flag,
+        print_ir_after_all=arguments.print_ir_after_all,
+        print_ir_after_change=arguments.print_ir_after_change,
+        print_stream=stream,
+    )
+
+
+def build_pipeline(arguments) -> Pipeline | None:
+    """The pipeline the flags ask for: --pipeline, then -p, then the pass flags (in order)."""
+    chosen = [bool(arguments.pipeline), bool(arguments.pass_pipeline), bool(arguments.pass_flags)]
+    if sum(chosen) > 1:
+        raise MlirxlaError("give one of --pipeline, --pass-pipeline or pass flags, not several")
+    if arguments.pipeline:
+        return named_pipeline(arguments.pipeline)
+    if arguments.pass_pipeline:
+        return parse_pipeline(arguments.pass_pipeline)
+    if arguments.pass_flags:
+        pipeline = Pipeline("pass-flags")
+        for name in arguments.pass_flags:
+            pipeline.add(parse_step(name))
+        return pipeline
+    return None
 
 
 def read_input(path: str) -> tuple[bytes, str]:
@@ -45,12 +118,91 @@ def write_output(path: str, text: str) -> None:
         raise MlirxlaError(f"cannot write file: {error.strerror}", path) from None
 
 
+@dataclass(frozen=True)
+class Chunk:
+    """A piece of the input and the line it starts on (for --split-input-file)."""
+
+    text: str
+    first_line: int
+
+
+def split_chunks(text: str) -> list[Chunk]:
+    """The chunks, each padded with blank lines so that its line numbers are the file's."""
+    chunks, line = [], 1
+    for piece in SPLIT_MARKER.split(text):
+        chunks.append(Chunk("\n" * (line - 1) + piece, line))
+        line += piece.count("\n")
+    return chunks
+
+
+def process(data: bytes, source: str, arguments, pipeline: Pipeline | None, stream) -> str:
+    imported = frontdoor.import_bytes(data, source, new_context())
+    if pipeline is not None:
+        runner = PipelineRunner(imported.module, run_options(arguments, stream))
+        try:
+            runner.compile(pipeline) if arguments.dump_to else runner.run(pipeline)
+        except MlirxlaError as error:
+            raise error.with_source(source) from None
+        if arguments.print_ledger:
+            stream.write(runner.ledger.table())
+    return printing.module_text(imported.module, arguments.mlir_print_generic, arguments.mlir_print_debuginfo)
+
+
+def expected_errors(chunk: Chunk) -> list[tuple[int, str]]:
+    """(line in the chunk, message) of each `// expected-error @+N {{message}}` comment."""
+    expectations = []
+    for index, line in enumerate(chunk.text.splitlines(), start=1):
+        for match in EXPECTED_ERROR.finditer(line):
+            offset = match.group(2)
+            target = index
+            if offset in ("above", "below"):
+                target += -1 if offset == "above" else 1
+            elif offset:
+                target += int(offset)
+            expectations.append((target, match.group(3)))
+    return expectations
+
+
+def verify_diagnostics(chunk: Chunk, source: str, arguments, pipeline) -> list[str]:
+    """Problems with the chunk's diagnostics: an expected error that did not happen or differs, or an unexpected one."""
+    expectations = expected_errors(chunk)
+    try:
+        process(chunk.text.encode(), source, arguments, pipeline, io.StringIO())
+        error = None
+    except MlirxlaError as raised:
+        error = raised
+    if error is None:
+        return [f"{source}:{line}: expected error \"{text}\" was not produced" for line, text in expectations]
+    match = re.match(r".*?:(\d+):\d+$", error.location or "")
+    line = int(match.group(1)) if match else None
+    for expected_line, text in expectations:
+        if text in error.message and (line is None or line == expected_line):
+            return []
+    return [f"{error.location or source}: unexpected error: {first_line(error.message)}"]
+
+
 def opt(argv) -> int:
     arguments = parse_arguments(argv)
+    if arguments.list_passes:
+        for name, summary in registry.pass_listing():
+            print(f"  {name:32} {summary}")
+        return EXIT_OK
+    pipeline = build_pipeline(arguments)
+    if arguments.print_pipeline:
+        print("\n".join(pipeline.describe()) if pipeline else "(no pipeline)")
+        return EXIT_OK
     data, source = read_input(arguments.input)
-    imported = frontdoor.import_bytes(data, source, new_context())
-    text = printing.module_text(imported.module, arguments.mlir_print_generic, arguments.mlir_print_debuginfo)
-    write_output(arguments.output, text)
+    if not arguments.split_input_file and not arguments.verify_diagnostics:
+        write_output(arguments.output, process(data, source, arguments, pipeline, sys.stderr))
+        return EXIT_OK
+    chunks = split_chunks(data.decode("utf-8", errors="replace")) if arguments.split_input_file else [Chunk(data.decode("utf-8", errors="replace"), 1)]
+    if arguments.verify_diagnostics:
+        problems = [p for chunk in chunks for p in verify_diagnostics(chunk, source, arguments, pipeline)]
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        return EXIT_CHECK_FAILED if problems else EXIT_OK
+    outputs = [process(chunk.text.encode(), source, arguments, pipeline, sys.stderr) for chunk in chunks]
+    write_output(arguments.output, "// -----\n".join(outputs))
     return EXIT_OK
 
 

@@ -1,0 +1,95 @@
+"""xhlo-dce: remove dead ops and dead computations (XLA's HloDCE).
+
+An op is dead when none of its results is used and it has no side effect; side effects are
+`custom_call` with `has_side_effect = true` and `rng` (its state is implicit). Ops without
+results (the check ops, terminators) are never dead. Removing one dead op can make its
+operands' producers dead, so ops are visited from the last to the first, inner regions
+included. A computation is dead when it is a private function that nothing refers to.
+Changed: any op or function removed.
+"""
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from mlirxla.mlir import ir
+
+from .pass_base import ModulePass
+
+SIDE_EFFECTING = frozenset({"xhlo.rng"})
+
+
+def has_side_effect(op: ir.Operation) -> bool:
+    if op.name in SIDE_EFFECTING:
+        return True
+    if op.name == "xhlo.custom_call" and "has_side_effect" in op.attributes:
+        return ir.BoolAttr(op.attributes["has_side_effect"]).value
+    return False
+
+
+def is_dead(op: ir.Operation) -> bool:
+    if not op.name.startswith("xhlo.") or len(op.results) == 0 or has_side_effect(op):
+        return False
+    return all(not list(result.uses) for result in op.results)
+
+
+def ops_in_reverse(module: ir.Module) -> list[ir.Operation]:
+    found = []
+
+    def visit(op):
+        found.append(op.operation)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return list(reversed(found))
+
+
+def referenced_symbols(module: ir.Module) -> set[str]:
+    """Names of the functions some op refers to (callee, branch computations, ...)."""
+    names: set[str] = set()
+
+    def collect(attr: ir.Attribute) -> None:
+        if isinstance(attr, ir.FlatSymbolRefAttr):
+            names.add(attr.value)
+        elif isinstance(attr, ir.ArrayAttr):
+            for element in attr:
+                collect(element)
+
+    def visit(op):
+        if op.operation.name != "func.func":
+            for name in op.attributes:
+                collect(op.attributes[name])
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return names
+
+
+def remove_dead_functions(module: ir.Module) -> bool:
+    changed = True
+    removed = False
+    while changed:
+        changed = False
+        used = referenced_symbols(module)
+        for op in list(module.body.operations):
+            if op.operation.name != "func.func" or "sym_visibility" not in op.attributes:
+                continue
+            if ir.StringAttr(op.attributes["sym_visibility"]).value == "private" and ir.StringAttr(op.attributes["sym_name"]).value not in used:
+                op.operation.erase()
+                changed = removed = True
+    return removed
+
+
+@dataclass(frozen=True)
+class DeadCodeEliminationPass(ModulePass):
+    """Removes unused side-effect-free xhlo ops and unreferenced private functions."""
+
+    name: ClassVar[str] = "xhlo-dce"
+    summary: ClassVar[str] = "dead code elimination: unused side-effect-free ops and unreferenced computations"
+
+    def run(self, module: ir.Module) -> bool:
+        changed = False
+        for op in ops_in_reverse(module):
+            if is_dead(op):
+                op.erase()
+                changed = True
+        return remove_dead_functions(module) or changed

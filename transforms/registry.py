@@ -1,0 +1,49 @@
+"""Pass registry: name -> where the pass class lives, imported only when the pass is used.
+
+`mlirxla-opt --list-passes` prints it; pipeline text names passes from here, and any other
+name is handed to MLIR's PassManager as an upstream pass (`cse`, `canonicalize`, ...).
+"""
+
+import importlib
+
+from mlirxla.errors import MlirxlaError
+
+from .pass_base import ModulePass
+
+# name -> "module:Class" under mlirxla.transforms
+PASSES = {
+    "xhlo-algsimp": "algebraic_simplifier:AlgebraicSimplifierPass",
+    "xhlo-constant-folding": "constant_folding:ConstantFoldingPass",
+    "xhlo-dce": "dead_code_elimination:DeadCodeEliminationPass",
+    "xhlo-call-inliner": "call_inliner:CallInlinerPass",
+    "xhlo-tuple-simplifier": "tuple_simplifier:TupleSimplifierPass",
+    "xhlo-while-loop-simplifier": "while_loop_simplifier:WhileLoopSimplifierPass",
+    "xhlo-verify": "verifier:VerifierPass",
+    "test-break-invariants": "testing:BreakInvariantsPass",
+}
+
+# upstream MLIR passes that mlirxla pipelines use, with what they do to xhlo
+UPSTREAM_PASSES = {
+    "cse": "common subexpression elimination of side-effect-free ops (MLIR's CSE)",
+    "canonicalize": "MLIR's canonicalizer (folds func/builtin structure; xhlo has no patterns of its own there)",
+    "symbol-dce": "removes private functions nothing refers to",
+}
+
+
+def pass_class(name: str) -> type[ModulePass]:
+    if name not in PASSES:
+        raise MlirxlaError(f"unknown pass '{name}'")
+    module_name, class_name = PASSES[name].split(":")
+    module = importlib.import_module(f"mlirxla.transforms.{module_name}")
+    return getattr(module, class_name)
+
+
+def is_registered(name: str) -> bool:
+    return name in PASSES
+
+
+def pass_listing() -> list[tuple[str, str]]:
+    """(name, one-line summary) of every registered pass, then the upstream passes we use."""
+    rows = [(name, pass_class(name).summary) for name in sorted(PASSES)]
+    rows += [(name, f"[upstream] {summary}") for name, summary in sorted(UPSTREAM_PASSES.items())]
+    return rows
