@@ -69,7 +69,6 @@ def install_dense_caster() -> None:
 
 
 _CASTER_INSTALLED = False
-install_dense_caster()
 
 
 def numpy_dtype(element: ir.Type):

@@ -17,7 +17,7 @@ from mlirxla.errors import MlirxlaError, first_line, location_text
 from mlirxla.mlir import func, ir, stablehlo
 from mlirxla.transforms.xhlo_to_stablehlo import lower_module
 
-from . import literals
+from . import isolated, literals
 
 # Ops the reference interpreter evaluates in one process (anything else aborts the process;
 # collectives, replica_id and partition_id need its multi-process `run_parallel` mode).
@@ -90,6 +90,7 @@ def entry_function(module: ir.Module) -> str:
 
 def trim_to_entry(module: ir.Module, entry: str) -> None:
     """Keep only `entry` (renamed `main`) and the private functions; drop the other public ones."""
+    public = set(public_functions(module))
     for op in list(module.body.operations):
         if op.operation.name != "func.func":
             continue
@@ -97,7 +98,7 @@ def trim_to_entry(module: ir.Module, entry: str) -> None:
         if name == entry:
             op.attributes["sym_name"] = ir.StringAttr.get("main")
             op.attributes["sym_visibility"] = ir.StringAttr.get("public")
-        elif name in public_functions(module) or name == "main":
+        elif name in public or name == "main":
             op.erase()
 
 
@@ -189,9 +190,12 @@ def execute(module: ir.Module, arguments: list[np.ndarray], entry: str | None = 
     prepared, checks = prepare(module, entry)
     with prepared.context:
         attrs = [literals.to_attribute(a, t) for a, t in zip(arguments, types)]
-        try:
-            outputs = stablehlo.eval_module(prepared, attrs)
-        except Exception as error:
-            raise MlirxlaError(f"the reference interpreter failed: {first_line(error)}") from None
+        if isolated.may_crash(prepared):
+            outputs = isolated.evaluate_in_child(prepared, attrs)
+        else:
+            try:
+                outputs = stablehlo.eval_module(prepared, attrs)
+            except Exception as error:
+                raise MlirxlaError(f"the reference interpreter failed: {first_line(error)}") from None
     result_count = len(ir.FunctionType(ir.TypeAttr(find_function(module, entry).attributes["function_type"]).value).results)
     return Execution(list(outputs), result_count, checks)

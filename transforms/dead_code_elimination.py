@@ -1,7 +1,8 @@
 """xhlo-dce: remove dead ops and dead computations (XLA's HloDCE).
 
 An op is dead when none of its results is used and it has no side effect; side effects are
-`custom_call` with `has_side_effect = true` and `rng` (its state is implicit). Ops without
+`custom_call` with `has_side_effect = true`, `rng` (its state is implicit) and collectives
+with a `channel_handle` (they talk to other programs, as XLA's HloChannelInstruction). Ops without
 results (the check ops, terminators) are never dead. Removing one dead op can make its
 operands' producers dead, so ops are visited from the last to the first, inner regions
 included. A computation is dead when it is a private function that nothing refers to.
@@ -23,7 +24,7 @@ def has_side_effect(op: ir.Operation) -> bool:
         return True
     if op.name == "xhlo.custom_call" and "has_side_effect" in op.attributes:
         return ir.BoolAttr(op.attributes["has_side_effect"]).value
-    return False
+    return "channel_handle" in op.attributes
 
 
 def is_dead(op: ir.Operation) -> bool:

@@ -579,6 +579,12 @@ class ReturnOp(XhloOp, name="return", traits=[ir.IsTerminatorTrait]):
 
     __annotations__ = slots("values", Operand)
 
+    def check(self):
+        parent = self.operation.parent
+        if parent is None or not parent.name.startswith("xhlo."):
+            return f"terminates a region of {parent.name if parent else 'nothing'}; only xhlo region computations end in xhlo.return"
+        return None
+
 
 def region_signature_problem(region: ir.Region, arguments: list[ir.Type], results: list[ir.Type], what: str) -> str | None:
     """The region's entry block takes `arguments` and returns `results`."""

@@ -166,8 +166,17 @@ def read_expected_failures(path: str | None) -> dict[str, str]:
 # --------------------------------------------------------------------------- the worker
 
 
-def run_case(text: str, source: str, entry: str) -> tuple[str, str]:
-    """Import `text`, run `entry` on the reference interpreter, judge its checks."""
+def pipeline_from(spec: str):
+    """A named pipeline (`simplification`) or a textual one (`xhlo-algsimp,cse`)."""
+    from mlirxla.pipelines import NAMED_PIPELINES, named_pipeline
+    from mlirxla.pipelines.text import parse_pipeline
+
+    return named_pipeline(spec) if spec in NAMED_PIPELINES else parse_pipeline(spec)
+
+
+def run_case(text: str, source: str, entry: str, pipeline: str | None = None) -> tuple[str, str]:
+    """Import `text`, optionally run `pipeline` over it, run `entry` on the reference
+    interpreter, judge its checks."""
     from mlirxla import frontdoor
     from mlirxla.context import new_context
     from mlirxla.errors import MlirxlaError
@@ -177,6 +186,10 @@ def run_case(text: str, source: str, entry: str) -> tuple[str, str]:
     try:
         context = new_context()
         imported = frontdoor.import_text(text, source, context)
+        if pipeline:
+            from mlirxla.pipelines.runner import PipelineRunner
+
+            PipelineRunner(imported.module).run(pipeline_from(pipeline))
         with context, ir.Location.unknown():
             execution = reference.execute(imported.module, [], entry)
             verdicts = checks.judge(execution)
@@ -212,7 +225,7 @@ def worker_main() -> int:
     for line in sys.stdin:
         request = json.loads(line)
         start = time.monotonic()
-        status, reason = run_case(request["text"], request["source"], request["entry"])
+        status, reason = run_case(request["text"], request["source"], request["entry"], request.get("pipeline"))
         protocol.write(json.dumps({"status": status, "reason": reason, "seconds": time.monotonic() - start}) + "\n")
     return 0
 
@@ -265,12 +278,12 @@ class Worker:
             how = f"exit status {code}"
         return f"worker crashed ({how})" + (f": {errors[-1]}" if errors else "")
 
-    def run(self, case: TestCase, timeout: float) -> tuple[str, str, float]:
+    def run(self, case: TestCase, timeout: float, pipeline: str | None = None) -> tuple[str, str, float]:
         if not self.alive():
             self.stop()
             self.start()
         start = time.monotonic()
-        request = json.dumps({"text": case.text, "source": case.file, "entry": case.function})
+        request = json.dumps({"text": case.text, "source": case.file, "entry": case.function, "pipeline": pipeline})
         answer: list[str] = []
         try:
             self.process.stdin.write(request + "\n")
@@ -303,8 +316,10 @@ def run_suite(
     workers: int = DEFAULT_WORKERS,
     timeout: float = DEFAULT_TIMEOUT,
     progress=None,
+    pipeline: str | None = None,
 ) -> Report:
-    """Run every test function of `directory` (those of run_parallel files are unsupported)."""
+    """Run every test function of `directory` (those of run_parallel files are unsupported),
+    after `pipeline` (a named or textual pipeline) when one is given."""
     start = time.monotonic()
     expected_failures = expected_failures or {}
     cases = collect(directory, filter_text)
@@ -326,7 +341,7 @@ def run_suite(
                 except queue.Empty:
                     return
                 case = cases[index]
-                status, reason, seconds = worker.run(case, timeout)
+                status, reason, seconds = worker.run(case, timeout, pipeline)
                 outcome = Outcome(case.name, status, reason, status == "failed" and case.name in expected_failures, round(seconds, 3))
                 with lock:
                     outcomes[index] = outcome

@@ -3,6 +3,7 @@
 from mlirxla.dialects.check import Check
 from mlirxla.dialects.xhlo import Xhlo
 from mlirxla.mlir import ir, stablehlo
+from mlirxla.runtime import literals
 
 
 def new_context() -> ir.Context:
@@ -11,6 +12,7 @@ def new_context() -> ir.Context:
     Unregistered dialects are allowed so that modules carrying other dialects' attributes
     (sdy, mhlo, jax) parse; the front door refuses unknown ops explicitly.
     """
+    literals.install_dense_caster()
     context = ir.Context()
     context.allow_unregistered_dialects = True
     stablehlo.register_dialect(context)

@@ -14,6 +14,7 @@ RUNNABLE = [
     "01_mlp_softmax.debuginfo.mlir",
     "01_mlp_softmax.export.mlir",
     "01_mlp_softmax.vhlo.bc",
+    "02_scan_while_cond_gelu.stablehlo.mlir",
     "programs/mlp_softmax_small.stablehlo.mlir",
     "programs/scan.stablehlo.mlir",
 ]

@@ -35,6 +35,7 @@ def parse_arguments(argv):
     parser.add_argument("-j", "--workers", type=int, default=conformance.DEFAULT_WORKERS, help="worker processes (default %(default)s)")
     parser.add_argument("--timeout", type=float, default=conformance.DEFAULT_TIMEOUT, help="seconds per test function (default %(default)s)")
     parser.add_argument("-v", "--verbose", action="store_true", help="print every outcome, not only failures")
+    parser.add_argument("--pipeline", help="run this pipeline (a name such as 'simplification', or pipeline text) on each module before executing it")
     return parser.parse_args(argv)
 
 
@@ -67,7 +68,11 @@ def run(argv) -> int:
             tag = {"passed": "PASS", "failed": "XFAIL", "unsupported": "UNSUPPORTED"}[outcome.status]
             print(f"{tag} {outcome.name}" + (f": {outcome.reason}" if outcome.reason else ""), flush=True)
 
-    report = conformance.run_suite(arguments.directory, arguments.filter, expected, arguments.workers, arguments.timeout, progress)
+    if arguments.pipeline:
+        conformance.pipeline_from(arguments.pipeline)  # refuse a bad pipeline before any worker starts
+    report = conformance.run_suite(
+        arguments.directory, arguments.filter, expected, arguments.workers, arguments.timeout, progress, arguments.pipeline
+    )
     if arguments.json:
         print(json.dumps(report.to_json(), indent=1))
     else:

@@ -1,0 +1,918 @@
+// RUN: mlirxla-opt %s -p xhlo-algsimp --split-input-file | FileCheck %s
+
+// xhlo-algsimp: each rewrite proved by a positive case and refused by its negative twin.
+// Positive cases check with CHECK-NEXT that nothing else is left in the function: the pass
+// erases the ops a rewrite leaves unused.
+
+/// x + 0 -> x for integers.
+// CHECK-LABEL: func.func @fold_int_add_zero
+// CHECK-NEXT: return %arg0
+func.func @fold_int_add_zero(%x: tensor<4xi32>) -> tensor<4xi32> {
+  %c = "xhlo.constant"() {value = dense<0> : tensor<4xi32>} : () -> tensor<4xi32>
+  %0 = "xhlo.add"(%x, %c) : (tensor<4xi32>, tensor<4xi32>) -> tensor<4xi32>
+  return %0 : tensor<4xi32>
+}
+
+// -----
+
+/// Float x + 0.0 stays: -0.0 + 0.0 is +0.0, not x.
+// CHECK-LABEL: func.func @no_fold_float_add_zero
+// CHECK: "xhlo.add"(%arg0, %0)
+func.func @no_fold_float_add_zero(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %c = "xhlo.constant"() {value = dense<0.0> : tensor<4xf32>} : () -> tensor<4xf32>
+  %0 = "xhlo.add"(%x, %c) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+/// (-0.0) + x -> x for floats: adding -0.0 changes no value.
+// CHECK-LABEL: func.func @fold_float_negative_zero_add
+// CHECK-NEXT: return %arg0
+func.func @fold_float_negative_zero_add(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %c = "xhlo.constant"() {value = dense<-0.0> : tensor<4xf32>} : () -> tensor<4xf32>
+  %0 = "xhlo.add"(%c, %x) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+/// 0 + x -> x for integers (a scalar here).
+// CHECK-LABEL: func.func @fold_int_zero_add
+// CHECK-NEXT: return %arg0
+func.func @fold_int_zero_add(%x: tensor<i64>) -> tensor<i64> {
+  %c = "xhlo.constant"() {value = dense<0> : tensor<i64>} : () -> tensor<i64>
+  %0 = "xhlo.add"(%c, %x) : (tensor<i64>, tensor<i64>) -> tensor<i64>
+  return %0 : tensor<i64>
+}
+
+// -----
+
+/// x + c stays when c is not all zeros.
+// CHECK-LABEL: func.func @no_fold_int_add_non_splat
+// CHECK: "xhlo.add"(%arg0, %0)
+func.func @no_fold_int_add_non_splat(%x: tensor<2xi32>) -> tensor<2xi32> {
+  %c = "xhlo.constant"() {value = dense<[0, 1]> : tensor<2xi32>} : () -> tensor<2xi32>
+  %0 = "xhlo.add"(%x, %c) : (tensor<2xi32>, tensor<2xi32>) -> tensor<2xi32>
+  return %0 : tensor<2xi32>
+}
+
+// -----
+
+/// x - (+0.0) -> x for floats.
+// CHECK-LABEL: func.func @fold_float_subtract_zero
+// CHECK-NEXT: return %arg0
+func.func @fold_float_subtract_zero(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %c = "xhlo.constant"() {value = dense<0.0> : tensor<4xf32>} : () -> tensor<4xf32>
+  %0 = "xhlo.subtract"(%x, %c) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+/// Float x - (-0.0) stays: it is x + 0.0.
+// CHECK-LABEL: func.func @no_fold_float_subtract_negative_zero
+// CHECK: "xhlo.subtract"(%arg0, %0)
+func.func @no_fold_float_subtract_negative_zero(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %c = "xhlo.constant"() {value = dense<-0.0> : tensor<4xf32>} : () -> tensor<4xf32>
+  %0 = "xhlo.subtract"(%x, %c) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+/// x - 0 -> x for integers.
+// CHECK-LABEL: func.func @fold_int_subtract_zero
+// CHECK-NEXT: return %arg0
+func.func @fold_int_subtract_zero(%x: tensor<3xi8>) -> tensor<3xi8> {
+  %c = "xhlo.constant"() {value = dense<0> : tensor<3xi8>} : () -> tensor<3xi8>
+  %0 = "xhlo.subtract"(%x, %c) : (tensor<3xi8>, tensor<3xi8>) -> tensor<3xi8>
+  return %0 : tensor<3xi8>
+}
+
+// -----
+
+/// 0 - x stays: it is -x.
+// CHECK-LABEL: func.func @no_fold_int_zero_subtract
+// CHECK: "xhlo.subtract"(%0, %arg0)
+func.func @no_fold_int_zero_subtract(%x: tensor<3xi8>) -> tensor<3xi8> {
+  %c = "xhlo.constant"() {value = dense<0> : tensor<3xi8>} : () -> tensor<3xi8>
+  %0 = "xhlo.subtract"(%c, %x) : (tensor<3xi8>, tensor<3xi8>) -> tensor<3xi8>
+  return %0 : tensor<3xi8>
+}
+
+// -----
+
+/// x * 1 -> x for floats.
+// CHECK-LABEL: func.func @fold_float_multiply_one
+// CHECK-NEXT: return %arg0
+func.func @fold_float_multiply_one(%x: tensor<2x2xf32>) -> tensor<2x2xf32> {
+  %c = "xhlo.constant"() {value = dense<1.0> : tensor<2x2xf32>} : () -> tensor<2x2xf32>
+  %0 = "xhlo.multiply"(%x, %c) : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>
+  return %0 : tensor<2x2xf32>
+}
+
+// -----
+
+/// x * 2 stays.
+// CHECK-LABEL: func.func @no_fold_float_multiply_two
+// CHECK: "xhlo.multiply"(%arg0, %0)
+func.func @no_fold_float_multiply_two(%x: tensor<2x2xf32>) -> tensor<2x2xf32> {
+  %c = "xhlo.constant"() {value = dense<2.0> : tensor<2x2xf32>} : () -> tensor<2x2xf32>
+  %0 = "xhlo.multiply"(%x, %c) : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>
+  return %0 : tensor<2x2xf32>
+}
+
+// -----
+
+/// 1 * x -> x for unsigned integers.
+// CHECK-LABEL: func.func @fold_uint_one_multiply
+// CHECK-NEXT: return %arg0
+func.func @fold_uint_one_multiply(%x: tensor<4xui16>) -> tensor<4xui16> {
+  %c = "xhlo.constant"() {value = dense<1> : tensor<4xui16>} : () -> tensor<4xui16>
+  %0 = "xhlo.multiply"(%c, %x) : (tensor<4xui16>, tensor<4xui16>) -> tensor<4xui16>
+  return %0 : tensor<4xui16>
+}
+
+// -----
+
+/// x * 0 -> 0 for integers.
+// CHECK-LABEL: func.func @fold_int_multiply_zero
+// CHECK-NEXT: %[[ZERO:.*]] = "xhlo.constant"() {value = dense<0> : tensor<4xi32>}
+// CHECK-NEXT: return %[[ZERO]]
+func.func @fold_int_multiply_zero(%x: tensor<4xi32>) -> tensor<4xi32> {
+  %c = "xhlo.constant"() {value = dense<0> : tensor<4xi32>} : () -> tensor<4xi32>
+  %0 = "xhlo.multiply"(%x, %c) : (tensor<4xi32>, tensor<4xi32>) -> tensor<4xi32>
+  return %0 : tensor<4xi32>
+}
+
+// -----
+
+/// Float x * 0 stays: NaN * 0 is NaN and -1.0 * 0.0 is -0.0.
+// CHECK-LABEL: func.func @no_fold_float_multiply_zero
+// CHECK: "xhlo.multiply"(%arg0, %0)
+func.func @no_fold_float_multiply_zero(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %c = "xhlo.constant"() {value = dense<0.0> : tensor<4xf32>} : () -> tensor<4xf32>
+  %0 = "xhlo.multiply"(%x, %c) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+/// x / 1 -> x for floats.
+// CHECK-LABEL: func.func @fold_divide_one
+// CHECK-NEXT: return %arg0
+func.func @fold_divide_one(%x: tensor<4xbf16>) -> tensor<4xbf16> {
+  %c = "xhlo.constant"() {value = dense<1.0> : tensor<4xbf16>} : () -> tensor<4xbf16>
+  %0 = "xhlo.divide"(%x, %c) : (tensor<4xbf16>, tensor<4xbf16>) -> tensor<4xbf16>
+  return %0 : tensor<4xbf16>
+}
+
+// -----
+
+/// 1 / x stays: it is the reciprocal.
+// CHECK-LABEL: func.func @no_fold_one_divide
+// CHECK: "xhlo.divide"(%0, %arg0)
+func.func @no_fold_one_divide(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %c = "xhlo.constant"() {value = dense<1.0> : tensor<4xf32>} : () -> tensor<4xf32>
+  %0 = "xhlo.divide"(%c, %x) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+/// -(-x) -> x; four negations fold away over two rounds of the fixed point.
+// CHECK-LABEL: func.func @fold_double_negate
+// CHECK-NEXT: return %arg0
+func.func @fold_double_negate(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = "xhlo.negate"(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  %1 = "xhlo.negate"(%0) : (tensor<4xf32>) -> tensor<4xf32>
+  %2 = "xhlo.negate"(%1) : (tensor<4xf32>) -> tensor<4xf32>
+  %3 = "xhlo.negate"(%2) : (tensor<4xf32>) -> tensor<4xf32>
+  return %3 : tensor<4xf32>
+}
+
+// -----
+
+/// -(|-x|) stays: only a negate of a negate folds.
+// CHECK-LABEL: func.func @no_fold_negate_of_abs
+// CHECK: "xhlo.negate"(%arg0)
+// CHECK: "xhlo.abs"
+// CHECK: "xhlo.negate"
+func.func @no_fold_negate_of_abs(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = "xhlo.negate"(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  %1 = "xhlo.abs"(%0) : (tensor<4xf32>) -> tensor<4xf32>
+  %2 = "xhlo.negate"(%1) : (tensor<4xf32>) -> tensor<4xf32>
+  return %2 : tensor<4xf32>
+}
+
+// -----
+
+/// not(not(p)) -> p for i1.
+// CHECK-LABEL: func.func @fold_double_not
+// CHECK-NEXT: return %arg0
+func.func @fold_double_not(%p: tensor<4xi1>) -> tensor<4xi1> {
+  %0 = "xhlo.not"(%p) : (tensor<4xi1>) -> tensor<4xi1>
+  %1 = "xhlo.not"(%0) : (tensor<4xi1>) -> tensor<4xi1>
+  return %1 : tensor<4xi1>
+}
+
+// -----
+
+/// not(and(p, q)) stays.
+// CHECK-LABEL: func.func @no_fold_not_of_and
+// CHECK: "xhlo.and"(%arg0, %arg1)
+// CHECK: "xhlo.not"
+func.func @no_fold_not_of_and(%p: tensor<4xi1>, %q: tensor<4xi1>) -> tensor<4xi1> {
+  %0 = "xhlo.and"(%p, %q) : (tensor<4xi1>, tensor<4xi1>) -> tensor<4xi1>
+  %1 = "xhlo.not"(%0) : (tensor<4xi1>) -> tensor<4xi1>
+  return %1 : tensor<4xi1>
+}
+
+// -----
+
+/// Integer x <= x is true everywhere.
+// CHECK-LABEL: func.func @fold_int_compare_self_le
+// CHECK-NEXT: %[[TRUE:.*]] = "xhlo.constant"() {value = dense<true> : tensor<4xi1>}
+// CHECK-NEXT: return %[[TRUE]]
+func.func @fold_int_compare_self_le(%x: tensor<4xi32>) -> tensor<4xi1> {
+  %0 = "xhlo.compare"(%x, %x) {comparison_direction = "LE", compare_type = "SIGNED"} : (tensor<4xi32>, tensor<4xi32>) -> tensor<4xi1>
+  return %0 : tensor<4xi1>
+}
+
+// -----
+
+/// Integer x != x is false everywhere.
+// CHECK-LABEL: func.func @fold_int_compare_self_ne
+// CHECK-NEXT: %[[FALSE:.*]] = "xhlo.constant"() {value = dense<false> : tensor<4xi1>}
+// CHECK-NEXT: return %[[FALSE]]
+func.func @fold_int_compare_self_ne(%x: tensor<4xi32>) -> tensor<4xi1> {
+  %0 = "xhlo.compare"(%x, %x) {comparison_direction = "NE", compare_type = "SIGNED"} : (tensor<4xi32>, tensor<4xi32>) -> tensor<4xi1>
+  return %0 : tensor<4xi1>
+}
+
+// -----
+
+/// Float x == x stays: it is false for NaN.
+// CHECK-LABEL: func.func @no_fold_float_compare_self
+// CHECK: "xhlo.compare"(%arg0, %arg0)
+func.func @no_fold_float_compare_self(%x: tensor<4xf32>) -> tensor<4xi1> {
+  %0 = "xhlo.compare"(%x, %x) {comparison_direction = "EQ", compare_type = "FLOAT"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xi1>
+  return %0 : tensor<4xi1>
+}
+
+// -----
+
+/// Integer x < y stays for distinct operands.
+// CHECK-LABEL: func.func @no_fold_int_compare_different
+// CHECK: "xhlo.compare"(%arg0, %arg1)
+func.func @no_fold_int_compare_different(%x: tensor<4xi32>, %y: tensor<4xi32>) -> tensor<4xi1> {
+  %0 = "xhlo.compare"(%x, %y) {comparison_direction = "LT", compare_type = "SIGNED"} : (tensor<4xi32>, tensor<4xi32>) -> tensor<4xi1>
+  return %0 : tensor<4xi1>
+}
+
+// -----
+
+/// select(true, x, y) -> x, with a splat predicate tensor.
+// CHECK-LABEL: func.func @fold_select_true
+// CHECK-NEXT: return %arg0
+func.func @fold_select_true(%x: tensor<4xf32>, %y: tensor<4xf32>) -> tensor<4xf32> {
+  %p = "xhlo.constant"() {value = dense<true> : tensor<4xi1>} : () -> tensor<4xi1>
+  %0 = "xhlo.select"(%p, %x, %y) : (tensor<4xi1>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+/// select(false, x, y) -> y, with a scalar predicate.
+// CHECK-LABEL: func.func @fold_select_false_scalar
+// CHECK-NEXT: return %arg1
+func.func @fold_select_false_scalar(%x: tensor<4xf32>, %y: tensor<4xf32>) -> tensor<4xf32> {
+  %p = "xhlo.constant"() {value = dense<false> : tensor<i1>} : () -> tensor<i1>
+  %0 = "xhlo.select"(%p, %x, %y) : (tensor<i1>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+/// select with a mixed constant predicate stays.
+// CHECK-LABEL: func.func @no_fold_select_mixed_predicate
+// CHECK: "xhlo.select"(%0, %arg0, %arg1)
+func.func @no_fold_select_mixed_predicate(%x: tensor<2xf32>, %y: tensor<2xf32>) -> tensor<2xf32> {
+  %p = "xhlo.constant"() {value = dense<[true, false]> : tensor<2xi1>} : () -> tensor<2xi1>
+  %0 = "xhlo.select"(%p, %x, %y) : (tensor<2xi1>, tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+/// select(p, x, x) -> x.
+// CHECK-LABEL: func.func @fold_select_same_operands
+// CHECK-NEXT: return %arg1
+func.func @fold_select_same_operands(%p: tensor<4xi1>, %x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = "xhlo.select"(%p, %x, %x) : (tensor<4xi1>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+/// select(p, x, y) stays with a runtime predicate and distinct operands.
+// CHECK-LABEL: func.func @no_fold_select_different_operands
+// CHECK: "xhlo.select"(%arg0, %arg1, %arg2)
+func.func @no_fold_select_different_operands(%p: tensor<4xi1>, %x: tensor<4xf32>, %y: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = "xhlo.select"(%p, %x, %y) : (tensor<4xi1>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+/// reshape to the operand's own type -> x.
+// CHECK-LABEL: func.func @fold_reshape_identity
+// CHECK-NEXT: return %arg0
+func.func @fold_reshape_identity(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %0 = "xhlo.reshape"(%x) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+/// A reshape that changes the shape stays.
+// CHECK-LABEL: func.func @no_fold_reshape_new_shape
+// CHECK: "xhlo.reshape"(%arg0) : (tensor<2x3xf32>) -> tensor<3x2xf32>
+func.func @no_fold_reshape_new_shape(%x: tensor<2x3xf32>) -> tensor<3x2xf32> {
+  %0 = "xhlo.reshape"(%x) : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  return %0 : tensor<3x2xf32>
+}
+
+// -----
+
+/// reshape(reshape(x)) -> reshape(x).
+// CHECK-LABEL: func.func @fold_reshape_of_reshape
+// CHECK-NEXT: %[[R:.*]] = "xhlo.reshape"(%arg0) : (tensor<2x3xf32>) -> tensor<3x2xf32>
+// CHECK-NEXT: return %[[R]]
+func.func @fold_reshape_of_reshape(%x: tensor<2x3xf32>) -> tensor<3x2xf32> {
+  %0 = "xhlo.reshape"(%x) : (tensor<2x3xf32>) -> tensor<6xf32>
+  %1 = "xhlo.reshape"(%0) : (tensor<6xf32>) -> tensor<3x2xf32>
+  return %1 : tensor<3x2xf32>
+}
+
+// -----
+
+/// reshape(transpose(x)) stays: the transpose reorders elements.
+// CHECK-LABEL: func.func @no_fold_reshape_of_transpose
+// CHECK: "xhlo.transpose"(%arg0)
+// CHECK: "xhlo.reshape"
+func.func @no_fold_reshape_of_transpose(%x: tensor<2x3xf32>) -> tensor<6xf32> {
+  %0 = "xhlo.transpose"(%x) {permutation = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  %1 = "xhlo.reshape"(%0) : (tensor<3x2xf32>) -> tensor<6xf32>
+  return %1 : tensor<6xf32>
+}
+
+// -----
+
+/// transpose with the identity permutation -> x.
+// CHECK-LABEL: func.func @fold_transpose_identity
+// CHECK-NEXT: return %arg0
+func.func @fold_transpose_identity(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %0 = "xhlo.transpose"(%x) {permutation = array<i64: 0, 1>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+/// A transpose that swaps dimensions stays, even when the shape does not change.
+// CHECK-LABEL: func.func @no_fold_transpose_swap
+// CHECK: "xhlo.transpose"(%arg0) {permutation = array<i64: 1, 0>}
+func.func @no_fold_transpose_swap(%x: tensor<3x3xf32>) -> tensor<3x3xf32> {
+  %0 = "xhlo.transpose"(%x) {permutation = array<i64: 1, 0>} : (tensor<3x3xf32>) -> tensor<3x3xf32>
+  return %0 : tensor<3x3xf32>
+}
+
+// -----
+
+/// transpose(transpose(x, p), q) -> transpose(x, p o q): [1, 2, 0] then [1, 2, 0] is [2, 0, 1].
+// CHECK-LABEL: func.func @fold_transpose_of_transpose
+// CHECK-NEXT: %[[T:.*]] = "xhlo.transpose"(%arg0) {permutation = array<i64: 2, 0, 1>} : (tensor<2x3x4xf32>) -> tensor<4x2x3xf32>
+// CHECK-NEXT: return %[[T]]
+func.func @fold_transpose_of_transpose(%x: tensor<2x3x4xf32>) -> tensor<4x2x3xf32> {
+  %0 = "xhlo.transpose"(%x) {permutation = array<i64: 1, 2, 0>} : (tensor<2x3x4xf32>) -> tensor<3x4x2xf32>
+  %1 = "xhlo.transpose"(%0) {permutation = array<i64: 1, 2, 0>} : (tensor<3x4x2xf32>) -> tensor<4x2x3xf32>
+  return %1 : tensor<4x2x3xf32>
+}
+
+// -----
+
+/// transpose(transpose(x, [1, 0]), [1, 0]) -> x.
+// CHECK-LABEL: func.func @fold_transpose_round_trip
+// CHECK-NEXT: return %arg0
+func.func @fold_transpose_round_trip(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %0 = "xhlo.transpose"(%x) {permutation = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  %1 = "xhlo.transpose"(%0) {permutation = array<i64: 1, 0>} : (tensor<3x2xf32>) -> tensor<2x3xf32>
+  return %1 : tensor<2x3xf32>
+}
+
+// -----
+
+/// transpose(reshape(x)) stays.
+// CHECK-LABEL: func.func @no_fold_transpose_of_reshape
+// CHECK: "xhlo.reshape"(%arg0)
+// CHECK: "xhlo.transpose"
+func.func @no_fold_transpose_of_reshape(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %0 = "xhlo.reshape"(%x) : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  %1 = "xhlo.transpose"(%0) {permutation = array<i64: 1, 0>} : (tensor<3x2xf32>) -> tensor<2x3xf32>
+  return %1 : tensor<2x3xf32>
+}
+
+// -----
+
+/// broadcast to the same shape with dimensions 0..n-1 -> x.
+// CHECK-LABEL: func.func @fold_broadcast_identity
+// CHECK-NEXT: return %arg0
+func.func @fold_broadcast_identity(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %0 = "xhlo.broadcast"(%x) {dimensions = array<i64: 0, 1>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+/// A broadcast that permutes dimensions stays, though the shape does not change.
+// CHECK-LABEL: func.func @no_fold_broadcast_permuting
+// CHECK: "xhlo.broadcast"(%arg0) {dimensions = array<i64: 1, 0>}
+func.func @no_fold_broadcast_permuting(%x: tensor<2x2xf32>) -> tensor<2x2xf32> {
+  %0 = "xhlo.broadcast"(%x) {dimensions = array<i64: 1, 0>} : (tensor<2x2xf32>) -> tensor<2x2xf32>
+  return %0 : tensor<2x2xf32>
+}
+
+// -----
+
+/// broadcast(broadcast(x, [0]), [0, 2]) -> broadcast(x, [0]).
+// CHECK-LABEL: func.func @fold_broadcast_of_broadcast
+// CHECK-NEXT: %[[B:.*]] = "xhlo.broadcast"(%arg0) {dimensions = array<i64: 0>} : (tensor<2xf32>) -> tensor<2x4x3xf32>
+// CHECK-NEXT: return %[[B]]
+func.func @fold_broadcast_of_broadcast(%x: tensor<2xf32>) -> tensor<2x4x3xf32> {
+  %0 = "xhlo.broadcast"(%x) {dimensions = array<i64: 0>} : (tensor<2xf32>) -> tensor<2x3xf32>
+  %1 = "xhlo.broadcast"(%0) {dimensions = array<i64: 0, 2>} : (tensor<2x3xf32>) -> tensor<2x4x3xf32>
+  return %1 : tensor<2x4x3xf32>
+}
+
+// -----
+
+/// broadcast(transpose(x)) stays.
+// CHECK-LABEL: func.func @no_fold_broadcast_of_transpose
+// CHECK: "xhlo.transpose"(%arg0)
+// CHECK: "xhlo.broadcast"
+func.func @no_fold_broadcast_of_transpose(%x: tensor<2x3xf32>) -> tensor<4x3x2xf32> {
+  %0 = "xhlo.transpose"(%x) {permutation = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  %1 = "xhlo.broadcast"(%0) {dimensions = array<i64: 1, 2>} : (tensor<3x2xf32>) -> tensor<4x3x2xf32>
+  return %1 : tensor<4x3x2xf32>
+}
+
+// -----
+
+/// broadcast of a splat constant -> a splat constant of the result type.
+// CHECK-LABEL: func.func @fold_broadcast_of_splat
+// CHECK-NEXT: %[[C:.*]] = "xhlo.constant"() {value = dense<2.500000e+00> : tensor<8x16xf32>}
+// CHECK-NEXT: return %[[C]]
+func.func @fold_broadcast_of_splat() -> tensor<8x16xf32> {
+  %c = "xhlo.constant"() {value = dense<2.5> : tensor<f32>} : () -> tensor<f32>
+  %0 = "xhlo.broadcast"(%c) {dimensions = array<i64>} : (tensor<f32>) -> tensor<8x16xf32>
+  return %0 : tensor<8x16xf32>
+}
+
+// -----
+
+/// broadcast of a constant that is not a splat stays.
+// CHECK-LABEL: func.func @no_fold_broadcast_of_non_splat
+// CHECK: "xhlo.broadcast"(%0) {dimensions = array<i64: 1>}
+func.func @no_fold_broadcast_of_non_splat() -> tensor<2x3xf32> {
+  %c = "xhlo.constant"() {value = dense<[1.0, 2.0, 3.0]> : tensor<3xf32>} : () -> tensor<3xf32>
+  %0 = "xhlo.broadcast"(%c) {dimensions = array<i64: 1>} : (tensor<3xf32>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+/// x + broadcast(0) -> x: the broadcast becomes a splat, then the add folds (integers).
+// CHECK-LABEL: func.func @fold_add_broadcast_zero
+// CHECK-NEXT: return %arg0
+func.func @fold_add_broadcast_zero(%x: tensor<2x3xi32>) -> tensor<2x3xi32> {
+  %c = "xhlo.constant"() {value = dense<0> : tensor<i32>} : () -> tensor<i32>
+  %0 = "xhlo.broadcast"(%c) {dimensions = array<i64>} : (tensor<i32>) -> tensor<2x3xi32>
+  %1 = "xhlo.add"(%x, %0) : (tensor<2x3xi32>, tensor<2x3xi32>) -> tensor<2x3xi32>
+  return %1 : tensor<2x3xi32>
+}
+
+// -----
+
+/// iota along a dimension of size 1 -> splat 0.
+// CHECK-LABEL: func.func @fold_iota_unit_dimension
+// CHECK-NEXT: %[[C:.*]] = "xhlo.constant"() {value = dense<0> : tensor<1x4xi32>}
+// CHECK-NEXT: return %[[C]]
+func.func @fold_iota_unit_dimension() -> tensor<1x4xi32> {
+  %0 = "xhlo.iota"() {iota_dimension = 0 : i64} : () -> tensor<1x4xi32>
+  return %0 : tensor<1x4xi32>
+}
+
+// -----
+
+/// iota along a longer dimension stays.
+// CHECK-LABEL: func.func @no_fold_iota
+// CHECK: "xhlo.iota"() {iota_dimension = 1 : i64}
+func.func @no_fold_iota() -> tensor<1x4xi32> {
+  %0 = "xhlo.iota"() {iota_dimension = 1 : i64} : () -> tensor<1x4xi32>
+  return %0 : tensor<1x4xi32>
+}
+
+// -----
+
+/// slice of the full range with stride 1 -> x.
+// CHECK-LABEL: func.func @fold_slice_full
+// CHECK-NEXT: return %arg0
+func.func @fold_slice_full(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %0 = "xhlo.slice"(%x) {start_indices = array<i64: 0, 0>, limit_indices = array<i64: 2, 3>, strides = array<i64: 1, 1>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+/// A slice that drops elements stays.
+// CHECK-LABEL: func.func @no_fold_slice_partial
+// CHECK: "xhlo.slice"(%arg0)
+func.func @no_fold_slice_partial(%x: tensor<2x3xf32>) -> tensor<2x2xf32> {
+  %0 = "xhlo.slice"(%x) {start_indices = array<i64: 0, 1>, limit_indices = array<i64: 2, 3>, strides = array<i64: 1, 1>} : (tensor<2x3xf32>) -> tensor<2x2xf32>
+  return %0 : tensor<2x2xf32>
+}
+
+// -----
+
+/// slice(slice(x)) -> one slice: [2:10:2] then [1:4:2] reads elements 4 and 8 of x: [4:9:4].
+// CHECK-LABEL: func.func @fold_slice_of_slice
+// CHECK-NEXT: %[[S:.*]] = "xhlo.slice"(%arg0) {limit_indices = array<i64: 9>, start_indices = array<i64: 4>, strides = array<i64: 4>} : (tensor<12xf32>) -> tensor<2xf32>
+// CHECK-NEXT: return %[[S]]
+func.func @fold_slice_of_slice(%x: tensor<12xf32>) -> tensor<2xf32> {
+  %0 = "xhlo.slice"(%x) {start_indices = array<i64: 2>, limit_indices = array<i64: 10>, strides = array<i64: 2>} : (tensor<12xf32>) -> tensor<4xf32>
+  %1 = "xhlo.slice"(%0) {start_indices = array<i64: 1>, limit_indices = array<i64: 4>, strides = array<i64: 2>} : (tensor<4xf32>) -> tensor<2xf32>
+  return %1 : tensor<2xf32>
+}
+
+// -----
+
+/// slice(reverse(x)) stays.
+// CHECK-LABEL: func.func @no_fold_slice_of_reverse
+// CHECK: "xhlo.reverse"(%arg0)
+// CHECK: "xhlo.slice"
+func.func @no_fold_slice_of_reverse(%x: tensor<12xf32>) -> tensor<4xf32> {
+  %0 = "xhlo.reverse"(%x) {dimensions = array<i64: 0>} : (tensor<12xf32>) -> tensor<12xf32>
+  %1 = "xhlo.slice"(%0) {start_indices = array<i64: 1>, limit_indices = array<i64: 5>, strides = array<i64: 1>} : (tensor<12xf32>) -> tensor<4xf32>
+  return %1 : tensor<4xf32>
+}
+
+// -----
+
+/// convert to the operand's own type -> x.
+// CHECK-LABEL: func.func @fold_convert_same_type
+// CHECK-NEXT: return %arg0
+func.func @fold_convert_same_type(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = "xhlo.convert"(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+/// A convert that changes the element type stays.
+// CHECK-LABEL: func.func @no_fold_convert_new_type
+// CHECK: "xhlo.convert"(%arg0) : (tensor<4xf32>) -> tensor<4xf16>
+func.func @no_fold_convert_new_type(%x: tensor<4xf32>) -> tensor<4xf16> {
+  %0 = "xhlo.convert"(%x) : (tensor<4xf32>) -> tensor<4xf16>
+  return %0 : tensor<4xf16>
+}
+
+// -----
+
+/// convert(convert(x: i32 -> i64) -> i32) -> x: the widening loses nothing.
+// CHECK-LABEL: func.func @fold_convert_round_trip
+// CHECK-NEXT: return %arg0
+func.func @fold_convert_round_trip(%x: tensor<4xi32>) -> tensor<4xi32> {
+  %0 = "xhlo.convert"(%x) : (tensor<4xi32>) -> tensor<4xi64>
+  %1 = "xhlo.convert"(%0) : (tensor<4xi64>) -> tensor<4xi32>
+  return %1 : tensor<4xi32>
+}
+
+// -----
+
+/// convert(convert(x: f32 -> f16) -> f32) stays: f16 rounds.
+// CHECK-LABEL: func.func @no_fold_convert_round_trip_narrowing
+// CHECK: "xhlo.convert"(%arg0) : (tensor<4xf32>) -> tensor<4xf16>
+// CHECK: "xhlo.convert"(%0) : (tensor<4xf16>) -> tensor<4xf32>
+func.func @no_fold_convert_round_trip_narrowing(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = "xhlo.convert"(%x) : (tensor<4xf32>) -> tensor<4xf16>
+  %1 = "xhlo.convert"(%0) : (tensor<4xf16>) -> tensor<4xf32>
+  return %1 : tensor<4xf32>
+}
+
+// -----
+
+/// convert(convert(x: i8 -> i16) -> f32) -> convert(x: i8 -> f32): both steps are exact.
+// CHECK-LABEL: func.func @fold_convert_widening_chain
+// CHECK-NEXT: %[[C:.*]] = "xhlo.convert"(%arg0) : (tensor<4xi8>) -> tensor<4xf32>
+// CHECK-NEXT: return %[[C]]
+func.func @fold_convert_widening_chain(%x: tensor<4xi8>) -> tensor<4xf32> {
+  %0 = "xhlo.convert"(%x) : (tensor<4xi8>) -> tensor<4xi16>
+  %1 = "xhlo.convert"(%0) : (tensor<4xi16>) -> tensor<4xf32>
+  return %1 : tensor<4xf32>
+}
+
+// -----
+
+/// convert(convert(x: i32 -> f32) -> i32) stays: f32 cannot hold every i32.
+// CHECK-LABEL: func.func @no_fold_convert_int_float_int
+// CHECK: "xhlo.convert"(%arg0) : (tensor<4xi32>) -> tensor<4xf32>
+// CHECK: "xhlo.convert"(%0) : (tensor<4xf32>) -> tensor<4xi32>
+func.func @no_fold_convert_int_float_int(%x: tensor<4xi32>) -> tensor<4xi32> {
+  %0 = "xhlo.convert"(%x) : (tensor<4xi32>) -> tensor<4xf32>
+  %1 = "xhlo.convert"(%0) : (tensor<4xf32>) -> tensor<4xi32>
+  return %1 : tensor<4xi32>
+}
+
+// -----
+
+/// convert(convert(x: i16 -> i32) -> i8) stays: the second step is not exact (and
+/// int -> int wraps where float -> int would not).
+// CHECK-LABEL: func.func @no_fold_convert_widen_then_narrow
+// CHECK: "xhlo.convert"(%arg0) : (tensor<4xi16>) -> tensor<4xi32>
+// CHECK: "xhlo.convert"(%0) : (tensor<4xi32>) -> tensor<4xi8>
+func.func @no_fold_convert_widen_then_narrow(%x: tensor<4xi16>) -> tensor<4xi8> {
+  %0 = "xhlo.convert"(%x) : (tensor<4xi16>) -> tensor<4xi32>
+  %1 = "xhlo.convert"(%0) : (tensor<4xi32>) -> tensor<4xi8>
+  return %1 : tensor<4xi8>
+}
+
+// -----
+
+/// pad with no padding at all -> x.
+// CHECK-LABEL: func.func @fold_pad_zero
+// CHECK-NEXT: return %arg0
+func.func @fold_pad_zero(%x: tensor<2x3xf32>, %v: tensor<f32>) -> tensor<2x3xf32> {
+  %0 = "xhlo.pad"(%x, %v) {edge_padding_low = array<i64: 0, 0>, edge_padding_high = array<i64: 0, 0>, interior_padding = array<i64: 0, 0>} : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+/// pad with a negative low edge and a positive high edge stays (same shape, shifted).
+// CHECK-LABEL: func.func @no_fold_pad_shift
+// CHECK: "xhlo.pad"(%arg0, %arg1)
+func.func @no_fold_pad_shift(%x: tensor<2x3xf32>, %v: tensor<f32>) -> tensor<2x3xf32> {
+  %0 = "xhlo.pad"(%x, %v) {edge_padding_low = array<i64: 0, -1>, edge_padding_high = array<i64: 0, 1>, interior_padding = array<i64: 0, 0>} : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+/// concatenate of one input -> x.
+// CHECK-LABEL: func.func @fold_concatenate_single
+// CHECK-NEXT: return %arg0
+func.func @fold_concatenate_single(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %0 = "xhlo.concatenate"(%x) {dimension = 0 : i64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+/// concatenate drops inputs of size 0 along the dimension; one left, it is the result.
+// CHECK-LABEL: func.func @fold_concatenate_empty_inputs
+// CHECK-NEXT: return %arg1
+func.func @fold_concatenate_empty_inputs(%e: tensor<2x0xf32>, %x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %0 = "xhlo.concatenate"(%e, %x, %e) {dimension = 1 : i64} : (tensor<2x0xf32>, tensor<2x3xf32>, tensor<2x0xf32>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+/// concatenate keeps its non-empty inputs, in order.
+// CHECK-LABEL: func.func @fold_concatenate_some_empty
+// CHECK-NEXT: %[[J:.*]] = "xhlo.concatenate"(%arg1, %arg1) {dimension = 1 : i64} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x6xf32>
+// CHECK-NEXT: return %[[J]]
+func.func @fold_concatenate_some_empty(%e: tensor<2x0xf32>, %x: tensor<2x3xf32>) -> tensor<2x6xf32> {
+  %0 = "xhlo.concatenate"(%x, %e, %x) {dimension = 1 : i64} : (tensor<2x3xf32>, tensor<2x0xf32>, tensor<2x3xf32>) -> tensor<2x6xf32>
+  return %0 : tensor<2x6xf32>
+}
+
+// -----
+
+/// concatenate of non-empty inputs stays.
+// CHECK-LABEL: func.func @no_fold_concatenate
+// CHECK: "xhlo.concatenate"(%arg0, %arg1)
+func.func @no_fold_concatenate(%x: tensor<2x3xf32>, %y: tensor<2x1xf32>) -> tensor<2x4xf32> {
+  %0 = "xhlo.concatenate"(%x, %y) {dimension = 1 : i64} : (tensor<2x3xf32>, tensor<2x1xf32>) -> tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}
+
+// -----
+
+/// An integer dot contracting a size-1 dimension is an outer product: a multiply of broadcasts.
+// CHECK-LABEL: func.func @fold_int_dot_unit_contraction
+// CHECK-NEXT: %[[A:.*]] = "xhlo.reshape"(%arg0) : (tensor<3x1xi32>) -> tensor<3xi32>
+// CHECK-NEXT: %[[B:.*]] = "xhlo.reshape"(%arg1) : (tensor<1x4xi32>) -> tensor<4xi32>
+// CHECK-NEXT: %[[BA:.*]] = "xhlo.broadcast"(%[[A]]) {dimensions = array<i64: 0>} : (tensor<3xi32>) -> tensor<3x4xi32>
+// CHECK-NEXT: %[[BB:.*]] = "xhlo.broadcast"(%[[B]]) {dimensions = array<i64: 1>} : (tensor<4xi32>) -> tensor<3x4xi32>
+// CHECK-NEXT: %[[M:.*]] = "xhlo.multiply"(%[[BA]], %[[BB]])
+// CHECK-NEXT: return %[[M]]
+func.func @fold_int_dot_unit_contraction(%a: tensor<3x1xi32>, %b: tensor<1x4xi32>) -> tensor<3x4xi32> {
+  %0 = "xhlo.dot"(%a, %b) {dot_dimension_numbers = {lhs_contracting_dimensions = array<i64: 1>, rhs_contracting_dimensions = array<i64: 0>}} : (tensor<3x1xi32>, tensor<1x4xi32>) -> tensor<3x4xi32>
+  return %0 : tensor<3x4xi32>
+}
+
+// -----
+
+/// A batched integer dot contracting size 1 keeps batch dimensions first.
+// CHECK-LABEL: func.func @fold_int_batch_dot_unit_contraction
+// CHECK: "xhlo.reshape"(%arg0) : (tensor<2x3x1xi32>) -> tensor<2x3xi32>
+// CHECK: "xhlo.reshape"(%arg1) : (tensor<1x2x4xi32>) -> tensor<2x4xi32>
+// CHECK: "xhlo.broadcast"(%{{.*}}) {dimensions = array<i64: 0, 1>} : (tensor<2x3xi32>) -> tensor<2x3x4xi32>
+// CHECK: "xhlo.broadcast"(%{{.*}}) {dimensions = array<i64: 0, 2>} : (tensor<2x4xi32>) -> tensor<2x3x4xi32>
+// CHECK: "xhlo.multiply"
+// CHECK-NOT: "xhlo.dot"
+func.func @fold_int_batch_dot_unit_contraction(%a: tensor<2x3x1xi32>, %b: tensor<1x2x4xi32>) -> tensor<2x3x4xi32> {
+  %0 = "xhlo.dot"(%a, %b) {dot_dimension_numbers = {lhs_batching_dimensions = array<i64: 0>, rhs_batching_dimensions = array<i64: 1>, lhs_contracting_dimensions = array<i64: 2>, rhs_contracting_dimensions = array<i64: 0>}} : (tensor<2x3x1xi32>, tensor<1x2x4xi32>) -> tensor<2x3x4xi32>
+  return %0 : tensor<2x3x4xi32>
+}
+
+// -----
+
+/// A float dot contracting size 1 stays: its sum starts at +0.0, so a -0.0 product becomes +0.0.
+// CHECK-LABEL: func.func @no_fold_float_dot_unit_contraction
+// CHECK: "xhlo.dot"(%arg0, %arg1)
+func.func @no_fold_float_dot_unit_contraction(%a: tensor<3x1xf32>, %b: tensor<1x4xf32>) -> tensor<3x4xf32> {
+  %0 = "xhlo.dot"(%a, %b) {dot_dimension_numbers = {lhs_contracting_dimensions = array<i64: 1>, rhs_contracting_dimensions = array<i64: 0>}} : (tensor<3x1xf32>, tensor<1x4xf32>) -> tensor<3x4xf32>
+  return %0 : tensor<3x4xf32>
+}
+
+// -----
+
+/// An integer dot contracting a dimension of size 2 stays.
+// CHECK-LABEL: func.func @no_fold_int_dot_contraction
+// CHECK: "xhlo.dot"(%arg0, %arg1)
+func.func @no_fold_int_dot_contraction(%a: tensor<3x2xi32>, %b: tensor<2x4xi32>) -> tensor<3x4xi32> {
+  %0 = "xhlo.dot"(%a, %b) {dot_dimension_numbers = {lhs_contracting_dimensions = array<i64: 1>, rhs_contracting_dimensions = array<i64: 0>}} : (tensor<3x2xi32>, tensor<2x4xi32>) -> tensor<3x4xi32>
+  return %0 : tensor<3x4xi32>
+}
+
+// -----
+
+/// reduce(add) over a size-1 dimension with init 0 -> reshape(x) (integers).
+// CHECK-LABEL: func.func @fold_reduce_unit_dimension
+// CHECK-NEXT: %[[R:.*]] = "xhlo.reshape"(%arg0) : (tensor<3x1xi32>) -> tensor<3xi32>
+// CHECK-NEXT: return %[[R]]
+func.func @fold_reduce_unit_dimension(%x: tensor<3x1xi32>) -> tensor<3xi32> {
+  %zero = "xhlo.constant"() {value = dense<0> : tensor<i32>} : () -> tensor<i32>
+  %0 = "xhlo.reduce"(%x, %zero) ({
+  ^bb0(%a: tensor<i32>, %b: tensor<i32>):
+    %s = "xhlo.add"(%a, %b) : (tensor<i32>, tensor<i32>) -> tensor<i32>
+    "xhlo.return"(%s) : (tensor<i32>) -> ()
+  }) {dimensions = array<i64: 1>} : (tensor<3x1xi32>, tensor<i32>) -> tensor<3xi32>
+  return %0 : tensor<3xi32>
+}
+
+// -----
+
+/// reduce(add) over a size-1 dimension with a float init of +0.0 -> init + reshape(x):
+/// the reducer still sees init once, and (+0.0) + (-0.0) is +0.0.
+// CHECK-LABEL: func.func @fold_reduce_unit_dimension_with_init
+// CHECK-DAG: %[[I:.*]] = "xhlo.constant"() {value = dense<0.000000e+00> : tensor<3xf32>}
+// CHECK-DAG: %[[R:.*]] = "xhlo.reshape"(%arg0) : (tensor<1x3xf32>) -> tensor<3xf32>
+// CHECK: %[[S:.*]] = "xhlo.add"(%[[I]], %[[R]])
+// CHECK-NEXT: return %[[S]]
+func.func @fold_reduce_unit_dimension_with_init(%x: tensor<1x3xf32>) -> tensor<3xf32> {
+  %zero = "xhlo.constant"() {value = dense<0.0> : tensor<f32>} : () -> tensor<f32>
+  %0 = "xhlo.reduce"(%x, %zero) ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %s = "xhlo.add"(%a, %b) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+    "xhlo.return"(%s) : (tensor<f32>) -> ()
+  }) {dimensions = array<i64: 0>} : (tensor<1x3xf32>, tensor<f32>) -> tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+
+// -----
+
+/// reduce over a dimension of size 3 stays.
+// CHECK-LABEL: func.func @no_fold_reduce
+// CHECK: "xhlo.reduce"(%arg0, %0)
+func.func @no_fold_reduce(%x: tensor<3x3xi32>) -> tensor<3xi32> {
+  %zero = "xhlo.constant"() {value = dense<0> : tensor<i32>} : () -> tensor<i32>
+  %0 = "xhlo.reduce"(%x, %zero) ({
+  ^bb0(%a: tensor<i32>, %b: tensor<i32>):
+    %s = "xhlo.add"(%a, %b) : (tensor<i32>, tensor<i32>) -> tensor<i32>
+    "xhlo.return"(%s) : (tensor<i32>) -> ()
+  }) {dimensions = array<i64: 1>} : (tensor<3x3xi32>, tensor<i32>) -> tensor<3xi32>
+  return %0 : tensor<3xi32>
+}
+
+// -----
+
+/// reduce(max) over a size-1 dimension with init -inf -> reshape(x) (floats).
+// CHECK-LABEL: func.func @fold_reduce_max_unit_dimension
+// CHECK-NEXT: %[[R:.*]] = "xhlo.reshape"(%arg0) : (tensor<2x1xf32>) -> tensor<2xf32>
+// CHECK-NEXT: return %[[R]]
+func.func @fold_reduce_max_unit_dimension(%x: tensor<2x1xf32>) -> tensor<2xf32> {
+  %init = "xhlo.constant"() {value = dense<0xFF800000> : tensor<f32>} : () -> tensor<f32>
+  %0 = "xhlo.reduce"(%x, %init) ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %s = "xhlo.maximum"(%a, %b) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+    "xhlo.return"(%s) : (tensor<f32>) -> ()
+  }) {dimensions = array<i64: 1>} : (tensor<2x1xf32>, tensor<f32>) -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+/// reduce(max) over a size-1 dimension with a float init that is not -inf stays.
+// CHECK-LABEL: func.func @no_fold_reduce_max_float_init
+// CHECK: "xhlo.reduce"(%arg0, %0)
+func.func @no_fold_reduce_max_float_init(%x: tensor<2x1xf32>) -> tensor<2xf32> {
+  %init = "xhlo.constant"() {value = dense<0.0> : tensor<f32>} : () -> tensor<f32>
+  %0 = "xhlo.reduce"(%x, %init) ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %s = "xhlo.maximum"(%a, %b) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+    "xhlo.return"(%s) : (tensor<f32>) -> ()
+  }) {dimensions = array<i64: 1>} : (tensor<2x1xf32>, tensor<f32>) -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+/// A reducer that is not a plain add/multiply/maximum/minimum of its arguments stays.
+// CHECK-LABEL: func.func @no_fold_reduce_unit_dimension_other_reducer
+// CHECK: "xhlo.reduce"(%arg0, %0)
+func.func @no_fold_reduce_unit_dimension_other_reducer(%x: tensor<3x1xi32>) -> tensor<3xi32> {
+  %zero = "xhlo.constant"() {value = dense<0> : tensor<i32>} : () -> tensor<i32>
+  %0 = "xhlo.reduce"(%x, %zero) ({
+  ^bb0(%a: tensor<i32>, %b: tensor<i32>):
+    %s = "xhlo.subtract"(%a, %b) : (tensor<i32>, tensor<i32>) -> tensor<i32>
+    "xhlo.return"(%s) : (tensor<i32>) -> ()
+  }) {dimensions = array<i64: 1>} : (tensor<3x1xi32>, tensor<i32>) -> tensor<3xi32>
+  return %0 : tensor<3xi32>
+}
+
+// -----
+
+/// reduce over a dimension of size 0 -> the init value broadcast: nothing is reduced.
+// CHECK-LABEL: func.func @fold_reduce_empty_dimension
+// CHECK-NEXT: %[[B:.*]] = "xhlo.broadcast"(%arg1) {dimensions = array<i64>} : (tensor<f32>) -> tensor<3xf32>
+// CHECK-NEXT: return %[[B]]
+func.func @fold_reduce_empty_dimension(%x: tensor<3x0xf32>, %init: tensor<f32>) -> tensor<3xf32> {
+  %0 = "xhlo.reduce"(%x, %init) ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %s = "xhlo.add"(%a, %b) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+    "xhlo.return"(%s) : (tensor<f32>) -> ()
+  }) {dimensions = array<i64: 1>} : (tensor<3x0xf32>, tensor<f32>) -> tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+
+// -----
+
+/// A two-input reduce over a size-1 dimension stays (only single-input reduces are rewritten).
+// CHECK-LABEL: func.func @no_fold_variadic_reduce
+// CHECK: "xhlo.reduce"(%arg0, %arg1, %arg2, %arg3)
+func.func @no_fold_variadic_reduce(%x: tensor<3x1xi32>, %y: tensor<3x1xi32>, %i: tensor<i32>, %j: tensor<i32>) -> (tensor<3xi32>, tensor<3xi32>) {
+  %0:2 = "xhlo.reduce"(%x, %y, %i, %j) ({
+  ^bb0(%a: tensor<i32>, %b: tensor<i32>, %c: tensor<i32>, %d: tensor<i32>):
+    %s = "xhlo.add"(%a, %c) : (tensor<i32>, tensor<i32>) -> tensor<i32>
+    %t = "xhlo.add"(%b, %d) : (tensor<i32>, tensor<i32>) -> tensor<i32>
+    "xhlo.return"(%s, %t) : (tensor<i32>, tensor<i32>) -> ()
+  }) {dimensions = array<i64: 1>} : (tensor<3x1xi32>, tensor<3x1xi32>, tensor<i32>, tensor<i32>) -> (tensor<3xi32>, tensor<3xi32>)
+  return %0#0, %0#1 : tensor<3xi32>, tensor<3xi32>
+}
+
+// -----
+
+/// Rewrites inside regions too: x * 1 in a while body folds.
+// CHECK-LABEL: func.func @fold_inside_while_body
+// CHECK: "xhlo.while"
+// CHECK-NOT: "xhlo.multiply"
+// CHECK: "xhlo.add"
+func.func @fold_inside_while_body(%x: tensor<i32>) -> tensor<i32> {
+  %0 = "xhlo.while"(%x) ({
+  ^bb0(%a: tensor<i32>):
+    %ten = "xhlo.constant"() {value = dense<10> : tensor<i32>} : () -> tensor<i32>
+    %p = "xhlo.compare"(%a, %ten) {comparison_direction = "LT", compare_type = "SIGNED"} : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    "xhlo.return"(%p) : (tensor<i1>) -> ()
+  }, {
+  ^bb0(%a: tensor<i32>):
+    %one = "xhlo.constant"() {value = dense<1> : tensor<i32>} : () -> tensor<i32>
+    %m = "xhlo.multiply"(%a, %one) : (tensor<i32>, tensor<i32>) -> tensor<i32>
+    %s = "xhlo.add"(%m, %one) : (tensor<i32>, tensor<i32>) -> tensor<i32>
+    "xhlo.return"(%s) : (tensor<i32>) -> ()
+  }) : (tensor<i32>) -> tensor<i32>
+  return %0 : tensor<i32>
+}
+
+// -----
+
+/// Ops carrying a sharding are left alone.
+// CHECK-LABEL: func.func @no_fold_sharded_op
+// CHECK: "xhlo.reshape"(%arg0) {xhlo.sharding = "{replicated}"}
+func.func @no_fold_sharded_op(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %0 = "xhlo.reshape"(%x) {xhlo.sharding = "{replicated}"} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}

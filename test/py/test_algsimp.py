@@ -1,0 +1,180 @@
+"""xhlo-algsimp: the `changed` flag both ways (XLA's EXPECT_TRUE / EXPECT_FALSE(Run(...))), and
+the results the module computes, unchanged to the bit, on the lit cases and the JAX samples."""
+
+import os
+import re
+
+import numpy as np
+import pytest
+
+from mlirxla import frontdoor
+from mlirxla.context import new_context
+from mlirxla.mlir import ir
+from mlirxla.runtime import literals, reference
+from mlirxla.transforms.algebraic_simplifier import AlgebraicSimplifierPass
+
+from .conftest import REPOSITORY, SAMPLES
+
+LIT_FILE = os.path.join(REPOSITORY, "test", "lit", "transforms", "xhlo-algsimp.mlir")
+SAMPLE_FILES = [
+    "01_mlp_softmax.stablehlo.mlir",
+    "02_scan_while_cond_gelu.stablehlo.mlir",
+    "programs/mlp_softmax_small.stablehlo.mlir",
+    "programs/scan.stablehlo.mlir",
+]
+
+
+def load(text: str):
+    return frontdoor.import_text(text, "test_algsimp.mlir", new_context()).module
+
+
+def run_pass(text: str, **options) -> tuple[bool, str]:
+    module = load(text)
+    changed = AlgebraicSimplifierPass(**options).run(module)
+    module.operation.verify()
+    return changed, str(module)
+
+
+ADD_FLOAT_ZERO = """
+func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %c = "xhlo.constant"() {value = dense<0.0> : tensor<4xf32>} : () -> tensor<4xf32>
+  %0 = "xhlo.add"(%x, %c) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+"""
+
+ADD_INT_ZERO = ADD_FLOAT_ZERO.replace("f32", "i32").replace("0.0", "0")
+
+INT_DOT_UNIT = """
+func.func @main(%a: tensor<3x1xi32>, %b: tensor<1x4xi32>) -> tensor<3x4xi32> {
+  %0 = "xhlo.dot"(%a, %b) {dot_dimension_numbers = {lhs_contracting_dimensions = array<i64: 1>, rhs_contracting_dimensions = array<i64: 0>}} : (tensor<3x1xi32>, tensor<1x4xi32>) -> tensor<3x4xi32>
+  return %0 : tensor<3x4xi32>
+}
+"""
+
+NOTHING_TO_DO = """
+func.func @main(%x: tensor<4xf32>, %y: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = "xhlo.add"(%x, %y) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %1 = "xhlo.negate"(%0) : (tensor<4xf32>) -> tensor<4xf32>
+  return %1 : tensor<4xf32>
+}
+"""
+
+
+def test_int_add_zero_changes():
+    changed, text = run_pass(ADD_INT_ZERO)
+    assert changed
+    assert "xhlo.add" not in text and "xhlo.constant" not in text
+
+
+def test_float_add_zero_does_not_change():
+    changed, text = run_pass(ADD_FLOAT_ZERO)
+    assert not changed
+    assert "xhlo.add" in text
+
+
+def test_ignore_signed_zeros_folds_float_add_zero():
+    changed, text = run_pass(ADD_FLOAT_ZERO, ignore_signed_zeros=True)
+    assert changed
+    assert "xhlo.add" not in text
+
+
+def test_dot_strength_reduction_option():
+    changed, text = run_pass(INT_DOT_UNIT)
+    assert changed and "xhlo.dot" not in text and "xhlo.multiply" in text
+    changed, text = run_pass(INT_DOT_UNIT, enable_dot_strength_reduction=False)
+    assert not changed and "xhlo.dot" in text
+
+
+def test_nothing_to_simplify():
+    changed, _ = run_pass(NOTHING_TO_DO)
+    assert not changed
+
+
+def test_second_run_finds_nothing():
+    module = load(ADD_INT_ZERO)
+    assert AlgebraicSimplifierPass().run(module)
+    assert not AlgebraicSimplifierPass().run(module)
+
+
+def test_option_text():
+    assert AlgebraicSimplifierPass(ignore_signed_zeros=True).display_name == "xhlo-algsimp{ignore-signed-zeros=true}"
+    assert AlgebraicSimplifierPass.with_options({"max-sweeps": "3"}).max_sweeps == 3
+
+
+# ---------------------------------------------------------------- same results before and after
+
+
+def random_argument(rng: np.random.Generator, arg_type) -> np.ndarray:
+    """Random values of the argument's type, with the awkward ones mixed in: -0.0, NaN,
+    infinities for floats; the extremes for integers."""
+    shaped = ir.RankedTensorType(arg_type)
+    shape = list(shaped.shape)
+    dtype = literals.storage_dtype(shaped.element_type)
+    if dtype == np.bool_:
+        return rng.integers(0, 2, size=shape).astype(np.bool_)
+    if np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        values = rng.integers(-50 if info.min < 0 else 0, 50, size=shape).astype(dtype)
+        special = np.array([info.min, info.max, 0, 1], dtype=dtype)
+    else:
+        values = rng.standard_normal(shape).astype(dtype)
+        special = np.array([-0.0, np.nan, np.inf, -np.inf, 0.0], dtype=dtype)
+    flat = values.reshape(-1)
+    for i in range(min(flat.size // 2, special.size)):
+        flat[rng.integers(0, flat.size)] = special[i]
+    return flat.reshape(shape)
+
+
+def bits(array: np.ndarray) -> bytes:
+    array = np.ascontiguousarray(array)
+    if array.dtype.kind == "f":  # any NaN is NaN: compare NaN positions, then the other bits
+        nan = np.isnan(array)
+        return nan.tobytes() + np.where(nan, 0, array).astype(array.dtype).tobytes()
+    return array.tobytes()
+
+
+def outputs(module, entry: str, arguments) -> list[np.ndarray]:
+    return [literals.to_numpy(value) for value in reference.execute(module, arguments, entry).outputs]
+
+
+def assert_same_results(before, after, entry: str, seed: int = 0) -> None:
+    rng = np.random.default_rng(seed)
+    arguments = [random_argument(rng, t) for t in reference.argument_types(before, entry)]
+    expected = outputs(before, entry, arguments)
+    got = outputs(after, entry, arguments)
+    assert len(expected) == len(got)
+    for want, have in zip(expected, got):
+        assert want.dtype == have.dtype and want.shape == have.shape
+        assert bits(want) == bits(have), f"{entry}: {want} != {have}"
+
+
+def lit_cases() -> list[tuple[str, str]]:
+    with open(LIT_FILE) as f:
+        chunks = f.read().split("// -----")
+    cases = []
+    for chunk in chunks:
+        name = re.search(r"^func\.func @(\w+)", chunk, re.MULTILINE).group(1)
+        cases.append((name, chunk))
+    return cases
+
+
+@pytest.mark.parametrize("name,text", lit_cases(), ids=[name for name, _ in lit_cases()])
+def test_lit_case_keeps_results(name, text):
+    before, after = load(text), load(text)
+    changed = AlgebraicSimplifierPass().run(after)
+    assert changed == name.startswith("fold_"), f"{name}: changed={changed}"
+    after.operation.verify()
+    assert_same_results(before, after, name)
+
+
+@pytest.mark.parametrize("name", SAMPLE_FILES)
+def test_sample_keeps_results(name):
+    path = os.path.join(SAMPLES, name)
+    before = frontdoor.import_file(path, new_context()).module
+    after = frontdoor.import_file(path, new_context()).module
+    AlgebraicSimplifierPass().run(after)
+    after.operation.verify()
+    entry = reference.entry_function(before)
+    for seed in range(2):
+        assert_same_results(before, after, entry, seed)

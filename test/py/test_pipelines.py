@@ -1,0 +1,227 @@
+"""The pipeline runner: dumps in XLA's grammar, the ledger, the pass flags, the invariant
+checker, fixed points, and one-line errors for bad pipelines and dump directories."""
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import ClassVar
+
+import pytest
+
+from mlirxla import frontdoor
+from mlirxla.errors import MlirxlaError
+from mlirxla.mlir import ir
+from mlirxla.pipelines.pipeline import Pipeline
+from mlirxla.pipelines.runner import PipelineRunner, RunOptions
+from mlirxla.pipelines.text import parse_pipeline
+from mlirxla.transforms.dead_code_elimination import DeadCodeEliminationPass
+from mlirxla.transforms.pass_base import ModulePass
+
+from .conftest import REPOSITORY, SAMPLES
+
+MLP = os.path.join(SAMPLES, "01_mlp_softmax.stablehlo.mlir")
+
+
+@dataclass(frozen=True)
+class CountingPass(ModulePass):
+    """Bumps a module attribute on every run, so it always reports a change."""
+
+    name: ClassVar[str] = "test-counting"
+    summary: ClassVar[str] = "always changes the module"
+
+    def run(self, module):
+        attributes = module.operation.attributes
+        count = ir.IntegerAttr(attributes["test.count"]).value if "test.count" in attributes else 0
+        attributes["test.count"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), count + 1)
+        return True
+
+
+@dataclass(frozen=True)
+class StopsAfterPass(ModulePass):
+    """Changes the module on its first `runs` runs, then reports no change."""
+
+    name: ClassVar[str] = "test-stops-after"
+    summary: ClassVar[str] = "changes the module a few times"
+    runs: int = 2
+
+    def run(self, module):
+        attributes = module.operation.attributes
+        count = ir.IntegerAttr(attributes["test.count"]).value if "test.count" in attributes else 0
+        if count >= self.runs:
+            return False
+        attributes["test.count"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), count + 1)
+        return True
+
+
+@dataclass(frozen=True)
+class LyingPass(CountingPass):
+    """Changes the module but says it did not."""
+
+    name: ClassVar[str] = "test-lying"
+
+    def run(self, module):
+        super().run(module)
+        return False
+
+
+def mlp(context):
+    return frontdoor.import_file(MLP, context).module
+
+
+def two_stage_pipeline() -> Pipeline:
+    inner = Pipeline("cleanup").add("cse").add(DeadCodeEliminationPass())
+    return Pipeline("outer").add(CountingPass()).add(inner)
+
+
+def test_dumps_follow_xla_grammar_and_order(context, tmp_path):
+    runner = PipelineRunner(mlp(context), RunOptions(dump_to=str(tmp_path), dump_pass_re="."))
+    result = runner.compile(two_stage_pipeline())
+    names = [os.path.basename(p) for p in result.dump_files]
+    number = names[0].split(".")[0]
+    assert names == [
+        f"{number}.jit_mlp.before_optimizations.mlir",
+        f"{number}.jit_mlp.0000.outer.after_pipeline-start.before_test-counting.mlir",
+        f"{number}.jit_mlp.0001.outer.after_test-counting.before_cleanup.mlir",
+        f"{number}.jit_mlp.0002.cleanup.after_pipeline-start.before_cse.mlir",
+        f"{number}.jit_mlp.0003.cleanup.after_cse.before_xhlo-dce.mlir",
+        f"{number}.jit_mlp.0004.outer.after_cleanup.before_pipeline-end.mlir",
+        f"{number}.jit_mlp.cpu_after_optimizations.mlir",
+        f"{number}.jit_mlp.pass-ledger.tsv",
+    ]
+    assert sorted(os.listdir(tmp_path)) == sorted(names)
+    ledger = (tmp_path / names[-1]).read_text().splitlines()
+    assert ledger[0] == "pipeline\tpass_name\titeration\tchanged\twall_ms\tops_before\tops_after"
+    rows = [line.split("\t") for line in ledger[1:]]
+    assert [(r[0], r[1], r[3]) for r in rows] == [("outer", "test-counting", "true"), ("cleanup", "cse", "true"), ("cleanup", "xhlo-dce", "false")]
+    assert int(rows[1][5]) > int(rows[1][6])  # cse removed the duplicated constant
+
+
+def test_dump_regexes_select_passes_and_pipelines(context, tmp_path):
+    runner = PipelineRunner(mlp(context), RunOptions(dump_to=str(tmp_path), dump_pass_re="cse", dump_pipeline_re="clean"))
+    runner.compile(two_stage_pipeline())
+    steps = sorted(name.split(".", 3)[3] for name in os.listdir(tmp_path) if ".00" in name)
+    assert steps == ["cleanup.after_cse.before_xhlo-dce.mlir", "cleanup.after_pipeline-start.before_cse.mlir"]
+
+
+def test_no_per_pass_dumps_without_dump_pass_re(context, tmp_path):
+    PipelineRunner(mlp(context), RunOptions(dump_to=str(tmp_path))).compile(two_stage_pipeline())
+    assert sorted(name.split(".", 2)[2] for name in os.listdir(tmp_path)) == [
+        "before_optimizations.mlir",
+        "cpu_after_optimizations.mlir",
+        "pass-ledger.tsv",
+    ]
+
+
+def ran(runner) -> list[str]:
+    return [row.pass_name for row in runner.ledger.rows]
+
+
+def test_disable_passes_by_pass_and_by_pipeline_name(context):
+    runner = PipelineRunner(mlp(context), RunOptions(disable_passes=frozenset({"cse"})))
+    runner.run(two_stage_pipeline())
+    assert ran(runner) == ["test-counting", "xhlo-dce"]
+    runner = PipelineRunner(mlp(context), RunOptions(disable_passes=frozenset({"cleanup"})))
+    runner.run(two_stage_pipeline())
+    assert ran(runner) == ["test-counting"]
+
+
+def test_enable_passes_only_by_pass_and_by_pipeline_name(context):
+    runner = PipelineRunner(mlp(context), RunOptions(enable_passes_only=frozenset({"xhlo-dce"})))
+    runner.run(two_stage_pipeline())
+    assert ran(runner) == ["xhlo-dce"]
+    runner = PipelineRunner(mlp(context), RunOptions(enable_passes_only=frozenset({"cleanup"})))
+    runner.run(two_stage_pipeline())
+    assert ran(runner) == ["cse", "xhlo-dce"]
+
+
+def test_disable_and_enable_together_is_an_error():
+    with pytest.raises(MlirxlaError, match="cannot be used together"):
+        RunOptions(disable_passes=frozenset({"cse"}), enable_passes_only=frozenset({"cse"}))
+
+
+def test_broken_pass_is_caught_with_its_name_and_dumps(context, tmp_path):
+    runner = PipelineRunner(mlp(context), RunOptions(dump_to=str(tmp_path), dump_pass_re="."))
+    with pytest.raises(MlirxlaError) as raised:
+        runner.compile(Pipeline("p").add("xhlo-dce").add("test-break-invariants"))
+    assert "invariant check failed after pass 'test-break-invariants' in pipeline 'p'" in str(raised.value)
+    assert "is not a permutation" in str(raised.value)
+    files = os.listdir(tmp_path)
+    assert any(name.endswith(".p.before_test-break-invariants.mlir") for name in files)
+    assert any(name.endswith(".p.after_test-break-invariants.invalid.mlir") for name in files)
+
+
+def test_fixed_point_stops_when_nothing_changes(context):
+    runner = PipelineRunner(mlp(context))
+    assert runner.run(Pipeline("p").fixed_point(StopsAfterPass(runs=3), max_iterations=10))
+    assert [(row.iteration, row.changed) for row in runner.ledger.rows] == [(1, True), (2, True), (3, True), (4, False)]
+
+
+def test_fixed_point_cap_is_an_error_naming_the_step(context):
+    runner = PipelineRunner(mlp(context))
+    with pytest.raises(MlirxlaError, match="'test-counting' in pipeline 'p' did not reach a fixed point in 4 iterations"):
+        runner.run(Pipeline("p").fixed_point(CountingPass(), max_iterations=4))
+
+
+def test_changed_flag_check_catches_a_lying_pass(context):
+    runner = PipelineRunner(mlp(context), RunOptions(check_changed_flag=True))
+    with pytest.raises(MlirxlaError, match="pass 'test-lying' reported changed=False but the module changed"):
+        runner.run(Pipeline("p").add(LyingPass()))
+
+
+def test_pipeline_text_mixes_ours_and_upstream():
+    pipeline = parse_pipeline("builtin.module(xhlo-dce, canonicalize, func.func(cse), xhlo-dce)")
+    assert [getattr(step, "display_name") for step in pipeline.steps] == ["xhlo-dce", "canonicalize", "func.func(cse)", "xhlo-dce"]
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("no-such-pass", "unknown pass 'no-such-pass'"),
+        ("cse,,xhlo-dce", "empty pass name"),
+        ("cse,(", "unbalanced"),
+        ("xhlo-dce{nope=1}", "pass 'xhlo-dce' has no option 'nope'"),
+        ("", "empty pass pipeline"),
+    ],
+)
+def test_bad_pipeline_text_is_one_error(text, message):
+    with pytest.raises(MlirxlaError, match=message.replace("(", r"\(")):
+        parse_pipeline(text)
+
+
+def opt(*arguments):
+    tool = os.path.join(os.path.dirname(sys.executable), "mlirxla-opt")
+    return subprocess.run([tool, *arguments], capture_output=True, text=True, cwd=REPOSITORY)
+
+
+@pytest.mark.parametrize(
+    "arguments,fragment",
+    [
+        (["-p", "bogus"], "unknown pass 'bogus'"),
+        (["-p", "cse,("], "malformed pipeline"),
+        (["--pipeline", "nope"], "unknown pipeline 'nope'"),
+        (["--cse", "--dump-to", "/proc/forbidden", "--dump-pass-re", "."], "/proc/forbidden: cannot create dump directory"),
+        (["--cse", "--disable-passes", "cse", "--enable-passes-only", "cse"], "cannot be used together"),
+        (["--cse", "--dump-pass-re", "("], "invalid regular expression"),
+    ],
+)
+def test_cli_bad_pipelines_are_one_line_errors(arguments, fragment):
+    done = opt(MLP, *arguments)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("mlirxla-opt: error: ") and fragment in lines[0], done.stderr
+
+
+def test_cli_print_ledger_and_ir_after_change():
+    done = opt(MLP, "--cse", "--xhlo-dce", "--print-ledger", "--print-ir-after-change", "-o", os.devnull)
+    assert done.returncode == 0, done.stderr
+    assert "// -----// IR Dump After UpstreamPass (cse) //----- //" in done.stderr
+    assert "IR Dump After DeadCodeEliminationPass" not in done.stderr
+    assert "pass-flags  cse" in done.stderr and "total" in done.stderr
+
+
+def test_cli_list_passes_describes_every_pass():
+    done = opt("--list-passes")
+    assert done.returncode == 0
+    for name in ("xhlo-dce", "xhlo-verify", "cse"):
+        assert name in done.stdout

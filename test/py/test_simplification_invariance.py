@@ -1,0 +1,74 @@
+"""The simplification pipeline leaves results unchanged: on the JAX samples (checked against
+the reference interpreter before and after) and on the whole conformance suite (its checks
+still hold), while every large benchmark program still simplifies to a verified module."""
+
+import os
+
+import numpy as np
+import pytest
+
+from mlirxla import frontdoor
+from mlirxla.conformance import run_suite
+from mlirxla.mlir import ir
+from mlirxla.pipelines import named_pipeline
+from mlirxla.pipelines.runner import PipelineRunner
+from mlirxla.runtime import literals, reference
+from mlirxla.tools.run import generated_argument
+
+from .conftest import CONFORMANCE, REPOSITORY, SAMPLES
+
+RUNNABLE = [
+    "01_mlp_softmax.stablehlo.mlir",
+    "01_mlp_softmax.debuginfo.mlir",
+    "01_mlp_softmax.export.mlir",
+    "01_mlp_softmax.vhlo.bc",
+    "02_scan_while_cond_gelu.stablehlo.mlir",
+    "programs/mlp_softmax_small.stablehlo.mlir",
+    "programs/scan.stablehlo.mlir",
+]
+# too large for the reference interpreter in a test, or holding collectives it cannot run alone
+VERIFIED_ONLY = [
+    "03_sharded_namedsharding.stablehlo.mlir",
+    "04_sharded_gspmd_mhlo_sharding.stablehlo.mlir",
+    "05_shard_map_psum.stablehlo.mlir",
+    "programs/mlp.stablehlo.mlir",
+    "programs/softmax.stablehlo.mlir",
+    "programs/transformer.stablehlo.mlir",
+    "programs/convnet.stablehlo.mlir",
+]
+
+
+def outputs(module, arguments) -> list[np.ndarray]:
+    with module.context, ir.Location.unknown():
+        return [literals.to_numpy(v) for v in reference.execute(module, arguments).outputs]
+
+
+@pytest.mark.parametrize("name", RUNNABLE)
+def test_simplification_keeps_sample_results(name, context):
+    module = frontdoor.import_file(os.path.join(SAMPLES, name), context).module
+    with context, ir.Location.unknown():
+        types = [ir.RankedTensorType(t) for t in reference.argument_types(module, "main")]
+        rng = np.random.default_rng(7)
+        arguments = [generated_argument(t, rng) for t in types]
+    before = outputs(module, arguments)
+    PipelineRunner(module).run(named_pipeline("simplification"))
+    after = outputs(module, arguments)
+    for a, b in zip(after, before):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("name", VERIFIED_ONLY)
+def test_simplification_of_large_or_sharded_samples_verifies(name, context):
+    module = frontdoor.import_file(os.path.join(SAMPLES, name), context).module
+    runner = PipelineRunner(module)
+    runner.run(named_pipeline("cpu"))
+    assert runner.ledger.rows
+
+
+def test_simplification_keeps_conformance_results():
+    expected_path = os.path.join(REPOSITORY, "test", "conformance", "expected_failures.txt")
+    from mlirxla.conformance import read_expected_failures
+
+    report = run_suite(CONFORMANCE, expected_failures=read_expected_failures(expected_path), pipeline="simplification")
+    assert not report.unexpected_failures, [(o.name, o.reason) for o in report.unexpected_failures[:5]]
+    assert not report.stale_expected

@@ -1,0 +1,108 @@
+"""xhlo-algsimp: XLA's algebraic simplifier, its exact staples (AlgebraicSimplifier).
+
+The rewrites live in `algsimp_patterns/`, one function per rewrite, grouped by op. The pass
+sweeps the module (inner regions included, operands before users), tries the rewrites of
+each op, and on a match replaces the op's result, erases the op and then every producer
+left without uses (as XLA's ReplaceInstruction removes unused operands). It sweeps again
+until a sweep changes nothing, at most `max_sweeps` times. Every rewrite is exact for the
+element types it accepts: the module computes the same bits before and after (NaN payloads
+aside), unless `ignore_signed_zeros` is set.
+
+Ops that carry an `xhlo.sharding` are left alone (the value replacing them may be sharded
+differently). Changed: any op replaced.
+"""
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from mlirxla.errors import MlirxlaError, location_text
+from mlirxla.mlir import ir
+
+from .algsimp_patterns import NO_MATCH, REWRITES
+from .dead_code_elimination import is_dead
+from .pass_base import ModulePass
+
+
+@dataclass(frozen=True)
+class AlgebraicSimplifierPass(ModulePass):
+    """Folds algebraic identities on xhlo ops. Changed: any op replaced."""
+
+    name: ClassVar[str] = "xhlo-algsimp"
+    summary: ClassVar[str] = "algebraic simplification: exact identities, shape-op chains, trivial dots and reductions"
+
+    # Options (XLA's AlgebraicSimplifierOptions), in pipeline text as kebab case.
+    max_sweeps: int = 25  # sweeps over the module before giving up on a fixed point (XLA's HloPassFix cap)
+    ignore_signed_zeros: bool = False  # also fold float x + (+0.0), 0.0 + x, x - (-0.0): wrong only for x = -0.0
+    enable_dot_strength_reduction: bool = True  # integer dots contracting only size-1 dims -> multiply of broadcasts
+    fold_trivial_reductions: bool = True  # reduces over size-1 (or size-0) dims -> reshape / combine with init
+    fold_splats: bool = True  # broadcast(splat constant) and iota along a size-1 dim -> splat constant
+
+    def run(self, module: ir.Module) -> bool:
+        changed = False
+        for _ in range(self.max_sweeps):
+            if not self.sweep(module):
+                break
+            changed = True
+        return changed
+
+    def sweep(self, module: ir.Module) -> bool:
+        """One pass over every op; whether some rewrite applied."""
+        operations = []
+
+        def collect(op):
+            operations.append(op.operation)
+            return ir.WalkResult.ADVANCE
+
+        # post-order: an op's operands' producers and its nested ops come before it, so the
+        # ops a rewrite erases have all been visited already
+        module.operation.walk(collect, ir.WalkOrder.POST_ORDER)
+        changed = False
+        for op in operations:
+            rewrites = REWRITES.get(op.name)
+            if not rewrites or "xhlo.sharding" in op.attributes:
+                continue
+            for rewrite in rewrites:
+                with ir.InsertionPoint(op), op.location:
+                    replacement = rewrite(op, self)
+                if replacement is NO_MATCH:
+                    continue
+                replace(op, replacement, rewrite.__name__)
+                changed = True
+                break
+        return changed
+
+
+def replace(op: ir.Operation, value: ir.Value, rewrite: str) -> None:
+    """Replace `op`'s result by `value`, erase `op` and the producers it leaves unused."""
+    result = op.results[0]
+    if str(value.type) != str(result.type):
+        raise MlirxlaError(f"xhlo-algsimp: {rewrite} replaced {result.type} by {value.type}", location_text(op.location))
+    producers = unique(producer_of(v) for v in op.operands)
+    result.replace_all_uses_with(value)
+    op.erase()
+    erase_unused(producers)
+
+
+def producer_of(value: ir.Value) -> ir.Operation | None:
+    return value.owner.operation if isinstance(value, ir.OpResult) else None
+
+
+def unique(ops) -> list[ir.Operation]:
+    found: list[ir.Operation] = []
+    for op in ops:
+        if op is not None and not any(op == seen for seen in found):
+            found.append(op)
+    return found
+
+
+def erase_unused(worklist: list[ir.Operation]) -> None:
+    """Erase the ops of `worklist` that have become dead, and then their producers."""
+    while worklist:
+        op = worklist.pop()
+        if not is_dead(op):
+            continue
+        producers = unique(producer_of(v) for v in op.operands)
+        op.erase()
+        for producer in producers:
+            if not any(producer == queued for queued in worklist):
+                worklist.append(producer)

@@ -1,0 +1,35 @@
+"""The algebraic simplifier's rewrites, one function each, grouped by the op they match.
+
+`REWRITES` maps an op name to the rewrites tried on it, in order; the first that matches
+wins. See `common.py` for the contract of a rewrite.
+"""
+
+from types import MappingProxyType
+
+from . import dot, elementwise, reduce, shape
+from .common import NO_MATCH
+
+REWRITES = MappingProxyType(
+    {
+        "xhlo.add": (elementwise.fold_add_zero,),
+        "xhlo.subtract": (elementwise.fold_subtract_zero,),
+        "xhlo.multiply": (elementwise.fold_multiply_one, elementwise.fold_multiply_zero),
+        "xhlo.divide": (elementwise.fold_divide_one,),
+        "xhlo.negate": (elementwise.fold_double_negate,),
+        "xhlo.not": (elementwise.fold_double_not,),
+        "xhlo.compare": (elementwise.fold_compare_same_operand,),
+        "xhlo.select": (elementwise.fold_select_constant_predicate, elementwise.fold_select_same_operands),
+        "xhlo.reshape": (shape.fold_reshape_identity, shape.fold_reshape_of_reshape),
+        "xhlo.transpose": (shape.fold_transpose_identity, shape.fold_transpose_of_transpose),
+        "xhlo.broadcast": (shape.fold_broadcast_identity, shape.fold_broadcast_of_splat, shape.fold_broadcast_of_broadcast),
+        "xhlo.iota": (shape.fold_iota_unit_dimension,),
+        "xhlo.slice": (shape.fold_slice_full, shape.fold_slice_of_slice),
+        "xhlo.pad": (shape.fold_pad_zero,),
+        "xhlo.concatenate": (shape.fold_concatenate_single, shape.fold_concatenate_empty_inputs),
+        "xhlo.convert": (shape.fold_convert_identity, shape.fold_convert_of_convert),
+        "xhlo.dot": (dot.fold_dot_unit_contraction,),
+        "xhlo.reduce": (reduce.fold_reduce_empty_dimension, reduce.fold_reduce_unit_dimensions),
+    }
+)
+
+__all__ = ["NO_MATCH", "REWRITES"]

@@ -1,0 +1,142 @@
+"""Rewrites of elementwise ops: identities, involutions, compare and select.
+
+Each one is exact for the element types it accepts. Floats are the usual trap: x + 0.0 is
+not x when x is -0.0 (-0.0 + 0.0 = +0.0), but x + (-0.0) is x for every x; x * 0 is not 0
+when x is NaN, an infinity or negative; x == x is false for NaN.
+"""
+
+from mlirxla.dialects.xhlo.types import element_of
+from mlirxla.mlir import ir
+
+from .common import (
+    NO_MATCH,
+    bool_constant,
+    is_float,
+    is_integer,
+    is_negative_zero,
+    is_positive_zero,
+    produced_by,
+    splat_attribute,
+    splat_number,
+)
+
+
+def _is_additive_identity(value: ir.Value, options) -> bool:
+    """0 for integers; -0.0 for floats (+0.0 too under ignore_signed_zeros)."""
+    number = splat_number(value)
+    if number is None or number != 0:
+        return False
+    if is_integer(element_of(value.type)):
+        return True
+    return is_negative_zero(number) or options.ignore_signed_zeros
+
+
+def _is_subtractive_identity(value: ir.Value, options) -> bool:
+    """0 for integers; +0.0 for floats (x - (+0.0) = x + (-0.0)); -0.0 too under ignore_signed_zeros."""
+    number = splat_number(value)
+    if number is None or number != 0:
+        return False
+    if is_integer(element_of(value.type)):
+        return True
+    return is_positive_zero(number) or options.ignore_signed_zeros
+
+
+def _is_one(value: ir.Value) -> bool:
+    element = element_of(value.type)
+    return (is_integer(element) or is_float(element)) and splat_number(value) == 1
+
+
+def fold_add_zero(op: ir.Operation, options):
+    """x + 0 -> x, 0 + x -> x for integers; x + (-0.0) -> x, (-0.0) + x -> x for floats."""
+    lhs, rhs = op.operands
+    if _is_additive_identity(rhs, options):
+        return lhs
+    if _is_additive_identity(lhs, options):
+        return rhs
+    return NO_MATCH
+
+
+def fold_subtract_zero(op: ir.Operation, options):
+    """x - 0 -> x for integers; x - (+0.0) -> x for floats."""
+    lhs, rhs = op.operands
+    if not _is_subtractive_identity(rhs, options):
+        return NO_MATCH
+    return lhs
+
+
+def fold_multiply_one(op: ir.Operation, options):
+    """x * 1 -> x, 1 * x -> x for integers and floats."""
+    lhs, rhs = op.operands
+    if _is_one(rhs):
+        return lhs
+    if _is_one(lhs):
+        return rhs
+    return NO_MATCH
+
+
+def fold_multiply_zero(op: ir.Operation, options):
+    """x * 0 -> 0, 0 * x -> 0 for integers only (NaN * 0 is NaN, -1.0 * 0 is -0.0)."""
+    lhs, rhs = op.operands
+    if not is_integer(element_of(op.result.type)):
+        return NO_MATCH
+    if splat_number(rhs) == 0:
+        return rhs
+    if splat_number(lhs) == 0:
+        return lhs
+    return NO_MATCH
+
+
+def fold_divide_one(op: ir.Operation, options):
+    """x / 1 -> x for integers and floats."""
+    lhs, rhs = op.operands
+    if not _is_one(rhs):
+        return NO_MATCH
+    return lhs
+
+
+def fold_double_negate(op: ir.Operation, options):
+    """-(-x) -> x (integers wrap both ways, floats flip the sign bit twice)."""
+    inner = produced_by(op.operands[0], "negate")
+    if inner is None:
+        return NO_MATCH
+    return inner.operands[0]
+
+
+def fold_double_not(op: ir.Operation, options):
+    """not(not(x)) -> x (bitwise, so for i1 and every integer type)."""
+    inner = produced_by(op.operands[0], "not")
+    if inner is None:
+        return NO_MATCH
+    return inner.operands[0]
+
+
+# x ? y comparisons of a value with itself, for integers (a float x may be NaN)
+SELF_COMPARISON = {"EQ": True, "LE": True, "GE": True, "NE": False, "LT": False, "GT": False}
+
+
+def fold_compare_same_operand(op: ir.Operation, options):
+    """For integers: x == x, x <= x, x >= x -> true; x != x, x < x, x > x -> false."""
+    lhs, rhs = op.operands
+    if lhs != rhs or not is_integer(element_of(lhs.type)):
+        return NO_MATCH
+    direction = ir.StringAttr(op.attributes["comparison_direction"]).value
+    if direction not in SELF_COMPARISON:
+        return NO_MATCH
+    return bool_constant(SELF_COMPARISON[direction], op.result.type, op.location)
+
+
+def fold_select_constant_predicate(op: ir.Operation, options):
+    """select(true, x, y) -> x; select(false, x, y) -> y (a splat predicate, scalar or not)."""
+    pred, on_true, on_false = op.operands
+    attr = splat_attribute(pred)
+    if attr is None:
+        return NO_MATCH
+    return on_true if ir.BoolAttr(attr).value else on_false
+
+
+def fold_select_same_operands(op: ir.Operation, options):
+    """select(p, x, x) -> x."""
+    _, on_true, on_false = op.operands
+    if on_true != on_false:
+        return NO_MATCH
+    return on_true

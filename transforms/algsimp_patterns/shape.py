@@ -1,0 +1,234 @@
+"""Rewrites of data-movement ops: reshape, transpose, broadcast, slice, pad, concatenate,
+convert, iota. They only move or re-type elements, so each is exact once its shapes and
+indices are right; converts are folded only when no value can change (see `lossless`).
+"""
+
+from mlirxla.dialects.xhlo.builder import create_op, dense_splat
+from mlirxla.dialects.xhlo.types import element_of, shape_of
+from mlirxla.mlir import ir
+
+from .common import (
+    NO_MATCH,
+    int_list,
+    int_width,
+    is_float,
+    is_integer,
+    is_unsigned,
+    produced_by,
+    splat_attribute,
+    splat_constant,
+)
+
+
+def _same_type(a: ir.Type, b: ir.Type) -> bool:
+    return str(a) == str(b)
+
+
+def _i64s(values) -> ir.Attribute:
+    return ir.DenseI64ArrayAttr.get([int(v) for v in values])
+
+
+# ---------------------------------------------------------------- reshape
+
+
+def fold_reshape_identity(op: ir.Operation, options):
+    """reshape(x) -> x when the result type is x's type."""
+    operand = op.operands[0]
+    if not _same_type(operand.type, op.result.type):
+        return NO_MATCH
+    return operand
+
+
+def fold_reshape_of_reshape(op: ir.Operation, options):
+    """reshape(reshape(x)) -> reshape(x) (row-major order is kept by both)."""
+    inner = produced_by(op.operands[0], "reshape")
+    if inner is None:
+        return NO_MATCH
+    source = inner.operands[0]
+    if _same_type(source.type, op.result.type):
+        return source
+    return create_op("xhlo.reshape", [source], [op.result.type], {}, op.location).results[0]
+
+
+# ---------------------------------------------------------------- transpose
+
+
+def fold_transpose_identity(op: ir.Operation, options):
+    """transpose(x, [0, 1, ..., n-1]) -> x."""
+    permutation = int_list(op, "permutation")
+    if permutation != list(range(len(permutation))):
+        return NO_MATCH
+    return op.operands[0]
+
+
+def fold_transpose_of_transpose(op: ir.Operation, options):
+    """transpose(transpose(x, p), q) -> transpose(x, [p[q[i]]]), or x when that is the identity."""
+    inner = produced_by(op.operands[0], "transpose")
+    if inner is None:
+        return NO_MATCH
+    p, q = int_list(inner, "permutation"), int_list(op, "permutation")
+    composed = [p[q[i]] for i in range(len(q))]
+    source = inner.operands[0]
+    if composed == list(range(len(composed))):
+        return source
+    return create_op("xhlo.transpose", [source], [op.result.type], {"permutation": _i64s(composed)}, op.location).results[0]
+
+
+# ---------------------------------------------------------------- broadcast
+
+
+def fold_broadcast_identity(op: ir.Operation, options):
+    """broadcast(x, dimensions = [0, ..., n-1]) to x's own shape -> x."""
+    operand = op.operands[0]
+    dimensions = int_list(op, "dimensions")
+    if dimensions != list(range(len(dimensions))) or not _same_type(operand.type, op.result.type):
+        return NO_MATCH
+    return operand
+
+
+def fold_broadcast_of_broadcast(op: ir.Operation, options):
+    """broadcast(broadcast(x, d1), d2) -> broadcast(x, [d2[d1[i]]])."""
+    inner = produced_by(op.operands[0], "broadcast")
+    if inner is None:
+        return NO_MATCH
+    d1, d2 = int_list(inner, "dimensions"), int_list(op, "dimensions")
+    composed = [d2[d] for d in d1]
+    attrs = {"dimensions": _i64s(composed)}
+    return create_op("xhlo.broadcast", [inner.operands[0]], [op.result.type], attrs, op.location).results[0]
+
+
+def fold_broadcast_of_splat(op: ir.Operation, options):
+    """broadcast(splat constant c) -> splat constant c of the result type."""
+    if not options.fold_splats:
+        return NO_MATCH
+    attr = splat_attribute(op.operands[0])
+    if attr is None:
+        return NO_MATCH
+    return splat_constant(attr, op.result.type, op.location)
+
+
+def fold_iota_unit_dimension(op: ir.Operation, options):
+    """iota along a dimension of size 1 -> splat 0 (every index along it is 0)."""
+    if not options.fold_splats:
+        return NO_MATCH
+    dimension = ir.IntegerAttr(op.attributes["iota_dimension"]).value
+    element = element_of(op.result.type)
+    if shape_of(op.result.type)[dimension] != 1 or not (is_integer(element) or is_float(element)):
+        return NO_MATCH
+    value = dense_splat(0, op.result.type)
+    return create_op("xhlo.constant", [], [op.result.type], {"value": value}, op.location).results[0]
+
+
+# ---------------------------------------------------------------- slice
+
+
+def fold_slice_full(op: ir.Operation, options):
+    """slice(x, start = 0, limit = shape, strides = 1) -> x."""
+    operand = op.operands[0]
+    starts, limits, strides = int_list(op, "start_indices"), int_list(op, "limit_indices"), int_list(op, "strides")
+    if any(s != 0 for s in starts) or any(t != 1 for t in strides) or limits != shape_of(operand.type):
+        return NO_MATCH
+    return operand
+
+
+def fold_slice_of_slice(op: ir.Operation, options):
+    """slice(slice(x, a, _, s), b, _, t) -> slice(x, a + b*s, ..., s*t), limits from the result size."""
+    inner = produced_by(op.operands[0], "slice")
+    if inner is None:
+        return NO_MATCH
+    starts, limits, strides = [], [], []
+    outer_starts, outer_strides = int_list(op, "start_indices"), int_list(op, "strides")
+    inner_starts, inner_strides = int_list(inner, "start_indices"), int_list(inner, "strides")
+    for a, s, b, t, size in zip(inner_starts, inner_strides, outer_starts, outer_strides, shape_of(op.result.type)):
+        start, stride = a + b * s, s * t
+        starts.append(start)
+        strides.append(stride)
+        limits.append(start + (size - 1) * stride + 1 if size > 0 else start)
+    attrs = {"start_indices": _i64s(starts), "limit_indices": _i64s(limits), "strides": _i64s(strides)}
+    return create_op("xhlo.slice", [inner.operands[0]], [op.result.type], attrs, op.location).results[0]
+
+
+# ---------------------------------------------------------------- pad, concatenate
+
+
+def fold_pad_zero(op: ir.Operation, options):
+    """pad(x, v, low = 0, high = 0, interior = 0) -> x."""
+    names = ("edge_padding_low", "edge_padding_high", "interior_padding")
+    if any(p != 0 for name in names for p in int_list(op, name)):
+        return NO_MATCH
+    return op.operands[0]
+
+
+def fold_concatenate_single(op: ir.Operation, options):
+    """concatenate(x) -> x."""
+    if len(op.operands) != 1:
+        return NO_MATCH
+    return op.operands[0]
+
+
+def fold_concatenate_empty_inputs(op: ir.Operation, options):
+    """concatenate(x, empty, y) -> concatenate(x, y): inputs of size 0 along the dimension add nothing."""
+    dimension = ir.IntegerAttr(op.attributes["dimension"]).value
+    inputs = list(op.operands)
+    kept = [v for v in inputs if shape_of(v.type)[dimension] != 0]
+    if len(kept) == len(inputs):
+        return NO_MATCH
+    if len(kept) <= 1:  # all empty: the first input already has the result's type
+        return kept[0] if kept else inputs[0]
+    attrs = {"dimension": op.attributes["dimension"]}
+    return create_op("xhlo.concatenate", kept, [op.result.type], attrs, op.location).results[0]
+
+
+# ---------------------------------------------------------------- convert
+
+# float types whose every value another float type holds exactly
+FLOAT_SUBSETS = {("f16", "f32"), ("f16", "f64"), ("bf16", "f32"), ("bf16", "f64"), ("f32", "f64")}
+# significand bits (implicit bit included): integers of up to this many magnitude bits are exact
+FLOAT_PRECISION = {"f16": 11, "bf16": 8, "f32": 24, "f64": 53}
+
+
+def _magnitude_bits(element: ir.Type) -> int:
+    """Bits of magnitude an integer type holds: all of them unsigned (i1 as 0/1), one less signed."""
+    width = int_width(element)
+    return width if is_unsigned(element) or width == 1 else width - 1
+
+
+def lossless(source: ir.Type, target: ir.Type) -> bool:
+    """Every value of element type `source` converts to `target` exactly (so it converts back)."""
+    if str(source) == str(target):
+        return True
+    if is_integer(source) and is_integer(target):
+        source_signed = not is_unsigned(source) and int_width(source) > 1
+        target_signed = not is_unsigned(target) and int_width(target) > 1
+        if source_signed and not target_signed:
+            return False
+        return _magnitude_bits(source) <= _magnitude_bits(target)
+    if is_float(source) and is_float(target):
+        return (str(source), str(target)) in FLOAT_SUBSETS
+    if is_integer(source) and str(target) in FLOAT_PRECISION:
+        return _magnitude_bits(source) <= FLOAT_PRECISION[str(target)]
+    return False
+
+
+def fold_convert_identity(op: ir.Operation, options):
+    """convert(x) -> x when the element type does not change."""
+    operand = op.operands[0]
+    if not _same_type(operand.type, op.result.type):
+        return NO_MATCH
+    return operand
+
+
+def fold_convert_of_convert(op: ir.Operation, options):
+    """convert(convert(x: A -> B) -> C): x when C = A, convert(x -> C) when A -> B -> C both widen exactly."""
+    inner = produced_by(op.operands[0], "convert")
+    if inner is None:
+        return NO_MATCH
+    source = inner.operands[0]
+    a, b, c = element_of(source.type), element_of(inner.result.type), element_of(op.result.type)
+    if not lossless(a, b):
+        return NO_MATCH
+    if _same_type(source.type, op.result.type):
+        return source
+    if not lossless(b, c):
+        return NO_MATCH
+    return create_op("xhlo.convert", [source], [op.result.type], {}, op.location).results[0]
