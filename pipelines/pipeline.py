@@ -11,7 +11,8 @@ HloPassFix); reaching the cap is an error that names the step. The runner
 
 from dataclasses import dataclass, field
 
-from mlirxla.transforms.pass_base import ModulePass
+from mlirxla.transforms.pass_base import ModulePass, UpstreamPass
+from mlirxla.transforms.registry import UPSTREAM_PASSES
 
 DEFAULT_MAX_ITERATIONS = 25
 
@@ -75,5 +76,5 @@ def describe_step(step, indent: str) -> list[str]:
     if isinstance(step, FixedPoint):
         inner = describe_step(step.step, indent + "  ")
         return [f"{indent}fixed point (at most {step.max_iterations} iterations):"] + inner
-    summary = getattr(step, "summary", "")
+    summary = UPSTREAM_PASSES.get(step.display_name, step.summary) if isinstance(step, UpstreamPass) else step.summary
     return [f"{indent}{step.display_name}" + (f"  -- {summary}" if summary else "")]

@@ -108,7 +108,8 @@ class PipelineRunner:
 
     # ------------------------------------------------------------------ steps
 
-    def run_pipeline(self, pipeline: Pipeline, enabled_by_parent: bool) -> bool:
+    def run_pipeline(self, pipeline: Pipeline, enabled_by_parent: bool, iteration: int = 0) -> bool:
+        """Run `pipeline`'s steps; `iteration` numbers the rounds of an enclosing fixed point."""
         if pipeline.name in self.options.disable_passes:
             return False
         enabled = enabled_by_parent or self.enabled_explicitly(pipeline.name)
@@ -118,14 +119,14 @@ class PipelineRunner:
         changed = False
         for index, step in enumerate(pipeline.steps):
             following = step_name(pipeline.steps[index + 1]) if index + 1 < len(pipeline.steps) else "pipeline-end"
-            if self.run_step(step, pipeline.name, enabled, iteration=0):
+            if self.run_step(step, pipeline.name, enabled, iteration):
                 changed = True
                 self.dump_step(pipeline.name, step_name(step), following)
         return changed
 
     def run_step(self, step, pipeline: str, enabled: bool, iteration: int) -> bool:
         if isinstance(step, Pipeline):
-            return self.run_pipeline(step, enabled)
+            return self.run_pipeline(step, enabled, iteration)
         if isinstance(step, FixedPoint):
             return self.run_fixed_point(step, pipeline, enabled)
         return self.run_pass(step, pipeline, enabled, iteration)
@@ -133,10 +134,7 @@ class PipelineRunner:
     def run_fixed_point(self, fixed_point: FixedPoint, pipeline: str, enabled: bool) -> bool:
         changed = False
         for iteration in range(1, fixed_point.max_iterations + 1):
-            if isinstance(fixed_point.step, Pipeline):
-                step_changed = self.run_pipeline(fixed_point.step, enabled)
-            else:
-                step_changed = self.run_pass(fixed_point.step, pipeline, enabled, iteration)
+            step_changed = self.run_step(fixed_point.step, pipeline, enabled, iteration)
             if not step_changed:
                 return changed
             changed = True

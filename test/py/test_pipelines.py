@@ -225,3 +225,42 @@ def test_cli_list_passes_describes_every_pass():
     assert done.returncode == 0
     for name in ("xhlo-dce", "xhlo-verify", "cse"):
         assert name in done.stdout
+
+
+def test_cli_cpu_pipeline_dump_of_the_jax_mlp(tmp_path):
+    """The JAX MLP through `--pipeline=cpu`: the files, their order, and the ledger."""
+    done = opt(MLP, "--pipeline=cpu", "--dump-to", str(tmp_path), "--dump-pass-re=.", "-o", os.devnull)
+    assert done.returncode == 0, done.stderr
+    files = sorted(os.listdir(tmp_path))
+    assert all(name.startswith("module_") and ".jit_mlp." in name for name in files)
+    steps = [name.split(".", 2)[2] for name in files if name.split(".")[2].isdigit()]
+    assert [s.split(".")[0] for s in steps] == [f"{i:04d}" for i in range(len(steps))]
+    assert [s.split(".", 1)[1] for s in steps] == [
+        "cpu.after_pipeline-start.before_simplification.mlir",
+        "simplification.after_pipeline-start.before_xhlo-call-inliner.mlir",
+        "simplification.after_xhlo-algsimp.before_xhlo-constant-folding.mlir",
+        "simplification.after_pipeline-start.before_xhlo-call-inliner.mlir",
+        "cpu.after_simplification.before_pipeline-end.mlir",
+    ]
+    others = sorted(name.split(".", 2)[2] for name in files if not name.split(".")[2].isdigit())
+    assert others == ["before_optimizations.mlir", "cpu_after_optimizations.mlir", "pass-ledger.tsv"]
+    ledger = [line.split("\t") for line in (tmp_path / [f for f in files if f.endswith("ledger.tsv")][0]).read_text().splitlines()[1:]]
+    simplification = ["xhlo-call-inliner", "xhlo-algsimp", "xhlo-constant-folding", "xhlo-tuple-simplifier", "xhlo-while-loop-simplifier", "cse", "xhlo-dce"]
+    assert [row[1] for row in ledger] == simplification * 2
+    assert [row[2] for row in ledger] == ["1"] * 7 + ["2"] * 7
+    assert [row[1] for row in ledger if row[3] == "true"] == ["xhlo-algsimp"]
+    assert all(row[3] == "false" for row in ledger[7:])  # the second round proves the fixed point
+
+
+def test_cli_dump_module_re_selects_modules(tmp_path):
+    done = opt(MLP, "--pipeline=cpu", "--dump-to", str(tmp_path), "--dump-module-re=^other$", "-o", os.devnull)
+    assert done.returncode == 0, done.stderr
+    assert os.listdir(tmp_path) == []
+
+
+def test_cli_disable_and_enable_change_what_runs():
+    disabled = opt(MLP, "--pipeline=cpu", "--disable-passes=xhlo-algsimp,cse", "--print-ledger", "-o", os.devnull)
+    assert "xhlo-algsimp" not in disabled.stderr and " cse " not in disabled.stderr and "xhlo-dce" in disabled.stderr
+    only = opt(MLP, "--pipeline=cpu", "--enable-passes-only=xhlo-dce", "--print-ledger", "-o", os.devnull)
+    rows = [line.split()[1] for line in only.stderr.splitlines()[2:-1]]
+    assert rows == ["xhlo-dce"]
