@@ -18,6 +18,7 @@ from mlirxla.mlir import ir
 
 from .dead_code_elimination import referenced_symbols
 from .pass_base import ModulePass
+from .rewriting import splice_block
 
 # nesting depth of calls inlined in one run before the module is taken as recursive
 MAX_ROUNDS = 64
@@ -90,16 +91,7 @@ def inline_call(call: ir.Operation, callee: ir.Operation) -> None:
     """Clone `callee` next to `call`, splice its body in place of the call, drop the clone."""
     with ir.InsertionPoint(call):
         clone = callee.clone()
-    block = clone.regions[0].blocks[0]
-    for argument, operand in zip(block.arguments, call.operands):
-        argument.replace_all_uses_with(operand)
-    operations = list(block.operations)
-    terminator = operations[-1]
-    for op in operations[:-1]:
-        op.move_before(call)
-    for result, value in zip(call.results, terminator.operands):
-        result.replace_all_uses_with(value)
-    call.erase()
+    splice_block(clone.regions[0].blocks[0], call)
     clone.erase()
 
 

@@ -35,6 +35,7 @@ from mlirxla.runtime import literals
 
 from .dead_code_elimination import has_side_effect, is_dead
 from .pass_base import ModulePass
+from .rewriting import splice_block
 
 # the cond and body are simulated this many iterations at most; 2 is enough to tell 0 and 1
 SIMULATED_ITERATIONS = 2
@@ -149,15 +150,7 @@ def skip_loop(loop: ir.Operation) -> None:
 
 def inline_body_once(loop: ir.Operation) -> None:
     """Trip count 1: the body runs once on the init values, in front of the loop."""
-    body = body_block(loop)
-    for argument, init in zip(body.arguments, loop.operands):
-        argument.replace_all_uses_with(init)
-    operations = list(body.operations)
-    for op in operations[:-1]:
-        op.move_before(loop)
-    for result, value in zip(loop.results, operations[-1].operands):
-        result.replace_all_uses_with(value)
-    loop.erase()
+    splice_block(body_block(loop), loop)
 
 
 def remove_known_trip_count(loop: ir.Operation) -> bool:

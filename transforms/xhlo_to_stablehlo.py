@@ -12,6 +12,8 @@ from mlirxla.frontdoor import attributes
 from mlirxla.frontdoor.stablehlo_to_xhlo import RENAMED_OPS, collect, move_regions, replace_op
 from mlirxla.mlir import func, ir
 
+from .rewriting import splice_block
+
 # xhlo op -> (StableHLO op, {xhlo attribute name: StableHLO attribute name})
 REVERSED_OPS = {
     xhlo: (shlo, {new: old for old, new in renames.items()}) for shlo, (xhlo, renames) in RENAMED_OPS.items()
@@ -51,16 +53,7 @@ def forward_operands(op: ir.Operation) -> None:
 
 
 def inline_fusion(op: ir.Operation) -> None:
-    block = op.regions[0].blocks[0]
-    for argument, operand in zip(block.arguments, op.operands):
-        argument.replace_all_uses_with(operand)
-    operations = list(block.operations)
-    terminator = operations[-1]
-    for inner in operations[:-1]:
-        inner.move_before(op)
-    for result, value in zip(op.results, terminator.operands):
-        result.replace_all_uses_with(value)
-    op.erase()
+    splice_block(op.regions[0].blocks[0], op)
 
 
 def lower_bitcast(op: ir.Operation) -> None:

@@ -16,16 +16,8 @@ from mlirxla.runtime import literals, reference
 from mlirxla.tools.run import generated_argument
 
 from .conftest import CONFORMANCE, REPOSITORY, SAMPLES
+from .test_samples import RUNNABLE
 
-RUNNABLE = [
-    "01_mlp_softmax.stablehlo.mlir",
-    "01_mlp_softmax.debuginfo.mlir",
-    "01_mlp_softmax.export.mlir",
-    "01_mlp_softmax.vhlo.bc",
-    "02_scan_while_cond_gelu.stablehlo.mlir",
-    "programs/mlp_softmax_small.stablehlo.mlir",
-    "programs/scan.stablehlo.mlir",
-]
 # too large for the reference interpreter in a test, or holding collectives it cannot run alone
 VERIFIED_ONLY = [
     "03_sharded_namedsharding.stablehlo.mlir",
