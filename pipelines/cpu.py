@@ -1,12 +1,32 @@
 """The CPU compiler's pipeline, stage by stage (XLA's cpu_compiler.cc, as a readable list).
 
-Later stages (layout assignment, fusion, copy insertion, scheduling, buffer assignment)
-join here as their passes land.
+    simplification (to a fixed point)
+ -> layout assignment, then removal of the copies it made unnecessary
+ -> priority fusion (what becomes a kernel)
+ -> copy insertion (what in-place updates, loops and outputs need for correctness)
+ -> scheduling (a sequential order per computation, minimizing peak memory)
+ -> buffer assignment (where every value lives; analysis only)
 """
+
+from mlirxla.transforms.buffer_assignment import BufferAssignmentPass
+from mlirxla.transforms.copy_insertion import CopyInsertionPass
+from mlirxla.transforms.copy_removal import CopyRemovalPass
+from mlirxla.transforms.layout_assignment import LayoutAssignmentPass
+from mlirxla.transforms.priority_fusion import PriorityFusionPass
+from mlirxla.transforms.scheduling import SchedulingPass
 
 from .pipeline import Pipeline
 from .simplification import simplification_pipeline
 
 
 def cpu_pipeline() -> Pipeline:
-    return Pipeline("cpu").fixed_point(simplification_pipeline(), max_iterations=25)
+    return (
+        Pipeline("cpu")
+        .fixed_point(simplification_pipeline(), max_iterations=25)
+        .add(LayoutAssignmentPass())
+        .add(CopyRemovalPass())
+        .add(PriorityFusionPass(backend="cpu"))
+        .add(CopyInsertionPass())
+        .add(SchedulingPass())
+        .add(BufferAssignmentPass())
+    )

@@ -157,6 +157,9 @@ class PipelineRunner:
         self.ledger.add(LedgerRow(pipeline, name, iteration, changed, wall_ms, ops_before, ops_after))
         if changed and self.options.verify_each:
             self.check_invariants(name, pipeline, before_text)
+        if self.dumps.directory is not None:
+            for suffix, text in step.dump_files(self.module).items():
+                self.dumps.write(suffix, text)
         self.print_after(step, changed)
         return changed
 

@@ -36,6 +36,7 @@ class AlgebraicSimplifierPass(ModulePass):
     enable_dot_strength_reduction: bool = True  # integer dots contracting only size-1 dims -> multiply of broadcasts
     fold_trivial_reductions: bool = True  # reduces over size-1 (or size-0) dims -> reshape / combine with init
     fold_splats: bool = True  # broadcast(splat constant) and iota along a size-1 dim -> splat constant
+    max_splat_constant_elements: int = 16  # larger broadcasts of splats stay broadcasts (a constant is a buffer)
 
     def run(self, module: ir.Module) -> bool:
         changed = False

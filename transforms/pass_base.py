@@ -34,6 +34,12 @@ class ModulePass(abc.ABC):
     def run(self, module: ir.Module) -> bool:
         """Rewrite `module` in place; return whether anything changed."""
 
+    def dump_files(self, module: ir.Module) -> dict[str, str]:
+        """Extra dump files explaining this pass's decisions, read off the module after `run`:
+        `{suffix: text}`, written as `module_NNNN.<name>.<suffix>` when dumping (e.g.
+        `fusion-decisions.txt`, `buffer-assignment.txt`). Most passes have none."""
+        return {}
+
     @property
     def display_name(self) -> str:
         """The pass as it is written in a pipeline, options included."""

@@ -19,6 +19,12 @@ PASSES = {
     "xhlo-tuple-simplifier": "tuple_simplifier:TupleSimplifierPass",
     "xhlo-while-loop-simplifier": "while_loop_simplifier:WhileLoopSimplifierPass",
     "xhlo-verify": "verifier:VerifierPass",
+    "xhlo-priority-fusion": "priority_fusion:PriorityFusionPass",
+    "xhlo-layout-assignment": "layout_assignment:LayoutAssignmentPass",
+    "xhlo-copy-insertion": "copy_insertion:CopyInsertionPass",
+    "xhlo-copy-removal": "copy_removal:CopyRemovalPass",
+    "xhlo-scheduling": "scheduling:SchedulingPass",
+    "xhlo-buffer-assignment": "buffer_assignment:BufferAssignmentPass",
     "test-break-invariants": "testing:BreakInvariantsPass",
 }
 

@@ -239,17 +239,27 @@ def test_cli_cpu_pipeline_dump_of_the_jax_mlp(tmp_path):
         "cpu.after_pipeline-start.before_simplification.mlir",
         "simplification.after_pipeline-start.before_xhlo-call-inliner.mlir",
         "simplification.after_xhlo-algsimp.before_xhlo-constant-folding.mlir",
+        "simplification.after_cse.before_xhlo-dce.mlir",
         "simplification.after_pipeline-start.before_xhlo-call-inliner.mlir",
-        "cpu.after_simplification.before_pipeline-end.mlir",
+        "cpu.after_simplification.before_xhlo-layout-assignment.mlir",
+        "cpu.after_xhlo-layout-assignment.before_xhlo-copy-removal.mlir",
+        "cpu.after_xhlo-priority-fusion.before_xhlo-copy-insertion.mlir",
+        "cpu.after_xhlo-scheduling.before_xhlo-buffer-assignment.mlir",
+        "cpu.after_xhlo-buffer-assignment.before_pipeline-end.mlir",
     ]
     others = sorted(name.split(".", 2)[2] for name in files if not name.split(".")[2].isdigit())
-    assert others == ["before_optimizations.mlir", "cpu_after_optimizations.mlir", "pass-ledger.tsv"]
+    assert others == [
+        "before_optimizations.mlir", "buffer-assignment.txt", "copy-insertion.txt", "cpu_after_optimizations.mlir",
+        "fusion-decisions.txt", "heap.svg", "layout-assignment.txt", "live-range.txt", "memory-usage-report.txt",
+        "pass-ledger.tsv", "schedule.txt",
+    ]
     ledger = [line.split("\t") for line in (tmp_path / [f for f in files if f.endswith("ledger.tsv")][0]).read_text().splitlines()[1:]]
     simplification = ["xhlo-call-inliner", "xhlo-algsimp", "xhlo-constant-folding", "xhlo-tuple-simplifier", "xhlo-while-loop-simplifier", "cse", "xhlo-dce"]
-    assert [row[1] for row in ledger] == simplification * 2
-    assert [row[2] for row in ledger] == ["1"] * 7 + ["2"] * 7
-    assert [row[1] for row in ledger if row[3] == "true"] == ["xhlo-algsimp"]
-    assert all(row[3] == "false" for row in ledger[7:])  # the second round proves the fixed point
+    stages = ["xhlo-layout-assignment", "xhlo-copy-removal", "xhlo-priority-fusion", "xhlo-copy-insertion", "xhlo-scheduling", "xhlo-buffer-assignment"]
+    assert [row[1] for row in ledger] == simplification * 2 + stages
+    assert [row[2] for row in ledger] == ["1"] * 7 + ["2"] * 7 + ["0"] * 6
+    assert [row[1] for row in ledger[:14] if row[3] == "true"] == ["xhlo-algsimp", "cse"]
+    assert all(row[3] == "false" for row in ledger[7:14])  # the second round proves the fixed point
 
 
 def test_cli_dump_module_re_selects_modules(tmp_path):

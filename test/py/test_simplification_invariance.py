@@ -1,6 +1,6 @@
-"""The simplification pipeline leaves results unchanged: on the JAX samples (checked against
-the reference interpreter before and after) and on the whole conformance suite (its checks
-still hold), while every large benchmark program still simplifies to a verified module."""
+"""The simplification and cpu pipelines leave results unchanged: on the JAX samples (checked
+against the reference interpreter before and after) and on the whole conformance suite (its
+checks still hold), while every large benchmark program still compiles to a verified module."""
 
 import os
 
@@ -35,15 +35,16 @@ def outputs(module, arguments) -> list[np.ndarray]:
         return [literals.to_numpy(v) for v in reference.execute(module, arguments).outputs]
 
 
+@pytest.mark.parametrize("pipeline", ["simplification", "cpu"])
 @pytest.mark.parametrize("name", RUNNABLE)
-def test_simplification_keeps_sample_results(name, context):
+def test_pipeline_keeps_sample_results(name, pipeline, context):
     module = frontdoor.import_file(os.path.join(SAMPLES, name), context).module
     with context, ir.Location.unknown():
         types = [ir.RankedTensorType(t) for t in reference.argument_types(module, "main")]
         rng = np.random.default_rng(7)
         arguments = [generated_argument(t, rng) for t in types]
     before = outputs(module, arguments)
-    PipelineRunner(module).run(named_pipeline("simplification"))
+    PipelineRunner(module).run(named_pipeline(pipeline))
     after = outputs(module, arguments)
     for a, b in zip(after, before):
         np.testing.assert_array_equal(a, b)
@@ -57,10 +58,11 @@ def test_simplification_of_large_or_sharded_samples_verifies(name, context):
     assert runner.ledger.rows
 
 
-def test_simplification_keeps_conformance_results():
+@pytest.mark.parametrize("pipeline", ["simplification", "cpu"])
+def test_pipeline_keeps_conformance_results(pipeline):
     expected_path = os.path.join(REPOSITORY, "test", "conformance", "expected_failures.txt")
     from mlirxla.conformance import read_expected_failures
 
-    report = run_suite(CONFORMANCE, expected_failures=read_expected_failures(expected_path), pipeline="simplification")
+    report = run_suite(CONFORMANCE, expected_failures=read_expected_failures(expected_path), pipeline=pipeline)
     assert not report.unexpected_failures, [(o.name, o.reason) for o in report.unexpected_failures[:5]]
     assert not report.stale_expected

@@ -29,7 +29,11 @@ def produced_by(value: ir.Value, name: str) -> ir.Operation | None:
 
 
 def splat_attribute(value: ir.Value) -> ir.Attribute | None:
-    """The element attribute of a splat `xhlo.constant` defining `value`, else None."""
+    """The element attribute of a splat `xhlo.constant` defining `value` (directly or through a
+    broadcast, which keeps a splat a splat), else None."""
+    broadcast = produced_by(value, "broadcast")
+    if broadcast is not None:
+        value = broadcast.operands[0]
     op = produced_by(value, "constant")
     if op is None:
         return None

@@ -3,6 +3,8 @@ convert, iota. They only move or re-type elements, so each is exact once its sha
 indices are right; converts are folded only when no value can change (see `lossless`).
 """
 
+import math
+
 from mlirxla.dialects.xhlo.builder import create_op, dense_splat
 from mlirxla.dialects.xhlo.types import element_of, shape_of
 from mlirxla.mlir import ir
@@ -98,8 +100,9 @@ def fold_broadcast_of_broadcast(op: ir.Operation, options):
 
 
 def fold_broadcast_of_splat(op: ir.Operation, options):
-    """broadcast(splat constant c) -> splat constant c of the result type."""
-    if not options.fold_splats:
+    """broadcast(splat constant c) -> splat constant c of the result type, for small results
+    only: a constant is a buffer, a broadcast costs nothing once fused (XLA keeps them)."""
+    if not options.fold_splats or math.prod(shape_of(op.result.type)) > options.max_splat_constant_elements:
         return NO_MATCH
     attr = splat_attribute(op.operands[0])
     if attr is None:

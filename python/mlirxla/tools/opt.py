@@ -18,7 +18,7 @@ from mlirxla import frontdoor, printing
 from mlirxla.context import new_context
 from mlirxla.errors import MlirxlaError, first_line
 from mlirxla.pipelines import named_pipeline, pipeline_names
-from mlirxla.pipelines.pipeline import Pipeline
+from mlirxla.pipelines.pipeline import FixedPoint, Pipeline
 from mlirxla.pipelines.runner import PipelineRunner, RunOptions
 from mlirxla.pipelines.text import parse_pipeline, parse_step
 from mlirxla.transforms import registry
@@ -42,6 +42,7 @@ def parse_arguments(argv):
     parser.add_argument("--print-ir-after-all", action="store_true", help="print the module after every pass (to stderr)")
     parser.add_argument("--print-ir-after-change", action="store_true", help="print the module after every pass that changed it")
     parser.add_argument("--print-pipeline", action="store_true", help="print the pipeline that would run, then stop")
+    parser.add_argument("--explain-fusion", metavar="OP_OR_LOCATION", help="after the run, say why this op (name, fusion name or location) was or was not fused")
     parser.add_argument("--mlir-print-generic", action="store_true", help="print every op in generic form")
     parser.add_argument("--mlir-print-debuginfo", action="store_true", help="print locations")
     parser.add_argument("--disable-passes", default="", help="comma-separated pass or pipeline names to skip")
@@ -145,7 +146,31 @@ def process(data: bytes, source: str, arguments, pipeline: Pipeline | None, stre
             raise error.with_source(source) from None
         if arguments.print_ledger:
             stream.write(runner.ledger.table())
+        if arguments.explain_fusion:
+            stream.write(explain_fusion(pipeline, arguments.explain_fusion) + "\n")
     return printing.module_text(imported.module, arguments.mlir_print_generic, arguments.mlir_print_debuginfo)
+
+
+def fusion_passes(step) -> list:
+    """The priority-fusion passes of a pipeline, in order, nested pipelines included."""
+    from mlirxla.transforms.priority_fusion import PriorityFusionPass
+
+    if isinstance(step, PriorityFusionPass):
+        return [step]
+    if isinstance(step, Pipeline):
+        return [found for inner in step.steps for found in fusion_passes(inner)]
+    if isinstance(step, FixedPoint):
+        return fusion_passes(step.step)
+    return []
+
+
+def explain_fusion(pipeline: Pipeline, query: str) -> str:
+    from mlirxla.transforms.priority_fusion import explain
+
+    passes = fusion_passes(pipeline)
+    if not passes:
+        raise MlirxlaError("--explain-fusion needs a pipeline with xhlo-priority-fusion")
+    return "\n".join(explain(step.decision_log, query) for step in passes)
 
 
 def expected_errors(chunk: Chunk) -> list[tuple[int, str]]:

@@ -469,11 +469,22 @@ func.func @no_fold_broadcast_of_transpose(%x: tensor<2x3xf32>) -> tensor<4x3x2xf
 
 // -----
 
-/// broadcast of a splat constant -> a splat constant of the result type.
+/// broadcast of a splat constant -> a splat constant of the (small) result type.
 // CHECK-LABEL: func.func @fold_broadcast_of_splat
-// CHECK-NEXT: %[[C:.*]] = "xhlo.constant"() {value = dense<2.500000e+00> : tensor<8x16xf32>}
+// CHECK-NEXT: %[[C:.*]] = "xhlo.constant"() {value = dense<2.500000e+00> : tensor<2x4xf32>}
 // CHECK-NEXT: return %[[C]]
-func.func @fold_broadcast_of_splat() -> tensor<8x16xf32> {
+func.func @fold_broadcast_of_splat() -> tensor<2x4xf32> {
+  %c = "xhlo.constant"() {value = dense<2.5> : tensor<f32>} : () -> tensor<f32>
+  %0 = "xhlo.broadcast"(%c) {dimensions = array<i64>} : (tensor<f32>) -> tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}
+
+// -----
+
+/// A large broadcast of a splat stays a broadcast: a constant would be a 512-byte buffer.
+// CHECK-LABEL: func.func @no_fold_broadcast_of_splat_large
+// CHECK: "xhlo.broadcast"
+func.func @no_fold_broadcast_of_splat_large() -> tensor<8x16xf32> {
   %c = "xhlo.constant"() {value = dense<2.5> : tensor<f32>} : () -> tensor<f32>
   %0 = "xhlo.broadcast"(%c) {dimensions = array<i64>} : (tensor<f32>) -> tensor<8x16xf32>
   return %0 : tensor<8x16xf32>

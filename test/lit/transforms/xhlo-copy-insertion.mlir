@@ -1,0 +1,88 @@
+// RUN: mlirxla-opt %s -p xhlo-copy-insertion --split-input-file | FileCheck %s
+
+/// An in-place update of a value still live afterwards gets a copy of its operand.
+// CHECK-LABEL: func.func @dus_live_operand
+// CHECK: %[[A:.*]] = "xhlo.negate"
+// CHECK: %[[C:.*]] = "xhlo.copy"(%[[A]])
+// CHECK: "xhlo.dynamic_update_slice"(%[[C]],
+func.func @dus_live_operand(%x: tensor<4xf32>, %u: tensor<1xf32>, %i: tensor<i32>) -> tensor<4xf32> {
+  %a = "xhlo.negate"(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  %s = "xhlo.dynamic_update_slice"(%a, %u, %i) : (tensor<4xf32>, tensor<1xf32>, tensor<i32>) -> tensor<4xf32>
+  %b = "xhlo.add"(%a, %s) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %b : tensor<4xf32>
+}
+
+// -----
+
+/// Negative twin: the operand dies at the update, so no copy.
+// CHECK-LABEL: func.func @no_copy_dus_dead_operand
+// CHECK-NOT: xhlo.copy
+func.func @no_copy_dus_dead_operand(%x: tensor<4xf32>, %u: tensor<1xf32>, %i: tensor<i32>) -> tensor<4xf32> {
+  %a = "xhlo.negate"(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  %s = "xhlo.dynamic_update_slice"(%a, %u, %i) : (tensor<4xf32>, tensor<1xf32>, tensor<i32>) -> tensor<4xf32>
+  return %s : tensor<4xf32>
+}
+
+// -----
+
+/// A parameter updated in place, a parameter returned and a constant returned get copies.
+// CHECK-LABEL: func.func @params_and_constants
+// CHECK: "xhlo.copy"(%arg0)
+// CHECK-NEXT: "xhlo.dynamic_update_slice"
+// CHECK: %[[P:.*]] = "xhlo.copy"(%arg0)
+// CHECK: %[[K:.*]] = "xhlo.copy"(%0)
+// CHECK: return %{{.*}}, %[[P]], %[[K]]
+func.func @params_and_constants(%x: tensor<4xf32>, %u: tensor<1xf32>, %i: tensor<i32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  %k = "xhlo.constant"() {value = dense<1.0> : tensor<4xf32>} : () -> tensor<4xf32>
+  %s = "xhlo.dynamic_update_slice"(%x, %u, %i) : (tensor<4xf32>, tensor<1xf32>, tensor<i32>) -> tensor<4xf32>
+  return %s, %x, %k : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+/// Negative twin: a donated parameter returned as its aliased output needs no copy.
+// CHECK-LABEL: func.func @no_copy_donated_output
+// CHECK-NOT: xhlo.copy
+func.func @no_copy_donated_output(%x: tensor<4xf32> {tf.aliasing_output = 0 : i32}) -> tensor<4xf32> {
+  return %x : tensor<4xf32>
+}
+
+// -----
+
+/// While inits: a value live after the loop, and the same value passed twice, get copies.
+// CHECK-LABEL: func.func @while_aliasing
+// CHECK: %[[A:.*]] = "xhlo.negate"
+// CHECK: %[[C1:.*]] = "xhlo.copy"(%[[A]])
+// CHECK: %[[C2:.*]] = "xhlo.copy"(%[[A]])
+// CHECK: "xhlo.while"(%[[C1]], %[[C2]])
+func.func @while_aliasing(%x: tensor<4xf32>, %p: tensor<i1>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %a = "xhlo.negate"(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  %w:2 = "xhlo.while"(%a, %a) ({
+  ^bb0(%u: tensor<4xf32>, %v: tensor<4xf32>):
+    "xhlo.return"(%p) : (tensor<i1>) -> ()
+  }, {
+  ^bb0(%u: tensor<4xf32>, %v: tensor<4xf32>):
+    %n = "xhlo.add"(%u, %v) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    "xhlo.return"(%n, %v) : (tensor<4xf32>, tensor<4xf32>) -> ()
+  }) : (tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+  %b = "xhlo.add"(%w#0, %a) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %b, %w#1 : tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+/// Negative twin: an init computed for the loop alone needs no copy.
+// CHECK-LABEL: func.func @no_copy_while_fresh_init
+// CHECK-NOT: xhlo.copy
+func.func @no_copy_while_fresh_init(%x: tensor<4xf32>, %p: tensor<i1>) -> tensor<4xf32> {
+  %a = "xhlo.negate"(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  %w = "xhlo.while"(%a) ({
+  ^bb0(%u: tensor<4xf32>):
+    "xhlo.return"(%p) : (tensor<i1>) -> ()
+  }, {
+  ^bb0(%u: tensor<4xf32>):
+    %n = "xhlo.add"(%u, %u) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    "xhlo.return"(%n) : (tensor<4xf32>) -> ()
+  }) : (tensor<4xf32>) -> tensor<4xf32>
+  return %w : tensor<4xf32>
+}

@@ -1,0 +1,483 @@
+"""xhlo-buffer-assignment: logical buffers, live ranges over the schedule and one packed temp
+slab (XLA's BufferAssignment with HeapSimulator). Only analyzes; writes a summary attribute.
+
+Values and aliases. Every tensor value is a logical value; values that must share storage are
+grouped (union-find) into buffers: a bitcast, an optimization_barrier result and a
+get_tuple_element of an `xhlo.tuple` share their source; a while's init operand, its condition
+and body arguments, the body's returned value and the while result share one buffer; a
+conditional branch's arguments share the conditional's operands and its returned values the
+conditional's results; an in-place `dynamic_update_slice` shares its operand's buffer when the
+operand is a temp with no later use, and so may an elementwise op's result take over a
+same-size operand's buffer (option `share-elementwise`, on by default, as XLA's
+CanShareOperandBufferWithUser). Copies never alias. Fusion and other region bodies
+(reducers, sort comparators, ...) are opaque: one kernel, their inner values get no buffers.
+
+Schedule and live ranges. Ops are numbered in block order (the block order is the schedule,
+see xhlo-scheduling). While loops and conditional branches are flattened, as XLA's HloLiveRange
+does: the condition, then the body (or each branch in turn) take the time steps just before
+their op. A value lives from its definition to its last use; a use inside an opaque region
+counts at the enclosing op, and a use inside a loop or branch of a value defined outside it
+counts at the loop or conditional op itself, so outer values stay live for the whole loop.
+Values inside loop bodies and branches are temps like any other, packed in the same slab by
+their (flattened) live ranges — the choice XLA makes too.
+
+Allocation kinds: `parameter` (entry arguments and everything aliased to them), `constant`
+(xhlo.constant values), `maybe-live-out` (values the entry returns; one allocation each), and
+`temp`: every other buffer, packed into ONE slab by heap_simulator.pack (decreasing-size
+best fit, spatial and temporal orderings, the smaller kept).
+
+Writes `xhlo.buffer_assignment = {temp_bytes, parameter_bytes, live_out_bytes, constant_bytes,
+total_bytes, peak_live_bytes, allocations}` on the module. Changed: that attribute written or
+updated.
+"""
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from mlirxla.mlir import ir
+
+from .heap_simulator import Buffer, HeapResult, pack, peak_live
+from .pass_base import ModulePass
+from .scheduling import entry_function, type_bytes
+
+FLATTENED = ("xhlo.while", "xhlo.conditional")
+ELEMENTWISE = frozenset("xhlo." + name for name in (
+    "abs cbrt ceil count_leading_zeros cosine exponential exponential_minus_one floor imag is_finite log "
+    "log_plus_one logistic negate not popcnt real round_nearest_afz round_nearest_even rsqrt sign sine sqrt tan "
+    "tanh reduce_precision add subtract multiply divide remainder maximum minimum power atan2 and or xor "
+    "shift_left shift_right_arithmetic shift_right_logical complex compare select clamp convert").split())
+SUMMARY_KEYS = ("temp_bytes", "parameter_bytes", "live_out_bytes", "constant_bytes", "total_bytes", "peak_live_bytes", "allocations")
+
+
+@dataclass
+class Value:
+    id: int
+    name: str
+    value: ir.Value
+    size: int
+    shape: str
+    defined: int
+    scope: tuple  # the flattened ops (loops, conditionals) the value is defined in, outermost first
+    uses: list[tuple[int, tuple]] = field(default_factory=list)  # (time, scope of the user)
+
+
+@dataclass
+class LogicalBuffer:
+    name: str
+    values: list[Value]
+    size: int
+    start: int
+    end: int
+    kind: str  # parameter | constant | maybe-live-out | temp
+    parameter: int | None = None
+    offset: int = 0
+
+
+@dataclass
+class Assignment:
+    sequence: list[str]
+    values: list[Value]
+    buffers: list[LogicalBuffer]
+    heap: HeapResult
+    heap_candidates: dict[str, int]
+    summary: dict[str, int]
+
+
+class UnionFind:
+    def __init__(self):
+        self.parent: dict[int, int] = {}
+
+    def find(self, x: int) -> int:
+        self.parent.setdefault(x, x)
+        while self.parent[x] != x:
+            self.parent[x] = self.parent[self.parent[x]]
+            x = self.parent[x]
+        return x
+
+    def union(self, a: int, b: int) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)
+
+
+class Analysis:
+    def __init__(self, module: ir.Module, share_elementwise: bool = True):
+        self.module = module
+        self.functions = {ir.StringAttr(op.attributes["sym_name"]).value: op.operation
+                          for op in module.body.operations if op.operation.name == "func.func"}
+        self.values: dict[ir.Value, Value] = {}
+        self.sequence: list[str] = []
+        self.op_time: dict[ir.Operation, int] = {}
+        self.pending_uses: list[tuple[ir.Value, int, tuple]] = []
+        self.unions = UnionFind()
+        self.counters: dict[str, int] = defaultdict(int)
+        self.constants: set[int] = set()
+        self.parameters: dict[int, int] = {}
+        self.in_place: list[tuple[list[ir.Value], ir.Value, int]] = []  # (operands it may reuse, result, time)
+        self.share_elementwise = share_elementwise
+
+    def define(self, value: ir.Value, base: str, time: int, scope: tuple) -> Value:
+        if value in self.values:  # a computation reached twice (shared branch): same value
+            return self.values[value]
+        record = Value(len(self.values), base, value, type_bytes(value.type), str(value.type), time, scope)
+        self.values[value] = record
+        return record
+
+    def op_name(self, op: ir.Operation) -> str:
+        base = op.name.removeprefix("xhlo.").removeprefix("func.")
+        self.counters[base] += 1
+        return base if self.counters[base] == 1 else f"{base}.{self.counters[base] - 1}"
+
+    def alias(self, a: ir.Value, b: ir.Value) -> None:
+        if a in self.values and b in self.values:
+            self.unions.union(self.values[a].id, self.values[b].id)
+
+    def run_entry(self, func: ir.Operation) -> None:
+        block = func.regions[0].blocks[0]
+        for k, arg in enumerate(block.arguments):
+            record = self.define(arg, f"param.{k}", 0, ())
+            self.parameters[record.id] = k
+            self.sequence.append(record.name)
+        self.times = len(self.sequence)
+        self.number_block(block, ())
+        self.end = len(self.sequence)
+        terminator = list(block.operations)[-1].operation
+        self.live_out = {self.values[v].id for v in terminator.operands if v in self.values}
+
+    def number_block(self, block: ir.Block, scope: tuple) -> None:
+        for op in block.operations:
+            self.number_op(op.operation, scope)
+
+    def tick(self, name: str) -> int:
+        self.sequence.append(name)
+        return len(self.sequence) - 1
+
+    def number_op(self, op: ir.Operation, scope: tuple) -> None:
+        name = self.op_name(op)
+        inner_scope = scope + (op,)
+        if op.name == "xhlo.while":
+            for region in op.regions:
+                block = region.blocks[0]
+                for k, arg in enumerate(block.arguments):
+                    self.define(arg, f"{name}.arg{k}", len(self.sequence), inner_scope)
+                self.number_block(block, inner_scope)
+        elif op.name == "xhlo.conditional":
+            for callee in self.branches(op):
+                if callee in self.functions:
+                    block = self.functions[callee].regions[0].blocks[0]
+                    for k, arg in enumerate(block.arguments):
+                        self.define(arg, f"{callee}.arg{k}", len(self.sequence), inner_scope)
+                    self.number_block(block, inner_scope)
+        time = self.tick(name)
+        self.op_time[op] = time
+        for value in self.opaque_operands(op):
+            self.pending_uses.append((value, time, scope))
+        for k, result in enumerate(op.results):
+            record = self.define(result, name if len(op.results) == 1 else f"{name}#{k}", time, scope)
+            if op.name == "xhlo.constant":
+                self.constants.add(record.id)
+        self.add_aliases(op)
+
+    def branches(self, op: ir.Operation) -> list[str]:
+        if "branch_computations" not in op.attributes:
+            return []
+        return [ir.FlatSymbolRefAttr(a).value for a in ir.ArrayAttr(op.attributes["branch_computations"])]
+
+    def opaque_operands(self, op: ir.Operation) -> list[ir.Value]:
+        """Operands of `op` and of ops in its regions, unless those regions are flattened."""
+        if op.name in FLATTENED:
+            return list(op.operands)
+        values = []
+
+        def visit(inner):
+            values.extend(inner.operation.operands)
+            return ir.WalkResult.ADVANCE
+
+        op.walk(visit)
+        return values
+
+    def add_aliases(self, op: ir.Operation) -> None:
+        operands, results = list(op.operands), list(op.results)
+        if op.name in ("xhlo.bitcast", "xhlo.optimization_barrier"):
+            for a, b in zip(operands, results):
+                self.alias(a, b)
+        elif op.name == "xhlo.get_tuple_element":
+            source = operands[0]
+            index = ir.IntegerAttr(op.attributes["index"]).value
+            if isinstance(source, ir.OpResult) and source.owner.operation.name == "xhlo.tuple":
+                self.alias(list(source.owner.operation.operands)[index], results[0])
+            else:
+                self.alias(source, results[0])
+        elif op.name == "xhlo.while":
+            for region in op.regions:
+                block = region.blocks[0]
+                for k, arg in enumerate(block.arguments):
+                    self.alias(operands[k], arg)
+                    self.alias(results[k], arg)
+            body_return = list(op.regions[1].blocks[0].operations)[-1].operation
+            for k, value in enumerate(body_return.operands):
+                self.alias(results[k], value)
+        elif op.name == "xhlo.conditional":
+            counts = [int(c) for c in ir.DenseI64ArrayAttr(op.attributes["branch_operand_counts"])]
+            position = 1
+            for callee, count in zip(self.branches(op), counts):
+                if callee not in self.functions:
+                    continue
+                block = self.functions[callee].regions[0].blocks[0]
+                for k, arg in enumerate(block.arguments):
+                    self.alias(operands[position + k], arg)
+                position += count
+                branch_return = list(block.operations)[-1].operation
+                for k, value in enumerate(branch_return.operands):
+                    self.alias(results[k], value)
+        elif op.name == "xhlo.dynamic_update_slice":
+            self.in_place.append(([operands[0]], results[0], self.op_time[op]))
+        elif self.share_elementwise and op.name in ELEMENTWISE and len(results) == 1:
+            self.in_place.append((operands, results[0], self.op_time[op]))
+
+    def use_time(self, value: ir.Value, time: int, user_scope: tuple) -> int:
+        defined = self.values[value].scope
+        for enclosing in user_scope:
+            if enclosing not in defined:
+                return max(time, self.op_time[enclosing])  # outermost loop/branch not holding the value
+        return time
+
+    def finish(self) -> list[LogicalBuffer]:
+        for value, time, scope in self.pending_uses:
+            if value in self.values:
+                self.values[value].uses.append((self.use_time(value, time, scope), scope))
+        self.share_in_place()
+        buffers = []
+        for members in self.groups().values():
+            members.sort(key=lambda v: (v.defined, v.id))
+            ids = {v.id for v in members}
+            start = min(v.defined for v in members)
+            end = max(self.last_use(v) for v in members)
+            kind, parameter = "temp", None
+            if ids & set(self.parameters):
+                kind, parameter = "parameter", min(self.parameters[i] for i in ids & set(self.parameters))
+                start, end = 0, self.end
+            elif ids & self.constants:
+                kind, start, end = "constant", 0, self.end
+            elif ids & self.live_out:
+                kind, end = "maybe-live-out", self.end
+            size = max(v.size for v in members)
+            buffers.append(LogicalBuffer(members[0].name, members, size, start, end, kind, parameter))
+        buffers.sort(key=lambda b: (b.start, b.name))
+        return buffers
+
+    def share_in_place(self) -> None:
+        """A result takes over an operand's buffer when that buffer (neither a parameter nor
+        a constant; a live-out one never dies) has its last use at this op (XLA's CanShareOperandBufferWithUser)."""
+        last: dict[int, int] = {}
+        pinned: set[int] = set()
+        for v in self.values.values():
+            root = self.unions.find(v.id)
+            last[root] = max(last.get(root, -1), self.last_use(v))
+            if v.id in self.parameters or v.id in self.constants:  # never written in place
+                pinned.add(root)
+        for candidates, result, time in sorted(self.in_place, key=lambda c: c[2]):
+            if result not in self.values:
+                continue
+            for operand in candidates:
+                if operand not in self.values or self.values[operand].size != self.values[result].size:
+                    continue
+                a, b = self.unions.find(self.values[operand].id), self.unions.find(self.values[result].id)
+                if a == b or a in pinned or b in pinned or last[a] > time:
+                    continue
+                self.unions.union(a, b)
+                root = self.unions.find(a)
+                last[root] = max(last[a], last[b])
+                break
+
+    def last_use(self, v: Value) -> int:
+        return max([v.defined] + [t for t, _ in v.uses])
+
+    def groups(self) -> dict[int, list[Value]]:
+        found: dict[int, list[Value]] = defaultdict(list)
+        for v in self.values.values():
+            found[self.unions.find(v.id)].append(v)
+        return found
+
+
+def analyze(module: ir.Module, alignment: int = 1, share_elementwise: bool = True) -> Assignment:
+    with module.context:
+        analysis = Analysis(module, share_elementwise)
+        entry = entry_function(module)
+        if entry is None:
+            return Assignment([], [], [], HeapResult("spatial"), {}, {k: 0 for k in SUMMARY_KEYS})
+        analysis.run_entry(entry)
+        buffers = analysis.finish()
+    temps = [b for b in buffers if b.kind == "temp" and b.size > 0]
+    slab = [Buffer(b.name, b.size, b.start, b.end) for b in temps]
+    heap, candidates = pack(slab, alignment)
+    for b in temps:
+        b.offset = heap.offsets[b.name]
+    by_kind = defaultdict(int)
+    allocations = 1 if heap.size else 0
+    for b in buffers:
+        if b.kind != "temp":
+            by_kind[b.kind] += b.size
+            allocations += 1
+    summary = {
+        "temp_bytes": heap.size,
+        "parameter_bytes": by_kind["parameter"],
+        "live_out_bytes": by_kind["maybe-live-out"],
+        "constant_bytes": by_kind["constant"],
+        "peak_live_bytes": peak_live(slab),
+        "allocations": allocations,
+    }
+    summary["total_bytes"] = summary["temp_bytes"] + summary["parameter_bytes"] + summary["live_out_bytes"] + summary["constant_bytes"]
+    return Assignment(analysis.sequence, list(analysis.values.values()), buffers, heap, candidates, summary)
+
+
+def memory_summary(module: ir.Module) -> dict[str, int]:
+    """Bytes by kind for the module in its current order: temp (the packed slab), parameter,
+    live_out, constant, total, peak (the most temp bytes live at once) and the allocation count."""
+    s = analyze(module).summary
+    return {"temp": s["temp_bytes"], "parameter": s["parameter_bytes"], "live_out": s["live_out_bytes"],
+            "constant": s["constant_bytes"], "total": s["total_bytes"], "peak": s["peak_live_bytes"],
+            "allocations": s["allocations"]}
+
+
+def summary_attr(summary: dict[str, int]) -> ir.Attribute:
+    i64 = ir.IntegerType.get_signless(64)
+    return ir.DictAttr.get({k: ir.IntegerAttr.get(i64, summary[k]) for k in SUMMARY_KEYS})
+
+
+# ----- dumps ------------------------------------------------------------------------------
+
+def human(size: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale:
+            return f"{size / scale:.2f}{unit}"
+    return f"{size}B"
+
+
+def allocations(a: Assignment) -> list[tuple[str, int, list[tuple[Value, int]]]]:
+    """(description, size, [(value, offset)]) per allocation, largest first, the temp slab included."""
+    rows = []
+    for b in a.buffers:
+        if b.kind == "temp":
+            continue
+        if b.kind == "parameter":
+            what = f"parameter {b.parameter}, shape |{b.values[0].shape}|"
+        elif b.kind == "constant":
+            what = "constant"
+        else:
+            what = f"output shape is |{b.values[0].shape}|, maybe-live-out"
+        rows.append((what, b.size, [(v, 0) for v in b.values]))
+    if a.heap.size:
+        slab = [(v, b.offset) for b in a.buffers if b.kind == "temp" and b.size > 0 for v in b.values]
+        rows.append(("preallocated-temp", a.heap.size, slab))
+    rows.sort(key=lambda r: -r[1])
+    return rows
+
+
+def buffer_assignment_text(a: Assignment) -> str:
+    lines = ["BufferAssignment:"]
+    for k, (what, size, values) in enumerate(allocations(a)):
+        lines.append(f"allocation {k}: size {size}, {what}:")
+        for v, offset in values:
+            lines.append(f" value: <{v.id} {v.name} @0> (size={v.size},offset={offset}): {v.shape}")
+    s = a.summary
+    lines += ["", "Total bytes used: {}".format(s["total_bytes"]),
+              f"Temp slab: {s['temp_bytes']} bytes ({a.heap.order} order chosen; candidates: "
+              + ", ".join(f"{k}={n}" for k, n in a.heap_candidates.items()) + f"; peak live {s['peak_live_bytes']})", ""]
+    return "\n".join(lines)
+
+
+def memory_usage_text(a: Assignment) -> str:
+    rows = allocations(a)
+    total = sum(size for _, size, _ in rows)
+    lines = ["Memory Space: default (color=0)", f"Total bytes: {total} ({human(total)})"]
+    for what, size, values in rows:
+        lines += ["  cumulative_size;       size;       offset; used_by_n_values; shapes_list",
+                  "  ------------------------------------------------------------"]
+        by_offset: dict[int, list[Value]] = defaultdict(list)
+        for v, offset in values:
+            by_offset[offset].append(v)
+        cumulative = 0
+        for offset in sorted(by_offset, reverse=True):
+            group = by_offset[offset]
+            chunk = max(v.size for v in group)
+            cumulative += chunk
+            shapes = defaultdict(int)
+            for v in group:
+                shapes[v.shape] += 1
+            shape_text = ", ".join(f"{n}×{s}" if n > 1 else s for s, n in shapes.items())
+            lines.append(f"  {human(cumulative):>10}({100 * cumulative // max(size, 1):3d}%); {human(chunk):>10}; "
+                         f"{offset:>12}; {len(group):>16}; {shape_text}   [{what}]")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def live_range_text(a: Assignment) -> str:
+    lines = [f"HloLiveRange (max {len(a.sequence)}):", "  InstructionSequence:"]
+    lines += [f"    {k}:{name}" for k, name in enumerate(a.sequence)]
+    lines.append("  BufferLiveRange:")
+    for b in a.buffers:
+        for v in b.values:
+            end = max([v.defined] + [t for t, _ in v.uses])
+            if b.kind != "temp":
+                end = b.end
+            lines.append(f"    {v.name}{{}}:{v.defined}-{end}")
+    peak_time, peak = 0, -1
+    temps = [b for b in a.buffers if b.kind == "temp" and b.size > 0]
+    for t in range(len(a.sequence)):
+        live = sum(b.size for b in temps if b.start <= t <= b.end)
+        if live > peak:
+            peak_time, peak = t, live
+    lines.append(f"  Live ranges at {peak_time} (peak temp bytes {max(peak, 0)}):")
+    for b in temps:
+        if b.start <= peak_time <= b.end:
+            lines.append(f"    {b.name}: {b.size} bytes")
+    return "\n".join(lines) + "\n"
+
+
+def heap_svg(a: Assignment) -> str:
+    temps = [b for b in a.buffers if b.kind == "temp" and b.size > 0]
+    steps = max(len(a.sequence), 1)
+    height = max(a.heap.size, 1)
+    width_px, height_px, margin = 800, 500, 40
+    sx, sy = width_px / steps, height_px / height
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width_px + 2 * margin}" height="{height_px + 2 * margin}" font-family="monospace" font-size="9">',
+           f'<text x="{margin}" y="15">temp slab {a.heap.size} bytes ({a.heap.order} order): offset (up) vs schedule time (right)</text>',
+           f'<rect x="{margin}" y="{margin}" width="{width_px}" height="{height_px}" fill="none" stroke="black"/>']
+    palette = ["#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3", "#fdb462", "#b3de69", "#fccde5"]
+    for k, b in enumerate(temps):
+        x = margin + b.start * sx
+        w = max((b.end - b.start + 1) * sx, 1)
+        y = margin + height_px - (b.offset + b.size) * sy
+        h = max(b.size * sy, 1)
+        out.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}" fill="{palette[k % len(palette)]}" stroke="black"><title>{b.name}: {b.size} bytes at {b.offset}, time {b.start}-{b.end}</title></rect>')
+        out.append(f'<text x="{x + 2:.1f}" y="{y + min(h, 12) - 2:.1f}">{b.name}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+@dataclass(frozen=True)
+class BufferAssignmentPass(ModulePass):
+    """Assigns buffers (parameters, constants, live-outs, one packed temp slab); writes a summary."""
+
+    name: ClassVar[str] = "xhlo-buffer-assignment"
+    summary: ClassVar[str] = "buffer assignment: aliases, live ranges, one best-fit packed temp slab"
+    alignment: int = 1  # byte alignment of offsets in the temp slab
+    share_elementwise: bool = True  # an elementwise op may write over a same-size operand dying there
+
+    def run(self, module: ir.Module) -> bool:
+        assignment = analyze(module, self.alignment, self.share_elementwise)
+        object.__setattr__(self, "_assignment", assignment)
+        with module.context:
+            attr = summary_attr(assignment.summary)
+            attributes = module.operation.attributes
+            if "xhlo.buffer_assignment" in attributes and str(attributes["xhlo.buffer_assignment"]) == str(attr):
+                return False
+            attributes["xhlo.buffer_assignment"] = attr
+        return True
+
+    def dump_files(self, module: ir.Module) -> dict[str, str]:
+        a = getattr(self, "_assignment", None) or analyze(module, self.alignment, self.share_elementwise)
+        return {"buffer-assignment.txt": buffer_assignment_text(a), "memory-usage-report.txt": memory_usage_text(a),
+                "live-range.txt": live_range_text(a), "heap.svg": heap_svg(a)}

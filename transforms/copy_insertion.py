@@ -1,0 +1,167 @@
+"""xhlo-copy-insertion: add the copies buffer assignment needs for correctness (XLA's CopyInsertion).
+
+Buffer assignment lets an in-place op write its result into its operand's buffer, a while
+loop's carried values share one buffer across iterations, and an entry output may share a
+donated parameter's buffer. Where that sharing would clobber a value still needed, or a
+buffer that is read-only, a copy gives the writer a fresh buffer:
+- in-place ops (`dynamic_update_slice` operand 0, `scatter` inputs) whose operand is a
+  parameter or constant (read-only buffers), or has another use (it stays live);
+- while-loop init values that are constants or parameters, that have another use (live after
+  the loop), or that are passed twice; a body result returned twice;
+- entry results that are parameters or constants, or a value returned twice (distinct output
+  buffers, XLA's AddSpecialCaseCopies);
+- donated parameters (`tf.aliasing_output` / `jax.buffer_donor`) read by other ops: their uses
+  read a copy taken at entry, so the output may reuse the parameter's buffer (XLA's
+  AddCopiesForAliasedInputOutputs).
+Each copy keeps its operand's layout. `dump_files` gives `copy-insertion.txt`, one line per
+copy with its reason. Changed: any copy inserted.
+"""
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from mlirxla.mlir import ir
+
+from .layout_assignment import entry_functions, insert_copy, is_tensor, layout_of
+from .pass_base import ModulePass
+
+DONATION_ATTRS = ("tf.aliasing_output", "jax.buffer_donor")
+
+
+def is_parameter(value: ir.Value) -> bool:
+    return isinstance(value.owner, ir.Block) and value.owner.owner is not None and value.owner.owner.operation.name == "func.func"
+
+
+def is_constant(value: ir.Value) -> bool:
+    return not isinstance(value.owner, ir.Block) and value.owner.name == "xhlo.constant"
+
+
+def other_uses(value: ir.Value, op: ir.Operation) -> int:
+    return sum(1 for use in value.uses if use.owner != op)
+
+
+def is_donated(func, index: int) -> bool:
+    if "arg_attrs" not in func.attributes:
+        return False
+    dicts = ir.ArrayAttr(func.attributes["arg_attrs"])
+    if index >= len(dicts):
+        return False
+    d = ir.DictAttr(dicts[index])
+    return any(name in d for name in DONATION_ATTRS)
+
+
+def describe(value: ir.Value) -> str:
+    if is_parameter(value):
+        return f"parameter {ir.BlockArgument(value).arg_number}"
+    if isinstance(value.owner, ir.Block):
+        return f"region argument {ir.BlockArgument(value).arg_number}"
+    return value.owner.name
+
+
+@dataclass(frozen=True)
+class CopyInsertionPass(ModulePass):
+    """Inserts copies for in-place ops, while loops, entry outputs and donated parameters."""
+
+    name: ClassVar[str] = "xhlo-copy-insertion"
+    summary: ClassVar[str] = "copy insertion: copies that keep in-place updates, loops and outputs correct"
+
+    def run(self, module: ir.Module) -> bool:
+        object.__setattr__(self, "_records", [])
+        entries = {ir.StringAttr(f.attributes["sym_name"]).value for f in entry_functions(module)}
+        for func in module.body.operations:
+            if func.operation.name != "func.func":
+                continue
+            fname = ir.StringAttr(func.attributes["sym_name"]).value
+            block = func.regions[0].blocks[0]
+            self._visit_block(block, fname)
+            if fname in entries:
+                self._entry(func, block, fname)
+        object.__setattr__(self, "_report", self._render(module))
+        return bool(self._records)
+
+    def _copy(self, op: ir.Operation, index: int, why: str, fname: str) -> None:
+        value = op.operands[index]
+        copy = insert_copy(value, layout_of(value) if is_tensor(value) else None, op)
+        op.operands[index] = copy
+        self._records.append((copy, fname, f"{describe(value)} -> {op.name} operand {index}: {why}"))
+
+    def _visit_block(self, block: ir.Block, fname: str) -> None:
+        for op in list(block.operations):
+            op = op.operation
+            for region in op.regions:
+                for inner in region.blocks:
+                    self._visit_block(inner, fname)
+            if op.name == "xhlo.dynamic_update_slice":
+                self._in_place(op, [0], fname)
+            elif op.name == "xhlo.scatter":
+                count = (len(op.operands) - 1) // 2
+                self._in_place(op, list(range(count)), fname)
+            elif op.name == "xhlo.while":
+                self._while(op, fname)
+
+    def _in_place(self, op: ir.Operation, indices: list[int], fname: str) -> None:
+        for i in indices:
+            value = op.operands[i]
+            if is_parameter(value):
+                self._copy(op, i, "in-place update of a parameter (read-only buffer)", fname)
+            elif is_constant(value):
+                self._copy(op, i, "in-place update of a constant (read-only buffer)", fname)
+            elif other_uses(value, op) > 0:
+                self._copy(op, i, "in-place update of a value that is still live", fname)
+
+    def _while(self, op: ir.Operation, fname: str) -> None:
+        seen = []
+        for i, value in enumerate(list(op.operands)):
+            if not is_tensor(value):
+                continue
+            if any(value == s for s in seen):
+                self._copy(op, i, "while init passed twice (carried buffers would alias)", fname)
+            elif is_parameter(value):
+                self._copy(op, i, "while init is a parameter (the loop writes its buffer)", fname)
+            elif is_constant(value):
+                self._copy(op, i, "while init is a constant (the loop writes its buffer)", fname)
+            elif other_uses(value, op) > 0:
+                self._copy(op, i, "while init is live after the loop", fname)
+            seen.append(value)
+        body = op.regions[1].blocks[0]
+        terminator = body.operations[len(body.operations) - 1].operation
+        seen = []
+        for i, value in enumerate(list(terminator.operands)):
+            if is_tensor(value) and any(value == s for s in seen):
+                self._copy(terminator, i, "while body returns a value twice (carried buffers would alias)", fname)
+            seen.append(value)
+
+    def _entry(self, func, block: ir.Block, fname: str) -> None:
+        terminator = block.operations[len(block.operations) - 1].operation
+        seen = []
+        for i, value in enumerate(list(terminator.operands)):
+            if not is_tensor(value):
+                continue
+            if is_parameter(value) and is_donated(func, ir.BlockArgument(value).arg_number):
+                pass  # the output is meant to alias its donated parameter
+            elif is_parameter(value):
+                self._copy(terminator, i, "parameter returned as an output (distinct output buffer)", fname)
+            elif is_constant(value):
+                self._copy(terminator, i, "constant live out (read-only buffer)", fname)
+            elif any(value == s for s in seen):
+                self._copy(terminator, i, "value returned twice (distinct output buffers)", fname)
+            seen.append(value)
+        for arg in block.arguments:
+            if not is_tensor(arg) or not is_donated(func, arg.arg_number):
+                continue
+            uses = [(use.owner, use.operand_number) for use in arg.uses if use.owner != terminator]
+            if not uses:
+                continue
+            first = block.operations[0].operation
+            copy = insert_copy(arg, layout_of(arg), first)
+            for owner, number in uses:
+                owner.operands[number] = copy
+            self._records.append((copy, fname, f"parameter {arg.arg_number} -> its readers: donated parameter aliased to an output"))
+
+    def _render(self, module: ir.Module) -> list[str]:
+        state = ir.AsmState(module.operation)
+        return [f"@{fname} {copy.get_name(state)} : {copy.type}: {why}" for copy, fname, why in self._records]
+
+    def dump_files(self, module: ir.Module) -> dict[str, str]:
+        lines = getattr(self, "_report", [])
+        return {"copy-insertion.txt": "\n".join(lines) + ("\n" if lines else "")}

@@ -1,0 +1,114 @@
+"""Per-backend cost models for fusion decisions (XLA's GpuPerformanceModel and the CPU cost
+analysis, reduced to a roofline): a kernel takes `overhead + max(bytes / bandwidth,
+flops / peak)`, where bytes are what it reads from its operands and writes to its results
+and flops what its ops compute. Ops that are no kernel of their own (constants, tuples,
+bitcasts) cost nothing. `time_saved(producer, consumers)` is the time of the unfused kernels
+minus the time of the fused ones (the producer counted again when it stays for other users).
+"""
+
+from dataclasses import dataclass
+
+from mlirxla.mlir import ir
+
+from .fusion_legality import NOT_KERNELS, TRANSCENDENTAL, element_count, fused_ops, kind_of
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """A roofline for one backend: seconds per kernel launch, bytes and flops per second."""
+
+    name: str
+    kernel_overhead_s: float
+    memory_bandwidth_bytes_per_s: float
+    flops_per_s: float
+    transcendental_flops: float = 8.0  # one exp/log/tanh counted as this many flops
+
+    def kernel_time(self, bytes_accessed: float, flops: float) -> float:
+        return self.kernel_overhead_s + max(bytes_accessed / self.memory_bandwidth_bytes_per_s, flops / self.flops_per_s)
+
+    def op_flops(self, op: ir.Operation) -> float:
+        """Flops of one (unfused) op, a fusion's body summed."""
+        total = 0.0
+        for inner in fused_ops(op):
+            kind = kind_of(inner)
+            if not inner.results:
+                continue
+            elements = element_count(inner.results[0].type)
+            if kind in TRANSCENDENTAL:
+                total += elements * self.transcendental_flops
+            elif kind == "reduce":
+                total += element_count(inner.operands[0].type)
+            elif kind == "dot":
+                # K from M*K * K*N / M*N (batch dimensions folded in)
+                squared = element_count(inner.operands[0].type) * element_count(inner.operands[1].type) / max(elements, 1)
+                total += 2.0 * elements * max(squared, 1) ** 0.5
+            elif kind == "convolution":
+                total += 2.0 * elements * element_count(inner.operands[1].type) / max(_last_dim(inner.results[0].type), 1)
+            elif kind not in ("broadcast", "reshape", "bitcast", "transpose", "slice", "constant", "iota", "copy", "pad", "concatenate", "reverse", "dynamic_slice", "gather"):
+                total += elements
+        return total
+
+    def kernel_cost(self, members: list[ir.Operation], outputs: list[ir.Value]) -> float:
+        """Time of one kernel made of `members` (ops or fusions) computing `outputs`."""
+        if len(members) == 1 and kind_of(members[0]) in NOT_KERNELS:
+            return 0.0
+        inside = {m.operation for m in members}
+        read: list = []
+        for member in members:
+            for value in member.operands:
+                owner = value.owner
+                if isinstance(owner, (ir.Operation, ir.OpView)) and owner.operation in inside:
+                    continue
+                if isinstance(owner, (ir.Operation, ir.OpView)) and kind_of(owner.operation) == "constant" and element_count(value.type) <= 1:
+                    continue
+                if value not in read:
+                    read.append(value)
+        bytes_accessed = sum(byte_size(v.type) for v in read) + sum(byte_size(v.type) for v in outputs)
+        flops = sum(self.op_flops(m) for m in members)
+        return self.kernel_time(bytes_accessed, flops)
+
+    def op_time(self, op: ir.Operation) -> float:
+        return self.kernel_cost([op], list(op.results))
+
+    def time_saved(self, producer: ir.Operation, consumers: list[ir.Operation], producer_stays: bool) -> tuple[float, float, float]:
+        """(saved, unfused, fused) seconds for fusing `producer` into each of `consumers`."""
+        unfused = self.op_time(producer) + sum(self.op_time(c) for c in consumers)
+        fused = sum(self.kernel_cost([producer, c], list(c.results)) for c in consumers)
+        if producer_stays:
+            fused += self.op_time(producer)
+        return unfused - fused, unfused, fused
+
+
+def _last_dim(value_type: ir.Type) -> int:
+    shape = ir.ShapedType(value_type).shape
+    return shape[-1] if shape else 1
+
+
+def byte_size(value_type: ir.Type) -> int:
+    if isinstance(value_type, ir.TupleType):
+        tuple_type = ir.TupleType(value_type)
+        return sum(byte_size(tuple_type.get_type(i)) for i in range(tuple_type.num_types))
+    if not isinstance(value_type, ir.ShapedType):
+        return 0
+    element = ir.ShapedType(value_type).element_type
+    if isinstance(element, ir.ComplexType):
+        width = 2 * getattr(ir.ComplexType(element).element_type, "width", 32)
+    else:
+        width = getattr(element, "width", 32)
+    return element_count(value_type) * max(int(width), 8) // 8
+
+
+# a few cores of a server CPU: ~20 GB/s per kernel, ~50 GFLOP/s, ~1 us to dispatch a kernel
+CPU = CostModel("cpu", kernel_overhead_s=1e-6, memory_bandwidth_bytes_per_s=20e9, flops_per_s=50e9)
+# an H100-class GPU: ~5 us launch, ~3 TB/s HBM, ~60 TFLOP/s fp32
+GPU = CostModel("gpu", kernel_overhead_s=5e-6, memory_bandwidth_bytes_per_s=3e12, flops_per_s=60e12)
+
+MODELS = {"cpu": CPU, "gpu": GPU}
+
+
+def model_for(backend: str) -> CostModel:
+    if backend not in MODELS:
+        from mlirxla.errors import MlirxlaError
+
+        raise MlirxlaError(f"unknown fusion backend '{backend}' (expected one of {', '.join(MODELS)})")
+    return MODELS[backend]

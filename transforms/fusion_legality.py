@@ -1,0 +1,273 @@
+"""Can a producer fuse into a consumer? (XLA's InstructionFusion::ShouldFuse and the CPU/GPU
+`IsFusible` checks, rebuilt for xhlo.)
+
+`fusion_refusal(producer, consumer, duplicate=..., limits=...)` returns None when the fusion is
+legal, else one sentence in XLA's words saying why not ("the producer is not fusible",
+"both the producer and the consumer contain a reduce", "the fusion would result in an overly
+large code duplication", "fusion would create a cycle"). `duplicate` says whether the
+producer stays outside (it has other users), so that fusing copies it into the consumer.
+
+Also here: the graph helpers the fusion passes share (users within a block, reachability,
+the ops inside a fusion).
+"""
+
+from dataclasses import dataclass
+
+from mlirxla.mlir import ir
+
+ELEMENTWISE = frozenset(
+    "abs cbrt ceil count_leading_zeros cosine exponential exponential_minus_one floor imag is_finite "
+    "log log_plus_one logistic negate not popcnt real round_nearest_afz round_nearest_even rsqrt sign "
+    "sine sqrt tan tanh reduce_precision add subtract multiply divide remainder maximum minimum power "
+    "atan2 and or xor shift_left shift_right_arithmetic shift_right_logical complex compare select "
+    "clamp convert bitcast_convert".split()
+)
+# XLA's HloInstruction::IsOpElementwise + IsExpensive: elementwise ops too costly to duplicate
+TRANSCENDENTAL = frozenset(
+    "atan2 cbrt cosine divide exponential exponential_minus_one log log_plus_one logistic power "
+    "remainder rsqrt sine sqrt tan tanh".split()
+)
+SHAPE_OPS = frozenset(
+    "broadcast reshape bitcast transpose slice concatenate pad iota constant reverse dynamic_slice "
+    "dynamic_update_slice gather copy".split()
+)
+FUSIBLE = ELEMENTWISE | SHAPE_OPS | {"reduce", "fusion"}
+LIBRARY_CALLS = frozenset({"dot", "convolution"})
+# never fused: control flow, calls, side effects, collectives and ops with their own emitters
+NOT_FUSIBLE_REASONS = {
+    "dot": "a dot is a library call",
+    "convolution": "a convolution is a library call",
+    "while": "control flow is not fusible",
+    "conditional": "control flow is not fusible",
+    "call": "a call is not fusible",
+    "custom_call": "a custom call is opaque",
+    "sort": "sort has its own emitter",
+    "rng": "rng has a side effect",
+    "rng_bit_generator": "rng_bit_generator has its own emitter",
+}
+# ops that are not kernels of their own (they produce no code or are plain data)
+NOT_KERNELS = frozenset({"constant", "tuple", "get_tuple_element", "bitcast", "after_all", "optimization_barrier", "partition_id", "replica_id"})
+CHEAP_TO_DUPLICATE = frozenset({"constant", "broadcast", "iota", "reshape", "bitcast", "transpose", "slice", "convert", "bitcast_convert"})
+
+
+@dataclass(frozen=True)
+class FusionLimits:
+    """Size limits of one fusion (XLA: kMaxOperandsAndOutputsPerFusion, the code-duplication
+    guard in InstructionFusion, the 'large constant' rule)."""
+
+    max_fused_ops: int = 128
+    max_operands: int = 64  # the xhlo.fusion op has 64 operand slots
+    max_duplicated_ops: int = 16  # a duplicated producer may hold at most this many ops
+    max_constant_elements: int = 1024  # larger non-splat constants stay buffers
+
+
+def kind_of(op: ir.Operation) -> str:
+    name = op.name
+    return name[5:] if name.startswith("xhlo.") else name
+
+
+def fusion_kind(op: ir.Operation) -> str:
+    return ir.StringAttr(op.attributes["kind"]).value
+
+
+def fused_ops(op: ir.Operation) -> list[ir.Operation]:
+    """The ops a kernel holds: the body of a fusion (without its return), else the op itself."""
+    if op.name != "xhlo.fusion":
+        return [op]
+    return [inner.operation for inner in list(op.regions[0].blocks[0].operations)[:-1]]
+
+
+def fused_kinds(op: ir.Operation) -> list[str]:
+    return [kind_of(inner) for inner in fused_ops(op)]
+
+
+def root_kinds(op: ir.Operation) -> list[str]:
+    """The kinds of the ops that produce a kernel's results (a fusion's ROOT)."""
+    if op.name != "xhlo.fusion":
+        return [kind_of(op)]
+    terminator = list(op.regions[0].blocks[0].operations)[-1]
+    kinds = []
+    for value in terminator.operands:
+        owner = value.owner
+        kinds.append(kind_of(owner.operation) if isinstance(owner, (ir.Operation, ir.OpView)) else "parameter")
+    return kinds
+
+
+def contains_reduce(op: ir.Operation) -> bool:
+    return "reduce" in fused_kinds(op)
+
+
+def element_count(value_type: ir.Type) -> int:
+    if not isinstance(value_type, ir.ShapedType) or not ir.ShapedType(value_type).has_rank:
+        return 1
+    count = 1
+    for size in ir.ShapedType(value_type).shape:
+        count *= max(size, 0)
+    return count
+
+
+def is_splat_constant(op: ir.Operation) -> bool:
+    value = op.attributes["value"]
+    return isinstance(value, ir.DenseElementsAttr) and ir.DenseElementsAttr(value).is_splat
+
+
+def ancestor_in_block(op: ir.Operation, block: ir.Block) -> ir.Operation | None:
+    """`op`, or the op enclosing it, that sits directly in `block`; None when outside it."""
+    op = op.operation
+    while True:
+        if op.block == block:
+            return op
+        parent = op.parent
+        if parent is None or parent.name == "builtin.module":
+            return None
+        op = parent.operation
+
+
+def users_in_block(op: ir.Operation) -> list[ir.Operation]:
+    """The distinct ops of `op`'s block that use one of its results, in block order."""
+    block = op.block
+    found: list[ir.Operation] = []
+    for result in op.results:
+        for use in result.uses:
+            user = ancestor_in_block(use.owner, block)
+            if user is not None and user not in found:
+                found.append(user)
+    return sorted(found, key=position_map(block).__getitem__)
+
+
+def producers_in_block(op: ir.Operation) -> list[ir.Operation]:
+    block = op.block
+    found: list[ir.Operation] = []
+    for value in op.operands:
+        owner = value.owner
+        if isinstance(owner, (ir.Operation, ir.OpView)) and owner.operation.block == block and owner.operation not in found:
+            found.append(owner.operation)
+    return found
+
+
+def position_map(block: ir.Block) -> dict:
+    return {op.operation: index for index, op in enumerate(block.operations)}
+
+
+def reachable(source: ir.Operation, target: ir.Operation, skip_direct: bool = False) -> bool:
+    """Is there a path of uses from `source` to `target` within their block? With
+    `skip_direct`, paths made of the single edge source -> target do not count."""
+    positions = position_map(source.block)
+    limit = positions[target]
+    stack = [u for u in users_in_block(source) if not (skip_direct and u == target)]
+    seen: set = set()
+    while stack:
+        op = stack.pop()
+        if op == target:
+            return True
+        if op in seen or positions[op] > limit:
+            continue
+        seen.add(op)
+        stack.extend(users_in_block(op))
+    return False
+
+
+def not_fusible_reason(op: ir.Operation, limits: FusionLimits) -> str | None:
+    """Why `op` can take part in no fusion at all, or None."""
+    kind = kind_of(op)
+    if not op.name.startswith("xhlo."):
+        return f"{op.name} is not an xhlo op"
+    if kind in NOT_FUSIBLE_REASONS:
+        return NOT_FUSIBLE_REASONS[kind]
+    if kind == "fusion" and fusion_kind(op) not in ("loop", "input"):
+        return f"it is a fusion of kind {fusion_kind(op)}"
+    if kind not in FUSIBLE:
+        return f"xhlo.{kind} is not a fusible op"
+    if kind == "constant" and not is_splat_constant(op) and element_count(op.results[0].type) > limits.max_constant_elements:
+        return f"it is a large constant ({element_count(op.results[0].type)} elements)"
+    return None
+
+
+def is_expensive(op: ir.Operation) -> bool:
+    """XLA's IsExpensive, over a fusion's body: transcendental ops, reductions, gathers."""
+    return any(kind in TRANSCENDENTAL or kind in ("reduce", "gather", "dynamic_update_slice") for kind in fused_kinds(op))
+
+
+def fusion_refusal(
+    producer: ir.Operation,
+    consumer: ir.Operation,
+    *,
+    duplicate: bool,
+    limits: FusionLimits = FusionLimits(),
+) -> str | None:
+    """None when `producer` may fuse into `consumer`, else why not (one sentence)."""
+    producer, consumer = producer.operation, consumer.operation
+    if consumer.block != producer.block:
+        return "the consumer is in another computation"
+    reason = not_fusible_reason(producer, limits)
+    if reason:
+        return f"the producer is not fusible ({reason})"
+    reason = not_fusible_reason(consumer, limits)
+    if reason:
+        return f"the consumer is not fusible ({reason})"
+    if kind_of(consumer) == "constant":
+        return "the consumer is not fusible (a constant has no operands)"
+    if len(producer.results) != 1:
+        return "the producer has several results (multi-output producers are fused by xhlo-multi-output-fusion)"
+    producer_roots = root_kinds(producer)
+    if "dynamic_update_slice" in producer_roots:
+        return "the producer is an in-place dynamic-update-slice, which must stay a fusion root"
+    if "dynamic_update_slice" in root_kinds(consumer):
+        # the updated buffer (operand 0) must stay a separate buffer to be updated in place
+        updated = in_place_operand(consumer)
+        if updated is not None and _is(_owner(updated), producer):
+            return "the consumer updates the producer's result in place (dynamic-update-slice)"
+    if contains_reduce(producer) and contains_reduce(consumer):
+        return "both the producer and the consumer contain a reduce"
+    if "reduce" in producer_roots and kind_of(consumer) == "reduce":
+        return "both the producer and the consumer contain a reduce"
+    if duplicate:
+        if is_expensive(producer):
+            return "the producer is expensive and has other users; fusing would duplicate it"
+        if len(fused_ops(producer)) > limits.max_duplicated_ops:
+            return "the fusion would result in an overly large code duplication"
+    elif reachable(producer, consumer, skip_direct=True):
+        return "fusion would create a cycle"
+    size = len(fused_ops(producer)) + len(fused_ops(consumer))
+    if size > limits.max_fused_ops:
+        return f"the fusion would hold {size} ops, more than the maximum of {limits.max_fused_ops}"
+    operands = fused_operand_count(producer, consumer)
+    if operands > limits.max_operands:
+        return f"the fusion would have {operands} operands, more than the maximum of {limits.max_operands}"
+    return None
+
+
+def _is(a, b) -> bool:
+    return a is not None and b is not None and a == b
+
+
+def _owner(value: ir.Value) -> ir.Operation | None:
+    owner = value.owner
+    return owner.operation if isinstance(owner, (ir.Operation, ir.OpView)) else None
+
+
+def in_place_operand(op: ir.Operation) -> ir.Value | None:
+    """The operand a dynamic-update-slice (or a fusion rooted in one) updates in place."""
+    if op.name == "xhlo.dynamic_update_slice":
+        return op.operands[0]
+    if op.name != "xhlo.fusion":
+        return None
+    block = op.regions[0].blocks[0]
+    terminator = list(block.operations)[-1]
+    for value in terminator.operands:
+        root = _owner(value)
+        if root is not None and root.name == "xhlo.dynamic_update_slice":
+            buffer = root.operands[0]
+            for argument, operand in zip(block.arguments, op.operands):
+                if buffer == argument:
+                    return operand
+    return None
+
+
+def fused_operand_count(producer: ir.Operation, consumer: ir.Operation) -> int:
+    values: list = []
+    for value in list(consumer.operands) + list(producer.operands):
+        if _is(_owner(value), producer) or value in values:
+            continue
+        values.append(value)
+    return len(values)

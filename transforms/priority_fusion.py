@@ -1,0 +1,383 @@
+"""xhlo-priority-fusion: fuse producers into their consumers, most profitable first (XLA's
+PriorityFusion, with the legality rules of InstructionFusion and a per-backend cost model).
+
+In every computation (function bodies and while bodies; reducer regions are not fused), each
+op is a candidate producer; its priority is the time fusing it into its consumers saves
+(`cost_model.py`, option `backend=cpu|gpu`). Producers leave a heap in priority order (lazy
+invalidation: an entry whose version is stale is dropped); a popped producer is fused into
+every consumer that accepts it (`fusion_legality.py`). A consumer that is no fusion yet becomes
+one: kind `input` when its root is a reduce, else `loop`. When the producer has users left it
+is duplicated into the fused consumers, which is allowed only for cheap producers. After a
+merge the new fusion and the producers of its operands get new priorities. Dots and
+convolutions stay library calls (no output fusion).
+
+Each fusion gets a `name` attribute `<first-op>_<root-op>_fusion`, made unique with `.N`.
+Every merge and every refusal is logged with its reason and cost numbers; `dump_files`
+returns the log as `fusion-decisions.txt`, `decision_log` keeps the records, and
+`explain(log, query)` answers "why was this (not) fused" from either.
+Changed: any fusion made.
+"""
+
+import heapq
+import itertools
+import re
+from dataclasses import dataclass
+from typing import ClassVar
+
+from mlirxla.dialects.xhlo.builder import create_op
+from mlirxla.mlir import ir
+
+from .cost_model import model_for
+from .fusion_legality import (
+    FusionLimits,
+    fused_ops,
+    fusion_refusal,
+    kind_of,
+    not_fusible_reason,
+    position_map,
+    producers_in_block,
+    root_kinds,
+    users_in_block,
+)
+from .pass_base import ModulePass
+
+TERMINATORS = frozenset({"func.return", "xhlo.return"})
+
+
+@dataclass
+class Decision:
+    """One fusion decision: `fused` or `refused`, with the ops, the reason and the costs."""
+
+    verdict: str  # "fused" | "refused"
+    producer: str  # the producer's description: name and location
+    consumer: str
+    reason: str = ""
+    fusion: str = ""  # the name of the fusion made
+    saved_us: float | None = None
+    unfused_us: float | None = None
+    fused_us: float | None = None
+
+    def line(self) -> str:
+        costs = ""
+        if self.saved_us is not None:
+            costs = f" [time saved {self.saved_us:.3f}us: unfused {self.unfused_us:.3f}us, fused {self.fused_us:.3f}us]"
+        if self.verdict == "fused":
+            return f"fused {self.producer} into {self.consumer} -> {self.fusion}{costs}"
+        return f"not fused {self.producer} into {self.consumer}: {self.reason}{costs}"
+
+
+# --- describing ops --------------------------------------------------------------------------
+
+
+def location_text(op: ir.Operation) -> str:
+    text = str(op.location)
+    match = re.search(r'loc\((.*)\)$', text, re.S)
+    return match.group(1) if match else text
+
+
+def op_name(op: ir.Operation) -> str:
+    if "name" in op.attributes:
+        return ir.StringAttr(op.attributes["name"]).value
+    return kind_of(op)
+
+
+def describe(op: ir.Operation) -> str:
+    return f"{op_name(op)}({kind_of(op) if op.name == 'xhlo.fusion' else 'op'}) at {location_text(op)}"
+
+
+# --- building fusions ------------------------------------------------------------------------
+
+
+class Namer:
+    """Unique fusion names in one module: `base`, `base.1`, `base.2`, ..."""
+
+    def __init__(self, module: ir.Module):
+        self.used: set[str] = set()
+
+        def visit(op):
+            if "name" in op.attributes and op.name == "xhlo.fusion":
+                self.used.add(ir.StringAttr(op.attributes["name"]).value)
+            return ir.WalkResult.ADVANCE
+
+        module.operation.walk(visit)
+
+    def unique(self, base: str) -> str:
+        name, counter = base, 0
+        while name in self.used:
+            counter += 1
+            name = f"{base}.{counter}"
+        self.used.add(name)
+        return name
+
+
+def _owner_op(value: ir.Value) -> ir.Operation | None:
+    owner = value.owner
+    return owner.operation if isinstance(owner, (ir.Operation, ir.OpView)) else None
+
+
+def fusion_base_name(body_kinds: list[str], root: str) -> str:
+    first = next((k for k in body_kinds if k not in ("constant", "parameter")), body_kinds[0] if body_kinds else root)
+    return f"{first}_{root}_fusion"
+
+
+def build_fusion(members: list[ir.Operation], exposed: list[ir.Value], namer: Namer, kind: str | None = None) -> ir.Operation:
+    """Replace `members` (ops or fusions of one block, in block order) by one xhlo.fusion whose
+    results are `exposed`; members whose results are still used elsewhere stay (duplicated).
+    The fusion sits where the last member was; users that came earlier move after it."""
+    members = [m.operation for m in members]
+    inside = set(members)
+    block = members[0].block
+    anchor = members[-1]
+    inputs: list[ir.Value] = []
+    for member in members:
+        for value in member.operands:
+            if _owner_op(value) in inside or value in inputs:
+                continue
+            inputs.append(value)
+    location = anchor.location
+    with location, ir.InsertionPoint(anchor):
+        fusion = create_op("xhlo.fusion", inputs, [v.type for v in exposed], {}, location, region_count=1)
+    body = ir.Block.create_at_start(fusion.regions[0], [v.type for v in inputs], [location] * len(inputs))
+    mapping: dict = {value: argument for value, argument in zip(inputs, body.arguments)}
+    body_kinds: list[str] = []
+    with ir.InsertionPoint(body):
+        for member in members:
+            if member.name == "xhlo.fusion":
+                inner_block = member.regions[0].blocks[0]
+                for argument, operand in zip(inner_block.arguments, member.operands):
+                    mapping[argument] = mapping[operand]
+                inner_ops = list(inner_block.operations)
+                for inner in inner_ops[:-1]:
+                    _clone_into(inner.operation, mapping)
+                    body_kinds.append(kind_of(inner.operation))
+                for result, value in zip(member.results, inner_ops[-1].operands):
+                    mapping[result] = mapping[value]
+            else:
+                _clone_into(member, mapping)
+                body_kinds.append(kind_of(member))
+        create_op("xhlo.return", [mapping[v] for v in exposed], [], {}, location)
+    roots = [kind_of(_owner_op(mapping[v])) if _owner_op(mapping[v]) is not None else "parameter" for v in exposed]
+    if kind is None:
+        kind = "input" if "reduce" in roots else "loop"
+    fusion.attributes["kind"] = ir.StringAttr.get(kind)
+    fusion.attributes["name"] = ir.StringAttr.get(namer.unique(fusion_base_name(body_kinds, roots[0])))
+    for index, value in enumerate(exposed):
+        value.replace_all_uses_with(fusion.results[index])
+    for member in reversed(members):
+        if all(not list(r.uses) for r in member.results):
+            member.erase()
+    _move_users_after(fusion, block)
+    return fusion
+
+
+def _clone_into(op: ir.Operation, mapping: dict) -> None:
+    clone = op.clone()
+    for index, value in enumerate(op.operands):
+        if value in mapping:
+            clone.operands[index] = mapping[value]
+    for result, new in zip(op.results, clone.results):
+        mapping[result] = new
+
+
+def _move_users_after(fusion: ir.Operation, block: ir.Block) -> None:
+    """Ops before `fusion` that (transitively) use its results move after it, in order."""
+    positions = position_map(block)
+    here = positions[fusion]
+    late: set = set()
+    frontier = users_in_block(fusion)
+    while frontier:
+        op = frontier.pop()
+        if positions[op] < here and op not in late:
+            late.add(op)
+            frontier.extend(users_in_block(op))
+    anchor = fusion
+    for op in sorted(late, key=positions.__getitem__):
+        op.move_after(anchor)
+        anchor = op
+
+
+def fusible_blocks(module: ir.Module) -> list[ir.Block]:
+    """Blocks of the computations fusion runs in: function bodies and while / conditional
+    bodies, not reducers, comparators or fused computations."""
+    blocks: list[ir.Block] = []
+
+    def visit(op):
+        name = op.operation.name
+        if name == "func.func" or name in ("xhlo.while", "xhlo.conditional"):
+            for region in op.regions:
+                for block in region.blocks:
+                    blocks.append(block)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return blocks
+
+
+# --- the pass --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PriorityFusionPass(ModulePass):
+    """Fuses producers into consumers in order of the time the fusion saves."""
+
+    name: ClassVar[str] = "xhlo-priority-fusion"
+    summary: ClassVar[str] = "priority fusion: producers into consumers, most time saved first (loop and input fusions)"
+    backend: str = "cpu"
+
+    def __post_init__(self):
+        object.__setattr__(self, "decision_log", [])  # the records of the last run (not an option)
+
+    def run(self, module: ir.Module) -> bool:
+        self.decision_log.clear()
+        model = model_for(self.backend)
+        limits = FusionLimits()
+        namer = Namer(module)
+        changed = False
+        with module.context, ir.Location.unknown():
+            for block in fusible_blocks(module):
+                changed = FuseBlock(block, model, limits, namer, self.decision_log).run() or changed
+        return changed
+
+    def dump_files(self, module: ir.Module) -> dict[str, str]:
+        return {"fusion-decisions.txt": decision_text(self.decision_log)}
+
+
+def decision_text(log: list[Decision]) -> str:
+    header = f"# fusion decisions: {sum(d.verdict == 'fused' for d in log)} fused, {sum(d.verdict == 'refused' for d in log)} refused\n"
+    return header + "".join(d.line() + "\n" for d in log)
+
+
+class FuseBlock:
+    """The priority queue over one block's producers."""
+
+    def __init__(self, block, model, limits, namer, log):
+        self.block, self.model, self.limits, self.namer, self.log = block, model, limits, namer, log
+        # heap entries are (-priority, sequence, op identity); an entry is live while
+        # `current[identity] == sequence` (lazy invalidation). Identities, not op handles, are
+        # kept, so that no handle of an erased op is ever touched.
+        self.current: dict[int, int] = {}
+        self.heap: list = []
+        self.counter = itertools.count()
+
+    def forget(self, op: ir.Operation) -> None:
+        self.current.pop(hash(op), None)
+
+    def push(self, op: ir.Operation) -> None:
+        op = op.operation
+        if op.name in TERMINATORS or op.block != self.block:
+            return
+        sequence = next(self.counter)
+        self.current[hash(op)] = sequence
+        heapq.heappush(self.heap, (-self.priority(op), sequence, hash(op)))
+
+    def find(self, identity: int) -> ir.Operation | None:
+        for op in self.block.operations:
+            if hash(op.operation) == identity:
+                return op.operation
+        return None
+
+    def priority(self, op: ir.Operation) -> float:
+        consumers = [c for c in users_in_block(op) if c.name not in TERMINATORS]
+        if not consumers or not_fusible_reason(op, self.limits):
+            return float("-inf")
+        stays = len(consumers) != len(users_in_block(op))
+        return self.model.time_saved(op, consumers, stays)[0]
+
+    def run(self) -> bool:
+        for op in list(self.block.operations):
+            self.push(op)
+        changed = False
+        while self.heap:
+            _, sequence, identity = heapq.heappop(self.heap)
+            if self.current.get(identity) != sequence:
+                continue  # stale: the op changed or was erased since it was pushed
+            del self.current[identity]
+            op = self.find(identity)
+            if op is None:
+                continue
+            changed = self.fuse_producer(op) or changed
+        return changed
+
+    def fuse_producer(self, producer: ir.Operation) -> bool:
+        users = users_in_block(producer)
+        consumers = [u for u in users if u.name not in TERMINATORS]
+        if not users:
+            return False
+        if not consumers:
+            return False  # only returned: nothing to fuse into
+        duplicate = len(users) > 1
+        accepted = []
+        for consumer in consumers:
+            reason = fusion_refusal(producer, consumer, duplicate=duplicate, limits=self.limits)
+            if reason:
+                self.log.append(Decision("refused", describe(producer), describe(consumer), reason))
+            else:
+                accepted.append(consumer)
+        if not accepted:
+            return False
+        stays = len(accepted) != len(users)
+        saved, unfused, fused = self.model.time_saved(producer, accepted, stays)
+        costs = dict(saved_us=saved * 1e6, unfused_us=unfused * 1e6, fused_us=fused * 1e6)
+        if saved < 0 or (saved == 0 and kind_of(producer) != "constant"):
+            for consumer in accepted:
+                self.log.append(Decision("refused", describe(producer), describe(consumer), "the fusion is not profitable", **costs))
+            return False
+        producer_text = describe(producer)
+        made = []
+        for consumer in accepted:
+            consumer_text = describe(consumer)
+            # invalidate both before the IR changes (they may be erased)
+            self.forget(consumer)
+            self.forget(producer)
+            fusion = build_fusion([producer, consumer], list(consumer.results), self.namer)
+            self.log.append(Decision("fused", producer_text, consumer_text, fusion=describe(fusion), **costs))
+            made.append(fusion)
+        neighbours = []
+        for fusion in made:
+            neighbours.append(fusion)
+            neighbours.extend(producers_in_block(fusion))
+        if stays:
+            neighbours.append(producer)  # it keeps other users, so it was not erased
+        seen = set()
+        for op in neighbours:
+            if op not in seen:
+                seen.add(op)
+                self.push(op)
+        return True
+
+
+# --- explaining decisions --------------------------------------------------------------------
+
+LINE = re.compile(r"^(fused|not fused) (.+?) into (.+?)(?: -> (.+?)|: (.+?))(?: \[(.*)\])?$")
+
+
+def parse_log(text: str) -> list[Decision]:
+    decisions = []
+    for raw in text.splitlines():
+        match = LINE.match(raw.strip())
+        if not match:
+            continue
+        verdict, producer, consumer, fusion, reason, _ = match.groups()
+        decision = Decision("fused" if verdict == "fused" else "refused", producer, consumer, reason or "", fusion or "")
+        decision.costs_text = match.group(6)
+        decisions.append(decision)
+    return decisions
+
+
+def explain(log, query: str) -> str:
+    """Answer "why was `query` (an op name, fusion name or location) fused or not" from a
+    decision log (its text, or the `Decision` records)."""
+    records = parse_log(log) if isinstance(log, str) else list(log)
+    hits = [d for d in records if query in d.producer or query in d.consumer or query in d.fusion]
+    if not hits:
+        return f"no fusion decision mentions '{query}': it was never a candidate (not in a fused computation, or only returned)"
+    lines = [f"fusion decisions about '{query}':"]
+    for decision in hits:
+        lines.append("  " + decision.line())
+    fused = [d for d in hits if d.verdict == "fused"]
+    if fused:
+        lines.append(f"'{query}' was fused ({len(fused)} merge(s)); last into {fused[-1].fusion}")
+    else:
+        reasons = sorted({d.reason for d in hits})
+        lines.append(f"'{query}' was not fused: " + "; ".join(reasons))
+    return "\n".join(lines)
