@@ -235,6 +235,10 @@ class Analysis:
             self.in_place.append(([operands[0]], results[0], self.op_time[op]))
         elif self.share_elementwise and op.name in ELEMENTWISE and len(results) == 1:
             self.in_place.append((operands, results[0], self.op_time[op]))
+        elif self.share_elementwise and op.name == "xhlo.fusion" and len(results) == 1:
+            readable = elementwise_read_operands(op)
+            if readable:
+                self.in_place.append((readable, results[0], self.op_time[op]))
 
     def use_time(self, value: ir.Value, time: int, user_scope: tuple) -> int:
         defined = self.values[value].scope
@@ -301,6 +305,43 @@ class Analysis:
         return found
 
 
+def elementwise_read_operands(fusion: ir.Operation) -> list[ir.Value]:
+    """Operands of a loop fusion that it reads only elementwise at the index it writes: every
+    use of the parameter inside is an elementwise op of the result's shape. Such an operand's
+    buffer can take the result in place (each element is read before it is overwritten)."""
+    if "kind" not in fusion.attributes or ir.StringAttr(fusion.attributes["kind"]).value != "loop":
+        return []
+    result_type = str(fusion.results[0].type)
+    block = fusion.regions[0].blocks[0]
+    readable = []
+    for argument, operand in zip(block.arguments, fusion.operands):
+        if str(argument.type) != result_type:
+            continue
+        users = [use.owner for use in argument.uses]
+        if users and all(user.name in ELEMENTWISE and str(user.results[0].type) == result_type for user in users):
+            readable.append(operand)
+    return readable
+
+
+def colocate_in_live_out(buffers: list[LogicalBuffer]) -> list[LogicalBuffer]:
+    """Temps that die before a maybe-live-out buffer is defined live in its allocation, as XLA
+    assigns a buffer to an existing allocation it does not interfere with before it opens a
+    new one: the output's memory serves earlier values for free."""
+    temps = sorted((b for b in buffers if b.kind == "temp" and b.size > 0), key=lambda b: (-b.size, b.start))
+    placed: set[int] = set()
+    for host in (b for b in buffers if b.kind == "maybe-live-out"):
+        occupied = [(host.start, host.end)]
+        for temp in temps:
+            if id(temp) in placed or temp.size > host.size:
+                continue
+            if any(temp.start <= end and start <= temp.end for start, end in occupied):
+                continue
+            occupied.append((temp.start, temp.end))
+            host.values.extend(temp.values)
+            placed.add(id(temp))
+    return [b for b in buffers if id(b) not in placed]
+
+
 def analyze(module: ir.Module, alignment: int = 1, share_elementwise: bool = True) -> Assignment:
     with module.context:
         analysis = Analysis(module, share_elementwise)
@@ -308,7 +349,7 @@ def analyze(module: ir.Module, alignment: int = 1, share_elementwise: bool = Tru
         if entry is None:
             return Assignment([], [], [], HeapResult("spatial"), {}, {k: 0 for k in SUMMARY_KEYS})
         analysis.run_entry(entry)
-        buffers = analysis.finish()
+        buffers = colocate_in_live_out(analysis.finish())
     temps = [b for b in buffers if b.kind == "temp" and b.size > 0]
     slab = [Buffer(b.name, b.size, b.start, b.end) for b in temps]
     heap, candidates = pack(slab, alignment)

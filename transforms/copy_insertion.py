@@ -7,7 +7,9 @@ buffer that is read-only, a copy gives the writer a fresh buffer:
 - in-place ops (`dynamic_update_slice` operand 0, `scatter` inputs) whose operand is a
   parameter or constant (read-only buffers), or has another use (it stays live);
 - while-loop init values that are constants or parameters, that have another use (live after
-  the loop), or that are passed twice; a body result returned twice;
+  the loop), or that are passed twice, unless the body passes the value through unchanged
+  (the loop never writes that buffer, so it may stay the parameter's); a body result
+  returned twice;
 - entry results that are parameters or constants, or a value returned twice (distinct output
   buffers, XLA's AddSpecialCaseCopies);
 - donated parameters (`tf.aliasing_output` / `jax.buffer_donor`) read by other ops: their uses
@@ -56,6 +58,13 @@ def describe(value: ir.Value) -> str:
     if isinstance(value.owner, ir.Block):
         return f"region argument {ir.BlockArgument(value).arg_number}"
     return value.owner.name
+
+
+def passes_through(loop: ir.Operation, index: int) -> bool:
+    """Whether the while body returns its carried value `index` unchanged."""
+    body = loop.regions[1].blocks[0]
+    terminator = body.operations[len(body.operations) - 1].operation
+    return terminator.operands[index] == body.arguments[index]
 
 
 @dataclass(frozen=True)
@@ -116,6 +125,8 @@ class CopyInsertionPass(ModulePass):
                 continue
             if any(value == s for s in seen):
                 self._copy(op, i, "while init passed twice (carried buffers would alias)", fname)
+            elif passes_through(op, i):
+                pass  # never written by the loop: it may keep the init's buffer
             elif is_parameter(value):
                 self._copy(op, i, "while init is a parameter (the loop writes its buffer)", fname)
             elif is_constant(value):

@@ -20,6 +20,7 @@ PASSES = {
     "xhlo-while-loop-simplifier": "while_loop_simplifier:WhileLoopSimplifierPass",
     "xhlo-verify": "verifier:VerifierPass",
     "xhlo-priority-fusion": "priority_fusion:PriorityFusionPass",
+    "xhlo-multi-output-fusion": "multi_output_fusion:MultiOutputFusionPass",
     "xhlo-layout-assignment": "layout_assignment:LayoutAssignmentPass",
     "xhlo-copy-insertion": "copy_insertion:CopyInsertionPass",
     "xhlo-copy-removal": "copy_removal:CopyRemovalPass",

@@ -86,3 +86,43 @@ func.func @no_copy_while_fresh_init(%x: tensor<4xf32>, %p: tensor<i1>) -> tensor
   }) : (tensor<4xf32>) -> tensor<4xf32>
   return %w : tensor<4xf32>
 }
+
+// -----
+
+/// A parameter the loop writes gets a copy as its init.
+// CHECK-LABEL: func.func @while_writes_parameter
+// CHECK: %[[C:.*]] = "xhlo.copy"(%arg0)
+// CHECK: "xhlo.while"(%[[C]])
+func.func @while_writes_parameter(%x: tensor<4xf32>, %p: tensor<i1>) -> tensor<4xf32> {
+  %w = "xhlo.while"(%x) ({
+  ^bb0(%u: tensor<4xf32>):
+    "xhlo.return"(%p) : (tensor<i1>) -> ()
+  }, {
+  ^bb0(%u: tensor<4xf32>):
+    %n = "xhlo.negate"(%u) : (tensor<4xf32>) -> tensor<4xf32>
+    "xhlo.return"(%n) : (tensor<4xf32>) -> ()
+  }) : (tensor<4xf32>) -> tensor<4xf32>
+  %y = "xhlo.negate"(%w) : (tensor<4xf32>) -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+/// Negative twin: a parameter the body passes through unchanged is never written: no copy.
+// CHECK-LABEL: func.func @no_copy_while_pass_through_parameter
+// CHECK-NOT: xhlo.copy
+// CHECK: %[[Z:.*]] = "xhlo.negate"(%arg1)
+// CHECK: "xhlo.while"(%arg0, %[[Z]])
+func.func @no_copy_while_pass_through_parameter(%x: tensor<4xf32>, %y: tensor<4xf32>, %p: tensor<i1>) -> tensor<4xf32> {
+  %z = "xhlo.negate"(%y) : (tensor<4xf32>) -> tensor<4xf32>
+  %w:2 = "xhlo.while"(%x, %z) ({
+  ^bb0(%u: tensor<4xf32>, %v: tensor<4xf32>):
+    "xhlo.return"(%p) : (tensor<i1>) -> ()
+  }, {
+  ^bb0(%u: tensor<4xf32>, %v: tensor<4xf32>):
+    %n = "xhlo.add"(%u, %v) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    "xhlo.return"(%u, %n) : (tensor<4xf32>, tensor<4xf32>) -> ()
+  }) : (tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+  %o = "xhlo.negate"(%w#1) : (tensor<4xf32>) -> tensor<4xf32>
+  return %o : tensor<4xf32>
+}

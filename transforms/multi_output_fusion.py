@@ -1,0 +1,357 @@
+"""xhlo-multi-output-fusion: merge kernels into multi-output fusions (XLA's CPU/GPU
+MultiOutputFusion), after priority fusion.
+
+Two rewrites, repeated in every fusible computation (function bodies, while / conditional
+bodies) until nothing changes:
+
+- **Sibling fusion.** Two kernels (fusions of kind loop/input, or single fusible ops) of one
+  block that read a common operand become one fusion whose results are the results of both,
+  so the common operand is read once. Refused when there is a path of uses between them (the
+  fusion would create a cycle), when the shared operand is not worth sharing (a constant or a
+  scalar), when their shapes are incompatible (the same loop shape: a loop root's shape, or
+  the input shape of the reduce a fusion holds; two reductions must also reduce the same dimensions to the same
+  shape), when either is rooted in an in-place dynamic-update-slice, or when the merge is
+  too large (ops, operands, results).
+- **Producer-consumer fusion.** A producer with other users is fused into a consumer that is
+  a reduce (or a fusion holding a reduce: its hero) reducing data of the producer's shape; the producer's value
+  becomes an extra output of the fusion, which its other users read, so it is computed once
+  and not read back. Refused by `fusion_legality.fusion_refusal` (cycles, both containing a
+  reduce, sizes) and by the shape rule above.
+
+Merged fusions get kind `input` when a root is a reduce, else `loop`, and a new unique
+`name`. Every merge and refusal is logged with its reason; `dump_files` returns the log as
+`multi-output-fusion-decisions.txt`, `decision_log` keeps the records.
+Changed: any fusion merged.
+"""
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from mlirxla.mlir import ir
+
+from .fusion_legality import (
+    NOT_KERNELS,
+    FusionLimits,
+    element_count,
+    fused_kinds,
+    fused_ops,
+    fusion_kind,
+    fusion_refusal,
+    kind_of,
+    not_fusible_reason,
+    root_kinds,
+)
+from .pass_base import ModulePass
+from .priority_fusion import TERMINATORS, Namer, build_fusion, describe, fusible_blocks
+
+MAX_RESULTS = 64  # the xhlo.fusion op has 64 result slots
+
+
+@dataclass
+class MofDecision:
+    """One multi-output fusion decision."""
+
+    verdict: str  # "fused" | "refused"
+    rule: str  # "sibling" | "producer-consumer"
+    first: str  # sibling / producer description
+    second: str  # sibling / consumer description
+    reason: str = ""
+    fusion: str = ""
+
+    def line(self) -> str:
+        if self.rule == "sibling":
+            if self.verdict == "fused":
+                return f"sibling fusion: merged {self.first} and {self.second} -> {self.fusion}"
+            return f"sibling fusion: kept {self.first} and {self.second} apart: {self.reason}"
+        if self.verdict == "fused":
+            return f"producer-consumer fusion: fused {self.first} into {self.second} as an extra output -> {self.fusion}"
+        return f"producer-consumer fusion: not fused {self.first} into {self.second}: {self.reason}"
+
+
+def decision_text(log: list[MofDecision]) -> str:
+    fused = sum(d.verdict == "fused" for d in log)
+    refused = sum(d.verdict == "refused" for d in log)
+    return f"# multi-output fusion decisions: {fused} merged, {refused} refused\n" + "".join(d.line() + "\n" for d in log)
+
+
+# --- shapes ------------------------------------------------------------------------------------
+
+
+def _owner(value: ir.Value) -> ir.Operation | None:
+    owner = value.owner
+    return owner.operation if isinstance(owner, (ir.Operation, ir.OpView)) else None
+
+
+def _shape(value_type: ir.Type) -> tuple | None:
+    if isinstance(value_type, ir.RankedTensorType):
+        return tuple(ir.RankedTensorType(value_type).shape)
+    return None
+
+
+def _root_ops(op: ir.Operation) -> list[tuple[ir.Operation | None, ir.Value]]:
+    """(root op or None for a returned parameter, root value) of a kernel."""
+    if op.name != "xhlo.fusion":
+        return [(op, result) for result in op.results]
+    terminator = list(op.regions[0].blocks[0].operations)[-1]
+    return [(_owner(value), value) for value in terminator.operands]
+
+
+@dataclass(frozen=True)
+class Hero:
+    """What decides a kernel's loop: its loop shape, and for reductions what is reduced."""
+
+    loop_shape: tuple | None
+    reduction: tuple | None  # (dimensions, result shape) of the first reduce root, or None
+
+
+def hero_of(op: ir.Operation) -> Hero:
+    roots = _root_ops(op)
+    reduces = [root for root, _ in roots if root is not None and root.name == "xhlo.reduce"]
+    reduces += [inner for inner in fused_ops(op) if inner.name == "xhlo.reduce" and inner not in reduces]
+    if reduces:  # the reduction hero, a root or inside the fusion (with an epilogue after it)
+        hero = reduces[0]
+        dimensions = tuple(ir.DenseI64ArrayAttr(hero.attributes["dimensions"])) if "dimensions" in hero.attributes else ()
+        return Hero(_shape(hero.operands[0].type), (dimensions, _shape(hero.results[0].type)))
+    return Hero(_shape(roots[0][1].type) if roots else None, None)
+
+
+def shape_problem(a: ir.Operation, b: ir.Operation) -> str | None:
+    """None when `a` and `b` can share one loop, else why not (XLA's
+    ShapesCompatibleForMultiOutputFusion)."""
+    hero_a, hero_b = hero_of(a), hero_of(b)
+    if hero_a.loop_shape is None or hero_b.loop_shape is None:
+        return "a result is not a ranked tensor"
+    if hero_a.loop_shape != hero_b.loop_shape:
+        return f"incompatible shapes: loop shapes {list(hero_a.loop_shape)} and {list(hero_b.loop_shape)}"
+    if hero_a.reduction and hero_b.reduction and hero_a.reduction != hero_b.reduction:
+        return "incompatible reductions: different reduced dimensions or result shapes"
+    return None
+
+
+# --- candidates --------------------------------------------------------------------------------
+
+
+def kernel_problem(op: ir.Operation, limits: FusionLimits) -> str | None:
+    """None when `op` may take part in a multi-output fusion, else why not."""
+    kind = kind_of(op)
+    reason = not_fusible_reason(op, limits)
+    if reason:
+        return reason
+    if kind in NOT_KERNELS:
+        return f"xhlo.{kind} is no kernel"
+    if kind == "fusion" and fusion_kind(op) not in ("loop", "input"):
+        return f"it is a fusion of kind {fusion_kind(op)}"
+    if "dynamic_update_slice" in root_kinds(op):
+        return "it is rooted in an in-place dynamic-update-slice"
+    return None
+
+
+class Graph:
+    """Positions and users of one block's ops, computed once per scan."""
+
+    def __init__(self, block: ir.Block):
+        self.ops = [op.operation for op in block.operations]
+        self.position = {op: index for index, op in enumerate(self.ops)}
+        self.block = block
+        self.users: dict = {}
+        for op in self.ops:
+            found = []
+            for result in op.results:
+                for use in result.uses:
+                    user = self.in_block(use.owner)
+                    if user is not None and user not in found:
+                        found.append(user)
+            self.users[op] = found
+
+    def in_block(self, op) -> ir.Operation | None:
+        op = op.operation
+        while op.block != self.block:
+            parent = op.parent
+            if parent is None or parent.name == "builtin.module":
+                return None
+            op = parent.operation
+        return op
+
+    def reachable(self, source: ir.Operation, target: ir.Operation, skip_direct: bool = False) -> bool:
+        limit = self.position[target]
+        stack = [u for u in self.users[source] if not (skip_direct and u == target)]
+        seen: set = set()
+        while stack:
+            op = stack.pop()
+            if op == target:
+                return True
+            if op in seen or self.position[op] > limit:
+                continue
+            seen.add(op)
+            stack.extend(self.users[op])
+        return False
+
+
+def _operand_union(members: list[ir.Operation]) -> list[ir.Value]:
+    inside = set(members)
+    values: list = []
+    for member in members:
+        for value in member.operands:
+            if _owner(value) in inside or value in values:
+                continue
+            values.append(value)
+    return values
+
+
+def size_problem(members: list[ir.Operation], results: int, limits: FusionLimits) -> str | None:
+    ops = sum(len(fused_ops(m)) for m in members)
+    if ops > limits.max_fused_ops:
+        return f"the fusion would hold {ops} ops, more than the maximum of {limits.max_fused_ops}"
+    operands = len(_operand_union(members))
+    if operands > limits.max_operands:
+        return f"the fusion would have {operands} operands, more than the maximum of {limits.max_operands}"
+    if results > MAX_RESULTS:
+        return f"the fusion would have {results} results, more than the maximum of {MAX_RESULTS}"
+    return None
+
+
+def shared_operand_problem(value: ir.Value) -> str | None:
+    """XLA's IsProfitableOperand: sharing a constant or a scalar saves no memory traffic."""
+    owner = _owner(value)
+    if owner is not None and owner.name == "xhlo.constant":
+        return "the shared operand is a constant"
+    if element_count(value.type) <= 1:
+        return "the shared operand is a scalar"
+    if owner is not None and owner.name == "xhlo.broadcast" and element_count(owner.operands[0].type) <= 1:
+        return "the shared operand is a broadcast scalar"
+    return None
+
+
+# --- the pass ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MultiOutputFusionPass(ModulePass):
+    """Merges sibling kernels and producer-consumer pairs into multi-output fusions."""
+
+    name: ClassVar[str] = "xhlo-multi-output-fusion"
+    summary: ClassVar[str] = "multi-output fusion: sibling kernels sharing an operand, and producers kept as extra outputs of reduce consumers"
+    sibling: bool = True
+    producer_consumer: bool = True
+
+    def __post_init__(self):
+        object.__setattr__(self, "decision_log", [])
+
+    def run(self, module: ir.Module) -> bool:
+        self.decision_log.clear()
+        limits = FusionLimits()
+        namer = Namer(module)
+        changed = False
+        with module.context, ir.Location.unknown():
+            for block in fusible_blocks(module):
+                changed = MergeBlock(block, limits, namer, self.decision_log, self.sibling, self.producer_consumer).run() or changed
+        return changed
+
+    def dump_files(self, module: ir.Module) -> dict[str, str]:
+        return {"multi-output-fusion-decisions.txt": decision_text(self.decision_log)}
+
+
+class MergeBlock:
+    """Multi-output fusion in one block: scan, merge one pair, rescan, until nothing merges."""
+
+    def __init__(self, block, limits, namer, log, sibling=True, producer_consumer=True):
+        self.block, self.limits, self.namer, self.log = block, limits, namer, log
+        self.sibling, self.producer_consumer = sibling, producer_consumer
+        self.logged: set = set()
+
+    def refuse(self, rule: str, first: ir.Operation, second: ir.Operation, reason: str) -> None:
+        record = MofDecision("refused", rule, describe(first), describe(second), reason)
+        key = (rule, record.first, record.second, reason)
+        if key not in self.logged:
+            self.logged.add(key)
+            self.log.append(record)
+
+    def run(self) -> bool:
+        changed = False
+        while True:
+            merged = (self.sibling and self.sibling_step()) or (self.producer_consumer and self.producer_consumer_step())
+            if not merged:
+                return changed
+            changed = True
+
+    # sibling fusion
+
+    def sibling_step(self) -> bool:
+        graph = Graph(self.block)
+        values: list = list(self.block.arguments)
+        for op in graph.ops:
+            values.extend(op.results)
+        for value in values:
+            users = []
+            for use in value.uses:
+                user = graph.in_block(use.owner)
+                if user is not None and user not in users and user.name not in TERMINATORS:
+                    users.append(user)
+            if len(users) < 2:
+                continue
+            users.sort(key=graph.position.__getitem__)
+            candidates = [u for u in users if kernel_problem(u, self.limits) is None]
+            if len(candidates) < 2:
+                continue
+            profit = shared_operand_problem(value)
+            for i, first in enumerate(candidates):
+                for second in candidates[i + 1:]:
+                    reason = profit or self.sibling_problem(graph, first, second)
+                    if reason:
+                        self.refuse("sibling", first, second, reason)
+                        continue
+                    self.merge_siblings(first, second)
+                    return True
+        return False
+
+    def sibling_problem(self, graph: Graph, first: ir.Operation, second: ir.Operation) -> str | None:
+        if graph.reachable(first, second):
+            return "there is a path between them: the fusion would create a cycle"
+        reason = shape_problem(first, second)
+        if reason:
+            return reason
+        return size_problem([first, second], len(first.results) + len(second.results), self.limits)
+
+    def merge_siblings(self, first: ir.Operation, second: ir.Operation) -> None:
+        first_text, second_text = describe(first), describe(second)
+        exposed = list(first.results) + list(second.results)
+        fusion = build_fusion([first, second], exposed, self.namer)
+        self.log.append(MofDecision("fused", "sibling", first_text, second_text, fusion=describe(fusion)))
+
+    # producer-consumer fusion
+
+    def producer_consumer_step(self) -> bool:
+        graph = Graph(self.block)
+        for producer in graph.ops:
+            users = graph.users[producer]
+            if len(users) < 2 or len(producer.results) != 1 or kernel_problem(producer, self.limits):
+                continue
+            if kind_of(producer) in ("broadcast", "iota", "reshape", "transpose", "slice", "convert"):
+                continue  # cheap: priority fusion duplicates these instead
+            for consumer in users:
+                if consumer.name in TERMINATORS or "reduce" not in fused_kinds(consumer):
+                    continue
+                reason = kernel_problem(consumer, self.limits)
+                reason = f"the consumer cannot be fused ({reason})" if reason else None
+                reason = reason or self.pc_problem(graph, producer, consumer)
+                if reason:
+                    self.refuse("producer-consumer", producer, consumer, reason)
+                    continue
+                producer_text, consumer_text = describe(producer), describe(consumer)
+                exposed = list(consumer.results) + list(producer.results)
+                fusion = build_fusion([producer, consumer], exposed, self.namer)
+                self.log.append(MofDecision("fused", "producer-consumer", producer_text, consumer_text, fusion=describe(fusion)))
+                return True
+        return False
+
+    def pc_problem(self, graph: Graph, producer: ir.Operation, consumer: ir.Operation) -> str | None:
+        hero = hero_of(consumer)
+        produced = _shape(producer.results[0].type)
+        if hero.reduction is None or produced != hero.loop_shape:
+            return f"incompatible shapes: the producer's shape {list(produced or ())} is not the shape {list(hero.loop_shape or ())} the consumer reduces"
+        if graph.reachable(producer, consumer, skip_direct=True):
+            return "fusion would create a cycle"
+        reason = fusion_refusal(producer, consumer, duplicate=False, limits=self.limits)
+        if reason:
+            return reason
+        return size_problem([producer, consumer], len(consumer.results) + 1, self.limits)
