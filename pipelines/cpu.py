@@ -2,7 +2,8 @@
 
     simplification (to a fixed point)
  -> layout assignment, then removal of the copies it made unnecessary
- -> priority fusion (what becomes a kernel)
+ -> priority fusion (what becomes a kernel), then multi-output fusion (siblings sharing an
+    operand, producers kept as an extra output of the reduction that reads them)
  -> copy insertion (what in-place updates, loops and outputs need for correctness)
  -> scheduling (a sequential order per computation, minimizing peak memory)
  -> buffer assignment (where every value lives; analysis only)
@@ -12,6 +13,7 @@ from mlirxla.transforms.buffer_assignment import BufferAssignmentPass
 from mlirxla.transforms.copy_insertion import CopyInsertionPass
 from mlirxla.transforms.copy_removal import CopyRemovalPass
 from mlirxla.transforms.layout_assignment import LayoutAssignmentPass
+from mlirxla.transforms.multi_output_fusion import MultiOutputFusionPass
 from mlirxla.transforms.priority_fusion import PriorityFusionPass
 from mlirxla.transforms.scheduling import SchedulingPass
 
@@ -26,6 +28,7 @@ def cpu_pipeline() -> Pipeline:
         .add(LayoutAssignmentPass())
         .add(CopyRemovalPass())
         .add(PriorityFusionPass(backend="cpu"))
+        .add(MultiOutputFusionPass())
         .add(CopyInsertionPass())
         .add(SchedulingPass())
         .add(BufferAssignmentPass())
