@@ -30,13 +30,11 @@ from mlirxla.mlir import ir
 from .cost_model import model_for
 from .fusion_legality import (
     FusionLimits,
-    fused_ops,
     fusion_refusal,
     kind_of,
     not_fusible_reason,
     position_map,
     producers_in_block,
-    root_kinds,
     users_in_block,
 )
 from .pass_base import ModulePass

@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 from mlirxla.mlir import ext, ir
 
-from .dialect import Xhlo, XhloOp
+from .dialect import XhloOp
 from .types import (
     bit_width,
     element_of,

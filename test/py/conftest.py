@@ -15,3 +15,34 @@ def context():
     from mlirxla.context import new_context
 
     return new_context()
+
+# The JAX samples small enough for the reference interpreter, which pass tests run before and after.
+PASS_SAMPLES = [
+    "01_mlp_softmax.stablehlo.mlir",
+    "02_scan_while_cond_gelu.stablehlo.mlir",
+    "programs/mlp_softmax_small.stablehlo.mlir",
+    "programs/scan.stablehlo.mlir",
+]
+
+
+def random_arguments(module, seed: int = 0) -> list:
+    """Arguments for the module's entry function, drawn as `mlirxla-run --seed` draws them."""
+    import numpy as np
+
+    from mlirxla.mlir import ir
+    from mlirxla.runtime import reference
+    from mlirxla.tools.run import generated_argument
+
+    with module.context, ir.Location.unknown():
+        types = [ir.RankedTensorType(t) for t in reference.argument_types(module, reference.entry_function(module))]
+        rng = np.random.default_rng(seed)
+        return [generated_argument(t, rng) for t in types]
+
+
+def reference_outputs(module, arguments) -> list:
+    """The entry function's outputs on the reference interpreter, as numpy arrays."""
+    from mlirxla.mlir import ir
+    from mlirxla.runtime import literals, reference
+
+    with module.context, ir.Location.unknown():
+        return [literals.to_numpy(v) for v in reference.execute(module, arguments).outputs]

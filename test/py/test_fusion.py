@@ -11,24 +11,13 @@ from mlirxla.mlir import ir
 from mlirxla.pipelines import named_pipeline
 from mlirxla.pipelines.pipeline import Pipeline
 from mlirxla.pipelines.runner import PipelineRunner
-from mlirxla.runtime import literals, reference
-from mlirxla.tools.run import generated_argument
 from mlirxla.transforms.fusion_legality import NOT_KERNELS, kind_of
 from mlirxla.transforms.priority_fusion import PriorityFusionPass, decision_text, explain
 
-from .conftest import SAMPLES
+from .conftest import PASS_SAMPLES, SAMPLES, random_arguments, reference_outputs
 
-PROGRAMS = [
-    "01_mlp_softmax.stablehlo.mlir",
-    "02_scan_while_cond_gelu.stablehlo.mlir",
-    "programs/mlp_softmax_small.stablehlo.mlir",
-    "programs/scan.stablehlo.mlir",
-]
+PROGRAMS = PASS_SAMPLES
 
-
-def outputs(module, arguments):
-    with module.context, ir.Location.unknown():
-        return [literals.to_numpy(v) for v in reference.execute(module, arguments).outputs]
 
 
 def kernel_count(module) -> int:
@@ -63,15 +52,12 @@ def _in_reducer(op) -> bool:
 def test_fusion_keeps_results(name, backend, context):
     module = frontdoor.import_file(os.path.join(SAMPLES, name), context).module
     PipelineRunner(module).run(named_pipeline("simplification"))
-    with context, ir.Location.unknown():
-        types = [ir.RankedTensorType(t) for t in reference.argument_types(module, "main")]
-        rng = np.random.default_rng(7)
-        arguments = [generated_argument(t, rng) for t in types]
-    before = outputs(module, arguments)
+    arguments = random_arguments(module, 7)
+    before = reference_outputs(module, arguments)
     fusion = PriorityFusionPass(backend=backend)
     PipelineRunner(module).run(Pipeline("fusion").add(fusion).add("xhlo-verify"))
     assert "xhlo.fusion" in str(module)
-    after = outputs(module, arguments)
+    after = reference_outputs(module, arguments)
     for a, b in zip(after, before):
         np.testing.assert_array_equal(a, b)
     text = fusion.dump_files(module)["fusion-decisions.txt"]

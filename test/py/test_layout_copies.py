@@ -12,24 +12,13 @@ from mlirxla.mlir import ir
 from mlirxla.pipelines import named_pipeline
 from mlirxla.pipelines.pipeline import Pipeline
 from mlirxla.pipelines.runner import PipelineRunner
-from mlirxla.runtime import literals, reference
-from mlirxla.tools.run import generated_argument
 from mlirxla.transforms.copy_insertion import CopyInsertionPass
 from mlirxla.transforms.layout_assignment import LayoutAssignmentPass, layout_of
 
-from .conftest import SAMPLES
+from .conftest import PASS_SAMPLES, SAMPLES, random_arguments, reference_outputs
 
-NAMES = [
-    "01_mlp_softmax.stablehlo.mlir",
-    "02_scan_while_cond_gelu.stablehlo.mlir",
-    "programs/mlp_softmax_small.stablehlo.mlir",
-    "programs/scan.stablehlo.mlir",
-]
+NAMES = PASS_SAMPLES
 
-
-def outputs(module, arguments) -> list[np.ndarray]:
-    with module.context, ir.Location.unknown():
-        return [literals.to_numpy(v) for v in reference.execute(module, arguments).outputs]
 
 
 def all_ops(module) -> list:
@@ -47,7 +36,6 @@ def check_every_value_has_layout(module) -> None:
     for op in all_ops(module):
         name = op.name
         if name == "func.func":
-            func_type = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
             continue
         if not name.startswith("xhlo.") or not any(isinstance(r.type, ir.RankedTensorType) for r in op.results):
             continue
@@ -66,11 +54,8 @@ def check_every_value_has_layout(module) -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_layouts_and_copies_keep_results(name, context):
     module = frontdoor.import_file(os.path.join(SAMPLES, name), context).module
-    with context, ir.Location.unknown():
-        types = [ir.RankedTensorType(t) for t in reference.argument_types(module, "main")]
-        rng = np.random.default_rng(11)
-        arguments = [generated_argument(t, rng) for t in types]
-    before = outputs(module, arguments)
+    arguments = random_arguments(module, 11)
+    before = reference_outputs(module, arguments)
     runner = PipelineRunner(module)
     runner.run(named_pipeline("simplification"))
     layout = LayoutAssignmentPass()
@@ -82,7 +67,7 @@ def test_layouts_and_copies_keep_results(name, context):
         assert "entry computation layout" in report
         assert all(" by " in line for line in report.splitlines())
         assert "copy-insertion.txt" in insertion.dump_files(module)
-    after = outputs(module, arguments)
+    after = reference_outputs(module, arguments)
     assert len(after) == len(before)
     for a, b in zip(after, before):
         np.testing.assert_array_equal(a, b)

@@ -8,27 +8,15 @@ import pytest
 
 from mlirxla import frontdoor
 from mlirxla.context import new_context
-from mlirxla.mlir import ir
 from mlirxla.pipelines import named_pipeline
 from mlirxla.pipelines.pipeline import Pipeline
 from mlirxla.pipelines.runner import PipelineRunner
-from mlirxla.runtime import literals, reference
-from mlirxla.tools.run import generated_argument
 from mlirxla.transforms.multi_output_fusion import MultiOutputFusionPass
 
-from .conftest import SAMPLES
+from .conftest import PASS_SAMPLES, SAMPLES, random_arguments, reference_outputs
 
-PROGRAMS = [
-    "01_mlp_softmax.stablehlo.mlir",
-    "02_scan_while_cond_gelu.stablehlo.mlir",
-    "programs/mlp_softmax_small.stablehlo.mlir",
-    "programs/scan.stablehlo.mlir",
-]
+PROGRAMS = PASS_SAMPLES
 
-
-def outputs(module, arguments):
-    with module.context, ir.Location.unknown():
-        return [literals.to_numpy(v) for v in reference.execute(module, arguments).outputs]
 
 
 def fusion_count(module) -> int:
@@ -46,17 +34,14 @@ def fused_module(name):
 def test_multi_output_fusion_keeps_results(name):
     module = fused_module(name)
     context = module.context
-    with context, ir.Location.unknown():
-        types = [ir.RankedTensorType(t) for t in reference.argument_types(module, "main")]
-        rng = np.random.default_rng(11)
-        arguments = [generated_argument(t, rng) for t in types]
-    before = outputs(module, arguments)
+    arguments = random_arguments(module, 11)
+    before = reference_outputs(module, arguments)
     count = fusion_count(module)
     mof = MultiOutputFusionPass()
     PipelineRunner(module).run(Pipeline("mof").add(mof).add("xhlo-verify"))
     with context:
         assert module.operation.verify()
-    after = outputs(module, arguments)
+    after = reference_outputs(module, arguments)
     assert len(after) == len(before)
     for a, b in zip(after, before):
         np.testing.assert_array_equal(a, b)

@@ -7,17 +7,14 @@ import numpy as np
 import pytest
 
 from mlirxla import frontdoor
-from mlirxla.mlir import ir
 from mlirxla.pipelines import named_pipeline
 from mlirxla.pipelines.pipeline import Pipeline
 from mlirxla.pipelines.runner import PipelineRunner
-from mlirxla.runtime import literals, reference
-from mlirxla.tools.run import generated_argument
 from mlirxla.transforms.buffer_assignment import BufferAssignmentPass, analyze, memory_summary
 from mlirxla.transforms.heap_simulator import Buffer, best_fit, pack, peak_live
 from mlirxla.transforms.scheduling import SchedulingPass
 
-from .conftest import SAMPLES
+from .conftest import SAMPLES, random_arguments, reference_outputs
 
 SAMPLE_FILES = [
     "01_mlp_softmax.stablehlo.mlir",
@@ -195,24 +192,17 @@ def test_schedules_respect_dependencies_on_samples(context):
 
 # ----- results unchanged on the JAX samples ----------------------------------------------
 
-def outputs(module, arguments):
-    with module.context, ir.Location.unknown():
-        return [literals.to_numpy(v) for v in reference.execute(module, arguments).outputs]
-
 
 @pytest.mark.parametrize("name", SAMPLE_FILES)
 def test_scheduling_and_buffer_assignment_keep_sample_results(name, context):
     module = frontdoor.import_file(os.path.join(SAMPLES, name), context).module
-    with context, ir.Location.unknown():
-        types = [ir.RankedTensorType(t) for t in reference.argument_types(module, "main")]
-        rng = np.random.default_rng(11)
-        arguments = [generated_argument(t, rng) for t in types]
+    arguments = random_arguments(module, 11)
     PipelineRunner(module).run(named_pipeline("simplification"))
-    before = outputs(module, arguments)
+    before = reference_outputs(module, arguments)
     PipelineRunner(module).run(Pipeline("scheduling").add(SchedulingPass()).add(BufferAssignmentPass()))
     assert "xhlo.schedule" in module.operation.attributes
     assert "xhlo.buffer_assignment" in module.operation.attributes
-    after = outputs(module, arguments)
+    after = reference_outputs(module, arguments)
     for a, b in zip(after, before):
         np.testing.assert_array_equal(a, b)
     summary = memory_summary(module)

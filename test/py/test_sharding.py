@@ -200,8 +200,6 @@ def op_shardings(module):
 
 def xla_parameter_shardings(path):
     """The parameter shardings in XLA's compiled HLO text."""
-    import re
-
     shardings = []
     for line in open(path):
         if " parameter(" in line and "sharding=" in line and "ENTRY" not in line:

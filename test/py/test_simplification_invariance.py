@@ -9,13 +9,10 @@ import pytest
 
 from mlirxla import frontdoor
 from mlirxla.conformance import run_suite
-from mlirxla.mlir import ir
 from mlirxla.pipelines import named_pipeline
 from mlirxla.pipelines.runner import PipelineRunner
-from mlirxla.runtime import literals, reference
-from mlirxla.tools.run import generated_argument
 
-from .conftest import CONFORMANCE, REPOSITORY, SAMPLES
+from .conftest import CONFORMANCE, REPOSITORY, SAMPLES, random_arguments, reference_outputs
 from .test_samples import RUNNABLE
 
 # too large for the reference interpreter in a test, or holding collectives it cannot run alone
@@ -30,22 +27,15 @@ VERIFIED_ONLY = [
 ]
 
 
-def outputs(module, arguments) -> list[np.ndarray]:
-    with module.context, ir.Location.unknown():
-        return [literals.to_numpy(v) for v in reference.execute(module, arguments).outputs]
-
 
 @pytest.mark.parametrize("pipeline", ["simplification", "cpu"])
 @pytest.mark.parametrize("name", RUNNABLE)
 def test_pipeline_keeps_sample_results(name, pipeline, context):
     module = frontdoor.import_file(os.path.join(SAMPLES, name), context).module
-    with context, ir.Location.unknown():
-        types = [ir.RankedTensorType(t) for t in reference.argument_types(module, "main")]
-        rng = np.random.default_rng(7)
-        arguments = [generated_argument(t, rng) for t in types]
-    before = outputs(module, arguments)
+    arguments = random_arguments(module, 7)
+    before = reference_outputs(module, arguments)
     PipelineRunner(module).run(named_pipeline(pipeline))
-    after = outputs(module, arguments)
+    after = reference_outputs(module, arguments)
     for a, b in zip(after, before):
         np.testing.assert_array_equal(a, b)
 

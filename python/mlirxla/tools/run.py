@@ -19,7 +19,6 @@ import numpy as np
 from mlirxla import frontdoor, printing
 from mlirxla.context import new_context
 from mlirxla.errors import MlirxlaError, first_line, in_file
-from mlirxla.frontdoor.load import load_bytes
 from mlirxla.mlir import ir
 from mlirxla.runtime import checks, literals, oracle, reference
 
