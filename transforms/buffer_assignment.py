@@ -39,7 +39,7 @@ from mlirxla.mlir import ir
 
 from .heap_simulator import Buffer, HeapResult, pack, peak_live
 from .pass_base import ModulePass
-from .scheduling import entry_function, type_bytes
+from .scheduling import entry_function, nested_operands, type_bytes
 
 FLATTENED = ("xhlo.while", "xhlo.conditional")
 ELEMENTWISE = frozenset("xhlo." + name for name in (
@@ -188,14 +188,7 @@ class Analysis:
         """Operands of `op` and of ops in its regions, unless those regions are flattened."""
         if op.name in FLATTENED:
             return list(op.operands)
-        values = []
-
-        def visit(inner):
-            values.extend(inner.operation.operands)
-            return ir.WalkResult.ADVANCE
-
-        op.walk(visit)
-        return values
+        return nested_operands(op)
 
     def add_aliases(self, op: ir.Operation) -> None:
         operands, results = list(op.operands), list(op.results)
