@@ -59,6 +59,7 @@ class FusionLimits:
     max_operands: int = 64  # the xhlo.fusion op has 64 operand slots
     max_duplicated_ops: int = 16  # a duplicated producer may hold at most this many ops
     max_constant_elements: int = 1024  # larger non-splat constants stay buffers
+    row_fusion: bool = True  # reductions over the same rows may share a kernel (see row_compatible)
 
 
 def kind_of(op: ir.Operation) -> str:
@@ -95,6 +96,48 @@ def root_kinds(op: ir.Operation) -> list[str]:
 
 def contains_reduce(op: ir.Operation) -> bool:
     return "reduce" in fused_kinds(op)
+
+
+def _shape(value_type: ir.Type) -> tuple[int, ...] | None:
+    return tuple(ir.RankedTensorType(value_type).shape) if isinstance(value_type, ir.RankedTensorType) else None
+
+
+def row_compatible(producer: ir.Operation, consumer: ir.Operation) -> bool:
+    """Whether two kernels that both reduce work row by row, so one kernel can run them.
+
+    Rows: every reduce (single input) reduces the trailing dimensions of inputs of one shape S,
+    leaving the row shape R; every broadcast takes a scalar or maps R's dimensions onto the
+    leading ones; every other value has shape S, R or is a scalar. Then each row's results
+    depend on that row alone, and a kernel can compute a row's reductions and the
+    elementwise work between them in one sweep (a softmax is one such kernel, as XLA's
+    custom CPU fusions and its GPU softmax fusions make it).
+    """
+    ops = fused_ops(producer) + fused_ops(consumer)
+    inputs, rows = set(), set()
+    for op in ops:
+        if kind_of(op) != "reduce":
+            continue
+        if len(op.operands) != 2:
+            return False
+        shape = _shape(op.operands[0].type)
+        dimensions = sorted(ir.DenseI64ArrayAttr(op.attributes["dimensions"]))
+        kept = len(shape) - len(dimensions)
+        if not dimensions or dimensions != list(range(kept, len(shape))):
+            return False
+        inputs.add(shape)
+        rows.add(shape[:kept])
+    if len(inputs) != 1 or len(rows) != 1:
+        return False
+    full, row = inputs.pop(), rows.pop()
+    allowed = {full, row, ()}
+    for op in ops:
+        if kind_of(op) == "broadcast":
+            operand = _shape(op.operands[0].type)
+            if operand not in ((), row) or (operand == row and list(ir.DenseI64ArrayAttr(op.attributes["dimensions"])) != list(range(len(row)))):
+                return False
+        if any(_shape(result.type) not in allowed for result in op.results):
+            return False
+    return True
 
 
 def element_count(value_type: ir.Type) -> int:
@@ -217,7 +260,7 @@ def fusion_refusal(
         updated = in_place_operand(consumer)
         if updated is not None and _is(_owner(updated), producer):
             return "the consumer updates the producer's result in place (dynamic-update-slice)"
-    if contains_reduce(producer) and contains_reduce(consumer):
+    if contains_reduce(producer) and contains_reduce(consumer) and not (limits.row_fusion and not duplicate and row_compatible(producer, consumer)):
         return "both the producer and the consumer contain a reduce"
     if "reduce" in producer_roots and kind_of(consumer) == "reduce":
         return "both the producer and the consumer contain a reduce"

@@ -85,3 +85,16 @@ def test_report_kernel_counts(context, capsys):
         PriorityFusionPass().run(module)
         with capsys.disabled():
             print(f"\nkernels {name}: {before} unfused -> {kernel_count(module)} fused")
+
+
+def test_row_fusion_makes_softmax_one_kernel_with_the_same_results(context):
+    """Reductions over the same rows join one kernel; the fused module computes the same."""
+    text = open(os.path.join(SAMPLES, "programs", "softmax.stablehlo.mlir")).read()
+    text = text.replace("4096x1024", "16x32").replace("4096x1", "16x1").replace("tensor<4096xf32>", "tensor<16xf32>")
+    module = frontdoor.import_text(text, "softmax_small.mlir", context).module
+    arguments = random_arguments(module, 5)
+    before = reference_outputs(module, arguments)
+    PipelineRunner(module).run(Pipeline("p").add(named_pipeline("simplification")).add(PriorityFusionPass()))
+    assert kernel_count(module) == 1
+    for a, b in zip(reference_outputs(module, arguments), before):
+        np.testing.assert_array_equal(a, b)

@@ -64,3 +64,57 @@ func.func @shared_expensive(%x: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>)
   %4 = "xhlo.abs"(%3) : (tensor<8xf32>) -> tensor<8xf32>
   return %2, %4 : tensor<8xf32>, tensor<8xf32>
 }
+
+// -----
+
+/// A softmax: reductions over the same rows (trailing dimension) join one kernel, since each
+/// row's results depend on that row alone.
+// CHECK-LABEL: func.func @row_softmax_one_kernel
+// CHECK-COUNT-1: "xhlo.fusion"
+// CHECK-NOT: "xhlo.fusion"
+// CHECK: return
+func.func @row_softmax_one_kernel(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %ninf = "xhlo.constant"() {value = dense<0xFF800000> : tensor<f32>} : () -> tensor<f32>
+  %zero = "xhlo.constant"() {value = dense<0.0> : tensor<f32>} : () -> tensor<f32>
+  %max = "xhlo.reduce"(%x, %ninf) ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %m = "xhlo.maximum"(%a, %b) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+    "xhlo.return"(%m) : (tensor<f32>) -> ()
+  }) {dimensions = array<i64: 1>} : (tensor<4x8xf32>, tensor<f32>) -> tensor<4xf32>
+  %bmax = "xhlo.broadcast"(%max) {dimensions = array<i64: 0>} : (tensor<4xf32>) -> tensor<4x8xf32>
+  %shifted = "xhlo.subtract"(%x, %bmax) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %e = "xhlo.exponential"(%shifted) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %sum = "xhlo.reduce"(%e, %zero) ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %s = "xhlo.add"(%a, %b) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+    "xhlo.return"(%s) : (tensor<f32>) -> ()
+  }) {dimensions = array<i64: 1>} : (tensor<4x8xf32>, tensor<f32>) -> tensor<4xf32>
+  %bsum = "xhlo.broadcast"(%sum) {dimensions = array<i64: 0>} : (tensor<4xf32>) -> tensor<4x8xf32>
+  %y = "xhlo.divide"(%e, %bsum) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
+
+// -----
+
+/// Negative twin: when the second reduction runs over the other dimension (columns), rows
+/// are no longer independent and the two reductions stay in separate kernels.
+// CHECK-LABEL: func.func @no_row_fusion_across_dimensions
+// CHECK-COUNT-2: "xhlo.fusion"
+func.func @no_row_fusion_across_dimensions(%x: tensor<4x8xf32>) -> tensor<8xf32> {
+  %ninf = "xhlo.constant"() {value = dense<0xFF800000> : tensor<f32>} : () -> tensor<f32>
+  %zero = "xhlo.constant"() {value = dense<0.0> : tensor<f32>} : () -> tensor<f32>
+  %max = "xhlo.reduce"(%x, %ninf) ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %m = "xhlo.maximum"(%a, %b) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+    "xhlo.return"(%m) : (tensor<f32>) -> ()
+  }) {dimensions = array<i64: 1>} : (tensor<4x8xf32>, tensor<f32>) -> tensor<4xf32>
+  %bmax = "xhlo.broadcast"(%max) {dimensions = array<i64: 0>} : (tensor<4xf32>) -> tensor<4x8xf32>
+  %shifted = "xhlo.subtract"(%x, %bmax) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %e = "xhlo.exponential"(%shifted) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %sum = "xhlo.reduce"(%e, %zero) ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %s = "xhlo.add"(%a, %b) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+    "xhlo.return"(%s) : (tensor<f32>) -> ()
+  }) {dimensions = array<i64: 0>} : (tensor<4x8xf32>, tensor<f32>) -> tensor<8xf32>
+  return %sum : tensor<8xf32>
+}
