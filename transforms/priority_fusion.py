@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from mlirxla.dialects.xhlo.builder import create_op
+from mlirxla import errors
 from mlirxla.mlir import ir
 
 from .cost_model import model_for
@@ -68,9 +69,9 @@ class Decision:
 
 
 def location_text(op: ir.Operation) -> str:
-    text = str(op.location)
-    match = re.search(r'loc\((.*)\)$', text, re.S)
-    return match.group(1) if match else text
+    """`file:line:col` of the op (`-` for text parsed from memory), else the raw location."""
+    text = errors.location_text(op.location)
+    return str(op.location) if text == "-" else text
 
 
 def op_name(op: ir.Operation) -> str:

@@ -275,3 +275,17 @@ def test_cli_disable_and_enable_change_what_runs():
     only = opt(MLP, "--pipeline=cpu", "--enable-passes-only=xhlo-dce", "--print-ledger", "-o", os.devnull)
     rows = [line.split()[1] for line in only.stderr.splitlines()[2:-1]]
     assert rows == ["xhlo-dce"]
+
+
+def test_cli_explain_fusion_says_why_not():
+    done = opt(MLP, "-p", "xhlo-priority-fusion", "--explain-fusion=exponential", "-o", os.devnull)
+    assert done.returncode == 0, done.stderr
+    assert "fusion decisions about 'exponential':" in done.stderr
+    assert f"not fused exponential(op) at {MLP}:20:11 into reduce(op)" in done.stderr
+    assert "the producer is expensive and has other users" in done.stderr
+
+
+def test_cli_explain_fusion_needs_a_fusion_pass():
+    done = opt(MLP, "-p", "cse", "--explain-fusion=exponential")
+    assert done.returncode == 2
+    assert "--explain-fusion needs a pipeline with xhlo-priority-fusion" in done.stderr

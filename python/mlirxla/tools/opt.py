@@ -147,7 +147,7 @@ def process(data: bytes, source: str, arguments, pipeline: Pipeline | None, stre
         if arguments.print_ledger:
             stream.write(runner.ledger.table())
         if arguments.explain_fusion:
-            stream.write(explain_fusion(pipeline, arguments.explain_fusion) + "\n")
+            stream.write(explain_fusion(pipeline, arguments.explain_fusion).replace(" at -:", f" at {source}:") + "\n")
     return printing.module_text(imported.module, arguments.mlir_print_generic, arguments.mlir_print_debuginfo)
 
 
