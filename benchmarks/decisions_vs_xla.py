@@ -6,7 +6,10 @@ at a scratch directory) and reads XLA's own after-optimizations HLO and buffer a
 and it runs mlirxla's cpu pipeline on the same module. It prints, per program, the number of
 kernels (entry-computation fusions plus library calls and other real ops; ops inside loop
 bodies counted apart), temp bytes, and total allocated bytes (parameters + outputs + temp +
-constants: the memory the executable needs at its peak), with ratios.
+constants: the memory the executable needs at its peak), with ratios, and mlirxla's kernel
+scratch: the per-slice working memory its largest batch-slice fusion holds while it runs,
+outside the slab (XLA's YNNPACK fusions hold theirs outside XLA's buffer assignment too, so
+XLA's figures have no such column).
 
     python benchmarks/decisions_vs_xla.py [--json] [--programs mlp,softmax]
 
@@ -136,7 +139,8 @@ def mlirxla_decisions(path: str) -> dict:
     PipelineRunner(module).run(named_pipeline("cpu"))
     entry, nested = mlirxla_kernels(module)
     summary = memory_summary(module)
-    return {"kernels": entry, "nested_kernels": nested, "temp_bytes": summary["temp"], "total_bytes": summary["total"]}
+    return {"kernels": entry, "nested_kernels": nested, "temp_bytes": summary["temp"], "total_bytes": summary["total"],
+            "kernel_scratch_bytes": summary["kernel_scratch"]}
 
 
 # ---------------------------------------------------------------- report
@@ -165,9 +169,9 @@ def main(argv=None) -> int:
         path = os.path.join(PROGRAMS_DIRECTORY, f"{name}.stablehlo.mlir")
         text = open(path).read()
         rows[name] = {"xla": xla_decisions(name, text, module_symbol(text)), "mlirxla": mlirxla_decisions(path)}
-    header = f"{'program':12} {'kernels':>17} {'(in loops)':>12} {'temp bytes':>32} {'total bytes':>36}"
+    header = f"{'program':12} {'kernels':>17} {'(in loops)':>12} {'temp bytes':>32} {'total bytes':>36} {'scratch':>9}"
     print(header)
-    print(f"{'':12} {'mlirxla  xla  ratio':>17} {'mlirxla xla':>12} {'mlirxla       xla     ratio':>32} {'mlirxla        xla       ratio':>36}")
+    print(f"{'':12} {'mlirxla  xla  ratio':>17} {'mlirxla xla':>12} {'mlirxla       xla     ratio':>32} {'mlirxla        xla       ratio':>36} {'mlirxla':>9}")
     for name, row in rows.items():
         ours, theirs = row["mlirxla"], row["xla"]
         row["kernel_ratio"] = ours["kernels"] / theirs["kernels"] if theirs["kernels"] else None
@@ -177,6 +181,7 @@ def main(argv=None) -> int:
             f" {ours['nested_kernels']:>6} {theirs['nested_kernels']:>4}"
             f" {str(ours['temp_bytes']):>12} {theirs['temp_bytes']:>10} {ratio(ours['temp_bytes'], theirs['temp_bytes']):>8}"
             f" {str(ours['total_bytes']):>12} {theirs['total_bytes']:>10} {ratio(ours['total_bytes'], theirs['total_bytes']):>8}"
+            f" {ours['kernel_scratch_bytes']:>9}"
         )
     if arguments.json:
         print(json.dumps({"programs": rows}))

@@ -3,17 +3,21 @@
     simplification (to a fixed point)
  -> layout assignment, then removal of the copies it made unnecessary
  -> priority fusion (what becomes a kernel), then multi-output fusion (siblings sharing an
-    operand, producers kept as an extra output of the reduction that reads them)
+    operand, producers kept as an extra output of the reduction that reads them), then
+    output fusion (a dot or convolution with its elementwise epilogue) and batch-slice fusion
+    (chains around convolutions that keep batch elements apart run slice by slice)
  -> copy insertion (what in-place updates, loops and outputs need for correctness)
  -> scheduling (a sequential order per computation, minimizing peak memory)
  -> buffer assignment (where every value lives; analysis only)
 """
 
+from mlirxla.transforms.batch_slice_fusion import BatchSliceFusionPass
 from mlirxla.transforms.buffer_assignment import BufferAssignmentPass
 from mlirxla.transforms.copy_insertion import CopyInsertionPass
 from mlirxla.transforms.copy_removal import CopyRemovalPass
 from mlirxla.transforms.layout_assignment import LayoutAssignmentPass
 from mlirxla.transforms.multi_output_fusion import MultiOutputFusionPass
+from mlirxla.transforms.output_fusion import OutputFusionPass
 from mlirxla.transforms.priority_fusion import PriorityFusionPass
 from mlirxla.transforms.scheduling import SchedulingPass
 
@@ -29,6 +33,8 @@ def cpu_pipeline() -> Pipeline:
         .add(CopyRemovalPass())
         .add(PriorityFusionPass(backend="cpu"))
         .add(MultiOutputFusionPass())
+        .add(OutputFusionPass())
+        .add(BatchSliceFusionPass())
         .add(CopyInsertionPass())
         .add(SchedulingPass())
         .add(BufferAssignmentPass())

@@ -24,10 +24,12 @@ their (flattened) live ranges — the choice XLA makes too.
 Allocation kinds: `parameter` (entry arguments and everything aliased to them), `constant`
 (xhlo.constant values), `maybe-live-out` (values the entry returns; one allocation each), and
 `temp`: every other buffer, packed into ONE slab by heap_simulator.pack (decreasing-size
-best fit, spatial and temporal orderings, the smaller kept).
+best fit, spatial and temporal orderings, the smaller kept). Batch-slice fusions also hold
+per-slice working memory while they run (`scratch_bytes`); the largest is reported as
+`kernel_scratch_bytes`, apart from the slab and the total.
 
 Writes `xhlo.buffer_assignment = {temp_bytes, parameter_bytes, live_out_bytes, constant_bytes,
-total_bytes, peak_live_bytes, allocations}` on the module. Changed: that attribute written or
+total_bytes, peak_live_bytes, allocations, kernel_scratch_bytes}` on the module. Changed: that attribute written or
 updated.
 """
 
@@ -37,17 +39,14 @@ from typing import ClassVar
 
 from mlirxla.mlir import ir
 
+from .fusion_legality import ELEMENTWISE, elementwise_read_operands, kind_of
 from .heap_simulator import Buffer, HeapResult, pack, peak_live
 from .pass_base import ModulePass
 from .scheduling import entry_function, nested_operands, type_bytes
 
 FLATTENED = ("xhlo.while", "xhlo.conditional")
-ELEMENTWISE = frozenset("xhlo." + name for name in (
-    "abs cbrt ceil count_leading_zeros cosine exponential exponential_minus_one floor imag is_finite log "
-    "log_plus_one logistic negate not popcnt real round_nearest_afz round_nearest_even rsqrt sign sine sqrt tan "
-    "tanh reduce_precision add subtract multiply divide remainder maximum minimum power atan2 and or xor "
-    "shift_left shift_right_arithmetic shift_right_logical complex compare select clamp convert").split())
-SUMMARY_KEYS = ("temp_bytes", "parameter_bytes", "live_out_bytes", "constant_bytes", "total_bytes", "peak_live_bytes", "allocations")
+SUMMARY_KEYS = ("temp_bytes", "parameter_bytes", "live_out_bytes", "constant_bytes", "total_bytes", "peak_live_bytes", "allocations",
+                "kernel_scratch_bytes")
 
 
 @dataclass
@@ -226,7 +225,7 @@ class Analysis:
                     self.alias(results[k], value)
         elif op.name == "xhlo.dynamic_update_slice":
             self.in_place.append(([operands[0]], results[0], self.op_time[op]))
-        elif self.share_elementwise and op.name in ELEMENTWISE and len(results) == 1:
+        elif self.share_elementwise and kind_of(op) in ELEMENTWISE and len(results) == 1:
             self.in_place.append((operands, results[0], self.op_time[op]))
         elif self.share_elementwise and op.name == "xhlo.fusion" and len(results) == 1:
             readable = elementwise_read_operands(op)
@@ -298,24 +297,6 @@ class Analysis:
         return found
 
 
-def elementwise_read_operands(fusion: ir.Operation) -> list[ir.Value]:
-    """Operands of a loop fusion that it reads only elementwise at the index it writes: every
-    use of the parameter inside is an elementwise op of the result's shape. Such an operand's
-    buffer can take the result in place (each element is read before it is overwritten)."""
-    if "kind" not in fusion.attributes or ir.StringAttr(fusion.attributes["kind"]).value != "loop":
-        return []
-    result_type = str(fusion.results[0].type)
-    block = fusion.regions[0].blocks[0]
-    readable = []
-    for argument, operand in zip(block.arguments, fusion.operands):
-        if str(argument.type) != result_type:
-            continue
-        users = [use.owner for use in argument.uses]
-        if users and all(user.name in ELEMENTWISE and str(user.results[0].type) == result_type for user in users):
-            readable.append(operand)
-    return readable
-
-
 def colocate_in_live_out(buffers: list[LogicalBuffer]) -> list[LogicalBuffer]:
     """Temps that die before a maybe-live-out buffer is defined live in its allocation, as XLA
     assigns a buffer to an existing allocation it does not interfere with before it opens a
@@ -361,18 +342,36 @@ def analyze(module: ir.Module, alignment: int = 1, share_elementwise: bool = Tru
         "constant_bytes": by_kind["constant"],
         "peak_live_bytes": peak_live(slab),
         "allocations": allocations,
+        "kernel_scratch_bytes": kernel_scratch_bytes(module),
     }
     summary["total_bytes"] = summary["temp_bytes"] + summary["parameter_bytes"] + summary["live_out_bytes"] + summary["constant_bytes"]
     return Assignment(analysis.sequence, list(analysis.values.values()), buffers, heap, candidates, summary)
 
 
+def kernel_scratch_bytes(module: ir.Module) -> int:
+    """The most per-slice working memory one kernel needs (batch-slice fusions' `scratch_bytes`):
+    memory the kernel holds while it runs, outside the slab, as XLA's YNNPACK fusions hold
+    theirs outside XLA's buffer assignment."""
+    most = 0
+
+    def visit(op):
+        nonlocal most
+        if op.operation.name == "xhlo.fusion" and "scratch_bytes" in op.attributes:
+            most = max(most, ir.IntegerAttr(op.attributes["scratch_bytes"]).value)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return most
+
+
 def memory_summary(module: ir.Module) -> dict[str, int]:
     """Bytes by kind for the module in its current order: temp (the packed slab), parameter,
-    live_out, constant, total, peak (the most temp bytes live at once) and the allocation count."""
+    live_out, constant, total, peak (the most temp bytes live at once), the allocation count and
+    the largest kernel's scratch (outside the slab)."""
     s = analyze(module).summary
     return {"temp": s["temp_bytes"], "parameter": s["parameter_bytes"], "live_out": s["live_out_bytes"],
             "constant": s["constant_bytes"], "total": s["total_bytes"], "peak": s["peak_live_bytes"],
-            "allocations": s["allocations"]}
+            "allocations": s["allocations"], "kernel_scratch": s["kernel_scratch_bytes"]}
 
 
 def summary_attr(summary: dict[str, int]) -> ir.Attribute:
@@ -418,7 +417,8 @@ def buffer_assignment_text(a: Assignment) -> str:
     s = a.summary
     lines += ["", "Total bytes used: {}".format(s["total_bytes"]),
               f"Temp slab: {s['temp_bytes']} bytes ({a.heap.order} order chosen; candidates: "
-              + ", ".join(f"{k}={n}" for k, n in a.heap_candidates.items()) + f"; peak live {s['peak_live_bytes']})", ""]
+              + ", ".join(f"{k}={n}" for k, n in a.heap_candidates.items()) + f"; peak live {s['peak_live_bytes']})",
+              f"Kernel scratch (per running kernel, outside the slab): {s['kernel_scratch_bytes']} bytes", ""]
     return "\n".join(lines)
 
 

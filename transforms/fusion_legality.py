@@ -314,3 +314,21 @@ def fused_operand_count(producer: ir.Operation, consumer: ir.Operation) -> int:
             continue
         values.append(value)
     return len(values)
+
+
+def elementwise_read_operands(fusion: ir.Operation) -> list[ir.Value]:
+    """Operands of a loop fusion that it reads only elementwise at the index it writes: every
+    use of the parameter inside is an elementwise op of the result's shape. Such an operand's
+    buffer can take the result in place (each element is read before it is overwritten)."""
+    if "kind" not in fusion.attributes or ir.StringAttr(fusion.attributes["kind"]).value != "loop":
+        return []
+    result_type = str(fusion.results[0].type)
+    block = fusion.regions[0].blocks[0]
+    readable = []
+    for argument, operand in zip(block.arguments, fusion.operands):
+        if str(argument.type) != result_type:
+            continue
+        users = [use.owner for use in argument.uses]
+        if users and all(kind_of(user) in ELEMENTWISE and str(user.results[0].type) == result_type for user in users):
+            readable.append(operand)
+    return readable

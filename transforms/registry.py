@@ -21,6 +21,8 @@ PASSES = {
     "xhlo-verify": "verifier:VerifierPass",
     "xhlo-priority-fusion": "priority_fusion:PriorityFusionPass",
     "xhlo-multi-output-fusion": "multi_output_fusion:MultiOutputFusionPass",
+    "xhlo-output-fusion": "output_fusion:OutputFusionPass",
+    "xhlo-batch-slice-fusion": "batch_slice_fusion:BatchSliceFusionPass",
     "xhlo-layout-assignment": "layout_assignment:LayoutAssignmentPass",
     "xhlo-copy-insertion": "copy_insertion:CopyInsertionPass",
     "xhlo-copy-removal": "copy_removal:CopyRemovalPass",

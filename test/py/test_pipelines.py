@@ -244,21 +244,23 @@ def test_cli_cpu_pipeline_dump_of_the_jax_mlp(tmp_path):
         "cpu.after_simplification.before_xhlo-layout-assignment.mlir",
         "cpu.after_xhlo-layout-assignment.before_xhlo-copy-removal.mlir",
         "cpu.after_xhlo-priority-fusion.before_xhlo-multi-output-fusion.mlir",
+        "cpu.after_xhlo-output-fusion.before_xhlo-batch-slice-fusion.mlir",
         "cpu.after_xhlo-scheduling.before_xhlo-buffer-assignment.mlir",
         "cpu.after_xhlo-buffer-assignment.before_pipeline-end.mlir",
     ]
     others = sorted(name.split(".", 2)[2] for name in files if not name.split(".")[2].isdigit())
     assert others == [
-        "before_optimizations.mlir", "buffer-assignment.txt", "copy-insertion.txt", "cpu_after_optimizations.mlir",
+        "batch-slice-fusion-decisions.txt", "before_optimizations.mlir", "buffer-assignment.txt", "copy-insertion.txt", "cpu_after_optimizations.mlir",
         "fusion-decisions.txt", "heap.svg", "layout-assignment.txt", "live-range.txt", "memory-usage-report.txt",
-        "multi-output-fusion-decisions.txt",
+        "multi-output-fusion-decisions.txt", "output-fusion-decisions.txt",
         "pass-ledger.tsv", "schedule.txt",
     ]
     ledger = [line.split("\t") for line in (tmp_path / [f for f in files if f.endswith("ledger.tsv")][0]).read_text().splitlines()[1:]]
     simplification = ["xhlo-call-inliner", "xhlo-algsimp", "xhlo-constant-folding", "xhlo-tuple-simplifier", "xhlo-while-loop-simplifier", "cse", "xhlo-dce"]
-    stages = ["xhlo-layout-assignment", "xhlo-copy-removal", "xhlo-priority-fusion", "xhlo-multi-output-fusion", "xhlo-copy-insertion", "xhlo-scheduling", "xhlo-buffer-assignment"]
+    stages = ["xhlo-layout-assignment", "xhlo-copy-removal", "xhlo-priority-fusion", "xhlo-multi-output-fusion", "xhlo-output-fusion",
+              "xhlo-batch-slice-fusion", "xhlo-copy-insertion", "xhlo-scheduling", "xhlo-buffer-assignment"]
     assert [row[1] for row in ledger] == simplification * 2 + stages
-    assert [row[2] for row in ledger] == ["1"] * 7 + ["2"] * 7 + ["0"] * 7
+    assert [row[2] for row in ledger] == ["1"] * 7 + ["2"] * 7 + ["0"] * 9
     assert [row[1] for row in ledger[:14] if row[3] == "true"] == ["xhlo-algsimp", "cse"]
     assert all(row[3] == "false" for row in ledger[7:14])  # the second round proves the fixed point
 
@@ -288,4 +290,4 @@ def test_cli_explain_fusion_says_why_not():
 def test_cli_explain_fusion_needs_a_fusion_pass():
     done = opt(MLP, "-p", "cse", "--explain-fusion=exponential")
     assert done.returncode == 2
-    assert "--explain-fusion needs a pipeline with xhlo-priority-fusion" in done.stderr
+    assert "--explain-fusion needs a pipeline with a fusion pass" in done.stderr

@@ -152,10 +152,13 @@ def process(data: bytes, source: str, arguments, pipeline: Pipeline | None, stre
 
 
 def fusion_passes(step) -> list:
-    """The priority-fusion passes of a pipeline, in order, nested pipelines included."""
+    """The fusion passes of a pipeline whose decisions `--explain-fusion` reads (priority,
+    output and batch-slice fusion), in order, nested pipelines included."""
+    from mlirxla.transforms.batch_slice_fusion import BatchSliceFusionPass
+    from mlirxla.transforms.output_fusion import OutputFusionPass
     from mlirxla.transforms.priority_fusion import PriorityFusionPass
 
-    if isinstance(step, PriorityFusionPass):
+    if isinstance(step, (PriorityFusionPass, OutputFusionPass, BatchSliceFusionPass)):
         return [step]
     if isinstance(step, Pipeline):
         return [found for inner in step.steps for found in fusion_passes(inner)]
@@ -169,8 +172,8 @@ def explain_fusion(pipeline: Pipeline, query: str) -> str:
 
     passes = fusion_passes(pipeline)
     if not passes:
-        raise MlirxlaError("--explain-fusion needs a pipeline with xhlo-priority-fusion")
-    return "\n".join(explain(step.decision_log, query) for step in passes)
+        raise MlirxlaError("--explain-fusion needs a pipeline with a fusion pass (xhlo-priority-fusion, xhlo-output-fusion, xhlo-batch-slice-fusion)")
+    return explain([decision for step in passes for decision in step.decision_log], query)
 
 
 def expected_errors(chunk: Chunk) -> list[tuple[int, str]]:

@@ -1,0 +1,257 @@
+"""xhlo-batch-slice-fusion: kernels around convolutions and dots that work on each batch
+element apart merge into one kernel that runs slice by slice, so the large values between
+them never reach memory whole (what XLA:CPU's YNNPACK fusions do for a conv net: conv, bias,
+relu, conv, bias, relu and the pooling reduction become one kernel).
+
+A kernel keeps its slices apart when, with N the size of dimension 0 of its results, every
+value it computes has dimension 0 of size N and slice b of it depends only on slice b of the
+values it reads (or on values it reads whole):
+
+- elementwise ops read their operands slice by slice;
+- a broadcast either maps its operand's dimension 0 onto dimension 0 or makes dimension 0
+  new (its operand is read whole);
+- a convolution with batch dimension 0 in and out and no feature or batch groups reads its
+  input slice by slice and its kernel whole;
+- a dot whose lhs keeps dimension 0 as its first free dimension (no batch dimensions) reads
+  its lhs slice by slice and its rhs whole;
+- a reduce that keeps dimension 0 reads its input slice by slice and its init whole;
+- constants are read whole or sliced; anything else mixes slices.
+
+A producer merges into its consumer when it has no other user, one of the two holds a
+convolution or dot, the producer's result is larger than `min-intermediate-bytes` (it would
+not stay in cache between two kernels) while one slice of it is at most `max-slice-bytes`
+(it does), the weights the convolutions and dots read whole for every slice fit in
+`max-slice-bytes` too (so slicing a matmul into matrix-vector products that stream their
+weights again per row is refused), the consumer reads the producer's result slice by slice, both keep their slices
+apart with the same N, and no other path leads from producer to consumer. Merges repeat to a
+fixed point, so a chain of such kernels becomes one.
+
+The result is an `xhlo.fusion` of kind `custom` with `custom = "batch_slices"` and
+`scratch_bytes`: the bytes one slice of its inner convolution, dot and reduce results needs
+(the backend's per-slice working memory, reported by buffer assignment apart from the
+slab). Every merge and refusal is logged (`batch-slice-fusion-decisions.txt`); `mlirxla-opt
+--explain-fusion` reads it too. Changed: any fusion made.
+"""
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from mlirxla.mlir import ir
+
+from .cost_model import byte_size
+from .fusion_legality import (
+    ELEMENTWISE,
+    LIBRARY_CALLS,
+    NOT_KERNELS,
+    FusionLimits,
+    fused_kinds,
+    fused_operand_count,
+    fused_ops,
+    fusion_kind,
+    kind_of,
+    reachable,
+    users_in_block,
+)
+from .pass_base import ModulePass
+from .priority_fusion import TERMINATORS, Decision, Namer, build_fusion, decision_text, describe, fusible_blocks
+
+CUSTOM_KIND = "batch_slices"
+SCRATCH_HEROES = LIBRARY_CALLS | {"reduce"}
+
+
+def leading_size(value: ir.Value) -> int | None:
+    value_type = value.type
+    if not isinstance(value_type, ir.RankedTensorType) or ir.RankedTensorType(value_type).rank == 0:
+        return None
+    return ir.RankedTensorType(value_type).shape[0]
+
+
+def _dims(op: ir.Operation, name: str) -> list[int]:
+    return list(ir.DenseI64ArrayAttr(op.attributes[name])) if name in op.attributes else []
+
+
+class SliceCheck:
+    """Which values of a kernel are computed slice by slice (dimension 0 of size `n`)."""
+
+    def __init__(self, n: int, sliced_inputs: set):
+        self.n = n
+        self.sliced = set(sliced_inputs)
+        self.reread_bytes = 0  # what convolutions and dots read whole, again for every slice
+
+    def sliceable(self, value: ir.Value) -> bool:
+        return value in self.sliced or leading_size(value) == self.n
+
+    def whole(self, value: ir.Value) -> bool:
+        return value not in self.sliced
+
+    def problem(self, op: ir.Operation) -> str | None:
+        """None when `op` keeps the slices apart (its results join the sliced values)."""
+        kind = kind_of(op)
+        if kind == "constant":
+            return None
+        if all(leading_size(r) is None for r in op.results) and all(self.whole(v) for v in op.operands):
+            return None  # scalar work on whole values: done once
+        if any(leading_size(r) != self.n for r in op.results):
+            return f"xhlo.{kind} computes a value whose dimension 0 is not {self.n}"
+        reason = self.operand_problem(op, kind)
+        if reason:
+            return reason
+        self.sliced.update(op.results)
+        return None
+
+    def operand_problem(self, op: ir.Operation, kind: str) -> str | None:
+        operands = list(op.operands)
+        if kind in ELEMENTWISE:
+            if all(self.sliceable(v) or leading_size(v) is None for v in operands):
+                return None
+            return f"xhlo.{kind} reads a value it cannot slice"
+        if kind == "broadcast":
+            dims = _dims(op, "broadcast_dimensions")
+            if 0 in dims:
+                return None if dims.index(0) == 0 and self.sliceable(operands[0]) else "a broadcast moves dimension 0"
+            return None if self.whole(operands[0]) else "a broadcast repeats a sliced value along dimension 0"
+        if kind == "convolution":
+            numbers = ir.DictAttr(op.attributes["dimension_numbers"])
+            batch_in = ir.IntegerAttr(numbers["input_batch_dimension"]).value
+            batch_out = ir.IntegerAttr(numbers["output_batch_dimension"]).value
+            groups = [ir.IntegerAttr(op.attributes[name]).value for name in ("feature_group_count", "batch_group_count")]
+            if batch_in != 0 or batch_out != 0 or groups != [1, 1]:
+                return "the convolution's batch is not dimension 0 in and out, or it has groups"
+            self.reread_bytes += byte_size(operands[1].type)
+            return None if self.sliceable(operands[0]) and self.whole(operands[1]) else "the convolution reads its kernel slice by slice"
+        if kind == "dot":
+            numbers = ir.DictAttr(op.attributes["dot_dimension_numbers"])
+            contracting = list(ir.DenseI64ArrayAttr(numbers["lhs_contracting_dimensions"]))
+            batching = "lhs_batching_dimensions" in numbers and list(ir.DenseI64ArrayAttr(numbers["lhs_batching_dimensions"]))
+            if batching or 0 in contracting:
+                return "the dot contracts or batches dimension 0 of its lhs"
+            self.reread_bytes += byte_size(operands[1].type)
+            return None if self.sliceable(operands[0]) and self.whole(operands[1]) else "the dot reads its rhs slice by slice"
+        if kind == "reduce":
+            if len(operands) != 2 or 0 in _dims(op, "dimensions"):
+                return "the reduce reduces dimension 0 or has several inputs"
+            return None if self.sliceable(operands[0]) and self.whole(operands[1]) else "the reduce reads its init slice by slice"
+        return f"xhlo.{kind} mixes slices"
+
+
+def body_of(kernel: ir.Operation) -> tuple[list[ir.Operation], list[ir.Value], dict]:
+    """(ops, returned values, {inner value: kernel operand}) of a kernel: a fusion's body, or
+    the op itself."""
+    if kernel.name != "xhlo.fusion":
+        return [kernel], list(kernel.results), {v: v for v in kernel.operands}
+    block = kernel.regions[0].blocks[0]
+    terminator = list(block.operations)[-1]
+    return fused_ops(kernel), list(terminator.operands), dict(zip(block.arguments, kernel.operands))
+
+
+def slice_problem(kernel: ir.Operation, n: int, sliced_operands: list[ir.Value]) -> tuple[str | None, int]:
+    """(None when `kernel` keeps its slices apart with `sliced_operands` (values computed slice
+    by slice before it) read slice by slice, else why not; the bytes its convolutions and dots
+    read whole for every slice)."""
+    ops, returned, bound = body_of(kernel)
+    check = SliceCheck(n, {inner for inner, outer in bound.items() if outer in sliced_operands})
+    for op in ops:
+        reason = check.problem(op)
+        if reason:
+            return reason, check.reread_bytes
+    if not all(check.sliceable(v) for v in returned):
+        return f"a result's dimension 0 is not {n}", check.reread_bytes
+    return None, check.reread_bytes
+
+
+def scratch_bytes(fusion: ir.Operation, n: int) -> int:
+    """Bytes one slice of the fusion's inner convolution, dot and reduce results takes."""
+    ops, returned, _ = body_of(fusion)
+    return sum(byte_size(r.type) // n for op in ops if kind_of(op) in SCRATCH_HEROES for r in op.results if r not in returned)
+
+
+def is_kernel(op: ir.Operation) -> bool:
+    kind = kind_of(op)
+    if not op.name.startswith("xhlo.") or kind in NOT_KERNELS or op.name in TERMINATORS:
+        return False
+    if kind == "fusion":
+        kind_name = fusion_kind(op)
+        return kind_name != "custom" or ("custom" in op.attributes and ir.StringAttr(op.attributes["custom"]).value == CUSTOM_KIND)
+    return not op.regions or kind == "reduce"
+
+
+@dataclass(frozen=True)
+class BatchSliceFusionPass(ModulePass):
+    """Merges chains of kernels that work per batch element around convolutions and dots."""
+
+    name: ClassVar[str] = "xhlo-batch-slice-fusion"
+    summary: ClassVar[str] = "batch-slice fusion: convolution/dot chains that keep batch elements apart run slice by slice in one kernel"
+    min_intermediate_bytes: int = 1 << 20
+    max_slice_bytes: int = 1 << 20
+
+    def __post_init__(self):
+        object.__setattr__(self, "decision_log", [])
+
+    def run(self, module: ir.Module) -> bool:
+        self.decision_log.clear()
+        namer = Namer(module)
+        changed = False
+        with module.context, ir.Location.unknown():
+            for block in fusible_blocks(module):
+                while self.merge_one(block, namer):
+                    changed = True
+        return changed
+
+    def merge_one(self, block: ir.Block, namer: Namer) -> bool:
+        for producer in [op.operation for op in block.operations]:
+            if not is_kernel(producer) or len(producer.results) != 1:
+                continue
+            users = users_in_block(producer)
+            if len(users) != 1 or not is_kernel(users[0]):
+                continue
+            consumer = users[0]
+            reason = self.refusal(producer, consumer)
+            if reason is None:
+                producer_text, consumer_text = describe(producer), describe(consumer)
+                fusion = build_fusion([producer, consumer], list(consumer.results), namer, kind="custom")
+                n = leading_size(fusion.results[0])
+                fusion.attributes["custom"] = ir.StringAttr.get(CUSTOM_KIND)
+                fusion.attributes["scratch_bytes"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), scratch_bytes(fusion, n))
+                self.decision_log.append(Decision("fused", producer_text, consumer_text, fusion=describe(fusion)))
+                return True
+            if reason != "":
+                self.log_refusal(producer, consumer, reason)
+        return False
+
+    def log_refusal(self, producer: ir.Operation, consumer: ir.Operation, reason: str) -> None:
+        decision = Decision("refused", describe(producer), describe(consumer), reason)
+        if all(d.line() != decision.line() for d in self.decision_log):
+            self.decision_log.append(decision)
+
+    def refusal(self, producer: ir.Operation, consumer: ir.Operation) -> str | None:
+        """None to merge; "" when the pair is no candidate at all (nothing worth logging)."""
+        kinds = fused_kinds(producer) + fused_kinds(consumer)
+        if not any(kind in LIBRARY_CALLS for kind in kinds):
+            return ""
+        result = producer.results[0]
+        n = leading_size(result)
+        size = byte_size(result.type)
+        if n is None or n < 2:
+            return "the producer's result has no batch dimension to slice"
+        if size <= self.min_intermediate_bytes:
+            return f"the producer's result ({size} bytes) stays in cache between two kernels"
+        if size // n > self.max_slice_bytes:
+            return f"one slice of the producer's result ({size // n} bytes) is larger than {self.max_slice_bytes} bytes"
+        if any(leading_size(r) != n for r in consumer.results):
+            return "the consumer's results are not sliced like the producer's"
+        producer_problem, producer_reread = slice_problem(producer, n, [])
+        consumer_problem, consumer_reread = slice_problem(consumer, n, [result])
+        if producer_problem or consumer_problem:
+            return producer_problem or consumer_problem
+        if producer_reread + consumer_reread > self.max_slice_bytes:
+            return (f"the convolutions and dots would read {producer_reread + consumer_reread} bytes of weights again for every slice,"
+                    f" more than the {self.max_slice_bytes} bytes that stay in cache")
+        if reachable(producer, consumer, skip_direct=True):
+            return "fusion would create a cycle"
+        limits = FusionLimits()
+        if fused_operand_count(producer, consumer) > limits.max_operands:
+            return f"the fusion would have more than {limits.max_operands} operands"
+        return None
+
+    def dump_files(self, module: ir.Module) -> dict[str, str]:
+        return {"batch-slice-fusion-decisions.txt": decision_text(self.decision_log)}
