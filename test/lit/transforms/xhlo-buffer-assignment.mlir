@@ -7,10 +7,10 @@
 
 /// Source order keeps two 4 KiB temps live together (8 KiB slab); scheduled, one at a time
 /// (4096 bytes plus a 4-byte reduce result). The analysis does not move ops.
-// CHECK: xhlo.buffer_assignment = {allocations = 4 : i64, constant_bytes = 4 : i64, live_out_bytes = 4 : i64, parameter_bytes = 4096 : i64, peak_live_bytes = 8192 : i64, temp_bytes = 8192 : i64, total_bytes = 12296 : i64}
+// CHECK: xhlo.buffer_assignment = {allocations = 4 : i64, constant_bytes = 4 : i64, kernel_scratch_bytes = 0 : i64, live_out_bytes = 4 : i64, parameter_bytes = 4096 : i64, peak_live_bytes = 8192 : i64, temp_bytes = 8192 : i64, total_bytes = 12296 : i64}
 // CHECK: "xhlo.exponential"
 // CHECK-NEXT: "xhlo.negate"
-// SCHED: xhlo.buffer_assignment = {allocations = 4 : i64, constant_bytes = 4 : i64, live_out_bytes = 4 : i64, parameter_bytes = 4096 : i64, peak_live_bytes = 4100 : i64, temp_bytes = 4100 : i64, total_bytes = 8204 : i64}
+// SCHED: xhlo.buffer_assignment = {allocations = 4 : i64, constant_bytes = 4 : i64, kernel_scratch_bytes = 0 : i64, live_out_bytes = 4 : i64, parameter_bytes = 4096 : i64, peak_live_bytes = 4100 : i64, temp_bytes = 4100 : i64, total_bytes = 8204 : i64}
 // DUMP: BufferAssignment:
 // DUMP: allocation 0: size 4100, preallocated-temp:
 // DUMP-DAG: value: <{{[0-9]+}} exponential @0> (size=4096,offset=0): tensor<1024xf32>
@@ -48,7 +48,7 @@ func.func @main(%x: tensor<1024xf32>) -> (tensor<f32>) {
 /// Bitcasts alias their operand, copies do not; a dynamic_update_slice writes in place into
 /// the copy that dies there; an elementwise op takes over a dying same-size operand. So the
 /// exp/negate/bitcast chain is the first output's buffer and copy/dus/exp the second's: no temps.
-// CHECK-LABEL: module attributes {xhlo.buffer_assignment = {allocations = 5 : i64, constant_bytes = 0 : i64, live_out_bytes = 2048 : i64, parameter_bytes = 1092 : i64, peak_live_bytes = 0 : i64, temp_bytes = 0 : i64, total_bytes = 3140 : i64}
+// CHECK-LABEL: module attributes {xhlo.buffer_assignment = {allocations = 5 : i64, constant_bytes = 0 : i64, kernel_scratch_bytes = 0 : i64, live_out_bytes = 2048 : i64, parameter_bytes = 1092 : i64, peak_live_bytes = 0 : i64, temp_bytes = 0 : i64, total_bytes = 3140 : i64}
 // DUMP: allocation 1: size 1024, output shape is |tensor<256xf32>|, maybe-live-out:
 // DUMP-NEXT: value: <{{[0-9]+}} exponential @0>
 // DUMP-NEXT: value: <{{[0-9]+}} negate @0>
