@@ -77,12 +77,24 @@ class SliceCheck:
         self.n = n
         self.sliced = set(sliced_inputs)
         self.reread_bytes = 0  # what convolutions and dots read whole, again for every slice
+        self.read_sliced: set = set()  # values from outside the slices (operands, constants) read slice by slice
+        self.read_whole: set = set()  # ... and read whole
 
     def sliceable(self, value: ir.Value) -> bool:
-        return value in self.sliced or leading_size(value) == self.n
+        """Can `value` be read slice by slice? (Values from outside are then read so.)"""
+        if value in self.sliced:
+            return True
+        if leading_size(value) == self.n:
+            self.read_sliced.add(value)
+            return True
+        return False
 
     def whole(self, value: ir.Value) -> bool:
-        return value not in self.sliced
+        """Can `value` be read whole? (Values from outside are then read so.)"""
+        if value in self.sliced:
+            return False
+        self.read_whole.add(value)
+        return True
 
     def problem(self, op: ir.Operation) -> str | None:
         """None when `op` keeps the slices apart (its results join the sliced values)."""
@@ -156,6 +168,8 @@ def slice_problem(kernel: ir.Operation, n: int, sliced_operands: list[ir.Value])
             return reason, check.reread_bytes
     if not all(check.sliceable(v) for v in returned):
         return f"a result's dimension 0 is not {n}", check.reread_bytes
+    if check.read_sliced & check.read_whole:
+        return "a value is read both slice by slice and whole", check.reread_bytes
     return None, check.reread_bytes
 
 

@@ -1,0 +1,84 @@
+"""The CPU compiler: an imported xhlo module in, a loaded executable out (XLA's CpuCompiler:
+RunHloPasses, then RunBackend).
+
+1. The cpu pipeline (`pipelines/cpu.py`): simplification, layouts, fusion, copies, the
+   schedule, buffer assignment; dumps as the pipeline runner writes them.
+2. Thunk emission (`thunk_emitter.py`): the thunk sequence and the kernels it needs.
+3. Per kernel: its StableHLO function in destination-passing style (`kernel_source.py`),
+   lowered to the LLVM dialect (`lowering.py`), translated to LLVM IR and optimized by
+   llvmlite (`llvm_jit.py`); dumped as `<kernel>.ir-no-opt.ll` and `<kernel>.ir-with-opt.ll`.
+4. One native object for all kernels, loaded into the executable; the thunk sequence is
+   dumped as `thunk-sequence.txt`.
+"""
+
+from dataclasses import dataclass
+
+from mlirxla.errors import MlirxlaError, location_text
+from mlirxla.mlir import ir
+from mlirxla.pipelines import named_pipeline
+from mlirxla.pipelines.dumps import DumpWriter
+from mlirxla.pipelines.runner import PipelineRunner, RunOptions
+from mlirxla.runtime.executable import Executable, ExecutablePlan
+
+from . import kernel_source, llvm_jit, lowering
+from .thunk_emitter import Emission, KernelSpec, ThunkEmitter, default_layouts
+
+
+@dataclass
+class CompiledKernel:
+    symbol: str
+    stablehlo: str
+    optimized: llvm_jit.OptimizedKernel
+
+
+def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pipeline: bool = True) -> Executable:
+    """Compile `module` (imported xhlo) for the host CPU."""
+    runner = PipelineRunner(module, options)
+    if run_pipeline:
+        runner.compile(named_pipeline("cpu"))
+    with module.context, ir.Location.unknown():
+        check_layouts(module)
+        emission = ThunkEmitter(module).emit()
+        kernels = [compile_kernel(module.context, spec) for spec in emission.kernels]
+    dump_kernels(runner.dumps, kernels)
+    plan = plan_of(emission)
+    runner.dumps.write("thunk-sequence.txt", plan.describe(emission.decisions))
+    return Executable(plan, llvm_jit.object_code([k.optimized for k in kernels]))
+
+
+def compile_kernel(context: ir.Context, spec: KernelSpec) -> CompiledKernel:
+    kernel_module = ir.Module.create()
+    kernel_source.kernel_function(kernel_module, spec.op, spec.symbol, spec.plan, spec.library_result)
+    kernel_source.finish(kernel_module)
+    stablehlo_text = str(kernel_module)
+    lowering.lower_to_llvm_dialect(kernel_module, spec.symbol)
+    return CompiledKernel(spec.symbol, stablehlo_text, llvm_jit.optimize(spec.symbol, lowering.translate(kernel_module)))
+
+
+def check_layouts(module: ir.Module) -> None:
+    """Kernels are generated for row-major buffers: refuse any other layout, naming the op."""
+    def visit(op):
+        if "result_layouts" in op.attributes and not default_layouts(op.operation):
+            raise MlirxlaError(f"{op.operation.name}: the cpu backend generates row-major kernels only; "
+                               "this op was given another layout", location_text(op.location))
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+
+
+def dump_kernels(dumps: DumpWriter, kernels: list[CompiledKernel]) -> None:
+    for kernel in kernels:
+        dumps.write(f"{kernel.symbol}.stablehlo.mlir", kernel.stablehlo)
+        dumps.write(f"{kernel.symbol}.ir-no-opt.ll", kernel.optimized.ir_without_opt)
+        dumps.write(f"{kernel.symbol}.ir-with-opt.ll", kernel.optimized.ir_with_opt)
+
+
+def plan_of(emission: Emission) -> ExecutablePlan:
+    return ExecutablePlan(
+        parameters=emission.parameters,
+        outputs=emission.outputs,
+        allocation_sizes=emission.allocation_sizes,
+        allocation_kinds=emission.allocation_kinds,
+        constants=emission.constants,
+        thunks=emission.thunks,
+    )

@@ -1,0 +1,156 @@
+"""One kernel as a function in destination-passing style, StableHLO inside.
+
+`kernel_function(module, kernel, symbol)` adds to `module` a function
+
+    func.func @symbol(%in0: memref<...>, ..., %out0: memref<...>, ...) {
+      %t0 = bufferization.to_tensor %in0 restrict      // one per operand
+      ... the kernel's computation, in StableHLO ...
+      bufferization.materialize_in_destination %r0 in restrict writable %out0
+    }
+
+so that bufferization makes the kernel write its results straight into buffers the caller
+owns (slices of the buffer-assigned slab, parameters, outputs): the lowering allocates
+nothing for results. A fusion's fused computation is inlined; a single op is cloned.
+
+An output fusion whose dot runs as a library call passes its own operand and result lists:
+the dot's result becomes one more operand of the epilogue kernel.
+
+Batch slices: `slice_plan` retypes a batch-slice fusion's body so that every value computed
+slice by slice has dimension 0 of size 1: the kernel then computes one slice, and the thunk
+calls it once per slice with its pointers moved along.
+"""
+
+from dataclasses import dataclass, field
+
+from mlirxla.errors import MlirxlaError, location_text
+from mlirxla.dialects.xhlo.builder import create_op
+from mlirxla.mlir import func, ir
+from mlirxla.transforms.batch_slice_fusion import SliceCheck, body_of, leading_size
+from mlirxla.transforms.fusion_legality import kind_of
+from mlirxla.transforms.xhlo_to_stablehlo import lower_module
+
+
+def memref_of(tensor_type: ir.Type) -> ir.Type:
+    ranked = ir.RankedTensorType(tensor_type)
+    return ir.MemRefType.get(list(ranked.shape), ranked.element_type)
+
+
+@dataclass(frozen=True)
+class SlicePlan:
+    """How a batch-slice fusion runs slice by slice: `count` slices; which operands it reads
+    slice by slice (the others whole); the one-slice type of every value computed per slice."""
+
+    count: int
+    sliced_operands: tuple[bool, ...]
+    types: dict = field(default_factory=dict, compare=False)
+
+
+def slice_plan(fusion: ir.Operation) -> SlicePlan:
+    n = leading_size(fusion.results[0])
+    block = fusion.regions[0].blocks[0]
+    check = SliceCheck(n, set())
+    for op in body_of(fusion)[0]:
+        if check.problem(op):
+            raise MlirxlaError(f"the fusion does not keep its slices apart at xhlo.{kind_of(op)}", location_text(op.location))
+    types = {value: one_slice(value.type) for value in check.sliced | check.read_sliced}
+    return SlicePlan(n, tuple(argument in check.read_sliced for argument in block.arguments), types)
+
+
+def one_slice(tensor_type: ir.Type) -> ir.Type:
+    ranked = ir.RankedTensorType(tensor_type)
+    return ir.RankedTensorType.get([1] + list(ranked.shape)[1:], ranked.element_type)
+
+
+def memref_of(tensor_type: ir.Type) -> ir.Type:
+    ranked = ir.RankedTensorType(tensor_type)
+    return ir.MemRefType.get(list(ranked.shape), ranked.element_type)
+
+
+def kernel_function(module: ir.Module, kernel: ir.Operation, symbol: str, plan: SlicePlan | None = None,
+                    library_result: ir.Value | None = None) -> func.FuncOp:
+    """Add the destination-passing function computing `kernel` (one slice of it with `plan`)
+    to `module`, xhlo inside: call `finish` once all kernels are in. With `library_result`
+    (the result of an output fusion's dot, computed by a library call), the function is the
+    epilogue alone: that value is its last operand."""
+    types = plan.types if plan else {}
+    inner_arguments = list(kernel.regions[0].blocks[0].arguments) if kernel.name == "xhlo.fusion" else list(kernel.operands)
+    operand_types = [types.get(inner, inner.type) for inner in inner_arguments]
+    if library_result is not None:
+        operand_types.append(library_result.type)
+    result_types = [one_slice(r.type) if plan else r.type for r in kernel.results]
+    for value_type in operand_types + result_types:
+        if not isinstance(value_type, ir.RankedTensorType):
+            raise MlirxlaError(f"the cpu backend cannot pass a {value_type} to a kernel", location_text(kernel.location))
+    memrefs = [memref_of(t) for t in operand_types + result_types]
+    with ir.InsertionPoint(module.body), kernel.location:
+        function = func.FuncOp(symbol, ir.FunctionType.get(memrefs, []))
+        entry = function.add_entry_block()
+    with ir.InsertionPoint(entry), kernel.location:
+        tensors = []
+        for argument, tensor_type in zip(entry.arguments, operand_types):
+            tensors.append(ir.Operation.create("bufferization.to_tensor", results=[tensor_type], operands=[argument],
+                                               attributes={"restrict": ir.UnitAttr.get()}).result)
+        values = clone_kernel(kernel, tensors, types, library_result)
+        for value, destination in zip(values, list(entry.arguments)[len(operand_types):]):
+            ir.Operation.create("bufferization.materialize_in_destination", operands=[value, destination],
+                                attributes={"restrict": ir.UnitAttr.get(), "writable": ir.UnitAttr.get()})
+        func.ReturnOp([])
+    return function
+
+
+def clone_kernel(kernel: ir.Operation, operands: list[ir.Value], types: dict, library_result: ir.Value | None = None) -> list[ir.Value]:
+    """Clone `kernel` at the insertion point reading `operands`, giving the values in `types`
+    their new (one-slice) types; `library_result` is not computed but read from the last
+    operand. Returns the kernel's results."""
+    if kernel.name != "xhlo.fusion":
+        clone = kernel.clone()
+        for index, value in enumerate(operands):
+            clone.operands[index] = value
+        return list(clone.results)
+    ops, returned, _ = body_of(kernel)
+    mapping = dict(zip(kernel.regions[0].blocks[0].arguments, operands))
+    if library_result is not None:
+        mapping[library_result] = operands[-1]
+    for op in ops:
+        if library_result is not None and library_result in op.results:
+            continue
+        if any(r in types for r in op.results):
+            clone = retyped_clone(op, [mapping[v] for v in op.operands], [types.get(r, r.type) for r in op.results])
+        else:
+            clone = op.clone()
+            for index, value in enumerate(op.operands):
+                clone.operands[index] = mapping[value]
+        for old, new in zip(op.results, clone.results):
+            mapping[old] = new
+    return [mapping[v] for v in returned]
+
+
+def retyped_clone(op: ir.Operation, operands: list[ir.Value], result_types: list[ir.Type]) -> ir.Operation:
+    attributes = {named.name: named.attr for named in op.attributes}
+    if op.name == "xhlo.constant":
+        value = ir.DenseElementsAttr(attributes["value"])
+        if not value.is_splat:
+            raise MlirxlaError("the cpu backend cannot slice a constant that is not a splat", location_text(op.location))
+        attributes["value"] = ir.DenseElementsAttr.get_splat(result_types[0], value.get_splat_value())
+    clone = create_op(op.name, operands, result_types, attributes, op.location, region_count=len(op.regions))
+    for source, target in zip(op.regions, clone.regions):
+        _copy_block(source.blocks[0], target)
+    return clone
+
+
+def _copy_block(source: ir.Block, target: ir.Region) -> None:
+    block = ir.Block.create_at_start(target, [a.type for a in source.arguments], [a.location for a in source.arguments])
+    mapping = dict(zip(source.arguments, block.arguments))
+    with ir.InsertionPoint(block):
+        for nested in source.operations:
+            copied = nested.operation.clone()
+            for index, value in enumerate(nested.operation.operands):
+                if value in mapping:
+                    copied.operands[index] = mapping[value]
+            for old, new in zip(nested.operation.results, copied.results):
+                mapping[old] = new
+
+
+def finish(module: ir.Module) -> None:
+    """Lower the xhlo inside the kernel functions to StableHLO."""
+    lower_module(module)

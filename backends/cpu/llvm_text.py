@@ -1,0 +1,66 @@
+"""LLVM IR text from the toolkit's LLVM (24) made readable by llvmlite's LLVM (22).
+
+The toolkit prints floating-point constants in the newer syntax: decimals that round-trip
+only in the constant's own type (`float 1.000000e-01`), and special values by name
+(`-inf`, `+qnan`, `+snan(0x1)`). LLVM 22 reads a `float`/`double` constant as a decimal that
+must be exact in the type, or as hex (a float as the bits of the double it widens to;
+`0xH` half, `0xR` bfloat). Every such constant is rewritten to hex.
+"""
+
+import re
+import struct
+
+import numpy as np
+
+_FLOAT_CONSTANT = re.compile(
+    r"\b(half|bfloat|float|double) ([-+]?(?:inf|qnan|nan|snan\(0x[0-9A-Fa-f]+\)|qnan\(0x[0-9A-Fa-f]+\))|[-+]?\d+\.\d*(?:e[-+]?\d+)?)"
+)
+# (exponent bits, mantissa bits) per type
+_FORMATS = {"half": (5, 10), "bfloat": (8, 7), "float": (8, 23), "double": (11, 52)}
+
+
+def _special_bits(kind: str, text: str) -> int:
+    """The bit pattern of inf / nan literals in `kind`."""
+    exponent_bits, mantissa_bits = _FORMATS[kind]
+    negative = text.startswith("-")
+    body = text.lstrip("+-")
+    exponent = ((1 << exponent_bits) - 1) << mantissa_bits
+    quiet = 1 << (mantissa_bits - 1)
+    if body == "inf":
+        mantissa = 0
+    elif body in ("qnan", "nan"):
+        mantissa = quiet
+    else:
+        payload = int(body[body.index("(") + 1:-1], 16)
+        mantissa = payload | (quiet if body.startswith("qnan") else 0)
+    return (negative << (exponent_bits + mantissa_bits)) | exponent | mantissa
+
+
+def _widened_to_double(kind: str, bits: int) -> int:
+    """The double bits LLVM's hex syntax uses for a float/half value's special bits."""
+    exponent_bits, mantissa_bits = _FORMATS[kind]
+    sign = bits >> (exponent_bits + mantissa_bits)
+    mantissa = bits & ((1 << mantissa_bits) - 1)
+    return (sign << 63) | (0x7FF << 52) | (mantissa << (52 - mantissa_bits))
+
+
+def _hex(kind: str, text: str) -> str:
+    special = not text.lstrip("+-")[0].isdigit()
+    if kind in ("half", "bfloat"):
+        if special:
+            bits = _special_bits(kind, text)
+        elif kind == "half":
+            bits = int(np.array(float(text), np.float16).view(np.uint16))
+        else:
+            bits = int(np.array(float(text), np.float32).view(np.uint32)) >> 16
+        return f"0x{'H' if kind == 'half' else 'R'}{bits:04X}"
+    if special:
+        bits = _special_bits(kind, text)
+        return f"0x{(bits if kind == 'double' else _widened_to_double(kind, bits)):016X}"
+    value = float(np.float32(text)) if kind == "float" else float(text)
+    return "0x" + struct.pack(">d", value).hex().upper()
+
+
+def downgrade(text: str) -> str:
+    """`text` with every floating-point constant in hex."""
+    return _FLOAT_CONSTANT.sub(lambda m: f"{m.group(1)} {_hex(m.group(1), m.group(2))}", text)

@@ -1,0 +1,311 @@
+"""From a scheduled, buffer-assigned xhlo module to a thunk sequence and the kernels to compile
+(XLA:CPU's ThunkEmitter).
+
+Allocations, in the order of the execution's address table: the entry parameters, the temp
+slab, the constants (their bytes travel with the executable), the outputs. Every value gets
+the `BufferSlice` its buffer-assignment buffer says.
+
+Each op of the entry computation, in schedule order, becomes:
+
+- nothing, when it is no kernel (constants, tuples, bitcasts, barriers: buffer assignment
+  already made them share their source's buffer);
+- a `copy` thunk for `xhlo.copy`;
+- a `gemm` thunk for a dot BLAS can run (f32/f64, row-major operands in one of the four
+  transpose combinations, optionally batched over dimension 0); an output fusion rooted in
+  such a dot becomes the `gemm` writing the fusion's output, then its epilogue as a kernel
+  reading that output elementwise and writing it in place;
+- a `sliced_kernel` thunk for a batch-slice fusion (one kernel computing one slice);
+- `while` and `conditional` thunks holding the thunks of their computations;
+- a `kernel` thunk for everything else (a fusion, or a single op as its own kernel).
+
+Every choice is recorded in `decisions` (the dump's thunk-sequence file says which path each
+dot took and why).
+"""
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mlirxla.errors import MlirxlaError, location_text
+from mlirxla.mlir import ir
+from mlirxla.runtime import literals
+from mlirxla.runtime.executable import ALIGNMENT, TensorSpec
+from mlirxla.runtime.thunks import (
+    BufferSlice,
+    ConditionalThunk,
+    CopyThunk,
+    GemmThunk,
+    KernelThunk,
+    SlicedKernelThunk,
+    WhileThunk,
+)
+from mlirxla.transforms.buffer_assignment import Assignment, analyze
+from mlirxla.transforms.fusion_legality import LIBRARY_CALLS, NOT_KERNELS, fused_ops, kind_of
+from mlirxla.transforms.scheduling import entry_function, type_bytes
+
+from .kernel_source import SlicePlan, slice_plan
+
+NO_THUNK = NOT_KERNELS | {"return"}
+UNSUPPORTED = {
+    "custom_call": "a custom call has no implementation in the cpu backend",
+    "rng": "rng is not implemented in the cpu backend yet",
+    "rng_bit_generator": "rng_bit_generator is not implemented in the cpu backend yet",
+    "sort": "sort is not implemented in the cpu backend yet",
+    "all_reduce": "collectives need the multi-device runtime",
+    "all_gather": "collectives need the multi-device runtime",
+    "all_to_all": "collectives need the multi-device runtime",
+    "reduce_scatter": "collectives need the multi-device runtime",
+    "collective_permute": "collectives need the multi-device runtime",
+    "collective_broadcast": "collectives need the multi-device runtime",
+    "infeed": "infeed is not supported", "outfeed": "outfeed is not supported",
+    "send": "send is not supported", "recv": "recv is not supported",
+}
+
+
+def tensor_spec(value_type: ir.Type) -> TensorSpec:
+    ranked = ir.RankedTensorType(value_type)
+    return TensorSpec(tuple(ranked.shape), literals.storage_dtype(ranked.element_type).name, str(ranked.element_type))
+
+
+@dataclass
+class KernelSpec:
+    """A kernel to compile: the op, its symbol, and how (one slice of it; its epilogue only)."""
+
+    symbol: str
+    op: ir.Operation
+    plan: SlicePlan | None = None
+    library_result: ir.Value | None = None
+
+
+@dataclass
+class Emission:
+    parameters: list[TensorSpec]
+    outputs: list[tuple[BufferSlice, TensorSpec]]
+    allocation_sizes: list[int]  # per allocation; parameters, slab, constants, outputs
+    allocation_kinds: list[str]
+    constants: dict[int, np.ndarray]  # allocation -> its bytes
+    thunks: list
+    kernels: list[KernelSpec]
+    decisions: list[str] = field(default_factory=list)
+
+
+def symbol_for(name: str, used: set[str]) -> str:
+    base = re.sub(r"[^A-Za-z0-9_]", "_", name)
+    symbol, counter = base, 0
+    while symbol in used:
+        counter += 1
+        symbol = f"{base}_{counter}"
+    used.add(symbol)
+    return symbol
+
+
+class ThunkEmitter:
+    def __init__(self, module: ir.Module):
+        self.module = module
+        self.functions = {ir.StringAttr(op.attributes["sym_name"]).value: op.operation
+                          for op in module.body.operations if op.operation.name == "func.func"}
+        self.symbols: set[str] = set()
+        self.kernels: list[KernelSpec] = []
+        self.decisions: list[str] = []
+        self.slices: dict = {}
+
+    def emit(self) -> Emission:
+        entry = entry_function(self.module)
+        if entry is None:
+            raise MlirxlaError("the module has no entry function")
+        assignment = analyze(self.module, alignment=ALIGNMENT)
+        sizes, kinds, constants = self.assign_allocations(entry, assignment)
+        block = entry.regions[0].blocks[0]
+        thunks = self.emit_block(block)
+        terminator = list(block.operations)[-1].operation
+        outputs = [(self.slice_of(value), tensor_spec(value.type)) for value in terminator.operands]
+        parameters = [tensor_spec(argument.type) for argument in block.arguments]
+        return Emission(parameters, outputs, sizes, kinds, constants, thunks, self.kernels, self.decisions)
+
+    # --- buffers ---------------------------------------------------------------------------
+
+    def assign_allocations(self, entry: ir.Operation, assignment: Assignment):
+        parameter_count = len(entry.regions[0].blocks[0].arguments)
+        sizes = [0] * parameter_count + [assignment.heap.size]
+        kinds = ["parameter"] * parameter_count + ["temp"]
+        constants: dict[int, np.ndarray] = {}
+        slab = parameter_count
+        for buffer in assignment.buffers:
+            if buffer.kind == "parameter":
+                index = buffer.parameter
+                sizes[index] = buffer.size
+            elif buffer.kind == "temp":
+                index = slab
+            else:
+                index = len(sizes)
+                sizes.append(buffer.size)
+                kinds.append("constant" if buffer.kind == "constant" else "output")
+                if buffer.kind == "constant":
+                    constants[index] = self.constant_bytes(buffer)
+            offset = buffer.offset if buffer.kind == "temp" else 0
+            for value in buffer.values:
+                self.slices[value.value] = BufferSlice(index, offset, value.size)
+        return sizes, kinds, constants
+
+    def constant_bytes(self, buffer) -> np.ndarray:
+        for value in buffer.values:
+            owner = value.value.owner
+            if isinstance(owner, (ir.Operation, ir.OpView)) and owner.operation.name == "xhlo.constant":
+                array = literals.to_numpy(owner.operation.attributes["value"])
+                return np.ascontiguousarray(array).view(np.uint8).reshape(-1).copy()
+        raise MlirxlaError(f"constant buffer {buffer.name} has no constant op")
+
+    def slice_of(self, value: ir.Value) -> BufferSlice:
+        if value not in self.slices:
+            raise MlirxlaError(f"value of type {value.type} has no buffer")
+        return self.slices[value]
+
+    # --- thunks ----------------------------------------------------------------------------
+
+    def emit_block(self, block: ir.Block) -> list:
+        thunks = []
+        for op in block.operations:
+            thunks.extend(self.emit_op(op.operation))
+        return thunks
+
+    def emit_op(self, op: ir.Operation) -> list:
+        kind = kind_of(op)
+        if op.name == "func.return" or kind in NO_THUNK:
+            return []
+        if kind in UNSUPPORTED:
+            raise MlirxlaError(f"xhlo.{kind}: {UNSUPPORTED[kind]}", location_text(op.location))
+        if kind == "copy":
+            source, destination = self.slice_of(op.operands[0]), self.slice_of(op.results[0])
+            return [] if source == destination else [CopyThunk(self.name_of(op), source, destination)]
+        if kind == "while":
+            return [self.emit_while(op)]
+        if kind == "conditional":
+            return [self.emit_conditional(op)]
+        if kind == "dot":
+            gemm = self.gemm_for(op, op, op.results[0])
+            if gemm is not None:
+                return [gemm]
+        if kind == "fusion" and ir.StringAttr(op.attributes["kind"]).value == "output":
+            return self.emit_output_fusion(op)
+        if kind == "fusion" and "custom" in op.attributes:
+            return [self.emit_sliced(op)]
+        return [self.kernel_thunk(op)]
+
+    def name_of(self, op: ir.Operation) -> str:
+        if "name" in op.attributes:
+            return ir.StringAttr(op.attributes["name"]).value
+        return kind_of(op)
+
+    def kernel_thunk(self, op: ir.Operation, library_result: ir.Value | None = None) -> KernelThunk:
+        name = self.name_of(op)
+        symbol = symbol_for(name if library_result is None else f"{name}_epilogue", self.symbols)
+        self.kernels.append(KernelSpec(symbol, op, library_result=library_result))
+        operands = [self.slice_of(v) for v in op.operands]
+        if library_result is not None:
+            operands.append(self.slice_of(op.results[0]))
+        results = [self.slice_of(r) for r in op.results]
+        return KernelThunk(name, symbol, tuple(operands + results), len(results))
+
+    def emit_sliced(self, op: ir.Operation) -> SlicedKernelThunk:
+        name = self.name_of(op)
+        plan = slice_plan(op)
+        symbol = symbol_for(name, self.symbols)
+        self.kernels.append(KernelSpec(symbol, op, plan=plan))
+        arguments = [self.slice_of(v) for v in op.operands] + [self.slice_of(r) for r in op.results]
+        strides = [type_bytes(v.type) // plan.count if sliced else 0 for v, sliced in zip(op.operands, plan.sliced_operands)]
+        strides += [type_bytes(r.type) // plan.count for r in op.results]
+        self.decisions.append(f"{name}: {plan.count} batch slices, {sum(plan.sliced_operands)} operand(s) read slice by slice")
+        return SlicedKernelThunk(name, symbol, tuple(arguments), len(op.results), slices=plan.count, strides=tuple(strides))
+
+    def emit_output_fusion(self, op: ir.Operation) -> list:
+        roots = [inner for inner in fused_ops(op) if kind_of(inner) in LIBRARY_CALLS]
+        call = roots[0]
+        block = op.regions[0].blocks[0]
+        if kind_of(call) == "dot":
+            operands = {argument: value for argument, value in zip(block.arguments, op.operands)}
+            lhs, rhs = operands.get(call.operands[0]), operands.get(call.operands[1])
+            if lhs is not None and rhs is not None:
+                gemm = self.gemm_for(call, op, op.results[0], lhs, rhs)
+                if gemm is not None:
+                    return [gemm, self.kernel_thunk(op, library_result=call.results[0])]
+        self.decisions.append(f"{self.name_of(op)}: {kind_of(call)} generated with its epilogue in one kernel")
+        return [self.kernel_thunk(op)]
+
+    def gemm_for(self, dot: ir.Operation, owner: ir.Operation, out: ir.Value, lhs=None, rhs=None) -> GemmThunk | None:
+        """A GEMM thunk for `dot` (reading `lhs`, `rhs`, writing `out`), or None when BLAS cannot
+        run it; the decision is recorded either way."""
+        lhs = dot.operands[0] if lhs is None else lhs
+        rhs = dot.operands[1] if rhs is None else rhs
+        name = self.name_of(owner)
+        shape = gemm_shape(dot)
+        element = str(ir.RankedTensorType(dot.results[0].type).element_type)
+        if shape is None or element not in ("f32", "f64"):
+            self.decisions.append(f"{name}: dot generated as a kernel ({'element type ' + element if shape else 'dimension numbers BLAS cannot take'})")
+            return None
+        batch, m, n, k, transpose_lhs, transpose_rhs = shape
+        self.decisions.append(f"{name}: dot as a BLAS GEMM {element} {batch}x{m}x{n}x{k}")
+        return GemmThunk(name, element, self.slice_of(lhs), self.slice_of(rhs), self.slice_of(out), m, n, k,
+                         transpose_lhs, transpose_rhs, batch)
+
+    def emit_while(self, op: ir.Operation) -> WhileThunk:
+        condition_block = op.regions[0].blocks[0]
+        body_block = op.regions[1].blocks[0]
+        condition = self.emit_block(condition_block)
+        predicate = self.slice_of(list(condition_block.operations)[-1].operation.operands[0])
+        body = self.emit_block(body_block)
+        touched = tuple(dict.fromkeys(self.slice_of(v) for v in list(op.operands) + list(op.results)))
+        return WhileThunk(self.name_of(op), condition, predicate, body, touched)
+
+    def emit_conditional(self, op: ir.Operation) -> ConditionalThunk:
+        branches = []
+        for symbol in ir.ArrayAttr(op.attributes["branch_computations"]):
+            function = self.functions[ir.FlatSymbolRefAttr(symbol).value]
+            branches.append(self.emit_block(function.regions[0].blocks[0]))
+        selector = op.operands[0]
+        is_predicate = str(ir.RankedTensorType(selector.type).element_type) == "i1"
+        touched = tuple(dict.fromkeys(self.slice_of(v) for v in list(op.operands) + list(op.results)))
+        return ConditionalThunk(self.name_of(op), self.slice_of(selector), is_predicate, branches, touched)
+
+
+def gemm_shape(dot: ir.Operation) -> tuple[int, int, int, int, bool, bool] | None:
+    """(batch, m, n, k, transpose lhs, transpose rhs) when the dot is a (batched) row-major
+    GEMM with default layouts, else None."""
+    numbers = ir.DictAttr(dot.attributes["dot_dimension_numbers"])
+
+    def dims(name):
+        return list(ir.DenseI64ArrayAttr(numbers[name])) if name in numbers else []
+
+    lhs_shape = list(ir.RankedTensorType(dot.operands[0].type).shape)
+    rhs_shape = list(ir.RankedTensorType(dot.operands[1].type).shape)
+    lhs_batch, rhs_batch = dims("lhs_batching_dimensions"), dims("rhs_batching_dimensions")
+    lhs_contracting, rhs_contracting = dims("lhs_contracting_dimensions"), dims("rhs_contracting_dimensions")
+    if not default_layouts(dot) or len(lhs_contracting) != 1 or len(rhs_contracting) != 1:
+        return None
+    batched = len(lhs_batch)
+    if batched > 1 or lhs_batch != rhs_batch or lhs_batch not in ([], [0]):
+        return None
+    if len(lhs_shape) != 2 + batched or len(rhs_shape) != 2 + batched:
+        return None
+    batch = lhs_shape[0] if batched else 1
+    transpose_lhs = lhs_contracting[0] == batched
+    transpose_rhs = rhs_contracting[0] == batched + 1
+    m = lhs_shape[batched + (1 if transpose_lhs else 0)]
+    k = lhs_shape[lhs_contracting[0]]
+    n = rhs_shape[batched + (0 if transpose_rhs else 1)]
+    return batch, m, n, k, transpose_lhs, transpose_rhs
+
+
+def default_layouts(op: ir.Operation) -> bool:
+    """Whether the op's operands and results are row-major (descending minor-to-major)."""
+    values = list(op.operands) + list(op.results)
+    for value in values:
+        owner = value.owner
+        holder = owner.operation if isinstance(owner, (ir.Operation, ir.OpView)) else None
+        if holder is None or "result_layouts" not in holder.attributes:
+            continue
+        for layout in ir.ArrayAttr(holder.attributes["result_layouts"]):
+            order = list(ir.DenseI64ArrayAttr(layout))
+            if order != sorted(order, reverse=True):
+                return False
+    return True

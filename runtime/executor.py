@@ -1,0 +1,134 @@
+"""Running a thunk sequence (XLA:CPU's ThunkExecutor).
+
+Sequential fast path: chains and small sequences run in order on the calling thread (no
+scheduling overhead). Otherwise the executor builds a dependency graph from each thunk's
+declared reads and writes (an edge wherever one thunk writes a slice another reads or
+writes, in sequence order), keeps a pending-input count per node, and runs ready nodes on
+the thread pool: native kernels and BLAS calls release the GIL, so independent thunks do
+run in parallel. `ThreadPool.run_split` spreads the slices of one sliced kernel over the
+workers.
+"""
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from .thunks import BufferSlice, run_sequence
+
+SEQUENTIAL_BELOW = 8  # thunk sequences shorter than this always run in order
+
+
+class ThreadPool:
+    """A fixed pool of worker threads (one per core by default)."""
+
+    _shared: "ThreadPool | None" = None
+    _lock = threading.Lock()
+
+    def __init__(self, workers: int | None = None):
+        self.workers = workers or os.cpu_count() or 1
+        self.executor = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="mlirxla")
+
+    @classmethod
+    def shared(cls) -> "ThreadPool":
+        with cls._lock:
+            if cls._shared is None:
+                cls._shared = cls()
+            return cls._shared
+
+    def run_split(self, function, count: int) -> None:
+        """Call function(first, last) over `count` items split in one range per worker; the
+        calling thread runs the first range. Called from a worker (a thunk the graph runs on
+        the pool), it runs everything itself: a worker that waited for other workers could
+        wait for itself."""
+        if threading.current_thread().name.startswith("mlirxla"):
+            function(0, count)
+            return
+        parts = min(self.workers, count)
+        bounds = [count * i // parts for i in range(parts + 1)]
+        futures = [self.executor.submit(function, bounds[i], bounds[i + 1]) for i in range(1, parts)]
+        function(bounds[0], bounds[1])
+        for future in futures:
+            future.result()
+
+
+def overlaps(a: BufferSlice, b: BufferSlice) -> bool:
+    return a.allocation == b.allocation and a.offset < b.offset + b.size and b.offset < a.offset + a.size
+
+
+@dataclass
+class Node:
+    thunk: object
+    successors: list
+    pending: int
+
+
+def dependency_graph(thunks: list) -> list[Node]:
+    """One node per thunk; an edge i -> j (i before j) when j reads what i writes, or writes
+    what i reads or writes."""
+    nodes = [Node(t, [], 0) for t in thunks]
+    for j, later in enumerate(thunks):
+        for i in range(j):
+            earlier = thunks[i]
+            conflict = any(overlaps(w, r) for w in earlier.writes for r in later.reads) or any(
+                overlaps(w, x) for w in later.writes for x in tuple(earlier.reads) + tuple(earlier.writes))
+            if conflict:
+                nodes[i].successors.append(j)
+                nodes[j].pending += 1
+    return nodes
+
+
+def is_chain(nodes: list[Node]) -> bool:
+    return all(len(n.successors) <= 1 for n in nodes) and all(n.pending <= 1 for n in nodes)
+
+
+def run_thunks(thunks: list, bases: list[int], pool: ThreadPool | None, graph: list[Node] | None = None) -> None:
+    """Run `thunks` in order, or as `graph` (from `plan_graph`) on the pool."""
+    if graph is None or pool is None or pool.workers < 2:
+        run_sequence(thunks, bases, pool)
+    else:
+        run_graph(graph, bases, pool)
+
+
+def plan_graph(thunks: list) -> list[Node] | None:
+    """The dependency graph worth running on the pool, or None for the sequential path (short
+    sequences and chains)."""
+    if len(thunks) < SEQUENTIAL_BELOW:
+        return None
+    nodes = dependency_graph(thunks)
+    return None if is_chain(nodes) else nodes
+
+
+def run_graph(nodes: list[Node], bases: list[int], pool: ThreadPool) -> None:
+    pending = [n.pending for n in nodes]
+    lock = threading.Lock()
+    finished = threading.Event()
+    remaining = [len(nodes)]
+    errors: list[BaseException] = []
+
+    def run(index: int | None) -> None:
+        while index is not None:
+            try:
+                nodes[index].thunk.run(bases, pool)
+            except BaseException as error:  # reported to the caller after the graph stops
+                errors.append(error)
+            ready = []
+            with lock:
+                remaining[0] -= 1
+                for successor in nodes[index].successors:
+                    pending[successor] -= 1
+                    if pending[successor] == 0:
+                        ready.append(successor)
+                if remaining[0] == 0:
+                    finished.set()
+            for other in ready[1:]:
+                pool.executor.submit(run, other)
+            index = ready[0] if ready else None
+
+    roots = [i for i, count in enumerate(pending) if count == 0]
+    for index in roots[1:]:
+        pool.executor.submit(run, index)
+    run(roots[0])
+    finished.wait()
+    if errors:
+        raise errors[0]

@@ -1,0 +1,308 @@
+"""Thunks: the steps an executable runs, each over slices of its buffers (XLA:CPU's thunks).
+
+An execution owns a table of base addresses, one per allocation (the parameters, the temp
+slab, the constants, the outputs). A `BufferSlice` names an allocation, an offset and a size;
+every thunk declares the slices it reads and writes (`reads`, `writes`), which is all the
+executor needs to order them. Kinds:
+
+- `kernel`: a native function `void k(ptr, ...)` over its operands then results;
+- `sliced_kernel`: a kernel that computes one batch slice, called once per slice with the
+  sliced pointers moved along (batch-slice fusions), slices spread over the thread pool;
+- `gemm`: a BLAS GEMM (row-major, optionally transposed operands, a batch of them);
+- `copy`: a memmove between slices;
+- `while`: the condition's thunks, a predicate read back, the body's thunks, repeated;
+- `conditional`: an index (or predicate) read back, then one branch's thunks.
+
+Thunks are plain data (`to_json`/`from_json`), bound to native code by `bind(engine)`, so an
+executable's thunk sequence can be dumped and cached without pickle.
+"""
+
+import ctypes
+from dataclasses import dataclass, field
+
+from mlirxla.errors import MlirxlaError
+
+from . import blas
+
+
+@dataclass(frozen=True)
+class BufferSlice:
+    allocation: int
+    offset: int
+    size: int
+
+    def to_json(self) -> list:
+        return [self.allocation, self.offset, self.size]
+
+    @classmethod
+    def from_json(cls, data: list) -> "BufferSlice":
+        return cls(*data)
+
+    def text(self) -> str:
+        return f"#{self.allocation}[{self.offset}:{self.offset + self.size}]"
+
+
+def _slices(data) -> tuple[BufferSlice, ...]:
+    return tuple(BufferSlice.from_json(d) for d in data)
+
+
+@dataclass
+class KernelThunk:
+    name: str
+    symbol: str
+    arguments: tuple[BufferSlice, ...]  # operands, then results
+    result_count: int
+    kind: str = "kernel"
+    function: object = field(default=None, repr=False, compare=False)
+
+    @property
+    def reads(self):
+        return self.arguments[: len(self.arguments) - self.result_count]
+
+    @property
+    def writes(self):
+        return self.arguments[len(self.arguments) - self.result_count:]
+
+    def bind(self, engine) -> None:
+        prototype = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * len(self.arguments)))
+        self.function = prototype(engine.address(self.symbol))
+
+    def run(self, bases: list[int], pool) -> None:
+        self.function(*[bases[s.allocation] + s.offset for s in self.arguments])
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "name": self.name, "symbol": self.symbol,
+                "arguments": [s.to_json() for s in self.arguments], "result_count": self.result_count}
+
+    def describe(self) -> str:
+        operands = ", ".join(s.text() for s in self.reads)
+        results = ", ".join(s.text() for s in self.writes)
+        return f"kernel {self.name} [{self.symbol}]({operands}) -> {results}"
+
+
+@dataclass
+class SlicedKernelThunk(KernelThunk):
+    slices: int = 1
+    strides: tuple[int, ...] = ()  # bytes to move each argument's pointer per slice (0: read whole)
+    kind: str = "sliced_kernel"
+
+    def run(self, bases: list[int], pool) -> None:
+        starts = [bases[s.allocation] + s.offset for s in self.arguments]
+        function, strides = self.function, self.strides
+
+        def run_range(first: int, last: int) -> None:
+            for index in range(first, last):
+                function(*[start + index * stride for start, stride in zip(starts, strides)])
+
+        if pool is None or pool.workers < 2 or self.slices < 2:
+            run_range(0, self.slices)
+        else:
+            pool.run_split(run_range, self.slices)
+
+    def to_json(self) -> dict:
+        return super().to_json() | {"slices": self.slices, "strides": list(self.strides)}
+
+    def describe(self) -> str:
+        return super().describe().replace("kernel ", f"sliced kernel x{self.slices} ", 1)
+
+
+@dataclass
+class GemmThunk:
+    """out[b] = op(lhs[b]) @ op(rhs[b]) for b < batch, row-major, in place."""
+
+    name: str
+    element: str  # f32 | f64
+    lhs: BufferSlice
+    rhs: BufferSlice
+    out: BufferSlice
+    m: int
+    n: int
+    k: int
+    transpose_lhs: bool
+    transpose_rhs: bool
+    batch: int = 1
+    kind: str = "gemm"
+    function: object = field(default=None, repr=False, compare=False)
+
+    @property
+    def reads(self):
+        return (self.lhs, self.rhs)
+
+    @property
+    def writes(self):
+        return (self.out,)
+
+    def bind(self, engine) -> None:
+        self.function = blas.gemm(self.element)
+
+    def run(self, bases: list[int], pool) -> None:
+        width = 4 if self.element == "f32" else 8
+        a, b, c = (bases[s.allocation] + s.offset for s in (self.lhs, self.rhs, self.out))
+        lda = self.m if self.transpose_lhs else self.k
+        ldb = self.k if self.transpose_rhs else self.n
+        ta = blas.TRANSPOSE if self.transpose_lhs else blas.NO_TRANSPOSE
+        tb = blas.TRANSPOSE if self.transpose_rhs else blas.NO_TRANSPOSE
+        for index in range(self.batch):
+            self.function(blas.ROW_MAJOR, ta, tb, self.m, self.n, self.k, 1.0,
+                          a + index * self.m * self.k * width, lda, b + index * self.k * self.n * width, ldb,
+                          0.0, c + index * self.m * self.n * width, self.n)
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "name": self.name, "element": self.element, "lhs": self.lhs.to_json(),
+                "rhs": self.rhs.to_json(), "out": self.out.to_json(), "m": self.m, "n": self.n, "k": self.k,
+                "transpose_lhs": self.transpose_lhs, "transpose_rhs": self.transpose_rhs, "batch": self.batch}
+
+    def describe(self) -> str:
+        shape = f"{self.batch}x" if self.batch > 1 else ""
+        flags = ("T" if self.transpose_lhs else "N") + ("T" if self.transpose_rhs else "N")
+        return (f"gemm {self.name} {self.element} {shape}{self.m}x{self.n}x{self.k} {flags} "
+                f"({self.lhs.text()}, {self.rhs.text()}) -> {self.out.text()}")
+
+
+@dataclass
+class CopyThunk:
+    name: str
+    source: BufferSlice
+    destination: BufferSlice
+    kind: str = "copy"
+
+    @property
+    def reads(self):
+        return (self.source,)
+
+    @property
+    def writes(self):
+        return (self.destination,)
+
+    def bind(self, engine) -> None:
+        pass
+
+    def run(self, bases: list[int], pool) -> None:
+        ctypes.memmove(bases[self.destination.allocation] + self.destination.offset,
+                       bases[self.source.allocation] + self.source.offset, self.source.size)
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "name": self.name, "source": self.source.to_json(), "destination": self.destination.to_json()}
+
+    def describe(self) -> str:
+        return f"copy {self.name} {self.source.text()} -> {self.destination.text()}"
+
+
+def _read_scalar(bases: list[int], at: BufferSlice) -> int:
+    address = bases[at.allocation] + at.offset
+    if at.size == 1:
+        return ctypes.c_uint8.from_address(address).value
+    if at.size == 4:
+        return ctypes.c_int32.from_address(address).value
+    return ctypes.c_int64.from_address(address).value
+
+
+@dataclass
+class WhileThunk:
+    name: str
+    condition: list
+    predicate: BufferSlice
+    body: list
+    reads_and_writes: tuple[BufferSlice, ...] = ()  # what the loop touches outside itself
+    kind: str = "while"
+
+    @property
+    def reads(self):
+        return self.reads_and_writes
+
+    @property
+    def writes(self):
+        return self.reads_and_writes
+
+    def bind(self, engine) -> None:
+        for thunk in self.condition + self.body:
+            thunk.bind(engine)
+
+    def run(self, bases: list[int], pool) -> None:
+        while True:
+            run_sequence(self.condition, bases, pool)
+            if not _read_scalar(bases, self.predicate):
+                return
+            run_sequence(self.body, bases, pool)
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "name": self.name, "condition": [t.to_json() for t in self.condition],
+                "predicate": self.predicate.to_json(), "body": [t.to_json() for t in self.body],
+                "reads_and_writes": [s.to_json() for s in self.reads_and_writes]}
+
+    def describe(self) -> str:
+        lines = [f"while {self.name} (predicate {self.predicate.text()})", "  condition:"]
+        lines += ["    " + line for t in self.condition for line in t.describe().splitlines()]
+        lines.append("  body:")
+        lines += ["    " + line for t in self.body for line in t.describe().splitlines()]
+        return "\n".join(lines)
+
+
+@dataclass
+class ConditionalThunk:
+    name: str
+    selector: BufferSlice
+    is_predicate: bool
+    branches: list  # lists of thunks; a predicate picks branch 0 when true
+    reads_and_writes: tuple[BufferSlice, ...] = ()
+    kind: str = "conditional"
+
+    @property
+    def reads(self):
+        return self.reads_and_writes
+
+    @property
+    def writes(self):
+        return self.reads_and_writes
+
+    def bind(self, engine) -> None:
+        for branch in self.branches:
+            for thunk in branch:
+                thunk.bind(engine)
+
+    def run(self, bases: list[int], pool) -> None:
+        value = _read_scalar(bases, self.selector)
+        if self.is_predicate:
+            index = 0 if value else 1
+        else:
+            index = value if 0 <= value < len(self.branches) else len(self.branches) - 1
+        run_sequence(self.branches[index], bases, pool)
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "name": self.name, "selector": self.selector.to_json(), "is_predicate": self.is_predicate,
+                "branches": [[t.to_json() for t in branch] for branch in self.branches],
+                "reads_and_writes": [s.to_json() for s in self.reads_and_writes]}
+
+    def describe(self) -> str:
+        lines = [f"conditional {self.name} (selector {self.selector.text()})"]
+        for index, branch in enumerate(self.branches):
+            lines.append(f"  branch {index}:")
+            lines += ["    " + line for t in branch for line in t.describe().splitlines()]
+        return "\n".join(lines)
+
+
+def run_sequence(thunks: list, bases: list[int], pool) -> None:
+    for thunk in thunks:
+        thunk.run(bases, pool)
+
+
+def from_json(data: dict):
+    kind = data["kind"]
+    if kind == "kernel":
+        return KernelThunk(data["name"], data["symbol"], _slices(data["arguments"]), data["result_count"])
+    if kind == "sliced_kernel":
+        return SlicedKernelThunk(data["name"], data["symbol"], _slices(data["arguments"]), data["result_count"],
+                                 slices=data["slices"], strides=tuple(data["strides"]))
+    if kind == "gemm":
+        return GemmThunk(data["name"], data["element"], BufferSlice.from_json(data["lhs"]), BufferSlice.from_json(data["rhs"]),
+                         BufferSlice.from_json(data["out"]), data["m"], data["n"], data["k"], data["transpose_lhs"],
+                         data["transpose_rhs"], data["batch"])
+    if kind == "copy":
+        return CopyThunk(data["name"], BufferSlice.from_json(data["source"]), BufferSlice.from_json(data["destination"]))
+    if kind == "while":
+        return WhileThunk(data["name"], [from_json(t) for t in data["condition"]], BufferSlice.from_json(data["predicate"]),
+                          [from_json(t) for t in data["body"]], _slices(data["reads_and_writes"]))
+    if kind == "conditional":
+        return ConditionalThunk(data["name"], BufferSlice.from_json(data["selector"]), data["is_predicate"],
+                                [[from_json(t) for t in branch] for branch in data["branches"]], _slices(data["reads_and_writes"]))
+    raise MlirxlaError(f"unknown thunk kind '{kind}'")
