@@ -3,12 +3,15 @@ and its native code; `execute` runs it on numpy arrays (XLA's CpuExecutable).
 
 Per execution: the address table is the parameters' own memory (C-contiguous arrays are
 used in place, not copied), a fresh temp slab, the constants (owned by the executable), and
-fresh output allocations; outputs come back as numpy views of their allocation (or copies,
-for an output that is a parameter or a constant). The plan round-trips through JSON
+fresh output allocations; an output that fills its allocation alone is allocated as the
+array it is returned as, others come back as views of their allocation (or copies, for an
+output that is a parameter or a constant). Everything that does not change between
+executions (the address template, output shapes) is computed once. The plan round-trips through JSON
 (`to_json`/`from_json`), so that the compile cache stores it without pickle.
 """
 
 import base64
+import ctypes
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -83,6 +86,27 @@ class ExecutablePlan:
         return "\n".join(lines) + "\n"
 
 
+@dataclass(frozen=True)
+class OutputPlan:
+    """How one output comes back: from `allocation` at `offset`, as `dtype` in `shape`; `whole`
+    when it fills a fresh output allocation by itself (that array is then returned as is)."""
+
+    allocation: int
+    offset: int
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    count: int
+    whole: bool
+
+
+def address(array: np.ndarray) -> int:
+    """The address of an array's first byte (the cheapest way numpy offers, writable or not)."""
+    try:
+        return ctypes.addressof(ctypes.c_char.from_buffer(array))
+    except (TypeError, ValueError):
+        return array.ctypes.data
+
+
 class Executable:
     """Compiled once, executed many times."""
 
@@ -97,52 +121,63 @@ class Executable:
         self.pool = pool or ThreadPool.shared()
         self.graph = plan_graph(plan.thunks)
         self.constants = {index: np.ascontiguousarray(data) for index, data in plan.constants.items()}
-        self.parameter_dtypes = [np.dtype(p.dtype) for p in plan.parameters]
-        self.output_allocations = [i for i, kind in enumerate(plan.allocation_kinds) if kind == "output"]
+        self.parameter_checks = [(np.dtype(p.dtype), tuple(p.shape)) for p in plan.parameters]
+        self.outputs = [self.output_plan(at, spec) for at, spec in plan.outputs]
+        typed = {o.allocation: o for o in self.outputs if o.whole}
+        self.base_template = [0] * len(plan.allocation_kinds)
+        for index, array in self.constants.items():
+            self.base_template[index] = address(array)
+        # allocations made fresh per execution: (index, bytes, or the output plan of an output
+        # allocation returned whole, which is then allocated with its dtype and shape)
+        self.fresh = [(index, size, typed.get(index)) for index, (kind, size) in
+                      enumerate(zip(plan.allocation_kinds, plan.allocation_sizes)) if kind in ("temp", "output") and size > 0]
+
+    def output_plan(self, at: BufferSlice, spec: TensorSpec) -> OutputPlan:
+        count = int(np.prod(spec.shape, dtype=np.int64))
+        dtype = np.dtype(spec.dtype)
+        kind = self.plan.allocation_kinds[at.allocation]
+        holders = sum(1 for other, _ in self.plan.outputs if other.allocation == at.allocation)
+        whole = (kind == "output" and holders == 1 and at.offset == 0
+                 and count * dtype.itemsize == self.plan.allocation_sizes[at.allocation])
+        return OutputPlan(at.allocation, at.offset, dtype, tuple(spec.shape), count, whole)
 
     def check_arguments(self, arguments) -> list[np.ndarray]:
-        specs = self.plan.parameters
-        if len(arguments) != len(specs):
-            raise MlirxlaError(f"the executable takes {len(specs)} argument(s), got {len(arguments)}")
+        checks = self.parameter_checks
+        if len(arguments) != len(checks):
+            raise MlirxlaError(f"the executable takes {len(checks)} argument(s), got {len(arguments)}")
         arrays = []
-        for index, (argument, spec, dtype) in enumerate(zip(arguments, specs, self.parameter_dtypes)):
-            array = np.asarray(argument)
+        for index, (argument, (dtype, shape)) in enumerate(zip(arguments, checks)):
+            array = argument if type(argument) is np.ndarray else np.asarray(argument)
             if array.dtype != dtype:
+                spec = self.plan.parameters[index]
                 raise MlirxlaError(f"argument {index}: expected dtype {dtype} ({spec.text()}), got {array.dtype}")
-            if array.shape != spec.shape:
-                raise MlirxlaError(f"argument {index}: expected shape {spec.shape} ({spec.text()}), got {array.shape}")
+            if array.shape != shape:
+                spec = self.plan.parameters[index]
+                raise MlirxlaError(f"argument {index}: expected shape {shape} ({spec.text()}), got {array.shape}")
             arrays.append(array if array.flags.c_contiguous else np.ascontiguousarray(array))
         return arrays
 
-    def execute(self, arguments) -> list[np.ndarray]:
+    def execute(self, arguments, donated: frozenset = frozenset()) -> list[np.ndarray]:
+        """Run on numpy arrays; an output that aliases a `donated` parameter reuses its memory."""
         arrays = self.check_arguments(arguments)
-        plan = self.plan
-        storage: dict[int, np.ndarray] = {}
-        bases = []
-        for index, kind in enumerate(plan.allocation_kinds):
-            if kind == "parameter":
-                array = arrays[index]
-            elif kind == "constant":
-                array = self.constants[index]
-            else:
-                array = aligned_bytes(plan.allocation_sizes[index])
-                storage[index] = array
-            bases.append(array.ctypes.data)
-        run_thunks(plan.thunks, bases, self.pool, self.graph)
-        return [self.output(s, spec, storage, arrays) for s, spec in plan.outputs]
+        bases = self.base_template.copy()
+        for index, array in enumerate(arrays):
+            bases[index] = address(array)
+        storage = {}
+        for index, size, typed in self.fresh:
+            array = np.empty(typed.shape, typed.dtype) if typed else np.empty(size, np.uint8)
+            storage[index] = array
+            bases[index] = address(array)
+        run_thunks(self.plan.thunks, bases, self.pool, self.graph)
+        return [self.output(o, storage, arrays, donated) for o in self.outputs]
 
-    def output(self, at: BufferSlice, spec: TensorSpec, storage: dict, arrays: list) -> np.ndarray:
-        dtype = np.dtype(spec.dtype)
-        count = int(np.prod(spec.shape, dtype=np.int64))
-        kind = self.plan.allocation_kinds[at.allocation]
+    def output(self, o: OutputPlan, storage: dict, arrays: list, donated: frozenset) -> np.ndarray:
+        if o.whole:
+            return storage[o.allocation]
+        kind = self.plan.allocation_kinds[o.allocation]
         if kind == "output":
-            return np.frombuffer(storage[at.allocation], dtype, count, at.offset).reshape(spec.shape)
-        source = arrays[at.allocation] if kind == "parameter" else (self.constants[at.allocation] if kind == "constant" else storage[at.allocation])
-        return np.frombuffer(source.reshape(-1).view(np.uint8), dtype, count, at.offset).reshape(spec.shape).copy()
-
-
-def aligned_bytes(size: int) -> np.ndarray:
-    """`size` bytes aligned to ALIGNMENT (the kernels' vector loads like aligned memory)."""
-    raw = np.empty(size + ALIGNMENT, np.uint8)
-    start = -raw.ctypes.data % ALIGNMENT
-    return raw[start:start + size]
+            return np.frombuffer(storage[o.allocation], o.dtype, o.count, o.offset).reshape(o.shape)
+        if kind == "parameter" and o.allocation in donated:
+            return arrays[o.allocation]
+        source = arrays[o.allocation] if kind == "parameter" else (self.constants[o.allocation] if kind == "constant" else storage[o.allocation])
+        return np.frombuffer(source.reshape(-1).view(np.uint8), o.dtype, o.count, o.offset).reshape(o.shape).copy()

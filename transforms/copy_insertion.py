@@ -9,7 +9,8 @@ buffer that is read-only, a copy gives the writer a fresh buffer:
 - while-loop init values that are constants or parameters, that have another use (live after
   the loop), or that are passed twice, unless the body passes the value through unchanged
   (the loop never writes that buffer, so it may stay the parameter's); a body result
-  returned twice;
+  returned twice; a body result whose definition could overwrite the carried value while
+  the body still reads it (`overwrites_live_parameter`);
 - entry results that are parameters or constants, or a value returned twice (distinct output
   buffers, XLA's AddSpecialCaseCopies);
 - donated parameters (`tf.aliasing_output` / `jax.buffer_donor`) read by other ops: their uses
@@ -24,6 +25,7 @@ from typing import ClassVar
 
 from mlirxla.mlir import ir
 
+from .fusion_legality import ELEMENTWISE, ancestor_in_block, elementwise_read_operands, kind_of, reachable
 from .layout_assignment import entry_functions, insert_copy, is_tensor, layout_of
 from .pass_base import ModulePass
 
@@ -65,6 +67,36 @@ def passes_through(loop: ir.Operation, index: int) -> bool:
     body = loop.regions[1].blocks[0]
     terminator = body.operations[len(body.operations) - 1].operation
     return terminator.operands[index] == body.arguments[index]
+
+
+def overwrites_live_parameter(body: ir.Block, index: int) -> bool:
+    """Whether writing the body's result `index` into the carried buffer (which holds the body
+    parameter `index`) could clobber the parameter before its last read: the result is
+    another parameter, or some reader of the parameter is not ordered before the result's
+    definition by data dependence (any schedule may then run it later), or the definition
+    itself reads the parameter other than elementwise in place."""
+    terminator = body.operations[len(body.operations) - 1].operation
+    result, parameter = terminator.operands[index], body.arguments[index]
+    if isinstance(result.owner, ir.Block):
+        return True
+    definer = result.owner.operation
+    readers = {ancestor_in_block(use.owner, body) for use in parameter.uses}
+    readers.discard(terminator)
+    for reader in readers:
+        if reader == definer:
+            if not reads_in_place(definer, parameter):
+                return True
+        elif not reachable(reader, definer):
+            return True
+    return False
+
+
+def reads_in_place(op: ir.Operation, value: ir.Value) -> bool:
+    """Whether `op` reads `value` only elementwise at the index it writes (so it may write
+    its result over it)."""
+    if kind_of(op) in ELEMENTWISE:
+        return len(op.results) == 1 and op.results[0].type == value.type
+    return op.name == "xhlo.fusion" and len(op.results) == 1 and value in elementwise_read_operands(op)
 
 
 @dataclass(frozen=True)
@@ -140,6 +172,8 @@ class CopyInsertionPass(ModulePass):
         for i, value in enumerate(list(terminator.operands)):
             if is_tensor(value) and any(value == s for s in seen):
                 self._copy(terminator, i, "while body returns a value twice (carried buffers would alias)", fname)
+            elif is_tensor(value) and not passes_through(op, i) and overwrites_live_parameter(body, i):
+                self._copy(terminator, i, "while body result would overwrite its carried value while the body still reads it", fname)
             seen.append(value)
 
     def _entry(self, func, block: ir.Block, fname: str) -> None:

@@ -126,7 +126,7 @@ def clone_kernel(kernel: ir.Operation, operands: list[ir.Value], types: dict, li
 
 
 def retyped_clone(op: ir.Operation, operands: list[ir.Value], result_types: list[ir.Type]) -> ir.Operation:
-    attributes = {named.name: named.attr for named in op.attributes}
+    attributes = {name: op.attributes[name] for name in op.attributes}
     if op.name == "xhlo.constant":
         value = ir.DenseElementsAttr(attributes["value"])
         if not value.is_splat:

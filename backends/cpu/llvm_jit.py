@@ -37,6 +37,12 @@ def target_machine() -> "llvm.TargetMachine":
         return _STATE["machine"]
 
 
+def host_cpu() -> str:
+    """The host CPU and its features, as LLVM sees them (part of the compile cache's key)."""
+    target_machine()
+    return f"{llvm.get_host_cpu_name()}:{llvm.get_host_cpu_features().flatten()}"
+
+
 @dataclass
 class OptimizedKernel:
     name: str
@@ -52,7 +58,7 @@ def optimize(name: str, ir_text: str) -> OptimizedKernel:
         module = llvm.parse_assembly(ir_text)
         module.verify()
     except RuntimeError as error:
-        raise MlirxlaError(f"kernel {name}: LLVM rejected its IR: {str(error).splitlines()[0]}") from None
+        raise MlirxlaError(f"kernel {name}: LLVM rejected its IR: {' '.join(line.strip() for line in str(error).splitlines() if line.strip())}") from None
     module.triple = machine.triple
     module.data_layout = str(machine.target_data)
     tuning = llvm.create_pipeline_tuning_options(speed_level=3)

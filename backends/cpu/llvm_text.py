@@ -1,10 +1,10 @@
 """LLVM IR text from the toolkit's LLVM (24) made readable by llvmlite's LLVM (22).
 
 The toolkit prints floating-point constants in the newer syntax: decimals that round-trip
-only in the constant's own type (`float 1.000000e-01`), and special values by name
-(`-inf`, `+qnan`, `+snan(0x1)`). LLVM 22 reads a `float`/`double` constant as a decimal that
-must be exact in the type, or as hex (a float as the bits of the double it widens to;
-`0xH` half, `0xR` bfloat). Every such constant is rewritten to hex.
+only in the constant's own type (`float 1.000000e-01`), special values by name (`-inf`,
+`+qnan`, `+snan(0x1)`), other values by their bits (`f0x3727C5AC`). LLVM 22 reads a
+`float`/`double` constant as a decimal exact in the type, or as hex (a float as the bits of
+the double it widens to; `0xH` half, `0xR` bfloat). Every such constant is rewritten to hex.
 """
 
 import re
@@ -12,9 +12,10 @@ import struct
 
 import numpy as np
 
-_FLOAT_CONSTANT = re.compile(
-    r"\b(half|bfloat|float|double) ([-+]?(?:inf|qnan|nan|snan\(0x[0-9A-Fa-f]+\)|qnan\(0x[0-9A-Fa-f]+\))|[-+]?\d+\.\d*(?:e[-+]?\d+)?)"
-)
+_LITERAL = (r"(?:[-+]?(?:inf|qnan|nan)\b|[-+]?(?:snan|qnan)\(0x[0-9A-Fa-f]+\)|[-+]?\d+\.\d+(?:e[-+]?\d+)?\b|f0x[0-9A-Fa-f]+\b)")
+_FLOAT_TYPE = re.compile(r"\b(half|bfloat|float|double)\b")
+# a literal, with the type written just before it when there is one
+_CONSTANT = re.compile(r"(?<![\w.%@$\"])(?:(half|bfloat|float|double) )?(" + _LITERAL + ")")
 # (exponent bits, mantissa bits) per type
 _FORMATS = {"half": (5, 10), "bfloat": (8, 7), "float": (8, 23), "double": (11, 52)}
 
@@ -45,6 +46,12 @@ def _widened_to_double(kind: str, bits: int) -> int:
 
 
 def _hex(kind: str, text: str) -> str:
+    if text.startswith("f0x"):  # the type's own bits
+        bits = int(text[3:], 16)
+        if kind == "float":
+            value = float(np.array(bits, np.uint32).view(np.float32))
+            return "0x" + struct.pack(">d", value).hex().upper()
+        return {"half": f"0xH{bits:04X}", "bfloat": f"0xR{bits:04X}", "double": f"0x{bits:016X}"}[kind]
     special = not text.lstrip("+-")[0].isdigit()
     if kind in ("half", "bfloat"):
         if special:
@@ -62,5 +69,19 @@ def _hex(kind: str, text: str) -> str:
 
 
 def downgrade(text: str) -> str:
-    """`text` with every floating-point constant in hex."""
-    return _FLOAT_CONSTANT.sub(lambda m: f"{m.group(1)} {_hex(m.group(1), m.group(2))}", text)
+    """`text` with every floating-point constant in hex. A literal's type is the one written
+    before it, else the line's first floating-point type (`fadd float %a, 1.5`)."""
+    return "\n".join(_downgrade_line(line) for line in text.split("\n"))
+
+
+def _downgrade_line(line: str) -> str:
+    first = _FLOAT_TYPE.search(line)
+    if first is None or line.lstrip().startswith(("!", ";", "source_filename", "target")):
+        return line
+
+    def replace(match: re.Match) -> str:
+        kind = match.group(1) or first.group(1)
+        prefix = f"{match.group(1)} " if match.group(1) else ""
+        return prefix + _hex(kind, match.group(2))
+
+    return _CONSTANT.sub(replace, line)

@@ -269,8 +269,8 @@ class ThunkEmitter:
 
 
 def gemm_shape(dot: ir.Operation) -> tuple[int, int, int, int, bool, bool] | None:
-    """(batch, m, n, k, transpose lhs, transpose rhs) when the dot is a (batched) row-major
-    GEMM with default layouts, else None."""
+    """(batch, m, n, k, transpose lhs, transpose rhs) when the dot is a (batched) GEMM over
+    row-major buffers, else None."""
     numbers = ir.DictAttr(dot.attributes["dot_dimension_numbers"])
 
     def dims(name):
@@ -280,7 +280,7 @@ def gemm_shape(dot: ir.Operation) -> tuple[int, int, int, int, bool, bool] | Non
     rhs_shape = list(ir.RankedTensorType(dot.operands[1].type).shape)
     lhs_batch, rhs_batch = dims("lhs_batching_dimensions"), dims("rhs_batching_dimensions")
     lhs_contracting, rhs_contracting = dims("lhs_contracting_dimensions"), dims("rhs_contracting_dimensions")
-    if not default_layouts(dot) or len(lhs_contracting) != 1 or len(rhs_contracting) != 1:
+    if len(lhs_contracting) != 1 or len(rhs_contracting) != 1:
         return None
     batched = len(lhs_batch)
     if batched > 1 or lhs_batch != rhs_batch or lhs_batch not in ([], [0]):
@@ -294,18 +294,3 @@ def gemm_shape(dot: ir.Operation) -> tuple[int, int, int, int, bool, bool] | Non
     k = lhs_shape[lhs_contracting[0]]
     n = rhs_shape[batched + (0 if transpose_rhs else 1)]
     return batch, m, n, k, transpose_lhs, transpose_rhs
-
-
-def default_layouts(op: ir.Operation) -> bool:
-    """Whether the op's operands and results are row-major (descending minor-to-major)."""
-    values = list(op.operands) + list(op.results)
-    for value in values:
-        owner = value.owner
-        holder = owner.operation if isinstance(owner, (ir.Operation, ir.OpView)) else None
-        if holder is None or "result_layouts" not in holder.attributes:
-            continue
-        for layout in ir.ArrayAttr(holder.attributes["result_layouts"]):
-            order = list(ir.DenseI64ArrayAttr(layout))
-            if order != sorted(order, reverse=True):
-                return False
-    return True

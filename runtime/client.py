@@ -1,0 +1,192 @@
+"""The runtime API, in the shape of PJRT: Client, Device, Buffer, LoadedExecutable.
+
+    client = Client()                                   # one host CPU device by default
+    executable = client.compile(stablehlo_text_or_bytes)  # compile once ...
+    outputs = executable.execute([x, w])                # ... execute many times
+    outputs[0].to_numpy()
+
+Buffers live in host memory and hold numpy arrays: `Client.buffer_from_pyval` takes a
+C-contiguous array without copying (and marks it read-only, since the buffer is immutable);
+`Buffer.to_numpy` hands back the same memory. Executing with `donate=[i]` gives argument i's
+buffer to the executable: the buffer is deleted, and an output the module aliases to that
+parameter (jax.buffer_donor / tf.aliasing_output) reuses its memory.
+
+Compilation goes through the compile cache when the client has one (`cache_dir`): the key is
+the fingerprint of the input's bytes, the compile options, and the versions and CPU that
+compile (so a hit skips parsing altogether). A run that asks for dumps bypasses the cache.
+"""
+
+import hashlib
+import os
+import platform
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mlirxla.errors import MlirxlaError
+
+from .compile_cache import CompileCache, fingerprint
+from .executable import Executable
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """What steers a compile: dumps and the pass selection, as the pipeline runner takes them."""
+
+    dump_to: str | None = None
+    dump_pass_re: str | None = None
+    disable_passes: tuple[str, ...] = ()
+
+    def key(self) -> str:
+        return f"disable={','.join(sorted(self.disable_passes))}"
+
+
+@dataclass(frozen=True)
+class Device:
+    id: int
+    client: "Client" = field(repr=False, compare=False)
+    platform: str = "cpu"
+    device_kind: str = "cpu"
+
+    def __str__(self) -> str:
+        return f"mlirxla:{self.platform}:{self.id}"
+
+
+class Buffer:
+    """An immutable array on a device (host memory)."""
+
+    def __init__(self, array: np.ndarray, device: Device):
+        self._array = array
+        self.device = device
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._live().shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._live().dtype
+
+    def to_numpy(self) -> np.ndarray:
+        return self._live()
+
+    def delete(self) -> None:
+        self._array = None
+
+    def is_deleted(self) -> bool:
+        return self._array is None
+
+    def _live(self) -> np.ndarray:
+        if self._array is None:
+            raise MlirxlaError("the buffer was deleted (donated or deleted explicitly)")
+        return self._array
+
+    def __repr__(self) -> str:
+        return "Buffer(deleted)" if self._array is None else f"Buffer({self._array.dtype}{list(self._array.shape)} on {self.device})"
+
+
+class LoadedExecutable:
+    def __init__(self, executable: Executable, client: "Client", fingerprint_text: str):
+        self.executable = executable
+        self.client = client
+        self.fingerprint = fingerprint_text
+
+    @property
+    def devices(self) -> list[Device]:
+        return self.client.devices()[:1]
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self.executable.plan.outputs)
+
+    def execute(self, arguments, donate: tuple[int, ...] = ()) -> list[Buffer]:
+        """Run on `arguments` (Buffers or arrays); returns the outputs as Buffers."""
+        arrays = []
+        for index, argument in enumerate(arguments):
+            if isinstance(argument, Buffer):
+                arrays.append(argument.to_numpy())
+            else:
+                arrays.append(np.asarray(argument))
+        outputs = self.executable.execute(arrays, donated=frozenset(donate))
+        for index in donate:
+            if isinstance(arguments[index], Buffer):
+                arguments[index].delete()
+        device = self.devices[0]
+        return [Buffer(output, device) for output in outputs]
+
+    def execute_numpy(self, arguments) -> list[np.ndarray]:
+        """The fast path: arrays in, arrays out."""
+        return self.executable.execute(arguments)
+
+    def thunk_sequence(self) -> str:
+        return self.executable.plan.describe()
+
+
+class Client:
+    platform_name = "mlirxla"
+    platform_version = "0.1.0"
+
+    def __init__(self, device_count: int = 1, cache_dir: str | None = None):
+        if device_count < 1:
+            raise MlirxlaError("a client needs at least one device")
+        self._devices = [Device(i, self) for i in range(device_count)]
+        self.cache = CompileCache(cache_dir) if cache_dir else None
+
+    def devices(self) -> list[Device]:
+        return list(self._devices)
+
+    def buffer_from_pyval(self, value, device: Device | None = None) -> Buffer:
+        array = np.ascontiguousarray(value)
+        if array is value:
+            array = array.view()
+        array.flags.writeable = False
+        return Buffer(array, device or self._devices[0])
+
+    def compile(self, program, options: CompileOptions = CompileOptions()) -> LoadedExecutable:
+        """Compile StableHLO (text, bytecode, a portable artifact, or a path to one)."""
+        data, source = program_bytes(program)
+        key = fingerprint(hashlib.sha256(data).hexdigest(), options.key(), environment())
+        use_cache = self.cache is not None and options.dump_to is None
+        if use_cache:
+            entry = self.cache.load(key)
+            if entry is not None:
+                return LoadedExecutable(Executable(entry.plan, entry.object_code), self, key)
+        executable = compile_bytes(data, source, options)
+        if use_cache:
+            self.cache.store(key, executable.plan, executable.object_code)
+        return LoadedExecutable(executable, self, key)
+
+
+def program_bytes(program) -> tuple[bytes, str]:
+    if isinstance(program, bytes):
+        return program, "<bytes>"
+    if isinstance(program, str) and "\n" not in program and os.path.exists(program):
+        try:
+            with open(program, "rb") as stream:
+                return stream.read(), program
+        except OSError as error:
+            raise MlirxlaError(f"cannot read {program}: {error.strerror}") from None
+    if isinstance(program, str):
+        return program.encode(), "<text>"
+    raise MlirxlaError(f"cannot compile a {type(program).__name__}: pass StableHLO text, bytes or a path")
+
+
+def compile_bytes(data: bytes, source: str, options: CompileOptions) -> Executable:
+    from mlirxla import frontdoor
+    from mlirxla.backends.cpu.compiler import compile_module
+    from mlirxla.context import new_context
+    from mlirxla.pipelines.runner import RunOptions
+
+    imported = frontdoor.import_bytes(data, source, new_context())
+    run_options = RunOptions(dump_to=options.dump_to, dump_pass_re=options.dump_pass_re,
+                             disable_passes=frozenset(options.disable_passes))
+    return compile_module(imported.module, run_options)
+
+
+def environment() -> str:
+    """What else decides the native code: versions and the host CPU."""
+    import llvmlite
+
+    from mlirxla.backends.cpu.llvm_jit import host_cpu
+
+    return f"mlirxla={Client.platform_version};llvmlite={llvmlite.__version__};python={platform.python_version()};cpu={host_cpu()}"
