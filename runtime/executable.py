@@ -130,7 +130,7 @@ class Executable:
         # allocations made fresh per execution: (index, bytes, or the output plan of an output
         # allocation returned whole, which is then allocated with its dtype and shape)
         self.fresh = [(index, size, typed.get(index)) for index, (kind, size) in
-                      enumerate(zip(plan.allocation_kinds, plan.allocation_sizes)) if kind in ("temp", "output") and size > 0]
+                      enumerate(zip(plan.allocation_kinds, plan.allocation_sizes)) if kind == "output" or (kind == "temp" and size > 0)]
 
     def output_plan(self, at: BufferSlice, spec: TensorSpec) -> OutputPlan:
         count = int(np.prod(spec.shape, dtype=np.int64))

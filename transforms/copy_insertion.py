@@ -11,6 +11,8 @@ buffer that is read-only, a copy gives the writer a fresh buffer:
   (the loop never writes that buffer, so it may stay the parameter's); a body result
   returned twice; a body result whose definition could overwrite the carried value while
   the body still reads it (`overwrites_live_parameter`);
+- conditional branch results that are constants, branch parameters or returned twice (the
+  branches' results share the conditional's result buffers);
 - entry results that are parameters or constants, or a value returned twice (distinct output
   buffers, XLA's AddSpecialCaseCopies);
 - donated parameters (`tf.aliasing_output` / `jax.buffer_donor`) read by other ops: their uses
@@ -139,6 +141,8 @@ class CopyInsertionPass(ModulePass):
                 self._in_place(op, list(range(count)), fname)
             elif op.name == "xhlo.while":
                 self._while(op, fname)
+            elif op.name == "xhlo.conditional":
+                self._conditional(op)
 
     def _in_place(self, op: ir.Operation, indices: list[int], fname: str) -> None:
         for i in indices:
@@ -175,6 +179,31 @@ class CopyInsertionPass(ModulePass):
             elif is_tensor(value) and not passes_through(op, i) and overwrites_live_parameter(body, i):
                 self._copy(terminator, i, "while body result would overwrite its carried value while the body still reads it", fname)
             seen.append(value)
+
+    def _conditional(self, op: ir.Operation) -> None:
+        """Each branch's results share the conditional's result buffers: a branch returning a
+        constant, one of its parameters (the conditional's operands) or one value twice
+        returns a copy instead."""
+        module = op.parent
+        while module.name != "builtin.module":
+            module = module.parent
+        functions = {ir.StringAttr(f.attributes["sym_name"]).value: f for f in module.regions[0].blocks[0].operations
+                     if f.operation.name == "func.func"}
+        for symbol in ir.ArrayAttr(op.attributes["branch_computations"]):
+            name = ir.FlatSymbolRefAttr(symbol).value
+            block = functions[name].regions[0].blocks[0]
+            terminator = block.operations[len(block.operations) - 1].operation
+            seen = []
+            for i, value in enumerate(list(terminator.operands)):
+                if not is_tensor(value):
+                    continue
+                if is_constant(value):
+                    self._copy(terminator, i, "conditional branch returns a constant (the result buffer is written)", name)
+                elif isinstance(value.owner, ir.Block):
+                    self._copy(terminator, i, "conditional branch returns its parameter (the result buffer is written)", name)
+                elif any(value == s for s in seen):
+                    self._copy(terminator, i, "conditional branch returns a value twice (distinct result buffers)", name)
+                seen.append(value)
 
     def _entry(self, func, block: ir.Block, fname: str) -> None:
         terminator = block.operations[len(block.operations) - 1].operation

@@ -53,7 +53,7 @@ def compile_kernel(context: ir.Context, spec: KernelSpec) -> CompiledKernel:
     kernel_source.finish(kernel_module)
     stablehlo_text = str(kernel_module)
     lowering.lower_to_llvm_dialect(kernel_module, spec.symbol)
-    return CompiledKernel(spec.symbol, stablehlo_text, llvm_jit.optimize(spec.symbol, lowering.translate(kernel_module)))
+    return CompiledKernel(spec.symbol, stablehlo_text, llvm_jit.optimize(spec.symbol, lowering.translate(kernel_module, spec.symbol)))
 
 
 def check_layouts(module: ir.Module) -> None:

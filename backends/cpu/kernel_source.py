@@ -27,12 +27,31 @@ from mlirxla.dialects.xhlo.builder import create_op
 from mlirxla.mlir import func, ir
 from mlirxla.transforms.batch_slice_fusion import SliceCheck, body_of, leading_size
 from mlirxla.transforms.fusion_legality import kind_of
+from mlirxla.frontdoor.stablehlo_to_xhlo import collect
 from mlirxla.transforms.xhlo_to_stablehlo import lower_module
 
 
-def memref_of(tensor_type: ir.Type) -> ir.Type:
+def signless(tensor_type: ir.Type) -> ir.Type:
+    """The type with a signless element type (`ui8` -> `i8`): what buffers hold, and what the
+    linalg lowering computes on."""
     ranked = ir.RankedTensorType(tensor_type)
+    element = ranked.element_type
+    if isinstance(element, ir.IntegerType) and not ir.IntegerType(element).is_signless:
+        element = ir.IntegerType.get_signless(ir.IntegerType(element).width)
+    return ir.RankedTensorType.get(list(ranked.shape), element)
+
+
+def memref_of(tensor_type: ir.Type) -> ir.Type:
+    ranked = ir.RankedTensorType(signless(tensor_type))
     return ir.MemRefType.get(list(ranked.shape), ranked.element_type)
+
+
+def cast(value: ir.Value, target: ir.Type) -> ir.Value:
+    """`value` as `target` (a signed or unsigned twin of its signless type); the casts meet the
+    lowering's own and cancel out."""
+    if value.type == target:
+        return value
+    return ir.Operation.create("builtin.unrealized_conversion_cast", results=[target], operands=[value]).result
 
 
 @dataclass(frozen=True)
@@ -61,9 +80,27 @@ def one_slice(tensor_type: ir.Type) -> ir.Type:
     return ir.RankedTensorType.get([1] + list(ranked.shape)[1:], ranked.element_type)
 
 
-def memref_of(tensor_type: ir.Type) -> ir.Type:
+def signless(tensor_type: ir.Type) -> ir.Type:
+    """The type with a signless element type (`ui8` -> `i8`): what buffers hold, and what the
+    linalg lowering computes on."""
     ranked = ir.RankedTensorType(tensor_type)
+    element = ranked.element_type
+    if isinstance(element, ir.IntegerType) and not ir.IntegerType(element).is_signless:
+        element = ir.IntegerType.get_signless(ir.IntegerType(element).width)
+    return ir.RankedTensorType.get(list(ranked.shape), element)
+
+
+def memref_of(tensor_type: ir.Type) -> ir.Type:
+    ranked = ir.RankedTensorType(signless(tensor_type))
     return ir.MemRefType.get(list(ranked.shape), ranked.element_type)
+
+
+def cast(value: ir.Value, target: ir.Type) -> ir.Value:
+    """`value` as `target` (a signed or unsigned twin of its signless type); the casts meet the
+    lowering's own and cancel out."""
+    if value.type == target:
+        return value
+    return ir.Operation.create("builtin.unrealized_conversion_cast", results=[target], operands=[value]).result
 
 
 def kernel_function(module: ir.Module, kernel: ir.Operation, symbol: str, plan: SlicePlan | None = None,
@@ -88,11 +125,12 @@ def kernel_function(module: ir.Module, kernel: ir.Operation, symbol: str, plan: 
     with ir.InsertionPoint(entry), kernel.location:
         tensors = []
         for argument, tensor_type in zip(entry.arguments, operand_types):
-            tensors.append(ir.Operation.create("bufferization.to_tensor", results=[tensor_type], operands=[argument],
-                                               attributes={"restrict": ir.UnitAttr.get()}).result)
+            loaded = ir.Operation.create("bufferization.to_tensor", results=[signless(tensor_type)], operands=[argument],
+                                         attributes={"restrict": ir.UnitAttr.get()}).result
+            tensors.append(cast(loaded, tensor_type))
         values = clone_kernel(kernel, tensors, types, library_result)
         for value, destination in zip(values, list(entry.arguments)[len(operand_types):]):
-            ir.Operation.create("bufferization.materialize_in_destination", operands=[value, destination],
+            ir.Operation.create("bufferization.materialize_in_destination", operands=[cast(value, signless(value.type)), destination],
                                 attributes={"restrict": ir.UnitAttr.get(), "writable": ir.UnitAttr.get()})
         func.ReturnOp([])
     return function
@@ -152,5 +190,13 @@ def _copy_block(source: ir.Block, target: ir.Region) -> None:
 
 
 def finish(module: ir.Module) -> None:
-    """Lower the xhlo inside the kernel functions to StableHLO."""
+    """Lower the xhlo inside the kernel functions to StableHLO, then give boolean `add` its
+    StableHLO meaning (logical or) before the linalg lowering turns it into an integer add
+    (which is xor on i1)."""
     lower_module(module)
+    for op in collect(module, "stablehlo.add"):
+        if str(ir.RankedTensorType(op.results[0].type).element_type) == "i1":
+            with ir.InsertionPoint(op), op.location:
+                boolean_or = ir.Operation.create("stablehlo.or", results=[op.results[0].type], operands=list(op.operands))
+            op.results[0].replace_all_uses_with(boolean_or.result)
+            op.erase()

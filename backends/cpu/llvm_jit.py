@@ -23,24 +23,24 @@ _STATE: dict = {}
 
 
 def target_machine() -> "llvm.TargetMachine":
-    """The host's target machine (initializing LLVM once per process)."""
+    """A new target machine for the host (LLVM is initialized once per process). New each time:
+    an MCJIT engine takes ownership of the machine it is given and frees it with itself."""
     with _INITIALIZED:
-        if "machine" not in _STATE:
+        if not _STATE:
             llvm.initialize_native_target()
             llvm.initialize_native_asmprinter()
             llvm.set_option("", "-vector-library=LIBMVEC")
             llvm.load_library_permanently(ctypes.util.find_library("mvec") or "libmvec.so.1")
-            target = llvm.Target.from_default_triple()
-            _STATE["machine"] = target.create_target_machine(
-                opt=3, cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), jit=True
-            )
-        return _STATE["machine"]
+            _STATE["target"] = llvm.Target.from_default_triple()
+            _STATE["cpu"] = llvm.get_host_cpu_name()
+            _STATE["features"] = llvm.get_host_cpu_features().flatten()
+    return _STATE["target"].create_target_machine(opt=3, cpu=_STATE["cpu"], features=_STATE["features"], jit=True)
 
 
 def host_cpu() -> str:
     """The host CPU and its features, as LLVM sees them (part of the compile cache's key)."""
     target_machine()
-    return f"{llvm.get_host_cpu_name()}:{llvm.get_host_cpu_features().flatten()}"
+    return f"{_STATE['cpu']}:{_STATE['features']}"
 
 
 @dataclass

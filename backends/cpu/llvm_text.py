@@ -12,7 +12,7 @@ import struct
 
 import numpy as np
 
-_LITERAL = (r"(?:[-+]?(?:inf|qnan|nan)\b|[-+]?(?:snan|qnan)\(0x[0-9A-Fa-f]+\)|[-+]?\d+\.\d+(?:e[-+]?\d+)?\b|f0x[0-9A-Fa-f]+\b)")
+_LITERAL = (r"(?:[-+]?(?:snan|qnan|nan)\(0x[0-9A-Fa-f]+\)|[-+]?(?:inf|qnan|nan)\b|[-+]?\d+\.\d+(?:e[-+]?\d+)?\b|f0x[0-9A-Fa-f]+\b)")
 _FLOAT_TYPE = re.compile(r"\b(half|bfloat|float|double)\b")
 # a literal, with the type written just before it when there is one
 _CONSTANT = re.compile(r"(?<![\w.%@$\"])(?:(half|bfloat|float|double) )?(" + _LITERAL + ")")
@@ -33,7 +33,7 @@ def _special_bits(kind: str, text: str) -> int:
         mantissa = quiet
     else:
         payload = int(body[body.index("(") + 1:-1], 16)
-        mantissa = payload | (quiet if body.startswith("qnan") else 0)
+        mantissa = payload | (0 if body.startswith("snan") else quiet)
     return (negative << (exponent_bits + mantissa_bits)) | exponent | mantissa
 
 

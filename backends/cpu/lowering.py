@@ -5,7 +5,9 @@ StableHLO becomes linalg on tensors (the toolkit's `stablehlo-legalize-to-linalg
 elementwise linalg ops fuse into one loop nest; one-shot bufferization writes results into
 the destination memrefs the kernel was given (`kernel_source.py`), so nothing is allocated
 for results, and the buffer-deallocation pipeline frees what remains inside a kernel (the
-per-slice scratch of batch-slice kernels). linalg becomes loops; the math the LLVM
+per-slice scratch of batch-slice kernels). linalg becomes loops; complex arithmetic becomes
+real arithmetic on the parts; bf16 and f16 math and arithmetic run in f32 (the conversions
+expanded to integer ops, so no compiler-runtime helper is needed); the math the LLVM
 vectorizer cannot widen by itself (exp, log, tanh, ...) stays as LLVM intrinsics that the
 JIT maps to glibc's vector math library (`llvm_jit.py`). Functions take bare pointers
 (`use-bare-ptr-memref-call-conv`): a kernel is `void k(ptr, ptr, ...)`, operands then results.
@@ -26,11 +28,16 @@ TO_LINALG = [
 ]
 TO_LLVM = [
     "func.func(convert-linalg-to-loops)",
+    "func.func(convert-complex-to-standard)",
+    "func.func(math-extend-to-supported-types{target-type=f32})",
+    "func.func(arith-emulate-unsupported-floats{source-types=bf16,f16 target-type=f32})",
+    "func.func(arith-expand{include-bf16=true})",
     "func.func(lower-affine)",
     "convert-scf-to-cf",
     "expand-strided-metadata",
     "lower-affine",
     "finalize-memref-to-llvm",
+    "convert-complex-to-llvm",
     "convert-math-to-llvm",
     "convert-arith-to-llvm",
     "convert-func-to-llvm{use-bare-ptr-memref-call-conv=1}",
@@ -54,11 +61,31 @@ def lower_to_llvm_dialect(module: ir.Module, name: str) -> None:
     try:
         with module.context:
             passmanager.PassManager.parse(f"builtin.module({','.join(PIPELINE)})").run(module.operation)
-    except Exception as error:  # the pass manager raises MLIRError with the diagnostics
-        raise MlirxlaError(f"kernel {name} failed to lower to LLVM: {str(error).splitlines()[0]}") from None
+    except ir.MLIRError as error:
+        raise MlirxlaError(f"kernel {name} failed to lower to LLVM: {diagnostic_text(error)}") from None
 
 
-def translate(module: ir.Module) -> str:
-    """LLVM IR text of a module in the LLVM dialect, in the syntax llvmlite's LLVM reads."""
+def diagnostic_text(error: ir.MLIRError) -> str:
+    """The first diagnostic of a failed pass pipeline, in one line."""
+    diagnostics = list(getattr(error, "error_diagnostics", []))
+    if not diagnostics:
+        return str(error).splitlines()[0]
+    return " ".join(str(diagnostics[0].message).split())
+
+
+def translate(module: ir.Module, name: str) -> str:
+    """LLVM IR text of a module in the LLVM dialect, in the syntax llvmlite's LLVM reads.
+    An op left outside the LLVM dialect is refused here: translating it would crash."""
+    leftover = []
+
+    def visit(op):
+        if not op.operation.name.startswith("llvm.") and op.operation.name != "builtin.module":
+            leftover.append(op.operation)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    if leftover:
+        raise MlirxlaError(f"kernel {name} failed to lower to LLVM: '{leftover[0].name}' has no lowering")
     with module.context:
         return llvm_text.downgrade(str(llvm.translate_module_to_llvmir(module.operation)))

@@ -174,14 +174,23 @@ def pipeline_from(spec: str):
     return named_pipeline(spec) if spec in NAMED_PIPELINES else parse_pipeline(spec)
 
 
-def run_case(text: str, source: str, entry: str, pipeline: str | None = None) -> tuple[str, str]:
+def NATIVE_OPTIONS():
+    """The cpu backend runs the suite without constant folding: every test function's inputs are
+    constants, and the folder (which evaluates on the reference interpreter) would otherwise
+    compute the results instead of the generated kernels."""
+    from mlirxla.pipelines.runner import RunOptions
+
+    return RunOptions(disable_passes=frozenset({"xhlo-constant-folding"}))
+
+
+def run_case(text: str, source: str, entry: str, pipeline: str | None = None, backend: str = "reference") -> tuple[str, str]:
     """Import `text`, optionally run `pipeline` over it, run `entry` on the reference
-    interpreter, judge its checks."""
+    interpreter (or compiled by the `cpu` backend), judge its checks."""
     from mlirxla import frontdoor
     from mlirxla.context import new_context
     from mlirxla.errors import MlirxlaError
     from mlirxla.mlir import ir
-    from mlirxla.runtime import checks, reference
+    from mlirxla.runtime import checks, native, reference
 
     try:
         context = new_context()
@@ -191,7 +200,10 @@ def run_case(text: str, source: str, entry: str, pipeline: str | None = None) ->
 
             PipelineRunner(imported.module).run(pipeline_from(pipeline))
         with context, ir.Location.unknown():
-            execution = reference.execute(imported.module, [], entry)
+            if backend == "cpu":
+                execution = native.execute(imported.module, [], entry, NATIVE_OPTIONS())
+            else:
+                execution = reference.execute(imported.module, [], entry)
             verdicts = checks.judge(execution)
     except MlirxlaError as error:
         return "failed", str(error)
@@ -225,7 +237,8 @@ def worker_main() -> int:
     for line in sys.stdin:
         request = json.loads(line)
         start = time.monotonic()
-        status, reason = run_case(request["text"], request["source"], request["entry"], request.get("pipeline"))
+        status, reason = run_case(request["text"], request["source"], request["entry"], request.get("pipeline"),
+                                  request.get("backend", "reference"))
         protocol.write(json.dumps({"status": status, "reason": reason, "seconds": time.monotonic() - start}) + "\n")
     return 0
 
@@ -278,12 +291,12 @@ class Worker:
             how = f"exit status {code}"
         return f"worker crashed ({how})" + (f": {errors[-1]}" if errors else "")
 
-    def run(self, case: TestCase, timeout: float, pipeline: str | None = None) -> tuple[str, str, float]:
+    def run(self, case: TestCase, timeout: float, pipeline: str | None = None, backend: str = "reference") -> tuple[str, str, float]:
         if not self.alive():
             self.stop()
             self.start()
         start = time.monotonic()
-        request = json.dumps({"text": case.text, "source": case.file, "entry": case.function, "pipeline": pipeline})
+        request = json.dumps({"text": case.text, "source": case.file, "entry": case.function, "pipeline": pipeline, "backend": backend})
         answer: list[str] = []
         try:
             self.process.stdin.write(request + "\n")
@@ -317,9 +330,11 @@ def run_suite(
     timeout: float = DEFAULT_TIMEOUT,
     progress=None,
     pipeline: str | None = None,
+    backend: str = "reference",
 ) -> Report:
     """Run every test function of `directory` (those of run_parallel files are unsupported),
-    after `pipeline` (a named or textual pipeline) when one is given."""
+    after `pipeline` (a named or textual pipeline) when one is given, on the reference
+    interpreter or compiled by the `cpu` backend."""
     start = time.monotonic()
     expected_failures = expected_failures or {}
     cases = collect(directory, filter_text)
@@ -341,7 +356,7 @@ def run_suite(
                 except queue.Empty:
                     return
                 case = cases[index]
-                status, reason, seconds = worker.run(case, timeout, pipeline)
+                status, reason, seconds = worker.run(case, timeout, pipeline, backend)
                 outcome = Outcome(case.name, status, reason, status == "failed" and case.name in expected_failures, round(seconds, 3))
                 with lock:
                     outcomes[index] = outcome

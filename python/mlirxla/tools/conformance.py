@@ -36,6 +36,8 @@ def parse_arguments(argv):
     parser.add_argument("--timeout", type=float, default=conformance.DEFAULT_TIMEOUT, help="seconds per test function (default %(default)s)")
     parser.add_argument("-v", "--verbose", action="store_true", help="print every outcome, not only failures")
     parser.add_argument("--pipeline", help="run this pipeline (a name such as 'simplification', or pipeline text) on each module before executing it")
+    parser.add_argument("--backend", choices=("reference", "cpu"), default="reference",
+                        help="execute on the StableHLO reference interpreter (default) or compiled by the cpu backend")
     return parser.parse_args(argv)
 
 
@@ -71,7 +73,8 @@ def run(argv) -> int:
     if arguments.pipeline:
         conformance.pipeline_from(arguments.pipeline)  # refuse a bad pipeline before any worker starts
     report = conformance.run_suite(
-        arguments.directory, arguments.filter, expected, arguments.workers, arguments.timeout, progress, arguments.pipeline
+        arguments.directory, arguments.filter, expected, arguments.workers, arguments.timeout, progress, arguments.pipeline,
+        arguments.backend,
     )
     if arguments.json:
         print(json.dumps(report.to_json(), indent=1))
