@@ -118,7 +118,7 @@ class SliceCheck:
                 return None
             return f"xhlo.{kind} reads a value it cannot slice"
         if kind == "broadcast":
-            dims = _dims(op, "broadcast_dimensions")
+            dims = _dims(op, "dimensions")
             if 0 in dims:
                 return None if dims.index(0) == 0 and self.sliceable(operands[0]) else "a broadcast moves dimension 0"
             return None if self.whole(operands[0]) else "a broadcast repeats a sliced value along dimension 0"

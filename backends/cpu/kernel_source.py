@@ -15,9 +15,10 @@ nothing for results. A fusion's fused computation is inlined; a single op is clo
 An output fusion whose dot runs as a library call passes its own operand and result lists:
 the dot's result becomes one more operand of the epilogue kernel.
 
-Batch slices: `slice_plan` retypes a batch-slice fusion's body so that every value computed
-slice by slice has dimension 0 of size 1: the kernel then computes one slice, and the thunk
-calls it once per slice with its pointers moved along.
+Slices: `slice_plan` retypes a kernel that keeps the rows of dimension 0 apart (a batch-slice
+fusion, an elementwise or row-reduction kernel) so that every value computed slice by slice
+has `rows` rows: the kernel then computes one slice, and the thunk calls it once per slice
+with its pointers moved along (spreading the slices over the threads).
 """
 
 from dataclasses import dataclass, field
@@ -26,8 +27,8 @@ from mlirxla.errors import MlirxlaError, location_text
 from mlirxla.dialects.xhlo.builder import create_op
 from mlirxla.mlir import func, ir
 from mlirxla.transforms.batch_slice_fusion import SliceCheck, body_of, leading_size
-from mlirxla.transforms.fusion_legality import kind_of
 from mlirxla.frontdoor.stablehlo_to_xhlo import collect
+from mlirxla.transforms.fusion_legality import kind_of
 from mlirxla.transforms.xhlo_to_stablehlo import lower_module
 
 
@@ -56,51 +57,39 @@ def cast(value: ir.Value, target: ir.Type) -> ir.Value:
 
 @dataclass(frozen=True)
 class SlicePlan:
-    """How a batch-slice fusion runs slice by slice: `count` slices; which operands it reads
-    slice by slice (the others whole); the one-slice type of every value computed per slice."""
+    """How a kernel runs slice by slice along dimension 0: `count` slices of `rows` rows each;
+    which operands it reads slice by slice (the others whole); the one-slice type of every
+    value computed per slice."""
 
     count: int
+    rows: int
     sliced_operands: tuple[bool, ...]
     types: dict = field(default_factory=dict, compare=False)
 
 
-def slice_plan(fusion: ir.Operation) -> SlicePlan:
-    n = leading_size(fusion.results[0])
-    block = fusion.regions[0].blocks[0]
-    check = SliceCheck(n, set())
-    for op in body_of(fusion)[0]:
+def slice_problem(kernel: ir.Operation) -> tuple[str | None, SliceCheck]:
+    """(None when `kernel` keeps slices of dimension 0 apart, else where it does not; the check)."""
+    check = SliceCheck(leading_size(kernel.results[0]), set())
+    for op in body_of(kernel)[0]:
         if check.problem(op):
-            raise MlirxlaError(f"the fusion does not keep its slices apart at xhlo.{kind_of(op)}", location_text(op.location))
-    types = {value: one_slice(value.type) for value in check.sliced | check.read_sliced}
-    return SlicePlan(n, tuple(argument in check.read_sliced for argument in block.arguments), types)
+            return f"the kernel does not keep its slices apart at xhlo.{kind_of(op)}", check
+    return None, check
 
 
-def one_slice(tensor_type: ir.Type) -> ir.Type:
+def slice_plan(kernel: ir.Operation, rows: int = 1) -> SlicePlan:
+    """The plan to run `kernel` (a fusion or a single op) `rows` rows of dimension 0 at a time."""
+    problem, check = slice_problem(kernel)
+    if problem:
+        raise MlirxlaError(problem, location_text(kernel.location))
+    n = leading_size(kernel.results[0])
+    inputs = list(kernel.regions[0].blocks[0].arguments) if kernel.name == "xhlo.fusion" else list(kernel.operands)
+    types = {value: one_slice(value.type, rows) for value in check.sliced | check.read_sliced}
+    return SlicePlan(n // rows, rows, tuple(value in check.read_sliced for value in inputs), types)
+
+
+def one_slice(tensor_type: ir.Type, rows: int = 1) -> ir.Type:
     ranked = ir.RankedTensorType(tensor_type)
-    return ir.RankedTensorType.get([1] + list(ranked.shape)[1:], ranked.element_type)
-
-
-def signless(tensor_type: ir.Type) -> ir.Type:
-    """The type with a signless element type (`ui8` -> `i8`): what buffers hold, and what the
-    linalg lowering computes on."""
-    ranked = ir.RankedTensorType(tensor_type)
-    element = ranked.element_type
-    if isinstance(element, ir.IntegerType) and not ir.IntegerType(element).is_signless:
-        element = ir.IntegerType.get_signless(ir.IntegerType(element).width)
-    return ir.RankedTensorType.get(list(ranked.shape), element)
-
-
-def memref_of(tensor_type: ir.Type) -> ir.Type:
-    ranked = ir.RankedTensorType(signless(tensor_type))
-    return ir.MemRefType.get(list(ranked.shape), ranked.element_type)
-
-
-def cast(value: ir.Value, target: ir.Type) -> ir.Value:
-    """`value` as `target` (a signed or unsigned twin of its signless type); the casts meet the
-    lowering's own and cancel out."""
-    if value.type == target:
-        return value
-    return ir.Operation.create("builtin.unrealized_conversion_cast", results=[target], operands=[value]).result
+    return ir.RankedTensorType.get([rows] + list(ranked.shape)[1:], ranked.element_type)
 
 
 def kernel_function(module: ir.Module, kernel: ir.Operation, symbol: str, plan: SlicePlan | None = None,
@@ -114,7 +103,7 @@ def kernel_function(module: ir.Module, kernel: ir.Operation, symbol: str, plan: 
     operand_types = [types.get(inner, inner.type) for inner in inner_arguments]
     if library_result is not None:
         operand_types.append(library_result.type)
-    result_types = [one_slice(r.type) if plan else r.type for r in kernel.results]
+    result_types = [one_slice(r.type, plan.rows) if plan else r.type for r in kernel.results]
     for value_type in operand_types + result_types:
         if not isinstance(value_type, ir.RankedTensorType):
             raise MlirxlaError(f"the cpu backend cannot pass a {value_type} to a kernel", location_text(kernel.location))
@@ -141,6 +130,8 @@ def clone_kernel(kernel: ir.Operation, operands: list[ir.Value], types: dict, li
     their new (one-slice) types; `library_result` is not computed but read from the last
     operand. Returns the kernel's results."""
     if kernel.name != "xhlo.fusion":
+        if any(r in types for r in kernel.results):
+            return list(retyped_clone(kernel, operands, [types.get(r, r.type) for r in kernel.results]).results)
         clone = kernel.clone()
         for index, value in enumerate(operands):
             clone.operands[index] = value

@@ -3,14 +3,12 @@ ran about 2x faster in a probe, and llvmlite's pass builder and target machine a
 configure).
 
 Each kernel's LLVM module is optimized on its own at O3 for the host CPU (its features,
-loop and SLP vectorization) with glibc's vector math library (libmvec) as the vector library,
-so that `llvm.exp`/`llvm.log`/... in vectorized loops become calls to its SIMD versions;
-the optimized modules are linked and compiled into one native object (`object_code`), which
-`JitEngine` loads: the same path serves a fresh compile and the compile cache.
+loop and SLP vectorization); the optimized modules are linked and compiled into one native
+object (`object_code`), which `JitEngine` loads: the same path serves a fresh compile and
+the compile cache.
 """
 
 import ctypes
-import ctypes.util
 import threading
 from dataclasses import dataclass
 
@@ -19,6 +17,7 @@ import llvmlite.binding as llvm
 from mlirxla.errors import MlirxlaError
 
 _INITIALIZED = threading.Lock()
+_PROCESS = ctypes.CDLL(None)  # the symbols native code may call: libc, libm and what Python loaded
 _STATE: dict = {}
 
 
@@ -29,8 +28,6 @@ def target_machine() -> "llvm.TargetMachine":
         if not _STATE:
             llvm.initialize_native_target()
             llvm.initialize_native_asmprinter()
-            llvm.set_option("", "-vector-library=LIBMVEC")
-            llvm.load_library_permanently(ctypes.util.find_library("mvec") or "libmvec.so.1")
             _STATE["target"] = llvm.Target.from_default_triple()
             _STATE["cpu"] = llvm.get_host_cpu_name()
             _STATE["features"] = llvm.get_host_cpu_features().flatten()
@@ -66,6 +63,9 @@ def optimize(name: str, ir_text: str) -> OptimizedKernel:
     tuning.slp_vectorization = True
     builder = llvm.create_pass_builder(machine, tuning)
     builder.getModulePassManager().run(module, builder)
+    for function in module.functions:
+        if function.is_declaration and not function.name.startswith("llvm.") and not hasattr(_PROCESS, function.name):
+            raise MlirxlaError(f"kernel {name} calls '{function.name}', which this process does not provide")
     return OptimizedKernel(name, ir_text, str(module), module)
 
 

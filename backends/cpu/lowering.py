@@ -2,29 +2,32 @@
 as a list you can read (and `--dump` shows the module between each, with `dump_passes`).
 
 StableHLO becomes linalg on tensors (the toolkit's `stablehlo-legalize-to-linalg`);
-elementwise linalg ops fuse into one loop nest; one-shot bufferization writes results into
-the destination memrefs the kernel was given (`kernel_source.py`), so nothing is allocated
-for results, and the buffer-deallocation pipeline frees what remains inside a kernel (the
+elementwise linalg ops fuse into one loop nest; empty-tensor elimination and one-shot
+bufferization write results into the destination memrefs the kernel was given
+(`kernel_source.py`), so nothing is allocated for results, and the buffer-deallocation pipeline frees what remains inside a kernel (the
 per-slice scratch of batch-slice kernels). linalg becomes loops; complex arithmetic becomes
 real arithmetic on the parts; bf16 and f16 math and arithmetic run in f32 (the conversions
-expanded to integer ops, so no compiler-runtime helper is needed); the math the LLVM
-vectorizer cannot widen by itself (exp, log, tanh, ...) stays as LLVM intrinsics that the
-JIT maps to glibc's vector math library (`llvm_jit.py`). Functions take bare pointers
+expanded to integer ops, so no compiler-runtime helper is needed); f32 exp and tanh become
+arithmetic the LLVM vectorizer widens (`math_approximations.py`), other math stays libm
+calls; copies between strided views become loops (`copies_as_loops`); loops are ordered so
+that the innermost runs along contiguous memory (`loop_order.py`). Functions take bare pointers
 (`use-bare-ptr-memref-call-conv`): a kernel is `void k(ptr, ptr, ...)`, operands then results.
 """
 
 from mlirxla.errors import MlirxlaError
-from mlirxla.mlir import ir, llvm, passmanager, stablehlo
+from mlirxla.mlir import ir, linalg, llvm, passmanager, stablehlo
 
-from . import llvm_text
+from . import llvm_text, loop_order, math_approximations
 
 TO_LINALG = [
     "func.func(stablehlo-legalize-to-linalg)",
     "func.func(linalg-fuse-elementwise-ops)",
     "canonicalize",
+    "eliminate-empty-tensors",
     "one-shot-bufferize",
     "buffer-deallocation-pipeline",
     "canonicalize",
+    "func.func(linalg-generalize-named-ops)",
 ]
 TO_LLVM = [
     "func.func(convert-linalg-to-loops)",
@@ -44,7 +47,6 @@ TO_LLVM = [
     "convert-cf-to-llvm",
     "reconcile-unrealized-casts",
 ]
-PIPELINE = TO_LINALG + TO_LLVM
 _REGISTERED = False
 
 
@@ -60,9 +62,32 @@ def lower_to_llvm_dialect(module: ir.Module, name: str) -> None:
     register_passes()
     try:
         with module.context:
-            passmanager.PassManager.parse(f"builtin.module({','.join(PIPELINE)})").run(module.operation)
+            passmanager.PassManager.parse(f"builtin.module({','.join(TO_LINALG)})").run(module.operation)
+            with ir.Location.unknown():
+                math_approximations.approximate(module)
+                copies_as_loops(module)
+                loop_order.reorder_loops(module)
+            passmanager.PassManager.parse(f"builtin.module({','.join(TO_LLVM)})").run(module.operation)
     except ir.MLIRError as error:
         raise MlirxlaError(f"kernel {name} failed to lower to LLVM: {diagnostic_text(error)}") from None
+
+
+def copies_as_loops(module: ir.Module) -> None:
+    """`memref.copy` between strided views (bufferization makes them, e.g. to pad a
+    convolution's input) lowers to a call into MLIR's C runner library, which this process
+    does not have: make each a `linalg.copy`, which becomes loops like every other kernel."""
+    copies = []
+
+    def visit(op):
+        if op.operation.name == "memref.copy":
+            copies.append(op.operation)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    for copy in copies:
+        with ir.InsertionPoint(copy), copy.location:
+            linalg.copy(copy.operands[0], outs=[copy.operands[1]])
+        copy.erase()
 
 
 def diagnostic_text(error: ir.MLIRError) -> str:

@@ -14,7 +14,9 @@ Each op of the entry computation, in schedule order, becomes:
   transpose combinations, optionally batched over dimension 0); an output fusion rooted in
   such a dot becomes the `gemm` writing the fusion's output, then its epilogue as a kernel
   reading that output elementwise and writing it in place;
-- a `sliced_kernel` thunk for a batch-slice fusion (one kernel computing one slice);
+- a `sliced_kernel` thunk for a batch-slice fusion (one kernel computing one slice), and for
+  a large kernel that keeps the rows of dimension 0 apart (elementwise work, row
+  reductions): blocks of rows run on the thread pool;
 - `while` and `conditional` thunks holding the thunks of their computations;
 - a `kernel` thunk for everything else (a fusion, or a single op as its own kernel).
 
@@ -42,11 +44,14 @@ from mlirxla.runtime.thunks import (
 )
 from mlirxla.transforms.buffer_assignment import Assignment, analyze
 from mlirxla.transforms.fusion_legality import LIBRARY_CALLS, NOT_KERNELS, fused_ops, kind_of
+from mlirxla.transforms.batch_slice_fusion import leading_size
 from mlirxla.transforms.scheduling import entry_function, type_bytes
 
-from .kernel_source import SlicePlan, slice_plan
+from .kernel_source import SlicePlan, slice_plan, slice_problem
 
 NO_THUNK = NOT_KERNELS | {"return"}
+PARALLEL_MIN_BYTES = 1 << 20  # smaller kernels run on one thread: splitting costs more than it saves
+PARALLEL_BLOCKS = (16, 8, 4, 2)  # slices per parallel kernel, the first that divides dimension 0
 UNSUPPORTED = {
     "custom_call": "a custom call has no implementation in the cpu backend",
     "rng": "rng is not implemented in the cpu backend yet",
@@ -189,7 +194,10 @@ class ThunkEmitter:
         if kind == "fusion" and ir.StringAttr(op.attributes["kind"]).value == "output":
             return self.emit_output_fusion(op)
         if kind == "fusion" and "custom" in op.attributes:
-            return [self.emit_sliced(op)]
+            return [self.emit_sliced(op, slice_plan(op), "batch slices")]
+        rows = parallel_rows(op)
+        if rows:
+            return [self.emit_sliced(op, slice_plan(op, rows), "parallel row blocks")]
         return [self.kernel_thunk(op)]
 
     def name_of(self, op: ir.Operation) -> str:
@@ -207,15 +215,15 @@ class ThunkEmitter:
         results = [self.slice_of(r) for r in op.results]
         return KernelThunk(name, symbol, tuple(operands + results), len(results))
 
-    def emit_sliced(self, op: ir.Operation) -> SlicedKernelThunk:
+    def emit_sliced(self, op: ir.Operation, plan: SlicePlan, why: str) -> SlicedKernelThunk:
         name = self.name_of(op)
-        plan = slice_plan(op)
         symbol = symbol_for(name, self.symbols)
         self.kernels.append(KernelSpec(symbol, op, plan=plan))
         arguments = [self.slice_of(v) for v in op.operands] + [self.slice_of(r) for r in op.results]
         strides = [type_bytes(v.type) // plan.count if sliced else 0 for v, sliced in zip(op.operands, plan.sliced_operands)]
         strides += [type_bytes(r.type) // plan.count for r in op.results]
-        self.decisions.append(f"{name}: {plan.count} batch slices, {sum(plan.sliced_operands)} operand(s) read slice by slice")
+        self.decisions.append(f"{name}: {why}, {plan.count} slices of {plan.rows} row(s), "
+                              f"{sum(plan.sliced_operands)} operand(s) read slice by slice")
         return SlicedKernelThunk(name, symbol, tuple(arguments), len(op.results), slices=plan.count, strides=tuple(strides))
 
     def emit_output_fusion(self, op: ir.Operation) -> list:
@@ -266,6 +274,25 @@ class ThunkEmitter:
         is_predicate = str(ir.RankedTensorType(selector.type).element_type) == "i1"
         touched = tuple(dict.fromkeys(self.slice_of(v) for v in list(op.operands) + list(op.results)))
         return ConditionalThunk(self.name_of(op), self.slice_of(selector), is_predicate, branches, touched)
+
+
+def parallel_rows(op: ir.Operation) -> int | None:
+    """Rows per slice when the kernel is worth spreading over threads by blocks of dimension 0
+    (it writes at least PARALLEL_MIN_BYTES and keeps its rows apart), else None."""
+    if kind_of(op) == "fusion":
+        if ir.StringAttr(op.attributes["kind"]).value not in ("loop", "input"):
+            return None
+    elif op.regions and kind_of(op) != "reduce":
+        return None
+    if not op.results or not all(isinstance(r.type, ir.RankedTensorType) for r in op.results):
+        return None
+    if sum(type_bytes(r.type) for r in op.results) < PARALLEL_MIN_BYTES:
+        return None
+    n = leading_size(op.results[0])
+    blocks = next((count for count in PARALLEL_BLOCKS if n and n % count == 0), None)
+    if blocks is None or slice_problem(op)[0]:
+        return None
+    return n // blocks
 
 
 def gemm_shape(dot: ir.Operation) -> tuple[int, int, int, int, bool, bool] | None:

@@ -1,0 +1,120 @@
+"""f32 `math.exp` and `math.tanh` as arithmetic, so that the LLVM
+loop vectorizer widens them with everything around them (a call to libm's expf/tanhf in a
+loop stays scalar: this LLVM does not map them to a vector math library).
+
+- exp: Cephes' range reduction x = n ln2 + r (ln2 split in two constants for accuracy), a
+  degree-6 polynomial for e^r, and 2^n built in the exponent bits (as 2^(n-1) * 2, so that
+  n = 128 at the top of the range does not overflow early). About 1 ulp; inputs below
+  -126 ln 2 give 0 (as XLA:CPU flushes denormals; -inf included), NaN stays NaN.
+- tanh: Eigen's (and XLA's) rational approximation on x clamped to [-7.9053, 7.9053], where
+  tanh is 1 in f32; x itself below 0.0004 in magnitude. A few ulp.
+
+Only f32 (scalars or vectors) is rewritten; other types keep the libm call.
+"""
+
+from mlirxla.mlir import ir
+
+EXP_POLYNOMIAL = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1)
+EXP_BOUND_HIGH = 88.3762626647950
+EXP_BOUND_LOW = -87.3365447505531  # -126 ln 2: 2^(n-1) stays a normal number
+LOG2E = 1.44269504088896341
+LN2_HIGH = 0.693359375
+LN2_LOW = -2.12194440e-4
+TANH_BOUND = 7.90531110763549805
+TANH_TINY = 0.0004
+TANH_NUMERATOR = (-2.76076847742355e-16, 2.00018790482477e-13, -8.60467152213735e-11, 5.12229709037114e-08,
+                  1.48572235717979e-05, 6.37261928875436e-04, 4.89352455891786e-03)
+TANH_DENOMINATOR = (1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03, 4.89352518554385e-03)
+
+
+class Builder:
+    """Scalar-or-vector f32 arithmetic at the insertion point, shaped like `like`."""
+
+    def __init__(self, like: ir.Type):
+        self.type = like
+        self.vector = isinstance(like, ir.VectorType)
+        shape = list(ir.VectorType(like).shape) if self.vector else None
+        self.i32 = ir.VectorType.get(shape, ir.IntegerType.get_signless(32)) if self.vector else ir.IntegerType.get_signless(32)
+        self.i1 = ir.VectorType.get(shape, ir.IntegerType.get_signless(1)) if self.vector else ir.IntegerType.get_signless(1)
+
+    def op(self, name: str, operands: list, result=None, attributes=None) -> ir.Value:
+        return ir.Operation.create(name, results=[result or self.type], operands=operands, attributes=attributes or {}).result
+
+    def constant(self, value: float) -> ir.Value:
+        scalar = ir.FloatAttr.get(ir.F32Type.get(), value)
+        attr = ir.DenseElementsAttr.get_splat(self.type, scalar) if self.vector else scalar
+        return self.op("arith.constant", [], attributes={"value": attr})
+
+    def integer(self, value: int) -> ir.Value:
+        scalar = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), value)
+        attr = ir.DenseElementsAttr.get_splat(self.i32, scalar) if self.vector else scalar
+        return self.op("arith.constant", [], self.i32, {"value": attr})
+
+    def add(self, a, b):
+        return self.op("arith.addf", [a, b])
+
+    def mul(self, a, b):
+        return self.op("arith.mulf", [a, b])
+
+    def fma(self, a, b, c):
+        return self.add(self.mul(a, b), c)
+
+    def polynomial(self, x, coefficients) -> ir.Value:
+        """Horner's rule, highest power first."""
+        result = self.constant(coefficients[0])
+        for coefficient in coefficients[1:]:
+            result = self.fma(result, x, self.constant(coefficient))
+        return result
+
+    def less(self, x, bound: float):
+        """x < bound, ordered (false for NaN)."""
+        ordered_less_than = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 4)
+        return self.op("arith.cmpf", [x, self.constant(bound)], self.i1, {"predicate": ordered_less_than})
+
+    def clamp(self, x, low: float, high: float):
+        return self.op("arith.minimumf", [self.op("arith.maximumf", [x, self.constant(low)]), self.constant(high)])
+
+
+def exp(b: Builder, x_input: ir.Value) -> ir.Value:
+    x = b.clamp(x_input, EXP_BOUND_LOW, EXP_BOUND_HIGH)
+    n = b.op("math.floor", [b.fma(x, b.constant(LOG2E), b.constant(0.5))])
+    r = b.add(b.add(x, b.mul(n, b.constant(-LN2_HIGH))), b.mul(n, b.constant(-LN2_LOW)))
+    y = b.fma(b.mul(b.polynomial(r, EXP_POLYNOMIAL), r), r, b.add(r, b.constant(1.0)))
+    exponent = b.op("arith.addi", [b.op("arith.fptosi", [n], b.i32), b.integer(126)], b.i32)
+    half_scale = b.op("arith.bitcast", [b.op("arith.shli", [exponent, b.integer(23)], b.i32)])
+    result = b.mul(b.mul(y, half_scale), b.constant(2.0))
+    return b.op("arith.select", [b.less(x_input, EXP_BOUND_LOW), b.constant(0.0), result])
+
+
+def tanh(b: Builder, x: ir.Value) -> ir.Value:
+    clamped = b.clamp(x, -TANH_BOUND, TANH_BOUND)
+    square = b.mul(clamped, clamped)
+    numerator = b.mul(b.polynomial(square, TANH_NUMERATOR), clamped)
+    denominator = b.polynomial(square, TANH_DENOMINATOR)
+    ratio = b.op("arith.divf", [numerator, denominator])
+    return b.op("arith.select", [b.less(b.op("math.absf", [x]), TANH_TINY), x, ratio])
+
+
+APPROXIMATIONS = {"math.exp": exp, "math.tanh": tanh}
+
+
+def is_f32(value_type: ir.Type) -> bool:
+    element = ir.VectorType(value_type).element_type if isinstance(value_type, ir.VectorType) else value_type
+    return isinstance(element, ir.F32Type)
+
+
+def approximate(module: ir.Module) -> None:
+    """Replace every f32 exp and tanh in `module` by its arithmetic approximation."""
+    found = []
+
+    def visit(op):
+        if op.operation.name in APPROXIMATIONS and is_f32(op.operation.results[0].type):
+            found.append(op.operation)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    for op in found:
+        with ir.InsertionPoint(op), op.location:
+            value = APPROXIMATIONS[op.name](Builder(op.results[0].type), op.operands[0])
+        op.results[0].replace_all_uses_with(value)
+        op.erase()
