@@ -19,6 +19,7 @@ compile (so a hit skips parsing altogether). A run that asks for dumps bypasses 
 import hashlib
 import os
 import platform
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,6 +28,8 @@ from mlirxla.errors import MlirxlaError
 
 from .compile_cache import CompileCache, fingerprint
 from .executable import Executable
+
+_COMPILING = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -172,15 +175,22 @@ def program_bytes(program) -> tuple[bytes, str]:
 
 
 def compile_bytes(data: bytes, source: str, options: CompileOptions) -> Executable:
+    """Import and compile, one compile at a time in the process: MLIR contexts of this toolkit
+    are not safe to create and use from several threads at once (executions still run
+    concurrently)."""
     from mlirxla import frontdoor
     from mlirxla.backends.cpu.compiler import compile_module
     from mlirxla.context import new_context
     from mlirxla.pipelines.runner import RunOptions
 
-    imported = frontdoor.import_bytes(data, source, new_context())
     run_options = RunOptions(dump_to=options.dump_to, dump_pass_re=options.dump_pass_re,
                              disable_passes=frozenset(options.disable_passes))
-    return compile_module(imported.module, run_options)
+    with _COMPILING:
+        try:
+            imported = frontdoor.import_bytes(data, source, new_context())
+            return compile_module(imported.module, run_options)
+        except MlirxlaError as error:
+            raise error.with_source(source) from None
 
 
 def environment() -> str:

@@ -64,7 +64,7 @@ class CompileCache:
                 plan_bytes = stream.read()
             with open(os.path.join(folder, "kernels.o"), "rb") as stream:
                 object_code = stream.read()
-            if manifest.get("format") != FORMAT or manifest.get("plan") != _sha256(plan_bytes) or manifest.get("object") != _sha256(object_code):
+            if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or manifest.get("plan") != _sha256(plan_bytes) or manifest.get("object") != _sha256(object_code):
                 raise ValueError("hash mismatch")
             plan = ExecutablePlan.from_json(json.loads(plan_bytes))
         except (OSError, ValueError, KeyError, TypeError, IndexError):

@@ -278,6 +278,8 @@ def to_attribute(array: np.ndarray, tensor_type: ir.Type) -> ir.Attribute:
             return ir.DenseElementsAttr.get(array.view(np.dtype(f"u{dtype.itemsize}")), type=element)
         except (TypeError, ValueError, RuntimeError):
             pass
+    if array.size == 0:  # nested empty lists would imply a different shape
+        return ir.Attribute.parse(f"dense<> : {tensor_type}")
     body = json.dumps(_nested(array, element, dtype)).replace('"', "")
     return ir.Attribute.parse(f"dense<{body}> : {tensor_type}")
 

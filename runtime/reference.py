@@ -124,6 +124,9 @@ def extract_checks(function: ir.Operation) -> list[CheckRecord]:
     function.attributes["function_type"] = ir.TypeAttr.get(
         ir.FunctionType.get(list(function_type.inputs), [v.type for v in results])
     )
+    if "res_attrs" in function.attributes:  # one attribute dictionary per result, the new ones empty
+        kept = list(ir.ArrayAttr(function.attributes["res_attrs"]))
+        function.attributes["res_attrs"] = ir.ArrayAttr.get(kept + [ir.DictAttr.get({})] * (len(results) - len(kept)))
     return records
 
 

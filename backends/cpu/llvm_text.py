@@ -10,6 +10,7 @@ the double it widens to; `0xH` half, `0xR` bfloat). Every such constant is rewri
 import re
 import struct
 
+import ml_dtypes
 import numpy as np
 
 _LITERAL = (r"(?:[-+]?(?:snan|qnan|nan)\(0x[0-9A-Fa-f]+\)|[-+]?(?:inf|qnan|nan)\b|[-+]?\d+\.\d+(?:e[-+]?\d+)?\b|f0x[0-9A-Fa-f]+\b)")
@@ -59,7 +60,7 @@ def _hex(kind: str, text: str) -> str:
         elif kind == "half":
             bits = int(np.array(float(text), np.float16).view(np.uint16))
         else:
-            bits = int(np.array(float(text), np.float32).view(np.uint32)) >> 16
+            bits = int(np.array(float(text), ml_dtypes.bfloat16).view(np.uint16))
         return f"0x{'H' if kind == 'half' else 'R'}{bits:04X}"
     if special:
         bits = _special_bits(kind, text)

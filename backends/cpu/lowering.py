@@ -42,6 +42,7 @@ TO_LLVM = [
     "finalize-memref-to-llvm",
     "convert-complex-to-llvm",
     "convert-math-to-llvm",
+    "convert-math-to-libm",
     "convert-arith-to-llvm",
     "convert-func-to-llvm{use-bare-ptr-memref-call-conv=1}",
     "convert-cf-to-llvm",

@@ -3,9 +3,10 @@ loop vectorizer widens them with everything around them (a call to libm's expf/t
 loop stays scalar: this LLVM does not map them to a vector math library).
 
 - exp: Cephes' range reduction x = n ln2 + r (ln2 split in two constants for accuracy), a
-  degree-6 polynomial for e^r, and 2^n built in the exponent bits (as 2^(n-1) * 2, so that
-  n = 128 at the top of the range does not overflow early). About 1 ulp; inputs below
-  -126 ln 2 give 0 (as XLA:CPU flushes denormals; -inf included), NaN stays NaN.
+  degree-6 polynomial for e^r, and 2^n as two factors built in the exponent bits
+  (2^(n>>1) * 2^(n - n>>1), both normal over the whole range, so results near overflow and
+  denormal results come out right). About 1 ulp; below -150 ln 2 (and -inf) it is 0, above
+  ln(largest f32) it is inf, NaN stays NaN.
 - tanh: Eigen's (and XLA's) rational approximation on x clamped to [-7.9053, 7.9053], where
   tanh is 1 in f32; x itself below 0.0004 in magnitude. A few ulp.
 
@@ -15,8 +16,8 @@ Only f32 (scalars or vectors) is rewritten; other types keep the libm call.
 from mlirxla.mlir import ir
 
 EXP_POLYNOMIAL = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1)
-EXP_BOUND_HIGH = 88.3762626647950
-EXP_BOUND_LOW = -87.3365447505531  # -126 ln 2: 2^(n-1) stays a normal number
+EXP_BOUND_HIGH = 88.72283905206835  # ln of the largest f32: above it e^x is inf
+EXP_BOUND_LOW = -103.972077083991796  # -150 ln 2: below it e^x rounds to 0 in f32
 LOG2E = 1.44269504088896341
 LN2_HIGH = 0.693359375
 LN2_LOW = -2.12194440e-4
@@ -66,10 +67,16 @@ class Builder:
             result = self.fma(result, x, self.constant(coefficient))
         return result
 
-    def less(self, x, bound: float):
-        """x < bound, ordered (false for NaN)."""
+    def power_of_two(self, exponent):
+        """2^exponent for an i32 exponent in [-126, 127], built in the exponent bits."""
+        biased = self.op("arith.addi", [exponent, self.integer(127)], self.i32)
+        return self.op("arith.bitcast", [self.op("arith.shli", [biased, self.integer(23)], self.i32)])
+
+    def less(self, x, y):
+        """x < y, ordered (false for NaN); a float stands for a constant."""
         ordered_less_than = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 4)
-        return self.op("arith.cmpf", [x, self.constant(bound)], self.i1, {"predicate": ordered_less_than})
+        x, y = (self.constant(v) if isinstance(v, float) else v for v in (x, y))
+        return self.op("arith.cmpf", [x, y], self.i1, {"predicate": ordered_less_than})
 
     def clamp(self, x, low: float, high: float):
         return self.op("arith.minimumf", [self.op("arith.maximumf", [x, self.constant(low)]), self.constant(high)])
@@ -80,10 +87,12 @@ def exp(b: Builder, x_input: ir.Value) -> ir.Value:
     n = b.op("math.floor", [b.fma(x, b.constant(LOG2E), b.constant(0.5))])
     r = b.add(b.add(x, b.mul(n, b.constant(-LN2_HIGH))), b.mul(n, b.constant(-LN2_LOW)))
     y = b.fma(b.mul(b.polynomial(r, EXP_POLYNOMIAL), r), r, b.add(r, b.constant(1.0)))
-    exponent = b.op("arith.addi", [b.op("arith.fptosi", [n], b.i32), b.integer(126)], b.i32)
-    half_scale = b.op("arith.bitcast", [b.op("arith.shli", [exponent, b.integer(23)], b.i32)])
-    result = b.mul(b.mul(y, half_scale), b.constant(2.0))
-    return b.op("arith.select", [b.less(x_input, EXP_BOUND_LOW), b.constant(0.0), result])
+    whole = b.op("arith.fptosi", [n], b.i32)
+    half = b.op("arith.shrsi", [whole, b.integer(1)], b.i32)
+    rest = b.op("arith.subi", [whole, half], b.i32)
+    result = b.mul(b.mul(y, b.power_of_two(half)), b.power_of_two(rest))
+    result = b.op("arith.select", [b.less(x_input, EXP_BOUND_LOW), b.constant(0.0), result])
+    return b.op("arith.select", [b.less(b.constant(EXP_BOUND_HIGH), x_input), b.constant(float("inf")), result])
 
 
 def tanh(b: Builder, x: ir.Value) -> ir.Value:

@@ -57,6 +57,11 @@ UNSUPPORTED = {
     "rng": "rng is not implemented in the cpu backend yet",
     "rng_bit_generator": "rng_bit_generator is not implemented in the cpu backend yet",
     "sort": "sort is not implemented in the cpu backend yet",
+    "scatter": "scatter is not implemented in the cpu backend yet",
+    "select_and_scatter": "select_and_scatter is not implemented in the cpu backend yet",
+    "fft": "fft is not implemented in the cpu backend yet",
+    "triangular_solve": "triangular_solve is not implemented in the cpu backend yet",
+    "cholesky": "cholesky is not implemented in the cpu backend yet",
     "all_reduce": "collectives need the multi-device runtime",
     "all_gather": "collectives need the multi-device runtime",
     "all_to_all": "collectives need the multi-device runtime",
@@ -178,8 +183,12 @@ class ThunkEmitter:
         kind = kind_of(op)
         if op.name == "func.return" or kind in NO_THUNK:
             return []
-        if kind in UNSUPPORTED:
-            raise MlirxlaError(f"xhlo.{kind}: {UNSUPPORTED[kind]}", location_text(op.location))
+        for inner in fused_ops(op):
+            reason = unsupported_reason(inner)
+            if reason:
+                raise MlirxlaError(f"xhlo.{kind_of(inner)}: {reason}", location_text(inner.location))
+        if op.results and all(type_bytes(r.type) == 0 for r in op.results) and kind not in ("while", "conditional"):
+            return []  # nothing to compute into empty results
         if kind == "copy":
             source, destination = self.slice_of(op.operands[0]), self.slice_of(op.results[0])
             return [] if source == destination else [CopyThunk(self.name_of(op), source, destination)]
@@ -248,6 +257,9 @@ class ThunkEmitter:
         name = self.name_of(owner)
         shape = gemm_shape(dot)
         element = str(ir.RankedTensorType(dot.results[0].type).element_type)
+        operand_elements = {str(ir.RankedTensorType(v.type).element_type) for v in dot.operands}
+        if operand_elements != {element}:
+            element = f"{'/'.join(sorted(operand_elements))} to {element}"
         if shape is None or element not in ("f32", "f64"):
             self.decisions.append(f"{name}: dot generated as a kernel ({'element type ' + element if shape else 'dimension numbers BLAS cannot take'})")
             return None
@@ -262,7 +274,7 @@ class ThunkEmitter:
         condition = self.emit_block(condition_block)
         predicate = self.slice_of(list(condition_block.operations)[-1].operation.operands[0])
         body = self.emit_block(body_block)
-        touched = tuple(dict.fromkeys(self.slice_of(v) for v in list(op.operands) + list(op.results)))
+        touched = self.touched(op, condition + body, [predicate])
         return WhileThunk(self.name_of(op), condition, predicate, body, touched)
 
     def emit_conditional(self, op: ir.Operation) -> ConditionalThunk:
@@ -272,8 +284,28 @@ class ThunkEmitter:
             branches.append(self.emit_block(function.regions[0].blocks[0]))
         selector = op.operands[0]
         is_predicate = str(ir.RankedTensorType(selector.type).element_type) == "i1"
-        touched = tuple(dict.fromkeys(self.slice_of(v) for v in list(op.operands) + list(op.results)))
+        touched = self.touched(op, [thunk for branch in branches for thunk in branch], [])
         return ConditionalThunk(self.name_of(op), self.slice_of(selector), is_predicate, branches, touched)
+
+    def touched(self, op: ir.Operation, nested: list, extra: list) -> tuple[BufferSlice, ...]:
+        """Every slice a control-flow thunk touches: its operands and results, and whatever the
+        thunks inside read or write (their temps share the slab with the rest of the program,
+        so the executor must order them too)."""
+        slices = [self.slice_of(v) for v in list(op.operands) + list(op.results)] + extra
+        for thunk in nested:
+            slices.extend(thunk.reads)
+            slices.extend(thunk.writes)
+        return tuple(dict.fromkeys(slices))
+
+
+def unsupported_reason(op: ir.Operation) -> str | None:
+    """Why the backend cannot compile `op`, or None."""
+    kind = kind_of(op)
+    if kind in UNSUPPORTED:
+        return UNSUPPORTED[kind]
+    if kind == "bitcast_convert" and any("complex" in str(v.type) for v in list(op.operands) + list(op.results)):
+        return "bitcast_convert of complex values is not supported in the cpu backend (the toolkit's lowering crashes on it)"
+    return None
 
 
 def parallel_rows(op: ir.Operation) -> int | None:

@@ -1,0 +1,199 @@
+"""The CPU backend's pieces on their own: the f32 exp/tanh approximations against numpy, the
+LLVM 24 -> 22 constant syntax, the loop order rule, the thunk executor's dependency graph,
+the executable plan's JSON round trip, and the paths the emitter chooses (GEMM, parallel
+row blocks, batch slices)."""
+
+import threading
+
+import llvmlite.binding as llvm
+import numpy as np
+import pytest
+
+from mlirxla.backends.cpu import llvm_text, loop_order
+from mlirxla.context import new_context
+from mlirxla.mlir import ir
+from mlirxla.runtime import thunks as thunk_kinds
+from mlirxla.runtime.client import Client
+from mlirxla.runtime.executable import ExecutablePlan
+from mlirxla.runtime.executor import ThreadPool, dependency_graph, is_chain, run_graph
+from mlirxla.runtime.thunks import BufferSlice
+
+UNARY = """func.func @main(%x: tensor<{n}xf32>) -> tensor<{n}xf32> {{
+  %0 = stablehlo.{op} %x : tensor<{n}xf32>
+  return %0 : tensor<{n}xf32>
+}}"""
+
+
+def ulp_distance(actual: np.ndarray, expected: np.ndarray) -> np.ndarray:
+    def ordered(x):
+        bits = x.view(np.int32).astype(np.int64)
+        return np.where(bits < 0, -(bits & 0x7FFFFFFF), bits)
+    return np.abs(ordered(actual) - ordered(expected))
+
+
+def run_unary(op: str, x: np.ndarray) -> np.ndarray:
+    executable = Client().compile(UNARY.format(op=op, n=x.size))
+    return executable.execute_numpy([x])[0]
+
+
+def test_exp_approximation_within_two_ulp_and_special_values():
+    x = np.concatenate([np.linspace(-87.0, 88.0, 20001, dtype=np.float32),
+                        np.array([0.0, -0.0, 1e-30, -1e-30, -87.5, -100.0, -np.inf, np.inf, np.nan, 88.72, 88.73], np.float32)])
+    got = run_unary("exponential", x)
+    with np.errstate(over="ignore"):
+        expected = np.exp(x.astype(np.float64)).astype(np.float32)
+    normal = np.isfinite(expected) & (expected >= np.finfo(np.float32).tiny)
+    assert ulp_distance(got[normal], expected[normal]).max() <= 2
+    tail = dict(zip(x[-11:].tolist(), got[-11:].tolist()))
+    assert tail[-100.0] == np.float32(np.exp(-100.0))  # a denormal, exact
+    assert tail[-np.inf] == 0.0 and tail[np.inf] == np.inf
+    assert np.isfinite(got[-2]) and got[-1] == np.inf  # the last finite power and the first overflow
+    assert np.isnan(got[-3])
+
+
+def test_tanh_approximation_close_and_saturating():
+    x = np.concatenate([np.linspace(-10.0, 10.0, 20001, dtype=np.float32),
+                        np.array([0.0, -0.0, 1e-5, -1e-5, np.inf, -np.inf, np.nan], np.float32)])
+    got = run_unary("tanh", x)
+    expected = np.tanh(x.astype(np.float64)).astype(np.float32)
+    finite = ~np.isnan(x)
+    np.testing.assert_allclose(got[finite], expected[finite], rtol=2e-6, atol=1e-7)
+    assert got[-5] == np.float32(1e-5) and got[-3] == 1.0 and got[-2] == -1.0 and np.isnan(got[-1])
+
+
+@pytest.mark.parametrize("text, hex_text", [
+    ("float 1.000000e-01", "float 0x3FB99999A0000000"),
+    ("float -inf", "float 0xFFF0000000000000"),
+    ("double +qnan", "double 0x7FF8000000000000"),
+    ("float +snan(0x1)", "float 0x7FF0000020000000"),
+    ("bfloat +qnan(0x3F)", "bfloat 0xR7FFF"),
+    ("half +inf", "half 0xH7C00"),
+    ("bfloat 1.000000e-01", "bfloat 0xR3DCD"),  # rounded to nearest, not chopped
+    ("fadd float %a, f0x3727C5AC", "fadd float %a, 0x3EE4F8B580000000"),
+    ("fmul double %x.1.5, 2.500000e+00", "fmul double %x.1.5, 0x4004000000000000"),
+])
+def test_float_constants_in_the_syntax_llvmlite_reads(text, hex_text):
+    assert llvm_text.downgrade(text) == hex_text
+
+
+def test_downgraded_module_parses_in_llvmlite():
+    module = llvm_text.downgrade(
+        "define float @f(float %a) {\n  %b = fadd float %a, f0x3727C5AC\n  %c = fmul float %b, 1.000000e-01\n"
+        "  %d = select i1 true, float %c, float -inf\n  ret float %d\n}\n")
+    llvm.parse_assembly(module).verify()
+
+
+MATMUL = """
+#a = affine_map<(m, n, k) -> (m, k)>
+#b = affine_map<(m, n, k) -> (k, n)>
+#c = affine_map<(m, n, k) -> (m, n)>
+#row = affine_map<(i, j) -> (i, j)>
+#sum = affine_map<(i, j) -> (i)>
+func.func @f(%a: memref<4x8xf32>, %b: memref<8x16xf32>, %c: memref<4x16xf32>, %r: memref<4xf32>) {
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a, %b : memref<4x8xf32>, memref<8x16xf32>) outs(%c : memref<4x16xf32>) {
+  ^bb0(%x: f32, %y: f32, %z: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %z, %p : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#row, #sum], iterator_types = ["parallel", "reduction"]}
+      ins(%a : memref<4x8xf32>) outs(%r : memref<4xf32>) {
+  ^bb0(%x: f32, %z: f32):
+    %s = arith.addf %z, %x : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+"""
+
+
+def test_loop_order_moves_the_contiguous_output_dimension_innermost():
+    with new_context():
+        module = ir.Module.parse(MATMUL)
+        loop_order.reorder_loops(module)
+        matmul, row_sum = [op for op in module.body.operations[0].regions[0].blocks[0].operations if op.operation.name == "linalg.generic"]
+        assert [str(a) for a in ir.ArrayAttr(matmul.attributes["iterator_types"])] == [
+            "#linalg.iterator_type<parallel>", "#linalg.iterator_type<reduction>", "#linalg.iterator_type<parallel>"]
+        maps = [str(m) for m in ir.ArrayAttr(matmul.attributes["indexing_maps"])]
+        assert maps == ["affine_map<(d0, d1, d2) -> (d0, d1)>", "affine_map<(d0, d1, d2) -> (d1, d2)>", "affine_map<(d0, d1, d2) -> (d0, d2)>"]
+        # the row sum reads its input along rows: moving its output dimension inward would stride
+        assert "(d0, d1) -> (d0)" in str(row_sum.attributes["indexing_maps"])
+        assert str(ir.ArrayAttr(row_sum.attributes["iterator_types"])[1]) == "#linalg.iterator_type<reduction>"
+
+
+class Recorder:
+    """A thunk that records when it ran; reads and writes are declared slices."""
+
+    def __init__(self, name, reads, writes, log):
+        self.name, self.reads, self.writes, self.log = name, tuple(reads), tuple(writes), log
+
+    def run(self, bases, pool):
+        self.log.append(self.name)
+
+
+def test_dependency_graph_orders_conflicts_and_runs_every_thunk_once():
+    a, b, c, d = (BufferSlice(0, 16 * i, 16) for i in range(4))
+    log: list = []
+    thunks = [Recorder("write a", [], [a], log), Recorder("write b", [], [b], log),
+              Recorder("a to c", [a], [c], log), Recorder("b to d", [b], [d], log),
+              Recorder("overwrite a", [], [a], log), Recorder("c+d", [c, d], [b], log)]
+    graph = dependency_graph(thunks)
+    assert not is_chain(graph)
+    assert [sorted(n.successors) for n in graph] == [[2, 4], [3, 5], [4, 5], [5], [], []]
+    for _ in range(20):
+        log.clear()
+        run_graph(graph, [0], ThreadPool(2))
+        assert sorted(log) == sorted(t.name for t in thunks)
+        position = {name: index for index, name in enumerate(log)}
+        assert position["write a"] < position["a to c"] < position["overwrite a"]
+        assert position["b to d"] < position["c+d"] and position["a to c"] < position["c+d"]
+
+
+def test_sliced_kernels_split_over_the_pool_from_the_caller_only():
+    pool = ThreadPool(2)
+    seen = []
+    lock = threading.Lock()
+
+    def record(first, last):
+        with lock:
+            seen.append((threading.current_thread().name.startswith("mlirxla"), first, last))
+
+    pool.run_split(record, 10)
+    assert sorted((first, last) for _, first, last in seen) == [(0, 5), (5, 10)]
+    seen.clear()
+    pool.executor.submit(pool.run_split, record, 10).result()  # inside a worker: no nested waits
+    assert seen == [(True, 0, 10)]
+
+
+LAYER_AND_ELEMENTWISE = """func.func @main(%x: tensor<1024x256xf32>, %w: tensor<256x512xf32>, %b: tensor<512xf32>) -> (tensor<1024x512xf32>, tensor<1024x256xf32>) {
+  %0 = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : (tensor<1024x256xf32>, tensor<256x512xf32>) -> tensor<1024x512xf32>
+  %1 = stablehlo.broadcast_in_dim %b, dims = [1] : (tensor<512xf32>) -> tensor<1024x512xf32>
+  %2 = stablehlo.add %0, %1 : tensor<1024x512xf32>
+  %3 = stablehlo.tanh %2 : tensor<1024x512xf32>
+  %4 = stablehlo.exponential %x : tensor<1024x256xf32>
+  %5 = stablehlo.multiply %4, %x : tensor<1024x256xf32>
+  return %3, %5 : tensor<1024x512xf32>, tensor<1024x256xf32>
+}"""
+
+
+def test_emitter_paths_and_plan_round_trip():
+    """A dense layer's dot runs as a BLAS GEMM followed by its epilogue kernel; a 1 MiB
+    elementwise kernel runs in 16 parallel row blocks; the plan survives JSON, and both paths
+    compute what numpy does."""
+    executable = Client().compile(LAYER_AND_ELEMENTWISE)
+    text = executable.thunk_sequence()
+    assert "gemm dot_tanh_fusion f32 1024x512x256 NN" in text
+    assert "sliced kernel x16" in text
+    rng = np.random.default_rng(1)
+    x = (0.05 * rng.standard_normal((1024, 256))).astype(np.float32)
+    w = (0.05 * rng.standard_normal((256, 512))).astype(np.float32)
+    b = rng.standard_normal(512).astype(np.float32)
+    layer, elementwise = executable.execute_numpy([x, w, b])
+    np.testing.assert_allclose(layer, np.tanh(x @ w + b), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(elementwise, np.exp(x) * x, rtol=1e-5, atol=1e-6)
+    plan = executable.executable.plan
+    again = ExecutablePlan.from_json(plan.to_json())
+    assert again.describe() == plan.describe()
+    assert [type(t) for t in again.thunks] == [type(t) for t in plan.thunks]
+    assert thunk_kinds.from_json(plan.thunks[0].to_json()).describe() == plan.thunks[0].describe()
