@@ -9,7 +9,8 @@ executor needs to order them. Kinds:
 - `sliced_kernel`: a kernel that computes one batch slice, called once per slice with the
   sliced pointers moved along (batch-slice fusions), slices spread over the thread pool;
 - `gemm`: a BLAS GEMM (row-major, optionally transposed operands, a batch of them);
-- `copy`: a memmove between slices;
+- `copy`: a memmove between slices; `parallel_copy`: copies that read all their sources
+  before writing (a loop's carried values swapped or rotated);
 - `while`: the condition's thunks, a predicate read back, the body's thunks, repeated;
 - `conditional`: an index (or predicate) read back, then one branch's thunks.
 
@@ -188,6 +189,38 @@ class CopyThunk:
         return f"copy {self.name} {self.source.text()} -> {self.destination.text()}"
 
 
+@dataclass
+class ParallelCopyThunk:
+    """Copies that take effect together: every source is read before any destination is
+    written (a while body returning its carried values rotated or swapped)."""
+
+    name: str
+    copies: tuple[CopyThunk, ...]
+    kind: str = "parallel_copy"
+
+    @property
+    def reads(self):
+        return tuple(c.source for c in self.copies)
+
+    @property
+    def writes(self):
+        return tuple(c.destination for c in self.copies)
+
+    def bind(self, engine) -> None:
+        pass
+
+    def run(self, bases: list[int], pool) -> None:
+        saved = [ctypes.string_at(bases[c.source.allocation] + c.source.offset, c.source.size) for c in self.copies]
+        for copy, data in zip(self.copies, saved):
+            ctypes.memmove(bases[copy.destination.allocation] + copy.destination.offset, data, len(data))
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "name": self.name, "copies": [c.to_json() for c in self.copies]}
+
+    def describe(self) -> str:
+        return f"parallel copy {self.name}: " + ", ".join(f"{c.source.text()} -> {c.destination.text()}" for c in self.copies)
+
+
 def _read_scalar(bases: list[int], at: BufferSlice) -> int:
     address = bases[at.allocation] + at.offset
     if at.size == 1:
@@ -299,6 +332,8 @@ def from_json(data: dict):
                          data["transpose_rhs"], data["batch"])
     if kind == "copy":
         return CopyThunk(data["name"], BufferSlice.from_json(data["source"]), BufferSlice.from_json(data["destination"]))
+    if kind == "parallel_copy":
+        return ParallelCopyThunk(data["name"], tuple(from_json(c) for c in data["copies"]))
     if kind == "while":
         return WhileThunk(data["name"], [from_json(t) for t in data["condition"]], BufferSlice.from_json(data["predicate"]),
                           [from_json(t) for t in data["body"]], _slices(data["reads_and_writes"]))

@@ -39,6 +39,7 @@ from mlirxla.runtime.thunks import (
     CopyThunk,
     GemmThunk,
     KernelThunk,
+    ParallelCopyThunk,
     SlicedKernelThunk,
     WhileThunk,
 )
@@ -273,7 +274,7 @@ class ThunkEmitter:
         body_block = op.regions[1].blocks[0]
         condition = self.emit_block(condition_block)
         predicate = self.slice_of(list(condition_block.operations)[-1].operation.operands[0])
-        body = self.emit_block(body_block)
+        body = self.emit_body(body_block)
         touched = self.touched(op, condition + body, [predicate])
         return WhileThunk(self.name_of(op), condition, predicate, body, touched)
 
@@ -286,6 +287,26 @@ class ThunkEmitter:
         is_predicate = str(ir.RankedTensorType(selector.type).element_type) == "i1"
         touched = self.touched(op, [thunk for branch in branches for thunk in branch], [])
         return ConditionalThunk(self.name_of(op), self.slice_of(selector), is_predicate, branches, touched)
+
+    def emit_body(self, block: ir.Block) -> list:
+        """A while body's thunks, its carried values' final copies (copies used only by the
+        return) gathered at the end into one parallel copy: a body that returns its carried
+        values swapped or rotated reads each before any is overwritten."""
+        terminator = list(block.operations)[-1].operation
+        returned = set(terminator.operands)
+        final, thunks = [], []
+        for op in list(block.operations)[:-1]:
+            op = op.operation
+            emitted = self.emit_op(op)
+            if kind_of(op) == "copy" and op.results[0] in returned and all(use.owner == terminator for use in op.results[0].uses):
+                final.extend(emitted)
+            else:
+                thunks.extend(emitted)
+        if len(final) > 1:
+            thunks.append(ParallelCopyThunk("carried values", tuple(final)))
+        else:
+            thunks.extend(final)
+        return thunks
 
     def touched(self, op: ir.Operation, nested: list, extra: list) -> tuple[BufferSlice, ...]:
         """Every slice a control-flow thunk touches: its operands and results, and whatever the

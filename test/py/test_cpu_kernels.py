@@ -197,3 +197,30 @@ def test_emitter_paths_and_plan_round_trip():
     assert again.describe() == plan.describe()
     assert [type(t) for t in again.thunks] == [type(t) for t in plan.thunks]
     assert thunk_kinds.from_json(plan.thunks[0].to_json()).describe() == plan.thunks[0].describe()
+
+
+SWAPPING_LOOP = """func.func @main(%a: tensor<4xf32>, %b: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %zero = stablehlo.constant dense<0> : tensor<i32>
+  %r:3 = stablehlo.while(%i = %zero, %x = %a, %y = %b) : tensor<i32>, tensor<4xf32>, tensor<4xf32>
+  cond {
+    %three = stablehlo.constant dense<3> : tensor<i32>
+    %c = stablehlo.compare LT, %i, %three, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %c : tensor<i1>
+  } do {
+    %one = stablehlo.constant dense<1> : tensor<i32>
+    %j = stablehlo.add %i, %one : tensor<i32>
+    stablehlo.return %j, %y, %x : tensor<i32>, tensor<4xf32>, tensor<4xf32>
+  }
+  return %r#1, %r#2 : tensor<4xf32>, tensor<4xf32>
+}"""
+
+
+def test_loop_that_swaps_its_carried_values():
+    """Each iteration returns (y, x): the carried buffers swap through one parallel copy, so
+    after three iterations the outputs are (b, a)."""
+    executable = Client().compile(SWAPPING_LOOP)
+    assert "parallel copy" in executable.thunk_sequence()
+    a, b = np.arange(4, dtype=np.float32), np.arange(4, 8, dtype=np.float32)
+    x, y = executable.execute_numpy([a, b])
+    np.testing.assert_array_equal(x, b)
+    np.testing.assert_array_equal(y, a)
