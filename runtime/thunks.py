@@ -11,6 +11,8 @@ executor needs to order them. Kinds:
 - `gemm`: a BLAS GEMM (row-major, optionally transposed operands, a batch of them);
 - `copy`: a memmove between slices; `parallel_copy`: copies that read all their sources
   before writing (a loop's carried values swapped or rotated);
+- `host`: a library call computed with numpy on views of the buffers (sort, FFT,
+  triangular solve, scatter: `host_calls.py`);
 - `while`: the condition's thunks, a predicate read back, the body's thunks, repeated;
 - `conditional`: an index (or predicate) read back, then one branch's thunks.
 
@@ -23,7 +25,9 @@ from dataclasses import dataclass, field
 
 from mlirxla.errors import MlirxlaError
 
-from . import blas
+import numpy as np
+
+from . import blas, host_calls
 
 
 @dataclass(frozen=True)
@@ -221,6 +225,52 @@ class ParallelCopyThunk:
         return f"parallel copy {self.name}: " + ", ".join(f"{c.source.text()} -> {c.destination.text()}" for c in self.copies)
 
 
+@dataclass
+class HostThunk:
+    """A library call computed on the host with numpy (`host_calls.py`): sort, FFT,
+    triangular solve, scatter. Operands and results are (slice, shape, dtype)."""
+
+    name: str
+    call: str
+    operands: tuple
+    results: tuple
+    attributes: dict
+    kind: str = "host"
+
+    @property
+    def reads(self):
+        return tuple(s for s, _, _ in self.operands)
+
+    @property
+    def writes(self):
+        return tuple(s for s, _, _ in self.results)
+
+    def bind(self, engine) -> None:
+        pass
+
+    @staticmethod
+    def view(bases: list[int], at: BufferSlice, shape, dtype) -> np.ndarray:
+        memory = (ctypes.c_char * max(at.size, 1)).from_address(bases[at.allocation] + at.offset)
+        return np.frombuffer(memory, np.dtype(dtype), count=int(np.prod(shape, dtype=np.int64))).reshape(shape)
+
+    def run(self, bases: list[int], pool) -> None:
+        operands = [self.view(bases, *spec) for spec in self.operands]
+        values = host_calls.CALLS[self.call](operands, self.attributes)
+        for (at, shape, dtype), value in zip(self.results, values):
+            self.view(bases, at, shape, dtype)[...] = np.asarray(value).astype(dtype, copy=False)
+
+    def to_json(self) -> dict:
+        def specs(items):
+            return [[s.to_json(), list(shape), dtype] for s, shape, dtype in items]
+        return {"kind": self.kind, "name": self.name, "call": self.call, "operands": specs(self.operands),
+                "results": specs(self.results), "attributes": self.attributes}
+
+    def describe(self) -> str:
+        operands = ", ".join(s.text() for s in self.reads)
+        results = ", ".join(s.text() for s in self.writes)
+        return f"host {self.call} {self.name} {self.attributes} ({operands}) -> {results}"
+
+
 def _read_scalar(bases: list[int], at: BufferSlice) -> int:
     address = bases[at.allocation] + at.offset
     if at.size == 1:
@@ -332,6 +382,10 @@ def from_json(data: dict):
                          data["transpose_rhs"], data["batch"])
     if kind == "copy":
         return CopyThunk(data["name"], BufferSlice.from_json(data["source"]), BufferSlice.from_json(data["destination"]))
+    if kind == "host":
+        def specs(items):
+            return tuple((BufferSlice.from_json(s), tuple(shape), dtype) for s, shape, dtype in items)
+        return HostThunk(data["name"], data["call"], specs(data["operands"]), specs(data["results"]), data["attributes"])
     if kind == "parallel_copy":
         return ParallelCopyThunk(data["name"], tuple(from_json(c) for c in data["copies"]))
     if kind == "while":

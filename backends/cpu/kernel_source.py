@@ -183,7 +183,7 @@ def _copy_block(source: ir.Block, target: ir.Region) -> None:
 def finish(module: ir.Module) -> None:
     """Lower the xhlo inside the kernel functions to StableHLO, then give boolean `add` its
     StableHLO meaning (logical or) before the linalg lowering turns it into an integer add
-    (which is xor on i1)."""
+    (which is xor on i1), and complex maximum and minimum their lexicographic order."""
     lower_module(module)
     for op in collect(module, "stablehlo.add"):
         if str(ir.RankedTensorType(op.results[0].type).element_type) == "i1":
@@ -191,3 +191,29 @@ def finish(module: ir.Module) -> None:
                 boolean_or = ir.Operation.create("stablehlo.or", results=[op.results[0].type], operands=list(op.operands))
             op.results[0].replace_all_uses_with(boolean_or.result)
             op.erase()
+    for op in collect(module, "stablehlo.maximum") + collect(module, "stablehlo.minimum"):
+        if "complex" in str(op.results[0].type):
+            with ir.InsertionPoint(op), op.location:
+                chosen = lexicographic_choice(op.operands[0], op.operands[1], "GT" if op.name == "stablehlo.maximum" else "LT")
+            op.results[0].replace_all_uses_with(chosen)
+            op.erase()
+
+
+def lexicographic_choice(a: ir.Value, b: ir.Value, direction: str) -> ir.Value:
+    """StableHLO's complex maximum (GT) or minimum (LT): `a` when it comes first comparing the
+    real parts, then the imaginary parts (the linalg lowering compares otherwise)."""
+    def stablehlo(name, operands, result_type, attributes=None):
+        return ir.Operation.create(f"stablehlo.{name}", results=[result_type], operands=operands, attributes=attributes or {}).result
+
+    ranked = ir.RankedTensorType(a.type)
+    part = ir.RankedTensorType.get(list(ranked.shape), ir.ComplexType(ranked.element_type).element_type)
+    boolean = ir.RankedTensorType.get(list(ranked.shape), ir.IntegerType.get_signless(1))
+
+    def compare(x, y, how):
+        return stablehlo("compare", [x, y], boolean, {"comparison_direction": ir.Attribute.parse(f"#stablehlo<comparison_direction {how}>")})
+
+    real_a, real_b = stablehlo("real", [a], part), stablehlo("real", [b], part)
+    imag_a, imag_b = stablehlo("imag", [a], part), stablehlo("imag", [b], part)
+    first = stablehlo("or", [compare(real_a, real_b, direction),
+                             stablehlo("and", [compare(real_a, real_b, "EQ"), compare(imag_a, imag_b, direction)], boolean)], boolean)
+    return stablehlo("select", [first, a, b], a.type)

@@ -17,6 +17,8 @@ Each op of the entry computation, in schedule order, becomes:
 - a `sliced_kernel` thunk for a batch-slice fusion (one kernel computing one slice), and for
   a large kernel that keeps the rows of dimension 0 apart (elementwise work, row
   reductions): blocks of rows run on the thread pool;
+- a `host` thunk for sort, FFT, triangular solve and scatter: numpy on views of the buffers, as
+  XLA:CPU calls runtime library functions for them;
 - `while` and `conditional` thunks holding the thunks of their computations;
 - a `kernel` thunk for everything else (a fusion, or a single op as its own kernel).
 
@@ -38,6 +40,7 @@ from mlirxla.runtime.thunks import (
     ConditionalThunk,
     CopyThunk,
     GemmThunk,
+    HostThunk,
     KernelThunk,
     ParallelCopyThunk,
     SlicedKernelThunk,
@@ -57,11 +60,7 @@ UNSUPPORTED = {
     "custom_call": "a custom call has no implementation in the cpu backend",
     "rng": "rng is not implemented in the cpu backend yet",
     "rng_bit_generator": "rng_bit_generator is not implemented in the cpu backend yet",
-    "sort": "sort is not implemented in the cpu backend yet",
-    "scatter": "scatter is not implemented in the cpu backend yet",
     "select_and_scatter": "select_and_scatter is not implemented in the cpu backend yet",
-    "fft": "fft is not implemented in the cpu backend yet",
-    "triangular_solve": "triangular_solve is not implemented in the cpu backend yet",
     "cholesky": "cholesky is not implemented in the cpu backend yet",
     "all_reduce": "collectives need the multi-device runtime",
     "all_gather": "collectives need the multi-device runtime",
@@ -193,6 +192,8 @@ class ThunkEmitter:
         if kind == "copy":
             source, destination = self.slice_of(op.operands[0]), self.slice_of(op.results[0])
             return [] if source == destination else [CopyThunk(self.name_of(op), source, destination)]
+        if kind in HOST_CALLS:
+            return [self.host_thunk(op)]
         if kind == "while":
             return [self.emit_while(op)]
         if kind == "conditional":
@@ -288,6 +289,17 @@ class ThunkEmitter:
         touched = self.touched(op, [thunk for branch in branches for thunk in branch], [])
         return ConditionalThunk(self.name_of(op), self.slice_of(selector), is_predicate, branches, touched)
 
+    def host_thunk(self, op: ir.Operation) -> HostThunk:
+        kind = kind_of(op)
+        attributes = HOST_CALLS[kind](op)
+        name = self.name_of(op)
+        self.decisions.append(f"{name}: {kind} as a host library call {attributes}")
+
+        def specs(values):
+            return tuple((self.slice_of(v), tuple(ir.RankedTensorType(v.type).shape), tensor_spec(v.type).dtype) for v in values)
+
+        return HostThunk(name, kind, specs(op.operands), specs(op.results), attributes)
+
     def emit_body(self, block: ir.Block) -> list:
         """A while body's thunks, its carried values' final copies (copies used only by the
         return) gathered at the end into one parallel copy: a body that returns its carried
@@ -317,6 +329,79 @@ class ThunkEmitter:
             slices.extend(thunk.reads)
             slices.extend(thunk.writes)
         return tuple(dict.fromkeys(slices))
+
+
+def sort_attributes(op: ir.Operation) -> dict:
+    """The sort as a host call: the key operand and its order, read off the comparator (one
+    `compare` of the key's two block arguments, through any canonicalizing ops JAX adds)."""
+    block = op.regions[0].blocks[0]
+    terminator = list(block.operations)[-1].operation
+    compare = terminator.operands[0].owner
+    location = location_text(op.location)
+    if not isinstance(compare, (ir.Operation, ir.OpView)) or compare.operation.name != "xhlo.compare":
+        raise MlirxlaError("xhlo.sort: the cpu backend sorts with comparators that compare one key only", location)
+    compare = compare.operation
+    direction = ir.StringAttr(compare.attributes["comparison_direction"]).value
+    left, right = (arguments_reached(v, block) for v in compare.operands)
+    if direction not in ("LT", "GT") or len(left) != 1 or len(right) != 1 or {left[0] // 2} != {right[0] // 2} or left == right:
+        raise MlirxlaError("xhlo.sort: the cpu backend sorts with comparators that compare one key only", location)
+    descending = (direction == "GT") == (left[0] % 2 == 0)
+    return {"dimension": ir.IntegerAttr(op.attributes["dimension"]).value, "key": left[0] // 2, "descending": descending}
+
+
+def arguments_reached(value: ir.Value, block: ir.Block) -> list[int]:
+    """The block arguments `value` is computed from (through the ops of `block`)."""
+    found, stack, seen = set(), [value], set()
+    while stack:
+        current = stack.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        owner = current.owner
+        if isinstance(owner, ir.Block):
+            found.add(ir.BlockArgument(current).arg_number)
+        else:
+            stack.extend(owner.operands)
+    return sorted(found)
+
+
+def fft_attributes(op: ir.Operation) -> dict:
+    return {"fft_type": ir.StringAttr(op.attributes["fft_type"]).value,
+            "fft_length": list(ir.DenseI64ArrayAttr(op.attributes["fft_length"]))}
+
+
+def triangular_solve_attributes(op: ir.Operation) -> dict:
+    flags = {name: bool(ir.BoolAttr(op.attributes[name]).value) for name in ("left_side", "lower", "unit_diagonal")}
+    return flags | {"transpose_a": ir.StringAttr(op.attributes["transpose_a"]).value}
+
+
+def scatter_attributes(op: ir.Operation) -> dict:
+    """The scatter as a host call: its dimension numbers and its combiner, read off the update
+    computation (the new value, or one elementwise op of the old and the new)."""
+    location = location_text(op.location)
+    if len(op.operands) != 3:
+        raise MlirxlaError("xhlo.scatter: the cpu backend scatters one input at a time", location)
+    block = op.regions[0].blocks[0]
+    returned = list(block.operations)[-1].operation.operands[0]
+    if returned == block.arguments[1]:
+        combiner = "set"
+    else:
+        owner = returned.owner
+        combiner = kind_of(owner.operation) if isinstance(owner, (ir.Operation, ir.OpView)) else ""
+        if combiner not in ("add", "multiply", "maximum", "minimum", "or", "and") or set(owner.operands) != set(block.arguments):
+            raise MlirxlaError("xhlo.scatter: the cpu backend combines updates by set, add, multiply, max, min, or, and", location)
+    numbers = ir.DictAttr(op.attributes["dimension_numbers"])
+    fields = {}
+    for name in ("update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims", "input_batching_dims",
+                 "scatter_indices_batching_dims"):
+        if name in numbers:
+            fields[name] = list(ir.DenseI64ArrayAttr(numbers[name]))
+    fields["index_vector_dim"] = ir.IntegerAttr(numbers["index_vector_dim"]).value
+    return {"dimension_numbers": fields, "combiner": combiner}
+
+
+HOST_CALLS = {"sort": sort_attributes, "fft": fft_attributes, "triangular_solve": triangular_solve_attributes,
+              "scatter": scatter_attributes}
 
 
 def unsupported_reason(op: ir.Operation) -> str | None:

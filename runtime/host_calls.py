@@ -1,0 +1,116 @@
+"""Library calls that run on the host with numpy: the ops XLA:CPU hands to runtime libraries
+instead of generating code (its sort, FFT and triangular-solve runtime functions).
+
+Each call reads its operands from the buffers as numpy views (no copy), computes with
+numpy, and writes its results into the result buffers. The attributes a call needs are plain
+data (JSON), so host calls are cached and dumped like any thunk.
+
+- `sort`: stable, along one dimension, by one key operand in ascending (LT) or descending
+  (GT) order; the other operands follow the key's permutation (the comparators JAX emits for
+  sort, argsort and top_k).
+- `fft`: FFT, IFFT, RFFT, IRFFT over the trailing `fft_length` dimensions.
+- `triangular_solve`: op(a) x = b or x op(a) = b for triangular a, with unit diagonals,
+  transposes and adjoints, batched over leading dimensions.
+- `scatter`: one input and one update tensor combined by set, add, multiply, max, min, or,
+  and (the combiners JAX emits), element by element as the spec defines it: correct, and
+  slow for large updates.
+"""
+
+import numpy as np
+
+from mlirxla.errors import MlirxlaError
+
+
+def sort(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
+    dimension, key, descending = attributes["dimension"], operands[attributes["key"]], attributes["descending"]
+    if descending:
+        key = ~key if key.dtype.kind in "iub" else -key  # ~ reverses integer order without overflow
+    order = np.argsort(key, axis=dimension, kind="stable")
+    return [np.take_along_axis(operand, order, axis=dimension) for operand in operands]
+
+
+def fft(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
+    kind, lengths = attributes["fft_type"], attributes["fft_length"]
+    axes = tuple(range(-len(lengths), 0))
+    x = operands[0]
+    if kind == "FFT":
+        return [np.fft.fftn(x, axes=axes)]
+    if kind == "IFFT":
+        return [np.fft.ifftn(x, axes=axes)]
+    if kind == "RFFT":
+        return [np.fft.rfftn(x, s=lengths, axes=axes)]
+    if kind == "IRFFT":
+        return [np.fft.irfftn(x, s=lengths, axes=axes)]
+    raise MlirxlaError(f"unknown fft_type {kind}")
+
+
+def triangular_solve(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
+    a, b = operands
+    lower, unit = attributes["lower"], attributes["unit_diagonal"]
+    a = np.tril(a) if lower else np.triu(a)
+    if unit:
+        a = a.copy()
+        diagonal = np.arange(a.shape[-1])
+        a[..., diagonal, diagonal] = 1
+    transpose = attributes["transpose_a"]
+    if transpose in ("TRANSPOSE", "ADJOINT"):
+        a = np.swapaxes(a, -1, -2)
+        if transpose == "ADJOINT":
+            a = np.conj(a)
+    if attributes["left_side"]:
+        return [np.linalg.solve(a, b)]
+    # x a = b  <=>  a^T x^T = b^T
+    return [np.swapaxes(np.linalg.solve(np.swapaxes(a, -1, -2), np.swapaxes(b, -1, -2)), -1, -2)]
+
+
+COMBINERS = {
+    "set": lambda old, new: new,
+    "add": lambda old, new: old + new,
+    "multiply": lambda old, new: old * new,
+    "maximum": np.maximum,
+    "minimum": np.minimum,
+    "or": np.logical_or,
+    "and": np.logical_and,
+}
+
+
+def scatter(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
+    """StableHLO scatter of one input by one update tensor, the spec's loop over every update
+    element (with batching dimensions): out of bounds windows are skipped."""
+    result, indices, updates = operands[0].copy(), operands[1], operands[2]
+    numbers = attributes["dimension_numbers"]
+    window_dims = numbers.get("update_window_dims", [])
+    inserted = numbers.get("inserted_window_dims", [])
+    to_operand = numbers.get("scatter_dims_to_operand_dims", [])
+    index_vector_dim = numbers.get("index_vector_dim", indices.ndim)
+    input_batching = numbers.get("input_batching_dims", [])
+    indices_batching = numbers.get("scatter_indices_batching_dims", [])
+    combine = COMBINERS[attributes["combiner"]]
+    if index_vector_dim == indices.ndim:
+        indices = indices[..., np.newaxis]
+    scatter_dims = [d for d in range(updates.ndim) if d not in window_dims]
+    window_operand_dims = [d for d in range(result.ndim) if d not in inserted and d not in input_batching]
+    window_bounds = [updates.shape[d] for d in window_dims]
+    for update_index in np.ndindex(*updates.shape):
+        scatter_index = [update_index[d] for d in scatter_dims]
+        start_index = list(scatter_index)
+        start_index.insert(index_vector_dim, slice(None))
+        start = indices[tuple(start_index)]
+        full = [0] * result.ndim
+        for k, operand_dim in enumerate(to_operand):
+            full[operand_dim] = int(start[k])
+        for batch_input, batch_index in zip(input_batching, indices_batching):
+            position = batch_index if batch_index < index_vector_dim else batch_index - 1
+            full[batch_input] = scatter_index[position]
+        window_index = [update_index[d] for d in window_dims]
+        target = list(full)
+        for operand_dim, offset in zip(window_operand_dims, window_index):
+            target[operand_dim] += offset
+        starts_ok = all(0 <= full[d] <= result.shape[d] - (window_bounds[window_operand_dims.index(d)] if d in window_operand_dims else 1)
+                        for d in range(result.ndim))
+        if starts_ok and all(0 <= t < n for t, n in zip(target, result.shape)):
+            result[tuple(target)] = combine(result[tuple(target)], updates[update_index])
+    return [result]
+
+
+CALLS = {"sort": sort, "fft": fft, "triangular_solve": triangular_solve, "scatter": scatter}
