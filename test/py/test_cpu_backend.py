@@ -233,13 +233,17 @@ def test_bad_arguments_are_one_line_errors(two_parameters, method, arguments, me
     np.testing.assert_array_equal(outputs[0], X + X)
 
 
-SORT = """func.func @main(%x: tensor<5xf32>) -> tensor<5xf32> {
-  %0 = "stablehlo.sort"(%x) ({
-  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
-    %c = stablehlo.compare LT, %a, %b : (tensor<f32>, tensor<f32>) -> tensor<i1>
-    stablehlo.return %c : tensor<i1>
-  }) {dimension = 0 : i64, is_stable = true} : (tensor<5xf32>) -> tensor<5xf32>
-  return %0 : tensor<5xf32>
+SORT_BY_TWO_KEYS = """func.func @main(%x: tensor<5xf32>, %y: tensor<5xf32>) -> (tensor<5xf32>, tensor<5xf32>) {
+  %0:2 = "stablehlo.sort"(%x, %y) ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>, %c: tensor<f32>, %d: tensor<f32>):
+    %lt = stablehlo.compare LT, %a, %b : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    %eq = stablehlo.compare EQ, %a, %b : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    %tie = stablehlo.compare LT, %c, %d : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    %and = stablehlo.and %eq, %tie : tensor<i1>
+    %or = stablehlo.or %lt, %and : tensor<i1>
+    stablehlo.return %or : tensor<i1>
+  }) {dimension = 0 : i64, is_stable = true} : (tensor<5xf32>, tensor<5xf32>) -> (tensor<5xf32>, tensor<5xf32>)
+  return %0#0, %0#1 : tensor<5xf32>, tensor<5xf32>
 }
 """
 RNG_BIT_GENERATOR = """func.func @main(%s: tensor<2xui64>) -> (tensor<2xui64>, tensor<4xui32>) {
@@ -249,26 +253,51 @@ RNG_BIT_GENERATOR = """func.func @main(%s: tensor<2xui64>) -> (tensor<2xui64>, t
 """
 
 
-@pytest.mark.parametrize("text, op, where", [(SORT, "sort", "2:8"), (RNG_BIT_GENERATOR, "rng_bit_generator", "2:10")],
-                         ids=["sort", "rng_bit_generator"])
-def test_unsupported_op_is_refused_at_its_location(text, op, where):
-    """An op the backend cannot compile yet is one line naming the op, that it is not
-    implemented, and its line:col in the input."""
+@pytest.mark.parametrize("text, op, where, why", [
+    (SORT_BY_TWO_KEYS, "sort", "2:10", "the cpu backend sorts with comparators that compare one key only"),
+    (RNG_BIT_GENERATOR, "rng_bit_generator", "2:10", "rng_bit_generator is not implemented in the cpu backend yet"),
+], ids=["sort_by_two_keys", "rng_bit_generator"])
+def test_unsupported_op_is_refused_at_its_location(text, op, where, why):
+    """An op the backend cannot compile is one line naming the op, why, and its line:col in
+    the input."""
     with pytest.raises(MlirxlaError) as caught:
         Client().compile(text)
     message = str(caught.value)
     assert "\n" not in message
-    assert re.fullmatch(rf"\S*:{where}: xhlo\.{op}: {op} is not implemented in the cpu backend yet", message), message
+    assert re.fullmatch(rf"\S*:{where}: xhlo\.{op}: {why}", message), message
 
 
 def test_unsupported_op_error_names_the_input(tmp_path):
     """The location names the input: `<text>` for text, the path for a file."""
-    path = tmp_path / "sort.mlir"
-    path.write_text(SORT)
-    for program, name in ((SORT, "<text>"), (str(path), str(path))):
+    path = tmp_path / "rng.mlir"
+    path.write_text(RNG_BIT_GENERATOR)
+    for program, name in ((RNG_BIT_GENERATOR, "<text>"), (str(path), str(path))):
         with pytest.raises(MlirxlaError) as caught:
             Client().compile(program)
-        assert str(caught.value).startswith(f"{name}:2:8: "), str(caught.value)
+        assert str(caught.value).startswith(f"{name}:2:10: "), str(caught.value)
+
+
+SORT_DESCENDING_WITH_PAYLOAD = """func.func @main(%k: tensor<3x6xi32>, %v: tensor<3x6xf32>) -> (tensor<3x6xi32>, tensor<3x6xf32>) {
+  %0:2 = "stablehlo.sort"(%k, %v) ({
+  ^bb0(%a: tensor<i32>, %b: tensor<i32>, %c: tensor<f32>, %d: tensor<f32>):
+    %gt = stablehlo.compare GT, %a, %b, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %gt : tensor<i1>
+  }) {dimension = 1 : i64, is_stable = true} : (tensor<3x6xi32>, tensor<3x6xf32>) -> (tensor<3x6xi32>, tensor<3x6xf32>)
+  return %0#0, %0#1 : tensor<3x6xi32>, tensor<3x6xf32>
+}
+"""
+
+
+def test_sort_runs_as_a_host_library_call():
+    """A one-key comparator sorts on the host, stably, the payload following its key."""
+    executable = Client().compile(SORT_DESCENDING_WITH_PAYLOAD)
+    assert "host sort" in executable.thunk_sequence()
+    keys = np.array([[3, 1, 3, -2, 0, 1], [5, 5, 5, 5, 5, 5], [-1, 2, -3, 4, 2147483647, -2147483648]], np.int32)
+    values = np.arange(18, dtype=np.float32).reshape(3, 6)
+    sorted_keys, sorted_values = executable.execute_numpy([keys, values])
+    order = np.argsort(-keys.astype(np.int64), axis=1, kind="stable")
+    np.testing.assert_array_equal(sorted_keys, np.take_along_axis(keys, order, axis=1))
+    np.testing.assert_array_equal(sorted_values, np.take_along_axis(values, order, axis=1))
 
 
 # --- compile cache ---------------------------------------------------------------------------
