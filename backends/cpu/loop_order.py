@@ -11,6 +11,7 @@ whose operands would be read with a stride along that dimension (a row reduction
 are the output's last dimension but the input's first) keeps its order.
 """
 
+from mlirxla.frontdoor.stablehlo_to_xhlo import collect
 from mlirxla.mlir import ir
 
 
@@ -66,15 +67,7 @@ def move_innermost(generic: ir.Operation, dimension: int) -> None:
 
 def reorder_loops(module: ir.Module) -> None:
     """Apply the rule to every buffer-semantics `linalg.generic` without `linalg.index` in it."""
-    generics = []
-
-    def visit(op):
-        if op.operation.name == "linalg.generic":
-            generics.append(op.operation)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
-    for generic in generics:
+    for generic in collect(module, "linalg.generic"):
         if any(inner.operation.name == "linalg.index" for inner in generic.regions[0].blocks[0].operations):
             continue
         dimension = innermost_candidate(generic)

@@ -15,6 +15,7 @@ that the innermost runs along contiguous memory (`loop_order.py`). Functions tak
 """
 
 from mlirxla.errors import MlirxlaError
+from mlirxla.frontdoor.stablehlo_to_xhlo import collect
 from mlirxla.mlir import ir, linalg, llvm, passmanager, stablehlo
 
 from . import llvm_text, loop_order, math_approximations
@@ -77,15 +78,7 @@ def copies_as_loops(module: ir.Module) -> None:
     """`memref.copy` between strided views (bufferization makes them, e.g. to pad a
     convolution's input) lowers to a call into MLIR's C runner library, which this process
     does not have: make each a `linalg.copy`, which becomes loops like every other kernel."""
-    copies = []
-
-    def visit(op):
-        if op.operation.name == "memref.copy":
-            copies.append(op.operation)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
-    for copy in copies:
+    for copy in collect(module, "memref.copy"):
         with ir.InsertionPoint(copy), copy.location:
             linalg.copy(copy.operands[0], outs=[copy.operands[1]])
         copy.erase()
