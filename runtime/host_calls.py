@@ -14,7 +14,11 @@ data (JSON), so host calls are cached and dumped like any thunk.
 - `scatter`: one input and one update tensor combined by set, add, multiply, max, min, or,
   and (the combiners JAX emits), element by element as the spec defines it: correct, and
   slow for large updates.
+- `interpret`: a kernel the toolkit cannot lower, run by the StableHLO reference interpreter
+  (`backends/cpu/interpreter_fallback.py`).
 """
+
+import threading
 
 import numpy as np
 
@@ -113,4 +117,30 @@ def scatter(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
     return [result]
 
 
-CALLS = {"sort": sort, "fft": fft, "triangular_solve": triangular_solve, "scatter": scatter}
+_INTERPRETER = threading.Lock()
+_PARSED: dict = {}
+
+
+def interpret(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
+    """A kernel the toolkit cannot lower, evaluated by the StableHLO reference interpreter
+    (`@main` of the module text in the attributes). One at a time: the interpreter's context
+    is shared."""
+    from mlirxla.context import new_context
+    from mlirxla.mlir import ir, stablehlo
+
+    from . import literals
+
+    text = attributes["module"]
+    with _INTERPRETER:
+        if text not in _PARSED:
+            context = new_context()
+            _PARSED[text] = ir.Module.parse(text, context)
+        module = _PARSED[text]
+        with module.context:
+            main = next(op for op in module.body.operations if op.operation.name == "func.func")
+            types = list(ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value).inputs)
+            inputs = [literals.to_attribute(array, value_type) for array, value_type in zip(operands, types)]
+            return [literals.to_numpy(value) for value in stablehlo.eval_module(module, inputs)]
+
+
+CALLS = {"sort": sort, "fft": fft, "triangular_solve": triangular_solve, "scatter": scatter, "interpret": interpret}

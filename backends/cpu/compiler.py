@@ -7,6 +7,8 @@ RunHloPasses, then RunBackend).
 3. Per kernel: its StableHLO function in destination-passing style (`kernel_source.py`),
    lowered to the LLVM dialect (`lowering.py`), translated to LLVM IR and optimized by
    llvmlite (`llvm_jit.py`); dumped as `<kernel>.ir-no-opt.ll` and `<kernel>.ir-with-opt.ll`.
+   A kernel the toolkit cannot lower runs on the reference interpreter instead
+   (`interpreter_fallback.py`), and the thunk sequence says so.
 4. One native object for all kernels, loaded into the executable; the thunk sequence is
    dumped as `thunk-sequence.txt`.
 """
@@ -21,7 +23,7 @@ from mlirxla.pipelines.runner import PipelineRunner, RunOptions
 from mlirxla.runtime.executable import Executable, ExecutablePlan
 from mlirxla.transforms.scheduling import entry_function
 
-from . import kernel_source, llvm_jit, lowering
+from . import interpreter_fallback, kernel_source, llvm_jit, lowering
 from .thunk_emitter import Emission, KernelSpec, ThunkEmitter
 
 
@@ -40,14 +42,34 @@ def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pi
     with module.context, ir.Location.unknown():
         check_layouts(module)
         emission = ThunkEmitter(module).emit()
-        kernels = [compile_kernel(module.context, spec) for spec in emission.kernels]
+        plan = plan_of(emission)
+        kernels = []
+        for spec in emission.kernels:
+            compiled = compile_or_fall_back(spec, plan, emission.decisions)
+            if compiled:
+                kernels.append(compiled)
     dump_kernels(runner.dumps, kernels)
-    plan = plan_of(emission)
     runner.dumps.write("thunk-sequence.txt", plan.describe(emission.decisions))
     return Executable(plan, llvm_jit.object_code([k.optimized for k in kernels]))
 
 
-def compile_kernel(context: ir.Context, spec: KernelSpec) -> CompiledKernel:
+def compile_or_fall_back(spec: KernelSpec, plan: ExecutablePlan, decisions: list[str]) -> CompiledKernel | None:
+    """The compiled kernel; or None when the kernel runs on the interpreter instead (its thunk
+    in `plan` replaced, the reason recorded)."""
+    reason = spec.interpret
+    if reason is None:
+        try:
+            return compile_kernel(spec)
+        except MlirxlaError as error:
+            if spec.library_result is not None:
+                raise
+            reason = str(error)
+    interpreter_fallback.replace_kernel(plan, spec.symbol, spec.op, reason)
+    decisions.append(f"{spec.symbol}: runs on the reference interpreter ({reason})")
+    return None
+
+
+def compile_kernel(spec: KernelSpec) -> CompiledKernel:
     kernel_module = ir.Module.create()
     kernel_source.kernel_function(kernel_module, spec.op, spec.symbol, spec.plan, spec.library_result)
     kernel_source.finish(kernel_module)

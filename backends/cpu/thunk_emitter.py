@@ -54,14 +54,17 @@ from mlirxla.transforms.scheduling import entry_function, type_bytes
 from .kernel_source import SlicePlan, slice_plan, slice_problem
 
 NO_THUNK = NOT_KERNELS | {"return"}
+# ops with no native lowering: the interpreter evaluates them (interpreter_fallback.py)
+INTERPRETED = {
+    "select_and_scatter": "select_and_scatter has no native lowering",
+    "cholesky": "cholesky has no native lowering",
+}
 PARALLEL_MIN_BYTES = 1 << 20  # smaller kernels run on one thread: splitting costs more than it saves
 PARALLEL_BLOCKS = (16, 8, 4, 2)  # slices per parallel kernel, the first that divides dimension 0
 UNSUPPORTED = {
     "custom_call": "a custom call has no implementation in the cpu backend",
     "rng": "rng is not implemented in the cpu backend yet",
     "rng_bit_generator": "rng_bit_generator is not implemented in the cpu backend yet",
-    "select_and_scatter": "select_and_scatter is not implemented in the cpu backend yet",
-    "cholesky": "cholesky is not implemented in the cpu backend yet",
     "all_reduce": "collectives need the multi-device runtime",
     "all_gather": "collectives need the multi-device runtime",
     "all_to_all": "collectives need the multi-device runtime",
@@ -86,6 +89,7 @@ class KernelSpec:
     op: ir.Operation
     plan: SlicePlan | None = None
     library_result: ir.Value | None = None
+    interpret: str | None = None  # why the interpreter evaluates it instead (no native lowering)
 
 
 @dataclass
@@ -187,6 +191,9 @@ class ThunkEmitter:
             reason = unsupported_reason(inner)
             if reason:
                 raise MlirxlaError(f"xhlo.{kind_of(inner)}: {reason}", location_text(inner.location))
+        interpreted = next((reason for reason in map(interpreted_reason, fused_ops(op)) if reason), None)
+        if interpreted:
+            return [self.kernel_thunk(op, interpret=interpreted)]
         if op.results and all(type_bytes(r.type) == 0 for r in op.results) and kind not in ("while", "conditional"):
             return []  # nothing to compute into empty results
         if kind == "copy":
@@ -216,10 +223,10 @@ class ThunkEmitter:
             return ir.StringAttr(op.attributes["name"]).value
         return kind_of(op)
 
-    def kernel_thunk(self, op: ir.Operation, library_result: ir.Value | None = None) -> KernelThunk:
+    def kernel_thunk(self, op: ir.Operation, library_result: ir.Value | None = None, interpret: str | None = None) -> KernelThunk:
         name = self.name_of(op)
         symbol = symbol_for(name if library_result is None else f"{name}_epilogue", self.symbols)
-        self.kernels.append(KernelSpec(symbol, op, library_result=library_result))
+        self.kernels.append(KernelSpec(symbol, op, library_result=library_result, interpret=interpret))
         operands = [self.slice_of(v) for v in op.operands]
         if library_result is not None:
             operands.append(self.slice_of(op.results[0]))
@@ -405,12 +412,19 @@ HOST_CALLS = {"sort": sort_attributes, "fft": fft_attributes, "triangular_solve"
 
 
 def unsupported_reason(op: ir.Operation) -> str | None:
-    """Why the backend cannot compile `op`, or None."""
+    """Why the backend cannot run `op` at all, or None."""
+    return UNSUPPORTED.get(kind_of(op))
+
+
+def interpreted_reason(op: ir.Operation) -> str | None:
+    """Why the interpreter, not native code, runs `op`, or None."""
     kind = kind_of(op)
-    if kind in UNSUPPORTED:
-        return UNSUPPORTED[kind]
+    if kind in INTERPRETED:
+        return INTERPRETED[kind]
     if kind == "bitcast_convert" and any("complex" in str(v.type) for v in list(op.operands) + list(op.results)):
-        return "bitcast_convert of complex values is not supported in the cpu backend (the toolkit's lowering crashes on it)"
+        return "the toolkit's lowering of a complex bitcast_convert crashes"
+    if kind == "reduce_precision" and ir.IntegerAttr(op.attributes["mantissa_bits"]).value == 0:
+        return "the toolkit's lowering of reduce_precision to 0 mantissa bits gives nan for inf"
     return None
 
 

@@ -3,7 +3,7 @@
 One run of the whole suite (2 worker processes, ~20-60 s) shared by the assertions:
 the pass rate over files without interpreter.run_parallel reaches 95%, every failure is a
 listed expected failure, and no listed expected failure passes. A second run compiles every
-function with the cpu backend and holds it to its own list.
+function with the cpu backend and must pass the same functions.
 """
 
 import os
@@ -15,9 +15,7 @@ from mlirxla import conformance
 from .conftest import CONFORMANCE, REPOSITORY
 
 EXPECTED_FAILURES = os.path.join(REPOSITORY, "test", "conformance", "expected_failures.txt")
-EXPECTED_FAILURES_CPU = os.path.join(REPOSITORY, "test", "conformance", "expected_failures_cpu.txt")
 PASS_RATE_BAR = 0.95
-PASS_RATE_BAR_CPU = 0.94  # through native kernels; the reference path's failures plus 7 of the backend's own
 
 pytestmark = pytest.mark.skipif(not os.path.isdir(CONFORMANCE), reason="no conformance suite in ../shared")
 
@@ -51,24 +49,19 @@ def test_no_expected_failure_passes(report, expected):
 
 
 @pytest.fixture(scope="module")
-def cpu_expected():
-    return conformance.read_expected_failures(EXPECTED_FAILURES_CPU)
-
-
-@pytest.fixture(scope="module")
-def cpu_report(cpu_expected):
-    return conformance.run_suite(CONFORMANCE, expected_failures=cpu_expected, workers=2, backend="cpu")
+def cpu_report(expected):
+    return conformance.run_suite(CONFORMANCE, expected_failures=expected, workers=2, backend="cpu")
 
 
 @pytest.mark.slow
-def test_cpu_backend_runs_the_suite_natively(cpu_report, cpu_expected):
+def test_cpu_backend_passes_what_the_reference_path_passes(cpu_report, report):
     """The suite compiled by the cpu backend (kernels, not constant folding, compute the
-    results): at least 94% pass, every failure is listed in expected_failures_cpu.txt with
-    its reason, and no listed one passes."""
-    assert cpu_report.pass_rate() >= PASS_RATE_BAR_CPU, cpu_report.summary()
+    results) passes exactly the functions the reference path passes."""
+    assert cpu_report.pass_rate() >= PASS_RATE_BAR, cpu_report.summary()
     unexpected = [f"{o.name}: {o.reason}" for o in cpu_report.unexpected_failures]
     assert not unexpected, "\n".join(unexpected)
-    assert not cpu_report.stale_expected, f"now passing, remove from {EXPECTED_FAILURES_CPU}: {cpu_report.stale_expected}"
+    passed = lambda r: {o.name for o in r.outcomes if o.status == "passed"}
+    assert passed(cpu_report) == passed(report)
 
 
 @pytest.mark.slow

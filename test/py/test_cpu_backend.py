@@ -246,6 +246,11 @@ SORT_BY_TWO_KEYS = """func.func @main(%x: tensor<5xf32>, %y: tensor<5xf32>) -> (
   return %0#0, %0#1 : tensor<5xf32>, tensor<5xf32>
 }
 """
+CUSTOM_CALL = """func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = stablehlo.custom_call @my_kernel(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+"""
 RNG_BIT_GENERATOR = """func.func @main(%s: tensor<2xui64>) -> (tensor<2xui64>, tensor<4xui32>) {
   %0:2 = stablehlo.rng_bit_generator %s, algorithm = DEFAULT : (tensor<2xui64>) -> (tensor<2xui64>, tensor<4xui32>)
   return %0#0, %0#1 : tensor<2xui64>, tensor<4xui32>
@@ -255,8 +260,9 @@ RNG_BIT_GENERATOR = """func.func @main(%s: tensor<2xui64>) -> (tensor<2xui64>, t
 
 @pytest.mark.parametrize("text, op, where, why", [
     (SORT_BY_TWO_KEYS, "sort", "2:10", "the cpu backend sorts with comparators that compare one key only"),
+    (CUSTOM_CALL, "custom_call", "2:8", "a custom call has no implementation in the cpu backend"),
     (RNG_BIT_GENERATOR, "rng_bit_generator", "2:10", "rng_bit_generator is not implemented in the cpu backend yet"),
-], ids=["sort_by_two_keys", "rng_bit_generator"])
+], ids=["sort_by_two_keys", "custom_call", "rng_bit_generator"])
 def test_unsupported_op_is_refused_at_its_location(text, op, where, why):
     """An op the backend cannot compile is one line naming the op, why, and its line:col in
     the input."""
@@ -269,12 +275,28 @@ def test_unsupported_op_is_refused_at_its_location(text, op, where, why):
 
 def test_unsupported_op_error_names_the_input(tmp_path):
     """The location names the input: `<text>` for text, the path for a file."""
-    path = tmp_path / "rng.mlir"
-    path.write_text(RNG_BIT_GENERATOR)
-    for program, name in ((RNG_BIT_GENERATOR, "<text>"), (str(path), str(path))):
+    path = tmp_path / "custom_call.mlir"
+    path.write_text(CUSTOM_CALL)
+    for program, name in ((CUSTOM_CALL, "<text>"), (str(path), str(path))):
         with pytest.raises(MlirxlaError) as caught:
             Client().compile(program)
-        assert str(caught.value).startswith(f"{name}:2:10: "), str(caught.value)
+        assert str(caught.value).startswith(f"{name}:2:8: "), str(caught.value)
+
+
+COMPLEX_BITCAST = """func.func @main(%x: tensor<3xcomplex<f64>>) -> tensor<3x2xcomplex<f32>> {
+  %0 = stablehlo.bitcast_convert %x : (tensor<3xcomplex<f64>>) -> tensor<3x2xcomplex<f32>>
+  return %0 : tensor<3x2xcomplex<f32>>
+}
+"""
+
+
+def test_op_without_native_lowering_runs_on_the_interpreter(context):
+    """A complex bitcast_convert has no native lowering (the toolkit's crashes): its kernel runs
+    on the reference interpreter, the thunk sequence says so, and the bits are right."""
+    executable = Client().compile(COMPLEX_BITCAST)
+    assert "host interpret" in executable.thunk_sequence()
+    x = (np.arange(3) + 1j * np.arange(3, 6)).astype(np.complex128)
+    np.testing.assert_array_equal(executable.execute_numpy([x])[0], x.view(np.complex64).reshape(3, 2))
 
 
 SORT_DESCENDING_WITH_PAYLOAD = """func.func @main(%k: tensor<3x6xi32>, %v: tensor<3x6xf32>) -> (tensor<3x6xi32>, tensor<3x6xf32>) {
