@@ -1,5 +1,6 @@
 """Loop order for vectorization: make the innermost loop of a `linalg.generic` run along the
-output's contiguous (last) dimension when every operand is contiguous or constant along it.
+output's contiguous (last) dimension when every operand is contiguous or constant along it;
+and let reductions reassociate their sums and products (`reassociate_reductions`).
 
 `convert-linalg-to-loops` nests loops in the order of the generic's iteration dimensions, and
 the LLVM vectorizer widens only the innermost loop. A named convolution or matmul puts its
@@ -65,9 +66,21 @@ def move_innermost(generic: ir.Operation, dimension: int) -> None:
     generic.attributes["iterator_types"] = ir.ArrayAttr.get([iterators[d] for d in order])
 
 
+def reassociate_reductions(generic: ir.Operation) -> None:
+    """Let the vectorizer reorder the sums and products of a reduction (`fastmath<reassoc>`,
+    as XLA:CPU's reductions reorder theirs): without it a float sum stays a scalar chain."""
+    if not any("reduction" in str(attr) for attr in ir.ArrayAttr(generic.attributes["iterator_types"])):
+        return
+    for inner in generic.regions[0].blocks[0].operations:
+        if inner.operation.name in ("arith.addf", "arith.mulf"):
+            inner.operation.attributes["fastmath"] = ir.Attribute.parse("#arith.fastmath<reassoc>")
+
+
 def reorder_loops(module: ir.Module) -> None:
-    """Apply the rule to every buffer-semantics `linalg.generic` without `linalg.index` in it."""
+    """Apply the rule to every buffer-semantics `linalg.generic` without `linalg.index` in it,
+    and let reductions reassociate."""
     for generic in collect(module, "linalg.generic"):
+        reassociate_reductions(generic)
         if any(inner.operation.name == "linalg.index" for inner in generic.regions[0].blocks[0].operations):
             continue
         dimension = innermost_candidate(generic)

@@ -108,6 +108,16 @@ func.func @f(%a: memref<4x8xf32>, %b: memref<8x16xf32>, %c: memref<4x16xf32>, %r
 """
 
 
+def test_reductions_may_reassociate():
+    """The matmul and the row sum reduce: their adds and the matmul's multiply may reorder
+    (`fastmath<reassoc>`), which lets the vectorizer widen a float sum."""
+    with new_context():
+        module = ir.Module.parse(MATMUL)
+        assert "fastmath" not in str(module)
+        loop_order.reorder_loops(module)
+        assert str(module).count("fastmath<reassoc>") == 3
+
+
 def test_loop_order_moves_the_contiguous_output_dimension_innermost():
     with new_context():
         module = ir.Module.parse(MATMUL)
