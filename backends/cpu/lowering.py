@@ -1,12 +1,11 @@
 """From kernel functions in StableHLO to the LLVM dialect and LLVM IR: the upstream passes,
-as lists you can read (`TO_LINALG`, `TO_LLVM`), with our own rewrites between them.
+as a list you can read (and `--dump` shows the module between each, with `dump_passes`).
 
 StableHLO becomes linalg on tensors (the toolkit's `stablehlo-legalize-to-linalg`);
 elementwise linalg ops fuse into one loop nest; empty-tensor elimination and one-shot
 bufferization write results into the destination memrefs the kernel was given
-(`kernel_source.py`), so nothing is allocated for results; scratch of up to 512 KiB (one
-image of a batch-slice kernel) lives on the stack, and the buffer-deallocation pipeline frees
-what larger scratch remains. linalg becomes loops; complex arithmetic becomes
+(`kernel_source.py`), so nothing is allocated for results, and the buffer-deallocation pipeline frees what remains inside a kernel (the
+per-slice scratch of batch-slice kernels). linalg becomes loops; complex arithmetic becomes
 real arithmetic on the parts; bf16 and f16 math and arithmetic run in f32 (the conversions
 expanded to integer ops, so no compiler-runtime helper is needed); f32 exp and tanh become
 arithmetic the LLVM vectorizer widens (`math_approximations.py`), other math stays libm
@@ -27,7 +26,6 @@ TO_LINALG = [
     "canonicalize",
     "eliminate-empty-tensors",
     "one-shot-bufferize",
-    "func.func(promote-buffers-to-stack{max-alloc-size-in-bytes=524288 max-rank-of-allocated-memref=8})",
     "buffer-deallocation-pipeline",
     "canonicalize",
     "func.func(linalg-generalize-named-ops)",
