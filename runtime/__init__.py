@@ -1,1 +1,3 @@
-"""Execution: the reference executor (StableHLO interpreter), literals, check judging, the oracle."""
+"""Execution: the PJRT-shaped client and executables, thunks and their executor, BLAS and the
+host library calls, the compile cache; the reference executor (StableHLO interpreter) and the
+native one; literals, check judging, the oracle."""
