@@ -61,7 +61,7 @@ def compile_or_fall_back(spec: KernelSpec, plan: ExecutablePlan, decisions: list
         try:
             return compile_kernel(spec)
         except MlirxlaError as error:
-            if spec.library_result is not None:
+            if spec.library_result is not None or spec.source is not None:
                 raise
             reason = str(error)
     interpreter_fallback.replace_kernel(plan, spec.symbol, spec.op, reason)
@@ -70,8 +70,11 @@ def compile_or_fall_back(spec: KernelSpec, plan: ExecutablePlan, decisions: list
 
 
 def compile_kernel(spec: KernelSpec) -> CompiledKernel:
-    kernel_module = ir.Module.create()
-    kernel_source.kernel_function(kernel_module, spec.op, spec.symbol, spec.plan, spec.library_result)
+    if spec.source is not None:
+        kernel_module = ir.Module.parse(spec.source)
+    else:
+        kernel_module = ir.Module.create()
+        kernel_source.kernel_function(kernel_module, spec.op, spec.symbol, spec.plan, spec.library_result)
     kernel_source.finish(kernel_module)
     stablehlo_text = str(kernel_module)
     lowering.lower_to_llvm_dialect(kernel_module, spec.symbol)

@@ -11,9 +11,10 @@ Each op of the entry computation, in schedule order, becomes:
   already made them share their source's buffer);
 - a `copy` thunk for `xhlo.copy`;
 - a `gemm` thunk for a dot BLAS can run (f32/f64, row-major operands in one of the four
-  transpose combinations, optionally batched over dimension 0); an output fusion rooted in
-  such a dot becomes the `gemm` writing the fusion's output, then its epilogue as a kernel
-  reading that output elementwise and writing it in place;
+  transpose combinations, optionally batched over dimension 0), and an im2col kernel plus a
+  `gemm` for a convolution worth it (`convolution_gemm.py`); an output fusion rooted in such
+  a dot or convolution becomes the `gemm` writing the fusion's output, then its epilogue as
+  a kernel reading that output elementwise and writing it in place;
 - a `sliced_kernel` thunk for a batch-slice fusion (one kernel computing one slice), and for
   a large kernel that keeps the rows of dimension 0 apart (elementwise work, row
   reductions): blocks of rows run on the thread pool;
@@ -51,6 +52,7 @@ from mlirxla.transforms.fusion_legality import LIBRARY_CALLS, NOT_KERNELS, fused
 from mlirxla.transforms.batch_slice_fusion import leading_size
 from mlirxla.transforms.scheduling import entry_function, type_bytes
 
+from .convolution_gemm import convolution_shape, im2col_module_text, worth_a_gemm
 from .kernel_source import SlicePlan, slice_plan, slice_problem
 
 NO_THUNK = NOT_KERNELS | {"return"}
@@ -90,6 +92,7 @@ class KernelSpec:
     plan: SlicePlan | None = None
     library_result: ir.Value | None = None
     interpret: str | None = None  # why the interpreter evaluates it instead (no native lowering)
+    source: str | None = None  # the kernel's own module text (an im2col), instead of the op's
 
 
 @dataclass
@@ -130,6 +133,7 @@ class ThunkEmitter:
             raise MlirxlaError("the module has no entry function")
         assignment = analyze(self.module, alignment=ALIGNMENT)
         sizes, kinds, constants = self.assign_allocations(entry, assignment)
+        self.sizes, self.kinds = sizes, kinds  # scratch allocations (im2col rows) join them
         block = entry.regions[0].blocks[0]
         thunks = self.emit_block(block)
         terminator = list(block.operations)[-1].operation
@@ -209,6 +213,10 @@ class ThunkEmitter:
             gemm = self.gemm_for(op, op, op.results[0])
             if gemm is not None:
                 return [gemm]
+        if kind == "convolution":
+            library = self.convolution_as_gemm(op, op, op.operands[0], op.operands[1])
+            if library:
+                return library
         if kind == "fusion" and ir.StringAttr(op.attributes["kind"]).value == "output":
             return self.emit_output_fusion(op)
         if kind == "fusion" and "custom" in op.attributes:
@@ -248,15 +256,39 @@ class ThunkEmitter:
         roots = [inner for inner in fused_ops(op) if kind_of(inner) in LIBRARY_CALLS]
         call = roots[0]
         block = op.regions[0].blocks[0]
-        if kind_of(call) == "dot":
-            operands = {argument: value for argument, value in zip(block.arguments, op.operands)}
-            lhs, rhs = operands.get(call.operands[0]), operands.get(call.operands[1])
-            if lhs is not None and rhs is not None:
+        operands = {argument: value for argument, value in zip(block.arguments, op.operands)}
+        lhs, rhs = operands.get(call.operands[0]), operands.get(call.operands[1])
+        if lhs is not None and rhs is not None:
+            if kind_of(call) == "dot":
                 gemm = self.gemm_for(call, op, op.results[0], lhs, rhs)
-                if gemm is not None:
-                    return [gemm, self.kernel_thunk(op, library_result=call.results[0])]
+                library = [gemm] if gemm is not None else None
+            else:
+                library = self.convolution_as_gemm(call, op, lhs, rhs)
+            if library:
+                return library + [self.kernel_thunk(op, library_result=call.results[0])]
         self.decisions.append(f"{self.name_of(op)}: {kind_of(call)} generated with its epilogue in one kernel")
         return [self.kernel_thunk(op)]
+
+    def convolution_as_gemm(self, convolution: ir.Operation, owner: ir.Operation, lhs: ir.Value, rhs: ir.Value) -> list | None:
+        """An im2col kernel and a GEMM writing `owner`'s result for `convolution` when BLAS can
+        run it and its work is worth it, else None; the decision is recorded either way."""
+        name = self.name_of(owner)
+        shape = convolution_shape(convolution)
+        if shape is None or not worth_a_gemm(shape):
+            why = "a layout, dilation, group or type BLAS cannot take" if shape is None else "too little work for im2col + GEMM"
+            self.decisions.append(f"{name}: convolution generated as a kernel ({why})")
+            return None
+        width = 4 if shape.element == "f32" else 8
+        rows = BufferSlice(len(self.sizes), 0, shape.m * shape.k * width)
+        self.sizes.append(rows.size)
+        self.kinds.append("temp")
+        symbol = symbol_for(f"{name}_im2col", self.symbols)
+        self.kernels.append(KernelSpec(symbol, convolution, source=im2col_module_text(symbol, shape)))
+        self.decisions.append(f"{name}: convolution as im2col + BLAS GEMM {shape.element} {shape.m}x{shape.features}x{shape.k}")
+        im2col = KernelThunk(f"{name}.im2col", symbol, (self.slice_of(lhs), rows), 1)
+        gemm = GemmThunk(name, shape.element, rows, self.slice_of(rhs), self.slice_of(owner.results[0]), shape.m,
+                         shape.features, shape.k, False, False)
+        return [im2col, gemm]
 
     def gemm_for(self, dot: ir.Operation, owner: ir.Operation, out: ir.Value, lhs=None, rhs=None) -> GemmThunk | None:
         """A GEMM thunk for `dot` (reading `lhs`, `rhs`, writing `out`), or None when BLAS cannot

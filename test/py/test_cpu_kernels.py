@@ -234,3 +234,41 @@ def test_loop_that_swaps_its_carried_values():
     x, y = executable.execute_numpy([a, b])
     np.testing.assert_array_equal(x, b)
     np.testing.assert_array_equal(y, a)
+
+
+CONVOLUTION_LAYER = """func.func @main(%x: tensor<4x32x32x16xf32>, %k: tensor<3x3x16x32xf32>, %b: tensor<32xf32>) -> tensor<4x16x16x32xf32> {
+  %0 = stablehlo.convolution(%x, %k) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], window = {stride = [2, 2], pad = [[1, 0], [0, 1]]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<4x32x32x16xf32>, tensor<3x3x16x32xf32>) -> tensor<4x16x16x32xf32>
+  %1 = stablehlo.broadcast_in_dim %b, dims = [3] : (tensor<32xf32>) -> tensor<4x16x16x32xf32>
+  %2 = stablehlo.add %0, %1 : tensor<4x16x16x32xf32>
+  return %2 : tensor<4x16x16x32xf32>
+}"""
+
+
+def numpy_convolution(x, k, strides, padding):
+    (top, bottom), (left, right) = padding
+    padded = np.pad(x, ((0, 0), (top, bottom), (left, right), (0, 0)))
+    kh, kw = k.shape[:2]
+    oh = (padded.shape[1] - kh) // strides[0] + 1
+    ow = (padded.shape[2] - kw) // strides[1] + 1
+    return sum(np.einsum("nhwc,cf->nhwf", padded[:, i:i + (oh - 1) * strides[0] + 1:strides[0], j:j + (ow - 1) * strides[1] + 1:strides[1]], k[i, j])
+               for i in range(kh) for j in range(kw))
+
+
+def test_convolution_runs_as_im2col_and_gemm():
+    """A strided, asymmetrically padded convolution with a bias epilogue: im2col, a BLAS GEMM
+    into the output, the epilogue in place; numpy's convolution agrees."""
+    executable = Client().compile(CONVOLUTION_LAYER)
+    text = executable.thunk_sequence()
+    assert "im2col" in text and "gemm convolution_add_fusion f32 1024x32x144 NN" in text
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((4, 32, 32, 16)).astype(np.float32)
+    k = (0.1 * rng.standard_normal((3, 3, 16, 32))).astype(np.float32)
+    b = rng.standard_normal(32).astype(np.float32)
+    expected = numpy_convolution(x, k, (2, 2), ((1, 0), (0, 1))) + b
+    np.testing.assert_allclose(executable.execute_numpy([x, k, b])[0], expected, rtol=1e-4, atol=1e-4)
+
+
+def test_small_convolution_stays_generated():
+    """Too little work for im2col + GEMM: the convolution stays a generated kernel."""
+    small = CONVOLUTION_LAYER.replace("tensor<4x32x32x16xf32>", "tensor<4x32x32x1xf32>").replace("3x3x16x32", "3x3x1x32")
+    assert "gemm" not in Client().compile(small).thunk_sequence()
