@@ -6,13 +6,15 @@ every thunk declares the slices it reads and writes (`reads`, `writes`), which i
 executor needs to order them. Kinds:
 
 - `kernel`: a native function `void k(ptr, ...)` over its operands then results;
-- `sliced_kernel`: a kernel that computes one batch slice, called once per slice with the
-  sliced pointers moved along (batch-slice fusions), slices spread over the thread pool;
+- `sliced_kernel`: a kernel that computes one slice of dimension 0 (an image of a
+  batch-slice fusion, a block of rows of a large kernel), called once per slice with the
+  sliced pointers moved along, slices spread over the thread pool;
 - `gemm`: a BLAS GEMM (row-major, optionally transposed operands, a batch of them);
 - `copy`: a memmove between slices; `parallel_copy`: copies that read all their sources
   before writing (a loop's carried values swapped or rotated);
 - `host`: a library call computed with numpy on views of the buffers (sort, FFT,
-  triangular solve, scatter: `host_calls.py`);
+  triangular solve, scatter), or a kernel the reference interpreter evaluates
+  (`host_calls.py`);
 - `while`: the condition's thunks, a predicate read back, the body's thunks, repeated;
 - `conditional`: an index (or predicate) read back, then one branch's thunks.
 
@@ -23,9 +25,9 @@ executable's thunk sequence can be dumped and cached without pickle.
 import ctypes
 from dataclasses import dataclass, field
 
-from mlirxla.errors import MlirxlaError
-
 import numpy as np
+
+from mlirxla.errors import MlirxlaError
 
 from . import blas, host_calls
 
