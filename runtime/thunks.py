@@ -282,14 +282,8 @@ def _read_scalar(bases: list[int], at: BufferSlice) -> int:
     return ctypes.c_int64.from_address(address).value
 
 
-@dataclass
-class WhileThunk:
-    name: str
-    condition: list
-    predicate: BufferSlice
-    body: list
-    reads_and_writes: tuple[BufferSlice, ...] = ()  # what the loop touches outside itself
-    kind: str = "while"
+class ControlFlow:
+    """A thunk holding thunks: it declares everything it and they touch as read and written."""
 
     @property
     def reads(self):
@@ -298,6 +292,20 @@ class WhileThunk:
     @property
     def writes(self):
         return self.reads_and_writes
+
+
+def indented(thunks: list) -> list[str]:
+    return ["    " + line for t in thunks for line in t.describe().splitlines()]
+
+
+@dataclass
+class WhileThunk(ControlFlow):
+    name: str
+    condition: list
+    predicate: BufferSlice
+    body: list
+    reads_and_writes: tuple[BufferSlice, ...] = ()  # what the loop touches outside itself
+    kind: str = "while"
 
     def bind(self, engine) -> None:
         for thunk in self.condition + self.body:
@@ -317,28 +325,20 @@ class WhileThunk:
 
     def describe(self) -> str:
         lines = [f"while {self.name} (predicate {self.predicate.text()})", "  condition:"]
-        lines += ["    " + line for t in self.condition for line in t.describe().splitlines()]
+        lines += indented(self.condition)
         lines.append("  body:")
-        lines += ["    " + line for t in self.body for line in t.describe().splitlines()]
+        lines += indented(self.body)
         return "\n".join(lines)
 
 
 @dataclass
-class ConditionalThunk:
+class ConditionalThunk(ControlFlow):
     name: str
     selector: BufferSlice
     is_predicate: bool
     branches: list  # lists of thunks; a predicate picks branch 0 when true
     reads_and_writes: tuple[BufferSlice, ...] = ()
     kind: str = "conditional"
-
-    @property
-    def reads(self):
-        return self.reads_and_writes
-
-    @property
-    def writes(self):
-        return self.reads_and_writes
 
     def bind(self, engine) -> None:
         for branch in self.branches:
@@ -362,7 +362,7 @@ class ConditionalThunk:
         lines = [f"conditional {self.name} (selector {self.selector.text()})"]
         for index, branch in enumerate(self.branches):
             lines.append(f"  branch {index}:")
-            lines += ["    " + line for t in branch for line in t.describe().splitlines()]
+            lines += indented(branch)
         return "\n".join(lines)
 
 

@@ -156,21 +156,21 @@ def body_of(kernel: ir.Operation) -> tuple[list[ir.Operation], list[ir.Value], d
     return fused_ops(kernel), list(terminator.operands), dict(zip(block.arguments, kernel.operands))
 
 
-def slice_problem(kernel: ir.Operation, n: int, sliced_operands: list[ir.Value]) -> tuple[str | None, int]:
+def slice_problem(kernel: ir.Operation, n: int, sliced_operands: list[ir.Value]) -> tuple[str | None, SliceCheck]:
     """(None when `kernel` keeps its slices apart with `sliced_operands` (values computed slice
-    by slice before it) read slice by slice, else why not; the bytes its convolutions and dots
-    read whole for every slice)."""
+    by slice before it) read slice by slice, else why not; the check, which knows what is
+    sliced and the bytes convolutions and dots read whole for every slice)."""
     ops, returned, bound = body_of(kernel)
     check = SliceCheck(n, {inner for inner, outer in bound.items() if outer in sliced_operands})
     for op in ops:
         reason = check.problem(op)
         if reason:
-            return reason, check.reread_bytes
+            return reason, check
     if not all(check.sliceable(v) for v in returned):
-        return f"a result's dimension 0 is not {n}", check.reread_bytes
+        return f"a result's dimension 0 is not {n}", check
     if check.read_sliced & check.read_whole:
-        return "a value is read both slice by slice and whole", check.reread_bytes
-    return None, check.reread_bytes
+        return "a value is read both slice by slice and whole", check
+    return None, check
 
 
 def scratch_bytes(fusion: ir.Operation, n: int) -> int:
@@ -253,8 +253,9 @@ class BatchSliceFusionPass(ModulePass):
             return f"one slice of the producer's result ({size // n} bytes) is larger than {self.max_slice_bytes} bytes"
         if any(leading_size(r) != n for r in consumer.results):
             return "the consumer's results are not sliced like the producer's"
-        producer_problem, producer_reread = slice_problem(producer, n, [])
-        consumer_problem, consumer_reread = slice_problem(consumer, n, [result])
+        producer_problem, producer_check = slice_problem(producer, n, [])
+        consumer_problem, consumer_check = slice_problem(consumer, n, [result])
+        producer_reread, consumer_reread = producer_check.reread_bytes, consumer_check.reread_bytes
         if producer_problem or consumer_problem:
             return producer_problem or consumer_problem
         if producer_reread + consumer_reread > self.max_slice_bytes:

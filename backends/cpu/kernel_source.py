@@ -26,9 +26,8 @@ from dataclasses import dataclass, field
 from mlirxla.errors import MlirxlaError, location_text
 from mlirxla.dialects.xhlo.builder import create_op
 from mlirxla.mlir import func, ir
-from mlirxla.transforms.batch_slice_fusion import SliceCheck, body_of, leading_size
+from mlirxla.transforms.batch_slice_fusion import body_of, leading_size, slice_problem
 from mlirxla.frontdoor.stablehlo_to_xhlo import collect
-from mlirxla.transforms.fusion_legality import kind_of
 from mlirxla.transforms.xhlo_to_stablehlo import lower_module
 
 
@@ -67,18 +66,9 @@ class SlicePlan:
     types: dict = field(default_factory=dict, compare=False)
 
 
-def slice_problem(kernel: ir.Operation) -> tuple[str | None, SliceCheck]:
-    """(None when `kernel` keeps slices of dimension 0 apart, else where it does not; the check)."""
-    check = SliceCheck(leading_size(kernel.results[0]), set())
-    for op in body_of(kernel)[0]:
-        if check.problem(op):
-            return f"the kernel does not keep its slices apart at xhlo.{kind_of(op)}", check
-    return None, check
-
-
 def slice_plan(kernel: ir.Operation, rows: int = 1) -> SlicePlan:
     """The plan to run `kernel` (a fusion or a single op) `rows` rows of dimension 0 at a time."""
-    problem, check = slice_problem(kernel)
+    problem, check = slice_problem(kernel, leading_size(kernel.results[0]), [])
     if problem:
         raise MlirxlaError(problem, location_text(kernel.location))
     n = leading_size(kernel.results[0])

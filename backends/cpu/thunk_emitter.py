@@ -49,11 +49,11 @@ from mlirxla.runtime.thunks import (
 )
 from mlirxla.transforms.buffer_assignment import Assignment, analyze
 from mlirxla.transforms.fusion_legality import LIBRARY_CALLS, NOT_KERNELS, fused_ops, kind_of
-from mlirxla.transforms.batch_slice_fusion import leading_size
+from mlirxla.transforms.batch_slice_fusion import leading_size, slice_problem
 from mlirxla.transforms.scheduling import entry_function, type_bytes
 
 from .convolution_gemm import convolution_shape, im2col_module_text, worth_a_gemm
-from .kernel_source import SlicePlan, slice_plan, slice_problem
+from .kernel_source import SlicePlan, slice_plan
 
 NO_THUNK = NOT_KERNELS | {"return"}
 # ops with no native lowering: the interpreter evaluates them (interpreter_fallback.py)
@@ -191,11 +191,12 @@ class ThunkEmitter:
         kind = kind_of(op)
         if op.name == "func.return" or kind in NO_THUNK:
             return []
-        for inner in fused_ops(op):
+        inner_ops = fused_ops(op)
+        for inner in inner_ops:
             reason = unsupported_reason(inner)
             if reason:
                 raise MlirxlaError(f"xhlo.{kind_of(inner)}: {reason}", location_text(inner.location))
-        interpreted = next((reason for reason in map(interpreted_reason, fused_ops(op)) if reason), None)
+        interpreted = next((reason for reason in map(interpreted_reason, inner_ops) if reason), None)
         if interpreted:
             return [self.kernel_thunk(op, interpret=interpreted)]
         if op.results and all(type_bytes(r.type) == 0 for r in op.results) and kind not in ("while", "conditional"):
@@ -474,7 +475,7 @@ def parallel_rows(op: ir.Operation) -> int | None:
         return None
     n = leading_size(op.results[0])
     blocks = next((count for count in PARALLEL_BLOCKS if n and n % count == 0), None)
-    if blocks is None or slice_problem(op)[0]:
+    if blocks is None or slice_problem(op, n, [])[0]:
         return None
     return n // blocks
 
