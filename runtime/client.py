@@ -8,8 +8,10 @@
 Buffers live in host memory and hold numpy arrays: `Client.buffer_from_pyval` takes a
 C-contiguous array without copying (and marks it read-only, since the buffer is immutable);
 `Buffer.to_numpy` hands back the same memory. Executing with `donate=[i]` gives argument i's
-buffer to the executable: the buffer is deleted, and an output the module aliases to that
-parameter (jax.buffer_donor / tf.aliasing_output) reuses its memory.
+buffer to the executable: the buffer is deleted, and the output the module donates that
+parameter to (jax.buffer_donor / tf.aliasing_output) is computed in its memory when buffer
+assignment gave the output the parameter's buffer and the memory is the runtime's own (an
+earlier output); host memory a buffer merely wraps is copied first, never written.
 
 Compilation goes through the compile cache when the client has one (`cache_dir`): the key is
 the fingerprint of the input's bytes, the compile options, and the versions and CPU that

@@ -2,12 +2,15 @@
 and its native code; `execute` runs it on numpy arrays (XLA's CpuExecutable).
 
 Per execution: the address table is the parameters' own memory (C-contiguous arrays are
-used in place, not copied), a fresh temp slab, the constants (owned by the executable), and
-fresh output allocations; an output that fills its allocation alone is allocated as the
-array it is returned as, others come back as views of their allocation (or copies, for an
-output that is a parameter or a constant). Everything that does not change between
-executions (the address template, output shapes) is computed once. The plan round-trips through JSON
-(`to_json`/`from_json`), so that the compile cache stores it without pickle.
+used in place, not copied), a fresh temp slab, fresh kernel scratch, the constants (owned
+by the executable), and fresh output allocations; an output that fills its allocation
+alone is allocated as the array it is returned as, others come back as views of their
+allocation (or copies, for an output that is a parameter or a constant). A parameter that
+holds a donated output (buffer assignment's donation) is written in place when the caller
+donates it, and copied first when not, so an argument nobody donated never changes.
+Everything that does not change between executions (the address template, output shapes)
+is computed once. The plan round-trips through JSON (`to_json`/`from_json`), so that the
+compile cache stores it without pickle.
 """
 
 import base64
@@ -47,7 +50,7 @@ class ExecutablePlan:
     parameters: list[TensorSpec]
     outputs: list[tuple[BufferSlice, TensorSpec]]
     allocation_sizes: list[int]
-    allocation_kinds: list[str]  # parameter | temp | constant | output
+    allocation_kinds: list[str]  # parameter | temp | constant | output | scratch (per concurrent call)
     constants: dict[int, np.ndarray]  # allocation -> bytes (uint8)
     thunks: list = field(default_factory=list)
 
@@ -99,6 +102,13 @@ class OutputPlan:
     whole: bool
 
 
+def written_parameters(plan: ExecutablePlan) -> frozenset[int]:
+    """The parameters some thunk writes: those holding a donated output."""
+    kinds = plan.allocation_kinds
+    return frozenset(at.allocation for thunk in thunk_kinds.every_thunk(plan.thunks) if not isinstance(thunk, thunk_kinds.ControlFlow)
+                     for at in thunk.writes if kinds[at.allocation] == "parameter")
+
+
 def address(array: np.ndarray) -> int:
     """The address of an array's first byte (the cheapest way numpy offers, writable or not)."""
     try:
@@ -128,9 +138,12 @@ class Executable:
         for index, array in self.constants.items():
             self.base_template[index] = address(array)
         # allocations made fresh per execution: (index, bytes, or the output plan of an output
-        # allocation returned whole, which is then allocated with its dtype and shape)
-        self.fresh = [(index, size, typed.get(index)) for index, (kind, size) in
-                      enumerate(zip(plan.allocation_kinds, plan.allocation_sizes)) if kind == "output" or (kind == "temp" and size > 0)]
+        # allocation returned whole, which is then allocated with its dtype and shape); a
+        # kernel's scratch holds one range per worker, as its slices may run on all of them
+        self.written_parameters = written_parameters(plan)
+        self.fresh = [(index, size * (self.pool.workers if kind == "scratch" else 1), typed.get(index))
+                      for index, (kind, size) in enumerate(zip(plan.allocation_kinds, plan.allocation_sizes))
+                      if kind in ("output", "scratch") or (kind == "temp" and size > 0)]
 
     def output_plan(self, at: BufferSlice, spec: TensorSpec) -> OutputPlan:
         count = int(np.prod(spec.shape, dtype=np.int64))
@@ -158,8 +171,12 @@ class Executable:
         return arrays
 
     def execute(self, arguments, donated: frozenset = frozenset()) -> list[np.ndarray]:
-        """Run on numpy arrays; an output that aliases a `donated` parameter reuses its memory."""
+        """Run on numpy arrays. A parameter that holds an output is written in place when it is
+        `donated` (and writable), else in a private copy: the caller's array stays as it was."""
         arrays = self.check_arguments(arguments)
+        for index in self.written_parameters:
+            if index not in donated or not arrays[index].flags.writeable or arrays[index] is not arguments[index]:
+                arrays[index] = arrays[index].copy()
         bases = self.base_template.copy()
         for index, array in enumerate(arrays):
             bases[index] = address(array)
@@ -177,7 +194,7 @@ class Executable:
         kind = self.plan.allocation_kinds[o.allocation]
         if kind == "output":
             return np.frombuffer(storage[o.allocation], o.dtype, o.count, o.offset).reshape(o.shape)
-        if kind == "parameter" and o.allocation in donated:
+        if kind == "parameter" and (o.allocation in donated or o.allocation in self.written_parameters):
             return arrays[o.allocation]
         source = arrays[o.allocation] if kind == "parameter" else (self.constants[o.allocation] if kind == "constant" else storage[o.allocation])
         return np.frombuffer(source.reshape(-1).view(np.uint8), o.dtype, o.count, o.offset).reshape(o.shape).copy()

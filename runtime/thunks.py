@@ -5,7 +5,8 @@ slab, the constants, the outputs). A `BufferSlice` names an allocation, an offse
 every thunk declares the slices it reads and writes (`reads`, `writes`), which is all the
 executor needs to order them. Kinds:
 
-- `kernel`: a native function `void k(ptr, ...)` over its operands then results;
+- `kernel`: a native function `void k(ptr, ...)` over its operands, its results, then its
+  scratch arguments (working memory, in one range per concurrent call) when it needs any;
 - `sliced_kernel`: a kernel that computes one slice of dimension 0 (an image of a
   batch-slice fusion, a block of rows of a large kernel), called once per slice with the
   sliced pointers moved along, slices spread over the thread pool;
@@ -60,6 +61,8 @@ class KernelThunk:
     arguments: tuple[BufferSlice, ...]  # operands, then results
     result_count: int
     kind: str = "kernel"
+    scratch: BufferSlice | None = None  # one call's working memory
+    scratch_offsets: tuple[int, ...] = ()  # where each scratch argument (after the results) points in it
     function: object = field(default=None, repr=False, compare=False)
 
     @property
@@ -71,20 +74,34 @@ class KernelThunk:
         return self.arguments[len(self.arguments) - self.result_count:]
 
     def bind(self, engine) -> None:
-        prototype = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * len(self.arguments)))
+        count = len(self.arguments) + len(self.scratch_offsets)
+        prototype = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * count))
         self.function = prototype(engine.address(self.symbol))
 
+    def scratch_arguments(self, bases: list[int], part: int = 0) -> list[int]:
+        """The scratch arguments of the `part`th concurrent call ([] without scratch): each
+        call has a range of its own, `scratch.size` bytes apart."""
+        if self.scratch is None:
+            return []
+        start = bases[self.scratch.allocation] + self.scratch.offset + part * self.scratch.size
+        return [start + offset for offset in self.scratch_offsets]
+
     def run(self, bases: list[int], pool) -> None:
-        self.function(*[bases[s.allocation] + s.offset for s in self.arguments])
+        self.function(*[bases[s.allocation] + s.offset for s in self.arguments], *self.scratch_arguments(bases))
 
     def to_json(self) -> dict:
-        return {"kind": self.kind, "name": self.name, "symbol": self.symbol,
+        data = {"kind": self.kind, "name": self.name, "symbol": self.symbol,
                 "arguments": [s.to_json() for s in self.arguments], "result_count": self.result_count}
+        if self.scratch is not None:
+            data["scratch"] = self.scratch.to_json()
+            data["scratch_offsets"] = list(self.scratch_offsets)
+        return data
 
     def describe(self) -> str:
         operands = ", ".join(s.text() for s in self.reads)
         results = ", ".join(s.text() for s in self.writes)
-        return f"kernel {self.name} [{self.symbol}]({operands}) -> {results}"
+        scratch = f" scratch {self.scratch.text()} per call" if self.scratch is not None else ""
+        return f"kernel {self.name} [{self.symbol}]({operands}) -> {results}{scratch}"
 
 
 @dataclass
@@ -97,12 +114,13 @@ class SlicedKernelThunk(KernelThunk):
         starts = [bases[s.allocation] + s.offset for s in self.arguments]
         function, strides = self.function, self.strides
 
-        def run_range(first: int, last: int) -> None:
+        def run_range(part: int, first: int, last: int) -> None:
+            scratch = self.scratch_arguments(bases, part)
             for index in range(first, last):
-                function(*[start + index * stride for start, stride in zip(starts, strides)])
+                function(*[start + index * stride for start, stride in zip(starts, strides)], *scratch)
 
         if pool is None or pool.workers < 2 or self.slices < 2:
-            run_range(0, self.slices)
+            run_range(0, 0, self.slices)
         else:
             pool.run_split(run_range, self.slices)
 
@@ -294,6 +312,17 @@ class ControlFlow:
         return self.reads_and_writes
 
 
+def every_thunk(thunks: list):
+    """The thunks and, depth first, the thunks inside loops and conditionals."""
+    for thunk in thunks:
+        yield thunk
+        if isinstance(thunk, WhileThunk):
+            yield from every_thunk(thunk.condition + thunk.body)
+        elif isinstance(thunk, ConditionalThunk):
+            for branch in thunk.branches:
+                yield from every_thunk(branch)
+
+
 def indented(thunks: list) -> list[str]:
     return ["    " + line for t in thunks for line in t.describe().splitlines()]
 
@@ -373,11 +402,12 @@ def run_sequence(thunks: list, bases: list[int], pool) -> None:
 
 def from_json(data: dict):
     kind = data["kind"]
+    scratch = {"scratch": BufferSlice.from_json(data["scratch"]), "scratch_offsets": tuple(data["scratch_offsets"])} if "scratch" in data else {}
     if kind == "kernel":
-        return KernelThunk(data["name"], data["symbol"], _slices(data["arguments"]), data["result_count"])
+        return KernelThunk(data["name"], data["symbol"], _slices(data["arguments"]), data["result_count"], **scratch)
     if kind == "sliced_kernel":
         return SlicedKernelThunk(data["name"], data["symbol"], _slices(data["arguments"]), data["result_count"],
-                                 slices=data["slices"], strides=tuple(data["strides"]))
+                                 slices=data["slices"], strides=tuple(data["strides"]), **scratch)
     if kind == "gemm":
         return GemmThunk(data["name"], data["element"], BufferSlice.from_json(data["lhs"]), BufferSlice.from_json(data["rhs"]),
                          BufferSlice.from_json(data["out"]), data["m"], data["n"], data["k"], data["transpose_lhs"],

@@ -21,6 +21,11 @@ counts at the loop or conditional op itself, so outer values stay live for the w
 Values inside loop bodies and branches are temps like any other, packed in the same slab by
 their (flattened) live ranges — the choice XLA makes too.
 
+Donation. A donated parameter (`tf.aliasing_output`, or `jax.buffer_donor` matched to the
+first free output of its type) holds its output when nothing reads the parameter after the
+output's buffer is first written (or only the op writing it, elementwise, in place); else
+the output keeps its own buffer. The dump says which (`Donation:` lines).
+
 Allocation kinds: `parameter` (entry arguments and everything aliased to them), `constant`
 (xhlo.constant values), `maybe-live-out` (values the entry returns; one allocation each), and
 `temp`: every other buffer, packed into ONE slab by heap_simulator.pack (decreasing-size
@@ -81,6 +86,7 @@ class Assignment:
     heap: HeapResult
     heap_candidates: dict[str, int]
     summary: dict[str, int]
+    donations: list[str] = field(default_factory=list)  # per donated parameter: which output it holds, or why none
 
 
 class UnionFind:
@@ -143,6 +149,10 @@ class Analysis:
         self.end = len(self.sequence)
         terminator = list(block.operations)[-1].operation
         self.live_out = {self.values[v].id for v in terminator.operands if v in self.values}
+        self.outputs = list(terminator.operands)
+        self.arguments = list(block.arguments)
+        self.donors = donated_outputs(func)
+        self.donations: list[str] = []
 
     def number_block(self, block: ir.Block, scope: tuple) -> None:
         for op in block.operations:
@@ -244,6 +254,8 @@ class Analysis:
             if value in self.values:
                 self.values[value].uses.append((self.use_time(value, time, scope), scope))
         self.share_in_place()
+        for parameter, output in self.donors.items():
+            self.donate(parameter, output)
         buffers = []
         for members in self.groups().values():
             members.sort(key=lambda v: (v.defined, v.id))
@@ -287,6 +299,37 @@ class Analysis:
                 last[root] = max(last[a], last[b])
                 break
 
+    def donate(self, parameter: int, output: int) -> None:
+        """Output `output` joins donated parameter `parameter`'s buffer (XLA's input/output
+        alias) when that is safe: its buffer holds no other parameter or constant, and nothing
+        reads the parameter after the output's buffer is first written, except the op writing
+        it, reading the parameter elementwise (in place). Otherwise it keeps a buffer of its own."""
+        value, donor = self.outputs[output], self.arguments[parameter]
+        if value == donor:
+            self.donations.append(f"parameter {parameter} is output {output} itself")
+            return
+        groups = self.groups()
+        root, donor_root = self.unions.find(self.values[value].id), self.unions.find(self.values[donor].id)
+        members = groups[root]
+        if any(v.id in self.parameters or v.id in self.constants for v in members):
+            self.donations.append(f"parameter {parameter} not donated to output {output}: the output is another parameter or a constant")
+            return
+        first_write = min(v.defined for v in members)
+        last_read = max(self.last_use(v) for v in groups[donor_root])
+        in_place = any(time == first_write and self.unions.find(self.values[result].id) == root
+                       and any(c in self.values and self.unions.find(self.values[c].id) == donor_root for c in candidates)
+                       for candidates, result, time in self.in_place)
+        if last_read > first_write:
+            self.donations.append(f"parameter {parameter} not donated to output {output}: "
+                                  f"read at step {last_read}, after the output is first written at step {first_write}")
+            return
+        if last_read == first_write and not in_place:
+            self.donations.append(f"parameter {parameter} not donated to output {output}: "
+                                  f"the op writing the output reads it other than elementwise")
+            return
+        self.unions.union(root, donor_root)
+        self.donations.append(f"parameter {parameter} holds output {output}")
+
     def last_use(self, v: Value) -> int:
         return max([v.defined] + [t for t, _ in v.uses])
 
@@ -295,6 +338,30 @@ class Analysis:
         for v in self.values.values():
             found[self.unions.find(v.id)].append(v)
         return found
+
+
+def donated_outputs(func: ir.Operation) -> dict[int, int]:
+    """parameter -> the entry output it is donated to: `tf.aliasing_output` names the output;
+    a `jax.buffer_donor` takes the first output of its type no other parameter took."""
+    if "arg_attrs" not in func.attributes:
+        return {}
+    block = func.regions[0].blocks[0]
+    output_types = [str(v.type) for v in list(block.operations)[-1].operation.operands]
+    donors, taken = {}, set()
+    for index, attributes in enumerate(ir.ArrayAttr(func.attributes["arg_attrs"])):
+        attributes = ir.DictAttr(attributes)
+        if "tf.aliasing_output" in attributes:
+            output = ir.IntegerAttr(attributes["tf.aliasing_output"]).value
+            if output < len(output_types) and output_types[output] == str(block.arguments[index].type):
+                donors[index] = output
+                taken.add(output)
+    for index, attributes in enumerate(ir.ArrayAttr(func.attributes["arg_attrs"])):
+        if "jax.buffer_donor" in ir.DictAttr(attributes) and index not in donors:
+            output = next((k for k, t in enumerate(output_types) if k not in taken and t == str(block.arguments[index].type)), None)
+            if output is not None:
+                donors[index] = output
+                taken.add(output)
+    return donors
 
 
 def colocate_in_live_out(buffers: list[LogicalBuffer]) -> list[LogicalBuffer]:
@@ -345,7 +412,7 @@ def analyze(module: ir.Module, alignment: int = 1, share_elementwise: bool = Tru
         "kernel_scratch_bytes": kernel_scratch_bytes(module),
     }
     summary["total_bytes"] = summary["temp_bytes"] + summary["parameter_bytes"] + summary["live_out_bytes"] + summary["constant_bytes"]
-    return Assignment(analysis.sequence, list(analysis.values.values()), buffers, heap, candidates, summary)
+    return Assignment(analysis.sequence, list(analysis.values.values()), buffers, heap, candidates, summary, analysis.donations)
 
 
 def kernel_scratch_bytes(module: ir.Module) -> int:
@@ -419,6 +486,7 @@ def buffer_assignment_text(a: Assignment) -> str:
               f"Temp slab: {s['temp_bytes']} bytes ({a.heap.order} order chosen; candidates: "
               + ", ".join(f"{k}={n}" for k, n in a.heap_candidates.items()) + f"; peak live {s['peak_live_bytes']})",
               f"Kernel scratch (per running kernel, outside the slab): {s['kernel_scratch_bytes']} bytes", ""]
+    lines += [f"Donation: {d}" for d in a.donations] + ([""] if a.donations else [])
     return "\n".join(lines)
 
 

@@ -7,6 +7,7 @@ RunHloPasses, then RunBackend).
 3. Per kernel: its StableHLO function in destination-passing style (`kernel_source.py`),
    lowered to the LLVM dialect (`lowering.py`), translated to LLVM IR and optimized by
    llvmlite (`llvm_jit.py`); dumped as `<kernel>.ir-no-opt.ll` and `<kernel>.ir-with-opt.ll`.
+   A kernel that needs working memory gets it from a `scratch` allocation of its thunk.
    A kernel the toolkit cannot lower runs on the reference interpreter instead
    (`interpreter_fallback.py`), and the thunk sequence says so.
 4. One native object for all kernels, loaded into the executable; the thunk sequence is
@@ -21,9 +22,10 @@ from mlirxla.pipelines import named_pipeline
 from mlirxla.pipelines.dumps import DumpWriter
 from mlirxla.pipelines.runner import PipelineRunner, RunOptions
 from mlirxla.runtime.executable import Executable, ExecutablePlan
+from mlirxla.runtime.thunks import BufferSlice, KernelThunk, every_thunk
 from mlirxla.transforms.scheduling import entry_function
 
-from . import interpreter_fallback, kernel_source, llvm_jit, lowering
+from . import interpreter_fallback, kernel_scratch, kernel_source, llvm_jit, lowering
 from .thunk_emitter import Emission, KernelSpec, ThunkEmitter
 
 
@@ -32,6 +34,7 @@ class CompiledKernel:
     symbol: str
     stablehlo: str
     optimized: llvm_jit.OptimizedKernel
+    scratch_sizes: tuple[int, ...] = ()  # working memory per call, passed after the results
 
 
 def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pipeline: bool = True) -> Executable:
@@ -48,6 +51,7 @@ def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pi
             compiled = compile_or_fall_back(spec, plan, emission.decisions)
             if compiled:
                 kernels.append(compiled)
+                give_scratch(plan, compiled)
     dump_kernels(runner.dumps, kernels)
     runner.dumps.write("thunk-sequence.txt", plan.describe(emission.decisions))
     return Executable(plan, llvm_jit.object_code([k.optimized for k in kernels]))
@@ -77,8 +81,23 @@ def compile_kernel(spec: KernelSpec) -> CompiledKernel:
         kernel_source.kernel_function(kernel_module, spec.op, spec.symbol, spec.plan, spec.library_result)
     kernel_source.finish(kernel_module)
     stablehlo_text = str(kernel_module)
-    lowering.lower_to_llvm_dialect(kernel_module, spec.symbol)
-    return CompiledKernel(spec.symbol, stablehlo_text, llvm_jit.optimize(spec.symbol, lowering.translate(kernel_module, spec.symbol)))
+    scratch = lowering.lower_to_llvm_dialect(kernel_module, spec.symbol)
+    optimized = llvm_jit.optimize(spec.symbol, lowering.translate(kernel_module, spec.symbol))
+    return CompiledKernel(spec.symbol, stablehlo_text, optimized, tuple(scratch.get(spec.symbol, ())))
+
+
+def give_scratch(plan: ExecutablePlan, kernel: CompiledKernel) -> None:
+    """A `scratch` allocation for each thunk calling `kernel` when it needs working memory:
+    one call's range (the executable makes room for one per worker)."""
+    if not kernel.scratch_sizes:
+        return
+    offsets, size = kernel_scratch.scratch_layout(list(kernel.scratch_sizes))
+    for thunk in every_thunk(plan.thunks):
+        if isinstance(thunk, KernelThunk) and thunk.symbol == kernel.symbol:
+            thunk.scratch = BufferSlice(len(plan.allocation_sizes), 0, size)
+            thunk.scratch_offsets = tuple(offsets)
+            plan.allocation_sizes.append(size)
+            plan.allocation_kinds.append("scratch")
 
 
 def check_layouts(module: ir.Module) -> None:

@@ -4,8 +4,9 @@ as a list you can read (and `--dump` shows the module between each, with `dump_p
 StableHLO becomes linalg on tensors (the toolkit's `stablehlo-legalize-to-linalg`);
 elementwise linalg ops fuse into one loop nest; empty-tensor elimination and one-shot
 bufferization write results into the destination memrefs the kernel was given
-(`kernel_source.py`), so nothing is allocated for results, and the buffer-deallocation pipeline frees what remains inside a kernel (the
-per-slice scratch of batch-slice kernels). linalg becomes loops; complex arithmetic becomes
+(`kernel_source.py`), so nothing is allocated for results; what bufferization still
+allocates (the per-slice scratch of batch-slice kernels) becomes arguments the caller
+passes scratch memory in (`kernel_scratch.py`). linalg becomes loops; complex arithmetic becomes
 real arithmetic on the parts; bf16 and f16 math and arithmetic run in f32 (the conversions
 expanded to integer ops, so no compiler-runtime helper is needed); f32 exp and tanh become
 arithmetic the LLVM vectorizer widens (`math_approximations.py`), other math stays libm
@@ -18,7 +19,7 @@ from mlirxla.errors import MlirxlaError
 from mlirxla.frontdoor.stablehlo_to_xhlo import collect
 from mlirxla.mlir import ir, linalg, llvm, passmanager, stablehlo
 
-from . import llvm_text, loop_order, math_approximations
+from . import kernel_scratch, llvm_text, loop_order, math_approximations
 
 TO_LINALG = [
     "func.func(stablehlo-legalize-to-linalg)",
@@ -26,7 +27,6 @@ TO_LINALG = [
     "canonicalize",
     "eliminate-empty-tensors",
     "one-shot-bufferize",
-    "buffer-deallocation-pipeline",
     "canonicalize",
     "func.func(linalg-generalize-named-ops)",
 ]
@@ -49,6 +49,7 @@ TO_LLVM = [
     "convert-cf-to-llvm",
     "reconcile-unrealized-casts",
 ]
+ALLOCATORS = {"malloc", "free", "aligned_alloc", "posix_memalign", "calloc", "realloc"}
 _REGISTERED = False
 
 
@@ -59,12 +60,14 @@ def register_passes() -> None:
         _REGISTERED = True
 
 
-def lower_to_llvm_dialect(module: ir.Module, name: str) -> None:
-    """Run the whole lowering on `module` in place; an error names the kernel `name`."""
+def lower_to_llvm_dialect(module: ir.Module, name: str) -> dict[str, list[int]]:
+    """Run the whole lowering on `module` in place; an error names the kernel `name`. Returns
+    the sizes of the scratch arguments each function takes after its results."""
     register_passes()
     try:
         with module.context:
             passmanager.PassManager.parse(f"builtin.module({','.join(TO_LINALG)})").run(module.operation)
+            scratch = kernel_scratch.scratch_from_arguments(module)
             with ir.Location.unknown():
                 math_approximations.approximate(module)
                 copies_as_loops(module)
@@ -72,6 +75,7 @@ def lower_to_llvm_dialect(module: ir.Module, name: str) -> None:
             passmanager.PassManager.parse(f"builtin.module({','.join(TO_LLVM)})").run(module.operation)
     except ir.MLIRError as error:
         raise MlirxlaError(f"kernel {name} failed to lower to LLVM: {diagnostic_text(error)}") from None
+    return scratch
 
 
 def copies_as_loops(module: ir.Module) -> None:
@@ -94,17 +98,22 @@ def diagnostic_text(error: ir.MLIRError) -> str:
 
 def translate(module: ir.Module, name: str) -> str:
     """LLVM IR text of a module in the LLVM dialect, in the syntax llvmlite's LLVM reads.
-    An op left outside the LLVM dialect is refused here: translating it would crash."""
-    leftover = []
+    An op left outside the LLVM dialect is refused here: translating it would crash. So is a
+    kernel that would allocate: its memory comes from the caller."""
+    leftover, allocators = [], []
 
     def visit(op):
         if not op.operation.name.startswith("llvm.") and op.operation.name != "builtin.module":
             leftover.append(op.operation)
             return ir.WalkResult.INTERRUPT
+        if op.operation.name == "llvm.func" and ir.StringAttr(op.attributes["sym_name"]).value in ALLOCATORS:
+            allocators.append(ir.StringAttr(op.attributes["sym_name"]).value)
         return ir.WalkResult.ADVANCE
 
     module.operation.walk(visit)
     if leftover:
         raise MlirxlaError(f"kernel {name} failed to lower to LLVM: '{leftover[0].name}' has no lowering")
+    if allocators:
+        raise MlirxlaError(f"kernel {name} would call {allocators[0]}: kernels get their memory from the caller")
     with module.context:
         return llvm_text.downgrade(str(llvm.translate_module_to_llvmir(module.operation)))

@@ -29,7 +29,7 @@ from mlirxla.context import new_context
 from mlirxla.errors import MlirxlaError
 from mlirxla.pipelines.cpu import cpu_pipeline
 from mlirxla.pipelines.runner import PipelineRunner
-from mlirxla.runtime.client import Client
+from mlirxla.runtime.client import Client, CompileOptions
 from mlirxla.transforms.batch_slice_fusion import BatchSliceFusionPass
 
 from .conftest import SAMPLES, random_arguments, reference_outputs
@@ -51,7 +51,7 @@ PROCESS_KILLERS = {
     # executable was freed with the first one dropped, under every later compile.
     "compile after an executable is dropped": """
         import gc
-        from mlirxla.runtime.client import Client
+        from mlirxla.runtime.client import Client, CompileOptions
         for _ in range(3):
             Client().compile(EXPONENTIAL)
             gc.collect()
@@ -60,7 +60,7 @@ PROCESS_KILLERS = {
     # MLIR's runtime function memrefCopy, which nothing provided to the JIT: a segfault.
     "a slice as a kernel of its own": """
         import numpy as np
-        from mlirxla.runtime.client import Client
+        from mlirxla.runtime.client import Client, CompileOptions
         SLICE = '''func.func @main(%x: tensor<4x5xf32>) -> tensor<2x3xf32> {
           %0 = stablehlo.slice %x [1:3, 1:4] : (tensor<4x5xf32>) -> tensor<2x3xf32>
           return %0 : tensor<2x3xf32>
@@ -73,7 +73,7 @@ PROCESS_KILLERS = {
     # with the loop, which corrupted its counter and never ended.
     "while loops on the thread pool": f"""
         import numpy as np
-        from mlirxla.runtime.client import Client
+        from mlirxla.runtime.client import Client, CompileOptions
         executable = Client().compile({os.path.join(SAMPLES, "02_scan_while_cond_gelu.stablehlo.mlir")!r})
         x, n = np.linspace(-0.1, 0.1, 128, dtype=np.float32).reshape(8, 16), np.int32(3)
         first = executable.execute_numpy([x, n])
@@ -421,7 +421,7 @@ def test_concurrent_compiles_in_threads():
     """Threads of one process compile at the same time (keeping their executables)."""
     problem = run_isolated("""
         import threading
-        from mlirxla.runtime.client import Client
+        from mlirxla.runtime.client import Client, CompileOptions
         client, executables = Client(), []
 
         def compile_twice():
@@ -436,6 +436,46 @@ def test_concurrent_compiles_in_threads():
         assert len(executables) == 16
     """)
     assert problem is None, problem
+
+
+DONATING = """func.func @main(%x: tensor<1024xf32> {tf.aliasing_output = 0 : i32}, %y: tensor<1024xf32> {jax.buffer_donor = true}) -> (tensor<1024xf32>, tensor<1024xf32>) {
+  %0 = stablehlo.exponential %x : tensor<1024xf32>
+  %1 = stablehlo.add %0, %x : tensor<1024xf32>
+  %2 = stablehlo.reverse %y, dims = [0] : tensor<1024xf32>
+  return %1, %2 : tensor<1024xf32>, tensor<1024xf32>
+}"""
+
+
+def test_donated_parameter_holds_its_output(tmp_path):
+    """x's output is computed in place in x's buffer (its only reader writes it
+    elementwise); y's cannot be (a reverse reads y while writing its output), so it gets its
+    own buffer, and the dump says why. Arguments not donated, and host memory a buffer
+    merely wraps, are never written; a donated output of an earlier run is."""
+    client = Client()
+    executable = client.compile(DONATING, CompileOptions(dump_to=str(tmp_path)))
+    report = next(tmp_path.glob("*buffer-assignment.txt")).read_text()
+    assert "Donation: parameter 0 holds output 0" in report
+    assert "Donation: parameter 1 not donated to output 1: the op writing the output reads it other than elementwise" in report
+    rng = np.random.default_rng(5)
+    x, y = rng.standard_normal(1024).astype(np.float32), rng.standard_normal(1024).astype(np.float32)
+    kept_x, kept_y = x.copy(), y.copy()
+    for _ in range(2):
+        first, second = executable.execute_numpy([x, y])
+        np.testing.assert_array_equal(x, kept_x)
+        np.testing.assert_allclose(first, np.exp(x) + x, rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(second, y[::-1])
+    host = [client.buffer_from_pyval(x), client.buffer_from_pyval(y)]
+    outputs = executable.execute(host, donate=(0, 1))  # host memory is never written: copied
+    np.testing.assert_array_equal(x, kept_x)
+    assert host[0].is_deleted() and host[1].is_deleted()
+    with pytest.raises(MlirxlaError, match="the buffer was deleted"):
+        executable.execute(host)
+    memory = outputs[0].to_numpy()
+    again = executable.execute(outputs, donate=(0,))  # an output the runtime owns: written in place
+    assert again[0].to_numpy() is memory and outputs[0].is_deleted() and not outputs[1].is_deleted()
+    once = np.exp(kept_x) + kept_x
+    np.testing.assert_allclose(memory, np.exp(once) + once, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(again[1].to_numpy(), kept_y)
 
 
 # --- random programs -------------------------------------------------------------------------

@@ -1,15 +1,18 @@
 """The CPU backend's pieces on their own: the f32 exp/tanh approximations against numpy, the
 LLVM 24 -> 22 constant syntax, the loop order rule, the thunk executor's dependency graph,
-the executable plan's JSON round trip, and the paths the emitter chooses (GEMM, parallel
-row blocks, batch slices)."""
+the executable plan's JSON round trip, the paths the emitter chooses (GEMM, parallel
+row blocks, batch slices), kernel scratch, and the compiler-runtime helper and symbol check."""
 
+import ctypes
 import threading
 
 import llvmlite.binding as llvm
+import ml_dtypes
 import numpy as np
 import pytest
 
-from mlirxla.backends.cpu import llvm_text, loop_order
+from mlirxla.backends.cpu import compiler_runtime, llvm_jit, llvm_text, loop_order
+from mlirxla.errors import MlirxlaError
 from mlirxla.context import new_context
 from mlirxla.mlir import ir
 from mlirxla.runtime import thunks as thunk_kinds
@@ -165,15 +168,15 @@ def test_sliced_kernels_split_over_the_pool_from_the_caller_only():
     seen = []
     lock = threading.Lock()
 
-    def record(first, last):
+    def record(part, first, last):
         with lock:
-            seen.append((threading.current_thread().name.startswith("mlirxla"), first, last))
+            seen.append((threading.current_thread().name.startswith("mlirxla"), part, first, last))
 
     pool.run_split(record, 10)
-    assert sorted((first, last) for _, first, last in seen) == [(0, 5), (5, 10)]
+    assert sorted((part, first, last) for _, part, first, last in seen) == [(0, 0, 5), (1, 5, 10)]
     seen.clear()
     pool.executor.submit(pool.run_split, record, 10).result()  # inside a worker: no nested waits
-    assert seen == [(True, 0, 10)]
+    assert seen == [(True, 0, 0, 10)]
 
 
 LAYER_AND_ELEMENTWISE = """func.func @main(%x: tensor<1024x256xf32>, %w: tensor<256x512xf32>, %b: tensor<512xf32>) -> (tensor<1024x512xf32>, tensor<1024x256xf32>) {
@@ -272,3 +275,70 @@ def test_small_convolution_stays_generated():
     """Too little work for im2col + GEMM: the convolution stays a generated kernel."""
     small = CONVOLUTION_LAYER.replace("tensor<4x32x32x16xf32>", "tensor<4x32x32x1xf32>").replace("3x3x16x32", "3x3x1x32")
     assert "gemm" not in Client().compile(small).thunk_sequence()
+
+
+def test_bf16_narrowing_helper_rounds_like_ml_dtypes():
+    """`__truncsfbf2`, which code generation calls for bf16 values it moves through f32:
+    every rounding tie, both zeros, infinities, subnormals and NaNs match ml_dtypes."""
+    machine = llvm_jit.target_machine()
+    module = compiler_runtime.helpers_module(machine)
+    # the helper returns its bfloat in a vector register, where ctypes does not look: a caller
+    # hands back the bits as an integer
+    caller = llvm.parse_assembly("declare bfloat @__truncsfbf2(float)\n"
+                                 "define i16 @bits(float %x) {\n  %b = call bfloat @__truncsfbf2(float %x)\n"
+                                 "  %i = bitcast bfloat %b to i16\n  ret i16 %i\n}\n")
+    caller.triple = machine.triple
+    module.link_in(caller)
+    engine = llvm_jit.JitEngine(machine.emit_object(module))
+    narrow = ctypes.CFUNCTYPE(ctypes.c_uint16, ctypes.c_float)(engine.address("bits"))
+    rng = np.random.default_rng(3)
+    bits = np.concatenate([rng.integers(0, 2**32, 20000, dtype=np.uint64).astype(np.uint32),
+                           np.array([0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFF812345, 0x7F800001,
+                                     0x00000001, 0x007FFFFF, 0x3F808000, 0x3F818000, 0x7F7FFFFF], np.uint32)])
+    values = bits.view(np.float32)
+    actual = np.array([narrow(float(v)) for v in values], np.uint16)
+    nan = np.isnan(values)
+    expected = np.where(nan, 0, values).astype(ml_dtypes.bfloat16).view(np.uint16)
+    np.testing.assert_array_equal(actual[~nan], expected[~nan])
+    assert np.isnan(actual[nan].view(ml_dtypes.bfloat16).astype(np.float32)).all()
+
+
+def test_object_needing_a_missing_symbol_is_refused():
+    """MCJIT would bind an unknown symbol to address 0; the loader refuses it instead."""
+    machine = llvm_jit.target_machine()
+    module = llvm.parse_assembly("declare void @mlirxla_not_a_symbol()\n"
+                                 "define void @k() {\n  call void @mlirxla_not_a_symbol()\n  ret void\n}\n")
+    module.triple = machine.triple
+    code = machine.emit_object(module)
+    assert "mlirxla_not_a_symbol" in compiler_runtime.undefined_symbols(code)
+    with pytest.raises(MlirxlaError, match="calls 'mlirxla_not_a_symbol', which this process does not provide"):
+        llvm_jit.JitEngine(code)
+
+
+SOFTMAX = """func.func @main(%x: tensor<{rows}x512xf32>) -> tensor<{rows}x512xf32> {{
+  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %max = stablehlo.reduce(%x init: %ninf) applies stablehlo.maximum across dimensions = [1] : (tensor<{rows}x512xf32>, tensor<f32>) -> tensor<{rows}xf32>
+  %m = stablehlo.broadcast_in_dim %max, dims = [0] : (tensor<{rows}xf32>) -> tensor<{rows}x512xf32>
+  %d = stablehlo.subtract %x, %m : tensor<{rows}x512xf32>
+  %e = stablehlo.exponential %d : tensor<{rows}x512xf32>
+  %sum = stablehlo.reduce(%e init: %zero) applies stablehlo.add across dimensions = [1] : (tensor<{rows}x512xf32>, tensor<f32>) -> tensor<{rows}xf32>
+  %s = stablehlo.broadcast_in_dim %sum, dims = [0] : (tensor<{rows}xf32>) -> tensor<{rows}x512xf32>
+  %r = stablehlo.divide %e, %s : tensor<{rows}x512xf32>
+  return %r : tensor<{rows}x512xf32>
+}}"""
+
+
+@pytest.mark.parametrize("rows, sliced", [(8, False), (2048, True)])
+def test_kernels_take_their_working_memory_from_the_caller(rows, sliced):
+    """A softmax kernel's row maxima and sums are working memory: scratch arguments the
+    thunk passes (no malloc in the kernel), one range per concurrent call when its row blocks
+    run on the pool; the results match numpy."""
+    executable = Client().compile(SOFTMAX.format(rows=rows))
+    text = executable.thunk_sequence()
+    assert "scratch #" in text and ("sliced kernel" in text) == sliced
+    assert all(thunk.scratch_offsets for thunk in executable.executable.plan.thunks)
+    x = np.random.default_rng(4).standard_normal((rows, 512)).astype(np.float32)
+    expected = np.exp(x - x.max(axis=1, keepdims=True))
+    expected /= expected.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(executable.execute_numpy([x])[0], expected, rtol=1e-5, atol=1e-7)
