@@ -52,6 +52,7 @@ from mlirxla.transforms.fusion_legality import LIBRARY_CALLS, NOT_KERNELS, fused
 from mlirxla.transforms.batch_slice_fusion import leading_size, slice_problem
 from mlirxla.transforms.scheduling import entry_function, type_bytes
 
+from . import compiler_runtime
 from .convolution_gemm import convolution_shape, im2col_module_text, worth_a_gemm
 from .kernel_source import SlicePlan, slice_plan
 
@@ -108,9 +109,12 @@ class Emission:
 
 
 def symbol_for(name: str, used: set[str]) -> str:
+    """A symbol for kernel `name`, unique in the executable and never a function of this
+    process: a kernel named `tanh` would otherwise take the place of libm's `tanh`, which
+    another kernel calls."""
     base = re.sub(r"[^A-Za-z0-9_]", "_", name)
     symbol, counter = base, 0
-    while symbol in used:
+    while symbol in used or compiler_runtime.process_address(symbol) is not None:
         counter += 1
         symbol = f"{base}_{counter}"
     used.add(symbol)
@@ -436,7 +440,7 @@ def scatter_attributes(op: ir.Operation) -> dict:
                  "scatter_indices_batching_dims"):
         if name in numbers:
             fields[name] = list(ir.DenseI64ArrayAttr(numbers[name]))
-    fields["index_vector_dim"] = ir.IntegerAttr(numbers["index_vector_dim"]).value
+    fields["index_vector_dim"] = ir.IntegerAttr(numbers["index_vector_dim"]).value if "index_vector_dim" in numbers else 0
     return {"dimension_numbers": fields, "combiner": combiner}
 
 

@@ -342,3 +342,11 @@ def test_kernels_take_their_working_memory_from_the_caller(rows, sliced):
     expected = np.exp(x - x.max(axis=1, keepdims=True))
     expected /= expected.sum(axis=1, keepdims=True)
     np.testing.assert_allclose(executable.execute_numpy([x])[0], expected, rtol=1e-5, atol=1e-7)
+
+
+def test_kernel_named_like_a_libm_function_keeps_its_own_symbol():
+    """An f64 tanh kernel calls libm's `tanh`; the kernel itself must not be named `tanh`."""
+    executable = Client().compile(UNARY.replace("f32", "f64").format(op="tanh", n=16))
+    assert "[tanh_1]" in executable.thunk_sequence()
+    x = np.linspace(-3, 3, 16)
+    np.testing.assert_allclose(executable.execute_numpy([x])[0], np.tanh(x), rtol=1e-15)

@@ -20,16 +20,40 @@ def needs_jaxlib(text: str) -> bool:
     return _CUSTOM_SYNTAX.search(text) is not None
 
 
-def to_generic_text(text: str, source: str) -> str:
+def artifact_needs_jaxlib(data: bytes) -> bool:
+    """Whether a portable artifact holds sdy ops or attributes (JAX's shardings), whose
+    bytecode only jaxlib's MLIR reads."""
+    return b"sdy" in data
+
+
+def artifact_to_generic_text(data: bytes, source: str) -> str:
+    """A portable artifact deserialized by jaxlib's StableHLO, printed in generic form."""
+    jax_mlir, jax_ir = jaxlib_mlir("this portable artifact uses the sdy dialect", source)
+    from jaxlib.mlir.dialects import stablehlo as jax_stablehlo
+
+    context = jax_mlir.make_ir_context()
+    context.allow_unregistered_dialects = True
+    with context:
+        try:
+            module = jax_stablehlo.deserialize_portable_artifact(context, data)
+        except Exception as error:
+            raise MlirxlaError(f"cannot read portable artifact with jaxlib's MLIR: {first_line(error)}", source) from None
+        return module.operation.get_asm(print_generic_op_form=True, enable_debug_info=True)
+
+
+def jaxlib_mlir(why: str, source: str):
+    """jax's MLIR helpers and jaxlib's `ir`, or an error naming the jax extra."""
     try:
         from jax._src.interpreters import mlir as jax_mlir
         from jax._src.lib.mlir import ir as jax_ir
     except ImportError:
-        raise MlirxlaError(
-            "this module uses chlo or sdy custom syntax, which only jaxlib's MLIR parses: "
-            "install the jax extra (pip install 'mlirxla[jax]')",
-            source,
-        ) from None
+        raise MlirxlaError(f"{why}, which only jaxlib's MLIR reads: install the jax extra (pip install 'mlirxla[jax]')",
+                           source) from None
+    return jax_mlir, jax_ir
+
+
+def to_generic_text(text: str, source: str) -> str:
+    jax_mlir, jax_ir = jaxlib_mlir("this module uses chlo or sdy custom syntax", source)
     context = jax_mlir.make_ir_context()
     context.allow_unregistered_dialects = True
     with context:

@@ -55,6 +55,9 @@ def load_bytes(data: bytes, source: str, context: ir.Context) -> Loaded:
         version = artifact_version(data)
         if version is not None:
             clamp_version(version, source)
+            if jaxlib_bridge.artifact_needs_jaxlib(data):
+                loaded = load_text(jaxlib_bridge.artifact_to_generic_text(data, source), source, context)
+                return Loaded(loaded.module, source, "portable-artifact", version)
             module = deserialize_artifact(data, source, context)
             return Loaded(module, source, "portable-artifact", version)
         return Loaded(parse_module(data, source, context), source, "bytecode")

@@ -1,0 +1,93 @@
+"""What the PJRT plugin (`mlirxla_pjrt.c`) calls in Python: plain functions over numpy arrays
+and the runtime's Client and LoadedExecutable. The C side holds the PJRT objects and calls
+these with the GIL held; an exception here becomes a PJRT error with its message (an
+`MlirxlaError` keeps its one line, as INVALID_ARGUMENT).
+
+Buffers are numpy arrays in host memory: a host buffer is copied in (so JAX may reuse its
+memory as soon as the call returns, whatever semantics it asked for), and the C side copies
+results out of the array's memory itself.
+"""
+
+import ctypes
+import os
+
+import ml_dtypes
+import numpy as np
+
+from mlirxla.errors import MlirxlaError
+from mlirxla.mlir import stablehlo
+from mlirxla.runtime.client import Client, CompileOptions, LoadedExecutable
+
+from .compile_options import compile_options_from_proto
+
+NUM_DEVICES_OPTION = "num_devices"
+
+
+def stablehlo_versions() -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(current, minimum) StableHLO versions the toolkit reads: JAX writes its portable
+    artifacts for the current one."""
+    def parse(text: str) -> tuple[int, ...]:
+        return tuple(int(part) for part in text.split("."))
+    return parse(stablehlo.get_current_version()), parse(stablehlo.get_minimum_version())
+
+
+def create_client(options: dict) -> tuple[Client, int]:
+    """The runtime client and how many virtual CPU devices the PJRT client shows."""
+    count = int(options.get(NUM_DEVICES_OPTION, 1))
+    if count < 1:
+        raise MlirxlaError(f"the {NUM_DEVICES_OPTION} option must be at least 1, got {count}")
+    cache = os.environ.get("MLIRXLA_CACHE_DIR")
+    return Client(cache_dir=cache) if cache else Client(), count
+
+
+def compile(client: Client, code: bytes, program_format: str, options: bytes) -> LoadedExecutable:
+    if program_format != "mlir":
+        raise MlirxlaError(f"mlirxla compiles programs in format 'mlir' (StableHLO), not '{program_format}'")
+    return client.compile(code, compile_options_from_proto(options))
+
+
+def executable_info(executable: LoadedExecutable) -> tuple[str, str, list, tuple[int, ...]]:
+    """(name, fingerprint, [(element type name, dims)] per output, donatable parameters)."""
+    plan = executable.executable.plan
+    outputs = [(np.dtype(spec.dtype).name, tuple(spec.shape)) for _, spec in plan.outputs]
+    return "main", executable.fingerprint, outputs, tuple(sorted(executable.executable.written_parameters))
+
+
+def element_dtype(name: str) -> np.dtype:
+    return np.dtype(getattr(ml_dtypes, name)) if hasattr(ml_dtypes, name) else np.dtype(name)
+
+
+def describe(array: np.ndarray) -> tuple[tuple[int, ...], int, int]:
+    """(shape, address of the first byte, bytes) of a C-contiguous array."""
+    return array.shape, array.ctypes.data, array.nbytes
+
+
+def buffer_from_host(address: int, dtype_name: str, dims: tuple, byte_strides: tuple | None) -> np.ndarray:
+    """A copy of host memory at `address` holding `dims` elements (with `byte_strides`, or
+    row-major), as a C-contiguous array the runtime owns."""
+    dtype = element_dtype(dtype_name)
+    shape = tuple(dims)
+    count = int(np.prod(shape, dtype=np.int64))
+    if count == 0:
+        return np.empty(shape, dtype)
+    strides = tuple(byte_strides) if byte_strides is not None else row_major_strides(shape, dtype.itemsize)
+    extent = sum((size - 1) * stride for size, stride in zip(shape, strides)) + dtype.itemsize
+    memory = (ctypes.c_char * extent).from_address(address)
+    return np.array(np.ndarray(shape, dtype, buffer=memory, strides=strides), order="C", copy=True)
+
+
+def row_major_strides(shape: tuple, itemsize: int) -> tuple[int, ...]:
+    strides, step = [], itemsize
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))
+
+
+def copy(array: np.ndarray) -> np.ndarray:
+    return array.copy()
+
+
+def execute(executable: LoadedExecutable, arrays: list, donated: list) -> list:
+    """Run on one device's arguments; the `donated` parameters' memory may be written."""
+    return executable.executable.execute(arrays, donated=frozenset(donated))

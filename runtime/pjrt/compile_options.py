@@ -1,0 +1,97 @@
+"""Compile options from JAX: the serialized CompileOptionsProto PJRT_Client_Compile receives,
+and XLA_FLAGS, mapped onto the runtime's CompileOptions.
+
+`jax.jit(f).lower(x).compile(compiler_options={...})` arrives as the proto's
+`env_option_overrides` (field 7: a map from option name to a value). Options with an
+equivalent here:
+
+- `xla_dump_to` (also `--xla_dump_to=DIR` in XLA_FLAGS): the dump directory;
+- `mlirxla_dump_pass_re`: which passes dump their module;
+- `mlirxla_disable_passes`: passes to skip, comma-separated.
+
+Any other option is refused by name, as XLA refuses an option it does not know. The rest of
+the proto (argument layouts, build options) is not read: executables are single-device and
+row-major. The proto is read with a small wire-format reader (varints and length-delimited
+fields), so no protobuf package is needed.
+"""
+
+import os
+import shlex
+
+from mlirxla.errors import MlirxlaError
+from mlirxla.runtime.client import CompileOptions
+
+ENV_OPTION_OVERRIDES = 7
+MAP_KEY, MAP_VALUE = 1, 2
+STRING_FIELD, BOOL_FIELD, INT_FIELD = 1, 2, 3
+VARINT, FIXED64, LENGTH_DELIMITED, FIXED32 = 0, 1, 2, 5
+
+
+def read_varint(data: bytes, position: int) -> tuple[int, int]:
+    value, shift = 0, 0
+    while True:
+        if position >= len(data):
+            raise MlirxlaError("compile options: truncated varint")
+        byte = data[position]
+        position += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return value, position
+
+
+def fields(data: bytes):
+    """(field number, wire type, value) per field: an int for varints and fixed-size fields,
+    bytes for length-delimited ones."""
+    position = 0
+    while position < len(data):
+        key, position = read_varint(data, position)
+        number, wire_type = key >> 3, key & 7
+        if wire_type == VARINT:
+            value, position = read_varint(data, position)
+        elif wire_type in (FIXED64, FIXED32):
+            width = 8 if wire_type == FIXED64 else 4
+            value, position = int.from_bytes(data[position:position + width], "little"), position + width
+        elif wire_type == LENGTH_DELIMITED:
+            size, position = read_varint(data, position)
+            value, position = data[position:position + size], position + size
+        else:
+            raise MlirxlaError(f"compile options: unsupported wire type {wire_type}")
+        yield number, wire_type, value
+
+
+def option_overrides(proto: bytes) -> dict[str, object]:
+    overrides = {}
+    for number, wire_type, entry in fields(proto):
+        if number != ENV_OPTION_OVERRIDES or wire_type != LENGTH_DELIMITED:
+            continue
+        name, value = "", None
+        for entry_number, _, entry_value in fields(entry):
+            if entry_number == MAP_KEY:
+                name = entry_value.decode()
+            elif entry_number == MAP_VALUE:
+                for kind, _, raw in fields(entry_value):
+                    value = raw.decode() if kind == STRING_FIELD else bool(raw) if kind == BOOL_FIELD else raw
+        overrides[name] = value
+    return overrides
+
+
+def xla_flags() -> dict[str, str]:
+    """`--name=value` settings of XLA_FLAGS that have an equivalent here."""
+    found = {}
+    for flag in shlex.split(os.environ.get("XLA_FLAGS", "")):
+        name, _, value = flag.lstrip("-").partition("=")
+        if name == "xla_dump_to":
+            found[name] = value
+    return found
+
+
+def compile_options_from_proto(proto: bytes | None) -> CompileOptions:
+    settings = xla_flags() | option_overrides(proto or b"")
+    known = {"xla_dump_to", "mlirxla_dump_pass_re", "mlirxla_disable_passes"}
+    unknown = sorted(set(settings) - known)
+    if unknown:
+        raise MlirxlaError(f"unknown compile option '{unknown[0]}' (mlirxla takes {', '.join(sorted(known))})")
+    disabled = settings.get("mlirxla_disable_passes") or ""
+    return CompileOptions(dump_to=settings.get("xla_dump_to") or None, dump_pass_re=settings.get("mlirxla_dump_pass_re") or None,
+                          disable_passes=tuple(p for p in str(disabled).split(",") if p))

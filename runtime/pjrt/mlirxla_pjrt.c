@@ -1,0 +1,1213 @@
+/* The PJRT C API over the mlirxla runtime: what JAX dlopens for `JAX_PLATFORMS=mlirxla`.
+ *
+ * The library does not link libpython: it runs inside the Python process that loaded it,
+ * takes the GIL around every call into Python (jaxlib calls Compile on a worker thread with
+ * the GIL released) and calls `mlirxla.runtime.pjrt.bridge`, which compiles and executes.
+ * What needs no Python stays here: devices and memories (N virtual CPU devices), events
+ * (execution is synchronous, so every event is born ready), errors, and the shapes and
+ * element types of buffers and executables, cached so that the pointers handed out stay
+ * valid for the object's lifetime.
+ *
+ * Version handshake: the table reports the PJRT_API_MAJOR/MINOR of the header it was built
+ * against; every out field is written only when it lies within the caller's struct_size;
+ * every function pointer is set, those not implemented answering UNIMPLEMENTED with their
+ * name (the list comes from the header itself, `pjrt_api_functions.inc`).
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "xla/pjrt/c/pjrt_c_api.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define STRINGIFY(x) #x
+#define TO_STRING(x) STRINGIFY(x)
+/* Whether the caller's struct (of `args->struct_size` bytes) has room for `field`. */
+#define HAS_FIELD(args, field) \
+  (offsetof(__typeof__(*(args)), field) + sizeof((args)->field) <= (args)->struct_size)
+#define SET(args, field, value)          \
+  do {                                   \
+    if (HAS_FIELD(args, field)) (args)->field = (value); \
+  } while (0)
+
+static const char kPlatformName[] = "mlirxla";
+static const char kMemoryKind[] = "device";
+
+/* ---------------------------------------------------------------- errors */
+
+struct PJRT_Error {
+  PJRT_Error_Code code;
+  char* message;
+};
+
+static PJRT_Error* new_error(PJRT_Error_Code code, const char* format, ...) {
+  PJRT_Error* error = malloc(sizeof(PJRT_Error));
+  va_list arguments;
+  va_start(arguments, format);
+  int size = vsnprintf(NULL, 0, format, arguments);
+  va_end(arguments);
+  error->code = code;
+  error->message = malloc((size_t)size + 1);
+  va_start(arguments, format);
+  vsnprintf(error->message, (size_t)size + 1, format, arguments);
+  va_end(arguments);
+  return error;
+}
+
+static void error_destroy(PJRT_Error_Destroy_Args* args) {
+  if (args->error == NULL) return;
+  free(args->error->message);
+  free(args->error);
+}
+
+static void error_message(PJRT_Error_Message_Args* args) {
+  SET(args, message, args->error->message);
+  SET(args, message_size, strlen(args->error->message));
+}
+
+static PJRT_Error* error_get_code(PJRT_Error_GetCode_Args* args) {
+  SET(args, code, args->error->code);
+  return NULL;
+}
+
+/* ---------------------------------------------------------------- Python */
+
+static PyObject* bridge_module = NULL;
+
+/* The GIL, or an error when the interpreter is gone (a plugin call during shutdown). */
+static bool python_alive(void) { return Py_IsInitialized() && !_Py_IsFinalizing(); }
+
+static PJRT_Error* enter_python(PyGILState_STATE* state) {
+  if (!python_alive())
+    return new_error(PJRT_Error_Code_FAILED_PRECONDITION, "mlirxla: the Python interpreter is shutting down");
+  *state = PyGILState_Ensure();
+  return NULL;
+}
+
+/* The pending Python exception as a PJRT error (our own errors keep their one-line text). */
+static PJRT_Error* python_error(void) {
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  PyErr_NormalizeException(&type, &value, &traceback);
+  PJRT_Error_Code code = PJRT_Error_Code_INTERNAL;
+  const char* type_name = type ? ((PyTypeObject*)type)->tp_name : "error";
+  if (type && strcmp(type_name, "MlirxlaError") == 0) code = PJRT_Error_Code_INVALID_ARGUMENT;
+  PyObject* text = value ? PyObject_Str(value) : NULL;
+  const char* message = text ? PyUnicode_AsUTF8(text) : NULL;
+  PJRT_Error* error = code == PJRT_Error_Code_INVALID_ARGUMENT
+                          ? new_error(code, "%s", message ? message : "unknown error")
+                          : new_error(code, "mlirxla: %s: %s", type_name, message ? message : "");
+  PyErr_Clear();
+  Py_XDECREF(text);
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(traceback);
+  return error;
+}
+
+/* bridge.<name>(*arguments) with the GIL held; NULL (with a Python exception) on failure. */
+static PyObject* call_bridge(const char* name, const char* format, ...) {
+  if (bridge_module == NULL) {
+    bridge_module = PyImport_ImportModule("mlirxla.runtime.pjrt.bridge");
+    if (bridge_module == NULL) return NULL;
+  }
+  PyObject* function = PyObject_GetAttrString(bridge_module, name);
+  if (function == NULL) return NULL;
+  va_list arguments;
+  va_start(arguments, format);
+  PyObject* tuple = Py_VaBuildValue(format, arguments);
+  va_end(arguments);
+  PyObject* result = NULL;
+  if (tuple != NULL) {
+    result = PyObject_CallObject(function, tuple);
+    Py_DECREF(tuple);
+  }
+  Py_DECREF(function);
+  return result;
+}
+
+static void release_object(PyObject* object) {
+  if (object == NULL || !python_alive()) return; /* at shutdown: leaked, not crashed */
+  PyGILState_STATE state = PyGILState_Ensure();
+  Py_DECREF(object);
+  PyGILState_Release(state);
+}
+
+/* ------------------------------------------------------------ element types */
+
+typedef struct {
+  PJRT_Buffer_Type type;
+  const char* name; /* numpy's (or ml_dtypes') name for it */
+} ElementType;
+
+static const ElementType kElementTypes[] = {
+    {PJRT_Buffer_Type_PRED, "bool"},         {PJRT_Buffer_Type_S8, "int8"},
+    {PJRT_Buffer_Type_S16, "int16"},         {PJRT_Buffer_Type_S32, "int32"},
+    {PJRT_Buffer_Type_S64, "int64"},         {PJRT_Buffer_Type_U8, "uint8"},
+    {PJRT_Buffer_Type_U16, "uint16"},        {PJRT_Buffer_Type_U32, "uint32"},
+    {PJRT_Buffer_Type_U64, "uint64"},        {PJRT_Buffer_Type_F16, "float16"},
+    {PJRT_Buffer_Type_F32, "float32"},       {PJRT_Buffer_Type_F64, "float64"},
+    {PJRT_Buffer_Type_BF16, "bfloat16"},     {PJRT_Buffer_Type_C64, "complex64"},
+    {PJRT_Buffer_Type_C128, "complex128"},   {PJRT_Buffer_Type_F8E5M2, "float8_e5m2"},
+    {PJRT_Buffer_Type_F8E4M3FN, "float8_e4m3fn"}, {PJRT_Buffer_Type_F8E4M3B11FNUZ, "float8_e4m3b11fnuz"},
+    {PJRT_Buffer_Type_F8E5M2FNUZ, "float8_e5m2fnuz"}, {PJRT_Buffer_Type_F8E4M3FNUZ, "float8_e4m3fnuz"},
+    {PJRT_Buffer_Type_S4, "int4"},           {PJRT_Buffer_Type_U4, "uint4"},
+    {PJRT_Buffer_Type_S2, "int2"},           {PJRT_Buffer_Type_U2, "uint2"},
+    {PJRT_Buffer_Type_F8E4M3, "float8_e4m3"}, {PJRT_Buffer_Type_F8E3M4, "float8_e3m4"},
+    {PJRT_Buffer_Type_F8E8M0FNU, "float8_e8m0fnu"}, {PJRT_Buffer_Type_F4E2M1FN, "float4_e2m1fn"},
+};
+#define ELEMENT_TYPE_COUNT (sizeof(kElementTypes) / sizeof(kElementTypes[0]))
+
+static const char* element_type_name(PJRT_Buffer_Type type) {
+  for (size_t i = 0; i < ELEMENT_TYPE_COUNT; ++i)
+    if (kElementTypes[i].type == type) return kElementTypes[i].name;
+  return NULL;
+}
+
+static PJRT_Buffer_Type element_type_of(const char* name) {
+  for (size_t i = 0; i < ELEMENT_TYPE_COUNT; ++i)
+    if (strcmp(kElementTypes[i].name, name) == 0) return kElementTypes[i].type;
+  return PJRT_Buffer_Type_INVALID;
+}
+
+/* ------------------------------------------------------ devices, memories */
+
+struct PJRT_DeviceDescription {
+  int id;
+  char kind[32];
+  char debug_string[64];
+  char to_string[64];
+};
+
+struct PJRT_Memory {
+  int id;
+  PJRT_Device* device;
+  char debug_string[64];
+  char to_string[64];
+};
+
+struct PJRT_Device {
+  PJRT_DeviceDescription description;
+  PJRT_Memory memory;
+  PJRT_Memory* memories[1];
+  PJRT_Device* self[1]; /* the one device this device's memory is addressable by */
+};
+
+struct PJRT_Client {
+  PyObject* runtime; /* the bridge's client */
+  size_t device_count;
+  PJRT_Device* devices;
+  PJRT_Device** device_list;
+  PJRT_Memory** memory_list;
+};
+
+static PJRT_Error* client_device(PJRT_Client* client, int id, PJRT_Device** device) {
+  if (id < 0 || (size_t)id >= client->device_count)
+    return new_error(PJRT_Error_Code_INVALID_ARGUMENT, "mlirxla has no device %d (it has %zu)", id, client->device_count);
+  *device = &client->devices[id];
+  return NULL;
+}
+
+/* ------------------------------------------------------------------ events */
+
+struct PJRT_Event {
+  PJRT_Error* error; /* NULL: succeeded */
+};
+
+static PJRT_Event* ready_event(void) { return calloc(1, sizeof(PJRT_Event)); }
+
+static PJRT_Error* copy_error(const PJRT_Error* error) {
+  return error ? new_error(error->code, "%s", error->message) : NULL;
+}
+
+static PJRT_Error* event_destroy(PJRT_Event_Destroy_Args* args) {
+  if (args->event) {
+    if (args->event->error) {
+      free(args->event->error->message);
+      free(args->event->error);
+    }
+    free(args->event);
+  }
+  return NULL;
+}
+
+static PJRT_Error* event_is_ready(PJRT_Event_IsReady_Args* args) {
+  SET(args, is_ready, true);
+  return NULL;
+}
+
+static PJRT_Error* event_error(PJRT_Event_Error_Args* args) { return copy_error(args->event->error); }
+
+static PJRT_Error* event_await(PJRT_Event_Await_Args* args) { return copy_error(args->event->error); }
+
+static PJRT_Error* event_on_ready(PJRT_Event_OnReady_Args* args) {
+  args->callback(copy_error(args->event->error), args->user_arg);
+  return NULL;
+}
+
+static PJRT_Error* event_create(PJRT_Event_Create_Args* args) {
+  SET(args, event, ready_event());
+  return NULL;
+}
+
+static PJRT_Error* event_set(PJRT_Event_Set_Args* args) {
+  if (args->error_code != PJRT_Error_Code_OK)
+    args->event->error = new_error(args->error_code, "%.*s", (int)args->error_message_size, args->error_message);
+  return NULL;
+}
+
+/* ------------------------------------------------------------------ plugin */
+
+static PJRT_Error* plugin_initialize(PJRT_Plugin_Initialize_Args* args) {
+  (void)args;
+  return NULL;
+}
+
+/* The StableHLO versions the toolkit reads, so that JAX writes portable artifacts we can. */
+static int64_t stablehlo_current[3];
+static int64_t stablehlo_minimum[3];
+static PJRT_NamedValue plugin_attributes_list[2];
+
+static PJRT_Error* read_version(PyObject* sequence, int64_t* version) {
+  for (Py_ssize_t i = 0; i < 3; ++i) {
+    version[i] = PyLong_AsLongLong(PyTuple_GetItem(sequence, i));
+    if (PyErr_Occurred()) return python_error();
+  }
+  return NULL;
+}
+
+static PJRT_Error* plugin_attributes(PJRT_Plugin_Attributes_Args* args) {
+  if (plugin_attributes_list[0].name == NULL) {
+    PyGILState_STATE state = PyGILState_UNLOCKED;
+    PJRT_Error* error = enter_python(&state);
+    if (error) return error;
+    PyObject* versions = call_bridge("stablehlo_versions", "()");
+    if (versions == NULL) error = python_error();
+    if (!error) error = read_version(PyTuple_GetItem(versions, 0), stablehlo_current);
+    if (!error) error = read_version(PyTuple_GetItem(versions, 1), stablehlo_minimum);
+    Py_XDECREF(versions);
+    PyGILState_Release(state);
+    if (error) return error;
+    const char* names[2] = {"stablehlo_current_version", "stablehlo_minimum_version"};
+    int64_t* values[2] = {stablehlo_current, stablehlo_minimum};
+    for (int i = 0; i < 2; ++i) {
+      PJRT_NamedValue* value = &plugin_attributes_list[i];
+      value->struct_size = PJRT_NamedValue_STRUCT_SIZE;
+      value->type = PJRT_NamedValue_kInt64List;
+      value->int64_array_value = values[i];
+      value->value_size = 3;
+      value->name_size = strlen(names[i]);
+      value->name = names[i];
+    }
+  }
+  SET(args, attributes, plugin_attributes_list);
+  SET(args, num_attributes, 2);
+  return NULL;
+}
+
+/* ------------------------------------------------------------------ client */
+
+/* The create options as a dict (JAX passes those given to register_plugin). */
+static PyObject* options_dict(const PJRT_NamedValue* options, size_t count) {
+  PyObject* dict = PyDict_New();
+  for (size_t i = 0; dict && i < count; ++i) {
+    const PJRT_NamedValue* option = &options[i];
+    PyObject* value = NULL;
+    switch (option->type) {
+      case PJRT_NamedValue_kString:
+        value = PyUnicode_FromStringAndSize(option->string_value, (Py_ssize_t)option->value_size);
+        break;
+      case PJRT_NamedValue_kInt64:
+        value = PyLong_FromLongLong(option->int64_value);
+        break;
+      case PJRT_NamedValue_kInt64List:
+        value = PyTuple_New((Py_ssize_t)option->value_size);
+        for (size_t k = 0; value && k < option->value_size; ++k)
+          PyTuple_SET_ITEM(value, (Py_ssize_t)k, PyLong_FromLongLong(option->int64_array_value[k]));
+        break;
+      case PJRT_NamedValue_kFloat:
+        value = PyFloat_FromDouble(option->float_value);
+        break;
+      case PJRT_NamedValue_kBool:
+        value = PyBool_FromLong(option->bool_value);
+        break;
+    }
+    PyObject* name = PyUnicode_FromStringAndSize(option->name, (Py_ssize_t)option->name_size);
+    if (value && name) PyDict_SetItem(dict, name, value);
+    Py_XDECREF(name);
+    Py_XDECREF(value);
+  }
+  return dict;
+}
+
+static void init_device(PJRT_Device* device, int id) {
+  device->description.id = id;
+  snprintf(device->description.kind, sizeof(device->description.kind), "cpu");
+  snprintf(device->description.debug_string, sizeof(device->description.debug_string), "mlirxla:cpu:%d", id);
+  snprintf(device->description.to_string, sizeof(device->description.to_string), "MlirxlaDevice(id=%d)", id);
+  device->memory.id = id;
+  device->memory.device = device;
+  snprintf(device->memory.debug_string, sizeof(device->memory.debug_string), "mlirxla:cpu:%d:device", id);
+  snprintf(device->memory.to_string, sizeof(device->memory.to_string), "MlirxlaMemory(device=%d)", id);
+  device->memories[0] = &device->memory;
+  device->self[0] = device;
+}
+
+static PJRT_Error* client_create(PJRT_Client_Create_Args* args) {
+  PyGILState_STATE state = PyGILState_UNLOCKED;
+  PJRT_Error* error = enter_python(&state);
+  if (error) return error;
+  PyObject* options = options_dict(args->create_options, args->num_options);
+  PyObject* created = options ? call_bridge("create_client", "(O)", options) : NULL;
+  Py_XDECREF(options);
+  long count = 0;
+  PyObject* runtime = NULL;
+  if (created == NULL || !PyArg_ParseTuple(created, "Ol", &runtime, &count)) error = python_error();
+  Py_XINCREF(runtime);
+  Py_XDECREF(created);
+  PyGILState_Release(state);
+  if (error) return error;
+  PJRT_Client* client = calloc(1, sizeof(PJRT_Client));
+  client->runtime = runtime;
+  client->device_count = (size_t)count;
+  client->devices = calloc(client->device_count, sizeof(PJRT_Device));
+  client->device_list = calloc(client->device_count, sizeof(PJRT_Device*));
+  client->memory_list = calloc(client->device_count, sizeof(PJRT_Memory*));
+  for (size_t i = 0; i < client->device_count; ++i) {
+    init_device(&client->devices[i], (int)i);
+    client->device_list[i] = &client->devices[i];
+    client->memory_list[i] = &client->devices[i].memory;
+  }
+  SET(args, client, client);
+  return NULL;
+}
+
+static PJRT_Error* client_destroy(PJRT_Client_Destroy_Args* args) {
+  PJRT_Client* client = args->client;
+  release_object(client->runtime);
+  free(client->devices);
+  free(client->device_list);
+  free(client->memory_list);
+  free(client);
+  return NULL;
+}
+
+static PJRT_Error* client_platform_name(PJRT_Client_PlatformName_Args* args) {
+  SET(args, platform_name, kPlatformName);
+  SET(args, platform_name_size, strlen(kPlatformName));
+  return NULL;
+}
+
+static PJRT_Error* client_platform_version(PJRT_Client_PlatformVersion_Args* args) {
+  static const char version[] = "mlirxla 0.1.0 (PJRT C API " TO_STRING(PJRT_API_MAJOR) "." TO_STRING(PJRT_API_MINOR) ")";
+  SET(args, platform_version, version);
+  SET(args, platform_version_size, strlen(version));
+  return NULL;
+}
+
+static PJRT_Error* client_process_index(PJRT_Client_ProcessIndex_Args* args) {
+  SET(args, process_index, 0);
+  return NULL;
+}
+
+static PJRT_Error* client_devices(PJRT_Client_Devices_Args* args) {
+  SET(args, devices, args->client->device_list);
+  SET(args, num_devices, args->client->device_count);
+  return NULL;
+}
+
+static PJRT_Error* client_addressable_devices(PJRT_Client_AddressableDevices_Args* args) {
+  SET(args, addressable_devices, args->client->device_list);
+  SET(args, num_addressable_devices, args->client->device_count);
+  return NULL;
+}
+
+static PJRT_Error* client_lookup_device(PJRT_Client_LookupDevice_Args* args) {
+  PJRT_Device* device = NULL;
+  PJRT_Error* error = client_device(args->client, args->id, &device);
+  SET(args, device, device);
+  return error;
+}
+
+static PJRT_Error* client_lookup_addressable_device(PJRT_Client_LookupAddressableDevice_Args* args) {
+  PJRT_Device* device = NULL;
+  PJRT_Error* error = client_device(args->client, args->local_hardware_id, &device);
+  SET(args, addressable_device, device);
+  return error;
+}
+
+static PJRT_Error* client_addressable_memories(PJRT_Client_AddressableMemories_Args* args) {
+  SET(args, addressable_memories, args->client->memory_list);
+  SET(args, num_addressable_memories, args->client->device_count);
+  return NULL;
+}
+
+static PJRT_Error* client_default_device_assignment(PJRT_Client_DefaultDeviceAssignment_Args* args) {
+  size_t needed = (size_t)args->num_replicas * (size_t)args->num_partitions;
+  if (needed > args->client->device_count)
+    return new_error(PJRT_Error_Code_INVALID_ARGUMENT, "mlirxla: %d replicas x %d partitions need more than its %zu devices",
+                     args->num_replicas, args->num_partitions, args->client->device_count);
+  for (size_t i = 0; i < needed && i < args->default_assignment_size; ++i) args->default_assignment[i] = (int)i;
+  return NULL;
+}
+
+/* ----------------------------------------------------- device descriptions */
+
+static PJRT_Error* description_id(PJRT_DeviceDescription_Id_Args* args) {
+  SET(args, id, args->device_description->id);
+  return NULL;
+}
+
+static PJRT_Error* description_process_index(PJRT_DeviceDescription_ProcessIndex_Args* args) {
+  SET(args, process_index, 0);
+  return NULL;
+}
+
+static PJRT_Error* description_attributes(PJRT_DeviceDescription_Attributes_Args* args) {
+  SET(args, attributes, NULL);
+  SET(args, num_attributes, 0);
+  return NULL;
+}
+
+static PJRT_Error* description_kind(PJRT_DeviceDescription_Kind_Args* args) {
+  SET(args, device_kind, args->device_description->kind);
+  SET(args, device_kind_size, strlen(args->device_description->kind));
+  return NULL;
+}
+
+static PJRT_Error* description_debug_string(PJRT_DeviceDescription_DebugString_Args* args) {
+  SET(args, debug_string, args->device_description->debug_string);
+  SET(args, debug_string_size, strlen(args->device_description->debug_string));
+  return NULL;
+}
+
+static PJRT_Error* description_to_string(PJRT_DeviceDescription_ToString_Args* args) {
+  SET(args, to_string, args->device_description->to_string);
+  SET(args, to_string_size, strlen(args->device_description->to_string));
+  return NULL;
+}
+
+static PJRT_Error* device_get_description(PJRT_Device_GetDescription_Args* args) {
+  SET(args, device_description, &args->device->description);
+  return NULL;
+}
+
+static PJRT_Error* device_is_addressable(PJRT_Device_IsAddressable_Args* args) {
+  SET(args, is_addressable, true);
+  return NULL;
+}
+
+static PJRT_Error* device_local_hardware_id(PJRT_Device_LocalHardwareId_Args* args) {
+  SET(args, local_hardware_id, args->device->description.id);
+  return NULL;
+}
+
+static PJRT_Error* device_addressable_memories(PJRT_Device_AddressableMemories_Args* args) {
+  SET(args, memories, args->device->memories);
+  SET(args, num_memories, 1);
+  return NULL;
+}
+
+static PJRT_Error* device_default_memory(PJRT_Device_DefaultMemory_Args* args) {
+  SET(args, memory, &args->device->memory);
+  return NULL;
+}
+
+/* ---------------------------------------------------------------- memories */
+
+static PJRT_Error* memory_id(PJRT_Memory_Id_Args* args) {
+  SET(args, id, args->memory->id);
+  return NULL;
+}
+
+static PJRT_Error* memory_kind(PJRT_Memory_Kind_Args* args) {
+  SET(args, kind, kMemoryKind);
+  SET(args, kind_size, strlen(kMemoryKind));
+  return NULL;
+}
+
+static PJRT_Error* memory_kind_id(PJRT_Memory_Kind_Id_Args* args) {
+  SET(args, kind_id, 0);
+  return NULL;
+}
+
+static PJRT_Error* memory_debug_string(PJRT_Memory_DebugString_Args* args) {
+  SET(args, debug_string, args->memory->debug_string);
+  SET(args, debug_string_size, strlen(args->memory->debug_string));
+  return NULL;
+}
+
+static PJRT_Error* memory_to_string(PJRT_Memory_ToString_Args* args) {
+  SET(args, to_string, args->memory->to_string);
+  SET(args, to_string_size, strlen(args->memory->to_string));
+  return NULL;
+}
+
+static PJRT_Error* memory_addressable_by_devices(PJRT_Memory_AddressableByDevices_Args* args) {
+  SET(args, devices, args->memory->device->self);
+  SET(args, num_devices, 1);
+  return NULL;
+}
+
+/* ----------------------------------------------------------------- buffers */
+
+struct PJRT_Buffer {
+  PyObject* array; /* a numpy array; NULL once deleted or donated */
+  PJRT_Buffer_Type type;
+  int64_t* dims;
+  int64_t* minor_to_major;
+  size_t rank;
+  size_t bytes;
+  uintptr_t address;
+  PJRT_Device* device;
+  int external_references; /* views JAX holds on the memory: deletion waits for them */
+  bool destroyed;
+};
+
+/* A buffer owning `array` (a new reference), its shape and address asked of the bridge. */
+static PJRT_Buffer* new_buffer(PyObject* array, PJRT_Buffer_Type type, PJRT_Device* device) {
+  PyObject* described = call_bridge("describe", "(O)", array);
+  PyObject* shape = NULL;
+  unsigned long long address = 0, bytes = 0;
+  if (described == NULL || !PyArg_ParseTuple(described, "OKK", &shape, &address, &bytes)) {
+    Py_XDECREF(described);
+    return NULL;
+  }
+  PJRT_Buffer* buffer = calloc(1, sizeof(PJRT_Buffer));
+  buffer->array = array;
+  buffer->type = type;
+  buffer->rank = (size_t)PyTuple_Size(shape);
+  buffer->dims = calloc(buffer->rank + 1, sizeof(int64_t));
+  buffer->minor_to_major = calloc(buffer->rank + 1, sizeof(int64_t));
+  for (size_t i = 0; i < buffer->rank; ++i) {
+    buffer->dims[i] = PyLong_AsLongLong(PyTuple_GetItem(shape, (Py_ssize_t)i));
+    buffer->minor_to_major[i] = (int64_t)(buffer->rank - 1 - i);
+  }
+  buffer->address = (uintptr_t)address;
+  buffer->bytes = (size_t)bytes;
+  buffer->device = device;
+  Py_DECREF(described);
+  return buffer;
+}
+
+static void drop_array(PJRT_Buffer* buffer) {
+  PyObject* array = buffer->array;
+  buffer->array = NULL;
+  release_object(array);
+}
+
+static void free_buffer(PJRT_Buffer* buffer) {
+  drop_array(buffer);
+  free(buffer->dims);
+  free(buffer->minor_to_major);
+  free(buffer);
+}
+
+static PJRT_Error* client_buffer_from_host_buffer(PJRT_Client_BufferFromHostBuffer_Args* args) {
+  const char* name = element_type_name(args->type);
+  if (name == NULL) return new_error(PJRT_Error_Code_UNIMPLEMENTED, "mlirxla: buffers of PJRT element type %d", (int)args->type);
+  PJRT_Device* device = args->device;
+  if (device == NULL && HAS_FIELD(args, memory) && args->memory) device = args->memory->device;
+  if (device == NULL) device = &args->client->devices[0];
+  PyGILState_STATE state = PyGILState_UNLOCKED;
+  PJRT_Error* error = enter_python(&state);
+  if (error) return error;
+  PyObject* dims = PyTuple_New((Py_ssize_t)args->num_dims);
+  for (size_t i = 0; i < args->num_dims; ++i) PyTuple_SET_ITEM(dims, (Py_ssize_t)i, PyLong_FromLongLong(args->dims[i]));
+  PyObject* strides = Py_None;
+  Py_INCREF(strides);
+  if (args->byte_strides != NULL && args->num_byte_strides == args->num_dims) {
+    Py_DECREF(strides);
+    strides = PyTuple_New((Py_ssize_t)args->num_byte_strides);
+    for (size_t i = 0; i < args->num_byte_strides; ++i)
+      PyTuple_SET_ITEM(strides, (Py_ssize_t)i, PyLong_FromLongLong(args->byte_strides[i]));
+  }
+  PyObject* array = call_bridge("buffer_from_host", "(KsOO)", (unsigned long long)(uintptr_t)args->data, name, dims, strides);
+  Py_DECREF(dims);
+  Py_DECREF(strides);
+  PJRT_Buffer* buffer = array ? new_buffer(array, args->type, device) : NULL;
+  if (buffer == NULL) {
+    Py_XDECREF(array);
+    error = python_error();
+  }
+  PyGILState_Release(state);
+  if (error) return error;
+  SET(args, done_with_host_buffer, ready_event());
+  SET(args, buffer, buffer);
+  return NULL;
+}
+
+static PJRT_Error* deleted_error(const char* function) {
+  return new_error(PJRT_Error_Code_FAILED_PRECONDITION, "mlirxla: %s on a deleted (or donated) buffer", function);
+}
+
+static PJRT_Error* buffer_destroy(PJRT_Buffer_Destroy_Args* args) {
+  PJRT_Buffer* buffer = args->buffer;
+  if (buffer->external_references > 0)
+    buffer->destroyed = true;
+  else
+    free_buffer(buffer);
+  return NULL;
+}
+
+static PJRT_Error* buffer_element_type(PJRT_Buffer_ElementType_Args* args) {
+  SET(args, type, args->buffer->type);
+  return NULL;
+}
+
+static PJRT_Error* buffer_dimensions(PJRT_Buffer_Dimensions_Args* args) {
+  SET(args, dims, args->buffer->dims);
+  SET(args, num_dims, args->buffer->rank);
+  return NULL;
+}
+
+static PJRT_Error* buffer_unpadded_dimensions(PJRT_Buffer_UnpaddedDimensions_Args* args) {
+  SET(args, unpadded_dims, args->buffer->dims);
+  SET(args, num_dims, args->buffer->rank);
+  return NULL;
+}
+
+static PJRT_Error* buffer_dynamic_dimension_indices(PJRT_Buffer_DynamicDimensionIndices_Args* args) {
+  SET(args, dynamic_dim_indices, NULL);
+  SET(args, num_dynamic_dims, 0);
+  return NULL;
+}
+
+static PJRT_Error* buffer_get_memory_layout(PJRT_Buffer_GetMemoryLayout_Args* args) {
+  if (!HAS_FIELD(args, layout)) return NULL;
+  memset(&args->layout, 0, sizeof(args->layout));
+  args->layout.struct_size = PJRT_Buffer_MemoryLayout_STRUCT_SIZE;
+  args->layout.type = PJRT_Buffer_MemoryLayout_Type_Tiled;
+  args->layout.tiled.struct_size = PJRT_Buffer_MemoryLayout_Tiled_STRUCT_SIZE;
+  args->layout.tiled.minor_to_major = args->buffer->minor_to_major;
+  args->layout.tiled.minor_to_major_size = args->buffer->rank;
+  return NULL;
+}
+
+static bool is_row_major(const PJRT_Buffer_MemoryLayout* layout, size_t rank) {
+  if (layout == NULL) return true;
+  if (layout->type != PJRT_Buffer_MemoryLayout_Type_Tiled || layout->tiled.num_tiles != 0) return false;
+  for (size_t i = 0; i < layout->tiled.minor_to_major_size; ++i)
+    if (layout->tiled.minor_to_major[i] != (int64_t)(rank - 1 - i)) return false;
+  return true;
+}
+
+static PJRT_Error* buffer_to_host_buffer(PJRT_Buffer_ToHostBuffer_Args* args) {
+  PJRT_Buffer* buffer = args->src;
+  if (buffer->array == NULL) return deleted_error("PJRT_Buffer_ToHostBuffer");
+  if (HAS_FIELD(args, host_layout) && !is_row_major(args->host_layout, buffer->rank))
+    return new_error(PJRT_Error_Code_UNIMPLEMENTED, "mlirxla: PJRT_Buffer_ToHostBuffer into a layout other than row-major");
+  if (args->dst == NULL) {
+    SET(args, dst_size, buffer->bytes);
+    return NULL;
+  }
+  if (args->dst_size < buffer->bytes)
+    return new_error(PJRT_Error_Code_INVALID_ARGUMENT, "mlirxla: PJRT_Buffer_ToHostBuffer: %zu bytes given for %zu", args->dst_size,
+                     buffer->bytes);
+  memcpy(args->dst, (const void*)buffer->address, buffer->bytes);
+  SET(args, event, ready_event());
+  return NULL;
+}
+
+static PJRT_Error* buffer_on_device_size(PJRT_Buffer_OnDeviceSizeInBytes_Args* args) {
+  SET(args, on_device_size_in_bytes, args->buffer->bytes);
+  return NULL;
+}
+
+static PJRT_Error* buffer_delete(PJRT_Buffer_Delete_Args* args) {
+  if (args->buffer->external_references == 0) drop_array(args->buffer);
+  return NULL;
+}
+
+static PJRT_Error* buffer_is_deleted(PJRT_Buffer_IsDeleted_Args* args) {
+  SET(args, is_deleted, args->buffer->array == NULL);
+  return NULL;
+}
+
+static PJRT_Error* buffer_is_on_cpu(PJRT_Buffer_IsOnCpu_Args* args) {
+  SET(args, is_on_cpu, true);
+  return NULL;
+}
+
+static PJRT_Error* buffer_device(PJRT_Buffer_Device_Args* args) {
+  SET(args, device, args->buffer->device);
+  return NULL;
+}
+
+static PJRT_Error* buffer_memory(PJRT_Buffer_Memory_Args* args) {
+  SET(args, memory, &args->buffer->device->memory);
+  return NULL;
+}
+
+static PJRT_Error* buffer_ready_event(PJRT_Buffer_ReadyEvent_Args* args) {
+  SET(args, event, ready_event());
+  return NULL;
+}
+
+static PJRT_Error* buffer_unsafe_pointer(PJRT_Buffer_UnsafePointer_Args* args) {
+  if (args->buffer->array == NULL) return deleted_error("PJRT_Buffer_UnsafePointer");
+  SET(args, buffer_pointer, args->buffer->address);
+  return NULL;
+}
+
+static PJRT_Error* buffer_opaque_pointer(PJRT_Buffer_OpaqueDeviceMemoryDataPointer_Args* args) {
+  if (args->buffer->array == NULL) return deleted_error("PJRT_Buffer_OpaqueDeviceMemoryDataPointer");
+  SET(args, device_memory_ptr, (void*)args->buffer->address);
+  return NULL;
+}
+
+static PJRT_Error* buffer_increase_references(PJRT_Buffer_IncreaseExternalReferenceCount_Args* args) {
+  if (args->buffer->array == NULL) return deleted_error("PJRT_Buffer_IncreaseExternalReferenceCount");
+  args->buffer->external_references += 1;
+  return NULL;
+}
+
+static PJRT_Error* buffer_decrease_references(PJRT_Buffer_DecreaseExternalReferenceCount_Args* args) {
+  PJRT_Buffer* buffer = args->buffer;
+  if (buffer->external_references == 0)
+    return new_error(PJRT_Error_Code_FAILED_PRECONDITION, "mlirxla: external reference count of a buffer below zero");
+  buffer->external_references -= 1;
+  if (buffer->external_references == 0 && buffer->destroyed) free_buffer(buffer);
+  return NULL;
+}
+
+static PJRT_Error* copy_buffer(PJRT_Buffer* source, PJRT_Device* device, PJRT_Buffer** copy) {
+  if (source->array == NULL) return deleted_error("PJRT_Buffer_CopyToDevice");
+  PyGILState_STATE state = PyGILState_UNLOCKED;
+  PJRT_Error* error = enter_python(&state);
+  if (error) return error;
+  PyObject* array = call_bridge("copy", "(O)", source->array);
+  *copy = array ? new_buffer(array, source->type, device) : NULL;
+  if (*copy == NULL) {
+    Py_XDECREF(array);
+    error = python_error();
+  }
+  PyGILState_Release(state);
+  return error;
+}
+
+static PJRT_Error* buffer_copy_to_device(PJRT_Buffer_CopyToDevice_Args* args) {
+  PJRT_Buffer* copy = NULL;
+  PJRT_Error* error = copy_buffer(args->buffer, args->dst_device, &copy);
+  SET(args, dst_buffer, copy);
+  return error;
+}
+
+static PJRT_Error* buffer_copy_to_memory(PJRT_Buffer_CopyToMemory_Args* args) {
+  PJRT_Buffer* copy = NULL;
+  PJRT_Error* error = copy_buffer(args->buffer, args->dst_memory->device, &copy);
+  SET(args, dst_buffer, copy);
+  return error;
+}
+
+/* ------------------------------------------------------------- executables */
+
+struct PJRT_Executable {
+  PyObject* runtime; /* the bridge's executable */
+  char* name;
+  char* fingerprint;
+  size_t output_count;
+  PJRT_Buffer_Type* output_types;
+  int64_t* output_dims; /* all outputs' dimensions, one after the other */
+  size_t* output_ranks;
+  const char** memory_kinds;
+  size_t* memory_kind_sizes;
+  int64_t* donatable; /* parameters whose buffer an output may take over, in order */
+  size_t donatable_count;
+};
+
+struct PJRT_LoadedExecutable {
+  PJRT_Executable* executable;
+  PJRT_Client* client;
+  bool deleted;
+};
+
+static char* copy_string(const char* text) {
+  size_t size = strlen(text) + 1;
+  char* copy = malloc(size);
+  memcpy(copy, text, size);
+  return copy;
+}
+
+static void free_executable(PJRT_Executable* executable) {
+  release_object(executable->runtime);
+  free(executable->name);
+  free(executable->fingerprint);
+  free(executable->output_types);
+  free(executable->output_dims);
+  free(executable->output_ranks);
+  free(executable->memory_kinds);
+  free(executable->memory_kind_sizes);
+  free(executable->donatable);
+  free(executable);
+}
+
+/* The executable's name, fingerprint, outputs and donatable parameters, from the bridge. */
+static bool describe_executable(PJRT_Executable* executable) {
+  PyObject* info = call_bridge("executable_info", "(O)", executable->runtime);
+  const char *name = NULL, *fingerprint = NULL;
+  PyObject *outputs = NULL, *donatable = NULL;
+  if (info == NULL || !PyArg_ParseTuple(info, "ssOO", &name, &fingerprint, &outputs, &donatable)) {
+    Py_XDECREF(info);
+    return false;
+  }
+  executable->name = copy_string(name);
+  executable->fingerprint = copy_string(fingerprint);
+  size_t count = (size_t)PyList_Size(outputs), total = 0;
+  executable->output_count = count;
+  executable->output_types = calloc(count + 1, sizeof(PJRT_Buffer_Type));
+  executable->output_ranks = calloc(count + 1, sizeof(size_t));
+  executable->memory_kinds = calloc(count + 1, sizeof(char*));
+  executable->memory_kind_sizes = calloc(count + 1, sizeof(size_t));
+  for (size_t i = 0; i < count; ++i) total += (size_t)PyTuple_Size(PyTuple_GetItem(PyList_GetItem(outputs, (Py_ssize_t)i), 1));
+  executable->output_dims = calloc(total + 1, sizeof(int64_t));
+  size_t position = 0;
+  for (size_t i = 0; i < count; ++i) {
+    PyObject* output = PyList_GetItem(outputs, (Py_ssize_t)i);
+    PyObject* dims = PyTuple_GetItem(output, 1);
+    executable->output_types[i] = element_type_of(PyUnicode_AsUTF8(PyTuple_GetItem(output, 0)));
+    executable->output_ranks[i] = (size_t)PyTuple_Size(dims);
+    for (Py_ssize_t k = 0; k < PyTuple_Size(dims); ++k) executable->output_dims[position++] = PyLong_AsLongLong(PyTuple_GetItem(dims, k));
+    executable->memory_kinds[i] = kMemoryKind;
+    executable->memory_kind_sizes[i] = strlen(kMemoryKind);
+  }
+  executable->donatable_count = (size_t)PyTuple_Size(donatable);
+  executable->donatable = calloc(executable->donatable_count + 1, sizeof(int64_t));
+  for (size_t i = 0; i < executable->donatable_count; ++i)
+    executable->donatable[i] = PyLong_AsLongLong(PyTuple_GetItem(donatable, (Py_ssize_t)i));
+  Py_DECREF(info);
+  return !PyErr_Occurred();
+}
+
+static PJRT_Error* client_compile(PJRT_Client_Compile_Args* args) {
+  const PJRT_Program* program = args->program;
+  PyGILState_STATE state = PyGILState_UNLOCKED;
+  PJRT_Error* error = enter_python(&state);
+  if (error) return error;
+  PyObject* runtime = call_bridge("compile", "(Oy#s#y#)", args->client->runtime, program->code, (Py_ssize_t)program->code_size,
+                                  program->format, (Py_ssize_t)program->format_size, args->compile_options,
+                                  (Py_ssize_t)args->compile_options_size);
+  PJRT_Executable* executable = NULL;
+  if (runtime != NULL) {
+    executable = calloc(1, sizeof(PJRT_Executable));
+    executable->runtime = runtime;
+    if (!describe_executable(executable)) {
+      error = python_error();
+      PyGILState_Release(state);
+      free_executable(executable);
+      return error;
+    }
+  } else {
+    error = python_error();
+  }
+  PyGILState_Release(state);
+  if (error) return error;
+  PJRT_LoadedExecutable* loaded = calloc(1, sizeof(PJRT_LoadedExecutable));
+  loaded->executable = executable;
+  loaded->client = args->client;
+  SET(args, executable, loaded);
+  return NULL;
+}
+
+static PJRT_Error* executable_destroy(PJRT_Executable_Destroy_Args* args) {
+  (void)args; /* owned by its loaded executable */
+  return NULL;
+}
+
+static PJRT_Error* loaded_destroy(PJRT_LoadedExecutable_Destroy_Args* args) {
+  free_executable(args->executable->executable);
+  free(args->executable);
+  return NULL;
+}
+
+static PJRT_Error* loaded_get_executable(PJRT_LoadedExecutable_GetExecutable_Args* args) {
+  SET(args, executable, args->loaded_executable->executable);
+  return NULL;
+}
+
+static PJRT_Error* loaded_addressable_devices(PJRT_LoadedExecutable_AddressableDevices_Args* args) {
+  SET(args, addressable_devices, args->executable->client->device_list);
+  SET(args, num_addressable_devices, 1);
+  return NULL;
+}
+
+static PJRT_Error* loaded_delete(PJRT_LoadedExecutable_Delete_Args* args) {
+  args->executable->deleted = true;
+  return NULL;
+}
+
+static PJRT_Error* loaded_is_deleted(PJRT_LoadedExecutable_IsDeleted_Args* args) {
+  SET(args, is_deleted, args->executable->deleted);
+  return NULL;
+}
+
+static PJRT_Error* loaded_fingerprint(PJRT_LoadedExecutable_Fingerprint_Args* args) {
+  SET(args, executable_fingerprint, args->executable->executable->fingerprint);
+  SET(args, executable_fingerprint_size, strlen(args->executable->executable->fingerprint));
+  return NULL;
+}
+
+/* DeviceAssignmentProto{replica_count: 1, computation_count: 1, computation_devices: [{replica_device_ids: [0]}]} */
+struct PJRT_DeviceAssignmentSerialized {
+  char bytes[8];
+};
+
+static void free_device_assignment(PJRT_DeviceAssignmentSerialized* assignment) { free(assignment); }
+
+static PJRT_Error* loaded_get_device_assignment(PJRT_LoadedExecutable_GetDeviceAssignment_Args* args) {
+  static const char proto[] = {0x08, 0x01, 0x10, 0x01, 0x1a, 0x02, 0x08, 0x00};
+  PJRT_DeviceAssignmentSerialized* assignment = malloc(sizeof(PJRT_DeviceAssignmentSerialized));
+  memcpy(assignment->bytes, proto, sizeof(proto));
+  SET(args, serialized_bytes, assignment->bytes);
+  SET(args, serialized_bytes_size, sizeof(proto));
+  SET(args, serialized_device_assignment, assignment);
+  SET(args, serialized_device_assignment_deleter, free_device_assignment);
+  return NULL;
+}
+
+static PJRT_Error* executable_name(PJRT_Executable_Name_Args* args) {
+  SET(args, executable_name, args->executable->name);
+  SET(args, executable_name_size, strlen(args->executable->name));
+  return NULL;
+}
+
+static PJRT_Error* executable_fingerprint(PJRT_Executable_Fingerprint_Args* args) {
+  SET(args, executable_fingerprint, args->executable->fingerprint);
+  SET(args, executable_fingerprint_size, strlen(args->executable->fingerprint));
+  return NULL;
+}
+
+static PJRT_Error* executable_num_replicas(PJRT_Executable_NumReplicas_Args* args) {
+  SET(args, num_replicas, 1);
+  return NULL;
+}
+
+static PJRT_Error* executable_num_partitions(PJRT_Executable_NumPartitions_Args* args) {
+  SET(args, num_partitions, 1);
+  return NULL;
+}
+
+static PJRT_Error* executable_num_outputs(PJRT_Executable_NumOutputs_Args* args) {
+  SET(args, num_outputs, args->executable->output_count);
+  return NULL;
+}
+
+static PJRT_Error* executable_output_element_types(PJRT_Executable_OutputElementTypes_Args* args) {
+  SET(args, output_types, args->executable->output_types);
+  SET(args, num_output_types, args->executable->output_count);
+  return NULL;
+}
+
+static PJRT_Error* executable_output_dimensions(PJRT_Executable_OutputDimensions_Args* args) {
+  SET(args, num_outputs, args->executable->output_count);
+  SET(args, dims, args->executable->output_dims);
+  SET(args, dim_sizes, args->executable->output_ranks);
+  return NULL;
+}
+
+static PJRT_Error* executable_output_memory_kinds(PJRT_Executable_OutputMemoryKinds_Args* args) {
+  SET(args, num_outputs, args->executable->output_count);
+  SET(args, memory_kinds, args->executable->memory_kinds);
+  SET(args, memory_kind_sizes, args->executable->memory_kind_sizes);
+  return NULL;
+}
+
+static PJRT_Error* executable_code_size(PJRT_Executable_SizeOfGeneratedCodeInBytes_Args* args) {
+  SET(args, size_in_bytes, 0);
+  return NULL;
+}
+
+static PJRT_Error* executable_cost_analysis(PJRT_Executable_GetCostAnalysis_Args* args) {
+  SET(args, num_properties, 0);
+  SET(args, properties, NULL);
+  return NULL;
+}
+
+/* Whether argument `index` is donated: an output may take its buffer over and JAX did not
+ * mark it non-donatable. */
+static bool is_donated(const PJRT_Executable* executable, const PJRT_ExecuteOptions* options, int64_t index) {
+  bool donatable = false;
+  for (size_t i = 0; i < executable->donatable_count; ++i) donatable |= executable->donatable[i] == index;
+  if (!donatable) return false;
+  if (options != NULL && HAS_FIELD(options, num_non_donatable_input_indices))
+    for (size_t i = 0; i < options->num_non_donatable_input_indices; ++i)
+      if (options->non_donatable_input_indices[i] == index) return false;
+  return true;
+}
+
+/* One device's execution: its arguments' arrays in, output buffers out. */
+static PJRT_Error* execute_on(PJRT_LoadedExecutable* loaded, const PJRT_ExecuteOptions* options, PJRT_Buffer* const* arguments,
+                              size_t argument_count, PJRT_Buffer** outputs, PJRT_Device* device) {
+  PJRT_Executable* executable = loaded->executable;
+  for (size_t i = 0; i < argument_count; ++i)
+    if (arguments[i]->array == NULL)
+      return new_error(PJRT_Error_Code_INVALID_ARGUMENT, "mlirxla: argument %zu of %s is a deleted (or donated) buffer", i,
+                       executable->name);
+  PyGILState_STATE state = PyGILState_UNLOCKED;
+  PJRT_Error* error = enter_python(&state);
+  if (error) return error;
+  PyObject* arrays = PyList_New((Py_ssize_t)argument_count);
+  PyObject* donated = PyList_New(0);
+  for (size_t i = 0; i < argument_count; ++i) {
+    Py_INCREF(arguments[i]->array);
+    PyList_SET_ITEM(arrays, (Py_ssize_t)i, arguments[i]->array);
+    if (is_donated(executable, options, (int64_t)i)) {
+      PyObject* index = PyLong_FromSize_t(i);
+      PyList_Append(donated, index);
+      Py_DECREF(index);
+    }
+  }
+  PyObject* results = call_bridge("execute", "(OOO)", executable->runtime, arrays, donated);
+  Py_DECREF(arrays);
+  if (results == NULL || (size_t)PyList_Size(results) != executable->output_count) {
+    if (results != NULL) PyErr_SetString(PyExc_RuntimeError, "the bridge returned the wrong number of outputs");
+    error = python_error();
+  }
+  for (size_t k = 0; !error && k < executable->output_count; ++k) {
+    PyObject* array = PyList_GetItem(results, (Py_ssize_t)k);
+    Py_INCREF(array);
+    outputs[k] = new_buffer(array, executable->output_types[k], device);
+    if (outputs[k] == NULL) {
+      Py_DECREF(array);
+      error = python_error();
+    }
+  }
+  if (!error)
+    for (Py_ssize_t i = 0; i < PyList_Size(donated); ++i) {
+      PJRT_Buffer* argument = arguments[PyLong_AsSsize_t(PyList_GetItem(donated, i))];
+      PyObject* array = argument->array;
+      argument->array = NULL;
+      Py_DECREF(array);
+    }
+  Py_XDECREF(results);
+  Py_DECREF(donated);
+  PyGILState_Release(state);
+  return error;
+}
+
+static PJRT_Error* loaded_execute(PJRT_LoadedExecutable_Execute_Args* args) {
+  PJRT_LoadedExecutable* loaded = args->executable;
+  if (loaded->deleted) return new_error(PJRT_Error_Code_FAILED_PRECONDITION, "mlirxla: execute of a deleted executable");
+  PJRT_Device* only = HAS_FIELD(args, execute_device) ? args->execute_device : NULL;
+  for (size_t d = 0; d < args->num_devices; ++d) {
+    PJRT_Device* device = only ? only : &loaded->client->devices[d % loaded->client->device_count];
+    PJRT_Error* error = execute_on(loaded, args->options, args->argument_lists[d], args->num_args, args->output_lists[d], device);
+    if (error) return error;
+    if (args->device_complete_events != NULL) args->device_complete_events[d] = ready_event();
+  }
+  return NULL;
+}
+
+/* ------------------------------------------------------------------- table */
+
+#define PJRT_API_FUNCTION(name)                                                                    \
+  static PJRT_Error* unimplemented_##name(name##_Args* args) {                                     \
+    (void)args;                                                                                   \
+    return new_error(PJRT_Error_Code_UNIMPLEMENTED, "mlirxla does not implement " #name " yet"); \
+  }
+#include "pjrt_api_functions.inc"
+#undef PJRT_API_FUNCTION
+
+static PJRT_Api api;
+
+static void fill_table(void) {
+  api.struct_size = PJRT_Api_STRUCT_SIZE;
+  api.pjrt_api_version.struct_size = PJRT_Api_Version_STRUCT_SIZE;
+  api.pjrt_api_version.major_version = PJRT_API_MAJOR;
+  api.pjrt_api_version.minor_version = PJRT_API_MINOR;
+/* (the cast only matters for the two functions returning void, implemented below) */
+#define PJRT_API_FUNCTION(name) api.name = (name*)unimplemented_##name;
+#include "pjrt_api_functions.inc"
+#undef PJRT_API_FUNCTION
+  api.PJRT_Error_Destroy = error_destroy;
+  api.PJRT_Error_Message = error_message;
+  api.PJRT_Error_GetCode = error_get_code;
+  api.PJRT_Plugin_Initialize = plugin_initialize;
+  api.PJRT_Plugin_Attributes = plugin_attributes;
+  api.PJRT_Event_Destroy = event_destroy;
+  api.PJRT_Event_IsReady = event_is_ready;
+  api.PJRT_Event_Error = event_error;
+  api.PJRT_Event_Await = event_await;
+  api.PJRT_Event_OnReady = event_on_ready;
+  api.PJRT_Event_Create = event_create;
+  api.PJRT_Event_Set = event_set;
+  api.PJRT_Client_Create = client_create;
+  api.PJRT_Client_Destroy = client_destroy;
+  api.PJRT_Client_PlatformName = client_platform_name;
+  api.PJRT_Client_ProcessIndex = client_process_index;
+  api.PJRT_Client_PlatformVersion = client_platform_version;
+  api.PJRT_Client_Devices = client_devices;
+  api.PJRT_Client_AddressableDevices = client_addressable_devices;
+  api.PJRT_Client_LookupDevice = client_lookup_device;
+  api.PJRT_Client_LookupAddressableDevice = client_lookup_addressable_device;
+  api.PJRT_Client_AddressableMemories = client_addressable_memories;
+  api.PJRT_Client_Compile = client_compile;
+  api.PJRT_Client_DefaultDeviceAssignment = client_default_device_assignment;
+  api.PJRT_Client_BufferFromHostBuffer = client_buffer_from_host_buffer;
+  api.PJRT_DeviceDescription_Id = description_id;
+  api.PJRT_DeviceDescription_ProcessIndex = description_process_index;
+  api.PJRT_DeviceDescription_Attributes = description_attributes;
+  api.PJRT_DeviceDescription_Kind = description_kind;
+  api.PJRT_DeviceDescription_DebugString = description_debug_string;
+  api.PJRT_DeviceDescription_ToString = description_to_string;
+  api.PJRT_Device_GetDescription = device_get_description;
+  api.PJRT_Device_IsAddressable = device_is_addressable;
+  api.PJRT_Device_LocalHardwareId = device_local_hardware_id;
+  api.PJRT_Device_AddressableMemories = device_addressable_memories;
+  api.PJRT_Device_DefaultMemory = device_default_memory;
+  api.PJRT_Memory_Id = memory_id;
+  api.PJRT_Memory_Kind = memory_kind;
+  api.PJRT_Memory_Kind_Id = memory_kind_id;
+  api.PJRT_Memory_DebugString = memory_debug_string;
+  api.PJRT_Memory_ToString = memory_to_string;
+  api.PJRT_Memory_AddressableByDevices = memory_addressable_by_devices;
+  api.PJRT_Executable_Destroy = executable_destroy;
+  api.PJRT_Executable_Name = executable_name;
+  api.PJRT_Executable_NumReplicas = executable_num_replicas;
+  api.PJRT_Executable_NumPartitions = executable_num_partitions;
+  api.PJRT_Executable_NumOutputs = executable_num_outputs;
+  api.PJRT_Executable_SizeOfGeneratedCodeInBytes = executable_code_size;
+  api.PJRT_Executable_GetCostAnalysis = executable_cost_analysis;
+  api.PJRT_Executable_OutputElementTypes = executable_output_element_types;
+  api.PJRT_Executable_OutputDimensions = executable_output_dimensions;
+  api.PJRT_Executable_OutputMemoryKinds = executable_output_memory_kinds;
+  api.PJRT_Executable_Fingerprint = executable_fingerprint;
+  api.PJRT_LoadedExecutable_Destroy = loaded_destroy;
+  api.PJRT_LoadedExecutable_GetExecutable = loaded_get_executable;
+  api.PJRT_LoadedExecutable_AddressableDevices = loaded_addressable_devices;
+  api.PJRT_LoadedExecutable_Delete = loaded_delete;
+  api.PJRT_LoadedExecutable_IsDeleted = loaded_is_deleted;
+  api.PJRT_LoadedExecutable_Execute = loaded_execute;
+  api.PJRT_LoadedExecutable_Fingerprint = loaded_fingerprint;
+  api.PJRT_LoadedExecutable_GetDeviceAssignment = loaded_get_device_assignment;
+  api.PJRT_Buffer_Destroy = buffer_destroy;
+  api.PJRT_Buffer_ElementType = buffer_element_type;
+  api.PJRT_Buffer_Dimensions = buffer_dimensions;
+  api.PJRT_Buffer_UnpaddedDimensions = buffer_unpadded_dimensions;
+  api.PJRT_Buffer_DynamicDimensionIndices = buffer_dynamic_dimension_indices;
+  api.PJRT_Buffer_GetMemoryLayout = buffer_get_memory_layout;
+  api.PJRT_Buffer_ToHostBuffer = buffer_to_host_buffer;
+  api.PJRT_Buffer_OnDeviceSizeInBytes = buffer_on_device_size;
+  api.PJRT_Buffer_Delete = buffer_delete;
+  api.PJRT_Buffer_IsDeleted = buffer_is_deleted;
+  api.PJRT_Buffer_IsOnCpu = buffer_is_on_cpu;
+  api.PJRT_Buffer_Device = buffer_device;
+  api.PJRT_Buffer_Memory = buffer_memory;
+  api.PJRT_Buffer_ReadyEvent = buffer_ready_event;
+  api.PJRT_Buffer_UnsafePointer = buffer_unsafe_pointer;
+  api.PJRT_Buffer_OpaqueDeviceMemoryDataPointer = buffer_opaque_pointer;
+  api.PJRT_Buffer_IncreaseExternalReferenceCount = buffer_increase_references;
+  api.PJRT_Buffer_DecreaseExternalReferenceCount = buffer_decrease_references;
+  api.PJRT_Buffer_CopyToDevice = buffer_copy_to_device;
+  api.PJRT_Buffer_CopyToMemory = buffer_copy_to_memory;
+}
+
+EXPORT const PJRT_Api* GetPjrtApi(void) {
+  if (api.struct_size == 0) fill_table();
+  return &api;
+}

@@ -1,0 +1,168 @@
+"""JAX on mlirxla through the PJRT plugin (`runtime/pjrt/`), compared with JAX's own CPU
+backend in the same process.
+
+The plugin is found as JAX finds any plugin (the `jax_plugins` entry point of the installed
+package); every computation runs with `jax.default_device` set to the mlirxla device, and
+its result is compared with the same jitted function on the cpu device. The PJRT table
+itself is checked through ctypes: the version it reports and that no entry is NULL.
+"""
+
+import ctypes
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+import jax.numpy as jnp  # noqa: E402
+
+from mlirxla import jax_plugin  # noqa: E402
+
+pytestmark = pytest.mark.jax
+
+PJRT_FUNCTIONS = 128  # entries of PJRT_Api in the 0.90 header the plugin is built against
+
+
+@pytest.fixture(scope="module")
+def devices():
+    try:
+        return jax.devices("mlirxla")[0], jax.devices("cpu")[0]
+    except RuntimeError as error:
+        pytest.fail(f"the mlirxla plugin did not register: {error}")
+
+
+def on(device, function, *arguments):
+    with jax.default_device(device):
+        return jax.jit(function)(*arguments)
+
+
+def assert_same_as_cpu(devices, function, *arguments, rtol=1e-5, atol=1e-6):
+    mlirxla, cpu = devices
+    got, expected = on(mlirxla, function, *arguments), on(cpu, function, *arguments)
+    assert jax.tree.structure(got) == jax.tree.structure(expected)
+    for leaf, want in zip(jax.tree.leaves(got), jax.tree.leaves(expected)):
+        assert leaf.devices() == {mlirxla}
+        assert leaf.dtype == want.dtype and leaf.shape == want.shape
+        np.testing.assert_allclose(np.asarray(leaf, np.float64), np.asarray(want, np.float64), rtol=rtol, atol=atol)
+
+
+def test_pjrt_table_reports_its_version_and_fills_every_entry():
+    library = ctypes.CDLL(jax_plugin.library_path())
+    library.GetPjrtApi.restype = ctypes.POINTER(ctypes.c_size_t)
+    table = library.GetPjrtApi()
+    words = ctypes.cast(table, ctypes.POINTER(ctypes.c_uint64))
+    major_minor = ctypes.cast(ctypes.addressof(table.contents) + 32, ctypes.POINTER(ctypes.c_int32))
+    assert (major_minor[0], major_minor[1]) == (0, 90)
+    assert table[0] == 40 + 8 * PJRT_FUNCTIONS
+    assert all(words[5 + i] != 0 for i in range(PJRT_FUNCTIONS))
+
+
+def test_devices_and_memories(devices):
+    mlirxla, _ = devices
+    assert mlirxla.platform == "mlirxla" and mlirxla.device_kind == "cpu"
+    assert mlirxla.default_memory().kind == "device"
+    x = jax.device_put(np.arange(6, dtype=np.float32).reshape(2, 3), mlirxla)
+    assert x.devices() == {mlirxla}
+    np.testing.assert_array_equal(np.asarray(x), np.arange(6).reshape(2, 3))
+    x.delete()
+    assert x.is_deleted()
+
+
+RNG = np.random.default_rng(0)
+X = RNG.standard_normal((8, 16)).astype(np.float32)
+W = RNG.standard_normal((16, 4)).astype(np.float32)
+PARAMS = {"w1": W, "b1": np.zeros(4, np.float32), "w2": RNG.standard_normal((4, 2)).astype(np.float32)}
+
+
+def mlp_loss(params, x):
+    hidden = jnp.tanh(x @ params["w1"] + params["b1"])
+    return jnp.mean((hidden @ params["w2"]) ** 2)
+
+
+PROGRAMS = {
+    "elementwise": (lambda a: jnp.exp(a) * jnp.sin(a) - a / 3, (X,)),
+    "matmul": (lambda a, b: a @ b, (X, W)),
+    "reductions": (lambda a: (a.sum(0), a.max(), jnp.mean(a, 1), jnp.argmax(a, 1)), (X,)),
+    "scan": (lambda a: jax.lax.scan(lambda c, r: (c + r, c * 2), jnp.zeros(16), a), (X,)),
+    "while": (lambda a: jax.lax.while_loop(lambda c: c[0] < 10, lambda c: (c[0] + 1, c[1] * 1.1), (0, a)), (X,)),
+    "cond": (lambda p, a: jax.lax.cond(p, lambda v: v + 1, lambda v: v - 1, a), (np.bool_(False), X)),
+    "grad of an mlp loss": (jax.grad(mlp_loss), (PARAMS, X)),
+    "vmap": (jax.vmap(lambda row: jnp.dot(row, row)), (X,)),
+    "jax.random": (lambda key: (jax.random.normal(key, (5,)), jax.random.randint(key, (3,), 0, 10)), (jax.random.key_data(jax.random.key(0)),)),
+    "pytree of outputs": (lambda a: (a + 1, {"twice": a * 2, "sum": a.sum()}), (X,)),
+    "linalg.inv": (jnp.linalg.inv, (np.eye(3, dtype=np.float32) + 0.1,)),
+}
+
+
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_program_matches_cpu(devices, name):
+    function, arguments = PROGRAMS[name]
+    if name == "jax.random":
+        def function(data, sample=function):
+            return sample(jax.random.wrap_key_data(data))
+    assert_same_as_cpu(devices, function, *arguments, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "int8", "int16", "int32", "int64", "uint8", "uint32", "bool"])
+def test_dtypes(devices, dtype):
+    values = (X * 10).astype(jnp.dtype(dtype))
+    function = (lambda a: a | ~a) if dtype == "bool" else (lambda a: a * 2 + a)
+    assert_same_as_cpu(devices, function, values)
+
+
+def test_float64_with_x64(devices):
+    previous = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    try:
+        values = X.astype(np.float64)
+        assert on(devices[0], lambda a: a * a, values).dtype == np.float64
+        assert_same_as_cpu(devices, lambda a: jnp.tanh(a) @ a.T, values, rtol=1e-12, atol=1e-12)
+    finally:
+        jax.config.update("jax_enable_x64", previous)
+
+
+def test_training_steps_give_cpu_losses(devices):
+    def step(params, x):
+        loss, grads = jax.value_and_grad(mlp_loss)(params, x)
+        return jax.tree.map(lambda p, g: p - 0.1 * g, params, grads), loss
+
+    losses = {}
+    for device in devices:
+        params, losses[device] = PARAMS, []
+        for _ in range(5):
+            params, loss = on(device, step, params, X)
+            losses[device].append(float(loss))
+    np.testing.assert_allclose(losses[devices[0]], losses[devices[1]], rtol=1e-5)
+    assert losses[devices[0]][-1] < losses[devices[0]][0]
+
+
+def test_donated_argument_is_consumed(devices):
+    mlirxla, _ = devices
+    with jax.default_device(mlirxla):
+        double = jax.jit(lambda a: a * 2, donate_argnums=0)
+        x = jax.device_put(X, mlirxla)
+        y = double(x)
+        assert x.is_deleted()
+        np.testing.assert_allclose(np.asarray(y), X * 2)
+        kept = jax.device_put(X, mlirxla)
+        jax.jit(lambda a: a * 2)(kept)
+        assert not kept.is_deleted()
+
+
+def test_compile_error_reaches_jax_with_our_message(devices):
+    mlirxla, _ = devices
+    with jax.default_device(mlirxla):
+        program = jax.jit(lambda key: jax.lax.rng_bit_generator(key, (4,))[1])
+        with pytest.raises(Exception, match="rng_bit_generator is not implemented in the cpu backend"):
+            program(np.zeros(4, np.uint32))
+        np.testing.assert_allclose(np.asarray(jax.jit(lambda a: a + 1)(X)), X + 1)
+
+
+def test_compiler_options_reach_the_dump(devices, tmp_path):
+    mlirxla, _ = devices
+    with jax.default_device(mlirxla):
+        lowered = jax.jit(lambda a: jnp.tanh(a) + 1).lower(X)
+        compiled = lowered.compile(compiler_options={"xla_dump_to": str(tmp_path)})
+        np.testing.assert_allclose(np.asarray(compiled(X)), np.tanh(X) + 1, rtol=1e-5)
+        assert list(tmp_path.glob("*thunk-sequence.txt"))
+        with pytest.raises(Exception, match="unknown compile option 'xla_no_such_option'"):
+            lowered.compile(compiler_options={"xla_no_such_option": True})
