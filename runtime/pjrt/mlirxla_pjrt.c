@@ -35,6 +35,16 @@
     if (HAS_FIELD(args, field)) (args)->field = (value); \
   } while (0)
 
+/* An input or out field the caller's (older) struct lacks: a clear error, not a stray write. */
+#define REQUIRE_FIELD(args, field, function)                                                              \
+  do {                                                                                                    \
+    if (!HAS_FIELD(args, field))                                                                          \
+      return new_error(PJRT_Error_Code_INVALID_ARGUMENT,                                                  \
+                       "mlirxla: " function " got a %zu-byte argument struct, too small for its '" #field \
+                       "' field: the caller's PJRT C API is older than this plugin supports",            \
+                       (size_t)(args)->struct_size);                                                      \
+  } while (0)
+
 static const char kPlatformName[] = "mlirxla";
 static const char kMemoryKind[] = "device";
 
@@ -359,6 +369,7 @@ static void init_device(PJRT_Device* device, int id) {
 }
 
 static PJRT_Error* client_create(PJRT_Client_Create_Args* args) {
+  REQUIRE_FIELD(args, client, "PJRT_Client_Create");
   PyGILState_STATE state = PyGILState_UNLOCKED;
   PJRT_Error* error = enter_python(&state);
   if (error) return error;
@@ -609,6 +620,7 @@ static void free_buffer(PJRT_Buffer* buffer) {
 }
 
 static PJRT_Error* client_buffer_from_host_buffer(PJRT_Client_BufferFromHostBuffer_Args* args) {
+  REQUIRE_FIELD(args, buffer, "PJRT_Client_BufferFromHostBuffer");
   const char* name = element_type_name(args->type);
   if (name == NULL) return new_error(PJRT_Error_Code_UNIMPLEMENTED, "mlirxla: buffers of PJRT element type %d", (int)args->type);
   PJRT_Device* device = args->device;
@@ -885,6 +897,7 @@ static bool describe_executable(PJRT_Executable* executable) {
 }
 
 static PJRT_Error* client_compile(PJRT_Client_Compile_Args* args) {
+  REQUIRE_FIELD(args, executable, "PJRT_Client_Compile");
   const PJRT_Program* program = args->program;
   PyGILState_STATE state = PyGILState_UNLOCKED;
   PJRT_Error* error = enter_python(&state);
@@ -1028,6 +1041,26 @@ static PJRT_Error* executable_cost_analysis(PJRT_Executable_GetCostAnalysis_Args
   return NULL;
 }
 
+static PJRT_Error* executable_memory_stats(PJRT_Executable_GetCompiledMemoryStats_Args* args) {
+  PyGILState_STATE state = PyGILState_UNLOCKED;
+  PJRT_Error* error = enter_python(&state);
+  if (error) return error;
+  long long code = 0, arguments = 0, outputs = 0, aliased = 0, temps = 0;
+  PyObject* stats = call_bridge("memory_stats", "(O)", args->executable->runtime);
+  if (stats == NULL || !PyArg_ParseTuple(stats, "LLLLL", &code, &arguments, &outputs, &aliased, &temps)) error = python_error();
+  Py_XDECREF(stats);
+  PyGILState_Release(state);
+  if (error) return error;
+  SET(args, generated_code_size_in_bytes, code);
+  SET(args, argument_size_in_bytes, arguments);
+  SET(args, output_size_in_bytes, outputs);
+  SET(args, alias_size_in_bytes, aliased);
+  SET(args, temp_size_in_bytes, temps);
+  SET(args, peak_memory_in_bytes, arguments + outputs + temps - aliased);
+  SET(args, total_size_in_bytes, arguments + outputs + temps - aliased);
+  return NULL;
+}
+
 /* Whether argument `index` is donated: an output may take its buffer over and JAX did not
  * mark it non-donatable. */
 static bool is_donated(const PJRT_Executable* executable, const PJRT_ExecuteOptions* options, int64_t index) {
@@ -1091,6 +1124,7 @@ static PJRT_Error* execute_on(PJRT_LoadedExecutable* loaded, const PJRT_ExecuteO
 }
 
 static PJRT_Error* loaded_execute(PJRT_LoadedExecutable_Execute_Args* args) {
+  REQUIRE_FIELD(args, device_complete_events, "PJRT_LoadedExecutable_Execute");
   PJRT_LoadedExecutable* loaded = args->executable;
   if (loaded->deleted) return new_error(PJRT_Error_Code_FAILED_PRECONDITION, "mlirxla: execute of a deleted executable");
   PJRT_Device* only = HAS_FIELD(args, execute_device) ? args->execute_device : NULL;
@@ -1177,6 +1211,7 @@ static void fill_table(void) {
   api.PJRT_Executable_OutputDimensions = executable_output_dimensions;
   api.PJRT_Executable_OutputMemoryKinds = executable_output_memory_kinds;
   api.PJRT_Executable_Fingerprint = executable_fingerprint;
+  api.PJRT_Executable_GetCompiledMemoryStats = executable_memory_stats;
   api.PJRT_LoadedExecutable_Destroy = loaded_destroy;
   api.PJRT_LoadedExecutable_GetExecutable = loaded_get_executable;
   api.PJRT_LoadedExecutable_AddressableDevices = loaded_addressable_devices;

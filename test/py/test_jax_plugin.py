@@ -20,6 +20,48 @@ from mlirxla import jax_plugin  # noqa: E402
 pytestmark = pytest.mark.jax
 
 PJRT_FUNCTIONS = 128  # entries of PJRT_Api in the 0.90 header the plugin is built against
+# positions of some entries in PJRT_Api 0.90
+ERROR_DESTROY, ERROR_MESSAGE, ERROR_GET_CODE, CLIENT_CREATE, CLIENT_TOPOLOGY_DESCRIPTION = 0, 1, 2, 10, 95
+INVALID_ARGUMENT, UNIMPLEMENTED = 3, 12
+HEADER_WORDS = 5  # struct_size, extension_start, PJRT_Api_Version (struct_size, extension_start, major and minor)
+
+
+class ErrorMessageArgs(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", ctypes.c_void_p), ("error", ctypes.c_void_p),
+                ("message", ctypes.c_char_p), ("message_size", ctypes.c_size_t)]
+
+
+class ErrorGetCodeArgs(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", ctypes.c_void_p), ("error", ctypes.c_void_p),
+                ("code", ctypes.c_int)]
+
+
+class PjrtTable:
+    """The plugin's PJRT_Api, read and called through ctypes."""
+
+    def __init__(self):
+        self.library = ctypes.CDLL(jax_plugin.library_path())
+        self.library.GetPjrtApi.restype = ctypes.c_void_p
+        self.address = self.library.GetPjrtApi()
+        self.words = ctypes.cast(self.address, ctypes.POINTER(ctypes.c_uint64))
+
+    def function(self, index: int):
+        return ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(self.words[HEADER_WORDS + index])
+
+    def call(self, index: int, arguments: bytes) -> tuple[int, str] | None:
+        """(code, message) of the error entry `index` returns for `arguments`, or None."""
+        buffer = ctypes.create_string_buffer(arguments, len(arguments))
+        error = self.function(index)(ctypes.addressof(buffer))
+        if not error:
+            return None
+        message = ErrorMessageArgs(ctypes.sizeof(ErrorMessageArgs), None, error)
+        self.function(ERROR_MESSAGE)(ctypes.addressof(message))
+        code = ErrorGetCodeArgs(ctypes.sizeof(ErrorGetCodeArgs), None, error)
+        assert self.function(ERROR_GET_CODE)(ctypes.addressof(code)) is None
+        text = message.message[:message.message_size].decode()
+        destroy = (ctypes.c_size_t * 3)(24, 0, error)
+        self.function(ERROR_DESTROY)(ctypes.addressof(destroy))
+        return code.code, text
 
 
 @pytest.fixture(scope="module")
@@ -46,14 +88,21 @@ def assert_same_as_cpu(devices, function, *arguments, rtol=1e-5, atol=1e-6):
 
 
 def test_pjrt_table_reports_its_version_and_fills_every_entry():
-    library = ctypes.CDLL(jax_plugin.library_path())
-    library.GetPjrtApi.restype = ctypes.POINTER(ctypes.c_size_t)
-    table = library.GetPjrtApi()
-    words = ctypes.cast(table, ctypes.POINTER(ctypes.c_uint64))
-    major_minor = ctypes.cast(ctypes.addressof(table.contents) + 32, ctypes.POINTER(ctypes.c_int32))
+    table = PjrtTable()
+    major_minor = ctypes.cast(table.address + 32, ctypes.POINTER(ctypes.c_int32))
     assert (major_minor[0], major_minor[1]) == (0, 90)
-    assert table[0] == 40 + 8 * PJRT_FUNCTIONS
-    assert all(words[5 + i] != 0 for i in range(PJRT_FUNCTIONS))
+    assert table.words[0] == 8 * (HEADER_WORDS + PJRT_FUNCTIONS)
+    assert all(table.words[HEADER_WORDS + i] != 0 for i in range(PJRT_FUNCTIONS))
+
+
+def test_unimplemented_entry_and_too_old_caller_get_errors_not_aborts():
+    table = PjrtTable()
+    assert table.call(CLIENT_TOPOLOGY_DESCRIPTION, (32).to_bytes(8, "little") + bytes(24)) == (
+        UNIMPLEMENTED, "mlirxla does not implement PJRT_Client_TopologyDescription yet")
+    code, message = table.call(CLIENT_CREATE, (16).to_bytes(8, "little") + bytes(8))
+    assert code == INVALID_ARGUMENT
+    assert message == ("mlirxla: PJRT_Client_Create got a 16-byte argument struct, too small for its 'client' field: "
+                       "the caller's PJRT C API is older than this plugin supports")
 
 
 def test_devices_and_memories(devices):
@@ -155,6 +204,15 @@ def test_compile_error_reaches_jax_with_our_message(devices):
         with pytest.raises(Exception, match="rng_bit_generator is not implemented in the cpu backend"):
             program(np.zeros(4, np.uint32))
         np.testing.assert_allclose(np.asarray(jax.jit(lambda a: a + 1)(X)), X + 1)
+
+
+def test_memory_analysis(devices):
+    mlirxla, _ = devices
+    with jax.default_device(mlirxla):
+        analysis = jax.jit(lambda a, b: jnp.tanh(a @ b) @ b.T).lower(X, W).compile().memory_analysis()
+    assert analysis.argument_size_in_bytes == X.nbytes + W.nbytes
+    assert analysis.output_size_in_bytes == X.nbytes
+    assert analysis.generated_code_size_in_bytes > 0
 
 
 def test_compiler_options_reach_the_dump(devices, tmp_path):
