@@ -25,7 +25,7 @@ from mlirxla.runtime.executable import Executable, ExecutablePlan
 from mlirxla.runtime.thunks import BufferSlice, KernelThunk, every_thunk
 from mlirxla.transforms.scheduling import entry_function
 
-from . import interpreter_fallback, kernel_scratch, kernel_source, llvm_jit, lowering
+from . import interpreter_fallback, kernel_scratch, kernel_source, llvm_jit, lowering, tiling
 from .thunk_emitter import Emission, KernelSpec, ThunkEmitter
 
 
@@ -35,6 +35,7 @@ class CompiledKernel:
     stablehlo: str
     optimized: llvm_jit.OptimizedKernel
     scratch_sizes: tuple[int, ...] = ()  # working memory per call, passed after the results
+    tiled_loop_nests: int = 0
 
 
 def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pipeline: bool = True) -> Executable:
@@ -52,6 +53,9 @@ def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pi
             if compiled:
                 kernels.append(compiled)
                 give_scratch(plan, compiled)
+                if compiled.tiled_loop_nests:
+                    emission.decisions.append(f"{compiled.symbol}: {compiled.tiled_loop_nests} loop nest(s) tiled "
+                                              f"{tiling.TILE}x{tiling.TILE} for an operand read across the innermost loop")
     dump_kernels(runner.dumps, kernels)
     runner.dumps.write("thunk-sequence.txt", plan.describe(emission.decisions))
     return Executable(plan, llvm_jit.object_code([k.optimized for k in kernels]))
@@ -81,9 +85,10 @@ def compile_kernel(spec: KernelSpec) -> CompiledKernel:
         kernel_source.kernel_function(kernel_module, spec.op, spec.symbol, spec.plan, spec.library_result)
     kernel_source.finish(kernel_module)
     stablehlo_text = str(kernel_module)
-    scratch = lowering.lower_to_llvm_dialect(kernel_module, spec.symbol)
+    lowered = lowering.lower_to_llvm_dialect(kernel_module, spec.symbol)
     optimized = llvm_jit.optimize(spec.symbol, lowering.translate(kernel_module, spec.symbol))
-    return CompiledKernel(spec.symbol, stablehlo_text, optimized, tuple(scratch.get(spec.symbol, ())))
+    return CompiledKernel(spec.symbol, stablehlo_text, optimized, tuple(lowered.scratch.get(spec.symbol, ())),
+                          lowered.tiled_loop_nests)
 
 
 def give_scratch(plan: ExecutablePlan, kernel: CompiledKernel) -> None:

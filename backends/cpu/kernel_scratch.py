@@ -14,6 +14,9 @@ separate noalias arguments they are as independent as malloc's results were. The
 not overlap: a kernel's allocations are few and short-lived, so reuse would save little.
 """
 
+import math
+
+from mlirxla.dialects.xhlo.types import bit_width
 from mlirxla.errors import MlirxlaError
 from mlirxla.frontdoor.stablehlo_to_xhlo import collect
 from mlirxla.mlir import func, ir
@@ -21,14 +24,10 @@ from mlirxla.mlir import func, ir
 ALIGNMENT = 64
 
 
-def element_bits(element: ir.Type) -> int:
-    if isinstance(element, ir.ComplexType):
-        return 2 * element_bits(ir.ComplexType(element).element_type)
-    if isinstance(element, ir.IndexType):
-        return 64
-    if isinstance(element, ir.IntegerType):
-        return ir.IntegerType(element).width
-    return ir.FloatType(element).width
+def element_bytes(element: ir.Type) -> int:
+    """Bytes one element takes in memory once lowered (an i1 takes a whole byte)."""
+    bits = 64 if isinstance(element, ir.IndexType) else bit_width(element)
+    return max(1, (bits + 7) // 8)
 
 
 def scratch_arguments(function: func.FuncOp) -> list[int]:
@@ -42,10 +41,7 @@ def scratch_arguments(function: func.FuncOp) -> list[int]:
         memref_type = ir.MemRefType(allocation.results[0].type)
         if not memref_type.has_static_shape or allocation.operands:
             raise MlirxlaError(f"a kernel allocates a {memref_type} of dynamic shape")
-        count = 1
-        for extent in memref_type.shape:
-            count *= extent
-        sizes.append((count * element_bits(memref_type.element_type) + 7) // 8)
+        sizes.append(math.prod(memref_type.shape) * element_bytes(memref_type.element_type))
         argument = entry.add_argument(memref_type, allocation.location)
         allocation.results[0].replace_all_uses_with(argument)
         allocation.erase()

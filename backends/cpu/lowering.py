@@ -11,15 +11,18 @@ real arithmetic on the parts; bf16 and f16 math and arithmetic run in f32 (the c
 expanded to integer ops, so no compiler-runtime helper is needed); f32 exp and tanh become
 arithmetic the LLVM vectorizer widens (`math_approximations.py`), other math stays libm
 calls; copies between strided views become loops (`copies_as_loops`); loops are ordered so
-that the innermost runs along contiguous memory (`loop_order.py`). Functions take bare pointers
+that the innermost runs along contiguous memory (`loop_order.py`), and a kernel reading an
+operand across its innermost loop (a transpose) is tiled into cache blocks (`tiling.py`). Functions take bare pointers
 (`use-bare-ptr-memref-call-conv`): a kernel is `void k(ptr, ptr, ...)`, operands then results.
 """
+
+from dataclasses import dataclass
 
 from mlirxla.errors import MlirxlaError
 from mlirxla.frontdoor.stablehlo_to_xhlo import collect
 from mlirxla.mlir import ir, linalg, llvm, passmanager, stablehlo
 
-from . import kernel_scratch, llvm_text, loop_order, math_approximations
+from . import kernel_scratch, llvm_text, loop_order, math_approximations, tiling
 
 TO_LINALG = [
     "func.func(stablehlo-legalize-to-linalg)",
@@ -60,9 +63,17 @@ def register_passes() -> None:
         _REGISTERED = True
 
 
-def lower_to_llvm_dialect(module: ir.Module, name: str) -> dict[str, list[int]]:
-    """Run the whole lowering on `module` in place; an error names the kernel `name`. Returns
-    the sizes of the scratch arguments each function takes after its results."""
+@dataclass(frozen=True)
+class Lowered:
+    """What the lowering decided: the sizes of the scratch arguments each function takes
+    after its results, and how many loop nests it tiled."""
+
+    scratch: dict[str, list[int]]
+    tiled_loop_nests: int
+
+
+def lower_to_llvm_dialect(module: ir.Module, name: str) -> Lowered:
+    """Run the whole lowering on `module` in place; an error names the kernel `name`."""
     register_passes()
     try:
         with module.context:
@@ -72,10 +83,11 @@ def lower_to_llvm_dialect(module: ir.Module, name: str) -> dict[str, list[int]]:
                 math_approximations.approximate(module)
                 copies_as_loops(module)
                 loop_order.reorder_loops(module)
+                tiled = tiling.tile_transposing_loops(module)
             passmanager.PassManager.parse(f"builtin.module({','.join(TO_LLVM)})").run(module.operation)
     except ir.MLIRError as error:
         raise MlirxlaError(f"kernel {name} failed to lower to LLVM: {diagnostic_text(error)}") from None
-    return scratch
+    return Lowered(scratch, tiled)
 
 
 def copies_as_loops(module: ir.Module) -> None:

@@ -576,7 +576,8 @@ struct PJRT_Buffer {
   size_t bytes;
   uintptr_t address;
   PJRT_Device* device;
-  int external_references; /* views JAX holds on the memory: deletion waits for them */
+  int external_references; /* views JAX holds on the memory: freeing waits for them */
+  bool deleted;
   bool destroyed;
 };
 
@@ -605,6 +606,8 @@ static PJRT_Buffer* new_buffer(PyObject* array, PJRT_Buffer_Type type, PJRT_Devi
   Py_DECREF(described);
   return buffer;
 }
+
+static bool is_gone(const PJRT_Buffer* buffer) { return buffer->deleted || buffer->array == NULL; }
 
 static void drop_array(PJRT_Buffer* buffer) {
   PyObject* array = buffer->array;
@@ -660,7 +663,7 @@ static PJRT_Error* deleted_error(const char* function) {
 
 static PJRT_Error* buffer_destroy(PJRT_Buffer_Destroy_Args* args) {
   PJRT_Buffer* buffer = args->buffer;
-  if (buffer->external_references > 0)
+  if (__atomic_load_n(&buffer->external_references, __ATOMIC_ACQUIRE) > 0)
     buffer->destroyed = true;
   else
     free_buffer(buffer);
@@ -711,7 +714,7 @@ static bool is_row_major(const PJRT_Buffer_MemoryLayout* layout, size_t rank) {
 
 static PJRT_Error* buffer_to_host_buffer(PJRT_Buffer_ToHostBuffer_Args* args) {
   PJRT_Buffer* buffer = args->src;
-  if (buffer->array == NULL) return deleted_error("PJRT_Buffer_ToHostBuffer");
+  if (is_gone(buffer)) return deleted_error("PJRT_Buffer_ToHostBuffer");
   if (HAS_FIELD(args, host_layout) && !is_row_major(args->host_layout, buffer->rank))
     return new_error(PJRT_Error_Code_UNIMPLEMENTED, "mlirxla: PJRT_Buffer_ToHostBuffer into a layout other than row-major");
   if (args->dst == NULL) {
@@ -732,12 +735,13 @@ static PJRT_Error* buffer_on_device_size(PJRT_Buffer_OnDeviceSizeInBytes_Args* a
 }
 
 static PJRT_Error* buffer_delete(PJRT_Buffer_Delete_Args* args) {
-  if (args->buffer->external_references == 0) drop_array(args->buffer);
+  args->buffer->deleted = true;
+  if (__atomic_load_n(&args->buffer->external_references, __ATOMIC_ACQUIRE) == 0) drop_array(args->buffer);
   return NULL;
 }
 
 static PJRT_Error* buffer_is_deleted(PJRT_Buffer_IsDeleted_Args* args) {
-  SET(args, is_deleted, args->buffer->array == NULL);
+  SET(args, is_deleted, is_gone(args->buffer));
   return NULL;
 }
 
@@ -762,34 +766,37 @@ static PJRT_Error* buffer_ready_event(PJRT_Buffer_ReadyEvent_Args* args) {
 }
 
 static PJRT_Error* buffer_unsafe_pointer(PJRT_Buffer_UnsafePointer_Args* args) {
-  if (args->buffer->array == NULL) return deleted_error("PJRT_Buffer_UnsafePointer");
+  if (is_gone(args->buffer)) return deleted_error("PJRT_Buffer_UnsafePointer");
   SET(args, buffer_pointer, args->buffer->address);
   return NULL;
 }
 
 static PJRT_Error* buffer_opaque_pointer(PJRT_Buffer_OpaqueDeviceMemoryDataPointer_Args* args) {
-  if (args->buffer->array == NULL) return deleted_error("PJRT_Buffer_OpaqueDeviceMemoryDataPointer");
+  if (is_gone(args->buffer)) return deleted_error("PJRT_Buffer_OpaqueDeviceMemoryDataPointer");
   SET(args, device_memory_ptr, (void*)args->buffer->address);
   return NULL;
 }
 
 static PJRT_Error* buffer_increase_references(PJRT_Buffer_IncreaseExternalReferenceCount_Args* args) {
-  if (args->buffer->array == NULL) return deleted_error("PJRT_Buffer_IncreaseExternalReferenceCount");
-  args->buffer->external_references += 1;
+  if (is_gone(args->buffer)) return deleted_error("PJRT_Buffer_IncreaseExternalReferenceCount");
+  __atomic_add_fetch(&args->buffer->external_references, 1, __ATOMIC_ACQ_REL);
   return NULL;
 }
 
 static PJRT_Error* buffer_decrease_references(PJRT_Buffer_DecreaseExternalReferenceCount_Args* args) {
   PJRT_Buffer* buffer = args->buffer;
-  if (buffer->external_references == 0)
+  if (__atomic_load_n(&buffer->external_references, __ATOMIC_ACQUIRE) == 0)
     return new_error(PJRT_Error_Code_FAILED_PRECONDITION, "mlirxla: external reference count of a buffer below zero");
-  buffer->external_references -= 1;
-  if (buffer->external_references == 0 && buffer->destroyed) free_buffer(buffer);
+  if (__atomic_sub_fetch(&buffer->external_references, 1, __ATOMIC_ACQ_REL) > 0) return NULL;
+  if (buffer->destroyed)
+    free_buffer(buffer);
+  else if (buffer->deleted)
+    drop_array(buffer);
   return NULL;
 }
 
 static PJRT_Error* copy_buffer(PJRT_Buffer* source, PJRT_Device* device, PJRT_Buffer** copy) {
-  if (source->array == NULL) return deleted_error("PJRT_Buffer_CopyToDevice");
+  if (is_gone(source)) return deleted_error("PJRT_Buffer_CopyToDevice");
   PyGILState_STATE state = PyGILState_UNLOCKED;
   PJRT_Error* error = enter_python(&state);
   if (error) return error;
@@ -1078,7 +1085,7 @@ static PJRT_Error* execute_on(PJRT_LoadedExecutable* loaded, const PJRT_ExecuteO
                               size_t argument_count, PJRT_Buffer** outputs, PJRT_Device* device) {
   PJRT_Executable* executable = loaded->executable;
   for (size_t i = 0; i < argument_count; ++i)
-    if (arguments[i]->array == NULL)
+    if (is_gone(arguments[i]))
       return new_error(PJRT_Error_Code_INVALID_ARGUMENT, "mlirxla: argument %zu of %s is a deleted (or donated) buffer", i,
                        executable->name);
   PyGILState_STATE state = PyGILState_UNLOCKED;
@@ -1115,6 +1122,7 @@ static PJRT_Error* execute_on(PJRT_LoadedExecutable* loaded, const PJRT_ExecuteO
       PJRT_Buffer* argument = arguments[PyLong_AsSsize_t(PyList_GetItem(donated, i))];
       PyObject* array = argument->array;
       argument->array = NULL;
+      argument->deleted = true;
       Py_DECREF(array);
     }
   Py_XDECREF(results);

@@ -206,6 +206,18 @@ def test_compile_error_reaches_jax_with_our_message(devices):
         np.testing.assert_allclose(np.asarray(jax.jit(lambda a: a + 1)(X)), X + 1)
 
 
+def test_execute_with_wrong_buffers_is_an_error(devices):
+    """Straight to the PJRT executable, past jax's own checks: a wrong shape comes back as an
+    INVALID_ARGUMENT with the runtime's message, and the executable still runs."""
+    mlirxla, _ = devices
+    with jax.default_device(mlirxla):
+        executable = jax.jit(lambda a: a + 1).lower(np.ones(4, np.float32)).compile().runtime_executable()
+        with pytest.raises(Exception, match=r"INVALID_ARGUMENT: argument 0: expected shape \(4,\) \(f32\[4\]\), got \(5,\)"):
+            executable.execute([jax.device_put(np.ones(5, np.float32), mlirxla)])
+        [result] = executable.execute([jax.device_put(np.ones(4, np.float32), mlirxla)])
+        np.testing.assert_array_equal(np.asarray(result), np.full(4, 2, np.float32))
+
+
 def test_memory_analysis(devices):
     mlirxla, _ = devices
     with jax.default_device(mlirxla):
