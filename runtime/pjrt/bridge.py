@@ -3,9 +3,9 @@ and the runtime's Client and LoadedExecutable. The C side holds the PJRT objects
 these with the GIL held; an exception here becomes a PJRT error with its message (an
 `MlirxlaError` keeps its one line, as INVALID_ARGUMENT).
 
-Buffers are numpy arrays in host memory: a host buffer is copied in (so JAX may reuse its
-memory as soon as the call returns, whatever semantics it asked for), and the C side copies
-results out of the array's memory itself.
+Buffers are numpy arrays in host memory: a host buffer is a read-only view of JAX's memory
+when JAX allows zero copy (it keeps that memory until the C side says the buffer let go),
+else a copy; the C side copies results out of the array's memory itself.
 """
 
 import ctypes
@@ -75,18 +75,26 @@ def describe(array: np.ndarray) -> tuple[tuple[int, ...], int, int]:
     return array.shape, array.ctypes.data, array.nbytes
 
 
-def buffer_from_host(address: int, dtype_name: str, dims: tuple, byte_strides: tuple | None) -> np.ndarray:
-    """A copy of host memory at `address` holding `dims` elements (with `byte_strides`, or
-    row-major), as a C-contiguous array the runtime owns."""
+def buffer_from_host(address: int, dtype_name: str, dims: tuple, byte_strides: tuple | None,
+                     zero_copy: bool) -> tuple[np.ndarray, bool]:
+    """The array a buffer holds for host memory at `address` (`dims` elements, with
+    `byte_strides` or row-major), and whether it is a view of that memory. A view, read-only,
+    when JAX allows it (`zero_copy`: it keeps the memory until the buffer lets go) and the
+    memory is row-major and aligned to its elements; else a C-contiguous copy the runtime
+    owns."""
     dtype = element_dtype(dtype_name)
     shape = tuple(dims)
     count = int(np.prod(shape, dtype=np.int64))
     if count == 0:
-        return np.empty(shape, dtype)
-    strides = tuple(byte_strides) if byte_strides is not None else row_major_strides(shape, dtype.itemsize)
+        return np.empty(shape, dtype), False
+    row_major = row_major_strides(shape, dtype.itemsize)
+    strides = tuple(byte_strides) if byte_strides is not None else row_major
     extent = sum((size - 1) * stride for size, stride in zip(shape, strides)) + dtype.itemsize
-    memory = (ctypes.c_char * extent).from_address(address)
-    return np.array(np.ndarray(shape, dtype, buffer=memory, strides=strides), order="C", copy=True)
+    host = np.ndarray(shape, dtype, buffer=(ctypes.c_char * extent).from_address(address), strides=strides)
+    if zero_copy and strides == row_major and address % dtype.alignment == 0:
+        host.flags.writeable = False
+        return host, True
+    return np.array(host, order="C", copy=True), False
 
 
 def row_major_strides(shape: tuple, itemsize: int) -> tuple[int, ...]:

@@ -17,6 +17,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -225,49 +226,126 @@ static PJRT_Error* client_device(PJRT_Client* client, int id, PJRT_Device** devi
 
 /* ------------------------------------------------------------------ events */
 
+/* Executions and transfers finish before their call returns, so their events are born ready.
+ * Two kinds are not: one from PJRT_Event_Create (ready when PJRT_Event_Set is called), and a
+ * zero-copy host buffer's done_with_host_buffer (ready when the buffer stops using the host
+ * memory, so that JAX may free it). Those are shared with whoever fires them: counted. */
+
+typedef struct {
+  PJRT_Event_OnReadyCallback callback;
+  void* user_arg;
+} Waiter;
+
 struct PJRT_Event {
+  pthread_mutex_t lock;
+  pthread_cond_t became_ready;
+  bool ready;
   PJRT_Error* error; /* NULL: succeeded */
+  int references;
+  Waiter* waiters;
+  size_t waiter_count;
 };
 
-static PJRT_Event* ready_event(void) { return calloc(1, sizeof(PJRT_Event)); }
+static PJRT_Event* new_event(bool ready, int references) {
+  PJRT_Event* event = calloc(1, sizeof(PJRT_Event));
+  pthread_mutex_init(&event->lock, NULL);
+  pthread_cond_init(&event->became_ready, NULL);
+  event->ready = ready;
+  event->references = references;
+  return event;
+}
+
+static PJRT_Event* ready_event(void) { return new_event(true, 1); }
+
+static void release_event(PJRT_Event* event) {
+  pthread_mutex_lock(&event->lock);
+  bool last = --event->references == 0;
+  pthread_mutex_unlock(&event->lock);
+  if (!last) return;
+  if (event->error) {
+    free(event->error->message);
+    free(event->error);
+  }
+  free(event->waiters);
+  pthread_cond_destroy(&event->became_ready);
+  pthread_mutex_destroy(&event->lock);
+  free(event);
+}
 
 static PJRT_Error* copy_error(const PJRT_Error* error) {
   return error ? new_error(error->code, "%s", error->message) : NULL;
 }
 
+/* Make `event` ready (with `error`, which it takes, or none) and run what waits for it. */
+static void fire_event(PJRT_Event* event, PJRT_Error* error) {
+  pthread_mutex_lock(&event->lock);
+  event->ready = true;
+  event->error = error;
+  Waiter* waiters = event->waiters;
+  size_t count = event->waiter_count;
+  event->waiters = NULL;
+  event->waiter_count = 0;
+  pthread_cond_broadcast(&event->became_ready);
+  pthread_mutex_unlock(&event->lock);
+  for (size_t i = 0; i < count; ++i) waiters[i].callback(copy_error(error), waiters[i].user_arg);
+  free(waiters);
+}
+
 static PJRT_Error* event_destroy(PJRT_Event_Destroy_Args* args) {
-  if (args->event) {
-    if (args->event->error) {
-      free(args->event->error->message);
-      free(args->event->error);
-    }
-    free(args->event);
-  }
+  if (args->event) release_event(args->event);
   return NULL;
 }
 
 static PJRT_Error* event_is_ready(PJRT_Event_IsReady_Args* args) {
-  SET(args, is_ready, true);
+  pthread_mutex_lock(&args->event->lock);
+  bool ready = args->event->ready;
+  pthread_mutex_unlock(&args->event->lock);
+  SET(args, is_ready, ready);
   return NULL;
 }
 
-static PJRT_Error* event_error(PJRT_Event_Error_Args* args) { return copy_error(args->event->error); }
+static PJRT_Error* event_error(PJRT_Event_Error_Args* args) {
+  pthread_mutex_lock(&args->event->lock);
+  PJRT_Error* error = args->event->ready ? copy_error(args->event->error)
+                                         : new_error(PJRT_Error_Code_FAILED_PRECONDITION, "mlirxla: PJRT_Event_Error on an event not ready");
+  pthread_mutex_unlock(&args->event->lock);
+  return error;
+}
 
-static PJRT_Error* event_await(PJRT_Event_Await_Args* args) { return copy_error(args->event->error); }
+static PJRT_Error* event_await(PJRT_Event_Await_Args* args) {
+  PJRT_Event* event = args->event;
+  pthread_mutex_lock(&event->lock);
+  while (!event->ready) pthread_cond_wait(&event->became_ready, &event->lock);
+  PJRT_Error* error = copy_error(event->error);
+  pthread_mutex_unlock(&event->lock);
+  return error;
+}
 
 static PJRT_Error* event_on_ready(PJRT_Event_OnReady_Args* args) {
-  args->callback(copy_error(args->event->error), args->user_arg);
+  PJRT_Event* event = args->event;
+  pthread_mutex_lock(&event->lock);
+  if (!event->ready) {
+    event->waiters = realloc(event->waiters, (event->waiter_count + 1) * sizeof(Waiter));
+    event->waiters[event->waiter_count++] = (Waiter){args->callback, args->user_arg};
+    pthread_mutex_unlock(&event->lock);
+    return NULL;
+  }
+  PJRT_Error* error = copy_error(event->error);
+  pthread_mutex_unlock(&event->lock);
+  args->callback(error, args->user_arg);
   return NULL;
 }
 
 static PJRT_Error* event_create(PJRT_Event_Create_Args* args) {
-  SET(args, event, ready_event());
+  SET(args, event, new_event(false, 1));
   return NULL;
 }
 
 static PJRT_Error* event_set(PJRT_Event_Set_Args* args) {
-  if (args->error_code != PJRT_Error_Code_OK)
-    args->event->error = new_error(args->error_code, "%.*s", (int)args->error_message_size, args->error_message);
+  PJRT_Error* error = args->error_code == PJRT_Error_Code_OK
+                          ? NULL
+                          : new_error(args->error_code, "%.*s", (int)args->error_message_size, args->error_message);
+  fire_event(args->event, error);
   return NULL;
 }
 
@@ -576,6 +654,7 @@ struct PJRT_Buffer {
   size_t bytes;
   uintptr_t address;
   PJRT_Device* device;
+  PJRT_Event* host_release; /* a zero-copy buffer's done_with_host_buffer: fired when the array goes */
   int external_references; /* views JAX holds on the memory: freeing waits for them */
   bool deleted;
   bool destroyed;
@@ -613,6 +692,11 @@ static void drop_array(PJRT_Buffer* buffer) {
   PyObject* array = buffer->array;
   buffer->array = NULL;
   release_object(array);
+  if (buffer->host_release) {
+    fire_event(buffer->host_release, NULL);
+    release_event(buffer->host_release);
+    buffer->host_release = NULL;
+  }
 }
 
 static void free_buffer(PJRT_Buffer* buffer) {
@@ -642,17 +726,26 @@ static PJRT_Error* client_buffer_from_host_buffer(PJRT_Client_BufferFromHostBuff
     for (size_t i = 0; i < args->num_byte_strides; ++i)
       PyTuple_SET_ITEM(strides, (Py_ssize_t)i, PyLong_FromLongLong(args->byte_strides[i]));
   }
-  PyObject* array = call_bridge("buffer_from_host", "(KsOO)", (unsigned long long)(uintptr_t)args->data, name, dims, strides);
+  bool zero_copy = args->host_buffer_semantics == PJRT_HostBufferSemantics_kImmutableZeroCopy;
+  PyObject* made = call_bridge("buffer_from_host", "(KsOOO)", (unsigned long long)(uintptr_t)args->data, name, dims, strides,
+                               zero_copy ? Py_True : Py_False);
   Py_DECREF(dims);
   Py_DECREF(strides);
-  PJRT_Buffer* buffer = array ? new_buffer(array, args->type, device) : NULL;
-  if (buffer == NULL) {
-    Py_XDECREF(array);
-    error = python_error();
+  PyObject* array = NULL;
+  int is_view = 0;
+  PJRT_Buffer* buffer = NULL;
+  if (made != NULL && PyArg_ParseTuple(made, "Op", &array, &is_view)) {
+    Py_INCREF(array);
+    buffer = new_buffer(array, args->type, device);
+    if (buffer == NULL) Py_DECREF(array);
   }
+  if (buffer == NULL) error = python_error();
+  Py_XDECREF(made);
   PyGILState_Release(state);
   if (error) return error;
-  SET(args, done_with_host_buffer, ready_event());
+  /* a view of the host memory: JAX keeps the memory until the buffer lets go of it */
+  if (is_view) buffer->host_release = new_event(false, 2);
+  SET(args, done_with_host_buffer, is_view ? buffer->host_release : ready_event());
   SET(args, buffer, buffer);
   return NULL;
 }
@@ -1120,10 +1213,8 @@ static PJRT_Error* execute_on(PJRT_LoadedExecutable* loaded, const PJRT_ExecuteO
   if (!error)
     for (Py_ssize_t i = 0; i < PyList_Size(donated); ++i) {
       PJRT_Buffer* argument = arguments[PyLong_AsSsize_t(PyList_GetItem(donated, i))];
-      PyObject* array = argument->array;
-      argument->array = NULL;
       argument->deleted = true;
-      Py_DECREF(array);
+      drop_array(argument);
     }
   Py_XDECREF(results);
   Py_DECREF(donated);

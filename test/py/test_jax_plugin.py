@@ -8,6 +8,8 @@ itself is checked through ctypes: the version it reports and that no entry is NU
 """
 
 import ctypes
+import gc
+import sys
 
 import numpy as np
 import pytest
@@ -195,6 +197,25 @@ def test_donated_argument_is_consumed(devices):
         kept = jax.device_put(X, mlirxla)
         jax.jit(lambda a: a * 2)(kept)
         assert not kept.is_deleted()
+
+
+def test_host_arrays_are_viewed_without_copy_and_never_written(devices):
+    """device_put of a numpy array views its memory (JAX asks for zero copy); donating that
+    buffer computes into a copy, so the host array keeps its values; once the buffer is gone
+    JAX lets go of the host array (the done_with_host_buffer event fired)."""
+    mlirxla, _ = devices
+    x = np.arange(1024, dtype=np.float32)
+    kept, references = x.copy(), sys.getrefcount(x)
+    with jax.default_device(mlirxla):
+        on_device = jax.device_put(x, mlirxla)
+        assert on_device.unsafe_buffer_pointer() == x.ctypes.data
+        doubled = jax.jit(lambda a: a * 2, donate_argnums=0)(on_device)
+    assert on_device.is_deleted()
+    np.testing.assert_array_equal(x, kept)
+    np.testing.assert_array_equal(np.asarray(doubled), kept * 2)
+    del on_device
+    gc.collect()
+    assert sys.getrefcount(x) == references
 
 
 def test_compile_error_reaches_jax_with_our_message(devices):
