@@ -70,11 +70,6 @@ def element_dtype(name: str) -> np.dtype:
     return np.dtype(getattr(ml_dtypes, name)) if hasattr(ml_dtypes, name) else np.dtype(name)
 
 
-def describe(array: np.ndarray) -> tuple[tuple[int, ...], int, int]:
-    """(shape, address of the first byte, bytes) of a C-contiguous array."""
-    return array.shape, array.ctypes.data, array.nbytes
-
-
 def buffer_from_host(address: int, dtype_name: str, dims: tuple, byte_strides: tuple | None,
                      zero_copy: bool) -> tuple[np.ndarray, bool]:
     """The array a buffer holds for host memory at `address` (`dims` elements, with

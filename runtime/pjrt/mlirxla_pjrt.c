@@ -89,6 +89,7 @@ static PJRT_Error* error_get_code(PJRT_Error_GetCode_Args* args) {
 /* ---------------------------------------------------------------- Python */
 
 static PyObject* bridge_module = NULL;
+static PyObject* bridge_functions = NULL; /* name -> function, looked up once */
 
 /* The GIL, or an error when the interpreter is gone (a plugin call during shutdown). */
 static bool python_alive(void) { return Py_IsInitialized() && !_Py_IsFinalizing(); }
@@ -125,10 +126,16 @@ static PJRT_Error* python_error(void) {
 static PyObject* call_bridge(const char* name, const char* format, ...) {
   if (bridge_module == NULL) {
     bridge_module = PyImport_ImportModule("mlirxla.runtime.pjrt.bridge");
-    if (bridge_module == NULL) return NULL;
+    bridge_functions = PyDict_New();
+    if (bridge_module == NULL || bridge_functions == NULL) return NULL;
   }
-  PyObject* function = PyObject_GetAttrString(bridge_module, name);
-  if (function == NULL) return NULL;
+  PyObject* function = PyDict_GetItemString(bridge_functions, name); /* borrowed */
+  if (function == NULL) {
+    function = PyObject_GetAttrString(bridge_module, name);
+    if (function == NULL || PyDict_SetItemString(bridge_functions, name, function) != 0) return NULL;
+  } else {
+    Py_INCREF(function);
+  }
   va_list arguments;
   va_start(arguments, format);
   PyObject* tuple = Py_VaBuildValue(format, arguments);
@@ -660,29 +667,25 @@ struct PJRT_Buffer {
   bool destroyed;
 };
 
-/* A buffer owning `array` (a new reference), its shape and address asked of the bridge. */
+/* A buffer owning `array` (a new reference to a C-contiguous numpy array): its shape, address
+ * and size read through the buffer protocol, without a call into Python code. */
 static PJRT_Buffer* new_buffer(PyObject* array, PJRT_Buffer_Type type, PJRT_Device* device) {
-  PyObject* described = call_bridge("describe", "(O)", array);
-  PyObject* shape = NULL;
-  unsigned long long address = 0, bytes = 0;
-  if (described == NULL || !PyArg_ParseTuple(described, "OKK", &shape, &address, &bytes)) {
-    Py_XDECREF(described);
-    return NULL;
-  }
+  Py_buffer view;
+  if (PyObject_GetBuffer(array, &view, PyBUF_ND | PyBUF_C_CONTIGUOUS) != 0) return NULL;
   PJRT_Buffer* buffer = calloc(1, sizeof(PJRT_Buffer));
   buffer->array = array;
   buffer->type = type;
-  buffer->rank = (size_t)PyTuple_Size(shape);
+  buffer->rank = (size_t)view.ndim;
   buffer->dims = calloc(buffer->rank + 1, sizeof(int64_t));
   buffer->minor_to_major = calloc(buffer->rank + 1, sizeof(int64_t));
   for (size_t i = 0; i < buffer->rank; ++i) {
-    buffer->dims[i] = PyLong_AsLongLong(PyTuple_GetItem(shape, (Py_ssize_t)i));
+    buffer->dims[i] = view.shape[i];
     buffer->minor_to_major[i] = (int64_t)(buffer->rank - 1 - i);
   }
-  buffer->address = (uintptr_t)address;
-  buffer->bytes = (size_t)bytes;
+  buffer->address = (uintptr_t)view.buf;
+  buffer->bytes = (size_t)view.len;
   buffer->device = device;
-  Py_DECREF(described);
+  PyBuffer_Release(&view);
   return buffer;
 }
 
