@@ -18,7 +18,7 @@ from mlirxla.errors import MlirxlaError
 from mlirxla.mlir import stablehlo
 from mlirxla.runtime.client import Client, CompileOptions, LoadedExecutable
 
-from .compile_options import compile_options_from_proto
+from .compile_options import assigned_device, compile_options_from_proto
 
 NUM_DEVICES_OPTION = "num_devices"
 
@@ -40,10 +40,12 @@ def create_client(options: dict) -> tuple[Client, int]:
     return Client(cache_dir=cache) if cache else Client(), count
 
 
-def compile(client: Client, code: bytes, program_format: str, options: bytes) -> LoadedExecutable:
+def compile(client: Client, code: bytes, program_format: str, options: bytes) -> tuple[LoadedExecutable, int]:
+    """The executable and the device it is compiled for."""
     if program_format != "mlir":
         raise MlirxlaError(f"mlirxla compiles programs in format 'mlir' (StableHLO), not '{program_format}'")
-    return client.compile(code, compile_options_from_proto(options))
+    device = assigned_device(options)
+    return client.compile(code, compile_options_from_proto(options)), device
 
 
 def executable_info(executable: LoadedExecutable) -> tuple[str, str, list, tuple[int, ...]]:

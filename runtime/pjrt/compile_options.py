@@ -9,9 +9,10 @@ equivalent here:
 - `mlirxla_dump_pass_re`: which passes dump their module;
 - `mlirxla_disable_passes`: passes to skip, comma-separated.
 
-Any other option is refused by name, as XLA refuses an option it does not know. The rest of
-the proto (argument layouts, build options) is not read: executables are single-device and
-row-major. The proto is read with a small wire-format reader (varints and length-delimited
+Any other option is refused by name, as XLA refuses an option it does not know. Of the
+build options only the device assignment is read (`assigned_device`: a program runs on the
+one device it names); the rest (argument layouts, replica and partition counts) is not:
+executables are single-device and row-major. The proto is read with a small wire-format reader (varints and length-delimited
 fields), so no protobuf package is needed.
 """
 
@@ -21,7 +22,9 @@ import shlex
 from mlirxla.errors import MlirxlaError
 from mlirxla.runtime.client import CompileOptions
 
-ENV_OPTION_OVERRIDES = 7
+BUILD_OPTIONS, ENV_OPTION_OVERRIDES = 3, 7  # CompileOptionsProto
+DEVICE_ASSIGNMENT = 9  # ExecutableBuildOptionsProto
+COMPUTATION_DEVICES, REPLICA_DEVICE_IDS = 3, 1  # DeviceAssignmentProto, its ComputationDevice
 MAP_KEY, MAP_VALUE = 1, 2
 STRING_FIELD, BOOL_FIELD, INT_FIELD = 1, 2, 3
 VARINT, FIXED64, LENGTH_DELIMITED, FIXED32 = 0, 1, 2, 5
@@ -74,6 +77,34 @@ def option_overrides(proto: bytes) -> dict[str, object]:
                     value = raw.decode() if kind == STRING_FIELD else bool(raw) if kind == BOOL_FIELD else raw
         overrides[name] = value
     return overrides
+
+
+def submessages(data: bytes, number: int):
+    return [value for field, wire_type, value in fields(data) if field == number and wire_type == LENGTH_DELIMITED]
+
+
+def assigned_device(proto: bytes | None) -> int:
+    """The device the program is compiled for: the build options' device assignment (one
+    replica of one computation), device 0 when there is none."""
+    devices = []
+    for build in submessages(proto or b"", BUILD_OPTIONS):
+        for assignment in submessages(build, DEVICE_ASSIGNMENT):
+            for computation in submessages(assignment, COMPUTATION_DEVICES):
+                for field, wire_type, value in fields(computation):
+                    if field != REPLICA_DEVICE_IDS:
+                        continue
+                    devices += packed_varints(value) if wire_type == LENGTH_DELIMITED else [value]
+    if len(devices) > 1:
+        raise MlirxlaError(f"mlirxla runs a program on one device, not on the {len(devices)} of its device assignment")
+    return devices[0] if devices else 0
+
+
+def packed_varints(data: bytes) -> list[int]:
+    values, position = [], 0
+    while position < len(data):
+        value, position = read_varint(data, position)
+        values.append(value)
+    return values
 
 
 def xla_flags() -> dict[str, str]:

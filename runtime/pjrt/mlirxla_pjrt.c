@@ -939,6 +939,7 @@ struct PJRT_Executable {
 struct PJRT_LoadedExecutable {
   PJRT_Executable* executable;
   PJRT_Client* client;
+  PJRT_Device* devices[1]; /* the device its compile options assigned */
   bool deleted;
 };
 
@@ -1005,15 +1006,19 @@ static PJRT_Error* client_compile(PJRT_Client_Compile_Args* args) {
   PyGILState_STATE state = PyGILState_UNLOCKED;
   PJRT_Error* error = enter_python(&state);
   if (error) return error;
-  PyObject* runtime = call_bridge("compile", "(Oy#s#y#)", args->client->runtime, program->code, (Py_ssize_t)program->code_size,
-                                  program->format, (Py_ssize_t)program->format_size, args->compile_options,
-                                  (Py_ssize_t)args->compile_options_size);
+  PyObject* compiled = call_bridge("compile", "(Oy#s#y#)", args->client->runtime, program->code, (Py_ssize_t)program->code_size,
+                                   program->format, (Py_ssize_t)program->format_size, args->compile_options,
+                                   (Py_ssize_t)args->compile_options_size);
+  PyObject* runtime = NULL;
+  int device_id = 0;
   PJRT_Executable* executable = NULL;
-  if (runtime != NULL) {
+  if (compiled != NULL && PyArg_ParseTuple(compiled, "Oi", &runtime, &device_id)) {
+    Py_INCREF(runtime);
     executable = calloc(1, sizeof(PJRT_Executable));
     executable->runtime = runtime;
     if (!describe_executable(executable)) {
       error = python_error();
+      Py_DECREF(compiled);
       PyGILState_Release(state);
       free_executable(executable);
       return error;
@@ -1021,11 +1026,18 @@ static PJRT_Error* client_compile(PJRT_Client_Compile_Args* args) {
   } else {
     error = python_error();
   }
+  Py_XDECREF(compiled);
   PyGILState_Release(state);
-  if (error) return error;
+  PJRT_Device* device = NULL;
+  if (!error) error = client_device(args->client, device_id, &device);
+  if (error) {
+    if (executable) free_executable(executable);
+    return error;
+  }
   PJRT_LoadedExecutable* loaded = calloc(1, sizeof(PJRT_LoadedExecutable));
   loaded->executable = executable;
   loaded->client = args->client;
+  loaded->devices[0] = device;
   SET(args, executable, loaded);
   return NULL;
 }
@@ -1047,7 +1059,7 @@ static PJRT_Error* loaded_get_executable(PJRT_LoadedExecutable_GetExecutable_Arg
 }
 
 static PJRT_Error* loaded_addressable_devices(PJRT_LoadedExecutable_AddressableDevices_Args* args) {
-  SET(args, addressable_devices, args->executable->client->device_list);
+  SET(args, addressable_devices, args->executable->devices);
   SET(args, num_addressable_devices, 1);
   return NULL;
 }
@@ -1068,19 +1080,34 @@ static PJRT_Error* loaded_fingerprint(PJRT_LoadedExecutable_Fingerprint_Args* ar
   return NULL;
 }
 
-/* DeviceAssignmentProto{replica_count: 1, computation_count: 1, computation_devices: [{replica_device_ids: [0]}]} */
+/* DeviceAssignmentProto{replica_count: 1, computation_count: 1, computation_devices: [{replica_device_ids: [id]}]} */
 struct PJRT_DeviceAssignmentSerialized {
-  char bytes[8];
+  char bytes[24];
+  size_t size;
 };
 
 static void free_device_assignment(PJRT_DeviceAssignmentSerialized* assignment) { free(assignment); }
 
+static size_t write_varint(char* out, uint64_t value) {
+  size_t size = 0;
+  do {
+    out[size++] = (char)((value & 0x7f) | (value > 0x7f ? 0x80 : 0));
+    value >>= 7;
+  } while (value);
+  return size;
+}
+
 static PJRT_Error* loaded_get_device_assignment(PJRT_LoadedExecutable_GetDeviceAssignment_Args* args) {
-  static const char proto[] = {0x08, 0x01, 0x10, 0x01, 0x1a, 0x02, 0x08, 0x00};
-  PJRT_DeviceAssignmentSerialized* assignment = malloc(sizeof(PJRT_DeviceAssignmentSerialized));
-  memcpy(assignment->bytes, proto, sizeof(proto));
+  PJRT_DeviceAssignmentSerialized* assignment = calloc(1, sizeof(PJRT_DeviceAssignmentSerialized));
+  char device[10];
+  size_t device_size = write_varint(device, (uint64_t)args->executable->devices[0]->description.id);
+  char* out = assignment->bytes;
+  const char header[] = {0x08, 0x01, 0x10, 0x01, 0x1a, (char)(1 + device_size), 0x08};
+  memcpy(out, header, sizeof(header));
+  memcpy(out + sizeof(header), device, device_size);
+  assignment->size = sizeof(header) + device_size;
   SET(args, serialized_bytes, assignment->bytes);
-  SET(args, serialized_bytes_size, sizeof(proto));
+  SET(args, serialized_bytes_size, assignment->size);
   SET(args, serialized_device_assignment, assignment);
   SET(args, serialized_device_assignment_deleter, free_device_assignment);
   return NULL;
@@ -1229,13 +1256,12 @@ static PJRT_Error* loaded_execute(PJRT_LoadedExecutable_Execute_Args* args) {
   REQUIRE_FIELD(args, device_complete_events, "PJRT_LoadedExecutable_Execute");
   PJRT_LoadedExecutable* loaded = args->executable;
   if (loaded->deleted) return new_error(PJRT_Error_Code_FAILED_PRECONDITION, "mlirxla: execute of a deleted executable");
-  PJRT_Device* only = HAS_FIELD(args, execute_device) ? args->execute_device : NULL;
-  for (size_t d = 0; d < args->num_devices; ++d) {
-    PJRT_Device* device = only ? only : &loaded->client->devices[d % loaded->client->device_count];
-    PJRT_Error* error = execute_on(loaded, args->options, args->argument_lists[d], args->num_args, args->output_lists[d], device);
-    if (error) return error;
-    if (args->device_complete_events != NULL) args->device_complete_events[d] = ready_event();
-  }
+  if (args->num_devices != 1)
+    return new_error(PJRT_Error_Code_UNIMPLEMENTED, "mlirxla runs an executable on one device, not on %zu at once", args->num_devices);
+  PJRT_Device* device = HAS_FIELD(args, execute_device) && args->execute_device ? args->execute_device : loaded->devices[0];
+  PJRT_Error* error = execute_on(loaded, args->options, args->argument_lists[0], args->num_args, args->output_lists[0], device);
+  if (error) return error;
+  if (args->device_complete_events != NULL) args->device_complete_events[0] = ready_event();
   return NULL;
 }
 

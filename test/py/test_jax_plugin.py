@@ -9,6 +9,8 @@ itself is checked through ctypes: the version it reports and that no entry is NU
 
 import ctypes
 import gc
+import os
+import subprocess
 import sys
 
 import numpy as np
@@ -216,6 +218,28 @@ def test_host_arrays_are_viewed_without_copy_and_never_written(devices):
     del on_device
     gc.collect()
     assert sys.getrefcount(x) == references
+
+
+SEVERAL_DEVICES = """
+import jax, numpy as np
+assert [d.id for d in jax.devices()] == [0, 1, 2], jax.devices()
+third = jax.device_put(np.arange(4, dtype=np.float32), jax.devices()[2])
+result = jax.jit(lambda a: a * 2 + 1)(third)
+assert result.devices() == {jax.devices()[2]}, result.devices()
+moved = jax.device_put(result, jax.devices()[1])
+assert moved.devices() == {jax.devices()[1]}
+np.testing.assert_array_equal(np.asarray(jax.jit(lambda a: a - 1)(moved)), np.arange(4) * 2)
+print("ok")
+"""
+
+
+def test_programs_run_on_the_device_they_were_compiled_for():
+    """MLIRXLA_NUM_DEVICES=3 gives three devices (a fresh process: jax creates its clients
+    once); a program compiled for device 2, by jax's device assignment, runs and leaves its
+    results there."""
+    environment = dict(os.environ, MLIRXLA_NUM_DEVICES="3", JAX_PLATFORMS="mlirxla")
+    done = subprocess.run([sys.executable, "-c", SEVERAL_DEVICES], env=environment, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
 
 
 def test_compile_error_reaches_jax_with_our_message(devices):
