@@ -934,6 +934,8 @@ struct PJRT_Executable {
   size_t* memory_kind_sizes;
   int64_t* donatable; /* parameters whose buffer an output may take over, in order */
   size_t donatable_count;
+  char* program; /* the StableHLO it was compiled from, in format "mlir" */
+  size_t program_size;
 };
 
 struct PJRT_LoadedExecutable {
@@ -960,6 +962,7 @@ static void free_executable(PJRT_Executable* executable) {
   free(executable->memory_kinds);
   free(executable->memory_kind_sizes);
   free(executable->donatable);
+  free(executable->program);
   free(executable);
 }
 
@@ -1016,6 +1019,9 @@ static PJRT_Error* client_compile(PJRT_Client_Compile_Args* args) {
     Py_INCREF(runtime);
     executable = calloc(1, sizeof(PJRT_Executable));
     executable->runtime = runtime;
+    executable->program_size = program->code_size;
+    executable->program = malloc(program->code_size + 1);
+    memcpy(executable->program, program->code, program->code_size);
     if (!describe_executable(executable)) {
       error = python_error();
       Py_DECREF(compiled);
@@ -1168,6 +1174,27 @@ static PJRT_Error* executable_code_size(PJRT_Executable_SizeOfGeneratedCodeInByt
 static PJRT_Error* executable_cost_analysis(PJRT_Executable_GetCostAnalysis_Args* args) {
   SET(args, num_properties, 0);
   SET(args, properties, NULL);
+  return NULL;
+}
+
+/* The program as JAX gave it (StableHLO, format "mlir"), from which jax prints HLO for
+ * `compiled.as_text()`; mlirxla's optimized module is xhlo, which HLO tools cannot read (the
+ * dump has it). The caller asks for the size first (code NULL), then for the bytes. */
+static PJRT_Error* executable_optimized_program(PJRT_Executable_OptimizedProgram_Args* args) {
+  static const char format[] = "mlir";
+  PJRT_Program* program = args->program;
+  const PJRT_Executable* executable = args->executable;
+  program->format = format;
+  program->format_size = strlen(format);
+  if (program->code == NULL) {
+    program->code_size = executable->program_size;
+    return NULL;
+  }
+  if (program->code_size < executable->program_size)
+    return new_error(PJRT_Error_Code_INVALID_ARGUMENT, "mlirxla: PJRT_Executable_OptimizedProgram: %zu bytes given for %zu",
+                     program->code_size, executable->program_size);
+  memcpy(program->code, executable->program, executable->program_size);
+  program->code_size = executable->program_size;
   return NULL;
 }
 
@@ -1340,6 +1367,7 @@ static void fill_table(void) {
   api.PJRT_Executable_OutputMemoryKinds = executable_output_memory_kinds;
   api.PJRT_Executable_Fingerprint = executable_fingerprint;
   api.PJRT_Executable_GetCompiledMemoryStats = executable_memory_stats;
+  api.PJRT_Executable_OptimizedProgram = executable_optimized_program;
   api.PJRT_LoadedExecutable_Destroy = loaded_destroy;
   api.PJRT_LoadedExecutable_GetExecutable = loaded_get_executable;
   api.PJRT_LoadedExecutable_AddressableDevices = loaded_addressable_devices;

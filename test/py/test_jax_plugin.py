@@ -263,6 +263,13 @@ def test_execute_with_wrong_buffers_is_an_error(devices):
         np.testing.assert_array_equal(np.asarray(result), np.full(4, 2, np.float32))
 
 
+def test_compiled_program_prints_as_hlo(devices):
+    mlirxla, _ = devices
+    with jax.default_device(mlirxla):
+        text = jax.jit(lambda a: jnp.tanh(a) * 2).lower(X).compile().as_text()
+    assert text.startswith("HloModule") and "tanh" in text
+
+
 def test_memory_analysis(devices):
     mlirxla, _ = devices
     with jax.default_device(mlirxla):
