@@ -1,5 +1,5 @@
 """Library calls that run on the host with numpy: the ops XLA:CPU hands to runtime libraries
-instead of generating code (its sort, FFT and triangular-solve runtime functions).
+instead of generating code (its sort, FFT, triangular-solve and Cholesky runtime functions).
 
 Each call reads its operands from the buffers as numpy views (no copy), computes with
 numpy, and writes its results into the result buffers. The attributes a call needs are plain
@@ -11,6 +11,8 @@ data (JSON), so host calls are cached and dumped like any thunk.
 - `fft`: FFT, IFFT, RFFT, IRFFT over the trailing `fft_length` dimensions.
 - `triangular_solve`: op(a) x = b or x op(a) = b for triangular a, with unit diagonals,
   transposes and adjoints, batched over leading dimensions.
+- `cholesky`: the lower (or upper) factor of a batch of positive definite matrices; a matrix
+  that is not positive definite gives NaNs, as XLA's does.
 - `scatter`: one input and one update tensor combined by set, add, multiply, max, min, or,
   and (the combiners JAX emits), element by element as the spec defines it: correct, and
   slow for large updates.
@@ -65,6 +67,20 @@ def triangular_solve(operands: list[np.ndarray], attributes: dict) -> list[np.nd
         return [np.linalg.solve(a, b)]
     # x a = b  <=>  a^T x^T = b^T
     return [np.swapaxes(np.linalg.solve(np.swapaxes(a, -1, -2), np.swapaxes(b, -1, -2)), -1, -2)]
+
+
+def cholesky(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
+    a = operands[0]
+    batch = a.reshape((-1,) + a.shape[-2:])
+    factors = np.full_like(batch, np.nan)
+    for index, matrix in enumerate(batch):
+        try:
+            factors[index] = np.linalg.cholesky(matrix if attributes["lower"] else np.conj(matrix.T))
+        except np.linalg.LinAlgError:
+            continue  # not positive definite: NaNs
+        if not attributes["lower"]:
+            factors[index] = np.conj(factors[index].T)
+    return [factors.reshape(a.shape)]
 
 
 COMBINERS = {
@@ -143,4 +159,5 @@ def interpret(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
             return [literals.to_numpy(value) for value in stablehlo.eval_module(module, inputs)]
 
 
-CALLS = {"sort": sort, "fft": fft, "triangular_solve": triangular_solve, "scatter": scatter, "interpret": interpret}
+CALLS = {"sort": sort, "fft": fft, "triangular_solve": triangular_solve, "cholesky": cholesky, "scatter": scatter,
+         "interpret": interpret}

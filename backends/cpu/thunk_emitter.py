@@ -18,7 +18,7 @@ Each op of the entry computation, in schedule order, becomes:
 - a `sliced_kernel` thunk for a batch-slice fusion (one kernel computing one slice), and for
   a large kernel that keeps the rows of dimension 0 apart (elementwise work, row
   reductions): blocks of rows run on the thread pool;
-- a `host` thunk for sort, FFT, triangular solve and scatter: numpy on views of the buffers, as
+- a `host` thunk for sort, FFT, triangular solve, Cholesky and scatter: numpy on views of the buffers, as
   XLA:CPU calls runtime library functions for them;
 - `while` and `conditional` thunks holding the thunks of their computations;
 - a `kernel` thunk for everything else (a fusion, or a single op as its own kernel).
@@ -60,7 +60,6 @@ NO_THUNK = NOT_KERNELS | {"return"}
 # ops with no native lowering: the interpreter evaluates them (interpreter_fallback.py)
 INTERPRETED = {
     "select_and_scatter": "select_and_scatter has no native lowering",
-    "cholesky": "cholesky has no native lowering",
 }
 PARALLEL_MIN_BYTES = 1 << 20  # smaller kernels run on one thread: splitting costs more than it saves
 PARALLEL_BLOCKS = (16, 8, 4, 2)  # slices per parallel kernel, the first that divides dimension 0
@@ -444,8 +443,12 @@ def scatter_attributes(op: ir.Operation) -> dict:
     return {"dimension_numbers": fields, "combiner": combiner}
 
 
+def cholesky_attributes(op: ir.Operation) -> dict:
+    return {"lower": bool(ir.BoolAttr(op.attributes["lower"]).value)}
+
+
 HOST_CALLS = {"sort": sort_attributes, "fft": fft_attributes, "triangular_solve": triangular_solve_attributes,
-              "scatter": scatter_attributes}
+              "cholesky": cholesky_attributes, "scatter": scatter_attributes}
 
 
 def unsupported_reason(op: ir.Operation) -> str | None:

@@ -4,6 +4,8 @@ the executable plan's JSON round trip, the paths the emitter chooses (GEMM, para
 row blocks, batch slices), kernel scratch, and the compiler-runtime helper and symbol check."""
 
 import ctypes
+import subprocess
+import sys
 import threading
 
 import llvmlite.binding as llvm
@@ -370,3 +372,28 @@ def test_transposed_read_is_tiled_into_cache_blocks(n, m, tiled, tmp_path):
     rng = np.random.default_rng(6)
     x, y = rng.standard_normal((n, m)).astype(np.float32), rng.standard_normal((m, n)).astype(np.float32)
     np.testing.assert_array_equal(executable.execute_numpy([x, y])[0], x.T + y)
+
+
+CHOLESKY = """func.func @main(%a: tensor<2x4x4xf64>) -> (tensor<2x4x4xf64>, tensor<2x4x4xf64>) {
+  %lower = stablehlo.cholesky %a, lower = true : tensor<2x4x4xf64>
+  %upper = stablehlo.cholesky %a, lower = false : tensor<2x4x4xf64>
+  return %lower, %upper : tensor<2x4x4xf64>, tensor<2x4x4xf64>
+}"""
+
+
+def test_cholesky_is_a_host_call_and_the_reference_refuses_it():
+    """Cholesky runs on numpy (a matrix that is not positive definite gives NaNs, as XLA's);
+    the reference interpreter would abort the process on it, so its path refuses it."""
+    executable = Client().compile(CHOLESKY)
+    assert "host cholesky" in executable.thunk_sequence()
+    rng = np.random.default_rng(7)
+    m = rng.standard_normal((4, 4))
+    positive = m @ m.T + 4 * np.eye(4)
+    a = np.stack([positive, -np.eye(4)])
+    lower, upper = executable.execute_numpy([a])
+    np.testing.assert_allclose(lower[0], np.linalg.cholesky(positive), rtol=1e-12)
+    np.testing.assert_allclose(upper[0], np.linalg.cholesky(positive).T, rtol=1e-12)
+    assert np.isnan(lower[1]).all() and np.isnan(upper[1]).all()
+    done = subprocess.run([sys.executable, "-m", "mlirxla.tools.run", "-", "--backend", "reference"], input=CHOLESKY,
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "the reference interpreter cannot evaluate 'stablehlo.cholesky'" in done.stderr
