@@ -4,9 +4,9 @@
  * takes the GIL around every call into Python (jaxlib calls Compile on a worker thread with
  * the GIL released) and calls `mlirxla.runtime.pjrt.bridge`, which compiles and executes.
  * What needs no Python stays here: devices and memories (N virtual CPU devices), events
- * (execution is synchronous, so every event is born ready), errors, and the shapes and
- * element types of buffers and executables, cached so that the pointers handed out stay
- * valid for the object's lifetime.
+ * (execution is synchronous: only created events and zero-copy host transfers wait),
+ * errors, and the shapes and element types of buffers and executables, cached so that the
+ * pointers handed out stay valid for the object's lifetime.
  *
  * Version handshake: the table reports the PJRT_API_MAJOR/MINOR of the header it was built
  * against; every out field is written only when it lies within the caller's struct_size;
