@@ -2,12 +2,13 @@
 and XLA_FLAGS, mapped onto the runtime's CompileOptions.
 
 `jax.jit(f).lower(x).compile(compiler_options={...})` arrives as the proto's
-`env_option_overrides` (field 7: a map from option name to a value). Options with an
-equivalent here:
+`env_option_overrides` (field 7: a map from option name to a value); XLA_FLAGS
+(`--name=value ...`) gives the same options for every compile, the compile's own winning.
+XLA's debug options with an equivalent here, under their XLA names:
 
-- `xla_dump_to` (also `--xla_dump_to=DIR` in XLA_FLAGS): the dump directory;
-- `mlirxla_dump_pass_re`: which passes dump their module;
-- `mlirxla_disable_passes`: passes to skip, comma-separated.
+- `xla_dump_to`: the dump directory;
+- `xla_dump_hlo_pass_re`: which passes dump the module they changed;
+- `xla_disable_hlo_passes`: passes (or pipelines) to skip, comma-separated.
 
 Any other option is refused by name, as XLA refuses an option it does not know. Of the
 build options only the device assignment is read (`assigned_device`: a program runs on the
@@ -107,22 +108,25 @@ def packed_varints(data: bytes) -> list[int]:
     return values
 
 
+OPTIONS = ("xla_dump_to", "xla_dump_hlo_pass_re", "xla_disable_hlo_passes")
+
+
 def xla_flags() -> dict[str, str]:
-    """`--name=value` settings of XLA_FLAGS that have an equivalent here."""
+    """The `--name=value` settings of XLA_FLAGS that have an equivalent here (XLA_FLAGS is
+    shared with jax's own backends, so the others are theirs, not errors)."""
     found = {}
     for flag in shlex.split(os.environ.get("XLA_FLAGS", "")):
         name, _, value = flag.lstrip("-").partition("=")
-        if name == "xla_dump_to":
+        if name in OPTIONS:
             found[name] = value
     return found
 
 
 def compile_options_from_proto(proto: bytes | None) -> CompileOptions:
     settings = xla_flags() | option_overrides(proto or b"")
-    known = {"xla_dump_to", "mlirxla_dump_pass_re", "mlirxla_disable_passes"}
-    unknown = sorted(set(settings) - known)
+    unknown = sorted(set(settings) - set(OPTIONS))
     if unknown:
-        raise MlirxlaError(f"unknown compile option '{unknown[0]}' (mlirxla takes {', '.join(sorted(known))})")
-    disabled = settings.get("mlirxla_disable_passes") or ""
-    return CompileOptions(dump_to=settings.get("xla_dump_to") or None, dump_pass_re=settings.get("mlirxla_dump_pass_re") or None,
-                          disable_passes=tuple(p for p in str(disabled).split(",") if p))
+        raise MlirxlaError(f"unknown compile option '{unknown[0]}' (mlirxla takes {', '.join(OPTIONS)})")
+    disabled = settings.get("xla_disable_hlo_passes") or ""
+    return CompileOptions(dump_to=settings.get("xla_dump_to") or None, dump_pass_re=settings.get("xla_dump_hlo_pass_re") or None,
+                          disable_passes=tuple(name for name in str(disabled).split(",") if name))

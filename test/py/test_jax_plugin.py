@@ -284,8 +284,11 @@ def test_compiler_options_reach_the_dump(devices, tmp_path):
     mlirxla, _ = devices
     with jax.default_device(mlirxla):
         lowered = jax.jit(lambda a: jnp.tanh(a) + 1).lower(X)
-        compiled = lowered.compile(compiler_options={"xla_dump_to": str(tmp_path)})
+        compiled = lowered.compile(compiler_options={"xla_dump_to": str(tmp_path), "xla_dump_hlo_pass_re": ".",
+                                                     "xla_disable_hlo_passes": "xhlo-algsimp"})
         np.testing.assert_allclose(np.asarray(compiled(X)), np.tanh(X) + 1, rtol=1e-5)
         assert list(tmp_path.glob("*thunk-sequence.txt"))
+        ledger = next(tmp_path.glob("*pass-ledger.tsv")).read_text()
+        assert "xhlo-algsimp" not in ledger and "xhlo-constant-folding" in ledger
         with pytest.raises(Exception, match="unknown compile option 'xla_no_such_option'"):
             lowered.compile(compiler_options={"xla_no_such_option": True})
