@@ -106,6 +106,7 @@ def copy(array: np.ndarray) -> np.ndarray:
     return array.copy()
 
 
-def execute(executable: LoadedExecutable, arrays: list, donated: list) -> list:
-    """Run on one device's arguments; the `donated` parameters' memory may be written."""
-    return executable.executable.execute(arrays, donated=frozenset(donated))
+def execute(executable: LoadedExecutable, arrays: list, addresses: list, donated: list) -> list:
+    """Run on one device's arguments (and their addresses); the `donated` parameters' memory
+    may be written."""
+    return executable.executable.execute(arrays, donated=frozenset(donated), addresses=addresses)

@@ -1242,18 +1242,21 @@ static PJRT_Error* execute_on(PJRT_LoadedExecutable* loaded, const PJRT_ExecuteO
   PJRT_Error* error = enter_python(&state);
   if (error) return error;
   PyObject* arrays = PyList_New((Py_ssize_t)argument_count);
+  PyObject* addresses = PyList_New((Py_ssize_t)argument_count);
   PyObject* donated = PyList_New(0);
   for (size_t i = 0; i < argument_count; ++i) {
     Py_INCREF(arguments[i]->array);
     PyList_SET_ITEM(arrays, (Py_ssize_t)i, arguments[i]->array);
+    PyList_SET_ITEM(addresses, (Py_ssize_t)i, PyLong_FromUnsignedLongLong((unsigned long long)arguments[i]->address));
     if (is_donated(executable, options, (int64_t)i)) {
       PyObject* index = PyLong_FromSize_t(i);
       PyList_Append(donated, index);
       Py_DECREF(index);
     }
   }
-  PyObject* results = call_bridge("execute", "(OOO)", executable->runtime, arrays, donated);
+  PyObject* results = call_bridge("execute", "(OOOO)", executable->runtime, arrays, addresses, donated);
   Py_DECREF(arrays);
+  Py_DECREF(addresses);
   if (results == NULL || (size_t)PyList_Size(results) != executable->output_count) {
     if (results != NULL) PyErr_SetString(PyExc_RuntimeError, "the bridge returned the wrong number of outputs");
     error = python_error();
