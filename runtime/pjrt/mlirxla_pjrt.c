@@ -989,7 +989,13 @@ static bool describe_executable(PJRT_Executable* executable) {
   for (size_t i = 0; i < count; ++i) {
     PyObject* output = PyList_GetItem(outputs, (Py_ssize_t)i);
     PyObject* dims = PyTuple_GetItem(output, 1);
-    executable->output_types[i] = element_type_of(PyUnicode_AsUTF8(PyTuple_GetItem(output, 0)));
+    const char* type_name = PyUnicode_AsUTF8(PyTuple_GetItem(output, 0));
+    executable->output_types[i] = element_type_of(type_name);
+    if (executable->output_types[i] == PJRT_Buffer_Type_INVALID) {
+      PyErr_Format(PyExc_TypeError, "output %zu has element type %s, which has no PJRT buffer type", i, type_name);
+      Py_DECREF(info);
+      return false;
+    }
     executable->output_ranks[i] = (size_t)PyTuple_Size(dims);
     for (Py_ssize_t k = 0; k < PyTuple_Size(dims); ++k) executable->output_dims[position++] = PyLong_AsLongLong(PyTuple_GetItem(dims, k));
     executable->memory_kinds[i] = kMemoryKind;
