@@ -16,6 +16,8 @@ data (JSON), so host calls are cached and dumped like any thunk.
 - `scatter`: one input and one update tensor combined by set, add, multiply, max, min, or,
   and (the combiners JAX emits), element by element as the spec defines it: correct, and
   slow for large updates.
+- `python_callback`: a Python function the program calls (`jax.debug.print`), on copies of
+  its operands (`runtime/callbacks.py`).
 - `interpret`: a kernel the toolkit cannot lower, run by the StableHLO reference interpreter
   (`backends/cpu/interpreter_fallback.py`).
 """
@@ -25,6 +27,8 @@ import threading
 import numpy as np
 
 from mlirxla.errors import MlirxlaError
+
+from . import callbacks
 
 
 def sort(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
@@ -159,5 +163,10 @@ def interpret(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
             return [literals.to_numpy(value) for value in stablehlo.eval_module(module, inputs)]
 
 
+def python_callback(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
+    callbacks.call(attributes["callback"], [operand.copy() for operand in operands])
+    return []
+
+
 CALLS = {"sort": sort, "fft": fft, "triangular_solve": triangular_solve, "cholesky": cholesky, "scatter": scatter,
-         "interpret": interpret}
+         "python_callback": python_callback, "interpret": interpret}

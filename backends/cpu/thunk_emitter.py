@@ -34,7 +34,7 @@ import numpy as np
 
 from mlirxla.errors import MlirxlaError, location_text
 from mlirxla.mlir import ir
-from mlirxla.runtime import literals
+from mlirxla.runtime import callbacks, literals
 from mlirxla.runtime.executable import ALIGNMENT, TensorSpec
 from mlirxla.runtime.thunks import (
     BufferSlice,
@@ -61,6 +61,7 @@ NO_THUNK = NOT_KERNELS | {"return"}
 INTERPRETED = {
     "select_and_scatter": "select_and_scatter has no native lowering",
 }
+TOKEN_TYPE = "!stablehlo.token"  # xhlo keeps StableHLO's token type
 PARALLEL_MIN_BYTES = 1 << 20  # smaller kernels run on one thread: splitting costs more than it saves
 PARALLEL_BLOCKS = (16, 8, 4, 2)  # slices per parallel kernel, the first that divides dimension 0
 UNSUPPORTED = {
@@ -79,6 +80,13 @@ UNSUPPORTED = {
 
 
 def tensor_spec(value_type: ir.Type) -> TensorSpec:
+    """What a value is at the executable's boundary; a token (the ordering of side effects,
+    as jax threads it through `main` for ordered effects) is an empty bool array, as jax
+    passes it."""
+    if not isinstance(value_type, ir.RankedTensorType):
+        if str(value_type) == TOKEN_TYPE:
+            return TensorSpec((0,), "bool", "token")
+        raise MlirxlaError(f"the cpu backend cannot pass a {value_type} across the executable's boundary")
     ranked = ir.RankedTensorType(value_type)
     return TensorSpec(tuple(ranked.shape), literals.storage_dtype(ranked.element_type).name, str(ranked.element_type))
 
@@ -209,6 +217,8 @@ class ThunkEmitter:
             return [] if source == destination else [CopyThunk(self.name_of(op), source, destination)]
         if kind in HOST_CALLS:
             return [self.host_thunk(op)]
+        if is_python_callback(op):
+            return [self.host_thunk(op, "python_callback", python_callback_attributes(op))]
         if kind == "while":
             return [self.emit_while(op)]
         if kind == "conditional":
@@ -332,11 +342,11 @@ class ThunkEmitter:
         touched = self.touched(op, [thunk for branch in branches for thunk in branch], [])
         return ConditionalThunk(self.name_of(op), self.slice_of(selector), is_predicate, branches, touched)
 
-    def host_thunk(self, op: ir.Operation) -> HostThunk:
-        kind = kind_of(op)
-        attributes = HOST_CALLS[kind](op)
+    def host_thunk(self, op: ir.Operation, call: str | None = None, attributes: dict | None = None) -> HostThunk:
+        kind = call or kind_of(op)
+        attributes = HOST_CALLS[kind](op) if attributes is None else attributes
         name = self.name_of(op)
-        self.decisions.append(f"{name}: {kind} as a host library call {attributes}")
+        self.decisions.append(f"{name}: {kind} as a host call {attributes}")
 
         def specs(values):
             return tuple((self.slice_of(v), tuple(ir.RankedTensorType(v.type).shape), tensor_spec(v.type).dtype) for v in values)
@@ -453,7 +463,23 @@ HOST_CALLS = {"sort": sort_attributes, "fft": fft_attributes, "triangular_solve"
 
 def unsupported_reason(op: ir.Operation) -> str | None:
     """Why the backend cannot run `op` at all, or None."""
+    if is_python_callback(op):
+        return None
     return UNSUPPORTED.get(kind_of(op))
+
+
+def is_python_callback(op: ir.Operation) -> bool:
+    return (kind_of(op) == "custom_call"
+            and ir.StringAttr(op.attributes["call_target_name"]).value == callbacks.TARGET)
+
+
+def python_callback_attributes(op: ir.Operation) -> dict:
+    """The callback's id, from the custom call's backend config."""
+    config = ir.StringAttr(op.attributes["backend_config"]).value if "backend_config" in op.attributes else ""
+    if not config.isdigit():
+        raise MlirxlaError(f"custom_call @{callbacks.TARGET}: backend_config must be a callback id, got '{config}'",
+                           location_text(op.location))
+    return {"callback": int(config)}
 
 
 def interpreted_reason(op: ir.Operation) -> str | None:

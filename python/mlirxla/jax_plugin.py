@@ -6,6 +6,7 @@ and `JAX_PLATFORMS=mlirxla` makes it the default backend.
 `MLIRXLA_NUM_DEVICES` (default 1) sets how many virtual CPU devices the client shows.
 """
 
+import functools
 import os
 
 PLATFORM = "mlirxla"
@@ -34,3 +35,36 @@ def initialize() -> None:
     # (with a warning) for any platform not in it; the plugin implements donation
     if PLATFORM not in mlir._platforms_with_donation:
         mlir._platforms_with_donation.append(PLATFORM)
+    register_debug_callbacks()
+
+
+def register_debug_callbacks() -> None:
+    """`jax.debug.print` and `jax.debug.callback` on mlirxla: jax lowers debug callbacks per
+    platform, so the plugin gives its own rule. The callback is registered in this process
+    (`mlirxla.runtime.callbacks`) and the program calls it through a side-effecting
+    `custom_call @mlirxla.python_callback` carrying its id; an ordered callback passes its
+    effect's token through (the schedule keeps side effects in program order)."""
+    from jax._src import debugging
+    from jax._src.interpreters import mlir
+
+    from mlirxla.runtime import callbacks
+
+    def callback_lowering(context, *arguments, effect, partitioned, callback, **parameters):
+        identifier = callbacks.register(callback)
+        mlir.custom_call(callbacks.TARGET, result_types=[], operands=list(arguments), backend_config=str(identifier),
+                         has_side_effect=True, api_version=1)
+        if effect in context.tokens_in.effects():
+            context.set_tokens_out(mlir.TokenSet({effect: context.tokens_in.get(effect)}))
+        return []
+
+    def print_lowering(context, *arguments, fmt, ordered, partitioned, in_tree, static_args, np_printoptions,
+                       has_placeholders, logging_record):
+        # jax's own rule for cpu builds this formatting callback, then lowers it for cpu
+        formatting = functools.partial(debugging._format_print_callback, fmt, dict(np_printoptions), has_placeholders,
+                                       logging_record)
+        callback = debugging._make_flat_callback(in_tree, formatting, static_args)
+        effect = debugging.ordered_debug_effect if ordered else debugging.debug_effect
+        return callback_lowering(context, *arguments, effect=effect, partitioned=partitioned, callback=callback)
+
+    mlir.register_lowering(debugging.debug_callback_p, callback_lowering, platform=PLATFORM)
+    mlir.register_lowering(debugging.debug_print_p, print_lowering, platform=PLATFORM)

@@ -688,3 +688,27 @@ def test_random_programs_match_reference(native, program, seed):
     expected = reference_outputs(frontdoor.import_text(text, "random.mlir", new_context()).module, arguments)
     executable = compile_module(frontdoor.import_text(text, "random.mlir", new_context()).module)
     assert_outputs_match(executable.execute(arguments), expected, rtol=1e-4, atol=1e-5)
+
+
+CALLING_BACK = """func.func @main(%x: tensor<3xf32>) -> tensor<3xf32> {{
+  %0 = stablehlo.exponential %x : tensor<3xf32>
+  stablehlo.custom_call @mlirxla.python_callback(%0) {{backend_config = "{identifier}", has_side_effect = true}} : (tensor<3xf32>) -> ()
+  return %0 : tensor<3xf32>
+}}"""
+
+
+def test_program_calls_a_registered_python_function():
+    """A side-effecting custom call to a registered callback survives the pipeline (nothing
+    uses it) and runs as a host call on a copy of its operand; an id nobody registered is a
+    one-line error when the program reaches it."""
+    from mlirxla.runtime import callbacks
+
+    seen = []
+    identifier = callbacks.register(seen.append)
+    executable = Client().compile(CALLING_BACK.format(identifier=identifier))
+    assert "host python_callback" in executable.thunk_sequence()
+    x = np.array([0.0, 1.0, 2.0], np.float32)
+    executable.execute_numpy([x])
+    np.testing.assert_allclose(seen[0], np.exp(x), rtol=1e-6)
+    with pytest.raises(MlirxlaError, match="calls Python callback 999999, which this process never registered"):
+        Client().compile(CALLING_BACK.format(identifier=999999)).execute_numpy([x])

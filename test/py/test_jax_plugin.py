@@ -243,6 +243,28 @@ def test_programs_run_on_the_device_they_were_compiled_for():
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
 
 
+def test_debug_print_and_callbacks(devices, capsys):
+    """jax.debug.print and jax.debug.callback run on the host while the program runs: inside a
+    loop, in order when ordered (jax threads a token through the program)."""
+    mlirxla, _ = devices
+    seen = []
+
+    def program(x):
+        jax.debug.print("first {}", x[0], ordered=True)
+        total = jax.lax.fori_loop(0, 3, lambda i, c: (jax.debug.print("step {i}", i=i), c + x)[1], jnp.zeros_like(x))
+        jax.debug.callback(lambda value: seen.append(np.array(value)), total)
+        jax.debug.print("last {}", total[-1], ordered=True)
+        return total
+
+    with jax.default_device(mlirxla):
+        result = jax.jit(program)(X[0])
+    np.testing.assert_allclose(np.asarray(result), 3 * X[0], rtol=1e-6)
+    np.testing.assert_allclose(seen[0], 3 * X[0], rtol=1e-6)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"first {X[0, 0]}" and lines[1:4] == ["step 0", "step 1", "step 2"]
+    assert lines[4].startswith("last ")
+
+
 def test_compile_error_reaches_jax_with_our_message(devices):
     mlirxla, _ = devices
     with jax.default_device(mlirxla):
