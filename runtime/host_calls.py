@@ -13,6 +13,9 @@ data (JSON), so host calls are cached and dumped like any thunk.
   transposes and adjoints, batched over leading dimensions.
 - `cholesky`: the lower (or upper) factor of a batch of positive definite matrices; a matrix
   that is not positive definite gives NaNs, as XLA's does.
+- `eigh`, `svd`: symmetric (Hermitian) eigendecomposition, eigenvalues ascending, and
+  singular value decomposition, in the result order of jax's primitives ((v, w) and
+  (s, u, vt) or (s,)), for the custom calls the PJRT plugin emits for them.
 - `scatter`: one input and one update tensor combined by set, add, multiply, max, min, or,
   and (the combiners JAX emits), element by element as the spec defines it: correct, and
   slow for large updates.
@@ -85,6 +88,18 @@ def cholesky(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
         if not attributes["lower"]:
             factors[index] = np.conj(factors[index].T)
     return [factors.reshape(a.shape)]
+
+
+def eigh(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
+    values, vectors = np.linalg.eigh(operands[0], UPLO="L" if attributes["lower"] else "U")
+    return [vectors, values]
+
+
+def svd(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
+    if not attributes["compute_uv"]:
+        return [np.linalg.svd(operands[0], compute_uv=False)]
+    u, s, vt = np.linalg.svd(operands[0], full_matrices=attributes["full_matrices"])
+    return [s, u, vt]
 
 
 COMBINERS = {
@@ -168,5 +183,5 @@ def python_callback(operands: list[np.ndarray], attributes: dict) -> list[np.nda
     return []
 
 
-CALLS = {"sort": sort, "fft": fft, "triangular_solve": triangular_solve, "cholesky": cholesky, "scatter": scatter,
-         "python_callback": python_callback, "interpret": interpret}
+CALLS = {"sort": sort, "fft": fft, "triangular_solve": triangular_solve, "cholesky": cholesky, "eigh": eigh, "svd": svd,
+         "scatter": scatter, "python_callback": python_callback, "interpret": interpret}

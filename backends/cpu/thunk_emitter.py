@@ -27,6 +27,7 @@ Every choice is recorded in `decisions` (the dump's thunk-sequence file says whi
 dot took and why).
 """
 
+import json
 import re
 from dataclasses import dataclass, field
 
@@ -217,8 +218,9 @@ class ThunkEmitter:
             return [] if source == destination else [CopyThunk(self.name_of(op), source, destination)]
         if kind in HOST_CALLS:
             return [self.host_thunk(op)]
-        if is_python_callback(op):
-            return [self.host_thunk(op, "python_callback", python_callback_attributes(op))]
+        if host_custom_call(op):
+            call, attributes_of = HOST_CUSTOM_CALLS[host_custom_call(op)]
+            return [self.host_thunk(op, call, attributes_of(op))]
         if kind == "while":
             return [self.emit_while(op)]
         if kind == "conditional":
@@ -463,23 +465,47 @@ HOST_CALLS = {"sort": sort_attributes, "fft": fft_attributes, "triangular_solve"
 
 def unsupported_reason(op: ir.Operation) -> str | None:
     """Why the backend cannot run `op` at all, or None."""
-    if is_python_callback(op):
+    if host_custom_call(op):
         return None
     return UNSUPPORTED.get(kind_of(op))
 
 
-def is_python_callback(op: ir.Operation) -> bool:
-    return (kind_of(op) == "custom_call"
-            and ir.StringAttr(op.attributes["call_target_name"]).value == callbacks.TARGET)
+def host_custom_call(op: ir.Operation) -> str | None:
+    """The target of a custom call the backend runs as a host call, or None."""
+    if kind_of(op) != "custom_call":
+        return None
+    target = ir.StringAttr(op.attributes["call_target_name"]).value
+    return target if target in HOST_CUSTOM_CALLS else None
+
+
+def backend_config(op: ir.Operation) -> str:
+    return ir.StringAttr(op.attributes["backend_config"]).value if "backend_config" in op.attributes else ""
 
 
 def python_callback_attributes(op: ir.Operation) -> dict:
     """The callback's id, from the custom call's backend config."""
-    config = ir.StringAttr(op.attributes["backend_config"]).value if "backend_config" in op.attributes else ""
+    config = backend_config(op)
     if not config.isdigit():
         raise MlirxlaError(f"custom_call @{callbacks.TARGET}: backend_config must be a callback id, got '{config}'",
                            location_text(op.location))
     return {"callback": int(config)}
+
+
+def json_attributes(op: ir.Operation) -> dict:
+    """A linear-algebra custom call's flags, its backend config as JSON."""
+    try:
+        return json.loads(backend_config(op) or "{}")
+    except json.JSONDecodeError as error:
+        raise MlirxlaError(f"custom_call: backend_config is not JSON ({error.msg})", location_text(op.location)) from None
+
+
+# custom calls run as host calls: target -> (host call, its attributes); the PJRT plugin emits
+# the linear-algebra ones for jnp.linalg.eigh and svd (jax lowers those per platform)
+HOST_CUSTOM_CALLS = {
+    callbacks.TARGET: ("python_callback", python_callback_attributes),
+    "mlirxla.eigh": ("eigh", json_attributes),
+    "mlirxla.svd": ("svd", json_attributes),
+}
 
 
 def interpreted_reason(op: ir.Operation) -> str | None:

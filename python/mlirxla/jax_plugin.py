@@ -7,6 +7,7 @@ and `JAX_PLATFORMS=mlirxla` makes it the default backend.
 """
 
 import functools
+import json
 import os
 
 PLATFORM = "mlirxla"
@@ -36,6 +37,7 @@ def initialize() -> None:
     if PLATFORM not in mlir._platforms_with_donation:
         mlir._platforms_with_donation.append(PLATFORM)
     register_debug_callbacks()
+    register_linear_algebra()
 
 
 def register_debug_callbacks() -> None:
@@ -68,3 +70,25 @@ def register_debug_callbacks() -> None:
 
     mlir.register_lowering(debugging.debug_callback_p, callback_lowering, platform=PLATFORM)
     mlir.register_lowering(debugging.debug_print_p, print_lowering, platform=PLATFORM)
+
+
+def register_linear_algebra() -> None:
+    """`jnp.linalg.eigh` and `svd` on mlirxla: jax lowers them per platform (LAPACK custom calls
+    on cpu); on mlirxla they become `custom_call @mlirxla.eigh` / `@mlirxla.svd` with their
+    flags as JSON, which the cpu backend runs as numpy host calls."""
+    from jax._src.interpreters import mlir
+    from jax._src.lax import linalg
+
+    def host_call(target: str, flags: tuple[str, ...]):
+        def lowering(context, operand, *, subset_by_index=None, **parameters):
+            rank = min(context.avals_in[0].shape[-2:])
+            if subset_by_index not in (None, (0, rank)):
+                raise NotImplementedError(f"{target} with subset_by_index is not supported on mlirxla")
+            config = json.dumps({flag: bool(parameters[flag]) for flag in flags})
+            result_types = [mlir.aval_to_ir_type(context.module_context, aval) for aval in context.avals_out]
+            return mlir.custom_call(target, result_types=result_types, operands=[operand], backend_config=config,
+                                    api_version=1).results
+        return lowering
+
+    mlir.register_lowering(linalg.eigh_p, host_call("mlirxla.eigh", ("lower",)), platform=PLATFORM)
+    mlir.register_lowering(linalg.svd_p, host_call("mlirxla.svd", ("full_matrices", "compute_uv")), platform=PLATFORM)

@@ -143,6 +143,8 @@ PROGRAMS = {
     "jax.random": (lambda key: (jax.random.normal(key, (5,)), jax.random.randint(key, (3,), 0, 10)), (jax.random.key_data(jax.random.key(0)),)),
     "pytree of outputs": (lambda a: (a + 1, {"twice": a * 2, "sum": a.sum()}), (X,)),
     "linalg.inv": (jnp.linalg.inv, (np.eye(3, dtype=np.float32) + 0.1,)),
+    "linalg.eigh and svd": (lambda m: (jnp.linalg.eigh(m @ m.T)[0], jnp.linalg.svd(m, compute_uv=False),
+                                        jnp.linalg.pinv(m) @ m), (X[:4, :4],)),
     "linalg.cholesky and solve": (lambda m: (jnp.linalg.cholesky(m), jnp.linalg.solve(m, X[:3, :4])), (2 * np.eye(3, dtype=np.float32) + 0.1,)),
 }
 
