@@ -218,8 +218,8 @@ class ThunkEmitter:
             return [] if source == destination else [CopyThunk(self.name_of(op), source, destination)]
         if kind in HOST_CALLS:
             return [self.host_thunk(op)]
-        if host_custom_call(op):
-            call, attributes_of = HOST_CUSTOM_CALLS[host_custom_call(op)]
+        if (target := host_custom_call(op)) is not None:
+            call, attributes_of = HOST_CUSTOM_CALLS[target]
             return [self.host_thunk(op, call, attributes_of(op))]
         if kind == "while":
             return [self.emit_while(op)]

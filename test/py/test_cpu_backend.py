@@ -525,16 +525,22 @@ def draw_value(draw, builder: ProgramBuilder, accept=lambda shape: True):
     return candidates[len(candidates) - 1 - back]
 
 
+def at_least_one(builder, name, shape):
+    """|name| + 1: a safe operand for log and for a divisor."""
+    t = tensor_type(shape)
+    magnitude = builder.emit(f"stablehlo.abs {name} : {t}", shape, keep=False)
+    one = builder.emit(f"stablehlo.constant dense<1.0> : {t}", shape, keep=False)
+    return builder.emit(f"stablehlo.add {magnitude}, {one} : {t}", shape, keep=False)
+
+
 def add_unary(draw, builder, value):
     name, shape = value
     t = tensor_type(shape)
     op = draw(st.sampled_from(UNARY))
     if op == "sqrt":  # of abs
         name = builder.emit(f"stablehlo.abs {name} : {t}", shape, keep=False)
-    if op == "log":  # of abs + 1
-        magnitude = builder.emit(f"stablehlo.abs {name} : {t}", shape, keep=False)
-        one = builder.emit(f"stablehlo.constant dense<1.0> : {t}", shape, keep=False)
-        name = builder.emit(f"stablehlo.add {magnitude}, {one} : {t}", shape, keep=False)
+    if op == "log":
+        name = at_least_one(builder, name, shape)
     builder.emit(f"stablehlo.{op} {name} : {t}", shape)
 
 
@@ -543,10 +549,8 @@ def add_binary(draw, builder, value):
     t = tensor_type(shape)
     other, _ = draw_value(draw, builder, lambda s: s == shape)
     op = draw(st.sampled_from(BINARY))
-    if op == "divide":  # by abs + 1
-        magnitude = builder.emit(f"stablehlo.abs {other} : {t}", shape, keep=False)
-        one = builder.emit(f"stablehlo.constant dense<1.0> : {t}", shape, keep=False)
-        other = builder.emit(f"stablehlo.add {magnitude}, {one} : {t}", shape, keep=False)
+    if op == "divide":
+        other = at_least_one(builder, other, shape)
     builder.emit(f"stablehlo.{op} {name}, {other} : {t}", shape)
 
 

@@ -28,16 +28,26 @@ def artifact_needs_jaxlib(data: bytes) -> bool:
 
 def artifact_to_generic_text(data: bytes, source: str) -> str:
     """A portable artifact deserialized by jaxlib's StableHLO, printed in generic form."""
-    jax_mlir, jax_ir = jaxlib_mlir("this portable artifact uses the sdy dialect", source)
-    from jaxlib.mlir.dialects import stablehlo as jax_stablehlo
+    def read(context, jax_ir):
+        from jaxlib.mlir.dialects import stablehlo as jax_stablehlo
 
+        return jax_stablehlo.deserialize_portable_artifact(context, data)
+
+    return generic_text_in_jaxlib(read, "this portable artifact uses the sdy dialect", "cannot read portable artifact", source)
+
+
+def generic_text_in_jaxlib(read, why: str, failure: str, source: str) -> str:
+    """The module `read(context, jax_ir)` makes in a jaxlib MLIR context (unregistered
+    dialects allowed), printed in generic form; a failure to read is one line after
+    `failure`; without jaxlib, an error saying `why` it is needed."""
+    jax_mlir, jax_ir = jaxlib_mlir(why, source)
     context = jax_mlir.make_ir_context()
     context.allow_unregistered_dialects = True
     with context:
         try:
-            module = jax_stablehlo.deserialize_portable_artifact(context, data)
+            module = read(context, jax_ir)
         except Exception as error:
-            raise MlirxlaError(f"cannot read portable artifact with jaxlib's MLIR: {first_line(error)}", source) from None
+            raise MlirxlaError(f"{failure} with jaxlib's MLIR: {first_line(error)}", source) from None
         return module.operation.get_asm(print_generic_op_form=True, enable_debug_info=True)
 
 
@@ -53,15 +63,8 @@ def jaxlib_mlir(why: str, source: str):
 
 
 def to_generic_text(text: str, source: str) -> str:
-    jax_mlir, jax_ir = jaxlib_mlir("this module uses chlo or sdy custom syntax", source)
-    context = jax_mlir.make_ir_context()
-    context.allow_unregistered_dialects = True
-    with context:
-        try:
-            module = jax_ir.Module.parse(text)
-        except jax_ir.MLIRError as error:
-            raise MlirxlaError(f"cannot parse with jaxlib's MLIR: {first_line(error)}", source) from None
-        return module.operation.get_asm(print_generic_op_form=True, enable_debug_info=True)
+    return generic_text_in_jaxlib(lambda context, jax_ir: jax_ir.Module.parse(text),
+                                  "this module uses chlo or sdy custom syntax", "cannot parse", source)
 
 
 def legalize_chlo_text(text: str, source: str) -> str:
