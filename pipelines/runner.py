@@ -10,6 +10,11 @@ pass changed the module and the dump regexes match (`--dump-pass-re` on the pass
 partial matches), and prints the IR after passes for `--print-ir-after-all/-change`.
 In debug mode (`check_changed_flag`) it fingerprints the module around each pass to catch a
 pass whose `changed` flag is wrong.
+
+Every pass runs inside the erasure books (`transforms/erasure.py`): an exception escaping a
+pass becomes an error naming the pass and the op it was processing, and with `check_erasure`
+(`--check-erasure`, `MLIRXLA_CHECK_ERASURE=1`) a pass that touches an op it erased fails by
+name instead of reading freed memory.
 """
 
 import re
@@ -21,6 +26,7 @@ from typing import TextIO
 from mlirxla import printing
 from mlirxla.errors import MlirxlaError
 from mlirxla.mlir import ir
+from mlirxla.transforms import erasure
 from mlirxla.transforms.pass_base import ModulePass
 from mlirxla.transforms.verifier import verify_module
 
@@ -41,6 +47,7 @@ class RunOptions:
     dump_module_re: str | None = None
     verify_each: bool = True  # the invariant checker after every changing pass
     check_changed_flag: bool = False  # debug: a pass's `changed` must match the module's text
+    check_erasure: bool = field(default_factory=erasure.checking_by_default)
     print_ir_after_all: bool = False
     print_ir_after_change: bool = False
     print_stream: TextIO | None = None
@@ -149,17 +156,18 @@ class PipelineRunner:
         before_text = self.text() if self.keeps_text_before() else None
         ops_before = count_ops(self.module)
         start = time.perf_counter()
-        with self.module.context, ir.Location.unknown():
-            changed = bool(step.run(self.module))
-        wall_ms = (time.perf_counter() - start) * 1000
-        self.check_changed_flag(step, changed, before_text)
-        ops_after = count_ops(self.module)
-        self.ledger.add(LedgerRow(pipeline, name, iteration, changed, wall_ms, ops_before, ops_after))
-        if changed and self.options.verify_each:
-            self.check_invariants(name, pipeline, before_text)
-        if self.dumps.directory is not None:
-            for suffix, text in step.dump_files(self.module).items():
-                self.dumps.write(suffix, text)
+        with erasure.stage(f"pass '{name}' in pipeline '{pipeline}'", checking=self.options.check_erasure):
+            with self.module.context, ir.Location.unknown():
+                changed = bool(step.run(self.module))
+            wall_ms = (time.perf_counter() - start) * 1000
+            self.check_changed_flag(step, changed, before_text)
+            ops_after = count_ops(self.module)
+            self.ledger.add(LedgerRow(pipeline, name, iteration, changed, wall_ms, ops_before, ops_after))
+            if changed and self.options.verify_each:
+                self.check_invariants(name, pipeline, before_text)
+            if self.dumps.directory is not None:
+                for suffix, text in step.dump_files(self.module).items():
+                    self.dumps.write(suffix, text)
         self.print_after(step, changed)
         return changed
 

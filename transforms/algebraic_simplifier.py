@@ -20,6 +20,7 @@ from mlirxla.mlir import ir
 
 from .algsimp_patterns import NO_MATCH, REWRITES
 from .dead_code_elimination import is_dead
+from .erasure import erase, live_ops
 from .pass_base import ModulePass
 
 
@@ -58,7 +59,7 @@ class AlgebraicSimplifierPass(ModulePass):
         # ops a rewrite erases have all been visited already
         module.operation.walk(collect, ir.WalkOrder.POST_ORDER)
         changed = False
-        for op in operations:
+        for op in live_ops(operations):
             rewrites = REWRITES.get(op.name)
             if not rewrites or "xhlo.sharding" in op.attributes:
                 continue
@@ -80,7 +81,7 @@ def replace(op: ir.Operation, value: ir.Value, rewrite: str) -> None:
         raise MlirxlaError(f"xhlo-algsimp: {rewrite} replaced {result.type} by {value.type}", location_text(op.location))
     producers = unique(producer_of(v) for v in op.operands)
     result.replace_all_uses_with(value)
-    op.erase()
+    erase(op)
     erase_unused(producers)
 
 
@@ -103,7 +104,7 @@ def erase_unused(worklist: list[ir.Operation]) -> None:
         if not is_dead(op):
             continue
         producers = unique(producer_of(v) for v in op.operands)
-        op.erase()
+        erase(op)
         for producer in producers:
             if not any(producer == queued for queued in worklist):
                 worklist.append(producer)

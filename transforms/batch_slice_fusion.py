@@ -39,6 +39,7 @@ from typing import ClassVar
 from mlirxla.mlir import ir
 
 from .cost_model import byte_size
+from .erasure import live_ops
 from .fusion_legality import (
     ELEMENTWISE,
     LIBRARY_CALLS,
@@ -212,7 +213,7 @@ class BatchSliceFusionPass(ModulePass):
         return changed
 
     def merge_one(self, block: ir.Block, namer: Namer) -> bool:
-        for producer in [op.operation for op in block.operations]:
+        for producer in live_ops(block.operations):
             if not is_kernel(producer) or len(producer.results) != 1:
                 continue
             users = users_in_block(producer)

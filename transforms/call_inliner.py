@@ -17,6 +17,7 @@ from typing import ClassVar
 from mlirxla.mlir import ir
 
 from .dead_code_elimination import referenced_symbols
+from .erasure import erase, live_ops
 from .pass_base import ModulePass
 from .rewriting import splice_block
 
@@ -92,14 +93,14 @@ def inline_call(call: ir.Operation, callee: ir.Operation) -> None:
     with ir.InsertionPoint(call):
         clone = callee.clone()
     splice_block(clone.regions[0].blocks[0], call)
-    clone.erase()
+    erase(clone)
 
 
 def remove_unreferenced(module: ir.Module, names: set[str]) -> None:
     used = referenced_symbols(module)
     for name, function in private_functions(module).items():
         if name in names and name not in used:
-            function.erase()
+            erase(function)
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,7 @@ class CallInlinerPass(ModulePass):
             ]
             if not calls:
                 break
-            for call in calls:
+            for call in live_ops(calls):
                 name = callee_name(call)
                 inline_call(call, functions[name])
                 inlined.add(name)

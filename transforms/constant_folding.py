@@ -38,6 +38,7 @@ from mlirxla.dialects.xhlo.builder import create_op
 from mlirxla.mlir import func, ir, stablehlo
 from mlirxla.runtime import literals
 
+from .erasure import erase, live_ops
 from .pass_base import ModulePass
 
 ELEMENTWISE = """abs cbrt ceil count_leading_zeros cosine exponential exponential_minus_one floor imag
@@ -225,7 +226,7 @@ def replace_with_constants(op: ir.Operation, values: list[ir.Attribute]) -> None
                 attributes["xhlo.sharding"] = op.attributes["xhlo.sharding"]
             constant = create_op("xhlo.constant", [], [result.type], attributes, op.location)
             result.replace_all_uses_with(constant.results[0])
-    op.erase()
+    erase(op)
 
 
 @dataclass(frozen=True)
@@ -250,8 +251,7 @@ class ConstantFoldingPass(ModulePass):
 
     def fold_block(self, block: ir.Block) -> bool:
         changed = False
-        for op in list(block.operations):
-            op = op.operation
+        for op in live_ops(block.operations):
             if self.fold(op):
                 changed = True
                 continue

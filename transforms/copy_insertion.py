@@ -31,6 +31,7 @@ from mlirxla.mlir import ir
 
 from .fusion_legality import ELEMENTWISE, ancestor_in_block, elementwise_read_operands, kind_of, reachable
 from .layout_assignment import entry_functions, insert_copy, is_tensor, layout_of
+from .erasure import live_ops
 from .pass_base import ModulePass
 
 DONATION_ATTRS = ("tf.aliasing_output", "jax.buffer_donor")
@@ -131,8 +132,7 @@ class CopyInsertionPass(ModulePass):
         self._records.append((copy, fname, f"{describe(value)} -> {op.name} operand {index}: {why}"))
 
     def _visit_block(self, block: ir.Block, fname: str) -> None:
-        for op in list(block.operations):
-            op = op.operation
+        for op in live_ops(block.operations):
             for region in op.regions:
                 for inner in region.blocks:
                     self._visit_block(inner, fname)

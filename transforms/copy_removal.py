@@ -16,6 +16,7 @@ from mlirxla.mlir import ir
 
 from .copy_insertion import is_constant, is_parameter
 from .layout_assignment import layout_of
+from .erasure import erase, live_ops
 from .pass_base import ModulePass
 
 BUFFER_SHARING_USERS = frozenset({"xhlo.dynamic_update_slice", "xhlo.scatter", "xhlo.while", "func.return", "xhlo.return"})
@@ -52,9 +53,9 @@ class CopyRemovalPass(ModulePass):
                 return ir.WalkResult.ADVANCE
 
             module.operation.walk(visit)
-            for copy in copies:
+            for copy in live_ops(copies):
                 if removable(copy):
                     copy.results[0].replace_all_uses_with(copy.operands[0])
-                    copy.erase()
+                    erase(copy)
                     changed = removed = True
         return removed

@@ -14,6 +14,7 @@ from typing import ClassVar
 
 from mlirxla.mlir import ir
 
+from .erasure import erase, live_ops
 from .pass_base import ModulePass
 
 SIDE_EFFECTING = frozenset({"xhlo.rng"})
@@ -75,7 +76,7 @@ def remove_dead_functions(module: ir.Module) -> bool:
             if op.operation.name != "func.func" or "sym_visibility" not in op.attributes:
                 continue
             if ir.StringAttr(op.attributes["sym_visibility"]).value == "private" and ir.StringAttr(op.attributes["sym_name"]).value not in used:
-                op.operation.erase()
+                erase(op)
                 changed = removed = True
     return removed
 
@@ -89,8 +90,8 @@ class DeadCodeEliminationPass(ModulePass):
 
     def run(self, module: ir.Module) -> bool:
         changed = False
-        for op in ops_in_reverse(module):
+        for op in live_ops(ops_in_reverse(module)):
             if is_dead(op):
-                op.erase()
+                erase(op)
                 changed = True
         return remove_dead_functions(module) or changed

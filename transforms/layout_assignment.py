@@ -32,6 +32,7 @@ from mlirxla.mlir import ir
 from mlirxla.dialects.xhlo.builder import create_op, op_classes
 from mlirxla.dialects.xhlo.ops import ElementwiseOp
 
+from .erasure import live_ops
 from .pass_base import ModulePass
 
 LAYOUT_ATTR = "xhlo.layout"
@@ -227,8 +228,7 @@ class LayoutAssignmentPass(ModulePass):
         self._assign_block(block, result_layouts, "entry result layout" if is_entry else f"computation @{fname} result (row-major)")
 
     def _assign_block(self, block: ir.Block, return_layouts: list | None, return_why: str) -> None:
-        for op in list(block.operations):
-            op = op.operation
+        for op in live_ops(block.operations):
             if op.name in ("func.return", "xhlo.return"):
                 needed = return_layouts
                 if needed is None:

@@ -22,6 +22,7 @@ from typing import ClassVar
 
 from mlirxla.mlir import ir
 
+from .erasure import live_ops
 from .fusion_legality import (
     ELEMENTWISE,
     LIBRARY_CALLS,
@@ -76,7 +77,7 @@ class OutputFusionPass(ModulePass):
         changed = False
         with module.context, ir.Location.unknown():
             for block in fusible_blocks(module):
-                for op in [op.operation for op in block.operations]:
+                for op in live_ops(block.operations):
                     if kind_of(op) in LIBRARY_CALLS:
                         changed = self.fuse_epilogue(op, limits, namer) or changed
         return changed

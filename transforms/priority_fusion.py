@@ -29,6 +29,7 @@ from mlirxla import errors
 from mlirxla.mlir import ir
 
 from .cost_model import model_for
+from .erasure import erase, processing
 from .fusion_legality import (
     FusionLimits,
     fusion_refusal,
@@ -164,7 +165,7 @@ def build_fusion(members: list[ir.Operation], exposed: list[ir.Value], namer: Na
         value.replace_all_uses_with(fusion.results[index])
     for member in reversed(members):
         if all(not list(r.uses) for r in member.results):
-            member.erase()
+            erase(member)
     _move_users_after(fusion, block)
     return fusion
 
@@ -294,6 +295,7 @@ class FuseBlock:
             op = self.find(identity)
             if op is None:
                 continue
+            processing(op)
             changed = self.fuse_producer(op) or changed
         return changed
 

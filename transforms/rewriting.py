@@ -2,6 +2,8 @@
 
 from mlirxla.mlir import ir
 
+from .erasure import erase
+
 
 def splice_block(block: ir.Block, op: ir.Operation) -> None:
     """Replace `op` by the body of `block`: the block's arguments become `op`'s operands, its
@@ -13,4 +15,4 @@ def splice_block(block: ir.Block, op: ir.Operation) -> None:
         inner.move_before(op)
     for result, value in zip(op.results, operations[-1].operands):
         result.replace_all_uses_with(value)
-    op.erase()
+    erase(op)

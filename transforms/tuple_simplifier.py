@@ -17,6 +17,7 @@ from typing import ClassVar
 
 from mlirxla.mlir import ir
 
+from .erasure import erase, live_ops
 from .pass_base import ModulePass
 
 
@@ -60,7 +61,7 @@ def forward_element(gte: ir.Operation) -> bool:
     if element.type != gte.results[0].type:
         return False
     gte.results[0].replace_all_uses_with(element)
-    gte.erase()
+    erase(gte)
     return True
 
 
@@ -82,7 +83,7 @@ def forward_tuple(tup: ir.Operation) -> bool:
     if source.type != tup.results[0].type:
         return False
     tup.results[0].replace_all_uses_with(source)
-    tup.erase()
+    erase(tup)
     return True
 
 
@@ -96,8 +97,8 @@ class TupleSimplifierPass(ModulePass):
     def run(self, module: ir.Module) -> bool:
         changed = False
         # Element forwarding first: it can leave a rebuilt tuple whose source is visible.
-        for gte in collect(module, ("xhlo.get_tuple_element",)):
+        for gte in live_ops(collect(module, ("xhlo.get_tuple_element",))):
             changed = forward_element(gte) or changed
-        for tup in collect(module, ("xhlo.tuple",)):
+        for tup in live_ops(collect(module, ("xhlo.tuple",))):
             changed = forward_tuple(tup) or changed
         return changed

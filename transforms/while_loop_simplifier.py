@@ -34,6 +34,7 @@ from mlirxla.mlir import ir
 from mlirxla.runtime import literals
 
 from .dead_code_elimination import has_side_effect, is_dead
+from .erasure import erase, live_ops
 from .pass_base import ModulePass
 from .rewriting import splice_block
 
@@ -145,7 +146,7 @@ def skip_loop(loop: ir.Operation) -> None:
     """Trip count 0: the results are the init values."""
     for result, init in zip(loop.results, loop.operands):
         result.replace_all_uses_with(init)
-    loop.erase()
+    erase(loop)
 
 
 def inline_body_once(loop: ir.Operation) -> None:
@@ -232,9 +233,9 @@ def dead_carried_values(loop: ir.Operation) -> set[int]:
 
 
 def remove_dead_ops(block: ir.Block) -> None:
-    for op in reversed(list(block.operations)):
-        if is_dead(op.operation):
-            op.operation.erase()
+    for op in live_ops(reversed(list(block.operations))):
+        if is_dead(op):
+            erase(op)
 
 
 def remove_carried_values(loop: ir.Operation, dead: set[int]) -> None:
@@ -243,7 +244,7 @@ def remove_carried_values(loop: ir.Operation, dead: set[int]) -> None:
     root = terminator(body)
     with ir.InsertionPoint(root):
         create_op("xhlo.return", [root.operands[i] for i in keep], [], {}, root.location)
-    root.erase()
+    erase(root)
     remove_dead_ops(body)
     for i in sorted(dead, reverse=True):
         cond.erase_argument(i)
@@ -270,7 +271,7 @@ def remove_carried_values(loop: ir.Operation, dead: set[int]) -> None:
     body.append_to(new.regions[1])
     for position, i in enumerate(keep):
         loop.results[i].replace_all_uses_with(new.results[position])
-    loop.erase()
+    erase(loop)
 
 
 def remove_dead_carried_values(loop: ir.Operation) -> bool:
@@ -301,6 +302,6 @@ class WhileLoopSimplifierPass(ModulePass):
         module.operation.walk(visit, ir.WalkOrder.POST_ORDER)
         changed = False
         with module.context, ir.Location.unknown():
-            for loop in loops:
+            for loop in live_ops(loops):
                 changed = remove_known_trip_count(loop) or remove_dead_carried_values(loop) or changed
         return changed

@@ -12,6 +12,7 @@ from mlirxla.frontdoor import attributes
 from mlirxla.frontdoor.stablehlo_to_xhlo import RENAMED_OPS, collect, move_regions, replace_op
 from mlirxla.mlir import func, ir
 
+from .erasure import erase, live_ops
 from .rewriting import splice_block
 
 # xhlo op -> (StableHLO op, {xhlo attribute name: StableHLO attribute name})
@@ -49,7 +50,7 @@ def lower_generic(op: ir.Operation, shlo_name: str, renames: dict[str, str]) -> 
 def forward_operands(op: ir.Operation) -> None:
     for result, operand in zip(op.results, op.operands):
         result.replace_all_uses_with(operand)
-    op.erase()
+    erase(op)
 
 
 def inline_fusion(op: ir.Operation) -> None:
@@ -108,9 +109,9 @@ SPECIAL_LOWERINGS = {
 def lower_module(module: ir.Module) -> None:
     """Rewrite every xhlo op of `module` in place into StableHLO (fusions inlined first)."""
     with module.context, ir.Location.unknown():
-        for op in reversed(collect(module, "xhlo.fusion")):
+        for op in live_ops(reversed(collect(module, "xhlo.fusion"))):
             inline_fusion(op)
-        for op in collect(module, "xhlo."):
+        for op in live_ops(collect(module, "xhlo.")):
             if op.name in SPECIAL_LOWERINGS:
                 SPECIAL_LOWERINGS[op.name](op)
             elif op.name in REVERSED_OPS:

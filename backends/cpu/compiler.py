@@ -23,6 +23,7 @@ from mlirxla.pipelines.dumps import DumpWriter
 from mlirxla.pipelines.runner import PipelineRunner, RunOptions
 from mlirxla.runtime.executable import Executable, ExecutablePlan
 from mlirxla.runtime.thunks import BufferSlice, KernelThunk, every_thunk
+from mlirxla.transforms import erasure
 from mlirxla.transforms.scheduling import entry_function
 
 from . import interpreter_fallback, kernel_scratch, kernel_source, llvm_jit, lowering, tiling
@@ -45,11 +46,14 @@ def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pi
         runner.compile(named_pipeline("cpu"))
     with module.context, ir.Location.unknown():
         check_layouts(module)
-        emission = ThunkEmitter(module).emit()
+        with erasure.stage("cpu backend thunk emission"):
+            emission = ThunkEmitter(module).emit()
         plan = plan_of(emission)
         kernels = []
         for spec in emission.kernels:
-            compiled = compile_or_fall_back(spec, plan, emission.decisions)
+            with erasure.stage(f"cpu backend kernel '{spec.symbol}'"):
+                erasure.processing(spec.op)
+                compiled = compile_or_fall_back(spec, plan, emission.decisions)
             if compiled:
                 kernels.append(compiled)
                 give_scratch(plan, compiled)

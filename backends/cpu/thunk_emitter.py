@@ -49,6 +49,7 @@ from mlirxla.runtime.thunks import (
     WhileThunk,
 )
 from mlirxla.transforms.buffer_assignment import Assignment, analyze
+from mlirxla.transforms.erasure import live_ops
 from mlirxla.transforms.fusion_legality import LIBRARY_CALLS, NOT_KERNELS, fused_ops, kind_of
 from mlirxla.transforms.batch_slice_fusion import leading_size, slice_problem
 from mlirxla.transforms.scheduling import entry_function, type_bytes
@@ -195,8 +196,8 @@ class ThunkEmitter:
 
     def emit_block(self, block: ir.Block) -> list:
         thunks = []
-        for op in block.operations:
-            thunks.extend(self.emit_op(op.operation))
+        for op in live_ops(block.operations):
+            thunks.extend(self.emit_op(op))
         return thunks
 
     def emit_op(self, op: ir.Operation) -> list:
@@ -362,8 +363,7 @@ class ThunkEmitter:
         terminator = list(block.operations)[-1].operation
         returned = set(terminator.operands)
         final, thunks = [], []
-        for op in list(block.operations)[:-1]:
-            op = op.operation
+        for op in live_ops(list(block.operations)[:-1]):
             emitted = self.emit_op(op)
             if kind_of(op) == "copy" and op.results[0] in returned and all(use.owner == terminator for use in op.results[0].uses):
                 final.extend(emitted)

@@ -4,6 +4,10 @@ import os
 
 import pytest
 
+# Every pass in the suite runs under the erasure checker (transforms/erasure.py): a pass that
+# touches an op it erased fails its test instead of reading freed memory by luck.
+os.environ.setdefault("MLIRXLA_CHECK_ERASURE", "1")
+
 REPOSITORY = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SHARED = os.path.abspath(os.path.join(REPOSITORY, "..", "shared"))
 SAMPLES = os.path.join(SHARED, "samples", "jax")

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from mlirxla.dialects.xhlo.config import CONFIG, ModuleConfig, read_config, write_config
 from mlirxla.errors import MlirxlaError, location_text
 from mlirxla.mlir import ir, passmanager
+from mlirxla.transforms import erasure
 
 from . import check_calls, chlo_to_xhlo, shardings, stablehlo_to_xhlo
 from .load import Loaded, load_bytes, load_file, load_text
@@ -92,19 +93,31 @@ def verify(module: ir.Module, source: str) -> None:
     verify_module(module, source)
 
 
+def configure(module: ir.Module) -> None:
+    write_config(module, module_config(module))
+
+
+# The front door's steps in order, each run as a stage that names itself when it fails.
+STEPS = (
+    ("composites to calls", composites_to_calls),
+    ("check calls", check_calls.custom_calls_to_checks),
+    ("chlo compositions", chlo_to_xhlo.legalize_chlo),
+    ("sharding preparation", shardings.prepare),
+    ("inlining", inline_calls),
+    ("sharding import", shardings.import_shardings),
+    ("StableHLO to xhlo", stablehlo_to_xhlo.legalize_module),
+    ("foreign ops", refuse_foreign_ops),
+    ("module config", configure),
+)
+
+
 def import_loaded(loaded: Loaded) -> Imported:
     module = loaded.module
     try:
         with module.context, ir.Location.unknown():
-            composites_to_calls(module)
-            check_calls.custom_calls_to_checks(module)
-            chlo_to_xhlo.legalize_chlo(module)
-            shardings.prepare(module)
-            inline_calls(module)
-            shardings.import_shardings(module)
-            stablehlo_to_xhlo.legalize_module(module)
-            refuse_foreign_ops(module)
-            write_config(module, module_config(module))
+            for name, step in STEPS:
+                with erasure.stage(f"front door step '{name}'"):
+                    step(module)
             verify(module, loaded.source)
     except MlirxlaError as error:
         raise error.with_source(loaded.source) from None

@@ -9,6 +9,7 @@ replaced by a true predicate, since the check's outcome is reported, not compute
 from mlirxla.dialects.check import CHECK_OPS
 from mlirxla.errors import MlirxlaError, location_text
 from mlirxla.mlir import ir
+from mlirxla.transforms.erasure import erase, live_ops
 
 from .stablehlo_to_xhlo import collect
 
@@ -20,7 +21,7 @@ def target_name(op: ir.Operation) -> str:
 
 
 def custom_calls_to_checks(module: ir.Module) -> None:
-    for op in collect(module, "stablehlo.custom_call"):
+    for op in live_ops(collect(module, "stablehlo.custom_call")):
         target = target_name(op)
         if not target.startswith("check."):
             continue
@@ -32,4 +33,4 @@ def custom_calls_to_checks(module: ir.Module) -> None:
                 true = ir.DenseElementsAttr.get_splat(ir.RankedTensorType(result.type), ir.BoolAttr.get(True))
                 constant = ir.Operation.create("stablehlo.constant", results=[result.type], attributes={"value": true})
                 result.replace_all_uses_with(constant.results[0])
-        op.erase()
+        erase(op)

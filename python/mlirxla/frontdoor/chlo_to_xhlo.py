@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from mlirxla.errors import MlirxlaError, location_text
 from mlirxla.mlir import ir
+from mlirxla.transforms.erasure import erase, live_ops
 
 from mlirxla.dialects.xhlo.builder import XhloBuilder
 
@@ -42,7 +43,7 @@ def collect_chlo(module: ir.Module) -> list[ir.Operation]:
 def legalize_chlo(module: ir.Module) -> None:
     from . import chlo_rules  # noqa: F401  (registers the rules)
 
-    for op in collect_chlo(module):
+    for op in live_ops(collect_chlo(module)):
         rule = CHLO_RULES.get(op.name)
         if rule is None:
             raise MlirxlaError(f"unsupported op '{op.name}': no xhlo composition for it", location_text(op.location))
@@ -50,4 +51,4 @@ def legalize_chlo(module: ir.Module) -> None:
             replacements = rule(XhloBuilder(op.location), op)
         for old, new in zip(op.results, replacements):
             old.replace_all_uses_with(new)
-        op.erase()
+        erase(op)

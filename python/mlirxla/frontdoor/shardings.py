@@ -45,6 +45,7 @@ from mlirxla.dialects.xhlo import SHARDING
 from mlirxla.dialects.xhlo.sharding import HloSharding, Iota, ShardingSyntaxError
 from mlirxla.errors import MlirxlaError, location_text
 from mlirxla.mlir import ir
+from mlirxla.transforms.erasure import erase, live_ops
 
 MHLO_SHARDING = "mhlo.sharding"
 SDY_SHARDING = "sdy.sharding"
@@ -420,7 +421,7 @@ def inline_manual_computations(module: ir.Module, importer: _Importer | None = N
     if not ops:
         return
     importer = importer or _Importer(module)
-    for op in ops:
+    for op in live_ops(ops):
         try:
             in_shardings = parse_sharding_per_value(str(op.attributes["in_shardings"]))
             out_shardings = parse_sharding_per_value(str(op.attributes["out_shardings"]))
@@ -452,8 +453,8 @@ def inline_manual_computations(module: ir.Module, importer: _Importer | None = N
                     result.replace_all_uses_with(full)
         except ValueError as error:
             raise _fail(op, str(error)) from None
-        terminator.erase()
-        op.erase()
+        erase(terminator)
+        erase(op)
 
 
 def prepare(module: ir.Module) -> None:
@@ -502,7 +503,7 @@ def _convert_function(function, importer: _Importer) -> None:
 
 def _convert_constraints(module: ir.Module, importer: _Importer) -> None:
     for name in ("sdy.sharding_constraint", "sdy.reshard"):
-        for op in _collect(module, name):
+        for op in live_ops(_collect(module, name)):
             try:
                 sharding = importer.convert(parse_tensor_sharding(str(op.attributes["sharding"])), op.operands[0].type)
             except (ValueError, KeyError) as error:
@@ -510,7 +511,7 @@ def _convert_constraints(module: ir.Module, importer: _Importer) -> None:
             with ir.InsertionPoint(op):
                 value = _custom_call("Sharding", op.operands[0], op.results[0].type, sharding, op.location)
             op.results[0].replace_all_uses_with(value)
-            op.erase()
+            erase(op)
 
 
 def _convert_op_attributes(module: ir.Module, importer: _Importer) -> None:
@@ -542,6 +543,6 @@ def import_shardings(module: ir.Module) -> None:
     for function in _collect(module, "func.func"):
         _convert_function(function, importer)
     _convert_op_attributes(module, importer)
-    for op in list(module.body.operations):
-        if op.operation.name == "sdy.mesh":
-            op.operation.erase()
+    for op in live_ops(module.body.operations):
+        if op.name == "sdy.mesh":
+            erase(op)

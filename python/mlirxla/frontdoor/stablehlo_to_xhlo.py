@@ -12,6 +12,7 @@ An op with no xhlo equivalent is refused with its name and location.
 from mlirxla.dialects.xhlo.builder import create_op, op_classes
 from mlirxla.errors import MlirxlaError, location_text
 from mlirxla.mlir import func, ir
+from mlirxla.transforms.erasure import erase, live_ops
 
 from . import attributes
 
@@ -39,7 +40,7 @@ def move_regions(source: ir.Operation, target: ir.Operation) -> None:
 def replace_op(old: ir.Operation, new: ir.Operation) -> None:
     for old_result, new_result in zip(old.results, new.results):
         old_result.replace_all_uses_with(new_result)
-    old.erase()
+    erase(old)
 
 
 def converted_attributes(op: ir.Operation, renames: dict[str, str]) -> dict:
@@ -146,7 +147,7 @@ def outline_region(op: ir.Operation, region: ir.Region, symbol: str, module: ir.
     terminator = block.operations[len(block.operations) - 1]
     with ir.InsertionPoint(terminator), terminator.location:
         func.ReturnOp(list(terminator.operands))
-    terminator.erase()
+    erase(terminator)
     return captured
 
 
@@ -268,7 +269,7 @@ DYNAMIC_OPS = ("stablehlo.dynamic_iota", "stablehlo.dynamic_reshape", "stablehlo
 
 def staticize(module: ir.Module) -> None:
     """Dynamic-shape ops whose shapes are static become their static equivalents, as XLA does."""
-    for op in collect(module, "stablehlo."):
+    for op in live_ops(collect(module, "stablehlo.")):
         if op.name in DYNAMIC_OPS and (form := static_form(op)) is not None:
             name, operands, attrs = form
             with ir.InsertionPoint(op):
@@ -281,7 +282,7 @@ def legalize_module(module: ir.Module) -> None:
     known = op_classes()
     symbols = SymbolNamer(module)
     staticize(module)
-    for op in collect(module, "stablehlo."):
+    for op in live_ops(collect(module, "stablehlo.")):
         name = op.name
         if name in ("stablehlo.case", "stablehlo.if"):
             legalize_conditional(op, module, symbols)

@@ -21,7 +21,7 @@ from mlirxla.pipelines import named_pipeline, pipeline_names
 from mlirxla.pipelines.pipeline import FixedPoint, Pipeline
 from mlirxla.pipelines.runner import PipelineRunner, RunOptions
 from mlirxla.pipelines.text import parse_pipeline, parse_step
-from mlirxla.transforms import registry
+from mlirxla.transforms import erasure, registry
 
 from .cli import EXIT_CHECK_FAILED, EXIT_OK, run_tool
 
@@ -53,6 +53,7 @@ def parse_arguments(argv):
     parser.add_argument("--dump-module-re", help="dump only modules whose name matches")
     parser.add_argument("--no-verify-each", action="store_true", help="do not run the invariant checker after each changing pass")
     parser.add_argument("--check-changed-flag", action="store_true", help="debug: fail when a pass misreports whether it changed the module")
+    parser.add_argument("--check-erasure", action="store_true", help="debug: fail when a pass uses an op it erased (also MLIRXLA_CHECK_ERASURE=1)")
     passes = parser.add_argument_group("passes (run in the order given; --list-passes describes them)")
     for name in [*sorted(registry.PASSES), *sorted(registry.UPSTREAM_PASSES)]:
         passes.add_argument(f"--{name}", dest="pass_flags", action="append_const", const=name, help=argparse.SUPPRESS)
@@ -75,6 +76,7 @@ def run_options(arguments, stream) -> RunOptions:
         dump_module_re=arguments.dump_module_re,
         verify_each=not arguments.no_verify_each,
         check_changed_flag=arguments.check_changed_flag,
+        check_erasure=arguments.check_erasure or erasure.checking_by_default(),
         print_ir_after_all=arguments.print_ir_after_all,
         print_ir_after_change=arguments.print_ir_after_change,
         print_stream=stream,
