@@ -1,6 +1,7 @@
 """The CPU compiler's pipeline, stage by stage (XLA's cpu_compiler.cc, as a readable list).
 
-    simplification (to a fixed point)
+    sharding removal (one partition: sharding annotations are identities)
+ -> simplification (to a fixed point)
  -> layout assignment, then removal of the copies it made unnecessary
  -> priority fusion (what becomes a kernel), then multi-output fusion (siblings sharing an
     operand, producers kept as an extra output of the reduction that reads them), then
@@ -20,6 +21,7 @@ from mlirxla.transforms.multi_output_fusion import MultiOutputFusionPass
 from mlirxla.transforms.output_fusion import OutputFusionPass
 from mlirxla.transforms.priority_fusion import PriorityFusionPass
 from mlirxla.transforms.scheduling import SchedulingPass
+from mlirxla.transforms.sharding_remover import ShardingRemoverPass
 
 from .pipeline import Pipeline
 from .simplification import simplification_pipeline
@@ -28,6 +30,7 @@ from .simplification import simplification_pipeline
 def cpu_pipeline() -> Pipeline:
     return (
         Pipeline("cpu")
+        .add(ShardingRemoverPass())
         .fixed_point(simplification_pipeline(), max_iterations=25)
         .add(LayoutAssignmentPass())
         .add(CopyRemovalPass())

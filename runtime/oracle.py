@@ -1,9 +1,10 @@
 """The oracle: the input StableHLO evaluated directly by the StableHLO reference interpreter.
 
 `mlirxla-run --check` holds what mlirxla computed (import -> xhlo -> verify -> execute) to
-this. The oracle skips xhlo entirely: it only inlines calls, turns chlo ops into StableHLO
-with jaxlib's own legalization (so that our chlo compositions are checked against it), and
-hands the module to the interpreter.
+this. The oracle skips xhlo entirely: it only inlines calls, reads shardings as one device
+does (sharding annotations are identities, `shard_map` bodies inlined), turns chlo ops into
+StableHLO with jaxlib's own legalization (so that our chlo compositions are checked against
+it), and hands the module to the interpreter.
 """
 
 from dataclasses import dataclass
@@ -12,9 +13,10 @@ import numpy as np
 
 from mlirxla import frontdoor
 from mlirxla.context import new_context
-from mlirxla.frontdoor import jaxlib_bridge
+from mlirxla.frontdoor import jaxlib_bridge, shardings
 from mlirxla.frontdoor.load import load_bytes
 from mlirxla.mlir import ir
+from mlirxla.transforms.sharding_remover import forward_annotations
 
 from . import literals, reference
 
@@ -35,6 +37,8 @@ def evaluate(data: bytes, source: str, entry: str, arguments: list[np.ndarray]) 
     with context, ir.Location.unknown():
         frontdoor.composites_to_calls(module)
         frontdoor.inline_calls(module)
+        shardings.import_shardings(module)
+        forward_annotations(module)
         if has_chlo(module):
             text = jaxlib_bridge.legalize_chlo_text(module.operation.get_asm(print_generic_op_form=True), source)
             module = ir.Module.parse(text)

@@ -9,6 +9,10 @@ module have some anyway, calls of functions that reach themselves are left alone
 and are left called. Conditional branch computations (`branch_computations`) are not calls:
 they stay functions. After inlining, each callee that nothing refers to any more is removed.
 Changed: any call inlined (removing callees only follows from that).
+
+The front door inlines `func.call` with the same machinery (`inline_calls(module, "func.call",
+every_function)`): MLIR's own inliner leaves a call in place when its callee holds an op of a
+dialect without an inliner interface (an xhlo op made from a chlo one, an unregistered op).
 """
 
 from dataclasses import dataclass
@@ -26,24 +30,26 @@ MAX_ROUNDS = 64
 
 
 def private_functions(module: ir.Module) -> dict[str, ir.Operation]:
-    functions = {}
-    for op in module.body.operations:
-        if op.operation.name != "func.func" or "sym_visibility" not in op.attributes:
-            continue
-        if ir.StringAttr(op.attributes["sym_visibility"]).value == "private":
-            functions[ir.StringAttr(op.attributes["sym_name"]).value] = op.operation
-    return functions
+    return {name: function for name, function in every_function(module).items() if is_private(function)}
+
+
+def every_function(module: ir.Module) -> dict[str, ir.Operation]:
+    return {ir.StringAttr(op.attributes["sym_name"]).value: op.operation for op in module.body.operations if op.operation.name == "func.func"}
+
+
+def is_private(function: ir.Operation) -> bool:
+    return "sym_visibility" in function.attributes and ir.StringAttr(function.attributes["sym_visibility"]).value == "private"
 
 
 def callee_name(call: ir.Operation) -> str:
     return ir.FlatSymbolRefAttr(call.attributes["callee"]).value
 
 
-def collect_calls(module: ir.Module) -> list[ir.Operation]:
+def collect_calls(module: ir.Module, call_name: str) -> list[ir.Operation]:
     found = []
 
     def visit(op):
-        if op.name == "xhlo.call":
+        if op.name == call_name:
             found.append(op.operation)
         return ir.WalkResult.ADVANCE
 
@@ -51,14 +57,14 @@ def collect_calls(module: ir.Module) -> list[ir.Operation]:
     return found
 
 
-def recursive_functions(module: ir.Module, functions: dict[str, ir.Operation]) -> set[str]:
-    """Private functions that can reach themselves through calls: inlining them never ends."""
+def recursive_functions(functions: dict[str, ir.Operation], call_name: str) -> set[str]:
+    """Functions that can reach themselves through calls: inlining them never ends."""
     edges = {}
     for name, function in functions.items():
         callees = set()
 
         def visit(op, callees=callees):
-            if op.name == "xhlo.call":
+            if op.name == call_name:
                 callees.add(callee_name(op.operation))
             return ir.WalkResult.ADVANCE
 
@@ -103,6 +109,29 @@ def remove_unreferenced(module: ir.Module, names: set[str]) -> None:
             erase(function)
 
 
+def inline_calls(module: ir.Module, call_name: str = "xhlo.call", callees=private_functions) -> set[str]:
+    """Inline every `call_name` op whose callee (among `callees(module)`) is inlinable, calls
+    inside inlined bodies included; drop the private callees left unreferenced. The names of
+    the functions inlined."""
+    inlined: set[str] = set()
+    for _ in range(MAX_ROUNDS):
+        functions = callees(module)
+        recursive = recursive_functions(functions, call_name)
+        calls = [
+            c
+            for c in collect_calls(module, call_name)
+            if callee_name(c) not in recursive and inlinable(c, functions.get(callee_name(c)))
+        ]
+        if not calls:
+            break
+        for call in live_ops(calls):
+            name = callee_name(call)
+            inline_call(call, functions[name])
+            inlined.add(name)
+    remove_unreferenced(module, inlined)
+    return inlined
+
+
 @dataclass(frozen=True)
 class CallInlinerPass(ModulePass):
     """Inlines calls of private computations, then removes callees left unreferenced. Changed: any call inlined."""
@@ -111,20 +140,4 @@ class CallInlinerPass(ModulePass):
     summary: ClassVar[str] = "inline xhlo.call of private computations and drop the callees left unused"
 
     def run(self, module: ir.Module) -> bool:
-        inlined: set[str] = set()
-        for _ in range(MAX_ROUNDS):
-            functions = private_functions(module)
-            recursive = recursive_functions(module, functions)
-            calls = [
-                c
-                for c in collect_calls(module)
-                if callee_name(c) not in recursive and inlinable(c, functions.get(callee_name(c)))
-            ]
-            if not calls:
-                break
-            for call in live_ops(calls):
-                name = callee_name(call)
-                inline_call(call, functions[name])
-                inlined.add(name)
-        remove_unreferenced(module, inlined)
-        return bool(inlined)
+        return bool(inline_calls(module))

@@ -15,8 +15,8 @@ from typing import ClassVar
 from mlirxla.mlir import ir
 
 from .copy_insertion import is_constant, is_parameter
-from .layout_assignment import layout_of
 from .erasure import erase, live_ops
+from .layout_assignment import layout_of
 from .pass_base import ModulePass
 
 BUFFER_SHARING_USERS = frozenset({"xhlo.dynamic_update_slice", "xhlo.scatter", "xhlo.while", "func.return", "xhlo.return"})

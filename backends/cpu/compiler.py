@@ -16,6 +16,7 @@ RunHloPasses, then RunBackend).
 
 from dataclasses import dataclass
 
+from mlirxla.dialects.xhlo.config import read_config
 from mlirxla.errors import MlirxlaError
 from mlirxla.mlir import ir
 from mlirxla.pipelines import named_pipeline
@@ -41,6 +42,7 @@ class CompiledKernel:
 
 def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pipeline: bool = True) -> Executable:
     """Compile `module` (imported xhlo) for the host CPU."""
+    check_single_device(module)
     runner = PipelineRunner(module, options)
     if run_pipeline:
         runner.compile(named_pipeline("cpu"))
@@ -107,6 +109,15 @@ def give_scratch(plan: ExecutablePlan, kernel: CompiledKernel) -> None:
             thunk.scratch_offsets = tuple(offsets)
             plan.allocation_sizes.append(size)
             plan.allocation_kinds.append("scratch")
+
+
+def check_single_device(module: ir.Module) -> None:
+    config = read_config(module)
+    if config.device_count > 1:
+        raise MlirxlaError(
+            f"the module is for {config.replica_count} replica(s) x {config.partition_count} partition(s): "
+            "the cpu backend runs a program on one device (there is no SPMD partitioner yet)"
+        )
 
 
 def check_layouts(module: ir.Module) -> None:

@@ -141,6 +141,8 @@ PROGRAMS = {
     "grad of an mlp loss": (jax.grad(mlp_loss), (PARAMS, X)),
     "vmap": (jax.vmap(lambda row: jnp.dot(row, row)), (X,)),
     "jax.random": (lambda key: (jax.random.normal(key, (5,)), jax.random.randint(key, (3,), 0, 10)), (jax.random.key_data(jax.random.key(0)),)),
+    "jax.random on a typed key": (lambda key: (jax.random.uniform(key, (3,)), jax.random.normal(jax.random.split(key)[1], (3,))),
+                                  (jax.random.key(0),)),
     "pytree of outputs": (lambda a: (a + 1, {"twice": a * 2, "sum": a.sum()}), (X,)),
     "linalg.inv": (jnp.linalg.inv, (np.eye(3, dtype=np.float32) + 0.1,)),
     "linalg.eigh and svd": (lambda m: (jnp.linalg.eigh(m @ m.T)[0], jnp.linalg.svd(m, compute_uv=False),

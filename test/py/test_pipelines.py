@@ -236,7 +236,7 @@ def test_cli_cpu_pipeline_dump_of_the_jax_mlp(tmp_path):
     steps = [name.split(".", 2)[2] for name in files if name.split(".")[2].isdigit()]
     assert [s.split(".")[0] for s in steps] == [f"{i:04d}" for i in range(len(steps))]
     assert [s.split(".", 1)[1] for s in steps] == [
-        "cpu.after_pipeline-start.before_simplification.mlir",
+        "cpu.after_pipeline-start.before_xhlo-sharding-remover.mlir",
         "simplification.after_pipeline-start.before_xhlo-call-inliner.mlir",
         "simplification.after_xhlo-algsimp.before_xhlo-constant-folding.mlir",
         "simplification.after_cse.before_xhlo-dce.mlir",
@@ -259,10 +259,10 @@ def test_cli_cpu_pipeline_dump_of_the_jax_mlp(tmp_path):
     simplification = ["xhlo-call-inliner", "xhlo-algsimp", "xhlo-constant-folding", "xhlo-tuple-simplifier", "xhlo-while-loop-simplifier", "cse", "xhlo-dce"]
     stages = ["xhlo-layout-assignment", "xhlo-copy-removal", "xhlo-priority-fusion", "xhlo-multi-output-fusion", "xhlo-output-fusion",
               "xhlo-batch-slice-fusion", "xhlo-copy-insertion", "xhlo-scheduling", "xhlo-buffer-assignment"]
-    assert [row[1] for row in ledger] == simplification * 2 + stages
-    assert [row[2] for row in ledger] == ["1"] * 7 + ["2"] * 7 + ["0"] * 9
-    assert [row[1] for row in ledger[:14] if row[3] == "true"] == ["xhlo-algsimp", "cse"]
-    assert all(row[3] == "false" for row in ledger[7:14])  # the second round proves the fixed point
+    assert [row[1] for row in ledger] == ["xhlo-sharding-remover"] + simplification * 2 + stages
+    assert [row[2] for row in ledger] == ["0"] + ["1"] * 7 + ["2"] * 7 + ["0"] * 9
+    assert [row[1] for row in ledger[1:15] if row[3] == "true"] == ["xhlo-algsimp", "cse"]
+    assert all(row[3] == "false" for row in ledger[8:15])  # the second round proves the fixed point
 
 
 def test_cli_dump_module_re_selects_modules(tmp_path):

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from mlirxla.dialects.xhlo.config import CONFIG, ModuleConfig, read_config, write_config
 from mlirxla.errors import MlirxlaError, location_text
-from mlirxla.mlir import ir, passmanager
-from mlirxla.transforms import erasure
+from mlirxla.mlir import ir
+from mlirxla.transforms import call_inliner, erasure
 
 from . import check_calls, chlo_to_xhlo, shardings, stablehlo_to_xhlo
 from .load import Loaded, load_bytes, load_file, load_text
@@ -41,17 +41,10 @@ def composites_to_calls(module: ir.Module) -> None:
         stablehlo_to_xhlo.replace_op(op, call.operation)
 
 
-def has_calls(module: ir.Module) -> bool:
-    return bool(stablehlo_to_xhlo.collect(module, "func.call"))
-
-
 def inline_calls(module: ir.Module) -> None:
-    """Inline every func.call (the inliner is skipped when there is none: it crashes on some
-    unregistered region ops, such as chlo.scan)."""
-    if not has_calls(module):
-        return
-    with module.context:
-        passmanager.PassManager.parse("builtin.module(inline{default-pipeline=}, symbol-dce)").run(module.operation)
+    """Inline every func.call, wherever it sits (the xhlo call inliner's machinery: MLIR's
+    inliner leaves calls of functions holding ops of dialects it cannot inline)."""
+    call_inliner.inline_calls(module, "func.call", call_inliner.every_function)
 
 
 def module_config(module: ir.Module) -> ModuleConfig:
