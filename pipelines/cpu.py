@@ -1,6 +1,7 @@
 """The CPU compiler's pipeline, stage by stage (XLA's cpu_compiler.cc, as a readable list).
 
-    sharding removal (one partition: sharding annotations are identities)
+    sharding removal (one partition: sharding annotations are identities), rng_bit_generator
+    expansion (Threefry and Philox as integer arithmetic, XLA:CPU's bits)
  -> simplification (to a fixed point)
  -> layout assignment, then removal of the copies it made unnecessary
  -> priority fusion (what becomes a kernel), then multi-output fusion (siblings sharing an
@@ -20,6 +21,7 @@ from mlirxla.transforms.layout_assignment import LayoutAssignmentPass
 from mlirxla.transforms.multi_output_fusion import MultiOutputFusionPass
 from mlirxla.transforms.output_fusion import OutputFusionPass
 from mlirxla.transforms.priority_fusion import PriorityFusionPass
+from mlirxla.transforms.rng_bit_generator_expander import RngBitGeneratorExpanderPass
 from mlirxla.transforms.scheduling import SchedulingPass
 from mlirxla.transforms.sharding_remover import ShardingRemoverPass
 
@@ -31,6 +33,7 @@ def cpu_pipeline() -> Pipeline:
     return (
         Pipeline("cpu")
         .add(ShardingRemoverPass())
+        .add(RngBitGeneratorExpanderPass())
         .fixed_point(simplification_pipeline(), max_iterations=25)
         .add(LayoutAssignmentPass())
         .add(CopyRemovalPass())

@@ -16,6 +16,7 @@ from mlirxla.dialects.check import is_check
 from mlirxla.dialects.xhlo.config import read_config
 from mlirxla.errors import MlirxlaError, first_line, location_text
 from mlirxla.mlir import func, ir, stablehlo
+from mlirxla.transforms.rng_bit_generator_expander import RngBitGeneratorExpanderPass
 from mlirxla.transforms.sharding_remover import forward_annotations
 from mlirxla.transforms.xhlo_to_stablehlo import lower_module
 
@@ -167,6 +168,7 @@ def prepare(module: ir.Module, entry: str) -> tuple[ir.Module, list[CheckRecord]
         trim_to_entry(clone, entry)
         if read_config(clone).partition_count == 1:
             forward_annotations(clone)
+        RngBitGeneratorExpanderPass().run(clone)
         lower_module(clone)
     if (bad := uninterpretable_op(clone)) is not None:
         raise MlirxlaError(f"the reference interpreter cannot evaluate '{bad.name}'", location_text(bad.location))

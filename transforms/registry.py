@@ -23,6 +23,7 @@ PASSES = {
     "xhlo-multi-output-fusion": "multi_output_fusion:MultiOutputFusionPass",
     "xhlo-output-fusion": "output_fusion:OutputFusionPass",
     "xhlo-batch-slice-fusion": "batch_slice_fusion:BatchSliceFusionPass",
+    "xhlo-rng-bit-generator-expander": "rng_bit_generator_expander:RngBitGeneratorExpanderPass",
     "xhlo-sharding-remover": "sharding_remover:ShardingRemoverPass",
     "xhlo-layout-assignment": "layout_assignment:LayoutAssignmentPass",
     "xhlo-copy-insertion": "copy_insertion:CopyInsertionPass",

@@ -67,9 +67,8 @@ TOKEN_TYPE = "!stablehlo.token"  # xhlo keeps StableHLO's token type
 PARALLEL_MIN_BYTES = 1 << 20  # smaller kernels run on one thread: splitting costs more than it saves
 PARALLEL_BLOCKS = (16, 8, 4, 2)  # slices per parallel kernel, the first that divides dimension 0
 UNSUPPORTED = {
-    "custom_call": "a custom call has no implementation in the cpu backend",
     "rng": "rng is not implemented in the cpu backend yet",
-    "rng_bit_generator": "rng_bit_generator is not implemented in the cpu backend yet",
+    "rng_bit_generator": "rng_bit_generator reaches the cpu backend only when xhlo-rng-bit-generator-expander is disabled",
     "all_reduce": "collectives need the multi-device runtime",
     "all_gather": "collectives need the multi-device runtime",
     "all_to_all": "collectives need the multi-device runtime",
@@ -467,6 +466,8 @@ def unsupported_reason(op: ir.Operation) -> str | None:
     """Why the backend cannot run `op` at all, or None."""
     if host_custom_call(op):
         return None
+    if kind_of(op) == "custom_call":
+        return f"custom call @{ir.StringAttr(op.attributes['call_target_name']).value} has no implementation in the cpu backend"
     return UNSUPPORTED.get(kind_of(op))
 
 

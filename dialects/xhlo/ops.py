@@ -32,6 +32,9 @@ Operand = ext.Operand
 Result = ext.Result
 Region = ext.Region
 Pure = ext.Pure
+# Computations (reducers, comparators, combiners, fused bodies) see only their arguments, as in
+# HLO: CSE and other region-blind rewrites may not make them capture values from outside.
+ISOLATED = ir.IsIsolatedFromAboveTrait
 
 # IRDL gives every element of a variadic group one type variable, so a variadic group can
 # only hold values of one type. Lists of values of different types (while's carried values,
@@ -622,7 +625,7 @@ def reducer_problem(region: ir.Region, inputs, init_values, what: str) -> str | 
     return region_signature_problem(region, accumulators + accumulators, accumulators, what)
 
 
-class ReduceOp(XhloOp, name="reduce"):
+class ReduceOp(XhloOp, name="reduce", traits=[ISOLATED]):
     """Variadic reduction of `inputs` over `dimensions` with the `body` reducer."""
 
     __annotations__ = {**slots("inputs", Operand, NARROW), **slots("init_values", Operand, NARROW)}
@@ -645,7 +648,7 @@ class ReduceOp(XhloOp, name="reduce"):
         return None
 
 
-class ReduceWindowOp(XhloOp, name="reduce_window"):
+class ReduceWindowOp(XhloOp, name="reduce_window", traits=[ISOLATED]):
     """Reduction over sliding windows (`window_dimensions`, optional strides, dilations, padding)."""
 
     __annotations__ = {**slots("inputs", Operand, NARROW), **slots("init_values", Operand, NARROW)}
@@ -663,7 +666,7 @@ class ReduceWindowOp(XhloOp, name="reduce_window"):
         return None
 
 
-class SelectAndScatterOp(XhloOp, name="select_and_scatter"):
+class SelectAndScatterOp(XhloOp, name="select_and_scatter", traits=[ISOLATED]):
     """Scatter `source` into windows of `operand` at the positions `select` picks."""
 
     operand: Operand[Any]
@@ -752,7 +755,7 @@ class GatherOp(XhloOp, name="gather", traits=[Pure]):
         return None
 
 
-class ScatterOp(XhloOp, name="scatter"):
+class ScatterOp(XhloOp, name="scatter", traits=[ISOLATED]):
     """HLO scatter: combine `updates` into `inputs` at `scatter_indices` with the `body` combiner."""
 
     __annotations__ = {**slots("inputs", Operand, NARROW), "scatter_indices": Operand[Any], **slots("updates", Operand, NARROW)}
@@ -769,7 +772,7 @@ class ScatterOp(XhloOp, name="scatter"):
         return region_signature_problem(self.body, scalars + scalars, scalars, "combiner")
 
 
-class SortOp(XhloOp, name="sort"):
+class SortOp(XhloOp, name="sort", traits=[ISOLATED]):
     """Sort `inputs` together along `dimension` by the `comparator` (a strict less-than)."""
 
     __annotations__ = slots("inputs", Operand, NARROW)
@@ -968,7 +971,7 @@ class CollectiveOp(XhloOp):
         return None
 
 
-class AllReduceOp(CollectiveOp, name="all_reduce"):
+class AllReduceOp(CollectiveOp, name="all_reduce", traits=[ISOLATED]):
     """Reduce each operand across the devices of its group with the `computation` reducer."""
 
     __annotations__ = slots("operands", Operand, NARROW)
@@ -986,7 +989,7 @@ class AllGatherOp(CollectiveOp, name="all_gather"):
     __annotations__.update(slots("results", Result, NARROW))
 
 
-class ReduceScatterOp(CollectiveOp, name="reduce_scatter"):
+class ReduceScatterOp(CollectiveOp, name="reduce_scatter", traits=[ISOLATED]):
     """Reduce across the group, then scatter blocks along `scatter_dimension`."""
 
     operand: Operand[Any]
@@ -1053,7 +1056,7 @@ class AfterAllOp(XhloOp, name="after_all", traits=[Pure]):
     result: Result[Any]
 
 
-class MapOp(XhloOp, name="map"):
+class MapOp(XhloOp, name="map", traits=[ISOLATED]):
     """Apply the scalar `computation` elementwise over the inputs."""
 
     __annotations__ = slots("inputs", Operand, NARROW)
@@ -1067,7 +1070,7 @@ class MapOp(XhloOp, name="map"):
 FUSION_KINDS = ("loop", "input", "output", "custom")
 
 
-class FusionOp(XhloOp, name="fusion"):
+class FusionOp(XhloOp, name="fusion", traits=[ISOLATED]):
     """A fused computation: the region takes the operands and returns the results; `kind` is loop/input/output/custom."""
 
     __annotations__ = slots("operands", Operand)

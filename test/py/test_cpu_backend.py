@@ -252,17 +252,17 @@ CUSTOM_CALL = """func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
   return %0 : tensor<4xf32>
 }
 """
-RNG_BIT_GENERATOR = """func.func @main(%s: tensor<2xui64>) -> (tensor<2xui64>, tensor<4xui32>) {
-  %0:2 = stablehlo.rng_bit_generator %s, algorithm = DEFAULT : (tensor<2xui64>) -> (tensor<2xui64>, tensor<4xui32>)
-  return %0#0, %0#1 : tensor<2xui64>, tensor<4xui32>
+RNG_BIT_GENERATOR = """func.func @main(%s: tensor<4xui64>) -> (tensor<4xui64>, tensor<4xui32>) {
+  %0:2 = stablehlo.rng_bit_generator %s, algorithm = DEFAULT : (tensor<4xui64>) -> (tensor<4xui64>, tensor<4xui32>)
+  return %0#0, %0#1 : tensor<4xui64>, tensor<4xui32>
 }
 """
 
 
 @pytest.mark.parametrize("text, op, where, why", [
     (SORT_BY_TWO_KEYS, "sort", "2:10", "the cpu backend sorts with comparators that compare one key only"),
-    (CUSTOM_CALL, "custom_call", "2:8", "a custom call has no implementation in the cpu backend"),
-    (RNG_BIT_GENERATOR, "rng_bit_generator", "2:10", "rng_bit_generator is not implemented in the cpu backend yet"),
+    (CUSTOM_CALL, "custom_call", "2:8", "custom call @my_kernel has no implementation in the cpu backend"),
+    (RNG_BIT_GENERATOR, "rng_bit_generator", "2:10", r"PHILOX takes a ui64\[2\] or ui64\[3\] state, got tensor<4xui64>"),
 ], ids=["sort_by_two_keys", "custom_call", "rng_bit_generator"])
 def test_unsupported_op_is_refused_at_its_location(text, op, where, why):
     """An op the backend cannot compile is one line naming the op, why, and its line:col in

@@ -204,6 +204,34 @@ def test_lu_gradient_compiles_and_matches_finite_differences(devices, shape):
         check_grads(jax.scipy.linalg.lu, (matrix,), 2, atol=5e-2, rtol=3e-1)
 
 
+@pytest.mark.parametrize("algorithm", ["RNG_THREE_FRY", "RNG_PHILOX", "RNG_DEFAULT"])
+def test_rng_bit_generator_gives_xla_cpu_bits(devices, algorithm):
+    """Bit for bit as XLA:CPU, over shapes that split in halves every way (scalar, odd, even,
+    no even dimension, empty) and every output width: one program per algorithm."""
+    key = np.array([0x12345678, 0x9ABCDEF0, 0xDEADBEEF, 0x0BADF00D], np.uint32)
+    cases = [(shape, dtype) for shape in [(), (5,), (4, 3), (3, 5), (2, 0)] for dtype in [np.uint8, np.uint16, np.uint32]]
+
+    def generate(k):
+        return [jax.lax.rng_bit_generator(k, shape, dtype=dtype, algorithm=getattr(jax.lax.RandomAlgorithm, algorithm)) for shape, dtype in cases]
+
+    got, want = (on(device, generate, key) for device in devices)
+    for case, leaf, expected in zip(cases * 2, jax.tree.leaves(got), jax.tree.leaves(want)):
+        np.testing.assert_array_equal(np.asarray(leaf), np.asarray(expected), err_msg=str(case))
+
+
+@pytest.mark.parametrize("impl", ["rbg", "unsafe_rbg"])
+def test_rbg_keys_give_xla_cpu_numbers(devices, impl):
+    """jax's rbg keys: bits and uniforms equal XLA:CPU's; normals within an ulp (our erf_inv)."""
+    def sample(seed):
+        key = jax.random.key(seed, impl=impl)
+        return jax.random.bits(key, (4,), jnp.uint16), jax.random.uniform(key, (7,)), jax.random.normal(jax.random.split(key)[1], (2, 3))
+
+    (bits, uniform, normal), (want_bits, want_uniform, want_normal) = (on(device, sample, np.uint32(42)) for device in devices)
+    np.testing.assert_array_equal(np.asarray(bits), np.asarray(want_bits))
+    np.testing.assert_array_equal(np.asarray(uniform), np.asarray(want_uniform))
+    np.testing.assert_allclose(np.asarray(normal), np.asarray(want_normal), rtol=3e-7)
+
+
 def test_donated_argument_is_consumed(devices):
     mlirxla, _ = devices
     with jax.default_device(mlirxla):
@@ -283,9 +311,9 @@ def test_debug_print_and_callbacks(devices, capsys):
 def test_compile_error_reaches_jax_with_our_message(devices):
     mlirxla, _ = devices
     with jax.default_device(mlirxla):
-        program = jax.jit(lambda key: jax.lax.rng_bit_generator(key, (4,))[1])
-        with pytest.raises(Exception, match="rng_bit_generator is not implemented in the cpu backend"):
-            program(np.zeros(4, np.uint32))
+        program = jax.jit(lambda low: jax.lax.rng_uniform(low, low + 1, (4,)))
+        with pytest.raises(Exception, match="rng is not implemented in the cpu backend"):
+            program(np.float32(0))
         np.testing.assert_allclose(np.asarray(jax.jit(lambda a: a + 1)(X)), X + 1)
 
 

@@ -462,6 +462,15 @@ def prepare(module: ir.Module) -> None:
     inline_manual_computations(module)
 
 
+def _mhlo_sharding_text(attributes) -> str | None:
+    """The `mhlo.sharding` string of an attribute dictionary; None when absent or empty (older
+    exports write `mhlo.sharding = ""` for no sharding, and XLA reads it so)."""
+    if MHLO_SHARDING not in attributes or not isinstance(attributes[MHLO_SHARDING], ir.StringAttr):
+        return None
+    text = ir.StringAttr(attributes[MHLO_SHARDING]).value
+    return text if text.strip() else None
+
+
 def _canonical(text: str, op, what: str) -> HloSharding:
     try:
         return HloSharding.parse(text)
@@ -473,8 +482,8 @@ def _convert_dict(entries: ir.Attribute, value_type: ir.Type, importer: _Importe
     """The argument/result dictionary with `xhlo.sharding` from mhlo.sharding or sdy.sharding; None if unchanged."""
     names = {named.name: named.attr for named in ir.DictAttr(entries)}
     sharding = None
-    if MHLO_SHARDING in names and isinstance(names[MHLO_SHARDING], ir.StringAttr):
-        sharding = _canonical(ir.StringAttr(names[MHLO_SHARDING]).value, op, what)
+    if (text := _mhlo_sharding_text(names)) is not None:
+        sharding = _canonical(text, op, what)
     if SDY_SHARDING in names:
         try:
             sharding = importer.from_attribute(names.pop(SDY_SHARDING), [value_type])
@@ -520,8 +529,8 @@ def _convert_op_attributes(module: ir.Module, importer: _Importer) -> None:
         if op.operation.name == "func.func":
             return ir.WalkResult.ADVANCE
         types = [r.type for r in op.operation.results]
-        if MHLO_SHARDING in attributes and isinstance(attributes[MHLO_SHARDING], ir.StringAttr):
-            sharding = _canonical(ir.StringAttr(attributes[MHLO_SHARDING]).value, op, MHLO_SHARDING)
+        if (text := _mhlo_sharding_text(attributes)) is not None:
+            sharding = _canonical(text, op, MHLO_SHARDING)
             attributes[SHARDING] = ir.StringAttr.get(str(sharding))
         if SDY_SHARDING in attributes:
             try:
