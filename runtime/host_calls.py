@@ -5,9 +5,10 @@ Each call reads its operands from the buffers as numpy views (no copy), computes
 numpy, and writes its results into the result buffers. The attributes a call needs are plain
 data (JSON), so host calls are cached and dumped like any thunk.
 
-- `sort`: stable, along one dimension, by one key operand in ascending (LT) or descending
-  (GT) order; the other operands follow the key's permutation (the comparators JAX emits for
-  sort, argsort and top_k).
+- `sort`: stable, along one dimension, lexicographically by keys (operands, or the real or
+  imaginary part of complex ones), each ascending or descending, floats in IEEE total order
+  or with -0.0 = +0.0 and one greatest NaN (`backends/cpu/sort_comparator.py` reads the keys
+  off the comparator); every operand follows the permutation.
 - `fft`: FFT, IFFT, RFFT, IRFFT over the trailing `fft_length` dimensions.
 - `triangular_solve`: op(a) x = b or x op(a) = b for triangular a, with unit diagonals,
   transposes and adjoints, batched over leading dimensions.
@@ -34,11 +35,26 @@ from mlirxla.errors import MlirxlaError
 from . import callbacks
 
 
+def sortable(values: np.ndarray, key: dict) -> np.ndarray:
+    """Integers whose order is the key's order (descending keys reversed)."""
+    if key["part"] != "value":
+        values = values.real if key["part"] == "real" else values.imag
+    if values.dtype.kind == "b":
+        values = values.astype(np.uint8)
+    if values.dtype.kind == "f" or values.dtype.name == "bfloat16":
+        if key["canonical"]:
+            values = np.where(values == 0, np.zeros_like(values), values)
+            values = np.where(np.isnan(values), np.full_like(values, np.nan), values)
+        bits = values.view(np.dtype(f"i{values.dtype.itemsize}"))
+        magnitude = np.array(np.iinfo(bits.dtype).max, bits.dtype)
+        values = bits ^ ((bits >> (8 * bits.dtype.itemsize - 1)) & magnitude)  # IEEE total order as a signed integer
+    return ~values if key["descending"] else values  # ~ reverses integer order without overflow
+
+
 def sort(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
-    dimension, key, descending = attributes["dimension"], operands[attributes["key"]], attributes["descending"]
-    if descending:
-        key = ~key if key.dtype.kind in "iub" else -key  # ~ reverses integer order without overflow
-    order = np.argsort(key, axis=dimension, kind="stable")
+    dimension = attributes["dimension"]
+    keys = [sortable(operands[key["operand"]], key) for key in attributes["keys"]]
+    order = np.lexsort(keys[::-1], axis=dimension)
     return [np.take_along_axis(operand, order, axis=dimension) for operand in operands]
 
 

@@ -6,7 +6,8 @@ bitcasts) cost nothing. `time_saved(producer, consumers)` is the time of the unf
 minus the time of the fused ones (the producer counted again when it stays for other users).
 """
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 
 from mlirxla.mlir import ir
 
@@ -22,12 +23,27 @@ class CostModel:
     memory_bandwidth_bytes_per_s: float
     flops_per_s: float
     transcendental_flops: float = 8.0  # one exp/log/tanh counted as this many flops
+    # fusion name -> flops, for one pass run (`remembering`): fusion names are unique in a
+    # module, and a fusion's body never changes under its name
+    flops_memo: dict | None = field(default=None, compare=False, repr=False)
+
+    def remembering(self) -> "CostModel":
+        """This model, remembering each fusion's flops (for one pass run over one module)."""
+        return dataclasses.replace(self, flops_memo={})
 
     def kernel_time(self, bytes_accessed: float, flops: float) -> float:
         return self.kernel_overhead_s + max(bytes_accessed / self.memory_bandwidth_bytes_per_s, flops / self.flops_per_s)
 
     def op_flops(self, op: ir.Operation) -> float:
         """Flops of one (unfused) op, a fusion's body summed."""
+        if self.flops_memo is None or op.name != "xhlo.fusion":
+            return self.body_flops(op)
+        name = ir.StringAttr(op.attributes["name"]).value
+        if name not in self.flops_memo:
+            self.flops_memo[name] = self.body_flops(op)
+        return self.flops_memo[name]
+
+    def body_flops(self, op: ir.Operation) -> float:
         total = 0.0
         for inner in fused_ops(op):
             kind = kind_of(inner)
@@ -53,7 +69,7 @@ class CostModel:
         if len(members) == 1 and kind_of(members[0]) in NOT_KERNELS:
             return 0.0
         inside = {m.operation for m in members}
-        read: list = []
+        read: dict = {}
         for member in members:
             for value in member.operands:
                 owner = value.owner
@@ -61,8 +77,7 @@ class CostModel:
                     continue
                 if isinstance(owner, (ir.Operation, ir.OpView)) and kind_of(owner.operation) == "constant" and element_count(value.type) <= 1:
                     continue
-                if value not in read:
-                    read.append(value)
+                read[value] = True
         bytes_accessed = sum(byte_size(v.type) for v in read) + sum(byte_size(v.type) for v in outputs)
         flops = sum(self.op_flops(m) for m in members)
         return self.kernel_time(bytes_accessed, flops)

@@ -11,6 +11,7 @@ Also here: the graph helpers the fusion passes share (users within a block, reac
 the ops inside a fusion).
 """
 
+import functools
 from dataclasses import dataclass
 
 from mlirxla.mlir import ir
@@ -175,7 +176,14 @@ def users_in_block(op: ir.Operation) -> list[ir.Operation]:
             user = ancestor_in_block(use.owner, block)
             if user is not None and user not in found:
                 found.append(user)
-    return sorted(found, key=position_map(block).__getitem__)
+    return sorted(found, key=functools.cmp_to_key(block_order))
+
+
+def block_order(first: ir.Operation, second: ir.Operation) -> int:
+    """-1, 0 or 1 as `first` comes before, is, or comes after `second` in their block."""
+    if first == second:
+        return 0
+    return -1 if first.is_before_in_block(second) else 1
 
 
 def producers_in_block(op: ir.Operation) -> list[ir.Operation]:

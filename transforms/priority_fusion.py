@@ -229,7 +229,7 @@ class PriorityFusionPass(ModulePass):
 
     def run(self, module: ir.Module) -> bool:
         self.decision_log.clear()
-        model = model_for(self.backend)
+        model = model_for(self.backend).remembering()
         limits = FusionLimits()
         namer = Namer(module)
         changed = False

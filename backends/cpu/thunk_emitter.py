@@ -57,6 +57,7 @@ from mlirxla.transforms.scheduling import entry_function, type_bytes
 from . import compiler_runtime
 from .convolution_gemm import convolution_shape, im2col_module_text, worth_a_gemm
 from .kernel_source import SlicePlan, slice_plan
+from .sort_comparator import comparator_keys
 
 NO_THUNK = NOT_KERNELS | {"return"}
 # ops with no native lowering: the interpreter evaluates them (interpreter_fallback.py)
@@ -386,37 +387,9 @@ class ThunkEmitter:
 
 
 def sort_attributes(op: ir.Operation) -> dict:
-    """The sort as a host call: the key operand and its order, read off the comparator (one
-    `compare` of the key's two block arguments, through any canonicalizing ops JAX adds)."""
-    block = op.regions[0].blocks[0]
-    terminator = list(block.operations)[-1].operation
-    compare = terminator.operands[0].owner
-    location = location_text(op.location)
-    if not isinstance(compare, (ir.Operation, ir.OpView)) or compare.operation.name != "xhlo.compare":
-        raise MlirxlaError("xhlo.sort: the cpu backend sorts with comparators that compare one key only", location)
-    compare = compare.operation
-    direction = ir.StringAttr(compare.attributes["comparison_direction"]).value
-    left, right = (arguments_reached(v, block) for v in compare.operands)
-    if direction not in ("LT", "GT") or len(left) != 1 or len(right) != 1 or {left[0] // 2} != {right[0] // 2} or left == right:
-        raise MlirxlaError("xhlo.sort: the cpu backend sorts with comparators that compare one key only", location)
-    descending = (direction == "GT") == (left[0] % 2 == 0)
-    return {"dimension": ir.IntegerAttr(op.attributes["dimension"]).value, "key": left[0] // 2, "descending": descending}
-
-
-def arguments_reached(value: ir.Value, block: ir.Block) -> list[int]:
-    """The block arguments `value` is computed from (through the ops of `block`)."""
-    found, stack, seen = set(), [value], set()
-    while stack:
-        current = stack.pop()
-        if current in seen:
-            continue
-        seen.add(current)
-        owner = current.owner
-        if isinstance(owner, ir.Block):
-            found.add(ir.BlockArgument(current).arg_number)
-        else:
-            stack.extend(owner.operands)
-    return sorted(found)
+    """The sort as a host call: its dimension and the keys its comparator orders by."""
+    keys = comparator_keys(op)
+    return {"dimension": ir.IntegerAttr(op.attributes["dimension"]).value, "keys": [key.as_dict() for key in keys]}
 
 
 def fft_attributes(op: ir.Operation) -> dict:
@@ -429,21 +402,27 @@ def triangular_solve_attributes(op: ir.Operation) -> dict:
     return flags | {"transpose_a": ir.StringAttr(op.attributes["transpose_a"]).value}
 
 
-def scatter_attributes(op: ir.Operation) -> dict:
-    """The scatter as a host call: its dimension numbers and its combiner, read off the update
-    computation (the new value, or one elementwise op of the old and the new)."""
-    location = location_text(op.location)
+SCATTER_COMBINERS = frozenset({"add", "multiply", "maximum", "minimum", "or", "and"})
+
+
+def scatter_combiner(op: ir.Operation) -> str | None:
+    """How a one-input scatter's update computation combines the old value and the update
+    ("set", or one elementwise op of both), None for any other computation."""
     if len(op.operands) != 3:
-        raise MlirxlaError("xhlo.scatter: the cpu backend scatters one input at a time", location)
+        return None
     block = op.regions[0].blocks[0]
     returned = list(block.operations)[-1].operation.operands[0]
     if returned == block.arguments[1]:
-        combiner = "set"
-    else:
-        owner = returned.owner
-        combiner = kind_of(owner.operation) if isinstance(owner, (ir.Operation, ir.OpView)) else ""
-        if combiner not in ("add", "multiply", "maximum", "minimum", "or", "and") or set(owner.operands) != set(block.arguments):
-            raise MlirxlaError("xhlo.scatter: the cpu backend combines updates by set, add, multiply, max, min, or, and", location)
+        return "set"
+    owner = returned.owner
+    combiner = kind_of(owner.operation) if isinstance(owner, (ir.Operation, ir.OpView)) else ""
+    if combiner in SCATTER_COMBINERS and set(owner.operands) == set(block.arguments):
+        return combiner
+    return None
+
+
+def scatter_attributes(op: ir.Operation) -> dict:
+    """The scatter as a host call: its dimension numbers and its combiner."""
     numbers = ir.DictAttr(op.attributes["dimension_numbers"])
     fields = {}
     for name in ("update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims", "input_batching_dims",
@@ -451,7 +430,7 @@ def scatter_attributes(op: ir.Operation) -> dict:
         if name in numbers:
             fields[name] = list(ir.DenseI64ArrayAttr(numbers[name]))
     fields["index_vector_dim"] = ir.IntegerAttr(numbers["index_vector_dim"]).value if "index_vector_dim" in numbers else 0
-    return {"dimension_numbers": fields, "combiner": combiner}
+    return {"dimension_numbers": fields, "combiner": scatter_combiner(op)}
 
 
 def cholesky_attributes(op: ir.Operation) -> dict:
@@ -518,6 +497,10 @@ def interpreted_reason(op: ir.Operation) -> str | None:
         return "the toolkit's lowering of a complex bitcast_convert crashes"
     if kind == "reduce_precision" and ir.IntegerAttr(op.attributes["mantissa_bits"]).value == 0:
         return "the toolkit's lowering of reduce_precision to 0 mantissa bits gives nan for inf"
+    if kind == "sort" and comparator_keys(op) is None:
+        return "the host sort takes comparators that are lexicographic chains of compares"
+    if kind == "scatter" and scatter_combiner(op) is None:
+        return "the host scatter takes one input combined by set, add, multiply, max, min, or, and"
     return None
 
 

@@ -260,10 +260,9 @@ RNG_BIT_GENERATOR = """func.func @main(%s: tensor<4xui64>) -> (tensor<4xui64>, t
 
 
 @pytest.mark.parametrize("text, op, where, why", [
-    (SORT_BY_TWO_KEYS, "sort", "2:10", "the cpu backend sorts with comparators that compare one key only"),
     (CUSTOM_CALL, "custom_call", "2:8", "custom call @my_kernel has no implementation in the cpu backend"),
     (RNG_BIT_GENERATOR, "rng_bit_generator", "2:10", r"PHILOX takes a ui64\[2\] or ui64\[3\] state, got tensor<4xui64>"),
-], ids=["sort_by_two_keys", "custom_call", "rng_bit_generator"])
+], ids=["custom_call", "rng_bit_generator"])
 def test_unsupported_op_is_refused_at_its_location(text, op, where, why):
     """An op the backend cannot compile is one line naming the op, why, and its line:col in
     the input."""
@@ -321,6 +320,35 @@ def test_sort_runs_as_a_host_library_call():
     order = np.argsort(-keys.astype(np.int64), axis=1, kind="stable")
     np.testing.assert_array_equal(sorted_keys, np.take_along_axis(keys, order, axis=1))
     np.testing.assert_array_equal(sorted_values, np.take_along_axis(values, order, axis=1))
+
+
+SORT_BY_PARITY = """func.func @main(%x: tensor<6xi32>) -> tensor<6xi32> {
+  %0 = "stablehlo.sort"(%x) ({
+  ^bb0(%a: tensor<i32>, %b: tensor<i32>):
+    %one = stablehlo.constant dense<1> : tensor<i32>
+    %ra = stablehlo.and %a, %one : tensor<i32>
+    %rb = stablehlo.and %b, %one : tensor<i32>
+    %lt = stablehlo.compare LT, %ra, %rb, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %lt : tensor<i1>
+  }) {dimension = 0 : i64, is_stable = true} : (tensor<6xi32>) -> tensor<6xi32>
+  return %0 : tensor<6xi32>
+}
+"""
+
+
+@pytest.mark.parametrize("text, path", [(SORT_BY_TWO_KEYS, "host sort"), (SORT_BY_PARITY, "host interpret")],
+                         ids=["two_keys_on_the_host", "computed_key_on_the_interpreter"])
+def test_sort_comparators_match_the_reference(context, text, path):
+    """A lexicographic comparator sorts on the host by its keys; any other comparator runs
+    on the reference interpreter: both agree with it, ties and all."""
+    executable = Client().compile(text)
+    assert path in executable.thunk_sequence()
+    module = frontdoor.import_text(text, "-", context).module
+    for seed in range(3):
+        arguments = [np.round(a) for a in random_arguments(module, seed)] if "f32" in text else random_arguments(module, seed)
+        got = executable.execute_numpy(arguments)
+        for actual, expected in zip(got, reference_outputs(module, arguments)):
+            np.testing.assert_array_equal(actual, expected)
 
 
 # --- compile cache ---------------------------------------------------------------------------

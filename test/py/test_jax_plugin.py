@@ -209,7 +209,7 @@ def test_rng_bit_generator_gives_xla_cpu_bits(devices, algorithm):
     """Bit for bit as XLA:CPU, over shapes that split in halves every way (scalar, odd, even,
     no even dimension, empty) and every output width: one program per algorithm."""
     key = np.array([0x12345678, 0x9ABCDEF0, 0xDEADBEEF, 0x0BADF00D], np.uint32)
-    cases = [(shape, dtype) for shape in [(), (5,), (4, 3), (3, 5), (2, 0)] for dtype in [np.uint8, np.uint16, np.uint32]]
+    cases = [(shape, dtype) for shape in [(), (5,), (3, 5), (2, 0)] for dtype in [np.uint8, np.uint32]] + [((4, 3), np.uint16)]
 
     def generate(k):
         return [jax.lax.rng_bit_generator(k, shape, dtype=dtype, algorithm=getattr(jax.lax.RandomAlgorithm, algorithm)) for shape, dtype in cases]
@@ -230,6 +230,25 @@ def test_rbg_keys_give_xla_cpu_numbers(devices, impl):
     np.testing.assert_array_equal(np.asarray(bits), np.asarray(want_bits))
     np.testing.assert_array_equal(np.asarray(uniform), np.asarray(want_uniform))
     np.testing.assert_allclose(np.asarray(normal), np.asarray(want_normal), rtol=3e-7)
+
+
+def test_sorts_match_cpu_bit_for_bit(devices):
+    """Several keys (`num_keys`, lexsort), descending with NaNs and signed zeros, complex keys,
+    top_k: the host sort reads every comparator jax writes; ties keep their order."""
+    rng = np.random.default_rng(3)
+    floats = rng.integers(0, 3, 24).astype(np.float32)
+    floats[[3, 5, 6, 7]] = [np.nan, -0.0, 0.0, -np.inf]
+    ints = rng.integers(0, 4, 24).astype(np.int32)
+    complexes = (rng.integers(0, 2, 24) + 1j * rng.integers(0, 3, 24)).astype(np.complex64)
+
+    def sorts(f, i, z):
+        return (jax.lax.sort((f, i, f * 2), num_keys=2), jnp.lexsort((f, i)), jnp.argsort(f, descending=True, stable=True),
+                jnp.sort(z), jax.lax.top_k(f * i, 5), jnp.sort(f.astype(jnp.bfloat16)))
+
+    got, want = (on(device, sorts, floats, ints, complexes) for device in devices)
+    for leaf, expected in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        leaf, expected = np.asarray(leaf), np.asarray(expected)
+        assert leaf.tobytes() == expected.tobytes(), (leaf, expected)
 
 
 def test_donated_argument_is_consumed(devices):

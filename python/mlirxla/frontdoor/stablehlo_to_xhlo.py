@@ -277,11 +277,39 @@ def staticize(module: ir.Module) -> None:
             replace_op(op, new)
 
 
+# ops whose regions are HLO computations: isolated in xhlo, they may use only their arguments
+COMPUTATION_OPS = frozenset(f"stablehlo.{name}" for name in
+                            "sort reduce reduce_window select_and_scatter scatter map all_reduce reduce_scatter".split())
+
+
+def sink_captured_constants(module: ir.Module) -> None:
+    """Constants a computation region uses from outside are copied into it (jax's canonicalizer
+    hoists them out of sort comparators and reducers; HLO computations take only their
+    arguments, as XLA's SinkConstantsToControlFlow makes them); any other captured value is
+    refused."""
+    for op in live_ops(collect(module, "stablehlo.")):
+        if op.name not in COMPUTATION_OPS:
+            continue
+        for region in op.regions:
+            for value in captured_values(op, region):
+                owner = value.owner
+                if isinstance(owner, ir.Block) or owner.operation.name != "stablehlo.constant":
+                    raise MlirxlaError(f"{op.name}: its computation uses a value defined outside it (HLO computations "
+                                       "take only their arguments)", location_text(op.location))
+                entry = region.blocks[0]
+                with ir.InsertionPoint.at_block_begin(entry):
+                    copy = owner.operation.clone()
+                for use in list(value.uses):
+                    if is_inside(use.owner, op):
+                        use.owner.operands[use.operand_number] = copy.results[0]
+
+
 def legalize_module(module: ir.Module) -> None:
     """Rewrite every StableHLO op of `module` in place into xhlo."""
     known = op_classes()
     symbols = SymbolNamer(module)
     staticize(module)
+    sink_captured_constants(module)
     for op in live_ops(collect(module, "stablehlo.")):
         name = op.name
         if name in ("stablehlo.case", "stablehlo.if"):
