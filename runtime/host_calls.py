@@ -20,6 +20,7 @@ data (JSON), so host calls are cached and dumped like any thunk.
 - `scatter`: one input and one update tensor combined by set, add, multiply, max, min, or,
   and (the combiners JAX emits), element by element as the spec defines it: correct, and
   slow for large updates.
+- `dce_sink`: nothing (`lax.dce_sink` keeps its operand computed).
 - `python_callback`: a Python function the program calls (`jax.debug.print`), on copies of
   its operands (`runtime/callbacks.py`).
 - `interpret`: a kernel the toolkit cannot lower, run by the StableHLO reference interpreter
@@ -194,10 +195,14 @@ def interpret(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
             return [literals.to_numpy(value) for value in stablehlo.eval_module(module, inputs)]
 
 
+def dce_sink(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
+    return []
+
+
 def python_callback(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
     callbacks.call(attributes["callback"], [operand.copy() for operand in operands])
     return []
 
 
 CALLS = {"sort": sort, "fft": fft, "triangular_solve": triangular_solve, "cholesky": cholesky, "eigh": eigh, "svd": svd,
-         "scatter": scatter, "python_callback": python_callback, "interpret": interpret}
+         "scatter": scatter, "dce_sink": dce_sink, "python_callback": python_callback, "interpret": interpret}

@@ -1,7 +1,8 @@
 """numpy arrays <-> MLIR dense elements attributes (XLA's Literal), for every element type.
 
 numpy's own dtypes go through the buffer protocol; bf16, the float8/6/4 family (ml_dtypes),
-complex, and narrow integers (i2, i4, ui2, ui4: held widened to 8 bits) through the
+complex, and narrow integers (i2, i4, ui2, ui4: ml_dtypes' int2, int4, uint2, uint4, one byte
+per element with the value in its low bits, as the kernels store them and jax hands them) through the
 attribute's text: its elements (decimal, hex bit patterns, `(re,im)` pairs, true/false) or
 its hex blob. This build's bindings cannot read those through the buffer protocol, and
 cannot even hand back a complex dense attribute (its downcast raises), which
@@ -36,8 +37,8 @@ _FLOAT_TYPES = {
 # bit widths of the types whose numpy dtype is wider than the MLIR type
 _FLOAT_BITS = {"f6E2M3FN": 6, "f6E3M2FN": 6, "f4E2M1FN": 4}
 _COMPLEX_TYPES = {"complex<f32>": np.complex64, "complex<f64>": np.complex128}
-_UNSIGNED = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
-_SIGNED = {8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
+_UNSIGNED = {2: ml_dtypes.uint2, 4: ml_dtypes.uint4, 8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
+_SIGNED = {2: ml_dtypes.int2, 4: ml_dtypes.int4, 8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
 # dtypes the bindings' buffer protocol reads and writes exactly
 _BUFFER_KINDS = "biuf"
 
@@ -90,12 +91,10 @@ def numpy_dtype(element: ir.Type):
 
 
 def storage_dtype(element: ir.Type):
-    """A numpy dtype wide enough for `element`'s values (narrow integers widen to 8 bits)."""
+    """The numpy dtype that holds `element`'s values."""
     dtype = numpy_dtype(element)
     if dtype is not None:
         return dtype
-    if isinstance(element, ir.IntegerType) and ir.IntegerType(element).width < 8:
-        return np.dtype(np.uint8 if ir.IntegerType(element).is_unsigned else np.int8)
     raise TypeError(f"no numpy dtype for element type {element}")
 
 
@@ -248,7 +247,7 @@ def _raw_dtype(element: ir.Type, dtype: np.dtype) -> np.dtype:
 def _element_text(value, element: ir.Type, dtype: np.dtype) -> str:
     if dtype == np.bool_:
         return "true" if value else "false"
-    if dtype.kind in "iu":
+    if dtype.kind in "iu" or _integer_info(element) is not None:
         return str(int(value))
     if dtype.kind == "c":
         part = _complex_part_dtype(element)

@@ -75,7 +75,7 @@ def element_dtype(name: str) -> np.dtype:
 def buffer_from_host(address: int, dtype_name: str, dims: tuple, byte_strides: tuple | None,
                      zero_copy: bool) -> tuple[np.ndarray, bool]:
     """The array a buffer holds for host memory at `address` (`dims` elements, with
-    `byte_strides` or row-major), and whether it is a view of that memory. A view, read-only,
+    `byte_strides` or row-major, negative ones included), and whether it is a view of that memory. A view, read-only,
     when JAX allows it (`zero_copy`: it keeps the memory until the buffer lets go) and the
     memory is row-major and aligned to its elements; else a C-contiguous copy the runtime
     owns."""
@@ -86,8 +86,10 @@ def buffer_from_host(address: int, dtype_name: str, dims: tuple, byte_strides: t
         return np.empty(shape, dtype), False
     row_major = row_major_strides(shape, dtype.itemsize)
     strides = tuple(byte_strides) if byte_strides is not None else row_major
-    extent = sum((size - 1) * stride for size, stride in zip(shape, strides)) + dtype.itemsize
-    host = np.ndarray(shape, dtype, buffer=(ctypes.c_char * extent).from_address(address), strides=strides)
+    below = sum((size - 1) * stride for size, stride in zip(shape, strides) if stride < 0)
+    above = sum((size - 1) * stride for size, stride in zip(shape, strides) if stride > 0) + dtype.itemsize
+    memory = (ctypes.c_char * (above - below)).from_address(address + below)
+    host = np.ndarray(shape, dtype, buffer=memory, offset=-below, strides=strides)
     if zero_copy and strides == row_major and address % dtype.alignment == 0:
         host.flags.writeable = False
         return host, True

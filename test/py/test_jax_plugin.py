@@ -251,6 +251,14 @@ def test_sorts_match_cpu_bit_for_bit(devices):
         assert leaf.tobytes() == expected.tobytes(), (leaf, expected)
 
 
+def test_host_arrays_with_negative_strides(devices):
+    """A reversed view (jax's conv_transpose tests flip kernels with numpy) is copied from
+    its first element backwards."""
+    mlirxla, _ = devices
+    view = np.arange(24, dtype=np.float32).reshape(4, 6)[::-1, ::-2]
+    np.testing.assert_array_equal(np.asarray(jax.device_put(view, mlirxla)), view)
+
+
 def test_donated_argument_is_consumed(devices):
     mlirxla, _ = devices
     with jax.default_device(mlirxla):

@@ -52,8 +52,8 @@ def generated_argument(shaped: ir.RankedTensorType, rng: np.random.Generator) ->
     shape = list(shaped.shape)
     if dtype == np.bool_:
         return rng.integers(0, 2, shape).astype(np.bool_)
-    if dtype.kind in "iu":
-        return rng.integers(0, 8, shape).astype(dtype)
+    if dtype.kind in "iu" or isinstance(shaped.element_type, ir.IntegerType):
+        return rng.integers(0, min(8, 2 ** (ir.IntegerType(shaped.element_type).width - 1)), shape).astype(dtype)
     if dtype.kind == "c":
         return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
     return rng.standard_normal(shape).astype(dtype)
