@@ -28,11 +28,17 @@ class Verdict:
     judged: bool = True
 
 
+MAX_ULP_DIFFERENCE = 2**64 - 1  # what ulp bounds are counted in: unsigned 64-bit
+
+
 def attribute_float(attributes: dict, name: str, default: float) -> float:
     if name not in attributes:
         return default
     attr = attributes[name]
-    return ir.FloatAttr(attr).value if isinstance(attr, ir.FloatAttr) else float(ir.IntegerAttr(attr).value)
+    if isinstance(attr, ir.FloatAttr):
+        return ir.FloatAttr(attr).value
+    value = ir.IntegerAttr(attr).value
+    return float(value % 2**64) if name.endswith("ulp_difference") else float(value)
 
 
 def almost_equal(actual: np.ndarray, expected: np.ndarray, tolerance: float) -> tuple[bool, str]:
@@ -47,13 +53,24 @@ def almost_equal(actual: np.ndarray, expected: np.ndarray, tolerance: float) -> 
 
 
 def ulp_distance(actual: np.ndarray, expected: np.ndarray) -> np.ndarray:
-    """ULP distance between floats of one dtype, through their ordered integer bit patterns."""
+    """ULP distance between floats of one dtype, through their ordered integer bit patterns:
+    0 where both are NaN (whatever their payloads); complex numbers by their worse part."""
+    if actual.dtype.kind == "c":
+        expected = np.asarray(expected).astype(actual.dtype)
+        return np.maximum(ulp_distance(actual.real.copy(), expected.real.copy()), ulp_distance(actual.imag.copy(), expected.imag.copy()))
+    expected = np.asarray(expected).astype(actual.dtype)
     bits = np.dtype(f"i{actual.dtype.itemsize}")
+
     def ordered(x):
         raw = x.view(bits).astype(np.int64)
         sign_mask = np.int64(1) << (actual.dtype.itemsize * 8 - 1)
         return np.where(raw < 0, -(raw & (sign_mask - 1)), raw)
-    return np.abs(ordered(actual) - ordered(expected))
+
+    distance = np.abs(ordered(actual).astype(object) - ordered(expected).astype(object)).astype(np.float64)
+    both_nan = np.isnan(actual) & np.isnan(expected)
+    # the spec: a non-finite value is infinitely many ulps from anything it does not equal
+    apart = (actual != expected) & ~both_nan & ~(np.isfinite(actual) & np.isfinite(expected))
+    return np.where(both_nan, 0.0, np.where(apart, float(MAX_ULP_DIFFERENCE), distance))
 
 
 def judge_one(check: CheckRecord, values: list[ir.Attribute]) -> Verdict:

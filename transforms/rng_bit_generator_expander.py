@@ -31,6 +31,7 @@ from mlirxla.mlir import ir
 
 from .erasure import erase, live_ops
 from .pass_base import ModulePass
+from .rewriting import ops_where
 
 THREEFRY_ROTATIONS = (13, 15, 26, 6, 17, 29, 16, 24)
 THREEFRY_PARITY = 0x1BD11BDA
@@ -263,18 +264,6 @@ def expand(op: ir.Operation, default_algorithm: str) -> None:
     erase(op)
 
 
-def generators(module: ir.Module) -> list[ir.Operation]:
-    found = []
-
-    def visit(op):
-        if op.name == "xhlo.rng_bit_generator":
-            found.append(op.operation)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
-    return found
-
-
 @dataclass(frozen=True)
 class RngBitGeneratorExpanderPass(ModulePass):
     """Expands every rng_bit_generator into the integer arithmetic of its algorithm."""
@@ -285,7 +274,7 @@ class RngBitGeneratorExpanderPass(ModulePass):
 
     def run(self, module: ir.Module) -> bool:
         changed = False
-        for op in live_ops(generators(module)):
+        for op in live_ops(ops_where(module, lambda op: op.name == "xhlo.rng_bit_generator")):
             expand(op, self.default_algorithm)
             changed = True
         return changed

@@ -18,27 +18,20 @@ from mlirxla.mlir import ir
 
 from .erasure import erase, live_ops
 from .pass_base import ModulePass
+from .rewriting import ops_where
 
 ANNOTATIONS = frozenset({"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape"})
 CUSTOM_CALLS = frozenset({"xhlo.custom_call", "stablehlo.custom_call"})
 
 
-def annotations(module: ir.Module) -> list[ir.Operation]:
-    found = []
-
-    def visit(op):
-        if op.name in CUSTOM_CALLS and ir.StringAttr(op.attributes["call_target_name"]).value in ANNOTATIONS:
-            found.append(op.operation)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
-    return found
+def is_annotation(op: ir.Operation) -> bool:
+    return op.name in CUSTOM_CALLS and ir.StringAttr(op.attributes["call_target_name"]).value in ANNOTATIONS
 
 
 def forward_annotations(module: ir.Module) -> bool:
     """Every annotation whose result has its operand's type reads as its operand; whether any did."""
     changed = False
-    for call in live_ops(annotations(module)):
+    for call in live_ops(ops_where(module, is_annotation)):
         if len(call.operands) != 1 or len(call.results) != 1 or call.operands[0].type != call.results[0].type:
             continue
         call.results[0].replace_all_uses_with(call.operands[0])

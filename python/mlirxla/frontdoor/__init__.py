@@ -1,6 +1,7 @@
 """The front door: StableHLO in every form JAX produces -> a verified xhlo module.
 
     load (text / bytecode / portable artifact, version clamp)
+ -> quantized types as integer arithmetic (StableHLO's own passes, as XLA runs them)
  -> inline func.call and stablehlo.composite
  -> chlo compositions, sharding import
  -> StableHLO -> xhlo, module config
@@ -10,8 +11,8 @@
 from dataclasses import dataclass
 
 from mlirxla.dialects.xhlo.config import CONFIG, ModuleConfig, read_config, write_config
-from mlirxla.errors import MlirxlaError, location_text
-from mlirxla.mlir import ir
+from mlirxla.errors import MlirxlaError, first_line, location_text
+from mlirxla.mlir import ir, passmanager, stablehlo
 from mlirxla.transforms import call_inliner, erasure
 
 from . import check_calls, chlo_to_xhlo, shardings, stablehlo_to_xhlo
@@ -86,6 +87,25 @@ def verify(module: ir.Module, source: str) -> None:
     verify_module(module, source)
 
 
+QUANTIZED_TO_INTEGERS = (
+    "builtin.module(func.func(stablehlo-legalize-quantized-op-to-qdq), func.func(stablehlo-legalize-quant-to-math))"
+)
+
+
+def dequantize(module: ir.Module) -> None:
+    """Ops on `!quant.uniform` tensors become dequantize, the op in floats, quantize; then
+    quantize and dequantize become integer and float arithmetic (clamps, rounding, converts;
+    chlo broadcasts that the chlo step composes): StableHLO's own legalizations, which XLA runs
+    on quantized StableHLO too."""
+    if "!quant." not in module.operation.get_asm(print_generic_op_form=True):
+        return
+    stablehlo.register_stablehlo_passes()
+    try:
+        passmanager.PassManager.parse(QUANTIZED_TO_INTEGERS).run(module.operation)
+    except ir.MLIRError as error:
+        raise MlirxlaError(f"quantized types: {first_line(error)}") from None
+
+
 def configure(module: ir.Module) -> None:
     write_config(module, module_config(module))
 
@@ -94,6 +114,7 @@ def configure(module: ir.Module) -> None:
 STEPS = (
     ("composites to calls", composites_to_calls),
     ("check calls", check_calls.custom_calls_to_checks),
+    ("quantized types", dequantize),
     ("chlo compositions", chlo_to_xhlo.legalize_chlo),
     ("sharding preparation", shardings.prepare),
     ("inlining", inline_calls),
