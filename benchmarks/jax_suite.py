@@ -105,12 +105,12 @@ def main(argv=None) -> int:
         passing, lost = compare(outcomes["cpu"], outcomes["mlirxla"])
         rows.append((file, len(passing), len(passing) - len(lost)))
         lost_cases[file] = {node: f"{outcomes['mlirxla'].status.get(node, 'missing')}: {outcomes['mlirxla'].messages.get(node, '')}" for node in lost}
-    print(f"{'file':32} {'cpu passes':>10} {'mlirxla':>8} {'share':>7}")
+    print(f"{'file':32} {'cpu passes':>10} {'mlirxla':>8} {'share':>8}")
     for file, passing, kept in rows:
         share = 100.0 * kept / passing if passing else 100.0
-        print(f"{file:32} {passing:10d} {kept:8d} {share:6.1f}%")
+        print(f"{file:32} {passing:10d} {kept:8d} {share:7.2f}%")
     total, kept = sum(r[1] for r in rows), sum(r[2] for r in rows)
-    print(f"{'all':32} {total:10d} {kept:8d} {100.0 * kept / max(total, 1):6.1f}%")
+    print(f"{'all':32} {total:10d} {kept:8d} {100.0 * kept / max(total, 1):7.2f}%")
     for (platform, file), took in sorted(seconds.items()):
         print(f"  {platform} {file}: {took:.0f} s")
     if arguments.failures:
