@@ -2,7 +2,8 @@
 
 `mlirxla-run --check` holds what mlirxla computed (import -> xhlo -> verify -> execute) to
 this. The oracle skips xhlo entirely: it only inlines calls, reads shardings as one device
-does (sharding annotations are identities, `shard_map` bodies inlined), turns chlo ops into
+does (sharding annotations are identities, `shard_map` bodies inlined), computes ApproxTopK
+exactly as XLA:CPU does (a sort and a slice), turns chlo ops into
 StableHLO with jaxlib's own legalization (so that our chlo compositions are checked against
 it), and hands the module to the interpreter.
 """
@@ -13,7 +14,7 @@ import numpy as np
 
 from mlirxla import frontdoor
 from mlirxla.context import new_context
-from mlirxla.frontdoor import jaxlib_bridge, shardings
+from mlirxla.frontdoor import approx_top_k, jaxlib_bridge, shardings
 from mlirxla.frontdoor.load import load_bytes
 from mlirxla.mlir import ir
 from mlirxla.transforms.sharding_remover import forward_annotations
@@ -36,6 +37,7 @@ def evaluate(data: bytes, source: str, entry: str, arguments: list[np.ndarray]) 
     module = load_bytes(data, source, context).module
     with context, ir.Location.unknown():
         frontdoor.composites_to_calls(module)
+        approx_top_k.expand_approx_top_k(module)
         frontdoor.inline_calls(module)
         shardings.import_shardings(module)
         forward_annotations(module)

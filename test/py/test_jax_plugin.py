@@ -234,7 +234,9 @@ def test_rbg_keys_give_xla_cpu_numbers(devices, impl):
 
 def test_sorts_match_cpu_bit_for_bit(devices):
     """Several keys (`num_keys`, lexsort), descending with NaNs and signed zeros, complex keys,
-    top_k: the host sort reads every comparator jax writes; ties keep their order."""
+    top_k and approx_max_k / approx_min_k (exact on CPU): the host sort reads every comparator
+    jax writes; ties keep their order. (approx_min_k's plain LT comparator leaves a NaN's place
+    to the sort algorithm: XLA's std::sort and numpy's differ, so it gets no NaN.)"""
     rng = np.random.default_rng(3)
     floats = rng.integers(0, 3, 24).astype(np.float32)
     floats[[3, 5, 6, 7]] = [np.nan, -0.0, 0.0, -np.inf]
@@ -243,7 +245,8 @@ def test_sorts_match_cpu_bit_for_bit(devices):
 
     def sorts(f, i, z):
         return (jax.lax.sort((f, i, f * 2), num_keys=2), jnp.lexsort((f, i)), jnp.argsort(f, descending=True, stable=True),
-                jnp.sort(z), jax.lax.top_k(f * i, 5), jnp.sort(f.astype(jnp.bfloat16)))
+                jnp.sort(z), jax.lax.top_k(f * i, 5), jnp.sort(f.astype(jnp.bfloat16)), jax.lax.approx_max_k(f * i, 4),
+                jax.lax.approx_min_k(jnp.nan_to_num(f).reshape(4, 6), 2, reduction_dimension=0))
 
     got, want = (on(device, sorts, floats, ints, complexes) for device in devices)
     for leaf, expected in zip(jax.tree.leaves(got), jax.tree.leaves(want)):

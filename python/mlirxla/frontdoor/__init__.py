@@ -2,6 +2,7 @@
 
     load (text / bytecode / portable artifact, version clamp)
  -> quantized types as integer arithmetic (StableHLO's own passes, as XLA runs them)
+ -> ApproxTopK as an exact sort and slice (as XLA:CPU computes it)
  -> inline func.call and stablehlo.composite
  -> chlo compositions, sharding import
  -> StableHLO -> xhlo, module config
@@ -15,7 +16,7 @@ from mlirxla.errors import MlirxlaError, first_line, location_text
 from mlirxla.mlir import ir, passmanager, stablehlo
 from mlirxla.transforms import call_inliner, erasure
 
-from . import check_calls, chlo_to_xhlo, shardings, stablehlo_to_xhlo
+from . import approx_top_k, check_calls, chlo_to_xhlo, shardings, stablehlo_to_xhlo
 from .load import Loaded, load_bytes, load_file, load_text
 
 __all__ = ["Imported", "import_file", "import_bytes", "import_text", "import_loaded"]
@@ -115,6 +116,7 @@ STEPS = (
     ("composites to calls", composites_to_calls),
     ("check calls", check_calls.custom_calls_to_checks),
     ("quantized types", dequantize),
+    ("ApproxTopK as sort", approx_top_k.expand_approx_top_k),
     ("chlo compositions", chlo_to_xhlo.legalize_chlo),
     ("sharding preparation", shardings.prepare),
     ("inlining", inline_calls),
