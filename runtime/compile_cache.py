@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from .executable import ExecutablePlan
 
-FORMAT = 1
+FORMAT = 2  # 2: host calls of callbacks carry their declared results
 
 
 def fingerprint(module_text: str, options: str, environment: str) -> str:

@@ -21,8 +21,9 @@ data (JSON), so host calls are cached and dumped like any thunk.
   and (the combiners JAX emits), element by element as the spec defines it: correct, and
   slow for large updates.
 - `dce_sink`: nothing (`lax.dce_sink` keeps its operand computed).
-- `python_callback`: a Python function the program calls (`jax.debug.print`), on copies of
-  its operands (`runtime/callbacks.py`).
+- `python_callback`: a Python function the program calls (`jax.debug.print`,
+  `jax.pure_callback`, `io_callback`), on copies of its operands, its results checked
+  against the declared shapes and dtypes (`runtime/callbacks.py`).
 - `interpret`: a kernel the toolkit cannot lower, run by the StableHLO reference interpreter
   (`backends/cpu/interpreter_fallback.py`).
 """
@@ -199,9 +200,17 @@ def dce_sink(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
     return []
 
 
+EFFECT_ORDER_MARK = np.ones(1, np.uint8)
+
+
 def python_callback(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
-    callbacks.call(attributes["callback"], [operand.copy() for operand in operands])
-    return []
+    """The callback's results, checked against the shapes and dtypes the program declares;
+    it gets copies of its operands, as it may keep them past this execution. A callback with
+    a side effect also writes the byte that keeps effects in program order (the cpu
+    backend's thunk emitter gives it that last result)."""
+    declared = [callbacks.ResultSpec(tuple(shape), dtype) for shape, dtype in attributes["results"]]
+    values = callbacks.call(attributes["callback"], [operand.copy() for operand in operands], declared)
+    return values + [EFFECT_ORDER_MARK] if attributes["effect"] else values
 
 
 CALLS = {"sort": sort, "fft": fft, "triangular_solve": triangular_solve, "cholesky": cholesky, "eigh": eigh, "svd": svd,

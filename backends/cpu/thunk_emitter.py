@@ -19,7 +19,9 @@ Each op of the entry computation, in schedule order, becomes:
   a large kernel that keeps the rows of dimension 0 apart (elementwise work, row
   reductions): blocks of rows run on the thread pool;
 - a `host` thunk for sort, FFT, triangular solve, Cholesky and scatter: numpy on views of the buffers, as
-  XLA:CPU calls runtime library functions for them;
+  XLA:CPU calls runtime library functions for them; and for the custom calls in
+  `HOST_CUSTOM_CALLS` (Python callbacks, eigh, svd): side-effecting Python callbacks all
+  write one byte besides their results, so that the executor keeps them in program order;
 - `while` and `conditional` thunks holding the thunks of their computations;
 - a `kernel` thunk for everything else (a fusion, or a single op as its own kernel).
 
@@ -49,6 +51,7 @@ from mlirxla.runtime.thunks import (
     WhileThunk,
 )
 from mlirxla.transforms.buffer_assignment import Assignment, analyze
+from mlirxla.transforms.dead_code_elimination import has_side_effect
 from mlirxla.transforms.erasure import live_ops
 from mlirxla.transforms.fusion_legality import LIBRARY_CALLS, NOT_KERNELS, fused_ops, kind_of
 from mlirxla.transforms.batch_slice_fusion import leading_size, slice_problem
@@ -139,6 +142,7 @@ class ThunkEmitter:
         self.kernels: list[KernelSpec] = []
         self.decisions: list[str] = []
         self.slices: dict = {}
+        self.effect_order: BufferSlice | None = None
 
     def emit(self) -> Emission:
         entry = entry_function(self.module)
@@ -212,8 +216,9 @@ class ThunkEmitter:
         interpreted = next((reason for reason in map(interpreted_reason, inner_ops) if reason), None)
         if interpreted:
             return [self.kernel_thunk(op, interpret=interpreted)]
-        if op.results and all(type_bytes(r.type) == 0 for r in op.results) and kind not in ("while", "conditional"):
-            return []  # nothing to compute into empty results
+        if op.results and all(type_bytes(r.type) == 0 for r in op.results) and kind not in ("while", "conditional") \
+                and not has_side_effect(op):
+            return []  # nothing to compute into empty results (an io_callback's effect still happens)
         if kind == "copy":
             source, destination = self.slice_of(op.operands[0]), self.slice_of(op.results[0])
             return [] if source == destination else [CopyThunk(self.name_of(op), source, destination)]
@@ -354,7 +359,20 @@ class ThunkEmitter:
         def specs(values):
             return tuple((self.slice_of(v), tuple(ir.RankedTensorType(v.type).shape), tensor_spec(v.type).dtype) for v in values)
 
-        return HostThunk(name, kind, specs(op.operands), specs(op.results), attributes)
+        results = specs(op.results)
+        if attributes.get("effect"):
+            results += ((self.effect_order_slice(), (1,), "uint8"),)
+        return HostThunk(name, kind, specs(op.operands), results, attributes)
+
+    def effect_order_slice(self) -> BufferSlice:
+        """The byte every side-effecting host call writes last: the executor orders thunks by
+        the memory they touch, and the tokens that order effects take none, so without it
+        two callbacks with independent operands could run at once or in either order."""
+        if self.effect_order is None:
+            self.effect_order = BufferSlice(len(self.sizes), 0, 1)
+            self.sizes.append(1)
+            self.kinds.append("temp")
+        return self.effect_order
 
     def emit_body(self, block: ir.Block) -> list:
         """A while body's thunks, its carried values' final copies (copies used only by the
@@ -463,12 +481,15 @@ def backend_config(op: ir.Operation) -> str:
 
 
 def python_callback_attributes(op: ir.Operation) -> dict:
-    """The callback's id, from the custom call's backend config."""
+    """The callback's id, from the custom call's backend config, the [shape, dtype] of each
+    result it must return, and whether it has a side effect (it then runs in program order
+    with the others: `effect_order_slice`)."""
     config = backend_config(op)
     if not config.isdigit():
         raise MlirxlaError(f"custom_call @{callbacks.TARGET}: backend_config must be a callback id, got '{config}'",
                            location_text(op.location))
-    return {"callback": int(config)}
+    results = [[list(ir.RankedTensorType(r.type).shape), tensor_spec(r.type).dtype] for r in op.results]
+    return {"callback": int(config), "results": results, "effect": has_side_effect(op)}
 
 
 def json_attributes(op: ir.Operation) -> dict:

@@ -36,27 +36,41 @@ def initialize() -> None:
     # (with a warning) for any platform not in it; the plugin implements donation
     if PLATFORM not in mlir._platforms_with_donation:
         mlir._platforms_with_donation.append(PLATFORM)
-    register_debug_callbacks()
+    register_host_callbacks()
     register_linear_algebra()
 
 
-def register_debug_callbacks() -> None:
-    """`jax.debug.print` and `jax.debug.callback` on mlirxla: jax lowers debug callbacks per
-    platform, so the plugin gives its own rule. The callback is registered in this process
-    (`mlirxla.runtime.callbacks`) and the program calls it through a side-effecting
-    `custom_call @mlirxla.python_callback` carrying its id; an ordered callback passes its
-    effect's token through (the schedule keeps side effects in program order)."""
+def register_host_callbacks() -> None:
+    """`jax.debug.print`, `jax.debug.callback`, `jax.pure_callback` and `io_callback` on
+    mlirxla: jax lowers host callbacks per platform, so the plugin gives its own rules. Each
+    registers a host function in this process (`mlirxla.runtime.callbacks`) and emits a
+    `custom_call @mlirxla.python_callback` carrying its id, with the callback's results as
+    the call's results; side-effecting unless pure. An ordered callback passes its effect's
+    token through (the schedule and the executor keep side effects in program order)."""
+    from jax._src import callback as jax_callback
     from jax._src import debugging
     from jax._src.interpreters import mlir
 
     from mlirxla.runtime import callbacks
 
-    def callback_lowering(context, *arguments, effect, partitioned, callback, **parameters):
-        identifier = callbacks.register(callback)
-        mlir.custom_call(callbacks.TARGET, result_types=[], operands=list(arguments), backend_config=str(identifier),
-                         has_side_effect=True, api_version=1)
+    def emit(context, arguments, function, name, has_side_effect):
+        identifier = callbacks.register(function, name)
+        # jax keeps it with the executable, and dispatches a program with host callbacks on
+        # its path that threads ordered effects' tokens (its ahead-of-time fast path does not)
+        context.module_context.add_host_callback(function)
+        result_types = [mlir.aval_to_ir_type(context.module_context, aval) for aval in context.avals_out]
+        call = mlir.custom_call(callbacks.TARGET, result_types=result_types, operands=list(arguments),
+                                backend_config=str(identifier), has_side_effect=has_side_effect, api_version=1)
+        return list(call.results)
+
+    def pass_token(context, effect):
         if effect in context.tokens_in.effects():
-            context.set_tokens_out(mlir.TokenSet({effect: context.tokens_in.get(effect)}))
+            context.set_tokens_out(context.tokens_in.update_tokens(mlir.TokenSet({effect: context.tokens_in.get(effect)})))
+
+    def debug_lowering(context, *arguments, effect, partitioned, callback):
+        function = host_function(debugging.debug_callback_impl, callback, effect=effect, partitioned=partitioned)
+        emit(context, arguments, function, "jax.debug.callback", has_side_effect=True)
+        pass_token(context, effect)
         return []
 
     def print_lowering(context, *arguments, fmt, ordered, partitioned, in_tree, static_args, np_printoptions,
@@ -66,10 +80,56 @@ def register_debug_callbacks() -> None:
                                        logging_record)
         callback = debugging._make_flat_callback(in_tree, formatting, static_args)
         effect = debugging.ordered_debug_effect if ordered else debugging.debug_effect
-        return callback_lowering(context, *arguments, effect=effect, partitioned=partitioned, callback=callback)
+        function = host_function(debugging.debug_callback_impl, callback, effect=effect, partitioned=partitioned)
+        emit(context, arguments, function, f"jax.debug.print {fmt!r}", has_side_effect=True)
+        pass_token(context, effect)
+        return []
 
-    mlir.register_lowering(debugging.debug_callback_p, callback_lowering, platform=PLATFORM)
+    def pure_lowering(context, *arguments, callback, sharding, result_avals, vmap_method):
+        function = host_function(jax_callback.pure_callback_impl, callback, result_avals=result_avals, sharding=None,
+                                 vmap_method=vmap_method)
+        return emit(context, arguments, function, callback_name("jax.pure_callback", callback), has_side_effect=False)
+
+    def io_lowering(context, *arguments, callback, sharding, result_avals, ordered):
+        function = host_function(jax_callback.io_callback_impl, callback, result_avals=result_avals, sharding=None,
+                                 ordered=ordered)
+        results = emit(context, arguments, function, callback_name("io_callback", callback), has_side_effect=True)
+        if ordered:
+            pass_token(context, jax_callback._OrderedIOEffect)
+        return results
+
+    mlir.register_lowering(debugging.debug_callback_p, debug_lowering, platform=PLATFORM)
     mlir.register_lowering(debugging.debug_print_p, print_lowering, platform=PLATFORM)
+    # not cacheable, as jax registers its own: every lowering registers its callback anew
+    mlir.register_lowering(jax_callback.pure_callback_p, pure_lowering, platform=PLATFORM, cacheable=False)
+    mlir.register_lowering(jax_callback.io_callback_p, io_lowering, platform=PLATFORM, cacheable=False)
+
+
+def host_function(jax_impl, callback, **parameters):
+    """What the program calls: jax's own implementation of the callback primitive, which
+    hands the callback jax arrays on the cpu device, as jax does on cpu; numpy arrays when
+    this process has no cpu backend (JAX_PLATFORMS=mlirxla), where jax's would fail. Results
+    are canonicalized as jax's cpu callbacks canonicalize them (float64 is float32 without x64)."""
+    import numpy as np
+    from jax._src import dtypes, xla_bridge
+
+    def run(*arrays):
+        try:
+            xla_bridge.local_devices(backend="cpu")
+        except RuntimeError:
+            results = callback(*arrays)
+        else:
+            results = jax_impl(*arrays, callback=callback, **parameters)
+        return [dtypes.canonicalize_value(np.asarray(result)) for result in results]
+    return run
+
+
+def callback_name(kind: str, callback) -> str:
+    """How errors name a callback: its kind and the Python function jax wraps."""
+    function = getattr(callback, "callback_func", callback)
+    while isinstance(function, functools.partial):
+        function = function.func
+    return f"{kind} {getattr(function, '__qualname__', type(function).__name__)!r}"
 
 
 def register_linear_algebra() -> None:

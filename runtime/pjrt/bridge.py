@@ -18,6 +18,7 @@ from mlirxla.errors import MlirxlaError
 from mlirxla.mlir import stablehlo
 from mlirxla.runtime.client import Client, CompileOptions, LoadedExecutable
 
+from . import serialization
 from .compile_options import assigned_device, compile_options_from_proto
 
 NUM_DEVICES_OPTION = "num_devices"
@@ -40,12 +41,45 @@ def create_client(options: dict) -> tuple[Client, int]:
     return Client(cache_dir=cache) if cache else Client(), count
 
 
-def compile(client: Client, code: bytes, program_format: str, options: bytes) -> tuple[LoadedExecutable, int]:
-    """The executable and the device it is compiled for."""
+def compile(client: Client, code: bytes, program_format: str,
+            options: bytes | None) -> tuple[LoadedExecutable, int, bytes, bytes]:
+    """(executable, the device it is compiled for, the program, the compile options): the C
+    side keeps the program and options for OptimizedProgram, Serialize and the cost analysis."""
     if program_format != "mlir":
         raise MlirxlaError(f"mlirxla compiles programs in format 'mlir' (StableHLO), not '{program_format}'")
     device = assigned_device(options)
-    return client.compile(code, compile_options_from_proto(options)), device
+    return client.compile(code, compile_options_from_proto(options)), device, code, options or b""
+
+
+def serialize(executable: LoadedExecutable, program: bytes, options: bytes, device: int) -> bytes:
+    return serialization.serialize(serialization.SerializedExecutable(executable, device, program, options))
+
+
+def deserialize(client: Client, data: bytes, overriding_options: bytes | None) -> tuple[LoadedExecutable, int, bytes, bytes]:
+    """What `compile` returns, for a serialized executable; compile options given at load time
+    choose the device (the code is compiled already)."""
+    loaded = serialization.deserialize(client, data)
+    device = assigned_device(overriding_options) if overriding_options else loaded.device
+    return loaded.executable, device, loaded.program, loaded.options
+
+
+def cost_analysis(program: bytes, options: bytes) -> list[tuple[str, float]]:
+    """XLA's cost properties of the program as the cpu pipeline optimizes it. The executable
+    keeps no module, so the program is compiled again up to its optimized module (no code
+    generation), one compile at a time as the client compiles."""
+    from mlirxla import frontdoor
+    from mlirxla.context import new_context
+    from mlirxla.pipelines import named_pipeline
+    from mlirxla.pipelines.runner import PipelineRunner, RunOptions
+    from mlirxla.runtime.client import _COMPILING
+    from mlirxla.transforms.cost_analysis import module_cost
+
+    run_options = RunOptions(disable_passes=frozenset(compile_options_from_proto(options).disable_passes))
+    with _COMPILING:
+        module = frontdoor.import_bytes(program, "<cost analysis>", new_context()).module
+        PipelineRunner(module, run_options).compile(named_pipeline("cpu"))
+        with module.context:
+            return module_cost(module).properties()
 
 
 def executable_info(executable: LoadedExecutable) -> tuple[str, str, list, tuple[int, ...]]:
@@ -106,6 +140,11 @@ def row_major_strides(shape: tuple, itemsize: int) -> tuple[int, ...]:
 
 def copy(array: np.ndarray) -> np.ndarray:
     return array.copy()
+
+
+def uninitialized_array(dtype_name: str, dims: tuple) -> np.ndarray:
+    """A buffer whose contents are unspecified until written: zeros, so no stale memory shows."""
+    return np.zeros(tuple(dims), element_dtype(dtype_name))
 
 
 def execute(executable: LoadedExecutable, arrays: list, addresses: list, donated: list) -> list:

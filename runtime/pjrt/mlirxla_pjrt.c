@@ -5,8 +5,9 @@
  * the GIL released) and calls `mlirxla.runtime.pjrt.bridge`, which compiles and executes.
  * What needs no Python stays here: devices and memories (N virtual CPU devices), events
  * (execution is synchronous: only created events and zero-copy host transfers wait),
- * errors, and the shapes and element types of buffers and executables, cached so that the
- * pointers handed out stay valid for the object's lifetime.
+ * errors, what each device's live buffers hold, and the shapes and element types of buffers
+ * and executables, cached so that the pointers handed out stay valid for the object's
+ * lifetime.
  *
  * Version handshake: the table reports the PJRT_API_MAJOR/MINOR of the header it was built
  * against; every out field is written only when it lies within the caller's struct_size;
@@ -22,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "xla/pjrt/c/pjrt_c_api.h"
 
@@ -209,11 +211,21 @@ struct PJRT_Memory {
   char to_string[64];
 };
 
+/* What a device's live buffers hold (PJRT_Device_MemoryStats), counted as buffers take and let
+ * go of their arrays, from any thread. */
+typedef struct {
+  int64_t bytes_in_use;
+  int64_t peak_bytes_in_use;
+  int64_t allocations; /* buffers ever made on the device */
+  int64_t largest_allocation;
+} MemoryUsage;
+
 struct PJRT_Device {
   PJRT_DeviceDescription description;
   PJRT_Memory memory;
   PJRT_Memory* memories[1];
   PJRT_Device* self[1]; /* the one device this device's memory is addressable by */
+  MemoryUsage usage;
 };
 
 struct PJRT_Client {
@@ -223,6 +235,21 @@ struct PJRT_Client {
   PJRT_Device** device_list;
   PJRT_Memory** memory_list;
 };
+
+static void raise_to(int64_t* maximum, int64_t value) {
+  int64_t seen = __atomic_load_n(maximum, __ATOMIC_ACQUIRE);
+  while (value > seen && !__atomic_compare_exchange_n(maximum, &seen, value, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+  }
+}
+
+static void count_allocation(MemoryUsage* usage, int64_t bytes) {
+  int64_t in_use = __atomic_add_fetch(&usage->bytes_in_use, bytes, __ATOMIC_ACQ_REL);
+  __atomic_add_fetch(&usage->allocations, 1, __ATOMIC_ACQ_REL);
+  raise_to(&usage->peak_bytes_in_use, in_use);
+  raise_to(&usage->largest_allocation, bytes);
+}
+
+static void count_release(MemoryUsage* usage, int64_t bytes) { __atomic_sub_fetch(&usage->bytes_in_use, bytes, __ATOMIC_ACQ_REL); }
 
 static PJRT_Error* client_device(PJRT_Client* client, int id, PJRT_Device** device) {
   if (id < 0 || (size_t)id >= client->device_count)
@@ -614,6 +641,36 @@ static PJRT_Error* device_default_memory(PJRT_Device_DefaultMemory_Args* args) {
   return NULL;
 }
 
+/* The host's physical memory, which every virtual device allocates from: the honest limit. */
+static int64_t physical_memory_bytes(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page_size > 0 ? (int64_t)pages * page_size : 0;
+}
+
+/* The device's live buffers: bytes now, peak, how many were made and the largest. The
+ * allocator-pool figures (reserved, pool, free blocks) are left unset: numpy allocates each
+ * array from the host heap, there is no pool to describe. */
+static PJRT_Error* device_memory_stats(PJRT_Device_MemoryStats_Args* args) {
+  MemoryUsage* usage = &args->device->usage;
+  int64_t limit = physical_memory_bytes();
+  SET(args, bytes_in_use, __atomic_load_n(&usage->bytes_in_use, __ATOMIC_ACQUIRE));
+  SET(args, peak_bytes_in_use, __atomic_load_n(&usage->peak_bytes_in_use, __ATOMIC_ACQUIRE));
+  SET(args, peak_bytes_in_use_is_set, true);
+  SET(args, num_allocs, __atomic_load_n(&usage->allocations, __ATOMIC_ACQUIRE));
+  SET(args, num_allocs_is_set, true);
+  SET(args, largest_alloc_size, __atomic_load_n(&usage->largest_allocation, __ATOMIC_ACQUIRE));
+  SET(args, largest_alloc_size_is_set, true);
+  SET(args, bytes_limit, limit);
+  SET(args, bytes_limit_is_set, limit > 0);
+  SET(args, bytes_reserved_is_set, false);
+  SET(args, peak_bytes_reserved_is_set, false);
+  SET(args, bytes_reservable_limit_is_set, false);
+  SET(args, largest_free_block_bytes_is_set, false);
+  SET(args, pool_bytes_is_set, false);
+  SET(args, peak_pool_bytes_is_set, false);
+  return NULL;
+}
+
 /* ---------------------------------------------------------------- memories */
 
 static PJRT_Error* memory_id(PJRT_Memory_Id_Args* args) {
@@ -686,14 +743,15 @@ static PJRT_Buffer* new_buffer(PyObject* array, PJRT_Buffer_Type type, PJRT_Devi
   buffer->bytes = (size_t)view.len;
   buffer->device = device;
   PyBuffer_Release(&view);
+  count_allocation(&device->usage, (int64_t)buffer->bytes);
   return buffer;
 }
 
 static bool is_gone(const PJRT_Buffer* buffer) { return buffer->deleted || buffer->array == NULL; }
 
 static void drop_array(PJRT_Buffer* buffer) {
-  PyObject* array = buffer->array;
-  buffer->array = NULL;
+  PyObject* array = __atomic_exchange_n(&buffer->array, NULL, __ATOMIC_ACQ_REL);
+  if (array) count_release(&buffer->device->usage, (int64_t)buffer->bytes);
   release_object(array);
   if (buffer->host_release) {
     fire_event(buffer->host_release, NULL);
@@ -709,25 +767,33 @@ static void free_buffer(PJRT_Buffer* buffer) {
   free(buffer);
 }
 
+/* Where a new buffer goes: the device named, else the memory's, else device 0. */
+static PJRT_Device* destination_device(PJRT_Client* client, PJRT_Device* device, PJRT_Memory* memory) {
+  if (device) return device;
+  if (memory) return memory->device;
+  return &client->devices[0];
+}
+
+static PyObject* int64_tuple(const int64_t* values, size_t count) {
+  PyObject* tuple = PyTuple_New((Py_ssize_t)count);
+  for (size_t i = 0; tuple && i < count; ++i) PyTuple_SET_ITEM(tuple, (Py_ssize_t)i, PyLong_FromLongLong(values[i]));
+  return tuple;
+}
+
 static PJRT_Error* client_buffer_from_host_buffer(PJRT_Client_BufferFromHostBuffer_Args* args) {
   REQUIRE_FIELD(args, buffer, "PJRT_Client_BufferFromHostBuffer");
   const char* name = element_type_name(args->type);
   if (name == NULL) return new_error(PJRT_Error_Code_UNIMPLEMENTED, "mlirxla: buffers of PJRT element type %d", (int)args->type);
-  PJRT_Device* device = args->device;
-  if (device == NULL && HAS_FIELD(args, memory) && args->memory) device = args->memory->device;
-  if (device == NULL) device = &args->client->devices[0];
+  PJRT_Device* device = destination_device(args->client, args->device, HAS_FIELD(args, memory) ? args->memory : NULL);
   PyGILState_STATE state = PyGILState_UNLOCKED;
   PJRT_Error* error = enter_python(&state);
   if (error) return error;
-  PyObject* dims = PyTuple_New((Py_ssize_t)args->num_dims);
-  for (size_t i = 0; i < args->num_dims; ++i) PyTuple_SET_ITEM(dims, (Py_ssize_t)i, PyLong_FromLongLong(args->dims[i]));
+  PyObject* dims = int64_tuple(args->dims, args->num_dims);
   PyObject* strides = Py_None;
   Py_INCREF(strides);
   if (args->byte_strides != NULL && args->num_byte_strides == args->num_dims) {
     Py_DECREF(strides);
-    strides = PyTuple_New((Py_ssize_t)args->num_byte_strides);
-    for (size_t i = 0; i < args->num_byte_strides; ++i)
-      PyTuple_SET_ITEM(strides, (Py_ssize_t)i, PyLong_FromLongLong(args->byte_strides[i]));
+    strides = int64_tuple(args->byte_strides, args->num_byte_strides);
   }
   bool zero_copy = args->host_buffer_semantics == PJRT_HostBufferSemantics_kImmutableZeroCopy;
   PyObject* made = call_bridge("buffer_from_host", "(KsOOO)", (unsigned long long)(uintptr_t)args->data, name, dims, strides,
@@ -749,6 +815,41 @@ static PJRT_Error* client_buffer_from_host_buffer(PJRT_Client_BufferFromHostBuff
   /* a view of the host memory: JAX keeps the memory until the buffer lets go of it */
   if (is_view) buffer->host_release = new_event(false, 2);
   SET(args, done_with_host_buffer, is_view ? buffer->host_release : ready_event());
+  SET(args, buffer, buffer);
+  return NULL;
+}
+
+static bool is_row_major(const PJRT_Buffer_MemoryLayout* layout, size_t rank) {
+  if (layout == NULL) return true;
+  if (layout->type != PJRT_Buffer_MemoryLayout_Type_Tiled || layout->tiled.num_tiles != 0) return false;
+  for (size_t i = 0; i < layout->tiled.minor_to_major_size; ++i)
+    if (layout->tiled.minor_to_major[i] != (int64_t)(rank - 1 - i)) return false;
+  return true;
+}
+
+/* A buffer of the shape asked for, its contents unspecified until written (zeros here: a
+ * fresh array from the bridge, so no stale memory shows). */
+static PJRT_Error* client_create_uninitialized_buffer(PJRT_Client_CreateUninitializedBuffer_Args* args) {
+  REQUIRE_FIELD(args, buffer, "PJRT_Client_CreateUninitializedBuffer");
+  const char* name = element_type_name(args->shape_element_type);
+  if (name == NULL)
+    return new_error(PJRT_Error_Code_UNIMPLEMENTED, "mlirxla: buffers of PJRT element type %d", (int)args->shape_element_type);
+  if (!is_row_major(args->shape_layout, args->shape_num_dims))
+    return new_error(PJRT_Error_Code_UNIMPLEMENTED, "mlirxla: PJRT_Client_CreateUninitializedBuffer in a layout other than row-major");
+  PJRT_Device* device = destination_device(args->client, args->device, args->memory);
+  PyGILState_STATE state = PyGILState_UNLOCKED;
+  PJRT_Error* error = enter_python(&state);
+  if (error) return error;
+  PyObject* dims = int64_tuple(args->shape_dims, args->shape_num_dims);
+  PyObject* array = dims ? call_bridge("uninitialized_array", "(sO)", name, dims) : NULL;
+  Py_XDECREF(dims);
+  PJRT_Buffer* buffer = array ? new_buffer(array, args->shape_element_type, device) : NULL;
+  if (buffer == NULL) {
+    Py_XDECREF(array);
+    error = python_error();
+  }
+  PyGILState_Release(state);
+  if (error) return error;
   SET(args, buffer, buffer);
   return NULL;
 }
@@ -800,14 +901,6 @@ static PJRT_Error* buffer_get_memory_layout(PJRT_Buffer_GetMemoryLayout_Args* ar
   return NULL;
 }
 
-static bool is_row_major(const PJRT_Buffer_MemoryLayout* layout, size_t rank) {
-  if (layout == NULL) return true;
-  if (layout->type != PJRT_Buffer_MemoryLayout_Type_Tiled || layout->tiled.num_tiles != 0) return false;
-  for (size_t i = 0; i < layout->tiled.minor_to_major_size; ++i)
-    if (layout->tiled.minor_to_major[i] != (int64_t)(rank - 1 - i)) return false;
-  return true;
-}
-
 static PJRT_Error* buffer_to_host_buffer(PJRT_Buffer_ToHostBuffer_Args* args) {
   PJRT_Buffer* buffer = args->src;
   if (is_gone(buffer)) return deleted_error("PJRT_Buffer_ToHostBuffer");
@@ -821,6 +914,20 @@ static PJRT_Error* buffer_to_host_buffer(PJRT_Buffer_ToHostBuffer_Args* args) {
     return new_error(PJRT_Error_Code_INVALID_ARGUMENT, "mlirxla: PJRT_Buffer_ToHostBuffer: %zu bytes given for %zu", args->dst_size,
                      buffer->bytes);
   memcpy(args->dst, (const void*)buffer->address, buffer->bytes);
+  SET(args, event, ready_event());
+  return NULL;
+}
+
+/* `transfer_size` bytes from `offset` of the buffer's row-major bytes (what
+ * OnDeviceSizeInBytes counts) into `dst`; done when it returns. */
+static PJRT_Error* buffer_copy_raw_to_host(PJRT_Buffer_CopyRawToHost_Args* args) {
+  PJRT_Buffer* buffer = args->buffer;
+  if (is_gone(buffer)) return deleted_error("PJRT_Buffer_CopyRawToHost");
+  if (args->offset < 0 || args->transfer_size < 0 || (uint64_t)args->offset + (uint64_t)args->transfer_size > buffer->bytes)
+    return new_error(PJRT_Error_Code_INVALID_ARGUMENT,
+                     "mlirxla: PJRT_Buffer_CopyRawToHost of %lld bytes at offset %lld, outside the buffer's %zu bytes",
+                     (long long)args->transfer_size, (long long)args->offset, buffer->bytes);
+  if (args->transfer_size > 0) memcpy(args->dst, (const char*)buffer->address + args->offset, (size_t)args->transfer_size);
   SET(args, event, ready_event());
   return NULL;
 }
@@ -936,6 +1043,12 @@ struct PJRT_Executable {
   size_t donatable_count;
   char* program; /* the StableHLO it was compiled from, in format "mlir" */
   size_t program_size;
+  char* options; /* the CompileOptionsProto it was compiled with */
+  size_t options_size;
+  int device_id; /* the device its compile options assigned */
+  bool cost_analyzed; /* the cost properties are filled in (on first request, with the GIL) */
+  PJRT_NamedValue* cost_properties;
+  size_t cost_property_count;
 };
 
 struct PJRT_LoadedExecutable {
@@ -952,6 +1065,12 @@ static char* copy_string(const char* text) {
   return copy;
 }
 
+static char* copy_bytes(const char* data, size_t size) {
+  char* copy = malloc(size + 1);
+  if (size) memcpy(copy, data, size);
+  return copy;
+}
+
 static void free_executable(PJRT_Executable* executable) {
   release_object(executable->runtime);
   free(executable->name);
@@ -963,6 +1082,9 @@ static void free_executable(PJRT_Executable* executable) {
   free(executable->memory_kind_sizes);
   free(executable->donatable);
   free(executable->program);
+  free(executable->options);
+  for (size_t i = 0; i < executable->cost_property_count; ++i) free((char*)executable->cost_properties[i].name);
+  free(executable->cost_properties);
   free(executable);
 }
 
@@ -1009,6 +1131,38 @@ static bool describe_executable(PJRT_Executable* executable) {
   return !PyErr_Occurred();
 }
 
+/* A loaded executable from what the bridge compiled or deserialized, with the GIL held: the
+ * tuple (runtime executable, device id, program bytes, compile options bytes). */
+static PJRT_Error* load_executable(PJRT_Client* client, PyObject* made, PJRT_LoadedExecutable** loaded) {
+  PyObject* runtime = NULL;
+  int device_id = 0;
+  const char *program = NULL, *options = NULL;
+  Py_ssize_t program_size = 0, options_size = 0;
+  if (!PyArg_ParseTuple(made, "Oiy#y#", &runtime, &device_id, &program, &program_size, &options, &options_size))
+    return python_error();
+  PJRT_Device* device = NULL;
+  PJRT_Error* error = client_device(client, device_id, &device);
+  if (error) return error;
+  PJRT_Executable* executable = calloc(1, sizeof(PJRT_Executable));
+  Py_INCREF(runtime);
+  executable->runtime = runtime;
+  executable->program = copy_bytes(program, (size_t)program_size);
+  executable->program_size = (size_t)program_size;
+  executable->options = copy_bytes(options, (size_t)options_size);
+  executable->options_size = (size_t)options_size;
+  executable->device_id = device_id;
+  if (!describe_executable(executable)) {
+    error = python_error();
+    free_executable(executable);
+    return error;
+  }
+  *loaded = calloc(1, sizeof(PJRT_LoadedExecutable));
+  (*loaded)->executable = executable;
+  (*loaded)->client = client;
+  (*loaded)->devices[0] = device;
+  return NULL;
+}
+
 static PJRT_Error* client_compile(PJRT_Client_Compile_Args* args) {
   REQUIRE_FIELD(args, executable, "PJRT_Client_Compile");
   const PJRT_Program* program = args->program;
@@ -1018,38 +1172,11 @@ static PJRT_Error* client_compile(PJRT_Client_Compile_Args* args) {
   PyObject* compiled = call_bridge("compile", "(Oy#s#y#)", args->client->runtime, program->code, (Py_ssize_t)program->code_size,
                                    program->format, (Py_ssize_t)program->format_size, args->compile_options,
                                    (Py_ssize_t)args->compile_options_size);
-  PyObject* runtime = NULL;
-  int device_id = 0;
-  PJRT_Executable* executable = NULL;
-  if (compiled != NULL && PyArg_ParseTuple(compiled, "Oi", &runtime, &device_id)) {
-    Py_INCREF(runtime);
-    executable = calloc(1, sizeof(PJRT_Executable));
-    executable->runtime = runtime;
-    executable->program_size = program->code_size;
-    executable->program = malloc(program->code_size + 1);
-    memcpy(executable->program, program->code, program->code_size);
-    if (!describe_executable(executable)) {
-      error = python_error();
-      Py_DECREF(compiled);
-      PyGILState_Release(state);
-      free_executable(executable);
-      return error;
-    }
-  } else {
-    error = python_error();
-  }
+  PJRT_LoadedExecutable* loaded = NULL;
+  error = compiled ? load_executable(args->client, compiled, &loaded) : python_error();
   Py_XDECREF(compiled);
   PyGILState_Release(state);
-  PJRT_Device* device = NULL;
-  if (!error) error = client_device(args->client, device_id, &device);
-  if (error) {
-    if (executable) free_executable(executable);
-    return error;
-  }
-  PJRT_LoadedExecutable* loaded = calloc(1, sizeof(PJRT_LoadedExecutable));
-  loaded->executable = executable;
-  loaded->client = args->client;
-  loaded->devices[0] = device;
+  if (error) return error;
   SET(args, executable, loaded);
   return NULL;
 }
@@ -1125,6 +1252,73 @@ static PJRT_Error* loaded_get_device_assignment(PJRT_LoadedExecutable_GetDeviceA
   return NULL;
 }
 
+struct PJRT_SerializedExecutable {
+  char* bytes;
+  size_t size;
+};
+
+static void free_serialized_executable(PJRT_SerializedExecutable* serialized) {
+  free(serialized->bytes);
+  free(serialized);
+}
+
+/* The bridge's serialization: plan, object code, program, compile options and device. */
+static PJRT_Error* executable_serialize(PJRT_Executable_Serialize_Args* args) {
+  REQUIRE_FIELD(args, serialized_executable_deleter, "PJRT_Executable_Serialize");
+  const PJRT_Executable* executable = args->executable;
+  PyGILState_STATE state = PyGILState_UNLOCKED;
+  PJRT_Error* error = enter_python(&state);
+  if (error) return error;
+  PyObject* data = call_bridge("serialize", "(Oy#y#i)", executable->runtime, executable->program, (Py_ssize_t)executable->program_size,
+                               executable->options, (Py_ssize_t)executable->options_size, executable->device_id);
+  char* bytes = NULL;
+  Py_ssize_t size = 0;
+  PJRT_SerializedExecutable* serialized = NULL;
+  if (data == NULL || PyBytes_AsStringAndSize(data, &bytes, &size) != 0) {
+    error = python_error();
+  } else {
+    serialized = malloc(sizeof(PJRT_SerializedExecutable));
+    serialized->bytes = copy_bytes(bytes, (size_t)size);
+    serialized->size = (size_t)size;
+  }
+  Py_XDECREF(data);
+  PyGILState_Release(state);
+  if (error) return error;
+  SET(args, serialized_bytes, serialized->bytes);
+  SET(args, serialized_bytes_size, serialized->size);
+  SET(args, serialized_executable, serialized);
+  SET(args, serialized_executable_deleter, free_serialized_executable);
+  return NULL;
+}
+
+/* What PJRT_Executable_Serialize wrote, loaded on this client; compile options given here
+ * choose the device (the code is compiled already). */
+static PJRT_Error* executable_deserialize_and_load(PJRT_Executable_DeserializeAndLoad_Args* args) {
+  REQUIRE_FIELD(args, loaded_executable, "PJRT_Executable_DeserializeAndLoad");
+  bool overriding = HAS_FIELD(args, overridden_serialized_compile_options_size) && args->overridden_serialized_compile_options != NULL;
+  PyGILState_STATE state = PyGILState_UNLOCKED;
+  PJRT_Error* error = enter_python(&state);
+  if (error) return error;
+  PyObject* options = Py_None;
+  Py_INCREF(options);
+  if (overriding) {
+    Py_DECREF(options);
+    options = PyBytes_FromStringAndSize(args->overridden_serialized_compile_options,
+                                        (Py_ssize_t)args->overridden_serialized_compile_options_size);
+  }
+  PyObject* made = options ? call_bridge("deserialize", "(Oy#O)", args->client->runtime, args->serialized_executable,
+                                         (Py_ssize_t)args->serialized_executable_size, options)
+                           : NULL;
+  Py_XDECREF(options);
+  PJRT_LoadedExecutable* loaded = NULL;
+  error = made ? load_executable(args->client, made, &loaded) : python_error();
+  Py_XDECREF(made);
+  PyGILState_Release(state);
+  if (error) return error;
+  SET(args, loaded_executable, loaded);
+  return NULL;
+}
+
 static PJRT_Error* executable_name(PJRT_Executable_Name_Args* args) {
   SET(args, executable_name, args->executable->name);
   SET(args, executable_name_size, strlen(args->executable->name));
@@ -1177,9 +1371,55 @@ static PJRT_Error* executable_code_size(PJRT_Executable_SizeOfGeneratedCodeInByt
   return NULL;
 }
 
+/* The bridge's [(name, value)] as float properties the executable owns; GIL held. */
+static PJRT_Error* analyze_cost(PJRT_Executable* executable) {
+  PyObject* properties = call_bridge("cost_analysis", "(y#y#)", executable->program, (Py_ssize_t)executable->program_size,
+                                     executable->options, (Py_ssize_t)executable->options_size);
+  if (properties == NULL || !PyList_Check(properties)) {
+    if (properties != NULL) PyErr_SetString(PyExc_TypeError, "the bridge's cost analysis is not a list");
+    Py_XDECREF(properties);
+    return python_error();
+  }
+  size_t count = (size_t)PyList_Size(properties);
+  PJRT_NamedValue* values = calloc(count + 1, sizeof(PJRT_NamedValue));
+  size_t filled = 0;
+  for (; filled < count; ++filled) {
+    const char* name = NULL;
+    double value = 0;
+    if (!PyArg_ParseTuple(PyList_GetItem(properties, (Py_ssize_t)filled), "sd", &name, &value)) break;
+    PJRT_NamedValue* property = &values[filled];
+    property->struct_size = PJRT_NamedValue_STRUCT_SIZE;
+    property->name = copy_string(name);
+    property->name_size = strlen(name);
+    property->type = PJRT_NamedValue_kFloat;
+    property->float_value = (float)value;
+    property->value_size = 1;
+  }
+  Py_DECREF(properties);
+  if (filled < count) {
+    for (size_t i = 0; i < filled; ++i) free((char*)values[i].name);
+    free(values);
+    return python_error();
+  }
+  executable->cost_properties = values;
+  executable->cost_property_count = count;
+  executable->cost_analyzed = true;
+  return NULL;
+}
+
+/* flops, transcendentals and bytes accessed, as XLA's cost analysis counts them over the
+ * optimized module: computed on the first request (the bridge compiles the program again up
+ * to its optimized module), then kept with the executable. */
 static PJRT_Error* executable_cost_analysis(PJRT_Executable_GetCostAnalysis_Args* args) {
-  SET(args, num_properties, 0);
-  SET(args, properties, NULL);
+  PJRT_Executable* executable = args->executable;
+  PyGILState_STATE state = PyGILState_UNLOCKED;
+  PJRT_Error* error = enter_python(&state);
+  if (error) return error;
+  if (!executable->cost_analyzed) error = analyze_cost(executable);
+  PyGILState_Release(state);
+  if (error) return error;
+  SET(args, num_properties, executable->cost_property_count);
+  SET(args, properties, executable->cost_properties);
   return NULL;
 }
 
@@ -1347,6 +1587,7 @@ static void fill_table(void) {
   api.PJRT_Client_Compile = client_compile;
   api.PJRT_Client_DefaultDeviceAssignment = client_default_device_assignment;
   api.PJRT_Client_BufferFromHostBuffer = client_buffer_from_host_buffer;
+  api.PJRT_Client_CreateUninitializedBuffer = client_create_uninitialized_buffer;
   api.PJRT_DeviceDescription_Id = description_id;
   api.PJRT_DeviceDescription_ProcessIndex = description_process_index;
   api.PJRT_DeviceDescription_Attributes = description_attributes;
@@ -1358,6 +1599,7 @@ static void fill_table(void) {
   api.PJRT_Device_LocalHardwareId = device_local_hardware_id;
   api.PJRT_Device_AddressableMemories = device_addressable_memories;
   api.PJRT_Device_DefaultMemory = device_default_memory;
+  api.PJRT_Device_MemoryStats = device_memory_stats;
   api.PJRT_Memory_Id = memory_id;
   api.PJRT_Memory_Kind = memory_kind;
   api.PJRT_Memory_Kind_Id = memory_kind_id;
@@ -1377,6 +1619,8 @@ static void fill_table(void) {
   api.PJRT_Executable_Fingerprint = executable_fingerprint;
   api.PJRT_Executable_GetCompiledMemoryStats = executable_memory_stats;
   api.PJRT_Executable_OptimizedProgram = executable_optimized_program;
+  api.PJRT_Executable_Serialize = executable_serialize;
+  api.PJRT_Executable_DeserializeAndLoad = executable_deserialize_and_load;
   api.PJRT_LoadedExecutable_Destroy = loaded_destroy;
   api.PJRT_LoadedExecutable_GetExecutable = loaded_get_executable;
   api.PJRT_LoadedExecutable_AddressableDevices = loaded_addressable_devices;
@@ -1392,6 +1636,7 @@ static void fill_table(void) {
   api.PJRT_Buffer_DynamicDimensionIndices = buffer_dynamic_dimension_indices;
   api.PJRT_Buffer_GetMemoryLayout = buffer_get_memory_layout;
   api.PJRT_Buffer_ToHostBuffer = buffer_to_host_buffer;
+  api.PJRT_Buffer_CopyRawToHost = buffer_copy_raw_to_host;
   api.PJRT_Buffer_OnDeviceSizeInBytes = buffer_on_device_size;
   api.PJRT_Buffer_Delete = buffer_delete;
   api.PJRT_Buffer_IsDeleted = buffer_is_deleted;

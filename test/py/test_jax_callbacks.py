@@ -1,0 +1,245 @@
+"""Host callbacks on the plugin: `jax.pure_callback` and `jax.experimental.io_callback`
+(ordered and unordered) under jit, vmap and grad, compared with jax's own cpu backend in the
+same process; their results written with the declared shapes and dtypes, effects in program
+order, and errors raised inside a callback reaching the caller while the process goes on.
+"""
+
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+import jax.numpy as jnp  # noqa: E402
+from jax.experimental import io_callback  # noqa: E402
+
+pytestmark = pytest.mark.jax
+
+X = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+
+
+@pytest.fixture(scope="module")
+def devices():
+    try:
+        return jax.devices("mlirxla")[0], jax.devices("cpu")[0]
+    except RuntimeError as error:
+        pytest.fail(f"the mlirxla plugin did not register: {error}")
+
+
+def on(device, function, *arguments):
+    with jax.default_device(device):
+        return jax.jit(function)(*arguments)
+
+
+def assert_same_as_cpu(devices, function, *arguments):
+    mlirxla, cpu = devices
+    got, expected = on(mlirxla, function, *arguments), on(cpu, function, *arguments)
+    assert jax.tree.structure(got) == jax.tree.structure(expected)
+    for leaf, want in zip(jax.tree.leaves(got), jax.tree.leaves(expected)):
+        assert leaf.devices() == {mlirxla}
+        assert leaf.dtype == want.dtype and leaf.shape == want.shape
+        np.testing.assert_allclose(np.asarray(leaf), np.asarray(want), rtol=1e-6)
+
+
+def host_statistics(x):
+    x = np.asarray(x)
+    return {"mean": np.mean(x, axis=-1), "argmax": np.argmax(x, axis=-1).astype(np.int32), "positive": x > 0}
+
+
+def statistics_shapes(x):
+    rows = x.shape[:-1]
+    return {"mean": jax.ShapeDtypeStruct(rows, jnp.float32), "argmax": jax.ShapeDtypeStruct(rows, jnp.int32),
+            "positive": jax.ShapeDtypeStruct(x.shape, jnp.bool_)}
+
+
+def test_pure_callback_under_jit(devices):
+    def program(x):
+        statistics = jax.pure_callback(host_statistics, statistics_shapes(x), jnp.sin(x))
+        return statistics["mean"] * 2, statistics["argmax"], jnp.where(statistics["positive"], x, 0.0)
+
+    assert_same_as_cpu(devices, program, X)
+
+
+def test_callback_gets_jax_arrays_on_the_cpu_device(devices):
+    """As jax's callbacks do on cpu: its arguments are jax arrays placed on the cpu device."""
+    mlirxla, cpu = devices
+    placed = []
+
+    def record(x):
+        placed.append((type(x).__name__, x.devices()))
+        return x
+
+    on(mlirxla, lambda x: jax.pure_callback(record, jax.ShapeDtypeStruct(x.shape, x.dtype), x), X)
+    assert placed == [("ArrayImpl", {cpu})]
+
+
+@pytest.mark.parametrize("vmap_method", ["sequential", "expand_dims"])
+def test_pure_callback_under_vmap(devices, vmap_method):
+    """sequential: one call per row (a loop in the program); expand_dims: one call on the batch."""
+    mlirxla, _ = devices
+    calls = []
+
+    def host_norm(row):
+        calls.append(np.shape(row))
+        return np.sqrt(np.sum(np.square(row), axis=-1, keepdims=True)).astype(np.float32)
+
+    def norm(row):
+        return jax.pure_callback(host_norm, jax.ShapeDtypeStruct((1,), jnp.float32), row, vmap_method=vmap_method)
+
+    assert_same_as_cpu(devices, jax.vmap(norm), X)
+    calls.clear()
+    on(mlirxla, jax.vmap(norm), X)
+    assert calls == ([(4,)] * 3 if vmap_method == "sequential" else [(3, 4)])
+
+
+def test_grad_through_a_pure_callback_with_a_custom_jvp(devices):
+    @jax.custom_jvp
+    def host_sin(x):
+        return jax.pure_callback(np.sin, jax.ShapeDtypeStruct(x.shape, x.dtype), x, vmap_method="expand_dims")
+
+    @host_sin.defjvp
+    def host_sin_jvp(primals, tangents):
+        (x,), (dx,) = primals, tangents
+        cosine = jax.pure_callback(np.cos, jax.ShapeDtypeStruct(x.shape, x.dtype), x, vmap_method="expand_dims")
+        return host_sin(x), cosine * dx
+
+    def loss(x):
+        return jnp.sum(host_sin(x) ** 2)
+
+    assert_same_as_cpu(devices, jax.grad(loss), X)
+    np.testing.assert_allclose(np.asarray(on(devices[0], jax.grad(loss), X)), 2 * np.sin(X) * np.cos(X), rtol=1e-5)
+
+
+def test_io_callback_results_and_effects(devices):
+    """Unordered, ordered, and with no result: each runs once per call, results as declared."""
+    mlirxla, _ = devices
+    seen = []
+
+    def log_and_count(x):
+        seen.append(np.asarray(x).copy())
+        return np.int32(len(seen))
+
+    def program(x):
+        count = io_callback(log_and_count, jax.ShapeDtypeStruct((), jnp.int32), x)
+        ordered = io_callback(lambda v: np.asarray(v) * 2, jax.ShapeDtypeStruct(x.shape, x.dtype), x + 1, ordered=True)
+        io_callback(lambda v: seen.append(("nothing back", np.asarray(v).sum())), None, x)
+        return count, ordered
+
+    count, ordered = on(mlirxla, program, X)
+    assert int(count) == 1 and ordered.dtype == np.float32
+    np.testing.assert_array_equal(np.asarray(ordered), (X + 1) * 2)
+    np.testing.assert_array_equal(seen[0], X)
+    assert seen[1] == ("nothing back", pytest.approx(float(X.sum())))
+
+
+def test_io_callback_with_only_empty_results_still_runs(devices):
+    """Its results take no memory, its effect still happens."""
+    mlirxla, _ = devices
+    seen = []
+
+    def record(x):
+        seen.append(float(np.asarray(x).sum()))
+        return np.zeros((0,), np.float32)
+
+    empty = on(mlirxla, lambda x: io_callback(record, jax.ShapeDtypeStruct((0,), jnp.float32), x, ordered=True), X)
+    assert empty.shape == (0,) and seen == [pytest.approx(float(X.sum()))]
+
+
+def test_ordered_effects_keep_program_order_within_and_across_calls(devices):
+    """Eight ordered callbacks on one shared value, free to run at once on the thread pool but
+    for their ordering, the earlier ones slower: they still run in program order, call after
+    call (an ahead-of-time compiled function threads the token too)."""
+    mlirxla, _ = devices
+    order = []
+
+    def step(index):
+        def callback(value):
+            time.sleep(0.002 * (8 - index))
+            order.append(index)
+            return np.asarray(value) + index
+        return callback
+
+    def program(x):
+        shared = jnp.sin(x) * 2
+        return [io_callback(step(i), jax.ShapeDtypeStruct(x.shape, x.dtype), shared, ordered=True) for i in range(8)]
+
+    with jax.default_device(mlirxla):
+        compiled = jax.jit(program).lower(X).compile()
+        for _ in range(3):
+            results = compiled(X)
+        jax.jit(program)(X)
+    assert order == list(range(8)) * 4
+    np.testing.assert_allclose(np.asarray(results[5]), np.sin(X) * 2 + 5, rtol=1e-6)
+
+
+def test_exception_inside_a_callback_reaches_the_caller(devices):
+    mlirxla, cpu = devices
+
+    def fails(x):
+        raise ValueError("the host refuses\nsecond line")
+
+    def program(x):
+        return jax.pure_callback(fails, jax.ShapeDtypeStruct(x.shape, x.dtype), x)
+
+    for device in (mlirxla, cpu):
+        with pytest.raises(jax.errors.JaxRuntimeError, match="the host refuses"):
+            on(device, program, X).block_until_ready()
+    with pytest.raises(jax.errors.JaxRuntimeError) as raised:
+        on(mlirxla, program, X)
+    assert str(raised.value) == ("INTERNAL: mlirxla: CallbackError: jax.pure_callback "
+                                 "'test_exception_inside_a_callback_reaches_the_caller.<locals>.fails' raised ValueError: "
+                                 "the host refuses")
+    with pytest.raises(jax.errors.JaxRuntimeError, match=r"io_callback '.*fails' raised ValueError"):
+        on(mlirxla, lambda x: io_callback(fails, jax.ShapeDtypeStruct(x.shape, x.dtype), x, ordered=True), X)
+    np.testing.assert_array_equal(np.asarray(on(mlirxla, lambda x: x + 1, X)), X + 1)
+
+
+@pytest.mark.parametrize("returned, described", [
+    (np.zeros(3, np.float32), "float32[3] as result 0, the program declares float32[3, 4]"),
+    (np.zeros((3, 4), np.int32), "int32[3, 4] as result 0, the program declares float32[3, 4]"),
+    ((), "0 value(s), the program declares 1"),
+])
+def test_wrong_results_name_the_callback(devices, returned, described):
+    mlirxla, _ = devices
+
+    def wrong(x):
+        return returned
+
+    with pytest.raises(jax.errors.JaxRuntimeError) as raised:
+        on(mlirxla, lambda x: jax.pure_callback(wrong, jax.ShapeDtypeStruct(x.shape, x.dtype), x), X)
+    message = str(raised.value)
+    assert message.startswith("INVALID_ARGUMENT: jax.pure_callback 'test_wrong_results_name_the_callback.<locals>.wrong' returned ")
+    assert message.endswith(described) and "\n" not in message
+    np.testing.assert_array_equal(np.asarray(on(mlirxla, lambda x: x * 2, X)), X * 2)
+
+
+def test_float64_results_are_canonicalized_as_jax_does(devices):
+    """Without x64 jax takes a callback's float64 for the float32 it declares, on cpu and here."""
+    assert_same_as_cpu(devices, lambda x: jax.pure_callback(lambda v: np.asarray(v, np.float64) / 3,
+                                                            jax.ShapeDtypeStruct(x.shape, jnp.float32), x), X)
+
+
+WITHOUT_CPU = """
+import jax, numpy as np
+from jax.experimental import io_callback
+seen = []
+def program(x):
+    y = jax.pure_callback(lambda v: np.cos(v), jax.ShapeDtypeStruct(x.shape, x.dtype), x)
+    io_callback(lambda v: seen.append(type(v).__name__), None, y, ordered=True)
+    return y + 1
+result = jax.jit(program)(np.zeros(3, np.float32))
+assert seen == ["ndarray"], seen
+print(np.asarray(result).tolist())
+"""
+
+
+def test_callbacks_without_a_cpu_backend_get_numpy_arrays():
+    """JAX_PLATFORMS=mlirxla leaves jax no cpu device to put the arguments on (its own
+    callbacks fail there); mlirxla's pass numpy arrays."""
+    environment = dict(os.environ, JAX_PLATFORMS="mlirxla")
+    done = subprocess.run([sys.executable, "-c", WITHOUT_CPU], env=environment, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "[2.0, 2.0, 2.0]"
