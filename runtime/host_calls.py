@@ -14,6 +14,12 @@ data (JSON), so host calls are cached and dumped like any thunk.
   transposes and adjoints, batched over leading dimensions.
 - `cholesky`: the lower (or upper) factor of a batch of positive definite matrices; a matrix
   that is not positive definite gives NaNs, as XLA's does.
+- `householder_qr`, `householder_product`: XLA's `Qr` and
+  `ProductOfElementaryHouseholderReflectors` custom calls (jax's QR on platforms without
+  LAPACK calls): LAPACK's geqrf and orgqr forms.
+- `eig`, `schur`, `hessenberg`, `tridiagonal`: the plugin's custom calls for jax's
+  nonsymmetric eigendecomposition, Schur, Hessenberg and tridiagonal reductions, through
+  scipy's LAPACK (scipy comes with jax), in the forms jax's cpu lowering returns.
 - `eigh`, `svd`: symmetric (Hermitian) eigendecomposition, eigenvalues ascending, and
   singular value decomposition, in the result order of jax's primitives ((v, w) and
   (s, u, vt) or (s,)), for the custom calls the PJRT plugin emits for them.
@@ -106,6 +112,80 @@ def cholesky(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
         if not attributes["lower"]:
             factors[index] = np.conj(factors[index].T)
     return [factors.reshape(a.shape)]
+
+
+def householder_qr(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
+    """XLA's `Qr` custom call (LAPACK geqrf): R above the diagonal, the Householder vectors
+    below it, and their scales, over a batch of matrices."""
+    reflectors, scales = np.linalg.qr(operands[0], mode="raw")
+    return [np.ascontiguousarray(np.swapaxes(reflectors, -1, -2)), scales]
+
+
+def householder_product(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
+    """XLA's `ProductOfElementaryHouseholderReflectors` (LAPACK orgqr/ungqr): the first n
+    columns of H_1 ... H_k, H_i = I - tau_i v_i v_i^H with v_i = e_i + the part of column i of
+    the reflectors below the diagonal."""
+    reflectors, scales = operands
+    m, n = reflectors.shape[-2:]
+    product = np.broadcast_to(np.eye(m, n, dtype=reflectors.dtype), reflectors.shape).copy()
+    rows = np.arange(m)
+    for i in reversed(range(scales.shape[-1])):
+        v = np.where(rows > i, reflectors[..., :, i], 0).astype(reflectors.dtype)
+        v[..., i] = 1
+        projection = np.einsum("...m,...mn->...n", v.conj(), product)
+        product -= scales[..., i, None, None] * v[..., :, None] * projection[..., None, :]
+    return [product]
+
+
+def per_matrix(function, *arrays):
+    """`function` on each matrix of a batch (its leading dimensions), results stacked back."""
+    batch = arrays[0].shape[:-2]
+    results = [function(*(array[index] for array in arrays)) for index in np.ndindex(*batch)]
+    return [np.stack(parts).reshape(batch + parts[0].shape) for parts in zip(*results)]
+
+
+def eig(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
+    """Nonsymmetric eigendecomposition (LAPACK geev through scipy): eigenvalues, then the left
+    and right eigenvectors asked for, unit-norm with their largest component real."""
+    import scipy.linalg
+
+    a = operands[0]
+    complex_type = np.result_type(a.dtype, np.complex64)
+    left, right = attributes["compute_left_eigenvectors"], attributes["compute_right_eigenvectors"]
+
+    def one(matrix):
+        w, vl, vr = scipy.linalg.eig(matrix, left=True, right=True)
+        return [w] + ([vl] if left else []) + ([vr] if right else [])
+
+    return [x.astype(complex_type) for x in per_matrix(one, a)]
+
+
+def schur(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
+    import scipy.linalg
+
+    output = "complex" if np.iscomplexobj(operands[0]) else "real"
+    parts = per_matrix(lambda matrix: scipy.linalg.schur(matrix, output=output), operands[0])
+    return [x.astype(operands[0].dtype) for x in parts[: 2 if attributes["compute_schur_vectors"] else 1]]
+
+
+def lapack(name: str, dtype: np.dtype):
+    import scipy.linalg.lapack
+
+    return getattr(scipy.linalg.lapack, {"float32": "s", "float64": "d", "complex64": "c", "complex128": "z"}[np.dtype(dtype).name] + name)
+
+
+def hessenberg(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
+    """LAPACK gehrd: the Hessenberg form with its reflectors below the subdiagonal, and their scales."""
+    reduce = lapack("gehrd", operands[0].dtype)
+    return per_matrix(lambda matrix: reduce(matrix)[:2], operands[0])
+
+
+def tridiagonal(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
+    """LAPACK sytrd / hetrd: the reduced matrix with its reflectors, the diagonal, the
+    off-diagonal and the reflectors' scales."""
+    a = operands[0]
+    reduce = lapack("hetrd" if np.iscomplexobj(a) else "sytrd", a.dtype)
+    return per_matrix(lambda matrix: reduce(matrix, lower=int(attributes["lower"]))[:4], a)
 
 
 def eigh(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
@@ -214,4 +294,6 @@ def python_callback(operands: list[np.ndarray], attributes: dict) -> list[np.nda
 
 
 CALLS = {"sort": sort, "fft": fft, "triangular_solve": triangular_solve, "cholesky": cholesky, "eigh": eigh, "svd": svd,
+         "householder_qr": householder_qr, "householder_product": householder_product, "eig": eig, "schur": schur,
+         "hessenberg": hessenberg, "tridiagonal": tridiagonal,
          "scatter": scatter, "dce_sink": dce_sink, "python_callback": python_callback, "interpret": interpret}

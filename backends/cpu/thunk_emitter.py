@@ -501,13 +501,20 @@ def json_attributes(op: ir.Operation) -> dict:
 
 
 # custom calls run as host calls: target -> (host call, its attributes); the PJRT plugin emits
-# the linear-algebra ones for jnp.linalg.eigh and svd (jax lowers those per platform);
+# the `mlirxla.` linear-algebra ones (jax lowers those per platform); jax's generic QR
+# lowering emits XLA's `Qr` and `ProductOfElementaryHouseholderReflectors`;
 # `dce_sink` (lax.dce_sink) only keeps its operand computed, as XLA's no-op handler does
 HOST_CUSTOM_CALLS = {
     callbacks.TARGET: ("python_callback", python_callback_attributes),
     "dce_sink": ("dce_sink", lambda op: {}),
     "mlirxla.eigh": ("eigh", json_attributes),
     "mlirxla.svd": ("svd", json_attributes),
+    "mlirxla.eig": ("eig", json_attributes),
+    "mlirxla.schur": ("schur", json_attributes),
+    "mlirxla.hessenberg": ("hessenberg", json_attributes),
+    "mlirxla.tridiagonal": ("tridiagonal", json_attributes),
+    "Qr": ("householder_qr", lambda op: {}),
+    "ProductOfElementaryHouseholderReflectors": ("householder_product", lambda op: {}),
 }
 
 

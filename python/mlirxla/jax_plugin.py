@@ -133,9 +133,9 @@ def callback_name(kind: str, callback) -> str:
 
 
 def register_linear_algebra() -> None:
-    """`jnp.linalg.eigh` and `svd` on mlirxla: jax lowers them per platform (LAPACK custom calls
-    on cpu); on mlirxla they become `custom_call @mlirxla.eigh` / `@mlirxla.svd` with their
-    flags as JSON, which the cpu backend runs as numpy host calls."""
+    """jax's eigh, svd, eig, schur, hessenberg and tridiagonal on mlirxla: jax lowers them per
+    platform (LAPACK custom calls on cpu); on mlirxla they become `custom_call @mlirxla.<name>`
+    with their flags as JSON, which the cpu backend runs as numpy / scipy host calls."""
     from jax._src.interpreters import mlir
     from jax._src.lax import linalg
 
@@ -144,6 +144,8 @@ def register_linear_algebra() -> None:
             rank = min(context.avals_in[0].shape[-2:])
             if subset_by_index not in (None, (0, rank)):
                 raise NotImplementedError(f"{target} with subset_by_index is not supported on mlirxla")
+            if parameters.get("sort_eig_vals"):
+                raise NotImplementedError(f"{target} with sorted eigenvalues is not supported on mlirxla")
             config = json.dumps({flag: bool(parameters[flag]) for flag in flags})
             result_types = [mlir.aval_to_ir_type(context.module_context, aval) for aval in context.avals_out]
             return mlir.custom_call(target, result_types=result_types, operands=[operand], backend_config=config,
@@ -152,3 +154,8 @@ def register_linear_algebra() -> None:
 
     mlir.register_lowering(linalg.eigh_p, host_call("mlirxla.eigh", ("lower",)), platform=PLATFORM)
     mlir.register_lowering(linalg.svd_p, host_call("mlirxla.svd", ("full_matrices", "compute_uv")), platform=PLATFORM)
+    mlir.register_lowering(linalg.eig_p, host_call("mlirxla.eig", ("compute_left_eigenvectors", "compute_right_eigenvectors")),
+                           platform=PLATFORM)
+    mlir.register_lowering(linalg.schur_p, host_call("mlirxla.schur", ("compute_schur_vectors",)), platform=PLATFORM)
+    mlir.register_lowering(linalg.hessenberg_p, host_call("mlirxla.hessenberg", ()), platform=PLATFORM)
+    mlir.register_lowering(linalg.tridiagonal_p, host_call("mlirxla.tridiagonal", ("lower",)), platform=PLATFORM)

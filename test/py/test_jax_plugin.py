@@ -88,7 +88,8 @@ def assert_same_as_cpu(devices, function, *arguments, rtol=1e-5, atol=1e-6):
     for leaf, want in zip(jax.tree.leaves(got), jax.tree.leaves(expected)):
         assert leaf.devices() == {mlirxla}
         assert leaf.dtype == want.dtype and leaf.shape == want.shape
-        np.testing.assert_allclose(np.asarray(leaf, np.float64), np.asarray(want, np.float64), rtol=rtol, atol=atol)
+        wide = np.complex128 if np.iscomplexobj(want) else np.float64
+        np.testing.assert_allclose(np.asarray(leaf, wide), np.asarray(want, wide), rtol=rtol, atol=atol)
 
 
 def test_pjrt_table_reports_its_version_and_fills_every_entry():
@@ -147,6 +148,9 @@ PROGRAMS = {
     "linalg.inv": (jnp.linalg.inv, (np.eye(3, dtype=np.float32) + 0.1,)),
     "linalg.eigh and svd": (lambda m: (jnp.linalg.eigh(m @ m.T)[0], jnp.linalg.svd(m, compute_uv=False),
                                         jnp.linalg.pinv(m) @ m), (X[:4, :4],)),
+    "linalg.qr, lu and lstsq": (lambda m: (*jnp.linalg.qr(m), *jax.scipy.linalg.lu(m), jnp.linalg.lstsq(m, X[:4, :2])[0]), (X[:4, :4],)),
+    "linalg.eig, schur, hessenberg and tridiagonal": (lambda m: (*jnp.linalg.eig(m), *jax.scipy.linalg.schur(m), *jax.scipy.linalg.hessenberg(m, calc_q=True),
+                                                                  *jax.lax.linalg.tridiagonal(m @ m.T)), (X[:4, :4],)),
     "linalg.cholesky and solve": (lambda m: (jnp.linalg.cholesky(m), jnp.linalg.solve(m, X[:3, :4])), (2 * np.eye(3, dtype=np.float32) + 0.1,)),
 }
 
