@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mlirxla.errors import MlirxlaError, location_text
+from mlirxla.errors import MlirxlaError, jax_primitive, location_text
 from mlirxla.mlir import ir
 from mlirxla.runtime import callbacks, literals
 from mlirxla.runtime.executable import ALIGNMENT, TensorSpec
@@ -212,7 +212,9 @@ class ThunkEmitter:
         for inner in inner_ops:
             reason = unsupported_reason(inner)
             if reason:
-                raise MlirxlaError(f"xhlo.{kind_of(inner)}: {reason}", location_text(inner.location))
+                primitive = jax_primitive(inner.location)
+                origin = f" (jax primitive '{primitive}')" if primitive else ""
+                raise MlirxlaError(f"xhlo.{kind_of(inner)}: {reason}{origin}", location_text(inner.location))
         interpreted = next((reason for reason in map(interpreted_reason, inner_ops) if reason), None)
         if interpreted:
             return [self.kernel_thunk(op, interpret=interpreted)]

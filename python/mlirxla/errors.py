@@ -31,6 +31,15 @@ def first_line(text: str) -> str:
     return str(text).strip()
 
 
+def jax_primitive(location) -> str | None:
+    """The jax primitive an op was lowered from, read off jax's name location
+    (`loc("jit(f)/rng_uniform"(...))`), or None."""
+    import re
+
+    match = re.match(r'loc\("([^"]*/([^"/]+))"\(', str(location))
+    return match.group(2) if match else None
+
+
 def location_text(location, source: str = "-") -> str:
     """`file:line:col` of an MLIR location (the innermost file location), `-` standing for `source`."""
     import re
