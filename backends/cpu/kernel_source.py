@@ -30,6 +30,8 @@ from mlirxla.transforms.batch_slice_fusion import body_of, leading_size, slice_p
 from mlirxla.frontdoor.stablehlo_to_xhlo import collect
 from mlirxla.transforms.xhlo_to_stablehlo import lower_module
 
+from .elemental_math import rewrite_elemental_math
+
 
 def signless(tensor_type: ir.Type) -> ir.Type:
     """The type with a signless element type (`ui8` -> `i8`): what buffers hold, and what the
@@ -171,9 +173,12 @@ def _copy_block(source: ir.Block, target: ir.Region) -> None:
 
 
 def finish(module: ir.Module) -> None:
-    """Lower the xhlo inside the kernel functions to StableHLO, then give boolean `add` its
-    StableHLO meaning (logical or) before the linalg lowering turns it into an integer add
-    (which is xor on i1), and complex maximum and minimum their lexicographic order."""
+    """Rewrite the elementwise math the lowering gets wrong as XLA computes it
+    (`elemental_math.py`: real expm1 and log1p, complex expm1, log1p, tan and tanh), lower the
+    xhlo inside the kernel functions to StableHLO, then give boolean `add` its StableHLO
+    meaning (logical or) before the linalg lowering turns it into an integer add (which is xor
+    on i1), and complex maximum and minimum their lexicographic order."""
+    rewrite_elemental_math(module)
     lower_module(module)
     for op in collect(module, "stablehlo.add"):
         if str(ir.RankedTensorType(op.results[0].type).element_type) == "i1":

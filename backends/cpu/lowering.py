@@ -10,8 +10,11 @@ passes scratch memory in (`kernel_scratch.py`). linalg becomes loops; complex ar
 real arithmetic on the parts; bf16 and f16 math and arithmetic run in f32 (the conversions
 expanded to integer ops, so no compiler-runtime helper is needed); f32 exp and tanh become
 arithmetic the LLVM vectorizer widens (`math_approximations.py`), other math stays libm
-calls; copies between strided views become loops (`copies_as_loops`); loops are ordered so
-that the innermost runs along contiguous memory (`loop_order.py`), and a kernel reading an
+calls (expm1 and log1p never get here: convert-math-to-llvm would make them exp(x) - 1 and
+log(1 + x), so the kernel source computes them as XLA does, `elemental_math.py`, as it does
+complex expm1, log1p, tan and tanh, which convert-complex-to-standard computes inaccurately);
+copies between strided views become loops (`copies_as_loops`); loops are ordered so that the
+innermost runs along contiguous memory (`loop_order.py`), and a kernel reading an
 operand across its innermost loop (a transpose) is tiled into cache blocks (`tiling.py`). Functions take bare pointers
 (`use-bare-ptr-memref-call-conv`): a kernel is `void k(ptr, ptr, ...)`, operands then results.
 """

@@ -3,15 +3,18 @@
 Every rule builds its op from xhlo elementwise ops. The special functions follow the
 classical approximations XLA uses (Cephes rational approximations for erf/erfc, Giles'
 polynomials for erf_inv, the Lanczos approximation (g = 7, n = 9) for lgamma/digamma,
-Cephes' Chebyshev series for i1e, Euler-Maclaurin summation for zeta), so that our results
-agree with jaxlib's own chlo legalization to a few ulps. f16 and bf16 are computed in f32
-and converted back, as XLA does, for the functions where accuracy needs it.
+Cephes' Chebyshev series for i1e, Euler-Maclaurin summation for zeta) and, on complex
+operands, StableHLO's own decompositions (Hull et al.'s algorithm for asin, acos, asinh and
+acosh; a log1p form for atanh and atan), so that our results agree with jaxlib's own chlo
+legalization to a few ulps. f16 and bf16 are computed in f32 and converted back, as XLA does,
+for the functions where accuracy needs it.
 """
 
 import math
 
 import numpy as np
 
+from mlirxla.dialects.xhlo.builder import dense_splat, i1_like
 from mlirxla.mlir import ir
 
 from .chlo_to_xhlo import chlo_rule
@@ -63,7 +66,31 @@ def in_f32(b, fn, *values):
     return b.convert(result, original)
 
 
+def is_complex(t: ir.Type) -> bool:
+    return isinstance(t, ir.ComplexType)
+
+
+def part_type(z: ir.Value) -> ir.Type:
+    """The tensor type of the real (and imaginary) part of complex `z`."""
+    return ir.RankedTensorType.get(shape(z), ir.ComplexType(element(z)).element_type)
+
+
+def parts(b, z):
+    """The real and imaginary parts of complex `z`."""
+    return b.op("real", [z], part_type(z)), b.op("imag", [z], part_type(z))
+
+
+def compose(b, real, imag, like):
+    """complex(real, imag), of the type of `like`."""
+    return b.op("complex", [real, imag], like.type)
+
+
 def const(b, value, like):
+    """A splat of real `value` shaped like `like`; value + 0i for a complex `like`."""
+    if is_complex(element(like)):
+        zero = b.op("constant", [], part_type(like), value=dense_splat(0.0, part_type(like)))
+        real = b.op("constant", [], part_type(like), value=dense_splat(value, part_type(like)))
+        return compose(b, real, zero, like)
     return b.splat(value, like)
 
 
@@ -163,8 +190,6 @@ def constant_like(b, op):
         scalar = ir.DenseElementsAttr(value).get_splat_value()
         scalar = scalar.value
     like = op.results[0]
-    from mlirxla.dialects.xhlo.builder import dense_splat
-
     return [b.op("constant", [], result_type, value=dense_splat(scalar, like.type))]
 
 
@@ -186,16 +211,22 @@ def tan(b, op):
 @chlo_rule("sinh")
 def sinh(b, op):
     """sinh(x): for |x| < 1, with m = expm1(x), (m + m / (m + 1)) / 2 (no cancellation);
-    else e^(x + log 1/2) - e^(log 1/2 - x) (no premature overflow)."""
+    else e^(x + log 1/2) - e^(log 1/2 - x) (no premature overflow). Complex x always takes
+    the second form, as StableHLO's chlo legalization does."""
+
+    def large(b, x):
+        return b.subtract(exp(b, b.add(x, const(b, LOG_HALF, x))), exp(b, b.subtract(const(b, LOG_HALF, x), x)))
 
     def compute(b, x):
-        large = b.subtract(exp(b, b.add(x, const(b, LOG_HALF, x))), exp(b, b.subtract(const(b, LOG_HALF, x), x)))
         m = b.unary("exponential_minus_one", x)
         one = const(b, 1.0, x)
         small = b.multiply(const(b, 0.5, x), b.add(m, b.divide(m, b.add(m, one))))
-        return b.select(b.compare(abs_(b, x), one, "LT"), small, large)
+        return b.select(b.compare(abs_(b, x), one, "LT"), small, large(b, x))
 
-    return [in_f32(b, compute, op.operands[0])]
+    x = op.operands[0]
+    if is_complex(element(x)):
+        return [large(b, x)]
+    return [in_f32(b, compute, x)]
 
 
 @chlo_rule("cosh")
@@ -216,31 +247,39 @@ def sqrt_one_minus_square(b, x):
 
 @chlo_rule("asin")
 def asin(b, op):
-    """asin(x) = 2 atan2(x, 1 + sqrt(1 - x^2))."""
+    """asin(x) = 2 atan2(x, 1 + sqrt(1 - x^2)); complex x: see complex_asin."""
     x = op.operands[0]
+    if is_complex(element(x)):
+        return [complex_asin(b, x)]
     half = atan2(b, x, b.add(const(b, 1.0, x), sqrt_one_minus_square(b, x)))
     return [b.add(half, half)]
 
 
 @chlo_rule("acos")
 def acos(b, op):
-    """acos(x) = atan2(sqrt(1 - x^2), x)."""
+    """acos(x) = atan2(sqrt(1 - x^2), x); complex x: see complex_acos."""
     x = op.operands[0]
+    if is_complex(element(x)):
+        return [complex_acos(b, x)]
     return [atan2(b, sqrt_one_minus_square(b, x), x)]
 
 
 @chlo_rule("atan")
 def atan(b, op):
-    """atan(x) = atan2(x, 1)."""
+    """atan(x) = atan2(x, 1); complex x: see complex_atan."""
     x = op.operands[0]
+    if is_complex(element(x)):
+        return [complex_atan(b, x)]
     return [atan2(b, x, const(b, 1.0, x))]
 
 
 @chlo_rule("asinh")
 def asinh(b, op):
     """asinh(x) = sign(x) log(|x| + sqrt(x^2 + 1)), as log1p(|x| + x^2 / (1 + sqrt(1 + x^2)));
-    for |x| >= sqrt(max) (where x^2 overflows) log 2 + log |x|."""
+    for |x| >= sqrt(max) (where x^2 overflows) log 2 + log |x|. Complex x: see complex_asinh."""
     x = op.operands[0]
+    if is_complex(element(x)):
+        return [complex_asinh(b, x)]
     a = abs_(b, x)
     huge = b.compare(a, sqrt(b, const(b, float_max(element(x)), x)), "GE")
     large = b.add(log(b, const(b, 2.0, x)), log(b, a))
@@ -253,8 +292,11 @@ def asinh(b, op):
 @chlo_rule("acosh")
 def acosh(b, op):
     """acosh(x) = log(x + sqrt(x^2 - 1)) = log1p(sqrt(x - 1) (sqrt(x + 1) + sqrt(x - 1)));
-    for x >= max/2, log 2 + log x. Nan below 1 (from the square root)."""
+    for x >= max/2, log 2 + log x. Nan below 1 (from the square root). Complex x: see
+    complex_acosh."""
     x = op.operands[0]
+    if is_complex(element(x)):
+        return [complex_acosh(b, x)]
     two = const(b, 2.0, x)
     huge = b.compare(x, b.divide(const(b, float_max(element(x)), x), two), "GE")
     large = b.add(log(b, two), log(b, x))
@@ -266,11 +308,191 @@ def acosh(b, op):
 
 @chlo_rule("atanh")
 def atanh(b, op):
-    """atanh(x) = (log1p(x) - log1p(-x)) / 2; nan for |x| > 1."""
+    """atanh(x) = (log1p(x) - log1p(-x)) / 2; nan for |x| > 1. Complex x: see complex_atanh."""
     x = op.operands[0]
+    if is_complex(element(x)):
+        return [complex_atanh(b, x)]
     outside = b.compare(abs_(b, x), const(b, 1.0, x), "GT")
     value = b.multiply(b.subtract(log1p(b, x), log1p(b, b.negate(x))), const(b, 0.5, x))
     return [b.select(outside, const(b, float("nan"), x), value)]
+
+
+@chlo_rule("square")
+def square(b, op):
+    """x * x; for complex x + iy, ((x - y)(x + y), 2xy), with a real part of exactly 0 where
+    |x| = |y| (finite), as StableHLO's chlo decomposition computes it."""
+    z = op.operands[0]
+    if not is_complex(element(z)):
+        return [b.multiply(z, z)]
+    x, y = parts(b, z)
+    equal = logical(b, "and", b.op("is_finite", [x], i1_like(x)), b.compare(abs_(b, x), abs_(b, y), "EQ"))
+    real = b.select(equal, const(b, 0.0, x), b.multiply(b.subtract(x, y), b.add(x, y)))
+    return [compose(b, real, b.multiply(const(b, 2.0, x), b.multiply(x, y)), z)]
+
+
+# ---------------------------------------------------------------- complex inverse functions
+#
+# StableHLO's chlo decompositions for complex operands, which XLA applies
+# (stablehlo/transforms/ChloDecompositionPatternsMath.td, generated by pearu's
+# functional_algorithms): a modified Hull et al. algorithm ("Implementing the complex
+# arcsine and arccosine functions using exception handling", ACM TOMS 23(3), 1997) behind
+# asin, acos, asinh and acosh, and a log1p form of atanh behind atanh and atan.
+
+SQRT_TWO = 1.4142135623730951
+
+
+def float_info(x: ir.Value) -> np.finfo:
+    return np.finfo(np.float64 if is_f64(element(x)) else np.float32)
+
+
+def hypot(b, x, y):
+    """sqrt(x^2 + y^2) for non-negative x, y without overflow: m sqrt(1 + r) with m, n the
+    larger and smaller and r = (n/m)^2; m + m r / 2 where 1 + r rounds to 1 although r > 0;
+    sqrt(2) m where x = y."""
+    one = const(b, 1.0, x)
+    larger, smaller = b.maximum(x, y), b.minimum(x, y)
+    ratio = b.divide(smaller, larger)
+    r = b.multiply(ratio, ratio)
+    root = sqrt(b, b.add(one, r))
+    rounds_to_one = logical(b, "and", b.compare(root, one, "EQ"), b.compare(r, const(b, 0.0, x), "GT"))
+    general = b.select(rounds_to_one, b.add(larger, b.divide(b.multiply(larger, r), const(b, 2.0, x))),
+                       b.multiply(larger, root))
+    return b.select(b.compare(larger, smaller, "EQ"), b.multiply(const(b, SQRT_TWO, x), larger), general)
+
+
+def asin_acos_kernel(b, real, imag):
+    """The parts of w = sqrt(a^2 - x^2) + i log(a + sqrt(a^2 - 1)) for x = |real|, y = |imag|,
+    a = (hypot(x + 1, y) + hypot(x - 1, y)) / 2: asin(z) = atan2(x, w.real) + i w.imag up to
+    signs (Hull et al. with their regions merged; safe_max = sqrt(max) / 8).
+
+    w.real: y where max(x, y) >= safe_max (Hull's case 5), else sqrt(a^2 - x^2) as
+    sqrt((a + x)/2 (y^2 / (r + x + 1) + s - (x - 1))) for x <= 1 and
+    y sqrt((a + x)/2 (1 / (r + x + 1) + 1 / (s + x - 1))) beyond (r, s the two hypots).
+    w.imag: log 2 + log m + log1p((x/y)^2)/2 for huge m = max(x, y) (thresholds widened by
+    1e-6 / 1e2 to cover Hull's case 4); y / sqrt((a - 1)(a + 1)) for y < sqrt(min normal) * 4
+    and x < 1; else log1p(a - 1 + sqrt((a - 1)(a + 1))), with a - 1 from Hull's Fig. 2
+    forms (no cancellation)."""
+    x, y = abs_(b, real), abs_(b, imag)
+
+    def c(value):
+        return const(b, value, x)
+
+    one, half = c(1.0), c(0.5)
+    safe_max = b.divide(sqrt(b, c(float(float_info(x).max))), c(8.0))
+    x_plus_one, x_minus_one = b.add(x, one), b.subtract(x, one)
+    r, s = hypot(b, abs_(b, x_plus_one), y), hypot(b, abs_(b, x_minus_one), y)
+    a = b.multiply(half, b.add(r, s))
+    half_a_plus_x = b.multiply(half, b.add(a, x))
+    yy = b.multiply(y, y)
+    r_plus = b.add(r, x_plus_one)
+    s_minus, s_plus = b.subtract(s, x_minus_one), b.add(s, x_minus_one)
+
+    inside_unit = sqrt(b, b.multiply(half_a_plus_x, b.add(b.divide(yy, r_plus), s_minus)))
+    outside_unit = b.multiply(y, sqrt(b, b.add(b.divide(half_a_plus_x, r_plus), b.divide(half_a_plus_x, s_plus))))
+    w_real = b.select(b.compare(b.maximum(x, y), safe_max, "GE"), y,
+                      b.select(b.compare(x, one, "LE"), inside_unit, outside_unit))
+
+    safe_max_opt = b.select(b.compare(x, b.multiply(safe_max, c(1e12)), "LT"),
+                            b.multiply(safe_max, c(1e-6)), b.multiply(safe_max, c(1e2)))
+    y_large = b.compare(y, safe_max_opt, "GE")
+    m = b.select(y_large, y, x)
+    huge = b.compare(m, b.select(y_large, safe_max_opt, safe_max), "GE")
+    y_finite = b.unary("not", b.compare(y, c(float("inf")), "EQ"))
+    x_over_y = b.select(logical(b, "and", y_large, y_finite), b.divide(x, y), c(0.0))
+    far = b.add(b.add(log(b, c(2.0)), log(b, m)), b.multiply(half, log1p(b, b.multiply(x_over_y, x_over_y))))
+    safe_min = b.multiply(sqrt(b, c(float(float_info(x).tiny))), c(4.0))
+    tiny_y = logical(b, "and", b.compare(y, safe_min, "LT"), b.compare(x, one, "LT"))
+    a_plus_one = b.add(a, one)
+    half_yy = b.multiply(half, yy)
+    half_yy_over_r_plus = b.divide(half_yy, r_plus)
+    a_minus_one = b.select(
+        tiny_y,
+        b.negate(b.divide(b.multiply(x_plus_one, x_minus_one), a_plus_one)),
+        b.select(b.compare(x, one, "GE"), b.add(half_yy_over_r_plus, b.multiply(half, s_plus)),
+                 b.select(b.compare(a, c(1.5), "LE"), b.add(half_yy_over_r_plus, b.divide(half_yy, s_minus)),
+                          b.subtract(a, one))))
+    root = sqrt(b, b.multiply(a_minus_one, a_plus_one))
+    w_imag = b.select(huge, far, b.select(tiny_y, b.divide(y, root), log1p(b, b.add(a_minus_one, root))))
+    return w_real, w_imag
+
+
+def negative(b, x):
+    return b.compare(x, const(b, 0.0, x), "LT")
+
+
+def complex_asin(b, z):
+    """asin(z) = atan2(z.real, w.real) + i sign(z.imag) w.imag, w = asin_acos_kernel(z)."""
+    x, y = parts(b, z)
+    w_real, w_imag = asin_acos_kernel(b, x, y)
+    return compose(b, atan2(b, x, w_real), b.select(negative(b, y), b.negate(w_imag), w_imag), z)
+
+
+def complex_acos(b, z):
+    """acos(z) = atan2(w.real, z.real) - i sign(z.imag) w.imag, w = asin_acos_kernel(z)."""
+    x, y = parts(b, z)
+    w_real, w_imag = asin_acos_kernel(b, x, y)
+    return compose(b, atan2(b, w_real, x), b.select(negative(b, y), w_imag, b.negate(w_imag)), z)
+
+
+def complex_asinh(b, z):
+    """asinh(z) = -i asin(iz) = sign(z.real) w.imag + i atan2(z.imag, w.real),
+    w = asin_acos_kernel(iz) (the kernel reads |parts|, so iz = -y + ix gives (y, x))."""
+    x, y = parts(b, z)
+    w_real, w_imag = asin_acos_kernel(b, y, x)
+    return compose(b, b.select(negative(b, x), b.negate(w_imag), w_imag), atan2(b, y, w_real), z)
+
+
+def complex_acosh(b, z):
+    """acosh(z) = +-i acos(z) = w.imag + i sign(z.imag) atan2(w.real, z.real),
+    w = asin_acos_kernel(z)."""
+    x, y = parts(b, z)
+    w_real, w_imag = asin_acos_kernel(b, x, y)
+    angle = atan2(b, w_real, x)
+    return compose(b, w_imag, b.select(negative(b, y), b.negate(angle), angle), z)
+
+
+def atanh_parts(b, x, y):
+    """The parts of atanh(x + iy) = (log1p(z) - log1p(-z)) / 2:
+        real: sign(x) log1p(4 |x| / ((|x| - 1)^2 + y^2)) / 4,
+        imag: atan2(2y, (1 - |x|)(1 + |x|) - y^2) / 2,
+    while |x| and |y| are below safe_max = (1/epsneg)^2; beyond, the real part's argument
+    is 1/|x| where |y| / epsneg < |x|, 0 at infinities, else 1/(|x|/y + y/|x|)/y, and the
+    imaginary part sign(y) pi / 2."""
+
+    def c(value):
+        return const(b, value, x)
+
+    one = c(1.0)
+    ax, ay = abs_(b, x), abs_(b, y)
+    inverse_negative_epsilon = c(9007199254740994.0 if is_f64(element(x)) else 16777218.0)
+    safe_max = b.multiply(inverse_negative_epsilon, inverse_negative_epsilon)
+    in_safe_region = logical(b, "and", b.compare(ax, safe_max, "LT"), b.compare(ay, safe_max, "LT"))
+    one_minus_ax = b.subtract(one, ax)
+    yy = b.multiply(y, y)
+    infinite = logical(b, "or", logical(b, "or", b.compare(x, c(float("inf")), "EQ"), b.compare(x, c(float("-inf")), "EQ")),
+                       logical(b, "or", b.compare(y, c(float("inf")), "EQ"), b.compare(y, c(float("-inf")), "EQ")))
+    far = b.select(b.compare(b.multiply(ay, inverse_negative_epsilon), ax, "LT"), b.divide(one, ax),
+                   b.select(infinite, c(0.0), b.divide(b.divide(one, b.add(b.divide(ax, y), b.divide(y, ax))), y)))
+    argument = b.select(in_safe_region, b.divide(ax, b.add(b.multiply(one_minus_ax, one_minus_ax), yy)), far)
+    sign_x = b.select(b.compare(x, c(0.0), "GE"), one, c(-1.0))
+    real = b.multiply(b.multiply(sign_x, log1p(b, b.multiply(c(4.0), argument))), c(0.25))
+    sign_y = b.select(b.compare(y, c(0.0), "GE"), one, c(-1.0))
+    angle = b.select(in_safe_region, atan2(b, b.add(y, y), b.subtract(b.multiply(one_minus_ax, b.add(one, ax)), yy)),
+                     b.multiply(sign_y, c(math.pi)))
+    return real, b.multiply(angle, c(0.5))
+
+
+def complex_atanh(b, z):
+    """atanh(z) (see atanh_parts)."""
+    real, imag = atanh_parts(b, *parts(b, z))
+    return compose(b, real, imag, z)
+
+
+def complex_atan(b, z):
+    """atan(z) = -i atanh(iz): with w = atanh(-y + ix), atan(z) = w.imag - i w.real."""
+    x, y = parts(b, z)
+    w_real, w_imag = atanh_parts(b, b.negate(y), x)
+    return compose(b, w_imag, b.negate(w_real), z)
 
 
 # ---------------------------------------------------------------- erf family
@@ -844,13 +1066,6 @@ def broadcast_select(b, op):
     result_shape = shape(op.results[0])
     values = [broadcast_to(b, v, result_shape) for v in op.operands]
     return [b.select(*values)]
-
-
-@chlo_rule("square")
-def square(b, op):
-    """x * x."""
-    x = op.operands[0]
-    return [b.multiply(x, x)]
 
 
 def integer_like(value: ir.Value, width: int, unsigned: bool) -> ir.Type:
