@@ -326,17 +326,29 @@ def fused_operand_count(producer: ir.Operation, consumer: ir.Operation) -> int:
 
 def elementwise_read_operands(fusion: ir.Operation) -> list[ir.Value]:
     """Operands of a loop fusion that it reads only elementwise at the index it writes: every
-    use of the parameter inside is an elementwise op of the result's shape. Such an operand's
-    buffer can take the result in place (each element is read before it is overwritten)."""
+    path of uses from the parameter to the fusion's root goes through elementwise ops of the
+    result's shape (XLA's AreTransitiveUsesElementwiseOrTuple; an elementwise op feeding a
+    transpose reads another index than the one written). Such an operand's buffer can take
+    the result in place (each element is read before it is overwritten)."""
     if "kind" not in fusion.attributes or ir.StringAttr(fusion.attributes["kind"]).value != "loop":
         return []
     result_type = str(fusion.results[0].type)
     block = fusion.regions[0].blocks[0]
-    readable = []
-    for argument, operand in zip(block.arguments, fusion.operands):
-        if str(argument.type) != result_type:
-            continue
-        users = [use.owner for use in argument.uses]
-        if users and all(kind_of(user) in ELEMENTWISE and str(user.results[0].type) == result_type for user in users):
-            readable.append(operand)
-    return readable
+    return [operand for argument, operand in zip(block.arguments, fusion.operands)
+            if str(argument.type) == result_type and reaches_root_elementwise(argument, result_type)]
+
+
+def reaches_root_elementwise(value: ir.Value, result_type: str) -> bool:
+    work, seen = [value], set()
+    while work:
+        users = [use.owner for use in work.pop().uses]
+        if not users:
+            return False
+        for user in users:
+            if user.name == "xhlo.return" or user in seen:
+                continue
+            if kind_of(user) not in ELEMENTWISE or str(user.results[0].type) != result_type:
+                return False
+            seen.add(user)
+            work.append(user.results[0])
+    return True

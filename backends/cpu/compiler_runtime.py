@@ -4,10 +4,14 @@ else is left unresolved in a native object.
 x86 without AVX512-BF16 has no bf16 registers: when an optimized kernel moves `bfloat`
 values through vector selects or element extraction, code generation widens them to f32
 and narrows them back with a call to `__truncsfbf2` (compiler-rt's helper), which no
-library of this process provides. Such calls appear after the IR is optimized, so the IR's
-declarations do not show them. `HELPERS` defines the helper in LLVM IR, linked into every
-object: round to nearest even, NaN kept quiet (its sign and top mantissa bits), as
-`arith-expand` does for the conversions in the kernels themselves.
+library of this process provides; a `convert` from f64 to bf16 or f16 becomes a call to
+`__truncdfbf2` / `__truncdfhf2`. Such calls appear after the IR is optimized, so the IR's
+declarations do not show them. `HELPERS` defines them in LLVM IR, linked into every object:
+`__truncsfbf2` rounds to nearest even and keeps a NaN quiet (its sign and top mantissa
+bits), as `arith-expand` does for the conversions in the kernels themselves; the f64
+narrowings (`narrowing`) round the double once, to nearest even, through the target's
+subnormals, to infinity past its largest value, NaNs quiet with their sign, as compiler-rt's
+fp_trunc does (f64 -> f32 -> bf16 would round twice).
 
 `undefined_symbols` lists what an ELF object still needs from outside; the JIT resolves
 each from this process (`resolve`), and an object needing a symbol the process lacks is
@@ -37,6 +41,73 @@ define bfloat @__truncsfbf2(float %value) {
   ret bfloat %as_bfloat
 }
 """
+
+
+def narrowing(name: str, target: str, exponent_bits: int, mantissa_bits: int) -> str:
+    """LLVM IR of `name`: f64 to a 16-bit float of `exponent_bits` and `mantissa_bits`, in
+    integer arithmetic on the double's bits, branch-free."""
+    shift = 52 - mantissa_bits
+    source_bias, target_bias = 1023, (1 << (exponent_bits - 1)) - 1
+    target_max = (1 << exponent_bits) - 1
+    return f"""
+define {target} @{name}(double %value) {{
+  %bits = bitcast double %value to i64
+  %sign = lshr i64 %bits, 63
+  %magnitude = and i64 %bits, 9223372036854775807
+  %is_nan = fcmp uno double %value, %value
+  %exponent = lshr i64 %magnitude, 52
+  %mantissa = and i64 %magnitude, 4503599627370495
+  %is_normal_source = icmp ne i64 %exponent, 0
+  %implicit = select i1 %is_normal_source, i64 4503599627370496, i64 0
+  %significand = or i64 %mantissa, %implicit
+  %source_exponent = select i1 %is_normal_source, i64 %exponent, i64 1
+  %target_exponent = add i64 %source_exponent, {target_bias - source_bias}
+  %normal_kept = lshr i64 %mantissa, {shift}
+  %normal_dropped = and i64 %mantissa, {(1 << shift) - 1}
+  %normal_high = shl i64 %target_exponent, {mantissa_bits}
+  %normal_truncated = or i64 %normal_high, %normal_kept
+  %normal = call i64 @round_half_even(i64 %normal_truncated, i64 %normal_dropped, i64 {1 << (shift - 1)})
+  %below = sub i64 1, %target_exponent
+  %tiny_shift_wide = add i64 %below, {shift}
+  %too_tiny = icmp ugt i64 %tiny_shift_wide, 54
+  %tiny_shift = select i1 %too_tiny, i64 54, i64 %tiny_shift_wide
+  %tiny_kept = lshr i64 %significand, %tiny_shift
+  %tiny_mask_bit = shl i64 1, %tiny_shift
+  %tiny_mask = sub i64 %tiny_mask_bit, 1
+  %tiny_dropped = and i64 %significand, %tiny_mask
+  %tiny_half = lshr i64 %tiny_mask_bit, 1
+  %tiny = call i64 @round_half_even(i64 %tiny_kept, i64 %tiny_dropped, i64 %tiny_half)
+  %is_normal_target = icmp sgt i64 %target_exponent, 0
+  %finite = select i1 %is_normal_target, i64 %normal, i64 %tiny
+  %overflows = icmp sge i64 %target_exponent, {target_max}
+  %is_infinite_source = icmp eq i64 %exponent, 2047
+  %infinite = or i1 %overflows, %is_infinite_source
+  %bounded = select i1 %infinite, i64 {target_max << mantissa_bits}, i64 %finite
+  %payload = lshr i64 %mantissa, {shift}
+  %quiet_payload = or i64 %payload, {(target_max << mantissa_bits) | (1 << (mantissa_bits - 1))}
+  %unsigned = select i1 %is_nan, i64 %quiet_payload, i64 %bounded
+  %sign_bit = shl i64 %sign, 15
+  %result = or i64 %unsigned, %sign_bit
+  %narrow = trunc i64 %result to i16
+  %as_float = bitcast i16 %narrow to {target}
+  ret {target} %as_float
+}}
+"""
+
+
+ROUND_HALF_EVEN = """
+define internal i64 @round_half_even(i64 %kept, i64 %dropped, i64 %half) {
+  %above = icmp ugt i64 %dropped, %half
+  %tie = icmp eq i64 %dropped, %half
+  %odd = trunc i64 %kept to i1
+  %tie_up = and i1 %tie, %odd
+  %up = or i1 %above, %tie_up
+  %increment = zext i1 %up to i64
+  %rounded = add i64 %kept, %increment
+  ret i64 %rounded
+}
+"""
+HELPERS += ROUND_HALF_EVEN + narrowing("__truncdfbf2", "bfloat", 8, 7) + narrowing("__truncdfhf2", "half", 5, 10)
 _PROCESS = ctypes.CDLL(None)  # the symbols native code may call: libc, libm and what Python loaded
 _ELF_MAGIC = b"\x7fELF"
 _SYMBOL_TABLE = 2

@@ -279,6 +279,48 @@ def test_small_convolution_stays_generated():
     assert "gemm" not in Client().compile(small).thunk_sequence()
 
 
+def correctly_rounded_bf16(values: np.ndarray) -> np.ndarray:
+    """f64 -> bf16 rounded once: to f32 rounding to odd (exact enough for the second rounding),
+    then to bf16 to nearest even."""
+    nearest = values.astype(np.float32)
+    too_far = np.abs(nearest.astype(np.float64)) > np.abs(values)
+    toward_zero = np.where(too_far, np.nextafter(nearest, np.float32(0)), nearest)
+    inexact = toward_zero.astype(np.float64) != values
+    odd = (toward_zero.view(np.uint32) | inexact.astype(np.uint32)).view(np.float32)
+    return odd.astype(ml_dtypes.bfloat16)
+
+
+@pytest.mark.parametrize("helper, target, expected", [
+    ("__truncdfhf2", "half", lambda values: values.astype(np.float16)),
+    ("__truncdfbf2", "bfloat", correctly_rounded_bf16),
+])
+def test_double_narrowing_helpers_round_once(helper, target, expected):
+    """f64 -> f16 / bf16, which a convert from f64 calls: one rounding to nearest even through
+    ties, subnormals, overflow to infinity, both zeros; NaNs stay NaN with their sign."""
+    machine = llvm_jit.target_machine()
+    module = compiler_runtime.helpers_module(machine)
+    caller = llvm.parse_assembly(f"declare {target} @{helper}(double)\n"
+                                 f"define i16 @bits(double %x) {{\n  %b = call {target} @{helper}(double %x)\n"
+                                 f"  %i = bitcast {target} %b to i16\n  ret i16 %i\n}}\n")
+    caller.triple = machine.triple
+    module.link_in(caller)
+    engine = llvm_jit.JitEngine(machine.emit_object(module))
+    narrow = ctypes.CFUNCTYPE(ctypes.c_uint16, ctypes.c_double)(engine.address("bits"))
+    rng = np.random.default_rng(4)
+    exponents = rng.integers(-160, 140, 20000)
+    values = np.ldexp(rng.uniform(1, 2, 20000), exponents) * rng.choice([-1, 1], 20000)
+    halfway = np.float64(np.float16(1.5)) + 2.0 ** -11  # a tie between two f16 values
+    values = np.concatenate([values, [0.0, -0.0, np.inf, -np.inf, 65504.0, 65520.0, 65519.99, 3.4e38, 3.5e38, 1e-8, 5.96e-8,
+                                      2.98e-8, 2.99e-8, 1e-40, 9.2e-41, halfway, -halfway, 1.0 + 2.0 ** -8, 1.0 + 3 * 2.0 ** -8]])
+    actual = np.array([narrow(float(v)) for v in values], np.uint16)
+    with np.errstate(over="ignore"):  # past the target's largest value is infinity
+        wanted = expected(values)
+    np.testing.assert_array_equal(actual, wanted.view(np.uint16))
+    nan_bits = np.array([narrow(float(v)) for v in (np.nan, -np.nan)], np.uint16)
+    assert np.isnan(nan_bits.view(np.float16 if target == "half" else ml_dtypes.bfloat16).astype(np.float32)).all()
+    assert nan_bits[0] >> 15 == 0 and nan_bits[1] >> 15 == 1
+
+
 def test_bf16_narrowing_helper_rounds_like_ml_dtypes():
     """`__truncsfbf2`, which code generation calls for bf16 values it moves through f32:
     every rounding tie, both zeros, infinities, subnormals and NaNs match ml_dtypes."""
