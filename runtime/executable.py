@@ -21,6 +21,7 @@ import numpy as np
 
 from mlirxla.errors import MlirxlaError
 
+from . import memory
 from . import thunks as thunk_kinds
 from .executor import ThreadPool, plan_graph, run_thunks
 from .thunks import BufferSlice
@@ -144,6 +145,7 @@ class Executable:
         self.fresh = [(index, size * (self.pool.workers if kind == "scratch" else 1), typed.get(index))
                       for index, (kind, size) in enumerate(zip(plan.allocation_kinds, plan.allocation_sizes))
                       if kind in ("output", "scratch") or (kind == "temp" and size > 0)]
+        self.fresh_bytes = sum(size for _, size, _ in self.fresh)
 
     def output_plan(self, at: BufferSlice, spec: TensorSpec) -> OutputPlan:
         count = int(np.prod(spec.shape, dtype=np.int64))
@@ -182,13 +184,29 @@ class Executable:
         bases = self.base_template.copy()
         for index, array in enumerate(arrays):
             bases[index] = addresses[index] if addresses is not None and array is arguments[index] else address(array)
-        storage = {}
-        for index, size, typed in self.fresh:
-            array = np.empty(typed.shape, typed.dtype) if typed else np.empty(size, np.uint8)
-            storage[index] = array
+        storage = self.allocate()
+        for index, array in storage.items():
             bases[index] = address(array)
         run_thunks(self.plan.thunks, bases, self.pool, self.graph)
         return [self.output(o, storage, arrays, donated) for o in self.outputs]
+
+    def allocate(self) -> dict[int, np.ndarray]:
+        """The memory made fresh for one execution (outputs, temps, scratch), by allocation."""
+        if self.fresh_bytes > memory.ALWAYS_AFFORDABLE_BYTES:  # spares small executions the words
+            memory.require(self.fresh_bytes, "one execution", self.largest_allocation())
+        try:
+            return {index: np.empty(typed.shape, typed.dtype) if typed else np.empty(size, np.uint8)
+                    for index, size, typed in self.fresh}
+        except MemoryError:
+            raise memory.exhausted(self.fresh_bytes, "one execution", self.largest_allocation()) from None
+
+    def largest_allocation(self) -> str:
+        """What most of an execution's memory goes to, as a parenthesis for the size."""
+        index, size, _ = max(self.fresh, key=lambda fresh: fresh[1])
+        kind = self.plan.allocation_kinds[index]
+        held = [spec.text() for at, spec in self.plan.outputs if at.allocation == index]
+        largest = f"the output {held[0]}" if kind == "output" and len(held) == 1 else f"its {kind} allocation #{index}"
+        return f" ({largest} alone {memory.human(size)})"
 
     def output(self, o: OutputPlan, storage: dict, arrays: list, donated: frozenset) -> np.ndarray:
         if o.whole:

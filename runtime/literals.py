@@ -17,6 +17,8 @@ import numpy as np
 
 from mlirxla.mlir import ir
 
+from . import memory
+
 _FLOAT_TYPES = {
     "bf16": ml_dtypes.bfloat16,
     "f16": np.float16,
@@ -112,6 +114,7 @@ def to_numpy(attr: ir.Attribute) -> np.ndarray:
     shaped = ir.ShapedType(attr.type)
     element, shape = shaped.element_type, list(shaped.shape)
     dtype = storage_dtype(element)
+    memory.require(memory.tensor_bytes(shape, dtype.itemsize), f"the value {element}[{','.join(map(str, shape))}]")
     exact = numpy_dtype(element)
     if exact is not None and exact.kind in _BUFFER_KINDS and exact.itemsize * 8 == _bits(element, exact):
         try:

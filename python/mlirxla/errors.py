@@ -49,3 +49,10 @@ def location_text(location, source: str = "-") -> str:
         return source
     file = source if match.group(1) in ("-", "") else match.group(1)
     return f"{file}:{match.group(2)}:{match.group(3)}"
+
+
+def text_location(text: str, position: int, source: str) -> str:
+    """`source:line:col` of the character at `position` in `text` (lines and columns from 1)."""
+    line = text.count("\n", 0, position) + 1
+    column = position - (text.rfind("\n", 0, position) + 1) + 1
+    return f"{source}:{line}:{column}"

@@ -7,16 +7,18 @@ A portable artifact's version is read from its producer string; a newer one is r
 can parse, is first printed in generic form by jaxlib (`jaxlib_bridge`).
 """
 
+import math
 import re
 from dataclasses import dataclass
 
-from mlirxla.errors import MlirxlaError, first_line
+from mlirxla.errors import MlirxlaError, first_line, text_location
 from mlirxla.mlir import ir, stablehlo
 
-from . import check_syntax, jaxlib_bridge, segments
+from . import check_syntax, jaxlib_bridge, nesting, segments, utf8
 
 BYTECODE_MAGIC = b"ML\xefR"
 _PRODUCER = re.compile(rb"StableHLO_v(\d+)\.(\d+)\.(\d+)")
+_STATIC_DIMENSIONS = re.compile(r"tensor<((?:\d+x)+)")
 
 
 @dataclass(frozen=True)
@@ -52,20 +54,49 @@ def clamp_version(version: str, source: str) -> None:
 
 def load_bytes(data: bytes, source: str, context: ir.Context) -> Loaded:
     if data.startswith(BYTECODE_MAGIC):
-        version = artifact_version(data)
-        if version is not None:
-            clamp_version(version, source)
-            if jaxlib_bridge.artifact_needs_jaxlib(data):
-                loaded = load_text(jaxlib_bridge.artifact_to_generic_text(data, source), source, context)
-                return Loaded(loaded.module, source, "portable-artifact", version)
-            module = deserialize_artifact(data, source, context)
-            return Loaded(module, source, "portable-artifact", version)
-        return Loaded(parse_module(data, source, context), source, "bytecode")
+        if holds_vhlo(data):
+            return load_artifact(data, source, context)
+        module = parse_module(data, source, context)
+        check_module(module, source)
+        return Loaded(module, source, "bytecode")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise MlirxlaError("neither MLIR text (not UTF-8) nor MLIR bytecode (no 'ML\\xefR' magic)", source) from None
     return load_text(text, source, context)
+
+
+def holds_vhlo(data: bytes) -> bool:
+    """Whether bytecode is a portable artifact: its producer is StableHLO, or it names the
+    VHLO dialect. Read as plain bytecode, VHLO ops need the version the artifact path sets
+    first: without it a damaged artifact crashes the reader instead of failing."""
+    return data[len(BYTECODE_MAGIC) + 1:].startswith(b"StableHLO") or b"vhlo\0" in data
+
+
+def load_artifact(data: bytes, source: str, context: ir.Context) -> Loaded:
+    version = artifact_version(data)
+    if version is None:
+        raise MlirxlaError(f"portable artifact (it holds VHLO ops) whose producer '{producer(data)}' names no StableHLO version", source)
+    clamp_version(version, source)
+    if jaxlib_bridge.artifact_needs_jaxlib(data):
+        loaded = load_text(jaxlib_bridge.artifact_to_generic_text(data, source), source, context)
+        return Loaded(loaded.module, source, "portable-artifact", version)
+    module = deserialize_artifact(data, source, context)
+    check_module(module, source)
+    return Loaded(module, source, "portable-artifact", version)
+
+
+def producer(data: bytes) -> str:
+    """The producer string of bytecode (after the magic and the version byte), as text."""
+    start = len(BYTECODE_MAGIC) + 1
+    end = data.find(b"\0", start, start + 64)
+    return repr(data[start:end if end >= 0 else start + 64])[2:-1]
+
+
+def check_module(module: ir.Module, source: str) -> None:
+    """What every parsed module must pass before the front door's steps read it."""
+    nesting.check_module(module, source)
+    utf8.check_module(module, source)
 
 
 def deserialize_artifact(data: bytes, source: str, context: ir.Context) -> ir.Module:
@@ -87,6 +118,9 @@ def deserialize_artifact(data: bytes, source: str, context: ir.Context) -> ir.Mo
 
 
 def load_text(text: str, source: str, context: ir.Context) -> Loaded:
+    refuse_nul(text, source)
+    nesting.check_text(text, source)
+    refuse_uncountable_shapes(text, source)
     text = check_syntax.to_generic(text)
     if jaxlib_bridge.needs_jaxlib(text):
         text = jaxlib_bridge.to_generic_text(text, source)
@@ -95,7 +129,28 @@ def load_text(text: str, source: str, context: ir.Context) -> Loaded:
             text = segments.with_segments(text)
         except ir.MLIRError as error:
             raise parse_error(error, source) from None
-    return Loaded(parse_module(text, source, context), source, "text")
+    module = parse_module(text, source, context)
+    if utf8.may_escape_bytes(text):
+        utf8.check_module(module, source)
+    return Loaded(module, source, "text")
+
+
+def refuse_uncountable_shapes(text: str, source: str) -> None:
+    """A tensor type with 2^63 elements or more: MLIR parses it, but no size of it fits the
+    64-bit integers that every later step counts in (XLA refuses such shapes too)."""
+    for dimensions in set(_STATIC_DIMENSIONS.findall(text)):
+        if math.prod(int(extent) for extent in dimensions.split("x") if extent) >= 1 << 63:
+            position = text.index(f"tensor<{dimensions}")
+            raise MlirxlaError(f"a tensor of shape {dimensions.rstrip('x')} has more elements than 64-bit sizes count",
+                               text_location(text, position, source))
+
+
+def refuse_nul(text: str, source: str) -> None:
+    """MLIR's lexer takes a NUL character for the end of the input and would silently drop
+    what follows it."""
+    position = text.find("\0")
+    if position >= 0:
+        raise MlirxlaError("the text holds a NUL character", text_location(text, position, source))
 
 
 def parse_module(text_or_bytes, source: str, context: ir.Context) -> ir.Module:
@@ -104,6 +159,8 @@ def parse_module(text_or_bytes, source: str, context: ir.Context) -> ir.Module:
             return ir.Module.parse(text_or_bytes)
         except ir.MLIRError as error:
             raise parse_error(error, source) from None
+        except utf8.UNREADABLE:  # the bindings could not turn the parser's diagnostic into a str
+            raise MlirxlaError("does not parse, and the parser's message quotes bytes that are not UTF-8", source) from None
 
 
 def parse_error(error: ir.MLIRError, source: str) -> MlirxlaError:

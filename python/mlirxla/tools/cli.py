@@ -7,7 +7,7 @@ Python traceback reaches the user: a bug surfaces as one line naming the excepti
 import sys
 from collections.abc import Callable
 
-from mlirxla.errors import MlirxlaError
+from mlirxla.errors import MlirxlaError, first_line
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_ERROR = 0, 1, 2
 
@@ -16,9 +16,11 @@ def run_tool(tool: str, body: Callable[[], int]) -> int:
     try:
         return body()
     except MlirxlaError as error:
-        print(f"{tool}: error: {error}", file=sys.stderr)
+        print(f"{tool}: error: {first_line(error)}", file=sys.stderr)
     except KeyboardInterrupt:
         print(f"{tool}: interrupted", file=sys.stderr)
+    except MemoryError as error:  # an allocation no size check foresaw; numpy says how much it wanted
+        print(f"{tool}: error: out of memory{': ' + first_line(error) if str(error) else ''}", file=sys.stderr)
     except Exception as error:  # a bug in mlirxla: still one line, never a traceback
-        print(f"{tool}: internal error: {type(error).__name__}: {error}", file=sys.stderr)
+        print(f"{tool}: internal error: {type(error).__name__}: {first_line(error)}", file=sys.stderr)
     return EXIT_ERROR

@@ -13,17 +13,17 @@ fails (it is printed), 2 on bad input.
 import argparse
 import os
 import sys
-import zipfile
 
 import numpy as np
 
 from mlirxla import frontdoor, printing
 from mlirxla.context import new_context
-from mlirxla.errors import MlirxlaError, first_line, in_file
+from mlirxla.errors import MlirxlaError, in_file, location_text
 from mlirxla.mlir import ir
 from mlirxla.pipelines.runner import RunOptions
-from mlirxla.runtime import checks, literals, native, oracle, reference
+from mlirxla.runtime import checks, literals, memory, native, oracle, reference
 
+from . import npz_inputs
 from .cli import EXIT_CHECK_FAILED, EXIT_OK, run_tool
 from .opt import read_input
 
@@ -59,20 +59,55 @@ def generated_argument(shaped: ir.RankedTensorType, rng: np.random.Generator) ->
     return rng.standard_normal(shape).astype(dtype)
 
 
-def read_arguments(path: str, count: int) -> list[np.ndarray]:
-    try:
-        archive = np.load(path, allow_pickle=False)
-        if not isinstance(archive, np.lib.npyio.NpzFile):
-            raise ValueError("not an .npz archive")
-        arrays = {name: archive[name] for name in archive.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
-        raise MlirxlaError(f"cannot read inputs as .npz: {first_line(error)}", path) from None
-    if len(arrays) != count:
-        raise MlirxlaError(f"the entry function takes {count} arguments, got {len(arrays)} arrays", path)
-    names = [f"arg{i}" for i in range(count)]
-    if all(name in arrays for name in names):
-        return [arrays[name] for name in names]
-    return list(arrays.values())
+def tensor_text(shaped: ir.RankedTensorType) -> str:
+    return f"{shaped.element_type}[{','.join(map(str, shaped.shape))}]"
+
+
+def entry_parameters(module: ir.Module, entry: str) -> list[npz_inputs.Parameter]:
+    parameters = []
+    for index, value_type in enumerate(reference.argument_types(module, entry)):
+        if not isinstance(value_type, ir.RankedTensorType) or not ir.RankedTensorType(value_type).has_static_shape:
+            raise MlirxlaError(f"argument #{index} of @{entry} has type {value_type}: mlirxla-run passes tensors of static shape only")
+        shaped = ir.RankedTensorType(value_type)
+        dtype = literals.numpy_dtype(shaped.element_type)
+        if dtype is None:
+            raise MlirxlaError(f"argument #{index} of @{entry} has element type {shaped.element_type}, which no array holds")
+        parameters.append(npz_inputs.Parameter(index, dtype, tuple(shaped.shape), str(value_type), tensor_text(shaped)))
+    return parameters
+
+
+GENERATOR_BYTES_PER_ELEMENT = 8  # numpy draws random numbers as float64 or int64 before the cast
+
+
+def require_memory_for_arguments(parameters: list[npz_inputs.Parameter], generated: bool) -> None:
+    """Say how much memory the arguments need before making or reading them."""
+    sizes = [memory.tensor_bytes(p.shape, p.dtype.itemsize) for p in parameters]
+    for parameter, size in zip(parameters, sizes):
+        memory.require(size, f"the argument {parameter.spec}")
+    workspace = max((memory.tensor_bytes(p.shape, GENERATOR_BYTES_PER_ELEMENT) for p in parameters), default=0) if generated else 0
+    memory.require(sum(sizes) + workspace, f"the {len(parameters)} arguments" + (" (and generating them)" if generated else ""))
+
+
+def require_memory_for_interpreter(module: ir.Module) -> None:
+    """The reference interpreter holds every value it computes: refuse a module whose largest
+    value cannot be held."""
+    largest = [0, None, None]
+
+    def visit(op):
+        for result in op.results:
+            if isinstance(result.type, ir.RankedTensorType) and ir.RankedTensorType(result.type).has_static_shape:
+                shaped = ir.RankedTensorType(result.type)
+                dtype = literals.numpy_dtype(shaped.element_type)
+                size = memory.tensor_bytes(shaped.shape, dtype.itemsize if dtype is not None else 8)
+                if size > largest[0]:
+                    largest[:] = [size, shaped, op]
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    size, shaped, op = largest
+    if op is not None:
+        memory.require(size, f"on the reference interpreter, the value {tensor_text(shaped)} of '{op.name}'",
+                       location=location_text(op.location))
 
 
 def write_outputs(path: str, outputs: list[np.ndarray]) -> None:
@@ -119,12 +154,15 @@ def run_module(arguments, data: bytes, source: str) -> int:
     module = imported.module
     with context, ir.Location.unknown():
         entry = arguments.entry or reference.entry_function(module)
-        types = [ir.RankedTensorType(t) for t in reference.argument_types(module, entry)]
+        parameters = entry_parameters(module, entry)
+        require_memory_for_arguments(parameters, generated=not arguments.inputs)
+        if arguments.backend == "reference" or arguments.check:
+            require_memory_for_interpreter(module)
         if arguments.inputs:
-            inputs = read_arguments(arguments.inputs, len(types))
+            inputs = npz_inputs.read_arguments(arguments.inputs, parameters, entry)
         else:
             rng = np.random.default_rng(arguments.seed)
-            inputs = [generated_argument(t, rng) for t in types]
+            inputs = [generated_argument(ir.RankedTensorType(t), rng) for t in reference.argument_types(module, entry)]
         if arguments.backend == "cpu":
             execution = native.execute(module, inputs, entry, RunOptions(dump_to=arguments.dump_to))
         else:
