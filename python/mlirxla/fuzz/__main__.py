@@ -1,0 +1,5 @@
+import sys
+
+from .differential import main
+
+sys.exit(main())
