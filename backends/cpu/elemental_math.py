@@ -6,21 +6,28 @@ is lowered to StableHLO:
   `math.log1p` log(1 + x), which lose every digit near 0 (JAX's testLog1pNearOne found
   log1p(1e-5) 14932 ulp off; chlo.acosh, asinh and atanh, built on log1p, lost with it);
 - complex expm1, log1p, tan and tanh: convert-complex-to-standard's formulas cancel when a part
-  is small (expm1(1e-8 + 1e-8j) had a real part of -1e-16) and overflow when one is large.
+  is small (expm1(1e-8 + 1e-8j) had a real part of -1e-16) and overflow when one is large;
+- complex log, sqrt and rsqrt: the same lowering's |z| overflows (log(-max - max i) was inf) and
+  its polar sqrt, like XLA's, loses a small part next to a large one (sqrt(-1.5 - 9.5e-20i) had
+  a real part of -5e-8). These follow StableHLO's reference algorithms (the functional_algorithms
+  package its math accuracy tests come from) where XLA's lose digits, and C99's special values
+  (as numpy and the StableHLO interpreter give them).
 
 f16 and bf16 are computed in f32 and rounded back. The rewritten ops call each other's
 algorithms directly (complex log1p uses the real log1p here, not `math.log1p`).
 """
 
 from mlirxla.dialects.xhlo.builder import XhloBuilder
-from mlirxla.frontdoor.chlo_rules import (abs_, compose, const, element, horner, in_f32, is_complex, is_narrow_float,
-                                          logical, parts)
+from mlirxla.frontdoor.chlo_rules import (abs_, compose, const, element, float_bits, float_info, horner, hypot, in_f32,
+                                          is_complex, is_narrow_float, logical, parts, shape)
 from mlirxla.frontdoor.stablehlo_to_xhlo import collect
 from mlirxla.mlir import ir
 from mlirxla.transforms.erasure import erase
 
 # Cephes log1p: log1p(x) = x - x^2/2 + x^3 P(x)/Q(x) for |x| < sqrt(2) - 1 (XLA's Log1p intrinsic).
 LOG1P_SMALL = 0.41421356237309504880
+# sqrt(1/2) - 1: Cephes' own lower bound for that polynomial (XLA's log1p takes it down to -LOG1P_SMALL).
+LOG1P_NEAR_ONE_LOW = -0.29289321881345247560
 LOG1P_P = [4.5270000862445199635215e-5, 4.9854102823193375972212e-1, 6.5787325942061044846969e0,
            2.9911919328553073277375e1, 6.0949667980987787057556e1, 5.7112963590585538103336e1,
            2.0039553499201281259648e1]
@@ -139,6 +146,169 @@ def complex_tan(b, z):
     return compose(b, imag, b.negate(real), z)
 
 
+def is_infinite(b, x):
+    return b.compare(abs_(b, x), const(b, float("inf"), x), "EQ")
+
+
+def sign_bit_set(b, x):
+    """Whether `x` has its sign bit set (-0 and negative nans included), read off its bits."""
+    integer = ir.RankedTensorType.get(shape(x), ir.IntegerType.get_signless(float_bits(element(x))))
+    bits = b.op("bitcast_convert", [x], integer)
+    return b.compare(bits, b.splat(0, bits), "LT", "SIGNED")
+
+
+def copy_sign(b, magnitude, sign):
+    """`magnitude` (not negative) with the sign of `sign`."""
+    return b.select(sign_bit_set(b, sign), b.negate(magnitude), magnitude)
+
+
+def two_sum(b, p, q):
+    """p + q as s + e exactly (Knuth's 2Sum): s the rounded sum, e its rounding error."""
+    s = b.add(p, q)
+    p_part = b.subtract(s, q)
+    q_part = b.subtract(s, p_part)
+    return s, b.add(b.subtract(p, p_part), b.subtract(q, q_part))
+
+
+def square_dekker(b, x):
+    """x^2 as h + l exactly (Dekker's product, x split in halves by Veltkamp's 2^ceil(p/2) + 1):
+    h the rounded square, l its rounding error. nan for x near max, where the split overflows
+    (callers select another formula there)."""
+    splitter = const(b, 2.0 ** ((float_info(x).nmant + 2) // 2) + 1, x)
+    scaled = b.multiply(splitter, x)
+    high = b.subtract(scaled, b.subtract(scaled, x))
+    low = b.subtract(x, high)
+    square = b.multiply(x, x)
+    error = b.add(b.add(b.subtract(b.multiply(high, high), square), b.multiply(b.add(high, high), low)),
+                  b.multiply(low, low))
+    return square, error
+
+
+def squares_minus_one(b, x, y):
+    """x^2 + y^2 - 1 with the squares as Dekker's exact pairs, summed -1, larger square,
+    smaller square, then their rounding errors by a cascade of 2Sum whose own errors are added
+    last: near |z| = 1 the leading terms cancel exactly and every digit of the result stays."""
+    xx, xx_error = square_dekker(b, x)
+    yy, yy_error = square_dekker(b, y)
+    x_larger = b.compare(xx, yy, "GT")
+    total, cascade_errors = const(b, -1.0, x), []
+    for term in (b.select(x_larger, xx, yy), b.select(x_larger, yy, xx),
+                 b.select(x_larger, xx_error, yy_error), b.select(x_larger, yy_error, xx_error)):
+        total, error = two_sum(b, total, term)
+        cascade_errors.append(error)
+    first, second, third, fourth = cascade_errors
+    return b.add(total, b.add(b.add(first, second), b.add(third, fourth)))
+
+
+def log_abs(b, x, y):
+    """log|x + iy| (StableHLO's complex log, after functional_algorithms; XLA takes log of
+    its |z|, which overflows past max/sqrt(2) and cancels near |z| = 1):
+    log1p(s)/2 for s = x^2 + y^2 - 1 (squares_minus_one) where log1p takes its Cephes
+    polynomial (sqrt(1/2) - 1 < s < sqrt(2) - 1: StableHLO's |s| < 1/2 would reach the part of
+    XLA's log1p that is 100 ulp off in f64), else log(m) + log1p((n/m)^2)/2 with m, n the
+    larger and smaller of |x| and |y|, which cancels at most threefold there (n/m = 1 where
+    m = n, which covers 0 and inf); inf where a part is infinite, even the other nan."""
+    ax, ay = abs_(b, x), abs_(b, y)
+    larger, smaller = b.maximum(ax, ay), b.minimum(ax, ay)
+    one, half = const(b, 1.0, x), const(b, 0.5, x)
+    ratio = b.select(b.compare(larger, smaller, "EQ"), one, b.divide(smaller, larger))
+    far = b.add(b.unary("log", larger), b.multiply(half, log1p(b, b.multiply(ratio, ratio))))
+    near_one = squares_minus_one(b, x, y)
+    near = b.multiply(half, log1p(b, near_one))
+    in_polynomial_range = logical(b, "and", b.compare(near_one, const(b, LOG1P_NEAR_ONE_LOW, x), "GT"),
+                                  b.compare(near_one, const(b, LOG1P_SMALL, x), "LT"))
+    value = b.select(in_polynomial_range, near, far)
+    return b.select(logical(b, "or", is_infinite(b, x), is_infinite(b, y)), const(b, float("inf"), x), value)
+
+
+def complex_log(b, z):
+    """log(x + iy) = log|z| + i atan2(y, x) (see log_abs)."""
+    x, y = parts(b, z)
+    return compose(b, log_abs(b, x, y), b.binary("atan2", y, x), z)
+
+
+def sqrt_scale(b, ax, ay):
+    """A power of 4, c, and 1/sqrt(c), so that c|z| for |z| = hypot(ax, ay) keeps
+    |cx| + c|z| finite (c = 1/4 above max/4) and (|cx| + c|z|)/2 normal (c = 2^k for
+    max(ax, ay) below 2^k times the smallest normal, k even and past the mantissa)."""
+    info = float_info(ax)
+    k = info.nmant + 3 + (info.nmant + 3) % 2
+    larger = b.maximum(ax, ay)
+    large = b.compare(larger, const(b, float(info.max) / 4, ax), "GT")
+    small = b.compare(larger, const(b, float(info.tiny) * 2.0 ** k, ax), "LT")
+
+    def by_size(if_large, if_small):
+        return b.select(large, const(b, if_large, ax), b.select(small, const(b, if_small, ax), const(b, 1.0, ax)))
+
+    return by_size(0.25, 2.0 ** k), by_size(2.0, 2.0 ** (-k // 2))
+
+
+def sqrt_larger_part(b, ax, ay):
+    """u = sqrt((|x| + |z|)/2), the larger part of sqrt(x + iy) in magnitude (Kahan's csqrt, as
+    StableHLO's complex sqrt after functional_algorithms), computed on z scaled by c of
+    sqrt_scale (no overflow, no digits lost to subnormals) and scaled back exactly. Returns u,
+    c|z| and c."""
+    scale, root_of_inverse_scale = sqrt_scale(b, ax, ay)
+    scaled_ax = b.multiply(ax, scale)
+    scaled_abs = hypot(b, scaled_ax, b.multiply(ay, scale))
+    root = b.unary("sqrt", b.multiply(b.add(scaled_ax, scaled_abs), const(b, 0.5, ax)))
+    return b.multiply(root, root_of_inverse_scale), scaled_abs, scale
+
+
+def arrange_parts(b, x, y, larger, smaller):
+    """sqrt's parts from their magnitudes: (larger, sign(y) smaller) for x >= 0,
+    (smaller, sign(y) larger) for x < 0 (sign(-0) = -1)."""
+    x_negative = b.compare(x, const(b, 0.0, x), "LT")
+    return b.select(x_negative, smaller, larger), copy_sign(b, b.select(x_negative, larger, smaller), y)
+
+
+def complex_sqrt(b, z):
+    """sqrt(x + iy) (StableHLO's complex sqrt after functional_algorithms; Kahan's csqrt): u of
+    sqrt_larger_part and v = |y| / 2u, neither of which cancels, arranged by arrange_parts.
+    XLA's polar form sqrt|z| (cos(t/2) + i sin(t/2)) leaves the small part the rounding error
+    of cos(pi/2) (sqrt(-1.5 - 9.5e-20i) had a real part of -5e-8). C99's special values: u inf
+    where a part is; v inf where y is, 0 where z is 0 (sqrt(+-0 +- 0i) = +0 +- 0i), nan where y
+    is and x infinite (sqrt(inf + nan i) = inf + nan i, sqrt(-inf + nan i) = nan +- inf i)."""
+    x, y = parts(b, z)
+    ax, ay = abs_(b, x), abs_(b, y)
+    u, _, _ = sqrt_larger_part(b, ax, ay)
+    inf, zero = const(b, float("inf"), x), const(b, 0.0, x)
+    y_infinite = is_infinite(b, y)
+    u = b.select(logical(b, "or", is_infinite(b, x), y_infinite), inf, u)
+    v = b.select(b.compare(u, zero, "EQ"), zero, b.divide(ay, b.add(u, u)))
+    real, imag = arrange_parts(b, x, y, u, b.select(y_infinite, inf, v))
+    return compose(b, real, imag, z)
+
+
+def complex_rsqrt(b, z):
+    """1/sqrt(z) = conj(sqrt(z)) / |z| (XLA's polar form loses the small part as its sqrt does):
+    u/|z| and v/|z| = |y| / (2u|z|) for u of sqrt_larger_part and v = |y| / 2u, arranged as
+    sqrt's parts and conjugated. |z| enters as c|z| / c (no overflow), and |y| / 2u|z| as
+    ((2^p c|y|) / c|z|) / 2u scaled back by 2^-p where c|y| < 1 (2^p the mantissa's range), so
+    no quotient on the way is subnormal where the result is not. inf + nan i at 0 and
+    +0 -+ 0i where z is infinite (XLA gives the real zero the sign of x)."""
+    x, y = parts(b, z)
+    ax, ay = abs_(b, x), abs_(b, y)
+    u, scaled_abs, scale = sqrt_larger_part(b, ax, ay)
+    larger = b.divide(b.multiply(u, scale), scaled_abs)
+    scaled_ay = b.multiply(ay, scale)
+    lift = 2.0 ** (float_info(x).nmant + 1)
+    lifted = b.compare(scaled_ay, const(b, 1.0, x), "LT")
+
+    def if_lifted(factor):
+        return b.select(lifted, const(b, factor, x), const(b, 1.0, x))
+
+    lifted_y_over_abs = b.divide(b.multiply(scaled_ay, if_lifted(lift)), scaled_abs)
+    smaller = b.multiply(b.divide(lifted_y_over_abs, b.add(u, u)), if_lifted(1.0 / lift))
+    real, sqrt_imag = arrange_parts(b, x, y, larger, smaller)
+    zero = const(b, 0.0, x)
+    at_zero = logical(b, "and", b.compare(x, zero, "EQ"), b.compare(y, zero, "EQ"))
+    infinite = logical(b, "or", is_infinite(b, x), is_infinite(b, y))
+    real = b.select(at_zero, const(b, float("inf"), x), b.select(infinite, zero, real))
+    imag = b.select(at_zero, const(b, float("nan"), x), b.negate(b.select(infinite, copy_sign(b, zero, y), sqrt_imag)))
+    return compose(b, real, imag, z)
+
+
 def real_in_f32(algorithm):
     def rewrite(b, x):
         return in_f32(b, algorithm, x)
@@ -149,7 +319,10 @@ def real_in_f32(algorithm):
 REAL_REWRITES = {"xhlo.exponential_minus_one": real_in_f32(expm1), "xhlo.log_plus_one": real_in_f32(log1p)}
 COMPLEX_REWRITES = {
     "xhlo.exponential_minus_one": complex_expm1,
+    "xhlo.log": complex_log,
     "xhlo.log_plus_one": complex_log1p,
+    "xhlo.rsqrt": complex_rsqrt,
+    "xhlo.sqrt": complex_sqrt,
     "xhlo.tan": complex_tan,
     "xhlo.tanh": complex_tanh,
 }

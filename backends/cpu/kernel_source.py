@@ -174,7 +174,7 @@ def _copy_block(source: ir.Block, target: ir.Region) -> None:
 
 def finish(module: ir.Module) -> None:
     """Rewrite the elementwise math the lowering gets wrong as XLA computes it
-    (`elemental_math.py`: real expm1 and log1p, complex expm1, log1p, tan and tanh), lower the
+    (`elemental_math.py`: real expm1 and log1p, complex expm1, log1p, log, sqrt, rsqrt, tan and tanh), lower the
     xhlo inside the kernel functions to StableHLO, then give boolean `add` its StableHLO
     meaning (logical or) before the linalg lowering turns it into an integer add (which is xor
     on i1), and complex maximum and minimum their lexicographic order."""

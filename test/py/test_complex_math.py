@@ -1,9 +1,10 @@
 """Complex and special-function numerics, held to closed forms and to XLA:CPU.
 
 The cpu backend computes real expm1 and log1p, and complex expm1, log1p, tan and tanh, as XLA's
-elemental IR emitter does (backends/cpu/elemental_math.py); the chlo inverse functions on
-complex operands are StableHLO's decompositions (frontdoor/chlo_rules.py). The points are
-where naive formulas fail: tiny and huge parts, near branch cuts, near -1 for log1p.
+elemental IR emitter does, and complex log, sqrt and rsqrt after StableHLO's reference algorithms
+(backends/cpu/elemental_math.py); the chlo inverse functions on complex operands are StableHLO's
+decompositions (frontdoor/chlo_rules.py). The points are where naive formulas fail: tiny and huge
+parts, near branch cuts, near -1 for log1p, near the unit circle for log.
 """
 
 import numpy as np
@@ -29,17 +30,19 @@ TYPE_NAMES = {np.float16: "f16", np.float32: "f32", np.float64: "f64", np.comple
 INTEGERS = {2: np.int16, 4: np.int32, 8: np.int64}
 
 
-def ulps(actual, expected) -> np.ndarray:
+def ulps(actual, expected, flush_subnormals=True) -> np.ndarray:
     """|actual - expected| in units in the last place, the parts of complex values apart; values
-    below the smallest normal count as 0 (XLA:CPU flushes them); equal infinities and nans are 0."""
+    below the smallest normal count as 0 unless told otherwise (XLA:CPU flushes them); equal
+    infinities and nans are 0."""
     actual, expected = np.asarray(actual), np.asarray(expected)
     if actual.dtype.kind == "c":
-        return np.maximum(ulps(actual.real, expected.real), ulps(actual.imag, expected.imag))
+        return np.maximum(ulps(actual.real, expected.real, flush_subnormals),
+                          ulps(actual.imag, expected.imag, flush_subnormals))
     info = np.finfo(actual.dtype)
     integer = INTEGERS[actual.dtype.itemsize]
 
     def ordered(values):
-        flushed = np.where(np.abs(values) < info.tiny, np.zeros_like(values), values)
+        flushed = np.where(np.abs(values) < info.tiny, np.zeros_like(values), values) if flush_subnormals else values
         bits = flushed.view(integer).astype(np.int64)
         return np.where(bits < 0, np.iinfo(integer).min - bits, bits)
 
@@ -50,8 +53,8 @@ def ulps(actual, expected) -> np.ndarray:
     return np.where(both_nan | same_infinity, 0.0, distance)
 
 
-def assert_within(actual, expected, points, max_ulps, what):
-    distance = ulps(actual, expected)
+def assert_within(actual, expected, points, max_ulps, what, flush_subnormals=True):
+    distance = ulps(actual, expected, flush_subnormals)
     worst = int(np.argmax(distance))
     assert distance[worst] <= max_ulps, (
         f"{what}: {distance[worst]:.0f} ulp at {points[worst]!r}: {actual[worst]!r}, expected {expected[worst]!r}")
@@ -135,6 +138,93 @@ def test_complex_expm1_keeps_both_tiny_parts():
     z = np.array([1e-8 + 1e-8j, 1e-15 - 1e-15j], np.complex64)
     got = on_cpu_backend(["stablehlo.exponential_minus_one"], z)["stablehlo.exponential_minus_one"]
     assert_within(got, complex_expm1(z.astype(np.complex128)), z, 1, "expm1")
+
+
+LOG_SQRT_OPS = ["stablehlo.log", "stablehlo.sqrt", "stablehlo.rsqrt"]
+NEAR_UNIT_CIRCLE = [0.6 + 0.8j, -0.8 + 0.6j, 0.800164491382204 + 0.5997508684571149j, -0.09697375 + 0.99528694j,
+                    -1 + 1e-7j, 1e-20 - 0.99999994j]
+NEGATIVE_REALS = [-1.5 + 0j, complex(-1.5, -0.0), -1e-30 + 0j, -3e38 + 0j, -1.5 - 1e-20j, -1e-20 - 1e-40j]
+
+
+def stablehlo_math_failures(dtype) -> list[complex]:
+    """Where StableHLO's math accuracy tests (stablehlo/tests/math) failed log and sqrt: |z|
+    overflowed (log(-max - max i) was inf), log|z| of subnormal parts lost its log(2)/2, and
+    the polar sqrt left a small part the rounding error of cos(pi/2) (sqrt(-1.5 - 9.5e-20i) had
+    a real part of -5e-8; sqrt(max - 9.5e-20i) an imaginary part of 0)."""
+    info = np.finfo(dtype)
+    largest, least = float(info.max), float(info.smallest_subnormal)
+    small = 9.5e-20 if dtype == np.complex64 else 1.3e-154
+    return [complex(-largest, -largest), complex(largest, largest), complex(np.nextafter(-largest, 0), largest),
+            complex(least, -least), complex(-least, least), complex(-1.5, -small), complex(-1.5, -least),
+            complex(-largest, -1.5), complex(-largest, small), complex(largest, -small), complex(-small, -least),
+            complex(-1.5, 0.0), complex(-largest, 0.0), complex(-least, 0.0)]
+
+
+def log_sqrt_rsqrt_references(z: np.ndarray) -> dict[str, np.ndarray]:
+    """log, sqrt and 1/sqrt from numpy in wider precision: complex128 for complex64, x87 extended
+    for complex128 (its range holds f64's extremes and subnormals)."""
+    wide = z.astype(np.complex128 if z.dtype == np.complex64 else np.clongdouble)
+    root = np.sqrt(wide)
+    return {"stablehlo.log": np.log(wide), "stablehlo.sqrt": root, "stablehlo.rsqrt": 1 / root}
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_complex_log_sqrt_rsqrt_match_numpy(dtype):
+    """Huge, tiny, subnormal, negative-real and near-unit-circle points, the StableHLO math
+    suite's failures among them, subnormal results counted (sqrt(max - 9.5e-20i) has one)."""
+    if dtype == np.complex128 and np.finfo(np.longdouble).nmant < 63:
+        pytest.skip("the complex128 references need x87 extended precision")
+    points = (stablehlo_math_failures(dtype) + TINY + HUGE + NEAR_BRANCH_CUTS + NEAR_UNIT_CIRCLE + NEGATIVE_REALS
+              + MODERATE)
+    if dtype == np.complex128:
+        points += EXTREMES_F64
+    z = np.array(points, dtype)
+    got = on_cpu_backend(LOG_SQRT_OPS, z)
+    expected = log_sqrt_rsqrt_references(z)
+    for op, max_ulps in zip(LOG_SQRT_OPS, (2, 2, 4)):
+        assert_within(got[op], expected[op], z, max_ulps, op, flush_subnormals=False)
+
+
+SPECIAL_PARTS = [0.0, -0.0, 1.5, -1.5, np.inf, -np.inf, np.nan]
+
+
+def assert_zero_and_infinity_signs_match(actual, expected, points, what):
+    for part in ("real", "imag"):
+        got, want = getattr(actual, part), getattr(expected, part)
+        signed = (want == 0) | np.isinf(want)
+        wrong = np.nonzero(signed & (np.signbit(got) != np.signbit(want)))[0]
+        if wrong.size:
+            first = wrong[0]
+            raise AssertionError(f"{what}: the sign of the {part} part at {points[first]!r}: {actual[first]!r}, "
+                                 f"expected {expected[first]!r}")
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_complex_log_and_sqrt_special_values_are_c99s(dtype):
+    """Signed zeros, infinities and nans give C99's values, as numpy (and the StableHLO
+    interpreter's std::complex) do: sqrt(x - 0i) = conj(sqrt(x + 0i)), sqrt(-inf + yi) = +0 + inf i,
+    sqrt(x + inf i) = inf + inf i even for nan x, log(+-0) = -inf, log(nan + inf i) = inf + nan i."""
+    z = np.array([complex(a, b) for a in SPECIAL_PARTS for b in SPECIAL_PARTS], dtype)
+    got = on_cpu_backend(["stablehlo.log", "stablehlo.sqrt"], z)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        expected = {"stablehlo.log": np.log(z), "stablehlo.sqrt": np.sqrt(z)}
+    for op, want in expected.items():
+        assert_within(got[op], want, z, 1, op)
+        assert_zero_and_infinity_signs_match(got[op], want, z, op)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_complex_rsqrt_at_zero_and_infinity(dtype):
+    """1/sqrt(z): inf + nan i at 0 (as XLA gives), and conj(sqrt(z)) / |z| = +0 -+ 0i, the sign
+    of y flipped, where z is infinite."""
+    inf, nan = np.inf, np.nan
+    z = np.array([0j, complex(-0.0, -0.0), complex(inf, 1.5), complex(-inf, 1.5), complex(1.5, -inf),
+                  complex(nan, inf), complex(-inf, -0.0)], dtype)
+    expected = np.array([complex(inf, nan), complex(inf, nan), complex(0.0, -0.0), complex(0.0, -0.0),
+                         complex(0.0, 0.0), complex(0.0, -0.0), complex(0.0, 0.0)], dtype)
+    got = on_cpu_backend(["stablehlo.rsqrt"], z)["stablehlo.rsqrt"]
+    assert_within(got, expected, z, 0, "rsqrt")
+    assert_zero_and_infinity_signs_match(got, expected, z, "rsqrt")
 
 
 def on_reference_interpreter(ops: list[str], x: np.ndarray) -> dict[str, np.ndarray]:
