@@ -3,9 +3,9 @@
 Each workload is a jax function. Its StableHLO (`jax.jit(f).lower(...).as_text()`) is what
 mlirxla compiles, and jax.jit runs the same function on XLA:CPU, so both sides run the same
 program on the same random inputs (0.1 * standard normal, so the outputs stay well away from
-overflow and cancellation). The mlp, softmax, transformer and convnet functions mirror
-../shared/samples/jax/programs/*.stablehlo.mlir; matmul is 1024^3 f32 and chain is ten
-elementwise ops on 4M f32.
+overflow and cancellation). mlp, softmax, transformer and convnet are the benchmark programs
+of examples/jax_programs.py (their StableHLO is test/data/jax/programs/*.stablehlo.mlir);
+matmul is 1024^3 f32 and chain is ten elementwise ops on 4M f32.
 
 Per workload: each side is warmed up, then run --repeats times, mlirxla and XLA taking turns
 so that the machine's noise hits both; it prints the medians, their ratio (mlirxla / XLA;
@@ -28,6 +28,7 @@ With --json the last line is one JSON object: "rows" (one per workload), "geomea
 import argparse
 import json
 import math
+import os
 import shutil
 import signal
 import statistics
@@ -41,6 +42,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from mlirxla.runtime.client import Client
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
+from jax_programs import program, tensor  # noqa: E402
 
 WORKLOADS = ["matmul", "mlp", "chain", "softmax", "transformer", "convnet"]
 RTOL = ATOL = 1e-4
@@ -67,12 +71,6 @@ def matmul(x, w):
     return x @ w
 
 
-def mlp(x, w1, b1, w2, b2, w3, b3):
-    x = jax.nn.relu(x @ w1 + b1)
-    x = jax.nn.relu(x @ w2 + b2)
-    return x @ w3 + b3
-
-
 def chain(x, y):
     a = x + y
     a = a * x
@@ -86,65 +84,27 @@ def chain(x, y):
     return a + y
 
 
-def softmax(x):
-    return jax.nn.softmax(x, axis=-1)
-
-
-def layer_norm(x, scale, bias):
-    mean = jnp.mean(x, axis=-1, keepdims=True)
-    variance = jnp.mean((x - mean) ** 2, axis=-1, keepdims=True)
-    return (x - mean) * jax.lax.rsqrt(variance + 1e-5) * scale + bias
-
-
-def heads(x, count):
-    return x.reshape(x.shape[0], count, -1).transpose(1, 0, 2)
-
-
-def block(x, p):
-    """A pre-LN transformer block: causal self-attention and a gelu (tanh) MLP, with residuals."""
-    sequence, width, count = x.shape[0], x.shape[1], 8
-    qkv = layer_norm(x, p["g_ln1"], p["b_ln1"]) @ p["w_qkv"] + p["b_qkv"]
-    q, k, v = (heads(part, count) for part in jnp.split(qkv, 3, axis=-1))
-    scores = q @ k.transpose(0, 2, 1) / math.sqrt(width // count)
-    scores = jnp.where(jnp.tril(jnp.ones((sequence, sequence), bool)), scores, -1e30)
-    attention = (jax.nn.softmax(scores, axis=-1) @ v).transpose(1, 0, 2).reshape(sequence, width)
-    x = x + attention @ p["w_out"] + p["b_out"]
-    hidden = jax.nn.gelu(layer_norm(x, p["g_ln2"], p["b_ln2"]) @ p["w_mlp1"] + p["b_mlp1"], approximate=True)
-    return x + hidden @ p["w_mlp2"] + p["b_mlp2"]
-
-
-def convnet(x, w1, b1, w2, b2, w3, b3):
-    convolve = lambda x, w: jax.lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
-    x = jax.nn.relu(convolve(x, w1) + b1)
-    x = jax.nn.relu(convolve(x, w2) + b2)
-    return jnp.mean(x, axis=(1, 2)) @ w3 + b3
-
-
 def add(x, y):
     return x + y
 
 
+BENCHMARK_PROGRAMS = {"mlp", "softmax", "transformer", "convnet"}
+
+
 def example(name: str):
-    """(function, argument shapes as a pytree of tuples) for a workload."""
-    d, f = 512, 2048
-    transformer_parameters = {
-        "b_ln1": (d,), "b_ln2": (d,), "b_mlp1": (f,), "b_mlp2": (d,), "b_out": (d,), "b_qkv": (3 * d,),
-        "g_ln1": (d,), "g_ln2": (d,), "w_mlp1": (d, f), "w_mlp2": (f, d), "w_out": (d, d), "w_qkv": (d, 3 * d),
-    }
+    """(function, abstract arguments as a pytree of jax.ShapeDtypeStruct) for a workload."""
+    if name in BENCHMARK_PROGRAMS:
+        benchmark = program(f"programs/{name}")
+        return benchmark.function, benchmark.arguments()
     return {
-        "matmul": (matmul, [(1024, 1024), (1024, 1024)]),
-        "mlp": (mlp, [(256, 1024)] + [(1024, 1024), (1024,)] * 3),
-        "chain": (chain, [(4 * 1024 * 1024,)] * 2),
-        "softmax": (softmax, [(4096, 1024)]),
-        "transformer": (block, [(256, d), transformer_parameters]),
-        "convnet": (convnet, [(32, 32, 32, 3), (3, 3, 3, 32), (32,), (3, 3, 32, 64), (64,), (64, 10), (10,)]),
-        "add": (add, [(4,), (4,)]),
+        "matmul": (matmul, (tensor(1024, 1024), tensor(1024, 1024))),
+        "chain": (chain, (tensor(4 * 1024 * 1024),) * 2),
+        "add": (add, (tensor(4), tensor(4))),
     }[name]
 
 
-def random_arguments(shapes, generator):
-    is_shape = lambda node: isinstance(node, tuple)
-    return jax.tree_util.tree_map(lambda shape: (0.1 * generator.standard_normal(shape)).astype(np.float32), shapes, is_leaf=is_shape)
+def random_arguments(abstract, generator):
+    return jax.tree_util.tree_map(lambda value: (0.1 * generator.standard_normal(value.shape)).astype(value.dtype), abstract)
 
 
 # ---------------------------------------------------------------- the three sides
@@ -255,8 +215,8 @@ def compile_times(text: str):
 
 
 def workload(name: str, repeats: int, with_iree: bool, generator) -> dict:
-    function, shapes = example(name)
-    arguments = random_arguments(shapes, generator)
+    function, abstract = example(name)
+    arguments = random_arguments(abstract, generator)
     leaves = jax.tree_util.tree_leaves(arguments)
     lowered = jax.jit(function).lower(*arguments)
     text = lowered.as_text()
@@ -292,8 +252,8 @@ def workload(name: str, repeats: int, with_iree: bool, generator) -> dict:
 
 def overhead(generator) -> dict:
     """Median microseconds of one call to a 4-element add, calls alternating between the sides."""
-    function, shapes = example("add")
-    arguments = random_arguments(shapes, generator)
+    function, abstract = example("add")
+    arguments = random_arguments(abstract, generator)
     executable = Client().compile(jax.jit(function).lower(*arguments).as_text())
     sides = {"mlirxla": mlirxla_side(executable, arguments),
              "xla": xla_side(function, arguments)}

@@ -6,6 +6,8 @@ import sys
 
 import lit.formats
 
+from mlirxla.tools.conformance import DEFAULT_DIRECTORY as CONFORMANCE
+
 config.name = "mlirxla"
 config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".mlir", ".test"]
@@ -20,6 +22,12 @@ config.environment["MLIRXLA_CHECK_ERASURE"] = "1"
 
 config.substitutions.append(("%PYTHON", sys.executable))
 config.substitutions.append(("FileCheck", shutil.which("filecheck", path=config.environment["PATH"]) or "filecheck"))
-config.substitutions.append(("%samples", os.path.join(repository, "..", "shared", "samples", "jax")))
+# the StableHLO of examples/jax_programs.py, written by scripts/export-programs
+config.substitutions.append(("%programs", os.path.join(repository, "test", "data", "jax")))
 config.substitutions.append(("%examples", os.path.join(repository, "examples")))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
+
+# The StableHLO interpreter suite is the one input from outside the repository: tests that
+# need it say `REQUIRES: stablehlo-interpret-suite`.
+if os.path.isdir(CONFORMANCE):
+    config.available_features.add("stablehlo-interpret-suite")

@@ -1,6 +1,9 @@
-"""Shared fixtures: a fresh MLIR context per test and the paths of the shared data."""
+"""Shared fixtures: a fresh MLIR context per test, the paths of the test data, XLA:CPU's figures."""
 
+import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -8,10 +11,13 @@ import pytest
 # touches an op it erased fails its test instead of reading freed memory by luck.
 os.environ.setdefault("MLIRXLA_CHECK_ERASURE", "1")
 
+from mlirxla.tools.conformance import DEFAULT_DIRECTORY as CONFORMANCE  # noqa: E402
+
 REPOSITORY = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-SHARED = os.path.abspath(os.path.join(REPOSITORY, "..", "shared"))
-SAMPLES = os.path.join(SHARED, "samples", "jax")
-CONFORMANCE = os.path.join(SHARED, "conformance", "stablehlo-interpret")
+# The StableHLO of the JAX programs in examples/jax_programs.py, written by scripts/export-programs.
+JAX_PROGRAMS = os.path.join(REPOSITORY, "test", "data", "jax")
+# The one suite that comes from outside the repository; its tests skip without it.
+CONFORMANCE_ABSENT = f"no StableHLO interpreter suite at {CONFORMANCE} (the StableHLO repository's stablehlo/tests/interpret)"
 
 
 @pytest.fixture
@@ -19,6 +25,17 @@ def context():
     from mlirxla.context import new_context
 
     return new_context()
+
+
+@pytest.fixture(scope="session")
+def xla_figures() -> dict:
+    """XLA:CPU's kernels and bytes per benchmark program, read from XLA's own dump by
+    benchmarks/xla_figures.py; in a child process, because XLA reads its dump flag once."""
+    pytest.importorskip("jax")
+    done = subprocess.run([sys.executable, os.path.join(REPOSITORY, "benchmarks", "xla_figures.py")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
 
 # The JAX samples small enough for the reference interpreter, which pass tests run before and after.
 PASS_SAMPLES = [

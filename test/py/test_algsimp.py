@@ -13,7 +13,7 @@ from mlirxla.mlir import ir
 from mlirxla.runtime import literals, reference
 from mlirxla.transforms.algebraic_simplifier import AlgebraicSimplifierPass
 
-from .conftest import REPOSITORY, SAMPLES
+from .conftest import JAX_PROGRAMS, REPOSITORY
 
 LIT_FILE = os.path.join(REPOSITORY, "test", "lit", "transforms", "xhlo-algsimp.mlir")
 SAMPLE_FILES = [
@@ -170,7 +170,7 @@ def test_lit_case_keeps_results(name, text):
 
 @pytest.mark.parametrize("name", SAMPLE_FILES)
 def test_sample_keeps_results(name):
-    path = os.path.join(SAMPLES, name)
+    path = os.path.join(JAX_PROGRAMS, name)
     before = frontdoor.import_file(path, new_context()).module
     after = frontdoor.import_file(path, new_context()).module
     AlgebraicSimplifierPass().run(after)

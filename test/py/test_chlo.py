@@ -1,8 +1,12 @@
 """chlo compositions (frontdoor/chlo_rules.py) against jaxlib's chlo-legalize-to-stablehlo,
 both evaluated by the StableHLO reference interpreter."""
 
+import os
+
 import numpy as np
 import pytest
+
+from .conftest import JAX_PROGRAMS
 
 pytestmark = pytest.mark.jax
 pytest.importorskip("jax")
@@ -157,11 +161,6 @@ def test_broadcast(op, inputs, output, attrs):
 
 
 def test_gelu_sample():
-    import pathlib
-
     from mlirxla.tools.run import main
 
-    sample = pathlib.Path(__file__).resolve().parents[3] / "shared/samples/jax/02_scan_while_cond_gelu.stablehlo.mlir"
-    if not sample.exists():
-        pytest.skip("shared samples not present")
-    assert main([str(sample), "--check"]) == 0
+    assert main([os.path.join(JAX_PROGRAMS, "02_scan_while_cond_gelu.stablehlo.mlir"), "--check"]) == 0

@@ -11,13 +11,20 @@ import os
 import pytest
 
 from mlirxla import conformance
+from mlirxla.tools import conformance as conformance_tool
 
-from .conftest import CONFORMANCE, REPOSITORY
+from .conftest import CONFORMANCE, CONFORMANCE_ABSENT, REPOSITORY
 
 EXPECTED_FAILURES = os.path.join(REPOSITORY, "test", "conformance", "expected_failures.txt")
 PASS_RATE_BAR = 0.95
 
-pytestmark = pytest.mark.skipif(not os.path.isdir(CONFORMANCE), reason="no conformance suite in ../shared")
+
+@pytest.fixture(scope="module")
+def suite() -> str:
+    """The StableHLO interpreter suite, the one input from outside the repository."""
+    if not os.path.isdir(CONFORMANCE):
+        pytest.skip(CONFORMANCE_ABSENT)
+    return CONFORMANCE
 
 
 @pytest.fixture(scope="module")
@@ -26,8 +33,8 @@ def expected():
 
 
 @pytest.fixture(scope="module")
-def report(expected):
-    return conformance.run_suite(CONFORMANCE, expected_failures=expected, workers=2)
+def report(suite, expected):
+    return conformance.run_suite(suite, expected_failures=expected, workers=2)
 
 
 @pytest.mark.slow
@@ -49,8 +56,8 @@ def test_no_expected_failure_passes(report, expected):
 
 
 @pytest.fixture(scope="module")
-def cpu_report(expected):
-    return conformance.run_suite(CONFORMANCE, expected_failures=expected, workers=2, backend="cpu")
+def cpu_report(suite, expected):
+    return conformance.run_suite(suite, expected_failures=expected, workers=2, backend="cpu")
 
 
 @pytest.mark.slow
@@ -93,3 +100,13 @@ def test_crash_is_a_failure_and_the_worker_restarts(tmp_path):
         assert worker.run(case, 60)[0] == "passed"  # restarted
     finally:
         worker.stop()
+
+
+def test_without_the_suite_the_tool_says_where_to_get_it(tmp_path, monkeypatch, capsys):
+    absent = str(tmp_path / "shared" / "conformance" / "stablehlo-interpret")
+    monkeypatch.setattr(conformance_tool, "DEFAULT_DIRECTORY", absent)
+    assert conformance_tool.main([]) == 2
+    error = capsys.readouterr().err.splitlines()
+    assert len(error) == 1
+    assert error[0].startswith(f"mlirxla-conformance: error: {absent}: no StableHLO interpreter suite: ")
+    assert "StableHLO repository's stablehlo/tests/interpret folder" in error[0]

@@ -32,7 +32,7 @@ from mlirxla.pipelines.runner import PipelineRunner
 from mlirxla.runtime.client import Client, CompileOptions
 from mlirxla.transforms.batch_slice_fusion import BatchSliceFusionPass
 
-from .conftest import SAMPLES, random_arguments, reference_outputs
+from .conftest import JAX_PROGRAMS, random_arguments, reference_outputs
 from .test_fusion import CONV_CHAIN
 from .test_samples import RUNNABLE
 
@@ -74,7 +74,7 @@ PROCESS_KILLERS = {
     "while loops on the thread pool": f"""
         import numpy as np
         from mlirxla.runtime.client import Client, CompileOptions
-        executable = Client().compile({os.path.join(SAMPLES, "02_scan_while_cond_gelu.stablehlo.mlir")!r})
+        executable = Client().compile({os.path.join(JAX_PROGRAMS, "02_scan_while_cond_gelu.stablehlo.mlir")!r})
         x, n = np.linspace(-0.1, 0.1, 128, dtype=np.float32).reshape(8, 16), np.int32(3)
         first = executable.execute_numpy([x, n])
         for _ in range(20):
@@ -133,7 +133,7 @@ def test_sample_matches_reference(name, native):
     """Every runnable JAX sample compiles natively and computes what the interpreter computes
     (float arguments scaled down, so that recurrent samples do not amplify rounding); a
     sample with an op the backend does not implement yet is an expected failure."""
-    path = os.path.join(SAMPLES, name)
+    path = os.path.join(JAX_PROGRAMS, name)
     module = frontdoor.import_file(path, new_context()).module
     arguments = [a * a.dtype.type(0.1) if np.issubdtype(a.dtype, np.floating) else a for a in random_arguments(module, 7)]
     expected = reference_outputs(module, arguments)

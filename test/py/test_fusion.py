@@ -1,7 +1,6 @@
 """xhlo-priority-fusion leaves results unchanged on the JAX samples, logs its decisions and
 explains them."""
 
-import json
 import os
 
 import numpy as np
@@ -18,10 +17,7 @@ from mlirxla.transforms.buffer_assignment import memory_summary
 from mlirxla.transforms.output_fusion import OutputFusionPass
 from mlirxla.transforms.priority_fusion import PriorityFusionPass, decision_text, explain
 
-from .conftest import PASS_SAMPLES, SAMPLES, random_arguments, reference_outputs
-
-PROGRAMS = PASS_SAMPLES
-
+from .conftest import JAX_PROGRAMS, PASS_SAMPLES, random_arguments, reference_outputs
 
 
 def kernel_count(module) -> int:
@@ -51,10 +47,10 @@ def _in_reducer(op) -> bool:
     return parent is not None and parent.name not in ("func.func", "xhlo.while", "xhlo.conditional")
 
 
-@pytest.mark.parametrize("name", PROGRAMS)
+@pytest.mark.parametrize("name", PASS_SAMPLES)
 @pytest.mark.parametrize("backend", ["cpu", "gpu"])
 def test_fusion_keeps_results(name, backend, context):
-    module = frontdoor.import_file(os.path.join(SAMPLES, name), context).module
+    module = frontdoor.import_file(os.path.join(JAX_PROGRAMS, name), context).module
     PipelineRunner(module).run(named_pipeline("simplification"))
     arguments = random_arguments(module, 7)
     before = reference_outputs(module, arguments)
@@ -70,7 +66,7 @@ def test_fusion_keeps_results(name, backend, context):
 
 
 def test_explain_answers_from_the_log(context):
-    module = frontdoor.import_file(os.path.join(SAMPLES, "programs/mlp_softmax_small.stablehlo.mlir"), context).module
+    module = frontdoor.import_file(os.path.join(JAX_PROGRAMS, "programs/mlp_softmax_small.stablehlo.mlir"), context).module
     PipelineRunner(module).run(named_pipeline("simplification"))
     fusion = PriorityFusionPass()
     fusion.run(module)
@@ -81,22 +77,16 @@ def test_explain_answers_from_the_log(context):
     assert "no fusion decision" in explain(text, "nothing-like-this")
 
 
-def xla_reference_figures() -> dict:
-    """XLA:CPU's kernel and memory figures per benchmark program (the JSON line of the reference)."""
-    path = os.path.join(SAMPLES, "..", "..", "reference", "xla-cpu-kernels-and-memory.txt")
-    line = next(line for line in open(path) if line.startswith("{"))
-    return json.loads(line)["programs"]
-
-
+@pytest.mark.jax
 @pytest.mark.parametrize("name", ["mlp", "softmax", "transformer", "convnet"])
-def test_cpu_pipeline_meets_the_xla_bars(name, context):
+def test_cpu_pipeline_meets_the_xla_bars(name, context, xla_figures):
     """The issue's bars on the loop-free benchmark programs: no more kernels than XLA:CPU and
-    at most 1.1x its temp bytes (XLA's figures from its own dump, in ../shared/reference)."""
-    xla = xla_reference_figures()[name]
-    module = frontdoor.import_file(os.path.join(SAMPLES, "programs", f"{name}.stablehlo.mlir"), context).module
+    at most 1.1x its temp bytes (XLA's figures from its own dump of the same program)."""
+    xla = xla_figures[name]
+    module = frontdoor.import_file(os.path.join(JAX_PROGRAMS, "programs", f"{name}.stablehlo.mlir"), context).module
     PipelineRunner(module).run(named_pipeline("cpu"))
-    assert kernel_count(module) <= xla["entry_kernels"]
-    assert memory_summary(module)["temp"] <= 1.1 * xla["buffers"]["temp_bytes"]
+    assert kernel_count(module) <= xla["kernels"]
+    assert memory_summary(module)["temp"] <= 1.1 * xla["temp_bytes"]
 
 
 CONV_CHAIN = """
@@ -135,7 +125,7 @@ def test_output_and_batch_slice_fusion_keep_results(context):
 
 def test_row_fusion_makes_softmax_one_kernel_with_the_same_results(context):
     """Reductions over the same rows join one kernel; the fused module computes the same."""
-    text = open(os.path.join(SAMPLES, "programs", "softmax.stablehlo.mlir")).read()
+    text = open(os.path.join(JAX_PROGRAMS, "programs", "softmax.stablehlo.mlir")).read()
     text = text.replace("4096x1024", "16x32").replace("4096x1", "16x1").replace("tensor<4096xf32>", "tensor<16xf32>")
     module = frontdoor.import_text(text, "softmax_small.mlir", context).module
     arguments = random_arguments(module, 5)

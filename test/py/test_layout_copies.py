@@ -15,7 +15,7 @@ from mlirxla.pipelines.runner import PipelineRunner
 from mlirxla.transforms.copy_insertion import CopyInsertionPass
 from mlirxla.transforms.layout_assignment import LayoutAssignmentPass, layout_of
 
-from .conftest import PASS_SAMPLES, SAMPLES, random_arguments, reference_outputs
+from .conftest import JAX_PROGRAMS, PASS_SAMPLES, random_arguments, reference_outputs
 
 NAMES = PASS_SAMPLES
 
@@ -53,7 +53,7 @@ def check_every_value_has_layout(module) -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_layouts_and_copies_keep_results(name, context):
-    module = frontdoor.import_file(os.path.join(SAMPLES, name), context).module
+    module = frontdoor.import_file(os.path.join(JAX_PROGRAMS, name), context).module
     arguments = random_arguments(module, 11)
     before = reference_outputs(module, arguments)
     runner = PipelineRunner(module)
@@ -74,7 +74,7 @@ def test_layouts_and_copies_keep_results(name, context):
 
 
 def test_while_sample_gets_loop_copies(context):
-    module = frontdoor.import_file(os.path.join(SAMPLES, "02_scan_while_cond_gelu.stablehlo.mlir"), context).module
+    module = frontdoor.import_file(os.path.join(JAX_PROGRAMS, "02_scan_while_cond_gelu.stablehlo.mlir"), context).module
     insertion = CopyInsertionPass()
     PipelineRunner(module).run(Pipeline("copies").add(LayoutAssignmentPass()).add(insertion))
     text = insertion.dump_files(module)["copy-insertion.txt"]

@@ -13,10 +13,7 @@ from mlirxla.pipelines.pipeline import Pipeline
 from mlirxla.pipelines.runner import PipelineRunner
 from mlirxla.transforms.multi_output_fusion import MultiOutputFusionPass
 
-from .conftest import PASS_SAMPLES, SAMPLES, random_arguments, reference_outputs
-
-PROGRAMS = PASS_SAMPLES
-
+from .conftest import JAX_PROGRAMS, PASS_SAMPLES, random_arguments, reference_outputs
 
 
 def fusion_count(module) -> int:
@@ -24,13 +21,13 @@ def fusion_count(module) -> int:
 
 
 def fused_module(name):
-    module = frontdoor.import_file(os.path.join(SAMPLES, name), new_context()).module
+    module = frontdoor.import_file(os.path.join(JAX_PROGRAMS, name), new_context()).module
     PipelineRunner(module).run(named_pipeline("simplification"))
     PipelineRunner(module).run(Pipeline("fusion").add("xhlo-priority-fusion"))
     return module
 
 
-@pytest.mark.parametrize("name", PROGRAMS)
+@pytest.mark.parametrize("name", PASS_SAMPLES)
 def test_multi_output_fusion_keeps_results(name):
     module = fused_module(name)
     context = module.context

@@ -18,9 +18,9 @@ from mlirxla.pipelines.text import parse_pipeline
 from mlirxla.transforms.dead_code_elimination import DeadCodeEliminationPass
 from mlirxla.transforms.pass_base import ModulePass
 
-from .conftest import REPOSITORY, SAMPLES
+from .conftest import JAX_PROGRAMS, REPOSITORY
 
-MLP = os.path.join(SAMPLES, "01_mlp_softmax.stablehlo.mlir")
+MLP = os.path.join(JAX_PROGRAMS, "01_mlp_softmax.stablehlo.mlir")
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ from mlirxla.errors import MlirxlaError
 from mlirxla.mlir import ir, stablehlo
 from mlirxla.runtime import literals, reference
 
-from .conftest import SAMPLES
+from .conftest import JAX_PROGRAMS
 
-MLP = os.path.join(SAMPLES, "01_mlp_softmax.stablehlo.mlir")
+MLP = os.path.join(JAX_PROGRAMS, "01_mlp_softmax.stablehlo.mlir")
 VERSIONS = ["0.9.0", "0.14.0", "0.20.0", "1.0.0", "1.5.0", "1.10.0", "1.15.0", stablehlo.get_current_version()]
 
 

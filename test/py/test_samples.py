@@ -7,7 +7,7 @@ import pytest
 
 from mlirxla.tools import run
 
-from .conftest import SAMPLES
+from .conftest import JAX_PROGRAMS
 
 RUNNABLE = [
     "01_mlp_softmax.stablehlo.mlir",
@@ -32,7 +32,7 @@ def test_sample_matches_reference(name, tmp_path, capsys):
     chaotic one), the outputs agree with the reference interpreter's."""
     outputs = tmp_path / "out.npz"
     backend = ["--backend", "reference"] if name in CHAOTIC else []
-    status = run.main([os.path.join(SAMPLES, name), "--check", "-o", str(outputs)] + backend)
+    status = run.main([os.path.join(JAX_PROGRAMS, name), "--check", "-o", str(outputs)] + backend)
     printed = capsys.readouterr().out
     assert status == 0, printed
     assert "output(s) match" in printed

@@ -14,7 +14,7 @@ from mlirxla.transforms.buffer_assignment import BufferAssignmentPass, analyze, 
 from mlirxla.transforms.heap_simulator import Buffer, best_fit, pack, peak_live
 from mlirxla.transforms.scheduling import SchedulingPass
 
-from .conftest import SAMPLES, random_arguments, reference_outputs
+from .conftest import JAX_PROGRAMS, random_arguments, reference_outputs
 
 SAMPLE_FILES = [
     "01_mlp_softmax.stablehlo.mlir",
@@ -184,7 +184,7 @@ func.func @main(%n: tensor<i32>, %x: tensor<64xf32>) -> tensor<64xf32> {
 
 def test_schedules_respect_dependencies_on_samples(context):
     for name in SAMPLE_FILES:
-        module = frontdoor.import_file(os.path.join(SAMPLES, name), context).module
+        module = frontdoor.import_file(os.path.join(JAX_PROGRAMS, name), context).module
         PipelineRunner(module).run(named_pipeline("simplification"))
         SchedulingPass().run(module)
         module.operation.verify()
@@ -195,7 +195,7 @@ def test_schedules_respect_dependencies_on_samples(context):
 
 @pytest.mark.parametrize("name", SAMPLE_FILES)
 def test_scheduling_and_buffer_assignment_keep_sample_results(name, context):
-    module = frontdoor.import_file(os.path.join(SAMPLES, name), context).module
+    module = frontdoor.import_file(os.path.join(JAX_PROGRAMS, name), context).module
     arguments = random_arguments(module, 11)
     PipelineRunner(module).run(named_pipeline("simplification"))
     before = reference_outputs(module, arguments)
@@ -210,9 +210,12 @@ def test_scheduling_and_buffer_assignment_keep_sample_results(name, context):
     assert summary["temp"] >= summary["peak"]
 
 
-# XLA's parameter bytes (../shared/reference/xla-cpu-kernels-and-memory.txt) do not depend on fusion
+# Parameter bytes do not depend on fusion: after simplification they are XLA:CPU's already
+# (XLA's figure read from its own dump of the same program).
+@pytest.mark.jax
 @pytest.mark.parametrize("name,parameter_bytes", [("mlp_softmax_small", 46632), ("scan", 98816), ("mlp", 13643776)])
-def test_parameter_bytes_match_xla(name, parameter_bytes, context):
-    module = frontdoor.import_file(os.path.join(SAMPLES, "programs", f"{name}.stablehlo.mlir"), context).module
+def test_parameter_bytes_match_xla(name, parameter_bytes, context, xla_figures):
+    assert xla_figures[name]["parameter_bytes"] == parameter_bytes
+    module = frontdoor.import_file(os.path.join(JAX_PROGRAMS, "programs", f"{name}.stablehlo.mlir"), context).module
     PipelineRunner(module).run(named_pipeline("simplification"))
     assert memory_summary(module)["parameter"] == parameter_bytes

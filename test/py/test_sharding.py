@@ -12,7 +12,7 @@ from mlirxla.errors import MlirxlaError
 from mlirxla.frontdoor import shardings as sdy
 from mlirxla.mlir import ir
 
-from .conftest import SAMPLES
+from .conftest import JAX_PROGRAMS
 
 ROUND_TRIPS = [
     "{replicated}",
@@ -199,7 +199,7 @@ def op_shardings(module):
 
 
 def xla_parameter_shardings(path):
-    """The parameter shardings in XLA's compiled HLO text."""
+    """The parameter shardings in XLA's compiled HLO text (the entry parameters' lines)."""
     shardings = []
     for line in open(path):
         if " parameter(" in line and "sharding=" in line and "ENTRY" not in line:
@@ -216,8 +216,8 @@ def xla_parameter_shardings(path):
 def test_sample_03_namedsharding(context):
     from mlirxla import frontdoor
 
-    module = frontdoor.import_file(os.path.join(SAMPLES, "03_sharded_namedsharding.stablehlo.mlir"), context).module
-    expected = xla_parameter_shardings(os.path.join(SAMPLES, "03_sharded_namedsharding.compiled_hlo.txt"))
+    module = frontdoor.import_file(os.path.join(JAX_PROGRAMS, "03_sharded_namedsharding.stablehlo.mlir"), context).module
+    expected = xla_parameter_shardings(os.path.join(JAX_PROGRAMS, "03_sharded_namedsharding.compiled_parameters.txt"))
     assert expected == ["{devices=[2,1,2]<=[4] last_tile_dim_replicate}", "{devices=[1,2,2]<=[2,2]T(1,0) last_tile_dim_replicate}"]
     assert arg_shardings(module) == expected
     assert op_shardings(module) == [("xhlo.custom_call", "{devices=[2,2]<=[4]}")]
@@ -229,7 +229,7 @@ def test_sample_03_namedsharding(context):
 def test_sample_04_gspmd(context):
     from mlirxla import frontdoor
 
-    module = frontdoor.import_file(os.path.join(SAMPLES, "04_sharded_gspmd_mhlo_sharding.stablehlo.mlir"), context).module
+    module = frontdoor.import_file(os.path.join(JAX_PROGRAMS, "04_sharded_gspmd_mhlo_sharding.stablehlo.mlir"), context).module
     assert arg_shardings(module) == ["{devices=[2,1,2]<=[4] last_tile_dim_replicate}", "{devices=[1,2,2]<=[2,2]T(1,0) last_tile_dim_replicate}"]
     assert op_shardings(module) == [("xhlo.custom_call", "{devices=[2,2]<=[4]}")]
 
@@ -239,7 +239,7 @@ def test_sample_05_shard_map(context):
     from mlirxla import frontdoor
     from mlirxla.frontdoor.load import load_file
 
-    loaded = load_file(os.path.join(SAMPLES, "05_shard_map_psum.stablehlo.mlir"), context)
+    loaded = load_file(os.path.join(JAX_PROGRAMS, "05_shard_map_psum.stablehlo.mlir"), context)
     with context:
         sdy.prepare(loaded.module)
     module = frontdoor.import_loaded(loaded).module
@@ -254,14 +254,14 @@ def test_sample_05_shard_map(context):
 def test_sample_05_through_mlirxla_opt():
     """The front door inlines sdy.manual_computation before func.call (the inliner crashes on it)."""
     tool = os.path.join(os.path.dirname(sys.executable), "mlirxla-opt")
-    done = subprocess.run([tool, os.path.join(SAMPLES, "05_shard_map_psum.stablehlo.mlir")], capture_output=True, text=True)
+    done = subprocess.run([tool, os.path.join(JAX_PROGRAMS, "05_shard_map_psum.stablehlo.mlir")], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert 'xhlo.sharding = "{manual}"' in done.stdout
 
 
 def test_mlirxla_opt_prints_shardings():
     tool = os.path.join(os.path.dirname(sys.executable), "mlirxla-opt")
-    done = subprocess.run([tool, os.path.join(SAMPLES, "03_sharded_namedsharding.stablehlo.mlir")], capture_output=True, text=True)
+    done = subprocess.run([tool, os.path.join(JAX_PROGRAMS, "03_sharded_namedsharding.stablehlo.mlir")], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert 'xhlo.sharding = "{devices=[2,1,2]<=[4] last_tile_dim_replicate}"' in done.stdout
     assert 'call_target_name = "Sharding"' in done.stdout

@@ -12,7 +12,7 @@ from mlirxla.conformance import run_suite
 from mlirxla.pipelines import named_pipeline
 from mlirxla.pipelines.runner import PipelineRunner
 
-from .conftest import CONFORMANCE, REPOSITORY, SAMPLES, random_arguments, reference_outputs
+from .conftest import CONFORMANCE, CONFORMANCE_ABSENT, JAX_PROGRAMS, REPOSITORY, random_arguments, reference_outputs
 from .test_samples import RUNNABLE
 
 # too large for the reference interpreter in a test, or holding collectives it cannot run alone
@@ -31,7 +31,7 @@ VERIFIED_ONLY = [
 @pytest.mark.parametrize("pipeline", ["simplification", "cpu"])
 @pytest.mark.parametrize("name", RUNNABLE)
 def test_pipeline_keeps_sample_results(name, pipeline, context):
-    module = frontdoor.import_file(os.path.join(SAMPLES, name), context).module
+    module = frontdoor.import_file(os.path.join(JAX_PROGRAMS, name), context).module
     arguments = random_arguments(module, 7)
     before = reference_outputs(module, arguments)
     PipelineRunner(module).run(named_pipeline(pipeline))
@@ -42,12 +42,13 @@ def test_pipeline_keeps_sample_results(name, pipeline, context):
 
 @pytest.mark.parametrize("name", VERIFIED_ONLY)
 def test_simplification_of_large_or_sharded_samples_verifies(name, context):
-    module = frontdoor.import_file(os.path.join(SAMPLES, name), context).module
+    module = frontdoor.import_file(os.path.join(JAX_PROGRAMS, name), context).module
     runner = PipelineRunner(module)
     runner.run(named_pipeline("cpu"))
     assert runner.ledger.rows
 
 
+@pytest.mark.skipif(not os.path.isdir(CONFORMANCE), reason=CONFORMANCE_ABSENT)
 @pytest.mark.parametrize("pipeline", ["simplification", "cpu"])
 def test_pipeline_keeps_conformance_results(pipeline):
     expected_path = os.path.join(REPOSITORY, "test", "conformance", "expected_failures.txt")

@@ -16,7 +16,7 @@ from mlirxla.transforms.constant_folding import ConstantFoldingPass
 from mlirxla.transforms.tuple_simplifier import TupleSimplifierPass
 from mlirxla.transforms.while_loop_simplifier import WhileLoopSimplifierPass
 
-from .conftest import SAMPLES
+from .conftest import JAX_PROGRAMS
 
 PASSES = [ConstantFoldingPass, CallInlinerPass, TupleSimplifierPass, WhileLoopSimplifierPass]
 SAMPLE_FILES = [
@@ -223,7 +223,7 @@ def outputs(module: ir.Module, arguments: list[np.ndarray]) -> list[np.ndarray]:
 @pytest.mark.parametrize("name", SAMPLE_FILES)
 @pytest.mark.parametrize("pass_class", PASSES, ids=lambda c: c.name)
 def test_sample_results_unchanged(name, pass_class):
-    path = os.path.join(SAMPLES, name)
+    path = os.path.join(JAX_PROGRAMS, name)
     with open(path) as handle:
         text = handle.read()
     before = frontdoor.import_text(text, path, new_context()).module
@@ -240,7 +240,7 @@ def test_sample_results_unchanged(name, pass_class):
 
 @pytest.mark.parametrize("name", SAMPLE_FILES)
 def test_sample_results_unchanged_after_all_passes(name):
-    path = os.path.join(SAMPLES, name)
+    path = os.path.join(JAX_PROGRAMS, name)
     with open(path) as handle:
         text = handle.read()
     before = frontdoor.import_text(text, path, new_context()).module

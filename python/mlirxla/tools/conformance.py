@@ -5,6 +5,8 @@
     mlirxla-conformance --json                           # a JSON report on stdout
     mlirxla-conformance --expected-failures FILE         # default: test/conformance/expected_failures.txt
 
+The suite is the StableHLO repository's stablehlo/tests/interpret folder; it is not part of
+this repository (the default looks for it in a folder `shared` next to the clone).
 Each test function runs isolated in a worker subprocess. Functions of files that use
 interpreter.run_parallel (multi-process collectives) are reported as unsupported, not run.
 Exit status 0 when no failure is unexpected and no expected failure passes, 1 otherwise,
@@ -23,6 +25,10 @@ from .cli import EXIT_CHECK_FAILED, EXIT_OK, run_tool
 
 _REPOSITORY = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 DEFAULT_DIRECTORY = os.path.join(os.path.dirname(_REPOSITORY), "shared", "conformance", "stablehlo-interpret")
+WHERE_TO_GET_THE_SUITE = (
+    "get the StableHLO repository's stablehlo/tests/interpret folder (https://github.com/openxla/stablehlo) "
+    "and pass its path, or put it there"
+)
 DEFAULT_EXPECTED = os.path.join(_REPOSITORY, "test", "conformance", "expected_failures.txt")
 
 
@@ -52,6 +58,8 @@ def expected_failures_path(argument: str | None) -> str | None:
 def run(argv) -> int:
     arguments = parse_arguments(argv)
     if not os.path.isdir(arguments.directory):
+        if arguments.directory == DEFAULT_DIRECTORY:
+            raise MlirxlaError(f"no StableHLO interpreter suite: {WHERE_TO_GET_THE_SUITE}", DEFAULT_DIRECTORY)
         raise MlirxlaError("not a directory", arguments.directory)
     path = expected_failures_path(arguments.expected_failures)
     try:

@@ -1,4 +1,4 @@
-// RUN: mlirxla-opt %samples/02_scan_while_cond_gelu.stablehlo.mlir | FileCheck %s
+// RUN: mlirxla-opt %programs/02_scan_while_cond_gelu.stablehlo.mlir | FileCheck %s
 
 /// stablehlo.case becomes xhlo.conditional whose branches are outlined computations taking
 /// the values they capture; chlo.erfc becomes an xhlo composition; the while loops carry

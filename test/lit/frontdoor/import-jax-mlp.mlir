@@ -1,5 +1,5 @@
-// RUN: mlirxla-opt %samples/01_mlp_softmax.stablehlo.mlir | FileCheck %s
-// RUN: mlirxla-opt %samples/01_mlp_softmax.vhlo.bc | FileCheck %s
+// RUN: mlirxla-opt %programs/01_mlp_softmax.stablehlo.mlir | FileCheck %s
+// RUN: mlirxla-opt %programs/01_mlp_softmax.vhlo.bc | FileCheck %s
 
 /// The JAX MLP imports to xhlo: func.call @relu is inlined, dot_general becomes xhlo.dot with
 /// its dimension numbers as a dictionary, broadcast_in_dim becomes xhlo.broadcast, and the

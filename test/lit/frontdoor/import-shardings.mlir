@@ -1,5 +1,5 @@
-// RUN: mlirxla-opt %samples/03_sharded_namedsharding.stablehlo.mlir | FileCheck %s --check-prefix=SDY
-// RUN: mlirxla-opt %samples/04_sharded_gspmd_mhlo_sharding.stablehlo.mlir | FileCheck %s --check-prefix=GSPMD
+// RUN: mlirxla-opt %programs/03_sharded_namedsharding.stablehlo.mlir | FileCheck %s --check-prefix=SDY
+// RUN: mlirxla-opt %programs/04_sharded_gspmd_mhlo_sharding.stablehlo.mlir | FileCheck %s --check-prefix=GSPMD
 
 /// Shardy (sdy.mesh / sdy.sharding) and GSPMD (mhlo.sharding) shardings both arrive as
 /// xhlo.sharding strings in XLA's HloSharding syntax (the argument shardings XLA's own
