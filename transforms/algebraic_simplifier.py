@@ -18,7 +18,7 @@ from typing import ClassVar
 from mlirxla.errors import MlirxlaError, location_text
 from mlirxla.mlir import ir
 
-from .algsimp_patterns import NO_MATCH, REWRITES
+from .algsimp_patterns import EVERY_OP, NO_MATCH, REWRITES
 from .dead_code_elimination import is_dead
 from .erasure import erase, live_ops
 from .pass_base import ModulePass
@@ -60,9 +60,9 @@ class AlgebraicSimplifierPass(ModulePass):
         module.operation.walk(collect, ir.WalkOrder.POST_ORDER)
         changed = False
         for op in live_ops(operations):
-            rewrites = REWRITES.get(op.name)
-            if not rewrites or "xhlo.sharding" in op.attributes:
+            if not op.name.startswith("xhlo.") or "xhlo.sharding" in op.attributes:
                 continue
+            rewrites = EVERY_OP + REWRITES.get(op.name, ())
             for rewrite in rewrites:
                 with ir.InsertionPoint(op), op.location:
                     replacement = rewrite(op, self)

@@ -1,7 +1,7 @@
 """The algebraic simplifier's rewrites, one function each, grouped by the op they match.
 
-`REWRITES` maps an op name to the rewrites tried on it, in order; the first that matches
-wins. See `common.py` for the contract of a rewrite.
+`REWRITES` maps an op name to the rewrites tried on it, in order, after `EVERY_OP`'s; the
+first that matches wins. See `common.py` for the contract of a rewrite.
 """
 
 from types import MappingProxyType
@@ -32,4 +32,7 @@ REWRITES = MappingProxyType(
     }
 )
 
-__all__ = ["NO_MATCH", "REWRITES"]
+# tried on every op first
+EVERY_OP = (shape.fold_zero_elements,)
+
+__all__ = ["EVERY_OP", "NO_MATCH", "REWRITES"]

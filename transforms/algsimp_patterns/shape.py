@@ -182,6 +182,24 @@ def fold_concatenate_empty_inputs(op: ir.Operation, options):
     return create_op("xhlo.concatenate", kept, [op.result.type], attrs, op.location).results[0]
 
 
+# ---------------------------------------------------------------- any op
+
+# ops whose result may be empty while they still do something (effects, control flow)
+KEEP_WHEN_EMPTY = frozenset({"xhlo.constant", "xhlo.custom_call", "xhlo.while", "xhlo.conditional", "xhlo.call", "xhlo.rng",
+                             "xhlo.rng_bit_generator", "xhlo.infeed", "xhlo.outfeed", "xhlo.send", "xhlo.recv"})
+
+
+def fold_zero_elements(op: ir.Operation, options):
+    """op(...) -> dense<> when its one result has no elements (XLA's zero-element-array rule):
+    nothing is left to compute, and kernels over empty operands need not be generated."""
+    if op.name in KEEP_WHEN_EMPTY or len(op.results) != 1 or "channel_handle" in op.attributes:
+        return NO_MATCH
+    result_type = op.results[0].type
+    if not isinstance(result_type, ir.RankedTensorType) or 0 not in shape_of(result_type):
+        return NO_MATCH
+    return create_op("xhlo.constant", [], [result_type], {"value": ir.Attribute.parse(f"dense<> : {result_type}")}, op.location).results[0]
+
+
 # ---------------------------------------------------------------- convert
 
 # float types whose every value another float type holds exactly

@@ -11,8 +11,8 @@ while loops and conditionals; shapes of rank 0 to 5, zero-sized dimensions inclu
 
 Operands are kept where every backend agrees on the answer: divisors are odd and positive,
 logs and roots take |x| + 1, floats converted to integers are clamped first, shift amounts are
-masked, sorts compare in total order; total-order comparisons never see a NaN (the reference
-interpreter orders NaNs as IEEE comparisons do there). `Program.text(results)` renders the function returning
+masked, sorts compare in total order; total-order comparisons never see a NaN or a -0.0 (the
+reference interpreter orders them as IEEE comparisons do there). `Program.text(results)` renders the function returning
 the values asked for, with only the steps they need (what the minimizer shrinks to).
 """
 
@@ -249,7 +249,7 @@ class Generator:
         kind = "TOTALORDER" if is_float(value.element) and self.random.random() < 0.5 else (
             "FLOAT" if is_float(value.element) else "UNSIGNED" if value.element in UNSIGNED or value.element == "i1" else "SIGNED")
         if kind == "TOTALORDER":  # the reference interpreter compares NaNs in total order as IEEE does
-            value, other = self.without_nan(value), self.without_nan(other)
+            value, other = self.canonical(value), self.canonical(other)
         predicate = self.op("compare", [value, other], value.shape, "i1",
                             f"comparison_direction = #stablehlo<comparison_direction {direction}>, "
                             f"compare_type = #stablehlo<comparison_type {kind}>")
@@ -267,7 +267,7 @@ class Generator:
         value = self.operand(accept=lambda v: v.element not in COMPLEX)
         target = self.random.choice([e for e in ELEMENTS if e not in COMPLEX])
         if is_float(value.element) and not is_float(target):
-                value = self.clamped(self.without_nan(value), 0 if target in UNSIGNED or target == "i1" else -7, 7)
+                value = self.clamped(self.canonical(value), 0 if target in UNSIGNED or target == "i1" else -7, 7)
         elif is_integer(value.element) and is_integer(target) and BITS[target] < BITS[value.element]:
             value = self.clamped(value, 0, 7)
         elif is_integer(value.element) and target in UNSIGNED:
@@ -433,7 +433,8 @@ class Generator:
     def gather(self):
         value = self.operand(accept=lambda v: len(v.shape) >= 1 and 0 not in v.shape)
         count = self.random.randint(1, 5)
-        indices = self.operand((count, 1), self.random.choice(["i32", "i64", "ui8"]))
+        # signed indices: the reference interpreter reads unsigned ones as signed
+        indices = self.operand((count, 1), self.random.choice(["i32", "i64"]))
         rest = list(value.shape[1:])
         numbers = (f"dimension_numbers = #stablehlo.gather<offset_dims = {list(range(1, len(rest) + 1))}, collapsed_slice_dims = [0], "
                    f"start_index_map = [0], index_vector_dim = 1>, slice_sizes = {array([1] + rest)}")
@@ -463,15 +464,18 @@ class Generator:
             return self.op("dynamic_update_slice", [value, update, *starts], value.shape, value.element)
         return self.op("dynamic_slice", [value, *starts], sizes, value.element, f"slice_sizes = {array(sizes)}")
 
-    def without_nan(self, value: Value) -> Value:
-        """NaNs as 0 (the reference interpreter's sort misorders NaN keys even in total order)."""
+    def canonical(self, value: Value) -> Value:
+        """NaNs as 0 and -0.0 as +0.0 (x + 0.0): the reference interpreter compares and sorts
+        in total order as IEEE comparisons do, NaNs unordered and the zeros equal."""
         if not is_float(value.element):
             return value
         same = self.op("compare", [value, value], value.shape, "i1", "comparison_direction = #stablehlo<comparison_direction EQ>")
-        return self.op("select", [same, value, self.constant(0, value.shape, value.element)], value.shape, value.element)
+        zero = self.constant(0, value.shape, value.element)
+        finite = self.op("select", [same, value, zero], value.shape, value.element)
+        return self.op("add", [finite, zero], value.shape, value.element)
 
     def sort(self):
-        value = self.without_nan(self.operand(accept=lambda v: len(v.shape) >= 1 and v.element not in COMPLEX))
+        value = self.canonical(self.operand(accept=lambda v: len(v.shape) >= 1 and v.element not in COMPLEX))
         companion = self.operand(value.shape)
         dimension = self.random.randrange(len(value.shape))
         direction = self.random.choice(["LT", "GT"])
