@@ -131,18 +131,13 @@ def assert_outputs_match(native_outputs, expected, rtol: float, atol: float) -> 
 @pytest.mark.parametrize("name", RUNNABLE)
 def test_sample_matches_reference(name, native):
     """Every runnable JAX sample compiles natively and computes what the interpreter computes
-    (float arguments scaled down, so that recurrent samples do not amplify rounding); a
-    sample with an op the backend does not implement yet is an expected failure."""
+    (float arguments scaled down, so that recurrent samples do not amplify rounding); none is
+    expected to be refused: a refusal fails."""
     path = os.path.join(JAX_PROGRAMS, name)
     module = frontdoor.import_file(path, new_context()).module
     arguments = [a * a.dtype.type(0.1) if np.issubdtype(a.dtype, np.floating) else a for a in random_arguments(module, 7)]
     expected = reference_outputs(module, arguments)
-    try:
-        executable = compile_module(frontdoor.import_file(path, new_context()).module)
-    except MlirxlaError as error:
-        if "not implemented in the cpu backend" in str(error):
-            pytest.xfail(str(error))
-        raise
+    executable = compile_module(frontdoor.import_file(path, new_context()).module)
     assert_outputs_match(executable.execute(arguments), expected, rtol=1e-5, atol=1e-5)
 
 

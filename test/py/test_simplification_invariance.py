@@ -11,6 +11,9 @@ from mlirxla import frontdoor
 from mlirxla.conformance import run_suite
 from mlirxla.pipelines import named_pipeline
 from mlirxla.pipelines.runner import PipelineRunner
+from mlirxla.transforms.pass_base import ModulePass
+from mlirxla.transforms.scheduling import entry_function
+from mlirxla.transforms.verifier import verify_module
 
 from .conftest import CONFORMANCE, CONFORMANCE_ABSENT, JAX_PROGRAMS, REPOSITORY, random_arguments, reference_outputs
 from .test_samples import RUNNABLE
@@ -27,7 +30,6 @@ VERIFIED_ONLY = [
 ]
 
 
-
 @pytest.mark.parametrize("pipeline", ["simplification", "cpu"])
 @pytest.mark.parametrize("name", RUNNABLE)
 def test_pipeline_keeps_sample_results(name, pipeline, context):
@@ -36,16 +38,23 @@ def test_pipeline_keeps_sample_results(name, pipeline, context):
     before = reference_outputs(module, arguments)
     PipelineRunner(module).run(named_pipeline(pipeline))
     after = reference_outputs(module, arguments)
+    assert len(after) == len(before)
     for a, b in zip(after, before):
         np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.parametrize("name", VERIFIED_ONLY)
 def test_simplification_of_large_or_sharded_samples_verifies(name, context):
+    """The cpu pipeline runs every one of its passes on the program and leaves a module that
+    verifies (MLIR's verifier and the xhlo invariants) with the entry's signature unchanged."""
     module = frontdoor.import_file(os.path.join(JAX_PROGRAMS, name), context).module
+    signature = entry_function(module).attributes["function_type"]
     runner = PipelineRunner(module)
     runner.run(named_pipeline("cpu"))
-    assert runner.ledger.rows
+    verify_module(module, name)
+    assert entry_function(module).attributes["function_type"] == signature
+    ran = {row.pass_name for row in runner.ledger.rows}
+    assert {step.name for step in named_pipeline("cpu").steps if isinstance(step, ModulePass)} <= ran
 
 
 @pytest.mark.skipif(not os.path.isdir(CONFORMANCE), reason=CONFORMANCE_ABSENT)
