@@ -11,6 +11,10 @@ partial matches), and prints the IR after passes for `--print-ir-after-all/-chan
 In debug mode (`check_changed_flag`) it fingerprints the module around each pass to catch a
 pass whose `changed` flag is wrong.
 
+A pass that reports on its run returns its report with its `changed` flag (`PassResult`); the
+runner keeps the last report of each pass by name (`reports`, for `--explain-fusion` and the
+tests) and, when dumping, writes the report's files.
+
 Every pass runs inside the erasure books (`transforms/erasure.py`): an exception escaping a
 pass becomes an error naming the pass and the op it was processing, and with `check_erasure`
 (`--check-erasure`, `MLIRXLA_CHECK_ERASURE=1`) a pass that touches an op it erased fails by
@@ -27,7 +31,7 @@ from mlirxla import printing
 from mlirxla.errors import MlirxlaError
 from mlirxla.mlir import ir
 from mlirxla.transforms import erasure
-from mlirxla.transforms.pass_base import ModulePass
+from mlirxla.transforms.pass_base import ModulePass, PassReport, PassResult
 from mlirxla.transforms.verifier import verify_module
 
 from .dumps import DumpWriter, module_name
@@ -66,11 +70,13 @@ class RunOptions:
 
 @dataclass
 class RunResult:
-    """What a run did: whether the module changed, the ledger, the dump files written."""
+    """What a run did: whether the module changed, the ledger, the dump files written, the
+    last report of each pass that has one."""
 
     changed: bool
     ledger: Ledger
     dump_files: list[str] = field(default_factory=list)
+    reports: dict[str, PassReport] = field(default_factory=dict)
 
 
 def count_ops(module: ir.Module) -> int:
@@ -99,6 +105,7 @@ class PipelineRunner:
         dump_directory = options.dump_to if matches(options.dump_module_re, self.name) else None
         self.dumps = dumps or DumpWriter(dump_directory, self.name)
         self.ledger = Ledger([])
+        self.reports: dict[str, PassReport] = {}  # pass name -> the report of its last run
 
     # ------------------------------------------------------------------ entry points
 
@@ -108,7 +115,7 @@ class PipelineRunner:
         changed = self.run(pipeline)
         self.dumps.write(f"{self.options.backend}_after_optimizations.mlir", self.text())
         self.dumps.write("pass-ledger.tsv", self.ledger.tsv())
-        return RunResult(changed, self.ledger, list(self.dumps.written))
+        return RunResult(changed, self.ledger, list(self.dumps.written), dict(self.reports))
 
     def run(self, pipeline: Pipeline) -> bool:
         return self.run_pipeline(pipeline, enabled_by_parent=False)
@@ -158,16 +165,16 @@ class PipelineRunner:
         start = time.perf_counter()
         with erasure.stage(f"pass '{name}' in pipeline '{pipeline}'", checking=self.options.check_erasure):
             with self.module.context, ir.Location.unknown():
-                changed = bool(step.run(self.module))
+                result = PassResult.of(step.run(self.module))
+            changed = result.changed
             wall_ms = (time.perf_counter() - start) * 1000
             self.check_changed_flag(step, changed, before_text)
             ops_after = count_ops(self.module)
             self.ledger.add(LedgerRow(pipeline, name, iteration, changed, wall_ms, ops_before, ops_after))
             if changed and self.options.verify_each:
                 self.check_invariants(name, pipeline, before_text)
-            if self.dumps.directory is not None:
-                for suffix, text in step.dump_files(self.module).items():
-                    self.dumps.write(suffix, text)
+            if result.report is not None:
+                self.keep_report(step, result.report)
         self.print_after(step, changed)
         return changed
 
@@ -192,6 +199,12 @@ class PipelineRunner:
 
     def text(self) -> str:
         return printing.module_text(self.module)
+
+    def keep_report(self, step: ModulePass, report: PassReport) -> None:
+        self.reports[step.name] = report
+        if self.dumps.directory is not None:
+            for suffix, text in report.dump_files().items():
+                self.dumps.write(suffix, text)
 
     def dump_step(self, pipeline: str, after: str, before: str, always: bool = False) -> None:
         options = self.options

@@ -53,8 +53,8 @@ from .fusion_legality import (
     reachable,
     users_in_block,
 )
-from .pass_base import ModulePass
-from .priority_fusion import TERMINATORS, Decision, Namer, build_fusion, decision_text, describe, fusible_blocks
+from .pass_base import ModulePass, PassResult
+from .priority_fusion import TERMINATORS, Decision, FusionDecisions, Namer, build_fusion, describe, fusible_blocks
 
 CUSTOM_KIND = "batch_slices"
 SCRATCH_HEROES = LIBRARY_CALLS | {"reduce"}
@@ -199,20 +199,17 @@ class BatchSliceFusionPass(ModulePass):
     min_intermediate_bytes: int = 1 << 20
     max_slice_bytes: int = 1 << 20
 
-    def __post_init__(self):
-        object.__setattr__(self, "decision_log", [])
-
-    def run(self, module: ir.Module) -> bool:
-        self.decision_log.clear()
+    def run(self, module: ir.Module) -> PassResult:
+        decisions: list[Decision] = []
         namer = Namer(module)
         changed = False
         with module.context, ir.Location.unknown():
             for block in fusible_blocks(module):
-                while self.merge_one(block, namer):
+                while self.merge_one(block, namer, decisions):
                     changed = True
-        return changed
+        return PassResult(changed, FusionDecisions("batch-slice-fusion-decisions.txt", tuple(decisions)))
 
-    def merge_one(self, block: ir.Block, namer: Namer) -> bool:
+    def merge_one(self, block: ir.Block, namer: Namer, decisions: list[Decision]) -> bool:
         for producer in live_ops(block.operations):
             if not is_kernel(producer) or len(producer.results) != 1:
                 continue
@@ -227,16 +224,11 @@ class BatchSliceFusionPass(ModulePass):
                 n = leading_size(fusion.results[0])
                 fusion.attributes["custom"] = ir.StringAttr.get(CUSTOM_KIND)
                 fusion.attributes["scratch_bytes"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), scratch_bytes(fusion, n))
-                self.decision_log.append(Decision("fused", producer_text, consumer_text, fusion=describe(fusion)))
+                decisions.append(Decision("fused", producer_text, consumer_text, fusion=describe(fusion)))
                 return True
             if reason != "":
-                self.log_refusal(producer, consumer, reason)
+                log_refusal(decisions, Decision("refused", describe(producer), describe(consumer), reason))
         return False
-
-    def log_refusal(self, producer: ir.Operation, consumer: ir.Operation, reason: str) -> None:
-        decision = Decision("refused", describe(producer), describe(consumer), reason)
-        if all(d.line() != decision.line() for d in self.decision_log):
-            self.decision_log.append(decision)
 
     def refusal(self, producer: ir.Operation, consumer: ir.Operation) -> str | None:
         """None to merge; "" when the pair is no candidate at all (nothing worth logging)."""
@@ -269,5 +261,8 @@ class BatchSliceFusionPass(ModulePass):
             return f"the fusion would have more than {limits.max_operands} operands"
         return None
 
-    def dump_files(self, module: ir.Module) -> dict[str, str]:
-        return {"batch-slice-fusion-decisions.txt": decision_text(self.decision_log)}
+
+def log_refusal(decisions: list[Decision], refusal: Decision) -> None:
+    """Log a refusal once: the pair is asked again after every merge in its block."""
+    if all(d.line() != refusal.line() for d in decisions):
+        decisions.append(refusal)

@@ -34,8 +34,9 @@ per-slice working memory while they run (`scratch_bytes`); the largest is report
 `kernel_scratch_bytes`, apart from the slab and the total.
 
 Writes `xhlo.buffer_assignment = {temp_bytes, parameter_bytes, live_out_bytes, constant_bytes,
-total_bytes, peak_live_bytes, allocations, kernel_scratch_bytes}` on the module. Changed: that attribute written or
-updated.
+total_bytes, peak_live_bytes, allocations, kernel_scratch_bytes}` on the module and reports the
+whole assignment (`BufferAssignmentReport`: `buffer-assignment.txt`, `memory-usage-report.txt`,
+`live-range.txt`, `heap.svg`). Changed: that attribute written or updated.
 """
 
 from collections import defaultdict
@@ -46,7 +47,7 @@ from mlirxla.mlir import ir
 
 from .fusion_legality import ELEMENTWISE, elementwise_read_operands, kind_of
 from .heap_simulator import Buffer, HeapResult, pack, peak_live
-from .pass_base import ModulePass
+from .pass_base import ModulePass, PassReport, PassResult
 from .scheduling import entry_function, nested_operands, type_bytes
 
 FLATTENED = ("xhlo.while", "xhlo.conditional")
@@ -568,18 +569,29 @@ class BufferAssignmentPass(ModulePass):
     alignment: int = 1  # byte alignment of offsets in the temp slab
     share_elementwise: bool = True  # an elementwise op may write over a same-size operand dying there
 
-    def run(self, module: ir.Module) -> bool:
+    def run(self, module: ir.Module) -> PassResult:
         assignment = analyze(module, self.alignment, self.share_elementwise)
-        object.__setattr__(self, "_assignment", assignment)
-        with module.context:
-            attr = summary_attr(assignment.summary)
-            attributes = module.operation.attributes
-            if "xhlo.buffer_assignment" in attributes and str(attributes["xhlo.buffer_assignment"]) == str(attr):
-                return False
-            attributes["xhlo.buffer_assignment"] = attr
-        return True
+        return PassResult(write_summary(module, assignment.summary), BufferAssignmentReport(assignment))
 
-    def dump_files(self, module: ir.Module) -> dict[str, str]:
-        a = getattr(self, "_assignment", None) or analyze(module, self.alignment, self.share_elementwise)
+
+def write_summary(module: ir.Module, summary: dict[str, int]) -> bool:
+    """Write the summary attribute; whether it was new or different."""
+    with module.context:
+        attr = summary_attr(summary)
+        attributes = module.operation.attributes
+        if "xhlo.buffer_assignment" in attributes and str(attributes["xhlo.buffer_assignment"]) == str(attr):
+            return False
+        attributes["xhlo.buffer_assignment"] = attr
+    return True
+
+
+@dataclass(frozen=True)
+class BufferAssignmentReport(PassReport):
+    """The assignment one run made, dumped as XLA's buffer-assignment files."""
+
+    assignment: Assignment
+
+    def dump_files(self) -> dict[str, str]:
+        a = self.assignment
         return {"buffer-assignment.txt": buffer_assignment_text(a), "memory-usage-report.txt": memory_usage_text(a),
                 "live-range.txt": live_range_text(a), "heap.svg": heap_svg(a)}

@@ -20,7 +20,7 @@ Donated parameters (`tf.aliasing_output` / `jax.buffer_donor`) get no copy, unli
 AddCopiesForAliasedInputOutputs: buffer assignment gives the output the parameter's buffer
 only when nothing reads the parameter afterwards, and a fresh buffer otherwise. A fresh
 allocation costs less than copying the parameter on every call.
-Each copy keeps its operand's layout. `dump_files` gives `copy-insertion.txt`, one line per
+Each copy keeps its operand's layout. The pass reports `copy-insertion.txt`, one line per
 copy with its reason. Changed: any copy inserted.
 """
 
@@ -32,7 +32,7 @@ from mlirxla.mlir import ir
 from .fusion_legality import ELEMENTWISE, ancestor_in_block, elementwise_read_operands, kind_of, reachable
 from .layout_assignment import entry_functions, insert_copy, is_tensor, layout_of
 from .erasure import live_ops
-from .pass_base import ModulePass
+from .pass_base import ModulePass, PassResult, TextReport
 
 DONATION_ATTRS = ("tf.aliasing_output", "jax.buffer_donor")
 
@@ -111,31 +111,38 @@ class CopyInsertionPass(ModulePass):
     name: ClassVar[str] = "xhlo-copy-insertion"
     summary: ClassVar[str] = "copy insertion: copies that keep in-place updates, loops and outputs correct"
 
-    def run(self, module: ir.Module) -> bool:
-        object.__setattr__(self, "_records", [])
+    def run(self, module: ir.Module) -> PassResult:
+        inserter = CopyInserter()
         entries = {ir.StringAttr(f.attributes["sym_name"]).value for f in entry_functions(module)}
         for func in module.body.operations:
             if func.operation.name != "func.func":
                 continue
             fname = ir.StringAttr(func.attributes["sym_name"]).value
             block = func.regions[0].blocks[0]
-            self._visit_block(block, fname)
+            inserter.visit_block(block, fname)
             if fname in entries:
-                self._entry(func, block, fname)
-        object.__setattr__(self, "_report", self._render(module))
-        return bool(self._records)
+                inserter.entry(func, block, fname)
+        lines = inserter.render(module)
+        return PassResult(bool(inserter.records), TextReport({"copy-insertion.txt": "\n".join(lines) + ("\n" if lines else "")}))
+
+
+class CopyInserter:
+    """One run of copy insertion: the copies it made, each with its function and reason."""
+
+    def __init__(self):
+        self.records: list[tuple[ir.Value, str, str]] = []  # (copy, function name, why)
 
     def _copy(self, op: ir.Operation, index: int, why: str, fname: str) -> None:
         value = op.operands[index]
         copy = insert_copy(value, layout_of(value) if is_tensor(value) else None, op)
         op.operands[index] = copy
-        self._records.append((copy, fname, f"{describe(value)} -> {op.name} operand {index}: {why}"))
+        self.records.append((copy, fname, f"{describe(value)} -> {op.name} operand {index}: {why}"))
 
-    def _visit_block(self, block: ir.Block, fname: str) -> None:
+    def visit_block(self, block: ir.Block, fname: str) -> None:
         for op in live_ops(block.operations):
             for region in op.regions:
                 for inner in region.blocks:
-                    self._visit_block(inner, fname)
+                    self.visit_block(inner, fname)
             if op.name == "xhlo.dynamic_update_slice":
                 self._in_place(op, [0], fname)
             elif op.name == "xhlo.scatter":
@@ -207,7 +214,7 @@ class CopyInsertionPass(ModulePass):
                     self._copy(terminator, i, "conditional branch returns a value twice (distinct result buffers)", name)
                 seen.append(value)
 
-    def _entry(self, func, block: ir.Block, fname: str) -> None:
+    def entry(self, func, block: ir.Block, fname: str) -> None:
         terminator = block.operations[len(block.operations) - 1].operation
         seen = []
         for i, value in enumerate(list(terminator.operands)):
@@ -223,10 +230,6 @@ class CopyInsertionPass(ModulePass):
                 self._copy(terminator, i, "value returned twice (distinct output buffers)", fname)
             seen.append(value)
 
-    def _render(self, module: ir.Module) -> list[str]:
+    def render(self, module: ir.Module) -> list[str]:
         state = ir.AsmState(module.operation)
-        return [f"@{fname} {copy.get_name(state)} : {copy.type}: {why}" for copy, fname, why in self._records]
-
-    def dump_files(self, module: ir.Module) -> dict[str, str]:
-        lines = getattr(self, "_report", [])
-        return {"copy-insertion.txt": "\n".join(lines) + ("\n" if lines else "")}
+        return [f"@{fname} {copy.get_name(state)} : {copy.type}: {why}" for copy, fname, why in self.records]

@@ -19,9 +19,9 @@ Constraints, in the order XLA's pass applies them (strongest first):
   operands and produces row-major results; non-entry computations and region arguments are
   row-major.
 A value whose layout does not match what a use needs reaches that use through an `xhlo.copy`
-with the needed layout (XLA's copies for layout conflicts). Each decision is recorded;
-`dump_files` gives `layout-assignment.txt`, one line per value with its layout and the
-constraint that set it. Changed: any layout attribute set or copy inserted.
+with the needed layout (XLA's copies for layout conflicts). Each decision is recorded; the
+pass reports `layout-assignment.txt`, one line per value with its layout and the constraint
+that set it. Changed: any layout attribute set or copy inserted.
 """
 
 from dataclasses import dataclass
@@ -33,7 +33,7 @@ from mlirxla.dialects.xhlo.builder import create_op, op_classes
 from mlirxla.dialects.xhlo.ops import ElementwiseOp
 
 from .erasure import live_ops
-from .pass_base import ModulePass
+from .pass_base import ModulePass, PassResult, TextReport
 
 LAYOUT_ATTR = "xhlo.layout"
 ELEMENTWISE = frozenset(
@@ -160,28 +160,35 @@ class LayoutAssignmentPass(ModulePass):
     name: ClassVar[str] = "xhlo-layout-assignment"
     summary: ClassVar[str] = "layout assignment: entry layouts, library-call layouts, propagation, copies for conflicts"
 
-    def run(self, module: ir.Module) -> bool:
-        object.__setattr__(self, "_lines", [])
-        object.__setattr__(self, "_state", {"changed": False})
-        object.__setattr__(self, "_copies", [])
+    def run(self, module: ir.Module) -> PassResult:
+        assigner = LayoutAssigner()
         entries = {ir.StringAttr(f.attributes["sym_name"]).value for f in entry_functions(module)}
         for op in module.body.operations:
             if op.operation.name != "func.func":
                 continue
             is_entry = ir.StringAttr(op.attributes["sym_name"]).value in entries
-            self._assign_function(op, is_entry)
-        object.__setattr__(self, "_report", self._render(module))
-        return self._state["changed"]
+            assigner.assign_function(op, is_entry)
+        lines = assigner.render(module)
+        return PassResult(assigner.changed, TextReport({"layout-assignment.txt": "\n".join(lines) + ("\n" if lines else "")}))
+
+
+class LayoutAssigner:
+    """One run of layout assignment: what it decided (value, layout, why), the copies it made."""
+
+    def __init__(self):
+        self.notes: list[tuple[ir.Value, list[int], str]] = []
+        self.copies: list[tuple[ir.Value, list[int], ir.Value]] = []  # (source, layout, copy)
+        self.changed = False
 
     # -- recording -------------------------------------------------------------------------
 
     def _note(self, value: ir.Value, layout: list[int], why: str) -> None:
-        self._lines.append((value, layout, why))
+        self.notes.append((value, layout, why))
 
-    def _render(self, module: ir.Module) -> list[str]:
+    def render(self, module: ir.Module) -> list[str]:
         state = ir.AsmState(module.operation)
         lines = []
-        for value, layout, why in self._lines:
+        for value, layout, why in self.notes:
             try:
                 name = value.get_name(state)
             except Exception:  # noqa: BLE001 - a value erased later keeps no name
@@ -189,13 +196,9 @@ class LayoutAssignmentPass(ModulePass):
             lines.append(f"{name} : {value.type} layout={{{','.join(map(str, layout))}}} by {why}")
         return lines
 
-    def dump_files(self, module: ir.Module) -> dict[str, str]:
-        lines = getattr(self, "_report", [])
-        return {"layout-assignment.txt": "\n".join(lines) + ("\n" if lines else "")}
-
     # -- functions -------------------------------------------------------------------------
 
-    def _assign_function(self, func, is_entry: bool) -> None:
+    def assign_function(self, func, is_entry: bool) -> None:
         block = func.regions[0].blocks[0]
         fname = ir.StringAttr(func.attributes["sym_name"]).value
         arg_layouts = []
@@ -221,10 +224,10 @@ class LayoutAssignmentPass(ModulePass):
             before_res = [arg_attr_layout(func, i, results=True) for i in range(len(func_type.results))]
             if before != arg_layouts:
                 set_func_layouts(func, "arg_attrs", arg_layouts)
-                self._state["changed"] = True
+                self.changed = True
             if before_res != result_layouts:
                 set_func_layouts(func, "res_attrs", result_layouts)
-                self._state["changed"] = True
+                self.changed = True
         self._assign_block(block, result_layouts, "entry result layout" if is_entry else f"computation @{fname} result (row-major)")
 
     def _assign_block(self, block: ir.Block, return_layouts: list | None, return_why: str) -> None:
@@ -250,16 +253,16 @@ class LayoutAssignmentPass(ModulePass):
         value = op.operands[index]
         if layout_of(value) == layout:
             return
-        for source, made_layout, made in self._copies:
+        for source, made_layout, made in self.copies:
             if source == value and made_layout == layout and made.owner.operation.block == op.block:
                 op.operands[index] = made  # an earlier copy in the same block dominates this use
-                self._state["changed"] = True
+                self.changed = True
                 return
         copy = insert_copy(value, layout, op)
         op.operands[index] = copy
-        self._copies.append((value, list(layout), copy))
+        self.copies.append((value, list(layout), copy))
         self._note(copy, layout, f"copy for layout conflict: {op.name} operand {index} needs {why}")
-        self._state["changed"] = True
+        self.changed = True
 
     def _assign_op(self, op: ir.Operation) -> None:
         tensor_results = [r for r in op.results if is_tensor(r)]
@@ -293,7 +296,7 @@ class LayoutAssignmentPass(ModulePass):
         old = op.attributes["result_layouts"] if "result_layouts" in op.attributes else None
         set_result_layouts(op, layouts)
         if old is None or str(old) != str(op.attributes["result_layouts"]):
-            self._state["changed"] = True
+            self.changed = True
         for r, layout in zip(op.results, layouts):
             if layout is not None:
                 self._note(r, layout, why)

@@ -19,11 +19,12 @@ bodies) until nothing changes:
   reduce, sizes) and by the shape rule above.
 
 Merged fusions get kind `input` when a root is a reduce, else `loop`, and a new unique
-`name`. Every merge and refusal is logged with its reason; `dump_files` returns the log as
-`multi-output-fusion-decisions.txt`, `decision_log` keeps the records.
+`name`. Every merge and refusal is logged with its reason; the pass returns the log as its
+report (`MultiOutputFusionDecisions`, dumped as `multi-output-fusion-decisions.txt`).
 Changed: any fusion merged.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -41,7 +42,7 @@ from .fusion_legality import (
     not_fusible_reason,
     root_kinds,
 )
-from .pass_base import ModulePass
+from .pass_base import ModulePass, PassReport, PassResult
 from .priority_fusion import TERMINATORS, Namer, build_fusion, describe, fusible_blocks
 
 MAX_RESULTS = 64  # the xhlo.fusion op has 64 result slots
@@ -68,10 +69,20 @@ class MofDecision:
         return f"producer-consumer fusion: not fused {self.first} into {self.second}: {self.reason}"
 
 
-def decision_text(log: list[MofDecision]) -> str:
+def decision_text(log: Sequence[MofDecision]) -> str:
     fused = sum(d.verdict == "fused" for d in log)
     refused = sum(d.verdict == "refused" for d in log)
     return f"# multi-output fusion decisions: {fused} merged, {refused} refused\n" + "".join(d.line() + "\n" for d in log)
+
+
+@dataclass(frozen=True)
+class MultiOutputFusionDecisions(PassReport):
+    """The decisions of one run of multi-output fusion."""
+
+    decisions: tuple[MofDecision, ...]
+
+    def dump_files(self) -> dict[str, str]:
+        return {"multi-output-fusion-decisions.txt": decision_text(self.decisions)}
 
 
 # --- shapes ------------------------------------------------------------------------------------
@@ -234,21 +245,15 @@ class MultiOutputFusionPass(ModulePass):
     sibling: bool = True
     producer_consumer: bool = True
 
-    def __post_init__(self):
-        object.__setattr__(self, "decision_log", [])
-
-    def run(self, module: ir.Module) -> bool:
-        self.decision_log.clear()
+    def run(self, module: ir.Module) -> PassResult:
+        decisions: list[MofDecision] = []
         limits = FusionLimits()
         namer = Namer(module)
         changed = False
         with module.context, ir.Location.unknown():
             for block in fusible_blocks(module):
-                changed = MergeBlock(block, limits, namer, self.decision_log, self.sibling, self.producer_consumer).run() or changed
-        return changed
-
-    def dump_files(self, module: ir.Module) -> dict[str, str]:
-        return {"multi-output-fusion-decisions.txt": decision_text(self.decision_log)}
+                changed = MergeBlock(block, limits, namer, decisions, self.sibling, self.producer_consumer).run() or changed
+        return PassResult(changed, MultiOutputFusionDecisions(tuple(decisions)))
 
 
 class MergeBlock:

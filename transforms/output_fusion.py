@@ -34,8 +34,8 @@ from .fusion_legality import (
     reachable,
     users_in_block,
 )
-from .pass_base import ModulePass
-from .priority_fusion import TERMINATORS, Decision, Namer, build_fusion, decision_text, describe, fusible_blocks
+from .pass_base import ModulePass, PassResult
+from .priority_fusion import TERMINATORS, Decision, FusionDecisions, Namer, build_fusion, describe, fusible_blocks
 
 
 def epilogue_refusal(call: ir.Operation, consumer: ir.Operation, limits: FusionLimits) -> str | None:
@@ -67,11 +67,8 @@ class OutputFusionPass(ModulePass):
     name: ClassVar[str] = "xhlo-output-fusion"
     summary: ClassVar[str] = "output fusion: a dot or convolution plus the elementwise kernel that consumes it"
 
-    def __post_init__(self):
-        object.__setattr__(self, "decision_log", [])
-
-    def run(self, module: ir.Module) -> bool:
-        self.decision_log.clear()
+    def run(self, module: ir.Module) -> PassResult:
+        decisions: list[Decision] = []
         limits = FusionLimits()
         namer = Namer(module)
         changed = False
@@ -79,24 +76,22 @@ class OutputFusionPass(ModulePass):
             for block in fusible_blocks(module):
                 for op in live_ops(block.operations):
                     if kind_of(op) in LIBRARY_CALLS:
-                        changed = self.fuse_epilogue(op, limits, namer) or changed
-        return changed
+                        changed = fuse_epilogue(op, limits, namer, decisions) or changed
+        return PassResult(changed, FusionDecisions("output-fusion-decisions.txt", tuple(decisions)))
 
-    def fuse_epilogue(self, call: ir.Operation, limits: FusionLimits, namer: Namer) -> bool:
-        users = users_in_block(call)
-        if len(users) != 1:
-            if users:
-                self.decision_log.append(Decision("refused", describe(call), describe(users[0]), f"its result has {len(users)} users"))
-            return False
-        consumer = users[0]
-        reason = epilogue_refusal(call, consumer, limits)
-        if reason:
-            self.decision_log.append(Decision("refused", describe(call), describe(consumer), reason))
-            return False
-        call_text, consumer_text = describe(call), describe(consumer)
-        fusion = build_fusion([call, consumer], list(consumer.results), namer, kind="output")
-        self.decision_log.append(Decision("fused", call_text, consumer_text, fusion=describe(fusion)))
-        return True
 
-    def dump_files(self, module: ir.Module) -> dict[str, str]:
-        return {"output-fusion-decisions.txt": decision_text(self.decision_log)}
+def fuse_epilogue(call: ir.Operation, limits: FusionLimits, namer: Namer, decisions: list[Decision]) -> bool:
+    users = users_in_block(call)
+    if len(users) != 1:
+        if users:
+            decisions.append(Decision("refused", describe(call), describe(users[0]), f"its result has {len(users)} users"))
+        return False
+    consumer = users[0]
+    reason = epilogue_refusal(call, consumer, limits)
+    if reason:
+        decisions.append(Decision("refused", describe(call), describe(consumer), reason))
+        return False
+    call_text, consumer_text = describe(call), describe(consumer)
+    fusion = build_fusion([call, consumer], list(consumer.results), namer, kind="output")
+    decisions.append(Decision("fused", call_text, consumer_text, fusion=describe(fusion)))
+    return True

@@ -9,7 +9,10 @@
         def run(self, module) -> bool: ...
 
 `run` rewrites the module in place and returns whether it changed it (XLA's
-HloPassInterface::Run). Options are the dataclass fields; in pipeline text they are written
+HloPassInterface::Run): a bare `bool`, or a `PassResult` when the pass also reports on its run
+(fusion decisions, the schedule, the buffer assignment). A report is plain data that knows its
+dump files; the runner keeps the last report of each pass and writes those files, so a pass
+holds no state between runs. Options are the dataclass fields; in pipeline text they are written
 in kebab case: `xhlo-algsimp{fast-math=true}`. Upstream MLIR passes join the same pipelines
 through `UpstreamPass`, which reports a change when the module's text changed.
 """
@@ -23,6 +26,39 @@ from mlirxla.errors import MlirxlaError, first_line
 from mlirxla.mlir import ir, passmanager
 
 
+class PassReport:
+    """What a pass says about one run, as plain data; subclasses carry what their readers need."""
+
+    def dump_files(self) -> dict[str, str]:
+        """`{suffix: text}`, written as `module_NNNN.<name>.<suffix>` when dumping (e.g.
+        `fusion-decisions.txt`, `buffer-assignment.txt`)."""
+        return {}
+
+
+@dataclass(frozen=True)
+class TextReport(PassReport):
+    """A report that is nothing but its dump files, rendered while the pass ran (their value
+    names exist only then)."""
+
+    files: dict[str, str]
+
+    def dump_files(self) -> dict[str, str]:
+        return dict(self.files)
+
+
+@dataclass(frozen=True)
+class PassResult:
+    """What `run` returns when the pass has a report."""
+
+    changed: bool
+    report: PassReport | None = None
+
+    @staticmethod
+    def of(outcome: "bool | PassResult") -> "PassResult":
+        """Either kind of `run` result as a `PassResult`."""
+        return outcome if isinstance(outcome, PassResult) else PassResult(bool(outcome))
+
+
 @dataclass(frozen=True)
 class ModulePass(abc.ABC):
     """Base of mlirxla passes. Subclasses set `name`, `summary` and implement `run`."""
@@ -31,14 +67,8 @@ class ModulePass(abc.ABC):
     summary: ClassVar[str] = ""
 
     @abc.abstractmethod
-    def run(self, module: ir.Module) -> bool:
-        """Rewrite `module` in place; return whether anything changed."""
-
-    def dump_files(self, module: ir.Module) -> dict[str, str]:
-        """Extra dump files explaining this pass's decisions, read off the module after `run`:
-        `{suffix: text}`, written as `module_NNNN.<name>.<suffix>` when dumping (e.g.
-        `fusion-decisions.txt`, `buffer-assignment.txt`). Most passes have none."""
-        return {}
+    def run(self, module: ir.Module) -> "bool | PassResult":
+        """Rewrite `module` in place; return whether anything changed (with a report, a `PassResult`)."""
 
     @property
     def display_name(self) -> str:

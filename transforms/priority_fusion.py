@@ -12,15 +12,16 @@ merge the new fusion and the producers of its operands get new priorities. Dots 
 convolutions stay library calls (no output fusion).
 
 Each fusion gets a `name` attribute `<first-op>_<root-op>_fusion`, made unique with `.N`.
-Every merge and every refusal is logged with its reason and cost numbers; `dump_files`
-returns the log as `fusion-decisions.txt`, `decision_log` keeps the records, and
-`explain(log, query)` answers "why was this (not) fused" from either.
+Every merge and every refusal is logged with its reason and cost numbers; the pass returns
+the log as its report (`FusionDecisions`, dumped as `fusion-decisions.txt`), and
+`explain(log, query)` answers "why was this (not) fused" from its records or its text.
 Changed: any fusion made.
 """
 
 import heapq
 import itertools
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -39,7 +40,7 @@ from .fusion_legality import (
     producers_in_block,
     users_in_block,
 )
-from .pass_base import ModulePass
+from .pass_base import ModulePass, PassReport, PassResult
 
 TERMINATORS = frozenset({"func.return", "xhlo.return"})
 
@@ -224,25 +225,31 @@ class PriorityFusionPass(ModulePass):
     summary: ClassVar[str] = "priority fusion: producers into consumers, most time saved first (loop and input fusions)"
     backend: str = "cpu"
 
-    def __post_init__(self):
-        object.__setattr__(self, "decision_log", [])  # the records of the last run (not an option)
-
-    def run(self, module: ir.Module) -> bool:
-        self.decision_log.clear()
+    def run(self, module: ir.Module) -> PassResult:
+        decisions: list[Decision] = []
         model = model_for(self.backend).remembering()
         limits = FusionLimits()
         namer = Namer(module)
         changed = False
         with module.context, ir.Location.unknown():
             for block in fusible_blocks(module):
-                changed = FuseBlock(block, model, limits, namer, self.decision_log).run() or changed
-        return changed
-
-    def dump_files(self, module: ir.Module) -> dict[str, str]:
-        return {"fusion-decisions.txt": decision_text(self.decision_log)}
+                changed = FuseBlock(block, model, limits, namer, decisions).run() or changed
+        return PassResult(changed, FusionDecisions("fusion-decisions.txt", tuple(decisions)))
 
 
-def decision_text(log: list[Decision]) -> str:
+@dataclass(frozen=True)
+class FusionDecisions(PassReport):
+    """The decisions of one run of a fusion pass (priority, output or batch-slice fusion), dumped
+    as `file`; `mlirxla-opt --explain-fusion` answers from them."""
+
+    file: str
+    decisions: tuple[Decision, ...]
+
+    def dump_files(self) -> dict[str, str]:
+        return {self.file: decision_text(self.decisions)}
+
+
+def decision_text(log: Sequence[Decision]) -> str:
     header = f"# fusion decisions: {sum(d.verdict == 'fused' for d in log)} fused, {sum(d.verdict == 'refused' for d in log)} refused\n"
     return header + "".join(d.line() + "\n" for d in log)
 

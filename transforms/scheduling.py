@@ -17,8 +17,9 @@ inner computations' peak while it runs. Candidates:
 - `original`: the source order.
 
 Side-effecting ops keep their relative order. Records `xhlo.schedule = {algorithm, peak_bytes}`
-on each function and on the module (the entry's algorithm, the largest peak). Changed: any op
-moved or any schedule attribute written.
+on each function and on the module (the entry's algorithm, the largest peak), and reports
+every computation's schedule and candidate peaks (`schedule.txt`). Changed: any op moved or
+any schedule attribute written.
 """
 
 import math
@@ -29,7 +30,7 @@ from mlirxla.dialects.xhlo.types import bit_width
 from mlirxla.mlir import ir
 
 from .dead_code_elimination import has_side_effect
-from .pass_base import ModulePass
+from .pass_base import ModulePass, PassResult, TextReport
 
 ALIASING_OPS = frozenset({"xhlo.bitcast", "xhlo.tuple", "xhlo.get_tuple_element", "xhlo.optimization_barrier"})
 ORDERED_OPS = frozenset({"xhlo.custom_call", "xhlo.rng", "xhlo.rng_bit_generator", "xhlo.after_all", "xhlo.outfeed", "xhlo.infeed", "xhlo.send", "xhlo.recv"})
@@ -320,18 +321,11 @@ class SchedulingPass(ModulePass):
     name: ClassVar[str] = "xhlo-scheduling"
     summary: ClassVar[str] = "memory-minimizing sequential schedule (list, DFS, post-order; keep the best)"
 
-    def run(self, module: ir.Module) -> bool:
+    def run(self, module: ir.Module) -> PassResult:
         before = str(module.operation.attributes["xhlo.schedule"]) if "xhlo.schedule" in module.operation.attributes else None
         results, moved = schedule_module(module)
-        object.__setattr__(self, "_report", report(results, module))  # read back by dump_files
-        return moved or str(module.operation.attributes["xhlo.schedule"]) != before
-
-    def dump_files(self, module: ir.Module) -> dict[str, str]:
-        text = getattr(self, "_report", None)
-        if text is None:
-            with module.context:
-                text = report(schedule_module(module)[0], module)
-        return {"schedule.txt": text}
+        changed = moved or str(module.operation.attributes["xhlo.schedule"]) != before
+        return PassResult(changed, TextReport({"schedule.txt": report(results, module)}))
 
 
 def report(results: list[BlockSchedule], module: ir.Module) -> str:

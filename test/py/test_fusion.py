@@ -54,13 +54,13 @@ def test_fusion_keeps_results(name, backend, context):
     PipelineRunner(module).run(named_pipeline("simplification"))
     arguments = random_arguments(module, 7)
     before = reference_outputs(module, arguments)
-    fusion = PriorityFusionPass(backend=backend)
-    PipelineRunner(module).run(Pipeline("fusion").add(fusion).add("xhlo-verify"))
+    runner = PipelineRunner(module)
+    runner.run(Pipeline("fusion").add(PriorityFusionPass(backend=backend)).add("xhlo-verify"))
     assert "xhlo.fusion" in str(module)
     after = reference_outputs(module, arguments)
     for a, b in zip(after, before):
         np.testing.assert_array_equal(a, b)
-    text = fusion.dump_files(module)["fusion-decisions.txt"]
+    text = runner.reports["xhlo-priority-fusion"].dump_files()["fusion-decisions.txt"]
     assert text.startswith("# fusion decisions:")
     assert "fused " in text
 
@@ -68,12 +68,11 @@ def test_fusion_keeps_results(name, backend, context):
 def test_explain_answers_from_the_log(context):
     module = frontdoor.import_file(os.path.join(JAX_PROGRAMS, "programs/mlp_softmax_small.stablehlo.mlir"), context).module
     PipelineRunner(module).run(named_pipeline("simplification"))
-    fusion = PriorityFusionPass()
-    fusion.run(module)
-    text = decision_text(fusion.decision_log)
+    decisions = PriorityFusionPass().run(module).report.decisions
+    text = decision_text(decisions)
     answer = explain(text, "dot")
     assert "was not fused" in answer and "library call" in answer
-    assert "was fused" in explain(fusion.decision_log, "broadcast_add_fusion")
+    assert "was fused" in explain(decisions, "broadcast_add_fusion")
     assert "no fusion decision" in explain(text, "nothing-like-this")
 
 

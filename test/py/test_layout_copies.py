@@ -58,15 +58,13 @@ def test_layouts_and_copies_keep_results(name, context):
     before = reference_outputs(module, arguments)
     runner = PipelineRunner(module)
     runner.run(named_pipeline("simplification"))
-    layout = LayoutAssignmentPass()
-    insertion = CopyInsertionPass()
-    runner.run(Pipeline("layouts").add(layout).add("xhlo-copy-removal").add(insertion))
+    runner.run(Pipeline("layouts").add(LayoutAssignmentPass()).add("xhlo-copy-removal").add(CopyInsertionPass()))
     with context:
         check_every_value_has_layout(module)
-        report = layout.dump_files(module)["layout-assignment.txt"]
+        report = runner.reports["xhlo-layout-assignment"].dump_files()["layout-assignment.txt"]
         assert "entry computation layout" in report
         assert all(" by " in line for line in report.splitlines())
-        assert "copy-insertion.txt" in insertion.dump_files(module)
+        assert "copy-insertion.txt" in runner.reports["xhlo-copy-insertion"].dump_files()
     after = reference_outputs(module, arguments)
     assert len(after) == len(before)
     for a, b in zip(after, before):
@@ -75,8 +73,8 @@ def test_layouts_and_copies_keep_results(name, context):
 
 def test_while_sample_gets_loop_copies(context):
     module = frontdoor.import_file(os.path.join(JAX_PROGRAMS, "02_scan_while_cond_gelu.stablehlo.mlir"), context).module
-    insertion = CopyInsertionPass()
-    PipelineRunner(module).run(Pipeline("copies").add(LayoutAssignmentPass()).add(insertion))
-    text = insertion.dump_files(module)["copy-insertion.txt"]
+    runner = PipelineRunner(module)
+    runner.run(Pipeline("copies").add(LayoutAssignmentPass()).add(CopyInsertionPass()))
+    text = runner.reports["xhlo-copy-insertion"].dump_files()["copy-insertion.txt"]
     assert "while init is a constant" in text
     assert "while init is a parameter" not in text  # xs is passed through unchanged: no copy

@@ -34,8 +34,8 @@ def test_multi_output_fusion_keeps_results(name):
     arguments = random_arguments(module, 11)
     before = reference_outputs(module, arguments)
     count = fusion_count(module)
-    mof = MultiOutputFusionPass()
-    PipelineRunner(module).run(Pipeline("mof").add(mof).add("xhlo-verify"))
+    runner = PipelineRunner(module)
+    runner.run(Pipeline("mof").add(MultiOutputFusionPass()).add("xhlo-verify"))
     with context:
         assert module.operation.verify()
     after = reference_outputs(module, arguments)
@@ -43,20 +43,21 @@ def test_multi_output_fusion_keeps_results(name):
     for a, b in zip(after, before):
         np.testing.assert_array_equal(a, b)
     assert fusion_count(module) <= count
-    text = mof.dump_files(module)["multi-output-fusion-decisions.txt"]
+    text = runner.reports["xhlo-multi-output-fusion"].dump_files()["multi-output-fusion-decisions.txt"]
     assert text.startswith("# multi-output fusion decisions:")
 
 
 def test_transformer_siblings_merge_and_log():
     module = fused_module("programs/transformer.stablehlo.mlir")
     count = fusion_count(module)
-    mof = MultiOutputFusionPass()
-    PipelineRunner(module).run(Pipeline("mof").add(mof).add("xhlo-verify"))
+    runner = PipelineRunner(module)
+    runner.run(Pipeline("mof").add(MultiOutputFusionPass()).add("xhlo-verify"))
     assert fusion_count(module) < count
-    text = mof.dump_files(module)["multi-output-fusion-decisions.txt"]
+    report = runner.reports["xhlo-multi-output-fusion"]
+    text = report.dump_files()["multi-output-fusion-decisions.txt"]
     assert "sibling fusion: merged" in text
     assert "apart: " in text  # refusals carry a reason
-    assert all(d.reason for d in mof.decision_log if d.verdict == "refused")
+    assert all(d.reason for d in report.decisions if d.verdict == "refused")
 
 
 def test_sibling_merge_keeps_results(context):

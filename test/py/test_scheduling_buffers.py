@@ -106,7 +106,7 @@ def body_op_names(module):
 def test_list_schedule_beats_source_order(context):
     module = load(TWO_REDUCTIONS, context)
     before = memory_summary(module)
-    assert SchedulingPass().run(module)
+    assert SchedulingPass().run(module).changed
     assert body_op_names(module) == ["xhlo.constant", "xhlo.exponential", "xhlo.reduce", "xhlo.negate",
                                      "xhlo.reduce", "xhlo.add", "func.return"]
     after = memory_summary(module)
@@ -114,16 +114,17 @@ def test_list_schedule_beats_source_order(context):
     schedule = module.operation.attributes["xhlo.schedule"]
     assert "list" in str(schedule)
     # stable: a second run moves nothing and keeps the attribute
-    assert not SchedulingPass().run(module)
+    assert not SchedulingPass().run(module).changed
 
 
 def test_buffer_assignment_summary_attribute(context):
     module = load(TWO_REDUCTIONS, context)
-    assert BufferAssignmentPass().run(module)
+    assert BufferAssignmentPass().run(module).changed
     text = str(module.operation.attributes["xhlo.buffer_assignment"])
     assert "parameter_bytes = 4096" in text and "live_out_bytes = 4" in text and "constant_bytes = 4" in text
-    assert not BufferAssignmentPass().run(module)  # the same summary again: unchanged
-    dumps = BufferAssignmentPass().dump_files(module)
+    again = BufferAssignmentPass().run(module)
+    assert not again.changed  # the same summary again: unchanged
+    dumps = again.report.dump_files()
     assert set(dumps) == {"buffer-assignment.txt", "memory-usage-report.txt", "live-range.txt", "heap.svg"}
     assert "preallocated-temp" in dumps["buffer-assignment.txt"] and "<svg" in dumps["heap.svg"]
 

@@ -22,6 +22,7 @@ from mlirxla.pipelines.pipeline import FixedPoint, Pipeline
 from mlirxla.pipelines.runner import PipelineRunner, RunOptions
 from mlirxla.pipelines.text import parse_pipeline, parse_step
 from mlirxla.transforms import erasure, registry
+from mlirxla.transforms.pass_base import PassReport
 
 from .cli import EXIT_CHECK_FAILED, EXIT_OK, run_tool
 
@@ -149,7 +150,7 @@ def process(data: bytes, source: str, arguments, pipeline: Pipeline | None, stre
         if arguments.print_ledger:
             stream.write(runner.ledger.table())
         if arguments.explain_fusion:
-            stream.write(explain_fusion(pipeline, arguments.explain_fusion).replace(" at -:", f" at {source}:") + "\n")
+            stream.write(explain_fusion(pipeline, runner.reports, arguments.explain_fusion).replace(" at -:", f" at {source}:") + "\n")
     return printing.module_text(imported.module, arguments.mlir_print_generic, arguments.mlir_print_debuginfo)
 
 
@@ -169,13 +170,15 @@ def fusion_passes(step) -> list:
     return []
 
 
-def explain_fusion(pipeline: Pipeline, query: str) -> str:
+def explain_fusion(pipeline: Pipeline, reports: dict[str, PassReport], query: str) -> str:
+    """Answer from the decisions of the fusion passes that ran, in pipeline order."""
     from mlirxla.transforms.priority_fusion import explain
 
     passes = fusion_passes(pipeline)
     if not passes:
         raise MlirxlaError("--explain-fusion needs a pipeline with a fusion pass (xhlo-priority-fusion, xhlo-output-fusion, xhlo-batch-slice-fusion)")
-    return explain([decision for step in passes for decision in step.decision_log], query)
+    ran = [reports[name] for name in dict.fromkeys(step.name for step in passes) if name in reports]
+    return explain([decision for report in ran for decision in report.decisions], query)
 
 
 def expected_errors(chunk: Chunk) -> list[tuple[int, str]]:
