@@ -13,9 +13,13 @@ parameter to (jax.buffer_donor / tf.aliasing_output) is computed in its memory w
 assignment gave the output the parameter's buffer and the memory is the runtime's own (an
 earlier output); host memory a buffer merely wraps is copied first, never written.
 
+A client compiles with one backend, chosen by name (`Client(backend="reference")`, default
+`cpu`; `backends/registry.py`), which its devices name as their kind.
+
 Compilation goes through the compile cache when the client has one (`cache_dir`): the key is
-the fingerprint of the input's bytes, the compile options, and the versions and CPU that
-compile (so a hit skips parsing altogether). A run that asks for dumps bypasses the cache.
+the fingerprint of the input's bytes, the compile options, the backend, and the versions and
+CPU that compile (so a hit skips parsing altogether). A run that asks for dumps bypasses the
+cache.
 """
 
 import hashlib
@@ -27,6 +31,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mlirxla.errors import MlirxlaError
+
+from mlirxla.backends import registry
+from mlirxla.backends.backend import Backend
 
 from .compile_cache import CompileCache, fingerprint
 from .executable import Executable
@@ -131,10 +138,11 @@ class Client:
     platform_name = "mlirxla"
     platform_version = "0.1.0"
 
-    def __init__(self, device_count: int = 1, cache_dir: str | None = None):
+    def __init__(self, device_count: int = 1, cache_dir: str | None = None, backend: str = registry.DEFAULT):
         if device_count < 1:
             raise MlirxlaError("a client needs at least one device")
-        self._devices = [Device(i, self) for i in range(device_count)]
+        self.backend = registry.backend(backend)
+        self._devices = [Device(i, self, device_kind=backend) for i in range(device_count)]
         self.cache = CompileCache(cache_dir) if cache_dir else None
 
     def devices(self) -> list[Device]:
@@ -150,13 +158,13 @@ class Client:
     def compile(self, program, options: CompileOptions = CompileOptions()) -> LoadedExecutable:
         """Compile StableHLO (text, bytecode, a portable artifact, or a path to one)."""
         data, source = program_bytes(program)
-        key = fingerprint(hashlib.sha256(data).hexdigest(), options.key(), environment())
+        key = fingerprint(hashlib.sha256(data).hexdigest(), options.key(), environment(self.backend))
         use_cache = self.cache is not None and options.dump_to is None
         if use_cache:
             entry = self.cache.load(key)
             if entry is not None:
                 return LoadedExecutable(Executable(entry.plan, entry.object_code), self, key)
-        executable = compile_bytes(data, source, options)
+        executable = compile_bytes(data, source, options, self.backend)
         if use_cache:
             self.cache.store(key, executable.plan, executable.object_code)
         return LoadedExecutable(executable, self, key)
@@ -176,29 +184,25 @@ def program_bytes(program) -> tuple[bytes, str]:
     raise MlirxlaError(f"cannot compile a {type(program).__name__}: pass StableHLO text, bytes or a path")
 
 
-def compile_bytes(data: bytes, source: str, options: CompileOptions) -> Executable:
-    """Import and compile, one compile at a time in the process: MLIR contexts of this toolkit
-    are not safe to create and use from several threads at once (executions still run
-    concurrently)."""
+def compile_bytes(data: bytes, source: str, options: CompileOptions, backend: Backend) -> Executable:
+    """Import and compile with `backend`, one compile at a time in the process: MLIR contexts
+    of this toolkit are not safe to create and use from several threads at once (executions
+    still run concurrently)."""
     from mlirxla import frontdoor
-    from mlirxla.backends.cpu.compiler import compile_module
     from mlirxla.context import new_context
     from mlirxla.pipelines.runner import RunOptions
 
     run_options = RunOptions(dump_to=options.dump_to, dump_pass_re=options.dump_pass_re,
-                             disable_passes=frozenset(options.disable_passes))
+                             disable_passes=frozenset(options.disable_passes), backend=backend.name)
     with _COMPILING:
         try:
             imported = frontdoor.import_bytes(data, source, new_context())
-            return compile_module(imported.module, run_options)
+            return Executable.of(backend.compile(imported.module, run_options))
         except MlirxlaError as error:
             raise error.with_source(source) from None
 
 
-def environment() -> str:
-    """What else decides the native code: versions and the host CPU."""
-    import llvmlite
-
-    from mlirxla.backends.cpu.llvm_jit import host_cpu
-
-    return f"mlirxla={Client.platform_version};llvmlite={llvmlite.__version__};python={platform.python_version()};cpu={host_cpu()}"
+def environment(backend: Backend) -> str:
+    """What else decides the compiled code: the backend, versions, and what the backend says
+    of its target."""
+    return f"mlirxla={Client.platform_version};python={platform.python_version()};backend={backend.name};{backend.environment()}"

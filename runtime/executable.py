@@ -1,5 +1,6 @@
-"""A loaded executable: its plan (plain data: allocations, thunks, parameter and output specs)
-and its native code; `execute` runs it on numpy arrays (XLA's CpuExecutable).
+"""A loaded executable: its plan (plain data: allocations, thunks, parameter and output specs,
+the backend that compiled it) and its code, loaded by that backend (`backends/registry.py`);
+`execute` runs it on numpy arrays (XLA's CpuExecutable).
 
 Per execution: the address table is the parameters' own memory (C-contiguous arrays are
 used in place, not copied), a fresh temp slab, fresh kernel scratch, the constants (owned
@@ -27,6 +28,7 @@ from .executor import ThreadPool, plan_graph, run_thunks
 from .thunks import BufferSlice
 
 ALIGNMENT = 64
+TOKEN_TYPE = "!stablehlo.token"  # xhlo keeps StableHLO's token type
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,22 @@ class TensorSpec:
     def text(self) -> str:
         return f"{self.element}[{','.join(map(str, self.shape))}]"
 
+    @classmethod
+    def of(cls, value_type) -> "TensorSpec":
+        """What a value of `value_type` is at an executable's boundary; a token (the ordering
+        of side effects, as jax threads it through `main` for ordered effects) is an empty bool
+        array, as jax passes it."""
+        from mlirxla.mlir import ir
+
+        from . import literals
+
+        if not isinstance(value_type, ir.RankedTensorType):
+            if str(value_type) == TOKEN_TYPE:
+                return cls((0,), "bool", "token")
+            raise MlirxlaError(f"mlirxla cannot pass a {value_type} across an executable's boundary")
+        ranked = ir.RankedTensorType(value_type)
+        return cls(tuple(ranked.shape), literals.storage_dtype(ranked.element_type).name, str(ranked.element_type))
+
 
 @dataclass
 class ExecutablePlan:
@@ -54,9 +72,11 @@ class ExecutablePlan:
     allocation_kinds: list[str]  # parameter | temp | constant | output | scratch (per concurrent call)
     constants: dict[int, np.ndarray]  # allocation -> bytes (uint8)
     thunks: list = field(default_factory=list)
+    backend: str = "cpu"  # whose code the thunks call (the registry's name)
 
     def to_json(self) -> dict:
         return {
+            "backend": self.backend,
             "parameters": [p.to_json() for p in self.parameters],
             "outputs": [[s.to_json(), spec.to_json()] for s, spec in self.outputs],
             "allocation_sizes": self.allocation_sizes,
@@ -74,6 +94,7 @@ class ExecutablePlan:
             list(data["allocation_kinds"]),
             {int(k): np.frombuffer(base64.b64decode(v), np.uint8).copy() for k, v in data["constants"].items()},
             [thunk_kinds.from_json(t) for t in data["thunks"]],
+            data["backend"],
         )
 
     def describe(self, decisions: list[str] = ()) -> str:
@@ -122,13 +143,13 @@ class Executable:
     """Compiled once, executed many times."""
 
     def __init__(self, plan: ExecutablePlan, object_code: bytes, pool: ThreadPool | None = None):
-        from mlirxla.backends.cpu.llvm_jit import JitEngine
+        from mlirxla.backends import registry
 
         self.plan = plan
         self.object_code = object_code
-        self.engine = JitEngine(object_code)
+        self.code = registry.backend(plan.backend).load_code(object_code)
         for thunk in plan.thunks:
-            thunk.bind(self.engine)
+            thunk.bind(self.code)
         self.pool = pool or ThreadPool.shared()
         self.graph = plan_graph(plan.thunks)
         self.constants = {index: np.ascontiguousarray(data) for index, data in plan.constants.items()}
@@ -146,6 +167,11 @@ class Executable:
                       for index, (kind, size) in enumerate(zip(plan.allocation_kinds, plan.allocation_sizes))
                       if kind in ("output", "scratch") or (kind == "temp" and size > 0)]
         self.fresh_bytes = sum(size for _, size, _ in self.fresh)
+
+    @classmethod
+    def of(cls, program) -> "Executable":
+        """The executable of a backend's `CompiledProgram`."""
+        return cls(program.plan, program.object_code)
 
     def output_plan(self, at: BufferSlice, spec: TensorSpec) -> OutputPlan:
         count = int(np.prod(spec.shape, dtype=np.int64))

@@ -38,7 +38,7 @@ import threading
 
 import numpy as np
 
-from mlirxla.errors import MlirxlaError
+from mlirxla.errors import MlirxlaError, first_line
 
 from . import callbacks
 
@@ -255,25 +255,33 @@ _PARSED: dict = {}
 
 
 def interpret(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
-    """A kernel the toolkit cannot lower, evaluated by the StableHLO reference interpreter
-    (`@main` of the module text in the attributes). One at a time: the interpreter's context
-    is shared."""
+    """A program (the reference backend's) or a kernel the toolkit cannot lower (the cpu
+    backend's), evaluated by the StableHLO reference interpreter (`@main` of the module text
+    in the attributes); in a child process when integer division could kill this one. One at
+    a time: the interpreter's context is shared."""
     from mlirxla.context import new_context
     from mlirxla.mlir import ir, stablehlo
 
-    from . import literals
+    from . import isolated, literals
 
     text = attributes["module"]
     with _INTERPRETER:
         if text not in _PARSED:
-            context = new_context()
-            _PARSED[text] = ir.Module.parse(text, context)
-        module = _PARSED[text]
+            parsed = ir.Module.parse(text, new_context())
+            _PARSED[text] = (parsed, isolated.may_crash(parsed))
+        module, may_crash = _PARSED[text]
         with module.context:
             main = next(op for op in module.body.operations if op.operation.name == "func.func")
             types = list(ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value).inputs)
             inputs = [literals.to_attribute(array, value_type) for array, value_type in zip(operands, types)]
-            return [literals.to_numpy(value) for value in stablehlo.eval_module(module, inputs)]
+            if may_crash:
+                values = isolated.evaluate_in_child(module, inputs)
+            else:
+                try:
+                    values = stablehlo.eval_module(module, inputs)
+                except Exception as error:  # noqa: BLE001 - the interpreter raises bare RuntimeErrors
+                    raise MlirxlaError(f"the reference interpreter failed: {first_line(error)}") from None
+            return [literals.to_numpy(value) for value in values]
 
 
 def dce_sink(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:

@@ -1,5 +1,5 @@
-"""The CPU compiler: an imported xhlo module in, a loaded executable out (XLA's CpuCompiler:
-RunHloPasses, then RunBackend).
+"""The CPU compiler: an imported xhlo module in, a compiled program (the plan and its object
+code) out (XLA's CpuCompiler: RunHloPasses, then RunBackend).
 
 1. The cpu pipeline (`pipelines/cpu.py`): simplification, layouts, fusion, copies, the
    schedule, buffer assignment; dumps as the pipeline runner writes them.
@@ -10,7 +10,7 @@ RunHloPasses, then RunBackend).
    A kernel that needs working memory gets it from a `scratch` allocation of its thunk.
    A kernel the toolkit cannot lower runs on the reference interpreter instead
    (`interpreter_fallback.py`), and the thunk sequence says so.
-4. One native object for all kernels, loaded into the executable; the thunk sequence is
+4. One native object for all kernels, which the runtime loads; the thunk sequence is
    dumped as `thunk-sequence.txt`.
 """
 
@@ -22,7 +22,8 @@ from mlirxla.mlir import ir
 from mlirxla.pipelines import named_pipeline
 from mlirxla.pipelines.dumps import DumpWriter
 from mlirxla.pipelines.runner import PipelineRunner, RunOptions
-from mlirxla.runtime.executable import Executable, ExecutablePlan
+from mlirxla.backends.backend import CompiledProgram
+from mlirxla.runtime.executable import ExecutablePlan
 from mlirxla.runtime.thunks import BufferSlice, KernelThunk, every_thunk
 from mlirxla.transforms import erasure
 from mlirxla.transforms.scheduling import entry_function
@@ -40,7 +41,7 @@ class CompiledKernel:
     tiled_loop_nests: int = 0
 
 
-def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pipeline: bool = True) -> Executable:
+def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pipeline: bool = True) -> CompiledProgram:
     """Compile `module` (imported xhlo) for the host CPU."""
     check_single_device(module)
     runner = PipelineRunner(module, options)
@@ -64,7 +65,7 @@ def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pi
                                               f"{tiling.TILE}x{tiling.TILE} for an operand read across the innermost loop")
     dump_kernels(runner.dumps, kernels)
     runner.dumps.write("thunk-sequence.txt", plan.describe(emission.decisions))
-    return Executable(plan, llvm_jit.object_code([k.optimized for k in kernels]))
+    return CompiledProgram(plan, llvm_jit.object_code([k.optimized for k in kernels]), emission.decisions)
 
 
 def compile_or_fall_back(spec: KernelSpec, plan: ExecutablePlan, decisions: list[str]) -> CompiledKernel | None:

@@ -15,7 +15,7 @@ from mlirxla.errors import MlirxlaError, location_text
 from mlirxla.mlir import func, ir
 from mlirxla.runtime import isolated
 from mlirxla.runtime.reference import uninterpretable_op
-from mlirxla.runtime.executable import ExecutablePlan
+from mlirxla.runtime.executable import ExecutablePlan, TensorSpec
 from mlirxla.runtime.thunks import ConditionalThunk, HostThunk, KernelThunk, WhileThunk
 from mlirxla.transforms.fusion_legality import kind_of
 from mlirxla.transforms.xhlo_to_stablehlo import lower_module
@@ -43,10 +43,8 @@ def fallback_module_text(op: ir.Operation, reason: str) -> str:
 
 
 def host_thunk_for(kernel: KernelThunk, op: ir.Operation, text: str) -> HostThunk:
-    from .thunk_emitter import tensor_spec
-
     values = list(op.operands) + list(op.results)
-    specs = [(at, tuple(ir.RankedTensorType(v.type).shape), tensor_spec(v.type).dtype) for at, v in zip(kernel.arguments, values)]
+    specs = [(at, tuple(ir.RankedTensorType(v.type).shape), TensorSpec.of(v.type).dtype) for at, v in zip(kernel.arguments, values)]
     count = len(op.operands)
     return HostThunk(kernel.name, "interpret", tuple(specs[:count]), tuple(specs[count:]), {"module": text})
 

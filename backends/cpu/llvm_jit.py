@@ -5,7 +5,7 @@ configure).
 Each kernel's LLVM module is optimized on its own at O3 for the host CPU (its features,
 loop and SLP vectorization); the optimized modules are linked and compiled into one native
 object (`object_code`) with the compiler-runtime helpers code generation may call
-(`compiler_runtime.py`), which `JitEngine` loads once every symbol it needs is found in this
+(`native_symbols.py`), which `JitEngine` loads once every symbol it needs is found in this
 process: the same path serves a fresh compile and the compile cache.
 """
 
@@ -16,7 +16,7 @@ import llvmlite.binding as llvm
 
 from mlirxla.errors import MlirxlaError
 
-from . import compiler_runtime
+from . import native_symbols
 
 _INITIALIZED = threading.Lock()
 _STATE: dict = {}
@@ -65,7 +65,7 @@ def optimize(name: str, ir_text: str) -> OptimizedKernel:
     builder = llvm.create_pass_builder(machine, tuning)
     builder.getModulePassManager().run(module, builder)
     for function in module.functions:
-        if function.is_declaration and not function.name.startswith("llvm.") and compiler_runtime.process_address(function.name) is None:
+        if function.is_declaration and not function.name.startswith("llvm.") and native_symbols.process_address(function.name) is None:
             raise MlirxlaError(f"kernel {name} calls '{function.name}', which this process does not provide")
     return OptimizedKernel(name, ir_text, str(module), module)
 
@@ -78,7 +78,7 @@ class JitEngine:
         self.empty = llvm.parse_assembly("")  # the engine owns it; kept referenced for its lifetime
         self.empty.triple = machine.triple
         self.engine = llvm.create_mcjit_compiler(self.empty, machine)
-        compiler_runtime.resolve(object_code)
+        native_symbols.resolve(object_code)
         self.engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
         self.engine.finalize_object()
 
@@ -93,7 +93,7 @@ def object_code(kernels: list[OptimizedKernel]) -> bytes:
     """One native object holding every kernel and the compiler-runtime helpers (what the
     executable loads and the compile cache stores)."""
     machine = target_machine()
-    linked = compiler_runtime.helpers_module(machine)
+    linked = native_symbols.helpers_module(machine)
     for kernel in kernels:
         linked.link_in(kernel.module, preserve=True)
     return machine.emit_object(linked)

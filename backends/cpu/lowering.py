@@ -36,11 +36,13 @@ TO_LINALG = [
     "canonicalize",
     "func.func(linalg-generalize-named-ops)",
 ]
-TO_LLVM = [
+TO_LOOPS_IN_F32 = [
     "func.func(convert-linalg-to-loops)",
     "func.func(convert-complex-to-standard)",
     "func.func(math-extend-to-supported-types{target-type=f32})",
     "func.func(arith-emulate-unsupported-floats{source-types=bf16,f16 target-type=f32})",
+]
+TO_LLVM = [
     "func.func(arith-expand{include-bf16=true})",
     "func.func(lower-affine)",
     "convert-scf-to-cf",
@@ -75,6 +77,16 @@ class Lowered:
     tiled_loop_nests: int
 
 
+def keep_narrow_roundings(module: ir.Module) -> None:
+    """bf16 and f16 arithmetic emulated in f32 rounds every op's result (a `truncf` to the
+    narrow type, an `extf` back), but the emulation marks both `contract`, which lets the
+    canonicalizer drop the pair: a fused chain would then round once at its end instead of
+    after each op as the op's type says (and as XLA does). The flag goes; the roundings stay."""
+    for op in collect(module, "arith.extf") + collect(module, "arith.truncf"):
+        if "fastmath" in op.attributes:
+            del op.attributes["fastmath"]
+
+
 def lower_to_llvm_dialect(module: ir.Module, name: str) -> Lowered:
     """Run the whole lowering on `module` in place; an error names the kernel `name`."""
     register_passes()
@@ -87,6 +99,8 @@ def lower_to_llvm_dialect(module: ir.Module, name: str) -> Lowered:
                 copies_as_loops(module)
                 loop_order.reorder_loops(module)
                 tiled = tiling.tile_transposing_loops(module)
+            passmanager.PassManager.parse(f"builtin.module({','.join(TO_LOOPS_IN_F32)})").run(module.operation)
+            keep_narrow_roundings(module)
             passmanager.PassManager.parse(f"builtin.module({','.join(TO_LLVM)})").run(module.operation)
     except ir.MLIRError as error:
         raise MlirxlaError(f"kernel {name} failed to lower to LLVM: {diagnostic_text(error)}") from None

@@ -57,7 +57,7 @@ from mlirxla.transforms.fusion_legality import LIBRARY_CALLS, NOT_KERNELS, fused
 from mlirxla.transforms.batch_slice_fusion import leading_size, slice_problem
 from mlirxla.transforms.scheduling import entry_function, type_bytes
 
-from . import compiler_runtime
+from . import native_symbols
 from .convolution_gemm import convolution_shape, im2col_module_text, worth_a_gemm
 from .kernel_source import SlicePlan, slice_plan
 from .sort_comparator import comparator_keys
@@ -67,7 +67,6 @@ NO_THUNK = NOT_KERNELS | {"return"}
 INTERPRETED = {
     "select_and_scatter": "select_and_scatter has no native lowering",
 }
-TOKEN_TYPE = "!stablehlo.token"  # xhlo keeps StableHLO's token type
 PARALLEL_MIN_BYTES = 1 << 20  # smaller kernels run on one thread: splitting costs more than it saves
 PARALLEL_BLOCKS = (16, 8, 4, 2)  # slices per parallel kernel, the first that divides dimension 0
 UNSUPPORTED = {
@@ -82,18 +81,6 @@ UNSUPPORTED = {
     "infeed": "infeed is not supported", "outfeed": "outfeed is not supported",
     "send": "send is not supported", "recv": "recv is not supported",
 }
-
-
-def tensor_spec(value_type: ir.Type) -> TensorSpec:
-    """What a value is at the executable's boundary; a token (the ordering of side effects,
-    as jax threads it through `main` for ordered effects) is an empty bool array, as jax
-    passes it."""
-    if not isinstance(value_type, ir.RankedTensorType):
-        if str(value_type) == TOKEN_TYPE:
-            return TensorSpec((0,), "bool", "token")
-        raise MlirxlaError(f"the cpu backend cannot pass a {value_type} across the executable's boundary")
-    ranked = ir.RankedTensorType(value_type)
-    return TensorSpec(tuple(ranked.shape), literals.storage_dtype(ranked.element_type).name, str(ranked.element_type))
 
 
 @dataclass
@@ -126,7 +113,7 @@ def symbol_for(name: str, used: set[str]) -> str:
     another kernel calls."""
     base = re.sub(r"[^A-Za-z0-9_]", "_", name)
     symbol, counter = base, 0
-    while symbol in used or compiler_runtime.process_address(symbol) is not None:
+    while symbol in used or native_symbols.process_address(symbol) is not None:
         counter += 1
         symbol = f"{base}_{counter}"
     used.add(symbol)
@@ -154,8 +141,8 @@ class ThunkEmitter:
         block = entry.regions[0].blocks[0]
         thunks = self.emit_block(block)
         terminator = list(block.operations)[-1].operation
-        outputs = [(self.slice_of(value), tensor_spec(value.type)) for value in terminator.operands]
-        parameters = [tensor_spec(argument.type) for argument in block.arguments]
+        outputs = [(self.slice_of(value), TensorSpec.of(value.type)) for value in terminator.operands]
+        parameters = [TensorSpec.of(argument.type) for argument in block.arguments]
         return Emission(parameters, outputs, sizes, kinds, constants, thunks, self.kernels, self.decisions)
 
     # --- buffers ---------------------------------------------------------------------------
@@ -359,7 +346,7 @@ class ThunkEmitter:
         self.decisions.append(f"{name}: {kind} as a host call {attributes}")
 
         def specs(values):
-            return tuple((self.slice_of(v), tuple(ir.RankedTensorType(v.type).shape), tensor_spec(v.type).dtype) for v in values)
+            return tuple((self.slice_of(v), tuple(ir.RankedTensorType(v.type).shape), TensorSpec.of(v.type).dtype) for v in values)
 
         results = specs(op.results)
         if attributes.get("effect"):
@@ -490,7 +477,7 @@ def python_callback_attributes(op: ir.Operation) -> dict:
     if not config.isdigit():
         raise MlirxlaError(f"custom_call @{callbacks.TARGET}: backend_config must be a callback id, got '{config}'",
                            location_text(op.location))
-    results = [[list(ir.RankedTensorType(r.type).shape), tensor_spec(r.type).dtype] for r in op.results]
+    results = [[list(ir.RankedTensorType(r.type).shape), TensorSpec.of(r.type).dtype] for r in op.results]
     return {"callback": int(config), "results": results, "effect": has_side_effect(op)}
 
 

@@ -174,23 +174,23 @@ def pipeline_from(spec: str):
     return named_pipeline(spec) if spec in NAMED_PIPELINES else parse_pipeline(spec)
 
 
-def NATIVE_OPTIONS():
-    """The cpu backend runs the suite without constant folding: every test function's inputs are
+def suite_options(backend: str):
+    """Backends run the suite without constant folding: every test function's inputs are
     constants, and the folder (which evaluates on the reference interpreter) would otherwise
-    compute the results instead of the generated kernels."""
+    compute the results instead of the backend's code."""
     from mlirxla.pipelines.runner import RunOptions
 
-    return RunOptions(disable_passes=frozenset({"xhlo-constant-folding"}))
+    return RunOptions(disable_passes=frozenset({"xhlo-constant-folding"}), backend=backend)
 
 
 def run_case(text: str, source: str, entry: str, pipeline: str | None = None, backend: str = "reference") -> tuple[str, str]:
-    """Import `text`, optionally run `pipeline` over it, run `entry` on the reference
-    interpreter (or compiled by the `cpu` backend), judge its checks."""
+    """Import `text`, optionally run `pipeline` over it, run `entry` compiled by `backend`
+    (the reference interpreter by default), judge its checks."""
     from mlirxla import frontdoor
     from mlirxla.context import new_context
     from mlirxla.errors import MlirxlaError
     from mlirxla.mlir import ir
-    from mlirxla.runtime import checks, native, reference
+    from mlirxla.runtime import checks, driver
 
     try:
         context = new_context()
@@ -200,10 +200,7 @@ def run_case(text: str, source: str, entry: str, pipeline: str | None = None, ba
 
             PipelineRunner(imported.module).run(pipeline_from(pipeline))
         with context, ir.Location.unknown():
-            if backend == "cpu":
-                execution = native.execute(imported.module, [], entry, NATIVE_OPTIONS())
-            else:
-                execution = reference.execute(imported.module, [], entry)
+            execution = driver.execute(imported.module, [], entry, suite_options(backend), backend=backend)
             verdicts = checks.judge(execution)
     except MlirxlaError as error:
         return "failed", str(error)

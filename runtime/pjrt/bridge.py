@@ -14,6 +14,7 @@ import os
 import ml_dtypes
 import numpy as np
 
+from mlirxla.backends import registry
 from mlirxla.errors import MlirxlaError
 from mlirxla.mlir import stablehlo
 from mlirxla.runtime.client import Client, CompileOptions, LoadedExecutable
@@ -32,13 +33,14 @@ def stablehlo_versions() -> tuple[tuple[int, ...], tuple[int, ...]]:
     return parse(stablehlo.get_current_version()), parse(stablehlo.get_minimum_version())
 
 
-def create_client(options: dict) -> tuple[Client, int]:
-    """The runtime client and how many virtual CPU devices the PJRT client shows."""
+def create_client(options: dict) -> tuple[Client, int, str]:
+    """The runtime client, how many virtual devices the PJRT client shows, and their kind: the
+    backend `MLIRXLA_BACKEND` names (cpu by default)."""
     count = int(options.get(NUM_DEVICES_OPTION, 1))
     if count < 1:
         raise MlirxlaError(f"the {NUM_DEVICES_OPTION} option must be at least 1, got {count}")
-    cache = os.environ.get("MLIRXLA_CACHE_DIR")
-    return Client(cache_dir=cache) if cache else Client(), count
+    backend = registry.from_environment()
+    return Client(cache_dir=os.environ.get("MLIRXLA_CACHE_DIR"), backend=backend), count, backend
 
 
 def compile(client: Client, code: bytes, program_format: str,

@@ -467,14 +467,14 @@ static PyObject* options_dict(const PJRT_NamedValue* options, size_t count) {
   return dict;
 }
 
-static void init_device(PJRT_Device* device, int id) {
+static void init_device(PJRT_Device* device, int id, const char* kind) {
   device->description.id = id;
-  snprintf(device->description.kind, sizeof(device->description.kind), "cpu");
-  snprintf(device->description.debug_string, sizeof(device->description.debug_string), "mlirxla:cpu:%d", id);
+  snprintf(device->description.kind, sizeof(device->description.kind), "%s", kind);
+  snprintf(device->description.debug_string, sizeof(device->description.debug_string), "mlirxla:%s:%d", kind, id);
   snprintf(device->description.to_string, sizeof(device->description.to_string), "MlirxlaDevice(id=%d)", id);
   device->memory.id = id;
   device->memory.device = device;
-  snprintf(device->memory.debug_string, sizeof(device->memory.debug_string), "mlirxla:cpu:%d:device", id);
+  snprintf(device->memory.debug_string, sizeof(device->memory.debug_string), "mlirxla:%s:%d:device", kind, id);
   snprintf(device->memory.to_string, sizeof(device->memory.to_string), "MlirxlaMemory(device=%d)", id);
   device->memories[0] = &device->memory;
   device->self[0] = device;
@@ -490,7 +490,10 @@ static PJRT_Error* client_create(PJRT_Client_Create_Args* args) {
   Py_XDECREF(options);
   long count = 0;
   PyObject* runtime = NULL;
-  if (created == NULL || !PyArg_ParseTuple(created, "Ol", &runtime, &count)) error = python_error();
+  const char* kind = NULL;
+  char device_kind[32] = "";
+  if (created == NULL || !PyArg_ParseTuple(created, "Ols", &runtime, &count, &kind)) error = python_error();
+  if (!error) snprintf(device_kind, sizeof(device_kind), "%s", kind);
   Py_XINCREF(runtime);
   Py_XDECREF(created);
   PyGILState_Release(state);
@@ -502,7 +505,7 @@ static PJRT_Error* client_create(PJRT_Client_Create_Args* args) {
   client->device_list = calloc(client->device_count, sizeof(PJRT_Device*));
   client->memory_list = calloc(client->device_count, sizeof(PJRT_Memory*));
   for (size_t i = 0; i < client->device_count; ++i) {
-    init_device(&client->devices[i], (int)i);
+    init_device(&client->devices[i], (int)i, device_kind);
     client->device_list[i] = &client->devices[i];
     client->memory_list[i] = &client->devices[i].memory;
   }

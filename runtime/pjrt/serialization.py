@@ -32,7 +32,7 @@ class SerializedExecutable:
 def serialize(serialized: SerializedExecutable) -> bytes:
     inner = serialized.executable.executable
     document = {
-        "environment": environment(),
+        "environment": environment(serialized.executable.client.backend),
         "fingerprint": serialized.executable.fingerprint,
         "device": serialized.device,
         "plan": inner.plan.to_json(),
@@ -54,7 +54,7 @@ def deserialize(client: Client, data: bytes) -> SerializedExecutable:
         fingerprint, device = str(document["fingerprint"]), int(document["device"])
     except (ValueError, KeyError, TypeError, IndexError) as error:
         raise MlirxlaError(f"the serialized executable is damaged: {type(error).__name__}: {error}") from None
-    here = environment()
+    here = environment(client.backend)
     if compiled_by != here:
         raise MlirxlaError(f"the serialized executable was compiled elsewhere: {environment_difference(compiled_by, here)}")
     loaded = LoadedExecutable(Executable(plan, object_code), client, fingerprint)

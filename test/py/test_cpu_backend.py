@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 from mlirxla import frontdoor
 from mlirxla.backends.cpu.compiler import compile_module
+from mlirxla.runtime.executable import Executable
 from mlirxla.context import new_context
 from mlirxla.errors import MlirxlaError
 from mlirxla.pipelines.cpu import cpu_pipeline
@@ -137,7 +138,7 @@ def test_sample_matches_reference(name, native):
     module = frontdoor.import_file(path, new_context()).module
     arguments = [a * a.dtype.type(0.1) if np.issubdtype(a.dtype, np.floating) else a for a in random_arguments(module, 7)]
     expected = reference_outputs(module, arguments)
-    executable = compile_module(frontdoor.import_file(path, new_context()).module)
+    executable = Executable.of(compile_module(frontdoor.import_file(path, new_context()).module))
     assert_outputs_match(executable.execute(arguments), expected, rtol=1e-5, atol=1e-5)
 
 
@@ -151,7 +152,7 @@ def test_conv_chain_as_one_sliced_kernel_matches_reference(native):
     small_budgets = BatchSliceFusionPass(min_intermediate_bytes=64, max_slice_bytes=4096)
     pipeline.steps = [small_budgets if isinstance(step, BatchSliceFusionPass) else step for step in pipeline.steps]
     PipelineRunner(module).run(pipeline)
-    executable = compile_module(module, run_pipeline=False)
+    executable = Executable.of(compile_module(module, run_pipeline=False))
     thunks = executable.plan.describe().split("thunks:")[1].split("outputs:")[0].strip().splitlines()
     assert len(thunks) == 1 and thunks[0].startswith("sliced kernel x4 "), thunks
     assert_outputs_match(executable.execute(arguments), expected, rtol=1e-5, atol=1e-6)
@@ -188,7 +189,7 @@ def test_conv_net_with_default_budgets_matches_numpy(native):
     k1 = rng.uniform(-0.3, 0.3, (3, 3, 8, 16)).astype(np.float32)
     b1 = rng.uniform(-0.1, 0.1, 16).astype(np.float32)
     k2 = rng.uniform(-0.3, 0.3, (3, 3, 16, 16)).astype(np.float32)
-    executable = compile_module(frontdoor.import_text(CONV_NET, "conv_net.mlir", new_context()).module)
+    executable = Executable.of(compile_module(frontdoor.import_text(CONV_NET, "conv_net.mlir", new_context()).module))
     assert executable.plan.describe().count("\n  gemm convolution") == 2, executable.plan.describe()
     expected = conv_same(np.maximum(conv_same(x, k1) + b1, 0), k2).sum(axis=(1, 2))
     np.testing.assert_allclose(executable.execute([x, k1, b1, k2])[0], expected, rtol=1e-4, atol=1e-3)
@@ -713,7 +714,7 @@ def test_random_programs_match_reference(native, program, seed):
     rng = np.random.default_rng(seed)
     arguments = [rng.uniform(-1, 1, shape).astype(np.float32) for shape in shapes]
     expected = reference_outputs(frontdoor.import_text(text, "random.mlir", new_context()).module, arguments)
-    executable = compile_module(frontdoor.import_text(text, "random.mlir", new_context()).module)
+    executable = Executable.of(compile_module(frontdoor.import_text(text, "random.mlir", new_context()).module))
     assert_outputs_match(executable.execute(arguments), expected, rtol=1e-4, atol=1e-5)
 
 

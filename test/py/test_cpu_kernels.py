@@ -13,7 +13,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from mlirxla.backends.cpu import compiler_runtime, llvm_jit, llvm_text, loop_order
+from mlirxla.backends.cpu import native_symbols, llvm_jit, llvm_text, loop_order
 from mlirxla.errors import MlirxlaError
 from mlirxla.context import new_context
 from mlirxla.mlir import ir
@@ -298,7 +298,7 @@ def test_double_narrowing_helpers_round_once(helper, target, expected):
     """f64 -> f16 / bf16, which a convert from f64 calls: one rounding to nearest even through
     ties, subnormals, overflow to infinity, both zeros; NaNs stay NaN with their sign."""
     machine = llvm_jit.target_machine()
-    module = compiler_runtime.helpers_module(machine)
+    module = native_symbols.helpers_module(machine)
     caller = llvm.parse_assembly(f"declare {target} @{helper}(double)\n"
                                  f"define i16 @bits(double %x) {{\n  %b = call {target} @{helper}(double %x)\n"
                                  f"  %i = bitcast {target} %b to i16\n  ret i16 %i\n}}\n")
@@ -325,7 +325,7 @@ def test_bf16_narrowing_helper_rounds_like_ml_dtypes():
     """`__truncsfbf2`, which code generation calls for bf16 values it moves through f32:
     every rounding tie, both zeros, infinities, subnormals and NaNs match ml_dtypes."""
     machine = llvm_jit.target_machine()
-    module = compiler_runtime.helpers_module(machine)
+    module = native_symbols.helpers_module(machine)
     # the helper returns its bfloat in a vector register, where ctypes does not look: a caller
     # hands back the bits as an integer
     caller = llvm.parse_assembly("declare bfloat @__truncsfbf2(float)\n"
@@ -354,7 +354,7 @@ def test_object_needing_a_missing_symbol_is_refused():
                                  "define void @k() {\n  call void @mlirxla_not_a_symbol()\n  ret void\n}\n")
     module.triple = machine.triple
     code = machine.emit_object(module)
-    assert "mlirxla_not_a_symbol" in compiler_runtime.undefined_symbols(code)
+    assert "mlirxla_not_a_symbol" in native_symbols.undefined_symbols(code)
     with pytest.raises(MlirxlaError, match="calls 'mlirxla_not_a_symbol', which this process does not provide"):
         llvm_jit.JitEngine(code)
 

@@ -343,12 +343,12 @@ def test_cpu_backend_matches_jax(name):
     """Every program compiled by the cpu backend and run natively, held to JAX's CPU result
     (floats at least at the transcendental tolerance: both sides approximate exp and tanh,
     and BLAS sums in blocks). No program is expected to be refused: a refusal fails."""
-    from mlirxla.runtime import native
+    from mlirxla.runtime import driver
 
     program, args = program_and_args(name)
     expected = jax_outputs(program.fn, args)
     imported = frontdoor.import_text(jax.jit(program.fn).lower(*args).as_text(), f"{name}.mlir", new_context())
-    execution = native.execute(imported.module, [np.asarray(a) for a in args])
+    execution = driver.execute(imported.module, [np.asarray(a) for a in args])
     tolerance = program.tolerance and {key: max(value, F32_MATH[key]) for key, value in program.tolerance.items()}
     with imported.module.context:
         outputs = [literals.to_numpy(value) for value in execution.outputs]

@@ -19,6 +19,7 @@ import os
 import sys
 
 from mlirxla import conformance
+from mlirxla.backends import registry
 from mlirxla.errors import MlirxlaError
 
 from .cli import EXIT_CHECK_FAILED, EXIT_OK, run_tool
@@ -42,8 +43,9 @@ def parse_arguments(argv):
     parser.add_argument("--timeout", type=float, default=conformance.DEFAULT_TIMEOUT, help="seconds per test function (default %(default)s)")
     parser.add_argument("-v", "--verbose", action="store_true", help="print every outcome, not only failures")
     parser.add_argument("--pipeline", help="run this pipeline (a name such as 'simplification', or pipeline text) on each module before executing it")
-    parser.add_argument("--backend", choices=("reference", "cpu"), default="reference",
-                        help="execute on the StableHLO reference interpreter (default) or compiled by the cpu backend")
+    parser.add_argument("--backend", choices=registry.names(), default="reference",
+                        help="the backend that compiles each test function: reference (the StableHLO reference "
+                             "interpreter, the default) or cpu")
     return parser.parse_args(argv)
 
 

@@ -16,12 +16,13 @@ import sys
 
 import numpy as np
 
-from mlirxla import frontdoor, printing
+from mlirxla import frontdoor
 from mlirxla.context import new_context
 from mlirxla.errors import MlirxlaError, in_file, location_text
 from mlirxla.mlir import ir
 from mlirxla.pipelines.runner import RunOptions
-from mlirxla.runtime import checks, literals, memory, native, oracle, reference
+from mlirxla.backends import registry
+from mlirxla.runtime import checks, driver, literals, memory, oracle, reference
 
 from . import npz_inputs
 from .cli import EXIT_CHECK_FAILED, EXIT_OK, run_tool
@@ -36,10 +37,11 @@ def parse_arguments(argv):
     parser.add_argument("--entry", help="function to run (default: main, else the first public function)")
     parser.add_argument("-o", "--output", help="save the outputs to this .npz file (result0, result1, ...)")
     parser.add_argument("--check", action="store_true", help="compare with the StableHLO reference interpreter")
-    parser.add_argument("--backend", choices=("cpu", "reference"), default="cpu",
-                        help="compile for the host CPU (default) or run on the StableHLO reference interpreter")
-    parser.add_argument("--dump-to", help="write the dumps to this directory: the module as imported; with the cpu backend "
-                                          "also the pipeline's decisions, each kernel's LLVM IR and the thunk sequence")
+    parser.add_argument("--backend", choices=registry.names(), default=registry.DEFAULT,
+                        help="the backend that compiles it: cpu (native code, the default) or reference (the StableHLO "
+                             "reference interpreter)")
+    parser.add_argument("--dump-to", help="write the dumps to this directory: the module as imported, the pipeline's "
+                                          "decisions, the code (each kernel's LLVM IR on cpu) and the thunk sequence")
     parser.add_argument("--rtol", type=float, default=1e-4,
                         help="relative tolerance of --check (default 1e-4: native kernels sum in another order, and BLAS blocks its sums)")
     parser.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance of --check (default 1e-5)")
@@ -117,23 +119,6 @@ def write_outputs(path: str, outputs: list[np.ndarray]) -> None:
         raise MlirxlaError(f"cannot write outputs: {error.strerror}", path) from None
 
 
-def dump_module(directory: str, module: ir.Module, name: str) -> str:
-    try:
-        os.makedirs(directory, exist_ok=True)
-        path = os.path.join(directory, f"module_0000.{name}.before_optimizations.mlir")
-        with open(path, "w") as handle:
-            handle.write(printing.module_text(module, debug_info=True))
-    except OSError as error:
-        raise MlirxlaError(f"cannot write dump: {error.strerror}", directory) from None
-    return path
-
-
-def module_name(module: ir.Module, source: str) -> str:
-    if "sym_name" in module.operation.attributes:
-        return ir.StringAttr(module.operation.attributes["sym_name"]).value
-    return os.path.basename(source).split(".")[0] or "module"
-
-
 def describe(array: np.ndarray) -> str:
     preview = np.array2string(array.reshape(-1)[:6], precision=6, separator=", ", max_line_width=200)
     return f"{array.dtype}{list(array.shape)} {preview}{' ...' if array.size > 6 else ''}"
@@ -146,6 +131,9 @@ def run(argv) -> int:
         return run_module(arguments, data, source)
     except MlirxlaError as error:
         raise error.with_source(source) from None
+
+
+HOW = {"cpu": "compiled for the host CPU and ran", "reference": "ran on the reference interpreter"}
 
 
 def run_module(arguments, data: bytes, source: str) -> int:
@@ -163,22 +151,18 @@ def run_module(arguments, data: bytes, source: str) -> int:
         else:
             rng = np.random.default_rng(arguments.seed)
             inputs = [generated_argument(ir.RankedTensorType(t), rng) for t in reference.argument_types(module, entry)]
-        if arguments.backend == "cpu":
-            execution = native.execute(module, inputs, entry, RunOptions(dump_to=arguments.dump_to))
-        else:
-            execution = reference.execute(module, inputs, entry)
+        options = RunOptions(dump_to=arguments.dump_to, backend=arguments.backend)
+        execution = driver.execute(module, inputs, entry, options, backend=arguments.backend)
         outputs = [literals.to_numpy(value) for value in execution.outputs]
         verdicts = checks.judge(execution)
 
-    how = "compiled for the host CPU and ran" if arguments.backend == "cpu" else "ran on the reference interpreter"
+    how = HOW.get(arguments.backend, f"compiled by the {arguments.backend} backend and ran")
     print(f"{source}: imported ({imported.form}{', StableHLO v' + imported.artifact_version if imported.artifact_version else ''}), verified, {how} @{entry}")
     for index, array in enumerate(outputs):
         print(f"  result {index}: {describe(array)}")
-    if arguments.dump_to and arguments.backend == "cpu":
+    if arguments.dump_to:
         print(f"  dump: {arguments.dump_to}/ ({len(os.listdir(arguments.dump_to))} files: the pipeline's decisions, "
-              "each kernel's LLVM IR, the thunk sequence)")
-    elif arguments.dump_to:
-        print(f"  dump: {dump_module(arguments.dump_to, module, module_name(module, source))}")
+              "the code, the thunk sequence)")
     if arguments.output:
         write_outputs(arguments.output, outputs)
         print(f"  outputs saved to {arguments.output}")

@@ -931,10 +931,10 @@ func.func @no_fold_sharded_op(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
 // -----
 
 /// An op whose result has no elements is an empty constant: nothing is left to compute.
-// CHECK-LABEL: func.func @zero_elements
+// CHECK-LABEL: func.func @fold_zero_elements
 // CHECK: %[[EMPTY:.*]] = "xhlo.constant"() {value = dense<> : tensor<2x0xf32>}
 // CHECK: "xhlo.pad"(%[[EMPTY]]
-func.func @zero_elements(%x: tensor<2x0xf32>, %p: tensor<f32>) -> tensor<2x2xf32> {
+func.func @fold_zero_elements(%x: tensor<2x0xf32>, %p: tensor<f32>) -> tensor<2x2xf32> {
   %0 = "xhlo.exponential"(%x) : (tensor<2x0xf32>) -> tensor<2x0xf32>
   %1 = "xhlo.pad"(%0, %p) {edge_padding_low = array<i64: 0, 1>, edge_padding_high = array<i64: 0, 1>, interior_padding = array<i64: 0, 0>} : (tensor<2x0xf32>, tensor<f32>) -> tensor<2x2xf32>
   return %1 : tensor<2x2xf32>
