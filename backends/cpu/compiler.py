@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from mlirxla.dialects.xhlo.config import read_config
 from mlirxla.errors import MlirxlaError
+from mlirxla.ir_queries import entry_function
 from mlirxla.mlir import ir
 from mlirxla.pipelines import named_pipeline
 from mlirxla.pipelines.dumps import DumpWriter
@@ -26,10 +27,10 @@ from mlirxla.backends.backend import CompiledProgram
 from mlirxla.runtime.executable import ExecutablePlan
 from mlirxla.runtime.thunks import BufferSlice, KernelThunk, every_thunk
 from mlirxla.transforms import erasure
-from mlirxla.transforms.scheduling import entry_function
 
 from . import interpreter_fallback, kernel_scratch, kernel_source, llvm_jit, lowering, tiling
-from .thunk_emitter import Emission, KernelSpec, ThunkEmitter
+from .emitters.kernels import KernelSpec
+from .thunk_emitter import Emission, ThunkEmitter
 
 
 @dataclass

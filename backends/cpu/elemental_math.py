@@ -20,7 +20,7 @@ algorithms directly (complex log1p uses the real log1p here, not `math.log1p`).
 from mlirxla.dialects.xhlo.builder import XhloBuilder
 from mlirxla.frontdoor.chlo_rules import (abs_, compose, const, element, float_bits, float_info, horner, hypot, in_f32,
                                           is_complex, is_narrow_float, logical, parts, shape)
-from mlirxla.frontdoor.stablehlo_to_xhlo import collect
+from mlirxla.ir_queries import ops_in_dialect
 from mlirxla.mlir import ir
 from mlirxla.transforms.erasure import erase
 
@@ -342,7 +342,7 @@ def rewrite_of(op: ir.Operation):
 
 def rewrite_elemental_math(module: ir.Module) -> None:
     """Replace every op of `module` the lowering computes inaccurately by XLA's algorithm."""
-    for op in collect(module, "xhlo."):
+    for op in ops_in_dialect(module, "xhlo"):
         rewrite = rewrite_of(op)
         if rewrite is None:
             continue

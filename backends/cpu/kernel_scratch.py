@@ -18,7 +18,7 @@ import math
 
 from mlirxla.dialects.xhlo.types import bit_width
 from mlirxla.errors import MlirxlaError
-from mlirxla.frontdoor.stablehlo_to_xhlo import collect
+from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import func, ir
 
 ALIGNMENT = 64
@@ -33,7 +33,7 @@ def element_bytes(element: ir.Type) -> int:
 def scratch_arguments(function: func.FuncOp) -> list[int]:
     """Make each of `function`'s allocations a new argument, marked noalias; the bytes of each
     ([]: the function allocates nothing and is left as it is)."""
-    allocations = [op for op in collect(function, "memref.alloc") if op.name == "memref.alloc"]
+    allocations = ops_named(function, "memref.alloc")
     entry = function.regions[0].blocks[0]
     existing = len(entry.arguments)
     sizes = []
@@ -47,7 +47,7 @@ def scratch_arguments(function: func.FuncOp) -> list[int]:
         allocation.erase()
     if not allocations:
         return []
-    for release in collect(function, "memref.dealloc"):
+    for release in ops_named(function, "memref.dealloc"):
         release.erase()
     function.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get([a.type for a in entry.arguments], []))
     private = ir.DictAttr.get({"llvm.noalias": ir.UnitAttr.get()})

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 
 from mlirxla.errors import MlirxlaError, location_text
 from mlirxla.dialects.xhlo.builder import create_op
+from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import func, ir
 from mlirxla.transforms.batch_slice_fusion import body_of, leading_size, slice_problem
-from mlirxla.frontdoor.stablehlo_to_xhlo import collect
 from mlirxla.transforms.xhlo_to_stablehlo import lower_module
 
 from .elemental_math import rewrite_elemental_math
@@ -180,13 +180,13 @@ def finish(module: ir.Module) -> None:
     on i1), and complex maximum and minimum their lexicographic order."""
     rewrite_elemental_math(module)
     lower_module(module)
-    for op in collect(module, "stablehlo.add"):
+    for op in ops_named(module, "stablehlo.add"):
         if str(ir.RankedTensorType(op.results[0].type).element_type) == "i1":
             with ir.InsertionPoint(op), op.location:
                 boolean_or = ir.Operation.create("stablehlo.or", results=[op.results[0].type], operands=list(op.operands))
             op.results[0].replace_all_uses_with(boolean_or.result)
             op.erase()
-    for op in collect(module, "stablehlo.maximum") + collect(module, "stablehlo.minimum"):
+    for op in ops_named(module, "stablehlo.maximum", "stablehlo.minimum"):
         if "complex" in str(op.results[0].type):
             with ir.InsertionPoint(op), op.location:
                 chosen = lexicographic_choice(op.operands[0], op.operands[1], "GT" if op.name == "stablehlo.maximum" else "LT")

@@ -12,7 +12,7 @@ whose operands would be read with a stride along that dimension (a row reduction
 are the output's last dimension but the input's first) keeps its order.
 """
 
-from mlirxla.frontdoor.stablehlo_to_xhlo import collect
+from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir
 
 
@@ -79,7 +79,7 @@ def reassociate_reductions(generic: ir.Operation) -> None:
 def reorder_loops(module: ir.Module) -> None:
     """Apply the rule to every buffer-semantics `linalg.generic` without `linalg.index` in it,
     and let reductions reassociate."""
-    for generic in collect(module, "linalg.generic"):
+    for generic in ops_named(module, "linalg.generic"):
         reassociate_reductions(generic)
         if any(inner.operation.name == "linalg.index" for inner in generic.regions[0].blocks[0].operations):
             continue

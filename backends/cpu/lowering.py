@@ -22,7 +22,7 @@ operand across its innermost loop (a transpose) is tiled into cache blocks (`til
 from dataclasses import dataclass
 
 from mlirxla.errors import MlirxlaError
-from mlirxla.frontdoor.stablehlo_to_xhlo import collect
+from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir, linalg, llvm, passmanager, stablehlo
 
 from . import kernel_scratch, llvm_text, loop_order, math_approximations, tiling
@@ -82,7 +82,7 @@ def keep_narrow_roundings(module: ir.Module) -> None:
     narrow type, an `extf` back), but the emulation marks both `contract`, which lets the
     canonicalizer drop the pair: a fused chain would then round once at its end instead of
     after each op as the op's type says (and as XLA does). The flag goes; the roundings stay."""
-    for op in collect(module, "arith.extf") + collect(module, "arith.truncf"):
+    for op in ops_named(module, "arith.extf", "arith.truncf"):
         if "fastmath" in op.attributes:
             del op.attributes["fastmath"]
 
@@ -111,7 +111,7 @@ def copies_as_loops(module: ir.Module) -> None:
     """`memref.copy` between strided views (bufferization makes them, e.g. to pad a
     convolution's input) lowers to a call into MLIR's C runner library, which this process
     does not have: make each a `linalg.copy`, which becomes loops like every other kernel."""
-    for copy in collect(module, "memref.copy"):
+    for copy in ops_named(module, "memref.copy"):
         with ir.InsertionPoint(copy), copy.location:
             linalg.copy(copy.operands[0], outs=[copy.operands[1]])
         copy.erase()

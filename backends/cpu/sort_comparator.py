@@ -16,6 +16,7 @@ reference interpreter instead.
 
 from dataclasses import dataclass
 
+from mlirxla.ir_queries import defining_op
 from mlirxla.mlir import ir
 
 STRICT = ("LT", "GT")
@@ -44,15 +45,10 @@ class Reading:
     canonical: bool
 
 
-def producer(value: ir.Value) -> ir.Operation | None:
-    owner = value.owner
-    return None if isinstance(owner, ir.Block) else owner.operation
-
-
 def reading(value: ir.Value) -> Reading | None:
     """Follow `value` back to a block argument through canonicalizing selects and real/imag."""
     part, canonical = "value", False
-    while (op := producer(value)) is not None:
+    while (op := defining_op(value)) is not None:
         if op.name == "xhlo.select":
             canonical, value = True, op.operands[2]
         elif op.name in ("xhlo.real", "xhlo.imag") and part == "value":
@@ -80,18 +76,18 @@ def compared(op: ir.Operation | None, directions) -> tuple[SortKey, str] | None:
 
 
 def chain(value: ir.Value) -> list[SortKey] | None:
-    op = producer(value)
+    op = defining_op(value)
     if (strict := compared(op, STRICT)) is not None:
         return [strict[0]]
     if op is None or op.name != "xhlo.or":
         return None
     for first, rest in (op.operands, reversed(list(op.operands))):
-        strict = compared(producer(first), STRICT)
-        conjunction = producer(rest)
+        strict = compared(defining_op(first), STRICT)
+        conjunction = defining_op(rest)
         if strict is None or conjunction is None or conjunction.name != "xhlo.and":
             continue
         for equal, tail in (conjunction.operands, reversed(list(conjunction.operands))):
-            tie = compared(producer(equal), ("EQ",))
+            tie = compared(defining_op(equal), ("EQ",))
             if tie is not None and (tie[0].operand, tie[0].part) == (strict[0].operand, strict[0].part):
                 following = chain(tail)
                 if following is not None:

@@ -11,7 +11,7 @@ one 1.4x. Only all-parallel generics are tiled (a reduction keeps its loop order
 when both loops span at least two tiles.
 """
 
-from mlirxla.frontdoor.stablehlo_to_xhlo import collect
+from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir
 from torch_mlir.dialects.transform import interpreter
 
@@ -65,7 +65,7 @@ def tile_transposing_loops(module: ir.Module) -> int:
     """Block every generic of `module` that reads an operand across its innermost loop; how
     many were tiled."""
     tiled = 0
-    for generic in collect(module, "linalg.generic"):
+    for generic in ops_named(module, "linalg.generic"):
         sizes = tile_sizes(generic)
         if sizes is None:
             continue
@@ -74,7 +74,7 @@ def tile_transposing_loops(module: ir.Module) -> int:
         script = ir.Module.parse(SCRIPT.format(mark=MARK, count=loops, sizes=", ".join(map(str, sizes)),
                                                loop_types=", !transform.any_op" * loops))
         interpreter.apply_named_sequence(module.operation, script.body.operations[0], script)
-        for inner in collect(module, "linalg.generic"):
+        for inner in ops_named(module, "linalg.generic"):
             if MARK in inner.attributes:
                 del inner.attributes[MARK]
         tiled += 1

@@ -11,6 +11,7 @@ from mlirxla.backends.backend import Backend, CompiledProgram, NoCode
 
 
 def compile_program(module, options) -> CompiledProgram:
+    from mlirxla.ir_queries import public_entry_name
     from mlirxla.mlir import ir
     from mlirxla.pipelines.runner import PipelineRunner
     from mlirxla.runtime import reference
@@ -19,7 +20,7 @@ def compile_program(module, options) -> CompiledProgram:
 
     dumps = PipelineRunner(module, options).dumps
     dumps.write("before_optimizations.mlir", str(module))
-    prepared, _ = reference.prepare(module, reference.entry_function(module))
+    prepared, _ = reference.prepare(module, public_entry_name(module))
     with prepared.context:
         main = reference.find_function(prepared, "main")
         function_type = ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value)

@@ -17,7 +17,7 @@ import numpy as np
 from mlirxla.backends import registry
 from mlirxla.errors import MlirxlaError
 from mlirxla.mlir import stablehlo
-from mlirxla.runtime.client import Client, CompileOptions, LoadedExecutable
+from mlirxla.runtime.client import Client, LoadedExecutable
 
 from . import serialization
 from .compile_options import assigned_device, compile_options_from_proto

@@ -2,8 +2,8 @@
 
 One run of the whole suite (2 worker processes, ~20-60 s) shared by the assertions:
 the pass rate over files without interpreter.run_parallel reaches 95%, every failure is a
-listed expected failure, and no listed expected failure passes. A second run compiles every
-function with the cpu backend and must pass the same functions.
+listed expected failure, and no listed expected failure passes. Every backend runs the suite
+too (`test_backend_kit.py`) and must pass the same functions.
 """
 
 import os
@@ -53,22 +53,6 @@ def test_every_failure_is_expected(report):
 def test_no_expected_failure_passes(report, expected):
     assert not report.stale_expected, f"now passing, remove from {EXPECTED_FAILURES}: {report.stale_expected}"
     assert not report.unknown_expected, f"no such test function: {report.unknown_expected}"
-
-
-@pytest.fixture(scope="module")
-def cpu_report(suite, expected):
-    return conformance.run_suite(suite, expected_failures=expected, workers=2, backend="cpu")
-
-
-@pytest.mark.slow
-def test_cpu_backend_passes_what_the_reference_path_passes(cpu_report, report):
-    """The suite compiled by the cpu backend (kernels, not constant folding, compute the
-    results) passes exactly the functions the reference path passes."""
-    assert cpu_report.pass_rate() >= PASS_RATE_BAR, cpu_report.summary()
-    unexpected = [f"{o.name}: {o.reason}" for o in cpu_report.unexpected_failures]
-    assert not unexpected, "\n".join(unexpected)
-    passed = lambda r: {o.name for o in r.outcomes if o.status == "passed"}
-    assert passed(cpu_report) == passed(report)
 
 
 @pytest.mark.slow

@@ -35,7 +35,6 @@ from mlirxla.transforms.batch_slice_fusion import BatchSliceFusionPass
 
 from .conftest import JAX_PROGRAMS, random_arguments, reference_outputs
 from .test_fusion import CONV_CHAIN
-from .test_samples import RUNNABLE
 
 EXPONENTIAL = """func.func @main(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
   %0 = stablehlo.exponential %x : tensor<2x3xf32>
@@ -127,19 +126,6 @@ def assert_outputs_match(native_outputs, expected, rtol: float, atol: float) -> 
 
 
 # --- native vs reference ---------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("name", RUNNABLE)
-def test_sample_matches_reference(name, native):
-    """Every runnable JAX sample compiles natively and computes what the interpreter computes
-    (float arguments scaled down, so that recurrent samples do not amplify rounding); none is
-    expected to be refused: a refusal fails."""
-    path = os.path.join(JAX_PROGRAMS, name)
-    module = frontdoor.import_file(path, new_context()).module
-    arguments = [a * a.dtype.type(0.1) if np.issubdtype(a.dtype, np.floating) else a for a in random_arguments(module, 7)]
-    expected = reference_outputs(module, arguments)
-    executable = Executable.of(compile_module(frontdoor.import_file(path, new_context()).module))
-    assert_outputs_match(executable.execute(arguments), expected, rtol=1e-5, atol=1e-5)
 
 
 def test_conv_chain_as_one_sliced_kernel_matches_reference(native):

@@ -1,0 +1,59 @@
+"""Control flow: `while` and `conditional` thunks holding the thunks of their computations,
+with every slice those touch declared, so the executor orders them against the rest."""
+
+from mlirxla.mlir import ir
+from mlirxla.runtime.thunks import ConditionalThunk, ParallelCopyThunk, WhileThunk
+from mlirxla.transforms.erasure import live_ops
+from mlirxla.transforms.fusion_legality import kind_of
+
+
+def emit_while(emitter, op: ir.Operation) -> list:
+    condition_block = op.regions[0].blocks[0]
+    body_block = op.regions[1].blocks[0]
+    condition = emitter.emit_block(condition_block)
+    predicate = emitter.slice_of(list(condition_block.operations)[-1].operation.operands[0])
+    body = emit_body(emitter, body_block)
+    touched = touched_slices(emitter, op, condition + body, [predicate])
+    return [WhileThunk(emitter.name_of(op), condition, predicate, body, touched)]
+
+
+def emit_conditional(emitter, op: ir.Operation) -> list:
+    branches = []
+    for symbol in ir.ArrayAttr(op.attributes["branch_computations"]):
+        function = emitter.functions[ir.FlatSymbolRefAttr(symbol).value]
+        branches.append(emitter.emit_block(function.regions[0].blocks[0]))
+    selector = op.operands[0]
+    is_predicate = str(ir.RankedTensorType(selector.type).element_type) == "i1"
+    touched = touched_slices(emitter, op, [thunk for branch in branches for thunk in branch], [])
+    return [ConditionalThunk(emitter.name_of(op), emitter.slice_of(selector), is_predicate, branches, touched)]
+
+
+def emit_body(emitter, block: ir.Block) -> list:
+    """A while body's thunks, its carried values' final copies (copies used only by the
+    return) gathered at the end into one parallel copy: a body that returns its carried
+    values swapped or rotated reads each before any is overwritten."""
+    terminator = list(block.operations)[-1].operation
+    returned = set(terminator.operands)
+    final, thunks = [], []
+    for op in live_ops(list(block.operations)[:-1]):
+        emitted = emitter.emit_op(op)
+        if kind_of(op) == "copy" and op.results[0] in returned and all(use.owner == terminator for use in op.results[0].uses):
+            final.extend(emitted)
+        else:
+            thunks.extend(emitted)
+    if len(final) > 1:
+        thunks.append(ParallelCopyThunk("carried values", tuple(final)))
+    else:
+        thunks.extend(final)
+    return thunks
+
+
+def touched_slices(emitter, op: ir.Operation, nested: list, extra: list) -> tuple:
+    """Every slice a control-flow thunk touches: its operands and results, and whatever the
+    thunks inside read or write (their temps share the slab with the rest of the program,
+    so the executor must order them too)."""
+    slices = [emitter.slice_of(v) for v in list(op.operands) + list(op.results)] + extra
+    for thunk in nested:
+        slices.extend(thunk.reads)
+        slices.extend(thunk.writes)
+    return tuple(dict.fromkeys(slices))

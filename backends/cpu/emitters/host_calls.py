@@ -1,0 +1,158 @@
+"""Host calls: sort, FFT, triangular solve, Cholesky and scatter run as numpy on views of the
+buffers (`runtime/host_calls.py`), as XLA:CPU calls runtime library functions for them, and so
+do the custom calls in `HOST_CUSTOM_CALLS` (Python callbacks, the plugin's linear algebra,
+XLA's QR calls, `dce_sink`). A host call's attributes are plain data read off the op here.
+Side-effecting Python callbacks all write one byte besides their results, so that the
+executor keeps them in program order."""
+
+import json
+
+from mlirxla.errors import MlirxlaError, location_text
+from mlirxla.mlir import ir
+from mlirxla.runtime import callbacks
+from mlirxla.runtime.executable import TensorSpec
+from mlirxla.runtime.thunks import BufferSlice, HostThunk
+from mlirxla.transforms.dead_code_elimination import has_side_effect
+from mlirxla.transforms.fusion_legality import kind_of
+
+from ..sort_comparator import comparator_keys
+
+
+def emit_host_call(emitter, op: ir.Operation) -> list:
+    kind = kind_of(op)
+    return [host_thunk(emitter, op, kind, HOST_CALLS[kind](op))]
+
+
+def emit_custom_call(emitter, op: ir.Operation) -> list:
+    call, attributes_of = HOST_CUSTOM_CALLS[custom_call_target(op)]
+    return [host_thunk(emitter, op, call, attributes_of(op))]
+
+
+def host_thunk(emitter, op: ir.Operation, call: str, attributes: dict) -> HostThunk:
+    name = emitter.name_of(op)
+    emitter.decisions.append(f"{name}: {call} as a host call {attributes}")
+
+    def specs(values):
+        return tuple((emitter.slice_of(v), tuple(ir.RankedTensorType(v.type).shape), TensorSpec.of(v.type).dtype) for v in values)
+
+    results = specs(op.results)
+    if attributes.get("effect"):
+        results += ((effect_order_slice(emitter), (1,), "uint8"),)
+    return HostThunk(name, call, specs(op.operands), results, attributes)
+
+
+def effect_order_slice(emitter) -> BufferSlice:
+    """The byte every side-effecting host call writes last: the executor orders thunks by the
+    memory they touch, and the tokens that order effects take none, so without it two
+    callbacks with independent operands could run at once or in either order."""
+    if emitter.effect_order is None:
+        emitter.effect_order = emitter.allocate(1)
+    return emitter.effect_order
+
+
+def custom_call_target(op: ir.Operation) -> str:
+    return ir.StringAttr(op.attributes["call_target_name"]).value
+
+
+def is_host_custom_call(op: ir.Operation) -> bool:
+    return kind_of(op) == "custom_call" and custom_call_target(op) in HOST_CUSTOM_CALLS
+
+
+# --- the attributes of each host call -----------------------------------------------------------
+
+
+def sort_attributes(op: ir.Operation) -> dict:
+    """The sort as a host call: its dimension and the keys its comparator orders by."""
+    keys = comparator_keys(op)
+    return {"dimension": ir.IntegerAttr(op.attributes["dimension"]).value, "keys": [key.as_dict() for key in keys]}
+
+
+def fft_attributes(op: ir.Operation) -> dict:
+    return {"fft_type": ir.StringAttr(op.attributes["fft_type"]).value,
+            "fft_length": list(ir.DenseI64ArrayAttr(op.attributes["fft_length"]))}
+
+
+def triangular_solve_attributes(op: ir.Operation) -> dict:
+    flags = {name: bool(ir.BoolAttr(op.attributes[name]).value) for name in ("left_side", "lower", "unit_diagonal")}
+    return flags | {"transpose_a": ir.StringAttr(op.attributes["transpose_a"]).value}
+
+
+SCATTER_COMBINERS = frozenset({"add", "multiply", "maximum", "minimum", "or", "and"})
+
+
+def scatter_combiner(op: ir.Operation) -> str | None:
+    """How a one-input scatter's update computation combines the old value and the update
+    ("set", or one elementwise op of both), None for any other computation."""
+    if len(op.operands) != 3:
+        return None
+    block = op.regions[0].blocks[0]
+    returned = list(block.operations)[-1].operation.operands[0]
+    if returned == block.arguments[1]:
+        return "set"
+    owner = returned.owner
+    combiner = kind_of(owner.operation) if isinstance(owner, (ir.Operation, ir.OpView)) else ""
+    if combiner in SCATTER_COMBINERS and set(owner.operands) == set(block.arguments):
+        return combiner
+    return None
+
+
+def scatter_attributes(op: ir.Operation) -> dict:
+    """The scatter as a host call: its dimension numbers and its combiner."""
+    numbers = ir.DictAttr(op.attributes["dimension_numbers"])
+    fields = {}
+    for name in ("update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims", "input_batching_dims",
+                 "scatter_indices_batching_dims"):
+        if name in numbers:
+            fields[name] = list(ir.DenseI64ArrayAttr(numbers[name]))
+    fields["index_vector_dim"] = ir.IntegerAttr(numbers["index_vector_dim"]).value if "index_vector_dim" in numbers else 0
+    return {"dimension_numbers": fields, "combiner": scatter_combiner(op)}
+
+
+def cholesky_attributes(op: ir.Operation) -> dict:
+    return {"lower": bool(ir.BoolAttr(op.attributes["lower"]).value)}
+
+
+HOST_CALLS = {"sort": sort_attributes, "fft": fft_attributes, "triangular_solve": triangular_solve_attributes,
+              "cholesky": cholesky_attributes, "scatter": scatter_attributes}
+
+
+def backend_config(op: ir.Operation) -> str:
+    return ir.StringAttr(op.attributes["backend_config"]).value if "backend_config" in op.attributes else ""
+
+
+def python_callback_attributes(op: ir.Operation) -> dict:
+    """The callback's id, from the custom call's backend config, the [shape, dtype] of each
+    result it must return, and whether it has a side effect (it then runs in program order
+    with the others: `effect_order_slice`)."""
+    config = backend_config(op)
+    if not config.isdigit():
+        raise MlirxlaError(f"custom_call @{callbacks.TARGET}: backend_config must be a callback id, got '{config}'",
+                           location_text(op.location))
+    results = [[list(ir.RankedTensorType(r.type).shape), TensorSpec.of(r.type).dtype] for r in op.results]
+    return {"callback": int(config), "results": results, "effect": has_side_effect(op)}
+
+
+def json_attributes(op: ir.Operation) -> dict:
+    """A linear-algebra custom call's flags, its backend config as JSON."""
+    try:
+        return json.loads(backend_config(op) or "{}")
+    except json.JSONDecodeError as error:
+        raise MlirxlaError(f"custom_call: backend_config is not JSON ({error.msg})", location_text(op.location)) from None
+
+
+# custom calls run as host calls: target -> (host call, its attributes); the PJRT plugin emits
+# the `mlirxla.` linear-algebra ones (jax lowers those per platform); jax's generic QR
+# lowering emits XLA's `Qr` and `ProductOfElementaryHouseholderReflectors`;
+# `dce_sink` (lax.dce_sink) only keeps its operand computed, as XLA's no-op handler does
+HOST_CUSTOM_CALLS = {
+    callbacks.TARGET: ("python_callback", python_callback_attributes),
+    "dce_sink": ("dce_sink", lambda op: {}),
+    "mlirxla.eigh": ("eigh", json_attributes),
+    "mlirxla.svd": ("svd", json_attributes),
+    "mlirxla.eig": ("eig", json_attributes),
+    "mlirxla.schur": ("schur", json_attributes),
+    "mlirxla.hessenberg": ("hessenberg", json_attributes),
+    "mlirxla.tridiagonal": ("tridiagonal", json_attributes),
+    "Qr": ("householder_qr", lambda op: {}),
+    "ProductOfElementaryHouseholderReflectors": ("householder_product", lambda op: {}),
+}

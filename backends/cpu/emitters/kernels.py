@@ -1,0 +1,83 @@
+"""Kernels: an op or a fusion compiled into one native function, called once (`kernel`), or
+once per slice of its leading dimension (`sliced_kernel`: a batch-slice fusion, or a large
+kernel that keeps the rows of dimension 0 apart, spread over the thread pool)."""
+
+from dataclasses import dataclass
+
+from mlirxla.mlir import ir
+from mlirxla.runtime.thunks import KernelThunk, SlicedKernelThunk
+from mlirxla.transforms.batch_slice_fusion import leading_size, slice_problem
+from mlirxla.transforms.scheduling import type_bytes
+
+from ..kernel_source import SlicePlan, slice_plan
+
+PARALLEL_MIN_BYTES = 1 << 20  # smaller kernels run on one thread: splitting costs more than it saves
+PARALLEL_BLOCKS = (16, 8, 4, 2)  # slices per parallel kernel, the first that divides dimension 0
+
+
+@dataclass
+class KernelSpec:
+    """A kernel to compile: the op, its symbol, and how (one slice of it; its epilogue only)."""
+
+    symbol: str
+    op: ir.Operation
+    plan: SlicePlan | None = None
+    library_result: ir.Value | None = None
+    interpret: str | None = None  # why the interpreter evaluates it instead (no native lowering)
+    source: str | None = None  # the kernel's own module text (an im2col), instead of the op's
+
+
+def emit_kernel(emitter, op: ir.Operation) -> list:
+    """One kernel, its rows spread over the threads when it is large and keeps them apart."""
+    rows = parallel_rows(op)
+    if rows:
+        return [emit_sliced(emitter, op, slice_plan(op, rows), "parallel row blocks")]
+    return [kernel_thunk(emitter, op)]
+
+
+def emit_batch_slices(emitter, op: ir.Operation) -> list:
+    return [emit_sliced(emitter, op, slice_plan(op), "batch slices")]
+
+
+def kernel_thunk(emitter, op: ir.Operation, library_result: ir.Value | None = None, interpret: str | None = None) -> KernelThunk:
+    """The kernel computing `op` (with `library_result`: only its epilogue, over the output a
+    library call wrote; with `interpret`: on the reference interpreter, for that reason)."""
+    name = emitter.name_of(op)
+    symbol = emitter.symbol(name if library_result is None else f"{name}_epilogue")
+    emitter.kernels.append(KernelSpec(symbol, op, library_result=library_result, interpret=interpret))
+    operands = [emitter.slice_of(v) for v in op.operands]
+    if library_result is not None:
+        operands.append(emitter.slice_of(op.results[0]))
+    results = [emitter.slice_of(r) for r in op.results]
+    return KernelThunk(name, symbol, tuple(operands + results), len(results))
+
+
+def emit_sliced(emitter, op: ir.Operation, plan: SlicePlan, why: str) -> SlicedKernelThunk:
+    name = emitter.name_of(op)
+    symbol = emitter.symbol(name)
+    emitter.kernels.append(KernelSpec(symbol, op, plan=plan))
+    arguments = [emitter.slice_of(v) for v in op.operands] + [emitter.slice_of(r) for r in op.results]
+    strides = [type_bytes(v.type) // plan.count if sliced else 0 for v, sliced in zip(op.operands, plan.sliced_operands)]
+    strides += [type_bytes(r.type) // plan.count for r in op.results]
+    emitter.decisions.append(f"{name}: {why}, {plan.count} slices of {plan.rows} row(s), "
+                             f"{sum(plan.sliced_operands)} operand(s) read slice by slice")
+    return SlicedKernelThunk(name, symbol, tuple(arguments), len(op.results), slices=plan.count, strides=tuple(strides))
+
+
+def parallel_rows(op: ir.Operation) -> int | None:
+    """Rows per slice when the kernel is worth spreading over threads by blocks of dimension 0
+    (it writes at least PARALLEL_MIN_BYTES and keeps its rows apart), else None."""
+    if op.name == "xhlo.fusion":
+        if ir.StringAttr(op.attributes["kind"]).value not in ("loop", "input"):
+            return None
+    elif op.regions and op.name != "xhlo.reduce":
+        return None
+    if not op.results or not all(isinstance(r.type, ir.RankedTensorType) for r in op.results):
+        return None
+    if sum(type_bytes(r.type) for r in op.results) < PARALLEL_MIN_BYTES:
+        return None
+    n = leading_size(op.results[0])
+    blocks = next((count for count in PARALLEL_BLOCKS if n and n % count == 0), None)
+    if blocks is None or slice_problem(op, n, [])[0]:
+        return None
+    return n // blocks

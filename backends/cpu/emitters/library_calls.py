@@ -1,0 +1,108 @@
+"""Library calls: a dot BLAS can run becomes a `gemm` thunk (f32/f64, row-major operands in
+one of the four transpose combinations, optionally batched over dimension 0); a convolution
+worth it becomes an im2col kernel and a `gemm` (`convolution_gemm.py`); an output fusion rooted
+in such a dot or convolution becomes that library call writing the fusion's output, then its
+epilogue as a kernel reading the output elementwise and writing it in place. What BLAS cannot
+take is a generated kernel; every choice goes to the decisions."""
+
+from mlirxla.mlir import ir
+from mlirxla.runtime.thunks import GemmThunk, KernelThunk
+from mlirxla.transforms.fusion_legality import LIBRARY_CALLS, fused_ops, kind_of
+
+from ..convolution_gemm import convolution_shape, im2col_module_text, worth_a_gemm
+from .kernels import KernelSpec, emit_kernel, kernel_thunk
+
+
+def emit_dot(emitter, op: ir.Operation) -> list:
+    gemm = gemm_for(emitter, op, op, op.results[0])
+    return [gemm] if gemm is not None else emit_kernel(emitter, op)
+
+
+def emit_convolution(emitter, op: ir.Operation) -> list:
+    return convolution_as_gemm(emitter, op, op, op.operands[0], op.operands[1]) or emit_kernel(emitter, op)
+
+
+def emit_output_fusion(emitter, op: ir.Operation) -> list:
+    roots = [inner for inner in fused_ops(op) if kind_of(inner) in LIBRARY_CALLS]
+    call = roots[0]
+    block = op.regions[0].blocks[0]
+    operands = {argument: value for argument, value in zip(block.arguments, op.operands)}
+    lhs, rhs = operands.get(call.operands[0]), operands.get(call.operands[1])
+    if lhs is not None and rhs is not None:
+        if kind_of(call) == "dot":
+            gemm = gemm_for(emitter, call, op, op.results[0], lhs, rhs)
+            library = [gemm] if gemm is not None else None
+        else:
+            library = convolution_as_gemm(emitter, call, op, lhs, rhs)
+        if library:
+            return library + [kernel_thunk(emitter, op, library_result=call.results[0])]
+    emitter.decisions.append(f"{emitter.name_of(op)}: {kind_of(call)} generated with its epilogue in one kernel")
+    return [kernel_thunk(emitter, op)]
+
+
+def convolution_as_gemm(emitter, convolution: ir.Operation, owner: ir.Operation, lhs: ir.Value, rhs: ir.Value) -> list | None:
+    """An im2col kernel and a GEMM writing `owner`'s result for `convolution` when BLAS can
+    run it and its work is worth it, else None; the decision is recorded either way."""
+    name = emitter.name_of(owner)
+    shape = convolution_shape(convolution)
+    if shape is None or not worth_a_gemm(shape):
+        why = "a layout, dilation, group or type BLAS cannot take" if shape is None else "too little work for im2col + GEMM"
+        emitter.decisions.append(f"{name}: convolution generated as a kernel ({why})")
+        return None
+    width = 4 if shape.element == "f32" else 8
+    rows = emitter.allocate(shape.m * shape.k * width)
+    symbol = emitter.symbol(f"{name}_im2col")
+    emitter.kernels.append(KernelSpec(symbol, convolution, source=im2col_module_text(symbol, shape)))
+    emitter.decisions.append(f"{name}: convolution as im2col + BLAS GEMM {shape.element} {shape.m}x{shape.features}x{shape.k}")
+    im2col = KernelThunk(f"{name}.im2col", symbol, (emitter.slice_of(lhs), rows), 1)
+    gemm = GemmThunk(name, shape.element, rows, emitter.slice_of(rhs), emitter.slice_of(owner.results[0]), shape.m,
+                     shape.features, shape.k, False, False)
+    return [im2col, gemm]
+
+
+def gemm_for(emitter, dot: ir.Operation, owner: ir.Operation, out: ir.Value, lhs=None, rhs=None) -> GemmThunk | None:
+    """A GEMM thunk for `dot` (reading `lhs`, `rhs`, writing `out`), or None when BLAS cannot
+    run it; the decision is recorded either way."""
+    lhs = dot.operands[0] if lhs is None else lhs
+    rhs = dot.operands[1] if rhs is None else rhs
+    name = emitter.name_of(owner)
+    shape = gemm_shape(dot)
+    element = str(ir.RankedTensorType(dot.results[0].type).element_type)
+    operand_elements = {str(ir.RankedTensorType(v.type).element_type) for v in dot.operands}
+    if operand_elements != {element}:
+        element = f"{'/'.join(sorted(operand_elements))} to {element}"
+    if shape is None or element not in ("f32", "f64"):
+        emitter.decisions.append(f"{name}: dot generated as a kernel ({'element type ' + element if shape else 'dimension numbers BLAS cannot take'})")
+        return None
+    batch, m, n, k, transpose_lhs, transpose_rhs = shape
+    emitter.decisions.append(f"{name}: dot as a BLAS GEMM {element} {batch}x{m}x{n}x{k}")
+    return GemmThunk(name, element, emitter.slice_of(lhs), emitter.slice_of(rhs), emitter.slice_of(out), m, n, k,
+                     transpose_lhs, transpose_rhs, batch)
+
+
+def gemm_shape(dot: ir.Operation) -> tuple[int, int, int, int, bool, bool] | None:
+    """(batch, m, n, k, transpose lhs, transpose rhs) when the dot is a (batched) GEMM over
+    row-major buffers, else None."""
+    numbers = ir.DictAttr(dot.attributes["dot_dimension_numbers"])
+
+    def dims(name):
+        return list(ir.DenseI64ArrayAttr(numbers[name])) if name in numbers else []
+
+    lhs_shape = list(ir.RankedTensorType(dot.operands[0].type).shape)
+    rhs_shape = list(ir.RankedTensorType(dot.operands[1].type).shape)
+    lhs_batch, rhs_batch = dims("lhs_batching_dimensions"), dims("rhs_batching_dimensions")
+    lhs_contracting, rhs_contracting = dims("lhs_contracting_dimensions"), dims("rhs_contracting_dimensions")
+    if len(lhs_contracting) != 1 or len(rhs_contracting) != 1:
+        return None
+    batched = len(lhs_batch)
+    if batched > 1 or lhs_batch != rhs_batch or lhs_batch not in ([], [0]):
+        return None
+    if len(lhs_shape) != 2 + batched or len(rhs_shape) != 2 + batched:
+        return None
+    batch = lhs_shape[0] if batched else 1
+    transpose_lhs = lhs_contracting[0] == batched
+    transpose_rhs = rhs_contracting[0] == batched + 1
+    m = lhs_shape[batched + (1 if transpose_lhs else 0)]
+    k = lhs_shape[lhs_contracting[0]]
+    n = rhs_shape[batched + (0 if transpose_rhs else 1)]
+    return batch, m, n, k, transpose_lhs, transpose_rhs

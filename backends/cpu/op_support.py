@@ -1,0 +1,45 @@
+"""What the cpu backend runs, and how: the ops it refuses (and why), and the ops whose kernels
+the reference interpreter evaluates instead of native code (`interpreter_fallback.py`).
+Everything else runs natively, as a kernel, a library call or a host call."""
+
+from mlirxla.mlir import ir
+from mlirxla.transforms.fusion_legality import kind_of
+
+from .emitters.host_calls import custom_call_target, is_host_custom_call, scatter_combiner
+from .sort_comparator import comparator_keys
+
+COLLECTIVES = "all_reduce all_gather all_to_all reduce_scatter collective_permute collective_broadcast".split()
+UNSUPPORTED = {
+    "rng": "rng is not implemented in the cpu backend yet",
+    "rng_bit_generator": "rng_bit_generator reaches the cpu backend only when xhlo-rng-bit-generator-expander is disabled",
+    **{name: "collectives need the multi-device runtime" for name in COLLECTIVES},
+    "infeed": "infeed is not supported", "outfeed": "outfeed is not supported",
+    "send": "send is not supported", "recv": "recv is not supported",
+}
+# ops with no native lowering: the interpreter evaluates them
+INTERPRETED = {
+    "select_and_scatter": "select_and_scatter has no native lowering",
+}
+
+
+def unsupported_reason(op: ir.Operation) -> str | None:
+    """Why the backend cannot run `op` at all, or None."""
+    if kind_of(op) == "custom_call" and not is_host_custom_call(op):
+        return f"custom call @{custom_call_target(op)} has no implementation in the cpu backend"
+    return UNSUPPORTED.get(kind_of(op))
+
+
+def interpreted_reason(op: ir.Operation) -> str | None:
+    """Why the interpreter, not native code, runs `op`, or None."""
+    kind = kind_of(op)
+    if kind in INTERPRETED:
+        return INTERPRETED[kind]
+    if kind == "bitcast_convert" and any("complex" in str(v.type) for v in list(op.operands) + list(op.results)):
+        return "the toolkit's lowering of a complex bitcast_convert crashes"
+    if kind == "reduce_precision" and ir.IntegerAttr(op.attributes["mantissa_bits"]).value == 0:
+        return "the toolkit's lowering of reduce_precision to 0 mantissa bits gives nan for inf"
+    if kind == "sort" and comparator_keys(op) is None:
+        return "the host sort takes comparators that are lexicographic chains of compares"
+    if kind == "scatter" and scatter_combiner(op) is None:
+        return "the host scatter takes one input combined by set, add, multiply, max, min, or, and"
+    return None

@@ -1,0 +1,56 @@
+"""The conformance kit every registered backend inherits (`backends/registry.py`): the JAX
+sample programs compiled by the backend compute what the StableHLO reference interpreter
+computes, and the interpreter suite compiled by it passes exactly what the reference backend
+passes. A new backend is tested by being registered."""
+
+import functools
+import os
+
+import numpy as np
+import pytest
+
+from mlirxla import conformance, frontdoor
+from mlirxla.backends import registry
+from mlirxla.context import new_context
+from mlirxla.runtime import driver, literals
+
+from .conftest import CONFORMANCE, CONFORMANCE_ABSENT, JAX_PROGRAMS, REPOSITORY, random_arguments, reference_outputs
+from .test_samples import RUNNABLE
+
+EXPECTED_FAILURES = os.path.join(REPOSITORY, "test", "conformance", "expected_failures.txt")
+
+
+@pytest.mark.parametrize("backend", registry.names())
+@pytest.mark.parametrize("name", RUNNABLE)
+def test_sample_matches_the_interpreter(name, backend):
+    """Float arguments scaled down, so that the recurrent samples do not amplify the rounding
+    of another summation order; a refusal fails."""
+    module = frontdoor.import_file(os.path.join(JAX_PROGRAMS, name), new_context()).module
+    arguments = [a * a.dtype.type(0.1) if np.issubdtype(a.dtype, np.floating) else a for a in random_arguments(module, 7)]
+    expected = reference_outputs(module, arguments)
+    with module.context:
+        got = [literals.to_numpy(v) for v in driver.execute(module, arguments, backend=backend).outputs]
+    assert len(got) == len(expected)
+    for index, (have, want) in enumerate(zip(got, expected)):
+        assert have.dtype == want.dtype and have.shape == want.shape, index
+        if np.issubdtype(want.dtype, np.floating):
+            np.testing.assert_allclose(have, want, rtol=1e-5, atol=1e-5, err_msg=f"output {index}")
+        else:
+            np.testing.assert_array_equal(have, want, err_msg=f"output {index}")
+
+
+@functools.cache
+def suite_report(backend: str):
+    expected = conformance.read_expected_failures(EXPECTED_FAILURES)
+    return conformance.run_suite(CONFORMANCE, expected_failures=expected, workers=2, backend=backend)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.isdir(CONFORMANCE), reason=CONFORMANCE_ABSENT)
+@pytest.mark.parametrize("backend", registry.names())
+def test_suite_passes_what_the_reference_backend_passes(backend):
+    report, baseline = suite_report(backend), suite_report("reference")
+    unexpected = [f"{o.name}: {o.reason}" for o in report.unexpected_failures]
+    assert not unexpected, "\n".join(unexpected)
+    passed = lambda r: {o.name for o in r.outcomes if o.status == "passed"}
+    assert passed(report) == passed(baseline)
