@@ -35,9 +35,10 @@ XHLO_NOT_KERNELS = {"xhlo.constant", "xhlo.tuple", "xhlo.get_tuple_element", "xh
 
 
 def mlirxla_kernels(module) -> tuple[int, int]:
-    from mlirxla.runtime.reference import entry_function, find_function
+    from mlirxla.ir_queries import public_entry_name
+    from mlirxla.runtime.reference import find_function
 
-    function = find_function(module, entry_function(module))
+    function = find_function(module, public_entry_name(module))
     entry = [op for op in function.regions[0].blocks[0].operations]
     nested = 0
 

@@ -1,6 +1,6 @@
 """The pass ledger: one row for every pass run, printable as a table, saved with the dump."""
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 
 @dataclass(frozen=True)
 class LedgerRow:
@@ -43,10 +43,6 @@ class Ledger:
         widths = [max(len(line[i]) for line in [header] + body) for i in range(len(header))]
         render = lambda cells: "  ".join(cell.ljust(width) for cell, width in zip(cells, widths)).rstrip()
         return "\n".join([render(header), render(["-" * w for w in widths])] + [render(line) for line in body]) + "\n"
-
-    def as_dicts(self) -> list[dict]:
-        return [asdict(row) for row in self.rows]
-
 
 def format_cell(value) -> str:
     if isinstance(value, bool):

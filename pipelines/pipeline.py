@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from mlirxla.transforms.pass_base import ModulePass, UpstreamPass
 from mlirxla.transforms.registry import UPSTREAM_PASSES
 
+from .steps import parse_step
+
 DEFAULT_MAX_ITERATIONS = 25
 
 
@@ -56,8 +58,6 @@ class FixedPoint:
 
 def as_step(step):
     if isinstance(step, str):
-        from .text import parse_step
-
         return parse_step(step)
     if isinstance(step, (ModulePass, Pipeline, FixedPoint)):
         return step

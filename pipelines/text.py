@@ -3,22 +3,14 @@
     builtin.module(xhlo-algsimp{fast-math=true}, canonicalize, cse, xhlo-dce)
     xhlo-algsimp,cse
 
-MLIR's own parser does not know passes written in Python, so the runner parses the text:
-registered names become our passes (options converted to their types), anything else must
-be an upstream pass or nested pipeline that MLIR's PassManager accepts, and is checked now,
-so that an unknown name fails before anything runs.
+MLIR's own parser does not know passes written in Python, so the runner parses the text: it
+splits the text into steps at the top-level commas and makes each a pass (`steps.py`).
 """
 
-import re
-
 from mlirxla.errors import MlirxlaError
-from mlirxla.mlir import ir
-from mlirxla.transforms import registry
-from mlirxla.transforms.pass_base import UpstreamPass
 
 from .pipeline import Pipeline
 
-_ITEM = re.compile(r"^([\w.-]+)(?:\{(.*)\})?$", re.DOTALL)
 _OPENERS, _CLOSERS = "({[<", ")}]>"
 
 
@@ -45,32 +37,6 @@ def split_top_level(text: str) -> list[str]:
     return items
 
 
-def parse_options(text: str) -> dict[str, str]:
-    options = {}
-    for part in re.split(r"[\s,]+", text.strip()):
-        if not part:
-            continue
-        if "=" not in part:
-            raise MlirxlaError(f"malformed pass option '{part}' (expected key=value)")
-        key, value = part.split("=", 1)
-        options[key] = value
-    return options
-
-
-def parse_step(item: str):
-    match = _ITEM.match(item)
-    if match and registry.is_registered(match.group(1)):
-        return registry.pass_class(match.group(1)).with_options(parse_options(match.group(2) or ""))
-    upstream = UpstreamPass(text=item)
-    try:
-        upstream.pass_manager(ir.Context())
-    except MlirxlaError:
-        if match and "(" not in item:
-            raise MlirxlaError(f"unknown pass '{match.group(1)}' (mlirxla-opt --list-passes lists them)") from None
-        raise
-    return upstream
-
-
 def unwrap_module(text: str) -> str:
     text = text.strip()
     if text.startswith("builtin.module(") and text.endswith(")"):
@@ -85,5 +51,5 @@ def parse_pipeline(text: str, name: str = "pass-pipeline") -> Pipeline:
         raise MlirxlaError("empty pass pipeline")
     pipeline = Pipeline(name)
     for item in split_top_level(body):
-        pipeline.add(parse_step(item))
+        pipeline.add(item)
     return pipeline

@@ -37,7 +37,3 @@ def gemm(element: str):
         function.restype = None
         _GEMMS[element] = function
     return _GEMMS[element]
-
-
-def gemm_elements() -> tuple[str, ...]:
-    return ("f32", "f64")

@@ -7,11 +7,12 @@ and the tools treat every backend alike (`mlirxla-run --backend`, `mlirxla-confo
 import numpy as np
 
 from mlirxla.backends import registry
+from mlirxla.ir_queries import public_entry_name
 from mlirxla.mlir import ir
 
 from . import literals
 from .executable import Executable
-from .reference import Execution, argument_types, check_arguments, entry_function, extract_checks, find_function, trim_to_entry
+from .reference import Execution, argument_types, check_arguments, extract_checks, find_function, trim_to_entry
 
 
 def execute(module: ir.Module, arguments: list[np.ndarray], entry: str | None = None, options=None,
@@ -20,7 +21,7 @@ def execute(module: ir.Module, arguments: list[np.ndarray], entry: str | None = 
     with `backend` and run it on numpy `arguments`."""
     from mlirxla.pipelines.runner import RunOptions
 
-    entry = entry or entry_function(module)
+    entry = entry or public_entry_name(module)
     types = argument_types(module, entry)
     check_arguments(types, arguments, entry)
     result_count = len(ir.FunctionType(ir.TypeAttr(find_function(module, entry).attributes["function_type"]).value).results)

@@ -13,6 +13,7 @@ import sys
 import tempfile
 
 from mlirxla.errors import MlirxlaError, first_line
+from mlirxla.ir_queries import first_op_where
 from mlirxla.mlir import ir, stablehlo
 
 CRASHY_INTEGER_OPS = frozenset({"stablehlo.divide", "stablehlo.remainder"})
@@ -21,16 +22,11 @@ SEPARATOR = "\n// ----- value\n"
 
 def may_crash(module: ir.Module) -> bool:
     """Whether `module` (StableHLO) divides integers, which can kill the interpreter."""
-    found = []
+    return first_op_where(module, divides_integers) is not None
 
-    def visit(op):
-        if op.name in CRASHY_INTEGER_OPS and isinstance(ir.RankedTensorType(op.results[0].type).element_type, ir.IntegerType):
-            found.append(op)
-            return ir.WalkResult.INTERRUPT
-        return ir.WalkResult.ADVANCE
 
-    module.operation.walk(visit)
-    return bool(found)
+def divides_integers(op: ir.Operation) -> bool:
+    return op.name in CRASHY_INTEGER_OPS and isinstance(ir.RankedTensorType(op.results[0].type).element_type, ir.IntegerType)
 
 
 def evaluate_in_child(module: ir.Module, arguments: list[ir.Attribute]) -> list[ir.Attribute]:

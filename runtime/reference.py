@@ -15,6 +15,7 @@ import numpy as np
 from mlirxla.dialects.check import is_check
 from mlirxla.dialects.xhlo.config import read_config
 from mlirxla.errors import MlirxlaError, first_line, location_text
+from mlirxla.ir_queries import first_op_where, ops_where, public_entry_name, public_function_names
 from mlirxla.mlir import func, ir, stablehlo
 from mlirxla.transforms.rng_bit_generator_expander import RngBitGeneratorExpanderPass
 from mlirxla.transforms.sharding_remover import forward_annotations
@@ -74,27 +75,9 @@ def find_function(module: ir.Module, name: str) -> func.FuncOp:
     raise MlirxlaError(f"no function @{name} in the module")
 
 
-def public_functions(module: ir.Module) -> list[str]:
-    names = []
-    for op in module.body.operations:
-        if op.operation.name != "func.func":
-            continue
-        visibility = op.attributes["sym_visibility"] if "sym_visibility" in op.attributes else None
-        if visibility is None or ir.StringAttr(visibility).value == "public":
-            names.append(ir.StringAttr(op.attributes["sym_name"]).value)
-    return names
-
-
-def entry_function(module: ir.Module) -> str:
-    names = public_functions(module)
-    if "main" in names or not names:
-        return "main"
-    return names[0]
-
-
 def trim_to_entry(module: ir.Module, entry: str) -> None:
     """Keep only `entry` (renamed `main`) and the private functions; drop the other public ones."""
-    public = set(public_functions(module))
+    public = set(public_function_names(module))
     for op in list(module.body.operations):
         if op.operation.name != "func.func":
             continue
@@ -113,7 +96,7 @@ def extract_checks(function: ir.Operation) -> list[CheckRecord]:
     terminator = operations[-1]
     results = list(terminator.operands)
     records = []
-    for op in _collect_checks(function):
+    for op in ops_where(function, is_check):
         indices = []
         for value in op.operands:
             indices.append(len(results))
@@ -134,29 +117,8 @@ def extract_checks(function: ir.Operation) -> list[CheckRecord]:
     return records
 
 
-def _collect_checks(function: ir.Operation) -> list[ir.Operation]:
-    found = []
-
-    def visit(op):
-        if is_check(op.operation):
-            found.append(op.operation)
-        return ir.WalkResult.ADVANCE
-
-    function.walk(visit)
-    return found
-
-
 def uninterpretable_op(module: ir.Module) -> ir.Operation | None:
-    found = []
-
-    def visit(op):
-        if op.name not in INTERPRETABLE_OPS:
-            found.append(op.operation)
-            return ir.WalkResult.INTERRUPT
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
-    return found[0] if found else None
+    return first_op_where(module, lambda op: op.name not in INTERPRETABLE_OPS)
 
 
 def prepare(module: ir.Module, entry: str) -> tuple[ir.Module, list[CheckRecord]]:
@@ -194,7 +156,7 @@ def check_arguments(types: list[ir.Type], arguments: list[np.ndarray], entry: st
 
 def execute(module: ir.Module, arguments: list[np.ndarray], entry: str | None = None) -> Execution:
     """Run `entry` (default: main or the first public function) on numpy `arguments`."""
-    entry = entry or entry_function(module)
+    entry = entry or public_entry_name(module)
     types = argument_types(module, entry)
     check_arguments(types, arguments, entry)
     prepared, checks = prepare(module, entry)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from mlirxla.errors import MlirxlaError, location_text
+from mlirxla.ir_queries import defining_op, nested_ops
 from mlirxla.mlir import ir
 
 from .algsimp_patterns import EVERY_OP, NO_MATCH, REWRITES
@@ -49,15 +50,9 @@ class AlgebraicSimplifierPass(ModulePass):
 
     def sweep(self, module: ir.Module) -> bool:
         """One pass over every op; whether some rewrite applied."""
-        operations = []
-
-        def collect(op):
-            operations.append(op.operation)
-            return ir.WalkResult.ADVANCE
-
         # post-order: an op's operands' producers and its nested ops come before it, so the
         # ops a rewrite erases have all been visited already
-        module.operation.walk(collect, ir.WalkOrder.POST_ORDER)
+        operations = nested_ops(module)
         changed = False
         for op in live_ops(operations):
             if not op.name.startswith("xhlo.") or "xhlo.sharding" in op.attributes:
@@ -79,14 +74,10 @@ def replace(op: ir.Operation, value: ir.Value, rewrite: str) -> None:
     result = op.results[0]
     if str(value.type) != str(result.type):
         raise MlirxlaError(f"xhlo-algsimp: {rewrite} replaced {result.type} by {value.type}", location_text(op.location))
-    producers = unique(producer_of(v) for v in op.operands)
+    producers = unique(defining_op(v) for v in op.operands)
     result.replace_all_uses_with(value)
     erase(op)
     erase_unused(producers)
-
-
-def producer_of(value: ir.Value) -> ir.Operation | None:
-    return value.owner.operation if isinstance(value, ir.OpResult) else None
 
 
 def unique(ops) -> list[ir.Operation]:
@@ -103,7 +94,7 @@ def erase_unused(worklist: list[ir.Operation]) -> None:
         op = worklist.pop()
         if not is_dead(op):
             continue
-        producers = unique(producer_of(v) for v in op.operands)
+        producers = unique(defining_op(v) for v in op.operands)
         erase(op)
         for producer in producers:
             if not any(producer == queued for queued in worklist):

@@ -18,6 +18,7 @@ dialect without an inliner interface (an xhlo op made from a chlo one, an unregi
 from dataclasses import dataclass
 from typing import ClassVar
 
+from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir
 
 from .dead_code_elimination import referenced_symbols
@@ -43,18 +44,6 @@ def is_private(function: ir.Operation) -> bool:
 
 def callee_name(call: ir.Operation) -> str:
     return ir.FlatSymbolRefAttr(call.attributes["callee"]).value
-
-
-def collect_calls(module: ir.Module, call_name: str) -> list[ir.Operation]:
-    found = []
-
-    def visit(op):
-        if op.name == call_name:
-            found.append(op.operation)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
-    return found
 
 
 def recursive_functions(functions: dict[str, ir.Operation], call_name: str) -> set[str]:
@@ -119,7 +108,7 @@ def inline_calls(module: ir.Module, call_name: str = "xhlo.call", callees=privat
         recursive = recursive_functions(functions, call_name)
         calls = [
             c
-            for c in collect_calls(module, call_name)
+            for c in ops_named(module, call_name)
             if callee_name(c) not in recursive and inlinable(c, functions.get(callee_name(c)))
         ]
         if not calls:

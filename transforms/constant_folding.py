@@ -35,30 +35,22 @@ from typing import ClassVar
 import numpy as np
 
 from mlirxla.dialects.xhlo.builder import create_op
+from mlirxla.dialects.xhlo.ops import ELEMENTWISE_OPS
+from mlirxla.ir_queries import defining_op
 from mlirxla.mlir import func, ir, stablehlo
 from mlirxla.runtime import literals
 
 from .erasure import erase, live_ops
 from .pass_base import ModulePass
 
-ELEMENTWISE = """abs cbrt ceil count_leading_zeros cosine exponential exponential_minus_one floor imag
-    is_finite log log_plus_one logistic negate not popcnt real round_nearest_afz round_nearest_even
-    rsqrt sign sine sqrt tan tanh reduce_precision add subtract multiply divide remainder maximum
-    minimum power and or xor shift_left shift_right_arithmetic shift_right_logical complex compare
-    select clamp convert bitcast_convert""".split()
-STRUCTURED = """reshape transpose slice dynamic_slice dynamic_update_slice concatenate pad reverse copy
-    reduce reduce_window select_and_scatter dot convolution gather scatter sort map
+STRUCTURED = """bitcast_convert reshape transpose slice dynamic_slice dynamic_update_slice concatenate
+    pad reverse copy reduce reduce_window select_and_scatter dot convolution gather scatter sort map
     triangular_solve cholesky""".split()
-FOLDABLE = frozenset("xhlo." + name for name in ELEMENTWISE + STRUCTURED)
+FOLDABLE = ELEMENTWISE_OPS | frozenset("xhlo." + name for name in STRUCTURED)
 # ops numpy evaluates exactly (they only move elements)
 NUMPY_OPS = frozenset({"xhlo.reshape", "xhlo.transpose", "xhlo.slice", "xhlo.reverse", "xhlo.concatenate", "xhlo.copy"})
 # attributes of the folded op that describe its result and carry over to the constant
 RESULT_ATTRIBUTES = ("result_layouts", "xhlo.sharding")
-
-
-def defining_op(value: ir.Value) -> ir.Operation | None:
-    owner = value.owner
-    return None if isinstance(owner, ir.Block) else owner.operation
 
 
 def constant_source(value: ir.Value) -> str | None:

@@ -12,6 +12,7 @@ way. Changed: any copy removed.
 from dataclasses import dataclass
 from typing import ClassVar
 
+from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir
 
 from .copy_insertion import is_constant, is_parameter
@@ -45,15 +46,7 @@ class CopyRemovalPass(ModulePass):
         removed = False
         while changed:
             changed = False
-            copies = []
-
-            def visit(op):
-                if op.operation.name == "xhlo.copy":
-                    copies.append(op.operation)
-                return ir.WalkResult.ADVANCE
-
-            module.operation.walk(visit)
-            for copy in live_ops(copies):
+            for copy in live_ops(ops_named(module, "xhlo.copy")):
                 if removable(copy):
                     copy.results[0].replace_all_uses_with(copy.operands[0])
                     erase(copy)

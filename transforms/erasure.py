@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
 from mlirxla.errors import MlirxlaError, location_text
+from mlirxla.ir_queries import nested_ops
 from mlirxla.mlir import ir
 
 
@@ -170,17 +171,6 @@ def erase(op) -> None:
         bury(op, nested, identities, erasures)
     else:
         op.erase()
-
-
-def nested_ops(op: ir.Operation) -> list[ir.Operation]:
-    found = []
-
-    def visit(inner):
-        found.append(inner.operation)
-        return ir.WalkResult.ADVANCE
-
-    op.walk(visit)
-    return found
 
 
 # --- the checker ---------------------------------------------------------------------------

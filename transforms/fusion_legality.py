@@ -14,15 +14,11 @@ the ops inside a fusion).
 import functools
 from dataclasses import dataclass
 
+from mlirxla.dialects.xhlo.ops import ELEMENTWISE_OPS
+from mlirxla.ir_queries import defining_op
 from mlirxla.mlir import ir
 
-ELEMENTWISE = frozenset(
-    "abs cbrt ceil count_leading_zeros cosine exponential exponential_minus_one floor imag is_finite "
-    "log log_plus_one logistic negate not popcnt real round_nearest_afz round_nearest_even rsqrt sign "
-    "sine sqrt tan tanh reduce_precision add subtract multiply divide remainder maximum minimum power "
-    "atan2 and or xor shift_left shift_right_arithmetic shift_right_logical complex compare select "
-    "clamp convert bitcast_convert".split()
-)
+ELEMENTWISE = frozenset(name.removeprefix("xhlo.") for name in ELEMENTWISE_OPS)
 # XLA's HloInstruction::IsOpElementwise + IsExpensive: elementwise ops too costly to duplicate
 TRANSCENDENTAL = frozenset(
     "atan2 cbrt cosine divide exponential exponential_minus_one log log_plus_one logistic power "
@@ -32,7 +28,8 @@ SHAPE_OPS = frozenset(
     "broadcast reshape bitcast transpose slice concatenate pad iota constant reverse dynamic_slice "
     "dynamic_update_slice gather copy".split()
 )
-FUSIBLE = ELEMENTWISE | SHAPE_OPS | {"reduce", "fusion"}
+# bitcast_convert is no elementwise op (between widths it reshapes), but a loop fuses it like one
+FUSIBLE = ELEMENTWISE | SHAPE_OPS | {"bitcast_convert", "reduce", "fusion"}
 LIBRARY_CALLS = frozenset({"dot", "convolution"})
 # never fused: control flow, calls, side effects, collectives and ops with their own emitters
 NOT_FUSIBLE_REASONS = {
@@ -266,7 +263,7 @@ def fusion_refusal(
     if "dynamic_update_slice" in root_kinds(consumer):
         # the updated buffer (operand 0) must stay a separate buffer to be updated in place
         updated = in_place_operand(consumer)
-        if updated is not None and _is(_owner(updated), producer):
+        if updated is not None and _is(defining_op(updated), producer):
             return "the consumer updates the producer's result in place (dynamic-update-slice)"
     if contains_reduce(producer) and contains_reduce(consumer) and not (limits.row_fusion and not duplicate and row_compatible(producer, consumer)):
         return "both the producer and the consumer contain a reduce"
@@ -292,11 +289,6 @@ def _is(a, b) -> bool:
     return a is not None and b is not None and a == b
 
 
-def _owner(value: ir.Value) -> ir.Operation | None:
-    owner = value.owner
-    return owner.operation if isinstance(owner, (ir.Operation, ir.OpView)) else None
-
-
 def in_place_operand(op: ir.Operation) -> ir.Value | None:
     """The operand a dynamic-update-slice (or a fusion rooted in one) updates in place."""
     if op.name == "xhlo.dynamic_update_slice":
@@ -306,7 +298,7 @@ def in_place_operand(op: ir.Operation) -> ir.Value | None:
     block = op.regions[0].blocks[0]
     terminator = list(block.operations)[-1]
     for value in terminator.operands:
-        root = _owner(value)
+        root = defining_op(value)
         if root is not None and root.name == "xhlo.dynamic_update_slice":
             buffer = root.operands[0]
             for argument, operand in zip(block.arguments, op.operands):
@@ -318,7 +310,7 @@ def in_place_operand(op: ir.Operation) -> ir.Value | None:
 def fused_operand_count(producer: ir.Operation, consumer: ir.Operation) -> int:
     values: list = []
     for value in list(consumer.operands) + list(producer.operands):
-        if _is(_owner(value), producer) or value in values:
+        if _is(defining_op(value), producer) or value in values:
             continue
         values.append(value)
     return len(values)

@@ -27,19 +27,16 @@ that set it. Changed: any layout attribute set or copy inserted.
 from dataclasses import dataclass
 from typing import ClassVar
 
+from mlirxla.dialects.xhlo.builder import create_op
+from mlirxla.dialects.xhlo.ops import ELEMENTWISE_OPS
 from mlirxla.mlir import ir
-
-from mlirxla.dialects.xhlo.builder import create_op, op_classes
-from mlirxla.dialects.xhlo.ops import ElementwiseOp
 
 from .erasure import live_ops
 from .pass_base import ModulePass, PassResult, TextReport
 
 LAYOUT_ATTR = "xhlo.layout"
-ELEMENTWISE = frozenset(
-    {name for name, cls in op_classes().items() if issubclass(cls, ElementwiseOp)}
-    | {"xhlo.compare", "xhlo.select", "xhlo.clamp", "xhlo.convert", "xhlo.copy"}
-)
+# HLO counts copy elementwise too (StableHLO has no copy)
+ELEMENTWISE = ELEMENTWISE_OPS | {"xhlo.copy"}
 LIBRARY_CALLS = frozenset({"xhlo.dot", "xhlo.dot_general", "xhlo.convolution"})
 
 

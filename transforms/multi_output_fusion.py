@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from mlirxla.ir_queries import defining_op
 from mlirxla.mlir import ir
 
 from .fusion_legality import (
@@ -88,11 +89,6 @@ class MultiOutputFusionDecisions(PassReport):
 # --- shapes ------------------------------------------------------------------------------------
 
 
-def _owner(value: ir.Value) -> ir.Operation | None:
-    owner = value.owner
-    return owner.operation if isinstance(owner, (ir.Operation, ir.OpView)) else None
-
-
 def _shape(value_type: ir.Type) -> tuple | None:
     if isinstance(value_type, ir.RankedTensorType):
         return tuple(ir.RankedTensorType(value_type).shape)
@@ -104,7 +100,7 @@ def _root_ops(op: ir.Operation) -> list[tuple[ir.Operation | None, ir.Value]]:
     if op.name != "xhlo.fusion":
         return [(op, result) for result in op.results]
     terminator = list(op.regions[0].blocks[0].operations)[-1]
-    return [(_owner(value), value) for value in terminator.operands]
+    return [(defining_op(value), value) for value in terminator.operands]
 
 
 @dataclass(frozen=True)
@@ -203,7 +199,7 @@ def _operand_union(members: list[ir.Operation]) -> list[ir.Value]:
     values: list = []
     for member in members:
         for value in member.operands:
-            if _owner(value) in inside or value in values:
+            if defining_op(value) in inside or value in values:
                 continue
             values.append(value)
     return values
@@ -223,7 +219,7 @@ def size_problem(members: list[ir.Operation], results: int, limits: FusionLimits
 
 def shared_operand_problem(value: ir.Value) -> str | None:
     """XLA's IsProfitableOperand: sharing a constant or a scalar saves no memory traffic."""
-    owner = _owner(value)
+    owner = defining_op(value)
     if owner is not None and owner.name == "xhlo.constant":
         return "the shared operand is a constant"
     if element_count(value.type) <= 1:

@@ -27,6 +27,7 @@ from typing import ClassVar
 
 from mlirxla.dialects.xhlo.builder import create_op
 from mlirxla import errors
+from mlirxla.ir_queries import defining_op
 from mlirxla.mlir import ir
 
 from .cost_model import model_for
@@ -111,11 +112,6 @@ class Namer:
         return name
 
 
-def _owner_op(value: ir.Value) -> ir.Operation | None:
-    owner = value.owner
-    return owner.operation if isinstance(owner, (ir.Operation, ir.OpView)) else None
-
-
 def fusion_base_name(body_kinds: list[str], root: str) -> str:
     first = next((k for k in body_kinds if k not in ("constant", "parameter")), body_kinds[0] if body_kinds else root)
     return f"{first}_{root}_fusion"
@@ -132,7 +128,7 @@ def build_fusion(members: list[ir.Operation], exposed: list[ir.Value], namer: Na
     inputs: list[ir.Value] = []
     for member in members:
         for value in member.operands:
-            if _owner_op(value) in inside or value in inputs:
+            if defining_op(value) in inside or value in inputs:
                 continue
             inputs.append(value)
     location = anchor.location
@@ -157,7 +153,7 @@ def build_fusion(members: list[ir.Operation], exposed: list[ir.Value], namer: Na
                 _clone_into(member, mapping)
                 body_kinds.append(kind_of(member))
         create_op("xhlo.return", [mapping[v] for v in exposed], [], {}, location)
-    roots = [kind_of(_owner_op(mapping[v])) if _owner_op(mapping[v]) is not None else "parameter" for v in exposed]
+    roots = [kind_of(defining_op(mapping[v])) if defining_op(mapping[v]) is not None else "parameter" for v in exposed]
     if kind is None:
         kind = "input" if "reduce" in roots else "loop"
     fusion.attributes["kind"] = ir.StringAttr.get(kind)

@@ -5,19 +5,6 @@ from mlirxla.mlir import ir
 from .erasure import erase
 
 
-def ops_where(module: ir.Module, wanted) -> list[ir.Operation]:
-    """The ops of `module` (nested ones included, in walk order) for which `wanted(op)` holds."""
-    found = []
-
-    def visit(op):
-        if wanted(op.operation):
-            found.append(op.operation)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
-    return found
-
-
 def splice_block(block: ir.Block, op: ir.Operation) -> None:
     """Replace `op` by the body of `block`: the block's arguments become `op`'s operands, its
     ops move in front of `op`, and its terminator's operands replace `op`'s results."""

@@ -27,11 +27,11 @@ from typing import ClassVar
 
 from mlirxla.dialects.xhlo.builder import XhloBuilder, dense_splat
 from mlirxla.errors import MlirxlaError, location_text
+from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir
 
 from .erasure import erase, live_ops
 from .pass_base import ModulePass
-from .rewriting import ops_where
 
 THREEFRY_ROTATIONS = (13, 15, 26, 6, 17, 29, 16, 24)
 THREEFRY_PARITY = 0x1BD11BDA
@@ -274,7 +274,7 @@ class RngBitGeneratorExpanderPass(ModulePass):
 
     def run(self, module: ir.Module) -> bool:
         changed = False
-        for op in live_ops(ops_where(module, lambda op: op.name == "xhlo.rng_bit_generator")):
+        for op in live_ops(ops_named(module, "xhlo.rng_bit_generator")):
             expand(op, self.default_algorithm)
             changed = True
         return changed

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from mlirxla.dialects.xhlo.types import bit_width
+from mlirxla.ir_queries import entry_function, function_name
 from mlirxla.mlir import ir
 
 from .dead_code_elimination import has_side_effect
@@ -256,19 +257,6 @@ def id_of(op: ir.Operation, block: ir.Block) -> int:
         if other.operation == op:
             return k
     return -1
-
-
-def function_name(func: ir.Operation) -> str:
-    return ir.StringAttr(func.attributes["sym_name"]).value
-
-
-def entry_function(module: ir.Module) -> ir.Operation | None:
-    funcs = [op.operation for op in module.body.operations if op.operation.name == "func.func"]
-    for f in funcs:
-        if function_name(f) == "main":
-            return f
-    public = [f for f in funcs if "sym_visibility" not in f.attributes or ir.StringAttr(f.attributes["sym_visibility"]).value == "public"]
-    return (public or funcs or [None])[0]
 
 
 def schedule_attr(algorithm: str, peak: int) -> ir.Attribute:

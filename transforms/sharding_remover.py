@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from mlirxla.dialects.xhlo.config import read_config
+from mlirxla.ir_queries import ops_where
 from mlirxla.mlir import ir
 
 from .erasure import erase, live_ops
 from .pass_base import ModulePass
-from .rewriting import ops_where
 
 ANNOTATIONS = frozenset({"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape"})
 CUSTOM_CALLS = frozenset({"xhlo.custom_call", "stablehlo.custom_call"})

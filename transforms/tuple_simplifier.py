@@ -15,18 +15,11 @@ bodies, reducers) are rewritten too. Changed: any op replaced.
 from dataclasses import dataclass
 from typing import ClassVar
 
+from mlirxla.ir_queries import defining_op, ops_named
 from mlirxla.mlir import ir
 
 from .erasure import erase, live_ops
 from .pass_base import ModulePass
-
-
-def defining_op(value: ir.Value) -> ir.Operation | None:
-    """The op that produces `value`, or None for a block argument."""
-    owner = value.owner
-    if isinstance(owner, ir.Block):
-        return None
-    return owner.operation
 
 
 def result_number(value: ir.Value) -> int:
@@ -35,18 +28,6 @@ def result_number(value: ir.Value) -> int:
 
 def tuple_index(gte: ir.Operation) -> int:
     return ir.IntegerAttr(gte.attributes["index"]).value
-
-
-def collect(module: ir.Module, names: tuple[str, ...]) -> list[ir.Operation]:
-    found = []
-
-    def visit(op):
-        if op.name in names:
-            found.append(op.operation)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
-    return found
 
 
 def forward_element(gte: ir.Operation) -> bool:
@@ -97,8 +78,8 @@ class TupleSimplifierPass(ModulePass):
     def run(self, module: ir.Module) -> bool:
         changed = False
         # Element forwarding first: it can leave a rebuilt tuple whose source is visible.
-        for gte in live_ops(collect(module, ("xhlo.get_tuple_element",))):
+        for gte in live_ops(ops_named(module, "xhlo.get_tuple_element")):
             changed = forward_element(gte) or changed
-        for tup in live_ops(collect(module, ("xhlo.tuple",))):
+        for tup in live_ops(ops_named(module, "xhlo.tuple")):
             changed = forward_tuple(tup) or changed
         return changed

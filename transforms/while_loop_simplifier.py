@@ -30,6 +30,7 @@ from typing import ClassVar
 import numpy as np
 
 from mlirxla.dialects.xhlo.builder import create_op
+from mlirxla.ir_queries import defining_op, first_op_where, ops_named
 from mlirxla.mlir import ir
 from mlirxla.runtime import literals
 
@@ -48,11 +49,6 @@ COMPARE = {
     "GT": lambda a, b: a > b,
     "GE": lambda a, b: a >= b,
 }
-
-
-def defining_op(value: ir.Value) -> ir.Operation | None:
-    owner = value.owner
-    return None if isinstance(owner, ir.Block) else owner.operation
 
 
 def argument_index(value: ir.Value, block: ir.Block) -> int | None:
@@ -196,23 +192,10 @@ def feeds_only(argument: ir.Value, body: ir.Block, dead: set[int]) -> bool:
             if any(user == s for s in seen):
                 continue
             seen.append(user)
-            if has_side_effect(user) or any_side_effect_inside(user):
+            if first_op_where(user, has_side_effect) is not None:
                 return False
             work.extend(user.results)
     return True
-
-
-def any_side_effect_inside(op: ir.Operation) -> bool:
-    found = []
-
-    def visit(inner):
-        if has_side_effect(inner.operation):
-            found.append(inner)
-            return ir.WalkResult.INTERRUPT
-        return ir.WalkResult.ADVANCE
-
-    op.walk(visit)
-    return bool(found)
 
 
 def dead_carried_values(loop: ir.Operation) -> set[int]:
@@ -292,14 +275,7 @@ class WhileLoopSimplifierPass(ModulePass):
     summary: ClassVar[str] = "remove while loops with trip count 0 or 1 and dead carried values"
 
     def run(self, module: ir.Module) -> bool:
-        loops = []
-
-        def visit(op):
-            if op.name == "xhlo.while":
-                loops.append(op.operation)
-            return ir.WalkResult.ADVANCE
-
-        module.operation.walk(visit, ir.WalkOrder.POST_ORDER)
+        loops = ops_named(module, "xhlo.while")
         changed = False
         with module.context, ir.Location.unknown():
             for loop in live_ops(loops):

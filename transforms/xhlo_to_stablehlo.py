@@ -9,7 +9,8 @@ operand, `bitcast` becomes a reshape, `conditional` becomes `stablehlo.case` (or
 
 from mlirxla.errors import MlirxlaError, location_text
 from mlirxla.frontdoor import attributes
-from mlirxla.frontdoor.stablehlo_to_xhlo import RENAMED_OPS, collect, move_regions, replace_op
+from mlirxla.frontdoor.stablehlo_to_xhlo import RENAMED_OPS, move_regions, replace_op
+from mlirxla.ir_queries import ops_in_dialect, ops_named
 from mlirxla.mlir import func, ir
 
 from .erasure import erase, live_ops
@@ -109,9 +110,9 @@ SPECIAL_LOWERINGS = {
 def lower_module(module: ir.Module) -> None:
     """Rewrite every xhlo op of `module` in place into StableHLO (fusions inlined first)."""
     with module.context, ir.Location.unknown():
-        for op in live_ops(reversed(collect(module, "xhlo.fusion"))):
+        for op in live_ops(reversed(ops_named(module, "xhlo.fusion"))):
             inline_fusion(op)
-        for op in live_ops(collect(module, "xhlo.")):
+        for op in live_ops(ops_in_dialect(module, "xhlo")):
             if op.name in SPECIAL_LOWERINGS:
                 SPECIAL_LOWERINGS[op.name](op)
             elif op.name in REVERSED_OPS:

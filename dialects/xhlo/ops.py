@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 from mlirxla.mlir import ext, ir
 
-from .dialect import XhloOp
+from .dialect import Xhlo, XhloOp
 from .types import (
     bit_width,
     element_of,
@@ -69,7 +69,9 @@ def same_type_problem(types: list[ir.Type]) -> str | None:
 
 
 class ElementwiseOp(XhloOp):
-    """Elementwise op whose operands and result share one tensor type."""
+    """An op StableHLO calls elementwise (its Elementwise and BroadcastingElementwise ops): each
+    result element depends only on the operand elements at the same index. Unless an op says
+    otherwise, its operands and result share one tensor type."""
 
     def check(self):
         return same_type_problem([v.type for v in self.operands] + [self.result.type])
@@ -278,7 +280,7 @@ COMPARISON_DIRECTIONS = ("EQ", "NE", "GE", "GT", "LE", "LT")
 COMPARISON_TYPES = ("FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED", "NOTYPE")
 
 
-class CompareOp(XhloOp, name="compare", traits=[Pure]):
+class CompareOp(ElementwiseOp, name="compare", traits=[Pure]):
     """`"xhlo.compare"(%a, %b) {comparison_direction = "LT", compare_type = "FLOAT"}` -> i1 tensor."""
 
     lhs: Operand[Any]
@@ -301,7 +303,7 @@ class CompareOp(XhloOp, name="compare", traits=[Pure]):
         return same_shape_problem([self.lhs.type, self.result.type])
 
 
-class SelectOp(XhloOp, name="select", traits=[Pure]):
+class SelectOp(ElementwiseOp, name="select", traits=[Pure]):
     """pred ? on_true : on_false, elementwise (a scalar pred selects whole tensors)."""
 
     pred: Operand[Any]
@@ -319,7 +321,7 @@ class SelectOp(XhloOp, name="select", traits=[Pure]):
         return None
 
 
-class ClampOp(XhloOp, name="clamp", traits=[Pure]):
+class ClampOp(ElementwiseOp, name="clamp", traits=[Pure]):
     """min(max(operand, min), max); min and max may be scalars."""
 
     min: Operand[Any]
@@ -336,7 +338,7 @@ class ClampOp(XhloOp, name="clamp", traits=[Pure]):
         return None
 
 
-class ConvertOp(XhloOp, name="convert", traits=[Pure]):
+class ConvertOp(ElementwiseOp, name="convert", traits=[Pure]):
     """Elementwise conversion to the result's element type."""
 
     operand: Operand[Any]
@@ -347,7 +349,9 @@ class ConvertOp(XhloOp, name="convert", traits=[Pure]):
 
 
 class BitcastConvertOp(XhloOp, name="bitcast_convert", traits=[Pure]):
-    """Reinterpret the bits of each element as another element type."""
+    """Reinterpret the bits of the operand as the result's element type. Not elementwise (StableHLO
+    gives it no Elementwise trait): between element types of different widths it adds or drops
+    the minor dimension (f64 -> 2 x f32)."""
 
     operand: Operand[Any]
     result: Result[Any]
@@ -1111,3 +1115,7 @@ class BitcastOp(XhloOp, name="bitcast", traits=[Pure]):
         if size(self.operand.type) != size(self.result.type):
             return f"sizes differ: {self.operand.type} -> {self.result.type}"
         return None
+
+
+# the ElementwiseOp classes by op name (`xhlo.add`), which is how the passes meet them
+ELEMENTWISE_OPS = frozenset(op_class.OPERATION_NAME for op_class in Xhlo.operations if issubclass(op_class, ElementwiseOp))

@@ -430,11 +430,6 @@ def parse_attribute(attr: ir.Attribute) -> HloSharding:
     return HloSharding.parse(ir.StringAttr(attr).value)
 
 
-def canonical_attribute(text: str) -> ir.Attribute:
-    """The `xhlo.sharding` string attribute of `text`, printed canonically."""
-    return ir.StringAttr.get(str(HloSharding.parse(text)))
-
-
 def sharding_problem(attr: ir.Attribute, result_count: int) -> str | None:
     """None when `attr` is a valid `xhlo.sharding` for an op with `result_count` results."""
     try:

@@ -27,10 +27,6 @@ def is_scalar_tensor(t: ir.Type) -> bool:
     return is_tensor(t) and tensor(t).rank == 0
 
 
-def with_element(t: ir.Type, element: ir.Type) -> ir.Type:
-    return ir.RankedTensorType.get(shape_of(t), element)
-
-
 def ints(attr: ir.Attribute) -> list[int]:
     """The integers of a dense i64/i32 array attribute, a dense elements attribute or an array of integers."""
     if isinstance(attr, ir.DenseI64ArrayAttr):

@@ -25,7 +25,8 @@ import time
 from collections import deque
 from dataclasses import asdict, dataclass, field
 
-SEPARATOR = re.compile(r"^// -----[ \t]*$", re.MULTILINE)
+from .split_input import split_chunks
+
 TEST_FUNCTION = re.compile(r"^\s*func\.func\s+(?:public\s+)?@([\w$.-]+)\s*\(\s*\)", re.MULTILINE)
 RUN_PARALLEL = "interpreter.run_parallel"
 DEFAULT_TIMEOUT = 120.0
@@ -110,18 +111,6 @@ class Report:
 # --------------------------------------------------------------------------- collection
 
 
-def split_chunks(text: str) -> list[tuple[int, str]]:
-    """The `// -----` chunks of a file with the line each starts on; line numbers preserved
-    by padding each chunk with the newlines that precede it."""
-    chunks, start, line = [], 0, 1
-    for match in SEPARATOR.finditer(text):
-        chunks.append((line, text[start : match.start()]))
-        line += text[start : match.end()].count("\n")
-        start = match.end()
-    chunks.append((line, text[start:]))
-    return [(first, "\n" * (first - 1) + chunk) for first, chunk in chunks]
-
-
 def test_files(directory: str) -> list[str]:
     found = []
     for root, _dirs, files in os.walk(directory):
@@ -136,11 +125,11 @@ def collect(directory: str, filter_text: str | None = None) -> list[TestCase]:
             text = handle.read()
         parallel = RUN_PARALLEL in text
         seen: dict[str, int] = {}
-        for index, (line, chunk) in enumerate(split_chunks(text)):
-            for match in TEST_FUNCTION.finditer(chunk):
+        for index, chunk in enumerate(split_chunks(text)):
+            for match in TEST_FUNCTION.finditer(chunk.text):
                 seen[match.group(1)] = seen.get(match.group(1), 0) + 1
-                line_number = chunk.count("\n", 0, match.start()) + 1
-                case = TestCase(relative, match.group(1), index, line_number, chunk, parallel, seen[match.group(1)])
+                line_number = chunk.text.count("\n", 0, match.start()) + 1
+                case = TestCase(relative, match.group(1), index, line_number, chunk.text, parallel, seen[match.group(1)])
                 if filter_text is None or filter_text in case.name:
                     cases.append(case)
     return cases

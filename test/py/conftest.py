@@ -50,12 +50,13 @@ def random_arguments(module, seed: int = 0) -> list:
     """Arguments for the module's entry function, drawn as `mlirxla-run --seed` draws them."""
     import numpy as np
 
+    from mlirxla.ir_queries import public_entry_name
     from mlirxla.mlir import ir
     from mlirxla.runtime import reference
     from mlirxla.tools.run import generated_argument
 
     with module.context, ir.Location.unknown():
-        types = [ir.RankedTensorType(t) for t in reference.argument_types(module, reference.entry_function(module))]
+        types = [ir.RankedTensorType(t) for t in reference.argument_types(module, public_entry_name(module))]
         rng = np.random.default_rng(seed)
         return [generated_argument(t, rng) for t in types]
 

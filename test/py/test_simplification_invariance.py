@@ -9,10 +9,10 @@ import pytest
 
 from mlirxla import frontdoor
 from mlirxla.conformance import run_suite
+from mlirxla.ir_queries import entry_function
 from mlirxla.pipelines import named_pipeline
 from mlirxla.pipelines.runner import PipelineRunner
 from mlirxla.transforms.pass_base import ModulePass
-from mlirxla.transforms.scheduling import entry_function
 from mlirxla.transforms.verifier import verify_module
 
 from .conftest import CONFORMANCE, CONFORMANCE_ABSENT, JAX_PROGRAMS, REPOSITORY, random_arguments, reference_outputs

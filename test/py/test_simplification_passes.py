@@ -9,6 +9,7 @@ import pytest
 
 from mlirxla import frontdoor
 from mlirxla.context import new_context
+from mlirxla.ir_queries import public_entry_name
 from mlirxla.mlir import ir
 from mlirxla.runtime import literals, reference
 from mlirxla.transforms.call_inliner import CallInlinerPass
@@ -204,7 +205,7 @@ def test_while_loop_simplifier_dead_carried_value():
 
 def random_inputs(module: ir.Module, seed: int = 0) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
-    entry = reference.entry_function(module)
+    entry = public_entry_name(module)
     arrays = []
     for type_ in reference.argument_types(module, entry):
         shaped = ir.RankedTensorType(type_)

@@ -10,21 +10,15 @@ import math
 
 from mlirxla.dialects.xhlo.builder import create_op
 from mlirxla.dialects.xhlo.types import element_of, ints, shape_of
+from mlirxla.ir_queries import defining_op
 from mlirxla.mlir import ir
 
 NO_MATCH = None
 
 
-def producer(value: ir.Value) -> ir.Operation | None:
-    """The op that defines `value`, or None for a block argument."""
-    if not isinstance(value, ir.OpResult):
-        return None
-    return value.owner.operation
-
-
 def produced_by(value: ir.Value, name: str) -> ir.Operation | None:
     """The op defining `value` when it is an `xhlo.<name>`, else None."""
-    op = producer(value)
+    op = defining_op(value)
     return op if op is not None and op.name == f"xhlo.{name}" else None
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from mlirxla.dialects.xhlo.config import CONFIG, ModuleConfig, read_config, write_config
 from mlirxla.errors import MlirxlaError, first_line, location_text
+from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir, passmanager, stablehlo
 from mlirxla.transforms import call_inliner, erasure
 
@@ -36,7 +37,7 @@ def composites_to_calls(module: ir.Module) -> None:
     """stablehlo.composite -> func.call of its decomposition, so that inlining takes it."""
     from mlirxla.mlir import func
 
-    for op in stablehlo_to_xhlo.collect(module, "stablehlo.composite"):
+    for op in ops_named(module, "stablehlo.composite"):
         callee = ir.FlatSymbolRefAttr(op.attributes["decomposition"]).value
         with ir.InsertionPoint(op), op.location:
             call = func.CallOp([r.type for r in op.results], callee, list(op.operands))

@@ -8,10 +8,9 @@ region and is removed once nothing calls it.
 """
 
 from mlirxla.errors import MlirxlaError, location_text
+from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir
 from mlirxla.transforms.erasure import erase, live_ops
-
-from .stablehlo_to_xhlo import collect
 
 TARGET = "ApproxTopK"
 
@@ -66,11 +65,11 @@ def expand(op: ir.Operation, module: ir.Module) -> ir.Operation:
 
 def expand_approx_top_k(module: ir.Module) -> None:
     comparators = []
-    for op in live_ops(collect(module, "stablehlo.custom_call")):
+    for op in live_ops(ops_named(module, "stablehlo.custom_call")):
         if ir.StringAttr(op.attributes["call_target_name"]).value == TARGET:
             comparators.append(expand(op, module))
     if comparators:
-        still_called = {ir.FlatSymbolRefAttr(a).value for op in collect(module, "stablehlo.custom_call")
+        still_called = {ir.FlatSymbolRefAttr(a).value for op in ops_named(module, "stablehlo.custom_call")
                         if "called_computations" in op.attributes for a in ir.ArrayAttr(op.attributes["called_computations"])}
         for function in live_ops(comparators):
             if ir.StringAttr(function.attributes["sym_name"]).value not in still_called:

@@ -8,10 +8,9 @@ replaced by a true predicate, since the check's outcome is reported, not compute
 
 from mlirxla.dialects.check import CHECK_OPS
 from mlirxla.errors import MlirxlaError, location_text
+from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir
 from mlirxla.transforms.erasure import erase, live_ops
-
-from .stablehlo_to_xhlo import collect
 
 CHECK_NAMES = {cls.OPERATION_NAME for cls in CHECK_OPS}
 
@@ -21,7 +20,7 @@ def target_name(op: ir.Operation) -> str:
 
 
 def custom_calls_to_checks(module: ir.Module) -> None:
-    for op in live_ops(collect(module, "stablehlo.custom_call")):
+    for op in live_ops(ops_named(module, "stablehlo.custom_call")):
         target = target_name(op)
         if not target.startswith("check."):
             continue

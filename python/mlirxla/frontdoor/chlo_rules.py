@@ -8,16 +8,30 @@ operands, StableHLO's own decompositions (Hull et al.'s algorithm for asin, acos
 acosh; a log1p form for atanh and atan), so that our results agree with jaxlib's own chlo
 legalization to a few ulps. f16 and bf16 are computed in f32 and converted back, as XLA does,
 for the functions where accuracy needs it.
+
+`CHLO_RULES` maps each `chlo.<name>` to its rule; `@chlo_rule(name)` registers one.
 """
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
-from mlirxla.dialects.xhlo.builder import dense_splat, i1_like
+from mlirxla.dialects.xhlo.builder import XhloBuilder, dense_splat, i1_like
 from mlirxla.mlir import ir
 
-from .chlo_to_xhlo import chlo_rule
+ChloRule = Callable[[XhloBuilder, ir.Operation], list[ir.Value]]
+CHLO_RULES: dict[str, ChloRule] = {}
+
+
+def chlo_rule(name: str):
+    """Register the composition of `chlo.<name>`."""
+
+    def register(rule: ChloRule) -> ChloRule:
+        CHLO_RULES[f"chlo.{name}"] = rule
+        return rule
+
+    return register
 
 # ---------------------------------------------------------------- helpers
 

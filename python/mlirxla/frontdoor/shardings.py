@@ -44,6 +44,7 @@ import numpy as np
 from mlirxla.dialects.xhlo import SHARDING
 from mlirxla.dialects.xhlo.sharding import HloSharding, Iota, ShardingSyntaxError
 from mlirxla.errors import MlirxlaError, location_text
+from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir
 from mlirxla.transforms.erasure import erase, live_ops
 
@@ -334,10 +335,6 @@ def to_hlo_sharding(sharding: TensorSharding, mesh: Mesh, rank: int | None, manu
     return HloSharding.tiled(tile_dims, devices=list(devices), subgroup_types=subgroups)
 
 
-def manual_body_sharding(sharding: TensorSharding, mesh: Mesh, rank: int | None, manual_axes: tuple[str, ...]) -> HloSharding:
-    return to_hlo_sharding(sharding, mesh, rank, manual_axes)
-
-
 # ---------------------------------------------------------------- the module
 
 
@@ -400,24 +397,9 @@ def _custom_call(target: str, operand: ir.Value, result_type: ir.Type, sharding:
     return op.results[0]
 
 
-def _collect(module: ir.Module, name: str, order=None) -> list:
-    found = []
-
-    def visit(op):
-        if op.operation.name == name:
-            found.append(op.operation)
-        return ir.WalkResult.ADVANCE
-
-    if order is None:
-        module.operation.walk(visit)
-    else:
-        module.operation.walk(visit, order)
-    return found
-
-
 def inline_manual_computations(module: ir.Module, importer: _Importer | None = None) -> None:
     """Replace every `sdy.manual_computation` by its body between XLA's shard-shape custom calls."""
-    ops = _collect(module, "sdy.manual_computation", ir.WalkOrder.POST_ORDER)
+    ops = ops_named(module, "sdy.manual_computation")
     if not ops:
         return
     importer = importer or _Importer(module)
@@ -512,7 +494,7 @@ def _convert_function(function, importer: _Importer) -> None:
 
 def _convert_constraints(module: ir.Module, importer: _Importer) -> None:
     for name in ("sdy.sharding_constraint", "sdy.reshard"):
-        for op in live_ops(_collect(module, name)):
+        for op in live_ops(ops_named(module, name)):
             try:
                 sharding = importer.convert(parse_tensor_sharding(str(op.attributes["sharding"])), op.operands[0].type)
             except (ValueError, KeyError) as error:
@@ -549,7 +531,7 @@ def import_shardings(module: ir.Module) -> None:
     importer = _Importer(module)
     inline_manual_computations(module, importer)
     _convert_constraints(module, importer)
-    for function in _collect(module, "func.func"):
+    for function in ops_named(module, "func.func"):
         _convert_function(function, importer)
     _convert_op_attributes(module, importer)
     for op in live_ops(module.body.operations):

@@ -11,6 +11,7 @@ An op with no xhlo equivalent is refused with its name and location.
 
 from mlirxla.dialects.xhlo.builder import create_op, op_classes
 from mlirxla.errors import MlirxlaError, location_text
+from mlirxla.ir_queries import ops_in_dialect
 from mlirxla.mlir import func, ir
 from mlirxla.transforms.erasure import erase, live_ops
 
@@ -188,19 +189,6 @@ class SymbolNamer:
         return name
 
 
-def collect(module: ir.Module, prefix: str) -> list[ir.Operation]:
-    """Ops whose name starts with `prefix`, inner ops before the ops that contain them."""
-    found = []
-
-    def visit(op):
-        if op.name.startswith(prefix):
-            found.append(op.operation)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit, ir.WalkOrder.POST_ORDER)
-    return found
-
-
 def constant_ints(value: ir.Value) -> list[int] | None:
     """The integers of a value defined by stablehlo.constant (flattened), else None."""
     owner = value.owner if isinstance(value, ir.OpResult) else None
@@ -269,7 +257,7 @@ DYNAMIC_OPS = ("stablehlo.dynamic_iota", "stablehlo.dynamic_reshape", "stablehlo
 
 def staticize(module: ir.Module) -> None:
     """Dynamic-shape ops whose shapes are static become their static equivalents, as XLA does."""
-    for op in live_ops(collect(module, "stablehlo.")):
+    for op in live_ops(ops_in_dialect(module, "stablehlo")):
         if op.name in DYNAMIC_OPS and (form := static_form(op)) is not None:
             name, operands, attrs = form
             with ir.InsertionPoint(op):
@@ -287,7 +275,7 @@ def sink_captured_constants(module: ir.Module) -> None:
     hoists them out of sort comparators and reducers; HLO computations take only their
     arguments, as XLA's SinkConstantsToControlFlow makes them); any other captured value is
     refused."""
-    for op in live_ops(collect(module, "stablehlo.")):
+    for op in live_ops(ops_in_dialect(module, "stablehlo")):
         if op.name not in COMPUTATION_OPS:
             continue
         for region in op.regions:
@@ -310,7 +298,7 @@ def legalize_module(module: ir.Module) -> None:
     symbols = SymbolNamer(module)
     staticize(module)
     sink_captured_constants(module)
-    for op in live_ops(collect(module, "stablehlo.")):
+    for op in live_ops(ops_in_dialect(module, "stablehlo")):
         name = op.name
         if name in ("stablehlo.case", "stablehlo.if"):
             legalize_conditional(op, module, symbols)

@@ -9,6 +9,7 @@ module is read once, right after parsing, so the error names the op and the attr
 import re
 
 from mlirxla.errors import MlirxlaError, location_text
+from mlirxla.ir_queries import nested_ops
 from mlirxla.mlir import ir
 
 # what the bindings raise on a string that is not UTF-8
@@ -25,14 +26,7 @@ def may_escape_bytes(text: str) -> bool:
 def check_module(module: ir.Module, source: str) -> None:
     """The ops are collected first and read after the walk: a conversion error raised inside a
     walk's callback crosses C code that cannot pass it on, and aborts the process."""
-    ops = []
-
-    def collect(op):
-        ops.append(op.operation)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(collect)
-    for op in ops:
+    for op in nested_ops(module):
         problem = unreadable_string(op, source)
         if problem is not None:
             raise problem

@@ -12,7 +12,6 @@ import argparse
 import io
 import re
 import sys
-from dataclasses import dataclass
 
 from mlirxla import frontdoor, printing
 from mlirxla.context import new_context
@@ -20,13 +19,13 @@ from mlirxla.errors import MlirxlaError, first_line
 from mlirxla.pipelines import named_pipeline, pipeline_names
 from mlirxla.pipelines.pipeline import FixedPoint, Pipeline
 from mlirxla.pipelines.runner import PipelineRunner, RunOptions
-from mlirxla.pipelines.text import parse_pipeline, parse_step
+from mlirxla.pipelines.text import parse_pipeline
+from mlirxla.split_input import Chunk, split_chunks
 from mlirxla.transforms import erasure, registry
 from mlirxla.transforms.pass_base import PassReport
 
 from .cli import EXIT_CHECK_FAILED, EXIT_OK, run_tool
 
-SPLIT_MARKER = re.compile(r"^// -----[ \t]*$", re.MULTILINE)
 EXPECTED_ERROR = re.compile(r"//\s*expected-error\s*(@([+-]\d+|above|below))?\s*\{\{(.*?)\}\}")
 
 
@@ -96,7 +95,7 @@ def build_pipeline(arguments) -> Pipeline | None:
     if arguments.pass_flags:
         pipeline = Pipeline("pass-flags")
         for name in arguments.pass_flags:
-            pipeline.add(parse_step(name))
+            pipeline.add(name)
         return pipeline
     return None
 
@@ -120,23 +119,6 @@ def write_output(path: str, text: str) -> None:
             handle.write(text)
     except OSError as error:
         raise MlirxlaError(f"cannot write file: {error.strerror}", path) from None
-
-
-@dataclass(frozen=True)
-class Chunk:
-    """A piece of the input and the line it starts on (for --split-input-file)."""
-
-    text: str
-    first_line: int
-
-
-def split_chunks(text: str) -> list[Chunk]:
-    """The chunks, each padded with blank lines so that its line numbers are the file's."""
-    chunks, line = [], 1
-    for piece in SPLIT_MARKER.split(text):
-        chunks.append(Chunk("\n" * (line - 1) + piece, line))
-        line += piece.count("\n")
-    return chunks
 
 
 def process(data: bytes, source: str, arguments, pipeline: Pipeline | None, stream) -> str:
@@ -228,7 +210,7 @@ def opt(argv) -> int:
     if not arguments.split_input_file and not arguments.verify_diagnostics:
         write_output(arguments.output, process(data, source, arguments, pipeline, sys.stderr))
         return EXIT_OK
-    chunks = split_chunks(data.decode("utf-8", errors="replace")) if arguments.split_input_file else [Chunk(data.decode("utf-8", errors="replace"), 1)]
+    chunks = split_chunks(data.decode("utf-8", errors="replace")) if arguments.split_input_file else [Chunk(1, data.decode("utf-8", errors="replace"))]
     if arguments.verify_diagnostics:
         problems = [p for chunk in chunks for p in verify_diagnostics(chunk, source, arguments, pipeline)]
         for problem in problems:

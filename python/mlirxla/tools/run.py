@@ -19,6 +19,7 @@ import numpy as np
 from mlirxla import frontdoor
 from mlirxla.context import new_context
 from mlirxla.errors import MlirxlaError, in_file, location_text
+from mlirxla.ir_queries import public_entry_name
 from mlirxla.mlir import ir
 from mlirxla.pipelines.runner import RunOptions
 from mlirxla.backends import registry
@@ -141,7 +142,7 @@ def run_module(arguments, data: bytes, source: str) -> int:
     imported = frontdoor.import_bytes(data, source, context)
     module = imported.module
     with context, ir.Location.unknown():
-        entry = arguments.entry or reference.entry_function(module)
+        entry = arguments.entry or public_entry_name(module)
         parameters = entry_parameters(module, entry)
         require_memory_for_arguments(parameters, generated=not arguments.inputs)
         if arguments.backend == "reference" or arguments.check:

@@ -44,6 +44,20 @@ func.func @fold_exponential_chain() -> tensor<2xf32> {
 
 // -----
 
+/// atan2 is elementwise like the other binary ops, so it folds too (the interpreter's atan2).
+// CHECK-LABEL: @fold_atan2
+// CHECK: %[[C:.*]] = "xhlo.constant"() {value = dense<[0.785398185, -1.57079637]> : tensor<2xf32>}
+// CHECK-NOT: xhlo.atan2
+// CHECK: return %[[C]]
+func.func @fold_atan2() -> tensor<2xf32> {
+  %y = "xhlo.constant"() {value = dense<[1.0, -1.0]> : tensor<2xf32>} : () -> tensor<2xf32>
+  %x = "xhlo.constant"() {value = dense<[1.0, 0.0]> : tensor<2xf32>} : () -> tensor<2xf32>
+  %a = "xhlo.atan2"(%y, %x) : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  return %a : tensor<2xf32>
+}
+
+// -----
+
 /// An exponential of an argument stays.
 // CHECK-LABEL: @no_fold_exponential_argument
 // CHECK: "xhlo.exponential"(%arg0)
