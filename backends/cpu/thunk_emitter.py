@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mlirxla.errors import MlirxlaError, jax_primitive, location_text
+from mlirxla.ir_queries import entry_function
 from mlirxla.mlir import ir
 from mlirxla.runtime import literals
 from mlirxla.runtime.executable import ALIGNMENT, TensorSpec
@@ -32,7 +33,7 @@ from mlirxla.transforms.buffer_assignment import Assignment, analyze
 from mlirxla.transforms.dead_code_elimination import has_side_effect
 from mlirxla.transforms.erasure import live_ops
 from mlirxla.transforms.fusion_legality import NOT_KERNELS, fused_ops, kind_of
-from mlirxla.transforms.scheduling import entry_function, type_bytes
+from mlirxla.transforms.scheduling import type_bytes
 
 from . import native_symbols
 from .emitters import control_flow, host_calls, kernels, library_calls
