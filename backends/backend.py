@@ -30,7 +30,9 @@ class Backend:
     `RunOptions`, runs the backend's pipeline and returns a `CompiledProgram`;
     `load_code(object_code)` returns an object whose `address(symbol)` the plan's kernel
     thunks bind to; `environment()` names what else decides the code (versions, the host
-    CPU), part of the compile cache's key."""
+    CPU), part of the compile cache's key; `runs_collectives` says whether its programs may
+    talk to other devices (a module for several replicas or partitions runs on a grid of
+    devices, `runtime/devices.py`)."""
 
     name: str
     pipeline: str | None  # the named pipeline compile runs (None: none)
@@ -38,6 +40,7 @@ class Backend:
     compile: Callable
     load_code: Callable
     environment: Callable
+    runs_collectives: bool = False
 
 
 class NoCode:

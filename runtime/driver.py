@@ -12,19 +12,15 @@ from mlirxla.mlir import ir
 
 from . import literals
 from .executable import Executable
-from .reference import Execution, argument_types, check_arguments, extract_checks, find_function, trim_to_entry
+from .reference import CheckRecord, Execution, argument_types, check_arguments, extract_checks, find_function, trim_to_entry
 
 
-def execute(module: ir.Module, arguments: list[np.ndarray], entry: str | None = None, options=None,
-            backend: str = registry.DEFAULT) -> Execution:
-    """Compile `entry` (default: main or the first public function) of a clone of `module`
-    with `backend` and run it on numpy `arguments`."""
+def compile_entry(module: ir.Module, entry: str, options=None,
+                  backend: str = registry.DEFAULT) -> tuple[Executable, list[CheckRecord], list[ir.Type]]:
+    """`entry` of a clone of `module`, its checks turned into results, compiled by `backend`:
+    the executable, the checks, and the types of everything it returns."""
     from mlirxla.pipelines.runner import RunOptions
 
-    entry = entry or public_entry_name(module)
-    types = argument_types(module, entry)
-    check_arguments(types, arguments, entry)
-    result_count = len(ir.FunctionType(ir.TypeAttr(find_function(module, entry).attributes["function_type"]).value).results)
     clone = ir.Module.parse(module.operation.get_asm(enable_debug_info=True), module.context)
     with clone.context, ir.Location.unknown():
         function = find_function(clone, entry)
@@ -32,6 +28,17 @@ def execute(module: ir.Module, arguments: list[np.ndarray], entry: str | None = 
         trim_to_entry(clone, entry)
         result_types = list(ir.FunctionType(ir.TypeAttr(function.attributes["function_type"]).value).results)
     executable = Executable.of(registry.backend(backend).compile(clone, options or RunOptions(backend=backend)))
+    return executable, checks, result_types
+
+
+def execute(module: ir.Module, arguments: list[np.ndarray], entry: str | None = None, options=None,
+            backend: str = registry.DEFAULT) -> Execution:
+    """Compile `entry` (default: main or the first public function) of a clone of `module`
+    with `backend` and run it on numpy `arguments`."""
+    entry = entry or public_entry_name(module)
+    check_arguments(argument_types(module, entry), arguments, entry)
+    result_count = len(ir.FunctionType(ir.TypeAttr(find_function(module, entry).attributes["function_type"]).value).results)
+    executable, checks, result_types = compile_entry(module, entry, options, backend)
     outputs = executable.execute(arguments)
     with module.context:
         values = [literals.to_attribute(np.asarray(array), value_type) for array, value_type in zip(outputs, result_types)]

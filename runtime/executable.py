@@ -131,6 +131,10 @@ def written_parameters(plan: ExecutablePlan) -> frozenset[int]:
                      for at in thunk.writes if kinds[at.allocation] == "parameter")
 
 
+def talks_to_devices(plan: ExecutablePlan) -> bool:
+    return any(isinstance(thunk, thunk_kinds.CollectiveThunk) for thunk in thunk_kinds.every_thunk(plan.thunks))
+
+
 def address(array: np.ndarray) -> int:
     """The address of an array's first byte (the cheapest way numpy offers, writable or not)."""
     try:
@@ -151,7 +155,9 @@ class Executable:
         for thunk in plan.thunks:
             thunk.bind(self.code)
         self.pool = pool or ThreadPool.shared()
-        self.graph = plan_graph(plan.thunks)
+        # collectives wait for other devices: their program runs in order on the device's thread,
+        # so that no pool worker waits at a rendezvous for work queued behind it
+        self.graph = None if talks_to_devices(plan) else plan_graph(plan.thunks)
         self.constants = {index: np.ascontiguousarray(data) for index, data in plan.constants.items()}
         self.parameter_checks = [(np.dtype(p.dtype), tuple(p.shape)) for p in plan.parameters]
         self.outputs = [self.output_plan(at, spec) for at, spec in plan.outputs]

@@ -27,6 +27,8 @@ data (JSON), so host calls are cached and dumped like any thunk.
   and (the combiners JAX emits), element by element as the spec defines it: correct, and
   slow for large updates.
 - `dce_sink`: nothing (`lax.dce_sink` keeps its operand computed).
+- `print`: the operands on stdout, each as its type and its elements, one print at a time
+  (the interpreter tests' `interpreter.print`).
 - `python_callback`: a Python function the program calls (`jax.debug.print`,
   `jax.pure_callback`, `io_callback`), on copies of its operands, its results checked
   against the declared shapes and dtypes (`runtime/callbacks.py`).
@@ -289,6 +291,14 @@ def dce_sink(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
 
 
 EFFECT_ORDER_MARK = np.ones(1, np.uint8)
+_PRINT_LOCK = threading.Lock()
+
+
+def print_values(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
+    with _PRINT_LOCK:
+        for operand, value_type in zip(operands, attributes["types"]):
+            print(f"{value_type} {{\n  {np.array2string(operand, separator=', ')}\n}}", flush=True)
+    return [EFFECT_ORDER_MARK]
 
 
 def python_callback(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
@@ -304,4 +314,4 @@ def python_callback(operands: list[np.ndarray], attributes: dict) -> list[np.nda
 CALLS = {"sort": sort, "fft": fft, "triangular_solve": triangular_solve, "cholesky": cholesky, "eigh": eigh, "svd": svd,
          "householder_qr": householder_qr, "householder_product": householder_product, "eig": eig, "schur": schur,
          "hessenberg": hessenberg, "tridiagonal": tridiagonal,
-         "scatter": scatter, "dce_sink": dce_sink, "python_callback": python_callback, "interpret": interpret}
+         "scatter": scatter, "dce_sink": dce_sink, "print": print_values, "python_callback": python_callback, "interpret": interpret}

@@ -16,6 +16,8 @@ executor needs to order them. Kinds:
 - `host`: a library call computed with numpy on views of the buffers (sort, FFT,
   triangular solve, scatter), or a kernel the reference interpreter evaluates
   (`host_calls.py`);
+- `collective`: a collective, send/recv, infeed/outfeed or the device's own id, computed
+  with numpy from what the devices of its group bring to the rendezvous (`collectives.py`);
 - `while`: the condition's thunks, a predicate read back, the body's thunks, repeated;
 - `conditional`: an index (or predicate) read back, then one branch's thunks.
 
@@ -30,7 +32,7 @@ import numpy as np
 
 from mlirxla.errors import MlirxlaError
 
-from . import blas, host_calls
+from . import blas, collectives, host_calls
 
 
 @dataclass(frozen=True)
@@ -256,6 +258,7 @@ class HostThunk:
     results: tuple
     attributes: dict
     kind: str = "host"
+    calls = host_calls.CALLS
 
     @property
     def reads(self):
@@ -275,20 +278,35 @@ class HostThunk:
 
     def run(self, bases: list[int], pool) -> None:
         operands = [self.view(bases, *spec) for spec in self.operands]
-        values = host_calls.CALLS[self.call](operands, self.attributes)
+        values = self.calls[self.call](operands, self.attributes)
         for (at, shape, dtype), value in zip(self.results, values):
             self.view(bases, at, shape, dtype)[...] = np.asarray(value).astype(dtype, copy=False)
 
     def to_json(self) -> dict:
-        def specs(items):
-            return [[s.to_json(), list(shape), dtype] for s, shape, dtype in items]
-        return {"kind": self.kind, "name": self.name, "call": self.call, "operands": specs(self.operands),
-                "results": specs(self.results), "attributes": self.attributes}
+        return {"kind": self.kind, "name": self.name, "call": self.call, "operands": _specs_json(self.operands),
+                "results": _specs_json(self.results), "attributes": self.attributes}
 
     def describe(self) -> str:
         operands = ", ".join(s.text() for s in self.reads)
         results = ", ".join(s.text() for s in self.writes)
-        return f"host {self.call} {self.name} {self.attributes} ({operands}) -> {results}"
+        return f"{self.kind} {self.call} {self.name} {self.attributes} ({operands}) -> {results}"
+
+
+@dataclass
+class CollectiveThunk(HostThunk):
+    """A host call that talks to the other devices of the execution (`collectives.py`); an
+    executable holding one runs its thunks in program order, on its device's thread."""
+
+    kind: str = "collective"
+    calls = collectives.CALLS
+
+
+def _specs_json(specs) -> list:
+    return [[s.to_json(), list(shape), dtype] for s, shape, dtype in specs]
+
+
+def _specs(data) -> tuple:
+    return tuple((BufferSlice.from_json(s), tuple(shape), dtype) for s, shape, dtype in data)
 
 
 def _read_scalar(bases: list[int], at: BufferSlice) -> int:
@@ -415,9 +433,9 @@ def from_json(data: dict):
     if kind == "copy":
         return CopyThunk(data["name"], BufferSlice.from_json(data["source"]), BufferSlice.from_json(data["destination"]))
     if kind == "host":
-        def specs(items):
-            return tuple((BufferSlice.from_json(s), tuple(shape), dtype) for s, shape, dtype in items)
-        return HostThunk(data["name"], data["call"], specs(data["operands"]), specs(data["results"]), data["attributes"])
+        return HostThunk(data["name"], data["call"], _specs(data["operands"]), _specs(data["results"]), data["attributes"])
+    if kind == "collective":
+        return CollectiveThunk(data["name"], data["call"], _specs(data["operands"]), _specs(data["results"]), data["attributes"])
     if kind == "parallel_copy":
         return ParallelCopyThunk(data["name"], tuple(from_json(c) for c in data["copies"]))
     if kind == "while":

@@ -1,8 +1,9 @@
 """xhlo-dce: remove dead ops and dead computations (XLA's HloDCE).
 
 An op is dead when none of its results is used and it has no side effect; side effects are
-`custom_call` with `has_side_effect = true`, `rng` (its state is implicit) and collectives
-with a `channel_handle` (they talk to other programs, as XLA's HloChannelInstruction). Ops without
+`custom_call` with `has_side_effect = true`, `rng` (its state is implicit), infeed, outfeed,
+send and recv, and collectives with a `channel_handle` (they talk to other programs, as
+XLA's HloChannelInstruction). Ops without
 results (the check ops, terminators) are never dead. Removing one dead op can make its
 operands' producers dead, so ops are visited from the last to the first, inner regions
 included. A computation is dead when it is a private function that nothing refers to.
@@ -17,7 +18,7 @@ from mlirxla.mlir import ir
 from .erasure import erase, live_ops
 from .pass_base import ModulePass
 
-SIDE_EFFECTING = frozenset({"xhlo.rng"})
+SIDE_EFFECTING = frozenset({"xhlo.rng", "xhlo.infeed", "xhlo.outfeed", "xhlo.send", "xhlo.recv"})
 
 
 def has_side_effect(op: ir.Operation) -> bool:

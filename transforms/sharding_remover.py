@@ -6,7 +6,8 @@ jax puts `@Sharding` custom calls into ordinary programs (`jax.random` constrain
 its edges with `@SPMDFullToShardShape` / `@SPMDShardToFullShape`. When the module runs on a
 single partition each of them returns its operand: its uses read the operand instead and the
 call goes. On more partitions they are left for the SPMD partitioner, as is every
-`xhlo.sharding` attribute on other ops. The oracle (`runtime/oracle.py`) forwards the
+`xhlo.sharding` attribute on other ops; `partitioning_need` says what in a module for several
+partitions needs one (a module without such annotations is already each device's program). The oracle (`runtime/oracle.py`) forwards the
 StableHLO form of the same calls with `forward_annotations`. Changed: any annotation removed.
 """
 
@@ -14,7 +15,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from mlirxla.dialects.xhlo.config import read_config
-from mlirxla.ir_queries import ops_where
+from mlirxla.dialects.xhlo.sharding import parse_attribute
+from mlirxla.errors import location_text
+from mlirxla.ir_queries import first_op_where, module_functions, ops_where
 from mlirxla.mlir import ir
 
 from .erasure import erase, live_ops
@@ -38,6 +41,43 @@ def forward_annotations(module: ir.Module) -> bool:
         erase(call)
         changed = True
     return changed
+
+
+SHARDING = "xhlo.sharding"
+
+
+def is_tiled(attr: ir.Attribute) -> bool:
+    sharding = parse_attribute(attr)
+    return any(leaf.kind == "tiled" for leaf in (sharding.elements if sharding.kind == "tuple" else (sharding,)))
+
+
+def tiled_function_value(module: ir.Module) -> str | None:
+    for function in module_functions(module):
+        for key, what in (("arg_attrs", "argument"), ("res_attrs", "result")):
+            entries = ir.ArrayAttr(function.attributes[key]) if key in function.attributes else []
+            for index, entry in enumerate(entries):
+                attributes = ir.DictAttr(entry)
+                if SHARDING in attributes and is_tiled(attributes[SHARDING]):
+                    name = ir.StringAttr(function.attributes["sym_name"]).value
+                    return f"{what} #{index} of @{name} is sharded {ir.StringAttr(attributes[SHARDING]).value}"
+    return None
+
+
+def partitioning_need(module: ir.Module) -> str | None:
+    """What in `module` needs the SPMD partitioner: on more than one partition, a sharding
+    annotation or a tiled `xhlo.sharding`; None when every device runs the module as written."""
+    if read_config(module).partition_count == 1:
+        return None
+    annotation = first_op_where(module, is_annotation)
+    if annotation is not None:
+        target = ir.StringAttr(annotation.attributes["call_target_name"]).value
+        return f"its @{target} annotation at {location_text(annotation.location)}"
+    if (value := tiled_function_value(module)) is not None:
+        return value
+    tiled = first_op_where(module, lambda op: SHARDING in op.attributes and is_tiled(op.attributes[SHARDING]))
+    if tiled is not None:
+        return f"{tiled.name} at {location_text(tiled.location)} is sharded {ir.StringAttr(tiled.attributes[SHARDING]).value}"
+    return None
 
 
 @dataclass(frozen=True)

@@ -4,14 +4,12 @@ Per-op checks run in each op's `verify_invariants` during MLIR verification. Thi
 the checks that need more than one op or the module config (`xhlo.config`):
 
 * collectives: the ids in `replica_groups` (and `source_target_pairs`) are in range for the
-  op's collective group mode (XLA's `GetCollectiveOpGroupMode`): without a channel
-  (no `channel_handle`, or handle <= 0) they are replica ids (< replica_count); with a
-  channel and `use_global_device_ids` they are flattened ids (< replica_count *
-  partition_count); with a channel and no `use_global_device_ids` they are replica ids for
-  all_reduce / all_gather / reduce_scatter (cross-replica-and-partition) and partition ids
-  (< partition_count) for ops without that flag (all_to_all, collective_broadcast,
-  collective_permute). `use_global_device_ids` without a channel is refused. Every group
-  has the same size (no -1 padding).
+  op's group mode (`dialects/xhlo/process_groups.py`, XLA's `GetCollectiveOpGroupMode`):
+  replica ids (< replica_count) without a channel or in cross_replica_and_partition mode,
+  partition ids (< partition_count) in cross_partition mode, device ids (< replica_count *
+  partition_count) with `use_global_device_ids`, which without a channel is refused. The
+  groups of all_gather, reduce_scatter and all_to_all have one size (their results hold a
+  block per member); -1 pads a shorter group.
 * conditional: each branch computation is a function of the module whose inputs are the
   branch's operand types and whose results are the conditional's result types.
 * xhlo.fusion: the fused computation holds only xhlo ops and ends in xhlo.return.
@@ -27,6 +25,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from mlirxla.dialects.xhlo.config import read_config
+from mlirxla.dialects.xhlo.process_groups import GROUP_OPS, channel_id, group_mode, id_count, id_unit
 from mlirxla.dialects.xhlo.sharding import value_problem
 from mlirxla.dialects.xhlo.types import ints
 from mlirxla.errors import MlirxlaError, first_line, location_text
@@ -36,10 +35,8 @@ from .pass_base import ModulePass
 
 SHARDING = "xhlo.sharding"
 LAYOUT = "xhlo.layout"
-
-# ops whose groups are replica ids when they have a channel but no use_global_device_ids
-CROSS_REPLICA_AND_PARTITION_OPS = ("xhlo.all_reduce", "xhlo.all_gather", "xhlo.reduce_scatter")
-GROUP_OPS = CROSS_REPLICA_AND_PARTITION_OPS + ("xhlo.all_to_all", "xhlo.collective_broadcast")
+# ops whose result shapes hold one block per group member: their groups have one size
+UNIFORM_GROUP_OPS = frozenset({"xhlo.all_gather", "xhlo.reduce_scatter", "xhlo.all_to_all"})
 
 
 def verify_module(module: ir.Module, source: str = "<module>") -> None:
@@ -61,24 +58,6 @@ def diagnostic_error(error: ir.MLIRError, source: str) -> MlirxlaError:
 
 def _shape(attr: ir.Attribute) -> list[int]:
     return list(ir.ShapedType(ir.DenseElementsAttr(attr).type).shape)
-
-
-def channel_id(op: ir.Operation) -> int | None:
-    """The channel id of a collective, None without a channel (absent or <= 0)."""
-    if "channel_handle" not in op.attributes:
-        return None
-    attr = op.attributes["channel_handle"]
-    if isinstance(attr, ir.DictAttr):
-        entries = ir.DictAttr(attr)
-        handle = ir.IntegerAttr(entries["handle"]).value if "handle" in entries else 0
-    elif isinstance(attr, ir.IntegerAttr):
-        handle = ir.IntegerAttr(attr).value
-    else:
-        import re
-
-        match = re.search(r"handle = (-?\d+)", str(attr))
-        handle = int(match.group(1)) if match else 0
-    return handle if handle > 0 else None
 
 
 class ModuleChecks:
@@ -157,23 +136,6 @@ class ModuleChecks:
             if problem := value_problem(op.attributes[SHARDING], types, self.config.device_count):
                 raise self.fail(op, f"sharding: {problem}")
 
-    def group_mode(self, op: ir.Operation) -> tuple[str, int]:
-        """(mode, how many ids there are) per XLA's collective group modes."""
-        channel = channel_id(op)
-        global_ids = "use_global_device_ids" in op.attributes and not (
-            isinstance(op.attributes["use_global_device_ids"], ir.BoolAttr) and not ir.BoolAttr(op.attributes["use_global_device_ids"]).value
-        )
-        replicas, partitions = self.config.replica_count, self.config.partition_count
-        if channel is None:
-            if global_ids:
-                raise self.fail(op, "use_global_device_ids requires a channel_handle")
-            return "cross-replica", replicas
-        if global_ids:
-            return "flattened-id", replicas * partitions
-        if op.name in CROSS_REPLICA_AND_PARTITION_OPS:
-            return "cross-replica-and-partition", replicas
-        return "cross-partition", partitions
-
     def check_replica_groups(self, op: ir.Operation) -> None:
         attr = op.attributes["replica_groups"]
         if not isinstance(attr, ir.DenseIntElementsAttr):
@@ -181,14 +143,18 @@ class ModuleChecks:
         shape = _shape(attr)
         if len(shape) != 2:
             return
-        mode, count = self.group_mode(op)
+        try:
+            mode = group_mode(op)
+        except ValueError as error:
+            raise self.fail(op, str(error)) from None
+        count = id_count(mode, self.config)
         values = ints(attr)
         rows, width = shape
         groups = [[v for v in values[r * width : (r + 1) * width] if v != -1] for r in range(rows)]
         sizes = sorted({len(g) for g in groups})
-        if len(sizes) > 1:
+        if len(sizes) > 1 and op.name in UNIFORM_GROUP_OPS:
             raise self.fail(op, f"replica groups differ in size ({', '.join(map(str, sizes))}): {groups}")
-        unit = {"cross-replica": "replica", "cross-replica-and-partition": "replica", "cross-partition": "partition", "flattened-id": "device"}[mode]
+        unit = id_unit(mode)
         for group in groups:
             for member in group:
                 if not 0 <= member < count:

@@ -26,4 +26,4 @@ def environment() -> str:
 
 
 BACKEND = Backend("cpu", "cpu", "native kernels for the host CPU through linalg and LLVM, GEMMs in BLAS",
-                  compile_program, load_code, environment)
+                  compile_program, load_code, environment, runs_collectives=True)

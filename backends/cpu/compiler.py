@@ -27,6 +27,7 @@ from mlirxla.backends.backend import CompiledProgram
 from mlirxla.runtime.executable import ExecutablePlan
 from mlirxla.runtime.thunks import BufferSlice, KernelThunk, every_thunk
 from mlirxla.transforms import erasure
+from mlirxla.transforms.sharding_remover import partitioning_need
 
 from . import interpreter_fallback, kernel_scratch, kernel_source, llvm_jit, lowering, tiling
 from .emitters.kernels import KernelSpec
@@ -44,7 +45,7 @@ class CompiledKernel:
 
 def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pipeline: bool = True) -> CompiledProgram:
     """Compile `module` (imported xhlo) for the host CPU."""
-    check_single_device(module)
+    check_partitioned(module)
     runner = PipelineRunner(module, options)
     if run_pipeline:
         runner.compile(named_pipeline("cpu"))
@@ -113,12 +114,14 @@ def give_scratch(plan: ExecutablePlan, kernel: CompiledKernel) -> None:
             plan.allocation_kinds.append("scratch")
 
 
-def check_single_device(module: ir.Module) -> None:
-    config = read_config(module)
-    if config.device_count > 1:
+def check_partitioned(module: ir.Module) -> None:
+    """A module for several devices runs as written on each of them (collectives and device
+    ids included); one that still needs partitioning is refused."""
+    if (need := partitioning_need(module)) is not None:
+        config = read_config(module)
         raise MlirxlaError(
-            f"the module is for {config.replica_count} replica(s) x {config.partition_count} partition(s): "
-            "the cpu backend runs a program on one device (there is no SPMD partitioner yet)"
+            f"the module is for {config.replica_count} replica(s) x {config.partition_count} partition(s) and {need}: "
+            "the cpu backend runs each device's program as written (there is no SPMD partitioner yet)"
         )
 
 

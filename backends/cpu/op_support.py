@@ -8,13 +8,9 @@ from mlirxla.transforms.fusion_legality import kind_of
 from .emitters.host_calls import custom_call_target, is_host_custom_call, scatter_combiner
 from .sort_comparator import comparator_keys
 
-COLLECTIVES = "all_reduce all_gather all_to_all reduce_scatter collective_permute collective_broadcast".split()
 UNSUPPORTED = {
     "rng": "rng is not implemented in the cpu backend yet",
     "rng_bit_generator": "rng_bit_generator reaches the cpu backend only when xhlo-rng-bit-generator-expander is disabled",
-    **{name: "collectives need the multi-device runtime" for name in COLLECTIVES},
-    "infeed": "infeed is not supported", "outfeed": "outfeed is not supported",
-    "send": "send is not supported", "recv": "recv is not supported",
 }
 # ops with no native lowering: the interpreter evaluates them
 INTERPRETED = {

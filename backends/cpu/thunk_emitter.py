@@ -12,7 +12,8 @@ buffer) or has only empty results, a refusal naming it when the backend cannot r
 (`op_support.py`), a kernel the interpreter runs when it has no native lowering, a `copy`
 thunk for `xhlo.copy`, and otherwise what `EMITTERS` says for its kind, one module per family
 (`emitters/`): library calls (GEMMs, im2col convolutions, output fusions), host calls (sort,
-FFT, scatter, ..., the host custom calls), control flow (`while`, `conditional`) and, for
+FFT, scatter, ..., the host custom calls), collectives (and send/recv, infeed/outfeed, the
+device's ids), control flow (`while`, `conditional`) and, for
 every other kind, kernels (`kernel`, or `sliced_kernel` for batch slices and large row-wise
 work). Every choice is recorded in `decisions` (the dump's thunk-sequence file says which
 path each dot took and why).
@@ -36,11 +37,11 @@ from mlirxla.transforms.fusion_legality import NOT_KERNELS, fused_ops, kind_of
 from mlirxla.transforms.scheduling import type_bytes
 
 from . import native_symbols
-from .emitters import control_flow, host_calls, kernels, library_calls
+from .emitters import collectives, control_flow, host_calls, kernels, library_calls
 from .emitters.kernels import KernelSpec
 from .op_support import interpreted_reason, unsupported_reason
 
-NO_THUNK = NOT_KERNELS | {"return"}
+NO_THUNK = (NOT_KERNELS | {"return"}) - collectives.ATTRIBUTES.keys()
 
 
 def emit_fusion(emitter, op: ir.Operation) -> list:
@@ -67,6 +68,7 @@ EMITTERS = {
     "while": control_flow.emit_while,
     "conditional": control_flow.emit_conditional,
     **{kind: host_calls.emit_host_call for kind in host_calls.HOST_CALLS},
+    **{kind: collectives.emit_collective for kind in collectives.ATTRIBUTES},
 }
 
 

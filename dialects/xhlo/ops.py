@@ -1023,11 +1023,27 @@ class CollectivePermuteOp(XhloOp, name="collective_permute"):
 
 
 class CollectiveBroadcastOp(CollectiveOp, name="collective_broadcast"):
-    """Broadcast the first device's operand to its group."""
+    """Broadcast each operand of the group's first device to the group; with
+    `has_dynamic_root`, the last operand says, per operand, which member's to take."""
 
-    operand: Operand[Any]
+    __annotations__ = slots("operands", Operand, NARROW)
     replica_groups: Any
-    result: Result[Any]
+    __annotations__.update(slots("results", Result, NARROW))
+
+    def check(self):
+        data = list(self.operands)[:-1] if "has_dynamic_root" in self.attributes else list(self.operands)
+        if [str(v.type) for v in data] != [str(r.type) for r in self.results]:
+            return f"results {type_list([r.type for r in self.results])} must have the types of the broadcast operands {type_list([v.type for v in data])}"
+        return super().check()
+
+
+class CollectiveReduceOp(CollectiveOp, name="collective_reduce", traits=[ISOLATED]):
+    """Reduce each operand across its group onto the group's first device; the others get zeros."""
+
+    __annotations__ = slots("operands", Operand, NARROW)
+    replica_groups: Any
+    __annotations__.update(slots("results", Result, NARROW))
+    computation: Region
 
 
 class PartitionIdOp(XhloOp, name="partition_id"):
@@ -1040,6 +1056,38 @@ class ReplicaIdOp(XhloOp, name="replica_id"):
     """This device's replica id as a ui32 scalar."""
 
     result: Result[Any]
+
+
+class InfeedOp(XhloOp, name="infeed"):
+    """Read the next values of this device's infeed; the last result is a token."""
+
+    token: Operand[Any]
+    __annotations__.update(slots("results", Result, NARROW))
+
+
+class OutfeedOp(XhloOp, name="outfeed"):
+    """Append the operands to this device's outfeed; the last operand is a token."""
+
+    __annotations__ = slots("operands", Operand, NARROW)
+    result: Result[Any]
+
+
+class SendOp(XhloOp, name="send"):
+    """Send the operands on channel `channel_handle` (to the host, or along
+    `source_target_pairs`); the last operand is a token."""
+
+    __annotations__ = slots("operands", Operand, NARROW)
+    channel_handle: Any
+    result: Result[Any]
+
+
+class RecvOp(XhloOp, name="recv"):
+    """Receive the values sent on channel `channel_handle`, in the order they were sent; the
+    last result is a token."""
+
+    token: Operand[Any]
+    channel_handle: Any
+    __annotations__.update(slots("results", Result, NARROW))
 
 
 class OptimizationBarrierOp(XhloOp, name="optimization_barrier"):

@@ -6,10 +6,11 @@ isolation in a persistent worker subprocess (the reference interpreter aborts th
 what it cannot evaluate); a worker that dies is restarted and the function it was running is
 recorded as a failure with the worker's last words as the reason.
 
-Files that use `interpreter.run_parallel` (multi-process collectives) are not run: their
-functions are reported as unsupported.
+A test whose chunk calls `interpreter.run_parallel` runs its programs on a grid of devices
+(`parallel_harness.py`) on a backend that runs collectives (`Backend.runs_collectives`); on
+the others (the reference interpreter aborts on collectives) it is reported as unsupported.
 
-Outcomes: passed, failed (the reason), unsupported (run_parallel files). A failure listed in
+Outcomes: passed, failed (the reason), unsupported. A failure listed in
 the expected-failures file (lines `file.mlir:@function  reason`) is an expected failure.
 """
 
@@ -80,7 +81,7 @@ class Report:
         return not self.unexpected_failures and not self.stale_expected
 
     def pass_rate(self) -> float:
-        """Passed over the functions run (those of files without run_parallel)."""
+        """Passed over the functions run."""
         run = self.count("passed") + self.count("failed")
         return self.count("passed") / run if run else 1.0
 
@@ -123,9 +124,9 @@ def collect(directory: str, filter_text: str | None = None) -> list[TestCase]:
     for relative in test_files(directory):
         with open(os.path.join(directory, relative), encoding="utf-8") as handle:
             text = handle.read()
-        parallel = RUN_PARALLEL in text
         seen: dict[str, int] = {}
         for index, chunk in enumerate(split_chunks(text)):
+            parallel = RUN_PARALLEL in chunk.text
             for match in TEST_FUNCTION.finditer(chunk.text):
                 seen[match.group(1)] = seen.get(match.group(1), 0) + 1
                 line_number = chunk.text.count("\n", 0, match.start()) + 1
@@ -175,22 +176,25 @@ def suite_options(backend: str):
 def run_case(text: str, source: str, entry: str, pipeline: str | None = None, backend: str = "reference") -> tuple[str, str]:
     """Import `text`, optionally run `pipeline` over it, run `entry` compiled by `backend`
     (the reference interpreter by default), judge its checks."""
-    from mlirxla import frontdoor
+    from mlirxla import frontdoor, parallel_harness
     from mlirxla.context import new_context
     from mlirxla.errors import MlirxlaError
     from mlirxla.mlir import ir
     from mlirxla.runtime import checks, driver
 
     try:
-        context = new_context()
-        imported = frontdoor.import_text(text, source, context)
-        if pipeline:
-            from mlirxla.pipelines.runner import PipelineRunner
+        options = suite_options(backend)
+        if RUN_PARALLEL in text:
+            verdicts = checks.judge(parallel_harness.run(text, source, entry, options, backend))
+        else:
+            context = new_context()
+            imported = frontdoor.import_text(text, source, context)
+            if pipeline:
+                from mlirxla.pipelines.runner import PipelineRunner
 
-            PipelineRunner(imported.module).run(pipeline_from(pipeline))
-        with context, ir.Location.unknown():
-            execution = driver.execute(imported.module, [], entry, suite_options(backend), backend=backend)
-            verdicts = checks.judge(execution)
+                PipelineRunner(imported.module).run(pipeline_from(pipeline))
+            with context, ir.Location.unknown():
+                verdicts = checks.judge(driver.execute(imported.module, [], entry, options, backend=backend))
     except MlirxlaError as error:
         return "failed", str(error)
     except Exception as error:  # a bug in mlirxla: still a one-line reason
@@ -318,17 +322,20 @@ def run_suite(
     pipeline: str | None = None,
     backend: str = "reference",
 ) -> Report:
-    """Run every test function of `directory` (those of run_parallel files are unsupported),
-    after `pipeline` (a named or textual pipeline) when one is given, on the reference
-    interpreter or compiled by the `cpu` backend."""
+    """Run every test function of `directory` (run_parallel ones only on a backend that runs
+    collectives), after `pipeline` (a named or textual pipeline) when one is given, compiled by `backend`
+    (the reference interpreter by default)."""
     start = time.monotonic()
     expected_failures = expected_failures or {}
+    from mlirxla.backends import registry
+
     cases = collect(directory, filter_text)
+    runs_collectives = registry.backend(backend).runs_collectives
     outcomes: dict[int, Outcome] = {}
     pending: queue.Queue = queue.Queue()
     for index, case in enumerate(cases):
-        if case.run_parallel:
-            outcomes[index] = Outcome(case.name, "unsupported", f"uses {RUN_PARALLEL} (multi-process collectives)")
+        if case.run_parallel and not runs_collectives:
+            outcomes[index] = Outcome(case.name, "unsupported", f"uses {RUN_PARALLEL}: the {backend} backend runs no collectives")
         else:
             pending.put(index)
     lock = threading.Lock()

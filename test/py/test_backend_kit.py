@@ -52,5 +52,20 @@ def test_suite_passes_what_the_reference_backend_passes(backend):
     report, baseline = suite_report(backend), suite_report("reference")
     unexpected = [f"{o.name}: {o.reason}" for o in report.unexpected_failures]
     assert not unexpected, "\n".join(unexpected)
-    passed = lambda r: {o.name for o in r.outcomes if o.status == "passed"}
+    collective = set(report.run_parallel_files)
+    passed = lambda r: {o.name for o in r.outcomes if o.status == "passed" and o.name.split(":@")[0] not in collective}
     assert passed(report) == passed(baseline)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.isdir(CONFORMANCE), reason=CONFORMANCE_ABSENT)
+@pytest.mark.parametrize("backend", [name for name in registry.names() if registry.backend(name).runs_collectives])
+def test_collective_tests_pass_on_a_grid_of_devices(backend):
+    """The suite's interpreter.run_parallel tests (all_reduce, all_gather, all_to_all,
+    collective_permute, collective_broadcast, reduce_scatter, send/recv, infeed/outfeed,
+    replica and partition ids) run on a device grid and pass."""
+    report = suite_report(backend)
+    collective = [o for o in report.outcomes if o.name.split(":@")[0] in report.run_parallel_files]
+    assert len(report.run_parallel_files) == 13 and collective
+    failed = [f"{o.name}: {o.status} {o.reason}" for o in collective if o.status != "passed"]
+    assert not failed, "\n".join(failed)

@@ -1,7 +1,7 @@
 """Host calls: sort, FFT, triangular solve, Cholesky and scatter run as numpy on views of the
 buffers (`runtime/host_calls.py`), as XLA:CPU calls runtime library functions for them, and so
 do the custom calls in `HOST_CUSTOM_CALLS` (Python callbacks, the plugin's linear algebra,
-XLA's QR calls, `dce_sink`). A host call's attributes are plain data read off the op here.
+XLA's QR calls, `dce_sink`, the interpreter tests' prints). A host call's attributes are plain data read off the op here.
 Side-effecting Python callbacks all write one byte besides their results, so that the
 executor keeps them in program order."""
 
@@ -77,6 +77,16 @@ def triangular_solve_attributes(op: ir.Operation) -> dict:
     return flags | {"transpose_a": ir.StringAttr(op.attributes["transpose_a"]).value}
 
 
+def computation_combiner(region: ir.Region) -> str | None:
+    """The elementwise op a two-argument computation is (`add` for `return a + b`), or None."""
+    block = region.blocks[0]
+    operations = list(block.operations)
+    owner = operations[-1].operation.operands[0].owner
+    if len(operations) != 2 or not isinstance(owner, (ir.Operation, ir.OpView)):
+        return None
+    return kind_of(owner.operation) if set(owner.operands) == set(block.arguments) else None
+
+
 SCATTER_COMBINERS = frozenset({"add", "multiply", "maximum", "minimum", "or", "and"})
 
 
@@ -86,14 +96,10 @@ def scatter_combiner(op: ir.Operation) -> str | None:
     if len(op.operands) != 3:
         return None
     block = op.regions[0].blocks[0]
-    returned = list(block.operations)[-1].operation.operands[0]
-    if returned == block.arguments[1]:
+    if list(block.operations)[-1].operation.operands[0] == block.arguments[1]:
         return "set"
-    owner = returned.owner
-    combiner = kind_of(owner.operation) if isinstance(owner, (ir.Operation, ir.OpView)) else ""
-    if combiner in SCATTER_COMBINERS and set(owner.operands) == set(block.arguments):
-        return combiner
-    return None
+    combiner = computation_combiner(op.regions[0])
+    return combiner if combiner in SCATTER_COMBINERS else None
 
 
 def scatter_attributes(op: ir.Operation) -> dict:
@@ -147,6 +153,7 @@ def json_attributes(op: ir.Operation) -> dict:
 HOST_CUSTOM_CALLS = {
     callbacks.TARGET: ("python_callback", python_callback_attributes),
     "dce_sink": ("dce_sink", lambda op: {}),
+    "mlirxla.print": ("print", lambda op: {"types": [str(v.type) for v in op.operands], "effect": True}),
     "mlirxla.eigh": ("eigh", json_attributes),
     "mlirxla.svd": ("svd", json_attributes),
     "mlirxla.eig": ("eig", json_attributes),

@@ -116,6 +116,7 @@ def configure(module: ir.Module) -> None:
 STEPS = (
     ("composites to calls", composites_to_calls),
     ("check calls", check_calls.custom_calls_to_checks),
+    ("interpreter prints", check_calls.prints_to_custom_calls),
     ("quantized types", dequantize),
     ("ApproxTopK as sort", approx_top_k.expand_approx_top_k),
     ("chlo compositions", chlo_to_xhlo.legalize_chlo),

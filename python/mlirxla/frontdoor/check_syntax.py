@@ -1,15 +1,20 @@
-"""Rewrite the interpreter tests' `check` custom syntax into generic form our context parses.
+"""Rewrite the interpreter tests' custom syntax (`check` ops, `interpreter.print`) into generic
+form our context parses.
 
     check.expect_eq_const %v, dense<[1, 2]> : tensor<2xi64>
  -> "check.expect_eq_const"(%v) {value = dense<[1, 2]> : tensor<2xi64>} : (tensor<2xi64>) -> ()
 
     check.expect_close %a, %b, max_ulp_difference = 3 : tensor<f16>, tensor<f16>
  -> "check.expect_close"(%a, %b) {max_ulp_difference = 3 : i64} : (tensor<f16>, tensor<f16>) -> ()
+
+    interpreter.print %v : tensor<2xi32>
+ -> "interpreter.print"(%v) : (tensor<2xi32>) -> ()
 """
 
 import re
 
 _CHECK_START = re.compile(r'(?<!["\w.@])check\.(expect_\w+)\b')
+_PRINT = re.compile(r'(?<!["\w.@])interpreter\.print\s+(%[\w#]+)\s*:\s*([^\n]*?)\s*$', re.MULTILINE)
 _OPENERS = {"(": ")", "[": "]", "{": "}", "<": ">"}
 _CLOSERS = set(_OPENERS.values())
 
@@ -18,8 +23,8 @@ _ATTRIBUTE_TYPES = {"tolerance": "f64", "max_ulp_difference": "i64", "min_ulp_di
 
 
 def statement_end(text: str, start: int) -> int:
-    """Index of the newline that ends the statement starting at `start` (brackets balanced,
-    a line ending in a comma continued)."""
+    """Index of the newline or comment that ends the statement starting at `start` (brackets
+    balanced, a line ending in a comma continued)."""
     depth = 0
     index = start
     while index < len(text):
@@ -32,6 +37,8 @@ def statement_end(text: str, start: int) -> int:
             depth -= 1
         elif char == "\n" and depth == 0 and not text[start:index].rstrip().endswith(","):
             return index  # a trailing comma continues the statement on the next line
+        elif text.startswith("//", index) and depth == 0:
+            return index  # a comment after the statement stays where it is
         index += 1
     return len(text)
 
@@ -91,4 +98,4 @@ def to_generic(text: str) -> str:
         pieces.append(rewrite_statement(match.group(1), text[match.end() : end].strip()))
         position = end
     pieces.append(text[position:])
-    return "".join(pieces)
+    return _PRINT.sub(r'"interpreter.print"(\1) : (\2) -> ()', "".join(pieces))

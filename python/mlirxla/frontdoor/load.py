@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from mlirxla.errors import MlirxlaError, first_line, text_location
 from mlirxla.mlir import ir, stablehlo
 
-from . import check_syntax, jaxlib_bridge, nesting, segments, utf8
+from . import check_syntax, jaxlib_bridge, nesting, newer_ops, segments, utf8
 
 BYTECODE_MAGIC = b"ML\xefR"
 _PRODUCER = re.compile(rb"StableHLO_v(\d+)\.(\d+)\.(\d+)")
@@ -121,7 +121,7 @@ def load_text(text: str, source: str, context: ir.Context) -> Loaded:
     refuse_nul(text, source)
     nesting.check_text(text, source)
     refuse_uncountable_shapes(text, source)
-    text = check_syntax.to_generic(text)
+    text = newer_ops.rename(check_syntax.to_generic(text))
     if jaxlib_bridge.needs_jaxlib(text):
         text = jaxlib_bridge.to_generic_text(text, source)
     if segments.needs_segments(text):

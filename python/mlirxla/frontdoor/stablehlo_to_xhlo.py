@@ -15,7 +15,7 @@ from mlirxla.ir_queries import ops_in_dialect
 from mlirxla.mlir import func, ir
 from mlirxla.transforms.erasure import erase, live_ops
 
-from . import attributes
+from . import attributes, newer_ops
 
 # StableHLO op -> (xhlo op, {stablehlo attribute name: xhlo attribute name})
 RENAMED_OPS = {
@@ -298,6 +298,7 @@ def legalize_module(module: ir.Module) -> None:
     symbols = SymbolNamer(module)
     staticize(module)
     sink_captured_constants(module)
+    newer_ops.legalize(module, legalize_generic)
     for op in live_ops(ops_in_dialect(module, "stablehlo")):
         name = op.name
         if name in ("stablehlo.case", "stablehlo.if"):

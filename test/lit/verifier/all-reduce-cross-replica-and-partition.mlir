@@ -3,7 +3,7 @@
 // With a channel but no use_global_device_ids, an all_reduce's groups still hold replica
 // ids (cross-replica-and-partition mode): 4 partitions of 1 replica give only replica 0.
 
-// CHECK: xhlo.all_reduce: replica id 1 in replica_groups is out of range [0, 1) in cross-replica-and-partition mode (replica_count=1, partition_count=4)
+// CHECK: xhlo.all_reduce: replica id 1 in replica_groups is out of range [0, 1) in cross_replica_and_partition mode (replica_count=1, partition_count=4)
 
 module attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32} {
   func.func public @main(%arg0: tensor<f32>) -> (tensor<f32>) {

@@ -3,7 +3,7 @@
 // With a channel and use_global_device_ids the ids are flattened device ids:
 // 1 replica x 4 partitions has devices 0..3.
 
-// CHECK: xhlo.all_reduce: device id 4 in replica_groups is out of range [0, 4) in flattened-id mode
+// CHECK: xhlo.all_reduce: device id 4 in replica_groups is out of range [0, 4) in flattened_ids mode
 
 module attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32} {
   func.func public @main(%arg0: tensor<f32>) -> (tensor<f32>) {
