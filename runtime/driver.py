@@ -2,15 +2,20 @@
 function's checks become extra results, the clone is compiled by the backend the registry
 names, run, and the results come back as attributes in an `Execution`, so that `checks.judge`
 and the tools treat every backend alike (`mlirxla-run --backend`, `mlirxla-conformance`).
+A module for several replicas or partitions runs on a grid of devices of this process
+(`execute_on_grid`), one `Execution` per device.
 """
 
 import numpy as np
 
 from mlirxla.backends import registry
+from mlirxla.dialects.xhlo.config import read_config
+from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import public_entry_name
 from mlirxla.mlir import ir
 
 from . import literals
+from .devices import DeviceGrid, execute_on_devices
 from .executable import Executable
 from .reference import CheckRecord, Execution, argument_types, check_arguments, extract_checks, find_function, trim_to_entry
 
@@ -34,12 +39,34 @@ def compile_entry(module: ir.Module, entry: str, options=None,
 def execute(module: ir.Module, arguments: list[np.ndarray], entry: str | None = None, options=None,
             backend: str = registry.DEFAULT) -> Execution:
     """Compile `entry` (default: main or the first public function) of a clone of `module`
-    with `backend` and run it on numpy `arguments`."""
+    with `backend` and run it on numpy `arguments`, on one device."""
+    grid = module_grid(module)
+    if grid.device_count > 1:
+        raise MlirxlaError(f"the module is for {grid.replica_count} replica(s) x {grid.partition_count} partition(s): "
+                           "run it on a grid of devices (mlirxla-run runs it on its grid)")
+    return execute_on_grid(module, arguments, entry, options, backend, grid)[0]
+
+
+def module_grid(module: ir.Module) -> DeviceGrid:
+    config = read_config(module)
+    return DeviceGrid(config.replica_count, config.partition_count)
+
+
+def execute_on_grid(module: ir.Module, arguments: list[np.ndarray], entry: str | None, options, backend: str,
+                    grid: DeviceGrid) -> list[Execution]:
+    """`execute` on every device of `grid` at once, each device given the same `arguments`
+    (its collectives meet the others'): one `Execution` per device, by flattened id."""
     entry = entry or public_entry_name(module)
     check_arguments(argument_types(module, entry), arguments, entry)
+    if grid.device_count > 1 and not registry.backend(backend).runs_collectives:
+        raise MlirxlaError(f"the {backend} backend runs a program on one device, not on the {grid.device_count} "
+                           f"of {grid.replica_count} replica(s) x {grid.partition_count} partition(s)")
     result_count = len(ir.FunctionType(ir.TypeAttr(find_function(module, entry).attributes["function_type"]).value).results)
     executable, checks, result_types = compile_entry(module, entry, options, backend)
-    outputs = executable.execute(arguments)
+    if grid.device_count == 1:
+        per_device = [executable.execute(arguments)]
+    else:
+        per_device = execute_on_devices([executable] * grid.device_count, [arguments] * grid.device_count, grid)
     with module.context:
-        values = [literals.to_attribute(np.asarray(array), value_type) for array, value_type in zip(outputs, result_types)]
-    return Execution(values, result_count, checks)
+        return [Execution([literals.to_attribute(np.asarray(array), value_type) for array, value_type in zip(outputs, result_types)],
+                          result_count, checks) for outputs in per_device]

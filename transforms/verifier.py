@@ -8,8 +8,9 @@ the checks that need more than one op or the module config (`xhlo.config`):
   replica ids (< replica_count) without a channel or in cross_replica_and_partition mode,
   partition ids (< partition_count) in cross_partition mode, device ids (< replica_count *
   partition_count) with `use_global_device_ids`, which without a channel is refused. The
-  groups of all_gather, reduce_scatter and all_to_all have one size (their results hold a
-  block per member); -1 pads a shorter group.
+  groups of all_gather, reduce_scatter and all_to_all have one size, and their results
+  hold one block per member of the process group the mode makes (StableHLO's own verifier
+  knows the groups as listed, not the partitions a mode adds); -1 pads a shorter group.
 * conditional: each branch computation is a function of the module whose inputs are the
   branch's operand types and whose results are the conditional's result types.
 * xhlo.fusion: the fused computation holds only xhlo ops and ends in xhlo.return.
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from mlirxla.dialects.xhlo.config import read_config
-from mlirxla.dialects.xhlo.process_groups import GROUP_OPS, channel_id, group_mode, id_count, id_unit
+from mlirxla.dialects.xhlo.process_groups import GROUP_OPS, channel_id, group_mode, id_count, id_unit, process_groups
 from mlirxla.dialects.xhlo.sharding import value_problem
 from mlirxla.dialects.xhlo.types import ints
 from mlirxla.errors import MlirxlaError, first_line, location_text
@@ -163,6 +164,29 @@ class ModuleChecks:
                         f"{unit} id {member} in replica_groups is out of range [0, {count}) in {mode} mode "
                         f"(replica_count={self.config.replica_count}, partition_count={self.config.partition_count})",
                     )
+        if op.name in UNIFORM_GROUP_OPS and groups:
+            self.check_blocks(op, mode, len(process_groups(mode, groups, self.config)[0]))
+
+    def check_blocks(self, op: ir.Operation, mode: str, members: int) -> None:
+        """A result holds one block per member of the op's process group, whose size the
+        mode decides (in cross_replica_and_partition mode, every partition of each replica
+        listed joins)."""
+        def refuse(what: str):
+            raise self.fail(op, f"{what}, but its process groups have {members} members in {mode} mode "
+                                f"(replica_count={self.config.replica_count}, partition_count={self.config.partition_count})")
+        if op.name == "xhlo.all_to_all":
+            if (count := ir.IntegerAttr(op.attributes["split_count"]).value) != members:
+                refuse(f"split_count is {count}")
+            return
+        key = "all_gather_dim" if op.name == "xhlo.all_gather" else "scatter_dimension"
+        dimension = ir.IntegerAttr(op.attributes[key]).value
+        for operand, result in zip(op.operands, op.results):
+            before, after = ir.ShapedType(operand.type), ir.ShapedType(result.type)
+            if not (before.has_static_shape and after.has_static_shape):
+                continue
+            small, large = (before, after) if op.name == "xhlo.all_gather" else (after, before)
+            if large.shape[dimension] != small.shape[dimension] * members:
+                refuse(f"dimension {dimension} goes from {before.shape[dimension]} to {after.shape[dimension]}")
 
     def check_source_target_pairs(self, op: ir.Operation) -> None:
         if "source_target_pairs" not in op.attributes:

@@ -5,6 +5,7 @@
     mlirxla-run model.mlir --check               # compare with the StableHLO reference interpreter
     mlirxla-run model.mlir --backend reference   # run on the reference interpreter instead
     mlirxla-run model.mlir -o outputs.npz --dump-to dump/   # dump: every pass, kernel and thunk
+    mlirxla-run model.mlir --devices 4          # 4 replicas, one thread per device, collectives between
 
 Exit status 0 when every check op in the module holds (and --check agrees), 1 when one
 fails (it is printed), 2 on bad input.
@@ -13,12 +14,15 @@ fails (it is printed), 2 on bad input.
 import argparse
 import os
 import sys
+from dataclasses import replace
 
 import numpy as np
 
 from mlirxla import frontdoor
 from mlirxla.context import new_context
+from mlirxla.dialects.xhlo.config import write_config
 from mlirxla.errors import MlirxlaError, in_file, location_text
+from mlirxla.frontdoor.load import Loaded, load_bytes
 from mlirxla.ir_queries import public_entry_name
 from mlirxla.mlir import ir
 from mlirxla.pipelines.runner import RunOptions
@@ -41,6 +45,9 @@ def parse_arguments(argv):
     parser.add_argument("--backend", choices=registry.names(), default=registry.DEFAULT,
                         help="the backend that compiles it: cpu (native code, the default) or reference (the StableHLO "
                              "reference interpreter)")
+    parser.add_argument("--devices", type=int, help="run on this many devices of this process: the module's replicas x "
+                                                     "partitions (default), or N replicas of a module that declares none; "
+                                                     "every device gets the same arguments")
     parser.add_argument("--dump-to", help="write the dumps to this directory: the module as imported, the pipeline's "
                                           "decisions, the code (each kernel's LLVM IR on cpu) and the thunk sequence")
     parser.add_argument("--rtol", type=float, default=1e-4,
@@ -113,9 +120,12 @@ def require_memory_for_interpreter(module: ir.Module) -> None:
                        location=location_text(op.location))
 
 
-def write_outputs(path: str, outputs: list[np.ndarray]) -> None:
+def write_outputs(path: str, per_device: list[list[np.ndarray]]) -> None:
+    """`result{i}` for one device; `device{d}.result{i}` for several."""
+    def name(device: int, index: int) -> str:
+        return f"device{device}.result{index}" if len(per_device) > 1 else f"result{index}"
     try:
-        np.savez(path, **{f"result{i}": array for i, array in enumerate(outputs)})
+        np.savez(path, **{name(d, i): array for d, outputs in enumerate(per_device) for i, array in enumerate(outputs)})
     except OSError as error:
         raise MlirxlaError(f"cannot write outputs: {error.strerror}", path) from None
 
@@ -123,6 +133,22 @@ def write_outputs(path: str, outputs: list[np.ndarray]) -> None:
 def describe(array: np.ndarray) -> str:
     preview = np.array2string(array.reshape(-1)[:6], precision=6, separator=", ", max_line_width=200)
     return f"{array.dtype}{list(array.shape)} {preview}{' ...' if array.size > 6 else ''}"
+
+
+def request_devices(loaded: Loaded, devices: int | None) -> None:
+    """`--devices N` on a module that declares no grid makes it N replicas (before the front
+    door verifies its replica groups); on one that declares a grid, N must be its size."""
+    if devices is None:
+        return
+    config = frontdoor.module_config(loaded.module)
+    if devices < 1:
+        raise MlirxlaError(f"--devices {devices}: a program runs on at least one device")
+    if config.device_count > 1 and devices != config.device_count:
+        raise MlirxlaError(f"--devices {devices}, but the module is for {config.replica_count} replica(s) x "
+                           f"{config.partition_count} partition(s) = {config.device_count} devices")
+    if config.device_count == 1:
+        with loaded.module.context:
+            write_config(loaded.module, replace(config, replica_count=devices))
 
 
 def run(argv) -> int:
@@ -139,7 +165,9 @@ HOW = {"cpu": "compiled for the host CPU and ran", "reference": "ran on the refe
 
 def run_module(arguments, data: bytes, source: str) -> int:
     context = new_context()
-    imported = frontdoor.import_bytes(data, source, context)
+    loaded = load_bytes(data, source, context)
+    request_devices(loaded, arguments.devices)
+    imported = frontdoor.import_loaded(loaded)
     module = imported.module
     with context, ir.Location.unknown():
         entry = arguments.entry or public_entry_name(module)
@@ -152,23 +180,33 @@ def run_module(arguments, data: bytes, source: str) -> int:
         else:
             rng = np.random.default_rng(arguments.seed)
             inputs = [generated_argument(ir.RankedTensorType(t), rng) for t in reference.argument_types(module, entry)]
+        grid = driver.module_grid(module)
+        if grid.device_count > 1 and arguments.check:
+            raise MlirxlaError(f"--check compares with the reference interpreter, which runs one device, not {grid.device_count}")
         options = RunOptions(dump_to=arguments.dump_to, backend=arguments.backend)
-        execution = driver.execute(module, inputs, entry, options, backend=arguments.backend)
-        outputs = [literals.to_numpy(value) for value in execution.outputs]
-        verdicts = checks.judge(execution)
+        executions = driver.execute_on_grid(module, inputs, entry, options, arguments.backend, grid)
+        per_device = [[literals.to_numpy(value) for value in execution.outputs] for execution in executions]
+        verdicts = [checks.judge(execution) for execution in executions]
+        outputs = per_device[0]
 
     how = HOW.get(arguments.backend, f"compiled by the {arguments.backend} backend and ran")
-    print(f"{source}: imported ({imported.form}{', StableHLO v' + imported.artifact_version if imported.artifact_version else ''}), verified, {how} @{entry}")
-    for index, array in enumerate(outputs):
-        print(f"  result {index}: {describe(array)}")
+    on_devices = f" on {grid.device_count} devices ({grid.replica_count} replica(s) x {grid.partition_count} partition(s))" \
+        if grid.device_count > 1 else ""
+    print(f"{source}: imported ({imported.form}{', StableHLO v' + imported.artifact_version if imported.artifact_version else ''}), "
+          f"verified, {how} @{entry}{on_devices}")
+    for device, device_outputs in enumerate(per_device):
+        for index, array in enumerate(device_outputs):
+            print(f"  {f'device {device} ' if len(per_device) > 1 else ''}result {index}: {describe(array)}")
     if arguments.dump_to:
         print(f"  dump: {arguments.dump_to}/ ({len(os.listdir(arguments.dump_to))} files: the pipeline's decisions, "
               "the code, the thunk sequence)")
     if arguments.output:
-        write_outputs(arguments.output, outputs)
+        write_outputs(arguments.output, per_device)
         print(f"  outputs saved to {arguments.output}")
 
-    failed = report_checks(verdicts, source)
+    failed = False
+    for device, device_verdicts in enumerate(verdicts):
+        failed = report_checks(device_verdicts, source, f"device {device} " if len(verdicts) > 1 else "") or failed
     if arguments.check:
         expected = oracle.evaluate(data, source, entry, inputs)
         comparison = oracle.compare(outputs, expected, arguments.rtol, arguments.atol)
@@ -177,14 +215,14 @@ def run_module(arguments, data: bytes, source: str) -> int:
     return EXIT_CHECK_FAILED if failed else EXIT_OK
 
 
-def report_checks(verdicts: list[checks.Verdict], source: str) -> bool:
+def report_checks(verdicts: list[checks.Verdict], source: str, device: str = "") -> bool:
     if not verdicts:
         return False
     judged = [v for v in verdicts if v.judged]
     failures = [v for v in judged if not v.passed]
-    print(f"  checks: {len(judged) - len(failures)} of {len(judged)} hold" + (f", {len(verdicts) - len(judged)} not judged" if len(judged) < len(verdicts) else ""))
+    print(f"  {device}checks: {len(judged) - len(failures)} of {len(judged)} hold" + (f", {len(verdicts) - len(judged)} not judged" if len(judged) < len(verdicts) else ""))
     for verdict in failures:
-        print(f"  FAILED {verdict.check.name} at {in_file(verdict.check.location, source)}: {verdict.detail}")
+        print(f"  {device}FAILED {verdict.check.name} at {in_file(verdict.check.location, source)}: {verdict.detail}")
     return bool(failures)
 
 
