@@ -58,9 +58,11 @@ def test_no_expected_failure_passes(report, expected):
 
 @pytest.mark.slow
 def test_run_parallel_files_are_unsupported_on_the_interpreter(report):
-    assert len(report.run_parallel_files) == 13
-    assert all(o.status == "unsupported" for o in report.outcomes if o.name.split(":@")[0] in report.run_parallel_files)
-    assert report.count("unsupported") == sum(1 for o in report.outcomes if o.name.split(":@")[0] in report.run_parallel_files)
+    """13 files call run_parallel from 38 test functions; the interpreter runs the other
+    functions of those files (printing.mlir has chunks without collectives)."""
+    unsupported = [o for o in report.outcomes if o.status == "unsupported"]
+    assert len(report.run_parallel_files) == 13 and len(unsupported) == 38
+    assert all(o.name.split(":@")[0] in report.run_parallel_files for o in unsupported)
 
 
 def test_split_keeps_line_numbers():
