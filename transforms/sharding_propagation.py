@@ -142,6 +142,7 @@ class ShardingReport(PassReport):
     conflicts: list[str]
     unsupported: list[str]
     values: dict[str, list[str]]  # value name -> lines: sharding, then one per dim
+    partial_sums: list[str] = field(default_factory=list)
     rounds: int = 0
 
     def text(self) -> str:
@@ -151,6 +152,8 @@ class ShardingReport(PassReport):
         lines += [f"  {e}" for e in self.events] or ["  none"]
         lines += ["", "conflicts:"]
         lines += [f"  {c}" for c in self.conflicts] or ["  none"]
+        lines += ["", "partial sums (reductions over sharded dims, for the partitioner to combine):"]
+        lines += [f"  {p}" for p in self.partial_sums] or ["  none"]
         lines += ["", "ops without a sharding rule (their results are replicated):"]
         lines += [f"  {u}" for u in self.unsupported] or ["  none"]
         lines += ["", "final shardings:"]
@@ -178,6 +181,7 @@ def explain(report: ShardingReport, query: str) -> str:
         clashes = [c for c in report.conflicts if short in c]
         lines += [f"  step: {e}" for e in steps]
         lines += [f"  conflict: {c}" for c in clashes]
+        lines += [f"  partial sum: {p}" for p in report.partial_sums if short in p]
     return "\n".join(lines)
 
 
@@ -261,6 +265,7 @@ class _Propagation:
         self.names: dict[str, ir.AsmState] = {}
         self.rounds = 0
         self.walked: set[str] = set()
+        self.partial: dict[tuple, str] = {}
         self.build()
 
     # ------------------------------------------------------------ mesh
@@ -554,13 +559,30 @@ class _Propagation:
                     if a in others:
                         break
                     cut.append(a)
+                if len(cut) < len(proposals[f][0]) and not t.fixed and (site.label, -1 - f) not in self.conflicts:
+                    self.conflicts[(site.label, -1 - f)] = (
+                        f"{site.label}: factor {f} would take {self.axes(proposals[f][0])} but {t.name.split(' at ')[0]} "
+                        f"has (or is offered) {self.axes(sorted(others & set(proposals[f][0])))} on another dim: it propagates {self.axes(cut)}"
+                    )
                 proposals[f] = (tuple(cut), proposals[f][1])
         changed = False
         for t, dims, side, index, axes in projected:
             if t.fixed or t.manual is not None:
                 continue
             changed |= self.update(site, t, dims, side, index, axes, proposals, rule)
+        self.note_partial_sums(site, projected)
         return changed
+
+    def note_partial_sums(self, site: Site, projected) -> None:
+        """A reduction factor sharded on an operand leaves partial sums over its axes."""
+        if not site.results:
+            return
+        for f, factor in enumerate(site.rule.factors):
+            if factor.kind != "reduction" or (site.label, "partial", f) in self.partial:
+                continue
+            axes = next((axes[f] for t, dims, side, index, axes in projected if side == "operand" and axes.get(f)), ())
+            if axes:
+                self.partial[(site.label, "partial", f)] = f"{site.label}: reduces over factor {f} sharded {self.axes(axes)}: the result is a partial sum over {self.axes(axes)} (all-reduce, or reduce-scatter)"
 
     def compatible(self, site: Site, factor: int, entries):
         """The longest axes every entry agrees with, fixed entries first; (axes, contributor)."""
@@ -708,4 +730,4 @@ class _Propagation:
                 if origin is not None and tensor.dims[dim] and not tensor.fixed:
                     lines.append(f"dim {dim} {self.axes(tensor.dims[dim])}: {origin.text()}")
             values[tensor.name] = lines
-        return ShardingReport(str(self.mesh), self.seeds, self.events, list(self.conflicts.values()), self.unsupported, values, self.rounds)
+        return ShardingReport(str(self.mesh), self.seeds, self.events, list(self.conflicts.values()), self.unsupported, values, list(self.partial.values()), self.rounds)

@@ -352,15 +352,16 @@ def dynamic_update_slice(op) -> OpRule:
         if update_shape[d] == size:
             b.add(size, [("operand", 0, d), ("operand", 1, d), ("result", 0, d)])
         else:
-            b.add(size, [("operand", 0, d), ("result", 0, d)], "replication")
+            b.add(size, [("operand", 0, d), ("result", 0, d)])
             b.add(update_shape[d], [("operand", 1, d)], "replication")
     return b.rule()
 
 
 def gather(op) -> OpRule:
     """Pass-through: the operand dims sliced whole (offset dims) and the indices' batch dims
-    (into the result's batch dims), operand and indices batching dims together; the collapsed
-    and partly sliced operand dims and the index vector dim need replication."""
+    (into the result's batch dims), operand and indices batching dims together; collapsed dims
+    are the operand's alone; partly sliced operand dims and the index vector dim need
+    replication."""
     b = _builder(op)
     n = numbers(op, "dimension_numbers")
     operand_shape, indices_shape, result_shape = shape(op.operands[0]), shape(op.operands[1]), shape(op.results[0])
@@ -384,19 +385,20 @@ def gather(op) -> OpRule:
             places.append(("operand", 0, operand_batching[indices_batching.index(i)]))
         b.add(indices_shape[i], places)
     for d in collapsed:
-        b.add(operand_shape[d], [("operand", 0, d)], "replication")
+        b.add(operand_shape[d], [("operand", 0, d)])
     if index_vector_dim < len(indices_shape):
         b.add(indices_shape[index_vector_dim], [("operand", 1, index_vector_dim)], "replication")
     return b.rule()
 
 
 def scatter(op) -> OpRule:
-    """Inputs and results share every dim; an update window dim that covers its operand dim
-    whole passes through to it, the update's scatter dims share the indices' batch dims (and the
-    operand's batching dims); inserted window dims and the index vector dim need replication."""
+    """Inputs and results share every dim (a sharded inserted dim is the partitioner's to mask);
+    an update window dim that covers its operand dim whole passes through to it, the update's
+    scatter dims share the indices' batch dims (and the operand's batching dims); partly
+    covered window dims and the index vector dim need replication."""
     b = _builder(op)
     count = (len(op.operands) - 1) // 2
-    n = numbers(op, "scatter_dimension_numbers")
+    n = numbers(op, "dimension_numbers")
     operand_shape, indices_shape = shape(op.operands[0]), shape(op.operands[count])
     update_shape = shape(op.operands[count + 1])
     window_dims = n.get("update_window_dims", [])
@@ -417,7 +419,7 @@ def scatter(op) -> OpRule:
         elif d in input_batching:
             continue
         else:
-            b.add(size, operand_places(d), "replication")
+            b.add(size, operand_places(d))
             if u is not None:
                 b.add(update_shape[u], update_places(u), "replication")
     for i, u in zip(batch_index_dims, scatter_update_dims):

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mlirxla.mlir import ir
+
 from .sharding import HloSharding, Iota
 
 # Above this many prime axes `from_hlo` stops searching orders (8! orders); larger meshes
@@ -212,8 +214,6 @@ def from_hlo(hlo: HloSharding, mesh: DeviceMesh, rank: int) -> MeshSharding | No
 
 def meshes_of(attributes) -> dict[str, DeviceMesh]:
     """The meshes the front door recorded (`xhlo.meshes` of the module's attributes)."""
-    from mlirxla.mlir import ir
-
     if "xhlo.meshes" not in attributes:
         return {}
     meshes = {}
