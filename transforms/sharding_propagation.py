@@ -73,8 +73,6 @@ SHARDING = "xhlo.sharding"
 ANNOTATION = "Sharding"
 TO_SHARD, TO_FULL = "SPMDFullToShardShape", "SPMDShardToFullShape"
 CUSTOM_CALLS = ("xhlo.custom_call", "stablehlo.custom_call")
-# ops whose regions are computations on scalars (reducers, comparators), not program code
-CONTROL_FLOW = ("xhlo.while",)
 
 
 # ---------------------------------------------------------------- the state of one tensor
@@ -271,12 +269,12 @@ class _Propagation:
     # ------------------------------------------------------------ mesh
 
     def choose_mesh(self) -> DeviceMesh:
-        count = self.config.partition_count * self.config.replica_count
+        """The recorded sdy mesh of the partition count, else its prime factors as axes."""
         for mesh in meshes_of(self.module.operation.attributes).values():
             if mesh.size == self.config.partition_count:
                 return mesh
         primes = prime_factors(self.config.partition_count)
-        return DeviceMesh.of([(f"_{i}", p) for i, p in enumerate(primes)]) if count else DeviceMesh.of([])
+        return DeviceMesh.of([(f"_{i}", p) for i, p in enumerate(primes)])
 
     # ------------------------------------------------------------ naming
 
