@@ -9,7 +9,8 @@ Shardy (sdy), which arrives as opaque attributes and unregistered ops (jaxlib pr
 generic form for us):
 
 * `sdy.mesh @m = <["x"=2, "y"=2], device_ids=[...]>` gives the axis names and sizes and the
-  devices (iota when `device_ids` is absent); the op is erased once everything is converted.
+  devices (iota when `device_ids` is absent); the op is erased once everything is converted,
+  and the meshes stay as the module attribute `xhlo.meshes` for sharding propagation.
 * `#sdy.sharding<@m, [{"x"}, {}], replicated={"y"}>` on an argument, result or op becomes a
   tiled HloSharding over the mesh's devices: the device array reshaped to the axis sizes
   (sub-axes `"x":(k)n` split an axis) is transposed so that the axes of dimension 0 come
@@ -526,6 +527,27 @@ def _convert_op_attributes(module: ir.Module, importer: _Importer) -> None:
     module.operation.walk(visit)
 
 
+MESHES = "xhlo.meshes"
+
+
+def record_meshes(module: ir.Module, meshes: dict[str, Mesh]) -> None:
+    """Keep the sdy meshes as the module attribute `xhlo.meshes` = {name: {axis_names,
+    axis_sizes[, device_ids]}}: HloSharding text has no axis names, and sharding propagation
+    reports in the user's axes (`dialects/xhlo/mesh_sharding.py: meshes_of`)."""
+    if not meshes:
+        return
+    entries = {}
+    for name, mesh in meshes.items():
+        fields = {
+            "axis_names": ir.ArrayAttr.get([ir.StringAttr.get(axis) for axis, _ in mesh.axes]),
+            "axis_sizes": ir.DenseI64ArrayAttr.get([size for _, size in mesh.axes]),
+        }
+        if mesh.device_ids is not None:
+            fields["device_ids"] = ir.DenseI64ArrayAttr.get(list(mesh.device_ids))
+        entries[name] = ir.DictAttr.get(fields)
+    module.operation.attributes[MESHES] = ir.DictAttr.get(entries)
+
+
 def import_shardings(module: ir.Module) -> None:
     """mhlo.sharding and Shardy -> `xhlo.sharding`; sdy ops and meshes removed."""
     importer = _Importer(module)
@@ -534,6 +556,7 @@ def import_shardings(module: ir.Module) -> None:
     for function in ops_named(module, "func.func"):
         _convert_function(function, importer)
     _convert_op_attributes(module, importer)
+    record_meshes(module, importer.meshes)
     for op in live_ops(module.body.operations):
         if op.name == "sdy.mesh":
             erase(op)

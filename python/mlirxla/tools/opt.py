@@ -43,6 +43,7 @@ def parse_arguments(argv):
     parser.add_argument("--print-ir-after-change", action="store_true", help="print the module after every pass that changed it")
     parser.add_argument("--print-pipeline", action="store_true", help="print the pipeline that would run, then stop")
     parser.add_argument("--explain-fusion", metavar="OP_OR_LOCATION", help="after the run, say why this op (name, fusion name or location) was or was not fused")
+    parser.add_argument("--explain-sharding", metavar="VALUE_OR_OP", help="after the run, say where the sharding of this value (%%3, an op kind, a location) came from")
     parser.add_argument("--mlir-print-generic", action="store_true", help="print every op in generic form")
     parser.add_argument("--mlir-print-debuginfo", action="store_true", help="print locations")
     parser.add_argument("--disable-passes", default="", help="comma-separated pass or pipeline names to skip")
@@ -133,6 +134,8 @@ def process(data: bytes, source: str, arguments, pipeline: Pipeline | None, stre
             stream.write(runner.ledger.table())
         if arguments.explain_fusion:
             stream.write(explain_fusion(pipeline, runner.reports, arguments.explain_fusion).replace(" at -:", f" at {source}:") + "\n")
+        if arguments.explain_sharding:
+            stream.write(explain_sharding(runner.reports, arguments.explain_sharding) + "\n")
     return printing.module_text(imported.module, arguments.mlir_print_generic, arguments.mlir_print_debuginfo)
 
 
@@ -161,6 +164,16 @@ def explain_fusion(pipeline: Pipeline, reports: dict[str, PassReport], query: st
         raise MlirxlaError("--explain-fusion needs a pipeline with a fusion pass (xhlo-priority-fusion, xhlo-output-fusion, xhlo-batch-slice-fusion)")
     ran = [reports[name] for name in dict.fromkeys(step.name for step in passes) if name in reports]
     return explain([decision for report in ran for decision in report.decisions], query)
+
+
+def explain_sharding(reports: dict[str, PassReport], query: str) -> str:
+    """Answer from the report of xhlo-sharding-propagation, when it ran and propagated."""
+    from mlirxla.transforms.sharding_propagation import ShardingPropagationPass, explain
+
+    report = reports.get(ShardingPropagationPass.name)
+    if report is None:
+        raise MlirxlaError(f"--explain-sharding needs a pipeline in which {ShardingPropagationPass.name} propagated (a module for several partitions with sharding annotations)")
+    return explain(report, query)
 
 
 def expected_errors(chunk: Chunk) -> list[tuple[int, str]]:
