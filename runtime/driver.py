@@ -37,9 +37,17 @@ def execute(module: ir.Module, arguments: list[np.ndarray], entry: str | None = 
     with `backend` and run it on numpy `arguments`."""
     entry = entry or public_entry_name(module)
     check_arguments(argument_types(module, entry), arguments, entry)
-    result_count = len(ir.FunctionType(ir.TypeAttr(find_function(module, entry).attributes["function_type"]).value).results)
     executable, checks, result_types = compile_entry(module, entry, options, backend)
-    outputs = executable.execute(arguments)
+    return run_compiled(module, entry, executable, checks, result_types, arguments)
+
+
+def run_compiled(module: ir.Module, entry: str, executable: Executable, checks: list[CheckRecord], result_types: list,
+                 arguments: list[np.ndarray], repeat: int = 1) -> Execution:
+    """Run what `compile_entry` made on numpy `arguments` (`repeat` times: the last run's
+    results are judged)."""
+    result_count = len(ir.FunctionType(ir.TypeAttr(find_function(module, entry).attributes["function_type"]).value).results)
+    for _ in range(max(repeat, 1)):
+        outputs = executable.execute(arguments)
     with module.context:
         values = [literals.to_attribute(np.asarray(array), value_type) for array, value_type in zip(outputs, result_types)]
     return Execution(values, result_count, checks)

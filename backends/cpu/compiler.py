@@ -55,6 +55,7 @@ def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pi
         with erasure.stage("cpu backend thunk emission"), phases.phase("backend", "thunk emission"):
             emission = ThunkEmitter(module).emit()
         plan = plan_of(emission)
+        phases.publish("kernel-count", len(emission.kernels))
         kernels = []
         for spec in emission.kernels:
             with erasure.stage(f"cpu backend kernel '{spec.symbol}'"), phases.phase("kernel", spec.symbol):

@@ -5,8 +5,10 @@ progress line of a long compile (`report/progress.py`) and the HTML report's rec
 The layers announce two things. A phase is a span of work with a category and a name: the
 front door, a pipeline, a pass, the thunk emission, a kernel's LLVM compile
 (`with phases.phase("pass", "xhlo-algsimp"): ...`). A publication hands a listener an object
-it may want to keep: the pipeline runner when it starts on a module, the module after a pass
-changed it, a compiled kernel, a loaded executable (`phases.publish("kernel", compiled)`).
+it may want to keep: the pipeline runner when it starts on a module ("pipeline-runner"), the
+runner after a pass changed its module ("module-changed"), how many kernels the backend will
+compile ("kernel-count"), a compiled kernel ("kernel"), a loaded executable ("executable");
+`phases.publish("kernel", compiled)`.
 
 Nobody listening is the common case and costs one truth test: `phase` then returns a shared
 do-nothing context and `publish` returns at once. Listeners are process-wide (the PJRT plugin

@@ -15,6 +15,9 @@
 - `progress.py`: the updating line of a long compile and the conformance progress bar;
 - `xla_memory.py`: XLA:CPU's temp bytes for the same program, for the heap picture.
 
-Nothing here is imported by the compiler or the runtime on their own paths: they only
-announce (`mlirxla.phases`, `runtime.thunks.observe`).
+The compiler and the executor import nothing from here: they only announce
+(`mlirxla.phases`, `runtime.thunks.observe`). The tools and the runtime's client use it:
+the client shows progress and, when dumping, writes the report; the PJRT bridge starts the
+MLIRXLA_PROFILE profile and serves jax's profiler (`xspace.py`). `docs/profiling.md` says
+what each shows.
 """

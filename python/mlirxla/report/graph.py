@@ -41,7 +41,8 @@ def dot_source(graphviz, facts: list[ThunkFacts], flows: list[Flow]):
                              edge_attr={"fontname": "Helvetica", "fontsize": "9", "color": "#555555"})
     clusters = {fact.index: graphviz.Digraph(f"cluster_{fact.index}") for fact in facts if fact.category == "control"}
     for index, cluster in clusters.items():
-        cluster.attr(label=f"{facts[index].kind} {facts[index].name}", style="rounded,dashed", color="#888888")
+        kind, name = facts[index].kind, facts[index].name
+        cluster.attr(label=kind if name == kind else f"{kind} {name}", style="rounded,dashed", color="#888888")
     for fact in facts:
         if fact.category == "control":
             continue
@@ -55,8 +56,9 @@ def dot_source(graphviz, facts: list[ThunkFacts], flows: list[Flow]):
     for end in sorted(endpoints):
         graph.node(node_id(end), end, id=node_id(end), **{"class": "io"}, **STYLES["io"])
     for number, flow in enumerate(flows):
-        graph.edge(node_id(flow.producer), node_id(flow.consumer), label=f"{flow.label}\n{human_bytes(flow.size)}",
-                   id=f"flow-{number}", tooltip=f"{flow.label}: {human_bytes(flow.size)}")
+        size = human_bytes(flow.size)
+        graph.edge(node_id(flow.producer), node_id(flow.consumer), label=f"{flow.label}\n{size}" if flow.label else size,
+                   id=f"flow-{number}", tooltip=f"{flow.label}: {size}" if flow.label else size)
     return graph
 
 

@@ -224,13 +224,13 @@ def overlaps(a, b) -> bool:
 
 
 def written_label(fact: ThunkFacts, at) -> str:
-    """The value `fact` writes at `at`: its op's result of that size, else the bytes."""
+    """The value `fact` writes at `at`: its op's result of that size ("" when none is)."""
     if fact.op is not None:
         for result in fact.op.results:
             shaped = result.type
             if isinstance(shaped, ir.RankedTensorType) and byte_size(shaped) == at.size:
                 return type_text(shaped)
-    return f"{at.size} bytes"
+    return ""
 
 
 def source_of(plan, at) -> tuple[str, str]:
@@ -238,7 +238,7 @@ def source_of(plan, at) -> tuple[str, str]:
     kind = plan.allocation_kinds[at.allocation]
     if kind == "parameter" and at.allocation < len(plan.parameters):
         return f"parameter {at.allocation}", plan.parameters[at.allocation].text()
-    return f"{kind} {at.allocation}", f"{at.size} bytes"
+    return f"{kind} {at.allocation}", ""
 
 
 def flows(plan, facts: list[ThunkFacts]) -> list[Flow]:

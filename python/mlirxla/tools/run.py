@@ -5,12 +5,15 @@
     mlirxla-run model.mlir --check               # compare with the StableHLO reference interpreter
     mlirxla-run model.mlir --backend reference   # run on the reference interpreter instead
     mlirxla-run model.mlir -o outputs.npz --dump-to dump/   # dump: every pass, kernel and thunk
+    mlirxla-run model.mlir --report report.html  # the compile as one HTML page
+    mlirxla-run model.mlir --profile trace.json --repeat 10   # a Perfetto trace; top kernels on stderr
 
 Exit status 0 when every check op in the module holds (and --check agrees), 1 when one
 fails (it is printed), 2 on bad input.
 """
 
 import argparse
+import contextlib
 import os
 import sys
 
@@ -24,6 +27,7 @@ from mlirxla.mlir import ir
 from mlirxla.pipelines.runner import RunOptions
 from mlirxla.backends import registry
 from mlirxla.runtime import checks, driver, literals, memory, oracle, reference
+from mlirxla.report import progress
 
 from . import npz_inputs
 from .cli import EXIT_CHECK_FAILED, EXIT_OK, run_tool
@@ -43,6 +47,14 @@ def parse_arguments(argv):
                              "reference interpreter)")
     parser.add_argument("--dump-to", help="write the dumps to this directory: the module as imported, the pipeline's "
                                           "decisions, the code (each kernel's LLVM IR on cpu) and the thunk sequence")
+    parser.add_argument("--report", metavar="FILE.html",
+                        help="write the compile as one self-contained HTML page: the pass timeline and the changes of each "
+                             "pass, the fusion graph, buffer assignment, the thunk sequence (measured too with --profile)")
+    parser.add_argument("--profile", metavar="FILE.json",
+                        help="write a Chrome trace (Perfetto, chrome://tracing): the compile's phases and every thunk run; "
+                             "the top kernels by time go to stderr")
+    parser.add_argument("--repeat", type=int, default=1, help="run the executable this many times (default 1; the last "
+                                                               "run's results are shown and checked)")
     parser.add_argument("--rtol", type=float, default=1e-4,
                         help="relative tolerance of --check (default 1e-4: native kernels sum in another order, and BLAS blocks its sums)")
     parser.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance of --check (default 1e-5)")
@@ -127,6 +139,8 @@ def describe(array: np.ndarray) -> str:
 
 def run(argv) -> int:
     arguments = parse_arguments(argv)
+    if arguments.repeat < 1:
+        raise MlirxlaError(f"--repeat takes a count of at least 1, not {arguments.repeat}")
     data, source = read_input(arguments.input)
     try:
         return run_module(arguments, data, source)
@@ -134,28 +148,36 @@ def run(argv) -> int:
         raise error.with_source(source) from None
 
 
+def run_inputs(arguments, module: ir.Module, entry: str) -> list[np.ndarray]:
+    """The arguments: read from --inputs, or generated from --seed."""
+    parameters = entry_parameters(module, entry)
+    require_memory_for_arguments(parameters, generated=not arguments.inputs)
+    if arguments.backend == "reference" or arguments.check:
+        require_memory_for_interpreter(module)
+    if arguments.inputs:
+        return npz_inputs.read_arguments(arguments.inputs, parameters, entry)
+    rng = np.random.default_rng(arguments.seed)
+    return [generated_argument(ir.RankedTensorType(t), rng) for t in reference.argument_types(module, entry)]
+
+
 HOW = {"cpu": "compiled for the host CPU and ran", "reference": "ran on the reference interpreter"}
 
 
 def run_module(arguments, data: bytes, source: str) -> int:
     context = new_context()
-    imported = frontdoor.import_bytes(data, source, context)
-    module = imported.module
-    with context, ir.Location.unknown():
-        entry = arguments.entry or public_entry_name(module)
-        parameters = entry_parameters(module, entry)
-        require_memory_for_arguments(parameters, generated=not arguments.inputs)
-        if arguments.backend == "reference" or arguments.check:
-            require_memory_for_interpreter(module)
-        if arguments.inputs:
-            inputs = npz_inputs.read_arguments(arguments.inputs, parameters, entry)
-        else:
-            rng = np.random.default_rng(arguments.seed)
-            inputs = [generated_argument(ir.RankedTensorType(t), rng) for t in reference.argument_types(module, entry)]
-        options = RunOptions(dump_to=arguments.dump_to, backend=arguments.backend)
-        execution = driver.execute(module, inputs, entry, options, backend=arguments.backend)
-        outputs = [literals.to_numpy(value) for value in execution.outputs]
-        verdicts = checks.judge(execution)
+    with seen(arguments, data, source) as (recording, profile):
+        with progress.compiling(source):  # on a terminal, what a long compile is at
+            imported = frontdoor.import_bytes(data, source, context)
+            module = imported.module
+            with context, ir.Location.unknown():
+                entry = arguments.entry or public_entry_name(module)
+                inputs = run_inputs(arguments, module, entry)
+                options = RunOptions(dump_to=arguments.dump_to, backend=arguments.backend)
+                executable, found_checks, result_types = driver.compile_entry(module, entry, options, arguments.backend)
+        with context, ir.Location.unknown():
+            execution = driver.run_compiled(module, entry, executable, found_checks, result_types, inputs, arguments.repeat)
+            outputs = [literals.to_numpy(value) for value in execution.outputs]
+            verdicts = checks.judge(execution)
 
     how = HOW.get(arguments.backend, f"compiled by the {arguments.backend} backend and ran")
     print(f"{source}: imported ({imported.form}{', StableHLO v' + imported.artifact_version if imported.artifact_version else ''}), verified, {how} @{entry}")
@@ -167,6 +189,15 @@ def run_module(arguments, data: bytes, source: str) -> int:
     if arguments.output:
         write_outputs(arguments.output, outputs)
         print(f"  outputs saved to {arguments.output}")
+    if profile is not None:
+        profile.write_trace(arguments.profile)
+        sys.stdout.flush()
+        sys.stderr.write(profile.summary())
+        print(f"  profile: {arguments.profile} ({len(profile.thunk_runs)} thunk runs over {len(profile.executions)} "
+              "execution(s); open it in https://ui.perfetto.dev or chrome://tracing)")
+    if recording is not None:
+        recording.write(arguments.report, executable, profile.measured() if profile is not None else None)
+        print(f"  report: {arguments.report}")
 
     failed = report_checks(verdicts, source)
     if arguments.check:
@@ -175,6 +206,18 @@ def run_module(arguments, data: bytes, source: str) -> int:
         print(f"  check against the StableHLO reference interpreter: {comparison.summary}")
         failed = failed or not comparison.matches
     return EXIT_CHECK_FAILED if failed else EXIT_OK
+
+
+@contextlib.contextmanager
+def seen(arguments, data: bytes, source: str):
+    """(the --report recording, the --profile profile) around the compile and the runs; None
+    for what was not asked for."""
+    from mlirxla.report import page, profile
+
+    with contextlib.ExitStack() as stack:
+        recording = stack.enter_context(page.Recording(source, arguments.backend, data)) if arguments.report else None
+        recorded = stack.enter_context(profile.recording()) if arguments.profile else None
+        yield recording, recorded
 
 
 def report_checks(verdicts: list[checks.Verdict], source: str) -> bool:

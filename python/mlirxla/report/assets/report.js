@@ -13,7 +13,7 @@ function factsTable(node) {
   const rows = [["kind", node.kind], ["calls into", node.routine], ["shape", node.shape],
                 ["bytes in", node.bytes_in.toLocaleString()], ["bytes out", node.bytes_out.toLocaleString()],
                 ["flops", node.flops.toLocaleString()], ["estimated time", node.estimate],
-                ["measured time", node.measured], ["inside", node.where]];
+                ["measured time", node.measured], ["achieved", node.achieved], ["inside", node.where]];
   const table = element("table");
   for (const [name, value] of rows) {
     if (!value) continue;
