@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from mlirxla import printing
+from mlirxla import phases, printing
 from mlirxla.errors import MlirxlaError
 from mlirxla.mlir import ir
 from mlirxla.transforms import erasure
@@ -106,6 +106,7 @@ class PipelineRunner:
         self.dumps = dumps or DumpWriter(dump_directory, self.name)
         self.ledger = Ledger([])
         self.reports: dict[str, PassReport] = {}  # pass name -> the report of its last run
+        phases.publish("pipeline-runner", self)
 
     # ------------------------------------------------------------------ entry points
 
@@ -118,7 +119,8 @@ class PipelineRunner:
         return RunResult(changed, self.ledger, list(self.dumps.written), dict(self.reports))
 
     def run(self, pipeline: Pipeline) -> bool:
-        return self.run_pipeline(pipeline, enabled_by_parent=False)
+        with phases.phase("pipeline", pipeline.name):
+            return self.run_pipeline(pipeline, enabled_by_parent=False)
 
     # ------------------------------------------------------------------ steps
 
@@ -140,7 +142,8 @@ class PipelineRunner:
 
     def run_step(self, step, pipeline: str, enabled: bool, iteration: int) -> bool:
         if isinstance(step, Pipeline):
-            return self.run_pipeline(step, enabled, iteration)
+            with phases.phase("pipeline", step.name):
+                return self.run_pipeline(step, enabled, iteration)
         if isinstance(step, FixedPoint):
             return self.run_fixed_point(step, pipeline, enabled)
         return self.run_pass(step, pipeline, enabled, iteration)
@@ -164,13 +167,15 @@ class PipelineRunner:
         ops_before = count_ops(self.module)
         start = time.perf_counter()
         with erasure.stage(f"pass '{name}' in pipeline '{pipeline}'", checking=self.options.check_erasure):
-            with self.module.context, ir.Location.unknown():
+            with self.module.context, ir.Location.unknown(), phases.phase("pass", name):
                 result = PassResult.of(step.run(self.module))
             changed = result.changed
             wall_ms = (time.perf_counter() - start) * 1000
             self.check_changed_flag(step, changed, before_text)
             ops_after = count_ops(self.module)
             self.ledger.add(LedgerRow(pipeline, name, iteration, changed, wall_ms, ops_before, ops_after))
+            if changed:
+                phases.publish("module-changed", self)
             if changed and self.options.verify_each:
                 self.check_invariants(name, pipeline, before_text)
             if result.report is not None:

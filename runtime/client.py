@@ -19,18 +19,22 @@ A client compiles with one backend, chosen by name (`Client(backend="reference")
 Compilation goes through the compile cache when the client has one (`cache_dir`): the key is
 the fingerprint of the input's bytes, the compile options, the backend, and the versions and
 CPU that compile (so a hit skips parsing altogether). A run that asks for dumps bypasses the
-cache.
+cache, and writes the compile's HTML report among them (`module_NNNN.<name>.report.html`).
+A compile of more than a second shows which pass or kernel it is at when stderr is a terminal.
 """
 
+import contextlib
 import hashlib
 import os
 import platform
+import sys
 import threading
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from mlirxla.errors import MlirxlaError
+from mlirxla.report import progress
 
 from mlirxla.backends import registry
 from mlirxla.backends.backend import Backend
@@ -194,12 +198,39 @@ def compile_bytes(data: bytes, source: str, options: CompileOptions, backend: Ba
 
     run_options = RunOptions(dump_to=options.dump_to, dump_pass_re=options.dump_pass_re,
                              disable_passes=frozenset(options.disable_passes), backend=backend.name)
-    with _COMPILING:
+    with _COMPILING, reported(options, source, backend) as recording, progress.compiling(source):
         try:
             imported = frontdoor.import_bytes(data, source, new_context())
-            return Executable.of(backend.compile(imported.module, run_options))
+            executable = Executable.of(backend.compile(imported.module, run_options))
         except MlirxlaError as error:
             raise error.with_source(source) from None
+    if recording is not None:
+        write_dumped_report(recording, executable)
+    return executable
+
+
+WHY_NO_XLA_FIGURE = "not computed inside the PJRT plugin (mlirxla-run --report on the program shows it)"
+
+
+def reported(options: CompileOptions, source: str, backend: Backend):
+    """With dumps asked for, a recording of the compile for its HTML report (`report/page.py`)."""
+    if options.dump_to is None:
+        return contextlib.nullcontext()
+    from mlirxla.report.page import Recording
+    from mlirxla.report.xla_memory import XlaFigure
+
+    return Recording(source, backend.name, xla=XlaFigure(None, WHY_NO_XLA_FIGURE))
+
+
+def write_dumped_report(recording, executable: Executable) -> None:
+    """`module_NNNN.<name>.report.html` next to the module's other dump files. A report that
+    cannot be made is said on stderr: it never fails the compile."""
+    try:
+        record = recording.record(executable)
+        if record.runner is not None:
+            record.runner.dumps.write("report.html", recording.html(executable))
+    except Exception as error:  # the report is a help, not a reason for jax's compile to fail
+        print(f"mlirxla: no report for {recording.source}: {type(error).__name__}: {error}", file=sys.stderr)
 
 
 def environment(backend: Backend) -> str:

@@ -58,15 +58,28 @@ def execute_on_grid(module: ir.Module, arguments: list[np.ndarray], entry: str |
     (its collectives meet the others'): one `Execution` per device, by flattened id."""
     entry = entry or public_entry_name(module)
     check_arguments(argument_types(module, entry), arguments, entry)
+    check_grid(backend, grid)
+    executable, checks, result_types = compile_entry(module, entry, options, backend)
+    return run_compiled(module, entry, executable, checks, result_types, arguments, grid)
+
+
+def check_grid(backend: str, grid: DeviceGrid) -> None:
+    """Refuse a grid of several devices to a backend that runs no collectives."""
     if grid.device_count > 1 and not registry.backend(backend).runs_collectives:
         raise MlirxlaError(f"the {backend} backend runs a program on one device, not on the {grid.device_count} "
                            f"of {grid.replica_count} replica(s) x {grid.partition_count} partition(s)")
+
+
+def run_compiled(module: ir.Module, entry: str, executable: Executable, checks: list[CheckRecord], result_types: list,
+                 arguments: list[np.ndarray], grid: DeviceGrid = DeviceGrid(), repeat: int = 1) -> list[Execution]:
+    """Run what `compile_entry` made on numpy `arguments` on every device of `grid` (`repeat`
+    times: the last run's results are judged): one `Execution` per device."""
     result_count = len(ir.FunctionType(ir.TypeAttr(find_function(module, entry).attributes["function_type"]).value).results)
-    executable, checks, result_types = compile_entry(module, entry, options, backend)
-    if grid.device_count == 1:
-        per_device = [executable.execute(arguments)]
-    else:
-        per_device = execute_on_devices([executable] * grid.device_count, [arguments] * grid.device_count, grid)
+    for _ in range(max(repeat, 1)):
+        if grid.device_count == 1:
+            per_device = [executable.execute(arguments)]
+        else:
+            per_device = execute_on_devices([executable] * grid.device_count, [arguments] * grid.device_count, grid)
     with module.context:
         return [Execution([literals.to_attribute(np.asarray(array), value_type) for array, value_type in zip(outputs, result_types)],
                           result_count, checks) for outputs in per_device]

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mlirxla import phases
 from mlirxla.errors import MlirxlaError
 
 from . import memory
@@ -173,6 +174,7 @@ class Executable:
                       for index, (kind, size) in enumerate(zip(plan.allocation_kinds, plan.allocation_sizes))
                       if kind in ("output", "scratch") or (kind == "temp" and size > 0)]
         self.fresh_bytes = sum(size for _, size, _ in self.fresh)
+        phases.publish("executable", self)
 
     @classmethod
     def of(cls, program) -> "Executable":

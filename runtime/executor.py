@@ -14,7 +14,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from .thunks import BufferSlice, run_sequence
+from .thunks import BufferSlice, observer, run_sequence
 
 SEQUENTIAL_BELOW = 8  # thunk sequences shorter than this always run in order
 
@@ -84,7 +84,16 @@ def is_chain(nodes: list[Node]) -> bool:
 
 
 def run_thunks(thunks: list, bases: list[int], pool: ThreadPool | None, graph: list[Node] | None = None) -> None:
-    """Run `thunks` in order, or as `graph` (from `plan_graph`) on the pool."""
+    """Run `thunks` in order, or as `graph` (from `plan_graph`) on the pool; through the
+    observer when a profile records."""
+    observing = observer()
+    if observing is None:
+        run_planned(thunks, bases, pool, graph)
+    else:
+        observing.execution(thunks, lambda: run_planned(thunks, bases, pool, graph))
+
+
+def run_planned(thunks: list, bases: list[int], pool: ThreadPool | None, graph: list[Node] | None) -> None:
     if graph is None or pool is None or pool.workers < 2:
         run_sequence(thunks, bases, pool)
     else:
@@ -106,11 +115,15 @@ def run_graph(nodes: list[Node], bases: list[int], pool: ThreadPool) -> None:
     finished = threading.Event()
     remaining = [len(nodes)]
     errors: list[BaseException] = []
+    observing = observer()
 
     def run(index: int | None) -> None:
         while index is not None:
             try:
-                nodes[index].thunk.run(bases, pool)
+                if observing is None:
+                    nodes[index].thunk.run(bases, pool)
+                else:
+                    observing.run(nodes[index].thunk, bases, pool)
             except BaseException as error:  # reported to the caller after the graph stops
                 errors.append(error)
             ready = []

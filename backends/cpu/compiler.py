@@ -16,6 +16,7 @@ code) out (XLA's CpuCompiler: RunHloPasses, then RunBackend).
 
 from dataclasses import dataclass
 
+from mlirxla import phases
 from mlirxla.dialects.xhlo.config import read_config
 from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import entry_function
@@ -51,15 +52,17 @@ def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pi
         runner.compile(named_pipeline("cpu"))
     with module.context, ir.Location.unknown():
         check_layouts(module)
-        with erasure.stage("cpu backend thunk emission"):
+        with erasure.stage("cpu backend thunk emission"), phases.phase("backend", "thunk emission"):
             emission = ThunkEmitter(module).emit()
         plan = plan_of(emission)
+        phases.publish("kernel-count", len(emission.kernels))
         kernels = []
         for spec in emission.kernels:
-            with erasure.stage(f"cpu backend kernel '{spec.symbol}'"):
+            with erasure.stage(f"cpu backend kernel '{spec.symbol}'"), phases.phase("kernel", spec.symbol):
                 erasure.processing(spec.op)
                 compiled = compile_or_fall_back(spec, plan, emission.decisions)
             if compiled:
+                phases.publish("kernel", compiled)
                 kernels.append(compiled)
                 give_scratch(plan, compiled)
                 if compiled.tiled_loop_nests:

@@ -330,10 +330,12 @@ def run_suite(
     progress=None,
     pipeline: str | None = None,
     backend: str = "reference",
+    on_total=None,
 ) -> Report:
     """Run every test function of `directory` (run_parallel ones only on a backend that runs
     collectives), after `pipeline` (a named or textual pipeline) when one is given, compiled by `backend`
-    (the reference interpreter by default)."""
+    (the reference interpreter by default). `on_total` hears how many functions will run
+    (`progress` then hears each outcome)."""
     start = time.monotonic()
     expected_failures = expected_failures or {}
     from mlirxla.backends import registry
@@ -347,6 +349,8 @@ def run_suite(
             outcomes[index] = Outcome(case.name, "unsupported", f"uses {RUN_PARALLEL}: the {backend} backend runs no collectives")
         else:
             pending.put(index)
+    if on_total:
+        on_total(pending.qsize())
     lock = threading.Lock()
 
     def serve():

@@ -40,6 +40,9 @@ def create_client(options: dict) -> tuple[Client, int, str]:
     if count < 1:
         raise MlirxlaError(f"the {NUM_DEVICES_OPTION} option must be at least 1, got {count}")
     backend = registry.from_environment()
+    from mlirxla.report import profile
+
+    profile.record_from_environment()  # MLIRXLA_PROFILE=DIR: a trace of the whole process, written at exit
     return Client(cache_dir=os.environ.get("MLIRXLA_CACHE_DIR"), backend=backend), count, backend
 
 
@@ -153,3 +156,24 @@ def execute(executable: LoadedExecutable, arrays: list, addresses: list, donated
     """Run on one device's arguments (and their addresses); the `donated` parameters' memory
     may be written."""
     return executable.executable.execute(arrays, donated=frozenset(donated), addresses=addresses)
+
+
+# jax's profiler, through the plugin's PJRT profiler extension (`report/xspace.py`): create,
+# start, stop, collect (the XSpace's bytes); the C side keeps the feed per profiler session.
+
+def profiler_create(options: bytes):
+    from mlirxla.report.xspace import JaxProfilerFeed
+
+    return JaxProfilerFeed(options)
+
+
+def profiler_start(feed) -> None:
+    feed.start()
+
+
+def profiler_stop(feed) -> None:
+    feed.stop()
+
+
+def profiler_collect(feed) -> bytes:
+    return feed.collect()

@@ -9,6 +9,9 @@
  * and executables, cached so that the pointers handed out stay valid for the object's
  * lifetime.
  *
+ * Profiling: `extension_start` holds the PJRT profiler extension, through which jax's profiler
+ * (jax.profiler.trace) collects the plugin's events (`mlirxla/report/xspace.py`).
+ *
  * Version handshake: the table reports the PJRT_API_MAJOR/MINOR of the header it was built
  * against; every out field is written only when it lies within the caller's struct_size;
  * every function pointer is set, those not implemented answering UNIMPLEMENTED with their
@@ -1544,6 +1547,207 @@ static PJRT_Error* loaded_execute(PJRT_LoadedExecutable_Execute_Args* args) {
   return NULL;
 }
 
+/* --------------------------------------------------------- profiler extension */
+
+/* jax asks every plugin it registers for the PJRT profiler extension and, when one is there,
+ * drives it with jax.profiler.trace: create, start, stop, collect the events as a serialized
+ * XSpace (which jax merges into its own), destroy. The layouts are XLA's plugin profiler API
+ * (xla/backends/profiler/plugin/profiler_c_api.h, PLUGIN_PROFILER_VERSION 1) and its PJRT
+ * extension (xla/pjrt/c/pjrt_c_api_profiler_extension.h, version 1), restated: the header the
+ * build fetches has neither. Each profiler holds a `report/xspace.py` JaxProfilerFeed. */
+
+typedef struct PLUGIN_Profiler_Error {
+  int code; /* absl::StatusCode */
+  char* message;
+} PLUGIN_Profiler_Error;
+
+typedef struct PLUGIN_Profiler {
+  PyObject* feed;
+  char* data; /* the last collected XSpace */
+  size_t size;
+} PLUGIN_Profiler;
+
+typedef struct {
+  size_t struct_size;
+  void* priv;
+  PLUGIN_Profiler_Error* error;
+} PLUGIN_Profiler_Error_Destroy_Args;
+
+typedef struct {
+  size_t struct_size;
+  void* priv;
+  const PLUGIN_Profiler_Error* error;
+  const char* message; /* out */
+  size_t message_size; /* out */
+} PLUGIN_Profiler_Error_Message_Args;
+
+typedef struct {
+  size_t struct_size;
+  void* priv;
+  const PLUGIN_Profiler_Error* error;
+  int code; /* out */
+} PLUGIN_Profiler_Error_GetCode_Args;
+
+typedef struct {
+  size_t struct_size;
+  const char* options; /* a serialized tensorflow.ProfileOptions */
+  size_t options_size;
+  PLUGIN_Profiler* profiler; /* out */
+} PLUGIN_Profiler_Create_Args;
+
+typedef struct {
+  size_t struct_size;
+  PLUGIN_Profiler* profiler;
+} PLUGIN_Profiler_Session_Args; /* Destroy, Start and Stop */
+
+typedef struct {
+  size_t struct_size;
+  PLUGIN_Profiler* profiler;
+  uint8_t* buffer;             /* in/out */
+  size_t buffer_size_in_bytes; /* out */
+} PLUGIN_Profiler_CollectData_Args;
+
+typedef struct {
+  size_t struct_size;
+  void* priv;
+  void (*error_destroy)(PLUGIN_Profiler_Error_Destroy_Args*);
+  void (*error_message)(PLUGIN_Profiler_Error_Message_Args*);
+  PLUGIN_Profiler_Error* (*error_get_code)(PLUGIN_Profiler_Error_GetCode_Args*);
+  PLUGIN_Profiler_Error* (*create)(PLUGIN_Profiler_Create_Args*);
+  PLUGIN_Profiler_Error* (*destroy)(PLUGIN_Profiler_Session_Args*);
+  PLUGIN_Profiler_Error* (*start)(PLUGIN_Profiler_Session_Args*);
+  PLUGIN_Profiler_Error* (*stop)(PLUGIN_Profiler_Session_Args*);
+  PLUGIN_Profiler_Error* (*collect_data)(PLUGIN_Profiler_CollectData_Args*);
+} PLUGIN_Profiler_Api;
+
+typedef struct {
+  size_t struct_size;
+  PJRT_Extension_Type type;
+  PJRT_Extension_Base* next;
+  PLUGIN_Profiler_Api* profiler_api;
+  int64_t traceme_context_id; /* only for the extension passed as an argument */
+} PJRT_Profiler_Extension;
+
+enum { kStatusInternal = 13, kStatusFailedPrecondition = 9 };
+
+/* A profiler error from a PJRT one (the pending Python exception, or shutdown). */
+static PLUGIN_Profiler_Error* profiler_error(PJRT_Error* from) {
+  PLUGIN_Profiler_Error* error = malloc(sizeof(PLUGIN_Profiler_Error));
+  error->code = from->code == PJRT_Error_Code_FAILED_PRECONDITION ? kStatusFailedPrecondition : kStatusInternal;
+  error->message = from->message;
+  free(from);
+  return error;
+}
+
+static void profiler_error_destroy(PLUGIN_Profiler_Error_Destroy_Args* args) {
+  if (args->error == NULL) return;
+  free(args->error->message);
+  free(args->error);
+}
+
+static void profiler_error_message(PLUGIN_Profiler_Error_Message_Args* args) {
+  args->message = args->error->message;
+  args->message_size = strlen(args->error->message);
+}
+
+static PLUGIN_Profiler_Error* profiler_error_get_code(PLUGIN_Profiler_Error_GetCode_Args* args) {
+  args->code = args->error->code;
+  return NULL;
+}
+
+static PLUGIN_Profiler_Error* profiler_create(PLUGIN_Profiler_Create_Args* args) {
+  PyGILState_STATE state;
+  PJRT_Error* error = enter_python(&state);
+  if (error) return profiler_error(error);
+  PyObject* feed = call_bridge("profiler_create", "(y#)", args->options ? args->options : "",
+                               (Py_ssize_t)(args->options ? args->options_size : 0));
+  if (feed == NULL) error = python_error();
+  PyGILState_Release(state);
+  if (error) return profiler_error(error);
+  PLUGIN_Profiler* profiler = calloc(1, sizeof(PLUGIN_Profiler));
+  profiler->feed = feed;
+  args->profiler = profiler;
+  return NULL;
+}
+
+static PLUGIN_Profiler_Error* profiler_destroy(PLUGIN_Profiler_Session_Args* args) {
+  if (args->profiler == NULL) return NULL;
+  release_object(args->profiler->feed);
+  free(args->profiler->data);
+  free(args->profiler);
+  return NULL;
+}
+
+/* bridge.<name>(feed), its result dropped. */
+static PLUGIN_Profiler_Error* profiler_call(const char* name, PLUGIN_Profiler* profiler) {
+  PyGILState_STATE state;
+  PJRT_Error* error = enter_python(&state);
+  if (error) return profiler_error(error);
+  PyObject* result = call_bridge(name, "(O)", profiler->feed);
+  if (result == NULL) error = python_error();
+  Py_XDECREF(result);
+  PyGILState_Release(state);
+  return error ? profiler_error(error) : NULL;
+}
+
+static PLUGIN_Profiler_Error* profiler_start(PLUGIN_Profiler_Session_Args* args) {
+  return profiler_call("profiler_start", args->profiler);
+}
+
+static PLUGIN_Profiler_Error* profiler_stop(PLUGIN_Profiler_Session_Args* args) {
+  return profiler_call("profiler_stop", args->profiler);
+}
+
+/* Called with no buffer, it collects and hands out the profiler's own copy (jax reads that
+ * one); called again with a buffer, it copies the same bytes there. */
+static PLUGIN_Profiler_Error* profiler_collect_data(PLUGIN_Profiler_CollectData_Args* args) {
+  PLUGIN_Profiler* profiler = args->profiler;
+  if (args->buffer != NULL) {
+    if (profiler->data != NULL) memcpy(args->buffer, profiler->data, profiler->size);
+    args->buffer_size_in_bytes = profiler->size;
+    return NULL;
+  }
+  PyGILState_STATE state;
+  PJRT_Error* error = enter_python(&state);
+  if (error) return profiler_error(error);
+  PyObject* data = call_bridge("profiler_collect", "(O)", profiler->feed);
+  char* bytes = NULL;
+  Py_ssize_t size = 0;
+  if (data == NULL || PyBytes_AsStringAndSize(data, &bytes, &size) != 0) {
+    error = python_error();
+  } else {
+    free(profiler->data);
+    profiler->data = malloc(size > 0 ? (size_t)size : 1);
+    memcpy(profiler->data, bytes, (size_t)size);
+    profiler->size = (size_t)size;
+  }
+  Py_XDECREF(data);
+  PyGILState_Release(state);
+  if (error) return profiler_error(error);
+  args->buffer = (uint8_t*)profiler->data;
+  args->buffer_size_in_bytes = profiler->size;
+  return NULL;
+}
+
+static PLUGIN_Profiler_Api profiler_api = {
+    .struct_size = sizeof(PLUGIN_Profiler_Api),
+    .error_destroy = profiler_error_destroy,
+    .error_message = profiler_error_message,
+    .error_get_code = profiler_error_get_code,
+    .create = profiler_create,
+    .destroy = profiler_destroy,
+    .start = profiler_start,
+    .stop = profiler_stop,
+    .collect_data = profiler_collect_data,
+};
+
+static PJRT_Profiler_Extension profiler_extension = {
+    .struct_size = sizeof(PJRT_Profiler_Extension),
+    .type = PJRT_Extension_Type_Profiler,
+    .next = NULL,
+    .profiler_api = &profiler_api,
+};
+
 /* ------------------------------------------------------------------- table */
 
 #define PJRT_API_FUNCTION(name)                                                                    \
@@ -1561,6 +1765,7 @@ static void fill_table(void) {
   api.pjrt_api_version.struct_size = PJRT_Api_Version_STRUCT_SIZE;
   api.pjrt_api_version.major_version = PJRT_API_MAJOR;
   api.pjrt_api_version.minor_version = PJRT_API_MINOR;
+  api.extension_start = (PJRT_Extension_Base*)&profiler_extension;
 /* (the cast only matters for the two functions returning void, implemented below) */
 #define PJRT_API_FUNCTION(name) api.name = (name*)unimplemented_##name;
 #include "pjrt_api_functions.inc"

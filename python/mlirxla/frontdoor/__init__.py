@@ -11,6 +11,7 @@
 
 from dataclasses import dataclass
 
+from mlirxla import phases
 from mlirxla.dialects.xhlo.config import CONFIG, ModuleConfig, read_config, write_config
 from mlirxla.errors import MlirxlaError, first_line, location_text
 from mlirxla.ir_queries import ops_named
@@ -143,12 +144,15 @@ def import_loaded(loaded: Loaded) -> Imported:
 
 
 def import_file(path: str, context: ir.Context) -> Imported:
-    return import_loaded(load_file(path, context))
+    with phases.phase("frontdoor", path):
+        return import_loaded(load_file(path, context))
 
 
 def import_bytes(data: bytes, source: str, context: ir.Context) -> Imported:
-    return import_loaded(load_bytes(data, source, context))
+    with phases.phase("frontdoor", source):
+        return import_loaded(load_bytes(data, source, context))
 
 
 def import_text(text: str, source: str, context: ir.Context) -> Imported:
-    return import_loaded(load_text(text, source, context))
+    with phases.phase("frontdoor", source):
+        return import_loaded(load_text(text, source, context))

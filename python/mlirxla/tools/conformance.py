@@ -10,8 +10,9 @@ this repository (the default looks for it in a folder `shared` next to the clone
 Each test function runs isolated in a worker subprocess. Functions that use
 interpreter.run_parallel (collectives across devices) run on a grid of devices with a backend
 that runs collectives (cpu); the reference interpreter reports them as unsupported.
-Exit status 0 when no failure is unexpected and no expected failure passes, 1 otherwise,
-2 on bad input.
+On a terminal, a progress bar with the counts so far runs on stderr (failures are printed
+above it); piped output has none. Exit status 0 when no failure is unexpected and no expected
+failure passes, 1 otherwise, 2 on bad input.
 """
 
 import argparse
@@ -22,6 +23,7 @@ import sys
 from mlirxla import conformance
 from mlirxla.backends import registry
 from mlirxla.errors import MlirxlaError
+from mlirxla.report import progress as progress_bar
 
 from .cli import EXIT_CHECK_FAILED, EXIT_OK, run_tool
 
@@ -72,21 +74,34 @@ def run(argv) -> int:
     except ValueError as error:
         raise MlirxlaError(str(error)) from None
 
+    bar = None  # on a terminal, a progress bar on stderr (progress.Bar)
+
+    def start_bar(total: int) -> None:
+        nonlocal bar
+        if not arguments.json:
+            bar = progress_bar.Bar(total)
+
     def progress(outcome):
         if arguments.json:
             return
+        bar.add("failed" if outcome.status == "failed" and not outcome.expected else
+                "xfailed" if outcome.status == "failed" else outcome.status)
         if outcome.status == "failed" and not outcome.expected:
-            print(f"FAIL {outcome.name}: {outcome.reason}", flush=True)
+            bar.above(f"FAIL {outcome.name}: {outcome.reason}")
         elif arguments.verbose:
             tag = {"passed": "PASS", "failed": "XFAIL", "unsupported": "UNSUPPORTED"}[outcome.status]
-            print(f"{tag} {outcome.name}" + (f": {outcome.reason}" if outcome.reason else ""), flush=True)
+            bar.above(f"{tag} {outcome.name}" + (f": {outcome.reason}" if outcome.reason else ""))
 
     if arguments.pipeline:
         conformance.pipeline_from(arguments.pipeline)  # refuse a bad pipeline before any worker starts
-    report = conformance.run_suite(
-        arguments.directory, arguments.filter, expected, arguments.workers, arguments.timeout, progress, arguments.pipeline,
-        arguments.backend,
-    )
+    try:
+        report = conformance.run_suite(
+            arguments.directory, arguments.filter, expected, arguments.workers, arguments.timeout, progress, arguments.pipeline,
+            arguments.backend, on_total=start_bar,
+        )
+    finally:
+        if bar is not None:
+            bar.close()
     if arguments.json:
         print(json.dumps(report.to_json(), indent=1))
     else:

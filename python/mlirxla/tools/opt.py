@@ -4,11 +4,13 @@
     mlirxla-opt model.mlir -p 'xhlo-algsimp,cse,xhlo-dce'   # a pipeline (ours and upstream mixed)
     mlirxla-opt model.mlir --xhlo-algsimp --cse             # passes as flags, in order
     mlirxla-opt model.mlir --pipeline=cpu --dump-to=dump --dump-pass-re=.
+    mlirxla-opt model.mlir --pipeline=cpu --report report.html   # the pipeline as one HTML page
     mlirxla-opt cases.mlir --split-input-file --verify-diagnostics
     mlirxla-opt --list-passes
 """
 
 import argparse
+import contextlib
 import io
 import re
 import sys
@@ -20,6 +22,7 @@ from mlirxla.pipelines import named_pipeline, pipeline_names
 from mlirxla.pipelines.pipeline import FixedPoint, Pipeline
 from mlirxla.pipelines.runner import PipelineRunner, RunOptions
 from mlirxla.pipelines.text import parse_pipeline
+from mlirxla.report import progress
 from mlirxla.split_input import Chunk, split_chunks
 from mlirxla.transforms import erasure, registry
 from mlirxla.transforms.pass_base import PassReport
@@ -44,6 +47,9 @@ def parse_arguments(argv):
     parser.add_argument("--print-pipeline", action="store_true", help="print the pipeline that would run, then stop")
     parser.add_argument("--explain-fusion", metavar="OP_OR_LOCATION", help="after the run, say why this op (name, fusion name or location) was or was not fused")
     parser.add_argument("--explain-sharding", metavar="VALUE_OR_OP", help="after the run, say where the sharding of this value (%%3, an op kind, a location) came from")
+    parser.add_argument("--report", metavar="FILE.html",
+                        help="write the run as one self-contained HTML page: the pass timeline, the changes of each pass, "
+                             "the fusion graph with its decisions, buffer assignment")
     parser.add_argument("--mlir-print-generic", action="store_true", help="print every op in generic form")
     parser.add_argument("--mlir-print-debuginfo", action="store_true", help="print locations")
     parser.add_argument("--disable-passes", default="", help="comma-separated pass or pipeline names to skip")
@@ -139,6 +145,15 @@ def process(data: bytes, source: str, arguments, pipeline: Pipeline | None, stre
     return printing.module_text(imported.module, arguments.mlir_print_generic, arguments.mlir_print_debuginfo)
 
 
+def reported(arguments, data: bytes, source: str):
+    """The --report recording around the run (a do-nothing context without --report)."""
+    if not arguments.report:
+        return contextlib.nullcontext()
+    from mlirxla.report import page
+
+    return page.Recording(source, None, data)
+
+
 def fusion_passes(step) -> list:
     """The fusion passes of a pipeline whose decisions `--explain-fusion` reads (priority,
     output and batch-slice fusion), in order, nested pipelines included."""
@@ -220,8 +235,14 @@ def opt(argv) -> int:
         print("\n".join(pipeline.describe()) if pipeline else "(no pipeline)")
         return EXIT_OK
     data, source = read_input(arguments.input)
+    if arguments.report and (arguments.split_input_file or arguments.verify_diagnostics):
+        raise MlirxlaError("--report writes the page of one module: not with --split-input-file or --verify-diagnostics")
     if not arguments.split_input_file and not arguments.verify_diagnostics:
-        write_output(arguments.output, process(data, source, arguments, pipeline, sys.stderr))
+        with reported(arguments, data, source) as recording, progress.compiling(source):
+            text = process(data, source, arguments, pipeline, sys.stderr)
+        write_output(arguments.output, text)
+        if recording is not None:
+            recording.write(arguments.report)
         return EXIT_OK
     chunks = split_chunks(data.decode("utf-8", errors="replace")) if arguments.split_input_file else [Chunk(1, data.decode("utf-8", errors="replace"))]
     if arguments.verify_diagnostics:

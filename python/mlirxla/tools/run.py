@@ -6,12 +6,15 @@
     mlirxla-run model.mlir --backend reference   # run on the reference interpreter instead
     mlirxla-run model.mlir -o outputs.npz --dump-to dump/   # dump: every pass, kernel and thunk
     mlirxla-run model.mlir --devices 4          # 4 replicas, one thread per device, collectives between
+    mlirxla-run model.mlir --report report.html  # the compile as one HTML page
+    mlirxla-run model.mlir --profile trace.json --repeat 10   # a Perfetto trace; top kernels on stderr
 
 Exit status 0 when every check op in the module holds (and --check agrees), 1 when one
 fails (it is printed), 2 on bad input.
 """
 
 import argparse
+import contextlib
 import os
 import sys
 from dataclasses import replace
@@ -28,6 +31,7 @@ from mlirxla.mlir import ir
 from mlirxla.pipelines.runner import RunOptions
 from mlirxla.backends import registry
 from mlirxla.runtime import checks, driver, literals, memory, oracle, reference
+from mlirxla.report import progress
 
 from . import npz_inputs
 from .cli import EXIT_CHECK_FAILED, EXIT_OK, run_tool
@@ -50,6 +54,14 @@ def parse_arguments(argv):
                                                      "every device gets the same arguments")
     parser.add_argument("--dump-to", help="write the dumps to this directory: the module as imported, the pipeline's "
                                           "decisions, the code (each kernel's LLVM IR on cpu) and the thunk sequence")
+    parser.add_argument("--report", metavar="FILE.html",
+                        help="write the compile as one self-contained HTML page: the pass timeline and the changes of each "
+                             "pass, the fusion graph, buffer assignment, the thunk sequence (measured too with --profile)")
+    parser.add_argument("--profile", metavar="FILE.json",
+                        help="write a Chrome trace (Perfetto, chrome://tracing): the compile's phases and every thunk run; "
+                             "the top kernels by time go to stderr")
+    parser.add_argument("--repeat", type=int, default=1, help="run the executable this many times (default 1; the last "
+                                                               "run's results are shown and checked)")
     parser.add_argument("--rtol", type=float, default=1e-4,
                         help="relative tolerance of --check (default 1e-4: native kernels sum in another order, and BLAS blocks its sums)")
     parser.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance of --check (default 1e-5)")
@@ -153,6 +165,8 @@ def request_devices(loaded: Loaded, devices: int | None) -> None:
 
 def run(argv) -> int:
     arguments = parse_arguments(argv)
+    if arguments.repeat < 1:
+        raise MlirxlaError(f"--repeat takes a count of at least 1, not {arguments.repeat}")
     data, source = read_input(arguments.input)
     try:
         return run_module(arguments, data, source)
@@ -160,34 +174,43 @@ def run(argv) -> int:
         raise error.with_source(source) from None
 
 
+def run_inputs(arguments, module: ir.Module, entry: str) -> list[np.ndarray]:
+    """The arguments: read from --inputs, or generated from --seed."""
+    parameters = entry_parameters(module, entry)
+    require_memory_for_arguments(parameters, generated=not arguments.inputs)
+    if arguments.backend == "reference" or arguments.check:
+        require_memory_for_interpreter(module)
+    if arguments.inputs:
+        return npz_inputs.read_arguments(arguments.inputs, parameters, entry)
+    rng = np.random.default_rng(arguments.seed)
+    return [generated_argument(ir.RankedTensorType(t), rng) for t in reference.argument_types(module, entry)]
+
+
 HOW = {"cpu": "compiled for the host CPU and ran", "reference": "ran on the reference interpreter"}
 
 
 def run_module(arguments, data: bytes, source: str) -> int:
     context = new_context()
-    loaded = load_bytes(data, source, context)
-    request_devices(loaded, arguments.devices)
-    imported = frontdoor.import_loaded(loaded)
-    module = imported.module
-    with context, ir.Location.unknown():
-        entry = arguments.entry or public_entry_name(module)
-        parameters = entry_parameters(module, entry)
-        require_memory_for_arguments(parameters, generated=not arguments.inputs)
-        if arguments.backend == "reference" or arguments.check:
-            require_memory_for_interpreter(module)
-        if arguments.inputs:
-            inputs = npz_inputs.read_arguments(arguments.inputs, parameters, entry)
-        else:
-            rng = np.random.default_rng(arguments.seed)
-            inputs = [generated_argument(ir.RankedTensorType(t), rng) for t in reference.argument_types(module, entry)]
-        grid = driver.module_grid(module)
-        if grid.device_count > 1 and arguments.check:
-            raise MlirxlaError(f"--check compares with the reference interpreter, which runs one device, not {grid.device_count}")
-        options = RunOptions(dump_to=arguments.dump_to, backend=arguments.backend)
-        executions = driver.execute_on_grid(module, inputs, entry, options, arguments.backend, grid)
-        per_device = [[literals.to_numpy(value) for value in execution.outputs] for execution in executions]
-        verdicts = [checks.judge(execution) for execution in executions]
-        outputs = per_device[0]
+    with seen(arguments, data, source) as (recording, profile):
+        with progress.compiling(source):  # on a terminal, what a long compile is at
+            loaded = load_bytes(data, source, context)
+            request_devices(loaded, arguments.devices)
+            imported = frontdoor.import_loaded(loaded)
+            module = imported.module
+            with context, ir.Location.unknown():
+                entry = arguments.entry or public_entry_name(module)
+                inputs = run_inputs(arguments, module, entry)
+                grid = driver.module_grid(module)
+                if grid.device_count > 1 and arguments.check:
+                    raise MlirxlaError(f"--check compares with the reference interpreter, which runs one device, not {grid.device_count}")
+                driver.check_grid(arguments.backend, grid)
+                options = RunOptions(dump_to=arguments.dump_to, backend=arguments.backend)
+                executable, found_checks, result_types = driver.compile_entry(module, entry, options, arguments.backend)
+        with context, ir.Location.unknown():
+            executions = driver.run_compiled(module, entry, executable, found_checks, result_types, inputs, grid, arguments.repeat)
+            per_device = [[literals.to_numpy(value) for value in execution.outputs] for execution in executions]
+            verdicts = [checks.judge(execution) for execution in executions]
+            outputs = per_device[0]
 
     how = HOW.get(arguments.backend, f"compiled by the {arguments.backend} backend and ran")
     on_devices = f" on {grid.device_count} devices ({grid.replica_count} replica(s) x {grid.partition_count} partition(s))" \
@@ -203,6 +226,15 @@ def run_module(arguments, data: bytes, source: str) -> int:
     if arguments.output:
         write_outputs(arguments.output, per_device)
         print(f"  outputs saved to {arguments.output}")
+    if profile is not None:
+        profile.write_trace(arguments.profile)
+        sys.stdout.flush()
+        sys.stderr.write(profile.summary())
+        print(f"  profile: {arguments.profile} ({len(profile.thunk_runs)} thunk runs over {len(profile.executions)} "
+              "execution(s); open it in https://ui.perfetto.dev or chrome://tracing)")
+    if recording is not None:
+        recording.write(arguments.report, executable, profile.measured() if profile is not None else None)
+        print(f"  report: {arguments.report}")
 
     failed = False
     for device, device_verdicts in enumerate(verdicts):
@@ -213,6 +245,18 @@ def run_module(arguments, data: bytes, source: str) -> int:
         print(f"  check against the StableHLO reference interpreter: {comparison.summary}")
         failed = failed or not comparison.matches
     return EXIT_CHECK_FAILED if failed else EXIT_OK
+
+
+@contextlib.contextmanager
+def seen(arguments, data: bytes, source: str):
+    """(the --report recording, the --profile profile) around the compile and the runs; None
+    for what was not asked for."""
+    from mlirxla.report import page, profile
+
+    with contextlib.ExitStack() as stack:
+        recording = stack.enter_context(page.Recording(source, arguments.backend, data)) if arguments.report else None
+        recorded = stack.enter_context(profile.recording()) if arguments.profile else None
+        yield recording, recorded
 
 
 def report_checks(verdicts: list[checks.Verdict], source: str, device: str = "") -> bool:
