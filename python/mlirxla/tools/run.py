@@ -21,7 +21,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from mlirxla import frontdoor
+from mlirxla import frontdoor, phases
 from mlirxla.context import new_context
 from mlirxla.dialects.xhlo.config import write_config
 from mlirxla.errors import MlirxlaError, in_file, location_text
@@ -193,9 +193,10 @@ def run_module(arguments, data: bytes, source: str) -> int:
     context = new_context()
     with seen(arguments, data, source) as (recording, profile):
         with progress.compiling(source):  # on a terminal, what a long compile is at
-            loaded = load_bytes(data, source, context)
-            request_devices(loaded, arguments.devices)
-            imported = frontdoor.import_loaded(loaded)
+            with phases.phase("frontdoor", source):
+                loaded = load_bytes(data, source, context)
+                request_devices(loaded, arguments.devices)
+                imported = frontdoor.import_loaded(loaded)
             module = imported.module
             with context, ir.Location.unknown():
                 entry = arguments.entry or public_entry_name(module)
