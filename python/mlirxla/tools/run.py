@@ -4,6 +4,7 @@
     mlirxla-run model.mlir --inputs x.npz        # arrays arg0, arg1, ... (or in file order)
     mlirxla-run model.mlir --check               # compare with the StableHLO reference interpreter
     mlirxla-run model.mlir --backend reference   # run on the reference interpreter instead
+    mlirxla-run model.mlir --backend iree        # compiled by IREE after mlirxla's simplification
     mlirxla-run model.mlir -o outputs.npz --dump-to dump/   # dump: every pass, kernel and thunk
 
 Exit status 0 when every check op in the module holds (and --check agrees), 1 when one
@@ -26,7 +27,7 @@ from mlirxla.backends import registry
 from mlirxla.runtime import checks, driver, literals, memory, oracle, reference
 
 from . import npz_inputs
-from .cli import EXIT_CHECK_FAILED, EXIT_OK, run_tool
+from .cli import EXIT_CHECK_FAILED, EXIT_OK, add_iree_flag_argument, iree_flags, run_tool
 from .opt import read_input
 
 
@@ -39,14 +40,17 @@ def parse_arguments(argv):
     parser.add_argument("-o", "--output", help="save the outputs to this .npz file (result0, result1, ...)")
     parser.add_argument("--check", action="store_true", help="compare with the StableHLO reference interpreter")
     parser.add_argument("--backend", choices=registry.names(), default=registry.DEFAULT,
-                        help="the backend that compiles it: cpu (native code, the default) or reference (the StableHLO "
-                             "reference interpreter)")
+                        help="the backend that compiles it: cpu (native code, the default), iree (IREE's compiler and "
+                             "runtime; the iree extra) or reference (the StableHLO reference interpreter)")
+    add_iree_flag_argument(parser)
     parser.add_argument("--dump-to", help="write the dumps to this directory: the module as imported, the pipeline's "
                                           "decisions, the code (each kernel's LLVM IR on cpu) and the thunk sequence")
     parser.add_argument("--rtol", type=float, default=1e-4,
                         help="relative tolerance of --check (default 1e-4: native kernels sum in another order, and BLAS blocks its sums)")
     parser.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance of --check (default 1e-5)")
-    return parser.parse_args(argv)
+    arguments = parser.parse_args(argv)
+    arguments.iree_flags = iree_flags(arguments)
+    return arguments
 
 
 def generated_argument(shaped: ir.RankedTensorType, rng: np.random.Generator) -> np.ndarray:
@@ -134,7 +138,8 @@ def run(argv) -> int:
         raise error.with_source(source) from None
 
 
-HOW = {"cpu": "compiled for the host CPU and ran", "reference": "ran on the reference interpreter"}
+HOW = {"cpu": "compiled for the host CPU and ran", "iree": "compiled by IREE and ran on its runtime",
+       "reference": "ran on the reference interpreter"}
 
 
 def run_module(arguments, data: bytes, source: str) -> int:
@@ -152,7 +157,7 @@ def run_module(arguments, data: bytes, source: str) -> int:
         else:
             rng = np.random.default_rng(arguments.seed)
             inputs = [generated_argument(ir.RankedTensorType(t), rng) for t in reference.argument_types(module, entry)]
-        options = RunOptions(dump_to=arguments.dump_to, backend=arguments.backend)
+        options = RunOptions(dump_to=arguments.dump_to, backend=arguments.backend, iree_flags=arguments.iree_flags)
         execution = driver.execute(module, inputs, entry, options, backend=arguments.backend)
         outputs = [literals.to_numpy(value) for value in execution.outputs]
         verdicts = checks.judge(execution)
