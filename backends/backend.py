@@ -30,7 +30,9 @@ class Backend:
     `RunOptions`, runs the backend's pipeline and returns a `CompiledProgram`;
     `load_code(object_code)` returns an object whose `address(symbol)` the plan's kernel
     thunks bind to; `environment()` names what else decides the code (versions, the host
-    CPU), part of the compile cache's key. A backend whose compiler is an optional package
+    CPU), part of the compile cache's key; `runs_collectives` says whether its programs may
+    talk to other devices (a module for several replicas or partitions runs on a grid of
+    devices, `runtime/devices.py`). A backend whose compiler is an optional package
     says why it cannot compile here (`unavailable()`: None when it can); one whose object
     code is a program on its own says what the file is (`export_format`, which
     `mlirxla-compile -o` writes)."""
@@ -41,6 +43,7 @@ class Backend:
     compile: Callable
     load_code: Callable
     environment: Callable
+    runs_collectives: bool = False
     unavailable: Callable[[], str | None] = lambda: None
     export_format: str | None = None
 
