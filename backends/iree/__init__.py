@@ -27,5 +27,5 @@ def environment() -> str:
 
 
 BACKEND = Backend("iree", "iree", "IREE's compiler and runtime after mlirxla's simplification (llvm-cpu, or cuda on a GPU)",
-                  compile_program, load_code, environment, toolchain.unavailable,
-                  "an IREE module (.vmfb): iree-run-module --module=FILE --device=local-task runs it")
+                  compile_program, load_code, environment, unavailable=toolchain.unavailable,
+                  export_format="an IREE module (.vmfb): iree-run-module --module=FILE --device=local-task runs it")

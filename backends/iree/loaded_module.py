@@ -45,10 +45,10 @@ class LoadedModule:
             try:
                 with self.turn:
                     results = invoke(*arrays)
+                results = results if isinstance(results, (tuple, list)) else () if results is None else (results,)
+                return [np.asarray(result) for result in results]  # the copy back to the host can fail too
             except (RuntimeError, ValueError) as error:
                 raise MlirxlaError(f"IREE's runtime failed in @{name}: {first_line(error)}") from None
-            results = results if isinstance(results, (tuple, list)) else () if results is None else (results,)
-            return [np.asarray(result) for result in results]
 
         return call
 

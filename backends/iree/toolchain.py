@@ -1,11 +1,12 @@
 """IREE as an optional package: whether it is installed, its versions, and the device it
 compiles for and runs on.
 
-The device is the host CPU (IREE's llvm-cpu target, the local-task driver) unless a CUDA
-device answers IREE's cuda driver, or `MLIRXLA_IREE_DEVICE` names one (`llvm-cpu`, `cuda`).
-On CUDA the code is PTX for `sm_80`, which the CUDA driver compiles for newer GPUs when it
-loads it (IREE 3.13's `sm_90` target was seen failing on Hopper); `--iree-flag
---iree-cuda-target=...` picks another.
+The device is the host CPU (IREE's llvm-cpu target, the local-task driver) unless
+`MLIRXLA_IREE_DEVICE=cuda` asks for IREE's cuda target and driver: that path compiles here,
+without a GPU, but has never run on one, so it is not chosen by itself on a machine that has a
+GPU. On CUDA the code is for `sm_80` (PTX the CUDA driver compiles for newer GPUs when it
+loads it), since IREE 3.13 refuses `--iree-cuda-target=sm_90` ("missing GPU target in
+#hal.executable.target"); `--iree-flag=--iree-cuda-target=...` picks another.
 """
 
 import functools
@@ -59,26 +60,20 @@ TARGETS = {"llvm-cpu": llvm_cpu, "cuda": cuda}
 @functools.cache
 def target() -> Target:
     require()
-    name = os.environ.get(DEVICE_VARIABLE) or ("cuda" if cuda_device_present() else "llvm-cpu")
+    name = os.environ.get(DEVICE_VARIABLE) or "llvm-cpu"
     if name not in TARGETS:
         raise MlirxlaError(f"{DEVICE_VARIABLE}={name}: the iree backend targets {' or '.join(TARGETS)}")
     return TARGETS[name]()
 
 
-def cuda_device_present() -> bool:
-    import iree.runtime
-
-    try:
-        return bool(iree.runtime.get_driver("cuda").query_available_devices())
-    except (RuntimeError, ValueError):  # no CUDA driver library, or no device
-        return False
-
-
 def versions() -> str:
-    from iree.compiler.version import VERSION as compiler
-    from iree.runtime.version import VERSION as runtime
+    """IREE's compiler and runtime versions with the revisions they were built from (a nightly
+    and a release can share a version number)."""
+    from iree.compiler import version as compiler
+    from iree.runtime import version as runtime
 
-    return f"iree-compiler={compiler};iree-runtime={runtime}"
+    return (f"iree-compiler={compiler.VERSION}@{compiler.REVISIONS.get('IREE', '')};"
+            f"iree-runtime={runtime.VERSION}@{runtime.REVISIONS.get('IREE', '')}")
 
 
 @functools.cache

@@ -204,7 +204,7 @@ def run_case(text: str, source: str, entry: str, pipeline: str | None = None, ba
 
                 PipelineRunner(imported.module).run(pipeline_from(pipeline))
             with context, ir.Location.unknown():
-                verdicts = checks.judge(driver.execute(imported.module, [], entry, options, backend=backend, iree_flags=tuple(iree_flags)))
+                verdicts = checks.judge(driver.execute(imported.module, [], entry, options, backend=backend))
     except MlirxlaError as error:
         return "failed", str(error)
     except Exception as error:  # a bug in mlirxla: still a one-line reason
@@ -341,9 +341,14 @@ def run_suite(
     start = time.monotonic()
     expected_failures = expected_failures or {}
     from mlirxla.backends import registry
+    from mlirxla.errors import MlirxlaError
 
+    chosen = registry.backend(backend)
+    unavailable = chosen.unavailable()
+    if unavailable is not None:  # once, not as the reason of every test's failure
+        raise MlirxlaError(unavailable)
     cases = collect(directory, filter_text)
-    runs_collectives = registry.backend(backend).runs_collectives
+    runs_collectives = chosen.runs_collectives
     outcomes: dict[int, Outcome] = {}
     pending: queue.Queue = queue.Queue()
     for index, case in enumerate(cases):
