@@ -32,7 +32,10 @@ class Backend:
     thunks bind to; `environment()` names what else decides the code (versions, the host
     CPU), part of the compile cache's key; `runs_collectives` says whether its programs may
     talk to other devices (a module for several replicas or partitions runs on a grid of
-    devices, `runtime/devices.py`)."""
+    devices, `runtime/devices.py`). A backend whose compiler is an optional package
+    says why it cannot compile here (`unavailable()`: None when it can); one whose object
+    code is a program on its own says what the file is (`export_format`, which
+    `mlirxla-compile -o` writes)."""
 
     name: str
     pipeline: str | None  # the named pipeline compile runs (None: none)
@@ -41,6 +44,8 @@ class Backend:
     load_code: Callable
     environment: Callable
     runs_collectives: bool = False
+    unavailable: Callable[[], str | None] = lambda: None
+    export_format: str | None = None
 
 
 class NoCode:

@@ -16,8 +16,17 @@ execute_numpy vs a jitted call with block_until_ready), and compile times per pr
 mlirxla cold (a fresh client and cache directory), mlirxla cached (the median of a few
 compiles that hit that cache) and XLA's own compile of the same lowering. A workload mlirxla
 fails to compile or run is printed as failed with its reason, and so is one whose program
-kills the child process that first compiles and runs it once; the others go on. IREE
-(llvm-cpu, local-task) is a third column when iree.compiler and iree.runtime import.
+kills the child process that first compiles and runs it once; the others go on.
+
+When iree.compiler and iree.runtime import (the iree extra), two more columns: "IREE direct"
+(jax's StableHLO straight into iree-compile for the host CPU, run on IREE's local-task driver
+with its inputs already on the device) and "mlirxla on IREE" (the same program through
+mlirxla's front door and simplification, then iree-compile with the same flags: the iree
+backend, `Client(backend="iree")`, called through execute_numpy), the latter's ratio to IREE
+direct showing what our front door and simplification cost or gain in front of IREE. Beside
+them the kernel counts: mlirxla's CPU kernels (kernel, sliced kernel and gemm thunks, loop
+bodies once) and IREE's dispatches (iree-compile's static count, loop bodies once) for
+both IREE columns.
 
     python benchmarks/cpu_vs_xla.py [--workloads matmul,mlp] [--repeats 20] [--json]
 
@@ -41,6 +50,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from mlirxla.runtime import thunks
 from mlirxla.runtime.client import Client
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
@@ -139,22 +149,50 @@ def iree_available() -> bool:
     return True
 
 
-def iree_side(text: str, leaves) -> Side:
-    import iree.compiler
+def iree_direct_side(text: str, leaves) -> tuple[Side, int]:
+    """IREE alone on jax's StableHLO, compiled with the flags the iree backend uses; the side
+    and IREE's dispatch count."""
     import iree.runtime
 
-    flatbuffer = iree.compiler.compile_str(text, target_backends=["llvm-cpu"], input_type="stablehlo",
-                                           extra_args=["--iree-llvmcpu-target-cpu=host"])
-    config = iree.runtime.Config("local-task")
+    from mlirxla.backends.iree import iree_compile, toolchain
+
+    compiled = iree_compile.compile_text(text, toolchain.target())
+    config = iree.runtime.Config(toolchain.target().driver)
     context = iree.runtime.SystemContext(config=config)
-    module = iree.runtime.VmModule.copy_buffer(config.vm_instance, flatbuffer)
+    module = iree.runtime.VmModule.copy_buffer(config.vm_instance, compiled.vmfb)
     context.add_vm_module(module)
     main = context.modules[module.name]["main"]
     on_device = [iree.runtime.asdevicearray(config.device, leaf) for leaf in leaves]
     # to_host waits for the results, as block_until_ready does for XLA
     as_list = lambda results: list(results) if isinstance(results, (tuple, list)) else [results]
     outputs = lambda: [np.asarray(result.to_host()) for result in as_list(main(*on_device))]
-    return Side(outputs, outputs)
+    return Side(outputs, outputs), compiled.dispatch_count
+
+
+def mlirxla_on_iree_side(text: str, leaves) -> tuple[Side, int]:
+    """The iree backend: the side and the dispatch count of the module IREE made of it."""
+    executable = Client(backend="iree").compile(text)
+    dispatches = sum(t.attributes["dispatches"] for t in plan_thunks(executable.executable.plan.thunks) if t.kind == "function")
+    return mlirxla_side(executable, leaves), dispatches
+
+
+KERNEL_THUNKS = {"kernel", "sliced_kernel", "gemm"}
+
+
+def plan_thunks(sequence: list):
+    """Every thunk of a sequence, those inside loops and conditionals once."""
+    for thunk in sequence:
+        yield thunk
+        if isinstance(thunk, thunks.WhileThunk):
+            yield from plan_thunks(thunk.condition + thunk.body)
+        elif isinstance(thunk, thunks.ConditionalThunk):
+            for branch in thunk.branches:
+                yield from plan_thunks(branch)
+
+
+def kernel_count(executable) -> int:
+    """The CPU backend's kernels: the thunks that run generated code or a gemm."""
+    return sum(thunk.kind in KERNEL_THUNKS for thunk in plan_thunks(executable.executable.plan.thunks))
 
 
 # ---------------------------------------------------------------- measuring
@@ -231,22 +269,29 @@ def workload(name: str, repeats: int, with_iree: bool, generator) -> dict:
     try:
         executable, row["compile"] = compile_times(text)
         sides["mlirxla"] = mlirxla_side(executable, leaves)
+        row["kernels"] = kernel_count(executable)
         row["ok"], row["max_abs_diff"] = compare(sides["mlirxla"].outputs(), sides["xla"].outputs())
     except Exception as error:  # a failing workload is a result to report, not the end of the run
         row["error"] = one_line(error)
         return row
     row["compile"]["xla_s"] = xla_compile_s
     if with_iree:
-        try:
-            sides["iree"] = iree_side(text, leaves)
-            row["iree_ok"], row["iree_max_abs_diff"] = compare(sides["iree"].outputs(), sides["xla"].outputs())
-        except Exception as error:
-            row["iree_error"] = one_line(error)
+        for side, make in (("iree", iree_direct_side), ("mlirxla_iree", mlirxla_on_iree_side)):
+            try:
+                sides[side], row[f"{side}_dispatches"] = make(text, leaves)
+                row[f"{side}_ok"], row[f"{side}_max_abs_diff"] = compare(sides[side].outputs(), sides["xla"].outputs())
+            except Exception as error:
+                sides.pop(side, None)
+                row[f"{side}_error"] = one_line(error)
     seconds = medians(sides, repeats)
     row.update({f"{side}_ms": value * 1e3 for side, value in seconds.items()})
     row["ratio"] = seconds["mlirxla"] / seconds["xla"]
     if "iree" in seconds:
         row["iree_ratio"] = seconds["iree"] / seconds["xla"]
+    if "mlirxla_iree" in seconds:
+        row["mlirxla_iree_ratio"] = seconds["mlirxla_iree"] / seconds["xla"]
+        if "iree" in seconds:
+            row["mlirxla_iree_vs_iree"] = seconds["mlirxla_iree"] / seconds["iree"]
     return row
 
 
@@ -264,22 +309,37 @@ def overhead(generator) -> dict:
 # ---------------------------------------------------------------- report
 
 
+IREE_COLUMNS = (("iree", "IREE direct"), ("mlirxla_iree", "mlirxla on IREE"))
+
+
 def print_table(rows: list, with_iree: bool) -> None:
-    iree_header = f" {'iree ms':>9} {'iree/xla':>8}" if with_iree else ""
-    print(f"{'workload':12} {'mlirxla ms':>10} {'xla ms':>9} {'ratio':>7} {'match':>5} {'max abs diff':>12}{iree_header}")
+    iree_header = (f" {'IREE direct ms':>14} {'/xla':>6} {'dispatches':>10} {'mlirxla on IREE ms':>18} {'/xla':>6}"
+                   f" {'/direct':>7} {'dispatches':>10} {'match':>5}") if with_iree else ""
+    print(f"{'workload':12} {'mlirxla ms':>10} {'xla ms':>9} {'ratio':>7} {'match':>5} {'max abs diff':>12} {'kernels':>7}{iree_header}")
     for row in rows:
         if "error" in row:
             print(f"{row['workload']:12} FAILED: {row['error']}")
             continue
         iree = ""
         if with_iree:
-            iree = f" {'failed':>9} {'':>8}" if "iree_error" in row else f" {row['iree_ms']:9.2f} {row['iree_ratio']:7.2f}x"
+            direct = (f" {'failed':>14} {'':>6} {'':>10}" if "iree_error" in row else
+                      f" {row['iree_ms']:14.2f} {row['iree_ratio']:5.2f}x {row['iree_dispatches']:10}")
+            ours = (f" {'failed':>18} {'':>6} {'':>7} {'':>10} {'':>5}" if "mlirxla_iree_error" in row else
+                    f" {row['mlirxla_iree_ms']:18.2f} {row['mlirxla_iree_ratio']:5.2f}x"
+                    f" {ratio_text(row.get('mlirxla_iree_vs_iree')):>7} {row['mlirxla_iree_dispatches']:10}"
+                    f" {'ok' if row['mlirxla_iree_ok'] else 'NO':>5}")
+            iree = direct + ours
         difference = "shapes differ" if row["max_abs_diff"] is None else f"{row['max_abs_diff']:.2e}"
         print(f"{row['workload']:12} {row['mlirxla_ms']:10.2f} {row['xla_ms']:9.2f} {row['ratio']:6.2f}x"
-              f" {'ok' if row['ok'] else 'NO':>5} {difference:>12}{iree}")
+              f" {'ok' if row['ok'] else 'NO':>5} {difference:>12} {row['kernels']:7}{iree}")
     for row in rows:
-        if "iree_error" in row:
-            print(f"iree failed on {row['workload']}: {row['iree_error']}")
+        for side, title in IREE_COLUMNS:
+            if f"{side}_error" in row:
+                print(f"{title} failed on {row['workload']}: {row[f'{side}_error']}")
+
+
+def ratio_text(value) -> str:
+    return "n/a" if value is None else f"{value:.2f}x"
 
 
 def geometric_mean(rows: list) -> dict:
@@ -308,7 +368,7 @@ def main(argv=None) -> int:
         parser.error(f"unknown workloads {','.join(unknown)} (known: {','.join(WORKLOADS)})")
     with_iree = iree_available()
     if not with_iree:
-        print("iree: not installed (pip install iree-base-compiler iree-base-runtime)")
+        print("iree: not installed (pip install 'mlirxla[iree]': the IREE columns need the iree extra)")
     generator = np.random.default_rng(0)
     # first, so that the one-time costs (imports, LLVM's start) land in no workload's compile time
     per_call = overhead(generator)

@@ -60,12 +60,16 @@ class DumpWriter:
 
     def write(self, suffix: str, text: str) -> str | None:
         """Write `module_NNNN.<name>.<suffix>`; return its path (None when not dumping)."""
+        return self.write_bytes(suffix, text.encode())
+
+    def write_bytes(self, suffix: str, data: bytes) -> str | None:
+        """`write` for a binary file (a compiled module, an object file)."""
         if self.directory is None:
             return None
         path = os.path.join(self.directory, f"{self.prefix}.{suffix}")
         try:
-            with open(path, "w") as handle:
-                handle.write(text)
+            with open(path, "wb") as handle:
+                handle.write(data)
         except OSError as error:
             raise MlirxlaError(f"cannot write dump file: {error.strerror}", path) from None
         self.written.append(path)

@@ -56,6 +56,7 @@ class RunOptions:
     print_ir_after_change: bool = False
     print_stream: TextIO | None = None
     backend: str = "cpu"
+    iree_flags: tuple[str, ...] = ()  # passed to iree-compile by the iree backend (after its own)
 
     def __post_init__(self):
         if self.disable_passes and self.enable_passes_only is not None:

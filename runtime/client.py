@@ -47,14 +47,17 @@ _COMPILING = threading.Lock()
 
 @dataclass(frozen=True)
 class CompileOptions:
-    """What steers a compile: dumps and the pass selection, as the pipeline runner takes them."""
+    """What steers a compile: dumps and the pass selection, as the pipeline runner takes them,
+    and the flags the iree backend hands to IREE's compiler."""
 
     dump_to: str | None = None
     dump_pass_re: str | None = None
     disable_passes: tuple[str, ...] = ()
+    iree_flags: tuple[str, ...] = ()
 
     def key(self) -> str:
-        return f"disable={','.join(sorted(self.disable_passes))}"
+        flags = f";iree_flags={' '.join(self.iree_flags)}" if self.iree_flags else ""
+        return f"disable={','.join(sorted(self.disable_passes))}{flags}"
 
 
 @dataclass(frozen=True)
@@ -146,6 +149,9 @@ class Client:
         if device_count < 1:
             raise MlirxlaError("a client needs at least one device")
         self.backend = registry.backend(backend)
+        unavailable = self.backend.unavailable()
+        if unavailable is not None:
+            raise MlirxlaError(unavailable)
         self._devices = [Device(i, self, device_kind=backend) for i in range(device_count)]
         self.cache = CompileCache(cache_dir) if cache_dir else None
 
@@ -161,6 +167,8 @@ class Client:
 
     def compile(self, program, options: CompileOptions = CompileOptions()) -> LoadedExecutable:
         """Compile StableHLO (text, bytecode, a portable artifact, or a path to one)."""
+        if options.iree_flags and self.backend.name != "iree":
+            raise MlirxlaError(f"iree_flags are for the iree backend; this client compiles with {self.backend.name}")
         data, source = program_bytes(program)
         key = fingerprint(hashlib.sha256(data).hexdigest(), options.key(), environment(self.backend))
         use_cache = self.cache is not None and options.dump_to is None
@@ -197,7 +205,8 @@ def compile_bytes(data: bytes, source: str, options: CompileOptions, backend: Ba
     from mlirxla.pipelines.runner import RunOptions
 
     run_options = RunOptions(dump_to=options.dump_to, dump_pass_re=options.dump_pass_re,
-                             disable_passes=frozenset(options.disable_passes), backend=backend.name)
+                             disable_passes=frozenset(options.disable_passes), backend=backend.name,
+                             iree_flags=tuple(options.iree_flags))
     with _COMPILING, reported(options, source, backend) as recording, progress.compiling(source):
         try:
             imported = frontdoor.import_bytes(data, source, new_context())

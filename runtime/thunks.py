@@ -18,10 +18,12 @@ executor needs to order them. Kinds:
   (`host_calls.py`);
 - `collective`: a collective, send/recv, infeed/outfeed or the device's own id, computed
   with numpy from what the devices of its group bring to the rendezvous (`collectives.py`);
+- `function`: a function of the loaded code called on host arrays, the whole program
+  compiled elsewhere (an IREE module's entry): the code hands it out by name;
 - `while`: the condition's thunks, a predicate read back, the body's thunks, repeated;
 - `conditional`: an index (or predicate) read back, then one branch's thunks.
 
-Thunks are plain data (`to_json`/`from_json`), bound to native code by `bind(engine)`, so an
+Thunks are plain data (`to_json`/`from_json`), bound to the loaded code by `bind(engine)`, so an
 executable's thunk sequence can be dumped and cached without pickle.
 """
 
@@ -301,6 +303,48 @@ class CollectiveThunk(HostThunk):
     calls = collectives.CALLS
 
 
+@dataclass
+class FunctionThunk:
+    """A function of the loaded code (`engine.function(name)`: numpy arrays in, arrays out),
+    called on views of its operands, its results written into its result slices: a program
+    another compiler made whole (the iree backend's module). Operands and results are
+    (slice, shape, dtype), as for host calls; `attributes` are plain data that describe it
+    (an IREE module's dispatches), never read to run it."""
+
+    name: str
+    function_name: str
+    operands: tuple
+    results: tuple
+    attributes: dict
+    kind: str = "function"
+    function: object = field(default=None, repr=False, compare=False)
+
+    @property
+    def reads(self):
+        return tuple(s for s, _, _ in self.operands)
+
+    @property
+    def writes(self):
+        return tuple(s for s, _, _ in self.results)
+
+    def bind(self, engine) -> None:
+        self.function = engine.function(self.function_name)
+
+    def run(self, bases: list[int], pool) -> None:
+        values = self.function([HostThunk.view(bases, *spec) for spec in self.operands])
+        for (at, shape, dtype), value in zip(self.results, values):
+            HostThunk.view(bases, at, shape, dtype)[...] = value
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "name": self.name, "function_name": self.function_name, "operands": _specs_json(self.operands),
+                "results": _specs_json(self.results), "attributes": self.attributes}
+
+    def describe(self) -> str:
+        operands = ", ".join(s.text() for s in self.reads)
+        results = ", ".join(s.text() for s in self.writes)
+        return f"function {self.name} {self.attributes} ({operands}) -> {results}"
+
+
 def _specs_json(specs) -> list:
     return [[s.to_json(), list(shape), dtype] for s, shape, dtype in specs]
 
@@ -457,6 +501,8 @@ def from_json(data: dict):
         return HostThunk(data["name"], data["call"], _specs(data["operands"]), _specs(data["results"]), data["attributes"])
     if kind == "collective":
         return CollectiveThunk(data["name"], data["call"], _specs(data["operands"]), _specs(data["results"]), data["attributes"])
+    if kind == "function":
+        return FunctionThunk(data["name"], data["function_name"], _specs(data["operands"]), _specs(data["results"]), data["attributes"])
     if kind == "parallel_copy":
         return ParallelCopyThunk(data["name"], tuple(from_json(c) for c in data["copies"]))
     if kind == "while":

@@ -11,38 +11,24 @@ from mlirxla.backends.backend import Backend, CompiledProgram, NoCode
 
 
 def compile_program(module, options) -> CompiledProgram:
+    from mlirxla.backends.whole_program import one_call_plan, signature
     from mlirxla.ir_queries import public_entry_name
-    from mlirxla.mlir import ir
     from mlirxla.pipelines.runner import PipelineRunner
     from mlirxla.runtime import reference
-    from mlirxla.runtime.executable import ExecutablePlan, TensorSpec
-    from mlirxla.runtime.thunks import BufferSlice, HostThunk
+    from mlirxla.runtime.thunks import HostThunk
 
     dumps = PipelineRunner(module, options).dumps
     dumps.write("before_optimizations.mlir", str(module))
     prepared, _ = reference.prepare(module, public_entry_name(module))
     with prepared.context:
-        main = reference.find_function(prepared, "main")
-        function_type = ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value)
-        parameters = [TensorSpec.of(t) for t in function_type.inputs]
-        results = [TensorSpec.of(t) for t in function_type.results]
+        parameters, results = signature(reference.find_function(prepared, "main"))
     text = prepared.operation.get_asm(print_generic_op_form=True)
-    sizes = [spec_bytes(spec) for spec in parameters + results]
-    slices = [BufferSlice(index, 0, size) for index, size in enumerate(sizes)]
-    operands = tuple((at, spec.shape, spec.dtype) for at, spec in zip(slices, parameters))
-    outputs = tuple((at, spec.shape, spec.dtype) for at, spec in zip(slices[len(parameters):], results))
-    thunk = HostThunk("interpret @main", "interpret", operands, outputs, {"module": text})
-    plan = ExecutablePlan(parameters, [(at, spec) for (at, _, _), spec in zip(outputs, results)], sizes,
-                          ["parameter"] * len(parameters) + ["output"] * len(results), {}, [thunk], backend="reference")
+    plan = one_call_plan(parameters, results,
+                         lambda operands, outputs: HostThunk("interpret @main", "interpret", operands, outputs, {"module": text}),
+                         "reference")
     dumps.write("reference.stablehlo.mlir", text)
     dumps.write("thunk-sequence.txt", plan.describe())
     return CompiledProgram(plan)
-
-
-def spec_bytes(spec) -> int:
-    import numpy as np
-
-    return int(np.prod(spec.shape, dtype=np.int64)) * np.dtype(spec.dtype).itemsize
 
 
 def load_code(object_code: bytes) -> NoCode:

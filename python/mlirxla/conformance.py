@@ -173,18 +173,19 @@ def pipeline_from(spec: str):
     return named_pipeline(spec) if spec in NAMED_PIPELINES else parse_pipeline(spec)
 
 
-def suite_options(backend: str):
+def suite_options(backend: str, iree_flags: tuple[str, ...] = ()):
     """Backends run the suite without constant folding: every test function's inputs are
     constants, and the folder (which evaluates on the reference interpreter) would otherwise
     compute the results instead of the backend's code."""
     from mlirxla.pipelines.runner import RunOptions
 
-    return RunOptions(disable_passes=frozenset({"xhlo-constant-folding"}), backend=backend)
+    return RunOptions(disable_passes=frozenset({"xhlo-constant-folding"}), backend=backend, iree_flags=tuple(iree_flags))
 
 
-def run_case(text: str, source: str, entry: str, pipeline: str | None = None, backend: str = "reference") -> tuple[str, str]:
+def run_case(text: str, source: str, entry: str, pipeline: str | None = None, backend: str = "reference",
+             iree_flags: tuple[str, ...] = ()) -> tuple[str, str]:
     """Import `text`, optionally run `pipeline` over it, run `entry` compiled by `backend`
-    (the reference interpreter by default), judge its checks."""
+    (the reference interpreter by default, with `iree_flags` for iree), judge its checks."""
     from mlirxla import frontdoor, parallel_harness
     from mlirxla.context import new_context
     from mlirxla.errors import MlirxlaError
@@ -192,7 +193,7 @@ def run_case(text: str, source: str, entry: str, pipeline: str | None = None, ba
     from mlirxla.runtime import checks, driver
 
     try:
-        options = suite_options(backend)
+        options = suite_options(backend, iree_flags)
         if RUN_PARALLEL in text:
             verdicts = checks.judge(parallel_harness.run(text, source, entry, options, backend))
         else:
@@ -237,7 +238,7 @@ def worker_main() -> int:
         request = json.loads(line)
         start = time.monotonic()
         status, reason = run_case(request["text"], request["source"], request["entry"], request.get("pipeline"),
-                                  request.get("backend", "reference"))
+                                  request.get("backend", "reference"), tuple(request.get("iree_flags", ())))
         protocol.write(json.dumps({"status": status, "reason": reason, "seconds": time.monotonic() - start}) + "\n")
     return 0
 
@@ -290,12 +291,14 @@ class Worker:
             how = f"exit status {code}"
         return f"worker crashed ({how})" + (f": {errors[-1]}" if errors else "")
 
-    def run(self, case: TestCase, timeout: float, pipeline: str | None = None, backend: str = "reference") -> tuple[str, str, float]:
+    def run(self, case: TestCase, timeout: float, pipeline: str | None = None, backend: str = "reference",
+            iree_flags: tuple[str, ...] = ()) -> tuple[str, str, float]:
         if not self.alive():
             self.stop()
             self.start()
         start = time.monotonic()
-        request = json.dumps({"text": case.text, "source": case.file, "entry": case.function, "pipeline": pipeline, "backend": backend})
+        request = json.dumps({"text": case.text, "source": case.file, "entry": case.function, "pipeline": pipeline, "backend": backend,
+                              "iree_flags": list(iree_flags)})
         answer: list[str] = []
         try:
             self.process.stdin.write(request + "\n")
@@ -330,18 +333,24 @@ def run_suite(
     progress=None,
     pipeline: str | None = None,
     backend: str = "reference",
+    iree_flags: tuple[str, ...] = (),
     on_total=None,
 ) -> Report:
     """Run every test function of `directory` (run_parallel ones only on a backend that runs
     collectives), after `pipeline` (a named or textual pipeline) when one is given, compiled by `backend`
-    (the reference interpreter by default). `on_total` hears how many functions will run
+    (the reference interpreter by default; `iree_flags` for IREE's compiler). `on_total` hears how many functions will run
     (`progress` then hears each outcome)."""
     start = time.monotonic()
     expected_failures = expected_failures or {}
     from mlirxla.backends import registry
+    from mlirxla.errors import MlirxlaError
 
+    chosen = registry.backend(backend)
+    unavailable = chosen.unavailable()
+    if unavailable is not None:  # once, not as the reason of every test's failure
+        raise MlirxlaError(unavailable)
     cases = collect(directory, filter_text)
-    runs_collectives = registry.backend(backend).runs_collectives
+    runs_collectives = chosen.runs_collectives
     outcomes: dict[int, Outcome] = {}
     pending: queue.Queue = queue.Queue()
     for index, case in enumerate(cases):
@@ -362,7 +371,7 @@ def run_suite(
                 except queue.Empty:
                     return
                 case = cases[index]
-                status, reason, seconds = worker.run(case, timeout, pipeline, backend)
+                status, reason, seconds = worker.run(case, timeout, pipeline, backend, iree_flags)
                 outcome = Outcome(case.name, status, reason, status == "failed" and case.name in expected_failures, round(seconds, 3))
                 with lock:
                     outcomes[index] = outcome

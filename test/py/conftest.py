@@ -20,6 +20,25 @@ JAX_PROGRAMS = os.path.join(REPOSITORY, "test", "data", "jax")
 CONFORMANCE_ABSENT = f"no StableHLO interpreter suite at {CONFORMANCE} (the StableHLO repository's stablehlo/tests/interpret)"
 
 
+def backend_unavailable(name: str) -> str | None:
+    """Why a registered backend cannot compile here (its optional package is missing), or None."""
+    from mlirxla.backends import registry
+
+    return registry.backend(name).unavailable()
+
+
+# The iree backend's compiler and runtime are the iree extra; its tests skip without them.
+IREE_ABSENT = backend_unavailable("iree")
+
+
+def backends(names=None) -> list:
+    """Registered backends as test parameters, each that cannot compile here skipped with its reason."""
+    from mlirxla.backends import registry
+
+    return [pytest.param(name, marks=pytest.mark.skipif(backend_unavailable(name) is not None, reason=backend_unavailable(name) or ""))
+            for name in (registry.names() if names is None else names)]
+
+
 @pytest.fixture
 def context():
     from mlirxla.context import new_context

@@ -1,7 +1,9 @@
 """The conformance kit every registered backend inherits (`backends/registry.py`): the JAX
 sample programs compiled by the backend compute what the StableHLO reference interpreter
 computes, and the interpreter suite compiled by it passes exactly what the reference backend
-passes. A new backend is tested by being registered."""
+passes, less the failures it lists of its own (`expected_failures.<backend>.txt`). A new
+backend is tested by being registered; one whose optional package is missing here is skipped
+with the reason it gives."""
 
 import functools
 import os
@@ -14,13 +16,13 @@ from mlirxla.backends import registry
 from mlirxla.context import new_context
 from mlirxla.runtime import driver, literals
 
-from .conftest import CONFORMANCE, CONFORMANCE_ABSENT, JAX_PROGRAMS, REPOSITORY, random_arguments, reference_outputs
+from mlirxla.tools.conformance import backend_expected_failures, expected_failures_paths, read_expected_failures
+
+from .conftest import CONFORMANCE, CONFORMANCE_ABSENT, JAX_PROGRAMS, backends, random_arguments, reference_outputs
 from .test_samples import RUNNABLE
 
-EXPECTED_FAILURES = os.path.join(REPOSITORY, "test", "conformance", "expected_failures.txt")
 
-
-@pytest.mark.parametrize("backend", registry.names())
+@pytest.mark.parametrize("backend", backends())
 @pytest.mark.parametrize("name", RUNNABLE)
 def test_sample_matches_the_interpreter(name, backend):
     """Float arguments scaled down, so that the recurrent samples do not amplify the rounding
@@ -41,25 +43,30 @@ def test_sample_matches_the_interpreter(name, backend):
 
 @functools.cache
 def suite_report(backend: str):
-    expected = conformance.read_expected_failures(EXPECTED_FAILURES)
+    expected = read_expected_failures(expected_failures_paths(None, backend))
     return conformance.run_suite(CONFORMANCE, expected_failures=expected, workers=2, backend=backend)
+
+
+def own_expected_failures(backend: str) -> set[str]:
+    path = backend_expected_failures(backend)
+    return set(conformance.read_expected_failures(path)) if os.path.exists(path) else set()
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir(CONFORMANCE), reason=CONFORMANCE_ABSENT)
-@pytest.mark.parametrize("backend", registry.names())
+@pytest.mark.parametrize("backend", backends())
 def test_suite_passes_what_the_reference_backend_passes(backend):
     report, baseline = suite_report(backend), suite_report("reference")
     unexpected = [f"{o.name}: {o.reason}" for o in report.unexpected_failures]
     assert not unexpected, "\n".join(unexpected)
     collective = set(report.run_parallel_files)
     passed = lambda r: {o.name for o in r.outcomes if o.status == "passed" and o.name.split(":@")[0] not in collective}
-    assert passed(report) == passed(baseline)
+    assert passed(report) == passed(baseline) - own_expected_failures(backend)
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir(CONFORMANCE), reason=CONFORMANCE_ABSENT)
-@pytest.mark.parametrize("backend", [name for name in registry.names() if registry.backend(name).runs_collectives])
+@pytest.mark.parametrize("backend", backends([name for name in registry.names() if registry.backend(name).runs_collectives]))
 def test_collective_tests_pass_on_a_grid_of_devices(backend):
     """The suite's interpreter.run_parallel tests (all_reduce, all_gather, all_to_all,
     collective_permute, collective_broadcast, reduce_scatter, send/recv, infeed/outfeed,

@@ -4,6 +4,7 @@ Exit statuses: 0 success, 1 a check failed, 2 bad input or an unsupported constr
 Python traceback reaches the user: a bug surfaces as one line naming the exception.
 """
 
+import argparse
 import sys
 from collections.abc import Callable
 
@@ -24,3 +25,16 @@ def run_tool(tool: str, body: Callable[[], int]) -> int:
     except Exception as error:  # a bug in mlirxla: still one line, never a traceback
         print(f"{tool}: internal error: {type(error).__name__}: {first_line(error)}", file=sys.stderr)
     return EXIT_ERROR
+
+
+def add_iree_flag_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--iree-flag", dest="iree_flags", action="append", default=[], metavar="FLAG",
+                        help="a flag for IREE's compiler with --backend iree, written with '=' "
+                             "(--iree-flag=--iree-llvmcpu-target-cpu=generic); repeatable, after the backend's own flags")
+
+
+def iree_flags(arguments: argparse.Namespace) -> tuple[str, ...]:
+    """The `--iree-flag`s, refused with any backend but iree."""
+    if arguments.iree_flags and arguments.backend != "iree":
+        raise MlirxlaError(f"--iree-flag is for --backend iree (the backend is {arguments.backend})")
+    return tuple(arguments.iree_flags)

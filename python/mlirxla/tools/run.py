@@ -4,6 +4,7 @@
     mlirxla-run model.mlir --inputs x.npz        # arrays arg0, arg1, ... (or in file order)
     mlirxla-run model.mlir --check               # compare with the StableHLO reference interpreter
     mlirxla-run model.mlir --backend reference   # run on the reference interpreter instead
+    mlirxla-run model.mlir --backend iree        # compiled by IREE after mlirxla's simplification
     mlirxla-run model.mlir -o outputs.npz --dump-to dump/   # dump: every pass, kernel and thunk
     mlirxla-run model.mlir --devices 4          # 4 replicas, one thread per device, collectives between
     mlirxla-run model.mlir --report report.html  # the compile as one HTML page
@@ -34,7 +35,7 @@ from mlirxla.runtime import checks, driver, literals, memory, oracle, reference
 from mlirxla.report import progress
 
 from . import npz_inputs
-from .cli import EXIT_CHECK_FAILED, EXIT_OK, run_tool
+from .cli import EXIT_CHECK_FAILED, EXIT_OK, add_iree_flag_argument, iree_flags, run_tool
 from .opt import read_input
 
 
@@ -47,8 +48,9 @@ def parse_arguments(argv):
     parser.add_argument("-o", "--output", help="save the outputs to this .npz file (result0, result1, ...)")
     parser.add_argument("--check", action="store_true", help="compare with the StableHLO reference interpreter")
     parser.add_argument("--backend", choices=registry.names(), default=registry.DEFAULT,
-                        help="the backend that compiles it: cpu (native code, the default) or reference (the StableHLO "
-                             "reference interpreter)")
+                        help="the backend that compiles it: cpu (native code, the default), iree (IREE's compiler and "
+                             "runtime; the iree extra) or reference (the StableHLO reference interpreter)")
+    add_iree_flag_argument(parser)
     parser.add_argument("--devices", type=int, help="run on this many devices of this process: the module's replicas x "
                                                      "partitions (default), or N replicas of a module that declares none; "
                                                      "every device gets the same arguments")
@@ -65,7 +67,9 @@ def parse_arguments(argv):
     parser.add_argument("--rtol", type=float, default=1e-4,
                         help="relative tolerance of --check (default 1e-4: native kernels sum in another order, and BLAS blocks its sums)")
     parser.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance of --check (default 1e-5)")
-    return parser.parse_args(argv)
+    arguments = parser.parse_args(argv)
+    arguments.iree_flags = iree_flags(arguments)
+    return arguments
 
 
 def generated_argument(shaped: ir.RankedTensorType, rng: np.random.Generator) -> np.ndarray:
@@ -186,7 +190,8 @@ def run_inputs(arguments, module: ir.Module, entry: str) -> list[np.ndarray]:
     return [generated_argument(ir.RankedTensorType(t), rng) for t in reference.argument_types(module, entry)]
 
 
-HOW = {"cpu": "compiled for the host CPU and ran", "reference": "ran on the reference interpreter"}
+HOW = {"cpu": "compiled for the host CPU and ran", "iree": "compiled by IREE and ran on its runtime",
+       "reference": "ran on the reference interpreter"}
 
 
 def run_module(arguments, data: bytes, source: str) -> int:
@@ -205,7 +210,7 @@ def run_module(arguments, data: bytes, source: str) -> int:
                 if grid.device_count > 1 and arguments.check:
                     raise MlirxlaError(f"--check compares with the reference interpreter, which runs one device, not {grid.device_count}")
                 driver.check_grid(arguments.backend, grid)
-                options = RunOptions(dump_to=arguments.dump_to, backend=arguments.backend)
+                options = RunOptions(dump_to=arguments.dump_to, backend=arguments.backend, iree_flags=arguments.iree_flags)
                 executable, found_checks, result_types = driver.compile_entry(module, entry, options, arguments.backend)
         with context, ir.Location.unknown():
             executions = driver.run_compiled(module, entry, executable, found_checks, result_types, inputs, grid, arguments.repeat)
