@@ -366,7 +366,7 @@ class _Partitioner:
     def elementwise(self, op: ir.Operation, tilings) -> str:
         result = tilings[0]
         shape = shape_of(op.results[0].type)
-        operands = [self.get(v, result if shape_of(v.type) == shape else self.replicated(v)) for v in op.operands]
+        operands = [self.get(v, result if list(self.env[v].shape) == shape else self.replicated(v)) for v in op.operands]
         new = self.b.rebuild(op, operands, [self.local_type(r.type, t) for r, t in zip(op.results, tilings)])
         self.finish_results(op, new, tilings)
         return "local (elementwise)"
@@ -413,7 +413,7 @@ class _Partitioner:
     def broadcast(self, op: ir.Operation, tilings) -> str:
         tiling = tilings[0]
         dims = _ints(op, "dimensions")
-        operand_shape, result_shape = shape_of(op.operands[0].type), shape_of(op.results[0].type)
+        operand_shape, result_shape = list(self.env[op.operands[0]].shape), shape_of(op.results[0].type)
         source = tiling.restrict([d if operand_shape[i] == result_shape[d] else None for i, d in enumerate(dims)])
         new = self.b.rebuild(op, [self.get(op.operands[0], source)], [self.local_type(op.results[0].type, tiling)])
         self.finish_results(op, new, tilings)
@@ -429,7 +429,7 @@ class _Partitioner:
 
     def reshape(self, op: ir.Operation, tilings) -> str | None:
         tiling = tilings[0]
-        source = reshape_source(shape_of(op.operands[0].type), shape_of(op.results[0].type), tiling)
+        source = reshape_source(list(self.env[op.operands[0]].shape), shape_of(op.results[0].type), tiling)
         if source is None:
             return None
         new = self.b.rebuild(op, [self.get(op.operands[0], source)], [self.local_type(op.results[0].type, tiling)])
@@ -448,7 +448,7 @@ class _Partitioner:
         lb, rb = n.get("lhs_batching_dimensions", []), n.get("rhs_batching_dimensions", [])
         lc, rc = n.get("lhs_contracting_dimensions", []), n.get("rhs_contracting_dimensions", [])
         lhs, rhs = op.operands[0], op.operands[1]
-        lhs_shape, rhs_shape, out_shape = shape_of(lhs.type), shape_of(rhs.type), shape_of(op.results[0].type)
+        lhs_shape, rhs_shape, out_shape = list(self.env[lhs].shape), list(self.env[rhs].shape), shape_of(op.results[0].type)
         lf = [d for d in range(len(lhs_shape)) if d not in lb + lc]
         rf = [d for d in range(len(rhs_shape)) if d not in rb + rc]
         nout = len(out_shape)
@@ -491,7 +491,7 @@ class _Partitioner:
         inputs, inits = list(op.operands)[:count], list(op.operands)[count:]
         dims = _ints(op, "dimensions")
         source = self.env[inputs[0]].tiling
-        shape = shape_of(inputs[0].type)
+        shape = list(self.env[inputs[0]].shape)
         kept = [d for d in range(len(shape)) if d not in dims]
         kind = reducer_kind(op.regions[0])
         sharded = [d for d in dims if source.tiles[d] > 1]
