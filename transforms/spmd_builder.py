@@ -101,7 +101,10 @@ class SpmdBuilder:
         return create_op("xhlo.reshape", [picked], [tensor_type([], i32)], {}).result
 
     def constant(self, array: np.ndarray, element: ir.Type) -> ir.Value:
-        attr = ir.DenseElementsAttr.get(np.ascontiguousarray(array), type=element)
+        if array.ndim == 0:  # numpy scalars become one-element vectors in DenseElementsAttr.get
+            attr = ir.DenseElementsAttr.get_splat(tensor_type([], element), ir.IntegerAttr.get(element, int(array)))
+        else:
+            attr = ir.DenseElementsAttr.get(np.ascontiguousarray(array), type=element)
         return create_op("xhlo.constant", [], [attr.type], {"value": attr}).result
 
     def dynamic_slice(self, value: ir.Value, starts: list[ir.Value], sizes: list[int]) -> ir.Value:

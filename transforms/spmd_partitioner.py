@@ -316,8 +316,12 @@ class _Partitioner:
             processing(op)
             with ir.InsertionPoint(op), op.location:
                 self.partition_op(op)
+        start = len(self.b.inserted)
         with ir.InsertionPoint(ops[-1]), ops[-1].location:
             finish(ops[-1])
+        if len(self.b.inserted) > start:
+            label = f"{ops[-1].name} at {location_text(ops[-1].location)}"
+            self.report.records.append(OpRecord(label, "what it returns", "returned values resharded as they must leave", self.b.inserted[start:]))
         for op in reversed(ops[:-1]):
             erase(op)
 
