@@ -68,18 +68,29 @@ def entry_shardings(module: ir.Module) -> tuple[list[HloSharding], list[HloShard
         return read("arg_attrs", len(signature.inputs)), read("res_attrs", len(signature.results))
 
 
+class ShardedExecutable:
+    """A module compiled once for its grid (partitioned by the backend's pipeline), run on
+    global arrays: each device is given its shards, the global outputs come back."""
+
+    def __init__(self, module: ir.Module, backend: str = registry.DEFAULT, options=None, entry: str | None = None):
+        config = read_config(module)
+        self.partitions, self.replicas = config.partition_count, config.replica_count
+        self.grid = module_grid(module)
+        self.argument_shardings, self.result_shardings = entry_shardings(module)
+        self.executable, _, result_types = compile_entry(module, entry or public_entry_name(module), options, backend)
+        with module.context:
+            self.result_shapes = [list(ir.RankedTensorType(t).shape) for t in result_types]
+
+    def __call__(self, arguments: list[np.ndarray]) -> list[np.ndarray]:
+        shards = [split(np.asarray(a), s, self.partitions) for a, s in zip(arguments, self.argument_shardings)]
+        per_device = [[shards[i][p] for i in range(len(arguments))]
+                      for _, p in itertools.product(range(self.replicas), range(self.partitions))]
+        outputs = execute_on_devices([self.executable] * len(per_device), per_device, self.grid)
+        return [assemble([outputs[p][i] for p in range(self.partitions)], sharding, shape, outputs[0][i].dtype)
+                for i, (sharding, shape) in enumerate(zip(self.result_shardings, self.result_shapes))]
+
+
 def execute_sharded(module: ir.Module, arguments: list[np.ndarray], backend: str = registry.DEFAULT, options=None,
                     entry: str | None = None) -> list[np.ndarray]:
-    """Compile `module` (partitioned by the backend's pipeline) and run it on its grid, each
-    device given its shards of `arguments`; the global outputs."""
-    config = read_config(module)
-    partitions, replicas = config.partition_count, config.replica_count
-    argument_shardings, result_shardings = entry_shardings(module)
-    shards = [split(np.asarray(a), s, partitions) for a, s in zip(arguments, argument_shardings)]
-    per_device = [[shards[i][p] for i in range(len(arguments))] for _, p in itertools.product(range(replicas), range(partitions))]
-    executable, _, result_types = compile_entry(module, entry or public_entry_name(module), options, backend)
-    outputs = execute_on_devices([executable] * len(per_device), per_device, module_grid(module))
-    with module.context:
-        shapes = [list(ir.RankedTensorType(t).shape) for t in result_types]
-    return [assemble([outputs[p][i] for p in range(partitions)], sharding, shape, outputs[0][i].dtype)
-            for i, (sharding, shape) in enumerate(zip(result_shardings, shapes))]
+    """Compile `module` and run it once on global `arguments` (`ShardedExecutable`)."""
+    return ShardedExecutable(module, backend, options, entry)(arguments)
