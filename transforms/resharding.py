@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mlirxla.dialects.xhlo.types import element_of, shape_of
 from mlirxla.mlir import ir
 
 from .spmd_builder import SpmdBuilder, byte_size
@@ -188,10 +187,3 @@ def finish_cost(shape, element, current: Tiling, groups: list[list[int]], target
         return buffer * (size - 1) / size
     return 2 * buffer * (size - 1) / size + cost(shape, element, current, target)
 
-
-def local_shape_of(value: ir.Value) -> list[int]:
-    return shape_of(value.type)
-
-
-def element(value: ir.Value) -> ir.Type:
-    return element_of(value.type)
