@@ -1,7 +1,9 @@
 """The CPU compiler's pipeline, stage by stage (XLA's cpu_compiler.cc, as a readable list).
 
-    sharding removal (one partition: sharding annotations are identities), rng_bit_generator
-    expansion (Threefry and Philox as integer arithmetic, XLA:CPU's bits)
+    sharding removal (one partition: sharding annotations are identities); on several
+    partitions with shardings, sharding propagation then the SPMD partitioner (each
+    partition's program, local shapes and collectives); rng_bit_generator expansion
+    (Threefry and Philox as integer arithmetic, XLA:CPU's bits)
  -> simplification (to a fixed point)
  -> layout assignment, then removal of the copies it made unnecessary
  -> priority fusion (what becomes a kernel), then multi-output fusion (siblings sharing an
@@ -23,7 +25,9 @@ from mlirxla.transforms.output_fusion import OutputFusionPass
 from mlirxla.transforms.priority_fusion import PriorityFusionPass
 from mlirxla.transforms.rng_bit_generator_expander import RngBitGeneratorExpanderPass
 from mlirxla.transforms.scheduling import SchedulingPass
+from mlirxla.transforms.sharding_propagation import ShardingPropagationPass
 from mlirxla.transforms.sharding_remover import ShardingRemoverPass
+from mlirxla.transforms.spmd_partitioner import SpmdPartitionerPass
 
 from .pipeline import Pipeline
 from .simplification import simplification_pipeline
@@ -33,6 +37,8 @@ def cpu_pipeline() -> Pipeline:
     return (
         Pipeline("cpu")
         .add(ShardingRemoverPass())
+        .add(ShardingPropagationPass())
+        .add(SpmdPartitionerPass())
         .add(RngBitGeneratorExpanderPass())
         .fixed_point(simplification_pipeline(), max_iterations=25)
         .add(LayoutAssignmentPass())

@@ -26,6 +26,7 @@ PASSES = {
     "xhlo-rng-bit-generator-expander": "rng_bit_generator_expander:RngBitGeneratorExpanderPass",
     "xhlo-sharding-remover": "sharding_remover:ShardingRemoverPass",
     "xhlo-sharding-propagation": "sharding_propagation:ShardingPropagationPass",
+    "xhlo-spmd-partitioner": "spmd_partitioner:SpmdPartitionerPass",
     "xhlo-layout-assignment": "layout_assignment:LayoutAssignmentPass",
     "xhlo-copy-insertion": "copy_insertion:CopyInsertionPass",
     "xhlo-copy-removal": "copy_removal:CopyRemovalPass",

@@ -46,10 +46,10 @@ class CompiledKernel:
 
 def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pipeline: bool = True) -> CompiledProgram:
     """Compile `module` (imported xhlo) for the host CPU."""
-    check_partitioned(module)
     runner = PipelineRunner(module, options)
     if run_pipeline:
         runner.compile(named_pipeline("cpu"))
+    check_partitioned(module)
     with module.context, ir.Location.unknown():
         check_layouts(module)
         with erasure.stage("cpu backend thunk emission"), phases.phase("backend", "thunk emission"):
@@ -119,12 +119,13 @@ def give_scratch(plan: ExecutablePlan, kernel: CompiledKernel) -> None:
 
 def check_partitioned(module: ir.Module) -> None:
     """A module for several devices runs as written on each of them (collectives and device
-    ids included); one that still needs partitioning is refused."""
+    ids included); one that still needs partitioning after the pipeline (which partitions
+    what carries shardings) is refused."""
     if (need := partitioning_need(module)) is not None:
         config = read_config(module)
         raise MlirxlaError(
             f"the module is for {config.replica_count} replica(s) x {config.partition_count} partition(s) and {need}: "
-            "the cpu backend runs each device's program as written (there is no SPMD partitioner yet)"
+            "the cpu backend runs each device's program as written, and the pipeline left it unpartitioned"
         )
 
 

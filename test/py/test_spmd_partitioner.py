@@ -1,0 +1,167 @@
+"""xhlo-spmd-partitioner: tilings and their collective groups, the resharding plans, sharded
+programs run on 8 CPU devices against numpy and against jax's own sharded run."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from mlirxla.dialects.xhlo.sharding import HloSharding
+from mlirxla.errors import MlirxlaError
+from mlirxla.transforms.resharding import plan
+from mlirxla.transforms.spmd_tiling import Tiling
+
+from .conftest import REPOSITORY
+
+
+def tiling(text: str, rank: int = 2) -> Tiling:
+    return Tiling.from_hlo(HloSharding.parse(text), rank, 8)
+
+
+def test_tiles_and_groups_of_a_partially_replicated_sharding():
+    rows = tiling("{devices=[2,1,4]<=[8] last_tile_dim_replicate}")
+    assert rows.tiles == (2, 1) and rows.valid()
+    assert [rows.index[p] for p in (0, 3, 4, 7)] == [(0, 0), (0, 0), (1, 0), (1, 0)]
+    # gathering dim 0 pairs each partition with the one holding the other row tile
+    assert rows.groups_over([0]) == [[0, 4], [1, 5], [2, 6], [3, 7]]
+    columns = tiling("{devices=[1,4,2]<=[2,4]T(1,0) last_tile_dim_replicate}")
+    # the "y" axis of a 2x4 mesh: tiles 0..3 on partitions 0..3 (and again on 4..7)
+    assert columns.groups_over([1]) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    # a tiling next to itself names each tile twice: not a tiling of 8 partitions
+    assert not rows.concat(rows).valid()
+
+
+def test_resharding_plans():
+    rows, columns = tiling("{devices=[8,1]<=[8]}"), tiling("{devices=[1,8]<=[8]}")
+    replicated = Tiling.replicated(2, 8)
+    assert [s.kind for s in plan(rows, columns)] == ["all-to-all"]
+    assert [s.kind for s in plan(replicated, rows)] == ["slice"]
+    assert [s.kind for s in plan(rows, replicated)] == ["gather"]
+    assert [s.kind for s in plan(rows, tiling("{devices=[8,1]7,6,5,4,3,2,1,0}"))] == ["permute"]
+    # 2 row tiles refined into 8: no communication, a slice within each partition's tile
+    assert [s.kind for s in plan(tiling("{devices=[2,1,4]<=[8] last_tile_dim_replicate}"), rows)] == ["slice"]
+    assert plan(rows, rows) == []
+
+
+def run(text: str, arguments):
+    from mlirxla import frontdoor
+    from mlirxla.context import new_context
+    from mlirxla.runtime.sharded import execute_sharded
+
+    module = frontdoor.import_bytes(text.encode(), "-", new_context()).module
+    return execute_sharded(module, arguments)
+
+
+RESHARDS = """
+module attributes {mhlo.num_partitions = 8 : i32} {
+  func.func @main(%a: tensor<16x16xf32> {mhlo.sharding = "{devices=[8,1]<=[8]}"}) -> (tensor<16x16xf32> {mhlo.sharding = "{devices=[1,8]<=[8]}"}, tensor<16x16xf32> {mhlo.sharding = "{devices=[8,1]7,6,5,4,3,2,1,0}"}, tensor<16xf32> {mhlo.sharding = "{replicated}"}, tensor<8x16xf32> {mhlo.sharding = "{devices=[2,1,4]<=[8] last_tile_dim_replicate}"}) {
+    %0 = stablehlo.negate %a : tensor<16x16xf32>
+    %init = stablehlo.constant dense<0xFF800000> : tensor<f32>
+    %1 = stablehlo.reduce(%a init: %init) applies stablehlo.maximum across dimensions = [0] : (tensor<16x16xf32>, tensor<f32>) -> tensor<16xf32>
+    %2 = "stablehlo.sort"(%a) ({
+    ^bb0(%x: tensor<f32>, %y: tensor<f32>):
+      %lt = stablehlo.compare LT, %x, %y : (tensor<f32>, tensor<f32>) -> tensor<i1>
+      stablehlo.return %lt : tensor<i1>
+    }) {dimension = 0 : i64} : (tensor<16x16xf32>) -> tensor<16x16xf32>
+    %3 = stablehlo.slice %2 [4:12, 0:16] : (tensor<16x16xf32>) -> tensor<8x16xf32>
+    %4 = stablehlo.iota dim = 0 : tensor<16x16xf32>
+    %5 = stablehlo.add %0, %4 : tensor<16x16xf32>
+    return %5, %0, %1, %3 : tensor<16x16xf32>, tensor<16x16xf32>, tensor<16xf32>, tensor<8x16xf32>
+  }
+}"""
+
+
+def test_reshards_reductions_and_fallbacks_match_numpy():
+    a = np.random.default_rng(0).standard_normal((16, 16)).astype(np.float32)
+    added, negated, largest, sliced = run(RESHARDS, [a])
+    np.testing.assert_array_equal(added, -a + np.arange(16, dtype=np.float32)[:, None])
+    np.testing.assert_array_equal(negated, -a)
+    np.testing.assert_array_equal(largest, a.max(axis=0))
+    np.testing.assert_array_equal(sliced, np.sort(a, axis=0)[4:12])
+
+
+def test_the_dump_says_what_each_op_became_and_what_fell_back(tmp_path):
+    source = tmp_path / "reshards.mlir"
+    source.write_text(RESHARDS)
+    done = subprocess.run([sys.executable, "-m", "mlirxla.tools.opt", str(source), "-p", "xhlo-sharding-propagation,xhlo-spmd-partitioner",
+                           f"--dump-to={tmp_path / 'dump'}", "-o", os.devnull], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    [report] = [p for p in (tmp_path / "dump").iterdir() if p.name.endswith("spmd-partitioner.txt")]
+    text = report.read_text()
+    assert "spmd partitioner: 8 partitions" in text
+    assert "all-to-all: 1," in text and "collective-permute: 1," in text
+    fallbacks = text.split("fallbacks")[1].split("ops (")[0]
+    assert "xhlo.sort" in fallbacks and "xhlo.slice" in fallbacks and "xhlo.reduce" not in fallbacks
+    assert "local reduce, partial results combined by maximum over groups of 8" in text
+
+
+def test_the_cpu_pipeline_partitions_what_it_compiles(context):
+    from mlirxla import frontdoor
+    from mlirxla.pipelines.runner import PipelineRunner, RunOptions
+    from mlirxla.pipelines import named_pipeline
+    from mlirxla.transforms.sharding_remover import partitioning_need
+
+    module = frontdoor.import_bytes(RESHARDS.encode(), "-", context).module
+    assert partitioning_need(module) is not None
+    PipelineRunner(module, RunOptions()).compile(named_pipeline("cpu"))
+    assert partitioning_need(module) is None
+
+
+def test_uneven_entry_shardings_are_refused_in_one_line():
+    text = """
+    module attributes {mhlo.num_partitions = 8 : i32} {
+      func.func @main(%a: tensor<10x8xf32> {mhlo.sharding = "{devices=[8,1]<=[8]}"}) -> tensor<10x8xf32> {
+        return %a : tensor<10x8xf32>
+      }
+    }"""
+    with pytest.raises(MlirxlaError, match=r"entry parameter #0 is sharded .* uneven tiles") as caught:
+        run(text, [np.zeros((10, 8), np.float32)])
+    assert "\n" not in str(caught.value)
+
+
+PROGRAMS = ["matmul_rows", "matmul_contracting", "matmul_2d", "mlp_2d", "elementwise_reduce", "transformer", "scan"]
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """The sharded programs lowered by jax for 8 CPU devices, with jax's results (a child
+    process: jax reads its device count once)."""
+    pytest.importorskip("jax")
+    out = tmp_path_factory.mktemp("spmd")
+    done = subprocess.run([sys.executable, os.path.join(REPOSITORY, "examples", "spmd_programs.py"), str(out)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+@pytest.mark.jax
+@pytest.mark.slow
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_sharded_jax_programs_match_jax_on_8_devices(exported, name, tmp_path):
+    from mlirxla import frontdoor
+    from mlirxla.context import new_context
+    from mlirxla.pipelines.runner import RunOptions
+    from mlirxla.runtime.sharded import execute_sharded
+
+    module = frontdoor.import_bytes((exported / f"{name}.mlir").read_bytes(), name, new_context()).module
+    data = np.load(exported / f"{name}.npz")
+    arguments = [data[f"arg{i}"] for i in range(sum(key.startswith("arg") for key in data))]
+    [result] = execute_sharded(module, arguments, options=RunOptions(dump_to=str(tmp_path)))
+    np.testing.assert_allclose(result, data["out0"], rtol=1e-4, atol=1e-5)
+    [report] = [p for p in tmp_path.iterdir() if p.name.endswith("spmd-partitioner.txt")]
+    # none of these programs needs the fallback
+    assert report.read_text().split("fallbacks")[1].split("ops (")[0].strip().endswith("none")
+
+
+@pytest.mark.jax
+@pytest.mark.slow
+def test_benchmark_reports_collectives_of_both(tmp_path):
+    done = subprocess.run([sys.executable, os.path.join(REPOSITORY, "benchmarks", "spmd_vs_xla.py"), "--size", "256", "--json"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    programs = json.loads(done.stdout.splitlines()[-1])["programs"]
+    for name, columns in programs.items():
+        assert columns["mlirxla"]["matches"], name
+        assert columns["mlirxla"]["bytes_moved_per_device"] <= columns["xla"]["bytes_moved_per_device"], name

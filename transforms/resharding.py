@@ -1,0 +1,189 @@
+"""Moving a partitioned value from one tiling to another (XLA's `PartitionedHlo::Reshard`).
+
+What it decides, and why, in the order it tries (the first that applies):
+
+1. the same tile on every partition: nothing to do;
+2. tiled on dim a -> tiled on dim b over the same partitions in the same order (the other dims
+   alike): one all-to-all (XLA's `ReshardWithAllToAll`), which moves (n-1)/n of the shard
+   where gathering and slicing would move (n-1) shards;
+3. the same tile counts, partitions holding different tiles: one collective-permute, each
+   partition receiving its new tile from a holder of it (XLA's `ReshardWithCollectivePermute`);
+4. otherwise: all-gather every dim the target does not tile as a refinement of the source
+   (XLA's replication by all-gather), then dynamic-slice each partition's part of the dims the
+   target tiles more finely, at offsets read from a table by partition id (replicated ->
+   tiled costs no communication at all).
+
+A reduction's partial results (a dot contracting over sharded dims, a reduce over sharded
+dims) finish with `finish_partial`: when the target tiles one dim across exactly the
+partitions that hold the partial sums, a reduce-scatter (XLA's all-reduce + dynamic-slice
+clean-up, done at once); else an all-reduce, then resharding. `plan` and `cost` let the
+partitioner compare strategies by bytes moved per device before emitting any.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlirxla.mlir import ir
+
+from .spmd_builder import SpmdBuilder, byte_size
+from .spmd_tiling import Tiling
+
+
+@dataclass(frozen=True)
+class Step:
+    kind: str  # all-to-all | permute | gather | slice
+    dims: tuple[int, ...] = ()
+    groups: tuple[tuple[int, ...], ...] = ()
+
+
+def refines(source: Tiling, target: Tiling, dim: int) -> bool:
+    """The target's tiles of `dim` lie inside the source's tile on every partition."""
+    if target.tiles[dim] % source.tiles[dim]:
+        return False
+    split = target.tiles[dim] // source.tiles[dim]
+    return all(t[dim] // split == s[dim] for s, t in zip(source.index, target.index))
+
+
+def all_to_all_dims(source: Tiling, target: Tiling) -> tuple[int, int] | None:
+    moved_from = [d for d in range(source.rank) if source.tiles[d] > 1 and target.tiles[d] == 1]
+    moved_to = [d for d in range(source.rank) if source.tiles[d] == 1 and target.tiles[d] > 1]
+    if len(moved_from) != 1 or len(moved_to) != 1:
+        return None
+    a, b = moved_from[0], moved_to[0]
+    if source.tiles[a] != target.tiles[b]:
+        return None
+    for s, t in zip(source.index, target.index):
+        if s[a] != t[b] or any(s[d] != t[d] for d in range(source.rank) if d not in (a, b)):
+            return None
+    if any(source.tiles[d] != target.tiles[d] for d in range(source.rank) if d not in (a, b)):
+        return None
+    return a, b
+
+
+def permute_pairs(source: Tiling, target: Tiling) -> list[tuple[int, int]]:
+    """(source partition, target partition): each partition gets its target tile from a
+    distinct holder of it (the holders of a tile are as many in both tilings)."""
+    holders: dict[tuple, list[int]] = {}
+    for partition, vector in enumerate(source.index):
+        holders.setdefault(vector, []).append(partition)
+    # a partition that already holds its tile keeps it
+    pairs, waiting = [], []
+    for partition, vector in enumerate(target.index):
+        if partition in holders.get(vector, []):
+            holders[vector].remove(partition)
+            pairs.append((partition, partition))
+        else:
+            waiting.append(partition)
+    for partition in waiting:
+        pairs.append((holders[target.index[partition]].pop(0), partition))
+    return sorted(pairs, key=lambda p: p[1])
+
+
+def plan(source: Tiling, target: Tiling) -> list[Step]:
+    if source.same_placement(target):
+        return []
+    if (dims := all_to_all_dims(source, target)) is not None:
+        groups = source.groups_over([dims[0]])
+        if groups is not None:
+            return [Step("all-to-all", dims, tuple(tuple(g) for g in groups))]
+    if source.tiles == target.tiles and source.valid() and target.valid():
+        return [Step("permute")]
+    steps, current = [], source
+    for dim in range(source.rank):
+        if source.tiles[dim] > 1 and not refines(source, target, dim):
+            groups = current.groups_over([dim])
+            steps.append(Step("gather", (dim,), tuple(tuple(g) for g in groups)))
+            current = current.without([dim])
+    sliced = tuple(d for d in range(source.rank) if target.tiles[d] > current.tiles[d])
+    if sliced:
+        steps.append(Step("slice", sliced))
+    return steps
+
+
+def cost(shape, element, source: Tiling, target: Tiling) -> float:
+    """Bytes each device sends to reshard a value of global `shape` from `source` to `target`."""
+    total, current = 0.0, source
+    for step in plan(source, target):
+        local = current.shard_shape(shape)
+        size = byte_size(local, element)
+        if step.kind == "gather":
+            total += size * (len(step.groups[0]) - 1)
+            current = current.without(step.dims)
+        elif step.kind == "all-to-all":
+            total += size * (len(step.groups[0]) - 1) / len(step.groups[0])
+        elif step.kind == "permute":
+            total += size
+    return total
+
+
+def reshard(b: SpmdBuilder, value: ir.Value, shape, source: Tiling, target: Tiling) -> ir.Value:
+    """`value`, the local part of a value of global `shape` tiled by `source`, as `target`'s."""
+    current = source
+    for step in plan(source, target):
+        if step.kind == "all-to-all":
+            a, d = step.dims
+            value = b.all_to_all(value, d, a, [list(g) for g in step.groups])
+            current = target
+        elif step.kind == "permute":
+            value = b.collective_permute(value, permute_pairs(source, target))
+            current = target
+        elif step.kind == "gather":
+            value = b.all_gather(value, step.dims[0], [list(g) for g in step.groups])
+            current = current.without(step.dims)
+        else:
+            value = slice_to(b, value, shape, current, target)
+            current = target
+    return value
+
+
+def slice_to(b: SpmdBuilder, value: ir.Value, shape, current: Tiling, target: Tiling) -> ir.Value:
+    """Each partition's part of the target within the tile it holds (the target refines it)."""
+    sizes = target.shard_shape(shape)
+    starts = []
+    for dim in range(len(shape)):
+        split = target.tiles[dim] // current.tiles[dim]
+        starts.append(b.table([(t[dim] % split) * sizes[dim] for t in target.index]))
+    return b.dynamic_slice(value, starts, sizes)
+
+
+def finish_partial(b: SpmdBuilder, value: ir.Value, shape, current: Tiling, groups: list[list[int]], reducer: str,
+                   target: Tiling) -> ir.Value:
+    """Sum the partial results held by each of `groups` (partitions holding `current`'s tile
+    of the partial value), then reshard to `target`."""
+    scatter = scatter_dim(current, groups, target)
+    if scatter is not None:
+        dim, ordered = scatter
+        return b.reduce_scatter(value, dim, ordered, reducer)
+    return reshard(b, b.all_reduce(value, groups, reducer), shape, current, target)
+
+
+def scatter_dim(current: Tiling, groups: list[list[int]], target: Tiling) -> tuple[int, list[list[int]]] | None:
+    """The dim a reduce-scatter over `groups` leaves tiled as `target` tiles it, with each
+    group ordered by the members' target tile; None when there is none."""
+    finer = [d for d in range(current.rank) if target.tiles[d] != current.tiles[d]]
+    if len(finer) != 1:
+        return None
+    dim = finer[0]
+    size = len(groups[0])
+    if current.tiles[dim] != 1 or target.tiles[dim] != size:
+        return None
+    ordered = []
+    for group in groups:
+        by_tile = sorted(group, key=lambda p: target.index[p][dim])
+        if [target.index[p][dim] for p in by_tile] != list(range(size)):
+            return None
+        for p in group:
+            if any(target.index[p][d] != current.index[p][d] for d in range(current.rank) if d != dim):
+                return None
+        ordered.append(by_tile)
+    return dim, ordered
+
+
+def finish_cost(shape, element, current: Tiling, groups: list[list[int]], target: Tiling) -> float:
+    size = len(groups[0])
+    buffer = byte_size(current.shard_shape(shape), element)
+    if scatter_dim(current, groups, target) is not None:
+        return buffer * (size - 1) / size
+    return 2 * buffer * (size - 1) / size + cost(shape, element, current, target)
+

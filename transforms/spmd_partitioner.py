@@ -1,0 +1,568 @@
+"""xhlo-spmd-partitioner: rewrite a module for P partitions, its values sharded by
+propagation (`xhlo.sharding` on every op), into the program each partition runs, on local
+shapes, with the communication it needs (XLA's `spmd_partitioner.cc`, `dot_handler.cc`).
+
+What it decides, and why:
+
+* **Local shapes.** Entry parameters and results take the shape of one tile of their
+  sharding; every op is rewritten to produce its result's tile as its sharding says. A
+  partition finds its tiles' offsets from `partition_id` through constant tables
+  (`transforms/spmd_builder.py`); how values move between shardings is
+  `transforms/resharding.py`; which partition holds which tile, `transforms/spmd_tiling.py`.
+* **Local ops**, their operands resharded to the result's tiling first: elementwise ops
+  (compare, select, clamp, convert included; scalar operands replicated), broadcast,
+  transpose, reshape when every sharded result dim is the major part of an operand dim (its
+  element ranges then coincide), iota (plus its tile's offset), constants (a splat is made
+  at the local shape, any other constant is sliced), optimization barriers, `@Sharding`
+  annotations (a reshard to their sharding).
+* **dot_general** chooses its iteration tiling (the result's dims next to the contracting
+  dims) among: the result's own sharding, the operands' sharding of their batch and free
+  dims, and none, each with the contracting dims tiled as the lhs or the rhs has them or
+  not at all; the cheapest in bytes moved per device (operand reshards, the partial sum and
+  the result's reshard) wins, ties to the earlier. Contracting dims tiled leave partial
+  sums, summed over the partitions that differ only in their contracting tile by an
+  all-reduce, or a reduce-scatter when the result is tiled across exactly those partitions.
+  Batch- or free-dim-partitioned dots are local; 2D meshes come out of the same choice.
+* **reduce** over dims its operand tiles: a local reduce, then the reducer's all-reduce over
+  the partitions holding the other tiles of those dims (or a reduce-scatter), when the
+  reducer is one binary op (add, multiply, maximum, minimum, and, or) and the init value its
+  identity, so that each partition's init joins the result once; any other reduce gathers
+  its reduced dims first.
+* **while** keeps each carried value's sharding across the loop: operands reshard to it,
+  the body and cond are partitioned in place with local block arguments, the body's results
+  reshard back to it and the cond's predicate is replicated.
+* **Fallback**, for every other op (convolution, reduce_window, gather, scatter, sort,
+  slice, pad, concatenate, dynamic slices, conditional, calls, custom calls): its operands
+  are gathered to replicated, it runs whole, its results are sliced to their shardings:
+  correct, slower; the report lists each.
+* **shard_map regions** stay as written: the value a `@SPMDFullToShardShape` makes is the
+  local tile of its operand, ops on manual values are copied, `@SPMDShardToFullShape` makes
+  its operand the tile of a value sharded as it says.
+* **Uneven shardings** (a dim its tiles do not divide) are not padded: entry parameters and
+  results sharded so are refused in one line; inside the program such a dim is kept whole.
+
+Afterwards no `xhlo.sharding` is left and the sharding annotations are gone, so
+`partitioning_need` says the module is each partition's program. The report
+(`spmd-partitioner.txt`) says per op its sharding, what it became, the collectives inserted
+and the fallbacks, with totals per collective kind. Changed: always, when it runs.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+
+from mlirxla.dialects.xhlo.config import read_config
+from mlirxla.dialects.xhlo.ops import ELEMENTWISE_OPS
+from mlirxla.dialects.xhlo.process_groups import channel_id
+from mlirxla.dialects.xhlo.sharding import HloSharding, parse_attribute
+from mlirxla.dialects.xhlo.types import element_of, shape_of
+from mlirxla.errors import MlirxlaError, location_text
+from mlirxla.ir_queries import defining_op, entry_function, module_functions, nested_ops
+from mlirxla.mlir import ir
+from mlirxla.runtime import literals
+
+from .erasure import erase, processing
+from .pass_base import ModulePass, PassReport, PassResult
+from .resharding import cost, finish_cost, finish_partial, reshard
+from .sharding_remover import forward_annotations, is_annotation, partitioning_need
+from .spmd_builder import REDUCER_OPS, Collective, SpmdBuilder, tensor_type
+from .spmd_tiling import Tiling
+
+SHARDING = "xhlo.sharding"
+FUNCTION_SHARDINGS = ("xhlo.sharding", "mhlo.sharding")
+
+
+@dataclass
+class Local:
+    """What an original value became: its local value, its tiling (None: manual, the value
+    as written inside shard_map) and its global shape."""
+
+    value: ir.Value
+    tiling: Tiling | None
+    shape: tuple[int, ...]
+
+
+@dataclass
+class OpRecord:
+    label: str
+    sharding: str
+    became: str
+    collectives: list[Collective]
+    fallback: bool = False
+
+
+@dataclass
+class PartitionerReport(PassReport):
+    partitions: int
+    records: list[OpRecord] = field(default_factory=list)
+
+    def collectives(self) -> list[Collective]:
+        return [c for r in self.records for c in r.collectives]
+
+    def text(self) -> str:
+        collectives = self.collectives()
+        counts = Counter(c.kind for c in collectives)
+        moved = Counter()
+        for c in collectives:
+            moved[c.kind] += c.bytes_per_device
+        lines = [f"spmd partitioner: {self.partitions} partitions", "", "collectives inserted (kind: count, bytes sent per device):"]
+        lines += [f"  {kind}: {counts[kind]}, {moved[kind]} bytes" for kind in sorted(counts)] or ["  none"]
+        lines.append(f"  total: {sum(moved.values())} bytes per device")
+        fallbacks = [r.label for r in self.records if r.fallback]
+        lines += ["", "fallbacks (operands gathered, op run whole, result sliced):"]
+        lines += [f"  {f}" for f in fallbacks] or ["  none"]
+        lines += ["", "ops (sharding: what it became):"]
+        for record in self.records:
+            lines.append(f"  {record.label}: {record.sharding}")
+            lines.append(f"    {record.became}")
+            lines += [f"    + {c.text()}" for c in record.collectives]
+        return "\n".join(lines) + "\n"
+
+    def dump_files(self) -> dict[str, str]:
+        return {"spmd-partitioner.txt": self.text()}
+
+
+@dataclass(frozen=True)
+class SpmdPartitionerPass(ModulePass):
+    """Rewrites a propagated module into each partition's program (module docstring)."""
+
+    name: ClassVar[str] = "xhlo-spmd-partitioner"
+    summary: ClassVar[str] = "rewrite a sharded module into the per-partition program with local shapes and collectives"
+
+    def run(self, module: ir.Module) -> bool | PassResult:
+        if partitioning_need(module) is None or entry_function(module) is None:
+            return False
+        partitioner = _Partitioner(module)
+        partitioner.run()
+        return PassResult(True, partitioner.report)
+
+
+def _shardings(op: ir.Operation) -> list[HloSharding]:
+    count = len(op.results)
+    if SHARDING not in op.attributes:
+        return [HloSharding.replicated() for _ in range(count)]
+    hlo = parse_attribute(op.attributes[SHARDING])
+    return list(hlo.elements) if hlo.kind == "tuple" else [hlo for _ in range(count)]
+
+
+def _is_manual(hlo: HloSharding) -> bool:
+    return hlo.kind == "manual" or "manual" in hlo.subgroup_types
+
+
+def _ranked(value) -> bool:
+    return isinstance(value.type, ir.RankedTensorType)
+
+
+def _numbers(op: ir.Operation, name: str) -> dict[str, list[int]]:
+    return {n.name: list(ir.DenseI64ArrayAttr(n.attr)) for n in ir.DictAttr(op.attributes[name]) if isinstance(n.attr, ir.DenseI64ArrayAttr)}
+
+
+def _ints(op: ir.Operation, name: str) -> list[int]:
+    return list(ir.DenseI64ArrayAttr(op.attributes[name])) if name in op.attributes else []
+
+
+def reducer_kind(region: ir.Region) -> str | None:
+    """The binary op a reducer is (add, maximum, ...), when it is exactly one on its arguments."""
+    block = region.blocks[0]
+    ops = list(block.operations)
+    if len(ops) != 2 or len(block.arguments) != 2:
+        return None
+    combine = ops[0]
+    kinds = {v: k for k, v in REDUCER_OPS.items()}
+    arguments = list(block.arguments)
+    operands = list(combine.operands)
+    if combine.name not in kinds or not (operands == arguments or operands == arguments[::-1]):
+        return None
+    if list(ops[1].operands) != [combine.results[0]]:
+        return None
+    return kinds[combine.name]
+
+
+def is_identity(value: ir.Value, kind: str) -> bool:
+    """`value` is a constant equal to the identity of reducer `kind`."""
+    op = defining_op(value)
+    if op is None or op.name != "xhlo.constant":
+        return False
+    array = literals.to_numpy(op.attributes["value"])
+    if array.size != 1:
+        return False
+    x = array.reshape(-1)[0]
+    if kind == "add":
+        return x == 0
+    if kind == "multiply":
+        return x == 1
+    if kind == "or":
+        return not bool(x)
+    if kind == "and":
+        return bool(x) if array.dtype == np.bool_ else int(x) == -1 or (np.issubdtype(array.dtype, np.unsignedinteger) and int(x) == np.iinfo(array.dtype).max)
+    lowest = kind == "maximum"
+    if np.issubdtype(array.dtype, np.floating):
+        return bool(np.isinf(x)) and (x < 0) == lowest
+    if np.issubdtype(array.dtype, np.integer):
+        info = np.iinfo(array.dtype)
+        return int(x) == (info.min if lowest else info.max)
+    return False
+
+
+class _Partitioner:
+    def __init__(self, module: ir.Module):
+        self.module = module
+        config = read_config(module)
+        self.partitions = config.partition_count
+        channels = [c for op in nested_ops(module.operation) if (c := channel_id(op)) is not None]
+        self.b = SpmdBuilder(config.partition_count, config.replica_count, max(channels, default=0))
+        self.env: dict = {}
+        self.report = PartitionerReport(config.partition_count)
+        self.counter = 0
+
+    # ------------------------------------------------------------ values
+
+    def tiling(self, hlo: HloSharding, shape, what: str, entry: bool = False) -> Tiling | None:
+        tiling = Tiling.from_hlo(hlo, len(shape), self.partitions)
+        if tiling is None:
+            return None
+        uneven = tiling.uneven_dim(shape)
+        if uneven is not None:
+            if entry:
+                raise MlirxlaError(f"{what} is sharded {hlo}, which splits dimension {uneven} of {list(shape)} into "
+                                   f"{tiling.tiles[uneven]} uneven tiles: the SPMD partitioner does not pad uneven shardings")
+            while (uneven := tiling.uneven_dim(shape)) is not None:
+                tiling = tiling.without([uneven])
+        return tiling
+
+    def local_type(self, value_type, tiling: Tiling | None):
+        if tiling is None or not isinstance(value_type, ir.RankedTensorType):
+            return value_type
+        return tensor_type(tiling.shard_shape(shape_of(value_type)), element_of(value_type))
+
+    def get(self, value: ir.Value, target: Tiling | None) -> ir.Value:
+        """The local value of `value` tiled as `target`."""
+        local = self.env[value]
+        if local.tiling is None or target is None:
+            return local.value
+        return reshard(self.b, local.value, local.shape, local.tiling, target)
+
+    def replicated(self, value: ir.Value) -> Tiling:
+        return Tiling.replicated(len(shape_of(value.type)), self.partitions)
+
+    def define(self, value: ir.Value, local: ir.Value, tiling: Tiling | None) -> None:
+        self.env[value] = Local(local, tiling, tuple(shape_of(value.type)) if _ranked(value) else ())
+
+    def cost(self, value: ir.Value, target: Tiling) -> float:
+        local = self.env[value]
+        return cost(local.shape, element_of(value.type), local.tiling, target)
+
+    # ------------------------------------------------------------ the module
+
+    def run(self) -> None:
+        function = entry_function(self.module)
+        block = function.regions[0].blocks[0]
+        arg_attrs = self.function_attrs(function, "arg_attrs", len(block.arguments))
+        result_types = list(ir.FunctionType(ir.TypeAttr(function.attributes["function_type"]).value).results)
+        res_attrs = self.function_attrs(function, "res_attrs", len(result_types))
+        for index, argument in enumerate(block.arguments):
+            tiling = None
+            if _ranked(argument):
+                hlo = parse_attribute(arg_attrs[index][SHARDING]) if SHARDING in arg_attrs[index] else HloSharding.replicated()
+                tiling = self.tiling(hlo, shape_of(argument.type), f"entry parameter #{index}", entry=True)
+            self.define(argument, argument, tiling)
+            argument.set_type(self.local_type(argument.type, tiling))
+        result_tilings = []
+        for index, value_type in enumerate(result_types):
+            hlo = parse_attribute(res_attrs[index][SHARDING]) if SHARDING in res_attrs[index] else HloSharding.replicated()
+            ranked = isinstance(value_type, ir.RankedTensorType)
+            result_tilings.append(self.tiling(hlo, shape_of(value_type), f"entry result #{index}", entry=True) if ranked else None)
+
+        def finish(terminator):
+            for index, value in enumerate(list(terminator.operands)):
+                terminator.operands[index] = self.get(value, result_tilings[index])
+
+        self.partition_block(block, finish)
+        new_results = [self.local_type(t, tiling) for t, tiling in zip(result_types, result_tilings)]
+        function.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get([a.type for a in block.arguments], new_results))
+        for key, entries in (("arg_attrs", arg_attrs), ("res_attrs", res_attrs)):
+            if key in function.attributes:
+                function.attributes[key] = ir.ArrayAttr.get([ir.DictAttr.get({k: v for k, v in e.items() if k not in FUNCTION_SHARDINGS}) for e in entries])
+        self.strip()
+
+    @staticmethod
+    def function_attrs(function, key: str, count: int) -> list[dict]:
+        if key not in function.attributes:
+            return [{} for _ in range(count)]
+        return [{n.name: n.attr for n in ir.DictAttr(e)} for e in ir.ArrayAttr(function.attributes[key])]
+
+    def strip(self) -> None:
+        """What the partitioned module no longer needs: shardings everywhere (functions run
+        whole, as fallbacks, keep theirs as identities)."""
+        forward_annotations(self.module)
+        for op in nested_ops(self.module.operation):
+            if SHARDING in op.attributes:
+                del op.attributes[SHARDING]
+        for function in module_functions(self.module):
+            for key in ("arg_attrs", "res_attrs"):
+                if key in function.attributes:
+                    entries = [{n.name: n.attr for n in ir.DictAttr(e)} for e in ir.ArrayAttr(function.attributes[key])]
+                    function.attributes[key] = ir.ArrayAttr.get([ir.DictAttr.get({k: v for k, v in e.items() if k not in FUNCTION_SHARDINGS}) for e in entries])
+
+    def partition_block(self, block: ir.Block, finish) -> None:
+        """Partition the ops of `block` in place: new ops go before each old one, the
+        terminator is redirected by `finish`, the old ops are erased."""
+        ops = list(block.operations)
+        for op in ops[:-1]:
+            processing(op)
+            with ir.InsertionPoint(op), op.location:
+                self.partition_op(op)
+        start = len(self.b.inserted)
+        with ir.InsertionPoint(ops[-1]), ops[-1].location:
+            finish(ops[-1])
+        if len(self.b.inserted) > start:
+            label = f"{ops[-1].name} at {location_text(ops[-1].location)}"
+            self.report.records.append(OpRecord(label, "what it returns", "returned values resharded as they must leave", self.b.inserted[start:]))
+        for op in reversed(ops[:-1]):
+            erase(op)
+
+    # ------------------------------------------------------------ ops
+
+    def partition_op(self, op: ir.Operation) -> None:
+        self.counter += 1
+        label = f"#{self.counter} {op.name} at {location_text(op.location)}"
+        sharding = str(parse_attribute(op.attributes[SHARDING])) if SHARDING in op.attributes else "{replicated}"
+        start = len(self.b.inserted)
+        hlos = _shardings(op)
+        operand_locals = [self.env.get(v) for v in op.operands]
+        manual = any(_is_manual(h) for h in hlos) or any(l is not None and l.tiling is None and _ranked(v) for l, v in zip(operand_locals, op.operands))
+        tilings = [self.tiling(h, shape_of(r.type), label) if _ranked(r) else None for h, r in zip(hlos, op.results)]
+        target = op.attributes["call_target_name"] if op.name == "xhlo.custom_call" else None
+        target = ir.StringAttr(target).value if target is not None else None
+        fallback = False
+        if target == "SPMDFullToShardShape":
+            self.define(op.results[0], self.env[op.operands[0]].value, None)
+            became = "the manual region's input: the local tile of its operand"
+        elif target == "SPMDShardToFullShape":
+            tiling = Tiling.from_hlo(hlos[0], len(shape_of(op.results[0].type)), self.partitions)
+            self.define(op.results[0], self.env[op.operands[0]].value, tiling)
+            became = "the manual region's output: the tile of a value sharded so"
+        elif manual:
+            new = self.b.rebuild(op, [self.env[v].value for v in op.operands], [r.type for r in op.results])
+            for result, local in zip(op.results, new.results):
+                self.define(result, local, None)
+            became = "manual (inside shard_map): copied as written"
+        elif is_annotation(op):
+            self.define(op.results[0], self.get(op.operands[0], tilings[0]), tilings[0])
+            became = "annotation: a reshard of its operand"
+        else:
+            handler = HANDLERS.get(op.name)
+            if handler is None and op.name in ELEMENTWISE_OPS:
+                handler = _Partitioner.elementwise
+            became = handler(self, op, tilings) if handler is not None else None
+            if became is None:
+                became, fallback = self.fallback(op, tilings), True
+        self.report.records.append(OpRecord(label, sharding, became, self.b.inserted[start:], fallback))
+
+    def finish_results(self, op: ir.Operation, new: ir.Operation, tilings) -> None:
+        for result, local, tiling in zip(op.results, new.results, tilings):
+            self.define(result, local, tiling)
+
+    def elementwise(self, op: ir.Operation, tilings) -> str:
+        result = tilings[0]
+        shape = shape_of(op.results[0].type)
+        operands = [self.get(v, result if list(self.env[v].shape) == shape else self.replicated(v)) for v in op.operands]
+        new = self.b.rebuild(op, operands, [self.local_type(r.type, t) for r, t in zip(op.results, tilings)])
+        self.finish_results(op, new, tilings)
+        return "local (elementwise)"
+
+    def fallback(self, op: ir.Operation, tilings) -> str:
+        operands = [self.get(v, self.replicated(v)) if _ranked(v) else self.env[v].value for v in op.operands]
+        new = self.b.rebuild(op, operands, [r.type for r in op.results])
+        for result, local, tiling in zip(op.results, new.results, tilings):
+            value = local if tiling is None else reshard(self.b, local, shape_of(result.type), self.replicated(result), tiling)
+            self.define(result, value, tiling)
+        return "fallback: operands replicated, run whole, results sliced to their shardings"
+
+    def constant(self, op: ir.Operation, tilings) -> str:
+        tiling = tilings[0]
+        attr = op.attributes["value"]
+        if tiling.is_replicated():
+            new = self.b.rebuild(op, [], [op.results[0].type])
+            self.define(op.results[0], new.results[0], tiling)
+            return "local (replicated constant)"
+        local_type = self.local_type(op.results[0].type, tiling)
+        if isinstance(attr, ir.DenseElementsAttr) and ir.DenseElementsAttr(attr).is_splat:
+            splat = ir.DenseElementsAttr.get_splat(local_type, ir.DenseElementsAttr(attr).get_splat_value())
+            new = self.b.rebuild(op, [], [local_type], value=splat)
+            self.define(op.results[0], new.results[0], tiling)
+            return "local (the splat at the tile's shape)"
+        whole = self.b.rebuild(op, [], [op.results[0].type])
+        self.define(op.results[0], reshard(self.b, whole.results[0], shape_of(op.results[0].type), self.replicated(op.results[0]), tiling), tiling)
+        return "the constant, sliced at the partition's offset"
+
+    def iota(self, op: ir.Operation, tilings) -> str:
+        tiling = tilings[0]
+        dim = ir.IntegerAttr(op.attributes["iota_dimension"]).value
+        local_type = self.local_type(op.results[0].type, tiling)
+        value = self.b.rebuild(op, [], [local_type]).results[0]
+        if tiling.tiles[dim] > 1:
+            offset = self.b.table(tiling.offsets(shape_of(op.results[0].type), dim))
+            element = element_of(local_type)
+            scalar = self.b.emit("xhlo.convert", [offset], tensor_type([], element))
+            spread = self.b.emit("xhlo.broadcast", [scalar], local_type, dimensions=ir.DenseI64ArrayAttr.get([]))
+            value = self.b.emit("xhlo.add", [value, spread], local_type)
+        self.define(op.results[0], value, tiling)
+        return "local iota" + (" plus the tile's offset" if tiling.tiles[dim] > 1 else "")
+
+    def broadcast(self, op: ir.Operation, tilings) -> str:
+        tiling = tilings[0]
+        dims = _ints(op, "dimensions")
+        operand_shape, result_shape = list(self.env[op.operands[0]].shape), shape_of(op.results[0].type)
+        source = tiling.restrict([d if operand_shape[i] == result_shape[d] else None for i, d in enumerate(dims)])
+        new = self.b.rebuild(op, [self.get(op.operands[0], source)], [self.local_type(op.results[0].type, tiling)])
+        self.finish_results(op, new, tilings)
+        return "local (broadcast of the operand's matching tile)"
+
+    def transpose(self, op: ir.Operation, tilings) -> str:
+        tiling = tilings[0]
+        perm = _ints(op, "permutation")
+        source = tiling.restrict([perm.index(j) for j in range(len(perm))])
+        new = self.b.rebuild(op, [self.get(op.operands[0], source)], [self.local_type(op.results[0].type, tiling)])
+        self.finish_results(op, new, tilings)
+        return "local (transpose)"
+
+    def reshape(self, op: ir.Operation, tilings) -> str | None:
+        tiling = tilings[0]
+        source = reshape_source(list(self.env[op.operands[0]].shape), shape_of(op.results[0].type), tiling)
+        if source is None:
+            return None
+        new = self.b.rebuild(op, [self.get(op.operands[0], source)], [self.local_type(op.results[0].type, tiling)])
+        self.finish_results(op, new, tilings)
+        return "local (the sharded dims map through the reshape)"
+
+    def barrier(self, op: ir.Operation, tilings) -> str:
+        operands = [self.get(v, t) if t is not None else self.env[v].value for v, t in zip(op.operands, tilings)]
+        new = self.b.rebuild(op, operands, [self.local_type(r.type, t) for r, t in zip(op.results, tilings)])
+        self.finish_results(op, new, tilings)
+        return "local (each operand at its result's sharding)"
+
+    def dot(self, op: ir.Operation, tilings) -> str:
+        out = tilings[0]
+        n = _numbers(op, "dot_dimension_numbers")
+        lb, rb = n.get("lhs_batching_dimensions", []), n.get("rhs_batching_dimensions", [])
+        lc, rc = n.get("lhs_contracting_dimensions", []), n.get("rhs_contracting_dimensions", [])
+        lhs, rhs = op.operands[0], op.operands[1]
+        lhs_shape, rhs_shape, out_shape = list(self.env[lhs].shape), list(self.env[rhs].shape), shape_of(op.results[0].type)
+        lf = [d for d in range(len(lhs_shape)) if d not in lb + lc]
+        rf = [d for d in range(len(rhs_shape)) if d not in rb + rc]
+        nout = len(out_shape)
+        lhs_factor = {**{d: i for i, d in enumerate(lb)}, **{d: len(lb) + j for j, d in enumerate(lf)}, **{d: nout + c for c, d in enumerate(lc)}}
+        rhs_factor = {**{d: i for i, d in enumerate(rb)}, **{d: len(lb) + len(lf) + j for j, d in enumerate(rf)}, **{d: nout + c for c, d in enumerate(rc)}}
+        L, R = self.env[lhs].tiling, self.env[rhs].tiling
+        contracting = [L.restrict(lc), R.restrict(rc), Tiling.replicated(len(lc), self.partitions)]
+        outputs = [out, L.restrict(lb + lf).concat(R.restrict(rf)), Tiling.replicated(nout, self.partitions)]
+        element = element_of(op.results[0].type)
+        best = None
+        for out_tiling in outputs:
+            for contract in contracting:
+                space = out_tiling.concat(contract)
+                if not space.valid():
+                    continue
+                lhs_target = space.restrict([lhs_factor[d] for d in range(len(lhs_shape))])
+                rhs_target = space.restrict([rhs_factor[d] for d in range(len(rhs_shape))])
+                if lhs_target.uneven_dim(lhs_shape) is not None or rhs_target.uneven_dim(rhs_shape) is not None:
+                    continue
+                partial = not contract.is_replicated()
+                groups = space.groups_over(range(nout, nout + len(lc))) if partial else None
+                total = self.cost(lhs, lhs_target) + self.cost(rhs, rhs_target)
+                total += finish_cost(out_shape, element, out_tiling, groups, out) if partial else cost(out_shape, element, out_tiling, out)
+                if best is None or total < best[0]:
+                    best = (total, out_tiling, lhs_target, rhs_target, groups)
+        _, out_tiling, lhs_target, rhs_target, groups = best
+        new = self.b.rebuild(op, [self.get(lhs, lhs_target), self.get(rhs, rhs_target)], [self.local_type(op.results[0].type, out_tiling)])
+        value = new.results[0]
+        if groups is not None:
+            value = finish_partial(self.b, value, out_shape, out_tiling, groups, "or" if isinstance(element, ir.IntegerType) and ir.IntegerType(element).width == 1 else "add", out)
+            how = f"local dot on the contracting dims' tiles, partial sums over groups of {len(groups[0])} combined"
+        else:
+            value = reshard(self.b, value, out_shape, out_tiling, out)
+            how = "local dot"
+        self.define(op.results[0], value, out)
+        return f"{how}; lhs tiles {list(lhs_target.tiles)}, rhs tiles {list(rhs_target.tiles)}, computed tiles {list(out_tiling.tiles)}"
+
+    def reduce(self, op: ir.Operation, tilings) -> str:
+        count = len(op.operands) // 2
+        inputs, inits = list(op.operands)[:count], list(op.operands)[count:]
+        dims = _ints(op, "dimensions")
+        source = self.env[inputs[0]].tiling
+        shape = list(self.env[inputs[0]].shape)
+        kept = [d for d in range(len(shape)) if d not in dims]
+        kind = reducer_kind(op.regions[0])
+        sharded = [d for d in dims if source.tiles[d] > 1]
+        if count == 1 and kind is not None and sharded and is_identity(inits[0], kind):
+            result_tiling = source.restrict(kept)
+            new = self.b.rebuild(op, [self.env[inputs[0]].value, self.get(inits[0], self.replicated(inits[0]))],
+                                 [self.local_type(op.results[0].type, result_tiling)])
+            groups = source.groups_over(dims)
+            value = finish_partial(self.b, new.results[0], shape_of(op.results[0].type), result_tiling, groups, kind, tilings[0])
+            self.define(op.results[0], value, tilings[0])
+            return f"local reduce, partial results combined by {kind} over groups of {len(groups[0])}"
+        whole = source.without(dims)
+        operands = [self.get(v, whole) for v in inputs] + [self.get(v, self.replicated(v)) for v in inits]
+        result_tiling = whole.restrict(kept)
+        new = self.b.rebuild(op, operands, [self.local_type(r.type, result_tiling) for r in op.results])
+        for result, local, tiling in zip(op.results, new.results, tilings):
+            self.define(result, reshard(self.b, local, shape_of(result.type), result_tiling, tiling), tiling)
+        return "local reduce" + (" after gathering the reduced dims" if sharded else "")
+
+    def while_loop(self, op: ir.Operation, tilings) -> str:
+        operands = [self.get(v, t) if t is not None else self.env[v].value for v, t in zip(op.operands, tilings)]
+        new = self.b.rebuild(op, operands, [self.local_type(r.type, t) for r, t in zip(op.results, tilings)])
+        cond, body = new.regions[0].blocks[0], new.regions[1].blocks[0]
+        for block in (cond, body):
+            for argument, tiling in zip(block.arguments, tilings):
+                self.define(argument, argument, tiling)
+                argument.set_type(self.local_type(argument.type, tiling))
+
+        def finish_cond(terminator):
+            terminator.operands[0] = self.get(terminator.operands[0], self.replicated(terminator.operands[0]))
+
+        def finish_body(terminator):
+            for index, value in enumerate(list(terminator.operands)):
+                terminator.operands[index] = self.get(value, tilings[index]) if tilings[index] is not None else self.env[value].value
+
+        self.partition_block(cond, finish_cond)
+        self.partition_block(body, finish_body)
+        self.finish_results(op, new, tilings)
+        return "while: carried values keep their shardings, body and cond partitioned"
+
+
+def reshape_source(source_shape, target_shape, tiling: Tiling) -> Tiling | None:
+    """The operand tiling whose tiles a reshape maps onto `tiling`'s: each tiled result dim
+    must start where an operand dim starts (equal products of the dims before them) and that
+    operand dim must divide into the tiles; None otherwise."""
+    dims: list[int | None] = [None] * len(source_shape)
+    prefix_source = [int(np.prod(source_shape[:i], dtype=np.int64)) for i in range(len(source_shape))]
+    for d, t in enumerate(tiling.tiles):
+        if t == 1:
+            continue
+        prefix = int(np.prod(target_shape[:d], dtype=np.int64))
+        candidates = [i for i, p in enumerate(prefix_source) if p == prefix and source_shape[i] > 1]
+        if not candidates or source_shape[candidates[0]] % t or dims[candidates[0]] is not None:
+            return None
+        dims[candidates[0]] = d
+    return tiling.restrict(dims)
+
+
+HANDLERS = {
+    "xhlo.constant": _Partitioner.constant,
+    "xhlo.iota": _Partitioner.iota,
+    "xhlo.broadcast": _Partitioner.broadcast,
+    "xhlo.transpose": _Partitioner.transpose,
+    "xhlo.reshape": _Partitioner.reshape,
+    "xhlo.copy": _Partitioner.elementwise,
+    "xhlo.optimization_barrier": _Partitioner.barrier,
+    "xhlo.dot": _Partitioner.dot,
+    "xhlo.reduce": _Partitioner.reduce,
+    "xhlo.while": _Partitioner.while_loop,
+}
