@@ -1,5 +1,5 @@
 """What mlirxla does to a module before IREE compiles it: on one partition sharding annotations
-become identities (there is no SPMD partitioner yet), rng_bit_generator becomes Threefry /
+become identities (the iree backend runs one device), rng_bit_generator becomes Threefry /
 Philox arithmetic (XLA:CPU's bits, which IREE's own lowering would not give), then
 simplification to a fixed point. Fusion, layouts, scheduling and buffers are IREE's."""
 

@@ -59,7 +59,7 @@ def check_single_device(module: ir.Module) -> None:
     if config.device_count > 1:
         raise MlirxlaError(
             f"the module is for {config.replica_count} replica(s) x {config.partition_count} partition(s): "
-            "the iree backend runs a program on one device (there is no SPMD partitioner yet)"
+            "the iree backend runs a program on one device (it runs no collectives)"
         )
 
 

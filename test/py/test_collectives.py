@@ -2,7 +2,10 @@
 `runtime/devices.py`): each op against what numpy computes from every device's operand,
 in the four replica-group modes; results bitwise equal across runs and devices; a device
 that never arrives ends the execution with an error naming the collective and the missing
-devices; a device that fails ends the others' meetings; `mlirxla-run --devices`."""
+devices; a device that fails ends the others' meetings; `mlirxla-run --devices`, and
+`mlirxla-run` on a module sharded over its partitions."""
+
+import pathlib
 
 import numpy as np
 import pytest
@@ -13,6 +16,10 @@ from mlirxla.errors import MlirxlaError
 from mlirxla.runtime import driver
 from mlirxla.runtime.devices import DeviceGrid, execute_on_devices
 from mlirxla.tools import run as run_tool
+
+from .conftest import REPOSITORY
+
+JAX_DATA = pathlib.Path(REPOSITORY) / "test" / "data" / "jax"
 
 ADD = """({
     ^bb0(%a: tensor<f32>, %b: tensor<f32>):
@@ -202,3 +209,25 @@ def test_a_module_for_several_devices_is_run_on_its_grid_only(tmp_path, capsys):
     assert "out of range [0, 1)" in capsys.readouterr().err
     assert run_tool.main([str(program), "--devices", "3", "--backend", "reference"]) == 2
     assert "runs a program on one device" in capsys.readouterr().err
+
+
+SHARDED_PROGRAMS = {  # examples/jax_programs.py: what each computes, in numpy
+    "03_sharded_namedsharding": lambda x, w: np.maximum(x @ w, 0).sum(axis=1),
+    "04_sharded_gspmd_mhlo_sharding": lambda x, w: np.maximum(x @ w, 0).sum(axis=1),
+    "05_shard_map_psum": lambda x: x.sum(),
+}
+
+
+@pytest.mark.parametrize("name", list(SHARDED_PROGRAMS))
+def test_mlirxla_run_partitions_a_sharded_module_and_assembles_its_results(name, tmp_path, capsys):
+    """A program sharded over a 2x2 mesh: mlirxla-run splits the global arguments by their
+    shardings, runs the partitioned program on 4 devices and assembles the global results."""
+    compute = SHARDED_PROGRAMS[name]
+    rng = np.random.default_rng(1)
+    shapes = [(16, 64), (64, 128)][:compute.__code__.co_argcount]
+    arguments = [rng.standard_normal(shape).astype(np.float32) for shape in shapes]
+    np.savez(tmp_path / "inputs.npz", *arguments)
+    status = run_tool.main([str(JAX_DATA / f"{name}.stablehlo.mlir"), "--inputs", str(tmp_path / "inputs.npz"),
+                            "-o", str(tmp_path / "outputs.npz")])
+    assert status == 0 and "on 4 devices (1 replica(s) x 4 partition(s)), partitioned by its shardings" in capsys.readouterr().out
+    np.testing.assert_allclose(np.load(tmp_path / "outputs.npz")["result0"], compute(*arguments), rtol=1e-4, atol=1e-4)

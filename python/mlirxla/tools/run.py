@@ -7,6 +7,7 @@
     mlirxla-run model.mlir --backend iree        # compiled by IREE after mlirxla's simplification
     mlirxla-run model.mlir -o outputs.npz --dump-to dump/   # dump: every pass, kernel and thunk
     mlirxla-run model.mlir --devices 4          # 4 replicas, one thread per device, collectives between
+    mlirxla-run sharded.mlir                     # a module sharded over its partitions: partitioned, global results
     mlirxla-run model.mlir --report report.html  # the compile as one HTML page
     mlirxla-run model.mlir --profile trace.json --repeat 10   # a Perfetto trace; top kernels on stderr
 
@@ -32,6 +33,8 @@ from mlirxla.mlir import ir
 from mlirxla.pipelines.runner import RunOptions
 from mlirxla.backends import registry
 from mlirxla.runtime import checks, driver, literals, memory, oracle, reference
+from mlirxla.runtime.sharded import ShardedExecutable
+from mlirxla.transforms.sharding_remover import partitioning_need
 from mlirxla.report import progress
 
 from . import npz_inputs
@@ -211,16 +214,27 @@ def run_module(arguments, data: bytes, source: str) -> int:
                     raise MlirxlaError(f"--check compares with the reference interpreter, which runs one device, not {grid.device_count}")
                 driver.check_grid(arguments.backend, grid)
                 options = RunOptions(dump_to=arguments.dump_to, backend=arguments.backend, iree_flags=arguments.iree_flags)
-                executable, found_checks, result_types = driver.compile_entry(module, entry, options, arguments.backend)
+                sharded = grid.device_count > 1 and partitioning_need(module) is not None
+                if sharded:
+                    program = ShardedExecutable(module, arguments.backend, options, entry)
+                    executable = program.executable
+                else:
+                    executable, found_checks, result_types = driver.compile_entry(module, entry, options, arguments.backend)
         with context, ir.Location.unknown():
-            executions = driver.run_compiled(module, entry, executable, found_checks, result_types, inputs, grid, arguments.repeat)
-            per_device = [[literals.to_numpy(value) for value in execution.outputs] for execution in executions]
-            verdicts = [checks.judge(execution) for execution in executions]
+            if sharded:  # global arguments split by their shardings, global results assembled
+                for _ in range(arguments.repeat):
+                    per_device, verdicts = [program(inputs)], []
+            else:
+                executions = driver.run_compiled(module, entry, executable, found_checks, result_types, inputs, grid, arguments.repeat)
+                per_device = [[literals.to_numpy(value) for value in execution.outputs] for execution in executions]
+                verdicts = [checks.judge(execution) for execution in executions]
             outputs = per_device[0]
 
     how = HOW.get(arguments.backend, f"compiled by the {arguments.backend} backend and ran")
     on_devices = f" on {grid.device_count} devices ({grid.replica_count} replica(s) x {grid.partition_count} partition(s))" \
         if grid.device_count > 1 else ""
+    if sharded:
+        on_devices += ", partitioned by its shardings (global results)"
     print(f"{source}: imported ({imported.form}{', StableHLO v' + imported.artifact_version if imported.artifact_version else ''}), "
           f"verified, {how} @{entry}{on_devices}")
     for device, device_outputs in enumerate(per_device):
