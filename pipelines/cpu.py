@@ -1,6 +1,7 @@
 """The CPU compiler's pipeline, stage by stage (XLA's cpu_compiler.cc, as a readable list).
 
-    sharding removal (one partition: sharding annotations are identities), rng_bit_generator
+    sharding removal (one partition: sharding annotations are identities; a program manual over
+    every device takes its per-device parameters and results), rng_bit_generator
     expansion (Threefry and Philox as integer arithmetic, XLA:CPU's bits)
  -> simplification (to a fixed point)
  -> layout assignment, then removal of the copies it made unnecessary
@@ -18,6 +19,7 @@ from mlirxla.transforms.buffer_assignment import BufferAssignmentPass
 from mlirxla.transforms.copy_insertion import CopyInsertionPass
 from mlirxla.transforms.copy_removal import CopyRemovalPass
 from mlirxla.transforms.layout_assignment import LayoutAssignmentPass
+from mlirxla.transforms.manual_partitioner import ManualPartitionerPass
 from mlirxla.transforms.multi_output_fusion import MultiOutputFusionPass
 from mlirxla.transforms.output_fusion import OutputFusionPass
 from mlirxla.transforms.priority_fusion import PriorityFusionPass
@@ -33,6 +35,7 @@ def cpu_pipeline() -> Pipeline:
     return (
         Pipeline("cpu")
         .add(ShardingRemoverPass())
+        .add(ManualPartitionerPass())
         .add(RngBitGeneratorExpanderPass())
         .fixed_point(simplification_pipeline(), max_iterations=25)
         .add(LayoutAssignmentPass())
