@@ -1,9 +1,10 @@
 """The CPU compiler's pipeline, stage by stage (XLA's cpu_compiler.cc, as a readable list).
 
-    sharding removal (one partition: sharding annotations are identities); on several
-    partitions with shardings, sharding propagation then the SPMD partitioner (each
-    partition's program, local shapes and collectives); rng_bit_generator expansion
-    (Threefry and Philox as integer arithmetic, XLA:CPU's bits)
+    sharding removal (one partition: sharding annotations are identities; a program manual over
+    every device takes its per-device parameters and results); on several partitions with
+    shardings, sharding propagation then the SPMD partitioner (each partition's program, local
+    shapes and collectives); rng_bit_generator expansion (Threefry and Philox as integer
+    arithmetic, XLA:CPU's bits)
  -> simplification (to a fixed point)
  -> layout assignment, then removal of the copies it made unnecessary
  -> priority fusion (what becomes a kernel), then multi-output fusion (siblings sharing an
@@ -20,6 +21,7 @@ from mlirxla.transforms.buffer_assignment import BufferAssignmentPass
 from mlirxla.transforms.copy_insertion import CopyInsertionPass
 from mlirxla.transforms.copy_removal import CopyRemovalPass
 from mlirxla.transforms.layout_assignment import LayoutAssignmentPass
+from mlirxla.transforms.manual_partitioner import ManualPartitionerPass
 from mlirxla.transforms.multi_output_fusion import MultiOutputFusionPass
 from mlirxla.transforms.output_fusion import OutputFusionPass
 from mlirxla.transforms.priority_fusion import PriorityFusionPass
@@ -37,6 +39,7 @@ def cpu_pipeline() -> Pipeline:
     return (
         Pipeline("cpu")
         .add(ShardingRemoverPass())
+        .add(ManualPartitionerPass())
         .add(ShardingPropagationPass())
         .add(SpmdPartitionerPass())
         .add(RngBitGeneratorExpanderPass())

@@ -74,6 +74,8 @@ class ExecutablePlan:
     constants: dict[int, np.ndarray]  # allocation -> bytes (uint8)
     thunks: list = field(default_factory=list)
     backend: str = "cpu"  # whose code the thunks call (the registry's name)
+    replica_count: int = 1  # the grid of devices the program is written for (each runs the plan)
+    partition_count: int = 1
 
     def to_json(self) -> dict:
         return {
@@ -84,6 +86,7 @@ class ExecutablePlan:
             "allocation_kinds": self.allocation_kinds,
             "constants": {str(k): base64.b64encode(v.tobytes()).decode() for k, v in self.constants.items()},
             "thunks": [t.to_json() for t in self.thunks],
+            "grid": [self.replica_count, self.partition_count],
         }
 
     @classmethod
@@ -96,6 +99,8 @@ class ExecutablePlan:
             {int(k): np.frombuffer(base64.b64decode(v), np.uint8).copy() for k, v in data["constants"].items()},
             [thunk_kinds.from_json(t) for t in data["thunks"]],
             data["backend"],
+            # compile caches written before plans kept their grid hold single-device plans
+            *(int(count) for count in data.get("grid", (1, 1))),
         )
 
     def describe(self, decisions: list[str] = ()) -> str:

@@ -25,6 +25,7 @@ PASSES = {
     "xhlo-batch-slice-fusion": "batch_slice_fusion:BatchSliceFusionPass",
     "xhlo-rng-bit-generator-expander": "rng_bit_generator_expander:RngBitGeneratorExpanderPass",
     "xhlo-sharding-remover": "sharding_remover:ShardingRemoverPass",
+    "xhlo-manual-partitioner": "manual_partitioner:ManualPartitionerPass",
     "xhlo-sharding-propagation": "sharding_propagation:ShardingPropagationPass",
     "xhlo-spmd-partitioner": "spmd_partitioner:SpmdPartitionerPass",
     "xhlo-layout-assignment": "layout_assignment:LayoutAssignmentPass",

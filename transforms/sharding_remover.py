@@ -7,7 +7,8 @@ its edges with `@SPMDFullToShardShape` / `@SPMDShardToFullShape`. When the modul
 single partition each of them returns its operand: its uses read the operand instead and the
 call goes. On more partitions they are left for the SPMD partitioner, as is every
 `xhlo.sharding` attribute on other ops; `partitioning_need` says what in a module for several
-partitions needs one (a module without such annotations is already each device's program). The oracle (`runtime/oracle.py`) forwards the
+partitions needs one (a module without such annotations is already each device's program,
+and one manual over every device becomes it by `xhlo-manual-partitioner`). The oracle (`runtime/oracle.py`) forwards the
 StableHLO form of the same calls with `forward_annotations`. Changed: any annotation removed.
 """
 
@@ -21,6 +22,7 @@ from mlirxla.ir_queries import first_op_where, module_functions, ops_where
 from mlirxla.mlir import ir
 
 from .erasure import erase, live_ops
+from .manual_partitioner import ManualProgram, manual_program
 from .pass_base import ModulePass
 
 ANNOTATIONS = frozenset({"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape"})
@@ -68,10 +70,13 @@ def partitioning_need(module: ir.Module) -> str | None:
     annotation or a tiled `xhlo.sharding`; None when every device runs the module as written."""
     if read_config(module).partition_count == 1:
         return None
+    program = manual_program(module)
+    if isinstance(program, ManualProgram):
+        return None
     annotation = first_op_where(module, is_annotation)
     if annotation is not None:
         target = ir.StringAttr(annotation.attributes["call_target_name"]).value
-        return f"its @{target} annotation at {location_text(annotation.location)}"
+        return f"its @{target} annotation at {location_text(annotation.location)} ({program})"
     if (value := tiled_function_value(module)) is not None:
         return value
     tiled = first_op_where(module, lambda op: SHARDING in op.attributes and is_tiled(op.attributes[SHARDING]))

@@ -17,7 +17,7 @@ code) out (XLA's CpuCompiler: RunHloPasses, then RunBackend).
 from dataclasses import dataclass
 
 from mlirxla import phases
-from mlirxla.dialects.xhlo.config import read_config
+from mlirxla.dialects.xhlo.config import ModuleConfig, read_config
 from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import entry_function
 from mlirxla.mlir import ir
@@ -54,7 +54,7 @@ def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pi
         check_layouts(module)
         with erasure.stage("cpu backend thunk emission"), phases.phase("backend", "thunk emission"):
             emission = ThunkEmitter(module).emit()
-        plan = plan_of(emission)
+        plan = plan_of(emission, read_config(module))
         phases.publish("kernel-count", len(emission.kernels))
         kernels = []
         for spec in emission.kernels:
@@ -153,7 +153,7 @@ def dump_kernels(dumps: DumpWriter, kernels: list[CompiledKernel]) -> None:
         dumps.write(f"{kernel.symbol}.ir-with-opt.ll", kernel.optimized.ir_with_opt)
 
 
-def plan_of(emission: Emission) -> ExecutablePlan:
+def plan_of(emission: Emission, config: ModuleConfig) -> ExecutablePlan:
     return ExecutablePlan(
         parameters=emission.parameters,
         outputs=emission.outputs,
@@ -161,4 +161,6 @@ def plan_of(emission: Emission) -> ExecutablePlan:
         allocation_kinds=emission.allocation_kinds,
         constants=emission.constants,
         thunks=emission.thunks,
+        replica_count=config.replica_count,
+        partition_count=config.partition_count,
     )

@@ -3,7 +3,9 @@ module while it discovers backends and calls `initialize`, which registers the P
 library under the platform name `mlirxla`. Then `jax.devices("mlirxla")` lists its devices
 and `JAX_PLATFORMS=mlirxla` makes it the default backend.
 
-`MLIRXLA_NUM_DEVICES` (default 1) sets how many virtual CPU devices the client shows.
+`MLIRXLA_NUM_DEVICES` (default 1) sets how many virtual CPU devices the client shows (jax's
+`jax_num_cpu_devices` is its cpu backend's alone); `jax.config.update(
+"jax_pjrt_client_create_options", "num_devices:8")` before the first use of jax does too.
 """
 
 import functools
@@ -30,8 +32,10 @@ def initialize() -> None:
     path = library_path()
     if not os.path.exists(path):
         raise RuntimeError(f"mlirxla's PJRT plugin is not built ({path} is missing): reinstall mlirxla")
+    # read when jax creates the client, not at plugin discovery, so that a program may set it
+    # after importing jax; jax adds `jax_pjrt_client_create_options` ("num_devices:8") on top
     xla_bridge.register_plugin(PLATFORM, priority=PRIORITY, library_path=path,
-                               options={"num_devices": int(os.environ.get("MLIRXLA_NUM_DEVICES", "1"))})
+                               options=lambda: {"num_devices": int(os.environ.get("MLIRXLA_NUM_DEVICES", "1"))})
     # jax keeps the platforms that honour donate_argnums in a private list, and drops donation
     # (with a warning) for any platform not in it; the plugin implements donation
     if PLATFORM not in mlir._platforms_with_donation:

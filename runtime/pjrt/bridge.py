@@ -10,6 +10,7 @@ else a copy; the C side copies results out of the array's memory itself.
 
 import ctypes
 import os
+from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
@@ -18,9 +19,11 @@ from mlirxla.backends import registry
 from mlirxla.errors import MlirxlaError
 from mlirxla.mlir import stablehlo
 from mlirxla.runtime.client import Client, LoadedExecutable
+from mlirxla.runtime.devices import DeviceGrid, execute_on_devices
+from mlirxla.runtime.executable import Executable
 
 from . import serialization
-from .compile_options import assigned_device, compile_options_from_proto
+from .compile_options import BuildGrid, build_grid, compile_options_from_proto
 
 NUM_DEVICES_OPTION = "num_devices"
 
@@ -47,25 +50,48 @@ def create_client(options: dict) -> tuple[Client, int, str]:
 
 
 def compile(client: Client, code: bytes, program_format: str,
-            options: bytes | None) -> tuple[LoadedExecutable, int, bytes, bytes]:
-    """(executable, the device it is compiled for, the program, the compile options): the C
-    side keeps the program and options for OptimizedProgram, Serialize and the cost analysis."""
+            options: bytes | None) -> tuple[LoadedExecutable, tuple[int, ...], bytes, bytes]:
+    """(executable, the devices it runs on by flattened id, the program, the compile options):
+    the C side keeps the program and options for OptimizedProgram, Serialize and the cost
+    analysis."""
     if program_format != "mlir":
         raise MlirxlaError(f"mlirxla compiles programs in format 'mlir' (StableHLO), not '{program_format}'")
-    device = assigned_device(options)
-    return client.compile(code, compile_options_from_proto(options)), device, code, options or b""
+    grid = build_grid(options)
+    loaded = client.compile(code, compile_options_from_proto(options))
+    return loaded, executable_devices(loaded, grid), code, options or b""
 
 
-def serialize(executable: LoadedExecutable, program: bytes, options: bytes, device: int) -> bytes:
-    return serialization.serialize(serialization.SerializedExecutable(executable, device, program, options))
+def executable_devices(loaded: LoadedExecutable, grid: BuildGrid) -> tuple[int, ...]:
+    """The devices the executable runs on, by flattened id: those the build options assign,
+    else the first ones. The program's own grid (mhlo.num_replicas / mhlo.num_partitions)
+    and the options' counts must agree."""
+    plan = loaded.executable.plan
+    program = (plan.replica_count, plan.partition_count)
+    asked = (grid.replica_count or program[0], grid.partition_count or program[1])
+    if asked != program:
+        raise MlirxlaError(f"the program is for {program[0]} replica(s) x {program[1]} partition(s) (mhlo.num_replicas, "
+                           f"mhlo.num_partitions) but its compile options ask for {asked[0]} x {asked[1]}")
+    count = program[0] * program[1]
+    if count > 1 and not loaded.client.backend.runs_collectives:
+        raise MlirxlaError(f"the {loaded.client.backend.name} backend runs a program on one device, not on {count}")
+    devices = grid.devices or tuple(range(count))
+    if len(devices) != count:
+        raise MlirxlaError(f"the compile options assign {len(devices)} device(s) to {program[0]} replica(s) x {program[1]} partition(s)")
+    if len(set(devices)) != count:
+        raise MlirxlaError(f"the compile options assign a device twice: {list(devices)}")
+    return devices
 
 
-def deserialize(client: Client, data: bytes, overriding_options: bytes | None) -> tuple[LoadedExecutable, int, bytes, bytes]:
+def serialize(executable: LoadedExecutable, program: bytes, options: bytes, devices: tuple[int, ...]) -> bytes:
+    return serialization.serialize(serialization.SerializedExecutable(executable, tuple(devices), program, options))
+
+
+def deserialize(client: Client, data: bytes, overriding_options: bytes | None) -> tuple[LoadedExecutable, tuple[int, ...], bytes, bytes]:
     """What `compile` returns, for a serialized executable; compile options given at load time
-    choose the device (the code is compiled already)."""
+    choose the devices (the code is compiled already)."""
     loaded = serialization.deserialize(client, data)
-    device = assigned_device(overriding_options) if overriding_options else loaded.device
-    return loaded.executable, device, loaded.program, loaded.options
+    devices = executable_devices(loaded.executable, build_grid(overriding_options)) if overriding_options else loaded.devices
+    return loaded.executable, devices, loaded.program, loaded.options
 
 
 def cost_analysis(program: bytes, options: bytes) -> list[tuple[str, float]]:
@@ -87,11 +113,13 @@ def cost_analysis(program: bytes, options: bytes) -> list[tuple[str, float]]:
             return module_cost(module).properties()
 
 
-def executable_info(executable: LoadedExecutable) -> tuple[str, str, list, tuple[int, ...]]:
-    """(name, fingerprint, [(element type name, dims)] per output, donatable parameters)."""
+def executable_info(executable: LoadedExecutable) -> tuple[str, str, list, tuple[int, ...], int, int]:
+    """(name, fingerprint, [(element type name, dims)] per output, donatable parameters,
+    replica count, partition count)."""
     plan = executable.executable.plan
     outputs = [(np.dtype(spec.dtype).name, tuple(spec.shape)) for _, spec in plan.outputs]
-    return "main", executable.fingerprint, outputs, tuple(sorted(executable.executable.written_parameters))
+    return ("main", executable.fingerprint, outputs, tuple(sorted(executable.executable.written_parameters)),
+            plan.replica_count, plan.partition_count)
 
 
 def memory_stats(executable: LoadedExecutable) -> tuple[int, int, int, int, int]:
@@ -156,6 +184,29 @@ def execute(executable: LoadedExecutable, arrays: list, addresses: list, donated
     """Run on one device's arguments (and their addresses); the `donated` parameters' memory
     may be written."""
     return executable.executable.execute(arrays, donated=frozenset(donated), addresses=addresses)
+
+
+@dataclass(frozen=True)
+class DeviceRun:
+    """One device's part of an execution over several: its donated parameters and addresses."""
+
+    executable: Executable
+    donated: frozenset
+    addresses: list
+
+    def execute(self, arrays: list) -> list:
+        return self.executable.execute(arrays, donated=self.donated, addresses=self.addresses)
+
+
+def execute_devices(executable: LoadedExecutable, arrays: list, addresses: list, donated: list) -> list:
+    """Run on every device of the executable's grid at once, one thread per device (their
+    collectives meet): `arrays[d]`, `addresses[d]`, `donated[d]` are device d's, by flattened
+    id; the outputs per device. The C side holds the GIL while waiting here; the device
+    threads take turns with it, and the kernels run without it."""
+    inner = executable.executable
+    grid = DeviceGrid(inner.plan.replica_count, inner.plan.partition_count)
+    runs = [DeviceRun(inner, frozenset(indices), list(at)) for indices, at in zip(donated, addresses)]
+    return execute_on_devices(runs, arrays, grid)
 
 
 # jax's profiler, through the plugin's PJRT profiler extension (`report/xspace.py`): create,

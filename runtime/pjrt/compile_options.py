@@ -11,20 +11,21 @@ XLA's debug options with an equivalent here, under their XLA names:
 - `xla_disable_hlo_passes`: passes (or pipelines) to skip, comma-separated.
 
 Any other option is refused by name, as XLA refuses an option it does not know. Of the
-build options only the device assignment is read (`assigned_device`: a program runs on the
-one device it names); the rest (argument layouts, replica and partition counts) is not:
-executables are single-device and row-major. The proto is read with a small wire-format reader (varints and length-delimited
+build options the replica and partition counts and the device assignment are read
+(`build_grid`: the devices a program runs on); the rest (argument layouts among them) is not:
+executables are row-major. The proto is read with a small wire-format reader (varints and length-delimited
 fields), so no protobuf package is needed.
 """
 
 import os
 import shlex
+from dataclasses import dataclass, replace
 
 from mlirxla.errors import MlirxlaError
 from mlirxla.runtime.client import CompileOptions
 
 BUILD_OPTIONS, ENV_OPTION_OVERRIDES = 3, 7  # CompileOptionsProto
-DEVICE_ASSIGNMENT = 9  # ExecutableBuildOptionsProto
+NUM_REPLICAS, NUM_PARTITIONS, DEVICE_ASSIGNMENT = 4, 5, 9  # ExecutableBuildOptionsProto
 COMPUTATION_DEVICES, REPLICA_DEVICE_IDS = 3, 1  # DeviceAssignmentProto, its ComputationDevice
 MAP_KEY, MAP_VALUE = 1, 2
 STRING_FIELD, BOOL_FIELD, INT_FIELD = 1, 2, 3
@@ -84,20 +85,42 @@ def submessages(data: bytes, number: int):
     return [value for field, wire_type, value in fields(data) if field == number and wire_type == LENGTH_DELIMITED]
 
 
-def assigned_device(proto: bytes | None) -> int:
-    """The device the program is compiled for: the build options' device assignment (one
-    replica of one computation), device 0 when there is none."""
-    devices = []
+@dataclass(frozen=True)
+class BuildGrid:
+    """What the build options say of the devices: the replica and partition counts (0 when not
+    given) and the device of each (replica, partition) by flattened id, `replica *
+    partition_count + partition` (empty when no device assignment is given)."""
+
+    replica_count: int = 0
+    partition_count: int = 0
+    devices: tuple[int, ...] = ()
+
+
+def build_grid(proto: bytes | None) -> BuildGrid:
+    """The build options' replica and partition counts and device assignment. The assignment
+    holds one ComputationDevice per partition, each listing the device of every replica."""
+    grid = BuildGrid()
     for build in submessages(proto or b"", BUILD_OPTIONS):
+        for number, wire_type, value in fields(build):
+            if number == NUM_REPLICAS and wire_type == VARINT:
+                grid = replace(grid, replica_count=value)
+            elif number == NUM_PARTITIONS and wire_type == VARINT:
+                grid = replace(grid, partition_count=value)
         for assignment in submessages(build, DEVICE_ASSIGNMENT):
-            for computation in submessages(assignment, COMPUTATION_DEVICES):
-                for field, wire_type, value in fields(computation):
-                    if field != REPLICA_DEVICE_IDS:
-                        continue
-                    devices += packed_varints(value) if wire_type == LENGTH_DELIMITED else [value]
-    if len(devices) > 1:
-        raise MlirxlaError(f"mlirxla runs a program on one device, not on the {len(devices)} of its device assignment")
-    return devices[0] if devices else 0
+            columns = [replica_devices(computation) for computation in submessages(assignment, COMPUTATION_DEVICES)]
+            if any(len(column) != len(columns[0]) for column in columns):
+                raise MlirxlaError("compile options: the device assignment's computations list different numbers of replicas")
+            if columns:
+                grid = replace(grid, devices=tuple(column[replica] for replica in range(len(columns[0])) for column in columns))
+    return grid
+
+
+def replica_devices(computation: bytes) -> list[int]:
+    devices = []
+    for field, wire_type, value in fields(computation):
+        if field == REPLICA_DEVICE_IDS:
+            devices += packed_varints(value) if wire_type == LENGTH_DELIMITED else [value]
+    return devices
 
 
 def packed_varints(data: bytes) -> list[int]:

@@ -1051,7 +1051,10 @@ struct PJRT_Executable {
   size_t program_size;
   char* options; /* the CompileOptionsProto it was compiled with */
   size_t options_size;
-  int device_id; /* the device its compile options assigned */
+  int* device_ids; /* the devices its compile options assigned, by flattened id (replica * partitions + partition) */
+  size_t device_count;
+  int replica_count;
+  int partition_count;
   bool cost_analyzed; /* the cost properties are filled in (on first request, with the GIL) */
   PJRT_NamedValue* cost_properties;
   size_t cost_property_count;
@@ -1060,7 +1063,8 @@ struct PJRT_Executable {
 struct PJRT_LoadedExecutable {
   PJRT_Executable* executable;
   PJRT_Client* client;
-  PJRT_Device* devices[1]; /* the device its compile options assigned */
+  PJRT_Device** devices; /* the executable's devices, by flattened id */
+  size_t device_count;
   bool deleted;
 };
 
@@ -1089,17 +1093,19 @@ static void free_executable(PJRT_Executable* executable) {
   free(executable->donatable);
   free(executable->program);
   free(executable->options);
+  free(executable->device_ids);
   for (size_t i = 0; i < executable->cost_property_count; ++i) free((char*)executable->cost_properties[i].name);
   free(executable->cost_properties);
   free(executable);
 }
 
-/* The executable's name, fingerprint, outputs and donatable parameters, from the bridge. */
+/* The executable's name, fingerprint, outputs, donatable parameters and grid, from the bridge. */
 static bool describe_executable(PJRT_Executable* executable) {
   PyObject* info = call_bridge("executable_info", "(O)", executable->runtime);
   const char *name = NULL, *fingerprint = NULL;
   PyObject *outputs = NULL, *donatable = NULL;
-  if (info == NULL || !PyArg_ParseTuple(info, "ssOO", &name, &fingerprint, &outputs, &donatable)) {
+  if (info == NULL || !PyArg_ParseTuple(info, "ssOOii", &name, &fingerprint, &outputs, &donatable, &executable->replica_count,
+                                        &executable->partition_count)) {
     Py_XDECREF(info);
     return false;
   }
@@ -1138,17 +1144,29 @@ static bool describe_executable(PJRT_Executable* executable) {
 }
 
 /* A loaded executable from what the bridge compiled or deserialized, with the GIL held: the
- * tuple (runtime executable, device id, program bytes, compile options bytes). */
+ * tuple (runtime executable, device ids by flattened id, program bytes, compile options bytes). */
 static PJRT_Error* load_executable(PJRT_Client* client, PyObject* made, PJRT_LoadedExecutable** loaded) {
-  PyObject* runtime = NULL;
-  int device_id = 0;
+  PyObject *runtime = NULL, *device_ids = NULL;
   const char *program = NULL, *options = NULL;
   Py_ssize_t program_size = 0, options_size = 0;
-  if (!PyArg_ParseTuple(made, "Oiy#y#", &runtime, &device_id, &program, &program_size, &options, &options_size))
+  if (!PyArg_ParseTuple(made, "OOy#y#", &runtime, &device_ids, &program, &program_size, &options, &options_size))
     return python_error();
-  PJRT_Device* device = NULL;
-  PJRT_Error* error = client_device(client, device_id, &device);
-  if (error) return error;
+  PyObject* ids = PySequence_Fast(device_ids, "the bridge's device ids are not a sequence");
+  if (ids == NULL) return python_error();
+  size_t device_count = (size_t)PySequence_Fast_GET_SIZE(ids);
+  PJRT_Device** devices = calloc(device_count + 1, sizeof(PJRT_Device*));
+  int* device_id_list = calloc(device_count + 1, sizeof(int));
+  PJRT_Error* error = NULL;
+  for (size_t d = 0; !error && d < device_count; ++d) {
+    device_id_list[d] = (int)PyLong_AsLong(PySequence_Fast_GET_ITEM(ids, (Py_ssize_t)d));
+    error = PyErr_Occurred() ? python_error() : client_device(client, device_id_list[d], &devices[d]);
+  }
+  Py_DECREF(ids);
+  if (error) {
+    free(devices);
+    free(device_id_list);
+    return error;
+  }
   PJRT_Executable* executable = calloc(1, sizeof(PJRT_Executable));
   Py_INCREF(runtime);
   executable->runtime = runtime;
@@ -1156,16 +1174,19 @@ static PJRT_Error* load_executable(PJRT_Client* client, PyObject* made, PJRT_Loa
   executable->program_size = (size_t)program_size;
   executable->options = copy_bytes(options, (size_t)options_size);
   executable->options_size = (size_t)options_size;
-  executable->device_id = device_id;
+  executable->device_ids = device_id_list;
+  executable->device_count = device_count;
   if (!describe_executable(executable)) {
     error = python_error();
     free_executable(executable);
+    free(devices);
     return error;
   }
   *loaded = calloc(1, sizeof(PJRT_LoadedExecutable));
   (*loaded)->executable = executable;
   (*loaded)->client = client;
-  (*loaded)->devices[0] = device;
+  (*loaded)->devices = devices;
+  (*loaded)->device_count = device_count;
   return NULL;
 }
 
@@ -1194,6 +1215,7 @@ static PJRT_Error* executable_destroy(PJRT_Executable_Destroy_Args* args) {
 
 static PJRT_Error* loaded_destroy(PJRT_LoadedExecutable_Destroy_Args* args) {
   free_executable(args->executable->executable);
+  free(args->executable->devices);
   free(args->executable);
   return NULL;
 }
@@ -1205,7 +1227,7 @@ static PJRT_Error* loaded_get_executable(PJRT_LoadedExecutable_GetExecutable_Arg
 
 static PJRT_Error* loaded_addressable_devices(PJRT_LoadedExecutable_AddressableDevices_Args* args) {
   SET(args, addressable_devices, args->executable->devices);
-  SET(args, num_addressable_devices, 1);
+  SET(args, num_addressable_devices, args->executable->device_count);
   return NULL;
 }
 
@@ -1225,13 +1247,17 @@ static PJRT_Error* loaded_fingerprint(PJRT_LoadedExecutable_Fingerprint_Args* ar
   return NULL;
 }
 
-/* DeviceAssignmentProto{replica_count: 1, computation_count: 1, computation_devices: [{replica_device_ids: [id]}]} */
+/* DeviceAssignmentProto{replica_count: R, computation_count: P, computation_devices: one per
+ * partition, {replica_device_ids: the device of each replica}} */
 struct PJRT_DeviceAssignmentSerialized {
-  char bytes[24];
+  char* bytes;
   size_t size;
 };
 
-static void free_device_assignment(PJRT_DeviceAssignmentSerialized* assignment) { free(assignment); }
+static void free_device_assignment(PJRT_DeviceAssignmentSerialized* assignment) {
+  free(assignment->bytes);
+  free(assignment);
+}
 
 static size_t write_varint(char* out, uint64_t value) {
   size_t size = 0;
@@ -1243,14 +1269,31 @@ static size_t write_varint(char* out, uint64_t value) {
 }
 
 static PJRT_Error* loaded_get_device_assignment(PJRT_LoadedExecutable_GetDeviceAssignment_Args* args) {
+  const PJRT_LoadedExecutable* loaded = args->executable;
+  const PJRT_Executable* executable = loaded->executable;
+  size_t replicas = (size_t)executable->replica_count, partitions = (size_t)executable->partition_count;
   PJRT_DeviceAssignmentSerialized* assignment = calloc(1, sizeof(PJRT_DeviceAssignmentSerialized));
-  char device[10];
-  size_t device_size = write_varint(device, (uint64_t)args->executable->devices[0]->description.id);
+  /* every varint fits in 10 bytes; each computation adds a key, a length and a key per replica */
+  assignment->bytes = malloc(24 + partitions * (12 + replicas * 11));
   char* out = assignment->bytes;
-  const char header[] = {0x08, 0x01, 0x10, 0x01, 0x1a, (char)(1 + device_size), 0x08};
-  memcpy(out, header, sizeof(header));
-  memcpy(out + sizeof(header), device, device_size);
-  assignment->size = sizeof(header) + device_size;
+  out[0] = 0x08;
+  out += 1 + write_varint(out + 1, replicas);
+  out[0] = 0x10;
+  out += 1 + write_varint(out + 1, partitions);
+  char* ids = malloc(replicas * 11 + 1);
+  for (size_t p = 0; p < partitions; ++p) {
+    size_t size = 0;
+    for (size_t r = 0; r < replicas; ++r) {
+      ids[size++] = 0x08;
+      size += write_varint(ids + size, (uint64_t)loaded->devices[r * partitions + p]->description.id);
+    }
+    out[0] = 0x1a;
+    out += 1 + write_varint(out + 1, size);
+    memcpy(out, ids, size);
+    out += size;
+  }
+  free(ids);
+  assignment->size = (size_t)(out - assignment->bytes);
   SET(args, serialized_bytes, assignment->bytes);
   SET(args, serialized_bytes_size, assignment->size);
   SET(args, serialized_device_assignment, assignment);
@@ -1268,15 +1311,21 @@ static void free_serialized_executable(PJRT_SerializedExecutable* serialized) {
   free(serialized);
 }
 
-/* The bridge's serialization: plan, object code, program, compile options and device. */
+/* The bridge's serialization: plan, object code, program, compile options and devices. */
 static PJRT_Error* executable_serialize(PJRT_Executable_Serialize_Args* args) {
   REQUIRE_FIELD(args, serialized_executable_deleter, "PJRT_Executable_Serialize");
   const PJRT_Executable* executable = args->executable;
   PyGILState_STATE state = PyGILState_UNLOCKED;
   PJRT_Error* error = enter_python(&state);
   if (error) return error;
-  PyObject* data = call_bridge("serialize", "(Oy#y#i)", executable->runtime, executable->program, (Py_ssize_t)executable->program_size,
-                               executable->options, (Py_ssize_t)executable->options_size, executable->device_id);
+  PyObject* devices = PyTuple_New((Py_ssize_t)executable->device_count);
+  for (size_t d = 0; devices && d < executable->device_count; ++d)
+    PyTuple_SET_ITEM(devices, (Py_ssize_t)d, PyLong_FromLong(executable->device_ids[d]));
+  PyObject* data = devices ? call_bridge("serialize", "(Oy#y#O)", executable->runtime, executable->program,
+                                         (Py_ssize_t)executable->program_size, executable->options,
+                                         (Py_ssize_t)executable->options_size, devices)
+                           : NULL;
+  Py_XDECREF(devices);
   char* bytes = NULL;
   Py_ssize_t size = 0;
   PJRT_SerializedExecutable* serialized = NULL;
@@ -1298,7 +1347,7 @@ static PJRT_Error* executable_serialize(PJRT_Executable_Serialize_Args* args) {
 }
 
 /* What PJRT_Executable_Serialize wrote, loaded on this client; compile options given here
- * choose the device (the code is compiled already). */
+ * choose the devices (the code is compiled already). */
 static PJRT_Error* executable_deserialize_and_load(PJRT_Executable_DeserializeAndLoad_Args* args) {
   REQUIRE_FIELD(args, loaded_executable, "PJRT_Executable_DeserializeAndLoad");
   bool overriding = HAS_FIELD(args, overridden_serialized_compile_options_size) && args->overridden_serialized_compile_options != NULL;
@@ -1338,12 +1387,12 @@ static PJRT_Error* executable_fingerprint(PJRT_Executable_Fingerprint_Args* args
 }
 
 static PJRT_Error* executable_num_replicas(PJRT_Executable_NumReplicas_Args* args) {
-  SET(args, num_replicas, 1);
+  SET(args, num_replicas, (size_t)args->executable->replica_count);
   return NULL;
 }
 
 static PJRT_Error* executable_num_partitions(PJRT_Executable_NumPartitions_Args* args) {
-  SET(args, num_partitions, 1);
+  SET(args, num_partitions, (size_t)args->executable->partition_count);
   return NULL;
 }
 
@@ -1482,68 +1531,126 @@ static bool is_donated(const PJRT_Executable* executable, const PJRT_ExecuteOpti
   return true;
 }
 
-/* One device's execution: its arguments' arrays in, output buffers out. */
-static PJRT_Error* execute_on(PJRT_LoadedExecutable* loaded, const PJRT_ExecuteOptions* options, PJRT_Buffer* const* arguments,
-                              size_t argument_count, PJRT_Buffer** outputs, PJRT_Device* device) {
-  PJRT_Executable* executable = loaded->executable;
-  for (size_t i = 0; i < argument_count; ++i)
-    if (is_gone(arguments[i]))
-      return new_error(PJRT_Error_Code_INVALID_ARGUMENT, "mlirxla: argument %zu of %s is a deleted (or donated) buffer", i,
-                       executable->name);
-  PyGILState_STATE state = PyGILState_UNLOCKED;
-  PJRT_Error* error = enter_python(&state);
-  if (error) return error;
-  PyObject* arrays = PyList_New((Py_ssize_t)argument_count);
-  PyObject* addresses = PyList_New((Py_ssize_t)argument_count);
-  PyObject* donated = PyList_New(0);
+/* One device's arguments as the bridge takes them, with the GIL held: new lists of their
+ * arrays, their addresses and the indices of those donated. */
+static void argument_lists(const PJRT_Executable* executable, const PJRT_ExecuteOptions* options, PJRT_Buffer* const* arguments,
+                           size_t argument_count, PyObject** arrays, PyObject** addresses, PyObject** donated) {
+  *arrays = PyList_New((Py_ssize_t)argument_count);
+  *addresses = PyList_New((Py_ssize_t)argument_count);
+  *donated = PyList_New(0);
   for (size_t i = 0; i < argument_count; ++i) {
     Py_INCREF(arguments[i]->array);
-    PyList_SET_ITEM(arrays, (Py_ssize_t)i, arguments[i]->array);
-    PyList_SET_ITEM(addresses, (Py_ssize_t)i, PyLong_FromUnsignedLongLong((unsigned long long)arguments[i]->address));
+    PyList_SET_ITEM(*arrays, (Py_ssize_t)i, arguments[i]->array);
+    PyList_SET_ITEM(*addresses, (Py_ssize_t)i, PyLong_FromUnsignedLongLong((unsigned long long)arguments[i]->address));
     if (is_donated(executable, options, (int64_t)i)) {
       PyObject* index = PyLong_FromSize_t(i);
-      PyList_Append(donated, index);
+      PyList_Append(*donated, index);
       Py_DECREF(index);
     }
   }
-  PyObject* results = call_bridge("execute", "(OOOO)", executable->runtime, arrays, addresses, donated);
-  Py_DECREF(arrays);
-  Py_DECREF(addresses);
-  if (results == NULL || (size_t)PyList_Size(results) != executable->output_count) {
-    if (results != NULL) PyErr_SetString(PyExc_RuntimeError, "the bridge returned the wrong number of outputs");
-    error = python_error();
+}
+
+/* Output buffers on `device` for one device's results (a list of arrays), with the GIL held;
+ * on failure none are left. */
+static PJRT_Error* output_buffers(const PJRT_Executable* executable, PyObject* results, PJRT_Buffer** outputs, PJRT_Device* device) {
+  if (!PyList_Check(results) || (size_t)PyList_Size(results) != executable->output_count) {
+    PyErr_SetString(PyExc_RuntimeError, "the bridge returned the wrong number of outputs");
+    return python_error();
   }
-  for (size_t k = 0; !error && k < executable->output_count; ++k) {
+  for (size_t k = 0; k < executable->output_count; ++k) {
     PyObject* array = PyList_GetItem(results, (Py_ssize_t)k);
     Py_INCREF(array);
     outputs[k] = new_buffer(array, executable->output_types[k], device);
     if (outputs[k] == NULL) {
       Py_DECREF(array);
-      error = python_error();
+      PJRT_Error* error = python_error();
+      for (size_t made = 0; made < k; ++made) free_buffer(outputs[made]);
+      return error;
     }
   }
-  if (!error)
-    for (Py_ssize_t i = 0; i < PyList_Size(donated); ++i) {
-      PJRT_Buffer* argument = arguments[PyLong_AsSsize_t(PyList_GetItem(donated, i))];
-      argument->deleted = true;
-      drop_array(argument);
-    }
+  return NULL;
+}
+
+/* The donated arguments are consumed: their buffers now belong to the outputs. */
+static void consume_donated(PJRT_Buffer* const* arguments, PyObject* donated) {
+  for (Py_ssize_t i = 0; i < PyList_Size(donated); ++i) {
+    PJRT_Buffer* argument = arguments[PyLong_AsSsize_t(PyList_GetItem(donated, i))];
+    argument->deleted = true;
+    drop_array(argument);
+  }
+}
+
+/* An execution on `device_count` devices at once, with the GIL held: argument_lists[d] in,
+ * output_lists[d] out, on devices[d]. One device runs in the calling thread (bridge.execute);
+ * several run one thread per device in the bridge (their collectives meet there). The outputs
+ * are made and the donated arguments consumed only when every device succeeded. */
+static PJRT_Error* execute_devices(PJRT_LoadedExecutable* loaded, const PJRT_ExecuteOptions* options, PJRT_Buffer* const* const* argument_lists_in,
+                                   size_t argument_count, PJRT_Buffer** const* output_lists, PJRT_Device** devices, size_t device_count) {
+  PJRT_Executable* executable = loaded->executable;
+  PyObject* arrays = PyList_New((Py_ssize_t)device_count);
+  PyObject* addresses = PyList_New((Py_ssize_t)device_count);
+  PyObject* donated = PyList_New((Py_ssize_t)device_count);
+  for (size_t d = 0; d < device_count; ++d) {
+    PyObject *device_arrays, *device_addresses, *device_donated;
+    argument_lists(executable, options, argument_lists_in[d], argument_count, &device_arrays, &device_addresses, &device_donated);
+    PyList_SET_ITEM(arrays, (Py_ssize_t)d, device_arrays);
+    PyList_SET_ITEM(addresses, (Py_ssize_t)d, device_addresses);
+    PyList_SET_ITEM(donated, (Py_ssize_t)d, device_donated);
+  }
+  PyObject* results = NULL;
+  if (device_count == 1) {
+    PyObject* only = call_bridge("execute", "(OOOO)", executable->runtime, PyList_GetItem(arrays, 0), PyList_GetItem(addresses, 0),
+                                 PyList_GetItem(donated, 0));
+    results = only ? Py_BuildValue("[N]", only) : NULL;
+  } else {
+    results = call_bridge("execute_devices", "(OOOO)", executable->runtime, arrays, addresses, donated);
+  }
+  Py_DECREF(arrays);
+  Py_DECREF(addresses);
+  PJRT_Error* error = NULL;
+  if (results == NULL) {
+    error = python_error();
+  } else if (!PyList_Check(results) || (size_t)PyList_Size(results) != device_count) {
+    PyErr_SetString(PyExc_RuntimeError, "the bridge returned outputs for the wrong number of devices");
+    error = python_error();
+  }
+  size_t done = 0;
+  for (; !error && done < device_count; ++done)
+    error = output_buffers(executable, PyList_GetItem(results, (Py_ssize_t)done), output_lists[done], devices[done]);
+  if (error) {
+    for (size_t d = 0; d + 1 < done; ++d)
+      for (size_t k = 0; k < executable->output_count; ++k) free_buffer(output_lists[d][k]);
+  } else {
+    for (size_t d = 0; d < device_count; ++d) consume_donated(argument_lists_in[d], PyList_GetItem(donated, (Py_ssize_t)d));
+  }
   Py_XDECREF(results);
   Py_DECREF(donated);
-  PyGILState_Release(state);
   return error;
 }
 
 static PJRT_Error* loaded_execute(PJRT_LoadedExecutable_Execute_Args* args) {
   REQUIRE_FIELD(args, device_complete_events, "PJRT_LoadedExecutable_Execute");
   PJRT_LoadedExecutable* loaded = args->executable;
+  PJRT_Executable* executable = loaded->executable;
   if (loaded->deleted) return new_error(PJRT_Error_Code_FAILED_PRECONDITION, "mlirxla: execute of a deleted executable");
-  if (args->num_devices != 1)
-    return new_error(PJRT_Error_Code_UNIMPLEMENTED, "mlirxla runs an executable on one device, not on %zu at once", args->num_devices);
-  PJRT_Device* device = HAS_FIELD(args, execute_device) && args->execute_device ? args->execute_device : loaded->devices[0];
-  PJRT_Error* error = execute_on(loaded, args->options, args->argument_lists[0], args->num_args, args->output_lists[0], device);
+  if (args->num_devices != loaded->device_count)
+    return new_error(PJRT_Error_Code_INVALID_ARGUMENT, "mlirxla: %s runs on %zu device(s), Execute was given argument lists for %zu",
+                     executable->name, loaded->device_count, args->num_devices);
+  for (size_t d = 0; d < args->num_devices; ++d)
+    for (size_t i = 0; i < args->num_args; ++i)
+      if (is_gone(args->argument_lists[d][i]))
+        return new_error(PJRT_Error_Code_INVALID_ARGUMENT, "mlirxla: argument %zu of %s on its device %zu is a deleted (or donated) buffer",
+                         i, executable->name, d);
+  PJRT_Device* only = HAS_FIELD(args, execute_device) && args->execute_device ? args->execute_device : loaded->devices[0];
+  PyGILState_STATE state = PyGILState_UNLOCKED;
+  PJRT_Error* error = enter_python(&state);
   if (error) return error;
-  if (args->device_complete_events != NULL) args->device_complete_events[0] = ready_event();
+  error = execute_devices(loaded, args->options, args->argument_lists, args->num_args, args->output_lists,
+                          args->num_devices == 1 ? &only : loaded->devices, args->num_devices);
+  PyGILState_Release(state);
+  if (error) return error;
+  if (args->device_complete_events != NULL)
+    for (size_t d = 0; d < args->num_devices; ++d) args->device_complete_events[d] = ready_event();
   return NULL;
 }
 

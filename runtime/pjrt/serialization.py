@@ -3,7 +3,7 @@ for `jax.experimental.serialize_executable`.
 
 The bytes are a header line, then JSON: the executable plan as the compile cache stores it,
 the native object code, the StableHLO program and the compile options it was compiled from
-(OptimizedProgram and the cost analysis read them), the device it is compiled for, its
+(OptimizedProgram and the cost analysis read them), the devices it is compiled for, its
 fingerprint, and the environment that compiled it (versions and host CPU). No pickle. The
 object code is native code for that CPU, so it loads only where the environment is the
 same: elsewhere the error says which differs. Python callbacks the program calls are
@@ -18,13 +18,13 @@ from mlirxla.errors import MlirxlaError
 from mlirxla.runtime.client import Client, LoadedExecutable, environment
 from mlirxla.runtime.executable import Executable, ExecutablePlan
 
-HEADER = b"mlirxla executable 1\n"
+HEADER = b"mlirxla executable 2\n"
 
 
 @dataclass
 class SerializedExecutable:
     executable: LoadedExecutable
-    device: int
+    devices: tuple[int, ...]  # by flattened id, replica * partition_count + partition
     program: bytes
     options: bytes
 
@@ -34,7 +34,7 @@ def serialize(serialized: SerializedExecutable) -> bytes:
     document = {
         "environment": environment(serialized.executable.client.backend),
         "fingerprint": serialized.executable.fingerprint,
-        "device": serialized.device,
+        "devices": list(serialized.devices),
         "plan": inner.plan.to_json(),
         "object_code": encode(inner.object_code),
         "program": encode(serialized.program),
@@ -51,14 +51,14 @@ def deserialize(client: Client, data: bytes) -> SerializedExecutable:
         compiled_by = document["environment"]
         plan = ExecutablePlan.from_json(document["plan"])
         object_code, program, options = (decode(document[key]) for key in ("object_code", "program", "options"))
-        fingerprint, device = str(document["fingerprint"]), int(document["device"])
+        fingerprint, devices = str(document["fingerprint"]), tuple(int(device) for device in document["devices"])
     except (ValueError, KeyError, TypeError, IndexError) as error:
         raise MlirxlaError(f"the serialized executable is damaged: {type(error).__name__}: {error}") from None
     here = environment(client.backend)
     if compiled_by != here:
         raise MlirxlaError(f"the serialized executable was compiled elsewhere: {environment_difference(compiled_by, here)}")
     loaded = LoadedExecutable(Executable(plan, object_code), client, fingerprint)
-    return SerializedExecutable(loaded, device, program, options)
+    return SerializedExecutable(loaded, devices, program, options)
 
 
 def environment_difference(compiled_by: str, here: str) -> str:

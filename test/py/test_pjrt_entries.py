@@ -309,7 +309,7 @@ def test_damaged_serialized_executable_is_an_error(plugin):
     assert plugin.error_of(EXECUTABLE_DESERIALIZE_AND_LOAD, DeserializeArgs(
         client=plugin.client, serialized_executable=junk, serialized_executable_size=len(junk))) == (
         INVALID_ARGUMENT, "the serialized executable is not one mlirxla wrote (or another version of its format)")
-    truncated = b"mlirxla executable 1\n{\"environment\": "
+    truncated = b"mlirxla executable 2\n{\"environment\": "
     code, message = plugin.error_of(EXECUTABLE_DESERIALIZE_AND_LOAD, DeserializeArgs(
         client=plugin.client, serialized_executable=truncated, serialized_executable_size=len(truncated)))
     assert code == INVALID_ARGUMENT and message.startswith("the serialized executable is damaged: JSONDecodeError")
@@ -324,7 +324,7 @@ def test_serialized_executable_from_another_environment_names_the_difference():
 
     client = Client()
     program = "func.func @main(%x: tensor<2xf32>) -> tensor<2xf32> {\n  return %x : tensor<2xf32>\n}"
-    data = serialization.serialize(serialization.SerializedExecutable(client.compile(program), 0, program.encode(), b""))
+    data = serialization.serialize(serialization.SerializedExecutable(client.compile(program), (0,), program.encode(), b""))
     document = json.loads(data[len(serialization.HEADER):])
     document["environment"] = document["environment"].replace("cpu=", "cpu=elsewhere-")
     with pytest.raises(MlirxlaError, match=r"^the serialized executable was compiled elsewhere: cpu elsewhere-\S+ there, \S+ here$"):
