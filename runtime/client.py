@@ -48,16 +48,20 @@ _COMPILING = threading.Lock()
 @dataclass(frozen=True)
 class CompileOptions:
     """What steers a compile: dumps and the pass selection, as the pipeline runner takes them,
-    and the flags the iree backend hands to IREE's compiler."""
+    and the flags the iree backend hands to IREE's compiler. `declared_shardings` (the JAX
+    plugin's) refuses a program for several partitions whose entry leaves a sharding to the
+    compiler: jax would ask the executable for the sharding chosen, which it cannot answer."""
 
     dump_to: str | None = None
     dump_pass_re: str | None = None
     disable_passes: tuple[str, ...] = ()
     iree_flags: tuple[str, ...] = ()
+    declared_shardings: bool = False
 
     def key(self) -> str:
         flags = f";iree_flags={' '.join(self.iree_flags)}" if self.iree_flags else ""
-        return f"disable={','.join(sorted(self.disable_passes))}{flags}"
+        declared = ";declared_shardings" if self.declared_shardings else ""
+        return f"disable={','.join(sorted(self.disable_passes))}{flags}{declared}"
 
 
 @dataclass(frozen=True)
@@ -210,12 +214,22 @@ def compile_bytes(data: bytes, source: str, options: CompileOptions, backend: Ba
     with _COMPILING, reported(options, source, backend) as recording, progress.compiling(source):
         try:
             imported = frontdoor.import_bytes(data, source, new_context())
+            if options.declared_shardings:
+                require_declared_shardings(imported.module)
             executable = Executable.of(backend.compile(imported.module, run_options))
         except MlirxlaError as error:
             raise error.with_source(source) from None
     if recording is not None:
         write_dumped_report(recording, executable)
     return executable
+
+
+def require_declared_shardings(module) -> None:
+    from mlirxla.transforms.sharding_remover import undeclared_entry_sharding
+
+    if (edge := undeclared_entry_sharding(module)) is not None:
+        raise MlirxlaError(f"{edge}: jax.jit without in_shardings / out_shardings leaves it to the compiler, "
+                           "and mlirxla does not tell jax the shardings it chooses yet")
 
 
 WHY_NO_XLA_FIGURE = "not computed inside the PJRT plugin (mlirxla-run --report on the program shows it)"

@@ -18,11 +18,11 @@ from typing import ClassVar
 from mlirxla.dialects.xhlo.config import read_config
 from mlirxla.dialects.xhlo.sharding import parse_attribute
 from mlirxla.errors import location_text
-from mlirxla.ir_queries import first_op_where, module_functions, ops_where
+from mlirxla.ir_queries import entry_function, first_op_where, module_functions, ops_where
 from mlirxla.mlir import ir
 
 from .erasure import erase, live_ops
-from .manual_partitioner import ManualProgram, manual_program
+from .manual_partitioner import edge_sharding
 from .pass_base import ModulePass
 
 ANNOTATIONS = frozenset({"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape"})
@@ -70,18 +70,29 @@ def partitioning_need(module: ir.Module) -> str | None:
     annotation or a tiled `xhlo.sharding`; None when every device runs the module as written."""
     if read_config(module).partition_count == 1:
         return None
-    program = manual_program(module)
-    if isinstance(program, ManualProgram):
-        return None
     annotation = first_op_where(module, is_annotation)
     if annotation is not None:
         target = ir.StringAttr(annotation.attributes["call_target_name"]).value
-        return f"its @{target} annotation at {location_text(annotation.location)} ({program})"
+        return f"its @{target} annotation at {location_text(annotation.location)}"
     if (value := tiled_function_value(module)) is not None:
         return value
     tiled = first_op_where(module, lambda op: SHARDING in op.attributes and is_tiled(op.attributes[SHARDING]))
     if tiled is not None:
         return f"{tiled.name} at {location_text(tiled.location)} is sharded {ir.StringAttr(tiled.attributes[SHARDING]).value}"
+    return None
+
+
+def undeclared_entry_sharding(module: ir.Module) -> str | None:
+    """In a module still to be partitioned, the first entry parameter or result without a
+    sharding of its own: the compiler would choose it, and the JAX plugin cannot tell jax what
+    it chose. (A module without shardings is each device's program as written.)"""
+    if partitioning_need(module) is None or (function := entry_function(module)) is None:
+        return None
+    signature = ir.FunctionType(ir.TypeAttr(function.attributes["function_type"]).value)
+    for key, what, count in (("arg_attrs", "argument", len(signature.inputs)), ("res_attrs", "result", len(signature.results))):
+        for index in range(count):
+            if edge_sharding(function, key, index) is None:
+                return f"{what} #{index} of @main has no sharding of its own"
     return None
 
 
