@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from .split_input import split_chunks
 
 TEST_FUNCTION = re.compile(r"^\s*func\.func\s+(?:public\s+)?@([\w$.-]+)\s*\(\s*\)", re.MULTILINE)
+FUNCTION_START = re.compile(r"^\s*func\.func\b", re.MULTILINE)
 RUN_PARALLEL = "interpreter.run_parallel"
 DEFAULT_TIMEOUT = 120.0
 DEFAULT_WORKERS = 2
@@ -119,6 +120,12 @@ def test_files(directory: str) -> list[str]:
     return sorted(found)
 
 
+def function_text(text: str, header: re.Match) -> str:
+    """The text of the function whose header `header` matched, up to the next function."""
+    following = FUNCTION_START.search(text, header.end())
+    return text[header.start():following.start() if following else len(text)]
+
+
 def collect(directory: str, filter_text: str | None = None) -> list[TestCase]:
     cases = []
     for relative in test_files(directory):
@@ -128,6 +135,8 @@ def collect(directory: str, filter_text: str | None = None) -> list[TestCase]:
         for index, chunk in enumerate(split_chunks(text)):
             parallel = RUN_PARALLEL in chunk.text
             for match in TEST_FUNCTION.finditer(chunk.text):
+                if parallel and RUN_PARALLEL not in function_text(chunk.text, match):
+                    continue  # a program run_parallel runs on its devices, not a test on its own
                 seen[match.group(1)] = seen.get(match.group(1), 0) + 1
                 line_number = chunk.text.count("\n", 0, match.start()) + 1
                 case = TestCase(relative, match.group(1), index, line_number, chunk.text, parallel, seen[match.group(1)])
