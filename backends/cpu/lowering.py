@@ -73,10 +73,10 @@ def register_passes() -> None:
 
 @dataclass(frozen=True)
 class Lowered:
-    """What the lowering decided: the sizes of the scratch arguments each function takes
-    after its results, and how many loop nests it tiled."""
+    """What the lowering decided: the scratch arguments each function takes after its results
+    (their sizes and what they hold), and how many loop nests it tiled."""
 
-    scratch: dict[str, list[int]]
+    scratch: dict[str, list[kernel_scratch.ScratchArgument]]
     tiled_loop_nests: int
 
 
