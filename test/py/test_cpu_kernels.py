@@ -461,7 +461,7 @@ RESHAPED = """func.func @main(%x: tensor<64x64xf32>, %y: tensor<64x64xf32>) -> t
   return %2 : tensor<4096xf32>
 }"""
 
-SOFTMAX = """func.func @main(%x: tensor<64x256xf32>) -> tensor<64x256xf32> {
+SOFTMAX_ROWS = """func.func @main(%x: tensor<64x256xf32>) -> tensor<64x256xf32> {
   %init = stablehlo.constant dense<0xFF800000> : tensor<f32>
   %zero = stablehlo.constant dense<0.0> : tensor<f32>
   %max = stablehlo.reduce(%x init: %init) applies stablehlo.maximum across dimensions = [1] : (tensor<64x256xf32>, tensor<f32>) -> tensor<64xf32>
@@ -476,7 +476,7 @@ SOFTMAX = """func.func @main(%x: tensor<64x256xf32>) -> tensor<64x256xf32> {
 
 
 @pytest.mark.parametrize("text, rewrite, most", [(SLICED_SUM, "sink_slices", 0), (RESHAPED, "unreshaped_result", 0),
-                                                 (SOFTMAX, "write_over_dying_operands", 2 * 64 * 4)])
+                                                 (SOFTMAX_ROWS, "write_over_dying_operands", 2 * 64 * 4)])
 def test_fused_values_stay_out_of_scratch(text, rewrite, most, monkeypatch, tmp_path):
     """Each rewrite keeps a fused value out of the kernel's scratch (an exponential two slices
     of which a row sum reads, a

@@ -54,7 +54,7 @@ def test_simplification_of_large_or_sharded_samples_verifies(name, context):
     verify_module(module, name)
     assert entry_function(module).attributes["function_type"] == signature
     ran = {row.pass_name for row in runner.ledger.rows}
-    assert {step.name for step in named_pipeline("cpu").steps if isinstance(step, ModulePass)} <= ran
+    assert {step.display_name for step in named_pipeline("cpu").steps if isinstance(step, ModulePass)} <= ran
 
 
 @pytest.mark.skipif(not os.path.isdir(CONFORMANCE), reason=CONFORMANCE_ABSENT)
