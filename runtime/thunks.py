@@ -261,8 +261,29 @@ class ParallelCopyThunk:
         return f"parallel copy {self.name}: " + ", ".join(f"{c.source.text()} -> {c.destination.text()}" for c in self.copies)
 
 
+class ArraysOnSlices:
+    """What host-side thunks share: operands and results as (slice, shape, dtype), read and
+    written as numpy views of the buffers."""
+
+    @property
+    def reads(self):
+        return tuple(s for s, _, _ in self.operands)
+
+    @property
+    def writes(self):
+        return tuple(s for s, _, _ in self.results)
+
+    @staticmethod
+    def view(bases: list[int], at: BufferSlice, shape, dtype) -> np.ndarray:
+        memory = (ctypes.c_char * max(at.size, 1)).from_address(bases[at.allocation] + at.offset)
+        return np.frombuffer(memory, np.dtype(dtype), count=int(np.prod(shape, dtype=np.int64))).reshape(shape)
+
+    def slices_text(self) -> str:
+        return f"({', '.join(s.text() for s in self.reads)}) -> {', '.join(s.text() for s in self.writes)}"
+
+
 @dataclass
-class HostThunk:
+class HostThunk(ArraysOnSlices):
     """A library call computed on the host with numpy (`host_calls.py`): sort, FFT,
     triangular solve, scatter. Operands and results are (slice, shape, dtype)."""
 
@@ -274,21 +295,8 @@ class HostThunk:
     kind: str = "host"
     calls = host_calls.CALLS
 
-    @property
-    def reads(self):
-        return tuple(s for s, _, _ in self.operands)
-
-    @property
-    def writes(self):
-        return tuple(s for s, _, _ in self.results)
-
     def bind(self, engine) -> None:
         pass
-
-    @staticmethod
-    def view(bases: list[int], at: BufferSlice, shape, dtype) -> np.ndarray:
-        memory = (ctypes.c_char * max(at.size, 1)).from_address(bases[at.allocation] + at.offset)
-        return np.frombuffer(memory, np.dtype(dtype), count=int(np.prod(shape, dtype=np.int64))).reshape(shape)
 
     def run(self, bases: list[int], pool) -> None:
         operands = [self.view(bases, *spec) for spec in self.operands]
@@ -301,9 +309,7 @@ class HostThunk:
                 "results": _specs_json(self.results), "attributes": self.attributes}
 
     def describe(self) -> str:
-        operands = ", ".join(s.text() for s in self.reads)
-        results = ", ".join(s.text() for s in self.writes)
-        return f"{self.kind} {self.call} {self.name} {self.attributes} ({operands}) -> {results}"
+        return f"{self.kind} {self.call} {self.name} {self.attributes} {self.slices_text()}"
 
 
 @dataclass
@@ -316,7 +322,7 @@ class CollectiveThunk(HostThunk):
 
 
 @dataclass
-class FunctionThunk:
+class FunctionThunk(ArraysOnSlices):
     """A function of the loaded code (`engine.function(name)`: numpy arrays in, arrays out),
     called on views of its operands, its results written into its result slices: a program
     another compiler made whole (the iree backend's module). Operands and results are
@@ -331,30 +337,20 @@ class FunctionThunk:
     kind: str = "function"
     function: object = field(default=None, repr=False, compare=False)
 
-    @property
-    def reads(self):
-        return tuple(s for s, _, _ in self.operands)
-
-    @property
-    def writes(self):
-        return tuple(s for s, _, _ in self.results)
-
     def bind(self, engine) -> None:
         self.function = engine.function(self.function_name)
 
     def run(self, bases: list[int], pool) -> None:
-        values = self.function([HostThunk.view(bases, *spec) for spec in self.operands])
+        values = self.function([self.view(bases, *spec) for spec in self.operands])
         for (at, shape, dtype), value in zip(self.results, values):
-            HostThunk.view(bases, at, shape, dtype)[...] = value
+            self.view(bases, at, shape, dtype)[...] = value
 
     def to_json(self) -> dict:
         return {"kind": self.kind, "name": self.name, "function_name": self.function_name, "operands": _specs_json(self.operands),
                 "results": _specs_json(self.results), "attributes": self.attributes}
 
     def describe(self) -> str:
-        operands = ", ".join(s.text() for s in self.reads)
-        results = ", ".join(s.text() for s in self.writes)
-        return f"function {self.name} {self.attributes} ({operands}) -> {results}"
+        return f"function {self.name} {self.attributes} {self.slices_text()}"
 
 
 def _specs_json(specs) -> list:

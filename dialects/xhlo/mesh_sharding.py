@@ -148,24 +148,35 @@ def to_hlo(sharding: MeshSharding, mesh: DeviceMesh) -> HloSharding:
     manual = [a for a in sharding.manual if a not in used]
     rest = [a for a in range(len(mesh.axes)) if a not in used and a not in manual]
     tile_dims = [mesh.axis_size(axes) for axes in sharding.dims]
-    manual_size, rest_size = mesh.axis_size(manual), mesh.axis_size(rest)
+    sizes = [a.size for a in mesh.axes]
+    return tiled_over_axes(tile_dims, sizes, used, manual, rest, None if mesh.is_iota() else mesh.device_array().reshape(-1))
+
+
+def tiled_over_axes(tile_dims: list[int], sizes: list[int], used: list[int], manual: list[int], rest: list[int],
+                    device_ids=None) -> HloSharding:
+    """The HloSharding whose data dims take `tile_dims` from the mesh axes `used` (in order),
+    the `manual` axes forming a manual subgroup and the `rest` a replicated one, over a mesh
+    of axis `sizes` whose devices are `device_ids` in row-major order (None: 0..n-1, an iota)."""
+    def product(axes) -> int:
+        return int(np.prod([sizes[a] for a in axes], dtype=np.int64))
+
+    manual_size, rest_size = product(manual), product(rest)
     data_size = int(np.prod(tile_dims, dtype=np.int64)) if tile_dims else 1
     if data_size == 1 and manual_size == 1:
         return HloSharding.replicated()
     if data_size == 1 and rest_size == 1:
         return HloSharding.manual()
-    subgroups = []
+    tile_dims, subgroups = list(tile_dims), []
     if manual_size > 1:
         tile_dims.append(manual_size)
         subgroups.append("manual")
     if rest_size > 1:
         tile_dims.append(rest_size)
         subgroups.append("replicated")
-    perm = used + manual + rest
-    sizes = tuple(a.size for a in mesh.axes)
-    if mesh.is_iota():
-        return HloSharding.tiled(tile_dims, iota=Iota(sizes, tuple(perm)), subgroup_types=subgroups)
-    devices = mesh.device_array().transpose(perm).reshape(-1)
+    perm = list(used) + list(manual) + list(rest)
+    if device_ids is None or list(device_ids) == list(range(product(range(len(sizes))))):
+        return HloSharding.tiled(tile_dims, iota=Iota(tuple(sizes), tuple(perm)), subgroup_types=subgroups)
+    devices = np.array(device_ids, dtype=np.int64).reshape(sizes).transpose(perm).reshape(-1)
     return HloSharding.tiled(tile_dims, devices=[int(d) for d in devices], subgroup_types=subgroups)
 
 

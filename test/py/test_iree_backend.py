@@ -20,20 +20,12 @@ from mlirxla.runtime import driver, literals
 from mlirxla.runtime.client import Client, CompileOptions, environment
 
 from .conftest import IREE_ABSENT, REPOSITORY, random_arguments, reference_outputs
+from .test_backends import PROGRAM
 
 needs_iree = pytest.mark.skipif(IREE_ABSENT is not None, reason=IREE_ABSENT or "")
 pytestmark = pytest.mark.iree
 
 MLP = os.path.join(REPOSITORY, "examples", "mlp_softmax.stablehlo.mlir")
-PROGRAM = """func.func @main(%x: tensor<4xf32>, %n: tensor<4xi32>) -> (tensor<4xf32>, tensor<i32>) {
-  %e = stablehlo.exponential %x : tensor<4xf32>
-  %two = stablehlo.constant dense<2> : tensor<4xi32>
-  %q = stablehlo.divide %n, %two : tensor<4xi32>
-  %zero = stablehlo.constant dense<0> : tensor<i32>
-  %s = stablehlo.reduce(%q init: %zero) applies stablehlo.add across dimensions = [0] : (tensor<4xi32>, tensor<i32>) -> tensor<i32>
-  return %e, %s : tensor<4xf32>, tensor<i32>
-}
-"""
 ARGUMENTS = [np.array([0.0, 1.0, -1.0, 2.0], np.float32), np.array([7, -3, 4, 9], np.int32)]
 
 

@@ -43,7 +43,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from mlirxla.dialects.xhlo import SHARDING
-from mlirxla.dialects.xhlo.sharding import HloSharding, Iota, ShardingSyntaxError
+from mlirxla.dialects.xhlo.mesh_sharding import tiled_over_axes
+from mlirxla.dialects.xhlo.sharding import HloSharding, ShardingSyntaxError
 from mlirxla.errors import MlirxlaError, location_text
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir
@@ -315,25 +316,7 @@ def to_hlo_sharding(sharding: TensorSharding, mesh: Mesh, rank: int | None, manu
     rest = [i for i in range(len(factors)) if i not in used and i not in manual_indices]
     if len(set(used)) != len(used):
         raise ValueError("a mesh axis shards more than one dimension")
-    manual_size = int(np.prod([sizes[i] for i in manual_indices], dtype=np.int64))
-    rest_size = int(np.prod([sizes[i] for i in rest], dtype=np.int64))
-    data_size = int(np.prod(tile_dims, dtype=np.int64))
-    if data_size == 1 and manual_size == 1:
-        return HloSharding.replicated()
-    if data_size == 1 and rest_size == 1:
-        return HloSharding.manual()
-    subgroups = []
-    if manual_size > 1:
-        tile_dims.append(manual_size)
-        subgroups.append("manual")
-    if rest_size > 1:
-        tile_dims.append(rest_size)
-        subgroups.append("replicated")
-    perm = used + manual_indices + rest
-    if mesh.device_ids is None or list(mesh.device_ids) == list(range(mesh.size)):
-        return HloSharding.tiled(tile_dims, iota=Iota(tuple(sizes), tuple(perm)), subgroup_types=subgroups)
-    devices = np.array(mesh.device_ids, dtype=np.int64).reshape(sizes).transpose(perm).reshape(-1)
-    return HloSharding.tiled(tile_dims, devices=list(devices), subgroup_types=subgroups)
+    return tiled_over_axes(tile_dims, sizes, used, manual_indices, rest, mesh.device_ids)
 
 
 # ---------------------------------------------------------------- the module
