@@ -34,7 +34,7 @@ import os
 import platform
 import sys
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -45,6 +45,7 @@ from mlirxla.backends import registry
 from mlirxla.backends.backend import Backend
 
 from . import sharded
+from .buffers import Buffer, Device
 from .compile_cache import CompileCache, fingerprint
 from .executable import Executable
 from .sharded import Array, Shard, Sharding  # the API: `from mlirxla.runtime.client import Client, Array, Sharding`
@@ -69,50 +70,6 @@ class CompileOptions:
         flags = f";iree_flags={' '.join(self.iree_flags)}" if self.iree_flags else ""
         declared = ";declared_shardings" if self.declared_shardings else ""
         return f"disable={','.join(sorted(self.disable_passes))}{flags}{declared}"
-
-
-@dataclass(frozen=True)
-class Device:
-    id: int
-    client: "Client" = field(repr=False, compare=False)
-    platform: str = "cpu"
-    device_kind: str = "cpu"
-
-    def __str__(self) -> str:
-        return f"mlirxla:{self.platform}:{self.id}"
-
-
-class Buffer:
-    """An immutable array on a device (host memory)."""
-
-    def __init__(self, array: np.ndarray, device: Device):
-        self._array = array
-        self.device = device
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self._live().shape
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self._live().dtype
-
-    def to_numpy(self) -> np.ndarray:
-        return self._live()
-
-    def delete(self) -> None:
-        self._array = None
-
-    def is_deleted(self) -> bool:
-        return self._array is None
-
-    def _live(self) -> np.ndarray:
-        if self._array is None:
-            raise MlirxlaError("the buffer was deleted (donated or deleted explicitly)")
-        return self._array
-
-    def __repr__(self) -> str:
-        return "Buffer(deleted)" if self._array is None else f"Buffer({self._array.dtype}{list(self._array.shape)} on {self.device})"
 
 
 class LoadedExecutable:

@@ -37,13 +37,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mlirxla.backends import registry
 from mlirxla.dialects.xhlo.mesh_sharding import DeviceMesh, MeshSharding, to_hlo
 from mlirxla.dialects.xhlo.sharding import HloSharding, ShardingSyntaxError
 from mlirxla.errors import MlirxlaError
-from mlirxla.ir_queries import public_entry_name
 from mlirxla.transforms.spmd_tiling import Tiling
 
+from .buffers import Buffer
 from .devices import DeviceGrid, DeviceRun, execute_on_devices
 
 Index = tuple[slice, ...]
@@ -283,8 +282,6 @@ def over_replicas(hlo: HloSharding, grid: DeviceGrid) -> HloSharding:
 def execute(loaded, arguments, donate: tuple[int, ...] = ()) -> list[Array]:
     """Run `loaded` (a LoadedExecutable for several devices) on Arrays: every device's shards
     at once; the outputs as Arrays sharded as the program's results are."""
-    from .client import Buffer
-
     parameters, outputs = loaded.global_signature
     devices = loaded.devices
     if len(arguments) != len(parameters):
@@ -319,19 +316,3 @@ def execute_numpy(loaded, arguments) -> list[np.ndarray]:
         raise MlirxlaError(f"the executable takes {len(parameters)} argument(s), got {len(arguments)}")
     arrays = [Array.from_numpy(np.asarray(argument), value.sharding) for argument, value in zip(arguments, parameters)]
     return [array.to_numpy() for array in execute(loaded, arrays)]
-
-
-def compile_module(module, backend: str = registry.DEFAULT, options=None, entry: str | None = None):
-    """`entry` of an imported module compiled for its grid, loaded on a client with the grid's
-    devices (what the tools run a sharded module with)."""
-    from .client import Client, LoadedExecutable
-    from .driver import compile_entry, module_grid
-
-    executable, _, _ = compile_entry(module, entry or public_entry_name(module), options, backend)
-    return LoadedExecutable(executable, Client(module_grid(module).device_count, backend=backend), "")
-
-
-def execute_sharded(module, arguments: list[np.ndarray], backend: str = registry.DEFAULT, options=None,
-                    entry: str | None = None) -> list[np.ndarray]:
-    """Compile `module` and run it once on global numpy `arguments`."""
-    return compile_module(module, backend, options, entry).execute_numpy(arguments)

@@ -193,6 +193,8 @@ def dump_kernels(dumps: DumpWriter, kernels: list[CompiledKernel]) -> None:
 
 
 def plan_of(emission: Emission, module: ir.Module) -> ExecutablePlan:
+    """The plan, with the module's grid and, for a partitioned module, its entry as the caller
+    sees it (`xhlo.global_entry`: what sharded arrays are split and assembled by)."""
     config = read_config(module)
     global_parameters, global_outputs = global_entry.read(module) or ([], [])
     return ExecutablePlan(
