@@ -79,7 +79,7 @@ def mlirxla_columns(path: str, data) -> dict:
     from mlirxla import frontdoor
     from mlirxla.context import new_context
     from mlirxla.mlir import ir
-    from mlirxla.runtime.sharded import ShardedExecutable
+    from mlirxla.runtime.driver import load_sharded
     from mlirxla.transforms.sharding_propagation import ShardingPropagationPass
     from mlirxla.transforms.spmd_partitioner import SpmdPartitionerPass
 
@@ -91,13 +91,13 @@ def mlirxla_columns(path: str, data) -> dict:
         ShardingPropagationPass().run(probe)
         report = SpmdPartitionerPass().run(probe).report
     collectives = [(c.kind, c.bytes_per_device) for c in report.collectives()]
-    program = ShardedExecutable(module)
+    program = load_sharded(module)
     arguments = [data[f"arg{i}"] for i in range(sum(key.startswith("arg") for key in data))]
-    result = program(arguments)[0]
+    result = program.execute_numpy(arguments)[0]
     seconds = []
     for _ in range(5):
         start = time.perf_counter()
-        program(arguments)
+        program.execute_numpy(arguments)
         seconds.append(time.perf_counter() - start)
     plan = program.executable.plan
     temp = sum(size for size, kind in zip(plan.allocation_sizes, plan.allocation_kinds) if kind in ("temp", "scratch"))

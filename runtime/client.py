@@ -13,6 +13,10 @@ parameter to (jax.buffer_donor / tf.aliasing_output) is computed in its memory w
 assignment gave the output the parameter's buffer and the memory is the runtime's own (an
 earlier output); host memory a buffer merely wraps is copied first, never written.
 
+A client has `device_count` devices (`Client(device_count=8)`); a program for several
+devices (`mhlo.num_partitions` / `mhlo.num_replicas`) runs on its first ones, every device's
+part at once, on sharded `Array`s (`runtime/sharded.py`: `Sharding`, `Array`, exported here).
+
 A client compiles with one backend, chosen by name (`Client(backend="reference")`, default
 `cpu`; `backends/registry.py`), which its devices name as their kind.
 
@@ -24,12 +28,13 @@ A compile of more than a second shows which pass or kernel it is at when stderr 
 """
 
 import contextlib
+import functools
 import hashlib
 import os
 import platform
 import sys
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -39,8 +44,11 @@ from mlirxla.report import progress
 from mlirxla.backends import registry
 from mlirxla.backends.backend import Backend
 
+from . import sharded
+from .buffers import Buffer, Device
 from .compile_cache import CompileCache, fingerprint
 from .executable import Executable
+from .sharded import Array, Shard, Sharding  # the API: `from mlirxla.runtime.client import Client, Array, Sharding`
 
 _COMPILING = threading.Lock()
 
@@ -64,70 +72,52 @@ class CompileOptions:
         return f"disable={','.join(sorted(self.disable_passes))}{flags}{declared}"
 
 
-@dataclass(frozen=True)
-class Device:
-    id: int
-    client: "Client" = field(repr=False, compare=False)
-    platform: str = "cpu"
-    device_kind: str = "cpu"
-
-    def __str__(self) -> str:
-        return f"mlirxla:{self.platform}:{self.id}"
-
-
-class Buffer:
-    """An immutable array on a device (host memory)."""
-
-    def __init__(self, array: np.ndarray, device: Device):
-        self._array = array
-        self.device = device
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self._live().shape
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self._live().dtype
-
-    def to_numpy(self) -> np.ndarray:
-        return self._live()
-
-    def delete(self) -> None:
-        self._array = None
-
-    def is_deleted(self) -> bool:
-        return self._array is None
-
-    def _live(self) -> np.ndarray:
-        if self._array is None:
-            raise MlirxlaError("the buffer was deleted (donated or deleted explicitly)")
-        return self._array
-
-    def __repr__(self) -> str:
-        return "Buffer(deleted)" if self._array is None else f"Buffer({self._array.dtype}{list(self._array.shape)} on {self.device})"
-
-
 class LoadedExecutable:
+    """A compiled program on its devices: the client's first `replica_count * partition_count`,
+    by flattened id. On one device it takes and returns Buffers; on several, sharded Arrays
+    (`runtime/sharded.py`)."""
+
     def __init__(self, executable: Executable, client: "Client", fingerprint_text: str):
         self.executable = executable
         self.client = client
         self.fingerprint = fingerprint_text
 
     @property
+    def device_count(self) -> int:
+        return self.executable.plan.replica_count * self.executable.plan.partition_count
+
+    @property
     def devices(self) -> list[Device]:
-        return self.client.devices()[:1]
+        return self.client.devices()[:self.device_count]
 
     @property
     def num_outputs(self) -> int:
         return len(self.executable.plan.outputs)
 
-    def execute(self, arguments, donate: tuple[int, ...] = ()) -> list[Buffer]:
-        """Run on `arguments` (Buffers or arrays); returns the outputs as Buffers."""
+    @functools.cached_property
+    def global_signature(self) -> tuple[list[sharded.ArraySpec], list[sharded.ArraySpec]]:
+        """The global shape, dtype and sharding of every parameter and output."""
+        return sharded.global_signature(self.executable.plan, self.devices)
+
+    @property
+    def parameter_shardings(self) -> list[sharded.Sharding]:
+        return [spec.sharding for spec in self.global_signature[0]]
+
+    @property
+    def output_shardings(self) -> list[sharded.Sharding]:
+        return [spec.sharding for spec in self.global_signature[1]]
+
+    def execute(self, arguments, donate: tuple[int, ...] = ()):
+        """Run on `arguments`: on one device Buffers or arrays, giving Buffers; on several,
+        Arrays sharded as `parameter_shardings`, giving Arrays."""
+        if self.device_count > 1:
+            return sharded.execute(self, arguments, donate)
         arrays = []
         for index, argument in enumerate(arguments):
             if isinstance(argument, Buffer):
                 arrays.append(argument.to_numpy())
+            elif isinstance(argument, sharded.Array):
+                raise MlirxlaError(f"argument {index} is an Array: a program for one device takes Buffers or numpy arrays")
             else:
                 arrays.append(np.asarray(argument))
         outputs = self.executable.execute(arrays, donated=frozenset(donate))
@@ -138,7 +128,9 @@ class LoadedExecutable:
         return [Buffer(output, device) for output in outputs]
 
     def execute_numpy(self, arguments) -> list[np.ndarray]:
-        """The fast path: arrays in, arrays out."""
+        """The fast path: arrays in, arrays out (global arrays for a program on several devices)."""
+        if self.device_count > 1:
+            return sharded.execute_numpy(self, arguments)
         return self.executable.execute(arguments)
 
     def thunk_sequence(self) -> str:
@@ -163,7 +155,7 @@ class Client:
         return list(self._devices)
 
     def buffer_from_pyval(self, value, device: Device | None = None) -> Buffer:
-        array = np.ascontiguousarray(value)
+        array = np.asarray(value, order="C")  # keeps a 0-d array 0-d, unlike ascontiguousarray
         if array is value:
             array = array.view()
         array.flags.writeable = False
@@ -179,10 +171,19 @@ class Client:
         if use_cache:
             entry = self.cache.load(key)
             if entry is not None:
-                return LoadedExecutable(Executable(entry.plan, entry.object_code), self, key)
+                return self.loaded(Executable(entry.plan, entry.object_code), key)
         executable = compile_bytes(data, source, options, self.backend)
         if use_cache:
             self.cache.store(key, executable.plan, executable.object_code)
+        return self.loaded(executable, key)
+
+    def loaded(self, executable: Executable, key: str) -> LoadedExecutable:
+        """The executable on this client's devices, which must be as many as its grid needs."""
+        plan = executable.plan
+        count = plan.replica_count * plan.partition_count
+        if count > len(self._devices):
+            raise MlirxlaError(f"the program is for {plan.replica_count} replica(s) x {plan.partition_count} partition(s), "
+                               f"{count} devices; this client has {len(self._devices)} (Client(device_count={count}))")
         return LoadedExecutable(executable, self, key)
 
 

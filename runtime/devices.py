@@ -35,6 +35,19 @@ class DeviceGrid:
         return divmod(device, self.partition_count)
 
 
+@dataclass(frozen=True)
+class DeviceRun:
+    """One device's part of an execution over several: the executable, the parameters whose
+    memory it may write (donated), and the arguments' addresses when the caller knows them."""
+
+    executable: object
+    donated: frozenset = frozenset()
+    addresses: list | None = None
+
+    def execute(self, arrays: list) -> list:
+        return self.executable.execute(arrays, donated=self.donated, addresses=self.addresses)
+
+
 def execute_on_devices(executables: list, arguments: list[list[np.ndarray]], grid: DeviceGrid,
                        infeeds: list[list[list[np.ndarray]]] | None = None, timeout: float | None = None,
                        outfeeds: list[list] | None = None) -> list[list[np.ndarray]]:

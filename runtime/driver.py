@@ -3,7 +3,9 @@ function's checks become extra results, the clone is compiled by the backend the
 names, run, and the results come back as attributes in an `Execution`, so that `checks.judge`
 and the tools treat every backend alike (`mlirxla-run --backend`, `mlirxla-conformance`).
 A module for several replicas or partitions runs on a grid of devices of this process
-(`execute_on_grid`), one `Execution` per device.
+(`execute_on_grid`), one `Execution` per device; a module sharded over its partitions is
+compiled into each partition's program and loaded on a client with the grid's devices
+(`load_sharded`), which runs it on global arrays, split and assembled by its shardings.
 """
 
 import numpy as np
@@ -15,6 +17,7 @@ from mlirxla.ir_queries import public_entry_name
 from mlirxla.mlir import ir
 
 from . import literals
+from .client import Client, LoadedExecutable
 from .devices import DeviceGrid, execute_on_devices
 from .executable import Executable
 from .reference import CheckRecord, Execution, argument_types, check_arguments, extract_checks, find_function, trim_to_entry
@@ -83,3 +86,16 @@ def run_compiled(module: ir.Module, entry: str, executable: Executable, checks: 
     with module.context:
         return [Execution([literals.to_attribute(np.asarray(array), value_type) for array, value_type in zip(outputs, result_types)],
                           result_count, checks) for outputs in per_device]
+
+
+def load_sharded(module: ir.Module, backend: str = registry.DEFAULT, options=None, entry: str | None = None) -> LoadedExecutable:
+    """`entry` of `module` compiled for its grid, on a client with the grid's devices: its
+    `execute` takes sharded Arrays, its `execute_numpy` global arrays (`runtime/sharded.py`)."""
+    executable, _, _ = compile_entry(module, entry or public_entry_name(module), options, backend)
+    return LoadedExecutable(executable, Client(module_grid(module).device_count, backend=backend), "")
+
+
+def execute_sharded(module: ir.Module, arguments: list[np.ndarray], backend: str = registry.DEFAULT, options=None,
+                    entry: str | None = None) -> list[np.ndarray]:
+    """Compile `module` and run it once on global numpy `arguments`."""
+    return load_sharded(module, backend, options, entry).execute_numpy(arguments)

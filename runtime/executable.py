@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mlirxla import phases
+from mlirxla.dialects.xhlo.global_entry import GlobalValue
 from mlirxla.errors import MlirxlaError
 
 from . import memory
@@ -75,6 +76,10 @@ class ExecutablePlan:
     backend: str = "cpu"  # whose code the thunks call (the registry's name)
     replica_count: int = 1  # the grid of devices the program is written for (each runs the plan)
     partition_count: int = 1
+    # a partitioned program's entry as its caller sees it (`xhlo.global_entry`): per parameter
+    # and output, the global shape and sharding; empty when no partitioner rewrote the entry
+    global_parameters: list[GlobalValue] = field(default_factory=list)
+    global_outputs: list[GlobalValue] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {
@@ -86,6 +91,7 @@ class ExecutablePlan:
             "constants": {str(k): base64.b64encode(v.tobytes()).decode() for k, v in self.constants.items()},
             "thunks": [t.to_json() for t in self.thunks],
             "grid": [self.replica_count, self.partition_count],
+            "global_entry": [[v.to_json() for v in self.global_parameters], [v.to_json() for v in self.global_outputs]],
         }
 
     @classmethod
@@ -100,6 +106,7 @@ class ExecutablePlan:
             data["backend"],
             # compile caches written before plans kept their grid hold single-device plans
             *(int(count) for count in data.get("grid", (1, 1))),
+            *([GlobalValue.from_json(v) for v in values] for values in data.get("global_entry", ([], []))),
         )
 
     def describe(self, decisions: list[str] = ()) -> str:

@@ -17,9 +17,10 @@ When every annotation is part of such an edge, the manual sharding covers every 
 the body and return its results, nothing needs partitioning but the edges: each parameter
 takes the local type of its shard and is the body's value, each result is the body's
 value. The device the runtime hands shard d of an argument runs partition d, so the tile
-arithmetic stays with the caller (jax splits and assembles the global arrays itself). The
-sharding attributes of the entry's parameters and results go: they describe the global
-arrays, which the rewritten program no longer sees.
+arithmetic stays with the caller (jax, or the runtime's sharded arrays, splits and
+assembles the global arrays). The sharding attributes of the entry's parameters and results
+go: they describe the global arrays, which the rewritten program no longer sees; they stay
+on the module as `xhlo.global_entry` (`dialects/xhlo/global_entry.py`) for that caller.
 
 A value computed in `main` outside the body enters it unchanged only when its sharding is
 replicated (every device holds it whole); sharded, it would need slicing per device, as
@@ -31,6 +32,7 @@ the edges rewritten.
 from dataclasses import dataclass
 from typing import ClassVar
 
+from mlirxla.dialects.xhlo import global_entry
 from mlirxla.dialects.xhlo.config import read_config
 from mlirxla.dialects.xhlo.sharding import HloSharding, ShardingSyntaxError
 from mlirxla.errors import location_text
@@ -199,8 +201,9 @@ def is_manual_program(module: ir.Module) -> bool:
     return read_config(module).partition_count > 1 and isinstance(manual_program(module), ManualProgram)
 
 
-def rewrite(program: ManualProgram) -> None:
+def rewrite(module: ir.Module, program: ManualProgram) -> None:
     function = program.function
+    global_entry.record(module, function)
     block = function.regions[0].blocks[0]
     for entry in program.entries:
         local = entry.to_shard.results[0]
@@ -237,5 +240,5 @@ class ManualPartitionerPass(ModulePass):
         if not isinstance(program, ManualProgram):
             return False
         with module.context, ir.Location.unknown():
-            rewrite(program)
+            rewrite(module, program)
         return True

@@ -42,7 +42,9 @@ What it decides, and why:
   results sharded so are refused in one line; inside the program such a dim is kept whole.
 
 Afterwards no `xhlo.sharding` is left and the sharding annotations are gone, so
-`partitioning_need` says the module is each partition's program. The report
+`partitioning_need` says the module is each partition's program; the entry's global shapes
+and shardings, which the caller splits and assembles arrays by, stay on the module as
+`xhlo.global_entry` (`dialects/xhlo/global_entry.py`). The report
 (`spmd-partitioner.txt`) says per op its sharding, what it became, the collectives inserted
 and the fallbacks, with totals per collective kind. Changed: always, when it runs.
 """
@@ -55,6 +57,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from mlirxla.dialects.xhlo import global_entry
 from mlirxla.dialects.xhlo.config import read_config
 from mlirxla.dialects.xhlo.ops import ELEMENTWISE_OPS
 from mlirxla.dialects.xhlo.process_groups import channel_id
@@ -260,6 +263,7 @@ class _Partitioner:
 
     def run(self) -> None:
         function = entry_function(self.module)
+        global_entry.record(self.module, function)
         block = function.regions[0].blocks[0]
         arg_attrs = self.function_attrs(function, "arg_attrs", len(block.arguments))
         result_types = list(ir.FunctionType(ir.TypeAttr(function.attributes["function_type"]).value).results)

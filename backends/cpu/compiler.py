@@ -26,7 +26,8 @@ import os
 from dataclasses import dataclass
 
 from mlirxla import phases
-from mlirxla.dialects.xhlo.config import ModuleConfig, read_config
+from mlirxla.dialects.xhlo import global_entry
+from mlirxla.dialects.xhlo.config import read_config
 from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import entry_function
 from mlirxla.mlir import ir
@@ -71,7 +72,7 @@ def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pi
         assignment = pipeline_assignment(runner)
         with erasure.stage("cpu backend thunk emission"), phases.phase("backend", "thunk emission"):
             emission = ThunkEmitter(module, assignment).emit()
-        plan = plan_of(emission, read_config(module))
+        plan = plan_of(emission, module)
         phases.publish("kernel-count", len(emission.kernels))
         kernels = []
         for spec in emission.kernels:
@@ -191,7 +192,11 @@ def dump_kernels(dumps: DumpWriter, kernels: list[CompiledKernel]) -> None:
         dumps.write(f"{kernel.symbol}.ir-with-opt.ll", kernel.optimized.ir_with_opt)
 
 
-def plan_of(emission: Emission, config: ModuleConfig) -> ExecutablePlan:
+def plan_of(emission: Emission, module: ir.Module) -> ExecutablePlan:
+    """The plan, with the module's grid and, for a partitioned module, its entry as the caller
+    sees it (`xhlo.global_entry`: what sharded arrays are split and assembled by)."""
+    config = read_config(module)
+    global_parameters, global_outputs = global_entry.read(module) or ([], [])
     return ExecutablePlan(
         parameters=emission.parameters,
         outputs=emission.outputs,
@@ -201,4 +206,6 @@ def plan_of(emission: Emission, config: ModuleConfig) -> ExecutablePlan:
         thunks=emission.thunks,
         replica_count=config.replica_count,
         partition_count=config.partition_count,
+        global_parameters=global_parameters,
+        global_outputs=global_outputs,
     )

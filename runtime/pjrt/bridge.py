@@ -10,7 +10,6 @@ else a copy; the C side copies results out of the array's memory itself.
 
 import ctypes
 import os
-from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
@@ -19,8 +18,7 @@ from mlirxla.backends import registry
 from mlirxla.errors import MlirxlaError
 from mlirxla.mlir import stablehlo
 from mlirxla.runtime.client import Client, LoadedExecutable
-from mlirxla.runtime.devices import DeviceGrid, execute_on_devices
-from mlirxla.runtime.executable import Executable
+from mlirxla.runtime.devices import DeviceGrid, DeviceRun, execute_on_devices
 
 from . import serialization
 from .compile_options import BuildGrid, build_grid, compile_options_from_proto
@@ -46,7 +44,7 @@ def create_client(options: dict) -> tuple[Client, int, str]:
     from mlirxla.report import profile
 
     profile.record_from_environment()  # MLIRXLA_PROFILE=DIR: a trace of the whole process, written at exit
-    return Client(cache_dir=os.environ.get("MLIRXLA_CACHE_DIR"), backend=backend), count, backend
+    return Client(count, cache_dir=os.environ.get("MLIRXLA_CACHE_DIR"), backend=backend), count, backend
 
 
 def compile(client: Client, code: bytes, program_format: str,
@@ -184,18 +182,6 @@ def execute(executable: LoadedExecutable, arrays: list, addresses: list, donated
     """Run on one device's arguments (and their addresses); the `donated` parameters' memory
     may be written."""
     return executable.executable.execute(arrays, donated=frozenset(donated), addresses=addresses)
-
-
-@dataclass(frozen=True)
-class DeviceRun:
-    """One device's part of an execution over several: its donated parameters and addresses."""
-
-    executable: Executable
-    donated: frozenset
-    addresses: list
-
-    def execute(self, arrays: list) -> list:
-        return self.executable.execute(arrays, donated=self.donated, addresses=self.addresses)
 
 
 def execute_devices(executable: LoadedExecutable, arrays: list, addresses: list, donated: list) -> list:

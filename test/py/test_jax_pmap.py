@@ -212,7 +212,7 @@ def test_compile_options_give_the_devices_and_must_agree_with_the_program():
     from mlirxla.runtime.client import Client
     from mlirxla.runtime.pjrt import bridge
 
-    client = Client()
+    client = Client(device_count=4)
     executable, devices, _, _ = bridge.compile(client, PSUM_OVER_4.encode(), "mlir", build_options(1, 4, [[3], [2], [1], [0]]))
     assert devices == (3, 2, 1, 0)
     assert bridge.executable_info(executable)[4:] == (1, 4)

@@ -49,7 +49,7 @@ def test_resharding_plans():
 def run(text: str, arguments):
     from mlirxla import frontdoor
     from mlirxla.context import new_context
-    from mlirxla.runtime.sharded import execute_sharded
+    from mlirxla.runtime.driver import execute_sharded
 
     module = frontdoor.import_bytes(text.encode(), "-", new_context()).module
     return execute_sharded(module, arguments)
@@ -143,7 +143,7 @@ def test_sharded_jax_programs_match_jax_on_8_devices(exported, name, tmp_path):
     from mlirxla import frontdoor
     from mlirxla.context import new_context
     from mlirxla.pipelines.runner import RunOptions
-    from mlirxla.runtime.sharded import execute_sharded
+    from mlirxla.runtime.driver import execute_sharded
 
     module = frontdoor.import_bytes((exported / f"{name}.mlir").read_bytes(), name, new_context()).module
     data = np.load(exported / f"{name}.npz")

@@ -33,7 +33,6 @@ from mlirxla.mlir import ir
 from mlirxla.pipelines.runner import RunOptions
 from mlirxla.backends import registry
 from mlirxla.runtime import checks, driver, literals, memory, oracle, reference
-from mlirxla.runtime.sharded import ShardedExecutable
 from mlirxla.transforms.sharding_remover import partitioning_need
 from mlirxla.report import progress
 
@@ -216,14 +215,14 @@ def run_module(arguments, data: bytes, source: str) -> int:
                 options = RunOptions(dump_to=arguments.dump_to, backend=arguments.backend, iree_flags=arguments.iree_flags)
                 sharded = grid.device_count > 1 and partitioning_need(module) is not None
                 if sharded:
-                    program = ShardedExecutable(module, arguments.backend, options, entry)
+                    program = driver.load_sharded(module, arguments.backend, options, entry)
                     executable = program.executable
                 else:
                     executable, found_checks, result_types = driver.compile_entry(module, entry, options, arguments.backend)
         with context, ir.Location.unknown():
             if sharded:  # global arguments split by their shardings, global results assembled
                 for _ in range(arguments.repeat):
-                    per_device, verdicts = [program(inputs)], []
+                    per_device, verdicts = [program.execute_numpy(inputs)], []
             else:
                 executions = driver.run_compiled(module, entry, executable, found_checks, result_types, inputs, grid, arguments.repeat)
                 per_device = [[literals.to_numpy(value) for value in execution.outputs] for execution in executions]
