@@ -23,6 +23,7 @@ the device's queue of values and `outfeed` appends to its list.
 
 import os
 import threading
+import time
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -49,7 +50,9 @@ class DeviceFailed(MlirxlaError):
 @dataclass
 class Meeting:
     kind: str
+    ready: threading.Condition  # on the rendezvous' lock: wakes this meeting's members only
     contributions: dict = field(default_factory=dict)  # device -> operands
+    done: bool = False
     result: object = None  # what the last to arrive computed for the group
     failure: str | None = None  # why it could not
 
@@ -59,7 +62,8 @@ class Rendezvous:
 
     def __init__(self, timeout: float | None = None):
         self.timeout = collective_timeout() if timeout is None else timeout
-        self.condition = threading.Condition()
+        self.lock = threading.Lock()
+        self.condition = threading.Condition(self.lock)  # send/recv's mailboxes
         self.meetings: dict[tuple, Meeting] = {}
         self.arrivals: dict[tuple, int] = {}  # (device, group) -> meetings joined so far
         self.mailboxes: dict[int, deque] = {}
@@ -71,42 +75,56 @@ class Rendezvous:
             if self.failure is None:
                 self.failure = f"device {device} failed: {error}"
             self.condition.notify_all()
+            for meeting in self.meetings.values():
+                meeting.ready.notify_all()
 
     def meet(self, kind: str, device: int, group: tuple[int, ...], operands: list, what: str, combine):
         """Bring `operands` to this device's next meeting of `group`; what `combine` makes of
         everyone's operands (in the group's order), computed once by the last to arrive,
-        while the others wait: their operands are views of buffers they do not touch until
-        the meeting ends, so nothing is copied to meet."""
+        outside the lock (other groups meet meanwhile), while the others wait: their operands
+        are views of buffers they do not touch until the meeting ends, so nothing is copied."""
         with self.condition:
             count = self.arrivals.get((device, group), 0)
             self.arrivals[(device, group)] = count + 1
             key = (group, count)
-            meeting = self.meetings.setdefault(key, Meeting(kind))
+            meeting = self.meetings.get(key)
+            if meeting is None:
+                meeting = self.meetings[key] = Meeting(kind, threading.Condition(self.lock))
             if meeting.kind != kind:
                 raise MlirxlaError(f"{what}: device {device} runs {kind} where the other devices of its group "
                                    f"{list(group)} run {meeting.kind}")
             meeting.contributions[device] = operands
-            if len(meeting.contributions) == len(group):  # the last comes: it computes, then wakes the group
-                try:
-                    meeting.result = combine([meeting.contributions[d] for d in group])
-                except BaseException as error:
-                    meeting.failure = f"device {device} failed: {error}"
-                    raise
-                finally:
-                    meeting.contributions.clear()
-                    self.condition.notify_all()
-                    del self.meetings[key]
-                return meeting.result
-            self.condition.wait_for(lambda: key not in self.meetings or self.failure is not None, self.timeout)
-            if key not in self.meetings:
-                if meeting.failure is not None:
-                    raise DeviceFailed(f"{what} on device {device}: {meeting.failure}")
-                return meeting.result
-            if self.failure is not None:
-                raise DeviceFailed(f"{what} on device {device}: {self.failure}")
-            missing = [d for d in group if d not in meeting.contributions]
-            raise MlirxlaError(f"{what} on device {device}: devices {missing} of its group {list(group)} did not arrive "
-                               f"within {self.timeout:g} s (MLIRXLA_COLLECTIVE_TIMEOUT)")
+            last = len(meeting.contributions) == len(group)
+            if not last:
+                return self.outcome(meeting, device, group, what)
+        try:
+            meeting.result = combine([meeting.contributions[d] for d in group])
+        except BaseException as error:
+            meeting.failure = f"device {device} failed: {error}"
+            raise
+        finally:
+            with self.condition:
+                meeting.done = True
+                meeting.contributions.clear()  # their buffers are theirs again
+                del self.meetings[key]
+                meeting.ready.notify_all()
+        return meeting.result
+
+    def outcome(self, meeting: Meeting, device: int, group: tuple[int, ...], what: str):
+        """Wait (holding the lock) until `meeting` is done; its result."""
+        deadline = time.monotonic() + self.timeout
+        while not meeting.done and self.failure is None:
+            left = deadline - time.monotonic()
+            if left <= 0 and len(meeting.contributions) < len(group):
+                missing = [d for d in group if d not in meeting.contributions]
+                raise MlirxlaError(f"{what} on device {device}: devices {missing} of its group {list(group)} did not "
+                                   f"arrive within {self.timeout:g} s (MLIRXLA_COLLECTIVE_TIMEOUT)")
+            meeting.ready.wait(max(left, 0) if len(meeting.contributions) < len(group) else None)
+        if not meeting.done:
+            raise DeviceFailed(f"{what} on device {device}: {self.failure}")
+        if meeting.failure is not None:
+            raise DeviceFailed(f"{what} on device {device}: {meeting.failure}")
+        return meeting.result
 
     def send(self, channel: int, values: list) -> None:
         with self.condition:

@@ -1,7 +1,10 @@
-"""Run one execution on many devices of this process: a thread per device, each running its
-executable as that device (`collectives.on_device`), all meeting at one rendezvous
-(XLA's PjRtCpuClient running a replicated or partitioned executable: one execute per
-device, the collectives in between).
+"""Run one execution on many devices of this process: a thread per device (kept between
+executions), each running its executable as that device (`collectives.on_device`), all
+meeting at one rendezvous (XLA's PjRtCpuClient running a replicated or partitioned
+executable: one execute per device, the collectives in between). The devices run side by
+side, so their GEMMs take one OpenBLAS thread each (`blas.gemm_threads`), and when there are
+at least as many devices as pool workers each runs its thunks on its own thread
+(`executor.without_pool`).
 
 Devices are numbered by flattened id, `replica * partition_count + partition`. The
 executables may all be one (SPMD: the same program on every device) or differ per device
