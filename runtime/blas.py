@@ -52,6 +52,10 @@ def gemm(element: str):
     return _GEMMS[element]
 
 
+class _Holding(threading.local):
+    holding = False  # this thread runs under a count held for it
+
+
 class _Gate:
     """Who holds OpenBLAS's thread count now: the count and how many executions hold it."""
 
@@ -59,7 +63,7 @@ class _Gate:
         self.condition = threading.Condition()
         self.count = 0
         self.holders = 0
-        self.local = threading.local()  # .holding: this thread runs under a held count
+        self.local = _Holding()
         self.own = 0  # the count OpenBLAS had when the first of the holders came
         self.get = self.set = None
 
@@ -101,7 +105,7 @@ class gemm_threads:
         self.entered = False
 
     def __enter__(self) -> None:
-        if not getattr(_GATE.local, "holding", False):
+        if not _GATE.local.holding:
             _GATE.enter(self.count)
             _GATE.local.holding = self.entered = True
 
@@ -115,7 +119,7 @@ class gemm_threads:
 def held():
     """Mark this thread as running under the count another thread holds for it (a device's
     thread, its grid's count)."""
-    previous = getattr(_GATE.local, "holding", False)
+    previous = _GATE.local.holding
     _GATE.local.holding = True
     try:
         yield

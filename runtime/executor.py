@@ -20,13 +20,19 @@ from dataclasses import dataclass
 from .thunks import BufferSlice, observer, run_sequence
 
 SEQUENTIAL_BELOW = 8  # thunk sequences shorter than this always run in order
-_local = threading.local()  # .alone: this thread runs its executions without the pool
+
+
+class _Alone(threading.local):
+    alone = False  # this thread runs its executions without the pool
+
+
+_local = _Alone()
 
 
 @contextmanager
 def without_pool(alone: bool = True):
     """When `alone`, this thread's executions within the body run without the pool."""
-    previous = getattr(_local, "alone", False)
+    previous = _local.alone
     _local.alone = alone or previous
     try:
         yield
@@ -102,7 +108,7 @@ def is_chain(nodes: list[Node]) -> bool:
 def run_thunks(thunks: list, bases: list[int], pool: ThreadPool | None, graph: list[Node] | None = None) -> None:
     """Run `thunks` in order, or as `graph` (from `plan_graph`) on the pool; through the
     observer when a profile records."""
-    if getattr(_local, "alone", False):
+    if _local.alone:
         pool = graph = None
     observing = observer()
     if observing is None:
