@@ -23,6 +23,7 @@ the device's queue of values and `outfeed` appends to its list.
 
 import os
 import threading
+import time
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -49,8 +50,11 @@ class DeviceFailed(MlirxlaError):
 @dataclass
 class Meeting:
     kind: str
+    ready: threading.Condition  # on the rendezvous' lock: wakes this meeting's members only
     contributions: dict = field(default_factory=dict)  # device -> operands
-    taken: int = 0
+    done: bool = False
+    result: object = None  # what the last to arrive computed for the group
+    failure: str | None = None  # why it could not
 
 
 class Rendezvous:
@@ -58,7 +62,8 @@ class Rendezvous:
 
     def __init__(self, timeout: float | None = None):
         self.timeout = collective_timeout() if timeout is None else timeout
-        self.condition = threading.Condition()
+        self.lock = threading.Lock()
+        self.condition = threading.Condition(self.lock)  # send/recv's mailboxes
         self.meetings: dict[tuple, Meeting] = {}
         self.arrivals: dict[tuple, int] = {}  # (device, group) -> meetings joined so far
         self.mailboxes: dict[int, deque] = {}
@@ -70,32 +75,56 @@ class Rendezvous:
             if self.failure is None:
                 self.failure = f"device {device} failed: {error}"
             self.condition.notify_all()
+            for meeting in self.meetings.values():
+                meeting.ready.notify_all()
 
-    def meet(self, kind: str, device: int, group: tuple[int, ...], operands: list, what: str) -> list:
-        """Bring `operands` to this device's next meeting of `group`; everyone's operands, in
-        the group's order."""
+    def meet(self, kind: str, device: int, group: tuple[int, ...], operands: list, what: str, combine):
+        """Bring `operands` to this device's next meeting of `group`; what `combine` makes of
+        everyone's operands (in the group's order), computed once by the last to arrive,
+        outside the lock (other groups meet meanwhile), while the others wait: their operands
+        are views of buffers they do not touch until the meeting ends, so nothing is copied."""
         with self.condition:
             count = self.arrivals.get((device, group), 0)
             self.arrivals[(device, group)] = count + 1
             key = (group, count)
-            meeting = self.meetings.setdefault(key, Meeting(kind))
+            meeting = self.meetings.get(key)
+            if meeting is None:
+                meeting = self.meetings[key] = Meeting(kind, threading.Condition(self.lock))
             if meeting.kind != kind:
                 raise MlirxlaError(f"{what}: device {device} runs {kind} where the other devices of its group "
                                    f"{list(group)} run {meeting.kind}")
             meeting.contributions[device] = operands
-            self.condition.notify_all()
-            arrived = self.condition.wait_for(lambda: len(meeting.contributions) == len(group) or self.failure is not None,
-                                              self.timeout)
-            if self.failure is not None and len(meeting.contributions) < len(group):
-                raise DeviceFailed(f"{what} on device {device}: {self.failure}")
-            if not arrived:
-                missing = [d for d in group if d not in meeting.contributions]
-                raise MlirxlaError(f"{what} on device {device}: devices {missing} of its group {list(group)} did not arrive "
-                                   f"within {self.timeout:g} s (MLIRXLA_COLLECTIVE_TIMEOUT)")
-            meeting.taken += 1
-            if meeting.taken == len(group):
+            last = len(meeting.contributions) == len(group)
+            if not last:
+                return self.outcome(meeting, device, group, what)
+        try:
+            meeting.result = combine([meeting.contributions[d] for d in group])
+        except BaseException as error:
+            meeting.failure = f"device {device} failed: {error}"
+            raise
+        finally:
+            with self.condition:
+                meeting.done = True
+                meeting.contributions.clear()  # their buffers are theirs again
                 del self.meetings[key]
-            return [meeting.contributions[d] for d in group]
+                meeting.ready.notify_all()
+        return meeting.result
+
+    def outcome(self, meeting: Meeting, device: int, group: tuple[int, ...], what: str):
+        """Wait (holding the lock) until `meeting` is done; its result."""
+        deadline = time.monotonic() + self.timeout
+        while not meeting.done and self.failure is None:
+            left = deadline - time.monotonic()
+            if left <= 0 and len(meeting.contributions) < len(group):
+                missing = [d for d in group if d not in meeting.contributions]
+                raise MlirxlaError(f"{what} on device {device}: devices {missing} of its group {list(group)} did not "
+                                   f"arrive within {self.timeout:g} s (MLIRXLA_COLLECTIVE_TIMEOUT)")
+            meeting.ready.wait(max(left, 0) if len(meeting.contributions) < len(group) else None)
+        if not meeting.done:
+            raise DeviceFailed(f"{what} on device {device}: {self.failure}")
+        if meeting.failure is not None:
+            raise DeviceFailed(f"{what} on device {device}: {meeting.failure}")
+        return meeting.result
 
     def send(self, channel: int, values: list) -> None:
         with self.condition:
@@ -161,10 +190,11 @@ REDUCERS = {
 
 
 def reduce_in_order(values: list[np.ndarray], reducer: str) -> np.ndarray:
+    """The values folded left to right, in a new array."""
     combine = REDUCERS[reducer]
     if values[0].dtype == np.bool_ and reducer in ("add", "multiply", "maximum", "minimum"):
         combine = {"add": np.logical_or, "maximum": np.logical_or}.get(reducer, np.logical_and)
-    total = values[0]
+    total = values[0] if len(values) > 1 else np.array(values[0])
     for value in values[1:]:
         total = combine(total, value).astype(values[0].dtype, copy=False)
     return total
@@ -180,9 +210,10 @@ def description(kind: str, attributes: dict) -> str:
     return f"xhlo.{kind}" + (f" (channel {channel})" if channel else "")
 
 
-def gather(kind: str, operands: list[np.ndarray], attributes: dict, grouped: bool = True):
-    """Meet this device's group: every member's operands in rank order, and this device's
-    rank. A device in no group is an error when the op needs one (`grouped`), else None."""
+def gather(kind: str, operands: list[np.ndarray], attributes: dict, combine, grouped: bool = True):
+    """Meet this device's group: what `combine` makes of every member's operands in rank
+    order (once for the group: arrays no member's buffer holds), and this device's rank. A
+    device in no group is an error when the op needs one (`grouped`), else None."""
     context = current()
     group = my_group(attributes, context.device)
     if group is None:
@@ -190,40 +221,54 @@ def gather(kind: str, operands: list[np.ndarray], attributes: dict, grouped: boo
             raise MlirxlaError(f"{description(kind, attributes)}: device {context.device} is in none of its groups "
                                f"{attributes['groups']}")
         return None
-    copies = [np.array(operand) for operand in operands]  # the buffers change once the thunk returns
-    everyone = context.rendezvous.meet(kind, context.device, group, copies, description(kind, attributes))
+    everyone = context.rendezvous.meet(kind, context.device, group, operands, description(kind, attributes), combine)
     return everyone, group.index(context.device)
 
 
 def all_reduce(operands, attributes):
-    everyone, _ = gather("all_reduce", operands, attributes)
-    return [reduce_in_order([values[i] for values in everyone], attributes["reducer"]) for i in range(len(operands))]
+    def combine(everyone):
+        return [reduce_in_order([values[i] for values in everyone], attributes["reducer"]) for i in range(len(operands))]
+
+    return gather("all_reduce", operands, attributes, combine)[0]
 
 
 def all_gather(operands, attributes):
-    everyone, _ = gather("all_gather", operands, attributes)
-    dimension = attributes["dimension"]
-    return [np.concatenate([values[i] for values in everyone], axis=dimension) for i in range(len(operands))]
+    def combine(everyone):
+        return [np.concatenate([values[i] for values in everyone], axis=attributes["dimension"]) for i in range(len(operands))]
+
+    return gather("all_gather", operands, attributes, combine)[0]
 
 
 def reduce_scatter(operands, attributes):
-    everyone, rank = gather("reduce_scatter", operands, attributes)
-    total = reduce_in_order([values[0] for values in everyone], attributes["reducer"])
-    return [np.split(total, len(everyone), axis=attributes["dimension"])[rank]]
+    def combine(everyone):
+        total = reduce_in_order([values[0] for values in everyone], attributes["reducer"])
+        return np.split(total, len(everyone), axis=attributes["dimension"])
+
+    parts, rank = gather("reduce_scatter", operands, attributes, combine)
+    return [parts[rank]]
 
 
 def all_to_all(operands, attributes):
-    everyone, rank = gather("all_to_all", operands, attributes)
     split, concat = attributes["split_dimension"], attributes["concat_dimension"]
     count = attributes["split_count"]
-    return [np.concatenate([np.split(values[i], count, axis=split)[rank] for values in everyone], axis=concat)
-            for i in range(len(operands))]
+
+    def combine(everyone):  # every rank's results
+        parts = [[np.split(value, count, axis=split) for value in values] for values in everyone]
+        return [[np.concatenate([parts[member][i][rank] for member in range(len(everyone))], axis=concat)
+                 for i in range(len(operands))] for rank in range(len(everyone))]
+
+    everyone, rank = gather("all_to_all", operands, attributes, combine)
+    return everyone[rank]
+
+
+def copies(everyone):
+    return [[np.array(value) for value in values] for values in everyone]
 
 
 def collective_permute(operands, attributes):
     """Every device of the permutation's group brings its operand; a device takes its source's,
     or zeros when nobody sends to it."""
-    met = gather("collective_permute", operands, attributes, grouped=False)
+    met = gather("collective_permute", operands, attributes, copies, grouped=False)
     device = current().device
     source = next((s for s, t in attributes["pairs"] if t == device), None)
     if met is None or source is None:
@@ -238,7 +283,7 @@ def collective_broadcast(operands, attributes):
     operand, one index per result) the operand of the member it names; zeros on devices in no
     group."""
     data = operands[:-1] if attributes.get("dynamic_root") else operands
-    met = gather("collective_broadcast", operands, attributes, grouped=False)
+    met = gather("collective_broadcast", operands, attributes, copies, grouped=False)
     if met is None:
         return [np.zeros_like(operand) for operand in data]
     everyone, _ = met
@@ -248,11 +293,13 @@ def collective_broadcast(operands, attributes):
 
 def collective_reduce(operands, attributes):
     """The group's first device takes the reduction; the others (and devices in no group) zeros."""
-    met = gather("collective_reduce", operands, attributes, grouped=False)
+    def combine(everyone):
+        return [reduce_in_order([values[i] for values in everyone], attributes["reducer"]) for i in range(len(operands))]
+
+    met = gather("collective_reduce", operands, attributes, combine, grouped=False)
     if met is None or met[1] != 0:
         return [np.zeros_like(operand) for operand in operands]
-    everyone, _ = met
-    return [reduce_in_order([values[i] for values in everyone], attributes["reducer"]) for i in range(len(operands))]
+    return met[0]
 
 
 def replica_id(operands, attributes):

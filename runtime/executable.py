@@ -24,7 +24,7 @@ from mlirxla import phases
 from mlirxla.dialects.xhlo.global_entry import GlobalValue
 from mlirxla.errors import MlirxlaError
 
-from . import memory
+from . import blas, memory
 from . import thunks as thunk_kinds
 from .executor import ThreadPool, plan_graph, run_thunks
 from .thunks import BufferSlice
@@ -143,6 +143,10 @@ def written_parameters(plan: ExecutablePlan) -> frozenset[int]:
                      for at in thunk.writes if kinds[at.allocation] == "parameter")
 
 
+def calls_blas(plan: ExecutablePlan) -> bool:
+    return any(isinstance(thunk, thunk_kinds.GemmThunk) for thunk in thunk_kinds.every_thunk(plan.thunks))
+
+
 def talks_to_devices(plan: ExecutablePlan) -> bool:
     return any(isinstance(thunk, thunk_kinds.CollectiveThunk) for thunk in thunk_kinds.every_thunk(plan.thunks))
 
@@ -170,6 +174,7 @@ class Executable:
         # collectives wait for other devices: their program runs in order on the device's thread,
         # so that no pool worker waits at a rendezvous for work queued behind it
         self.graph = None if talks_to_devices(plan) else plan_graph(plan.thunks)
+        self.calls_blas = calls_blas(plan)
         self.constants = {index: np.ascontiguousarray(data) for index, data in plan.constants.items()}
         self.parameter_checks = [(np.dtype(p.dtype), tuple(p.shape)) for p in plan.parameters]
         self.outputs = [self.output_plan(at, spec) for at, spec in plan.outputs]
@@ -231,7 +236,11 @@ class Executable:
         storage = self.allocate()
         for index, array in storage.items():
             bases[index] = address(array)
-        run_thunks(self.plan.thunks, bases, self.pool, self.graph)
+        if self.calls_blas:  # on OpenBLAS's own thread count, or the grid's on a device's thread
+            with blas.gemm_threads(None):
+                run_thunks(self.plan.thunks, bases, self.pool, self.graph)
+        else:
+            run_thunks(self.plan.thunks, bases, self.pool, self.graph)
         return [self.output(o, storage, arrays, donated) for o in self.outputs]
 
     def allocate(self) -> dict[int, np.ndarray]:

@@ -6,17 +6,38 @@ declared reads and writes (an edge wherever one thunk writes a slice another rea
 writes, in sequence order), keeps a pending-input count per node, and runs ready nodes on
 the thread pool: native kernels and BLAS calls release the GIL, so independent thunks do
 run in parallel. `ThreadPool.run_split` spreads the slices of one sliced kernel over the
-workers.
+workers. A thread inside `without_pool` (a device of a grid that has as many devices as the
+pool has workers) runs its executions in order and its sliced kernels whole: the devices
+already keep every core busy, and a pool they all fed would only add hand-offs.
 """
 
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .thunks import BufferSlice, observer, run_sequence
 
 SEQUENTIAL_BELOW = 8  # thunk sequences shorter than this always run in order
+
+
+class _Alone(threading.local):
+    alone = False  # this thread runs its executions without the pool
+
+
+_local = _Alone()
+
+
+@contextmanager
+def without_pool(alone: bool = True):
+    """When `alone`, this thread's executions within the body run without the pool."""
+    previous = _local.alone
+    _local.alone = alone or previous
+    try:
+        yield
+    finally:
+        _local.alone = previous
 
 
 class ThreadPool:
@@ -87,6 +108,8 @@ def is_chain(nodes: list[Node]) -> bool:
 def run_thunks(thunks: list, bases: list[int], pool: ThreadPool | None, graph: list[Node] | None = None) -> None:
     """Run `thunks` in order, or as `graph` (from `plan_graph`) on the pool; through the
     observer when a profile records."""
+    if _local.alone:
+        pool = graph = None
     observing = observer()
     if observing is None:
         run_planned(thunks, bases, pool, graph)

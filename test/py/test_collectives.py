@@ -3,9 +3,14 @@
 in the four replica-group modes; results bitwise equal across runs and devices; a device
 that never arrives ends the execution with an error naming the collective and the missing
 devices; a device that fails ends the others' meetings; `mlirxla-run --devices`, and
-`mlirxla-run` on a module sharded over its partitions."""
+`mlirxla-run` on a module sharded over its partitions; a grid's GEMMs on one OpenBLAS thread
+each, never overlapping executions on another count; device threads kept between executions;
+devices that fill the cores running their thunks on their own threads."""
 
+import ctypes
 import pathlib
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -13,8 +18,9 @@ import pytest
 from mlirxla import frontdoor
 from mlirxla.context import new_context
 from mlirxla.errors import MlirxlaError
-from mlirxla.runtime import driver
+from mlirxla.runtime import blas, driver, thunks
 from mlirxla.runtime.devices import DeviceGrid, execute_on_devices
+from mlirxla.runtime.executor import ThreadPool
 from mlirxla.tools import run as run_tool
 
 from .conftest import REPOSITORY
@@ -231,3 +237,117 @@ def test_mlirxla_run_partitions_a_sharded_module_and_assembles_its_results(name,
                             "-o", str(tmp_path / "outputs.npz")])
     assert status == 0 and "on 4 devices (1 replica(s) x 4 partition(s)), partitioned by its shardings" in capsys.readouterr().out
     np.testing.assert_allclose(np.load(tmp_path / "outputs.npz")["result0"], compute(*arguments), rtol=1e-4, atol=1e-4)
+
+
+def openblas_threads() -> int:
+    get = blas._library().scipy_openblas_get_num_threads64_
+    get.restype = ctypes.c_int
+    return get()
+
+
+class Probe:
+    """Runs `executable` as a device and notes, meanwhile, its thread and OpenBLAS's count."""
+
+    def __init__(self, executable, seen: list):
+        self.executable, self.seen = executable, seen
+
+    def execute(self, arguments):
+        self.seen.append((threading.get_ident(), openblas_threads()))
+        return self.executable.execute(arguments)
+
+
+DOT = ("  %r = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : (tensor<64x500xf32>, tensor<500x64xf32>) "
+       "-> tensor<64x64xf32>\n  return %r : tensor<64x64xf32>")
+DOT_SIGNATURE = "(%x: tensor<64x500xf32>, %w: tensor<500x64xf32>) -> tensor<64x64xf32>"
+
+
+def test_a_grids_gemms_run_on_one_blas_thread_each_and_keep_their_bits():
+    """A 64x64x500 GEMM's last bits depend on OpenBLAS's thread count: every device of a grid
+    runs it on one thread, on every run, and OpenBLAS is left with the count it had."""
+    grid = DeviceGrid(4, 1)
+    executable = compile_program(DOT, grid, DOT_SIGNATURE)
+    rng = np.random.default_rng(5)
+    arguments = [[rng.standard_normal((64, 500)).astype(np.float32), rng.standard_normal((500, 64)).astype(np.float32)]
+                 for _ in range(4)]
+    before = openblas_threads()
+    with blas.gemm_threads(1):
+        want = [executable.execute(a)[0] for a in arguments]
+    for _ in range(3):
+        seen: list = []
+        outputs = execute_on_devices([Probe(executable, seen)] * 4, arguments, grid)
+        assert [count for _, count in seen] == [1] * 4
+        assert all(o[0].tobytes() == w.tobytes() for o, w in zip(outputs, want))
+    assert openblas_threads() == before
+
+
+def test_executions_on_different_blas_thread_counts_never_overlap():
+    """While a grid holds OpenBLAS at one thread, a single-device execution waits for it, then
+    runs on OpenBLAS's own count."""
+    own = openblas_threads()
+    entered, seen = threading.Event(), []
+
+    def single_device():
+        with blas.gemm_threads(None):
+            seen.append(openblas_threads())
+            entered.set()
+
+    with blas.gemm_threads(1):
+        waiting = threading.Thread(target=single_device)
+        waiting.start()
+        assert not entered.wait(0.2)
+    waiting.join()
+    assert seen == [own]
+
+
+def test_device_threads_are_kept_and_concurrent_grids_each_get_all_their_devices():
+    """Devices run on threads kept between executions (none started per call), a thread of its
+    own for every device; two grids meeting at all-reduces at once both finish."""
+    grid = DeviceGrid(4, 1)
+    body = (f'  %r = "stablehlo.all_reduce"(%x) {ADD} {{replica_groups = dense<[[0, 1, 2, 3]]> : tensor<1x4xi64>}} '
+            ': (tensor<256xf32>) -> tensor<256xf32>\n  return %r : tensor<256xf32>')
+    executable = compile_program(body, grid, "(%x: tensor<256xf32>) -> tensor<256xf32>")
+    values = device_values(4, shape=(256,), seed=9)
+    runs = []
+    for _ in range(2):
+        seen: list = []
+        execute_on_devices([Probe(executable, seen)] * 4, [[v] for v in values], grid)
+        runs.append({thread for thread, _ in seen})
+    assert len(runs[0]) == 4 and runs[0] == runs[1]
+    with ThreadPoolExecutor(3) as callers:
+        results = list(callers.map(lambda _: execute_on_devices([executable] * 4, [[v] for v in values], grid), range(3)))
+    want = in_rank_order(values)
+    assert all(o[0].tobytes() == want.tobytes() for outputs in results for o in outputs)
+
+
+def test_devices_that_fill_the_cores_run_their_thunks_on_their_own_thread():
+    """A program that would run as a graph on the pool runs in order on each device's thread
+    when the grid has a device per worker of the pool."""
+    devices = max(ThreadPool.shared().workers, 2)
+    grid = DeviceGrid(devices, 1)
+    lines = [f"  %d{i} = stablehlo.dot_general %x, %w{i}, contracting_dims = [1] x [0] : (tensor<64x500xf32>, tensor<500x64xf32>) "
+             f"-> tensor<64x64xf32>" for i in range(8)]
+    lines += [f"  %s{i} = stablehlo.add %{'d0' if i == 1 else f's{i - 1}'}, %d{i} : tensor<64x64xf32>" for i in range(1, 8)]
+    body = "\n".join(lines) + "\n  return %s7 : tensor<64x64xf32>"
+    weights = ", ".join(f"%w{i}: tensor<500x64xf32>" for i in range(8))
+    executable = compile_program(body, grid, f"(%x: tensor<64x500xf32>, {weights}) -> tensor<64x64xf32>")
+    assert executable.graph is not None
+    rng = np.random.default_rng(2)
+    arguments = [[rng.standard_normal((64, 500)).astype(np.float32)] +
+                 [rng.standard_normal((500, 64)).astype(np.float32) for _ in range(8)]] * devices
+    devices_threads: list = []
+    thunk_threads = set()
+
+    class Observer:
+        def run(self, thunk, bases, pool):
+            thunk_threads.add(threading.get_ident())
+            thunk.run(bases, pool)
+
+        def execution(self, thunks, run):
+            run()
+
+    thunks.observe(Observer())
+    try:
+        execute_on_devices([Probe(executable, devices_threads)] * devices, arguments, grid)
+    finally:
+        thunks.observe(None)
+    assert thunk_threads == {thread for thread, _ in devices_threads}

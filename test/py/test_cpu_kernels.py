@@ -214,6 +214,31 @@ def test_emitter_paths_and_plan_round_trip():
     assert thunk_kinds.from_json(plan.thunks[0].to_json()).describe() == plan.thunks[0].describe()
 
 
+FREE_DIMENSIONS_TOGETHER = """func.func @main(%x: tensor<2x64x128xf32>, %w: tensor<128x32xf32>, %v: tensor<16x2x64xf32>, %u: tensor<3x5x16xf32>, %y: tensor<8x3x16xf32>) -> (tensor<2x64x32xf32>, tensor<2x64x3x5xf32>, tensor<8x3x3x5xf32>) {
+  %0 = stablehlo.dot_general %x, %w, contracting_dims = [2] x [0] : (tensor<2x64x128xf32>, tensor<128x32xf32>) -> tensor<2x64x32xf32>
+  %1 = stablehlo.dot_general %v, %u, contracting_dims = [0] x [2] : (tensor<16x2x64xf32>, tensor<3x5x16xf32>) -> tensor<2x64x3x5xf32>
+  %2 = stablehlo.dot_general %y, %u, contracting_dims = [2] x [2] : (tensor<8x3x16xf32>, tensor<3x5x16xf32>) -> tensor<8x3x3x5xf32>
+  return %0, %1, %2 : tensor<2x64x32xf32>, tensor<2x64x3x5xf32>, tensor<8x3x3x5xf32>
+}"""
+
+
+def test_a_dots_free_dimensions_side_by_side_make_one_gemm_dimension():
+    """Free dimensions next to each other, on one side of the contracting one, are one GEMM
+    dimension of their product, transposed or not; what numpy computes."""
+    executable = Client().compile(FREE_DIMENSIONS_TOGETHER)
+    text = executable.thunk_sequence()
+    assert "gemm dot f32 128x32x128 NN" in text
+    assert "gemm dot f32 128x15x16 TT" in text
+    assert "gemm dot f32 24x15x16 NT" in text
+    rng = np.random.default_rng(4)
+    x, w, v, u, y = (rng.standard_normal(shape).astype(np.float32)
+                     for shape in ((2, 64, 128), (128, 32), (16, 2, 64), (3, 5, 16), (8, 3, 16)))
+    first, second, third = executable.execute_numpy([x, w, v, u, y])
+    np.testing.assert_allclose(first, np.einsum("abk,kn->abn", x, w), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(second, np.einsum("kab,cdk->abcd", v, u), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(third, np.einsum("abk,cdk->abcd", y, u), rtol=1e-4, atol=1e-4)
+
+
 SWAPPING_LOOP = """func.func @main(%a: tensor<4xf32>, %b: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
   %zero = stablehlo.constant dense<0> : tensor<i32>
   %r:3 = stablehlo.while(%i = %zero, %x = %a, %y = %b) : tensor<i32>, tensor<4xf32>, tensor<4xf32>

@@ -5,6 +5,8 @@ in such a dot or convolution becomes that library call writing the fusion's outp
 epilogue as a kernel reading the output elementwise and writing it in place. What BLAS cannot
 take is a generated kernel; every choice goes to the decisions."""
 
+from math import prod
+
 from mlirxla.mlir import ir
 from mlirxla.runtime.thunks import GemmThunk, KernelThunk
 from mlirxla.transforms.fusion_legality import LIBRARY_CALLS, fused_ops, kind_of
@@ -82,7 +84,11 @@ def gemm_for(emitter, dot: ir.Operation, owner: ir.Operation, out: ir.Value, lhs
 
 def gemm_shape(dot: ir.Operation) -> tuple[int, int, int, int, bool, bool] | None:
     """(batch, m, n, k, transpose lhs, transpose rhs) when the dot is a (batched) GEMM over
-    row-major buffers, else None."""
+    row-major buffers, else None. An operand's free dimensions may be several when they lie
+    together on one side of its contracting dimension: row-major, they are one dimension of
+    their product (a [2,64,128] x [128,32] dot is a 128x32x128 GEMM), as XLA's dot
+    decomposition reshapes them, and the result [batch, lhs free, rhs free] is the [batch, m,
+    n] matrix."""
     numbers = ir.DictAttr(dot.attributes["dot_dimension_numbers"])
 
     def dims(name):
@@ -97,12 +103,16 @@ def gemm_shape(dot: ir.Operation) -> tuple[int, int, int, int, bool, bool] | Non
     batched = len(lhs_batch)
     if batched > 1 or lhs_batch != rhs_batch or lhs_batch not in ([], [0]):
         return None
-    if len(lhs_shape) != 2 + batched or len(rhs_shape) != 2 + batched:
+    if len(lhs_shape) < 2 + batched or len(rhs_shape) < 2 + batched:
+        return None
+    # contracting first among the non-batch dimensions: the operand is [k, free] (transposed
+    # for the lhs); last: [free, k] (transposed for the rhs); elsewhere the free ones are apart
+    if lhs_contracting[0] not in (batched, len(lhs_shape) - 1) or rhs_contracting[0] not in (batched, len(rhs_shape) - 1):
         return None
     batch = lhs_shape[0] if batched else 1
     transpose_lhs = lhs_contracting[0] == batched
-    transpose_rhs = rhs_contracting[0] == batched + 1
-    m = lhs_shape[batched + (1 if transpose_lhs else 0)]
+    transpose_rhs = rhs_contracting[0] == len(rhs_shape) - 1
     k = lhs_shape[lhs_contracting[0]]
-    n = rhs_shape[batched + (0 if transpose_rhs else 1)]
+    m = prod(size for d, size in enumerate(lhs_shape) if d >= batched and d != lhs_contracting[0])
+    n = prod(size for d, size in enumerate(rhs_shape) if d >= batched and d != rhs_contracting[0])
     return batch, m, n, k, transpose_lhs, transpose_rhs
