@@ -20,9 +20,8 @@ def pipeline_names() -> list[str]:
     return sorted(NAMED_PIPELINES)
 
 
-def named_pipeline(name: str, **options):
-    """A fresh pipeline `name`, built with `options` (e.g. the cpu pipeline's `alignment`)."""
+def named_pipeline(name: str):
     if name not in NAMED_PIPELINES:
         raise MlirxlaError(f"unknown pipeline '{name}' (known: {', '.join(pipeline_names())})")
     module_name, function = NAMED_PIPELINES[name].split(":")
-    return getattr(importlib.import_module(f"mlirxla.pipelines.{module_name}"), function)(**options)
+    return getattr(importlib.import_module(f"mlirxla.pipelines.{module_name}"), function)()
