@@ -3,14 +3,18 @@
 For each benchmark program (`examples/jax_programs.py`; its StableHLO, written by
 scripts/export-programs, in test/data/jax/programs) jax compiles the program with XLA:CPU
 and `xla_figures.py` reads XLA's own after-optimizations HLO and buffer assignment from the
-dump (XLA_FLAGS=--xla_dump_to points at a scratch directory); and it runs mlirxla's cpu
-pipeline on the StableHLO file. It prints, per program, the number of
+dump (XLA_FLAGS=--xla_dump_to points at a scratch directory); and mlirxla's cpu backend
+compiles the StableHLO file. It prints, per program, the number of
 kernels (entry-computation fusions plus library calls and other real ops; ops inside loop
 bodies counted apart), temp bytes, and total allocated bytes (parameters + outputs + temp +
-constants: the memory the executable needs at its peak), with ratios, and mlirxla's kernel
-scratch: the per-slice working memory its largest batch-slice fusion holds while it runs,
-outside the slab (XLA's YNNPACK fusions hold theirs outside XLA's buffer assignment too, so
-XLA's figures have no such column).
+constants: the memory the executable needs at its peak), with ratios. mlirxla's temp is the
+slab its executable allocates: the temps plus the kernels' scratch and im2col rows, which
+buffer assignment plans in it (the scratch column says how many bytes of scratch intervals
+it placed there, sharing memory with temps dead at the time); XLA's temp is its temp
+allocation (its YNNPACK fusions' working memory is outside XLA's buffer assignment, so it
+is not counted). The scratch of a sliced kernel is one range per concurrent call, as many as
+this host has cores (up to its slices), so the figures for softmax, transformer and the
+conv net depend on the host's core count, which the header says.
 
     python benchmarks/decisions_vs_xla.py [--json] [--programs mlp,softmax]
 
@@ -57,18 +61,24 @@ def mlirxla_kernels(module) -> tuple[int, int]:
 
 
 def mlirxla_decisions(path: str) -> dict:
+    """The cpu backend's figures: the assignment its executable runs (the module's
+    `xhlo.buffer_assignment` summary, written again once the scratch is placed), checked
+    against the executable's own slab."""
     from mlirxla import frontdoor
+    from mlirxla.backends.cpu.compiler import compile_module
     from mlirxla.context import new_context
-    from mlirxla.pipelines import named_pipeline
-    from mlirxla.pipelines.runner import PipelineRunner
-    from mlirxla.transforms.buffer_assignment import memory_summary
+    from mlirxla.mlir import ir
 
     module = frontdoor.import_file(path, new_context()).module
-    PipelineRunner(module).run(named_pipeline("cpu"))
+    plan = compile_module(module).plan
     entry, nested = mlirxla_kernels(module)
-    summary = memory_summary(module)
-    return {"kernels": entry, "nested_kernels": nested, "temp_bytes": summary["temp"], "total_bytes": summary["total"],
-            "kernel_scratch_bytes": summary["kernel_scratch"]}
+    with module.context:
+        summary = {k: ir.IntegerAttr(v).value for k, v in
+                   ((a.name, a.attr) for a in ir.DictAttr(module.operation.attributes["xhlo.buffer_assignment"]))}
+    slab = sum(size for kind, size in zip(plan.allocation_kinds, plan.allocation_sizes) if kind == "temp")
+    assert slab == summary["temp_bytes"], (slab, summary)
+    return {"kernels": entry, "nested_kernels": nested, "temp_bytes": summary["temp_bytes"], "total_bytes": summary["total_bytes"],
+            "kernel_scratch_bytes": summary["kernel_scratch_bytes"]}
 
 
 # ---------------------------------------------------------------- report
@@ -91,9 +101,10 @@ def main(argv=None) -> int:
     for name in arguments.programs.split(","):
         path = os.path.join(PROGRAMS_DIRECTORY, f"{name}.stablehlo.mlir")
         rows[name] = {"xla": xla_figures(name), "mlirxla": mlirxla_decisions(path)}
+    print(f"mlirxla's temp = temps + scratch in one slab; sliced kernels' scratch for {os.cpu_count()} concurrent calls (this host's cores)")
     header = f"{'program':12} {'kernels':>17} {'(in loops)':>12} {'temp bytes':>32} {'total bytes':>36} {'scratch':>9}"
     print(header)
-    print(f"{'':12} {'mlirxla  xla  ratio':>17} {'mlirxla xla':>12} {'mlirxla       xla     ratio':>32} {'mlirxla        xla       ratio':>36} {'mlirxla':>9}")
+    print(f"{'':12} {'mlirxla  xla  ratio':>17} {'mlirxla xla':>12} {'mlirxla       xla     ratio':>32} {'mlirxla        xla       ratio':>36} {'in temp':>9}")
     for name, row in rows.items():
         ours, theirs = row["mlirxla"], row["xla"]
         row["kernel_ratio"] = ours["kernels"] / theirs["kernels"] if theirs["kernels"] else None

@@ -46,6 +46,7 @@ def single_kernel(text: str):
     """(the kernel's LLVM-dialect module, its symbol) for a module that becomes one kernel."""
     from mlirxla import frontdoor
     from mlirxla.backends.cpu import kernel_source, lowering
+    from mlirxla.backends.cpu.compiler import pipeline_assignment
     from mlirxla.backends.cpu.thunk_emitter import ThunkEmitter
     from mlirxla.context import new_context
     from mlirxla.mlir import ir
@@ -53,9 +54,10 @@ def single_kernel(text: str):
     from mlirxla.pipelines.runner import PipelineRunner
 
     module = frontdoor.import_text(text, "kernel.mlir", new_context()).module
-    PipelineRunner(module).run(named_pipeline("cpu"))
+    runner = PipelineRunner(module)
+    runner.run(named_pipeline("cpu"))
     with module.context, ir.Location.unknown():
-        emission = ThunkEmitter(module).emit()
+        emission = ThunkEmitter(module, pipeline_assignment(runner)).emit()
         [spec] = [k for k in emission.kernels]
         kernel = ir.Module.create()
         kernel_source.kernel_function(kernel, spec.op, spec.symbol)

@@ -20,8 +20,9 @@ def pipeline_names() -> list[str]:
     return sorted(NAMED_PIPELINES)
 
 
-def named_pipeline(name: str):
+def named_pipeline(name: str, **options):
+    """A fresh pipeline `name`, built with `options` (e.g. the cpu pipeline's `alignment`)."""
     if name not in NAMED_PIPELINES:
         raise MlirxlaError(f"unknown pipeline '{name}' (known: {', '.join(pipeline_names())})")
     module_name, function = NAMED_PIPELINES[name].split(":")
-    return getattr(importlib.import_module(f"mlirxla.pipelines.{module_name}"), function)()
+    return getattr(importlib.import_module(f"mlirxla.pipelines.{module_name}"), function)(**options)

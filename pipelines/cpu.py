@@ -13,7 +13,9 @@
     (chains around convolutions that keep batch elements apart run slice by slice)
  -> copy insertion (what in-place updates, loops and outputs need for correctness)
  -> scheduling (a sequential order per computation, minimizing peak memory)
- -> buffer assignment (where every value lives; analysis only)
+ -> buffer assignment (where every value lives; analysis only), at the backend's alignment:
+    the cpu backend executes the assignment this pass makes (its kernels' scratch added to
+    the same slab, `backends/cpu/compiler.py`)
 """
 
 from mlirxla.transforms.batch_slice_fusion import BatchSliceFusionPass
@@ -35,7 +37,11 @@ from .pipeline import Pipeline
 from .simplification import simplification_pipeline
 
 
-def cpu_pipeline() -> Pipeline:
+ALIGNMENT = 64  # bytes: the cpu backend's (`backends/cpu/kernel_scratch.ALIGNMENT`, which it passes), so that dumps agree
+
+
+def cpu_pipeline(alignment: int = ALIGNMENT) -> Pipeline:
+    """The pipeline; `alignment`: byte alignment of the temp slab's offsets."""
     return (
         Pipeline("cpu")
         .add(ShardingRemoverPass())
@@ -52,5 +58,5 @@ def cpu_pipeline() -> Pipeline:
         .add(BatchSliceFusionPass())
         .add(CopyInsertionPass())
         .add(SchedulingPass())
-        .add(BufferAssignmentPass())
+        .add(BufferAssignmentPass(alignment=alignment))
     )

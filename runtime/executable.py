@@ -3,8 +3,8 @@ the backend that compiled it) and its code, loaded by that backend (`backends/re
 `execute` runs it on numpy arrays (XLA's CpuExecutable).
 
 Per execution: the address table is the parameters' own memory (C-contiguous arrays are
-used in place, not copied), a fresh temp slab, fresh kernel scratch, the constants (owned
-by the executable), and fresh output allocations; an output that fills its allocation
+used in place, not copied), a fresh temp slab (the kernels' scratch inside it), the
+constants (owned by the executable), and fresh output allocations; an output that fills its allocation
 alone is allocated as the array it is returned as, others come back as views of their
 allocation (or copies, for an output that is a parameter or a constant). A parameter that
 holds a donated output (buffer assignment's donation) is written in place when the caller
@@ -29,7 +29,6 @@ from . import thunks as thunk_kinds
 from .executor import ThreadPool, plan_graph, run_thunks
 from .thunks import BufferSlice
 
-ALIGNMENT = 64
 TOKEN_TYPE = "!stablehlo.token"  # xhlo keeps StableHLO's token type
 
 
@@ -71,7 +70,7 @@ class ExecutablePlan:
     parameters: list[TensorSpec]
     outputs: list[tuple[BufferSlice, TensorSpec]]
     allocation_sizes: list[int]
-    allocation_kinds: list[str]  # parameter | temp | constant | output | scratch (per concurrent call)
+    allocation_kinds: list[str]  # parameter | temp | constant | output
     constants: dict[int, np.ndarray]  # allocation -> bytes (uint8)
     thunks: list = field(default_factory=list)
     backend: str = "cpu"  # whose code the thunks call (the registry's name)
@@ -184,12 +183,11 @@ class Executable:
         for index, array in self.constants.items():
             self.base_template[index] = address(array)
         # allocations made fresh per execution: (index, bytes, or the output plan of an output
-        # allocation returned whole, which is then allocated with its dtype and shape); a
-        # kernel's scratch holds one range per worker, as its slices may run on all of them
+        # allocation returned whole, which is then allocated with its dtype and shape)
         self.written_parameters = written_parameters(plan)
-        self.fresh = [(index, size * (self.pool.workers if kind == "scratch" else 1), typed.get(index))
+        self.fresh = [(index, size, typed.get(index))
                       for index, (kind, size) in enumerate(zip(plan.allocation_kinds, plan.allocation_sizes))
-                      if kind in ("output", "scratch") or (kind == "temp" and size > 0)]
+                      if kind == "output" or (kind == "temp" and size > 0)]
         self.fresh_bytes = sum(size for _, size, _ in self.fresh)
         phases.publish("executable", self)
 
@@ -246,7 +244,7 @@ class Executable:
         return [self.output(o, storage, arrays, donated) for o in self.outputs]
 
     def allocate(self) -> dict[int, np.ndarray]:
-        """The memory made fresh for one execution (outputs, temps, scratch), by allocation."""
+        """The memory made fresh for one execution (outputs, the temp slab), by allocation."""
         if self.fresh_bytes > memory.ALWAYS_AFFORDABLE_BYTES:  # spares small executions the words
             memory.require(self.fresh_bytes, "one execution", self.largest_allocation())
         try:

@@ -57,16 +57,17 @@ class ThreadPool:
                 cls._shared = cls()
             return cls._shared
 
-    def run_split(self, function, count: int) -> None:
-        """Call function(part, first, last) over `count` items split in one range per worker
-        (`part` < workers numbers the range, so that each can use memory of its own); the
+    def run_split(self, function, count: int, most: int | None = None) -> None:
+        """Call function(part, first, last) over `count` items split in one range per worker,
+        `most` ranges at most (`part` numbers the range, so that each can use memory of its
+        own: a sliced kernel's scratch holds `most` ranges); the
         calling thread runs the first range. Called from a worker (a thunk the graph runs on
         the pool), it runs everything itself: a worker that waited for other workers could
         wait for itself."""
         if threading.current_thread().name.startswith("mlirxla"):
             function(0, 0, count)
             return
-        parts = min(self.workers, count)
+        parts = min(self.workers, count, most or count)
         bounds = [count * i // parts for i in range(parts + 1)]
         futures = [self.executor.submit(function, i, bounds[i], bounds[i + 1]) for i in range(1, parts)]
         function(0, bounds[0], bounds[1])

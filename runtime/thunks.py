@@ -6,7 +6,8 @@ every thunk declares the slices it reads and writes (`reads`, `writes`), which i
 executor needs to order them. Kinds:
 
 - `kernel`: a native function `void k(ptr, ...)` over its operands, its results, then its
-  scratch arguments (working memory, in one range per concurrent call) when it needs any;
+  scratch arguments (working memory in the temp slab, one range per concurrent call, which
+  the thunk declares it writes) when it needs any;
 - `sliced_kernel`: a kernel that computes one slice of dimension 0 (an image of a
   batch-slice fusion, a block of rows of a large kernel), called once per slice with the
   sliced pointers moved along, slices spread over the thread pool;
@@ -67,6 +68,7 @@ class KernelThunk:
     kind: str = "kernel"
     scratch: BufferSlice | None = None  # one call's working memory
     scratch_offsets: tuple[int, ...] = ()  # where each scratch argument (after the results) points in it
+    scratch_parts: int = 1  # concurrent calls at most, each with a range of its own after `scratch`
     function: object = field(default=None, repr=False, compare=False)
 
     @property
@@ -74,8 +76,16 @@ class KernelThunk:
         return self.arguments[: len(self.arguments) - self.result_count]
 
     @property
-    def writes(self):
+    def results(self):
         return self.arguments[len(self.arguments) - self.result_count:]
+
+    @property
+    def writes(self):
+        """The results and, in the slab where other values live at other times, the scratch."""
+        if self.scratch is None:
+            return self.results
+        whole = BufferSlice(self.scratch.allocation, self.scratch.offset, self.scratch.size * self.scratch_parts)
+        return self.results + (whole,)
 
     def bind(self, engine) -> None:
         count = len(self.arguments) + len(self.scratch_offsets)
@@ -99,12 +109,14 @@ class KernelThunk:
         if self.scratch is not None:
             data["scratch"] = self.scratch.to_json()
             data["scratch_offsets"] = list(self.scratch_offsets)
+            data["scratch_parts"] = self.scratch_parts
         return data
 
     def describe(self) -> str:
         operands = ", ".join(s.text() for s in self.reads)
-        results = ", ".join(s.text() for s in self.writes)
-        scratch = f" scratch {self.scratch.text()} per call" if self.scratch is not None else ""
+        results = ", ".join(s.text() for s in self.results)
+        parts = f" x{self.scratch_parts} concurrent calls" if self.scratch_parts > 1 else ""
+        scratch = f" scratch {self.scratch.text()} per call{parts}" if self.scratch is not None else ""
         return f"kernel {self.name} [{self.symbol}]({operands}) -> {results}{scratch}"
 
 
@@ -126,7 +138,7 @@ class SlicedKernelThunk(KernelThunk):
         if pool is None or pool.workers < 2 or self.slices < 2:
             run_range(0, 0, self.slices)
         else:
-            pool.run_split(run_range, self.slices)
+            pool.run_split(run_range, self.slices, self.scratch_parts if self.scratch is not None else None)
 
     def to_json(self) -> dict:
         return super().to_json() | {"slices": self.slices, "strides": list(self.strides)}
@@ -481,7 +493,8 @@ def run_sequence(thunks: list, bases: list[int], pool) -> None:
 
 def from_json(data: dict):
     kind = data["kind"]
-    scratch = {"scratch": BufferSlice.from_json(data["scratch"]), "scratch_offsets": tuple(data["scratch_offsets"])} if "scratch" in data else {}
+    scratch = {"scratch": BufferSlice.from_json(data["scratch"]), "scratch_offsets": tuple(data["scratch_offsets"]),
+               "scratch_parts": data["scratch_parts"]} if "scratch" in data else {}
     if kind == "kernel":
         return KernelThunk(data["name"], data["symbol"], _slices(data["arguments"]), data["result_count"], **scratch)
     if kind == "sliced_kernel":

@@ -29,9 +29,18 @@ the output keeps its own buffer. The dump says which (`Donation:` lines).
 Allocation kinds: `parameter` (entry arguments and everything aliased to them), `constant`
 (xhlo.constant values), `maybe-live-out` (values the entry returns; one allocation each), and
 `temp`: every other buffer, packed into ONE slab by heap_simulator.pack (decreasing-size
-best fit, spatial and temporal orderings, the smaller kept). Batch-slice fusions also hold
-per-slice working memory while they run (`scratch_bytes`); the largest is reported as
-`kernel_scratch_bytes`, apart from the slab and the total.
+best fit, spatial and temporal orderings, the smaller kept), at offsets aligned to the
+pass's `alignment` (the backend's: the cpu pipeline is built with the cpu backend's).
+
+Scratch. Memory a backend's step holds only while it runs (a kernel's working memory, known
+once the kernel is lowered; im2col rows) is planned in the same slab afterwards, by the
+backend, with `place_scratch`: an interval live at its op's time step(s) only, put in the
+tightest gap the temps and scratch live then leave free (above them all when none fits, the
+slab growing), so that it shares memory with values dead while it runs. The temps keep the
+offsets this pass gave them. `kernel_scratch_bytes` sums the scratch placed (0 when the pass
+alone ran); the dump files list each scratch interval with what it holds. The backend
+rewrites the dump files with the assignment it executes, scratch included (the cpu
+backend: `backends/cpu/compiler.py`), so the files describe the executable.
 
 Writes `xhlo.buffer_assignment = {temp_bytes, parameter_bytes, live_out_bytes, constant_bytes,
 total_bytes, peak_live_bytes, allocations, kernel_scratch_bytes}` on the module and reports the
@@ -46,7 +55,7 @@ from typing import ClassVar
 from mlirxla.mlir import ir
 
 from .fusion_legality import ELEMENTWISE, elementwise_read_operands, kind_of
-from .heap_simulator import Buffer, HeapResult, pack, peak_live
+from .heap_simulator import Buffer, HeapResult, align_up, pack, peak_live
 from .pass_base import ModulePass, PassReport, PassResult
 from .scheduling import entry_function, nested_operands, type_bytes
 
@@ -80,6 +89,20 @@ class LogicalBuffer:
 
 
 @dataclass
+class Scratch:
+    """Slab memory one step holds while it runs: `size` bytes at `offset`, live from schedule
+    time `start` to `end` (inclusive; the op's time, or the span of the times a shared branch
+    runs it at), holding what `holds` says."""
+
+    name: str
+    size: int
+    start: int
+    end: int
+    offset: int
+    holds: str
+
+
+@dataclass
 class Assignment:
     sequence: list[str]
     values: list[Value]
@@ -88,6 +111,42 @@ class Assignment:
     heap_candidates: dict[str, int]
     summary: dict[str, int]
     donations: list[str] = field(default_factory=list)  # per donated parameter: which output it holds, or why none
+    alignment: int = 1
+    op_times: dict = field(default_factory=dict)  # op of a flattened block -> the schedule times it runs at
+    scratch: list[Scratch] = field(default_factory=list)
+
+    def time_span(self, op: ir.Operation) -> tuple[int, int]:
+        """The schedule times `op` (or the op of the schedule holding it, for an op inside a
+        fusion or another opaque region) runs at: (first, last)."""
+        while op not in self.op_times:
+            parent = op.parent
+            if parent is None or parent.name == "builtin.module":
+                raise KeyError(f"{op.name} is not in the schedule")
+            op = parent
+        times = self.op_times[op]
+        return min(times), max(times)
+
+
+def place_scratch(a: Assignment, name: str, size: int, start: int, end: int, holds: str) -> int:
+    """Put `size` bytes live over [start, end] in the slab, in the tightest aligned gap the
+    temps and scratch live then leave free, else above them (growing the slab); its offset.
+    The temps do not move."""
+    busy = sorted([(b.offset, b.offset + b.size) for b in a.buffers if b.kind == "temp" and b.size > 0 and b.start <= end and start <= b.end]
+                  + [(s.offset, s.offset + s.size) for s in a.scratch if s.start <= end and start <= s.end])
+    best, cursor = None, 0
+    for low, high in busy:
+        gap_start = align_up(cursor, a.alignment)
+        if low - gap_start >= size and (best is None or low - gap_start < best[0]):
+            best = (low - gap_start, gap_start)
+        cursor = max(cursor, high)
+    offset = best[1] if best is not None else align_up(cursor, a.alignment)
+    a.scratch.append(Scratch(name, size, start, end, offset, holds))
+    a.heap.size = max(a.heap.size, offset + size)
+    a.summary["temp_bytes"] = a.heap.size
+    a.summary["kernel_scratch_bytes"] += size
+    a.summary["allocations"] = sum(1 for b in a.buffers if b.kind != "temp") + (1 if a.heap.size else 0)
+    a.summary["total_bytes"] = sum(a.summary[k] for k in ("temp_bytes", "parameter_bytes", "live_out_bytes", "constant_bytes"))
+    return offset
 
 
 class UnionFind:
@@ -115,6 +174,7 @@ class Analysis:
         self.values: dict[ir.Value, Value] = {}
         self.sequence: list[str] = []
         self.op_time: dict[ir.Operation, int] = {}
+        self.op_times: dict[ir.Operation, list[int]] = {}
         self.pending_uses: list[tuple[ir.Value, int, tuple]] = []
         self.unions = UnionFind()
         self.counters: dict[str, int] = defaultdict(int)
@@ -181,6 +241,7 @@ class Analysis:
                     self.number_block(block, inner_scope)
         time = self.tick(name)
         self.op_time[op] = time
+        self.op_times.setdefault(op, []).append(time)  # a branch shared by two conditionals runs twice
         for value in self.opaque_operands(op):
             self.pending_uses.append((value, time, scope))
         for k, result in enumerate(op.results):
@@ -389,7 +450,7 @@ def analyze(module: ir.Module, alignment: int = 1, share_elementwise: bool = Tru
         analysis = Analysis(module, share_elementwise)
         entry = entry_function(module)
         if entry is None:
-            return Assignment([], [], [], HeapResult("spatial"), {}, {k: 0 for k in SUMMARY_KEYS})
+            return Assignment([], [], [], HeapResult("spatial"), {}, {k: 0 for k in SUMMARY_KEYS}, alignment=alignment)
         analysis.run_entry(entry)
         buffers = colocate_in_live_out(analysis.finish())
     temps = [b for b in buffers if b.kind == "temp" and b.size > 0]
@@ -410,32 +471,17 @@ def analyze(module: ir.Module, alignment: int = 1, share_elementwise: bool = Tru
         "constant_bytes": by_kind["constant"],
         "peak_live_bytes": peak_live(slab),
         "allocations": allocations,
-        "kernel_scratch_bytes": kernel_scratch_bytes(module),
+        "kernel_scratch_bytes": 0,
     }
     summary["total_bytes"] = summary["temp_bytes"] + summary["parameter_bytes"] + summary["live_out_bytes"] + summary["constant_bytes"]
-    return Assignment(analysis.sequence, list(analysis.values.values()), buffers, heap, candidates, summary, analysis.donations)
-
-
-def kernel_scratch_bytes(module: ir.Module) -> int:
-    """The most per-slice working memory one kernel needs (batch-slice fusions' `scratch_bytes`):
-    memory the kernel holds while it runs, outside the slab, as XLA's YNNPACK fusions hold
-    theirs outside XLA's buffer assignment."""
-    most = 0
-
-    def visit(op):
-        nonlocal most
-        if op.operation.name == "xhlo.fusion" and "scratch_bytes" in op.attributes:
-            most = max(most, ir.IntegerAttr(op.attributes["scratch_bytes"]).value)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
-    return most
+    return Assignment(analysis.sequence, list(analysis.values.values()), buffers, heap, candidates, summary, analysis.donations,
+                      alignment, analysis.op_times)
 
 
 def memory_summary(module: ir.Module) -> dict[str, int]:
-    """Bytes by kind for the module in its current order: temp (the packed slab), parameter,
-    live_out, constant, total, peak (the most temp bytes live at once), the allocation count and
-    the largest kernel's scratch (outside the slab)."""
+    """Bytes by kind for the module in its current order, as the pass alone assigns them (no
+    backend's scratch): temp (the packed slab), parameter, live_out, constant, total, peak (the
+    most temp bytes live at once), the allocation count, kernel scratch (0: a backend places it)."""
     s = analyze(module).summary
     return {"temp": s["temp_bytes"], "parameter": s["parameter_bytes"], "live_out": s["live_out_bytes"],
             "constant": s["constant_bytes"], "total": s["total_bytes"], "peak": s["peak_live_bytes"],
@@ -471,6 +517,7 @@ def allocations(a: Assignment) -> list[tuple[str, int, list[tuple[Value, int]]]]
         rows.append((what, b.size, [(v, 0) for v in b.values]))
     if a.heap.size:
         slab = [(v, b.offset) for b in a.buffers if b.kind == "temp" and b.size > 0 for v in b.values]
+        slab += [(s, s.offset) for s in a.scratch]
         rows.append(("preallocated-temp", a.heap.size, slab))
     rows.sort(key=lambda r: -r[1])
     return rows
@@ -481,12 +528,16 @@ def buffer_assignment_text(a: Assignment) -> str:
     for k, (what, size, values) in enumerate(allocations(a)):
         lines.append(f"allocation {k}: size {size}, {what}:")
         for v, offset in values:
-            lines.append(f" value: <{v.id} {v.name} @0> (size={v.size},offset={offset}): {v.shape}")
+            if isinstance(v, Scratch):
+                lines.append(f" scratch: <{v.name} @{v.start}-{v.end}> (size={v.size},offset={offset}): {v.holds}")
+            else:
+                lines.append(f" value: <{v.id} {v.name} @0> (size={v.size},offset={offset}): {v.shape}")
     s = a.summary
     lines += ["", "Total bytes used: {}".format(s["total_bytes"]),
               f"Temp slab: {s['temp_bytes']} bytes ({a.heap.order} order chosen; candidates: "
-              + ", ".join(f"{k}={n}" for k, n in a.heap_candidates.items()) + f"; peak live {s['peak_live_bytes']})",
-              f"Kernel scratch (per running kernel, outside the slab): {s['kernel_scratch_bytes']} bytes", ""]
+              + ", ".join(f"{k}={n}" for k, n in a.heap_candidates.items()) + f"; peak live {s['peak_live_bytes']}; "
+              f"alignment {a.alignment})",
+              f"Scratch in the slab (live only while its step runs): {len(a.scratch)} interval(s), {s['kernel_scratch_bytes']} bytes", ""]
     lines += [f"Donation: {d}" for d in a.donations] + ([""] if a.donations else [])
     return "\n".join(lines)
 
@@ -508,7 +559,7 @@ def memory_usage_text(a: Assignment) -> str:
             cumulative += chunk
             shapes = defaultdict(int)
             for v in group:
-                shapes[v.shape] += 1
+                shapes[f"scratch {v.name}" if isinstance(v, Scratch) else v.shape] += 1
             shape_text = ", ".join(f"{n}×{s}" if n > 1 else s for s, n in shapes.items())
             lines.append(f"  {human(cumulative):>10}({100 * cumulative // max(size, 1):3d}%); {human(chunk):>10}; "
                          f"{offset:>12}; {len(group):>16}; {shape_text}   [{what}]")
@@ -526,8 +577,9 @@ def live_range_text(a: Assignment) -> str:
             if b.kind != "temp":
                 end = b.end
             lines.append(f"    {v.name}{{}}:{v.defined}-{end}")
+    lines += [f"    {s.name}{{scratch}}:{s.start}-{s.end}" for s in a.scratch]
     peak_time, peak = 0, -1
-    temps = [b for b in a.buffers if b.kind == "temp" and b.size > 0]
+    temps = [b for b in a.buffers if b.kind == "temp" and b.size > 0] + a.scratch
     for t in range(len(a.sequence)):
         live = sum(b.size for b in temps if b.start <= t <= b.end)
         if live > peak:
@@ -540,7 +592,7 @@ def live_range_text(a: Assignment) -> str:
 
 
 def heap_svg(a: Assignment) -> str:
-    temps = [b for b in a.buffers if b.kind == "temp" and b.size > 0]
+    temps = [b for b in a.buffers if b.kind == "temp" and b.size > 0] + a.scratch
     steps = max(len(a.sequence), 1)
     height = max(a.heap.size, 1)
     width_px, height_px, margin = 800, 500, 40

@@ -20,9 +20,10 @@ def load_code(object_code: bytes):
 def environment() -> str:
     import llvmlite
 
+    from .compiler import CONCURRENT_CALLS
     from .llvm_jit import host_cpu
 
-    return f"llvmlite={llvmlite.__version__};cpu={host_cpu()}"
+    return f"llvmlite={llvmlite.__version__};cpu={host_cpu()};concurrent_calls={CONCURRENT_CALLS}"
 
 
 BACKEND = Backend("cpu", "cpu", "native kernels for the host CPU through linalg and LLVM, GEMMs in BLAS",

@@ -1,19 +1,28 @@
 """The CPU compiler: an imported xhlo module in, a compiled program (the plan and its object
 code) out (XLA's CpuCompiler: RunHloPasses, then RunBackend).
 
-1. The cpu pipeline (`pipelines/cpu.py`): simplification, layouts, fusion, copies, the
-   schedule, buffer assignment; dumps as the pipeline runner writes them.
-2. Thunk emission (`thunk_emitter.py`): the thunk sequence and the kernels it needs.
+1. The cpu pipeline (`pipelines/cpu.py`) at this backend's alignment: simplification,
+   layouts, fusion, copies, the schedule, buffer assignment; dumps as the pipeline runner
+   writes them.
+2. Thunk emission (`thunk_emitter.py`) over the assignment the pipeline made (its
+   `xhlo-buffer-assignment` report; when the pipeline did not run that pass, the backend runs
+   it): the thunk sequence and the kernels it needs.
 3. Per kernel: its StableHLO function in destination-passing style (`kernel_source.py`),
    lowered to the LLVM dialect (`lowering.py`), translated to LLVM IR and optimized by
    llvmlite (`llvm_jit.py`); dumped as `<kernel>.ir-no-opt.ll` and `<kernel>.ir-with-opt.ll`.
-   A kernel that needs working memory gets it from a `scratch` allocation of its thunk.
    A kernel the toolkit cannot lower runs on the reference interpreter instead
    (`interpreter_fallback.py`), and the thunk sequence says so.
-4. One native object for all kernels, which the runtime loads; the thunk sequence is
+4. Scratch: what bufferization still allocated in a kernel (known only now) is placed in
+   the temp slab by buffer assignment's `place_scratch`, live while the kernel's thunk runs
+   (one range per concurrent call of a sliced kernel, `CONCURRENT_CALLS` at most), beside
+   the temps, which keep their offsets. The buffer-assignment dump files and the module's
+   `xhlo.buffer_assignment` summary are then written again from that final assignment: the
+   dumped assignment is the one the executable runs, scratch included.
+5. One native object for all kernels, which the runtime loads; the thunk sequence is
    dumped as `thunk-sequence.txt`.
 """
 
+import os
 from dataclasses import dataclass
 
 from mlirxla import phases
@@ -27,8 +36,10 @@ from mlirxla.pipelines.dumps import DumpWriter
 from mlirxla.pipelines.runner import PipelineRunner, RunOptions
 from mlirxla.backends.backend import CompiledProgram
 from mlirxla.runtime.executable import ExecutablePlan
-from mlirxla.runtime.thunks import BufferSlice, KernelThunk, every_thunk
+from mlirxla.runtime.thunks import BufferSlice, KernelThunk, SlicedKernelThunk, every_thunk
 from mlirxla.transforms import erasure
+from mlirxla.transforms.buffer_assignment import Assignment, BufferAssignmentPass, BufferAssignmentReport, place_scratch, write_summary
+from mlirxla.transforms.pass_base import PassResult
 from mlirxla.transforms.sharding_remover import partitioning_need
 
 from . import interpreter_fallback, kernel_scratch, kernel_source, llvm_jit, lowering, tiling
@@ -41,20 +52,26 @@ class CompiledKernel:
     symbol: str
     stablehlo: str
     optimized: llvm_jit.OptimizedKernel
-    scratch_sizes: tuple[int, ...] = ()  # working memory per call, passed after the results
+    scratch: tuple[kernel_scratch.ScratchArgument, ...] = ()  # working memory per call, passed after the results
     tiled_loop_nests: int = 0
+
+
+# a sliced kernel's concurrent calls, each with scratch of its own: the shared thread pool's
+# workers on this host (part of the compile cache's key, `backends/cpu/__init__.environment`)
+CONCURRENT_CALLS = os.cpu_count() or 1
 
 
 def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pipeline: bool = True) -> CompiledProgram:
     """Compile `module` (imported xhlo) for the host CPU."""
     runner = PipelineRunner(module, options)
     if run_pipeline:
-        runner.compile(named_pipeline("cpu"))
+        runner.compile(named_pipeline("cpu", alignment=kernel_scratch.ALIGNMENT))
     check_partitioned(module)
     with module.context, ir.Location.unknown():
         check_layouts(module)
+        assignment = pipeline_assignment(runner)
         with erasure.stage("cpu backend thunk emission"), phases.phase("backend", "thunk emission"):
-            emission = ThunkEmitter(module).emit()
+            emission = ThunkEmitter(module, assignment).emit()
         plan = plan_of(emission, module)
         phases.publish("kernel-count", len(emission.kernels))
         kernels = []
@@ -65,13 +82,30 @@ def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pi
             if compiled:
                 phases.publish("kernel", compiled)
                 kernels.append(compiled)
-                give_scratch(plan, compiled)
+                give_scratch(plan, compiled, spec, assignment, emission.slab)
                 if compiled.tiled_loop_nests:
                     emission.decisions.append(f"{compiled.symbol}: {compiled.tiled_loop_nests} loop nest(s) tiled "
                                               f"{tiling.TILE}x{tiling.TILE} for an operand read across the innermost loop")
+        plan.allocation_sizes[emission.slab] = assignment.heap.size
+        write_summary(module, assignment.summary)
+    for suffix, text in BufferAssignmentReport(assignment).dump_files().items():
+        runner.dumps.write(suffix, text)
     dump_kernels(runner.dumps, kernels)
     runner.dumps.write("thunk-sequence.txt", plan.describe(emission.decisions))
     return CompiledProgram(plan, llvm_jit.object_code([k.optimized for k in kernels]), emission.decisions)
+
+
+def pipeline_assignment(runner: PipelineRunner) -> Assignment:
+    """The assignment the pipeline's `xhlo-buffer-assignment` made; when the pipeline did not
+    run it (disabled, or the module was optimized by another runner), the backend's own run
+    of it at the backend's alignment."""
+    report = runner.reports.get(BufferAssignmentPass.name)
+    if report is None:
+        report = PassResult.of(BufferAssignmentPass(alignment=kernel_scratch.ALIGNMENT).run(runner.module)).report
+    if report.assignment.alignment % kernel_scratch.ALIGNMENT:
+        raise MlirxlaError(f"the buffer assignment aligns offsets to {report.assignment.alignment} bytes; "
+                           f"the cpu backend needs {kernel_scratch.ALIGNMENT}")
+    return report.assignment
 
 
 def compile_or_fall_back(spec: KernelSpec, plan: ExecutablePlan, decisions: list[str]) -> CompiledKernel | None:
@@ -104,18 +138,22 @@ def compile_kernel(spec: KernelSpec) -> CompiledKernel:
                           lowered.tiled_loop_nests)
 
 
-def give_scratch(plan: ExecutablePlan, kernel: CompiledKernel) -> None:
-    """A `scratch` allocation for each thunk calling `kernel` when it needs working memory:
-    one call's range (the executable makes room for one per worker)."""
-    if not kernel.scratch_sizes:
+def give_scratch(plan: ExecutablePlan, kernel: CompiledKernel, spec: KernelSpec, assignment: Assignment, slab: int) -> None:
+    """Working memory in the slab for each thunk calling `kernel` when it needs any: one
+    call's range per concurrent call (a sliced kernel's slices run on `CONCURRENT_CALLS`
+    workers at most), live while the kernel's op runs."""
+    if not kernel.scratch:
         return
-    offsets, size = kernel_scratch.scratch_layout(list(kernel.scratch_sizes))
+    offsets, size = kernel_scratch.scratch_layout([argument.size for argument in kernel.scratch])
+    start, end = assignment.time_span(spec.op)
     for thunk in every_thunk(plan.thunks):
         if isinstance(thunk, KernelThunk) and thunk.symbol == kernel.symbol:
-            thunk.scratch = BufferSlice(len(plan.allocation_sizes), 0, size)
+            parts = min(thunk.slices, CONCURRENT_CALLS) if isinstance(thunk, SlicedKernelThunk) else 1
+            holds = "; ".join(argument.holds for argument in kernel.scratch) + (f" (x{parts} concurrent calls)" if parts > 1 else "")
+            offset = place_scratch(assignment, thunk.name, size * parts, start, end, holds)
+            thunk.scratch = BufferSlice(slab, offset, size)
             thunk.scratch_offsets = tuple(offsets)
-            plan.allocation_sizes.append(size)
-            plan.allocation_kinds.append("scratch")
+            thunk.scratch_parts = parts
 
 
 def check_partitioned(module: ir.Module) -> None:

@@ -4,9 +4,12 @@ passes (XLA:CPU's kernels likewise get all their memory from outside).
 After one-shot bufferization, a kernel still allocates for values it cannot write into its
 destinations: one slice of a batch-slice fusion's convolution, dot or reduce results, a
 transposed operand, a padded input. Each `memref.alloc` of the kernel function becomes a new
-argument after its results, marked `llvm.noalias`; the kernel then calls neither malloc nor
-free, and the thunk that runs it passes pointers into a scratch range it owns, one range
-per concurrent call (`KernelThunk.scratch`, laid out by `scratch_layout`).
+argument after its results, marked `llvm.noalias`, and is recorded with the fused op it
+materializes (`materialization.materialized_op`, read off the allocation's location); the
+kernel then calls neither malloc nor free, and the thunk that runs it passes pointers into
+a range of the temp slab that buffer assignment planned for it, live while the thunk runs,
+one range per concurrent call (`KernelThunk.scratch`, laid out by `scratch_layout`;
+`compiler.place_scratch`).
 
 Why arguments and not views of one scratch buffer: LLVM cannot tell views of one pointer
 apart inside loops, so it stops vectorizing them (a conv net ran 3x slower that way); as
@@ -15,13 +18,25 @@ not overlap: a kernel's allocations are few and short-lived, so reuse would save
 """
 
 import math
+from dataclasses import dataclass
 
 from mlirxla.dialects.xhlo.types import bit_width
 from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import func, ir
 
-ALIGNMENT = 64
+from .materialization import materialized_op
+
+ALIGNMENT = 64  # bytes: of the temp slab's offsets and of each scratch argument (a cache line, the widest vector)
+
+
+@dataclass(frozen=True)
+class ScratchArgument:
+    """One allocation a kernel had: its bytes and what it holds (its memref type and the fused
+    op it materializes, or that bufferization made it for a copy)."""
+
+    size: int
+    holds: str
 
 
 def element_bytes(element: ir.Type) -> int:
@@ -30,8 +45,8 @@ def element_bytes(element: ir.Type) -> int:
     return max(1, (bits + 7) // 8)
 
 
-def scratch_arguments(function: func.FuncOp) -> list[int]:
-    """Make each of `function`'s allocations a new argument, marked noalias; the bytes of each
+def scratch_arguments(function: func.FuncOp) -> list[ScratchArgument]:
+    """Make each of `function`'s allocations a new argument, marked noalias; what each is
     ([]: the function allocates nothing and is left as it is)."""
     allocations = ops_named(function, "memref.alloc")
     entry = function.regions[0].blocks[0]
@@ -41,7 +56,9 @@ def scratch_arguments(function: func.FuncOp) -> list[int]:
         memref_type = ir.MemRefType(allocation.results[0].type)
         if not memref_type.has_static_shape or allocation.operands:
             raise MlirxlaError(f"a kernel allocates a {memref_type} of dynamic shape")
-        sizes.append(math.prod(memref_type.shape) * element_bytes(memref_type.element_type))
+        op = materialized_op(allocation.location)
+        sizes.append(ScratchArgument(math.prod(memref_type.shape) * element_bytes(memref_type.element_type),
+                                     f"{memref_type} materializing fused {op}" if op else f"{memref_type}, a copy bufferization made"))
         argument = entry.add_argument(memref_type, allocation.location)
         allocation.results[0].replace_all_uses_with(argument)
         allocation.erase()
@@ -65,8 +82,8 @@ def scratch_layout(sizes: list[int]) -> tuple[list[int], int]:
     return offsets, -(-end // ALIGNMENT) * ALIGNMENT
 
 
-def scratch_from_arguments(module: ir.Module) -> dict[str, list[int]]:
-    """`scratch_arguments` for every function of a kernel module: symbol -> scratch sizes."""
+def scratch_from_arguments(module: ir.Module) -> dict[str, list[ScratchArgument]]:
+    """`scratch_arguments` for every function of a kernel module: symbol -> its scratch."""
     needs = {}
     for op in module.body.operations:
         if op.operation.name == "func.func":

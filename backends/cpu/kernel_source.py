@@ -30,6 +30,7 @@ from mlirxla.mlir import func, ir
 from mlirxla.transforms.batch_slice_fusion import body_of, leading_size, slice_problem
 from mlirxla.transforms.xhlo_to_stablehlo import lower_module
 
+from . import materialization
 from .elemental_math import rewrite_elemental_math
 
 
@@ -111,6 +112,7 @@ def kernel_function(module: ir.Module, kernel: ir.Operation, symbol: str, plan: 
             tensors.append(cast(loaded, tensor_type))
         values = clone_kernel(kernel, tensors, types, library_result)
         for value, destination in zip(values, list(entry.arguments)[len(operand_types):]):
+            value, destination = materialization.unreshaped_result(value, destination, memref_of)
             ir.Operation.create("bufferization.materialize_in_destination", operands=[cast(value, signless(value.type)), destination],
                                 attributes={"restrict": ir.UnitAttr.get(), "writable": ir.UnitAttr.get()})
         func.ReturnOp([])
@@ -122,12 +124,7 @@ def clone_kernel(kernel: ir.Operation, operands: list[ir.Value], types: dict, li
     their new (one-slice) types; `library_result` is not computed but read from the last
     operand. Returns the kernel's results."""
     if kernel.name != "xhlo.fusion":
-        if any(r in types for r in kernel.results):
-            return list(retyped_clone(kernel, operands, [types.get(r, r.type) for r in kernel.results]).results)
-        clone = kernel.clone()
-        for index, value in enumerate(operands):
-            clone.operands[index] = value
-        return list(clone.results)
+        return list(cloned(kernel, operands, types).results)
     ops, returned, _ = body_of(kernel)
     mapping = dict(zip(kernel.regions[0].blocks[0].arguments, operands))
     if library_result is not None:
@@ -135,15 +132,23 @@ def clone_kernel(kernel: ir.Operation, operands: list[ir.Value], types: dict, li
     for op in ops:
         if library_result is not None and library_result in op.results:
             continue
-        if any(r in types for r in op.results):
-            clone = retyped_clone(op, [mapping[v] for v in op.operands], [types.get(r, r.type) for r in op.results])
-        else:
-            clone = op.clone()
-            for index, value in enumerate(op.operands):
-                clone.operands[index] = mapping[value]
+        clone = cloned(op, [mapping[v] for v in op.operands], types)
         for old, new in zip(op.results, clone.results):
             mapping[old] = new
     return [mapping[v] for v in returned]
+
+
+def cloned(op: ir.Operation, operands: list[ir.Value], types: dict) -> ir.Operation:
+    """`op` at the insertion point reading `operands`, its results retyped as `types` says,
+    its location naming the fused op it is (what the dump says a kernel's scratch holds)."""
+    if any(r in types for r in op.results):
+        clone = retyped_clone(op, operands, [types.get(r, r.type) for r in op.results])
+    else:
+        clone = op.clone()
+        for index, value in enumerate(operands):
+            clone.operands[index] = value
+    clone.location = materialization.describe(op)
+    return clone
 
 
 def retyped_clone(op: ir.Operation, operands: list[ir.Value], result_types: list[ir.Type]) -> ir.Operation:
@@ -178,6 +183,7 @@ def finish(module: ir.Module) -> None:
     xhlo inside the kernel functions to StableHLO, then give boolean `add` its StableHLO
     meaning (logical or) before the linalg lowering turns it into an integer add (which is xor
     on i1), and complex maximum and minimum their lexicographic order."""
+    materialization.sink_slices(module)
     rewrite_elemental_math(module)
     lower_module(module)
     for op in ops_named(module, "stablehlo.add"):

@@ -2,11 +2,12 @@
 as a list you can read (and `--dump` shows the module between each, with `dump_passes`).
 
 StableHLO becomes linalg on tensors (the toolkit's `stablehlo-legalize-to-linalg`);
-elementwise linalg ops fuse into one loop nest; empty-tensor elimination and one-shot
+elementwise linalg ops fuse into one loop nest; an elementwise loop nest writes over an
+operand that dies there (`materialization.py`); empty-tensor elimination and one-shot
 bufferization write results into the destination memrefs the kernel was given
 (`kernel_source.py`), so nothing is allocated for results; what bufferization still
-allocates (the per-slice scratch of batch-slice kernels) becomes arguments the caller
-passes scratch memory in (`kernel_scratch.py`). linalg becomes loops; complex arithmetic becomes
+allocates (a reduction's results, one slice of a batch-slice kernel's convolutions) becomes
+arguments the caller passes working memory in (`kernel_scratch.py`). linalg becomes loops; complex arithmetic becomes
 real arithmetic on the parts; bf16 and f16 math and arithmetic run in f32 (the conversions
 expanded to integer ops, so no compiler-runtime helper is needed); f32 exp and tanh become
 arithmetic the LLVM vectorizer widens (`math_approximations.py`), other math stays libm
@@ -25,12 +26,14 @@ from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir, linalg, llvm, passmanager, stablehlo
 
-from . import kernel_scratch, llvm_text, loop_order, math_approximations, tiling
+from . import kernel_scratch, llvm_text, loop_order, materialization, math_approximations, tiling
 
 TO_LINALG = [
     "func.func(stablehlo-legalize-to-linalg)",
     "func.func(linalg-fuse-elementwise-ops)",
     "canonicalize",
+]
+BUFFERIZE = [
     "eliminate-empty-tensors",
     "one-shot-bufferize",
     "canonicalize",
@@ -70,10 +73,10 @@ def register_passes() -> None:
 
 @dataclass(frozen=True)
 class Lowered:
-    """What the lowering decided: the sizes of the scratch arguments each function takes
-    after its results, and how many loop nests it tiled."""
+    """What the lowering decided: the scratch arguments each function takes after its results
+    (their sizes and what they hold), and how many loop nests it tiled."""
 
-    scratch: dict[str, list[int]]
+    scratch: dict[str, list[kernel_scratch.ScratchArgument]]
     tiled_loop_nests: int
 
 
@@ -93,6 +96,8 @@ def lower_to_llvm_dialect(module: ir.Module, name: str) -> Lowered:
     try:
         with module.context:
             passmanager.PassManager.parse(f"builtin.module({','.join(TO_LINALG)})").run(module.operation)
+            materialization.write_over_dying_operands(module)
+            passmanager.PassManager.parse(f"builtin.module({','.join(BUFFERIZE)})").run(module.operation)
             scratch = kernel_scratch.scratch_from_arguments(module)
             with ir.Location.unknown():
                 math_approximations.approximate(module)

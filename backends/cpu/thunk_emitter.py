@@ -2,9 +2,12 @@
 (XLA:CPU's ThunkEmitter).
 
 Allocations, in the order of the execution's address table: the entry parameters, the temp
-slab, the constants (their bytes travel with the executable), the outputs, then what the
-emitters add (im2col rows, the effect-order byte). Every value gets the `BufferSlice` its
-buffer-assignment buffer says.
+slab, the constants (their bytes travel with the executable), the outputs. Every value gets
+the `BufferSlice` its buffer says in the assignment the cpu pipeline made (the
+`xhlo-buffer-assignment` report; no second analysis), and what the emitters need beyond the
+values (im2col rows, the effect-order byte) is placed in the same slab, live while its op
+runs (`buffer_assignment.place_scratch`); the kernels' own scratch joins it once they are
+compiled (`compiler.py`).
 
 Each op of the entry computation, in schedule order, becomes nothing when it is no kernel
 (constants, tuples, bitcasts, barriers: buffer assignment made them share their source's
@@ -28,9 +31,9 @@ from mlirxla.errors import MlirxlaError, jax_primitive, location_text
 from mlirxla.ir_queries import entry_function
 from mlirxla.mlir import ir
 from mlirxla.runtime import literals
-from mlirxla.runtime.executable import ALIGNMENT, TensorSpec
+from mlirxla.runtime.executable import TensorSpec
 from mlirxla.runtime.thunks import BufferSlice, CopyThunk
-from mlirxla.transforms.buffer_assignment import Assignment, analyze
+from mlirxla.transforms.buffer_assignment import Assignment, place_scratch
 from mlirxla.transforms.dead_code_elimination import has_side_effect
 from mlirxla.transforms.erasure import live_ops
 from mlirxla.transforms.fusion_legality import NOT_KERNELS, fused_ops, kind_of
@@ -81,6 +84,7 @@ class Emission:
     constants: dict[int, np.ndarray]  # allocation -> its bytes
     thunks: list
     kernels: list[KernelSpec]
+    slab: int  # the temp slab's allocation
     decisions: list[str] = field(default_factory=list)
 
 
@@ -101,8 +105,9 @@ class ThunkEmitter:
     """The state one emission shares with the emitters: the buffers (values' slices, the
     allocations), the kernels to compile and their symbols, the decisions."""
 
-    def __init__(self, module: ir.Module):
+    def __init__(self, module: ir.Module, assignment: Assignment):
         self.module = module
+        self.assignment = assignment
         self.functions = {ir.StringAttr(op.attributes["sym_name"]).value: op.operation
                           for op in module.body.operations if op.operation.name == "func.func"}
         self.symbols: set[str] = set()
@@ -115,15 +120,15 @@ class ThunkEmitter:
         entry = entry_function(self.module)
         if entry is None:
             raise MlirxlaError("the module has no entry function")
-        assignment = analyze(self.module, alignment=ALIGNMENT)
-        sizes, kinds, constants = self.assign_allocations(entry, assignment)
-        self.sizes, self.kinds = sizes, kinds
+        sizes, kinds, constants = self.assign_allocations(entry, self.assignment)
+        self.slab = len(entry.regions[0].blocks[0].arguments)
         block = entry.regions[0].blocks[0]
         thunks = self.emit_block(block)
         terminator = list(block.operations)[-1].operation
         outputs = [(self.slice_of(value), TensorSpec.of(value.type)) for value in terminator.operands]
         parameters = [TensorSpec.of(argument.type) for argument in block.arguments]
-        return Emission(parameters, outputs, sizes, kinds, constants, thunks, self.kernels, self.decisions)
+        sizes[self.slab] = self.assignment.heap.size
+        return Emission(parameters, outputs, sizes, kinds, constants, thunks, self.kernels, self.slab, self.decisions)
 
     # --- buffers ---------------------------------------------------------------------------
 
@@ -163,12 +168,11 @@ class ThunkEmitter:
             raise MlirxlaError(f"value of type {value.type} has no buffer")
         return self.slices[value]
 
-    def allocate(self, size: int) -> BufferSlice:
-        """A temp allocation of its own, for what no value holds (im2col rows, the effect-order byte)."""
-        slice_ = BufferSlice(len(self.sizes), 0, size)
-        self.sizes.append(size)
-        self.kinds.append("temp")
-        return slice_
+    def allocate(self, size: int, op: ir.Operation | None, name: str, holds: str) -> BufferSlice:
+        """Slab memory for what no value holds (im2col rows, the effect-order byte), live while
+        `op` runs (None: for the whole program)."""
+        start, end = self.assignment.time_span(op) if op is not None else (0, max(len(self.assignment.sequence) - 1, 0))
+        return BufferSlice(self.slab, place_scratch(self.assignment, name, size, start, end, holds), size)
 
     def symbol(self, name: str) -> str:
         return symbol_for(name, self.symbols)

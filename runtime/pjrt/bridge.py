@@ -122,15 +122,15 @@ def executable_info(executable: LoadedExecutable) -> tuple[str, str, list, tuple
 
 def memory_stats(executable: LoadedExecutable) -> tuple[int, int, int, int, int]:
     """(native code, parameter, output, parameter bytes holding outputs, temp bytes): temps are
-    the slab, the scratch rows and the kernels' scratch for every worker."""
+    the slab, the kernels' scratch and im2col rows inside it."""
     inner = executable.executable
     plan = inner.plan
     by_kind = {}
     for kind, size in zip(plan.allocation_kinds, plan.allocation_sizes):
-        by_kind[kind] = by_kind.get(kind, 0) + size * (inner.pool.workers if kind == "scratch" else 1)
+        by_kind[kind] = by_kind.get(kind, 0) + size
     aliased = sum(plan.allocation_sizes[index] for index in inner.written_parameters)
     return (len(inner.object_code), by_kind.get("parameter", 0), by_kind.get("output", 0), aliased,
-            by_kind.get("temp", 0) + by_kind.get("scratch", 0))
+            by_kind.get("temp", 0))
 
 
 def element_dtype(name: str) -> np.dtype:

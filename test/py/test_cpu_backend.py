@@ -26,10 +26,11 @@ from hypothesis import strategies as st
 from mlirxla import frontdoor
 from mlirxla.backends.cpu.compiler import compile_module
 from mlirxla.runtime.executable import Executable
+from mlirxla.runtime.thunks import ControlFlow, KernelThunk, every_thunk
 from mlirxla.context import new_context
 from mlirxla.errors import MlirxlaError
 from mlirxla.pipelines.cpu import cpu_pipeline
-from mlirxla.pipelines.runner import PipelineRunner
+from mlirxla.pipelines.runner import PipelineRunner, RunOptions
 from mlirxla.runtime.client import Client, CompileOptions
 from mlirxla.transforms.batch_slice_fusion import BatchSliceFusionPass
 
@@ -446,6 +447,40 @@ def test_concurrent_compiles_in_threads():
         assert len(executables) == 16
     """)
     assert problem is None, problem
+
+
+def dumped_slab(text: str) -> tuple[int, set, dict]:
+    """(slab size, {(offset, size)} of the values in it, {name: (offset, size, holds)} of its
+    scratch) as buffer-assignment.txt says."""
+    slab = re.search(r"allocation \d+: size (\d+), preallocated-temp:\n((?: .*\n)*)", text)
+    values = {(int(o), int(s)) for s, o in re.findall(r" value: <[^>]*> \(size=(\d+),offset=(\d+)\)", slab.group(2))}
+    scratch = {name: (int(o), int(s), holds) for name, s, o, holds in
+               re.findall(r" scratch: <(\S+) @[^>]*> \(size=(\d+),offset=(\d+)\): (.*)", slab.group(2))}
+    return int(slab.group(1)), values, scratch
+
+
+@pytest.mark.parametrize("program", ["transformer", "convnet", "scan"])
+def test_dumped_buffer_assignment_is_the_executed_one(program, tmp_path):
+    """The dump's temp slab is the executable's: its size, the offset of every value a thunk
+    touches there, and each kernel's scratch (placed after the kernel was lowered, in the same
+    slab, one range per concurrent call), which also says what fused op it holds. (That these
+    programs compute what jax does with this layout: test_jax_programs.py.)"""
+    path = os.path.join(JAX_PROGRAMS, "programs", f"{program}.stablehlo.mlir")
+    module = frontdoor.import_file(path, new_context()).module
+    plan = compile_module(module, RunOptions(dump_to=str(tmp_path))).plan
+    size, values, scratch = dumped_slab(next(tmp_path.glob("*buffer-assignment.txt")).read_text())
+    slab = plan.allocation_kinds.index("temp")
+    assert plan.allocation_sizes[slab] == size
+    touched = {(s.offset, s.size) for thunk in every_thunk(plan.thunks) if not isinstance(thunk, ControlFlow)
+               for s in tuple(thunk.reads) + tuple(getattr(thunk, "results", thunk.writes)) if s.allocation == slab}
+    assert touched and touched <= values
+    kernels = [t for t in every_thunk(plan.thunks) if isinstance(t, KernelThunk) and t.scratch is not None]
+    assert kernels and {t.name for t in kernels} == set(scratch)
+    for thunk in kernels:
+        offset, size, holds = scratch[thunk.name]
+        assert (thunk.scratch.allocation, thunk.scratch.offset, thunk.scratch.size * thunk.scratch_parts) == (slab, offset, size)
+        assert "materializing fused " in holds
+    assert "alignment 64" in next(tmp_path.glob("*buffer-assignment.txt")).read_text()
 
 
 DONATING = """func.func @main(%x: tensor<1024xf32> {tf.aliasing_output = 0 : i32}, %y: tensor<1024xf32> {jax.buffer_donor = true}) -> (tensor<1024xf32>, tensor<1024xf32>) {

@@ -464,3 +464,73 @@ def test_cholesky_is_a_host_call_and_the_reference_refuses_it():
     done = subprocess.run([sys.executable, "-m", "mlirxla.tools.run", "-", "--backend", "reference"], input=CHOLESKY,
                           capture_output=True, text=True)
     assert done.returncode == 2 and "the reference interpreter cannot evaluate 'stablehlo.cholesky'" in done.stderr
+
+
+# --- fewer materializations (backends/cpu/materialization.py) --------------------------------
+
+SLICED_SUM = """func.func @main(%x: tensor<64x64xf32>, %y: tensor<64x64xf32>) -> tensor<32xf32> {
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %0 = stablehlo.add %x, %y : tensor<64x64xf32>
+  %1 = stablehlo.exponential %0 : tensor<64x64xf32>
+  %2 = stablehlo.slice %1 [16:48, 0:64] : (tensor<64x64xf32>) -> tensor<32x64xf32>
+  %3 = stablehlo.slice %1 [0:32, 0:64] : (tensor<64x64xf32>) -> tensor<32x64xf32>
+  %4 = stablehlo.multiply %2, %3 : tensor<32x64xf32>
+  %5 = stablehlo.reduce(%4 init: %zero) applies stablehlo.add across dimensions = [1] : (tensor<32x64xf32>, tensor<f32>) -> tensor<32xf32>
+  return %5 : tensor<32xf32>
+}"""
+
+RESHAPED = """func.func @main(%x: tensor<64x64xf32>, %y: tensor<64x64xf32>) -> tensor<4096xf32> {
+  %0 = stablehlo.add %x, %y : tensor<64x64xf32>
+  %1 = stablehlo.transpose %0, dims = [1, 0] : (tensor<64x64xf32>) -> tensor<64x64xf32>
+  %2 = stablehlo.reshape %1 : (tensor<64x64xf32>) -> tensor<4096xf32>
+  return %2 : tensor<4096xf32>
+}"""
+
+SOFTMAX_ROWS = """func.func @main(%x: tensor<64x256xf32>) -> tensor<64x256xf32> {
+  %init = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %max = stablehlo.reduce(%x init: %init) applies stablehlo.maximum across dimensions = [1] : (tensor<64x256xf32>, tensor<f32>) -> tensor<64xf32>
+  %m = stablehlo.broadcast_in_dim %max, dims = [0] : (tensor<64xf32>) -> tensor<64x256xf32>
+  %d = stablehlo.subtract %x, %m : tensor<64x256xf32>
+  %e = stablehlo.exponential %d : tensor<64x256xf32>
+  %sum = stablehlo.reduce(%e init: %zero) applies stablehlo.add across dimensions = [1] : (tensor<64x256xf32>, tensor<f32>) -> tensor<64xf32>
+  %s = stablehlo.broadcast_in_dim %sum, dims = [0] : (tensor<64xf32>) -> tensor<64x256xf32>
+  %r = stablehlo.divide %e, %s : tensor<64x256xf32>
+  return %r : tensor<64x256xf32>
+}"""
+
+
+@pytest.mark.parametrize("text, rewrite, most", [(SLICED_SUM, "sink_slices", 0), (RESHAPED, "unreshaped_result", 0),
+                                                 (SOFTMAX_ROWS, "write_over_dying_operands", 2 * 64 * 4)])
+def test_fused_values_stay_out_of_scratch(text, rewrite, most, monkeypatch, tmp_path):
+    """Each rewrite keeps a fused value out of the kernel's scratch (an exponential two slices
+    of which a row sum reads, a
+    transposed sum before its reshape, a softmax's exponentials: only the two row reductions
+    stay, named by their op in the dump), the kernel computes what the interpreter does, and
+    without the rewrite that value would take scratch."""
+    from mlirxla import frontdoor
+    from mlirxla.backends.cpu import materialization
+    from mlirxla.backends.cpu.compiler import compile_module
+    from mlirxla.pipelines.runner import RunOptions
+    from mlirxla.runtime.executable import Executable
+
+    from .conftest import random_arguments, reference_outputs
+
+    def scratch(program) -> int:
+        return sum(t.scratch.size * t.scratch_parts for t in thunk_kinds.every_thunk(program.plan.thunks)
+                   if isinstance(t, thunk_kinds.KernelThunk) and t.scratch is not None)
+
+    module = frontdoor.import_text(text, "kernel.mlir", new_context()).module
+    arguments = random_arguments(module, 1)
+    expected = reference_outputs(module, arguments)
+    program = compile_module(module, RunOptions(dump_to=str(tmp_path)))
+    assert scratch(program) <= most
+    if most:
+        assert "materializing fused reduce" in next(tmp_path.glob("*buffer-assignment.txt")).read_text()
+    for got, want in zip(Executable.of(program).execute(arguments), expected):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    identity = {"sink_slices": lambda function: None, "unreshaped_result": lambda value, destination, memref_of: (value, destination),
+                "write_over_dying_operands": lambda module: None}[rewrite]
+    monkeypatch.setattr(materialization, rewrite, identity)
+    without = compile_module(frontdoor.import_text(text, "kernel.mlir", new_context()).module)
+    assert scratch(without) > most

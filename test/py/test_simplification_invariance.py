@@ -62,7 +62,7 @@ def test_simplification_of_large_or_sharded_samples_verifies(name, context):
     assert partitioning_need(module) is None
     assert str(entry_function(module).attributes["function_type"]) == PARTITIONED.get(name, signature)
     ran = {row.pass_name for row in runner.ledger.rows}
-    assert {step.name for step in named_pipeline("cpu").steps if isinstance(step, ModulePass)} <= ran
+    assert {step.display_name for step in named_pipeline("cpu").steps if isinstance(step, ModulePass)} <= ran
 
 
 @pytest.mark.skipif(not os.path.isdir(CONFORMANCE), reason=CONFORMANCE_ABSENT)

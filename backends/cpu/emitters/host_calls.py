@@ -46,7 +46,7 @@ def effect_order_slice(emitter) -> BufferSlice:
     memory they touch, and the tokens that order effects take none, so without it two
     callbacks with independent operands could run at once or in either order."""
     if emitter.effect_order is None:
-        emitter.effect_order = emitter.allocate(1)
+        emitter.effect_order = emitter.allocate(1, None, "effect-order", "the byte every side-effecting host call writes")
     return emitter.effect_order
 
 

@@ -52,8 +52,8 @@ def convolution_as_gemm(emitter, convolution: ir.Operation, owner: ir.Operation,
         emitter.decisions.append(f"{name}: convolution generated as a kernel ({why})")
         return None
     width = 4 if shape.element == "f32" else 8
-    rows = emitter.allocate(shape.m * shape.k * width)
     symbol = emitter.symbol(f"{name}_im2col")
+    rows = emitter.allocate(shape.m * shape.k * width, owner, symbol, f"im2col rows {shape.m}x{shape.k} {shape.element} for the GEMM")
     emitter.kernels.append(KernelSpec(symbol, convolution, source=im2col_module_text(symbol, shape)))
     emitter.decisions.append(f"{name}: convolution as im2col + BLAS GEMM {shape.element} {shape.m}x{shape.features}x{shape.k}")
     im2col = KernelThunk(f"{name}.im2col", symbol, (emitter.slice_of(lhs), rows), 1)

@@ -1,0 +1,203 @@
+"""Fewer fused values in memory: rewrites of a kernel that let bufferization write what a
+fusion computes into the kernel's destinations, and name what still needs memory.
+
+A value inside a kernel reaches memory (working memory the kernel takes as scratch,
+`kernel_scratch.py`) when the linalg lowering cannot fuse it into the ops reading it: a slice
+or a reshape reads it, a reduction computes it, or two ops read it (a softmax's
+exponentials, read by the row sum and by the division). Three rewrites keep the avoidable
+ones out of memory:
+
+- `sink_slices` (xhlo): a slice of an elementwise op or a broadcast becomes that op over
+  slices of its operands, down to the kernel's inputs, whose slices are views of their
+  buffers; nothing is computed that the slice drops;
+- `unreshaped_result` (xhlo): a result that is a reshape is written through a reshaped view
+  of its destination, so the value before the reshape needs no buffer of its own;
+- `write_over_dying_operands` (linalg on tensors, before bufferization): an elementwise loop
+  nest writes its result over an operand of its type that nothing reads afterwards, as
+  buffer assignment lets an elementwise op write over an operand dying there; the softmax's
+  division then runs in place over the exponentials, which bufferization writes into the
+  output itself.
+
+What still needs memory is named by the fused op it materializes: each op of a kernel
+carries a name location (`describe`) that the lowering hands on to the allocations it makes
+for the op's results (`materialized_op`).
+"""
+
+import re
+
+from mlirxla.dialects.xhlo.builder import create_op
+from mlirxla.errors import jax_primitive
+from mlirxla.ir_queries import defining_op, ops_named
+from mlirxla.mlir import ir
+from mlirxla.transforms import erasure
+from mlirxla.transforms.fusion_legality import ELEMENTWISE, kind_of
+
+DESCRIPTION_MARK = "fused "  # starts the name location of every op cloned into a kernel
+
+
+# --- naming ---------------------------------------------------------------------------------
+
+
+def describe(op: ir.Operation) -> ir.Location:
+    """`op`'s location with a name saying which fused op it is: its kind, its result type and
+    the jax primitive it came from."""
+    primitive = jax_primitive(op.location)
+    origin = f" (jax {primitive})" if primitive else ""
+    result = f" -> {op.results[0].type}" if len(op.results) == 1 else ""
+    return ir.Location.name(f"{DESCRIPTION_MARK}{kind_of(op)}{result}{origin}", childLoc=op.location)
+
+
+def materialized_op(location: ir.Location) -> str | None:
+    """The fused op an allocation holds the result of, read off its location; None when the
+    allocation is no fused op's (a copy bufferization made)."""
+    match = re.search(rf'"{DESCRIPTION_MARK}([^"]*)"', str(location))
+    return match.group(1) if match else None
+
+
+# --- slices ---------------------------------------------------------------------------------
+
+
+def sink_slices(function) -> None:
+    """Rewrite slices of elementwise ops and broadcasts (read by slices only) into those ops
+    over slices of their operands, until no such slice is left."""
+    while any(sink_one_value(op) for op in erasure.live_ops(ops_named(function, "xhlo.slice"))):
+        pass
+
+
+def sink_one_value(slice_op: ir.Operation) -> bool:
+    """Sink every slice of the value `slice_op` reads, when that value's op takes it; whether
+    it did."""
+    source = defining_op(slice_op.operands[0])
+    if source is None or len(source.results) != 1 or not sinkable(source):
+        return False
+    readers = [use.owner.operation for use in source.results[0].uses]
+    if not all(reader.name == "xhlo.slice" for reader in readers):
+        return False
+    for reader in readers:
+        with ir.InsertionPoint(reader), reader.location:
+            sliced = sliced_copy(source, reader)
+        reader.results[0].replace_all_uses_with(sliced)
+        erasure.erase(reader)
+    erasure.erase(source)
+    return True
+
+
+def sinkable(op: ir.Operation) -> bool:
+    if op.name == "xhlo.broadcast":
+        return True
+    if op.name == "xhlo.constant":
+        return ir.DenseElementsAttr(op.attributes["value"]).is_splat
+    shape = ir.RankedTensorType(op.results[0].type).shape
+    return kind_of(op) in ELEMENTWISE and all(ir.RankedTensorType(v.type).shape == shape for v in op.operands)
+
+
+def sliced_copy(op: ir.Operation, slice_op: ir.Operation) -> ir.Value:
+    """`op` computing only what `slice_op` keeps of its result."""
+    result_type = slice_op.results[0].type
+    if op.name == "xhlo.constant":
+        splat = ir.DenseElementsAttr(op.attributes["value"]).get_splat_value()
+        attributes = {"value": ir.DenseElementsAttr.get_splat(result_type, splat)}
+        return create_op("xhlo.constant", [], [result_type], attributes, op.location).results[0]
+    bounds = slice_bounds(slice_op)
+    if op.name == "xhlo.broadcast":
+        dimensions = list(ir.DenseI64ArrayAttr(op.attributes["dimensions"]))
+        result_shape = ir.RankedTensorType(op.results[0].type).shape
+        operand = op.operands[0]
+        operand_bounds = [bounds[d] if size == result_shape[d] else (0, 1, 1)
+                          for d, size in zip(dimensions, ir.RankedTensorType(operand.type).shape)]
+        operands = [slice_of(operand, operand_bounds, slice_op)]
+    else:
+        operands = [slice_of(operand, bounds, slice_op) for operand in op.operands]
+    attributes = {name: op.attributes[name] for name in op.attributes}
+    return create_op(op.name, operands, [result_type], attributes, op.location).results[0]
+
+
+def slice_bounds(slice_op: ir.Operation) -> list[tuple[int, int, int]]:
+    """(start, limit, stride) per dimension."""
+    return list(zip(*(ir.DenseI64ArrayAttr(slice_op.attributes[name]) for name in ("start_indices", "limit_indices", "strides"))))
+
+
+def slice_of(value: ir.Value, bounds: list[tuple[int, int, int]], like: ir.Operation) -> ir.Value:
+    """`value` sliced to `bounds` by a slice like `like` (itself when the bounds take all)."""
+    ranked = ir.RankedTensorType(value.type)
+    if all(bound == (0, size, 1) for bound, size in zip(bounds, ranked.shape)):
+        return value
+    shape = [-(-(limit - start) // stride) for start, limit, stride in bounds]
+    attributes = {name: like.attributes[name] for name in like.attributes}
+    for name, position in (("start_indices", 0), ("limit_indices", 1), ("strides", 2)):
+        attributes[name] = ir.DenseI64ArrayAttr.get([bound[position] for bound in bounds])
+    result_type = ir.RankedTensorType.get(shape, ranked.element_type)
+    return create_op("xhlo.slice", [value], [result_type], attributes, like.location).results[0]
+
+
+# --- reshaped results -----------------------------------------------------------------------
+
+
+def unreshaped_result(value: ir.Value, destination: ir.Value, memref_of) -> tuple[ir.Value, ir.Value]:
+    """(what to write, where) for kernel result `value` and its destination memref: through
+    reshapes nothing else reads, the value before them and a view of the destination in its
+    shape (`memref_of`: the memref type holding a tensor type)."""
+    reshape = defining_op(value)
+    while reshape is not None and reshape.name == "xhlo.reshape" and not any(True for _ in value.uses):
+        value = reshape.operands[0]
+        destination = reshaped_view(destination, memref_of(value.type))
+        erasure.erase(reshape)
+        reshape = defining_op(value)
+    return value, destination
+
+
+def reshaped_view(memref: ir.Value, view_type: ir.Type) -> ir.Value:
+    """A row-major memref seen in another shape (its elements in the same order)."""
+    shape = ir.MemRefType(view_type).shape
+    strides = [1] * len(shape)
+    for index in range(len(shape) - 2, -1, -1):
+        strides[index] = strides[index + 1] * shape[index + 1]
+    attributes = {"static_offsets": ir.DenseI64ArrayAttr.get([0]), "static_sizes": ir.DenseI64ArrayAttr.get(shape),
+                  "static_strides": ir.DenseI64ArrayAttr.get(strides),
+                  "operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, 0, 0, 0])}
+    return ir.Operation.create("memref.reinterpret_cast", results=[view_type], operands=[memref], attributes=attributes).result
+
+
+# --- in place -------------------------------------------------------------------------------
+
+
+def write_over_dying_operands(module: ir.Module) -> None:
+    """Give each elementwise `linalg.generic` that does not read its destination an operand of
+    its result type as destination, when the loop nest reads that operand element by element
+    and nothing reads it after the loop nest (bufferization then writes in place)."""
+    for generic in ops_named(module, "linalg.generic"):
+        if len(generic.results) == 1 and elementwise_without_reading_destination(generic):
+            operand = dying_operand(generic)
+            if operand is not None:
+                generic.operands[len(generic.operands) - 1] = operand
+
+
+def elementwise_without_reading_destination(generic: ir.Operation) -> bool:
+    iterators = ir.ArrayAttr(generic.attributes["iterator_types"])
+    payload = generic.regions[0].blocks[0]
+    destination = payload.arguments[len(payload.arguments) - 1]
+    return all("parallel" in str(iterator) for iterator in iterators) and not any(True for _ in destination.uses)
+
+
+def dying_operand(generic: ir.Operation) -> ir.Value | None:
+    """An input computed by another loop nest, of the result's type, read here only element
+    by element and read elsewhere only before this loop nest."""
+    maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(generic.attributes["indexing_maps"])]
+    identity = ir.AffineMap.get_identity(len(ir.ArrayAttr(generic.attributes["iterator_types"])))
+    inputs = list(generic.operands)[:-1]
+    for operand in inputs:
+        producer = defining_op(operand)
+        if producer is None or producer.name != "linalg.generic" or operand.type != generic.results[0].type:
+            continue
+        read_elementwise = all(indexing == identity for value, indexing in zip(inputs, maps) if value == operand)
+        if read_elementwise and read_only_before(operand, generic):
+            return operand
+    return None
+
+
+def read_only_before(value: ir.Value, op: ir.Operation) -> bool:
+    for use in value.uses:
+        reader = use.owner.operation
+        if reader != op and (reader.block != op.block or not reader.is_before_in_block(op)):
+            return False
+    return True
