@@ -90,11 +90,12 @@ def dependency_graph(thunks: list) -> list[Node]:
     """One node per thunk; an edge i -> j (i before j) when j reads what i writes, or writes
     what i reads or writes."""
     nodes = [Node(t, [], 0) for t in thunks]
-    for j, later in enumerate(thunks):
+    reads = [tuple(t.reads) for t in thunks]
+    writes = [tuple(t.writes) for t in thunks]
+    for j in range(len(thunks)):
         for i in range(j):
-            earlier = thunks[i]
-            conflict = any(overlaps(w, r) for w in earlier.writes for r in later.reads) or any(
-                overlaps(w, x) for w in later.writes for x in tuple(earlier.reads) + tuple(earlier.writes))
+            conflict = any(overlaps(w, r) for w in writes[i] for r in reads[j]) or any(
+                overlaps(w, x) for w in writes[j] for x in reads[i] + writes[i])
             if conflict:
                 nodes[i].successors.append(j)
                 nodes[j].pending += 1

@@ -371,15 +371,22 @@ def _read_scalar(bases: list[int], at: BufferSlice) -> int:
 
 
 class ControlFlow:
-    """A thunk holding thunks: it declares everything it and they touch as read and written."""
+    """A thunk holding thunks: it declares everything it and they touch as read and written.
+    The nested thunks' slices are read when asked, not copied at construction: the backend
+    places kernel scratch after the thunks exist, and a copy taken earlier would miss it
+    (the executor would then run a loop beside a kernel whose scratch its body overwrites)."""
 
     @property
     def reads(self):
-        return self.reads_and_writes
+        slices = list(self.reads_and_writes)
+        for thunk in self.nested():
+            slices.extend(thunk.reads)
+            slices.extend(thunk.writes)
+        return tuple(dict.fromkeys(slices))
 
     @property
     def writes(self):
-        return self.reads_and_writes
+        return self.reads
 
 
 def every_thunk(thunks: list):
@@ -403,8 +410,11 @@ class WhileThunk(ControlFlow):
     condition: list
     predicate: BufferSlice
     body: list
-    reads_and_writes: tuple[BufferSlice, ...] = ()  # what the loop touches outside itself
+    reads_and_writes: tuple[BufferSlice, ...] = ()  # its operands, results and predicate
     kind: str = "while"
+
+    def nested(self) -> list:
+        return self.condition + self.body
 
     def bind(self, engine) -> None:
         for thunk in self.condition + self.body:
@@ -436,8 +446,11 @@ class ConditionalThunk(ControlFlow):
     selector: BufferSlice
     is_predicate: bool
     branches: list  # lists of thunks; a predicate picks branch 0 when true
-    reads_and_writes: tuple[BufferSlice, ...] = ()
+    reads_and_writes: tuple[BufferSlice, ...] = ()  # its operands, results and selector
     kind: str = "conditional"
+
+    def nested(self) -> list:
+        return [thunk for branch in self.branches for thunk in branch]
 
     def bind(self, engine) -> None:
         for branch in self.branches:

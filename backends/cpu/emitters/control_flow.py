@@ -13,7 +13,7 @@ def emit_while(emitter, op: ir.Operation) -> list:
     condition = emitter.emit_block(condition_block)
     predicate = emitter.slice_of(list(condition_block.operations)[-1].operation.operands[0])
     body = emit_body(emitter, body_block)
-    touched = touched_slices(emitter, op, condition + body, [predicate])
+    touched = own_slices(emitter, op, [predicate])
     return [WhileThunk(emitter.name_of(op), condition, predicate, body, touched)]
 
 
@@ -24,7 +24,7 @@ def emit_conditional(emitter, op: ir.Operation) -> list:
         branches.append(emitter.emit_block(function.regions[0].blocks[0]))
     selector = op.operands[0]
     is_predicate = str(ir.RankedTensorType(selector.type).element_type) == "i1"
-    touched = touched_slices(emitter, op, [thunk for branch in branches for thunk in branch], [])
+    touched = own_slices(emitter, op, [emitter.slice_of(selector)])
     return [ConditionalThunk(emitter.name_of(op), emitter.slice_of(selector), is_predicate, branches, touched)]
 
 
@@ -48,12 +48,8 @@ def emit_body(emitter, block: ir.Block) -> list:
     return thunks
 
 
-def touched_slices(emitter, op: ir.Operation, nested: list, extra: list) -> tuple:
-    """Every slice a control-flow thunk touches: its operands and results, and whatever the
-    thunks inside read or write (their temps share the slab with the rest of the program,
-    so the executor must order them too)."""
+def own_slices(emitter, op: ir.Operation, extra: list) -> tuple:
+    """The slices a control-flow op touches itself: its operands, results and `extra` (the
+    thunk adds what the thunks inside touch, `runtime/thunks.py` ControlFlow)."""
     slices = [emitter.slice_of(v) for v in list(op.operands) + list(op.results)] + extra
-    for thunk in nested:
-        slices.extend(thunk.reads)
-        slices.extend(thunk.writes)
     return tuple(dict.fromkeys(slices))
