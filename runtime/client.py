@@ -57,8 +57,8 @@ _COMPILING = threading.Lock()
 class CompileOptions:
     """What steers a compile: dumps and the pass selection, as the pipeline runner takes them,
     and the flags the iree backend hands to IREE's compiler. `declared_shardings` (the JAX
-    plugin's) refuses a program for several partitions whose entry leaves a sharding to the
-    compiler: jax would ask the executable for the sharding chosen, which it cannot answer."""
+    plugin's) refuses a program with shard_map regions for several partitions whose entry
+    leaves a sharding to the compiler: jaxlib loses the sharding the plugin reports for it."""
 
     dump_to: str | None = None
     dump_pass_re: str | None = None
@@ -226,11 +226,11 @@ def compile_bytes(data: bytes, source: str, options: CompileOptions, backend: Ba
 
 
 def require_declared_shardings(module) -> None:
-    from mlirxla.transforms.sharding_remover import undeclared_entry_sharding
+    from mlirxla.transforms.sharding_remover import undeclared_manual_entry_sharding
 
-    if (edge := undeclared_entry_sharding(module)) is not None:
-        raise MlirxlaError(f"{edge}: jax.jit without in_shardings / out_shardings leaves it to the compiler, "
-                           "and mlirxla does not tell jax the shardings it chooses yet")
+    if (edge := undeclared_manual_entry_sharding(module)) is not None:
+        raise MlirxlaError(f"{edge}: jax.jit of a shard_map without in_shardings / out_shardings leaves it to the compiler, "
+                           "and jaxlib loses the shardings mlirxla reports for a program with shard_map regions")
 
 
 WHY_NO_XLA_FIGURE = "not computed inside the PJRT plugin (mlirxla-run --report on the program shows it)"

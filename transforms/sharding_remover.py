@@ -82,11 +82,14 @@ def partitioning_need(module: ir.Module) -> str | None:
     return None
 
 
-def undeclared_entry_sharding(module: ir.Module) -> str | None:
-    """In a module still to be partitioned, the first entry parameter or result without a
-    sharding of its own: the compiler would choose it, and the JAX plugin cannot tell jax what
-    it chose. (A module without shardings is each device's program as written.)"""
+def undeclared_manual_entry_sharding(module: ir.Module) -> str | None:
+    """In a module with shard_map regions still to be partitioned, the first entry parameter
+    or result without a sharding of its own. The compiler would choose it, and jaxlib loses
+    the choice the plugin reports (`runtime/pjrt/chosen_shardings.py`) for a program holding
+    `sdy.manual_computation`; other programs report theirs."""
     if partitioning_need(module) is None or (function := entry_function(module)) is None:
+        return None
+    if first_op_where(module, lambda op: is_annotation(op) and ir.StringAttr(op.attributes["call_target_name"]).value != "Sharding") is None:
         return None
     signature = ir.FunctionType(ir.TypeAttr(function.attributes["function_type"]).value)
     for key, what, count in (("arg_attrs", "argument", len(signature.inputs)), ("res_attrs", "result", len(signature.results))):

@@ -21,6 +21,7 @@ from mlirxla.runtime.client import Client, LoadedExecutable
 from mlirxla.runtime.devices import DeviceGrid, DeviceRun, execute_on_devices
 
 from . import serialization
+from .chosen_shardings import with_chosen_shardings
 from .compile_options import BuildGrid, build_grid, compile_options_from_proto
 
 NUM_DEVICES_OPTION = "num_devices"
@@ -56,7 +57,7 @@ def compile(client: Client, code: bytes, program_format: str,
         raise MlirxlaError(f"mlirxla compiles programs in format 'mlir' (StableHLO), not '{program_format}'")
     grid = build_grid(options)
     loaded = client.compile(code, compile_options_from_proto(options))
-    return loaded, executable_devices(loaded, grid), code, options or b""
+    return loaded, executable_devices(loaded, grid), with_chosen_shardings(code, loaded), options or b""
 
 
 def executable_devices(loaded: LoadedExecutable, grid: BuildGrid) -> tuple[int, ...]:

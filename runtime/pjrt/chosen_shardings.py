@@ -1,0 +1,47 @@
+"""The shardings the partitioner chose, told to jax through the optimized program.
+
+`jax.jit` over a mesh without `out_shardings` (or without `in_shardings` for an argument)
+leaves the sharding to the compiler and asks the compiled executable afterwards
+(`get_output_shardings` / `get_parameter_shardings`). Over the PJRT C API, jaxlib answers from
+the optimized program (PJRT_Executable_OptimizedProgram) turned into an HLO module: the
+module attributes `mhlo.spmd_output_sharding` (one HloSharding, a tuple sharding for several
+results) and `mhlo.spmd_parameters_shardings` (one per parameter) become that module's
+`spmd_output_sharding` / `spmd_parameters_shardings`, which XLA's own compiler sets the same
+way after partitioning.
+
+So the program kept for OptimizedProgram is jax's own module with those two attributes added
+from the executable's global signature. It is rewritten with jaxlib's MLIR (the plugin only
+runs inside jax, and jaxlib's MLIR parses what jaxlib's MLIR prints, sdy ops included; our
+toolkit's StableHLO is another version) and kept as text, which jaxlib's parser takes as
+it takes bytecode.
+"""
+
+from mlirxla.runtime.client import LoadedExecutable
+
+
+def tuple_sharding(texts: list[str]) -> str:
+    return texts[0] if len(texts) == 1 else "{" + ", ".join(texts) + "}"
+
+
+def with_chosen_shardings(program: bytes, loaded: LoadedExecutable) -> bytes:
+    """`program` with the module attributes that tell jax the partitioned executable's
+    parameter and output shardings; unchanged for a program of one partition (nothing was
+    chosen: replicas all hold whole arrays)."""
+    if loaded.executable.plan.partition_count == 1:
+        return program
+    from jax._src.interpreters import mlir as jax_mlir
+    from jax._src.lib.mlir import ir
+    from jaxlib.mlir.dialects import stablehlo
+
+    outputs = [str(sharding.hlo) for sharding in loaded.output_shardings]
+    parameters = [str(sharding.hlo) for sharding in loaded.parameter_shardings]
+    with jax_mlir.make_ir_context() as context:
+        if program.startswith(b"ML\xefR"):
+            module = stablehlo.deserialize_portable_artifact(context, program)
+        else:
+            module = ir.Module.parse(program)
+        attributes = module.operation.attributes
+        if outputs:
+            attributes["mhlo.spmd_output_sharding"] = ir.StringAttr.get(tuple_sharding(outputs))
+        attributes["mhlo.spmd_parameters_shardings"] = ir.ArrayAttr.get([ir.StringAttr.get(text) for text in parameters])
+        return str(module).encode()
