@@ -31,7 +31,7 @@ What it decides, and why:
   its reduced dims first.
 * **convolution and reduce_window** (`transforms/spmd_windowed.py`): a convolution chooses
   its iteration tiling as a dot does (batch and output-feature tiles local, input-feature
-  tiles partial sums); tiled spatial dims, and a reduce_window's tiled windowed dims, get
+  tiles partial sums, a grouped one's features tiled group-wise); tiled spatial dims, and a reduce_window's tiled windowed dims, get
   the rows their windows reach across a tile edge from the neighbours by collective-permute
   (halo exchange), the edges padded as the op pads; dims whose windows do not tile so are
   gathered.

@@ -32,7 +32,9 @@ What it decides, and why:
   reshards, halos, partial sums, the result's reshard), ties to the result's. Batch and
   output-feature tiles are local, a tiled input feature leaves partial sums finished by an
   all-reduce or a reduce-scatter (the dot's `finish_partial`), spatial tiles exchange
-  halos. Grouped convolutions keep their feature dims (and batch groups their batch) whole,
+  halos. A grouped convolution (depthwise ones included) tiles its input and output features
+  together when the tiles split its groups evenly, each partition running its groups
+  (feature_group_count / tiles); batch-grouped convolutions keep feature and batch whole,
   lhs-dilated spatial dims are gathered.
 * **reduce_window** tiles each dim as its result (or its operand, if cheaper) does, every
   tiled windowed dim exchanging halos padded with the init values; a dim whose window is
@@ -197,7 +199,7 @@ class ConvolutionDims:
     output_spatial: list[int]
     windows: list[Window]
     lhs_dilation: list[int]
-    grouped: bool
+    feature_groups: int
     batch_grouped: bool
     rank: int
 
@@ -213,21 +215,26 @@ class ConvolutionDims:
         strides, dilations = integers(op, "window_strides", count), integers(op, "rhs_dilation", count)
         padding = padding_of(op, count)
         windows = [Window(kernel[kernel_spatial[i]], strides[i], padding[i][0], padding[i][1], dilations[i]) for i in range(count)]
-        groups = lambda name: ir.IntegerAttr(op.attributes[name]).value > 1
+        groups = lambda name: ir.IntegerAttr(op.attributes[name]).value
         return ConvolutionDims(number("input_batch_dimension"), number("input_feature_dimension"), spatial,
                                number("kernel_input_feature_dimension"), number("kernel_output_feature_dimension"),
                                number("output_batch_dimension"), number("output_feature_dimension"),
                                dims("output_spatial_dimensions"), windows, integers(op, "lhs_dilation", count),
-                               groups("feature_group_count"), groups("batch_group_count"), count + 2)
+                               groups("feature_group_count"), groups("batch_group_count") > 1, count + 2)
 
     def lhs_dims(self, lhs_rank: int) -> list[int]:
-        """Per input dim, the iteration dim it is tiled by."""
-        mapping = {self.input_batch: self.output_batch, self.input_feature: self.rank, **dict(zip(self.input_spatial, self.output_spatial))}
+        """Per input dim, the iteration dim it is tiled by: a grouped convolution's input
+        features go with its output features, group by group."""
+        feature = self.output_feature if self.feature_groups > 1 else self.rank
+        mapping = {self.input_batch: self.output_batch, self.input_feature: feature, **dict(zip(self.input_spatial, self.output_spatial))}
         return [mapping[d] for d in range(lhs_rank)]
 
     def rhs_dims(self, rhs_rank: int) -> list[int | None]:
-        """Per kernel dim, the iteration dim it is tiled by (spatial dims whole)."""
-        mapping = {self.kernel_output_feature: self.output_feature, self.kernel_input_feature: self.rank}
+        """Per kernel dim, the iteration dim it is tiled by (spatial dims whole, and a grouped
+        convolution's input features, one group's)."""
+        mapping = {self.kernel_output_feature: self.output_feature}
+        if self.feature_groups == 1:
+            mapping[self.kernel_input_feature] = self.rank
         return [mapping.get(d) for d in range(rhs_rank)]
 
     def windowed(self, lhs_shape, out_shape) -> dict[int, tuple[int, Window, int]]:
@@ -235,10 +242,13 @@ class ConvolutionDims:
         return {o: (lhs_shape[i], w, out_shape[o]) for i, o, w, dilation in
                 zip(self.input_spatial, self.output_spatial, self.windows, self.lhs_dilation) if dilation == 1}
 
-    def kept_whole(self) -> list[int]:
-        """Output dims never tiled: lhs-dilated spatial dims, feature (and batch) of grouped convolutions."""
+    def kept_whole(self, tiling: Tiling) -> list[int]:
+        """The output dims `tiling` may not tile: lhs-dilated spatial dims, the feature of a
+        grouped convolution unless its tiles split the groups evenly, feature and batch of a
+        batch-grouped one."""
         whole = [o for o, dilation in zip(self.output_spatial, self.lhs_dilation) if dilation != 1]
-        whole += [self.output_feature] if self.grouped or self.batch_grouped else []
+        if self.batch_grouped or (self.feature_groups > 1 and self.feature_groups % tiling.tiles[self.output_feature]):
+            whole.append(self.output_feature)
         return whole + ([self.output_batch] if self.batch_grouped else [])
 
     def from_operands(self, lhs: Tiling, rhs: Tiling) -> Tiling:
@@ -268,13 +278,13 @@ def convolution_plan(p, op: ir.Operation, c: ConvolutionDims, out: Tiling) -> Co
     lhs_shape, rhs_shape, out_shape = list(p.env[lhs].shape), list(p.env[rhs].shape), shape_of(op.results[0].type)
     L, R = p.env[lhs].tiling, p.env[rhs].tiling
     contracting = [Tiling.replicated(1, p.partitions)]
-    if not (c.grouped or c.batch_grouped):
+    if c.feature_groups == 1 and not c.batch_grouped:
         contracting = [L.restrict([c.input_feature]), R.restrict([c.kernel_input_feature])] + contracting
     element = element_of(op.results[0].type)
     best = None
     for candidate in (out, c.from_operands(L, R), Tiling.replicated(c.rank, p.partitions)):
         halos, whole = halos_of(candidate, c.windowed(lhs_shape, out_shape))
-        candidate = candidate.without(whole + c.kept_whole())
+        candidate = candidate.without(whole + c.kept_whole(candidate))
         lhs_halos = {c.input_spatial[c.output_spatial.index(o)]: h for o, h in halos.items()}
         for contract in contracting:
             space = candidate.concat(contract)
@@ -299,8 +309,10 @@ def convolution(p, op: ir.Operation, tilings) -> str:
     lhs, rhs = op.operands[0], op.operands[1]
     local_lhs = exchange_all(p.b, p.get(lhs, plan.lhs_target), plan.lhs_target, plan.lhs_halos, None)
     padding = [[0, 0] if i in plan.lhs_halos else [w.low, w.high] for i, w in zip(c.input_spatial, c.windows)]
+    local_groups = c.feature_groups // plan.computed.tiles[c.output_feature] if c.feature_groups > 1 else 1
+    groups = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), local_groups)
     new = p.b.rebuild(op, [local_lhs, p.get(rhs, plan.rhs_target)], [p.local_type(op.results[0].type, plan.computed)],
-                      padding=padding_attribute(padding))
+                      padding=padding_attribute(padding), feature_group_count=groups)
     out_shape = shape_of(op.results[0].type)
     if plan.groups is not None:
         value = finish_partial(p.b, new.results[0], out_shape, plan.computed, plan.groups, "add", out)

@@ -53,11 +53,12 @@ def program(body: str, arguments, result, shardings=None) -> str:
 }}"""
 
 
-def convolution(x, kernel, result, stride=(1, 1), padding=((0, 0), (0, 0)), lhs_dilation=(1, 1), rhs_dilation=(1, 1)) -> str:
+def convolution(x, kernel, result, stride=(1, 1), padding=((0, 0), (0, 0)), lhs_dilation=(1, 1), rhs_dilation=(1, 1),
+                feature_groups=1) -> str:
     window = (f"stride = {list(stride)}, pad = {[list(p) for p in padding]}, lhs_dilate = {list(lhs_dilation)}, "
               f"rhs_dilate = {list(rhs_dilation)}")
     return (f"    %out = stablehlo.convolution(%arg0, %arg1) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], "
-            f"window = {{{window}}} {{batch_group_count = 1 : i64, feature_group_count = 1 : i64}} : "
+            f"window = {{{window}}} {{batch_group_count = 1 : i64, feature_group_count = {feature_groups} : i64}} : "
             f"({tensor(x)}, {tensor(kernel)}) -> {tensor(result)}")
 
 
@@ -114,6 +115,11 @@ CONVOLUTIONS = {
               [(8, 1, 1, 1), (1, 1, 1, 1), (8, 1, 1, 1)], {}),
     "output_feature": ((2, 8, 8, 4), (3, 3, 4, 16), (2, 8, 8, 16), {"padding": ((1, 1), (1, 1))},
                        [(1, 1, 1, 1), (1, 1, 1, 8), (1, 1, 1, 8)], {}),
+    # depthwise, 16 groups: each partition convolves its 2 channels with their kernels
+    "depthwise_feature": ((2, 8, 8, 16), (3, 3, 1, 16), (2, 8, 8, 16), {"padding": ((1, 1), (1, 1)), "feature_groups": 16},
+                          [(1, 1, 1, 8), (1, 1, 1, 8), (1, 1, 1, 8)], {}),
+    "depthwise_height": ((2, 16, 8, 4), (3, 3, 1, 4), (2, 16, 8, 4), {"padding": ((1, 1), (1, 1)), "feature_groups": 4},
+                         [(1, 8, 1, 1), (1, 1, 1, 1), (1, 8, 1, 1)], {"collective-permute": 2}),
     "input_feature_replicated_result": ((2, 8, 8, 16), (3, 3, 16, 4), (2, 8, 8, 4), {"padding": ((1, 1), (1, 1))},
                                         [(1, 1, 1, 8), (1, 1, 8, 1), (1, 1, 1, 1)], {"all-reduce": 1}),
     "input_feature_height_result": ((2, 8, 8, 16), (3, 3, 16, 4), (2, 8, 8, 4), {"padding": ((1, 1), (1, 1))},
