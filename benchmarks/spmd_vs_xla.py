@@ -3,10 +3,11 @@
     python benchmarks/spmd_vs_xla.py [--json] [--size N] [--names a,b]
 
 The programs are `examples/spmd_programs.py`'s (matmul sharded three ways, the MLP on a 2x4
-mesh, elementwise + reduce, the Megatron transformer block, a scan), lowered and run by jax
-in a child process at size N (default 1024). XLA's columns come from its after-optimizations
-HLO (`compiled.as_text()`): its collectives by kind, with their bytes; its temp bytes per
-device from `memory_analysis`, its time per call the median of 5. mlirxla's come from the
+mesh, elementwise + reduce, the Megatron transformer block, a scan, the conv net sharded on
+height, whose shapes are fixed), lowered and run by jax in a child process at size N (default
+1024). XLA's columns come from its after-optimizations HLO (`compiled.as_text()`): its
+collectives by kind, with their bytes; its temp bytes per device from `memory_analysis`, its
+time per call the median of 5. mlirxla's come from the
 partitioner's report on the same StableHLO (`xhlo-sharding-propagation`, then
 `xhlo-spmd-partitioner`), its temp bytes the executable's temp and scratch allocations, its
 time the median of 5 calls of the compiled program on 8 devices, and `matches` says whether

@@ -1,6 +1,7 @@
 """Sharded JAX programs over 8 CPU devices, for the SPMD partitioner's tests and
 `benchmarks/spmd_vs_xla.py`: each is a function, its argument shapes and shardings and its
-result sharding, over a 1D mesh "x"=8 or a 2x4 mesh ("x", "y").
+result sharding, over a 1D mesh "x"=8 or a 2x4 mesh ("x", "y"). The conv net keeps its
+shapes (NHWC 8x64x64x16, sharded on height) whatever the size.
 
 `python examples/spmd_programs.py OUT [--size N] [--names a,b]` asks jax for 8 CPU devices,
 lowers every program (`OUT/<name>.mlir`), runs it on jax's CPU devices on seeded random
@@ -80,6 +81,18 @@ def transformer(x, wq, wk, wv, wo, w1, w2, g, b):
     return x + jax.nn.gelu(layer_norm(x, g, b) @ w1, approximate=True) @ w2
 
 
+def conv_net(x, w1, w2):
+    """Two 3x3 convolutions (stride 1, then stride 2, both SAME) with relu and a 2x2 max pool
+    between them, NHWC: sharded on height, each needs its neighbours' rows (halo exchange)."""
+    import jax
+    from jax import lax
+
+    dimensions = ("NHWC", "HWIO", "NHWC")
+    x = jax.nn.relu(lax.conv_general_dilated(x, w1, (1, 1), "SAME", dimension_numbers=dimensions))
+    x = lax.reduce_window(x, -np.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+    return jax.nn.relu(lax.conv_general_dilated(x, w2, (2, 2), "SAME", dimension_numbers=dimensions))
+
+
 def scan(h, w):
     """A recurrence in a while loop, the carried state sharded by rows."""
     import jax
@@ -100,6 +113,9 @@ PROGRAMS = [
                    lambda n: [((4, n // 4, n // 2), ("x", None, None))] + [((n // 2, n // 2), (None, "y"))] * 3
                    + [((n // 2, n // 2), ("y", None)), ((n // 2, 2 * n), (None, "y")), ((2 * n, n // 2), ("y", None)),
                       ((n // 2,), (None,)), ((n // 2,), (None,))], ("x", None, None), MESH_2D),
+    ShardedProgram("conv_net_height", conv_net, lambda n: [((8, 64, 64, 16), (None, "x", None, None)),
+                                                           ((3, 3, 16, 16), (None, None, None, None)),
+                                                           ((3, 3, 16, 16), (None, None, None, None))], (None, "x", None, None)),
     ShardedProgram("scan", scan, lambda n: [((n, n // 2), ("x", None)), ((n // 2, n // 2), (None, None))], ("x", None)),
 ]
 

@@ -1,6 +1,7 @@
 """xhlo-spmd-partitioner: rewrite a module for P partitions, its values sharded by
 propagation (`xhlo.sharding` on every op), into the program each partition runs, on local
-shapes, with the communication it needs (XLA's `spmd_partitioner.cc`, `dot_handler.cc`).
+shapes, with the communication it needs (XLA's `spmd_partitioner.cc`, `dot_handler.cc`,
+`convolution_handler.cc`).
 
 What it decides, and why:
 
@@ -28,13 +29,18 @@ What it decides, and why:
   reducer is one binary op (add, multiply, maximum, minimum, and, or) and the init value its
   identity, so that each partition's init joins the result once; any other reduce gathers
   its reduced dims first.
+* **convolution and reduce_window** (`transforms/spmd_windowed.py`): a convolution chooses
+  its iteration tiling as a dot does (batch and output-feature tiles local, input-feature
+  tiles partial sums, a grouped one's features tiled group-wise); tiled spatial dims, and a reduce_window's tiled windowed dims, get
+  the rows their windows reach across a tile edge from the neighbours by collective-permute
+  (halo exchange), the edges padded as the op pads; dims whose windows do not tile so are
+  gathered.
 * **while** keeps each carried value's sharding across the loop: operands reshard to it,
   the body and cond are partitioned in place with local block arguments, the body's results
   reshard back to it and the cond's predicate is replicated.
-* **Fallback**, for every other op (convolution, reduce_window, gather, scatter, sort,
-  slice, pad, concatenate, dynamic slices, conditional, calls, custom calls): its operands
-  are gathered to replicated, it runs whole, its results are sliced to their shardings:
-  correct, slower; the report lists each.
+* **Fallback**, for every other op (gather, scatter, sort, slice, pad, concatenate, dynamic
+  slices, conditional, calls, custom calls): its operands are gathered to replicated, it runs
+  whole, its results are sliced to their shardings: correct, slower; the report lists each.
 * **shard_map regions** stay as written: the value a `@SPMDFullToShardShape` makes is the
   local tile of its operand, ops on manual values are copied, `@SPMDShardToFullShape` makes
   its operand the tile of a value sharded as it says.
@@ -74,6 +80,7 @@ from .resharding import cost, finish_cost, finish_partial, reshard
 from .sharding_remover import forward_annotations, is_annotation, partitioning_need
 from .spmd_builder import REDUCER_OPS, Collective, SpmdBuilder, tensor_type
 from .spmd_tiling import Tiling
+from .spmd_windowed import convolution, reduce_window
 
 SHARDING = "xhlo.sharding"
 FUNCTION_SHARDINGS = ("xhlo.sharding", "mhlo.sharding")
@@ -569,4 +576,6 @@ HANDLERS = {
     "xhlo.dot": _Partitioner.dot,
     "xhlo.reduce": _Partitioner.reduce,
     "xhlo.while": _Partitioner.while_loop,
+    "xhlo.convolution": convolution,
+    "xhlo.reduce_window": reduce_window,
 }

@@ -122,7 +122,7 @@ def test_uneven_entry_shardings_are_refused_in_one_line():
     assert "\n" not in str(caught.value)
 
 
-PROGRAMS = ["matmul_rows", "matmul_contracting", "matmul_2d", "mlp_2d", "elementwise_reduce", "transformer", "scan"]
+PROGRAMS = ["matmul_rows", "matmul_contracting", "matmul_2d", "mlp_2d", "elementwise_reduce", "transformer", "scan", "conv_net_height"]
 
 
 @pytest.fixture(scope="module")

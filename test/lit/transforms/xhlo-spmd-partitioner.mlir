@@ -123,3 +123,54 @@ module attributes {mhlo.num_partitions = 8 : i32} {
     return %0 : tensor<16x16xf32>
   }
 }
+
+// -----
+
+/// a 3x3 SAME convolution sharded on height: a row from each neighbour by collective-permute
+/// (the edges receive zeros, the convolution's padding), concatenated around the tile, and a
+/// local convolution unpadded on height; the activation is never gathered
+// CHECK-LABEL: func.func @main
+// CHECK-SAME: (%arg0: tensor<2x2x8x4xf32>, %arg1: tensor<3x3x4x4xf32>) -> tensor<2x2x8x4xf32>
+// CHECK-NOT: all_gather
+// CHECK: %[[LAST:.*]] = "xhlo.slice"(%arg0) {limit_indices = array<i64: 2, 2, 8, 4>, start_indices = array<i64: 0, 1, 0, 0>
+// CHECK: %[[FROM_LEFT:.*]] = "xhlo.collective_permute"(%[[LAST]]) {{.*}}source_target_pairs = dense<{{\[\[}}0, 1], [1, 2], [2, 3], [3, 4], [4, 5], [5, 6], [6, 7]]>
+// CHECK: %[[FIRST:.*]] = "xhlo.slice"(%arg0) {limit_indices = array<i64: 2, 1, 8, 4>, start_indices = array<i64: 0, 0, 0, 0>
+// CHECK: %[[FROM_RIGHT:.*]] = "xhlo.collective_permute"(%[[FIRST]]) {{.*}}source_target_pairs = dense<{{\[\[}}1, 0], [2, 1], [3, 2], [4, 3], [5, 4], [6, 5], [7, 6]]>
+// CHECK: %[[GROWN:.*]] = "xhlo.concatenate"(%[[FROM_LEFT]], %arg0, %[[FROM_RIGHT]]) {dimension = 1 : i64} {{.*}} -> tensor<2x4x8x4xf32>
+// CHECK: "xhlo.convolution"(%[[GROWN]], %arg1) {{.*}}padding = dense<{{\[\[}}0, 0], [1, 1]]> {{.*}} -> tensor<2x2x8x4xf32>
+// CHECK-NOT: all_gather
+module attributes {mhlo.num_partitions = 8 : i32} {
+  func.func @main(%x: tensor<2x16x8x4xf32> {mhlo.sharding = "{devices=[1,8,1,1]<=[8]}"}, %k: tensor<3x3x4x4xf32>) -> (tensor<2x16x8x4xf32> {mhlo.sharding = "{devices=[1,8,1,1]<=[8]}"}) {
+    %0 = stablehlo.convolution(%x, %k) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], window = {stride = [1, 1], pad = [[1, 1], [1, 1]]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<2x16x8x4xf32>, tensor<3x3x4x4xf32>) -> tensor<2x16x8x4xf32>
+    return %0 : tensor<2x16x8x4xf32>
+  }
+}
+
+// -----
+
+/// a 3-row max pool, stride 1, sharded on rows: the halos at the edges are replaced by the
+/// init value (-inf), the partitions whose tile is first (left halo) or last (right) chosen
+/// from a table by partition id
+// CHECK-LABEL: func.func @main
+// CHECK-SAME: (%arg0: tensor<2x4xf32>) -> tensor<2x4xf32>
+// CHECK: %[[FROM_LEFT:.*]] = "xhlo.collective_permute"
+// CHECK: %[[FIRST_TILE:.*]] = "xhlo.constant"() {value = dense<[1, 0, 0, 0, 0, 0, 0, 0]> : tensor<8xi32>}
+// CHECK: "xhlo.select"({{.*}}, %[[FROM_LEFT]])
+// CHECK: "xhlo.collective_permute"
+// CHECK: "xhlo.constant"() {value = dense<[0, 0, 0, 0, 0, 0, 0, 1]> : tensor<8xi32>}
+// CHECK: "xhlo.concatenate"
+// CHECK: "xhlo.reduce_window"
+// CHECK: padding = dense<0> : tensor<2x2xi64>
+// CHECK-SAME: -> tensor<2x4xf32>
+// CHECK-NOT: all_gather
+module attributes {mhlo.num_partitions = 8 : i32} {
+  func.func @main(%x: tensor<16x4xf32> {mhlo.sharding = "{devices=[8,1]<=[8]}"}) -> (tensor<16x4xf32> {mhlo.sharding = "{devices=[8,1]<=[8]}"}) {
+    %init = stablehlo.constant dense<0xFF800000> : tensor<f32>
+    %0 = "stablehlo.reduce_window"(%x, %init) ({
+    ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+      %m = stablehlo.maximum %a, %b : tensor<f32>
+      stablehlo.return %m : tensor<f32>
+    }) {window_dimensions = array<i64: 3, 1>, padding = dense<[[1, 1], [0, 0]]> : tensor<2x2xi64>} : (tensor<16x4xf32>, tensor<f32>) -> tensor<16x4xf32>
+    return %0 : tensor<16x4xf32>
+  }
+}
