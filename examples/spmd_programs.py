@@ -1,6 +1,7 @@
 """Sharded JAX programs over 8 CPU devices, for the SPMD partitioner's tests and
 `benchmarks/spmd_vs_xla.py`: each is a function, its argument shapes and shardings and its
-result sharding, over a 1D mesh "x"=8 or a 2x4 mesh ("x", "y").
+result sharding, over a 1D mesh "x"=8 or a 2x4 mesh ("x", "y"). `mlp_grad` is there for the
+collective combiners: its gradients' all-reduces are independent.
 
 `python examples/spmd_programs.py OUT [--size N] [--names a,b]` asks jax for 8 CPU devices,
 lowers every program (`OUT/<name>.mlir`), runs it on jax's CPU devices on seeded random
@@ -80,6 +81,20 @@ def transformer(x, wq, wk, wv, wo, w1, w2, g, b):
     return x + jax.nn.gelu(layer_norm(x, g, b) @ w1, approximate=True) @ w2
 
 
+def mlp_grad(x, y, w1, w2):
+    """Data-parallel training's gradients: the batch sharded, the weights replicated, so each
+    weight's gradient is a partial sum over the batch (independent all-reduces, which the
+    combiner makes one); their product makes one result."""
+    import jax
+    import jax.numpy as jnp
+
+    def loss(w1, w2):
+        return jnp.mean((jax.nn.relu(x @ w1) @ w2 - y) ** 2)
+
+    g1, g2 = jax.grad(loss, argnums=(0, 1))(w1, w2)
+    return g1 @ g2
+
+
 def scan(h, w):
     """A recurrence in a while loop, the carried state sharded by rows."""
     import jax
@@ -100,6 +115,8 @@ PROGRAMS = [
                    lambda n: [((4, n // 4, n // 2), ("x", None, None))] + [((n // 2, n // 2), (None, "y"))] * 3
                    + [((n // 2, n // 2), ("y", None)), ((n // 2, 2 * n), (None, "y")), ((2 * n, n // 2), ("y", None)),
                       ((n // 2,), (None,)), ((n // 2,), (None,))], ("x", None, None), MESH_2D),
+    ShardedProgram("mlp_grad", mlp_grad, lambda n: [((n, n // 2), ("x", None)), ((n, n // 4), ("x", None)),
+                                                   ((n // 2, n), (None, None)), ((n, n // 4), (None, None))], (None, None)),
     ShardedProgram("scan", scan, lambda n: [((n, n // 2), ("x", None)), ((n // 2, n // 2), (None, None))], ("x", None)),
 ]
 

@@ -14,7 +14,7 @@ What it decides, and why, in the order it tries (the first that applies):
    tiled costs no communication at all).
 
 A reduction's partial results (a dot contracting over sharded dims, a reduce over sharded
-dims) finish with `finish_partial`: when the target tiles one dim across exactly the
+dims) finish with `finish_partial`: when the target tiles one dim (further) across exactly the
 partitions that hold the partial sums, a reduce-scatter (XLA's all-reduce + dynamic-slice
 clean-up, done at once); else an all-reduce, then resharding. `plan` and `cost` let the
 partitioner compare strategies by bytes moved per device before emitting any.
@@ -165,7 +165,7 @@ def finish_partial(b: SpmdBuilder, value: ir.Value, shape, current: Tiling, grou
                    target: Tiling) -> ir.Value:
     """Sum the partial results held by each of `groups` (partitions holding `current`'s tile
     of the partial value), then reshard to `target`."""
-    scatter = scatter_dim(current, groups, target)
+    scatter = scatter_dim(current, groups, target, shape)
     if scatter is not None:
         dim, ordered = scatter
         padded = list(shape_of(value.type))
@@ -174,20 +174,26 @@ def finish_partial(b: SpmdBuilder, value: ir.Value, shape, current: Tiling, grou
     return reshard(b, b.all_reduce(value, groups, reducer), shape, current, target)
 
 
-def scatter_dim(current: Tiling, groups: list[list[int]], target: Tiling) -> tuple[int, list[list[int]]] | None:
+def scatter_dim(current: Tiling, groups: list[list[int]], target: Tiling, shape) -> tuple[int, list[list[int]]] | None:
     """The dim a reduce-scatter over `groups` leaves tiled as `target` tiles it, with each
-    group ordered by the members' target tile; None when there is none."""
+    group ordered by the members' target tile; None when there is none. The partial value
+    may be tiled on that dim already: each group then splits its own tile `size` ways (its
+    members' target tiles are that tile's parts, padding aligned)."""
     finer = [d for d in range(current.rank) if target.tiles[d] != current.tiles[d]]
     if len(finer) != 1:
         return None
     dim = finer[0]
     size = len(groups[0])
-    if current.tiles[dim] != 1 or target.tiles[dim] != size:
+    if target.tiles[dim] != current.tiles[dim] * size:
+        return None
+    if current.tiles[dim] > 1 and current.shard_shape(shape)[dim] != size * target.shard_shape(shape)[dim]:
         return None
     ordered = []
     for group in groups:
         by_tile = sorted(group, key=lambda p: target.index[p][dim])
-        if [target.index[p][dim] for p in by_tile] != list(range(size)):
+        if [target.index[p][dim] % size for p in by_tile] != list(range(size)):
+            return None
+        if any(target.index[p][dim] // size != current.index[p][dim] for p in group):
             return None
         for p in group:
             if any(target.index[p][d] != current.index[p][d] for d in range(current.rank) if d != dim):
@@ -199,7 +205,7 @@ def scatter_dim(current: Tiling, groups: list[list[int]], target: Tiling) -> tup
 def finish_cost(shape, element, current: Tiling, groups: list[list[int]], target: Tiling) -> float:
     size = len(groups[0])
     buffer = byte_size(current.shard_shape(shape), element)
-    if scatter_dim(current, groups, target) is not None:
+    if scatter_dim(current, groups, target, shape) is not None:
         return buffer * (size - 1) / size
     return 2 * buffer * (size - 1) / size + cost(shape, element, current, target)
 

@@ -164,7 +164,68 @@ def single_device(text: str, arguments):
     return run(re.sub(r'\s*\{mhlo.sharding = "[^"]*"\}', "", text.replace("mhlo.num_partitions = 8", "mhlo.num_partitions = 1")), arguments)
 
 
-PROGRAMS = ["matmul_rows", "matmul_contracting", "matmul_2d", "mlp_2d", "elementwise_reduce", "transformer", "scan"]
+def partial_sum_program(result_sharding: str, lhs: str = "{devices=[2,4]<=[8]}",
+                        rhs: str = "{devices=[4,1,2]<=[2,4]T(1,0) last_tile_dim_replicate}") -> str:
+    """A [64,128] x [128,32] dot, by default on a 2x4 mesh, rows on x and the contraction on y."""
+    return f"""
+module attributes {{mhlo.num_partitions = 8 : i32}} {{
+  func.func @main(%a: tensor<64x128xf32> {{mhlo.sharding = "{lhs}"}}, %b: tensor<128x32xf32> {{mhlo.sharding = "{rhs}"}}) -> (tensor<64x32xf32> {{mhlo.sharding = "{result_sharding}"}}) {{
+    %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<64x128xf32>, tensor<128x32xf32>) -> tensor<64x32xf32>
+    return %0 : tensor<64x32xf32>
+  }}
+}}"""
+
+
+def test_partial_sums_already_tiled_on_the_scattered_dim_finish_as_a_reduce_scatter(tmp_path):
+    from mlirxla.pipelines.runner import RunOptions
+
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((64, 128)).astype(np.float32), rng.standard_normal((128, 32)).astype(np.float32)
+    # the partial products hold 2 row tiles; the result's 8 row tiles split each 4 ways
+    [product] = run(partial_sum_program("{devices=[8,1]<=[8]}"), [a, b], RunOptions(dump_to=str(tmp_path)))
+    np.testing.assert_allclose(product, a @ b, rtol=1e-5, atol=1e-5)
+    [report] = [p for p in tmp_path.iterdir() if p.name.endswith("spmd-partitioner.txt")]
+    text = report.read_text()
+    assert "reduce-scatter over 2 group(s) of 4, [32, 32]" in text and "all-reduce" not in text
+
+
+def all_reduces_feeding_dynamic_slices(text: str) -> list[int]:
+    """Per all-reduce whose result a dynamic-slice reads, how many dims that slice cuts."""
+    from mlirxla import frontdoor
+    from mlirxla.context import new_context
+    from mlirxla.dialects.xhlo.types import shape_of
+    from mlirxla.ir_queries import ops_named
+    from mlirxla.mlir import ir
+    from mlirxla.transforms.sharding_propagation import ShardingPropagationPass
+    from mlirxla.transforms.spmd_partitioner import SpmdPartitionerPass
+
+    context = new_context()
+    module = frontdoor.import_bytes(text.encode(), "-", context).module
+    with context, ir.Location.unknown():
+        ShardingPropagationPass().run(module)
+        SpmdPartitionerPass().run(module)
+    cuts = []
+    for op in ops_named(module, "xhlo.all_reduce"):
+        for use in op.results[0].uses:
+            if use.owner.name == "xhlo.dynamic_slice":
+                cuts.append(sum(a != b for a, b in zip(shape_of(op.results[0].type), shape_of(use.owner.results[0].type))))
+    return cuts
+
+
+def test_no_all_reduce_is_sliced_on_one_dim():
+    """XLA's ReduceScatterCreator turns an all-reduce sliced on one dim by the group's ranks
+    into a reduce-scatter (not one sliced on several: allow_multiple_split_dims is false);
+    the partitioner emits those reduce-scatters itself, so only the latter remain."""
+    assert all_reduces_feeding_dynamic_slices(partial_sum_program("{devices=[8,1]<=[8]}")) == []
+    assert all_reduces_feeding_dynamic_slices(partial_sum_program("{devices=[2,4]<=[8]}")) == []
+    assert all_reduces_feeding_dynamic_slices(UNEVEN) == []
+    assert all_reduces_feeding_dynamic_slices(RESHARDS) == []
+    # a replicated partial sum over 8 partitions, the result tiled 2x4: sliced on both dims
+    both = partial_sum_program("{devices=[2,4]<=[8]}", "{devices=[1,8]<=[8]}", "{devices=[8,1]<=[8]}")
+    assert all_reduces_feeding_dynamic_slices(both) == [2]
+
+
+PROGRAMS = ["matmul_rows", "matmul_contracting", "matmul_2d", "mlp_2d", "elementwise_reduce", "transformer", "mlp_grad", "scan"]
 
 
 @pytest.fixture(scope="module")
@@ -207,3 +268,6 @@ def test_benchmark_reports_collectives_of_both(tmp_path):
     for name, columns in programs.items():
         assert columns["mlirxla"]["matches"], name
         assert columns["mlirxla"]["bytes_moved_per_device"] <= columns["xla"]["bytes_moved_per_device"], name
+        # combined as XLA combines them (mlp_grad's two gradient all-reduces are one)
+        assert columns["mlirxla"]["collectives"] == columns["xla"]["collectives"], name
+    assert programs["mlp_grad"]["mlirxla"]["collectives_before_combining"] == {"all-reduce": 2}
