@@ -9,7 +9,10 @@ height, whose shapes are fixed), lowered and run by jax in a child process at si
 collectives by kind, with their bytes; its temp bytes per device from `memory_analysis`, its
 time per call the median of 5. mlirxla's come from the
 partitioner's report on the same StableHLO (`xhlo-sharding-propagation`, then
-`xhlo-spmd-partitioner`), its temp bytes the executable's temp and scratch allocations, its
+`xhlo-spmd-partitioner`), counted once the collective combiners have run
+(`xhlo-all-reduce-combiner`, `xhlo-all-gather-combiner`: a combined op is one collective, as
+XLA's tuple all-reduce is one instruction; the counts before combining are
+`collectives_before_combining`), its temp bytes the executable's temp and scratch allocations, its
 time the median of 5 calls of the compiled program on 8 devices, and `matches` says whether
 its result equals jax's within rtol 1e-4.
 
@@ -81,6 +84,9 @@ def mlirxla_columns(path: str, data) -> dict:
     from mlirxla.context import new_context
     from mlirxla.mlir import ir
     from mlirxla.runtime.driver import load_sharded
+    from mlirxla.ir_queries import nested_ops
+    from mlirxla.transforms.all_gather_combiner import AllGatherCombinerPass
+    from mlirxla.transforms.all_reduce_combiner import AllReduceCombinerPass
     from mlirxla.transforms.sharding_propagation import ShardingPropagationPass
     from mlirxla.transforms.spmd_partitioner import SpmdPartitionerPass
 
@@ -91,7 +97,10 @@ def mlirxla_columns(path: str, data) -> dict:
     with context, ir.Location.unknown():
         ShardingPropagationPass().run(probe)
         report = SpmdPartitionerPass().run(probe).report
+        AllReduceCombinerPass().run(probe)
+        AllGatherCombinerPass().run(probe)
     collectives = [(c.kind, c.bytes_per_device) for c in report.collectives()]
+    combined = Counter(op.name.removeprefix("xhlo.").replace("_", "-") for op in nested_ops(probe.operation))
     program = load_sharded(module)
     arguments = [data[f"arg{i}"] for i in range(sum(key.startswith("arg") for key in data))]
     result = program.execute_numpy(arguments)[0]
@@ -103,6 +112,8 @@ def mlirxla_columns(path: str, data) -> dict:
     plan = program.executable.plan
     temp = sum(size for size, kind in zip(plan.allocation_sizes, plan.allocation_kinds) if kind in ("temp", "scratch"))
     out = columns(collectives, temp, float(np.median(seconds)))
+    out["collectives_before_combining"] = out["collectives"]
+    out["collectives"] = {kind: combined[kind] for kind in KINDS if combined[kind]}
     out["matches"] = bool(np.allclose(result, data["out0"], rtol=1e-4, atol=1e-5))
     out["fallbacks"] = [r.label for r in report.records if r.fallback]
     return out
@@ -132,6 +143,8 @@ def main() -> int:
             c = both[side]
             kinds = ", ".join(f"{k} x{v}" for k, v in c["collectives"].items()) or "none"
             extra = "" if side == "xla" else ("  matches jax" if c["matches"] else "  DIFFERS from jax") + (f", fallbacks {len(c['fallbacks'])}" if c["fallbacks"] else "")
+            if side == "mlirxla" and c["collectives_before_combining"] != c["collectives"]:
+                extra += ", before combining " + (", ".join(f"{k} x{v}" for k, v in c["collectives_before_combining"].items()))
             print(f"{name if side == 'xla' else '':20} {side:8} {kinds:40} {c['bytes_moved_per_device']:>13} {c['temp_bytes_per_device']:>12} "
                   f"{1000 * c['seconds_per_call']:>9.2f}{extra}")
     if options.json:

@@ -1,7 +1,8 @@
 """Sharded JAX programs over 8 CPU devices, for the SPMD partitioner's tests and
 `benchmarks/spmd_vs_xla.py`: each is a function, its argument shapes and shardings and its
 result sharding, over a 1D mesh "x"=8 or a 2x4 mesh ("x", "y"). The conv net keeps its
-shapes (NHWC 8x64x64x16, sharded on height) whatever the size.
+shapes (NHWC 8x64x64x16, sharded on height) whatever the size. `mlp_grad` is there for the
+collective combiners: its gradients' all-reduces are independent.
 
 `python examples/spmd_programs.py OUT [--size N] [--names a,b]` asks jax for 8 CPU devices,
 lowers every program (`OUT/<name>.mlir`), runs it on jax's CPU devices on seeded random
@@ -93,6 +94,20 @@ def conv_net(x, w1, w2):
     return jax.nn.relu(lax.conv_general_dilated(x, w2, (2, 2), "SAME", dimension_numbers=dimensions))
 
 
+def mlp_grad(x, y, w1, w2):
+    """Data-parallel training's gradients: the batch sharded, the weights replicated, so each
+    weight's gradient is a partial sum over the batch (independent all-reduces, which the
+    combiner makes one); their product makes one result."""
+    import jax
+    import jax.numpy as jnp
+
+    def loss(w1, w2):
+        return jnp.mean((jax.nn.relu(x @ w1) @ w2 - y) ** 2)
+
+    g1, g2 = jax.grad(loss, argnums=(0, 1))(w1, w2)
+    return g1 @ g2
+
+
 def scan(h, w):
     """A recurrence in a while loop, the carried state sharded by rows."""
     import jax
@@ -116,6 +131,8 @@ PROGRAMS = [
     ShardedProgram("conv_net_height", conv_net, lambda n: [((8, 64, 64, 16), (None, "x", None, None)),
                                                            ((3, 3, 16, 16), (None, None, None, None)),
                                                            ((3, 3, 16, 16), (None, None, None, None))], (None, "x", None, None)),
+    ShardedProgram("mlp_grad", mlp_grad, lambda n: [((n, n // 2), ("x", None)), ((n, n // 4), ("x", None)),
+                                                   ((n // 2, n), (None, None)), ((n, n // 4), (None, None))], (None, None)),
     ShardedProgram("scan", scan, lambda n: [((n, n // 2), ("x", None)), ((n // 2, n // 2), (None, None))], ("x", None)),
 ]
 

@@ -6,6 +6,9 @@
     shapes and collectives); rng_bit_generator expansion (Threefry and Philox as integer
     arithmetic, XLA:CPU's bits)
  -> simplification (to a fixed point)
+ -> collective combining (independent all-reduces, then all-gathers, of one kind become one
+    variadic op: XLA's AllReduceCombiner and AllGatherCombiner, run after simplification so
+    that dead collectives are gone before they are bundled with live ones)
  -> layout assignment, then removal of the copies it made unnecessary
  -> priority fusion (what becomes a kernel), then multi-output fusion (siblings sharing an
     operand, producers kept as an extra output of the reduction that reads them), then
@@ -18,6 +21,8 @@
     the same slab, `backends/cpu/compiler.py`)
 """
 
+from mlirxla.transforms.all_gather_combiner import AllGatherCombinerPass
+from mlirxla.transforms.all_reduce_combiner import AllReduceCombinerPass
 from mlirxla.transforms.batch_slice_fusion import BatchSliceFusionPass
 from mlirxla.transforms.buffer_assignment import BufferAssignmentPass
 from mlirxla.transforms.copy_insertion import CopyInsertionPass
@@ -50,6 +55,8 @@ def cpu_pipeline(alignment: int = ALIGNMENT) -> Pipeline:
         .add(SpmdPartitionerPass())
         .add(RngBitGeneratorExpanderPass())
         .fixed_point(simplification_pipeline(), max_iterations=25)
+        .add(AllReduceCombinerPass())
+        .add(AllGatherCombinerPass())
         .add(LayoutAssignmentPass())
         .add(CopyRemovalPass())
         .add(PriorityFusionPass(backend="cpu"))

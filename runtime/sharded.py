@@ -12,13 +12,17 @@ in that tuple (IFRT's HloSharding over a DeviceList). It is built from mesh axes
 naming the axes that split each dimension (jax's NamedSharding, converted as Shardy's
 shardings are, `dialects/xhlo/mesh_sharding.py`), replicated, or from XLA's text. For a
 global shape it gives each device's index (slices) and the shard shape. Every shard has the
-same shape: a dimension its tiles do not divide is refused, as jax's `device_put` refuses it
-and the SPMD partitioner refuses uneven entry shardings. Shardings that say nothing of how
-an array is split (manual, maximal, tuple) are refused.
+same shape: a dimension its tiles do not divide is padded, as XLA's SPMD partitioner pads it
+(each device holds ceil(n/k) of it, the last tiles ending in padding; a tile may be all
+padding), so a device's buffer is the executable's parameter, as in XLA, where the padded
+shard is the parameter's shape (jax's `device_put` refuses such shardings; this API takes
+them). Shardings that say nothing of how an array is split (manual, maximal, tuple) are
+refused.
 
 `Array.from_numpy` splits on the host (a shard that is a contiguous part of the caller's
-array is a read-only view of it, as `Client.buffer_from_pyval` makes); `to_numpy` assembles,
-each index from the first device holding it.
+array is a read-only view of it, as `Client.buffer_from_pyval` makes; a padded shard is a
+copy, zero in its padding); `to_numpy` assembles, each index from the first device holding
+it, the padding left out.
 
 An executable for several devices knows its entry as its caller sees it: the partitioners
 record the global shapes and shardings (`xhlo.global_entry`), which the plan keeps; over the
@@ -137,21 +141,18 @@ class Sharding:
         shape = tuple(shape)
         if self.hlo.kind == "tiled" and self.hlo.data_rank != len(shape):
             raise MlirxlaError(f"the sharding {self.hlo} splits {self.hlo.data_rank} dimension(s), but the array has shape {list(shape)}")
-        tiling = Tiling.from_hlo(self.hlo, len(shape), len(self.devices))
-        uneven = tiling.uneven_dim(shape)
-        if uneven is not None:
-            raise MlirxlaError(f"the sharding {self.hlo} splits dimension {uneven} of shape {list(shape)} into "
-                               f"{tiling.tiles[uneven]} uneven tiles: every shard must have the same shape")
-        return tiling
+        return Tiling.from_hlo(self.hlo, len(shape), len(self.devices))
 
     def shard_shape(self, shape) -> tuple[int, ...]:
+        """Every device's buffer shape (padded where the tiles do not divide the array)."""
         return tuple(self.tiling(shape).shard_shape(shape))
 
     def indices(self, shape) -> list[Index]:
-        """Per device (in `devices` order), the part of an array of `shape` it holds."""
+        """Per device (in `devices` order), the part of an array of `shape` it holds: its
+        tile without the padding, empty for a tile that is all padding."""
         tiling = self.tiling(shape)
         sizes = tiling.shard_shape(shape)
-        return [tuple(slice(i * s, (i + 1) * s) for i, s in zip(vector, sizes)) for vector in tiling.index]
+        return [tuple(slice(min(i * s, n), min((i + 1) * s, n)) for i, s, n in zip(vector, sizes, shape)) for vector in tiling.index]
 
     def placement(self, shape) -> dict[int, tuple[tuple[int, int], ...]]:
         """Device id -> the (start, stop) per dimension it holds."""
@@ -193,7 +194,8 @@ class Array:
     def from_numpy(value, sharding: Sharding) -> "Array":
         """Split `value` into each device's shard of `sharding`."""
         array = np.asarray(value)
-        buffers = [device.client.buffer_from_pyval(array[index], device)
+        shard_shape = sharding.shard_shape(array.shape)
+        buffers = [device.client.buffer_from_pyval(padded(array[index], shard_shape), device)
                    for device, index in zip(sharding.devices, sharding.indices(array.shape))]
         return Array(array.shape, array.dtype, sharding, buffers)
 
@@ -218,7 +220,7 @@ class Array:
         for index, buffer in zip(self.sharding.indices(self.shape), buffers):
             key = tuple((s.start, s.stop) for s in index)
             if key not in seen:
-                out[index] = buffer.to_numpy()
+                out[index] = buffer.to_numpy()[tuple(slice(0, s.stop - s.start) for s in index)]
                 seen.add(key)
         return out
 
@@ -237,6 +239,15 @@ class Array:
     def __repr__(self) -> str:
         state = ", deleted" if self._deleted else ""
         return f"Array({self.dtype}{list(self.shape)}, {self.sharding}{state})"
+
+
+def padded(part: np.ndarray, shape) -> np.ndarray:
+    """`part` zero-padded at the high end of each dim to `shape` (itself when it has it)."""
+    if part.shape == tuple(shape):
+        return part
+    out = np.zeros(shape, part.dtype)
+    out[tuple(slice(0, n) for n in part.shape)] = part
+    return out
 
 
 # ---------------------------------------------------------------- executing

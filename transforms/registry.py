@@ -28,6 +28,8 @@ PASSES = {
     "xhlo-manual-partitioner": "manual_partitioner:ManualPartitionerPass",
     "xhlo-sharding-propagation": "sharding_propagation:ShardingPropagationPass",
     "xhlo-spmd-partitioner": "spmd_partitioner:SpmdPartitionerPass",
+    "xhlo-all-reduce-combiner": "all_reduce_combiner:AllReduceCombinerPass",
+    "xhlo-all-gather-combiner": "all_gather_combiner:AllGatherCombinerPass",
     "xhlo-layout-assignment": "layout_assignment:LayoutAssignmentPass",
     "xhlo-copy-insertion": "copy_insertion:CopyInsertionPass",
     "xhlo-copy-removal": "copy_removal:CopyRemovalPass",

@@ -14,19 +14,26 @@ What it decides, and why, in the order it tries (the first that applies):
    tiled costs no communication at all).
 
 A reduction's partial results (a dot contracting over sharded dims, a reduce over sharded
-dims) finish with `finish_partial`: when the target tiles one dim across exactly the
+dims) finish with `finish_partial`: when the target tiles one dim (further) across exactly the
 partitions that hold the partial sums, a reduce-scatter (XLA's all-reduce + dynamic-slice
 clean-up, done at once); else an all-reduce, then resharding. `plan` and `cost` let the
 partitioner compare strategies by bytes moved per device before emitting any.
+
+Uneven tiles (`transforms/spmd_padding.py`) are padded: an all-gather of a padded dim slices
+the padding off, a slice into finer tiles pads to whole tiles first, an all-to-all is only
+taken when both dims divide evenly, and a tile refines another only when it lies inside it
+with the padding included.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mlirxla.dialects.xhlo.types import shape_of
 from mlirxla.mlir import ir
 
 from .spmd_builder import SpmdBuilder, byte_size
+from .spmd_padding import pad_to, slice_off_padding
 from .spmd_tiling import Tiling
 
 
@@ -37,21 +44,24 @@ class Step:
     groups: tuple[tuple[int, ...], ...] = ()
 
 
-def refines(source: Tiling, target: Tiling, dim: int) -> bool:
-    """The target's tiles of `dim` lie inside the source's tile on every partition."""
+def refines(source: Tiling, target: Tiling, dim: int, shape) -> bool:
+    """The target's tiles of `dim` lie inside the source's tile on every partition (with
+    uneven tiles, only when the source's padded tile is a whole number of the target's)."""
     if target.tiles[dim] % source.tiles[dim]:
         return False
     split = target.tiles[dim] // source.tiles[dim]
+    if source.tiles[dim] > 1 and source.shard_shape(shape)[dim] != split * target.shard_shape(shape)[dim]:
+        return False
     return all(t[dim] // split == s[dim] for s, t in zip(source.index, target.index))
 
 
-def all_to_all_dims(source: Tiling, target: Tiling) -> tuple[int, int] | None:
+def all_to_all_dims(source: Tiling, target: Tiling, shape) -> tuple[int, int] | None:
     moved_from = [d for d in range(source.rank) if source.tiles[d] > 1 and target.tiles[d] == 1]
     moved_to = [d for d in range(source.rank) if source.tiles[d] == 1 and target.tiles[d] > 1]
     if len(moved_from) != 1 or len(moved_to) != 1:
         return None
     a, b = moved_from[0], moved_to[0]
-    if source.tiles[a] != target.tiles[b]:
+    if source.tiles[a] != target.tiles[b] or shape[a] % source.tiles[a] or shape[b] % target.tiles[b]:
         return None
     for s, t in zip(source.index, target.index):
         if s[a] != t[b] or any(s[d] != t[d] for d in range(source.rank) if d not in (a, b)):
@@ -80,10 +90,11 @@ def permute_pairs(source: Tiling, target: Tiling) -> list[tuple[int, int]]:
     return sorted(pairs, key=lambda p: p[1])
 
 
-def plan(source: Tiling, target: Tiling) -> list[Step]:
+def plan(source: Tiling, target: Tiling, shape) -> list[Step]:
+    """The steps resharding a value of global `shape` from `source` to `target` takes."""
     if source.same_placement(target):
         return []
-    if (dims := all_to_all_dims(source, target)) is not None:
+    if (dims := all_to_all_dims(source, target, shape)) is not None:
         groups = source.groups_over([dims[0]])
         if groups is not None:
             return [Step("all-to-all", dims, tuple(tuple(g) for g in groups))]
@@ -91,7 +102,7 @@ def plan(source: Tiling, target: Tiling) -> list[Step]:
         return [Step("permute")]
     steps, current = [], source
     for dim in range(source.rank):
-        if source.tiles[dim] > 1 and not refines(source, target, dim):
+        if source.tiles[dim] > 1 and not refines(source, target, dim, shape):
             groups = current.groups_over([dim])
             steps.append(Step("gather", (dim,), tuple(tuple(g) for g in groups)))
             current = current.without([dim])
@@ -104,7 +115,7 @@ def plan(source: Tiling, target: Tiling) -> list[Step]:
 def cost(shape, element, source: Tiling, target: Tiling) -> float:
     """Bytes each device sends to reshard a value of global `shape` from `source` to `target`."""
     total, current = 0.0, source
-    for step in plan(source, target):
+    for step in plan(source, target, shape):
         local = current.shard_shape(shape)
         size = byte_size(local, element)
         if step.kind == "gather":
@@ -120,7 +131,7 @@ def cost(shape, element, source: Tiling, target: Tiling) -> float:
 def reshard(b: SpmdBuilder, value: ir.Value, shape, source: Tiling, target: Tiling) -> ir.Value:
     """`value`, the local part of a value of global `shape` tiled by `source`, as `target`'s."""
     current = source
-    for step in plan(source, target):
+    for step in plan(source, target, shape):
         if step.kind == "all-to-all":
             a, d = step.dims
             value = b.all_to_all(value, d, a, [list(g) for g in step.groups])
@@ -131,6 +142,7 @@ def reshard(b: SpmdBuilder, value: ir.Value, shape, source: Tiling, target: Tili
         elif step.kind == "gather":
             value = b.all_gather(value, step.dims[0], [list(g) for g in step.groups])
             current = current.without(step.dims)
+            value = slice_off_padding(value, current.shard_shape(shape))
         else:
             value = slice_to(b, value, shape, current, target)
             current = target
@@ -138,40 +150,50 @@ def reshard(b: SpmdBuilder, value: ir.Value, shape, source: Tiling, target: Tili
 
 
 def slice_to(b: SpmdBuilder, value: ir.Value, shape, current: Tiling, target: Tiling) -> ir.Value:
-    """Each partition's part of the target within the tile it holds (the target refines it)."""
+    """Each partition's part of the target within the tile it holds (the target refines it),
+    the tile padded to whole target tiles first."""
     sizes = target.shard_shape(shape)
-    starts = []
+    starts, whole = [], []
     for dim in range(len(shape)):
         split = target.tiles[dim] // current.tiles[dim]
         starts.append(b.table([(t[dim] % split) * sizes[dim] for t in target.index]))
-    return b.dynamic_slice(value, starts, sizes)
+        whole.append(split * sizes[dim])
+    return b.dynamic_slice(pad_to(value, whole), starts, sizes)
 
 
 def finish_partial(b: SpmdBuilder, value: ir.Value, shape, current: Tiling, groups: list[list[int]], reducer: str,
                    target: Tiling) -> ir.Value:
     """Sum the partial results held by each of `groups` (partitions holding `current`'s tile
     of the partial value), then reshard to `target`."""
-    scatter = scatter_dim(current, groups, target)
+    scatter = scatter_dim(current, groups, target, shape)
     if scatter is not None:
         dim, ordered = scatter
-        return b.reduce_scatter(value, dim, ordered, reducer)
+        padded = list(shape_of(value.type))
+        padded[dim] = target.shard_shape(shape)[dim] * len(ordered[0])
+        return b.reduce_scatter(pad_to(value, padded), dim, ordered, reducer)
     return reshard(b, b.all_reduce(value, groups, reducer), shape, current, target)
 
 
-def scatter_dim(current: Tiling, groups: list[list[int]], target: Tiling) -> tuple[int, list[list[int]]] | None:
+def scatter_dim(current: Tiling, groups: list[list[int]], target: Tiling, shape) -> tuple[int, list[list[int]]] | None:
     """The dim a reduce-scatter over `groups` leaves tiled as `target` tiles it, with each
-    group ordered by the members' target tile; None when there is none."""
+    group ordered by the members' target tile; None when there is none. The partial value
+    may be tiled on that dim already: each group then splits its own tile `size` ways (its
+    members' target tiles are that tile's parts, padding aligned)."""
     finer = [d for d in range(current.rank) if target.tiles[d] != current.tiles[d]]
     if len(finer) != 1:
         return None
     dim = finer[0]
     size = len(groups[0])
-    if current.tiles[dim] != 1 or target.tiles[dim] != size:
+    if target.tiles[dim] != current.tiles[dim] * size:
+        return None
+    if current.tiles[dim] > 1 and current.shard_shape(shape)[dim] != size * target.shard_shape(shape)[dim]:
         return None
     ordered = []
     for group in groups:
         by_tile = sorted(group, key=lambda p: target.index[p][dim])
-        if [target.index[p][dim] for p in by_tile] != list(range(size)):
+        if [target.index[p][dim] % size for p in by_tile] != list(range(size)):
+            return None
+        if any(target.index[p][dim] // size != current.index[p][dim] for p in group):
             return None
         for p in group:
             if any(target.index[p][d] != current.index[p][d] for d in range(current.rank) if d != dim):
@@ -183,7 +205,7 @@ def scatter_dim(current: Tiling, groups: list[list[int]], target: Tiling) -> tup
 def finish_cost(shape, element, current: Tiling, groups: list[list[int]], target: Tiling) -> float:
     size = len(groups[0])
     buffer = byte_size(current.shard_shape(shape), element)
-    if scatter_dim(current, groups, target) is not None:
+    if scatter_dim(current, groups, target, shape) is not None:
         return buffer * (size - 1) / size
     return 2 * buffer * (size - 1) / size + cost(shape, element, current, target)
 

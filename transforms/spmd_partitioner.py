@@ -44,8 +44,11 @@ What it decides, and why:
 * **shard_map regions** stay as written: the value a `@SPMDFullToShardShape` makes is the
   local tile of its operand, ops on manual values are copied, `@SPMDShardToFullShape` makes
   its operand the tile of a value sharded as it says.
-* **Uneven shardings** (a dim its tiles do not divide) are not padded: entry parameters and
-  results sharded so are refused in one line; inside the program such a dim is kept whole.
+* **Uneven shardings** (a dim its tiles do not divide) are padded, as XLA pads them
+  (`transforms/spmd_padding.py`): each partition holds ceil(n/k) elements of the dim, entry
+  parameters and results included (the caller's per-device buffers are padded tiles); a
+  reduce over a padded dim masks the padding with its init (the reducer's identity), a dot
+  contracting over one zeroes it in both operands, resharding slices it off or pads to it.
 
 Afterwards no `xhlo.sharding` is left and the sharding annotations are gone, so
 `partitioning_need` says the module is each partition's program; the entry's global shapes
@@ -69,7 +72,7 @@ from mlirxla.dialects.xhlo.ops import ELEMENTWISE_OPS
 from mlirxla.dialects.xhlo.process_groups import channel_id
 from mlirxla.dialects.xhlo.sharding import HloSharding, parse_attribute
 from mlirxla.dialects.xhlo.types import element_of, shape_of
-from mlirxla.errors import MlirxlaError, location_text
+from mlirxla.errors import location_text
 from mlirxla.ir_queries import defining_op, entry_function, module_functions, nested_ops
 from mlirxla.mlir import ir
 from mlirxla.runtime import literals
@@ -79,6 +82,7 @@ from .pass_base import ModulePass, PassReport, PassResult
 from .resharding import cost, finish_cost, finish_partial, reshard
 from .sharding_remover import forward_annotations, is_annotation, partitioning_need
 from .spmd_builder import REDUCER_OPS, Collective, SpmdBuilder, tensor_type
+from .spmd_padding import mask_padding
 from .spmd_tiling import Tiling
 from .spmd_windowed import convolution, reduce_window
 
@@ -231,18 +235,8 @@ class _Partitioner:
 
     # ------------------------------------------------------------ values
 
-    def tiling(self, hlo: HloSharding, shape, what: str, entry: bool = False) -> Tiling | None:
-        tiling = Tiling.from_hlo(hlo, len(shape), self.partitions)
-        if tiling is None:
-            return None
-        uneven = tiling.uneven_dim(shape)
-        if uneven is not None:
-            if entry:
-                raise MlirxlaError(f"{what} is sharded {hlo}, which splits dimension {uneven} of {list(shape)} into "
-                                   f"{tiling.tiles[uneven]} uneven tiles: the SPMD partitioner does not pad uneven shardings")
-            while (uneven := tiling.uneven_dim(shape)) is not None:
-                tiling = tiling.without([uneven])
-        return tiling
+    def tiling(self, hlo: HloSharding, shape) -> Tiling | None:
+        return Tiling.from_hlo(hlo, len(shape), self.partitions)
 
     def local_type(self, value_type, tiling: Tiling | None):
         if tiling is None or not isinstance(value_type, ir.RankedTensorType):
@@ -279,14 +273,14 @@ class _Partitioner:
             tiling = None
             if _ranked(argument):
                 hlo = parse_attribute(arg_attrs[index][SHARDING]) if SHARDING in arg_attrs[index] else HloSharding.replicated()
-                tiling = self.tiling(hlo, shape_of(argument.type), f"entry parameter #{index}", entry=True)
+                tiling = self.tiling(hlo, shape_of(argument.type))
             self.define(argument, argument, tiling)
             argument.set_type(self.local_type(argument.type, tiling))
         result_tilings = []
         for index, value_type in enumerate(result_types):
             hlo = parse_attribute(res_attrs[index][SHARDING]) if SHARDING in res_attrs[index] else HloSharding.replicated()
             ranked = isinstance(value_type, ir.RankedTensorType)
-            result_tilings.append(self.tiling(hlo, shape_of(value_type), f"entry result #{index}", entry=True) if ranked else None)
+            result_tilings.append(self.tiling(hlo, shape_of(value_type)) if ranked else None)
 
         def finish(terminator):
             for index, value in enumerate(list(terminator.operands)):
@@ -346,7 +340,7 @@ class _Partitioner:
         hlos = _shardings(op)
         operand_locals = [self.env.get(v) for v in op.operands]
         manual = any(_is_manual(h) for h in hlos) or any(l is not None and l.tiling is None and _ranked(v) for l, v in zip(operand_locals, op.operands))
-        tilings = [self.tiling(h, shape_of(r.type), label) if _ranked(r) else None for h, r in zip(hlos, op.results)]
+        tilings = [self.tiling(h, shape_of(r.type)) if _ranked(r) else None for h, r in zip(hlos, op.results)]
         target = op.attributes["call_target_name"] if op.name == "xhlo.custom_call" else None
         target = ir.StringAttr(target).value if target is not None else None
         fallback = False
@@ -481,8 +475,6 @@ class _Partitioner:
                     continue
                 lhs_target = space.restrict([lhs_factor[d] for d in range(len(lhs_shape))])
                 rhs_target = space.restrict([rhs_factor[d] for d in range(len(rhs_shape))])
-                if lhs_target.uneven_dim(lhs_shape) is not None or rhs_target.uneven_dim(rhs_shape) is not None:
-                    continue
                 partial = not contract.is_replicated()
                 groups = space.groups_over(range(nout, nout + len(lc))) if partial else None
                 total = self.cost(lhs, lhs_target) + self.cost(rhs, rhs_target)
@@ -490,7 +482,9 @@ class _Partitioner:
                 if best is None or total < best[0]:
                     best = (total, out_tiling, lhs_target, rhs_target, groups)
         _, out_tiling, lhs_target, rhs_target, groups = best
-        new = self.b.rebuild(op, [self.get(lhs, lhs_target), self.get(rhs, rhs_target)], [self.local_type(op.results[0].type, out_tiling)])
+        operands = [mask_padding(self.b, self.get(v, target), shape, target, contracting_dims)
+                    for v, shape, target, contracting_dims in ((lhs, lhs_shape, lhs_target, lc), (rhs, rhs_shape, rhs_target, rc))]
+        new = self.b.rebuild(op, operands, [self.local_type(op.results[0].type, out_tiling)])
         value = new.results[0]
         if groups is not None:
             value = finish_partial(self.b, value, out_shape, out_tiling, groups, "or" if isinstance(element, ir.IntegerType) and ir.IntegerType(element).width == 1 else "add", out)
@@ -512,8 +506,9 @@ class _Partitioner:
         sharded = [d for d in dims if source.tiles[d] > 1]
         if count == 1 and kind is not None and sharded and is_identity(inits[0], kind):
             result_tiling = source.restrict(kept)
-            new = self.b.rebuild(op, [self.env[inputs[0]].value, self.get(inits[0], self.replicated(inits[0]))],
-                                 [self.local_type(op.results[0].type, result_tiling)])
+            init = self.get(inits[0], self.replicated(inits[0]))
+            masked = mask_padding(self.b, self.env[inputs[0]].value, shape, source, sharded, init)
+            new = self.b.rebuild(op, [masked, init], [self.local_type(op.results[0].type, result_tiling)])
             groups = source.groups_over(dims)
             value = finish_partial(self.b, new.results[0], shape_of(op.results[0].type), result_tiling, groups, kind, tilings[0])
             self.define(op.results[0], value, tilings[0])
@@ -550,8 +545,8 @@ class _Partitioner:
 
 def reshape_source(source_shape, target_shape, tiling: Tiling) -> Tiling | None:
     """The operand tiling whose tiles a reshape maps onto `tiling`'s: each tiled result dim
-    must start where an operand dim starts (equal products of the dims before them) and that
-    operand dim must divide into the tiles; None otherwise."""
+    must start where an operand dim starts (equal products of the dims before them) and both
+    dims must divide into the tiles (padded tiles do not map through); None otherwise."""
     dims: list[int | None] = [None] * len(source_shape)
     prefix_source = [int(np.prod(source_shape[:i], dtype=np.int64)) for i in range(len(source_shape))]
     for d, t in enumerate(tiling.tiles):
@@ -559,7 +554,7 @@ def reshape_source(source_shape, target_shape, tiling: Tiling) -> Tiling | None:
             continue
         prefix = int(np.prod(target_shape[:d], dtype=np.int64))
         candidates = [i for i, p in enumerate(prefix_source) if p == prefix and source_shape[i] > 1]
-        if not candidates or source_shape[candidates[0]] % t or dims[candidates[0]] is not None:
+        if not candidates or source_shape[candidates[0]] % t or target_shape[d] % t or dims[candidates[0]] is not None:
             return None
         dims[candidates[0]] = d
     return tiling.restrict(dims)

@@ -79,11 +79,8 @@ class Tiling:
         return len(counts) == combinations and len(set(counts.values())) == 1
 
     def shard_shape(self, shape) -> list[int]:
+        """One tile's shape: ceil(n/k) per dim, padded where k does not divide n."""
         return [-(-n // t) for n, t in zip(shape, self.tiles)]
-
-    def uneven_dim(self, shape) -> int | None:
-        """The first dimension the tiles do not divide."""
-        return next((d for d, (n, t) in enumerate(zip(shape, self.tiles)) if n % t), None)
 
     def offsets(self, shape, dim: int) -> list[int]:
         """Per partition, where its tile of `dim` starts."""

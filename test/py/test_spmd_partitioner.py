@@ -3,6 +3,7 @@ programs run on 8 CPU devices against numpy and against jax's own sharded run.""
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -10,7 +11,6 @@ import numpy as np
 import pytest
 
 from mlirxla.dialects.xhlo.sharding import HloSharding
-from mlirxla.errors import MlirxlaError
 from mlirxla.transforms.resharding import plan
 from mlirxla.transforms.spmd_tiling import Tiling
 
@@ -37,22 +37,30 @@ def test_tiles_and_groups_of_a_partially_replicated_sharding():
 def test_resharding_plans():
     rows, columns = tiling("{devices=[8,1]<=[8]}"), tiling("{devices=[1,8]<=[8]}")
     replicated = Tiling.replicated(2, 8)
-    assert [s.kind for s in plan(rows, columns)] == ["all-to-all"]
-    assert [s.kind for s in plan(replicated, rows)] == ["slice"]
-    assert [s.kind for s in plan(rows, replicated)] == ["gather"]
-    assert [s.kind for s in plan(rows, tiling("{devices=[8,1]7,6,5,4,3,2,1,0}"))] == ["permute"]
+    square = (16, 16)
+    assert [s.kind for s in plan(rows, columns, square)] == ["all-to-all"]
+    assert [s.kind for s in plan(replicated, rows, square)] == ["slice"]
+    assert [s.kind for s in plan(rows, replicated, square)] == ["gather"]
+    assert [s.kind for s in plan(rows, tiling("{devices=[8,1]7,6,5,4,3,2,1,0}"), square)] == ["permute"]
     # 2 row tiles refined into 8: no communication, a slice within each partition's tile
-    assert [s.kind for s in plan(tiling("{devices=[2,1,4]<=[8] last_tile_dim_replicate}"), rows)] == ["slice"]
-    assert plan(rows, rows) == []
+    halves = tiling("{devices=[2,1,4]<=[8] last_tile_dim_replicate}")
+    assert [s.kind for s in plan(halves, rows, square)] == ["slice"]
+    assert plan(rows, rows, square) == []
+    # uneven: padded tiles do not split evenly in an all-to-all, and 10 rows in halves of 5
+    # are not 4 tiles of 2 rows each (the 8-tile of rows 4..5 straddles both halves)
+    assert [s.kind for s in plan(rows, columns, (10, 16))] == ["gather", "slice"]
+    assert [s.kind for s in plan(halves, rows, (10, 16))] == ["gather", "slice"]
+    assert [s.kind for s in plan(halves, rows, (12, 16))] == ["gather", "slice"]
+    assert [s.kind for s in plan(halves, rows, (32, 16))] == ["slice"]
 
 
-def run(text: str, arguments):
+def run(text: str, arguments, options=None):
     from mlirxla import frontdoor
     from mlirxla.context import new_context
     from mlirxla.runtime.driver import execute_sharded
 
     module = frontdoor.import_bytes(text.encode(), "-", new_context()).module
-    return execute_sharded(module, arguments)
+    return execute_sharded(module, arguments, options=options)
 
 
 RESHARDS = """
@@ -110,19 +118,115 @@ def test_the_cpu_pipeline_partitions_what_it_compiles(context):
     assert partitioning_need(module) is None
 
 
-def test_uneven_entry_shardings_are_refused_in_one_line():
-    text = """
-    module attributes {mhlo.num_partitions = 8 : i32} {
-      func.func @main(%a: tensor<10x8xf32> {mhlo.sharding = "{devices=[8,1]<=[8]}"}) -> tensor<10x8xf32> {
-        return %a : tensor<10x8xf32>
-      }
-    }"""
-    with pytest.raises(MlirxlaError, match=r"entry parameter #0 is sharded .* uneven tiles") as caught:
-        run(text, [np.zeros((10, 8), np.float32)])
-    assert "\n" not in str(caught.value)
+# 10 rows over 4 tiles (3 each, the last 1 row and 2 of padding), 6 columns over 8 (one
+# each, two tiles all padding), 10 contracted over 8: every op combining a padded dim masks it
+UNEVEN = """
+module attributes {mhlo.num_partitions = 8 : i32} {
+  func.func @main(%a: tensor<10x6xf32> {mhlo.sharding = "{devices=[4,2]<=[8]}"}, %c: tensor<6x10xf32> {mhlo.sharding = "{devices=[1,8]<=[8]}"}) -> (tensor<10x6xf32> {mhlo.sharding = "{devices=[1,8]<=[8]}"}, tensor<6xf32> {mhlo.sharding = "{replicated}"}, tensor<6xf32> {mhlo.sharding = "{devices=[8]<=[8]}"}, tensor<6x6xf32> {mhlo.sharding = "{devices=[4,2]<=[8]}"}) {
+    %ea = stablehlo.exponential %a {mhlo.sharding = "{devices=[4,2]<=[8]}"} : tensor<10x6xf32>
+    %zero = stablehlo.constant dense<0.0> : tensor<f32>
+    %sum = stablehlo.reduce(%ea init: %zero) applies stablehlo.add across dimensions = [0] : (tensor<10x6xf32>, tensor<f32>) -> tensor<6xf32>
+    %nea = stablehlo.negate %ea {mhlo.sharding = "{devices=[4,2]<=[8]}"} : tensor<10x6xf32>
+    %lowest = stablehlo.constant dense<0xFF800000> : tensor<f32>
+    %max = stablehlo.reduce(%nea init: %lowest) applies stablehlo.maximum across dimensions = [0] : (tensor<10x6xf32>, tensor<f32>) -> tensor<6xf32>
+    %ec = stablehlo.exponential %c {mhlo.sharding = "{devices=[1,8]<=[8]}"} : tensor<6x10xf32>
+    %dot = stablehlo.dot_general %ec, %ea, contracting_dims = [1] x [0] {mhlo.sharding = "{devices=[4,2]<=[8]}"} : (tensor<6x10xf32>, tensor<10x6xf32>) -> tensor<6x6xf32>
+    %neg = stablehlo.negate %a {mhlo.sharding = "{devices=[1,8]<=[8]}"} : tensor<10x6xf32>
+    return %neg, %sum, %max, %dot : tensor<10x6xf32>, tensor<6xf32>, tensor<6xf32>, tensor<6x6xf32>
+  }
+}"""
 
 
 PROGRAMS = ["matmul_rows", "matmul_contracting", "matmul_2d", "mlp_2d", "elementwise_reduce", "transformer", "scan", "conv_net_height"]
+def test_uneven_shardings_are_padded_and_masked(tmp_path):
+    from mlirxla.pipelines.runner import RunOptions
+
+    rng = np.random.default_rng(0)
+    # exp(a) > 1 everywhere, so the padding (exp(0) = 1, and -1 for the maximum) would show
+    a = (np.abs(rng.standard_normal((10, 6))) + 0.5).astype(np.float32)
+    c = rng.standard_normal((6, 10)).astype(np.float32)
+    negated, total, largest, product = run(UNEVEN, [a, c], RunOptions(dump_to=str(tmp_path)))
+    expected = single_device(UNEVEN, [a, c])
+    np.testing.assert_array_equal(negated, expected[0])
+    np.testing.assert_allclose(total, expected[1], rtol=1e-6)
+    np.testing.assert_array_equal(largest, expected[2])
+    np.testing.assert_allclose(product, expected[3], rtol=1e-5)
+    np.testing.assert_allclose(product, np.exp(c) @ np.exp(a), rtol=1e-5)
+    [report] = [p for p in tmp_path.iterdir() if p.name.endswith("spmd-partitioner.txt")]
+    text = report.read_text()
+    assert "fallbacks (operands gathered, op run whole, result sliced):\n  none" in text
+    assert text.count("local reduce, partial results combined") == 2
+    # the product's 6 rows over 4 tiles: partial sums of 8 (padded) rows scattered
+    assert "reduce-scatter over 2 group(s) of 4, [8, 3]" in text
+
+
+def single_device(text: str, arguments):
+    """The program on one device, its shardings dropped."""
+    return run(re.sub(r'\s*\{mhlo.sharding = "[^"]*"\}', "", text.replace("mhlo.num_partitions = 8", "mhlo.num_partitions = 1")), arguments)
+
+
+def partial_sum_program(result_sharding: str, lhs: str = "{devices=[2,4]<=[8]}",
+                        rhs: str = "{devices=[4,1,2]<=[2,4]T(1,0) last_tile_dim_replicate}") -> str:
+    """A [64,128] x [128,32] dot, by default on a 2x4 mesh, rows on x and the contraction on y."""
+    return f"""
+module attributes {{mhlo.num_partitions = 8 : i32}} {{
+  func.func @main(%a: tensor<64x128xf32> {{mhlo.sharding = "{lhs}"}}, %b: tensor<128x32xf32> {{mhlo.sharding = "{rhs}"}}) -> (tensor<64x32xf32> {{mhlo.sharding = "{result_sharding}"}}) {{
+    %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<64x128xf32>, tensor<128x32xf32>) -> tensor<64x32xf32>
+    return %0 : tensor<64x32xf32>
+  }}
+}}"""
+
+
+def test_partial_sums_already_tiled_on_the_scattered_dim_finish_as_a_reduce_scatter(tmp_path):
+    from mlirxla.pipelines.runner import RunOptions
+
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((64, 128)).astype(np.float32), rng.standard_normal((128, 32)).astype(np.float32)
+    # the partial products hold 2 row tiles; the result's 8 row tiles split each 4 ways
+    [product] = run(partial_sum_program("{devices=[8,1]<=[8]}"), [a, b], RunOptions(dump_to=str(tmp_path)))
+    np.testing.assert_allclose(product, a @ b, rtol=1e-5, atol=1e-5)
+    [report] = [p for p in tmp_path.iterdir() if p.name.endswith("spmd-partitioner.txt")]
+    text = report.read_text()
+    assert "reduce-scatter over 2 group(s) of 4, [32, 32]" in text and "all-reduce" not in text
+
+
+def all_reduces_feeding_dynamic_slices(text: str) -> list[int]:
+    """Per all-reduce whose result a dynamic-slice reads, how many dims that slice cuts."""
+    from mlirxla import frontdoor
+    from mlirxla.context import new_context
+    from mlirxla.dialects.xhlo.types import shape_of
+    from mlirxla.ir_queries import ops_named
+    from mlirxla.mlir import ir
+    from mlirxla.transforms.sharding_propagation import ShardingPropagationPass
+    from mlirxla.transforms.spmd_partitioner import SpmdPartitionerPass
+
+    context = new_context()
+    module = frontdoor.import_bytes(text.encode(), "-", context).module
+    with context, ir.Location.unknown():
+        ShardingPropagationPass().run(module)
+        SpmdPartitionerPass().run(module)
+    cuts = []
+    for op in ops_named(module, "xhlo.all_reduce"):
+        for use in op.results[0].uses:
+            if use.owner.name == "xhlo.dynamic_slice":
+                cuts.append(sum(a != b for a, b in zip(shape_of(op.results[0].type), shape_of(use.owner.results[0].type))))
+    return cuts
+
+
+def test_no_all_reduce_is_sliced_on_one_dim():
+    """XLA's ReduceScatterCreator turns an all-reduce sliced on one dim by the group's ranks
+    into a reduce-scatter (not one sliced on several: allow_multiple_split_dims is false);
+    the partitioner emits those reduce-scatters itself, so only the latter remain."""
+    assert all_reduces_feeding_dynamic_slices(partial_sum_program("{devices=[8,1]<=[8]}")) == []
+    assert all_reduces_feeding_dynamic_slices(partial_sum_program("{devices=[2,4]<=[8]}")) == []
+    assert all_reduces_feeding_dynamic_slices(UNEVEN) == []
+    assert all_reduces_feeding_dynamic_slices(RESHARDS) == []
+    # a replicated partial sum over 8 partitions, the result tiled 2x4: sliced on both dims
+    both = partial_sum_program("{devices=[2,4]<=[8]}", "{devices=[1,8]<=[8]}", "{devices=[8,1]<=[8]}")
+    assert all_reduces_feeding_dynamic_slices(both) == [2]
+
+
+PROGRAMS = ["matmul_rows", "matmul_contracting", "matmul_2d", "mlp_2d", "elementwise_reduce", "transformer", "mlp_grad", "scan"]
 
 
 @pytest.fixture(scope="module")
@@ -165,3 +269,6 @@ def test_benchmark_reports_collectives_of_both(tmp_path):
     for name, columns in programs.items():
         assert columns["mlirxla"]["matches"], name
         assert columns["mlirxla"]["bytes_moved_per_device"] <= columns["xla"]["bytes_moved_per_device"], name
+        # combined as XLA combines them (mlp_grad's two gradient all-reduces are one)
+        assert columns["mlirxla"]["collectives"] == columns["xla"]["collectives"], name
+    assert programs["mlp_grad"]["mlirxla"]["collectives_before_combining"] == {"all-reduce": 2}
