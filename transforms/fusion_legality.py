@@ -167,12 +167,12 @@ def ancestor_in_block(op: ir.Operation, block: ir.Block) -> ir.Operation | None:
 def users_in_block(op: ir.Operation) -> list[ir.Operation]:
     """The distinct ops of `op`'s block that use one of its results, in block order."""
     block = op.block
-    found: list[ir.Operation] = []
+    found: set = set()
     for result in op.results:
         for use in result.uses:
             user = ancestor_in_block(use.owner, block)
-            if user is not None and user not in found:
-                found.append(user)
+            if user is not None:
+                found.add(user)
     return sorted(found, key=functools.cmp_to_key(block_order))
 
 

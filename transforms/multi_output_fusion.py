@@ -154,15 +154,31 @@ def kernel_problem(op: ir.Operation, limits: FusionLimits) -> str | None:
 
 
 class KernelFacts:
-    """Each kernel's hero and op count, computed once: a merge erases its members and makes a
-    new fusion, so what a kernel is never changes while its address is live (`forget` is told
-    of each erasure before it happens: a later op may reuse the address). The scan after each
-    merge asks them again for every candidate pair; without this each scan re-walked every
-    fusion's body."""
+    """Each kernel's hero, op count, description and whether it may take part, computed once:
+    a merge erases its members and makes a new fusion, so what a kernel is never changes
+    while its address is live (`forget` is told of each erasure before it happens: a later op
+    may reuse the address). The scan after each merge asks them again for every candidate
+    and pair; without this each scan re-walked every fusion's body."""
 
-    def __init__(self):
+    def __init__(self, limits: FusionLimits):
+        self.limits = limits
         self.heroes: dict[int, Hero] = {}
         self.op_counts: dict[int, int] = {}
+        self.descriptions: dict[int, str] = {}
+        self.problems: dict[int, str | None] = {}
+
+    def description(self, op: ir.Operation) -> str:
+        key = identity(op)
+        if key not in self.descriptions:
+            self.descriptions[key] = describe(op)
+        return self.descriptions[key]
+
+    def problem(self, op: ir.Operation) -> str | None:
+        """`kernel_problem(op)`."""
+        key = identity(op)
+        if key not in self.problems:
+            self.problems[key] = kernel_problem(op, self.limits)
+        return self.problems[key]
 
     def hero(self, op: ir.Operation) -> Hero:
         key = identity(op)
@@ -177,8 +193,9 @@ class KernelFacts:
         return self.op_counts[key]
 
     def forget(self, op: ir.Operation) -> None:
-        self.heroes.pop(identity(op), None)
-        self.op_counts.pop(identity(op), None)
+        key = identity(op)
+        for facts in (self.heroes, self.op_counts, self.descriptions, self.problems):
+            facts.pop(key, None)
 
 
 class Graph:
@@ -303,10 +320,10 @@ class MergeBlock:
         self.block, self.limits, self.namer, self.log = block, limits, namer, log
         self.sibling, self.producer_consumer = sibling, producer_consumer
         self.logged: set = set()
-        self.facts = KernelFacts()
+        self.facts = KernelFacts(limits)
 
     def refuse(self, rule: str, first: ir.Operation, second: ir.Operation, reason: str) -> None:
-        record = MofDecision("refused", rule, describe(first), describe(second), reason)
+        record = MofDecision("refused", rule, self.facts.description(first), self.facts.description(second), reason)
         key = (rule, record.first, record.second, reason)
         if key not in self.logged:
             self.logged.add(key)
@@ -336,7 +353,7 @@ class MergeBlock:
             if len(users) < 2:
                 continue
             users.sort(key=graph.position.__getitem__)
-            candidates = [u for u in users if kernel_problem(u, self.limits) is None]
+            candidates = [u for u in users if self.facts.problem(u) is None]
             if len(candidates) < 2:
                 continue
             profit = shared_operand_problem(value)
@@ -373,14 +390,14 @@ class MergeBlock:
         graph = Graph(self.block)
         for producer in graph.ops:
             users = graph.users[producer]
-            if len(users) < 2 or len(producer.results) != 1 or kernel_problem(producer, self.limits):
+            if len(users) < 2 or len(producer.results) != 1 or self.facts.problem(producer):
                 continue
             if kind_of(producer) in ("broadcast", "iota", "reshape", "transpose", "slice", "convert"):
                 continue  # cheap: priority fusion duplicates these instead
             for consumer in users:
                 if consumer.name in TERMINATORS or "reduce" not in fused_kinds(consumer):
                     continue
-                reason = kernel_problem(consumer, self.limits)
+                reason = self.facts.problem(consumer)
                 reason = f"the consumer cannot be fused ({reason})" if reason else None
                 reason = reason or self.pc_problem(graph, producer, consumer)
                 if reason:

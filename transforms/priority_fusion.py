@@ -96,6 +96,8 @@ class Namer:
 
     def __init__(self, module: ir.Module):
         self.used: set[str] = set()
+        # base -> the counter to try first: every smaller one is taken (names are never freed)
+        self.next_counter: dict[str, int] = {}
 
         def visit(op):
             if "name" in op.attributes and op.name == "xhlo.fusion":
@@ -105,11 +107,13 @@ class Namer:
         module.operation.walk(visit)
 
     def unique(self, base: str) -> str:
-        name, counter = base, 0
+        counter = self.next_counter.get(base, 0)
+        name = base if counter == 0 else f"{base}.{counter}"
         while name in self.used:
             counter += 1
             name = f"{base}.{counter}"
         self.used.add(name)
+        self.next_counter[base] = counter + 1
         return name
 
 

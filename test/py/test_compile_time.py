@@ -79,6 +79,12 @@ class FreshKernelTimes(priority_fusion.KernelTimes):
 
 
 class FreshKernelFacts(multi_output_fusion.KernelFacts):
+    def description(self, op):
+        return priority_fusion.describe(op)
+
+    def problem(self, op):
+        return multi_output_fusion.kernel_problem(op, self.limits)
+
     def hero(self, op):
         return multi_output_fusion.hero_of(op)
 
