@@ -167,12 +167,12 @@ def ancestor_in_block(op: ir.Operation, block: ir.Block) -> ir.Operation | None:
 def users_in_block(op: ir.Operation) -> list[ir.Operation]:
     """The distinct ops of `op`'s block that use one of its results, in block order."""
     block = op.block
-    found: list[ir.Operation] = []
+    found: set = set()
     for result in op.results:
         for use in result.uses:
             user = ancestor_in_block(use.owner, block)
-            if user is not None and user not in found:
-                found.append(user)
+            if user is not None:
+                found.add(user)
     return sorted(found, key=functools.cmp_to_key(block_order))
 
 
@@ -193,22 +193,18 @@ def producers_in_block(op: ir.Operation) -> list[ir.Operation]:
     return found
 
 
-def position_map(block: ir.Block) -> dict:
-    return {op.operation: index for index, op in enumerate(block.operations)}
-
-
 def reachable(source: ir.Operation, target: ir.Operation, skip_direct: bool = False) -> bool:
     """Is there a path of uses from `source` to `target` within their block? With
-    `skip_direct`, paths made of the single edge source -> target do not count."""
-    positions = position_map(source.block)
-    limit = positions[target]
+    `skip_direct`, paths made of the single edge source -> target do not count. Ops after
+    `target` are not followed (a path to it never passes them); the block keeps its ops'
+    order, so asking it costs no walk over the block, and a query stays local to the path."""
     stack = [u for u in users_in_block(source) if not (skip_direct and u == target)]
     seen: set = set()
     while stack:
         op = stack.pop()
         if op == target:
             return True
-        if op in seen or positions[op] > limit:
+        if op in seen or target.is_before_in_block(op):
             continue
         seen.add(op)
         stack.extend(users_in_block(op))

@@ -43,6 +43,7 @@ from .fusion_legality import (
     not_fusible_reason,
     root_kinds,
 )
+from .erasure import identity
 from .pass_base import ModulePass, PassReport, PassResult
 from .priority_fusion import TERMINATORS, Namer, build_fusion, describe, fusible_blocks
 
@@ -122,10 +123,9 @@ def hero_of(op: ir.Operation) -> Hero:
     return Hero(_shape(roots[0][1].type) if roots else None, None)
 
 
-def shape_problem(a: ir.Operation, b: ir.Operation) -> str | None:
-    """None when `a` and `b` can share one loop, else why not (XLA's
-    ShapesCompatibleForMultiOutputFusion)."""
-    hero_a, hero_b = hero_of(a), hero_of(b)
+def shape_problem(hero_a: Hero, hero_b: Hero) -> str | None:
+    """None when kernels with heroes `hero_a` and `hero_b` can share one loop, else why not
+    (XLA's ShapesCompatibleForMultiOutputFusion)."""
     if hero_a.loop_shape is None or hero_b.loop_shape is None:
         return "a result is not a ranked tensor"
     if hero_a.loop_shape != hero_b.loop_shape:
@@ -153,8 +153,54 @@ def kernel_problem(op: ir.Operation, limits: FusionLimits) -> str | None:
     return None
 
 
+class KernelFacts:
+    """Each kernel's hero, op count, description and whether it may take part, computed once:
+    a merge erases its members and makes a new fusion, so what a kernel is never changes
+    while its address is live (`forget` is told of each erasure before it happens: a later op
+    may reuse the address). The scan after each merge asks them again for every candidate
+    and pair; without this each scan re-walked every fusion's body."""
+
+    def __init__(self, limits: FusionLimits):
+        self.limits = limits
+        self.heroes: dict[int, Hero] = {}
+        self.op_counts: dict[int, int] = {}
+        self.descriptions: dict[int, str] = {}
+        self.problems: dict[int, str | None] = {}
+
+    def description(self, op: ir.Operation) -> str:
+        key = identity(op)
+        if key not in self.descriptions:
+            self.descriptions[key] = describe(op)
+        return self.descriptions[key]
+
+    def problem(self, op: ir.Operation) -> str | None:
+        """`kernel_problem(op)`."""
+        key = identity(op)
+        if key not in self.problems:
+            self.problems[key] = kernel_problem(op, self.limits)
+        return self.problems[key]
+
+    def hero(self, op: ir.Operation) -> Hero:
+        key = identity(op)
+        if key not in self.heroes:
+            self.heroes[key] = hero_of(op)
+        return self.heroes[key]
+
+    def op_count(self, op: ir.Operation) -> int:
+        key = identity(op)
+        if key not in self.op_counts:
+            self.op_counts[key] = len(fused_ops(op))
+        return self.op_counts[key]
+
+    def forget(self, op: ir.Operation) -> None:
+        key = identity(op)
+        for facts in (self.heroes, self.op_counts, self.descriptions, self.problems):
+            facts.pop(key, None)
+
+
 class Graph:
-    """Positions and users of one block's ops, computed once per scan."""
+    """Positions and users of one block's ops, computed once per scan, and the ops reachable
+    from each source asked about (one walk per source and scan, however many targets)."""
 
     def __init__(self, block: ir.Block):
         self.ops = [op.operation for op in block.operations]
@@ -169,6 +215,7 @@ class Graph:
                     if user is not None and user not in found:
                         found.append(user)
             self.users[op] = found
+        self.descendants: dict = {}
 
     def in_block(self, op) -> ir.Operation | None:
         op = op.operation
@@ -179,9 +226,23 @@ class Graph:
             op = parent.operation
         return op
 
-    def reachable(self, source: ir.Operation, target: ir.Operation, skip_direct: bool = False) -> bool:
+    def reaches(self, source: ir.Operation, target: ir.Operation) -> bool:
+        """Is there a path of uses from `source` to `target`?"""
+        if source not in self.descendants:
+            found: set = set()
+            stack = list(self.users[source])
+            while stack:
+                op = stack.pop()
+                if op not in found:
+                    found.add(op)
+                    stack.extend(self.users[op])
+            self.descendants[source] = found
+        return target in self.descendants[source]
+
+    def reachable_indirectly(self, source: ir.Operation, target: ir.Operation) -> bool:
+        """Is there a path of uses from `source` to `target` other than the edge between them?"""
         limit = self.position[target]
-        stack = [u for u in self.users[source] if not (skip_direct and u == target)]
+        stack = [u for u in self.users[source] if u != target]
         seen: set = set()
         while stack:
             op = stack.pop()
@@ -205,8 +266,8 @@ def _operand_union(members: list[ir.Operation]) -> list[ir.Value]:
     return values
 
 
-def size_problem(members: list[ir.Operation], results: int, limits: FusionLimits) -> str | None:
-    ops = sum(len(fused_ops(m)) for m in members)
+def size_problem(members: list[ir.Operation], ops: int, results: int, limits: FusionLimits) -> str | None:
+    """Why a fusion of `members`, holding `ops` ops and `results` results, would be too large."""
     if ops > limits.max_fused_ops:
         return f"the fusion would hold {ops} ops, more than the maximum of {limits.max_fused_ops}"
     operands = len(_operand_union(members))
@@ -259,9 +320,10 @@ class MergeBlock:
         self.block, self.limits, self.namer, self.log = block, limits, namer, log
         self.sibling, self.producer_consumer = sibling, producer_consumer
         self.logged: set = set()
+        self.facts = KernelFacts(limits)
 
     def refuse(self, rule: str, first: ir.Operation, second: ir.Operation, reason: str) -> None:
-        record = MofDecision("refused", rule, describe(first), describe(second), reason)
+        record = MofDecision("refused", rule, self.facts.description(first), self.facts.description(second), reason)
         key = (rule, record.first, record.second, reason)
         if key not in self.logged:
             self.logged.add(key)
@@ -291,7 +353,7 @@ class MergeBlock:
             if len(users) < 2:
                 continue
             users.sort(key=graph.position.__getitem__)
-            candidates = [u for u in users if kernel_problem(u, self.limits) is None]
+            candidates = [u for u in users if self.facts.problem(u) is None]
             if len(candidates) < 2:
                 continue
             profit = shared_operand_problem(value)
@@ -306,16 +368,19 @@ class MergeBlock:
         return False
 
     def sibling_problem(self, graph: Graph, first: ir.Operation, second: ir.Operation) -> str | None:
-        if graph.reachable(first, second):
+        if graph.reaches(first, second):
             return "there is a path between them: the fusion would create a cycle"
-        reason = shape_problem(first, second)
+        reason = shape_problem(self.facts.hero(first), self.facts.hero(second))
         if reason:
             return reason
-        return size_problem([first, second], len(first.results) + len(second.results), self.limits)
+        ops = self.facts.op_count(first) + self.facts.op_count(second)
+        return size_problem([first, second], ops, len(first.results) + len(second.results), self.limits)
 
     def merge_siblings(self, first: ir.Operation, second: ir.Operation) -> None:
         first_text, second_text = describe(first), describe(second)
         exposed = list(first.results) + list(second.results)
+        self.facts.forget(first)
+        self.facts.forget(second)
         fusion = build_fusion([first, second], exposed, self.namer)
         self.log.append(MofDecision("fused", "sibling", first_text, second_text, fusion=describe(fusion)))
 
@@ -325,14 +390,14 @@ class MergeBlock:
         graph = Graph(self.block)
         for producer in graph.ops:
             users = graph.users[producer]
-            if len(users) < 2 or len(producer.results) != 1 or kernel_problem(producer, self.limits):
+            if len(users) < 2 or len(producer.results) != 1 or self.facts.problem(producer):
                 continue
             if kind_of(producer) in ("broadcast", "iota", "reshape", "transpose", "slice", "convert"):
                 continue  # cheap: priority fusion duplicates these instead
             for consumer in users:
                 if consumer.name in TERMINATORS or "reduce" not in fused_kinds(consumer):
                     continue
-                reason = kernel_problem(consumer, self.limits)
+                reason = self.facts.problem(consumer)
                 reason = f"the consumer cannot be fused ({reason})" if reason else None
                 reason = reason or self.pc_problem(graph, producer, consumer)
                 if reason:
@@ -340,19 +405,22 @@ class MergeBlock:
                     continue
                 producer_text, consumer_text = describe(producer), describe(consumer)
                 exposed = list(consumer.results) + list(producer.results)
+                self.facts.forget(producer)
+                self.facts.forget(consumer)
                 fusion = build_fusion([producer, consumer], exposed, self.namer)
                 self.log.append(MofDecision("fused", "producer-consumer", producer_text, consumer_text, fusion=describe(fusion)))
                 return True
         return False
 
     def pc_problem(self, graph: Graph, producer: ir.Operation, consumer: ir.Operation) -> str | None:
-        hero = hero_of(consumer)
+        hero = self.facts.hero(consumer)
         produced = _shape(producer.results[0].type)
         if hero.reduction is None or produced != hero.loop_shape:
             return f"incompatible shapes: the producer's shape {list(produced or ())} is not the shape {list(hero.loop_shape or ())} the consumer reduces"
-        if graph.reachable(producer, consumer, skip_direct=True):
+        if graph.reachable_indirectly(producer, consumer):
             return "fusion would create a cycle"
         reason = fusion_refusal(producer, consumer, duplicate=False, limits=self.limits)
         if reason:
             return reason
-        return size_problem([producer, consumer], len(consumer.results) + 1, self.limits)
+        ops = self.facts.op_count(producer) + self.facts.op_count(consumer)
+        return size_problem([producer, consumer], ops, len(consumer.results) + 1, self.limits)

@@ -18,6 +18,7 @@ the log as its report (`FusionDecisions`, dumped as `fusion-decisions.txt`), and
 Changed: any fusion made.
 """
 
+import functools
 import heapq
 import itertools
 import re
@@ -30,14 +31,14 @@ from mlirxla import errors
 from mlirxla.ir_queries import defining_op
 from mlirxla.mlir import ir
 
-from .cost_model import model_for
-from .erasure import erase, processing
+from .cost_model import CostModel, model_for, saving
+from .erasure import erase, identity, processing
 from .fusion_legality import (
     FusionLimits,
     fusion_refusal,
     kind_of,
+    block_order,
     not_fusible_reason,
-    position_map,
     producers_in_block,
     users_in_block,
 )
@@ -95,6 +96,8 @@ class Namer:
 
     def __init__(self, module: ir.Module):
         self.used: set[str] = set()
+        # base -> the counter to try first: every smaller one is taken (names are never freed)
+        self.next_counter: dict[str, int] = {}
 
         def visit(op):
             if "name" in op.attributes and op.name == "xhlo.fusion":
@@ -104,11 +107,13 @@ class Namer:
         module.operation.walk(visit)
 
     def unique(self, base: str) -> str:
-        name, counter = base, 0
+        counter = self.next_counter.get(base, 0)
+        name = base if counter == 0 else f"{base}.{counter}"
         while name in self.used:
             counter += 1
             name = f"{base}.{counter}"
         self.used.add(name)
+        self.next_counter[base] = counter + 1
         return name
 
 
@@ -123,7 +128,6 @@ def build_fusion(members: list[ir.Operation], exposed: list[ir.Value], namer: Na
     The fusion sits where the last member was; users that came earlier move after it."""
     members = [m.operation for m in members]
     inside = set(members)
-    block = members[0].block
     anchor = members[-1]
     inputs: list[ir.Value] = []
     for member in members:
@@ -163,7 +167,7 @@ def build_fusion(members: list[ir.Operation], exposed: list[ir.Value], namer: Na
     for member in reversed(members):
         if all(not list(r.uses) for r in member.results):
             erase(member)
-    _move_users_after(fusion, block)
+    _move_users_after(fusion)
     return fusion
 
 
@@ -176,19 +180,17 @@ def _clone_into(op: ir.Operation, mapping: dict) -> None:
         mapping[result] = new
 
 
-def _move_users_after(fusion: ir.Operation, block: ir.Block) -> None:
+def _move_users_after(fusion: ir.Operation) -> None:
     """Ops before `fusion` that (transitively) use its results move after it, in order."""
-    positions = position_map(block)
-    here = positions[fusion]
     late: set = set()
     frontier = users_in_block(fusion)
     while frontier:
         op = frontier.pop()
-        if positions[op] < here and op not in late:
+        if op not in late and op.is_before_in_block(fusion):
             late.add(op)
             frontier.extend(users_in_block(op))
     anchor = fusion
-    for op in sorted(late, key=positions.__getitem__):
+    for op in sorted(late, key=functools.cmp_to_key(block_order)):
         op.move_after(anchor)
         anchor = op
 
@@ -250,52 +252,111 @@ def decision_text(log: Sequence[Decision]) -> str:
     return header + "".join(d.line() + "\n" for d in log)
 
 
+class KernelTimes:
+    """The cost model's kernel times for one block, each computed once: an op's time alone, and
+    a producer fused into a consumer. Both depend only on the two ops (their bodies, operand
+    and result types), which never change while they live: a merge makes a new op and erases
+    the old ones, and only redirects its users' operands to values of the same types. So a
+    time is kept until `forget` is told one of its ops is about to be erased (ops are keyed by
+    address, which an op created later may reuse). A priority then costs additions, not
+    kernel costs: a producer with many consumers (a constant every layer reads) is no longer
+    recosted in full each time one of its consumers is merged (XLA's PriorityFusion caches
+    its priorities the same way and recomputes only the merged kernel's neighbours)."""
+
+    def __init__(self, model: CostModel):
+        self.model = model
+        self.alone: dict[int, float] = {}
+        self.fused: dict[tuple[int, int], float] = {}
+        self.pairs_of: dict[int, set[tuple[int, int]]] = {}
+
+    def op_time(self, op: ir.Operation) -> float:
+        key = identity(op)
+        if key not in self.alone:
+            self.alone[key] = self.model.op_time(op)
+        return self.alone[key]
+
+    def fused_time(self, producer: ir.Operation, consumer: ir.Operation) -> float:
+        key = (identity(producer), identity(consumer))
+        if key not in self.fused:
+            self.fused[key] = self.model.fused_time(producer, consumer)
+            self.pairs_of.setdefault(key[0], set()).add(key)
+            self.pairs_of.setdefault(key[1], set()).add(key)
+        return self.fused[key]
+
+    def time_saved(self, producer: ir.Operation, consumers: list[ir.Operation], producer_stays: bool) -> tuple[float, float, float]:
+        return saving(self.op_time(producer), [self.op_time(c) for c in consumers],
+                      [self.fused_time(producer, c) for c in consumers], producer_stays)
+
+    def forget(self, address: int) -> None:
+        self.alone.pop(address, None)
+        for pair in self.pairs_of.pop(address, ()):
+            self.fused.pop(pair, None)
+
+
 class FuseBlock:
-    """The priority queue over one block's producers."""
+    """The priority queue over one block's producers.
+
+    Heap entries are (-priority, sequence, hash): an op's hash (`hash(op)`, which MLIR takes
+    over the op's structure: a merge that redirects its operands changes it) at the time it
+    was pushed. An entry is live while `current[hash] == sequence` (lazy invalidation); a live
+    entry is the first op in block order that still has that hash (none: the entry is
+    dropped). The ops pushed under each hash are kept (`pushed`, by address, so that each is
+    found without a walk over the block and an op about to be erased is dropped before its
+    handle dangles)."""
 
     def __init__(self, block, model, limits, namer, log):
-        self.block, self.model, self.limits, self.namer, self.log = block, model, limits, namer, log
-        # heap entries are (-priority, sequence, op identity); an entry is live while
-        # `current[identity] == sequence` (lazy invalidation). Identities, not op handles, are
-        # kept, so that no handle of an erased op is ever touched.
+        self.block, self.limits, self.namer, self.log = block, limits, namer, log
+        self.times = KernelTimes(model)
         self.current: dict[int, int] = {}
+        self.pushed: dict[int, dict[int, ir.Operation]] = {}
+        self.pushed_hash: dict[int, int] = {}
         self.heap: list = []
         self.counter = itertools.count()
 
     def forget(self, op: ir.Operation) -> None:
+        """Drop `op`, which a merge is about to erase: its queue entry and kernel times."""
         self.current.pop(hash(op), None)
+        address = identity(op)
+        if address in self.pushed_hash:
+            del self.pushed[self.pushed_hash.pop(address)][address]
+        self.times.forget(address)
 
     def push(self, op: ir.Operation) -> None:
         op = op.operation
         if op.name in TERMINATORS or op.block != self.block:
             return
         sequence = next(self.counter)
-        self.current[hash(op)] = sequence
-        heapq.heappush(self.heap, (-self.priority(op), sequence, hash(op)))
+        key, address = hash(op), identity(op)
+        self.current[key] = sequence
+        if address in self.pushed_hash:
+            del self.pushed[self.pushed_hash[address]][address]
+        self.pushed_hash[address] = key
+        self.pushed.setdefault(key, {})[address] = op
+        heapq.heappush(self.heap, (-self.priority(op), sequence, key))
 
-    def find(self, identity: int) -> ir.Operation | None:
-        for op in self.block.operations:
-            if hash(op.operation) == identity:
-                return op.operation
-        return None
+    def find(self, key: int) -> ir.Operation | None:
+        """The first op in block order among those pushed under `key` that still hash to it."""
+        found = [op for op in self.pushed.get(key, {}).values() if hash(op) == key]
+        return min(found, key=functools.cmp_to_key(block_order)) if found else None
 
     def priority(self, op: ir.Operation) -> float:
-        consumers = [c for c in users_in_block(op) if c.name not in TERMINATORS]
+        users = users_in_block(op)
+        consumers = [c for c in users if c.name not in TERMINATORS]
         if not consumers or not_fusible_reason(op, self.limits):
             return float("-inf")
-        stays = len(consumers) != len(users_in_block(op))
-        return self.model.time_saved(op, consumers, stays)[0]
+        stays = len(consumers) != len(users)
+        return self.times.time_saved(op, consumers, stays)[0]
 
     def run(self) -> bool:
         for op in list(self.block.operations):
             self.push(op)
         changed = False
         while self.heap:
-            _, sequence, identity = heapq.heappop(self.heap)
-            if self.current.get(identity) != sequence:
+            _, sequence, key = heapq.heappop(self.heap)
+            if self.current.get(key) != sequence:
                 continue  # stale: the op changed or was erased since it was pushed
-            del self.current[identity]
-            op = self.find(identity)
+            del self.current[key]
+            op = self.find(key)
             if op is None:
                 continue
             processing(op)
@@ -320,19 +381,19 @@ class FuseBlock:
         if not accepted:
             return False
         stays = len(accepted) != len(users)
-        saved, unfused, fused = self.model.time_saved(producer, accepted, stays)
+        saved, unfused, fused = self.times.time_saved(producer, accepted, stays)
         costs = dict(saved_us=saved * 1e6, unfused_us=unfused * 1e6, fused_us=fused * 1e6)
         if saved < 0 or (saved == 0 and kind_of(producer) != "constant"):
             for consumer in accepted:
                 self.log.append(Decision("refused", describe(producer), describe(consumer), "the fusion is not profitable", **costs))
             return False
         producer_text = describe(producer)
+        if not stays:
+            self.forget(producer)  # the last merge erases it
         made = []
         for consumer in accepted:
             consumer_text = describe(consumer)
-            # invalidate both before the IR changes (they may be erased)
-            self.forget(consumer)
-            self.forget(producer)
+            self.forget(consumer)  # before the merge erases it
             fusion = build_fusion([producer, consumer], list(consumer.results), self.namer)
             self.log.append(Decision("fused", producer_text, consumer_text, fusion=describe(fusion), **costs))
             made.append(fusion)

@@ -11,7 +11,10 @@ code) out (XLA's CpuCompiler: RunHloPasses, then RunBackend).
    lowered to the LLVM dialect (`lowering.py`), translated to LLVM IR and optimized by
    llvmlite (`llvm_jit.py`); dumped as `<kernel>.ir-no-opt.ll` and `<kernel>.ir-with-opt.ll`.
    A kernel the toolkit cannot lower runs on the reference interpreter instead
-   (`interpreter_fallback.py`), and the thunk sequence says so.
+   (`interpreter_fallback.py`), and the thunk sequence says so. Kernels whose StableHLO is
+   the same but for their symbol (every layer of a stack of equal layers) are lowered and
+   optimized once: the later ones get a stub that jumps to the first one's code
+   (`llvm_jit.same_code`), and the thunk sequence says which code each runs.
 4. Scratch: what bufferization still allocated in a kernel (known only now) is placed in
    the temp slab by buffer assignment's `place_scratch`, live while the kernel's thunk runs
    (one range per concurrent call of a sliced kernel, `CONCURRENT_CALLS` at most), beside
@@ -23,6 +26,7 @@ code) out (XLA's CpuCompiler: RunHloPasses, then RunBackend).
 """
 
 import os
+import re
 from dataclasses import dataclass
 
 from mlirxla import phases
@@ -54,6 +58,7 @@ class CompiledKernel:
     optimized: llvm_jit.OptimizedKernel
     scratch: tuple[kernel_scratch.ScratchArgument, ...] = ()  # working memory per call, passed after the results
     tiled_loop_nests: int = 0
+    same_as: str | None = None  # the kernel whose code this one runs (its StableHLO is the same)
 
 
 # a sliced kernel's concurrent calls, each with scratch of its own: the shared thread pool's
@@ -75,11 +80,14 @@ def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pi
         plan = plan_of(emission, module)
         phases.publish("kernel-count", len(emission.kernels))
         kernels = []
+        compiled_by_source: dict[str, CompiledKernel] = {}
         for spec in emission.kernels:
             with erasure.stage(f"cpu backend kernel '{spec.symbol}'"), phases.phase("kernel", spec.symbol):
                 erasure.processing(spec.op)
-                compiled = compile_or_fall_back(spec, plan, emission.decisions)
+                compiled = compile_or_fall_back(spec, plan, emission.decisions, compiled_by_source)
             if compiled:
+                if compiled.same_as:
+                    emission.decisions.append(f"{compiled.symbol}: the same StableHLO as {compiled.same_as}, whose code it runs (compiled once)")
                 phases.publish("kernel", compiled)
                 kernels.append(compiled)
                 give_scratch(plan, compiled, spec, assignment, emission.slab)
@@ -108,13 +116,15 @@ def pipeline_assignment(runner: PipelineRunner) -> Assignment:
     return report.assignment
 
 
-def compile_or_fall_back(spec: KernelSpec, plan: ExecutablePlan, decisions: list[str]) -> CompiledKernel | None:
+def compile_or_fall_back(spec: KernelSpec, plan: ExecutablePlan, decisions: list[str],
+                         compiled_by_source: dict[str, "CompiledKernel"]) -> CompiledKernel | None:
     """The compiled kernel; or None when the kernel runs on the interpreter instead (its thunk
-    in `plan` replaced, the reason recorded)."""
+    in `plan` replaced, the reason recorded). `compiled_by_source` holds the kernels compiled
+    so far by their StableHLO with the symbol left out."""
     reason = spec.interpret
     if reason is None:
         try:
-            return compile_kernel(spec)
+            return compile_kernel(spec, compiled_by_source)
         except MlirxlaError as error:
             if spec.library_result is not None or spec.source is not None:
                 raise
@@ -124,7 +134,9 @@ def compile_or_fall_back(spec: KernelSpec, plan: ExecutablePlan, decisions: list
     return None
 
 
-def compile_kernel(spec: KernelSpec) -> CompiledKernel:
+def compile_kernel(spec: KernelSpec, compiled_by_source: dict[str, CompiledKernel]) -> CompiledKernel:
+    """Lower and optimize the kernel; or, when a kernel with the same StableHLO was compiled
+    already, give it that kernel's code under its own symbol."""
     if spec.source is not None:
         kernel_module = ir.Module.parse(spec.source)
     else:
@@ -132,10 +144,22 @@ def compile_kernel(spec: KernelSpec) -> CompiledKernel:
         kernel_source.kernel_function(kernel_module, spec.op, spec.symbol, spec.plan, spec.library_result)
     kernel_source.finish(kernel_module)
     stablehlo_text = str(kernel_module)
+    source_key = without_symbol(stablehlo_text, spec.symbol)
+    if (first := compiled_by_source.get(source_key)) is not None:
+        return CompiledKernel(spec.symbol, stablehlo_text, llvm_jit.same_code(spec.symbol, first.optimized),
+                              first.scratch, first.tiled_loop_nests, same_as=first.symbol)
     lowered = lowering.lower_to_llvm_dialect(kernel_module, spec.symbol)
     optimized = llvm_jit.optimize(spec.symbol, lowering.translate(kernel_module, spec.symbol))
-    return CompiledKernel(spec.symbol, stablehlo_text, optimized, tuple(lowered.scratch.get(spec.symbol, ())),
-                          lowered.tiled_loop_nests)
+    compiled = CompiledKernel(spec.symbol, stablehlo_text, optimized, tuple(lowered.scratch.get(spec.symbol, ())),
+                              lowered.tiled_loop_nests)
+    compiled_by_source[source_key] = compiled
+    return compiled
+
+
+def without_symbol(stablehlo_text: str, symbol: str) -> str:
+    """A kernel's StableHLO with its symbol (the function's name, and any helper named after
+    it) replaced by one placeholder: what makes two kernels the same code."""
+    return re.sub(rf"@{re.escape(symbol)}\b", "@kernel", stablehlo_text)
 
 
 def give_scratch(plan: ExecutablePlan, kernel: CompiledKernel, spec: KernelSpec, assignment: Assignment, slab: int) -> None:

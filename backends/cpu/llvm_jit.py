@@ -3,7 +3,8 @@ ran about 2x faster in a probe, and llvmlite's pass builder and target machine a
 configure).
 
 Each kernel's LLVM module is optimized on its own at O3 for the host CPU (its features,
-loop and SLP vectorization); the optimized modules are linked and compiled into one native
+loop and SLP vectorization), a kernel with another's code is a stub jumping to it
+(`same_code`); the optimized modules are linked and compiled into one native
 object (`object_code`) with the compiler-runtime helpers code generation may call
 (`native_symbols.py`), which `JitEngine` loads once every symbol it needs is found in this
 process: the same path serves a fresh compile and the compile cache.
@@ -68,6 +69,27 @@ def optimize(name: str, ir_text: str) -> OptimizedKernel:
         if function.is_declaration and not function.name.startswith("llvm.") and native_symbols.process_address(function.name) is None:
             raise MlirxlaError(f"kernel {name} calls '{function.name}', which this process does not provide")
     return OptimizedKernel(name, ir_text, str(module), module)
+
+
+def same_code(name: str, original: OptimizedKernel) -> OptimizedKernel:
+    """Kernel `name`, whose code is `original`'s: a stub that jumps to it (a tail call costs
+    one jump per call, and its code is not optimized and compiled again)."""
+    function_type = original.module.get_function(original.name).global_value_type
+    if str(function_type.get_function_return()) != "void":
+        raise MlirxlaError(f"kernel {original.name} returns a value: kernels write their results through pointers")
+    parameters = [str(parameter) for parameter in function_type.get_function_parameters()]
+    arguments = ", ".join(f"{kind} %{index}" for index, kind in enumerate(parameters))
+    text = (f"; kernel {name} runs the code of {original.name} (the same StableHLO), compiled once\n"
+            f"declare void @{original.name}({', '.join(parameters)})\n\n"
+            f"define void @{name}({arguments}) {{\n"
+            f"  tail call void @{original.name}({arguments})\n"
+            f"  ret void\n}}\n")
+    machine = target_machine()
+    module = llvm.parse_assembly(text)
+    module.triple = machine.triple
+    module.data_layout = str(machine.target_data)
+    module.verify()
+    return OptimizedKernel(name, text, text, module)
 
 
 class JitEngine:

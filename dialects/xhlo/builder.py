@@ -8,6 +8,8 @@ that composes computations (chlo compositions, rewrites):
     y = b.multiply(x, b.splat(0.5, x))
 """
 
+import functools
+
 import numpy as np
 
 from mlirxla.errors import MlirxlaError, location_text
@@ -41,7 +43,11 @@ def segment_sizes(field_defs, count: int, what: str) -> list[int] | None:
     The lists of one op share the values left after the single ones equally (reduce: inputs
     and init values; scatter: inputs and updates; while: all its operands).
     """
-    groups = field_groups(field_defs)
+    return group_segment_sizes(field_groups(field_defs), count, what)
+
+
+def group_segment_sizes(groups: list[list], count: int, what: str) -> list[int] | None:
+    """`segment_sizes` over fields already grouped (`field_groups`)."""
     lists = [g for g in groups if g[0].variadicity != ext.Variadicity.single]
     if len(lists) == 1 and len(lists[0]) == 1:
         return None
@@ -61,16 +67,23 @@ def segment_sizes(field_defs, count: int, what: str) -> list[int] | None:
     return sizes
 
 
+@functools.cache
+def operand_and_result_groups(name: str) -> tuple[list[list], list[list]]:
+    """The grouped operand and result fields of xhlo op `name`, worked out once per op (the
+    fusion op's 64 operand and 64 result slots made this a large part of building fusions)."""
+    fields = op_classes()[name]._fields
+    return (field_groups([f for f in fields if isinstance(f, ext.OperandDef)]),
+            field_groups([f for f in fields if isinstance(f, ext.ResultDef)]))
+
+
 def create_op(name: str, operands, result_types, attributes: dict, location=None, region_count: int = 0) -> ir.Operation:
     """Create xhlo op `name` generically at the current insertion point."""
-    op_class = op_classes()[name]
+    operand_groups, result_groups = operand_and_result_groups(name)
     attributes = dict(attributes)
-    operand_defs = [f for f in op_class._fields if isinstance(f, ext.OperandDef)]
-    result_defs = [f for f in op_class._fields if isinstance(f, ext.ResultDef)]
     location = location or ir.Location.current
     try:
-        operand_sizes = segment_sizes(operand_defs, len(operands), "operands")
-        result_sizes = segment_sizes(result_defs, len(result_types), "results")
+        operand_sizes = group_segment_sizes(operand_groups, len(operands), "operands")
+        result_sizes = group_segment_sizes(result_groups, len(result_types), "results")
     except ValueError as error:
         raise MlirxlaError(f"{name}: {error}", location_text(location)) from None
     if operand_sizes is not None:

@@ -1,0 +1,192 @@
+"""Compile time: mlirxla's cold compile next to XLA:CPU's compile of the same lowering, as the
+program grows, and where mlirxla's time goes.
+
+Two tables. The first is the curve of a residual MLP of N layers (`x = tanh(x @ w[i]) * 0.5 +
+x`, f32[8,64] through 64x64 weights; issue 18) for N = 4 ... 256: its StableHLO op count,
+mlirxla's cold compile (a fresh `Client` with an empty compile cache: import, the cpu pipeline,
+thunk emission, every kernel through LLVM, the native object), XLA's
+`jax.jit(f).lower(...).compile()` timed in the same process, their ratio, and each side's
+milliseconds per op (flat when time grows linearly with the program). The second is the same
+for the benchmark programs of `examples/jax_programs.py` (mlp, softmax, transformer block,
+conv net, scan RNN, the small MLP). Each time is the fastest of `--repeats` compiles.
+
+`--profile` adds, per program, where mlirxla's cold compile went: the front door, every pass
+(its runs in the fixed-point loop summed; what `mlirxla-opt --print-ledger` shows per run),
+thunk emission, the kernels' LLVM compiles (summed, with how many there were), and the rest
+(the native object, the plan, the cache), largest first.
+
+    python benchmarks/compile_time.py [--layers 4,8,...] [--programs transformer,...] [--repeats N] [--profile] [--json]
+
+Times taken on a shared machine are noisy: quote the ratios, and say what else ran.
+"""
+
+import argparse
+import json
+import os
+import re
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")  # XLA's side is jax's own cpu backend, not the plugin
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+
+from mlirxla import phases  # noqa: E402
+from mlirxla.runtime.client import Client  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
+from jax_programs import program  # noqa: E402
+
+LAYERS = (4, 8, 16, 32, 64, 128, 256)
+PROGRAMS = ("mlp", "softmax", "transformer", "convnet", "scan", "mlp_softmax_small")
+WIDTH, BATCH = 64, 8
+STABLEHLO_OP = re.compile(r"^\s*(?:%[^=]*=\s*)?\"?stablehlo\.", re.MULTILINE)
+
+
+def residual_mlp(layers: int):
+    """The N-layer residual MLP and its abstract arguments (x, the stacked weights)."""
+
+    def function(x, weights):
+        for index in range(layers):
+            x = jnp.tanh(x @ weights[index]) * 0.5 + x
+        return x
+
+    arguments = (jax.ShapeDtypeStruct((BATCH, WIDTH), jnp.float32), jax.ShapeDtypeStruct((layers, WIDTH, WIDTH), jnp.float32))
+    return function, arguments
+
+
+def op_count(text: str) -> int:
+    return len(STABLEHLO_OP.findall(text))
+
+
+class PhaseTimes(phases.Listener):
+    """Seconds of the phases announced on the compiling thread: per pass and per top-level
+    phase (a pipeline, the front door, thunk emission, each kernel), runs summed."""
+
+    def __init__(self):
+        self.thread = threading.get_ident()
+        self.depth = 0
+        self.passes: dict = defaultdict(float)
+        self.top: dict = defaultdict(float)
+        self.kernels = 0
+
+    def started(self, phase: phases.Phase) -> None:
+        if phase.thread == self.thread:
+            self.depth += 1
+
+    def finished(self, phase: phases.Phase, end_ns: int) -> None:
+        if phase.thread != self.thread:
+            return
+        self.depth -= 1
+        seconds = (end_ns - phase.start_ns) / 1e9
+        if phase.category == "pass":
+            self.passes[phase.name] += seconds
+        if self.depth == 0:
+            self.top[phase.category] += seconds
+            self.kernels += phase.category == "kernel"
+
+
+def mlirxla_cold(text: str, profile: bool) -> tuple[float, dict | None]:
+    """Seconds of one cold compile of `text`, and with `profile` where they went."""
+    listener = PhaseTimes() if profile else None
+    with tempfile.TemporaryDirectory(prefix="mlirxla-cache-") as directory:
+        client = Client(cache_dir=directory)
+        if listener:
+            phases.add_listener(listener)
+        try:
+            start = time.perf_counter()
+            client.compile(text)
+            seconds = time.perf_counter() - start
+        finally:
+            if listener:
+                phases.remove_listener(listener)
+    return seconds, (breakdown(listener, seconds) if listener else None)
+
+
+def breakdown(listener: PhaseTimes, total: float) -> dict:
+    """Seconds per part of a compile: the front door, each pass, the pipeline runner's own
+    work (verifying the module after each pass, counting ops, the ledger), thunk emission,
+    the kernels' LLVM compiles, and what no phase covers."""
+    parts = dict(listener.passes)
+    parts["pipeline runner (verifying after each pass, the ledger)"] = listener.top["pipeline"] - sum(listener.passes.values())
+    parts["front door"] = listener.top["frontdoor"]
+    parts["thunk emission"] = listener.top["backend"]
+    parts[f"LLVM compiles of {listener.kernels} kernels"] = listener.top["kernel"]
+    parts["other (the native object, the plan, the cache)"] = max(total - sum(listener.top.values()), 0.0)
+    return dict(sorted(parts.items(), key=lambda item: -item[1]))
+
+
+def xla_compile(lowered) -> float:
+    start = time.perf_counter()
+    lowered.compile()
+    return time.perf_counter() - start
+
+
+def measure(name: str, function, arguments, repeats: int, profile: bool) -> dict:
+    lowered = jax.jit(function).lower(*arguments)
+    text = lowered.as_text()
+    xla = min(xla_compile(lowered) for _ in range(repeats))
+    runs = [mlirxla_cold(text, profile) for _ in range(repeats)]
+    mlirxla, parts = min(runs, key=lambda run: run[0])
+    ops = op_count(text)
+    row = {"program": name, "ops": ops, "mlirxla_s": mlirxla, "xla_s": xla, "ratio": mlirxla / xla,
+           "mlirxla_ms_per_op": mlirxla * 1e3 / ops, "xla_ms_per_op": xla * 1e3 / ops}
+    if parts:
+        row["profile"] = parts
+    return row
+
+
+def print_rows(title: str, rows: list) -> None:
+    print(f"\n{title}")
+    print(f"{'program':20} {'ops':>6} {'mlirxla s':>10} {'xla s':>8} {'ratio':>7} {'mlirxla ms/op':>14} {'xla ms/op':>10}")
+    for row in rows:
+        print(f"{row['program']:20} {row['ops']:6d} {row['mlirxla_s']:10.2f} {row['xla_s']:8.2f} {row['ratio']:6.1f}x"
+              f" {row['mlirxla_ms_per_op']:14.2f} {row['xla_ms_per_op']:10.2f}")
+
+
+def print_profiles(rows: list) -> None:
+    for row in rows:
+        if "profile" not in row:
+            continue
+        print(f"\n{row['program']}: mlirxla cold compile {row['mlirxla_s']:.2f} s")
+        for label, seconds in row["profile"].items():
+            if seconds >= 0.005:
+                print(f"  {seconds * 1e3:9.1f} ms  {seconds / row['mlirxla_s']:6.1%}  {label}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--layers", default=",".join(map(str, LAYERS)), help="comma-separated layer counts of the residual MLP ('' for none)")
+    parser.add_argument("--programs", default=",".join(PROGRAMS), help="comma-separated benchmark programs ('' for none)")
+    parser.add_argument("--repeats", type=int, default=1, help="compiles per side; the fastest is kept")
+    parser.add_argument("--profile", action="store_true", help="where each mlirxla compile's time went")
+    parser.add_argument("--json", action="store_true", help="end with one JSON line holding every row")
+    arguments = parser.parse_args(argv)
+    layers = [int(n) for n in arguments.layers.split(",") if n]
+    names = [name for name in arguments.programs.split(",") if name]
+    unknown = sorted(set(names) - set(PROGRAMS))
+    if unknown:
+        parser.error(f"unknown programs {','.join(unknown)} (known: {','.join(PROGRAMS)})")
+    # first, so that the one-time costs (imports, LLVM's start) land in no row
+    measure("warm-up", *residual_mlp(2), repeats=1, profile=False)
+    curve = [measure(f"residual MLP N={n}", *residual_mlp(n), arguments.repeats, arguments.profile) for n in layers]
+    programs = []
+    for name in names:
+        chosen = program(f"programs/{name}")
+        programs.append(measure(name, chosen.function, chosen.arguments(), arguments.repeats, arguments.profile))
+    if curve:
+        print_rows("residual MLP of N layers (64x64, batch 8): cold compile", curve)
+    if programs:
+        print_rows("benchmark programs: cold compile", programs)
+    print_profiles(curve + programs)
+    if arguments.json:
+        print(json.dumps({"curve": curve, "programs": programs}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,151 @@
+"""What makes compiles fast must not change what they make (issue 18: compile time linear in
+the program).
+
+Priority fusion keeps kernel times per op and per producer-consumer pair and recomputes only
+the merged kernel's neighbours; multi-output fusion keeps each kernel's hero and size and
+one walk of reachable ops per source; the cpu backend compiles kernels with the same
+StableHLO once. Checked here: every live queue entry's priority is, whenever a producer is
+popped, the priority computed afresh from the plain cost model; the fusion decisions and the
+optimized module are those of the same pipeline with every cache replaced by a fresh
+computation; kernels that are the same but for their name are compiled once, run the first
+one's code and give the reference interpreter's results, through the compile cache too.
+"""
+
+import os
+
+import numpy as np
+import pytest
+
+from mlirxla import frontdoor
+from mlirxla.pipelines import named_pipeline
+from mlirxla.pipelines.runner import PipelineRunner
+from mlirxla.backends.cpu.compiler import compile_module
+from mlirxla.runtime.client import Client
+from mlirxla.runtime.thunks import KernelThunk, every_thunk
+from mlirxla.transforms import multi_output_fusion, priority_fusion
+from mlirxla.transforms.fusion_legality import fused_ops, reachable
+
+from .conftest import JAX_PROGRAMS, random_arguments, reference_outputs
+
+PROGRAMS = [
+    "programs/transformer.stablehlo.mlir",
+    "programs/mlp.stablehlo.mlir",
+    "programs/softmax.stablehlo.mlir",
+    "programs/convnet.stablehlo.mlir",
+    "programs/scan.stablehlo.mlir",
+    "01_mlp_softmax.stablehlo.mlir",
+    "02_scan_while_cond_gelu.stablehlo.mlir",
+]
+
+
+def simplified(name: str, context):
+    module = frontdoor.import_file(os.path.join(JAX_PROGRAMS, name), context).module
+    PipelineRunner(module).run(named_pipeline("simplification"))
+    return module
+
+
+class CheckedFuseBlock(priority_fusion.FuseBlock):
+    """Priority fusion that, before each merge, holds every live queue entry's priority to the
+    one computed afresh (a new `KernelTimes`: nothing remembered) for the op it stands for."""
+
+    checked = 0
+
+    def fuse_producer(self, producer):
+        for negative_priority, sequence, key in self.heap:
+            if self.current.get(key) != sequence or (op := self.find(key)) is None:
+                continue
+            fresh = priority_fusion.FuseBlock(self.block, self.times.model, self.limits, self.namer, [])
+            assert -negative_priority == fresh.priority(op), f"stale priority for {priority_fusion.describe(op)}"
+            CheckedFuseBlock.checked += 1
+        return super().fuse_producer(producer)
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_queued_priorities_are_the_fresh_ones(name, context, monkeypatch):
+    module = simplified(name, context)
+    monkeypatch.setattr(priority_fusion, "FuseBlock", CheckedFuseBlock)
+    CheckedFuseBlock.checked = 0
+    result = priority_fusion.PriorityFusionPass().run(module)
+    assert result.changed
+    assert CheckedFuseBlock.checked > 0
+
+
+class FreshKernelTimes(priority_fusion.KernelTimes):
+    def op_time(self, op):
+        return self.model.op_time(op)
+
+    def fused_time(self, producer, consumer):
+        return self.model.fused_time(producer, consumer)
+
+
+class FreshKernelFacts(multi_output_fusion.KernelFacts):
+    def description(self, op):
+        return priority_fusion.describe(op)
+
+    def problem(self, op):
+        return multi_output_fusion.kernel_problem(op, self.limits)
+
+    def hero(self, op):
+        return multi_output_fusion.hero_of(op)
+
+    def op_count(self, op):
+        return len(fused_ops(op))
+
+
+def cpu_pipeline_outcome(name: str, context) -> tuple[str, dict]:
+    module = simplified(name, context)
+    runner = PipelineRunner(module)
+    runner.run(named_pipeline("cpu"))
+    decisions = {}
+    for report in runner.reports.values():
+        for file, text in report.dump_files().items():
+            if "fusion-decisions" in file:
+                decisions[file] = text
+    return str(module), decisions
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_cached_fusion_decides_as_fresh_computation(name, context, monkeypatch):
+    module_text, decisions = cpu_pipeline_outcome(name, context)
+    monkeypatch.setattr(priority_fusion, "KernelTimes", FreshKernelTimes)
+    monkeypatch.setattr(multi_output_fusion, "KernelFacts", FreshKernelFacts)
+    monkeypatch.setattr(multi_output_fusion.Graph, "reaches", lambda graph, source, target: reachable(source, target))
+    fresh_module_text, fresh_decisions = cpu_pipeline_outcome(name, context)
+    assert "fusion-decisions.txt" in decisions and "multi-output-fusion-decisions.txt" in decisions
+    assert decisions == fresh_decisions
+    assert module_text == fresh_module_text
+
+
+# three layers of the same shape (x = tanh(x @ w) * 0.5 + x): the same epilogue kernel after
+# each dot, three times
+THREE_LAYERS = """func.func @main(%x: tensor<8x16xf32>, %a: tensor<16x16xf32>, %b: tensor<16x16xf32>, %c: tensor<16x16xf32>) -> tensor<8x16xf32> {
+  %h = stablehlo.constant dense<5.000000e-01> : tensor<8x16xf32>
+  %0 = stablehlo.dot_general %x, %a, contracting_dims = [1] x [0] : (tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<8x16xf32>
+  %1 = stablehlo.tanh %0 : tensor<8x16xf32>
+  %2 = stablehlo.multiply %1, %h : tensor<8x16xf32>
+  %3 = stablehlo.add %2, %x : tensor<8x16xf32>
+  %4 = stablehlo.dot_general %3, %b, contracting_dims = [1] x [0] : (tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<8x16xf32>
+  %5 = stablehlo.tanh %4 : tensor<8x16xf32>
+  %6 = stablehlo.multiply %5, %h : tensor<8x16xf32>
+  %7 = stablehlo.add %6, %3 : tensor<8x16xf32>
+  %8 = stablehlo.dot_general %7, %c, contracting_dims = [1] x [0] : (tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<8x16xf32>
+  %9 = stablehlo.tanh %8 : tensor<8x16xf32>
+  %10 = stablehlo.multiply %9, %h : tensor<8x16xf32>
+  %11 = stablehlo.add %10, %7 : tensor<8x16xf32>
+  return %11 : tensor<8x16xf32>
+}
+"""
+
+
+def test_same_kernels_compile_once_and_compute_the_reference(tmp_path, context):
+    module = frontdoor.import_text(THREE_LAYERS, "three_layers", context).module
+    arguments = random_arguments(module, 3)
+    expected = reference_outputs(module, arguments)
+    program = compile_module(module)
+    kernels = [thunk.symbol for thunk in every_thunk(program.plan.thunks) if isinstance(thunk, KernelThunk)]
+    assert len(kernels) == 3
+    same = [decision for decision in program.decisions if "the same StableHLO as" in decision]
+    assert same == [f"{symbol}: the same StableHLO as {kernels[0]}, whose code it runs (compiled once)" for symbol in kernels[1:]]
+    for client in (Client(cache_dir=str(tmp_path)), Client(cache_dir=str(tmp_path))):  # compiled, then from the cache
+        outputs = client.compile(THREE_LAYERS).execute_numpy(arguments)
+        np.testing.assert_allclose(outputs[0], expected[0], rtol=1e-5, atol=1e-6)
