@@ -82,6 +82,11 @@ class Tiling:
         """One tile's shape: ceil(n/k) per dim, padded where k does not divide n."""
         return [-(-n // t) for n, t in zip(shape, self.tiles)]
 
+    def uneven_dim(self, shape) -> int | None:
+        """The first dimension the tiles do not divide (windowed ops exchange halos only
+        between even tiles)."""
+        return next((d for d, (n, t) in enumerate(zip(shape, self.tiles)) if n % t), None)
+
     def offsets(self, shape, dim: int) -> list[int]:
         """Per partition, where its tile of `dim` starts."""
         size = self.shard_shape(shape)[dim]
