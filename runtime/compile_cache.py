@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from .executable import ExecutablePlan
 
-FORMAT = 3  # 2: host calls of callbacks carry their declared results; 3: plans keep a partitioned entry's global shapes and shardings
+FORMAT = 4  # 2: host calls of callbacks carry their declared results; 3: plans keep a partitioned entry's global shapes and shardings; 4: control flow carries its native driver
 
 
 def fingerprint(module_text: str, options: str, environment: str) -> str:

@@ -24,6 +24,10 @@ executor needs to order them. Kinds:
 - `while`: the condition's thunks, a predicate read back, the body's thunks, repeated;
 - `conditional`: an index (or predicate) read back, then one branch's thunks.
 
+A `while` or `conditional` the backend compiled a native driver for (`native_drivers.py`) runs
+as that one compiled function, which calls back into Python only for the thunks inside it
+cannot run itself; without one, it walks its thunks from Python.
+
 Thunks are plain data (`to_json`/`from_json`), bound to the loaded code by `bind(engine)`, so an
 executable's thunk sequence can be dumped and cached without pickle.
 """
@@ -36,6 +40,7 @@ import numpy as np
 from mlirxla.errors import MlirxlaError
 
 from . import blas, collectives, host_calls
+from .native_drivers import NativeDriver
 
 
 @dataclass(frozen=True)
@@ -400,6 +405,19 @@ def every_thunk(thunks: list):
                 yield from every_thunk(branch)
 
 
+def bind_driver(thunk, engine) -> None:
+    if thunk.driver is not None:
+        thunk.driver.bind(engine, list(every_thunk([thunk])))
+
+
+def driver_json(thunk) -> dict:
+    return {} if thunk.driver is None else {"driver": thunk.driver.to_json()}
+
+
+def driver_text(thunk) -> str:
+    return "" if thunk.driver is None else f" in {thunk.driver.describe()}"
+
+
 def indented(thunks: list) -> list[str]:
     return ["    " + line for t in thunks for line in t.describe().splitlines()]
 
@@ -412,6 +430,7 @@ class WhileThunk(ControlFlow):
     body: list
     reads_and_writes: tuple[BufferSlice, ...] = ()  # its operands, results and predicate
     kind: str = "while"
+    driver: NativeDriver | None = None
 
     def nested(self) -> list:
         return self.condition + self.body
@@ -419,8 +438,12 @@ class WhileThunk(ControlFlow):
     def bind(self, engine) -> None:
         for thunk in self.condition + self.body:
             thunk.bind(engine)
+        bind_driver(self, engine)
 
     def run(self, bases: list[int], pool) -> None:
+        if self.driver is not None and _observer is None:
+            self.driver.run(bases, pool)
+            return
         while True:
             run_sequence(self.condition, bases, pool)
             if not _read_scalar(bases, self.predicate):
@@ -430,10 +453,10 @@ class WhileThunk(ControlFlow):
     def to_json(self) -> dict:
         return {"kind": self.kind, "name": self.name, "condition": [t.to_json() for t in self.condition],
                 "predicate": self.predicate.to_json(), "body": [t.to_json() for t in self.body],
-                "reads_and_writes": [s.to_json() for s in self.reads_and_writes]}
+                "reads_and_writes": [s.to_json() for s in self.reads_and_writes]} | driver_json(self)
 
     def describe(self) -> str:
-        lines = [f"while {self.name} (predicate {self.predicate.text()})", "  condition:"]
+        lines = [f"while {self.name} (predicate {self.predicate.text()}){driver_text(self)}", "  condition:"]
         lines += indented(self.condition)
         lines.append("  body:")
         lines += indented(self.body)
@@ -448,6 +471,7 @@ class ConditionalThunk(ControlFlow):
     branches: list  # lists of thunks; a predicate picks branch 0 when true
     reads_and_writes: tuple[BufferSlice, ...] = ()  # its operands, results and selector
     kind: str = "conditional"
+    driver: NativeDriver | None = None
 
     def nested(self) -> list:
         return [thunk for branch in self.branches for thunk in branch]
@@ -456,8 +480,12 @@ class ConditionalThunk(ControlFlow):
         for branch in self.branches:
             for thunk in branch:
                 thunk.bind(engine)
+        bind_driver(self, engine)
 
     def run(self, bases: list[int], pool) -> None:
+        if self.driver is not None and _observer is None:
+            self.driver.run(bases, pool)
+            return
         value = _read_scalar(bases, self.selector)
         if self.is_predicate:
             index = 0 if value else 1
@@ -468,10 +496,10 @@ class ConditionalThunk(ControlFlow):
     def to_json(self) -> dict:
         return {"kind": self.kind, "name": self.name, "selector": self.selector.to_json(), "is_predicate": self.is_predicate,
                 "branches": [[t.to_json() for t in branch] for branch in self.branches],
-                "reads_and_writes": [s.to_json() for s in self.reads_and_writes]}
+                "reads_and_writes": [s.to_json() for s in self.reads_and_writes]} | driver_json(self)
 
     def describe(self) -> str:
-        lines = [f"conditional {self.name} (selector {self.selector.text()})"]
+        lines = [f"conditional {self.name} (selector {self.selector.text()}){driver_text(self)}"]
         for index, branch in enumerate(self.branches):
             lines.append(f"  branch {index}:")
             lines += indented(branch)
@@ -529,8 +557,10 @@ def from_json(data: dict):
         return ParallelCopyThunk(data["name"], tuple(from_json(c) for c in data["copies"]))
     if kind == "while":
         return WhileThunk(data["name"], [from_json(t) for t in data["condition"]], BufferSlice.from_json(data["predicate"]),
-                          [from_json(t) for t in data["body"]], _slices(data["reads_and_writes"]))
+                          [from_json(t) for t in data["body"]], _slices(data["reads_and_writes"]),
+                          driver=NativeDriver.from_json(data.get("driver")))
     if kind == "conditional":
         return ConditionalThunk(data["name"], BufferSlice.from_json(data["selector"]), data["is_predicate"],
-                                [[from_json(t) for t in branch] for branch in data["branches"]], _slices(data["reads_and_writes"]))
+                                [[from_json(t) for t in branch] for branch in data["branches"]], _slices(data["reads_and_writes"]),
+                                driver=NativeDriver.from_json(data.get("driver")))
     raise MlirxlaError(f"unknown thunk kind '{kind}'")

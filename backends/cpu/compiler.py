@@ -21,8 +21,13 @@ code) out (XLA's CpuCompiler: RunHloPasses, then RunBackend).
    the temps, which keep their offsets. The buffer-assignment dump files and the module's
    `xhlo.buffer_assignment` summary are then written again from that final assignment: the
    dumped assignment is the one the executable runs, scratch included.
-5. One native object for all kernels, which the runtime loads; the thunk sequence is
-   dumped as `thunk-sequence.txt`.
+5. Native drivers (`driver_emitter.py`): each top-level `while` or `conditional` becomes one
+   LLVM function that runs its control flow and calls its kernels, GEMMs and copies, calling
+   back into Python only for what it cannot run itself; dumped as `<driver>.ir-no-opt.ll`
+   and `<driver>.ir-with-opt.ll`, the thunk sequence saying which control flow runs in a
+   native driver.
+6. One native object for all kernels and drivers, which the runtime loads; the thunk
+   sequence is dumped as `thunk-sequence.txt`.
 """
 
 import os
@@ -46,7 +51,7 @@ from mlirxla.transforms.buffer_assignment import Assignment, BufferAssignmentPas
 from mlirxla.transforms.pass_base import PassResult
 from mlirxla.transforms.sharding_remover import partitioning_need
 
-from . import interpreter_fallback, kernel_scratch, kernel_source, llvm_jit, lowering, tiling
+from . import driver_emitter, interpreter_fallback, kernel_scratch, kernel_source, llvm_jit, lowering, tiling
 from .emitters.kernels import KernelSpec
 from .thunk_emitter import Emission, ThunkEmitter
 
@@ -96,11 +101,24 @@ def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pi
                                               f"{tiling.TILE}x{tiling.TILE} for an operand read across the innermost loop")
         plan.allocation_sizes[emission.slab] = assignment.heap.size
         write_summary(module, assignment.summary)
+        drivers = compile_drivers(plan, kernels, emission.decisions)
     for suffix, text in BufferAssignmentReport(assignment).dump_files().items():
         runner.dumps.write(suffix, text)
     dump_kernels(runner.dumps, kernels)
+    for driver in drivers:
+        runner.dumps.write(f"{driver.name}.ir-no-opt.ll", driver.ir_without_opt)
+        runner.dumps.write(f"{driver.name}.ir-with-opt.ll", driver.ir_with_opt)
     runner.dumps.write("thunk-sequence.txt", plan.describe(emission.decisions))
-    return CompiledProgram(plan, llvm_jit.object_code([k.optimized for k in kernels]), emission.decisions)
+    return CompiledProgram(plan, llvm_jit.object_code([k.optimized for k in kernels] + drivers), emission.decisions)
+
+
+def compile_drivers(plan: ExecutablePlan, kernels: list[CompiledKernel], decisions: list[str]) -> list[llvm_jit.OptimizedKernel]:
+    """The native drivers of the plan's control flow, optimized (after the kernels: a driver
+    passes their scratch, placed only once they are compiled)."""
+    used = {kernel.symbol for kernel in kernels}
+    with phases.phase("backend", "native drivers"):
+        return [llvm_jit.optimize(source.symbol, source.ir_text, frozenset(source.calls))
+                for source in driver_emitter.attach_drivers(plan.thunks, used, decisions)]
 
 
 def pipeline_assignment(runner: PipelineRunner) -> Assignment:

@@ -50,8 +50,9 @@ class OptimizedKernel:
     module: "llvm.ModuleRef"
 
 
-def optimize(name: str, ir_text: str) -> OptimizedKernel:
-    """Parse and optimize one kernel's LLVM IR at O3 for the host."""
+def optimize(name: str, ir_text: str, linked: frozenset[str] = frozenset()) -> OptimizedKernel:
+    """Parse and optimize one kernel's LLVM IR at O3 for the host; `linked` are the functions it
+    calls that other modules of the same object define (a native driver calls the kernels)."""
     machine = target_machine()
     try:
         module = llvm.parse_assembly(ir_text)
@@ -66,7 +67,8 @@ def optimize(name: str, ir_text: str) -> OptimizedKernel:
     builder = llvm.create_pass_builder(machine, tuning)
     builder.getModulePassManager().run(module, builder)
     for function in module.functions:
-        if function.is_declaration and not function.name.startswith("llvm.") and native_symbols.process_address(function.name) is None:
+        if function.is_declaration and not function.name.startswith("llvm.") and function.name not in linked \
+                and native_symbols.process_address(function.name) is None:
             raise MlirxlaError(f"kernel {name} calls '{function.name}', which this process does not provide")
     return OptimizedKernel(name, ir_text, str(module), module)
 

@@ -1,0 +1,306 @@
+"""Native drivers for control flow: each top-level `while` or `conditional` thunk becomes one
+LLVM function that runs it, loops, branches and the thunks inside (`runtime/native_drivers.py`
+runs it). Why: walking a loop's thunks from Python costs a round trip per thunk per
+iteration (a 64-step scan of small kernels spent most of its time there); in a driver an
+iteration costs its kernels.
+
+What the driver does for each thunk inside:
+- `kernel`: a direct call (the kernels are linked into the same object), its pointers the
+  execution's base addresses plus the slices' offsets, its scratch arguments those of the
+  first concurrent call (the driver calls it alone);
+- `gemm`: `cblas_?gemm` through a pointer the runtime imports (the BLAS numpy ships), once
+  per matrix of a batch of at most `UNROLLED_GEMMS`;
+- `copy`: memmove; `parallel_copy`: memmoves in an order where no copy overwrites what a
+  later one reads, the copies caught in a cycle through a stack buffer of at most
+  `STACK_BYTES` (a cycle past it is called back);
+- `while` and `conditional` inside: native loops and switches, the predicate or index read
+  from its buffer as the Python walk reads it (a byte unsigned, 4 or 8 bytes signed; an
+  index out of range takes the last branch);
+- anything else (host calls, collectives, sliced kernels, whose slices the thread pool
+  spreads, larger GEMM batches): a call back into Python for that thunk alone.
+
+A control-flow thunk with nothing native inside keeps the Python walk: a driver would only
+call back. Every choice is recorded in the decisions (the thunk-sequence dump).
+"""
+
+from dataclasses import dataclass, field
+
+from mlirxla.runtime import native_drivers
+from mlirxla.runtime.native_drivers import NativeDriver
+from mlirxla.runtime.thunks import (BufferSlice, ConditionalThunk, CopyThunk, GemmThunk, KernelThunk, ParallelCopyThunk,
+                                    SlicedKernelThunk, WhileThunk, every_thunk)
+
+from .thunk_emitter import symbol_for
+
+UNROLLED_GEMMS = 16
+STACK_BYTES = 64 << 10
+BLAS = {"f32": ("cblas_sgemm", "float"), "f64": ("cblas_dgemm", "double")}
+ROW_MAJOR, NO_TRANSPOSE, TRANSPOSE = 101, 111, 112
+
+
+@dataclass
+class DriverSource:
+    symbol: str
+    ir_text: str
+    calls: list[str]  # the kernels it calls directly (defined elsewhere in the object)
+
+
+@dataclass
+class _Counts:
+    native: int = 0
+    python: list[str] = field(default_factory=list)
+
+
+def python_reason(thunk) -> str | None:
+    """Why the driver calls `thunk` back into Python (None: it runs it natively)."""
+    if isinstance(thunk, SlicedKernelThunk):
+        return f"{thunk.name} (sliced kernel x{thunk.slices}: its slices spread over the thread pool)"
+    if isinstance(thunk, (KernelThunk, CopyThunk, WhileThunk, ConditionalThunk)):
+        return None
+    if isinstance(thunk, GemmThunk):
+        if thunk.element not in BLAS:
+            return f"{thunk.name} (a {thunk.element} GEMM)"
+        return None if thunk.batch <= UNROLLED_GEMMS else f"{thunk.name} (a batch of {thunk.batch} GEMMs)"
+    if isinstance(thunk, ParallelCopyThunk):
+        return None if not _cycle_too_large(thunk) else f"{thunk.name} (a cycle of copies over {STACK_BYTES} bytes)"
+    return f"{thunk.name} ({thunk.kind} thunk)"
+
+
+def overlaps(a: BufferSlice, b: BufferSlice) -> bool:
+    return a.allocation == b.allocation and a.offset < b.offset + b.size and b.offset < a.offset + a.size
+
+
+def copy_order(copies) -> tuple[list, list]:
+    """(copies in an order where none overwrites a later one's source, the copies left in a
+    cycle, which need their sources saved first)."""
+    remaining, ordered = list(copies), []
+    while remaining:
+        free = next((c for c in remaining if not any(overlaps(c.destination, o.source) for o in remaining if o is not c)), None)
+        if free is None:
+            break
+        ordered.append(free)
+        remaining.remove(free)
+    return ordered, remaining
+
+
+def _cycle_too_large(thunk: ParallelCopyThunk) -> bool:
+    return sum(c.source.size for c in copy_order(thunk.copies)[1]) > STACK_BYTES
+
+
+class DriverWriter:
+    """The LLVM IR of one driver, written as text: `entry` loads what every iteration uses
+    (base addresses, imports) and holds the stack buffers; `body` is the control flow."""
+
+    def __init__(self, symbol: str, root):
+        self.symbol = symbol
+        self.positions = {id(thunk): index for index, thunk in enumerate(every_thunk([root]))}
+        self.entry: list[str] = []
+        self.body: list[str] = []
+        self.names = 0
+        self.bases: dict[int, str] = {}
+        self.imports: list[str] = [native_drivers.PYTHON]
+        self.loaded_imports: dict[str, str] = {}
+        self.kernels: dict[str, int] = {}
+        self.python_thunks: list[int] = []
+        self.python_reasons: list[str] = []
+        self.counts = _Counts()
+
+    def fresh(self, stem: str) -> str:
+        self.names += 1
+        return f"{stem}{self.names}"
+
+    # --- values ----------------------------------------------------------------------------
+
+    def base(self, allocation: int) -> str:
+        if allocation not in self.bases:
+            slot, name = f"%slot{allocation}", f"%base{allocation}"
+            self.entry += [f"  {slot} = getelementptr i64, ptr %bases, i64 {allocation}", f"  {name} = load ptr, ptr {slot}"]
+            self.bases[allocation] = name
+        return self.bases[allocation]
+
+    def address(self, at: BufferSlice, extra: int = 0) -> str:
+        name = "%" + self.fresh("p")
+        self.body.append(f"  {name} = getelementptr i8, ptr {self.base(at.allocation)}, i64 {at.offset + extra}")
+        return name
+
+    def imported(self, name: str) -> str:
+        if name not in self.loaded_imports:
+            self.imports.append(name)
+            slot, value = "%" + self.fresh("import_slot"), "%" + self.fresh("import")
+            self.entry += [f"  {slot} = getelementptr i64, ptr %imports, i64 {len(self.imports) - 1}",
+                           f"  {value} = load ptr, ptr {slot}"]
+            self.loaded_imports[name] = value
+        return self.loaded_imports[name]
+
+    def scalar(self, at: BufferSlice) -> str:
+        """The predicate's or index's value as i64, read as `thunks._read_scalar` reads it."""
+        pointer = self.address(at)
+        width = {1: "i8", 4: "i32"}.get(at.size, "i64")
+        loaded, value = "%" + self.fresh("v"), "%" + self.fresh("v")
+        self.body.append(f"  {loaded} = load {width}, ptr {pointer}")
+        if width == "i64":
+            return loaded
+        extend = "zext" if width == "i8" else "sext"
+        self.body.append(f"  {value} = {extend} {width} {loaded} to i64")
+        return value
+
+    def label(self, name: str) -> None:
+        self.body.append(f"{name}:")
+
+    # --- thunks ----------------------------------------------------------------------------
+
+    def emit_sequence(self, thunks: list) -> None:
+        for thunk in thunks:
+            self.emit(thunk)
+
+    def emit(self, thunk) -> None:
+        if (reason := python_reason(thunk)) is not None:
+            self.emit_call_back(thunk, reason)
+        elif isinstance(thunk, WhileThunk):
+            self.emit_while(thunk)
+        elif isinstance(thunk, ConditionalThunk):
+            self.emit_conditional(thunk)
+        elif isinstance(thunk, KernelThunk):
+            self.emit_kernel(thunk)
+        elif isinstance(thunk, GemmThunk):
+            self.emit_gemm(thunk)
+        elif isinstance(thunk, CopyThunk):
+            self.emit_copy(thunk.source, thunk.destination)
+        else:
+            self.emit_parallel_copy(thunk)
+
+    def emit_call_back(self, thunk, reason: str) -> None:
+        index = len(self.python_thunks)
+        self.python_thunks.append(self.positions[id(thunk)])
+        self.python_reasons.append(reason)
+        self.counts.python.append(reason)
+        status, failed, next_block = "%" + self.fresh("status"), "%" + self.fresh("failed"), self.fresh("after_python")
+        self.body += [f"  {status} = call i32 {self.imported(native_drivers.PYTHON)}(i64 {index})",
+                      f"  {failed} = icmp ne i32 {status}, 0",
+                      f"  br i1 {failed}, label %fail, label %{next_block}"]
+        self.label(next_block)
+
+    def emit_kernel(self, thunk: KernelThunk) -> None:
+        pointers = [self.address(at) for at in thunk.arguments]
+        if thunk.scratch is not None:
+            pointers += [self.address(thunk.scratch, offset) for offset in thunk.scratch_offsets]
+        self.kernels[thunk.symbol] = len(pointers)
+        self.body.append(f"  call void @{thunk.symbol}({', '.join(f'ptr {p}' for p in pointers)})")
+        self.counts.native += 1
+
+    def emit_gemm(self, thunk: GemmThunk) -> None:
+        name, scalar = BLAS[thunk.element]
+        width = 4 if thunk.element == "f32" else 8
+        function = self.imported(name)
+        lda = thunk.m if thunk.transpose_lhs else thunk.k
+        ldb = thunk.k if thunk.transpose_rhs else thunk.n
+        ta = TRANSPOSE if thunk.transpose_lhs else NO_TRANSPOSE
+        tb = TRANSPOSE if thunk.transpose_rhs else NO_TRANSPOSE
+        for index in range(thunk.batch):
+            a = self.address(thunk.lhs, index * thunk.m * thunk.k * width)
+            b = self.address(thunk.rhs, index * thunk.k * thunk.n * width)
+            c = self.address(thunk.out, index * thunk.m * thunk.n * width)
+            self.body.append(f"  call void {function}(i32 {ROW_MAJOR}, i32 {ta}, i32 {tb}, i64 {thunk.m}, i64 {thunk.n}, "
+                             f"i64 {thunk.k}, {scalar} 1.0, ptr {a}, i64 {lda}, ptr {b}, i64 {ldb}, {scalar} 0.0, "
+                             f"ptr {c}, i64 {thunk.n})")
+        self.counts.native += 1
+
+    def emit_copy(self, source: BufferSlice, destination: BufferSlice) -> None:
+        if source.size:
+            to, of = self.address(destination), self.address(source)
+            self.body.append(f"  call void @llvm.memmove.p0.p0.i64(ptr {to}, ptr {of}, i64 {source.size}, i1 false)")
+
+    def emit_parallel_copy(self, thunk: ParallelCopyThunk) -> None:
+        ordered, cycle = copy_order(thunk.copies)
+        kept = self.save_sources(cycle)
+        for copy in ordered:
+            self.emit_copy(copy.source, copy.destination)
+        for copy, saved in zip(cycle, kept):
+            self.body.append(f"  call void @llvm.memcpy.p0.p0.i64(ptr {self.address(copy.destination)}, ptr {saved}, "
+                             f"i64 {copy.source.size}, i1 false)")
+        self.counts.native += 1
+
+    def save_sources(self, copies: list) -> list[str]:
+        """Copy the sources of `copies` to a stack buffer; where each one is kept."""
+        if not copies:
+            return []
+        stack = "%" + self.fresh("saved")
+        self.entry.append(f"  {stack} = alloca [{sum(c.source.size for c in copies)} x i8], align 64")
+        kept, offset = [], 0
+        for copy in copies:
+            at = "%" + self.fresh("kept")
+            self.body += [f"  {at} = getelementptr i8, ptr {stack}, i64 {offset}",
+                          f"  call void @llvm.memcpy.p0.p0.i64(ptr {at}, ptr {self.address(copy.source)}, i64 {copy.source.size}, i1 false)"]
+            kept.append(at)
+            offset += copy.source.size
+        return kept
+
+    def emit_while(self, thunk: WhileThunk) -> None:
+        check, body, done = self.fresh("condition"), self.fresh("body"), self.fresh("after_while")
+        self.body.append(f"  br label %{check}")
+        self.label(check)
+        self.emit_sequence(thunk.condition)
+        going = "%" + self.fresh("going")
+        self.body += [f"  {going} = icmp ne i64 {self.scalar(thunk.predicate)}, 0", f"  br i1 {going}, label %{body}, label %{done}"]
+        self.label(body)
+        self.emit_sequence(thunk.body)
+        self.body.append(f"  br label %{check}")
+        self.label(done)
+
+    def emit_conditional(self, thunk: ConditionalThunk) -> None:
+        value = self.scalar(thunk.selector)
+        blocks = [self.fresh("branch") for _ in thunk.branches]
+        done = self.fresh("after_conditional")
+        if thunk.is_predicate:
+            taken = "%" + self.fresh("taken")
+            self.body += [f"  {taken} = icmp ne i64 {value}, 0", f"  br i1 {taken}, label %{blocks[0]}, label %{blocks[-1]}"]
+        else:
+            cases = " ".join(f"i64 {index}, label %{block}" for index, block in enumerate(blocks[:-1]))
+            self.body.append(f"  switch i64 {value}, label %{blocks[-1]} [ {cases} ]")
+        for block, branch in zip(blocks, thunk.branches):
+            self.label(block)
+            self.emit_sequence(branch)
+            self.body.append(f"  br label %{done}")
+        self.label(done)
+
+    # --- the function ----------------------------------------------------------------------
+
+    def text(self) -> str:
+        declarations = [f"declare void @{symbol}({', '.join(['ptr'] * count)})" for symbol, count in self.kernels.items()]
+        declarations += ["declare void @llvm.memmove.p0.p0.i64(ptr, ptr, i64, i1)",
+                         "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)"]
+        return "\n".join([
+            f"; native driver {self.symbol}: the loop or conditional and its thunks in compiled code",
+            *declarations, "",
+            f"define i32 @{self.symbol}(ptr noalias %bases, ptr noalias %imports) {{",
+            "entry:", *self.entry, "  br label %start",
+            "start:", *self.body, "  ret i32 0",
+            "fail:", "  ret i32 1", "}", ""])
+
+
+def drive(thunk, used: set[str]) -> tuple[DriverSource | None, str]:
+    """The driver of control-flow thunk `thunk` and the decision that says what it runs
+    natively; (None, why not) when nothing inside could run natively."""
+    writer = DriverWriter(symbol_for(f"driver_{thunk.name}", used), thunk)
+    writer.emit(thunk)
+    what = f"{thunk.kind} {thunk.name}"
+    if writer.counts.native == 0:
+        used.discard(writer.symbol)
+        return None, f"{what}: runs in Python (nothing inside runs natively: {', '.join(writer.counts.python)})"
+    thunk.driver = NativeDriver(writer.symbol, tuple(writer.imports), tuple(writer.python_thunks), tuple(writer.python_reasons))
+    back = f"; back into Python for {', '.join(writer.counts.python)}" if writer.counts.python else ""
+    decision = f"{what}: native driver {writer.symbol} runs its control flow and {writer.counts.native} thunk(s) in compiled code{back}"
+    return DriverSource(writer.symbol, writer.text(), list(writer.kernels)), decision
+
+
+def attach_drivers(thunks: list, used: set[str], decisions: list[str]) -> list[DriverSource]:
+    """Give every top-level control-flow thunk of `thunks` its driver where one helps; their
+    sources, to compile with the kernels."""
+    sources = []
+    for thunk in thunks:
+        if isinstance(thunk, (WhileThunk, ConditionalThunk)):
+            source, decision = drive(thunk, used)
+            decisions.append(decision)
+            if source is not None:
+                sources.append(source)
+    return sources

@@ -1,0 +1,230 @@
+"""Native drivers: while loops and conditionals run as one compiled function each
+(`backends/cpu/driver_emitter.py`, `runtime/native_drivers.py`). Results against the reference
+interpreter (and jax's CPU backend for the jax programs), and the thunk sequence and the
+decisions saying which control flow runs natively and what calls back into Python."""
+
+import os
+
+import numpy as np
+import pytest
+
+from mlirxla import frontdoor
+from mlirxla.backends.cpu.driver_emitter import copy_order
+from mlirxla.context import new_context
+from mlirxla.errors import MlirxlaError
+from mlirxla.runtime import thunks
+from mlirxla.runtime.client import Client, CompileOptions
+from mlirxla.runtime.thunks import ConditionalThunk, HostThunk, WhileThunk, every_thunk
+
+from .conftest import JAX_PROGRAMS, random_arguments, reference_outputs
+
+# a loop whose body sorts (a host call: called back into Python) and adds to the counter
+SORT_IN_LOOP = """func.func @main(%v: tensor<8xf32>) -> (tensor<8xf32>, tensor<i32>) {
+  %zero = stablehlo.constant dense<0> : tensor<i32>
+  %0:2 = stablehlo.while(%i = %zero, %x = %v) : tensor<i32>, tensor<8xf32>
+  cond {
+    %three = stablehlo.constant dense<3> : tensor<i32>
+    %lt = stablehlo.compare LT, %i, %three, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %lt : tensor<i1>
+  } do {
+    %one = stablehlo.constant dense<1> : tensor<i32>
+    %next = stablehlo.add %i, %one : tensor<i32>
+    %neg = stablehlo.negate %x : tensor<8xf32>
+    %sorted = "stablehlo.sort"(%neg) ({
+    ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+      %c = stablehlo.compare LT, %a, %b, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
+      stablehlo.return %c : tensor<i1>
+    }) {dimension = 0 : i64, is_stable = true} : (tensor<8xf32>) -> tensor<8xf32>
+    stablehlo.return %next, %sorted : tensor<i32>, tensor<8xf32>
+  }
+  return %0#1, %0#0 : tensor<8xf32>, tensor<i32>
+}
+"""
+
+# carried values swapped each iteration (a parallel copy whose copies form a cycle)
+SWAP = """func.func @main(%a: tensor<4xf32>, %b: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<i32>) {
+  %zero = stablehlo.constant dense<0> : tensor<i32>
+  %0:3 = stablehlo.while(%i = %zero, %x = %a, %y = %b) : tensor<i32>, tensor<4xf32>, tensor<4xf32>
+  cond {
+    %five = stablehlo.constant dense<5> : tensor<i32>
+    %lt = stablehlo.compare LT, %i, %five, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %lt : tensor<i1>
+  } do {
+    %one = stablehlo.constant dense<1> : tensor<i32>
+    %next = stablehlo.add %i, %one : tensor<i32>
+    stablehlo.return %next, %y, %x : tensor<i32>, tensor<4xf32>, tensor<4xf32>
+  }
+  return %0#1, %0#2, %0#0 : tensor<4xf32>, tensor<4xf32>, tensor<i32>
+}
+"""
+
+# a predicate `if` at the top level: its driver branches on a byte
+IF = """func.func @main(%p: tensor<i1>, %x: tensor<4xf32>, %y: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = "stablehlo.if"(%p) ({
+    %s = stablehlo.add %x, %y : tensor<4xf32>
+    stablehlo.return %s : tensor<4xf32>
+  }, {
+    %m = stablehlo.multiply %x, %y : tensor<4xf32>
+    stablehlo.return %m : tensor<4xf32>
+  }) : (tensor<i1>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+"""
+
+# a loop inside a loop, the inner trip count read from the data
+NESTED = """func.func @main(%v: tensor<16xf32>, %n: tensor<i32>) -> (tensor<16xf32>) {
+  %zero = stablehlo.constant dense<0> : tensor<i32>
+  %0:2 = stablehlo.while(%i = %zero, %x = %v) : tensor<i32>, tensor<16xf32>
+  cond {
+    %four = stablehlo.constant dense<4> : tensor<i32>
+    %lt = stablehlo.compare LT, %i, %four, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %lt : tensor<i1>
+  } do {
+    %one = stablehlo.constant dense<1> : tensor<i32>
+    %next = stablehlo.add %i, %one : tensor<i32>
+    %1:2 = stablehlo.while(%j = %zero, %y = %x) : tensor<i32>, tensor<16xf32>
+    cond {
+      %lt = stablehlo.compare LT, %j, %n, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %lt : tensor<i1>
+    } do {
+      %jn = stablehlo.add %j, %one : tensor<i32>
+      %s = stablehlo.sine %y : tensor<16xf32>
+      %t = stablehlo.add %y, %s : tensor<16xf32>
+      stablehlo.return %jn, %t : tensor<i32>, tensor<16xf32>
+    }
+    stablehlo.return %next, %1#1 : tensor<i32>, tensor<16xf32>
+  }
+  return %0#1 : tensor<16xf32>
+}
+"""
+
+
+def driven(executable) -> list:
+    """The control-flow thunks that run in a native driver."""
+    return [t for t in every_thunk(executable.executable.plan.thunks)
+            if isinstance(t, (WhileThunk, ConditionalThunk)) and t.driver is not None]
+
+
+def matches_reference(executable, text: str, arguments: list) -> None:
+    module = frontdoor.import_text(text, "-", new_context()).module
+    for got, expected in zip(executable.execute_numpy(arguments), reference_outputs(module, arguments)):
+        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+
+
+def test_loop_with_a_host_call_runs_natively_and_calls_the_sort_back():
+    executable = Client().compile(SORT_IN_LOOP)
+    sequence = executable.thunk_sequence()
+    assert "in native driver" in sequence and "back into Python for sort" in sequence
+    (loop,) = driven(executable)
+    (called_back,) = loop.driver.called_back
+    assert isinstance(called_back, HostThunk) and called_back.call == "sort"
+    matches_reference(executable, SORT_IN_LOOP, [np.array([3, -1, 4, 1, -5, 9, 2, -6], np.float32)])
+
+
+def test_swapped_carried_values_match_the_reference():
+    executable = Client().compile(SWAP)
+    (loop,) = driven(executable)
+    (swap,) = [t for t in every_thunk([loop]) if isinstance(t, thunks.ParallelCopyThunk)]
+    assert copy_order(swap.copies)[1], "the swap's copies form a cycle, saved on the driver's stack"
+    assert loop.driver.python_thunks == ()
+    matches_reference(executable, SWAP, [np.arange(1, 5, dtype=np.float32), np.full(4, 0.5, np.float32)])
+
+
+@pytest.mark.parametrize("predicate", [True, False])
+def test_predicate_if_matches_the_reference(predicate):
+    executable = Client().compile(IF)
+    (conditional,) = driven(executable)
+    assert conditional.is_predicate
+    matches_reference(executable, IF, [np.bool_(predicate), np.arange(1, 5, dtype=np.float32), np.full(4, 3, np.float32)])
+
+
+@pytest.mark.parametrize("trips", [0, 1, 3])
+def test_nested_loop_with_a_data_dependent_trip_count_matches_the_reference(trips):
+    executable = Client().compile(NESTED)
+    (outer,) = driven(executable)
+    assert any(isinstance(t, WhileThunk) and t is not outer for t in every_thunk([outer]))
+    matches_reference(executable, NESTED, [np.linspace(-1, 1, 16, dtype=np.float32), np.int32(trips)])
+
+
+def test_an_error_in_a_called_back_thunk_is_raised_by_the_execution(monkeypatch):
+    """The driver stops at the failed call back, and the error reaches the caller."""
+    executable = Client().compile(SORT_IN_LOOP)
+    (called_back,) = driven(executable)[0].driver.called_back
+
+    def fail(bases, pool):
+        raise MlirxlaError("the sort failed")
+
+    monkeypatch.setattr(called_back, "run", fail)
+    with pytest.raises(MlirxlaError, match="the sort failed"):
+        executable.execute_numpy([np.zeros(8, np.float32)])
+
+
+def test_while_a_profile_records_the_loop_is_walked_from_python(monkeypatch):
+    """A profile times every thunk inside: the driver stands aside while one observes."""
+    executable = Client().compile(NESTED)
+    (outer,) = driven(executable)
+    ran = []
+
+    class Counting:
+        def run(self, thunk, bases, pool):
+            ran.append(thunk.kind)
+            thunk.run(bases, pool)
+
+        def execution(self, sequence, run):
+            run()
+
+    monkeypatch.setattr(outer.driver, "run", lambda bases, pool: pytest.fail("the driver ran under a profile"))
+    thunks.observe(Counting())
+    try:
+        matches_reference(executable, NESTED, [np.linspace(-1, 1, 16, dtype=np.float32), np.int32(2)])
+    finally:
+        thunks.observe(None)
+    assert ran.count("while") == 1 + 4  # the outer loop, then the inner one per outer iteration
+
+
+def test_cached_plan_keeps_its_driver(tmp_path):
+    first = Client(cache_dir=str(tmp_path)).compile(SWAP)
+    second = Client(cache_dir=str(tmp_path)).compile(SWAP)
+    assert second.executable is not first.executable
+    assert [t.driver.symbol for t in driven(second)] == [t.driver.symbol for t in driven(first)]
+    matches_reference(second, SWAP, [np.arange(4, dtype=np.float32), np.ones(4, np.float32)])
+
+
+def test_dump_says_which_control_flow_runs_natively(tmp_path):
+    Client().compile(SORT_IN_LOOP, CompileOptions(dump_to=str(tmp_path)))
+    (sequence,) = [name for name in os.listdir(tmp_path) if name.endswith("thunk-sequence.txt")]
+    text = open(os.path.join(tmp_path, sequence)).read()
+    assert "while while: native driver driver_while runs its control flow" in text
+    assert any(name.endswith("driver_while.ir-with-opt.ll") for name in os.listdir(tmp_path))
+
+
+def test_scan_program_matches_the_reference():
+    path = os.path.join(JAX_PROGRAMS, "programs", "scan.stablehlo.mlir")
+    text = open(path).read()
+    executable = Client().compile(text)
+    (loop,) = driven(executable)
+    assert loop.driver.python_thunks == ()
+    module = frontdoor.import_text(text, path, new_context()).module
+    arguments = [a * np.float32(0.1) for a in random_arguments(module, 1)]
+    for got, expected in zip(executable.execute_numpy(arguments), reference_outputs(module, arguments)):
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.jax
+@pytest.mark.parametrize("name", ["rnn_scan", "fori", "collatz", "cond_scan"])
+def test_loop_benchmark_programs_match_jax_cpu(name):
+    """The programs of benchmarks/loops_vs_xla.py, each loop in a native driver, as XLA:CPU computes them."""
+    import sys
+
+    jax = pytest.importorskip("jax")
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
+    from loops_vs_xla import programs
+
+    function, arguments = programs(np.random.default_rng(2))[name]
+    executable = Client().compile(jax.jit(function).lower(*arguments).as_text())
+    assert driven(executable)
+    cpu = jax.devices("cpu")[0]
+    expected = jax.tree_util.tree_leaves(jax.jit(function)(*jax.device_put(arguments, cpu)))
+    got = executable.execute_numpy([np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(arguments)])
+    for actual, wanted in zip(got, expected):
+        np.testing.assert_allclose(actual, np.asarray(wanted), rtol=1e-4, atol=1e-5)
