@@ -228,3 +228,43 @@ def test_loop_benchmark_programs_match_jax_cpu(name):
     got = executable.execute_numpy([np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(arguments)])
     for actual, wanted in zip(got, expected):
         np.testing.assert_allclose(actual, np.asarray(wanted), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.jax
+def test_callbacks_inside_a_loop_run_in_order_and_their_errors_reach_the_caller(monkeypatch):
+    """An ordered io_callback inside a fori_loop on the plugin: the driver calls it back once
+    per iteration, in order; one that raises stops the loop and the error reaches jax."""
+    jax = pytest.importorskip("jax")
+    from jax.experimental import io_callback
+
+    from mlirxla.runtime.native_drivers import NativeDriver
+
+    device = jax.devices("mlirxla")[0]
+    seen, drivers_run = [], []
+    run = NativeDriver.run
+    monkeypatch.setattr(NativeDriver, "run", lambda driver, bases, pool: (drivers_run.append(driver.python_reasons),
+                                                                          run(driver, bases, pool)))
+
+    def program(x):
+        def step(i, total):
+            io_callback(lambda value: seen.append(int(value)), None, i, ordered=True)
+            return total * 2 + i
+        return jax.lax.fori_loop(0, 5, step, x)
+
+    with jax.default_device(device):
+        assert int(jax.jit(program)(np.int32(1))) == ((((1 * 2 + 0) * 2 + 1) * 2 + 2) * 2 + 3) * 2 + 4
+    assert seen == [0, 1, 2, 3, 4]
+    assert len(drivers_run) == 1 and len(drivers_run[0]) == 1 and "host thunk" in drivers_run[0][0]
+
+    def refuse(i):
+        if int(i) == 2:
+            raise ValueError("no third step")
+
+    def failing(x):
+        def step(i, total):
+            io_callback(refuse, None, i, ordered=True)
+            return total + i
+        return jax.lax.fori_loop(0, 5, step, x)
+
+    with jax.default_device(device), pytest.raises(jax.errors.JaxRuntimeError, match="no third step"):
+        jax.jit(failing)(np.int32(0)).block_until_ready()
