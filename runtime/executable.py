@@ -27,6 +27,7 @@ from mlirxla.errors import MlirxlaError
 from . import blas, memory
 from . import thunks as thunk_kinds
 from .executor import ThreadPool, plan_graph, run_thunks
+from .native_drivers import NativeDriver
 from .thunks import BufferSlice
 
 TOKEN_TYPE = "!stablehlo.token"  # xhlo keeps StableHLO's token type
@@ -80,6 +81,7 @@ class ExecutablePlan:
     # and output, the global shape and sharding; empty when no partitioner rewrote the entry
     global_parameters: list[GlobalValue] = field(default_factory=list)
     global_outputs: list[GlobalValue] = field(default_factory=list)
+    driver: NativeDriver | None = None  # runs the whole thunk sequence when the backend compiled one
 
     def to_json(self) -> dict:
         return {
@@ -92,7 +94,7 @@ class ExecutablePlan:
             "thunks": [t.to_json() for t in self.thunks],
             "grid": [self.replica_count, self.partition_count],
             "global_entry": [[v.to_json() for v in self.global_parameters], [v.to_json() for v in self.global_outputs]],
-        }
+        } | ({} if self.driver is None else {"driver": self.driver.to_json()})
 
     @classmethod
     def from_json(cls, data: dict) -> "ExecutablePlan":
@@ -107,12 +109,15 @@ class ExecutablePlan:
             # compile caches written before plans kept their grid hold single-device plans
             *(int(count) for count in data.get("grid", (1, 1))),
             *([GlobalValue.from_json(v) for v in values] for values in data.get("global_entry", ([], []))),
+            NativeDriver.from_json(data.get("driver")),
         )
 
     def describe(self, decisions: list[str] = ()) -> str:
         lines = ["allocations:"]
         for index, (kind, size) in enumerate(zip(self.allocation_kinds, self.allocation_sizes)):
             lines.append(f"  #{index} {kind} {size} bytes")
+        if self.driver is not None:
+            lines.append(f"every thunk below runs in {self.driver.describe()}")
         lines.append("thunks:")
         for thunk in self.thunks:
             lines += ["  " + line for line in thunk.describe().splitlines()]
@@ -143,6 +148,11 @@ def written_parameters(plan: ExecutablePlan) -> frozenset[int]:
                      for at in thunk.writes if kinds[at.allocation] == "parameter")
 
 
+def runs_in_order(plan: ExecutablePlan) -> bool:
+    """Whether the executor runs the plan's thunks one after another (no dependency graph)."""
+    return talks_to_devices(plan) or plan_graph(plan.thunks) is None
+
+
 def calls_blas(plan: ExecutablePlan) -> bool:
     return any(isinstance(thunk, thunk_kinds.GemmThunk) for thunk in thunk_kinds.every_thunk(plan.thunks))
 
@@ -170,10 +180,12 @@ class Executable:
         self.code = registry.backend(plan.backend).load_code(object_code)
         for thunk in plan.thunks:
             thunk.bind(self.code)
+        if plan.driver is not None:
+            plan.driver.bind(self.code, list(thunk_kinds.every_thunk(plan.thunks)))
         self.pool = pool or ThreadPool.shared()
         # collectives wait for other devices: their program runs in order on the device's thread,
         # so that no pool worker waits at a rendezvous for work queued behind it
-        self.graph = None if talks_to_devices(plan) else plan_graph(plan.thunks)
+        self.graph = None if runs_in_order(plan) else plan_graph(plan.thunks)
         self.calls_blas = calls_blas(plan)
         self.constants = {index: np.ascontiguousarray(data) for index, data in plan.constants.items()}
         self.parameter_checks = [(np.dtype(p.dtype), tuple(p.shape)) for p in plan.parameters]
@@ -238,9 +250,9 @@ class Executable:
             bases[index] = address(array)
         if self.calls_blas:  # on OpenBLAS's own thread count, or the grid's on a device's thread
             with blas.gemm_threads(None):
-                run_thunks(self.plan.thunks, bases, self.pool, self.graph)
+                run_thunks(self.plan.thunks, bases, self.pool, self.graph, self.plan.driver)
         else:
-            run_thunks(self.plan.thunks, bases, self.pool, self.graph)
+            run_thunks(self.plan.thunks, bases, self.pool, self.graph, self.plan.driver)
         return [self.output(o, storage, arrays, donated) for o in self.outputs]
 
     def allocate(self) -> dict[int, np.ndarray]:

@@ -106,14 +106,19 @@ def is_chain(nodes: list[Node]) -> bool:
     return all(len(n.successors) <= 1 for n in nodes) and all(n.pending <= 1 for n in nodes)
 
 
-def run_thunks(thunks: list, bases: list[int], pool: ThreadPool | None, graph: list[Node] | None = None) -> None:
-    """Run `thunks` in order, or as `graph` (from `plan_graph`) on the pool; through the
-    observer when a profile records."""
+def run_thunks(thunks: list, bases: list[int], pool: ThreadPool | None, graph: list[Node] | None = None,
+               driver=None) -> None:
+    """Run `thunks` in order, or as `graph` (from `plan_graph`) on the pool, or by their native
+    `driver` (`native_drivers.py`) when they have one; through the observer when a profile
+    records."""
     if _local.alone:
         pool = graph = None
     observing = observer()
     if observing is None:
-        run_planned(thunks, bases, pool, graph)
+        if driver is not None:
+            driver.run(bases, pool)
+        else:
+            run_planned(thunks, bases, pool, graph)
     else:
         observing.execution(thunks, lambda: run_planned(thunks, bases, pool, graph))
 

@@ -1,5 +1,6 @@
-"""Native drivers: a while loop or a conditional run by one compiled function instead of the
-Python walk of its thunks (`backends/cpu/driver_emitter.py` writes them).
+"""Native drivers: an executable's thunk sequence, or a while loop or a conditional in it, run
+by one compiled function instead of the Python walk of its thunks
+(`backends/cpu/driver_emitter.py` writes them).
 
 A driver is `i32 driver(i64 *bases, i64 *imports)`: it reads its buffers' addresses from the
 execution's address table, calls the kernels directly (they are in the same object), GEMMs
@@ -66,10 +67,11 @@ def import_address(name: str) -> int:
 
 @dataclass
 class NativeDriver:
-    """The compiled function that runs one control-flow thunk: its symbol, the functions it
-    calls through pointers (`imports`), which of the thunks inside (positions in
-    `thunks.every_thunk` order, the control-flow thunk itself at 0) it calls back into
-    Python, and why each of those is not native."""
+    """The compiled function that runs a thunk sequence or one control-flow thunk: its symbol,
+    the functions it calls through pointers (`imports`), which of the thunks it runs
+    (positions in `thunks.every_thunk` order of what it runs: the sequence, or the
+    control-flow thunk itself at 0) it calls back into Python, and why each of those is not
+    native."""
 
     symbol: str
     imports: tuple[str, ...]

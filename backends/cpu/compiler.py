@@ -21,11 +21,12 @@ code) out (XLA's CpuCompiler: RunHloPasses, then RunBackend).
    the temps, which keep their offsets. The buffer-assignment dump files and the module's
    `xhlo.buffer_assignment` summary are then written again from that final assignment: the
    dumped assignment is the one the executable runs, scratch included.
-5. Native drivers (`driver_emitter.py`): each top-level `while` or `conditional` becomes one
-   LLVM function that runs its control flow and calls its kernels, GEMMs and copies, calling
-   back into Python only for what it cannot run itself; dumped as `<driver>.ir-no-opt.ll`
-   and `<driver>.ir-with-opt.ll`, the thunk sequence saying which control flow runs in a
-   native driver.
+5. Native drivers (`driver_emitter.py`): a thunk sequence the executor runs in order becomes
+   one LLVM function for the executable (when it is long enough to gain or holds control
+   flow); otherwise each top-level `while` or `conditional` becomes one. A driver runs the
+   control flow and calls the kernels, GEMMs and copies, calling back into Python only for
+   what it cannot run itself; dumped as `<driver>.ir-no-opt.ll` and
+   `<driver>.ir-with-opt.ll`, the thunk sequence saying what runs in a native driver.
 6. One native object for all kernels and drivers, which the runtime loads; the thunk
    sequence is dumped as `thunk-sequence.txt`.
 """
@@ -44,7 +45,7 @@ from mlirxla.pipelines import named_pipeline
 from mlirxla.pipelines.dumps import DumpWriter
 from mlirxla.pipelines.runner import PipelineRunner, RunOptions
 from mlirxla.backends.backend import CompiledProgram
-from mlirxla.runtime.executable import ExecutablePlan
+from mlirxla.runtime.executable import ExecutablePlan, runs_in_order
 from mlirxla.runtime.thunks import BufferSlice, KernelThunk, SlicedKernelThunk, every_thunk
 from mlirxla.transforms import erasure
 from mlirxla.transforms.buffer_assignment import Assignment, BufferAssignmentPass, BufferAssignmentReport, place_scratch, write_summary
@@ -117,8 +118,11 @@ def compile_drivers(plan: ExecutablePlan, kernels: list[CompiledKernel], decisio
     passes their scratch, placed only once they are compiled)."""
     used = {kernel.symbol for kernel in kernels}
     with phases.phase("backend", "native drivers"):
-        return [llvm_jit.optimize(source.symbol, source.ir_text, frozenset(source.calls))
-                for source in driver_emitter.attach_drivers(plan.thunks, used, decisions)]
+        if runs_in_order(plan) and driver_emitter.worth_one_driver(plan.thunks):
+            sources = driver_emitter.drive_executable(plan, used, decisions)
+        else:
+            sources = driver_emitter.attach_drivers(plan.thunks, used, decisions)
+        return [llvm_jit.optimize(source.symbol, source.ir_text, frozenset(source.calls)) for source in sources]
 
 
 def pipeline_assignment(runner: PipelineRunner) -> Assignment:

@@ -1,8 +1,13 @@
-"""Native drivers for control flow: each top-level `while` or `conditional` thunk becomes one
-LLVM function that runs it, loops, branches and the thunks inside (`runtime/native_drivers.py`
-runs it). Why: walking a loop's thunks from Python costs a round trip per thunk per
-iteration (a 64-step scan of small kernels spent most of its time there); in a driver an
-iteration costs its kernels.
+"""Native drivers: an executable's thunk sequence, or each of its top-level `while` and
+`conditional` thunks, as one LLVM function that runs the thunks, loops and branches
+(`runtime/native_drivers.py` runs it). Why: walking thunks from Python costs a round trip per
+thunk (per iteration, in a loop: a 64-step scan of small kernels spent most of its time
+there); in a driver an iteration costs its kernels.
+
+Which: a sequence that runs in order (`executable.runs_in_order`: short, a chain, or talking
+to other devices) of at least `MANY_THUNKS` thunks, or holding control flow, gets one driver
+for all of it (`plan.driver`); a sequence the executor runs as a dependency graph on the
+pool keeps that walk, and each control-flow thunk in it gets a driver of its own.
 
 What the driver does for each thunk inside:
 - `kernel`: a direct call (the kernels are linked into the same object), its pointers the
@@ -32,6 +37,7 @@ from mlirxla.runtime.thunks import (BufferSlice, ConditionalThunk, CopyThunk, Ge
 
 from .thunk_emitter import symbol_for
 
+MANY_THUNKS = 3  # a sequence this long (or holding control flow) runs faster in one driver
 UNROLLED_GEMMS = 16
 STACK_BYTES = 64 << 10
 BLAS = {"f32": ("cblas_sgemm", "float"), "f64": ("cblas_dgemm", "double")}
@@ -91,9 +97,9 @@ class DriverWriter:
     """The LLVM IR of one driver, written as text: `entry` loads what every iteration uses
     (base addresses, imports) and holds the stack buffers; `body` is the control flow."""
 
-    def __init__(self, symbol: str, root):
+    def __init__(self, symbol: str, thunks: list):
         self.symbol = symbol
-        self.positions = {id(thunk): index for index, thunk in enumerate(every_thunk([root]))}
+        self.positions = {id(thunk): index for index, thunk in enumerate(every_thunk(thunks))}
         self.entry: list[str] = []
         self.body: list[str] = []
         self.names = 0
@@ -278,18 +284,31 @@ class DriverWriter:
             "fail:", "  ret i32 1", "}", ""])
 
 
+def written(name: str, thunks: list, used: set[str]) -> DriverWriter:
+    writer = DriverWriter(symbol_for(f"driver_{name}", used), thunks)
+    writer.emit_sequence(thunks)
+    return writer
+
+
+def driver_of(writer: DriverWriter) -> NativeDriver:
+    return NativeDriver(writer.symbol, tuple(writer.imports), tuple(writer.python_thunks), tuple(writer.python_reasons))
+
+
+def called_back(writer: DriverWriter) -> str:
+    return f"; back into Python for {', '.join(writer.counts.python)}" if writer.counts.python else ""
+
+
 def drive(thunk, used: set[str]) -> tuple[DriverSource | None, str]:
     """The driver of control-flow thunk `thunk` and the decision that says what it runs
     natively; (None, why not) when nothing inside could run natively."""
-    writer = DriverWriter(symbol_for(f"driver_{thunk.name}", used), thunk)
-    writer.emit(thunk)
+    writer = written(thunk.name, [thunk], used)
     what = f"{thunk.kind} {thunk.name}"
     if writer.counts.native == 0:
         used.discard(writer.symbol)
         return None, f"{what}: runs in Python (nothing inside runs natively: {', '.join(writer.counts.python)})"
-    thunk.driver = NativeDriver(writer.symbol, tuple(writer.imports), tuple(writer.python_thunks), tuple(writer.python_reasons))
-    back = f"; back into Python for {', '.join(writer.counts.python)}" if writer.counts.python else ""
-    decision = f"{what}: native driver {writer.symbol} runs its control flow and {writer.counts.native} thunk(s) in compiled code{back}"
+    thunk.driver = driver_of(writer)
+    decision = (f"{what}: native driver {writer.symbol} runs its control flow and {writer.counts.native} thunk(s) "
+                f"in compiled code{called_back(writer)}")
     return DriverSource(writer.symbol, writer.text(), list(writer.kernels)), decision
 
 
@@ -304,3 +323,28 @@ def attach_drivers(thunks: list, used: set[str], decisions: list[str]) -> list[D
             if source is not None:
                 sources.append(source)
     return sources
+
+
+def worth_one_driver(thunks: list) -> bool:
+    """Whether one driver for the whole sequence saves more than the address table it is
+    handed costs to build: when the walk would make several calls, or runs control flow."""
+    return len(thunks) >= MANY_THUNKS or any(isinstance(t, (WhileThunk, ConditionalThunk)) for t in thunks)
+
+
+def drive_executable(plan, used: set[str], decisions: list[str]) -> list[DriverSource]:
+    """One driver for the plan's whole thunk sequence (`plan.driver`), control flow inlined;
+    the caller has made sure the sequence runs in order. Nothing when nothing in it is
+    native, or when the sequence is too short to gain."""
+    if not worth_one_driver(plan.thunks):
+        decisions.append(f"executable: the thunk sequence is walked in Python ({len(plan.thunks)} thunk(s): "
+                         "one call each costs less than handing a driver the address table)")
+        return []
+    writer = written("executable", plan.thunks, used)
+    if writer.counts.native == 0:
+        used.discard(writer.symbol)
+        decisions.append("executable: the thunk sequence is walked in Python (nothing in it runs natively)")
+        return []
+    plan.driver = driver_of(writer)
+    decisions.append(f"executable: native driver {writer.symbol} runs the whole thunk sequence "
+                     f"({writer.counts.native} thunk(s) in compiled code){called_back(writer)}")
+    return [DriverSource(writer.symbol, writer.text(), list(writer.kernels))]

@@ -99,10 +99,15 @@ NESTED = """func.func @main(%v: tensor<16xf32>, %n: tensor<i32>) -> (tensor<16xf
 """
 
 
-def driven(executable) -> list:
-    """The control-flow thunks that run in a native driver."""
-    return [t for t in every_thunk(executable.executable.plan.thunks)
-            if isinstance(t, (WhileThunk, ConditionalThunk)) and t.driver is not None]
+def drivers(executable) -> list:
+    """The executable's native drivers: the whole sequence's, then the control-flow thunks'."""
+    plan = executable.executable.plan
+    return ([plan.driver] if plan.driver is not None else []) + [
+        t.driver for t in every_thunk(plan.thunks) if isinstance(t, (WhileThunk, ConditionalThunk)) and t.driver is not None]
+
+
+def thunks_of(executable, kind) -> list:
+    return [t for t in every_thunk(executable.executable.plan.thunks) if isinstance(t, kind)]
 
 
 def matches_reference(executable, text: str, arguments: list) -> None:
@@ -114,26 +119,27 @@ def matches_reference(executable, text: str, arguments: list) -> None:
 def test_loop_with_a_host_call_runs_natively_and_calls_the_sort_back():
     executable = Client().compile(SORT_IN_LOOP)
     sequence = executable.thunk_sequence()
-    assert "in native driver" in sequence and "back into Python for sort" in sequence
-    (loop,) = driven(executable)
-    (called_back,) = loop.driver.called_back
+    assert "every thunk below runs in native driver driver_executable; back into Python for sort" in sequence
+    (driver,) = drivers(executable)
+    (called_back,) = driver.called_back
     assert isinstance(called_back, HostThunk) and called_back.call == "sort"
     matches_reference(executable, SORT_IN_LOOP, [np.array([3, -1, 4, 1, -5, 9, 2, -6], np.float32)])
 
 
 def test_swapped_carried_values_match_the_reference():
     executable = Client().compile(SWAP)
-    (loop,) = driven(executable)
-    (swap,) = [t for t in every_thunk([loop]) if isinstance(t, thunks.ParallelCopyThunk)]
+    (driver,) = drivers(executable)
+    (swap,) = thunks_of(executable, thunks.ParallelCopyThunk)
     assert copy_order(swap.copies)[1], "the swap's copies form a cycle, saved on the driver's stack"
-    assert loop.driver.python_thunks == ()
+    assert driver.python_thunks == ()
     matches_reference(executable, SWAP, [np.arange(1, 5, dtype=np.float32), np.full(4, 0.5, np.float32)])
 
 
 @pytest.mark.parametrize("predicate", [True, False])
 def test_predicate_if_matches_the_reference(predicate):
     executable = Client().compile(IF)
-    (conditional,) = driven(executable)
+    assert drivers(executable)
+    (conditional,) = thunks_of(executable, ConditionalThunk)
     assert conditional.is_predicate
     matches_reference(executable, IF, [np.bool_(predicate), np.arange(1, 5, dtype=np.float32), np.full(4, 3, np.float32)])
 
@@ -141,15 +147,14 @@ def test_predicate_if_matches_the_reference(predicate):
 @pytest.mark.parametrize("trips", [0, 1, 3])
 def test_nested_loop_with_a_data_dependent_trip_count_matches_the_reference(trips):
     executable = Client().compile(NESTED)
-    (outer,) = driven(executable)
-    assert any(isinstance(t, WhileThunk) and t is not outer for t in every_thunk([outer]))
+    assert drivers(executable) and len(thunks_of(executable, WhileThunk)) == 2
     matches_reference(executable, NESTED, [np.linspace(-1, 1, 16, dtype=np.float32), np.int32(trips)])
 
 
 def test_an_error_in_a_called_back_thunk_is_raised_by_the_execution(monkeypatch):
     """The driver stops at the failed call back, and the error reaches the caller."""
     executable = Client().compile(SORT_IN_LOOP)
-    (called_back,) = driven(executable)[0].driver.called_back
+    (called_back,) = drivers(executable)[0].called_back
 
     def fail(bases, pool):
         raise MlirxlaError("the sort failed")
@@ -162,7 +167,7 @@ def test_an_error_in_a_called_back_thunk_is_raised_by_the_execution(monkeypatch)
 def test_while_a_profile_records_the_loop_is_walked_from_python(monkeypatch):
     """A profile times every thunk inside: the driver stands aside while one observes."""
     executable = Client().compile(NESTED)
-    (outer,) = driven(executable)
+    (driver,) = drivers(executable)
     ran = []
 
     class Counting:
@@ -173,7 +178,7 @@ def test_while_a_profile_records_the_loop_is_walked_from_python(monkeypatch):
         def execution(self, sequence, run):
             run()
 
-    monkeypatch.setattr(outer.driver, "run", lambda bases, pool: pytest.fail("the driver ran under a profile"))
+    monkeypatch.setattr(driver, "run", lambda bases, pool: pytest.fail("the driver ran under a profile"))
     thunks.observe(Counting())
     try:
         matches_reference(executable, NESTED, [np.linspace(-1, 1, 16, dtype=np.float32), np.int32(2)])
@@ -182,11 +187,51 @@ def test_while_a_profile_records_the_loop_is_walked_from_python(monkeypatch):
     assert ran.count("while") == 1 + 4  # the outer loop, then the inner one per outer iteration
 
 
+def independent_sorts_and_a_loop(count: int) -> str:
+    """`count` sorts of independent arguments (host calls the executor can run side by side)
+    beside a loop: a sequence the executor runs as a dependency graph."""
+    parameters = ", ".join(f"%a{i}: tensor<8xf32>" for i in range(count))
+    sorts = "".join(f"""  %s{i} = "stablehlo.sort"(%a{i}) ({{
+  ^bb0(%l: tensor<f32>, %r: tensor<f32>):
+    %c = stablehlo.compare LT, %l, %r, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    stablehlo.return %c : tensor<i1>
+  }}) {{dimension = 0 : i64, is_stable = true}} : (tensor<8xf32>) -> tensor<8xf32>
+""" for i in range(count))
+    results = ", ".join(f"%s{i}" for i in range(count))
+    types = ", ".join(["tensor<8xf32>"] * count)
+    return f"""func.func @main({parameters}, %n: tensor<i32>) -> ({types}, tensor<8xf32>) {{
+{sorts}  %zero = stablehlo.constant dense<0> : tensor<i32>
+  %0:2 = stablehlo.while(%j = %zero, %y = %a0) : tensor<i32>, tensor<8xf32>
+  cond {{
+    %lt = stablehlo.compare LT, %j, %n, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %lt : tensor<i1>
+  }} do {{
+    %one = stablehlo.constant dense<1> : tensor<i32>
+    %jn = stablehlo.add %j, %one : tensor<i32>
+    %t = stablehlo.sine %y : tensor<8xf32>
+    stablehlo.return %jn, %t : tensor<i32>, tensor<8xf32>
+  }}
+  return {results}, %0#1 : {types}, tensor<8xf32>
+}}
+"""
+
+
+def test_in_a_sequence_run_as_a_graph_each_loop_gets_its_own_driver():
+    text = independent_sorts_and_a_loop(8)
+    executable = Client().compile(text)
+    assert executable.executable.graph is not None and executable.executable.plan.driver is None
+    (loop,) = [t for t in executable.executable.plan.thunks if isinstance(t, WhileThunk)]
+    assert loop.driver is not None and "in native driver driver_while" in executable.thunk_sequence()
+    rng = np.random.default_rng(0)
+    arguments = [rng.standard_normal(8).astype(np.float32) for _ in range(8)] + [np.int32(2)]
+    matches_reference(executable, text, arguments)
+
+
 def test_cached_plan_keeps_its_driver(tmp_path):
     first = Client(cache_dir=str(tmp_path)).compile(SWAP)
     second = Client(cache_dir=str(tmp_path)).compile(SWAP)
     assert second.executable is not first.executable
-    assert [t.driver.symbol for t in driven(second)] == [t.driver.symbol for t in driven(first)]
+    assert [d.symbol for d in drivers(second)] == [d.symbol for d in drivers(first)] != []
     matches_reference(second, SWAP, [np.arange(4, dtype=np.float32), np.ones(4, np.float32)])
 
 
@@ -194,16 +239,16 @@ def test_dump_says_which_control_flow_runs_natively(tmp_path):
     Client().compile(SORT_IN_LOOP, CompileOptions(dump_to=str(tmp_path)))
     (sequence,) = [name for name in os.listdir(tmp_path) if name.endswith("thunk-sequence.txt")]
     text = open(os.path.join(tmp_path, sequence)).read()
-    assert "while while: native driver driver_while runs its control flow" in text
-    assert any(name.endswith("driver_while.ir-with-opt.ll") for name in os.listdir(tmp_path))
+    assert "executable: native driver driver_executable runs the whole thunk sequence" in text
+    assert any(name.endswith("driver_executable.ir-with-opt.ll") for name in os.listdir(tmp_path))
 
 
 def test_scan_program_matches_the_reference():
     path = os.path.join(JAX_PROGRAMS, "programs", "scan.stablehlo.mlir")
     text = open(path).read()
     executable = Client().compile(text)
-    (loop,) = driven(executable)
-    assert loop.driver.python_thunks == ()
+    (driver,) = drivers(executable)
+    assert driver.python_thunks == ()
     module = frontdoor.import_text(text, path, new_context()).module
     arguments = [a * np.float32(0.1) for a in random_arguments(module, 1)]
     for got, expected in zip(executable.execute_numpy(arguments), reference_outputs(module, arguments)):
@@ -222,7 +267,7 @@ def test_loop_benchmark_programs_match_jax_cpu(name):
 
     function, arguments = programs(np.random.default_rng(2))[name]
     executable = Client().compile(jax.jit(function).lower(*arguments).as_text())
-    assert driven(executable)
+    assert drivers(executable)
     cpu = jax.devices("cpu")[0]
     expected = jax.tree_util.tree_leaves(jax.jit(function)(*jax.device_put(arguments, cpu)))
     got = executable.execute_numpy([np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(arguments)])
