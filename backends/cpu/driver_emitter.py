@@ -16,8 +16,8 @@ What the driver does for each thunk inside:
 - `gemm`: `cblas_?gemm` through a pointer the runtime imports (the BLAS numpy ships), once
   per matrix of a batch of at most `UNROLLED_GEMMS`;
 - `copy`: memmove; `parallel_copy`: memmoves in an order where no copy overwrites what a
-  later one reads, the copies caught in a cycle through a stack buffer of at most
-  `STACK_BYTES` (a cycle past it is called back);
+  later one reads, the copies caught in a cycle through stack buffers, `STACK_BYTES` at
+  most per driver (a cycle past that is called back);
 - `while` and `conditional` inside: native loops and switches, the predicate or index read
   from its buffer as the Python walk reads it (a byte unsigned, 4 or 8 bytes signed; an
   index out of range takes the last branch);
@@ -68,7 +68,7 @@ def python_reason(thunk) -> str | None:
             return f"{thunk.name} (a {thunk.element} GEMM)"
         return None if thunk.batch <= UNROLLED_GEMMS else f"{thunk.name} (a batch of {thunk.batch} GEMMs)"
     if isinstance(thunk, ParallelCopyThunk):
-        return None if not _cycle_too_large(thunk) else f"{thunk.name} (a cycle of copies over {STACK_BYTES} bytes)"
+        return None
     return f"{thunk.name} ({thunk.kind} thunk)"
 
 
@@ -89,8 +89,9 @@ def copy_order(copies) -> tuple[list, list]:
     return ordered, remaining
 
 
-def _cycle_too_large(thunk: ParallelCopyThunk) -> bool:
-    return sum(c.source.size for c in copy_order(thunk.copies)[1]) > STACK_BYTES
+def cycle_bytes(thunk: ParallelCopyThunk) -> int:
+    """What a parallel copy's cycle keeps on the stack."""
+    return sum(c.source.size for c in copy_order(thunk.copies)[1])
 
 
 class DriverWriter:
@@ -110,6 +111,7 @@ class DriverWriter:
         self.python_thunks: list[int] = []
         self.python_reasons: list[str] = []
         self.counts = _Counts()
+        self.stack_bytes = 0  # what the parallel copies' cycles keep on the stack
 
     def fresh(self, stem: str) -> str:
         self.names += 1
@@ -160,7 +162,10 @@ class DriverWriter:
             self.emit(thunk)
 
     def emit(self, thunk) -> None:
-        if (reason := python_reason(thunk)) is not None:
+        reason = python_reason(thunk)
+        if isinstance(thunk, ParallelCopyThunk) and self.stack_bytes + cycle_bytes(thunk) > STACK_BYTES:
+            reason = f"{thunk.name} (copy cycles over the driver's {STACK_BYTES} bytes of stack)"
+        if reason is not None:
             self.emit_call_back(thunk, reason)
         elif isinstance(thunk, WhileThunk):
             self.emit_while(thunk)
@@ -231,6 +236,7 @@ class DriverWriter:
         if not copies:
             return []
         stack = "%" + self.fresh("saved")
+        self.stack_bytes += sum(c.source.size for c in copies)
         self.entry.append(f"  {stack} = alloca [{sum(c.source.size for c in copies)} x i8], align 64")
         kept, offset = [], 0
         for copy in copies:

@@ -135,6 +135,16 @@ def test_swapped_carried_values_match_the_reference():
     matches_reference(executable, SWAP, [np.arange(1, 5, dtype=np.float32), np.full(4, 0.5, np.float32)])
 
 
+def test_a_swap_too_large_for_the_stack_is_called_back():
+    text = SWAP.replace("tensor<4xf32>", "tensor<16384xf32>")
+    executable = Client().compile(text)
+    (driver,) = drivers(executable)
+    (swap,) = thunks_of(executable, thunks.ParallelCopyThunk)
+    assert driver.called_back == [swap] and "bytes of stack" in driver.python_reasons[0]
+    rng = np.random.default_rng(1)
+    matches_reference(executable, text, [rng.standard_normal(16384).astype(np.float32) for _ in range(2)])
+
+
 @pytest.mark.parametrize("predicate", [True, False])
 def test_predicate_if_matches_the_reference(predicate):
     executable = Client().compile(IF)
