@@ -9,6 +9,9 @@ run in parallel. `ThreadPool.run_split` spreads the slices of one sliced kernel 
 workers. A thread inside `without_pool` (a device of a grid that has as many devices as the
 pool has workers) runs its executions in order and its sliced kernels whole: the devices
 already keep every core busy, and a pool they all fed would only add hand-offs.
+
+A sequence that runs in order may have a native driver (`native_drivers.py`): one compiled
+function that runs all of it, calling back into Python only for what it cannot run itself.
 """
 
 import os

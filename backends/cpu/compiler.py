@@ -114,8 +114,9 @@ def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pi
 
 
 def compile_drivers(plan: ExecutablePlan, kernels: list[CompiledKernel], decisions: list[str]) -> list[llvm_jit.OptimizedKernel]:
-    """The native drivers of the plan's control flow, optimized (after the kernels: a driver
-    passes their scratch, placed only once they are compiled)."""
+    """The plan's native drivers, optimized: one for the whole sequence when it runs in order
+    and gains from one, else one per top-level control-flow thunk. After the kernels: a
+    driver passes their scratch, placed only once they are compiled."""
     used = {kernel.symbol for kernel in kernels}
     with phases.phase("backend", "native drivers"):
         if runs_in_order(plan) and driver_emitter.worth_one_driver(plan.thunks):
