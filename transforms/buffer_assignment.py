@@ -339,12 +339,15 @@ class Analysis:
 
     def share_in_place(self) -> None:
         """A result takes over an operand's buffer when that buffer (neither a parameter nor
-        a constant; a live-out one never dies) has its last use at this op (XLA's CanShareOperandBufferWithUser)."""
-        last: dict[int, int] = {}
+        a constant; a live-out one never dies) has its last use at this op (XLA's
+        CanShareOperandBufferWithUser), and no value already sharing the result's buffer (a
+        loop-carried value, say, whose buffer the result is written back into) is live while
+        the operand's buffer holds it: the two buffers must not interfere."""
+        members: dict[int, list[tuple[int, int]]] = defaultdict(list)
         pinned: set[int] = set()
         for v in self.values.values():
             root = self.unions.find(v.id)
-            last[root] = max(last.get(root, -1), self.last_use(v))
+            members[root].append((v.defined, self.last_use(v)))
             if v.id in self.parameters or v.id in self.constants:  # never written in place
                 pinned.add(root)
         for candidates, result, time in sorted(self.in_place, key=lambda c: c[2]):
@@ -354,12 +357,21 @@ class Analysis:
                 if operand not in self.values or self.values[operand].size != self.values[result].size:
                     continue
                 a, b = self.unions.find(self.values[operand].id), self.unions.find(self.values[result].id)
-                if a == b or a in pinned or b in pinned or last[a] > time:
+                if a == b or a in pinned or b in pinned or not self.free_for(members[a], members[b], time):
                     continue
                 self.unions.union(a, b)
-                root = self.unions.find(a)
-                last[root] = max(last[a], last[b])
+                members[self.unions.find(a)] = members.pop(a) + members.pop(b)
                 break
+
+    @staticmethod
+    def free_for(operand: list[tuple[int, int]], result: list[tuple[int, int]], time: int) -> bool:
+        """Whether the operand's buffer, last read at `time`, may become the result's: it
+        dies there, and every value of the result's buffer defined earlier is dead before the
+        operand's buffer is first written."""
+        if max(last for _, last in operand) > time:
+            return False
+        first_write = min(defined for defined, _ in operand)
+        return all(last < first_write for defined, last in result if defined < time)
 
     def donate(self, parameter: int, output: int) -> None:
         """Output `output` joins donated parameter `parameter`'s buffer (XLA's input/output

@@ -37,6 +37,15 @@ from .pass_base import ModulePass, PassResult, TextReport
 DONATION_ATTRS = ("tf.aliasing_output", "jax.buffer_donor")
 
 
+def is_carried_value_copy(op: ir.Operation, terminator: ir.Operation) -> bool:
+    """A copy in a while body whose result only the body's return uses: it writes a carried
+    value's buffer, so it must run after every read of the carried values. The thunk emitter
+    runs these last, as one parallel copy (carried values may swap), and the schedule keeps
+    them last so that buffer assignment's live ranges follow the same order."""
+    return (kind_of(op) == "copy" and op.results[0] in set(terminator.operands)
+            and all(use.owner == terminator for use in op.results[0].uses))
+
+
 def is_parameter(value: ir.Value) -> bool:
     return isinstance(value.owner, ir.Block) and value.owner.owner is not None and value.owner.owner.operation.name == "func.func"
 

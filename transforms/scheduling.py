@@ -30,6 +30,7 @@ from mlirxla.dialects.xhlo.types import bit_width
 from mlirxla.ir_queries import entry_function, function_name
 from mlirxla.mlir import ir
 
+from .copy_insertion import is_carried_value_copy
 from .dead_code_elimination import has_side_effect
 from .pass_base import ModulePass, PassResult, TextReport
 
@@ -86,6 +87,8 @@ class BlockGraph:
         all_ops = [op.operation for op in block.operations]
         terminator = all_ops[-1] if all_ops and all_ops[-1].name in ("xhlo.return", "func.return") else None
         ops = all_ops[:-1] if terminator is not None else all_ops
+        carried = carried_value_copies(block, ops, terminator)
+        ops = [op for op in ops if op not in carried] + [op for op in ops if op in carried]
         index = {op: i for i, op in enumerate(ops)}
         operands = []
         for op in ops:
@@ -95,6 +98,8 @@ class BlockGraph:
                     producer = index.get(value.owner.operation)
                     if producer is not None and producer not in deps and value.owner.operation != op:
                         deps.append(producer)
+            if op in carried:
+                deps += [i for i in range(len(ops) - len(carried)) if i not in deps]
             operands.append(deps)
         previous_ordered = None
         for i, op in enumerate(ops):
@@ -112,6 +117,12 @@ class BlockGraph:
                 if isinstance(value, ir.OpResult) and value.owner.operation in index:
                     returned.add(index[value.owner.operation])
         return cls(ops, terminator, operands, users, [op_bytes(op) for op in ops], [inner_peak_of(op) for op in ops], returned)
+
+    def is_block_order(self, order: list[int], block: ir.Block) -> bool:
+        """Whether `order` is the order the ops stand in `block` now."""
+        placed = [self.ops[i] for i in order]
+        members = set(placed)
+        return placed == [op.operation for op in block.operations if op.operation in members]
 
     def peak(self, order: list[int]) -> int:
         remaining = [len(u) for u in self.users]
@@ -239,7 +250,7 @@ def schedule_block(block: ir.Block, label: str, results: list[BlockSchedule]) ->
     peaks = {name: graph.peak(order) for name, order in orders.items()}
     best = min(CANDIDATES, key=lambda name: (peaks[name], CANDIDATES.index(name) if name != "original" else -1))
     order = orders[best]
-    if order != list(range(len(graph.ops))):
+    if not graph.is_block_order(order, block):
         anchor = graph.terminator
         for i in order:
             if anchor is not None:
@@ -250,6 +261,15 @@ def schedule_block(block: ir.Block, label: str, results: list[BlockSchedule]) ->
         moved = True
     results.append(BlockSchedule(label, best, peaks, [graph.ops[i] for i in order]))
     return peaks[best], moved
+
+
+def carried_value_copies(block: ir.Block, ops: list[ir.Operation], terminator: ir.Operation | None) -> list[ir.Operation]:
+    """The copies of a while body that write its carried values; they run after every other
+    op of the body (see `is_carried_value_copy`)."""
+    parent = block.owner
+    if terminator is None or parent is None or parent.name != "xhlo.while" or block != parent.regions[1].blocks[0]:
+        return []
+    return [op for op in ops if is_carried_value_copy(op, terminator)]
 
 
 def id_of(op: ir.Operation, block: ir.Block) -> int:

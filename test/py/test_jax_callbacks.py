@@ -135,6 +135,18 @@ def test_io_callback_results_and_effects(devices):
     assert seen[1] == ("nothing back", pytest.approx(float(X.sum())))
 
 
+@pytest.mark.parametrize("ordered", [False, True])
+def test_io_callback_results_inside_a_loop_sum_as_on_the_cpu(devices, ordered):
+    """The callback's result and the loop's carried values live in the same steps: they must
+    not share memory (it once came back in the carried sum's buffer, 16 instead of 21)."""
+    def program():
+        def step(i, total):
+            return total + io_callback(lambda k: np.int32(2 * k), jax.ShapeDtypeStruct((), jnp.int32), i, ordered=ordered)
+        return jax.lax.fori_loop(0, 5, step, 1)
+
+    assert int(on(devices[0], program)) == int(on(devices[1], program)) == 21
+
+
 def test_io_callback_with_only_empty_results_still_runs(devices):
     """Its results take no memory, its effect still happens."""
     mlirxla, _ = devices

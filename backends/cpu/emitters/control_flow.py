@@ -3,8 +3,8 @@ with every slice those touch declared, so the executor orders them against the r
 
 from mlirxla.mlir import ir
 from mlirxla.runtime.thunks import ConditionalThunk, ParallelCopyThunk, WhileThunk
+from mlirxla.transforms.copy_insertion import is_carried_value_copy
 from mlirxla.transforms.erasure import live_ops
-from mlirxla.transforms.fusion_legality import kind_of
 
 
 def emit_while(emitter, op: ir.Operation) -> list:
@@ -33,11 +33,10 @@ def emit_body(emitter, block: ir.Block) -> list:
     return) gathered at the end into one parallel copy: a body that returns its carried
     values swapped or rotated reads each before any is overwritten."""
     terminator = list(block.operations)[-1].operation
-    returned = set(terminator.operands)
     final, thunks = [], []
     for op in live_ops(list(block.operations)[:-1]):
         emitted = emitter.emit_op(op)
-        if kind_of(op) == "copy" and op.results[0] in returned and all(use.owner == terminator for use in op.results[0].uses):
+        if is_carried_value_copy(op, terminator):
             final.extend(emitted)
         else:
             thunks.extend(emitted)
