@@ -1,0 +1,175 @@
+"""One program across the processes of a real MPI job (`mpirun -n 2` and `-n 4` on this
+machine, oversubscribed): `mlirxla-run --distributed` on the sharded example and on a
+program for four replicas that runs every kind of collective, each bitwise equal to the
+same program on four devices of one process; `Client(distributed=True)`; a process killed
+mid-run makes every other end within twice the collective timeout, its error naming the
+dead process and the collective, and every process exit non-zero. Skipped without the
+distributed extra (mpi4py and MPICH's mpiexec)."""
+
+import importlib.util
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+from .conftest import REPOSITORY
+
+MPIEXEC = pathlib.Path(sys.executable).parent / "mpiexec"
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("mpi4py") is None or not MPIEXEC.exists(),
+                                reason="the distributed extra (mpi4py, mpich) is not installed")
+
+TIMEOUT = 10  # MLIRXLA_COLLECTIVE_TIMEOUT in these tests, seconds
+EXAMPLE = pathlib.Path(REPOSITORY) / "examples" / "mlp_sharded.mlir"
+RUN = [sys.executable, "-m", "mlirxla.tools.run"]
+
+# Every device brings x * (replica id + 1), so that every collective has distinct operands.
+ADD = """({
+    ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+      %s = stablehlo.add %a, %b : tensor<f32>
+      stablehlo.return %s : tensor<f32>
+  })"""
+EVERY_COLLECTIVE = f"""
+module attributes {{mhlo.num_replicas = 4 : i32}} {{
+  func.func @main(%x: tensor<8x4xf32>) -> (tensor<8x4xf32>, tensor<16x4xf32>, tensor<4x4xf32>, tensor<2x16xf32>, tensor<8x4xf32>, tensor<8x4xf32>) {{
+    %id = stablehlo.replica_id : tensor<ui32>
+    %f = stablehlo.convert %id : (tensor<ui32>) -> tensor<f32>
+    %one = stablehlo.constant dense<1.0> : tensor<f32>
+    %g = stablehlo.add %f, %one : tensor<f32>
+    %scale = stablehlo.broadcast_in_dim %g, dims = [] : (tensor<f32>) -> tensor<8x4xf32>
+    %v = stablehlo.multiply %x, %scale : tensor<8x4xf32>
+    %ar = "stablehlo.all_reduce"(%v) {ADD} {{replica_groups = dense<[[0, 1, 2, 3]]> : tensor<1x4xi64>}} : (tensor<8x4xf32>) -> tensor<8x4xf32>
+    %ag = "stablehlo.all_gather"(%v) {{all_gather_dim = 0 : i64, replica_groups = dense<[[0, 2], [1, 3]]> : tensor<2x2xi64>}} : (tensor<8x4xf32>) -> tensor<16x4xf32>
+    %rs = "stablehlo.reduce_scatter"(%v) {ADD} {{scatter_dimension = 0 : i64, replica_groups = dense<[[0, 1], [2, 3]]> : tensor<2x2xi64>}} : (tensor<8x4xf32>) -> tensor<4x4xf32>
+    %aa = "stablehlo.all_to_all"(%v) {{split_dimension = 0 : i64, concat_dimension = 1 : i64, split_count = 4 : i64, replica_groups = dense<[[3, 2, 1, 0]]> : tensor<1x4xi64>}} : (tensor<8x4xf32>) -> tensor<2x16xf32>
+    %cp = "stablehlo.collective_permute"(%v) {{source_target_pairs = dense<[[0, 1], [1, 2], [2, 3], [3, 0]]> : tensor<4x2xi64>}} : (tensor<8x4xf32>) -> tensor<8x4xf32>
+    %cb = "stablehlo.collective_broadcast"(%v) {{replica_groups = dense<[[2, 0], [3, 1]]> : tensor<2x2xi64>}} : (tensor<8x4xf32>) -> tensor<8x4xf32>
+    return %ar, %ag, %rs, %aa, %cp, %cb : tensor<8x4xf32>, tensor<16x4xf32>, tensor<4x4xf32>, tensor<2x16xf32>, tensor<8x4xf32>, tensor<8x4xf32>
+  }}
+}}
+"""
+
+
+def environment() -> dict:
+    return {**os.environ, "MLIRXLA_COLLECTIVE_TIMEOUT": str(TIMEOUT)}
+
+
+def mpirun(processes: int, command: list[str], extra: tuple = ()) -> subprocess.CompletedProcess:
+    return subprocess.run([str(MPIEXEC), *extra, "-n", str(processes), *command], capture_output=True, text=True,
+                          env=environment(), timeout=600)
+
+
+def run_alone(arguments: list[str]) -> subprocess.CompletedProcess:
+    done = subprocess.run(RUN + arguments, capture_output=True, text=True, env=environment(), timeout=600)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def assert_bitwise_equal(path_a, path_b) -> None:
+    a, b = np.load(path_a), np.load(path_b)
+    assert sorted(a.files) == sorted(b.files)
+    for name in a.files:
+        assert a[name].dtype == b[name].dtype and a[name].shape == b[name].shape, name
+        assert a[name].tobytes() == b[name].tobytes(), f"{name} differs"
+
+
+@pytest.mark.parametrize("processes", [2, 4])
+def test_a_sharded_program_across_processes_is_bitwise_the_single_process_result(processes, tmp_path):
+    run_alone([str(EXAMPLE), "-o", str(tmp_path / "alone.npz")])
+    done = mpirun(processes, RUN + ["--distributed", str(EXAMPLE), "-o", str(tmp_path / "across.npz")])
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("result 0:") == 1  # process 0 prints the gathered result, the others nothing
+    assert f"{4 // processes} on each of {processes} processes" in done.stdout
+    assert_bitwise_equal(tmp_path / "alone.npz", tmp_path / "across.npz")
+
+
+@pytest.mark.parametrize("processes", [2, 4])
+def test_every_collective_across_processes_is_bitwise_the_single_process_result(processes, tmp_path):
+    program = tmp_path / "collectives.mlir"
+    program.write_text(EVERY_COLLECTIVE)
+    x = np.random.default_rng(5).standard_normal((8, 4)).astype(np.float32)
+    np.savez(tmp_path / "x.npz", arg0=x)
+    inputs = ["--inputs", str(tmp_path / "x.npz")]
+    run_alone([str(program), *inputs, "-o", str(tmp_path / "alone.npz")])
+    done = mpirun(processes, RUN + ["--distributed", str(program), *inputs, "-o", str(tmp_path / "across.npz")])
+    assert done.returncode == 0, done.stderr
+    assert_bitwise_equal(tmp_path / "alone.npz", tmp_path / "across.npz")
+    outputs = np.load(tmp_path / "across.npz")
+    in_rank_order = ((x * 1 + x * 2) + x * 3) + x * 4
+    for device in range(4):
+        assert outputs[f"device{device}.result0"].tobytes() == in_rank_order.tobytes()
+
+
+def test_the_python_client_across_processes(tmp_path):
+    script = tmp_path / "client.py"
+    script.write_text(textwrap.dedent(f"""
+        import numpy as np
+        from mlirxla.runtime.client import Client
+
+        client = Client(device_count=2, distributed=True)
+        assert [d.process_index for d in client.devices()] == [0, 0, 1, 1]
+        assert [d.id for d in client.local_devices()] == [2 * client.process_index, 2 * client.process_index + 1]
+        rng = np.random.default_rng(0)
+        arguments = [rng.standard_normal(s).astype(np.float32) for s in ((32, 64), (64, 128), (128,), (128, 16))]
+        [out] = client.compile({str(EXAMPLE)!r}).execute_numpy(arguments)
+        [alone] = Client(device_count=4).compile({str(EXAMPLE)!r}).execute_numpy(arguments)
+        assert out.tobytes() == alone.tobytes()
+        print("process", client.process_index, "of", client.process_count, "agrees")
+    """))
+    done = mpirun(2, [sys.executable, str(script)])
+    assert done.returncode == 0, done.stderr
+    assert sorted(done.stdout.split("\n")[:2]) == ["process 0 of 2 agrees", "process 1 of 2 agrees"]
+
+
+def test_processes_that_cannot_share_the_devices_evenly_are_refused(tmp_path):
+    done = mpirun(3, RUN + ["--distributed", str(EXAMPLE)])
+    assert done.returncode != 0
+    assert "4 devices, which 3 processes cannot share evenly" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+KILLER = """
+import os, signal, sys, time
+from mlirxla.runtime import mpi_exchange
+from mlirxla.tools import run
+
+victim, after, stamp = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+exchanges = [0]
+everyone = mpi_exchange.MpiExchange.everyone
+
+def dies_mid_run(self, *arguments):
+    exchanges[0] += 1
+    if self.rank == victim and exchanges[0] > after:
+        with open(stamp, "w") as out:
+            out.write(repr(time.time()))
+        os.kill(os.getpid(), signal.SIGKILL)
+    return everyone(self, *arguments)
+
+mpi_exchange.MpiExchange.everyone = dies_mid_run
+sys.exit(run.main(sys.argv[4:]))
+"""
+
+
+@pytest.mark.slow
+def test_a_process_killed_mid_run_ends_every_other_within_twice_the_timeout(tmp_path):
+    """Process 1 is killed at its fourth cross-process collective (the second execution): the
+    others wait at their next one, fail within the timeout naming process 1 and the
+    collective, and exit non-zero. mpiexec is told not to clean up after the dead process, so
+    that the survivors' own timeouts end them."""
+    killer = tmp_path / "killer.py"
+    killer.write_text(KILLER)
+    stamp = tmp_path / "killed_at"
+    done = mpirun(4, [sys.executable, str(killer), "1", "3", str(stamp), "--distributed", str(EXAMPLE), "--repeat", "50"],
+                  extra=("-disable-auto-cleanup",))
+    ended = time.time()
+    killed = float(stamp.read_text())
+    assert done.returncode != 0
+    assert ended - killed < 2 * TIMEOUT, f"the job ended {ended - killed:.1f} s after the kill"
+    for survivor in (0, 2, 3):
+        assert f"(process {survivor} of 4): error:" in done.stderr, done.stderr
+    assert "process(es) [1]" in done.stderr and "xhlo.all_" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
