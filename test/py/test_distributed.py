@@ -9,6 +9,7 @@ distributed extra (mpi4py and MPICH's mpiexec)."""
 import importlib.util
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import textwrap
@@ -132,44 +133,60 @@ def test_processes_that_cannot_share_the_devices_evenly_are_refused(tmp_path):
     assert "Traceback" not in done.stderr
 
 
-KILLER = """
+STOPPER = """
 import os, signal, sys, time
 from mlirxla.runtime import mpi_exchange
 from mlirxla.tools import run
 
-victim, after, stamp = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+victim, after, how, stamp = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]  # how: die or hang
 exchanges = [0]
 everyone = mpi_exchange.MpiExchange.everyone
 
-def dies_mid_run(self, *arguments):
+def stops_mid_run(self, *arguments):
     exchanges[0] += 1
     if self.rank == victim and exchanges[0] > after:
         with open(stamp, "w") as out:
             out.write(repr(time.time()))
-        os.kill(os.getpid(), signal.SIGKILL)
+        if how == "die":
+            os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(3600)
     return everyone(self, *arguments)
 
-mpi_exchange.MpiExchange.everyone = dies_mid_run
-sys.exit(run.main(sys.argv[4:]))
+mpi_exchange.MpiExchange.everyone = stops_mid_run
+sys.exit(run.main(sys.argv[5:]))
 """
 
 
+def stop_one_process_mid_run(tmp_path, how: str):
+    """Process 1 of 4 dies (SIGKILL) or hangs at its fourth cross-process collective (in the
+    second execution of fifty): the job's return, and how long after it stopped the job ended."""
+    stopper = tmp_path / "stopper.py"
+    stopper.write_text(STOPPER)
+    stamp = tmp_path / "stopped_at"
+    done = mpirun(4, [sys.executable, str(stopper), "1", "3", how, str(stamp), "--distributed", str(EXAMPLE),
+                      "--repeat", "50"])
+    return done, time.time() - float(stamp.read_text())
+
+
 @pytest.mark.slow
-def test_a_process_killed_mid_run_ends_every_other_within_twice_the_timeout(tmp_path):
-    """Process 1 is killed at its fourth cross-process collective (the second execution): the
-    others wait at their next one, fail within the timeout naming process 1 and the
-    collective, and exit non-zero. mpiexec is told not to clean up after the dead process, so
-    that the survivors' own timeouts end them."""
-    killer = tmp_path / "killer.py"
-    killer.write_text(KILLER)
-    stamp = tmp_path / "killed_at"
-    done = mpirun(4, [sys.executable, str(killer), "1", "3", str(stamp), "--distributed", str(EXAMPLE), "--repeat", "50"],
-                  extra=("-disable-auto-cleanup",))
-    ended = time.time()
-    killed = float(stamp.read_text())
+def test_a_process_killed_mid_run_ends_every_process_within_twice_the_timeout(tmp_path):
+    """mpiexec sees the dead process and ends the others (non-zero exit)."""
+    done, ended_after = stop_one_process_mid_run(tmp_path, "die")
     assert done.returncode != 0
-    assert ended - killed < 2 * TIMEOUT, f"the job ended {ended - killed:.1f} s after the kill"
-    for survivor in (0, 2, 3):
-        assert f"(process {survivor} of 4): error:" in done.stderr, done.stderr
-    assert "process(es) [1]" in done.stderr and "xhlo.all_" in done.stderr, done.stderr
+    assert ended_after < 2 * TIMEOUT, f"the job ended {ended_after:.1f} s after the kill"
+
+
+@pytest.mark.slow
+def test_a_process_that_never_arrives_fails_the_others_naming_it_and_the_collective(tmp_path):
+    """Process 1 hangs (alive, but never arrives: a hung host, which no launcher sees): the
+    processes waiting for it fail at the timeout with an error naming it and the
+    collective; their non-zero exit makes mpiexec end the rest, process 1 included."""
+    done, ended_after = stop_one_process_mid_run(tmp_path, "hang")
+    assert done.returncode != 0
+    assert ended_after < 2 * TIMEOUT, f"the job ended {ended_after:.1f} s after process 1 stopped"
+    errors = [line for line in done.stderr.splitlines() if "error:" in line]
+    assert errors and all(re.search(r"\(process [023] of 4\)", line) for line in errors), done.stderr
+    assert all("process(es) [1]" in line or "process 1 did not arrive" in line for line in errors), done.stderr
+    assert re.search(r"error: .*xhlo\.all_(reduce|gather) \(channel \d\) on process [023]: process\(es\) \[1\] "
+                     r"\(devices \[1\] of the group \[\d, \d\]\) did not arrive within 10 s", done.stderr), done.stderr
     assert "Traceback" not in done.stderr
