@@ -51,7 +51,7 @@ class Pending:
     """Nonblocking requests, waited for against a deadline with a short sleep between polls
     (several processes share the cores: spinning would take them from the others)."""
 
-    FIRST_PAUSE, LONGEST_PAUSE = 2e-6, 1e-3
+    FIRST_PAUSE, LONGEST_PAUSE = 2e-6, 2e-4
 
     def __init__(self):
         self.requests: list = []
