@@ -84,7 +84,7 @@ def test_a_sharded_program_across_processes_is_bitwise_the_single_process_result
     done = mpirun(processes, RUN + ["--distributed", str(EXAMPLE), "-o", str(tmp_path / "across.npz")])
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("result 0:") == 1  # process 0 prints the gathered result, the others nothing
-    assert f"{4 // processes} on each of {processes} processes" in done.stdout
+    assert f"{4 // processes} device(s) in each of {processes} process(es)" in done.stdout
     assert_bitwise_equal(tmp_path / "alone.npz", tmp_path / "across.npz")
 
 
@@ -124,6 +124,14 @@ def test_the_python_client_across_processes(tmp_path):
     done = mpirun(2, [sys.executable, str(script)])
     assert done.returncode == 0, done.stderr
     assert sorted(done.stdout.split("\n")[:2]) == ["process 0 of 2 agrees", "process 1 of 2 agrees"]
+
+
+def test_what_runs_in_one_process_only_is_refused_with_distributed():
+    done = subprocess.run(RUN + ["--distributed", "--check", str(EXAMPLE)], capture_output=True, text=True,
+                          env=environment(), timeout=600)
+    assert done.returncode == 2
+    assert done.stderr.strip() == ("mlirxla-run (process 0 of 1): error: --check runs in one process: "
+                                   "it cannot be combined with --distributed")
 
 
 def test_processes_that_cannot_share_the_devices_evenly_are_refused(tmp_path):

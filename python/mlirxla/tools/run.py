@@ -252,7 +252,7 @@ def run_module(arguments, data: bytes, source: str) -> int:
     if sharded:
         on_devices += ", partitioned by its shardings (global results)"
     if exchange is not None:
-        on_devices += f", {exchange.local_devices} on each of {exchange.size} processes (collectives over MPI)"
+        on_devices += f", {exchange.local_devices} device(s) in each of {exchange.size} process(es) (collectives over MPI)"
     print(f"{source}: imported ({imported.form}{', StableHLO v' + imported.artifact_version if imported.artifact_version else ''}), "
           f"verified, {how} @{entry}{on_devices}")
     for device, device_outputs in enumerate(per_device):
