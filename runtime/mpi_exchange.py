@@ -88,6 +88,7 @@ class MpiExchange:
     rank: int
     size: int
     local_devices: int
+    tag_bound: int  # the largest tag this MPI takes (MPI_TAG_UB)
 
     @staticmethod
     def create(local_devices: int) -> "MpiExchange":
@@ -98,7 +99,7 @@ class MpiExchange:
         world = MPI.COMM_WORLD
         rank, size = world.Get_rank(), world.Get_size()
         if size == 1:
-            return MpiExchange(world, rank, size, local_devices)
+            return MpiExchange(world, rank, size, local_devices, world.Get_attr(MPI.TAG_UB))
         timeout = collective_timeout()
         comm, request = world.Idup()
         starting = Pending()
@@ -106,11 +107,7 @@ class MpiExchange:
         if starting.wait(time.monotonic() + timeout):
             raise MlirxlaError(f"process {rank} of {size}: the other processes did not start their collectives' "
                                f"communicator within {timeout:g} s (MLIRXLA_COLLECTIVE_TIMEOUT)")
-        return MpiExchange(comm, rank, size, local_devices)
-
-    @property
-    def tag_bound(self) -> int:
-        return self.comm.Get_attr(mpi().TAG_UB)
+        return MpiExchange(comm, rank, size, local_devices, comm.Get_attr(MPI.TAG_UB))
 
     def process_of(self, device: int) -> int:
         return device // self.local_devices
@@ -152,7 +149,7 @@ class MpiExchange:
             verb = "did not arrive" if missing else "did not take this process's operands"
             raise MlirxlaError(f"{what} on process {self.rank}: process(es) {late} (devices {devices} of the group "
                                f"{list(group)}) {verb} within {timeout:g} s (MLIRXLA_COLLECTIVE_TIMEOUT)")
-        operands = dict((device, contributions[device]) for device in here)
+        operands = {device: contributions[device] for device in here}
         for peer, inbox in inboxes.items():
             members = [device for device in group if self.process_of(device) == peer]
             operands.update(zip(members, unpack(inbox, template, len(members))))

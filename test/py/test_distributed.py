@@ -1,7 +1,8 @@
 """One program across the processes of a real MPI job (`mpirun -n 2` and `-n 4` on this
 machine, oversubscribed): `mlirxla-run --distributed` on the sharded example and on a
 program for four replicas that runs every kind of collective, each bitwise equal to the
-same program on four devices of one process; `Client(distributed=True)`; a process killed
+same program on four devices of one process; `Client(distributed=True)`; operands packed into
+one message per process and unpacked whole (any dtype, 0-d, empty); a process killed
 mid-run makes every other end within twice the collective timeout, its error naming the
 dead process and the collective, and every process exit non-zero. Skipped without the
 distributed extra (mpi4py and MPICH's mpiexec)."""
@@ -198,3 +199,17 @@ def test_a_process_that_never_arrives_fails_the_others_naming_it_and_the_collect
     assert re.search(r"error: .*xhlo\.all_(reduce|gather) \(channel \d\) on process [023]: process\(es\) \[1\] "
                      r"\(devices \[1\] of the group \[\d, \d\]\) did not arrive within 10 s", done.stderr), done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_operands_of_several_members_travel_as_one_message_and_come_back_whole():
+    import ml_dtypes
+
+    from mlirxla.runtime.mpi_exchange import pack, unpack
+
+    members = [[np.arange(6, dtype=np.float32).reshape(2, 3) * (m + 1), np.array(m % 2 == 0),
+                np.arange(5, dtype=ml_dtypes.bfloat16)[::2] + m, np.zeros((0, 4), np.int64)] for m in range(3)]
+    message = pack(members)
+    assert message.dtype == np.uint8 and message.nbytes == 3 * (24 + 1 + 6 + 0)
+    for sent, received in zip(members, unpack(message, members[0], 3)):
+        for a, b in zip(sent, received):
+            assert (a.dtype, a.shape) == (b.dtype, b.shape) and np.ascontiguousarray(a).tobytes() == b.tobytes()
