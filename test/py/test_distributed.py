@@ -2,10 +2,10 @@
 machine, oversubscribed): `mlirxla-run --distributed` on the sharded example and on a
 program for four replicas that runs every kind of collective, each bitwise equal to the
 same program on four devices of one process; `Client(distributed=True)`; operands packed into
-one message per process and unpacked whole (any dtype, 0-d, empty); a process killed
-mid-run makes every other end within twice the collective timeout, its error naming the
-dead process and the collective, and every process exit non-zero. Skipped without the
-distributed extra (mpi4py and MPICH's mpiexec)."""
+one message per process and unpacked whole (any dtype, 0-d, empty); a process killed, or
+hung, mid-run ends every process within twice the collective timeout with a non-zero exit
+(the hung one named, with the collective, in the errors of those waiting for it). Skipped
+without the distributed extra (mpi4py and MPICH's mpiexec)."""
 
 import importlib.util
 import os
