@@ -13,11 +13,11 @@ operands of the others reach it, is the rendezvous' `Exchange`: `InProcess` (eve
 here: nothing to exchange) or `runtime/mpi_exchange.py`'s (devices in several processes, one
 message per process of the group over MPI). Either way the group's result is computed from
 every member's operands in rank order by the same function, so the two paths give the same
-bits. A meeting is keyed by the group and by how many
-times this device has met that group before, so that a collective inside a loop meets its
-own iteration, and every device of a group must run the group's collectives in one order,
-as on any machine. Every device folds the values it takes in rank order, so results are
-bitwise equal on every device and on every run, whatever the threads' timing. A device that
+bits. A meeting is keyed by the group and by how many times this device has met that group
+before, so that a collective inside a loop meets its own iteration, and every device of a
+group must run the group's collectives in one order, as on any machine. Every device folds
+the values it takes in rank order, so results are bitwise equal on every device and on
+every run, whatever the threads' timing. A device that
 does not arrive within the timeout (`MLIRXLA_COLLECTIVE_TIMEOUT` seconds, default 60) ends
 the meeting with an error naming the collective, its channel and the missing devices; a
 device that fails ends every meeting it would have joined.
