@@ -15,6 +15,7 @@ class Device:
     client: object = field(repr=False, compare=False)  # the runtime.client.Client it belongs to
     platform: str = "cpu"
     device_kind: str = "cpu"
+    process_index: int = 0  # the process that holds it, in a client across processes
 
     def __str__(self) -> str:
         return f"mlirxla:{self.platform}:{self.id}"

@@ -17,6 +17,12 @@ A client has `device_count` devices (`Client(device_count=8)`); a program for se
 devices (`mhlo.num_partitions` / `mhlo.num_replicas`) runs on its first ones, every device's
 part at once, on sharded `Array`s (`runtime/sharded.py`: `Sharding`, `Array`, exported here).
 
+`Client(distributed=True)` is this process's client in an MPI job (`mpirun -n P python ...`):
+`device_count` devices here, `P * device_count` in all (process p holds global ids p*L ..
+p*L+L-1, as in PJRT); a program for all of them runs with `execute_numpy` on the same global
+arrays in every process, each process running its devices' shards, their collectives over
+MPI (`runtime/distributed.py`), and returns the global results in every process.
+
 A client compiles with one backend, chosen by name (`Client(backend="reference")`, default
 `cpu`; `backends/registry.py`), which its devices name as their kind.
 
@@ -110,6 +116,9 @@ class LoadedExecutable:
     def execute(self, arguments, donate: tuple[int, ...] = ()):
         """Run on `arguments`: on one device Buffers or arrays, giving Buffers; on several,
         Arrays sharded as `parameter_shardings`, giving Arrays."""
+        if self.client.exchange is not None:
+            raise MlirxlaError("a client across processes runs programs on global numpy arrays (execute_numpy); "
+                               "its Arrays would hold other processes' shards")
         if self.device_count > 1:
             return sharded.execute(self, arguments, donate)
         arrays = []
@@ -129,6 +138,10 @@ class LoadedExecutable:
 
     def execute_numpy(self, arguments) -> list[np.ndarray]:
         """The fast path: arrays in, arrays out (global arrays for a program on several devices)."""
+        if self.client.exchange is not None:
+            from . import distributed
+
+            return distributed.execute_sharded(self, arguments, self.client.exchange)
         if self.device_count > 1:
             return sharded.execute_numpy(self, arguments)
         return self.executable.execute(arguments)
@@ -141,18 +154,43 @@ class Client:
     platform_name = "mlirxla"
     platform_version = "0.1.0"
 
-    def __init__(self, device_count: int = 1, cache_dir: str | None = None, backend: str = registry.DEFAULT):
+    def __init__(self, device_count: int = 1, cache_dir: str | None = None, backend: str = registry.DEFAULT,
+                 distributed: bool = False):
         if device_count < 1:
             raise MlirxlaError("a client needs at least one device")
         self.backend = registry.backend(backend)
         unavailable = self.backend.unavailable()
         if unavailable is not None:
             raise MlirxlaError(unavailable)
-        self._devices = [Device(i, self, device_kind=backend) for i in range(device_count)]
         self.cache = CompileCache(cache_dir) if cache_dir else None
+        self.join(None)
+        self._devices = [Device(i, self, device_kind=backend) for i in range(device_count)]
+        if distributed:
+            from .mpi_exchange import MpiExchange
+
+            self.join(MpiExchange.create(device_count))
+
+    @staticmethod
+    def joined(exchange, backend: str = registry.DEFAULT) -> "Client":
+        """A client of `exchange.local_devices` devices in each process of its MPI job."""
+        client = Client(exchange.local_devices, backend=backend)
+        client.join(exchange)
+        return client
+
+    def join(self, exchange) -> None:
+        """Become this process's client in `exchange`'s job (None: a client of one process)."""
+        self.exchange = exchange
+        self.process_index, self.process_count = (exchange.rank, exchange.size) if exchange is not None else (0, 1)
+        if exchange is not None:
+            self._devices = [Device(i, self, device_kind=self.backend.name, process_index=i // exchange.local_devices)
+                             for i in range(exchange.local_devices * exchange.size)]
 
     def devices(self) -> list[Device]:
+        """Every device, in this process and (distributed) the others."""
         return list(self._devices)
+
+    def local_devices(self) -> list[Device]:
+        return [device for device in self._devices if device.process_index == self.process_index]
 
     def buffer_from_pyval(self, value, device: Device | None = None) -> Buffer:
         array = np.asarray(value, order="C")  # keeps a 0-d array 0-d, unlike ascontiguousarray
@@ -181,6 +219,10 @@ class Client:
         """The executable on this client's devices, which must be as many as its grid needs."""
         plan = executable.plan
         count = plan.replica_count * plan.partition_count
+        if self.exchange is not None and count != len(self._devices):
+            raise MlirxlaError(f"the program is for {count} devices; this client's {self.process_count} processes hold "
+                               f"{len(self._devices)} (Client(device_count={count // self.process_count}, distributed=True) "
+                               f"in each of {self.process_count} processes)")
         if count > len(self._devices):
             raise MlirxlaError(f"the program is for {plan.replica_count} replica(s) x {plan.partition_count} partition(s), "
                                f"{count} devices; this client has {len(self._devices)} (Client(device_count={count}))")

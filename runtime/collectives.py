@@ -8,11 +8,16 @@ operands and the plain-data attributes the backend wrote (its process groups as 
 dimensions, the reducer's kind).
 
 The devices of a group meet at the execution's `Rendezvous`: each brings its operands and
-takes everyone's, in the group's rank order. A meeting is keyed by the group and by how many
-times this device has met that group before, so that a collective inside a loop meets its
-own iteration, and every device of a group must run the group's collectives in one order,
-as on any machine. Every device folds the values it takes in rank order, so results are
-bitwise equal on every device and on every run, whatever the threads' timing. A device that
+takes everyone's, in the group's rank order. Which devices are in this process, and how the
+operands of the others reach it, is the rendezvous' `Exchange`: `InProcess` (every device
+here: nothing to exchange) or `runtime/mpi_exchange.py`'s (devices in several processes, one
+message per process of the group over MPI). Either way the group's result is computed from
+every member's operands in rank order by the same function, so the two paths give the same
+bits. A meeting is keyed by the group and by how many times this device has met that group
+before, so that a collective inside a loop meets its own iteration, and every device of a
+group must run the group's collectives in one order, as on any machine. Every device folds
+the values it takes in rank order, so results are bitwise equal on every device and on
+every run, whatever the threads' timing. A device that
 does not arrive within the timeout (`MLIRXLA_COLLECTIVE_TIMEOUT` seconds, default 60) ends
 the meeting with an error naming the collective, its channel and the missing devices; a
 device that fails ends every meeting it would have joined.
@@ -57,11 +62,23 @@ class Meeting:
     failure: str | None = None  # why it could not
 
 
+class InProcess:
+    """The exchange of an execution whose devices are all in this process."""
+
+    def members_here(self, group: tuple[int, ...]) -> tuple[int, ...]:
+        return group
+
+    def everyone(self, key: tuple, group: tuple[int, ...], contributions: dict, what: str, timeout: float) -> list:
+        """Every member's operands in the group's order, given this process's members' (all)."""
+        return [contributions[device] for device in group]
+
+
 class Rendezvous:
     """Where the devices of one execution meet: collectives by group, send/recv by channel."""
 
-    def __init__(self, timeout: float | None = None):
+    def __init__(self, timeout: float | None = None, exchange=None):
         self.timeout = collective_timeout() if timeout is None else timeout
+        self.exchange = exchange or InProcess()
         self.lock = threading.Lock()
         self.condition = threading.Condition(self.lock)  # send/recv's mailboxes
         self.meetings: dict[tuple, Meeting] = {}
@@ -80,9 +97,11 @@ class Rendezvous:
 
     def meet(self, kind: str, device: int, group: tuple[int, ...], operands: list, what: str, combine):
         """Bring `operands` to this device's next meeting of `group`; what `combine` makes of
-        everyone's operands (in the group's order), computed once by the last to arrive,
+        everyone's operands (in the group's order), computed once by the last of this
+        process's members to arrive (after the exchange brought the other processes'),
         outside the lock (other groups meet meanwhile), while the others wait: their operands
         are views of buffers they do not touch until the meeting ends, so nothing is copied."""
+        here = self.exchange.members_here(group)
         with self.condition:
             count = self.arrivals.get((device, group), 0)
             self.arrivals[(device, group)] = count + 1
@@ -94,11 +113,11 @@ class Rendezvous:
                 raise MlirxlaError(f"{what}: device {device} runs {kind} where the other devices of its group "
                                    f"{list(group)} run {meeting.kind}")
             meeting.contributions[device] = operands
-            last = len(meeting.contributions) == len(group)
+            last = len(meeting.contributions) == len(here)
             if not last:
-                return self.outcome(meeting, device, group, what)
+                return self.outcome(meeting, device, here, what)
         try:
-            meeting.result = combine([meeting.contributions[d] for d in group])
+            meeting.result = combine(self.exchange.everyone(key, group, meeting.contributions, what, self.timeout))
         except BaseException as error:
             meeting.failure = f"device {device} failed: {error}"
             raise
@@ -111,7 +130,9 @@ class Rendezvous:
         return meeting.result
 
     def outcome(self, meeting: Meeting, device: int, group: tuple[int, ...], what: str):
-        """Wait (holding the lock) until `meeting` is done; its result."""
+        """Wait (holding the lock) until `meeting` is done; its result. `group` is the
+        members in this process: once all are here, the last one's exchange with the other
+        processes keeps its own time."""
         deadline = time.monotonic() + self.timeout
         while not meeting.done and self.failure is None:
             left = deadline - time.monotonic()

@@ -115,34 +115,39 @@ THREADS = DeviceThreads()
 
 def execute_on_devices(executables: list, arguments: list[list[np.ndarray]], grid: DeviceGrid,
                        infeeds: list[list[list[np.ndarray]]] | None = None, timeout: float | None = None,
-                       outfeeds: list[list] | None = None) -> list[list[np.ndarray]]:
-    """Run `executables[d]` on device d with `arguments[d]` for every device of `grid`; the
-    outputs per device. `infeeds[d]` fills device d's infeed queue (a list of value lists,
-    read in order); what a device outfeeds is appended to `outfeeds[d]` when given."""
-    count = grid.device_count
+                       outfeeds: list[list] | None = None, local: list[int] | None = None,
+                       exchange=None) -> list[list[np.ndarray]]:
+    """Run `executables[i]` with `arguments[i]` as device `local[i]` of `grid` (default: every
+    device of the grid, all here); the outputs in that order. `infeeds[i]` fills its infeed
+    queue (a list of value lists, read in order); what it outfeeds is appended to
+    `outfeeds[i]` when given. With devices in other processes, `local` names this process's
+    and `exchange` (`mpi_exchange.MpiExchange`) reaches the others."""
+    here = list(range(grid.device_count)) if local is None else list(local)
+    count = len(here)
     if len(executables) != count or len(arguments) != count:
         raise ValueError(f"{count} devices need {count} executables and argument lists, "
                          f"got {len(executables)} and {len(arguments)}")
-    rendezvous = Rendezvous(timeout)
+    rendezvous = Rendezvous(timeout, exchange)
     outputs: list = [None] * count
     errors: dict[int, BaseException] = {}
     # devices that fill the cores run their kernels whole, each on its own thread
     alone = count >= ThreadPool.shared().workers
 
-    def run(device: int) -> None:
+    def run(index: int) -> None:
+        device = here[index]
         replica, partition = grid.place(device)
         context = DeviceContext(replica, partition, grid.partition_count, rendezvous,
-                                deque(infeeds[device]) if infeeds else deque(),
-                                outfeeds[device] if outfeeds else [])
+                                deque(infeeds[index]) if infeeds else deque(),
+                                outfeeds[index] if outfeeds else [])
         try:
             with on_device(context), blas.held(), without_pool(alone):
-                outputs[device] = executables[device].execute(arguments[device])
+                outputs[index] = executables[index].execute(arguments[index])
         except BaseException as error:  # every device's failure is reported after all have stopped
             errors[device] = error
             rendezvous.fail(device, error)
 
-    with blas.gemm_threads(1 if count > 1 else None):
-        THREADS.run([functools.partial(run, device) for device in range(count)])
+    with blas.gemm_threads(1 if grid.device_count > 1 else None):  # the same bits on any split into processes
+        THREADS.run([functools.partial(run, index) for index in range(count)])
     if errors:
         first_cause = [error for _, error in sorted(errors.items()) if not isinstance(error, DeviceFailed)]
         raise (first_cause or [errors[min(errors)]])[0]

@@ -16,7 +16,7 @@ from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import public_entry_name
 from mlirxla.mlir import ir
 
-from . import literals
+from . import distributed, literals
 from .client import Client, LoadedExecutable
 from .devices import DeviceGrid, execute_on_devices
 from .executable import Executable
@@ -74,12 +74,17 @@ def check_grid(backend: str, grid: DeviceGrid) -> None:
 
 
 def run_compiled(module: ir.Module, entry: str, executable: Executable, checks: list[CheckRecord], result_types: list,
-                 arguments: list[np.ndarray], grid: DeviceGrid = DeviceGrid(), repeat: int = 1) -> list[Execution]:
+                 arguments: list[np.ndarray], grid: DeviceGrid = DeviceGrid(), repeat: int = 1,
+                 exchange=None) -> list[Execution]:
     """Run what `compile_entry` made on numpy `arguments` on every device of `grid` (`repeat`
-    times: the last run's results are judged): one `Execution` per device."""
+    times: the last run's results are judged): one `Execution` per device. With an
+    `exchange` (`mpi_exchange.MpiExchange`) this process runs its devices, the others theirs,
+    and every device's outputs are gathered."""
     result_count = len(ir.FunctionType(ir.TypeAttr(find_function(module, entry).attributes["function_type"]).value).results)
     for _ in range(max(repeat, 1)):
-        if grid.device_count == 1:
+        if exchange is not None:
+            per_device = distributed.execute_per_device(executable, arguments, grid, exchange)
+        elif grid.device_count == 1:
             per_device = [executable.execute(arguments)]
         else:
             per_device = execute_on_devices([executable] * grid.device_count, [arguments] * grid.device_count, grid)
@@ -88,11 +93,14 @@ def run_compiled(module: ir.Module, entry: str, executable: Executable, checks: 
                           result_count, checks) for outputs in per_device]
 
 
-def load_sharded(module: ir.Module, backend: str = registry.DEFAULT, options=None, entry: str | None = None) -> LoadedExecutable:
+def load_sharded(module: ir.Module, backend: str = registry.DEFAULT, options=None, entry: str | None = None,
+                 exchange=None) -> LoadedExecutable:
     """`entry` of `module` compiled for its grid, on a client with the grid's devices: its
-    `execute` takes sharded Arrays, its `execute_numpy` global arrays (`runtime/sharded.py`)."""
+    `execute` takes sharded Arrays, its `execute_numpy` global arrays (`runtime/sharded.py`).
+    With an `exchange`, the client is this process's share of them (`runtime/distributed.py`)."""
     executable, _, _ = compile_entry(module, entry or public_entry_name(module), options, backend)
-    return LoadedExecutable(executable, Client(module_grid(module).device_count, backend=backend), "")
+    client = Client.joined(exchange, backend) if exchange is not None else Client(module_grid(module).device_count, backend=backend)
+    return LoadedExecutable(executable, client, "")
 
 
 def execute_sharded(module: ir.Module, arguments: list[np.ndarray], backend: str = registry.DEFAULT, options=None,

@@ -8,11 +8,15 @@
     mlirxla-run model.mlir -o outputs.npz --dump-to dump/   # dump: every pass, kernel and thunk
     mlirxla-run model.mlir --devices 4          # 4 replicas, one thread per device, collectives between
     mlirxla-run sharded.mlir                     # a module sharded over its partitions: partitioned, global results
+    mpirun -n 4 mlirxla-run --distributed sharded.mlir -o out.npz   # its devices shared by 4 processes, collectives over MPI
     mlirxla-run model.mlir --report report.html  # the compile as one HTML page
     mlirxla-run model.mlir --profile trace.json --repeat 10   # a Perfetto trace; top kernels on stderr
 
 Exit status 0 when every check op in the module holds (and --check agrees), 1 when one
-fails (it is printed), 2 on bad input.
+fails (it is printed), 2 on bad input. With --distributed every process runs its share of
+the devices and process 0 prints (and writes) the gathered results; a process whose peer
+died or never arrived fails within MLIRXLA_COLLECTIVE_TIMEOUT, its error naming the process
+and the collective, and every process exits non-zero.
 """
 
 import argparse
@@ -32,7 +36,7 @@ from mlirxla.ir_queries import public_entry_name
 from mlirxla.mlir import ir
 from mlirxla.pipelines.runner import RunOptions
 from mlirxla.backends import registry
-from mlirxla.runtime import checks, driver, literals, memory, oracle, reference
+from mlirxla.runtime import checks, distributed, driver, literals, memory, oracle, reference
 from mlirxla.transforms.sharding_remover import partitioning_need
 from mlirxla.report import progress
 
@@ -56,6 +60,9 @@ def parse_arguments(argv):
     parser.add_argument("--devices", type=int, help="run on this many devices of this process: the module's replicas x "
                                                      "partitions (default), or N replicas of a module that declares none; "
                                                      "every device gets the same arguments")
+    parser.add_argument("--distributed", action="store_true",
+                        help="run as one process of an MPI job (mpirun -n P): the program's devices shared evenly by the "
+                             "processes, collectives over MPI, results gathered on process 0 (the distributed extra)")
     parser.add_argument("--dump-to", help="write the dumps to this directory: the module as imported, the pipeline's "
                                           "decisions, the code (each kernel's LLVM IR on cpu) and the thunk sequence")
     parser.add_argument("--report", metavar="FILE.html",
@@ -71,6 +78,10 @@ def parse_arguments(argv):
     parser.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance of --check (default 1e-5)")
     arguments = parser.parse_args(argv)
     arguments.iree_flags = iree_flags(arguments)
+    if arguments.distributed:
+        for flag, given in (("--check", arguments.check), ("--report", arguments.report), ("--profile", arguments.profile)):
+            if given:
+                raise MlirxlaError(f"{flag} runs in one process: it cannot be combined with --distributed")
     return arguments
 
 
@@ -214,8 +225,11 @@ def run_module(arguments, data: bytes, source: str) -> int:
                 driver.check_grid(arguments.backend, grid)
                 options = RunOptions(dump_to=arguments.dump_to, backend=arguments.backend, iree_flags=arguments.iree_flags)
                 sharded = grid.device_count > 1 and partitioning_need(module) is not None
+                exchange = distributed.join(grid.device_count) if arguments.distributed else None
+                if exchange is not None and exchange.rank != 0:
+                    options = replace(options, dump_to=None)  # one process writes the dumps
                 if sharded:
-                    program = driver.load_sharded(module, arguments.backend, options, entry)
+                    program = driver.load_sharded(module, arguments.backend, options, entry, exchange)
                     executable = program.executable
                 else:
                     executable, found_checks, result_types = driver.compile_entry(module, entry, options, arguments.backend)
@@ -224,16 +238,21 @@ def run_module(arguments, data: bytes, source: str) -> int:
                 for _ in range(arguments.repeat):
                     per_device, verdicts = [program.execute_numpy(inputs)], []
             else:
-                executions = driver.run_compiled(module, entry, executable, found_checks, result_types, inputs, grid, arguments.repeat)
+                executions = driver.run_compiled(module, entry, executable, found_checks, result_types, inputs, grid,
+                                                 arguments.repeat, exchange)
                 per_device = [[literals.to_numpy(value) for value in execution.outputs] for execution in executions]
                 verdicts = [checks.judge(execution) for execution in executions]
             outputs = per_device[0]
+    if exchange is not None and exchange.rank != 0:
+        return EXIT_CHECK_FAILED if any(not v.passed for verdict in verdicts for v in verdict if v.judged) else EXIT_OK
 
     how = HOW.get(arguments.backend, f"compiled by the {arguments.backend} backend and ran")
     on_devices = f" on {grid.device_count} devices ({grid.replica_count} replica(s) x {grid.partition_count} partition(s))" \
         if grid.device_count > 1 else ""
     if sharded:
         on_devices += ", partitioned by its shardings (global results)"
+    if exchange is not None:
+        on_devices += f", {exchange.local_devices} device(s) in each of {exchange.size} process(es) (collectives over MPI)"
     print(f"{source}: imported ({imported.form}{', StableHLO v' + imported.artifact_version if imported.artifact_version else ''}), "
           f"verified, {how} @{entry}{on_devices}")
     for device, device_outputs in enumerate(per_device):
@@ -290,7 +309,18 @@ def report_checks(verdicts: list[checks.Verdict], source: str, device: str = "")
 
 
 def main(argv=None) -> int:
-    return run_tool("mlirxla-run", lambda: run(sys.argv[1:] if argv is None else argv))
+    argv = sys.argv[1:] if argv is None else argv
+    if "--distributed" not in argv:
+        return run_tool("mlirxla-run", lambda: run(argv))
+    tool = "mlirxla-run"
+    with contextlib.suppress(MlirxlaError):
+        tool = f"mlirxla-run (process {distributed.process_rank()} of {distributed.process_count()})"
+    status = run_tool(tool, lambda: run(argv))
+    if status != EXIT_OK:  # MPI's finalize would wait for peers that may be gone: leave now
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    return status
 
 
 if __name__ == "__main__":
