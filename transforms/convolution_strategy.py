@@ -59,7 +59,6 @@ KERNEL_CALL_S = 2e-6
 VECTOR_BYTES = 32  # what LLVM's vectorizer widens to on this host (256-bit vectors preferred)
 SPATIAL_INNERMOST = 0.25  # a nest whose innermost loop walks output positions (NCHW), measured
 TRANSPOSE_SLOWDOWN = 2.0  # a transpose moves its bytes at half the copy bandwidth (tiled, strided reads)
-MAX_IM2COL_WINDOW = 64  # KH*KW: the im2col kernel is one slice per window position (compile time)
 
 NHWC_NUMBERS = (0, 3, (1, 2), 2, 3, (0, 1), 0, 3, (1, 2))
 
@@ -267,8 +266,6 @@ def canonical_seconds(g: Geometry) -> tuple[str, float] | None:
         return None
     if g.pointwise:
         return GEMM, _gemm_seconds(g)
-    if g.kernel_height * g.kernel_width > MAX_IM2COL_WINDOW:
-        return None
     return IM2COL_GEMM, _im2col_seconds(g)
 
 
@@ -278,8 +275,7 @@ def estimates(g: Geometry) -> list[Estimate]:
     if g.blas_ready and g.canonical:
         if g.pointwise:
             found.append(Estimate(GEMM, _gemm_seconds(g)))
-        if g.kernel_height * g.kernel_width <= MAX_IM2COL_WINDOW:
-            found.append(Estimate(IM2COL_GEMM, _im2col_seconds(g)))
+        found.append(Estimate(IM2COL_GEMM, _im2col_seconds(g)))
     elif (canonical := canonical_seconds(g)) is not None:
         found.append(Estimate(TRANSPOSED_GEMM, canonical[1] + _transpose_seconds(g)))
     found.append(Estimate(LOOP_NEST, _nest_seconds(g)))
