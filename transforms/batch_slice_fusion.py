@@ -23,7 +23,8 @@ not stay in cache between two kernels) while one slice of it is at most `max-sli
 (it does), the weights the convolutions and dots read whole for every slice fit in
 `max-slice-bytes` too (so slicing a matmul into matrix-vector products that stream their
 weights again per row is refused), the consumer reads the producer's result slice by slice, both keep their slices
-apart with the same N, and no other path leads from producer to consumer. Merges repeat to a fixed point, so a chain of such kernels becomes one.
+apart with the same N, and no other path leads from producer to consumer. Merges repeat to a
+fixed point, so a chain of such kernels becomes one.
 
 With `convolutions-as-gemms`, a merge is also refused when the convolutions of the two lose
 more by running as loops in slices than the merge saves: the convolution cost model

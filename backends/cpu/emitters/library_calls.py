@@ -12,9 +12,8 @@ from math import prod
 
 from mlirxla.mlir import ir
 from mlirxla.runtime.thunks import GemmThunk, KernelThunk, SlicedKernelThunk
-from mlirxla.transforms.fusion_legality import LIBRARY_CALLS, fused_ops, kind_of
-
 from mlirxla.transforms import convolution_strategy as strategy
+from mlirxla.transforms.fusion_legality import LIBRARY_CALLS, fused_ops, kind_of
 
 from ..convolution_gemm import im2col_module_text
 from .kernels import PARALLEL_MIN_BYTES, KernelSpec, emit_kernel, kernel_thunk
