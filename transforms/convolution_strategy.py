@@ -95,6 +95,7 @@ class Geometry:
     padding: tuple[tuple[int, int], tuple[int, int]]
     element: str
     canonical: bool  # NHWC x HWIO -> NHWC
+    out_of_place: tuple[bool, bool, bool]  # input, kernel, output: not in the canonical order
     blas_ready: bool  # no groups, dilations or reversal; f32 or f64; no negative padding
     innermost_features: bool  # the output's last dimension is its features
     innermost_extent: int  # the size of the output's last dimension
@@ -210,6 +211,7 @@ def geometry(op: ir.Operation) -> Geometry | None:
         out_height=output_shape[osp[0]], out_width=output_shape[osp[1]],
         strides=tuple(_array(op, "window_strides", [1, 1])), padding=padding, element=element,
         canonical=numbers == NHWC_NUMBERS, blas_ready=blas_ready,
+        out_of_place=(list((ib, *isp, if_)) != [0, 1, 2, 3], list((*ksp, ki, ko)) != [0, 1, 2, 3], list((ob, *osp, of)) != [0, 1, 2, 3]),
         innermost_features=of == last, innermost_extent=output_shape[last], groups=groups[0] * groups[1])
 
 
@@ -255,9 +257,11 @@ def _nest_seconds(g: Geometry) -> float:
 
 
 def _transpose_seconds(g: Geometry) -> float:
-    """Transposing input and kernel into NHWC and HWIO and the output back."""
-    moved = 2 * (g.input_bytes + g.kernel_bytes + g.output_bytes)
-    return 3 * KERNEL_CALL_S + TRANSPOSE_SLOWDOWN * moved / MEMORY_BYTES_PER_S
+    """Transposing what is out of place of input and kernel into NHWC and HWIO, and the
+    output back (a gradient's kernel alone, an NCHW layer all three)."""
+    sizes = (g.input_bytes, g.kernel_bytes, g.output_bytes)
+    moved = 2 * sum(size for size, out_of_place in zip(sizes, g.out_of_place) if out_of_place)
+    return sum(g.out_of_place) * KERNEL_CALL_S + TRANSPOSE_SLOWDOWN * moved / MEMORY_BYTES_PER_S
 
 
 def canonical_seconds(g: Geometry) -> tuple[str, float] | None:

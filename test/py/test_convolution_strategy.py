@@ -10,6 +10,7 @@ import pytest
 from mlirxla import frontdoor
 from mlirxla.backends.cpu.compiler import compile_module
 from mlirxla.context import new_context
+from mlirxla.mlir import ir
 from mlirxla.runtime.executable import Executable
 from mlirxla.transforms import convolution_strategy as strategy
 
@@ -238,3 +239,20 @@ def test_jax_convolutions_match_jax_cpu(name, forced):
         executable = Client().compile(text)
     expected = jax.jit(function)(*jax.device_put(arguments, jax.local_devices(backend="cpu")[0]))
     np.testing.assert_allclose(executable.execute_numpy(arguments)[0], np.asarray(expected), rtol=1e-4, atol=1e-4)
+
+
+def test_transposes_are_counted_only_for_what_is_out_of_place(context):
+    """An input gradient's convolution reads its kernel as HWOI: only the kernel moves, so the
+    transposed GEMM costs less than for an NCHW layer of the same size, whose input, kernel
+    and output all move."""
+    gradient = NHWC_LAYER.format(n=4, h=16, w=16, c=32, f=64, kh=3, kw=3, oh=16, ow=16, s=1, top=1, bottom=1, left=1, right=1)
+    gradient = gradient.replace("[0, 1, i, o]", "[0, 1, o, i]").replace("tensor<3x3x32x64xf32>", "tensor<3x3x64x32xf32>")
+    seconds = {}
+    for name, text in (("gradient", gradient), ("nchw", NCHW_LAYER.format(n=4, c=32, h=16, f=64))):
+        module = frontdoor.import_text(text, f"{name}.mlir", context).module
+        with context, ir.Location.unknown():
+            convolution = next(op for op in module.body.operations[0].regions[0].blocks[0].operations if op.operation.name == "xhlo.convolution")
+            geometry = strategy.geometry(convolution.operation)
+            seconds[name] = strategy.choose(convolution.operation).seconds(strategy.TRANSPOSED_GEMM)
+        assert sum(geometry.out_of_place) == (1 if name == "gradient" else 3)
+    assert seconds["gradient"] < seconds["nchw"]
