@@ -14,10 +14,14 @@ faster), whether the outputs match XLA's (rtol = atol = 1e-3, batch normalizatio
 by a standard deviation) and the largest absolute difference, the strategy each
 convolution took (the thunk sequence's decisions), then the geometric mean of the ratios.
 
-    python benchmarks/convs_vs_xla.py [--workloads nhwc,bn] [--repeats 20] [--json]
+    python benchmarks/convs_vs_xla.py [--workloads nhwc,bn] [--repeats 20] [--force im2col_gemm] [--json]
+
+--force makes every convolution the strategy can run take it (`convolution_strategy.forcing`),
+to measure one strategy against the model's choice.
 """
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -32,6 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from mlirxla.runtime.client import Client, CompileOptions
+from mlirxla.transforms import convolution_strategy
 
 RTOL = ATOL = 1e-3
 WARMUP = 2
@@ -158,6 +163,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--force", choices=convolution_strategy.STRATEGIES, help="the strategy every convolution it can run takes")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     names = [name for name in args.workloads.split(",") if name]
@@ -169,7 +175,8 @@ def main(argv=None) -> int:
     rows = []
     print(f"{'workload':16} {'mlirxla ms':>11} {'XLA ms':>9} {'ratio':>7}  match  max|diff|")
     for name in names:
-        row = measure(name, args.repeats, client)
+        with convolution_strategy.forcing(args.force) if args.force else contextlib.nullcontext():
+            row = measure(name, args.repeats, client)
         rows.append(row)
         if "failed" in row:
             print(f"{name:16} failed: {row['failed']}")
