@@ -15,7 +15,8 @@ layout as it is, and the rewrite happens when the transposed GEMM is estimated f
       -> convolution NHWC x HWIO -> NHWC -> transpose back to the original output layout
 
 Window attributes (strides, padding, dilations, reversal) follow the spatial dimensions in
-their order, which the transposes keep, so they stay as they are. Runs before layout
+their order, which the transposes keep, so they stay as they are; a convolution carrying a
+sharding (for its own layout) is kept. Runs before layout
 assignment, so the new transposes get layouts like any other op, and before fusion, so they
 fuse with their neighbours. Every choice, made or not, is in
 `convolution-layout-decisions.txt` with the estimates (written when the module has a
@@ -32,6 +33,7 @@ from mlirxla.mlir import ir
 from . import convolution_strategy as strategy
 from .pass_base import ModulePass, PassResult, TextReport
 from .priority_fusion import describe
+from .sharding_remover import SHARDING
 
 
 def _i64(value: int) -> ir.Attribute:
@@ -94,6 +96,9 @@ class ConvolutionLayoutPass(ModulePass):
             for op in list(ops_named(module, "xhlo.convolution")):
                 geometry = strategy.geometry(op)
                 if geometry is None or geometry.canonical:
+                    continue
+                if SHARDING in op.attributes:
+                    lines.append(f"{describe(op)}: kept (its sharding is for its own layout)")
                     continue
                 choice = strategy.choose(op)
                 rewrite = choice.strategy == strategy.TRANSPOSED_GEMM
