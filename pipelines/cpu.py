@@ -9,6 +9,8 @@
  -> collective combining (independent all-reduces, then all-gathers, of one kind become one
     variadic op: XLA's AllReduceCombiner and AllGatherCombiner, run after simplification so
     that dead collectives are gone before they are bundled with live ones)
+ -> convolution layout (a convolution in another layout than NHWC x HWIO -> NHWC becomes
+    one between transposes when the convolution cost model says its GEMM then pays)
  -> layout assignment, then removal of the copies it made unnecessary
  -> priority fusion (what becomes a kernel), then multi-output fusion (siblings sharing an
     operand, producers kept as an extra output of the reduction that reads them), then
@@ -26,6 +28,7 @@ from mlirxla.transforms.all_reduce_combiner import AllReduceCombinerPass
 from mlirxla.transforms.batch_slice_fusion import BatchSliceFusionPass
 from mlirxla.transforms.buffer_assignment import BufferAssignmentPass
 from mlirxla.transforms.copy_insertion import CopyInsertionPass
+from mlirxla.transforms.convolution_layout import ConvolutionLayoutPass
 from mlirxla.transforms.copy_removal import CopyRemovalPass
 from mlirxla.transforms.layout_assignment import LayoutAssignmentPass
 from mlirxla.transforms.manual_partitioner import ManualPartitionerPass
@@ -57,6 +60,7 @@ def cpu_pipeline(alignment: int = ALIGNMENT) -> Pipeline:
         .fixed_point(simplification_pipeline(), max_iterations=25)
         .add(AllReduceCombinerPass())
         .add(AllGatherCombinerPass())
+        .add(ConvolutionLayoutPass())
         .add(LayoutAssignmentPass())
         .add(CopyRemovalPass())
         .add(PriorityFusionPass(backend="cpu"))

@@ -26,6 +26,16 @@ weights again per row is refused), the consumer reads the producer's result slic
 apart with the same N, and no other path leads from producer to consumer. Merges repeat to a
 fixed point, so a chain of such kernels becomes one.
 
+With `convolutions-as-gemms`, a merge is also refused when the convolutions of the two lose
+more by running as loops in slices than the merge saves: the convolution cost model
+(`convolution_strategy.py`) estimates each one as its best GEMM strategy and as the loop
+nest it becomes inside the slices, and the difference is weighed against writing and
+reading the producer's result once. That trades memory for speed (a 3x3 layer of 32 to 64
+channels ran 2x slower as loops than as im2col + GEMM, more than the traffic of its
+intermediate saves; apart, the benchmark conv net ran 1.5x faster), so it is off by
+default: the conv net's bar is XLA:CPU's temp bytes, which its one fused kernel for the
+whole net meets, and only GEMMs inside the slices would give both.
+
 The result is an `xhlo.fusion` of kind `custom` with `custom = "batch_slices"` and
 `scratch_bytes`: the bytes one slice of its inner convolution, dot and reduce results needs
 (the backend's per-slice working memory, reported by buffer assignment apart from the
@@ -38,6 +48,7 @@ from typing import ClassVar
 
 from mlirxla.mlir import ir
 
+from . import convolution_strategy as strategy
 from .cost_model import byte_size
 from .erasure import live_ops
 from .fusion_legality import (
@@ -198,6 +209,7 @@ class BatchSliceFusionPass(ModulePass):
     summary: ClassVar[str] = "batch-slice fusion: convolution/dot chains that keep batch elements apart run slice by slice in one kernel"
     min_intermediate_bytes: int = 1 << 20
     max_slice_bytes: int = 1 << 20
+    convolutions_as_gemms: bool = False  # refuse merges that cost convolutions their GEMM speed (memory for speed)
 
     def run(self, module: ir.Module) -> PassResult:
         decisions: list[Decision] = []
@@ -254,12 +266,34 @@ class BatchSliceFusionPass(ModulePass):
         if producer_reread + consumer_reread > self.max_slice_bytes:
             return (f"the convolutions and dots would read {producer_reread + consumer_reread} bytes of weights again for every slice,"
                     f" more than the {self.max_slice_bytes} bytes that stay in cache")
+        if self.convolutions_as_gemms and (reason := loops_cost_more_than_fusion_saves(producer, consumer, size)):
+            return reason
         if reachable(producer, consumer, skip_direct=True):
             return "fusion would create a cycle"
         limits = FusionLimits()
         if fused_operand_count(producer, consumer) > limits.max_operands:
             return f"the fusion would have more than {limits.max_operands} operands"
         return None
+
+
+def loops_cost_more_than_fusion_saves(producer: ir.Operation, consumer: ir.Operation, intermediate_bytes: int) -> str | None:
+    """Why not to merge when the convolutions of the two, run as loops in slices, lose more
+    against their best GEMM strategy than keeping the intermediate out of memory saves; else None."""
+    saved = 2 * intermediate_bytes / strategy.MEMORY_BYTES_PER_S
+    lost, choices = 0.0, []
+    for kernel in (producer, consumer):
+        for op in body_of(kernel)[0]:
+            if kind_of(op) != "convolution":
+                continue
+            choice = strategy.choose(op)
+            nest = choice.seconds(strategy.LOOP_NEST)
+            if nest is not None and choice.strategy != strategy.LOOP_NEST:
+                lost += nest - choice.seconds(choice.strategy)
+                choices.append(choice.describe())
+    if lost <= saved:
+        return None
+    return (f"its convolutions would run {1e6 * lost:.0f} us slower as loops in slices than as GEMMs ({'; '.join(choices)}), "
+            f"more than the {1e6 * saved:.0f} us of memory traffic the merge saves")
 
 
 def log_refusal(decisions: list[Decision], refusal: Decision) -> None:

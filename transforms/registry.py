@@ -30,6 +30,7 @@ PASSES = {
     "xhlo-spmd-partitioner": "spmd_partitioner:SpmdPartitionerPass",
     "xhlo-all-reduce-combiner": "all_reduce_combiner:AllReduceCombinerPass",
     "xhlo-all-gather-combiner": "all_gather_combiner:AllGatherCombinerPass",
+    "xhlo-convolution-layout": "convolution_layout:ConvolutionLayoutPass",
     "xhlo-layout-assignment": "layout_assignment:LayoutAssignmentPass",
     "xhlo-copy-insertion": "copy_insertion:CopyInsertionPass",
     "xhlo-copy-removal": "copy_removal:CopyRemovalPass",

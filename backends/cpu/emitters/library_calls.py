@@ -1,18 +1,22 @@
 """Library calls: a dot BLAS can run becomes a `gemm` thunk (f32/f64, row-major operands in
 one of the four transpose combinations, optionally batched over dimension 0); a convolution
-worth it becomes an im2col kernel and a `gemm` (`convolution_gemm.py`); an output fusion rooted
+becomes what the convolution cost model picks (`transforms/convolution_strategy.py`): a
+`gemm` straight over its buffers (1x1), an im2col kernel and a `gemm`
+(`convolution_gemm.py`), or a generated kernel; an output fusion rooted
 in such a dot or convolution becomes that library call writing the fusion's output, then its
 epilogue as a kernel reading the output elementwise and writing it in place. What BLAS cannot
 take is a generated kernel; every choice goes to the decisions."""
 
+import dataclasses
 from math import prod
 
 from mlirxla.mlir import ir
-from mlirxla.runtime.thunks import GemmThunk, KernelThunk
+from mlirxla.runtime.thunks import GemmThunk, KernelThunk, SlicedKernelThunk
+from mlirxla.transforms import convolution_strategy as strategy
 from mlirxla.transforms.fusion_legality import LIBRARY_CALLS, fused_ops, kind_of
 
-from ..convolution_gemm import convolution_shape, im2col_module_text, worth_a_gemm
-from .kernels import KernelSpec, emit_kernel, kernel_thunk
+from ..convolution_gemm import im2col_module_text
+from .kernels import PARALLEL_MIN_BYTES, KernelSpec, emit_kernel, kernel_thunk
 
 
 def emit_dot(emitter, op: ir.Operation) -> list:
@@ -43,22 +47,34 @@ def emit_output_fusion(emitter, op: ir.Operation) -> list:
 
 
 def convolution_as_gemm(emitter, convolution: ir.Operation, owner: ir.Operation, lhs: ir.Value, rhs: ir.Value) -> list | None:
-    """An im2col kernel and a GEMM writing `owner`'s result for `convolution` when BLAS can
-    run it and its work is worth it, else None; the decision is recorded either way."""
+    """The thunks writing `owner`'s result for `convolution` when the cost model picks a GEMM
+    (a `gemm` alone for a 1x1 convolution; an im2col kernel, then a `gemm`), else None (a
+    generated kernel); the choice and the estimates behind it are recorded either way."""
     name = emitter.name_of(owner)
-    shape = convolution_shape(convolution)
-    if shape is None or not worth_a_gemm(shape):
-        why = "a layout, dilation, group or type BLAS cannot take" if shape is None else "too little work for im2col + GEMM"
-        emitter.decisions.append(f"{name}: convolution generated as a kernel ({why})")
+    choice = strategy.choose(convolution)
+    emitter.decisions.append(f"{name}: convolution strategy {choice.describe()}")
+    if choice.strategy not in (strategy.GEMM, strategy.IM2COL_GEMM):
         return None
-    width = 4 if shape.element == "f32" else 8
+    shape = strategy.geometry(convolution)
+    out = emitter.slice_of(owner.results[0])
+    if choice.strategy == strategy.GEMM:
+        emitter.decisions.append(f"{name}: convolution as a BLAS GEMM over its input {shape.element} {shape.m}x{shape.features}x{shape.k}")
+        return [GemmThunk(name, shape.element, emitter.slice_of(lhs), emitter.slice_of(rhs), out, shape.m, shape.features, shape.k, False, False)]
     symbol = emitter.symbol(f"{name}_im2col")
-    rows = emitter.allocate(shape.m * shape.k * width, owner, symbol, f"im2col rows {shape.m}x{shape.k} {shape.element} for the GEMM")
-    emitter.kernels.append(KernelSpec(symbol, convolution, source=im2col_module_text(symbol, shape)))
+    rows_bytes = shape.m * shape.k * shape.width_bytes
+    rows = emitter.allocate(rows_bytes, owner, symbol, f"im2col rows {shape.m}x{shape.k} {shape.element} for the GEMM")
     emitter.decisions.append(f"{name}: convolution as im2col + BLAS GEMM {shape.element} {shape.m}x{shape.features}x{shape.k}")
-    im2col = KernelThunk(f"{name}.im2col", symbol, (emitter.slice_of(lhs), rows), 1)
-    gemm = GemmThunk(name, shape.element, rows, emitter.slice_of(rhs), emitter.slice_of(owner.results[0]), shape.m,
-                     shape.features, shape.k, False, False)
+    arguments = (emitter.slice_of(lhs), rows)
+    if rows_bytes >= PARALLEL_MIN_BYTES and shape.batch > 1:
+        # one image's rows per call, spread over the thread pool (the GEMM after it is threaded too)
+        image = dataclasses.replace(shape, batch=1)
+        emitter.kernels.append(KernelSpec(symbol, convolution, source=im2col_module_text(symbol, image)))
+        strides = (image.input_bytes, rows_bytes // shape.batch)
+        im2col = SlicedKernelThunk(f"{name}.im2col", symbol, arguments, 1, slices=shape.batch, strides=strides)
+    else:
+        emitter.kernels.append(KernelSpec(symbol, convolution, source=im2col_module_text(symbol, shape)))
+        im2col = KernelThunk(f"{name}.im2col", symbol, arguments, 1)
+    gemm = GemmThunk(name, shape.element, rows, emitter.slice_of(rhs), out, shape.m, shape.features, shape.k, False, False)
     return [im2col, gemm]
 
 

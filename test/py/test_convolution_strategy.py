@@ -1,0 +1,258 @@
+"""The convolution cost model (`transforms/convolution_strategy.py`): which strategy it picks
+for large and tiny convolutions, that the thunk sequence's decisions show the choice and its
+estimates, and that every strategy, forced, computes what numpy's float64 convolution does."""
+
+import contextlib
+
+import numpy as np
+import pytest
+
+from mlirxla import frontdoor
+from mlirxla.backends.cpu.compiler import compile_module
+from mlirxla.context import new_context
+from mlirxla.mlir import ir
+from mlirxla.runtime.executable import Executable
+from mlirxla.transforms import convolution_strategy as strategy
+
+from .conftest import random_arguments, reference_outputs
+
+NHWC_LAYER = """func.func @main(%x: tensor<{n}x{h}x{w}x{c}xf32>, %k: tensor<{kh}x{kw}x{c}x{f}xf32>) -> tensor<{n}x{oh}x{ow}x{f}xf32> {{
+  %0 = stablehlo.convolution(%x, %k) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], window = {{stride = [{s}, {s}], pad = [[{top}, {bottom}], [{left}, {right}]]}} {{batch_group_count = 1 : i64, feature_group_count = 1 : i64}} : (tensor<{n}x{h}x{w}x{c}xf32>, tensor<{kh}x{kw}x{c}x{f}xf32>) -> tensor<{n}x{oh}x{ow}x{f}xf32>
+  return %0 : tensor<{n}x{oh}x{ow}x{f}xf32>
+}}"""
+
+
+def layer(n, h, c, f, k, stride=1, padding=((1, 1), (1, 1))):
+    (top, bottom), (left, right) = padding
+    oh = (h + top + bottom - k) // stride + 1
+    ow = (h + left + right - k) // stride + 1
+    text = NHWC_LAYER.format(n=n, h=h, w=h, c=c, f=f, kh=k, kw=k, oh=oh, ow=ow, s=stride, top=top, bottom=bottom, left=left, right=right)
+    return text, (n, h, h, c), (k, k, c, f)
+
+
+def numpy_convolution(x, k, stride, padding):
+    (top, bottom), (left, right) = padding
+    padded = np.pad(x.astype(np.float64), ((0, 0), (top, bottom), (left, right), (0, 0)))
+    kh, kw = k.shape[:2]
+    oh = (padded.shape[1] - kh) // stride + 1
+    ow = (padded.shape[2] - kw) // stride + 1
+    return sum(np.einsum("nhwc,cf->nhwf", padded[:, i:i + (oh - 1) * stride + 1:stride, j:j + (ow - 1) * stride + 1:stride], k[i, j])
+               for i in range(kh) for j in range(kw))
+
+
+def compiled(text: str):
+    program = compile_module(frontdoor.import_text(text, "convolution.mlir", new_context()).module)
+    return Executable.of(program), program.decisions
+
+
+def strategy_line(decisions: list[str]) -> str:
+    return next(line for line in decisions if "convolution strategy" in line)
+
+
+def test_large_convolution_takes_im2col_and_gemm():
+    text, _, _ = layer(8, 32, 32, 64, 3)
+    executable, decisions = compiled(text)
+    line = strategy_line(decisions)
+    assert line.startswith("convolution: convolution strategy im2col_gemm; estimated im2col_gemm"), line
+    assert "loop_nest" in line and "im2col" in executable.plan.describe()
+
+
+def test_large_pointwise_convolution_is_one_gemm_over_its_input():
+    text, _, _ = layer(8, 32, 64, 64, 1, padding=((0, 0), (0, 0)))
+    executable, decisions = compiled(text)
+    assert "strategy gemm;" in strategy_line(decisions)
+    thunks = executable.plan.describe()
+    assert "gemm convolution f32 8192x64x64 NN" in thunks and "im2col" not in thunks
+
+
+def test_tiny_convolution_takes_the_loop_nest():
+    text, _, _ = layer(1, 8, 4, 8, 3)
+    executable, decisions = compiled(text)
+    assert "strategy loop_nest;" in strategy_line(decisions)
+    assert "gemm" not in executable.plan.describe()
+
+
+def test_model_orders_the_estimates_as_measured():
+    """GEMM efficiency falls with small dimensions; a nest with its features innermost fills
+    vectors, one with a spatial dimension innermost does not."""
+    assert strategy.gemm_efficiency(8192, 64, 288) > strategy.gemm_efficiency(8192, 8, 288) > strategy.gemm_efficiency(8192, 8, 9)
+    assert strategy.depth_efficiency(64) > strategy.depth_efficiency(3)
+
+
+@pytest.mark.parametrize("forced", [strategy.GEMM, strategy.IM2COL_GEMM, strategy.LOOP_NEST])
+@pytest.mark.parametrize("shape", [
+    dict(n=2, h=9, c=5, f=7, k=3, stride=2, padding=((1, 0), (0, 1))),
+    dict(n=2, h=8, c=16, f=24, k=1, padding=((0, 0), (0, 0))),
+    dict(n=1, h=6, c=3, f=4, k=5, padding=((2, 2), (2, 2))),
+], ids=["strided-asymmetric", "pointwise", "5x5"])
+def test_every_strategy_forced_matches_numpy(forced, shape):
+    text, x_shape, k_shape = layer(**shape)
+    with strategy.forcing(forced):
+        executable, decisions = compiled(text)
+    line = strategy_line(decisions)
+    takes_it = forced != strategy.GEMM or shape["k"] == 1
+    assert (f"strategy {forced} (forced)" in line) == takes_it, line
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    k = rng.standard_normal(k_shape).astype(np.float32)
+    expected = numpy_convolution(x, k, shape.get("stride", 1), shape["padding"])
+    np.testing.assert_allclose(executable.execute([x, k])[0], expected, rtol=1e-4, atol=1e-4)
+
+
+def test_forcing_an_unknown_strategy_is_refused():
+    with pytest.raises(ValueError, match="unknown convolution strategy 'winograd'"):
+        with strategy.forcing("winograd"):
+            pass
+
+
+# --- xhlo-convolution-layout ------------------------------------------------------------------
+
+NCHW_LAYER = """func.func @main(%x: tensor<{n}x{c}x{h}x{h}xf32>, %k: tensor<{f}x{c}x3x3xf32>) -> tensor<{n}x{f}x{h}x{h}xf32> {{
+  %0 = stablehlo.convolution(%x, %k) dim_numbers = [b, f, 0, 1]x[o, i, 0, 1]->[b, f, 0, 1], window = {{stride = [1, 1], pad = [[1, 1], [1, 1]]}} {{batch_group_count = 1 : i64, feature_group_count = 1 : i64}} : (tensor<{n}x{c}x{h}x{h}xf32>, tensor<{f}x{c}x3x3xf32>) -> tensor<{n}x{f}x{h}x{h}xf32>
+  return %0 : tensor<{n}x{f}x{h}x{h}xf32>
+}}"""
+
+# the weight gradient jax emits: batch and features swapped in the input, the output gradient as kernel
+WEIGHT_GRADIENT = """func.func @main(%x: tensor<2x6x6x3xf32>, %dy: tensor<2x6x6x4xf32>) -> tensor<3x3x3x4xf32> {
+  %0 = stablehlo.convolution(%x, %dy) dim_numbers = [f, 0, 1, b]x[i, 0, 1, o]->[0, 1, b, f], window = {stride = [1, 1], pad = [[1, 1], [1, 1]]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<2x6x6x3xf32>, tensor<2x6x6x4xf32>) -> tensor<3x3x3x4xf32>
+  return %0 : tensor<3x3x3x4xf32>
+}"""
+
+
+def layout_pass_run(text: str, context):
+    from mlirxla.pipelines.pipeline import Pipeline
+    from mlirxla.pipelines.runner import PipelineRunner
+    from mlirxla.transforms.convolution_layout import ConvolutionLayoutPass
+
+    module = frontdoor.import_text(text, "layout.mlir", context).module
+    arguments = random_arguments(module, 7)
+    before = reference_outputs(module, arguments)
+    runner = PipelineRunner(module)
+    runner.run(Pipeline("layout").add(ConvolutionLayoutPass()).add("xhlo-verify"))
+    decisions = runner.reports["xhlo-convolution-layout"].dump_files()["convolution-layout-decisions.txt"]
+    return module, decisions, before, reference_outputs(module, arguments)
+
+
+@pytest.mark.parametrize("text", [NCHW_LAYER.format(n=2, c=3, h=5, f=4), WEIGHT_GRADIENT], ids=["nchw", "weight-gradient"])
+def test_layout_pass_forced_keeps_results_on_the_reference_interpreter(text, context):
+    with strategy.forcing(strategy.TRANSPOSED_GEMM):
+        module, decisions, before, after = layout_pass_run(text, context)
+    assert "transposed to NHWC x HWIO -> NHWC (transposed_gemm (forced)" in decisions, decisions
+    assert str(module).count("xhlo.transpose") >= 2
+    for a, b in zip(after, before):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_layout_pass_keeps_a_tiny_convolution(context):
+    module, decisions, _, _ = layout_pass_run(NCHW_LAYER.format(n=1, c=2, h=4, f=2), context)
+    assert ": kept (loop_nest;" in decisions and "xhlo.transpose" not in str(module)
+
+
+def test_large_nchw_convolution_runs_as_a_gemm_between_transposes():
+    executable, decisions = compiled(NCHW_LAYER.format(n=4, c=32, h=16, f=64))
+    assert "strategy im2col_gemm;" in strategy_line(decisions)
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((4, 32, 16, 16)).astype(np.float32)
+    k = (0.1 * rng.standard_normal((64, 32, 3, 3))).astype(np.float32)
+    expected = numpy_convolution(x.transpose(0, 2, 3, 1), k.transpose(2, 3, 1, 0), 1, ((1, 1), (1, 1))).transpose(0, 3, 1, 2)
+    np.testing.assert_allclose(executable.execute([x, k])[0], expected, rtol=1e-4, atol=1e-4)
+
+
+# --- batch-slice fusion asks the model --------------------------------------------------------
+
+CONV_PAIR = """func.func @main(%x: tensor<8x32x32x32xf32>, %k1: tensor<3x3x32x64xf32>, %k2: tensor<3x3x64x32xf32>) -> tensor<8x32x32x32xf32> {
+  %0 = stablehlo.convolution(%x, %k1) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], window = {stride = [1, 1], pad = [[1, 1], [1, 1]]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<8x32x32x32xf32>, tensor<3x3x32x64xf32>) -> tensor<8x32x32x64xf32>
+  %1 = stablehlo.tanh %0 : tensor<8x32x32x64xf32>
+  %2 = stablehlo.convolution(%1, %k2) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], window = {stride = [1, 1], pad = [[1, 1], [1, 1]]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<8x32x32x64xf32>, tensor<3x3x64x32xf32>) -> tensor<8x32x32x32xf32>
+  return %2 : tensor<8x32x32x32xf32>
+}"""
+
+
+@pytest.mark.parametrize("as_gemms", [True, False])
+def test_batch_slice_fusion_keeps_gemm_convolutions_apart_when_asked(as_gemms, context):
+    """Two large 3x3 layers: as loops in slices they would lose more than the 2 MiB
+    intermediate's traffic saves, so with `convolutions-as-gemms` batch-slice fusion refuses
+    (and both run as GEMMs); by default it merges them."""
+    from mlirxla.pipelines import named_pipeline
+    from mlirxla.pipelines.runner import PipelineRunner
+    from mlirxla.transforms.batch_slice_fusion import BatchSliceFusionPass
+
+    module = frontdoor.import_text(CONV_PAIR, "conv_pair.mlir", context).module
+    pipeline = named_pipeline("cpu")
+    chosen = BatchSliceFusionPass(convolutions_as_gemms=as_gemms)
+    pipeline.steps = [chosen if isinstance(step, BatchSliceFusionPass) else step for step in pipeline.steps]
+    runner = PipelineRunner(module)
+    runner.run(pipeline)
+    decisions = "\n".join(d.line() for d in runner.reports["xhlo-batch-slice-fusion"].decisions)
+    assert ("slower as loops in slices than as GEMMs" in decisions) == as_gemms, decisions
+    assert ("batch_slices" in str(module)) != as_gemms
+
+
+# --- jax programs around convolutions, each strategy forced -----------------------------------
+
+
+def jax_workloads():
+    import jax
+    import jax.numpy as jnp
+
+    def convolve(x, w, stride=1, numbers=("NHWC", "HWIO", "NHWC"), groups=1):
+        return jax.lax.conv_general_dilated(x, w, (stride, stride), "SAME", dimension_numbers=numbers, feature_group_count=groups)
+
+    def batch_norm(x, w, scale, offset):
+        y = convolve(x, w)
+        mean = jnp.mean(y, axis=(0, 1, 2))
+        return (y - mean) * jax.lax.rsqrt(jnp.mean(jnp.square(y - mean), axis=(0, 1, 2)) + 1e-5) * scale + offset
+
+    def bias_relu_pool(x, w, b):
+        y = jax.nn.relu(convolve(x, w) + b)
+        return jax.lax.reduce_window(y, -jnp.inf, jax.lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+
+    def loss(x, w):
+        return jnp.sum(jnp.square(convolve(x, w)))
+
+    shape = lambda *s: jax.ShapeDtypeStruct(s, jnp.float32)
+    x, w = shape(2, 8, 8, 4), shape(3, 3, 4, 8)
+    return {
+        "nchw": (lambda x, w: convolve(x, w, numbers=("NCHW", "OIHW", "NCHW")), (shape(2, 4, 8, 8), shape(8, 4, 3, 3))),
+        "batch_norm": (batch_norm, (x, w, shape(8), shape(8))),
+        "bias_relu_pool": (bias_relu_pool, (x, w, shape(8))),
+        "depthwise": (lambda x, w: convolve(x, w, groups=4), (x, shape(3, 3, 1, 4))),
+        "pointwise": (convolve, (x, shape(1, 1, 4, 8))),
+        "strided": (lambda x, w: convolve(x, w, stride=2), (x, w)),
+        "input_gradient": (jax.grad(loss, argnums=0), (x, w)),
+        "weight_gradient": (jax.grad(loss, argnums=1), (x, w)),
+    }
+
+
+@pytest.mark.jax
+@pytest.mark.parametrize("forced", [None, strategy.TRANSPOSED_GEMM, strategy.IM2COL_GEMM, strategy.LOOP_NEST])
+@pytest.mark.parametrize("name", ["nchw", "batch_norm", "bias_relu_pool", "depthwise", "pointwise", "strided", "input_gradient", "weight_gradient"])
+def test_jax_convolutions_match_jax_cpu(name, forced):
+    jax = pytest.importorskip("jax")
+    from mlirxla.runtime.client import Client
+
+    function, abstract = jax_workloads()[name]
+    rng = np.random.default_rng(4)
+    arguments = [rng.standard_normal(a.shape).astype(np.float32) for a in abstract]
+    text = jax.jit(function).lower(*abstract).as_text()
+    with strategy.forcing(forced) if forced else contextlib.nullcontext():
+        executable = Client().compile(text)
+    expected = jax.jit(function)(*jax.device_put(arguments, jax.local_devices(backend="cpu")[0]))
+    np.testing.assert_allclose(executable.execute_numpy(arguments)[0], np.asarray(expected), rtol=1e-4, atol=1e-4)
+
+
+def test_transposes_are_counted_only_for_what_is_out_of_place(context):
+    """An input gradient's convolution reads its kernel as HWOI: only the kernel moves, so the
+    transposed GEMM costs less than for an NCHW layer of the same size, whose input, kernel
+    and output all move."""
+    gradient = NHWC_LAYER.format(n=4, h=16, w=16, c=32, f=64, kh=3, kw=3, oh=16, ow=16, s=1, top=1, bottom=1, left=1, right=1)
+    gradient = gradient.replace("[0, 1, i, o]", "[0, 1, o, i]").replace("tensor<3x3x32x64xf32>", "tensor<3x3x64x32xf32>")
+    seconds = {}
+    for name, text in (("gradient", gradient), ("nchw", NCHW_LAYER.format(n=4, c=32, h=16, f=64))):
+        module = frontdoor.import_text(text, f"{name}.mlir", context).module
+        with context, ir.Location.unknown():
+            convolution = next(op for op in module.body.operations[0].regions[0].blocks[0].operations if op.operation.name == "xhlo.convolution")
+            geometry = strategy.geometry(convolution.operation)
+            seconds[name] = strategy.choose(convolution.operation).seconds(strategy.TRANSPOSED_GEMM)
+        assert sum(geometry.out_of_place) == (1 if name == "gradient" else 3)
+    assert seconds["gradient"] < seconds["nchw"]

@@ -1,0 +1,300 @@
+"""How the CPU backend runs a convolution: a cost model that estimates each strategy's time
+and picks the fastest (XLA:CPU makes the same choice between its Eigen/oneDNN library
+convolutions and its emitted loops by what the library can take; here it is a model, not a
+work threshold).
+
+The strategies:
+
+- `gemm`: a 1x1 convolution with stride 1 and no padding in NHWC x HWIO -> NHWC is the GEMM
+  input [N*H*W, C] @ kernel [C, F] straight from the buffers: no copy at all;
+- `im2col_gemm`: every output position's receptive field laid out as one row of scratch
+  memory, [N*OH*OW, KH*KW*C], then one GEMM with the HWIO kernel (`convolution_gemm.py`);
+- `transposed_gemm`: a convolution in another layout (NCHW, a gradient's swapped batch and
+  feature dimensions) transposed into NHWC x HWIO -> NHWC and back around the canonical
+  convolution, which then takes one of the two above (`xhlo-convolution-layout` rewrites it);
+- `loop_nest`: the generated loops (`stablehlo-legalize-to-linalg`, loop order, LLVM's
+  vectorizer), the only strategy for grouped (depthwise) and dilated convolutions.
+
+Each estimate is a roofline, `max(flops / rate, bytes / bandwidth)`, plus what a strategy
+pays besides (a BLAS call waking its threads; the im2col rows written and read back; the
+transposes), with rates measured on the development host (2 shared AMD EPYC cores, AVX-512):
+
+- a GEMM runs at `GEMM_FLOPS_PER_S` times an efficiency that falls off when one of its
+  dimensions is small (`gemm_efficiency`: OpenBLAS's micro-kernels and packing need a few
+  rows and a few dozen columns to pay for themselves; a 8192x64x288 f32 GEMM ran at 29
+  GFLOP/s, 1024^3 at 43);
+- a loop nest runs at `NEST_FLOPS_PER_S` (13 GFLOP/s measured for NHWC 3x3 convolutions with
+  64 features) times its vectorization: loop order puts the output's last dimension
+  innermost, so the output features vectorize in NHWC (a lane count that does not divide
+  them wastes the rest of the last vector), while a spatial dimension innermost (NCHW) reads
+  the input at a window offset and ran at a quarter of that (2.8 GFLOP/s); a shallow
+  reduction (few input channels) leaves the loop overhead exposed (`depth_efficiency`);
+- bytes move at `MEMORY_BYTES_PER_S` (10 GB/s copy bandwidth measured).
+
+So a large convolution takes a GEMM (an 8x32x32x32 -> 64 3x3 layer: 11 ms estimated as
+im2col + GEMM, 24 ms as loops; measured 11.5 and 23.2) and a tiny one the loop nest (a
+1x8x8x4 -> 8 layer: the BLAS call alone costs more than the loops). `choose` returns the
+estimates of every strategy that can run the convolution with the one picked, which the
+thunk sequence's decisions print; `forcing(strategy)` makes every convolution that
+strategy can run take it (tests run each strategy against the reference interpreter).
+"""
+
+import contextlib
+import contextvars
+from dataclasses import dataclass
+
+from mlirxla.mlir import ir
+
+GEMM = "gemm"
+IM2COL_GEMM = "im2col_gemm"
+TRANSPOSED_GEMM = "transposed_gemm"
+LOOP_NEST = "loop_nest"
+STRATEGIES = (GEMM, IM2COL_GEMM, TRANSPOSED_GEMM, LOOP_NEST)
+
+GEMM_FLOPS_PER_S = 40e9  # f32; f64 half
+NEST_FLOPS_PER_S = 14e9  # f32, output features innermost filling whole vectors; f64 half
+MEMORY_BYTES_PER_S = 10e9
+BLAS_CALL_S = 10e-6  # a BLAS call waking and joining its threads
+KERNEL_CALL_S = 2e-6
+VECTOR_BYTES = 32  # what LLVM's vectorizer widens to on this host (256-bit vectors preferred)
+SPATIAL_INNERMOST = 0.25  # a nest whose innermost loop walks output positions (NCHW), measured
+TRANSPOSE_SLOWDOWN = 2.0  # a transpose moves its bytes at half the copy bandwidth (tiled, strided reads)
+
+NHWC_NUMBERS = (0, 3, (1, 2), 2, 3, (0, 1), 0, 3, (1, 2))
+
+_forced: contextvars.ContextVar[str | None] = contextvars.ContextVar("forced_convolution_strategy", default=None)
+
+
+@contextlib.contextmanager
+def forcing(strategy: str):
+    """Every convolution `strategy` can run takes it while this is active (the others keep
+    the model's choice)."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown convolution strategy {strategy!r} (known: {', '.join(STRATEGIES)})")
+    token = _forced.set(strategy)
+    try:
+        yield
+    finally:
+        _forced.reset(token)
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """A 2-D convolution in NHWC x HWIO -> NHWC terms, whatever its layout."""
+
+    batch: int
+    height: int
+    width: int
+    channels: int
+    kernel_height: int
+    kernel_width: int
+    features: int
+    out_height: int
+    out_width: int
+    strides: tuple[int, int]
+    padding: tuple[tuple[int, int], tuple[int, int]]
+    element: str
+    canonical: bool  # NHWC x HWIO -> NHWC
+    out_of_place: tuple[bool, bool, bool]  # input, kernel, output: not in the canonical order
+    blas_ready: bool  # no groups, dilations or reversal; f32 or f64; no negative padding
+    innermost_features: bool  # the output's last dimension is its features
+    innermost_extent: int  # the size of the output's last dimension
+    groups: int = 1  # feature groups (a depthwise convolution: as many as channels)
+
+    @property
+    def width_bytes(self) -> int:
+        return 4 if self.element == "f32" else 8
+
+    @property
+    def m(self) -> int:
+        return self.batch * self.out_height * self.out_width
+
+    @property
+    def k(self) -> int:
+        return self.kernel_height * self.kernel_width * self.channels
+
+    @property
+    def flops(self) -> float:
+        return 2.0 * self.m * self.k * self.features / self.groups
+
+    @property
+    def input_bytes(self) -> int:
+        return self.batch * self.height * self.width * self.channels * self.width_bytes
+
+    @property
+    def kernel_bytes(self) -> int:
+        return self.k * self.features * self.width_bytes
+
+    @property
+    def output_bytes(self) -> int:
+        return self.m * self.features * self.width_bytes
+
+    @property
+    def pointwise(self) -> bool:
+        no_padding = all(p == 0 for side in self.padding for p in side)
+        return (self.kernel_height, self.kernel_width, self.strides) == (1, 1, (1, 1)) and no_padding
+
+
+@dataclass(frozen=True)
+class Estimate:
+    strategy: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The strategy picked and the estimate of every strategy that can run the convolution."""
+
+    strategy: str
+    estimates: tuple[Estimate, ...]
+    forced: bool = False
+
+    def seconds(self, strategy: str) -> float | None:
+        return next((e.seconds for e in self.estimates if e.strategy == strategy), None)
+
+    def describe(self) -> str:
+        figures = ", ".join(f"{e.strategy} {1e6 * e.seconds:.1f} us" for e in self.estimates)
+        return f"{self.strategy}{' (forced)' if self.forced else ''}; estimated {figures}"
+
+
+def dimension_numbers(op: ir.Operation) -> tuple:
+    """(input batch, feature, spatial; kernel input, output, spatial; output batch, feature,
+    spatial) dimensions of a convolution."""
+    numbers = ir.DictAttr(op.attributes["dimension_numbers"])
+
+    def number(name):
+        return ir.IntegerAttr(numbers[name]).value
+
+    def numbers_list(name):
+        return tuple(ir.DenseI64ArrayAttr(numbers[name]))
+
+    return (number("input_batch_dimension"), number("input_feature_dimension"), numbers_list("input_spatial_dimensions"),
+            number("kernel_input_feature_dimension"), number("kernel_output_feature_dimension"), numbers_list("kernel_spatial_dimensions"),
+            number("output_batch_dimension"), number("output_feature_dimension"), numbers_list("output_spatial_dimensions"))
+
+
+def _array(op: ir.Operation, name: str, default: list[int]) -> list[int]:
+    return list(ir.DenseI64ArrayAttr(op.attributes[name])) if name in op.attributes else default
+
+
+def _padding(op: ir.Operation, spatial: int) -> tuple[tuple[int, ...], ...]:
+    if "padding" not in op.attributes:
+        return tuple((0, 0) for _ in range(spatial))
+    attribute = ir.DenseElementsAttr(op.attributes["padding"])
+    if attribute.is_splat:
+        value = ir.IntegerAttr(attribute.get_splat_value()).value
+        return tuple((value, value) for _ in range(spatial))
+    values = list(ir.DenseIntElementsAttr(attribute))
+    return tuple((values[2 * d], values[2 * d + 1]) for d in range(spatial))
+
+
+def geometry(op: ir.Operation) -> Geometry | None:
+    """The convolution's geometry, or None when it is not 2-D (only loops run it)."""
+    ib, if_, isp, ki, ko, ksp, ob, of, osp = numbers = dimension_numbers(op)
+    if len(isp) != 2:
+        return None
+    input_shape = ir.RankedTensorType(op.operands[0].type).shape
+    kernel_shape = ir.RankedTensorType(op.operands[1].type).shape
+    output_shape = ir.RankedTensorType(op.results[0].type).shape
+    element = str(ir.RankedTensorType(op.results[0].type).element_type)
+    groups = [ir.IntegerAttr(op.attributes[name]).value for name in ("feature_group_count", "batch_group_count")]
+    reversed_window = "window_reversal" in op.attributes and any(ir.DenseBoolArrayAttr(op.attributes["window_reversal"]))
+    padding = _padding(op, 2)
+    blas_ready = (groups == [1, 1] and _array(op, "lhs_dilation", [1, 1]) == [1, 1] and _array(op, "rhs_dilation", [1, 1]) == [1, 1]
+                  and not reversed_window and element in ("f32", "f64")
+                  and all(str(ir.RankedTensorType(v.type).element_type) == element for v in op.operands)
+                  and all(p >= 0 for side in padding for p in side))
+    last = len(output_shape) - 1
+    return Geometry(
+        batch=input_shape[ib], height=input_shape[isp[0]], width=input_shape[isp[1]], channels=input_shape[if_],
+        kernel_height=kernel_shape[ksp[0]], kernel_width=kernel_shape[ksp[1]], features=kernel_shape[ko],
+        out_height=output_shape[osp[0]], out_width=output_shape[osp[1]],
+        strides=tuple(_array(op, "window_strides", [1, 1])), padding=padding, element=element,
+        canonical=numbers == NHWC_NUMBERS, blas_ready=blas_ready,
+        out_of_place=(list((ib, *isp, if_)) != [0, 1, 2, 3], list((*ksp, ki, ko)) != [0, 1, 2, 3], list((ob, *osp, of)) != [0, 1, 2, 3]),
+        innermost_features=of == last, innermost_extent=output_shape[last], groups=groups[0] * groups[1])
+
+
+def gemm_efficiency(m: int, n: int, k: int) -> float:
+    """The fraction of GEMM_FLOPS_PER_S an m x n x k GEMM reaches: each small dimension costs
+    (half speed at 16 rows, 8 columns, a depth of 8)."""
+    return m / (m + 16) * n / (n + 8) * k / (k + 8)
+
+
+def depth_efficiency(channels: int) -> float:
+    """A loop nest reducing over few input channels per window position runs more loop
+    control per multiply-add (half speed at 4 channels)."""
+    return channels / (channels + 4)
+
+
+def vector_efficiency(g: Geometry) -> float:
+    """The fraction of vector lanes the nest's innermost loop fills."""
+    lanes = VECTOR_BYTES // g.width_bytes
+    extent = g.innermost_extent
+    filled = extent / (-(-extent // lanes) * lanes)
+    return filled * (1.0 if g.innermost_features else SPATIAL_INNERMOST)
+
+
+def _rate(rate: float, g: Geometry) -> float:
+    return rate if g.element != "f64" else rate / 2
+
+
+def _gemm_seconds(g: Geometry) -> float:
+    efficiency = gemm_efficiency(g.m, g.features, g.k)
+    moved = g.m * g.k * g.width_bytes + g.kernel_bytes + g.output_bytes
+    return BLAS_CALL_S + max(g.flops / (_rate(GEMM_FLOPS_PER_S, g) * efficiency), moved / MEMORY_BYTES_PER_S)
+
+
+def _im2col_seconds(g: Geometry) -> float:
+    rows = g.m * g.k * g.width_bytes
+    return KERNEL_CALL_S + (g.input_bytes + rows) / MEMORY_BYTES_PER_S + _gemm_seconds(g)
+
+
+def _nest_seconds(g: Geometry) -> float:
+    rate = _rate(NEST_FLOPS_PER_S, g) * vector_efficiency(g) * depth_efficiency(g.channels)
+    moved = g.input_bytes + g.kernel_bytes + g.output_bytes
+    return KERNEL_CALL_S + max(g.flops / rate, moved / MEMORY_BYTES_PER_S)
+
+
+def _transpose_seconds(g: Geometry) -> float:
+    """Transposing what is out of place of input and kernel into NHWC and HWIO, and the
+    output back (a gradient's kernel alone, an NCHW layer all three)."""
+    sizes = (g.input_bytes, g.kernel_bytes, g.output_bytes)
+    moved = 2 * sum(size for size, out_of_place in zip(sizes, g.out_of_place) if out_of_place)
+    return sum(g.out_of_place) * KERNEL_CALL_S + TRANSPOSE_SLOWDOWN * moved / MEMORY_BYTES_PER_S
+
+
+def canonical_seconds(g: Geometry) -> tuple[str, float] | None:
+    """The best BLAS strategy for `g` once it is NHWC x HWIO -> NHWC, and its estimate."""
+    if not g.blas_ready:
+        return None
+    if g.pointwise:
+        return GEMM, _gemm_seconds(g)
+    return IM2COL_GEMM, _im2col_seconds(g)
+
+
+def estimates(g: Geometry) -> list[Estimate]:
+    """The estimate of every strategy that can run `g` (the loop nest always can)."""
+    found = []
+    if g.blas_ready and g.canonical:
+        if g.pointwise:
+            found.append(Estimate(GEMM, _gemm_seconds(g)))
+        found.append(Estimate(IM2COL_GEMM, _im2col_seconds(g)))
+    elif (canonical := canonical_seconds(g)) is not None:
+        found.append(Estimate(TRANSPOSED_GEMM, canonical[1] + _transpose_seconds(g)))
+    found.append(Estimate(LOOP_NEST, _nest_seconds(g)))
+    return found
+
+
+def choose(op: ir.Operation) -> Choice:
+    """The strategy for the convolution `op`: the forced one when it can run it, else the
+    one with the smallest estimate."""
+    g = geometry(op)
+    if g is None:
+        return Choice(LOOP_NEST, ())
+    found = estimates(g)
+    forced = _forced.get()
+    if forced is not None and any(e.strategy == forced for e in found):
+        return Choice(forced, tuple(found), forced=True)
+    best = min(found, key=lambda e: e.seconds)
+    return Choice(best.strategy, tuple(found))
