@@ -11,12 +11,12 @@ pool has workers) runs its executions in order and its sliced kernels whole: the
 already keep every core busy, and a pool they all fed would only add hand-offs.
 """
 
-import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from .threads import cpu_threads
 from .thunks import BufferSlice, observer, run_sequence
 
 SEQUENTIAL_BELOW = 8  # thunk sequences shorter than this always run in order
@@ -41,13 +41,14 @@ def without_pool(alone: bool = True):
 
 
 class ThreadPool:
-    """A fixed pool of worker threads (one per core by default)."""
+    """A fixed pool of worker threads (`threads.cpu_threads()` by default: one per core, or
+    MLIRXLA_CPU_THREADS)."""
 
     _shared: "ThreadPool | None" = None
     _lock = threading.Lock()
 
     def __init__(self, workers: int | None = None):
-        self.workers = workers or os.cpu_count() or 1
+        self.workers = workers or cpu_threads()
         self.executor = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="mlirxla")
 
     @classmethod

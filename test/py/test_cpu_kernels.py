@@ -192,14 +192,15 @@ LAYER_AND_ELEMENTWISE = """func.func @main(%x: tensor<1024x256xf32>, %w: tensor<
 }"""
 
 
-def test_emitter_paths_and_plan_round_trip():
+def test_emitter_paths_and_plan_round_trip(monkeypatch):
     """A dense layer's dot runs as a BLAS GEMM followed by its epilogue kernel; a 1 MiB
-    elementwise kernel runs in 16 parallel row blocks; the plan survives JSON, and both paths
-    compute what numpy does."""
+    elementwise kernel runs in one row block per thread; the plan survives JSON, and both
+    paths compute what numpy does."""
+    monkeypatch.setenv("MLIRXLA_CPU_THREADS", "2")
     executable = Client().compile(LAYER_AND_ELEMENTWISE)
     text = executable.thunk_sequence()
     assert "gemm dot_tanh_fusion f32 1024x512x256 NN" in text
-    assert "sliced kernel x16" in text
+    assert "sliced kernel x2" in text
     rng = np.random.default_rng(1)
     x = (0.05 * rng.standard_normal((1024, 256))).astype(np.float32)
     w = (0.05 * rng.standard_normal((256, 512))).astype(np.float32)
@@ -212,6 +213,45 @@ def test_emitter_paths_and_plan_round_trip():
     assert again.describe() == plan.describe()
     assert [type(t) for t in again.thunks] == [type(t) for t in plan.thunks]
     assert thunk_kinds.from_json(plan.thunks[0].to_json()).describe() == plan.thunks[0].describe()
+
+
+ROW_SUMS = """func.func @main(%x: tensor<1024x1024xf32>) -> tensor<1024xf32> {
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %0 = stablehlo.reduce(%x init: %zero) applies stablehlo.add across dimensions = [1] : (tensor<1024x1024xf32>, tensor<f32>) -> tensor<1024xf32>
+  return %0 : tensor<1024xf32>
+}"""
+SMALL_ELEMENTWISE = """func.func @main(%x: tensor<64x64xf32>) -> tensor<64x64xf32> {
+  %0 = stablehlo.multiply %x, %x : tensor<64x64xf32>
+  return %0 : tensor<64x64xf32>
+}"""
+
+
+def sliced_kernels(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if "sliced kernel" in line]
+
+
+@pytest.mark.parametrize("threads", ["1", "2", "4"])
+def test_thread_count_decides_the_split(monkeypatch, threads):
+    """MLIRXLA_CPU_THREADS sets the pool's workers and the slices the compiler splits for:
+    with 1 thread nothing is split. The cost estimate, not the size written, decides: row sums
+    of 4 MiB write 4 KiB and split; a 16 KiB elementwise kernel does not."""
+    monkeypatch.setenv("MLIRXLA_CPU_THREADS", threads)
+    assert ThreadPool().workers == int(threads)
+    layer = Client().compile(LAYER_AND_ELEMENTWISE).thunk_sequence()
+    sums = Client().compile(ROW_SUMS)
+    small = Client().compile(SMALL_ELEMENTWISE).thunk_sequence()
+    expected = [] if threads == "1" else [f"sliced kernel x{threads}"]
+    assert [line.split(" [")[0].rsplit(" ", 1)[0] for line in sliced_kernels(layer)] == expected
+    assert [line.split(" [")[0].rsplit(" ", 1)[0] for line in sliced_kernels(sums.thunk_sequence())] == expected
+    assert sliced_kernels(small) == []
+    x = np.random.default_rng(0).standard_normal((1024, 1024)).astype(np.float32)
+    np.testing.assert_allclose(sums.execute_numpy([x])[0], x.sum(axis=1), rtol=1e-4, atol=1e-3)
+
+
+def test_a_bad_thread_count_is_one_line(monkeypatch):
+    monkeypatch.setenv("MLIRXLA_CPU_THREADS", "zero")
+    with pytest.raises(MlirxlaError, match="MLIRXLA_CPU_THREADS='zero': expected a positive number of threads"):
+        ThreadPool()
 
 
 FREE_DIMENSIONS_TOGETHER = """func.func @main(%x: tensor<2x64x128xf32>, %w: tensor<128x32xf32>, %v: tensor<16x2x64xf32>, %u: tensor<3x5x16xf32>, %y: tensor<8x3x16xf32>) -> (tensor<2x64x32xf32>, tensor<2x64x3x5xf32>, tensor<8x3x3x5xf32>) {
