@@ -1,6 +1,7 @@
-"""f32 `math.exp` and `math.tanh` as arithmetic, so that the LLVM
-loop vectorizer widens them with everything around them (a call to libm's expf/tanhf in a
-loop stays scalar: this LLVM does not map them to a vector math library).
+"""f32 `math.exp`, `math.tanh` and `math.log` as arithmetic, so that the LLVM
+loop vectorizer widens them with everything around them (a call to libm's expf/tanhf/logf in
+a loop stays scalar: this LLVM does not map them to a vector math library). bf16 and f16
+math is computed in f32 by then, so it is rewritten too.
 
 - exp: Cephes' range reduction x = n ln2 + r (ln2 split in two constants for accuracy), a
   degree-6 polynomial for e^r, and 2^n as two factors built in the exponent bits
@@ -9,6 +10,9 @@ loop stays scalar: this LLVM does not map them to a vector math library).
   ln(largest f32) it is inf, NaN stays NaN.
 - tanh: Eigen's (and XLA's) rational approximation on x clamped to [-7.9053, 7.9053], where
   tanh is 1 in f32; x itself below 0.0004 in magnitude. A few ulp.
+- log: Cephes' logf: x = m 2^e with m in [sqrt(1/2), sqrt(2)) taken from the bits (a
+  denormal x scaled by 2^23 first), log(1 + f) for f = m - 1 by a degree-9 polynomial, e ln 2
+  added in two parts. About 1 ulp; 0 gives -inf, +inf stays inf, negatives and NaN give NaN.
 
 Only f32 (scalars or vectors) is rewritten; other types keep the libm call.
 """
@@ -26,6 +30,14 @@ TANH_TINY = 0.0004
 TANH_NUMERATOR = (-2.76076847742355e-16, 2.00018790482477e-13, -8.60467152213735e-11, 5.12229709037114e-08,
                   1.48572235717979e-05, 6.37261928875436e-04, 4.89352455891786e-03)
 TANH_DENOMINATOR = (1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03, 4.89352518554385e-03)
+LOG_POLYNOMIAL = (7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1, -1.6668057665e-1,
+                  2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1)
+SQRT_HALF = 0.707106781186547524
+SMALLEST_NORMAL = 1.17549435e-38
+DENORMAL_SCALE = 8388608.0  # 2^23: a denormal times it is normal
+MANTISSA_AND_SIGN = -2139095041  # 0x807FFFFF as i32: the bits that are not the exponent
+HALF_EXPONENT = 0x3F000000  # the exponent bits of 0.5
+ORDERED_EQUAL, UNORDERED_OR_LESS = 1, 11  # arith.cmpf predicates
 
 
 class Builder:
@@ -78,6 +90,17 @@ class Builder:
         x, y = (self.constant(v) if isinstance(v, float) else v for v in (x, y))
         return self.op("arith.cmpf", [x, y], self.i1, {"predicate": ordered_less_than})
 
+    def compare(self, predicate: int, x, y):
+        x, y = (self.constant(v) if isinstance(v, float) else v for v in (x, y))
+        return self.op("arith.cmpf", [x, y], self.i1, {"predicate": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), predicate)})
+
+    def select(self, condition, if_true, if_false):
+        if_true, if_false = (self.constant(v) if isinstance(v, float) else v for v in (if_true, if_false))
+        return self.op("arith.select", [condition, if_true, if_false])
+
+    def integer_op(self, name: str, a, b):
+        return self.op(name, [a, b], self.i32)
+
     def clamp(self, x, low: float, high: float):
         return self.op("arith.minimumf", [self.op("arith.maximumf", [x, self.constant(low)]), self.constant(high)])
 
@@ -104,7 +127,30 @@ def tanh(b: Builder, x: ir.Value) -> ir.Value:
     return b.op("arith.select", [b.less(b.op("math.absf", [x]), TANH_TINY), x, ratio])
 
 
-APPROXIMATIONS = {"math.exp": exp, "math.tanh": tanh}
+def log(b: Builder, x: ir.Value) -> ir.Value:
+    denormal = b.less(x, SMALLEST_NORMAL)
+    scaled = b.select(denormal, b.mul(x, b.constant(DENORMAL_SCALE)), x)
+    bits = b.op("arith.bitcast", [scaled], b.i32)
+    exponent = b.integer_op("arith.subi", b.integer_op("arith.shrui", bits, b.integer(23)), b.integer(126))
+    exponent = b.integer_op("arith.subi", exponent, b.op("arith.select", [denormal, b.integer(23), b.integer(0)], b.i32))
+    fraction_bits = b.integer_op("arith.ori", b.integer_op("arith.andi", bits, b.integer(MANTISSA_AND_SIGN)), b.integer(HALF_EXPONENT))
+    mantissa = b.op("arith.bitcast", [fraction_bits])  # in [0.5, 1)
+    e = b.op("arith.sitofp", [exponent])
+    # m below sqrt(1/2) is doubled (and e lowered) so that f = m - 1 lies in [-0.29, 0.41]
+    low = b.less(mantissa, SQRT_HALF)
+    e = b.select(low, b.add(e, b.constant(-1.0)), e)
+    f = b.add(b.select(low, b.add(mantissa, mantissa), mantissa), b.constant(-1.0))
+    square = b.mul(f, f)
+    y = b.mul(b.mul(b.polynomial(f, LOG_POLYNOMIAL), f), square)
+    y = b.fma(e, b.constant(LN2_LOW), y)
+    y = b.fma(square, b.constant(-0.5), y)
+    result = b.fma(e, b.constant(LN2_HIGH), b.add(f, y))
+    result = b.select(b.compare(ORDERED_EQUAL, x, 0.0), float("-inf"), result)
+    result = b.select(b.compare(ORDERED_EQUAL, x, float("inf")), float("inf"), result)
+    return b.select(b.compare(UNORDERED_OR_LESS, x, 0.0), float("nan"), result)
+
+
+APPROXIMATIONS = {"math.exp": exp, "math.tanh": tanh, "math.log": log}
 
 
 def is_f32(value_type: ir.Type) -> bool:
@@ -113,7 +159,7 @@ def is_f32(value_type: ir.Type) -> bool:
 
 
 def approximate(module: ir.Module) -> None:
-    """Replace every f32 exp and tanh in `module` by its arithmetic approximation."""
+    """Replace every f32 exp, tanh and log in `module` by its arithmetic approximation."""
     found = []
 
     def visit(op):

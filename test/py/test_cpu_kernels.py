@@ -66,6 +66,53 @@ def test_tanh_approximation_close_and_saturating():
     assert got[-5] == np.float32(1e-5) and got[-3] == 1.0 and got[-2] == -1.0 and np.isnan(got[-1])
 
 
+def positive_floats_over_every_binade(count: int) -> np.ndarray:
+    """f32 values with random bit patterns from the smallest denormal to the largest finite."""
+    bits = np.random.default_rng(7).integers(1, 0x7F7FFFFF, count, dtype=np.int64).astype(np.int32)
+    return bits.view(np.float32)
+
+
+def test_log_approximation_within_two_ulp_and_special_values():
+    """log is arithmetic the vectorizer widens (no libm call), within 2 ulp of the correctly
+    rounded result over every binade, denormals included; 0 and -0 give -inf, inf stays inf,
+    negatives (-inf too) and NaN give NaN."""
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -1.0, -1e-40, 1.0, 2.0, 0.5, 1e-45, 3.4028235e38], np.float32)
+    x = np.concatenate([positive_floats_over_every_binade(40000), np.linspace(0.5, 2.0, 20001, dtype=np.float32), special])
+    got = run_unary("log", x)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        expected = np.log(x.astype(np.float64)).astype(np.float32)
+    finite = np.isfinite(expected)
+    assert ulp_distance(got[finite], expected[finite]).max() <= 2
+    tail = got[-special.size:]
+    assert tail[0] == -np.inf and tail[1] == -np.inf and tail[2] == np.inf
+    assert np.isnan(tail[3:7]).all()
+    assert tail[7] == 0.0
+
+
+@pytest.mark.parametrize("element", ["f32", "bf16"])
+def test_exp_tanh_log_call_no_libm(tmp_path, element):
+    """The optimized LLVM IR of a kernel computing exp, tanh and log, in f32 or in bf16, calls
+    no math function: the loops hold arithmetic only, which the vectorizer widened."""
+    text = UNARY.format(op="exponential", n=1024).replace("return %0", "%1 = stablehlo.tanh %0 : tensor<1024xf32>\n"
+                                                           "  %2 = stablehlo.log %1 : tensor<1024xf32>\n  return %2")
+    Client().compile(text.replace("f32", element), CompileOptions(dump_to=str(tmp_path)))
+    optimized = "".join(path.read_text() for path in tmp_path.glob("*.ir-with-opt.ll"))
+    assert "define" in optimized and "x float>" in optimized
+    for name in ("exp", "tanh", "log"):
+        assert f"@llvm.{name}." not in optimized and f"@{name}f(" not in optimized
+
+
+@pytest.mark.parametrize("op, reference", [("exponential", np.exp), ("tanh", np.tanh), ("log", np.log)])
+def test_bf16_transcendentals_are_approximated_in_f32(op, reference):
+    """bf16 math runs in f32 and takes the same approximations (so it vectorizes), rounded
+    once to bf16: within one bf16 ulp of the rounded f64 result."""
+    x = np.linspace(0.01, 8.0, 4001).astype(ml_dtypes.bfloat16)
+    text = UNARY.format(op=op, n=x.size).replace("f32", "bf16")
+    got = Client().compile(text).execute_numpy([x])[0].astype(np.float64)
+    expected = reference(x.astype(np.float64))
+    np.testing.assert_allclose(got, expected, rtol=2**-7, atol=1e-6)
+
+
 @pytest.mark.parametrize("text, hex_text", [
     ("float 1.000000e-01", "float 0x3FB99999A0000000"),
     ("float -inf", "float 0xFFF0000000000000"),
