@@ -299,7 +299,7 @@ WORKLOADS = [
     Workload("embedding_grad", embedding_gradient, embedding_gradient_of(32768, 256, 256, 32), embedding_gradient_of(50, 8, 4, 3),
              integer_high=32768, small_integer_high=50),
     Workload("sort", sort_rows, lambda: (tensor(512, 4096),), lambda: (tensor(4, 33),)),
-    Workload("top_k", top_k, lambda: (tensor(512, 4096),), lambda: (tensor(4, 40),)),
+    Workload("top_k", top_k, lambda: (tensor(512, 4096),), lambda: (tensor(4, 80),)),
     Workload("adam", adam, adam_of(16, 512), adam_of(3, 8), integer_high=1000),
     Workload("cross_entropy", cross_entropy_and_gradient, logits_of(4096, 1024), logits_of(8, 12), integer_high=12),
     Workload("mlp_grad", mlp_gradient, mlp_gradient_of(256, 1024, 10), mlp_gradient_of(8, 16, 5), integer_high=5),

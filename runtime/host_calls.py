@@ -8,7 +8,9 @@ data (JSON), so host calls are cached and dumped like any thunk.
 - `sort`: stable, along one dimension, lexicographically by keys (operands, or the real or
   imaginary part of complex ones), each ascending or descending, floats in IEEE total order
   or with -0.0 = +0.0 and one greatest NaN (`backends/cpu/sort_comparator.py` reads the keys
-  off the comparator); every operand follows the permutation.
+  off the comparator); every operand follows the permutation. When the program reads only
+  the first `leading` positions of each row (a top-k: sort then slice), a one-key sort
+  selects those first and sorts only them, and writes only them.
 - `fft`: FFT, IFFT, RFFT, IRFFT over the trailing `fft_length` dimensions.
 - `triangular_solve`: op(a) x = b or x op(a) = b for triangular a, with unit diagonals,
   transposes and adjoints, batched over leading dimensions.
@@ -61,11 +63,35 @@ def sortable(values: np.ndarray, key: dict) -> np.ndarray:
     return ~values if key["descending"] else values  # ~ reverses integer order without overflow
 
 
+PARTIAL_SORT_SHARE = 4  # a sort whose users read at most 1/4 of each row selects that much first
+
+
 def sort(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
     dimension = attributes["dimension"]
     keys = [sortable(operands[key["operand"]], key) for key in attributes["keys"]]
-    order = np.lexsort(keys[::-1], axis=dimension)
+    leading = attributes.get("leading")
+    size = operands[0].shape[dimension]
+    if leading is not None and len(keys) == 1 and leading * PARTIAL_SORT_SHARE <= size and keys[0].dtype.itemsize <= 4:
+        order = leading_order(keys[0], leading, dimension)
+    else:
+        order = np.lexsort(keys[::-1], axis=dimension)
     return [np.take_along_axis(operand, order, axis=dimension) for operand in operands]
+
+
+def leading_order(key: np.ndarray, leading: int, dimension: int) -> np.ndarray:
+    """The first `leading` positions of the stable sort's permutation along `dimension` (a
+    top-k): each key paired with its position in one int64, unique, so selecting the
+    `leading` smallest (np.argpartition, linear) and sorting only those gives exactly what the
+    stable sort's first positions are."""
+    wide = key.astype(np.int64)
+    if key.dtype.kind == "u" and key.dtype.itemsize == 4:
+        wide -= 1 << 31  # into the signed range, so that the shift below cannot overflow
+    shape = [1] * key.ndim
+    shape[dimension] = key.shape[dimension]
+    paired = (wide << 32) | np.arange(key.shape[dimension], dtype=np.int64).reshape(shape)
+    chosen = np.take_along_axis(paired, np.argpartition(paired, leading - 1, axis=dimension), axis=dimension)
+    chosen = np.sort(np.take(chosen, np.arange(leading), axis=dimension), axis=dimension)
+    return chosen & 0xFFFFFFFF
 
 
 def fft(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:

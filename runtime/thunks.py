@@ -302,7 +302,10 @@ class HostThunk(ArraysOnSlices):
         operands = [self.view(bases, *spec) for spec in self.operands]
         values = self.calls[self.call](operands, self.attributes)
         for (at, shape, dtype), value in zip(self.results, values):
-            self.view(bases, at, shape, dtype)[...] = np.asarray(value).astype(dtype, copy=False)
+            value = np.asarray(value)
+            # a call may compute only a leading block of a result, the part the program reads (a partial sort)
+            block = tuple(slice(0, extent) for extent in value.shape) if value.shape != tuple(shape) else ...
+            self.view(bases, at, shape, dtype)[block] = value.astype(dtype, copy=False)
 
     def to_json(self) -> dict:
         return {"kind": self.kind, "name": self.name, "call": self.call, "operands": _specs_json(self.operands),
