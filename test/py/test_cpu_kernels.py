@@ -301,6 +301,31 @@ def test_a_bad_thread_count_is_one_line(monkeypatch):
         ThreadPool()
 
 
+BF16_DOTS = """func.func @main(%x: tensor<4x64x32xbf16>, %w: tensor<4x32x16xbf16>, %b: tensor<16xbf16>) -> (tensor<4x64x16xbf16>, tensor<4x64x16xf32>) {
+  %0 = stablehlo.dot_general %x, %w, batching_dims = [0] x [0], contracting_dims = [2] x [1] : (tensor<4x64x32xbf16>, tensor<4x32x16xbf16>) -> tensor<4x64x16xbf16>
+  %1 = stablehlo.broadcast_in_dim %b, dims = [2] : (tensor<16xbf16>) -> tensor<4x64x16xbf16>
+  %2 = stablehlo.add %0, %1 : tensor<4x64x16xbf16>
+  %3 = stablehlo.dot_general %x, %w, batching_dims = [0] x [0], contracting_dims = [2] x [1] : (tensor<4x64x32xbf16>, tensor<4x32x16xbf16>) -> tensor<4x64x16xf32>
+  return %2, %3 : tensor<4x64x16xbf16>, tensor<4x64x16xf32>
+}"""
+
+
+def test_bf16_dots_run_as_the_f32_gemm():
+    """bf16 dots are the f32 GEMM on widened operands (batched, with an epilogue, and with an
+    f32 result), accumulating in f32 and rounding once, as XLA:CPU computes them: the bf16
+    result within one bf16 rounding of the exact product, the f32 one within f32 sums."""
+    executable = Client().compile(BF16_DOTS)
+    text = executable.thunk_sequence()
+    assert "gemm dot_add_fusion bf16 4x64x16x32 NN" in text and "gemm dot bf16 to f32 4x64x16x32 NN" in text
+    rng = np.random.default_rng(3)
+    x, w, b = (rng.standard_normal(shape).astype(ml_dtypes.bfloat16) for shape in ((4, 64, 32), (4, 32, 16), (16,)))
+    with_bias, wide = executable.execute_numpy([x, w, b])
+    exact = np.einsum("bmk,bkn->bmn", x.astype(np.float64), w.astype(np.float64))
+    np.testing.assert_allclose(wide, exact, rtol=1e-5, atol=1e-5)
+    rounded = exact.astype(ml_dtypes.bfloat16).astype(np.float64) + b.astype(np.float64)
+    np.testing.assert_allclose(with_bias.astype(np.float64), rounded, rtol=2**-8, atol=2**-8)
+
+
 FREE_DIMENSIONS_TOGETHER = """func.func @main(%x: tensor<2x64x128xf32>, %w: tensor<128x32xf32>, %v: tensor<16x2x64xf32>, %u: tensor<3x5x16xf32>, %y: tensor<8x3x16xf32>) -> (tensor<2x64x32xf32>, tensor<2x64x3x5xf32>, tensor<8x3x3x5xf32>) {
   %0 = stablehlo.dot_general %x, %w, contracting_dims = [2] x [0] : (tensor<2x64x128xf32>, tensor<128x32xf32>) -> tensor<2x64x32xf32>
   %1 = stablehlo.dot_general %v, %u, contracting_dims = [0] x [2] : (tensor<16x2x64xf32>, tensor<3x5x16xf32>) -> tensor<2x64x3x5xf32>

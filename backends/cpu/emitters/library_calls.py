@@ -1,5 +1,6 @@
 """Library calls: a dot BLAS can run becomes a `gemm` thunk (f32/f64, row-major operands in
-one of the four transpose combinations, optionally batched over dimension 0); a convolution
+one of the four transpose combinations, optionally batched over dimension 0; bf16 too, its
+operands widened to f32 for the f32 GEMM, accumulating in f32, as XLA:CPU does); a convolution
 worth it becomes an im2col kernel and a `gemm` (`convolution_gemm.py`); an output fusion rooted
 in such a dot or convolution becomes that library call writing the fusion's output, then its
 epilogue as a kernel reading the output elementwise and writing it in place. What BLAS cannot
@@ -8,7 +9,7 @@ take is a generated kernel; every choice goes to the decisions."""
 from math import prod
 
 from mlirxla.mlir import ir
-from mlirxla.runtime.thunks import GemmThunk, KernelThunk
+from mlirxla.runtime.thunks import WIDENED_GEMMS, GemmThunk, KernelThunk
 from mlirxla.transforms.fusion_legality import LIBRARY_CALLS, fused_ops, kind_of
 
 from ..convolution_gemm import convolution_shape, im2col_module_text, worth_a_gemm
@@ -73,7 +74,7 @@ def gemm_for(emitter, dot: ir.Operation, owner: ir.Operation, out: ir.Value, lhs
     operand_elements = {str(ir.RankedTensorType(v.type).element_type) for v in dot.operands}
     if operand_elements != {element}:
         element = f"{'/'.join(sorted(operand_elements))} to {element}"
-    if shape is None or element not in ("f32", "f64"):
+    if shape is None or element not in ("f32", "f64", *WIDENED_GEMMS):
         emitter.decisions.append(f"{name}: dot generated as a kernel ({'element type ' + element if shape else 'dimension numbers BLAS cannot take'})")
         return None
     batch, m, n, k, transpose_lhs, transpose_rhs = shape
