@@ -9,8 +9,8 @@ bufferization write results into the destination memrefs the kernel was given
 allocates (a reduction's results, one slice of a batch-slice kernel's convolutions) becomes
 arguments the caller passes working memory in (`kernel_scratch.py`). linalg becomes loops; complex arithmetic becomes
 real arithmetic on the parts; bf16 and f16 math and arithmetic run in f32 (the conversions
-expanded to integer ops, so no compiler-runtime helper is needed); f32 exp, tanh and log
-(those of bf16 and f16 too, by then in f32) become arithmetic the LLVM vectorizer widens
+expanded to integer ops, so no compiler-runtime helper is needed); f32 exp, tanh, log and
+pow (those of bf16 and f16 too, by then in f32) become arithmetic the LLVM vectorizer widens
 (`math_approximations.py`), other math stays libm
 calls (expm1 and log1p never get here: convert-math-to-llvm would make them exp(x) - 1 and
 log(1 + x), so the kernel source computes them as XLA does, `elemental_math.py`, as it does

@@ -89,16 +89,53 @@ def test_log_approximation_within_two_ulp_and_special_values():
     assert tail[7] == 0.0
 
 
+POWER = """func.func @main(%x: tensor<{n}xf32>, %y: tensor<{n}xf32>) -> tensor<{n}xf32> {{
+  %0 = stablehlo.power %x, %y : tensor<{n}xf32>
+  return %0 : tensor<{n}xf32>
+}}"""
+
+
+def test_pow_approximation_within_one_ulp_and_cs_special_cases():
+    """pow is arithmetic (e^(y log|x|) in f64, rounded once): within 1 ulp of the correctly
+    rounded result over bases from denormals to the largest f32 and exponents that reach
+    overflow and denormal results; C99's special cases exactly."""
+    rng = np.random.default_rng(11)
+    x = positive_floats_over_every_binade(30000)
+    y = (rng.standard_normal(x.size) * 3).astype(np.float32)
+    # exponents that land near the ends of the range: x^y = 2^(+-120..+-149)
+    target = rng.uniform(-149, 127, 10000)
+    x2 = np.exp2(rng.uniform(-20, 20, 10000)).astype(np.float32)
+    y2 = (target / np.log2(x2.astype(np.float64))).astype(np.float32)
+    inf, nan = np.inf, np.nan
+    special = [(0.0, 0.0, 1.0), (nan, 0.0, 1.0), (1.0, nan, 1.0), (-1.0, inf, 1.0), (-1.0, -inf, 1.0), (2.0, nan, nan),
+               (nan, 2.0, nan), (-2.0, 0.5, nan), (-2.0, 3.0, -8.0), (-2.0, 2.0, 4.0), (-0.0, 3.0, -0.0), (-0.0, -3.0, -inf),
+               (-0.0, -2.0, inf), (0.0, -1.0, inf), (0.0, 2.5, 0.0), (-0.0, 0.5, 0.0), (0.5, inf, 0.0), (0.5, -inf, inf),
+               (2.0, inf, inf), (2.0, -inf, 0.0), (inf, -1.0, 0.0), (inf, 0.5, inf), (-inf, 3.0, -inf), (-inf, 2.0, inf),
+               (-inf, -3.0, -0.0), (-inf, 0.5, inf), (10.0, 39.0, inf), (10.0, -46.0, 0.0), (2.0, -149.0, 2.0**-149)]
+    sx, sy, expected_special = (np.array(column, np.float32) for column in zip(*special))
+    xs, ys = np.concatenate([x, x2, sx]), np.concatenate([y, y2, sy])
+    executable = Client().compile(POWER.format(n=xs.size))
+    got = executable.execute_numpy([xs, ys])[0]
+    with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
+        expected = np.power(xs.astype(np.float64), ys.astype(np.float64)).astype(np.float32)
+    checked = np.isfinite(expected[:-len(special)]) & (expected[:-len(special)] != 0)
+    assert ulp_distance(got[:-len(special)][checked], expected[:-len(special)][checked]).max() <= 1
+    tail = got[-len(special):]
+    assert np.array_equal(tail, expected_special, equal_nan=True)
+    assert np.array_equal(np.signbit(tail), np.signbit(expected_special))
+
+
 @pytest.mark.parametrize("element", ["f32", "bf16"])
-def test_exp_tanh_log_call_no_libm(tmp_path, element):
-    """The optimized LLVM IR of a kernel computing exp, tanh and log, in f32 or in bf16, calls
-    no math function: the loops hold arithmetic only, which the vectorizer widened."""
+def test_exp_tanh_log_pow_call_no_libm(tmp_path, element):
+    """The optimized LLVM IR of a kernel computing exp, tanh, log and pow, in f32 or in bf16,
+    calls no math function: the loops hold arithmetic only, which the vectorizer widened."""
     text = UNARY.format(op="exponential", n=1024).replace("return %0", "%1 = stablehlo.tanh %0 : tensor<1024xf32>\n"
-                                                           "  %2 = stablehlo.log %1 : tensor<1024xf32>\n  return %2")
+                                                           "  %2 = stablehlo.log %1 : tensor<1024xf32>\n"
+                                                           "  %3 = stablehlo.power %2, %x : tensor<1024xf32>\n  return %3")
     Client().compile(text.replace("f32", element), CompileOptions(dump_to=str(tmp_path)))
     optimized = "".join(path.read_text() for path in tmp_path.glob("*.ir-with-opt.ll"))
     assert "define" in optimized and "x float>" in optimized
-    for name in ("exp", "tanh", "log"):
+    for name in ("exp", "tanh", "log", "pow"):
         assert f"@llvm.{name}." not in optimized and f"@{name}f(" not in optimized
 
 
