@@ -1,11 +1,23 @@
 """Speed of mlirxla's CPU backend vs XLA:CPU, side by side in one process.
 
-Each workload is a jax function. Its StableHLO (`jax.jit(f).lower(...).as_text()`) is what
-mlirxla compiles, and jax.jit runs the same function on XLA:CPU, so both sides run the same
-program on the same random inputs (0.1 * standard normal, so the outputs stay well away from
-overflow and cancellation). mlp, softmax, transformer and convnet are the benchmark programs
-of examples/jax_programs.py (their StableHLO is test/data/jax/programs/*.stablehlo.mlir);
-matmul is 1024^3 f32 and chain is ten elementwise ops on 4M f32.
+Each workload is a jax function (examples/benchmark_workloads.py: dense layers f32 and bf16,
+elementwise chains, softmax, layer and batch norm, attention, convolutions, scan loops,
+embeddings and their gradient, sort, top-k, Adam, backward passes, cross-entropy, small-batch
+inference). Its StableHLO (`jax.jit(f).lower(...).as_text()`) is what mlirxla compiles, and
+jax.jit runs the same function on XLA:CPU, so both sides run the same program on the same
+random inputs (floats 0.1 * standard normal, so the outputs stay well away from overflow and
+cancellation; integers below the workload's bound).
+
+The machine's limits are measured first: copy bandwidth by STREAM's triad (a = b + s * c over
+float64 arrays far larger than the caches, split over the cores; bytes counted as STREAM
+counts them) and peak flops by a large f32 matmul in numpy's BLAS. Each workload's flops
+(transcendentals counted as one) and bytes are XLA's cost analysis of the program; its
+arithmetic intensity against the machine's balance (peak flops / triad bandwidth) says
+whether it is memory-bound or compute-bound, and each side's achieved bandwidth or flop rate
+is given as a fraction of that limit. The cost analysis counts a loop's body once, so the
+fractions of the scan workloads are lower bounds; a workload whose data fit in the last-level
+cache (batch norm's 16 MiB on a large-L3 server) can pass 100% of the triad, which streams
+from memory.
 
 Per workload: each side is warmed up, then run --repeats times, mlirxla and XLA taking turns
 so that the machine's noise hits both; it prints the medians, their ratio (mlirxla / XLA;
@@ -28,10 +40,11 @@ them the kernel counts: mlirxla's CPU kernels (kernel, sliced kernel and gemm th
 bodies once) and IREE's dispatches (iree-compile's static count, loop bodies once) for
 both IREE columns.
 
-    python benchmarks/cpu_vs_xla.py [--workloads matmul,mlp] [--repeats 20] [--json]
+    python benchmarks/cpu_vs_xla.py [--workloads matmul,mlp] [--repeats 20] [--no-iree] [--json]
 
-With --json the last line is one JSON object: "rows" (one per workload), "geomean",
-"overhead" and "compile".
+With --json the last line is one JSON object: "machine" (triad GB/s, peak GFLOP/s, CPU
+model), "rows" (one per workload, with "bound", "intensity", "fraction" and "xla_fraction"),
+"geomean", "overhead" and "compile".
 """
 
 import argparse
@@ -45,6 +58,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import jax
 import jax.numpy as jnp
@@ -54,10 +68,8 @@ from mlirxla.runtime import thunks
 from mlirxla.runtime.client import Client
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
-from jax_programs import program, tensor  # noqa: E402
+from benchmark_workloads import WORKLOADS, Workload, workload as named_workload  # noqa: E402
 
-WORKLOADS = ["matmul", "mlp", "chain", "softmax", "transformer", "convnet"]
-RTOL = ATOL = 1e-4
 WARMUP = 2
 CACHED_COMPILES = 3
 OVERHEAD_CALLS = 1000
@@ -74,47 +86,78 @@ executable.execute_numpy([(0.1 * generator.standard_normal(p.shape)).astype(p.dt
 """
 
 
-# ---------------------------------------------------------------- the workloads
+# ---------------------------------------------------------------- the machine's limits
 
 
-def matmul(x, w):
-    return x @ w
+TRIAD_ELEMENTS = 1 << 24  # float64: three arrays of 128 MiB, far past any cache
+TRIAD_BLOCK = 1 << 14  # s * c goes through a buffer of this many elements, which stays in cache
+TRIAD_TRIALS = 5
+GEMM_SIZE = 2048
+GEMM_TRIALS = 3
 
 
-def chain(x, y):
-    a = x + y
-    a = a * x
-    a = jnp.tanh(a)
-    a = a - y
-    a = jnp.exp(a)
-    a = jnp.maximum(a, x)
-    a = a * 0.5
-    a = jnp.abs(a)
-    a = jnp.sqrt(a)
-    return a + y
+def triad_bandwidth() -> float:
+    """Bytes per second of STREAM's triad a = b + s * c, split over the cores (numpy's ufuncs
+    release the GIL), block by block so that s * c never goes to memory; 24 bytes per element
+    as STREAM counts them; the best of a few trials."""
+    a, b, c = (np.full(TRIAD_ELEMENTS, value) for value in (0.0, 1.0, 2.0))
+    cores = os.cpu_count() or 1
+    bounds = [TRIAD_ELEMENTS * i // cores for i in range(cores + 1)]
+
+    def part(index):
+        scratch = np.empty(TRIAD_BLOCK)
+        for first in range(bounds[index], bounds[index + 1], TRIAD_BLOCK):
+            last = min(first + TRIAD_BLOCK, bounds[index + 1])
+            np.multiply(c[first:last], 3.0, out=scratch[: last - first])
+            np.add(b[first:last], scratch[: last - first], out=a[first:last])
+
+    with ThreadPoolExecutor(max_workers=cores) as pool:
+        run = lambda: list(pool.map(part, range(cores)))
+        run()
+        seconds = min(timed(run) for _ in range(TRIAD_TRIALS))
+    return 3 * 8 * TRIAD_ELEMENTS / seconds
+
+
+def peak_flops() -> float:
+    """Flops per second of a large f32 matmul in numpy's BLAS, the best of a few."""
+    x = np.random.default_rng(0).standard_normal((GEMM_SIZE, GEMM_SIZE)).astype(np.float32)
+    x @ x
+    return 2 * GEMM_SIZE**3 / min(timed(lambda: x @ x) for _ in range(GEMM_TRIALS))
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            return next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), "unknown")
+    except OSError:
+        return "unknown"
+
+
+def machine_limits() -> dict:
+    triad = triad_bandwidth()
+    peak = peak_flops()
+    return {"triad_gbps": triad / 1e9, "peak_gflops": peak / 1e9, "balance_flops_per_byte": peak / triad, "cpu": cpu_model(),
+            "cores": os.cpu_count()}
+
+
+def roofline(cost: dict, io_bytes: int, seconds: dict, machine: dict) -> dict:
+    """Whether the program is memory- or compute-bound on this machine, and the fraction of
+    that limit each side reaches. Where XLA's cost analysis knows nothing (it says -1 for a
+    custom call such as top-k), the program moves its arguments and results and computes
+    nothing counted."""
+    flops = max(cost.get("flops", 0.0), 0.0) + max(cost.get("transcendentals", 0.0), 0.0)
+    moved = cost.get("bytes accessed", 0.0)
+    if moved <= 0:
+        moved = float(io_bytes)
+    intensity = flops / moved if moved else math.inf
+    memory_bound = intensity < machine["balance_flops_per_byte"]
+    rate, limit = (moved, machine["triad_gbps"] * 1e9) if memory_bound else (flops, machine["peak_gflops"] * 1e9)
+    return {"bound": "memory" if memory_bound else "compute", "intensity": intensity, "flops": flops, "bytes": moved,
+            **{("fraction" if side == "mlirxla" else f"{side}_fraction"): rate / value / limit for side, value in seconds.items()}}
 
 
 def add(x, y):
     return x + y
-
-
-BENCHMARK_PROGRAMS = {"mlp", "softmax", "transformer", "convnet"}
-
-
-def example(name: str):
-    """(function, abstract arguments as a pytree of jax.ShapeDtypeStruct) for a workload."""
-    if name in BENCHMARK_PROGRAMS:
-        benchmark = program(f"programs/{name}")
-        return benchmark.function, benchmark.arguments()
-    return {
-        "matmul": (matmul, (tensor(1024, 1024), tensor(1024, 1024))),
-        "chain": (chain, (tensor(4 * 1024 * 1024),) * 2),
-        "add": (add, (tensor(4), tensor(4))),
-    }[name]
-
-
-def random_arguments(abstract, generator):
-    return jax.tree_util.tree_map(lambda value: (0.1 * generator.standard_normal(value.shape)).astype(value.dtype), abstract)
 
 
 # ---------------------------------------------------------------- the three sides
@@ -134,7 +177,7 @@ def mlirxla_side(executable, leaves) -> Side:
 
 
 def xla_side(function, arguments) -> Side:
-    jitted = jax.jit(function)
+    jitted = jax.jit(function, keep_unused=True)
     on_device = jax.device_put(arguments)
     run = lambda: jax.block_until_ready(jitted(*on_device))
     return Side(run, lambda: [np.asarray(output) for output in jax.tree_util.tree_leaves(run())])
@@ -221,13 +264,14 @@ def medians(sides: dict, repeats: int) -> dict:
     return {name: statistics.median(values) for name, values in times.items()}
 
 
-def compare(ours: list, theirs: list) -> tuple[bool, float]:
-    """(whether every output matches XLA's within the tolerance, the largest absolute
-    difference; None when the outputs' count or shapes differ)."""
+def compare(ours: list, theirs: list, tolerance: Workload) -> tuple[bool, float]:
+    """(whether every output matches XLA's within the workload's tolerance, the largest
+    absolute difference; None when the outputs' count or shapes differ)."""
     if len(ours) != len(theirs) or any(a.shape != b.shape for a, b in zip(ours, theirs)):
         return False, None
-    difference = max((float(np.max(np.abs(a.astype(np.float64) - b))) for a, b in zip(ours, theirs) if a.size), default=0.0)
-    return all(np.allclose(a, b, rtol=RTOL, atol=ATOL) for a, b in zip(ours, theirs)), difference
+    pairs = [(a.astype(np.float64), b.astype(np.float64)) for a, b in zip(ours, theirs)]
+    difference = max((float(np.max(np.abs(a - b))) for a, b in pairs if a.size), default=0.0)
+    return all(np.allclose(a, b, rtol=tolerance.rtol, atol=tolerance.atol) for a, b in pairs), difference
 
 
 def crash_in_child(text: str) -> str | None:
@@ -252,14 +296,17 @@ def compile_times(text: str):
     return executable, {"mlirxla_cold_s": cold, "mlirxla_cached_s": cached}
 
 
-def workload(name: str, repeats: int, with_iree: bool, generator) -> dict:
-    function, abstract = example(name)
-    arguments = random_arguments(abstract, generator)
+def measure(name: str, repeats: int, with_iree: bool, machine: dict, generator) -> dict:
+    workload = named_workload(name)
+    function = workload.function
+    arguments = workload.random_arguments(generator)
     leaves = jax.tree_util.tree_leaves(arguments)
-    lowered = jax.jit(function).lower(*arguments)
+    lowered = jax.jit(function, keep_unused=True).lower(*arguments)
     text = lowered.as_text()
     # before the first jitted call, which would put the executable in jax's compilation cache
-    xla_compile_s = timed(lowered.compile)
+    start = time.perf_counter()
+    cost = lowered.compile().cost_analysis()
+    xla_compile_s = time.perf_counter() - start
     row = {"workload": name}
     crash = crash_in_child(text)
     if crash:
@@ -270,7 +317,7 @@ def workload(name: str, repeats: int, with_iree: bool, generator) -> dict:
         executable, row["compile"] = compile_times(text)
         sides["mlirxla"] = mlirxla_side(executable, leaves)
         row["kernels"] = kernel_count(executable)
-        row["ok"], row["max_abs_diff"] = compare(sides["mlirxla"].outputs(), sides["xla"].outputs())
+        row["ok"], row["max_abs_diff"] = compare(sides["mlirxla"].outputs(), sides["xla"].outputs(), workload)
     except Exception as error:  # a failing workload is a result to report, not the end of the run
         row["error"] = one_line(error)
         return row
@@ -279,13 +326,16 @@ def workload(name: str, repeats: int, with_iree: bool, generator) -> dict:
         for side, make in (("iree", iree_direct_side), ("mlirxla_iree", mlirxla_on_iree_side)):
             try:
                 sides[side], row[f"{side}_dispatches"] = make(text, leaves)
-                row[f"{side}_ok"], row[f"{side}_max_abs_diff"] = compare(sides[side].outputs(), sides["xla"].outputs())
+                row[f"{side}_ok"], row[f"{side}_max_abs_diff"] = compare(sides[side].outputs(), sides["xla"].outputs(), workload)
             except Exception as error:
                 sides.pop(side, None)
                 row[f"{side}_error"] = one_line(error)
     seconds = medians(sides, repeats)
     row.update({f"{side}_ms": value * 1e3 for side, value in seconds.items()})
     row["ratio"] = seconds["mlirxla"] / seconds["xla"]
+    results = jax.tree_util.tree_leaves(jax.eval_shape(function, *arguments))
+    io_bytes = sum(leaf.nbytes for leaf in leaves) + sum(math.prod(r.shape) * np.dtype(r.dtype).itemsize for r in results)
+    row.update(roofline(cost, io_bytes, seconds, machine))
     if "iree" in seconds:
         row["iree_ratio"] = seconds["iree"] / seconds["xla"]
     if "mlirxla_iree" in seconds:
@@ -297,8 +347,8 @@ def workload(name: str, repeats: int, with_iree: bool, generator) -> dict:
 
 def overhead(generator) -> dict:
     """Median microseconds of one call to a 4-element add, calls alternating between the sides."""
-    function, abstract = example("add")
-    arguments = random_arguments(abstract, generator)
+    function = add
+    arguments = tuple((0.1 * generator.standard_normal(4)).astype(np.float32) for _ in range(2))
     executable = Client().compile(jax.jit(function).lower(*arguments).as_text())
     sides = {"mlirxla": mlirxla_side(executable, arguments),
              "xla": xla_side(function, arguments)}
@@ -315,10 +365,11 @@ IREE_COLUMNS = (("iree", "IREE direct"), ("mlirxla_iree", "mlirxla on IREE"))
 def print_table(rows: list, with_iree: bool) -> None:
     iree_header = (f" {'IREE direct ms':>14} {'/xla':>6} {'dispatches':>10} {'mlirxla on IREE ms':>18} {'/xla':>6}"
                    f" {'/direct':>7} {'dispatches':>10} {'match':>5}") if with_iree else ""
-    print(f"{'workload':12} {'mlirxla ms':>10} {'xla ms':>9} {'ratio':>7} {'match':>5} {'max abs diff':>12} {'kernels':>7}{iree_header}")
+    print(f"{'workload':16} {'mlirxla ms':>10} {'xla ms':>9} {'ratio':>7} {'match':>5} {'max abs diff':>12} {'kernels':>7}"
+          f" {'bound':>7} {'flop/B':>7} {'achieved':>13} {'of limit':>8} {'xla':>5}{iree_header}")
     for row in rows:
         if "error" in row:
-            print(f"{row['workload']:12} FAILED: {row['error']}")
+            print(f"{row['workload']:16} FAILED: {row['error']}")
             continue
         iree = ""
         if with_iree:
@@ -330,12 +381,29 @@ def print_table(rows: list, with_iree: bool) -> None:
                     f" {'ok' if row['mlirxla_iree_ok'] else 'NO':>5}")
             iree = direct + ours
         difference = "shapes differ" if row["max_abs_diff"] is None else f"{row['max_abs_diff']:.2e}"
-        print(f"{row['workload']:12} {row['mlirxla_ms']:10.2f} {row['xla_ms']:9.2f} {row['ratio']:6.2f}x"
-              f" {'ok' if row['ok'] else 'NO':>5} {difference:>12} {row['kernels']:7}{iree}")
+        print(f"{row['workload']:16} {row['mlirxla_ms']:10.2f} {row['xla_ms']:9.2f} {row['ratio']:6.2f}x"
+              f" {'ok' if row['ok'] else 'NO':>5} {difference:>12} {row['kernels']:7} {row['bound']:>7} {row['intensity']:7.2f}"
+              f" {achieved(row):>13} {row['fraction']:7.0%} {row['xla_fraction']:5.0%}{iree}")
     for row in rows:
         for side, title in IREE_COLUMNS:
             if f"{side}_error" in row:
                 print(f"{title} failed on {row['workload']}: {row[f'{side}_error']}")
+
+
+def achieved(row: dict) -> str:
+    """mlirxla's rate in the unit of the row's limit."""
+    seconds = row["mlirxla_ms"] / 1e3
+    if row["bound"] == "memory":
+        return f"{row['bytes'] / seconds / 1e9:.1f} GB/s"
+    return f"{row['flops'] / seconds / 1e9:.1f} GFLOP/s"
+
+
+def memory_bound_fraction(rows: list) -> dict:
+    """The memory-bound rows' fractions of the triad bandwidth: the geometric mean and the least."""
+    fractions = [row["fraction"] for row in rows if row.get("bound") == "memory"]
+    if not fractions:
+        return {"geomean": None, "least": None, "workloads": 0}
+    return {"geomean": math.exp(sum(map(math.log, fractions)) / len(fractions)), "least": min(fractions), "workloads": len(fractions)}
 
 
 def ratio_text(value) -> str:
@@ -349,40 +417,49 @@ def geometric_mean(rows: list) -> dict:
 
 
 def print_compile_times(rows: list) -> None:
-    print(f"{'compile':12} {'mlirxla cold s':>14} {'cached ms':>10} {'xla s':>7}")
+    print(f"{'compile':16} {'mlirxla cold s':>14} {'cached ms':>10} {'xla s':>7}")
     for row in rows:
         if "compile" in row:
             times = row["compile"]
-            print(f"{row['workload']:12} {times['mlirxla_cold_s']:14.2f} {times['mlirxla_cached_s'] * 1e3:10.1f} {times['xla_s']:7.2f}")
+            print(f"{row['workload']:16} {times['mlirxla_cold_s']:14.2f} {times['mlirxla_cached_s'] * 1e3:10.1f} {times['xla_s']:7.2f}")
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="end with one JSON line holding every row")
-    parser.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated workloads")
+    known = [workload.name for workload in WORKLOADS]
+    parser.add_argument("--workloads", default=",".join(known), help="comma-separated workloads")
     parser.add_argument("--repeats", type=int, default=20, help="timed runs per side per workload")
+    parser.add_argument("--no-iree", action="store_true", help="leave the IREE columns out even when the iree extra is installed")
     arguments = parser.parse_args(argv)
     names = arguments.workloads.split(",")
-    unknown = sorted(set(names) - set(WORKLOADS))
+    unknown = sorted(set(names) - set(known))
     if unknown:
-        parser.error(f"unknown workloads {','.join(unknown)} (known: {','.join(WORKLOADS)})")
-    with_iree = iree_available()
-    if not with_iree:
+        parser.error(f"unknown workloads {','.join(unknown)} (known: {','.join(known)})")
+    with_iree = iree_available() and not arguments.no_iree
+    if not with_iree and not arguments.no_iree:
         print("iree: not installed (pip install 'mlirxla[iree]': the IREE columns need the iree extra)")
     generator = np.random.default_rng(0)
     # first, so that the one-time costs (imports, LLVM's start) land in no workload's compile time
     per_call = overhead(generator)
-    rows = [workload(name, arguments.repeats, with_iree, generator) for name in names]
+    machine = machine_limits()
+    print(f"machine: {machine['cpu']}, {machine['cores']} cores; triad {machine['triad_gbps']:.1f} GB/s,"
+          f" f32 GEMM {machine['peak_gflops']:.1f} GFLOP/s (balance {machine['balance_flops_per_byte']:.1f} flop/B)")
+    rows = [measure(name, arguments.repeats, with_iree, machine, generator) for name in names]
     print_table(rows, with_iree)
     mean = geometric_mean(rows)
     geomean = "n/a" if mean["ratio"] is None else f"{mean['ratio']:.2f}x"
     print(f"geomean mlirxla/xla: {geomean} over {mean['workloads']} of {mean['of']} workloads")
     print(f"overhead (f32[4] add, median of {OVERHEAD_CALLS} calls): mlirxla {per_call['mlirxla_us']:.1f} us,"
           f" xla {per_call['xla_us']:.1f} us, ratio {per_call['ratio']:.2f}x")
+    bandwidth = memory_bound_fraction(rows)
+    if bandwidth["workloads"]:
+        print(f"memory-bound workloads: {bandwidth['workloads']}, fraction of the triad bandwidth: geomean {bandwidth['geomean']:.0%},"
+              f" least {bandwidth['least']:.0%}")
     print_compile_times(rows)
     if arguments.json:
-        print(json.dumps({"rows": [{key: value for key, value in row.items() if key != "compile"} for row in rows],
-                          "geomean": mean, "overhead": per_call,
+        print(json.dumps({"machine": machine, "rows": [{key: value for key, value in row.items() if key != "compile"} for row in rows],
+                          "geomean": mean, "memory_bound": bandwidth, "overhead": per_call,
                           "compile": {row["workload"]: row["compile"] for row in rows if "compile" in row}}))
     return 0
 

@@ -14,12 +14,12 @@ A sequence that runs in order may have a native driver (`native_drivers.py`): on
 function that runs all of it, calling back into Python only for what it cannot run itself.
 """
 
-import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from .threads import cpu_threads
 from .thunks import BufferSlice, observer, run_sequence
 
 SEQUENTIAL_BELOW = 8  # thunk sequences shorter than this always run in order
@@ -44,13 +44,14 @@ def without_pool(alone: bool = True):
 
 
 class ThreadPool:
-    """A fixed pool of worker threads (one per core by default)."""
+    """A fixed pool of worker threads (`threads.cpu_threads()` by default: one per core, or
+    MLIRXLA_CPU_THREADS)."""
 
     _shared: "ThreadPool | None" = None
     _lock = threading.Lock()
 
     def __init__(self, workers: int | None = None):
-        self.workers = workers or os.cpu_count() or 1
+        self.workers = workers or cpu_threads()
         self.executor = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="mlirxla")
 
     @classmethod

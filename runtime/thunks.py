@@ -35,6 +35,7 @@ executable's thunk sequence can be dumped and cached without pickle.
 import ctypes
 from dataclasses import dataclass, field
 
+import ml_dtypes
 import numpy as np
 
 from mlirxla.errors import MlirxlaError
@@ -152,12 +153,23 @@ class SlicedKernelThunk(KernelThunk):
         return super().describe().replace("kernel ", f"sliced kernel x{self.slices} ", 1)
 
 
+# GEMM element types BLAS has no routine for: computed by the f32 GEMM on operands widened
+# to f32, accumulating in f32 and rounding once to the result type, as XLA:CPU does
+WIDENED_GEMMS = {"bf16": (ml_dtypes.bfloat16, ml_dtypes.bfloat16), "bf16 to f32": (ml_dtypes.bfloat16, np.float32)}
+
+
+def array_at(address: int, count: int, dtype) -> np.ndarray:
+    """The `count` elements of `dtype` at `address`, as a numpy view."""
+    memory = (ctypes.c_char * max(count * np.dtype(dtype).itemsize, 1)).from_address(address)
+    return np.frombuffer(memory, dtype, count=count)
+
+
 @dataclass
 class GemmThunk:
     """out[b] = op(lhs[b]) @ op(rhs[b]) for b < batch, row-major, in place."""
 
     name: str
-    element: str  # f32 | f64
+    element: str  # f32 | f64 | bf16 | "bf16 to f32" (WIDENED_GEMMS)
     lhs: BufferSlice
     rhs: BufferSlice
     out: BufferSlice
@@ -179,11 +191,24 @@ class GemmThunk:
         return (self.out,)
 
     def bind(self, engine) -> None:
-        self.function = blas.gemm(self.element)
+        self.function = blas.gemm("f32" if self.element in WIDENED_GEMMS else self.element)
 
     def run(self, bases: list[int], pool) -> None:
-        width = 4 if self.element == "f32" else 8
         a, b, c = (bases[s.allocation] + s.offset for s in (self.lhs, self.rhs, self.out))
+        if self.element in WIDENED_GEMMS:
+            self.run_widened(a, b, c)
+        else:
+            self.run_blas(a, b, c, 4 if self.element == "f32" else 8)
+
+    def run_widened(self, a: int, b: int, c: int) -> None:
+        operand, result = WIDENED_GEMMS[self.element]
+        sizes = (self.batch * self.m * self.k, self.batch * self.k * self.n, self.batch * self.m * self.n)
+        lhs, rhs = (array_at(address, size, operand).astype(np.float32) for address, size in zip((a, b), sizes))
+        out = np.empty(sizes[2], np.float32)
+        self.run_blas(lhs.ctypes.data, rhs.ctypes.data, out.ctypes.data, 4)
+        array_at(c, sizes[2], result)[...] = out.astype(result, copy=False)
+
+    def run_blas(self, a: int, b: int, c: int, width: int) -> None:
         lda = self.m if self.transpose_lhs else self.k
         ldb = self.k if self.transpose_rhs else self.n
         ta = blas.TRANSPOSE if self.transpose_lhs else blas.NO_TRANSPOSE
@@ -307,7 +332,10 @@ class HostThunk(ArraysOnSlices):
         operands = [self.view(bases, *spec) for spec in self.operands]
         values = self.calls[self.call](operands, self.attributes)
         for (at, shape, dtype), value in zip(self.results, values):
-            self.view(bases, at, shape, dtype)[...] = np.asarray(value).astype(dtype, copy=False)
+            value = np.asarray(value)
+            # a call may compute only a leading block of a result, the part the program reads (a partial sort)
+            block = tuple(slice(0, extent) for extent in value.shape) if value.shape != tuple(shape) else ...
+            self.view(bases, at, shape, dtype)[block] = value.astype(dtype, copy=False)
 
     def to_json(self) -> dict:
         return {"kind": self.kind, "name": self.name, "call": self.call, "operands": _specs_json(self.operands),

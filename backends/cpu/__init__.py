@@ -20,10 +20,12 @@ def load_code(object_code: bytes):
 def environment() -> str:
     import llvmlite
 
+    from mlirxla.runtime.threads import cpu_threads
+
     from .compiler import CONCURRENT_CALLS
     from .llvm_jit import host_cpu
 
-    return f"llvmlite={llvmlite.__version__};cpu={host_cpu()};concurrent_calls={CONCURRENT_CALLS}"
+    return f"llvmlite={llvmlite.__version__};cpu={host_cpu()};concurrent_calls={CONCURRENT_CALLS};threads={cpu_threads()}"
 
 
 BACKEND = Backend("cpu", "cpu", "native kernels for the host CPU through linalg and LLVM, GEMMs in BLAS",

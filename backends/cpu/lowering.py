@@ -9,8 +9,9 @@ bufferization write results into the destination memrefs the kernel was given
 allocates (a reduction's results, one slice of a batch-slice kernel's convolutions) becomes
 arguments the caller passes working memory in (`kernel_scratch.py`). linalg becomes loops; complex arithmetic becomes
 real arithmetic on the parts; bf16 and f16 math and arithmetic run in f32 (the conversions
-expanded to integer ops, so no compiler-runtime helper is needed); f32 exp and tanh become
-arithmetic the LLVM vectorizer widens (`math_approximations.py`), other math stays libm
+expanded to integer ops, so no compiler-runtime helper is needed); f32 exp, tanh, log and
+pow (those of bf16 and f16 too, by then in f32) become arithmetic the LLVM vectorizer widens
+(`math_approximations.py`), other math stays libm
 calls (expm1 and log1p never get here: convert-math-to-llvm would make them exp(x) - 1 and
 log(1 + x), so the kernel source computes them as XLA does, `elemental_math.py`, as it does
 complex expm1, log1p, tan and tanh, which convert-complex-to-standard computes inaccurately);
@@ -100,12 +101,14 @@ def lower_to_llvm_dialect(module: ir.Module, name: str) -> Lowered:
             passmanager.PassManager.parse(f"builtin.module({','.join(BUFFERIZE)})").run(module.operation)
             scratch = kernel_scratch.scratch_from_arguments(module)
             with ir.Location.unknown():
-                math_approximations.approximate(module)
                 copies_as_loops(module)
                 loop_order.reorder_loops(module)
                 tiled = tiling.tile_transposing_loops(module)
             passmanager.PassManager.parse(f"builtin.module({','.join(TO_LOOPS_IN_F32)})").run(module.operation)
             keep_narrow_roundings(module)
+            with ir.Location.unknown():
+                # after bf16 and f16 math became f32 math, so that it is approximated too
+                math_approximations.approximate(module)
             passmanager.PassManager.parse(f"builtin.module({','.join(TO_LLVM)})").run(module.operation)
     except ir.MLIRError as error:
         raise MlirxlaError(f"kernel {name} failed to lower to LLVM: {diagnostic_text(error)}") from None

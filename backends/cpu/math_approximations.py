@@ -1,6 +1,7 @@
-"""f32 `math.exp` and `math.tanh` as arithmetic, so that the LLVM
-loop vectorizer widens them with everything around them (a call to libm's expf/tanhf in a
-loop stays scalar: this LLVM does not map them to a vector math library).
+"""f32 `math.exp`, `math.tanh`, `math.log` and `math.powf` as arithmetic, so that the LLVM
+loop vectorizer widens them with everything around them (a call to libm's expf/tanhf/logf in
+a loop stays scalar: this LLVM does not map them to a vector math library). bf16 and f16
+math is computed in f32 by then, so it is rewritten too.
 
 - exp: Cephes' range reduction x = n ln2 + r (ln2 split in two constants for accuracy), a
   degree-6 polynomial for e^r, and 2^n as two factors built in the exponent bits
@@ -9,9 +10,19 @@ loop stays scalar: this LLVM does not map them to a vector math library).
   ln(largest f32) it is inf, NaN stays NaN.
 - tanh: Eigen's (and XLA's) rational approximation on x clamped to [-7.9053, 7.9053], where
   tanh is 1 in f32; x itself below 0.0004 in magnitude. A few ulp.
+- log: Cephes' logf: x = m 2^e with m in [sqrt(1/2), sqrt(2)) taken from the bits (a
+  denormal x scaled by 2^23 first), log(1 + f) for f = m - 1 by a degree-9 polynomial, e ln 2
+  added in two parts. About 1 ulp; 0 gives -inf, +inf stays inf, negatives and NaN give NaN.
+- pow: e^(y log|x|) computed in f64 (log by the atanh series on the mantissa, exp by a
+  Taylor polynomial after Cody-Waite reduction, both about 1e-16, so y log|x| keeps the
+  digits an f32 result needs even near overflow) and rounded once to f32; C's special cases
+  (x^0 = 1, 1^y = 1, signs of negative x to odd integer powers, NaN for non-integer powers
+  of negative x) by selects. Within an ulp, denormal results included.
 
 Only f32 (scalars or vectors) is rewritten; other types keep the libm call.
 """
+
+import math
 
 from mlirxla.mlir import ir
 
@@ -26,30 +37,56 @@ TANH_TINY = 0.0004
 TANH_NUMERATOR = (-2.76076847742355e-16, 2.00018790482477e-13, -8.60467152213735e-11, 5.12229709037114e-08,
                   1.48572235717979e-05, 6.37261928875436e-04, 4.89352455891786e-03)
 TANH_DENOMINATOR = (1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03, 4.89352518554385e-03)
+LOG_POLYNOMIAL = (7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1, -1.6668057665e-1,
+                  2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1)
+SQRT_HALF = 0.707106781186547524
+SMALLEST_NORMAL = 1.17549435e-38
+DENORMAL_SCALE = 8388608.0  # 2^23: a denormal times it is normal
+MANTISSA_AND_SIGN = -2139095041  # 0x807FFFFF as i32: the bits that are not the exponent
+HALF_EXPONENT = 0x3F000000  # the exponent bits of 0.5
+ORDERED_EQUAL, ORDERED_NOT_EQUAL, UNORDERED_OR_LESS = 1, 6, 11  # arith.cmpf predicates
+# pow in f64: log(m) = 2 atanh(s), s = (m - 1) / (m + 1), |s| <= 0.1716: 2 s (1 + s^2/3 + ... + s^20/21)
+WIDE_LOG_SERIES = tuple(1.0 / (2 * k + 1) for k in range(10, -1, -1))
+WIDE_EXP_TAYLOR = tuple(1.0 / math.factorial(k) for k in range(12, -1, -1))  # |r| <= ln2 / 2: r^13/13! < 2e-16
+WIDE_LN2_HIGH = 6.93147180369123816490e-01  # ln 2 in two parts (fdlibm's), n ln2_high exact for |n| < 2^20
+WIDE_LN2_LOW = 1.90821492927058770002e-10
+WIDE_EXP_BOUND = 200.0  # e^200 overflows f32 and e^-200 rounds to 0 in it, while 2^n stays a normal f64
+WIDE_MANTISSA_AND_SIGN = -9218868437227405313  # 0x800FFFFFFFFFFFFF as i64: the bits that are not the exponent
+WIDE_HALF_EXPONENT = 0x3FE0000000000000  # the exponent bits of 0.5 in f64
 
 
 class Builder:
-    """Scalar-or-vector f32 arithmetic at the insertion point, shaped like `like`."""
+    """Scalar-or-vector f32 (or f64) arithmetic at the insertion point, shaped like `like`;
+    `integer_type` is the integer of the float's width, for its bits."""
 
     def __init__(self, like: ir.Type):
         self.type = like
         self.vector = isinstance(like, ir.VectorType)
-        shape = list(ir.VectorType(like).shape) if self.vector else None
-        self.i32 = ir.VectorType.get(shape, ir.IntegerType.get_signless(32)) if self.vector else ir.IntegerType.get_signless(32)
-        self.i1 = ir.VectorType.get(shape, ir.IntegerType.get_signless(1)) if self.vector else ir.IntegerType.get_signless(1)
+        self.shape = list(ir.VectorType(like).shape) if self.vector else None
+        self.element = ir.VectorType(like).element_type if self.vector else like
+        self.width = 64 if isinstance(self.element, ir.F64Type) else 32
+        self.integer_type = self.shaped(ir.IntegerType.get_signless(self.width))
+        self.i1 = self.shaped(ir.IntegerType.get_signless(1))
+
+    def shaped(self, element: ir.Type) -> ir.Type:
+        return ir.VectorType.get(self.shape, element) if self.vector else element
+
+    def wide(self) -> "Builder":
+        """A builder for f64 values of this shape."""
+        return Builder(self.shaped(ir.F64Type.get()))
 
     def op(self, name: str, operands: list, result=None, attributes=None) -> ir.Value:
         return ir.Operation.create(name, results=[result or self.type], operands=operands, attributes=attributes or {}).result
 
     def constant(self, value: float) -> ir.Value:
-        scalar = ir.FloatAttr.get(ir.F32Type.get(), value)
+        scalar = ir.FloatAttr.get(self.element, value)
         attr = ir.DenseElementsAttr.get_splat(self.type, scalar) if self.vector else scalar
         return self.op("arith.constant", [], attributes={"value": attr})
 
     def integer(self, value: int) -> ir.Value:
-        scalar = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), value)
-        attr = ir.DenseElementsAttr.get_splat(self.i32, scalar) if self.vector else scalar
-        return self.op("arith.constant", [], self.i32, {"value": attr})
+        scalar = ir.IntegerAttr.get(ir.IntegerType.get_signless(self.width), value)
+        attr = ir.DenseElementsAttr.get_splat(self.integer_type, scalar) if self.vector else scalar
+        return self.op("arith.constant", [], self.integer_type, {"value": attr})
 
     def add(self, a, b):
         return self.op("arith.addf", [a, b])
@@ -68,15 +105,27 @@ class Builder:
         return result
 
     def power_of_two(self, exponent):
-        """2^exponent for an i32 exponent in [-126, 127], built in the exponent bits."""
-        biased = self.op("arith.addi", [exponent, self.integer(127)], self.i32)
-        return self.op("arith.bitcast", [self.op("arith.shli", [biased, self.integer(23)], self.i32)])
+        """2^exponent for an integer exponent in the normal range, built in the exponent bits."""
+        bias, mantissa_bits = (1023, 52) if self.width == 64 else (127, 23)
+        biased = self.op("arith.addi", [exponent, self.integer(bias)], self.integer_type)
+        return self.op("arith.bitcast", [self.op("arith.shli", [biased, self.integer(mantissa_bits)], self.integer_type)])
 
     def less(self, x, y):
         """x < y, ordered (false for NaN); a float stands for a constant."""
         ordered_less_than = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 4)
         x, y = (self.constant(v) if isinstance(v, float) else v for v in (x, y))
         return self.op("arith.cmpf", [x, y], self.i1, {"predicate": ordered_less_than})
+
+    def compare(self, predicate: int, x, y):
+        x, y = (self.constant(v) if isinstance(v, float) else v for v in (x, y))
+        return self.op("arith.cmpf", [x, y], self.i1, {"predicate": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), predicate)})
+
+    def select(self, condition, if_true, if_false):
+        if_true, if_false = (self.constant(v) if isinstance(v, float) else v for v in (if_true, if_false))
+        return self.op("arith.select", [condition, if_true, if_false])
+
+    def integer_op(self, name: str, a, b):
+        return self.op(name, [a, b], self.integer_type)
 
     def clamp(self, x, low: float, high: float):
         return self.op("arith.minimumf", [self.op("arith.maximumf", [x, self.constant(low)]), self.constant(high)])
@@ -87,9 +136,9 @@ def exp(b: Builder, x_input: ir.Value) -> ir.Value:
     n = b.op("math.floor", [b.fma(x, b.constant(LOG2E), b.constant(0.5))])
     r = b.add(b.add(x, b.mul(n, b.constant(-LN2_HIGH))), b.mul(n, b.constant(-LN2_LOW)))
     y = b.fma(b.mul(b.polynomial(r, EXP_POLYNOMIAL), r), r, b.add(r, b.constant(1.0)))
-    whole = b.op("arith.fptosi", [n], b.i32)
-    half = b.op("arith.shrsi", [whole, b.integer(1)], b.i32)
-    rest = b.op("arith.subi", [whole, half], b.i32)
+    whole = b.op("arith.fptosi", [n], b.integer_type)
+    half = b.op("arith.shrsi", [whole, b.integer(1)], b.integer_type)
+    rest = b.op("arith.subi", [whole, half], b.integer_type)
     result = b.mul(b.mul(y, b.power_of_two(half)), b.power_of_two(rest))
     result = b.op("arith.select", [b.less(x_input, EXP_BOUND_LOW), b.constant(0.0), result])
     return b.op("arith.select", [b.less(b.constant(EXP_BOUND_HIGH), x_input), b.constant(float("inf")), result])
@@ -104,7 +153,81 @@ def tanh(b: Builder, x: ir.Value) -> ir.Value:
     return b.op("arith.select", [b.less(b.op("math.absf", [x]), TANH_TINY), x, ratio])
 
 
-APPROXIMATIONS = {"math.exp": exp, "math.tanh": tanh}
+def log(b: Builder, x: ir.Value) -> ir.Value:
+    denormal = b.less(x, SMALLEST_NORMAL)
+    scaled = b.select(denormal, b.mul(x, b.constant(DENORMAL_SCALE)), x)
+    bits = b.op("arith.bitcast", [scaled], b.integer_type)
+    exponent = b.integer_op("arith.subi", b.integer_op("arith.shrui", bits, b.integer(23)), b.integer(126))
+    exponent = b.integer_op("arith.subi", exponent, b.op("arith.select", [denormal, b.integer(23), b.integer(0)], b.integer_type))
+    fraction_bits = b.integer_op("arith.ori", b.integer_op("arith.andi", bits, b.integer(MANTISSA_AND_SIGN)), b.integer(HALF_EXPONENT))
+    mantissa = b.op("arith.bitcast", [fraction_bits])  # in [0.5, 1)
+    e = b.op("arith.sitofp", [exponent])
+    # m below sqrt(1/2) is doubled (and e lowered) so that f = m - 1 lies in [-0.29, 0.41]
+    low = b.less(mantissa, SQRT_HALF)
+    e = b.select(low, b.add(e, b.constant(-1.0)), e)
+    f = b.add(b.select(low, b.add(mantissa, mantissa), mantissa), b.constant(-1.0))
+    square = b.mul(f, f)
+    y = b.mul(b.mul(b.polynomial(f, LOG_POLYNOMIAL), f), square)
+    y = b.fma(e, b.constant(LN2_LOW), y)
+    y = b.fma(square, b.constant(-0.5), y)
+    result = b.fma(e, b.constant(LN2_HIGH), b.add(f, y))
+    result = b.select(b.compare(ORDERED_EQUAL, x, 0.0), float("-inf"), result)
+    result = b.select(b.compare(ORDERED_EQUAL, x, float("inf")), float("inf"), result)
+    return b.select(b.compare(UNORDERED_OR_LESS, x, 0.0), float("nan"), result)
+
+
+def wide_log(w: Builder, x: ir.Value) -> ir.Value:
+    """log of a non-negative f64 x (an f32 magnitude: never denormal in f64), about 1e-16."""
+    bits = w.op("arith.bitcast", [x], w.integer_type)
+    exponent = w.integer_op("arith.subi", w.integer_op("arith.shrui", bits, w.integer(52)), w.integer(1022))
+    fraction_bits = w.integer_op("arith.ori", w.integer_op("arith.andi", bits, w.integer(WIDE_MANTISSA_AND_SIGN)),
+                                 w.integer(WIDE_HALF_EXPONENT))
+    mantissa = w.op("arith.bitcast", [fraction_bits])  # in [0.5, 1)
+    e = w.op("arith.sitofp", [exponent])
+    low = w.less(mantissa, SQRT_HALF)
+    e = w.select(low, w.add(e, w.constant(-1.0)), e)
+    m = w.select(low, w.add(mantissa, mantissa), mantissa)
+    ratio = w.op("arith.divf", [w.add(m, w.constant(-1.0)), w.add(m, w.constant(1.0))])
+    log_m = w.mul(w.mul(ratio, w.constant(2.0)), w.polynomial(w.mul(ratio, ratio), WIDE_LOG_SERIES))
+    result = w.fma(e, w.constant(WIDE_LN2_HIGH), w.fma(e, w.constant(WIDE_LN2_LOW), log_m))
+    result = w.select(w.compare(ORDERED_EQUAL, x, 0.0), float("-inf"), result)
+    result = w.select(w.compare(ORDERED_EQUAL, x, float("inf")), float("inf"), result)
+    return w.select(w.compare(UNORDERED_OR_LESS, x, 0.0), float("nan"), result)
+
+
+def wide_exp(w: Builder, t: ir.Value) -> ir.Value:
+    """e^t in f64, about 1e-16, t clamped to +-WIDE_EXP_BOUND (beyond it the f32 result is 0 or inf)."""
+    t = w.clamp(t, -WIDE_EXP_BOUND, WIDE_EXP_BOUND)
+    n = w.op("math.floor", [w.fma(t, w.constant(LOG2E), w.constant(0.5))])
+    r = w.add(w.add(t, w.mul(n, w.constant(-WIDE_LN2_HIGH))), w.mul(n, w.constant(-WIDE_LN2_LOW)))
+    return w.mul(w.polynomial(r, WIDE_EXP_TAYLOR), w.power_of_two(w.op("arith.fptosi", [n], w.integer_type)))
+
+
+def power(b: Builder, x: ir.Value, y: ir.Value) -> ir.Value:
+    """f32 x^y as e^(y log|x|) in f64, rounded once to f32 (so within an ulp, denormal results
+    included), with C's special cases: x^0 = 1^y = 1 (NaN too), (-1)^+-inf = 1, a negative x
+    to an odd integer power negative (-0 too), to a non-integer power NaN."""
+    w = b.wide()
+    xd, yd = (w.op("arith.extf", [value]) for value in (x, y))
+    magnitude_x = w.op("math.absf", [xd])
+    magnitude = wide_exp(w, w.mul(yd, wide_log(w, magnitude_x)))
+    floor_y, half_y = w.op("math.floor", [yd]), w.mul(yd, w.constant(0.5))
+    integer_y = w.compare(ORDERED_EQUAL, floor_y, yd)  # infinities count as even integers, as in C
+    odd_y = w.op("arith.andi", [integer_y, w.compare(ORDERED_NOT_EQUAL, w.op("math.floor", [half_y]), half_y)], w.i1)
+    sign_bit = w.op("arith.cmpi", [w.op("arith.bitcast", [xd], w.integer_type), w.integer(0)], w.i1,
+                    {"predicate": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 2)})  # slt: the sign bit set
+    result = w.select(w.op("arith.andi", [sign_bit, odd_y], w.i1), w.op("arith.negf", [magnitude]), magnitude)
+    negative_finite = w.op("arith.andi", [w.less(xd, 0.0), w.less(float("-inf"), xd)], w.i1)
+    not_integer = w.compare(ORDERED_NOT_EQUAL, floor_y, yd)
+    result = w.select(w.op("arith.andi", [negative_finite, not_integer], w.i1), float("nan"), result)
+    one = w.op("arith.ori", [w.compare(ORDERED_EQUAL, yd, 0.0), w.compare(ORDERED_EQUAL, xd, 1.0)], w.i1)
+    unit_to_infinity = w.op("arith.andi", [w.compare(ORDERED_EQUAL, magnitude_x, 1.0),
+                                           w.compare(ORDERED_EQUAL, w.op("math.absf", [yd]), float("inf"))], w.i1)
+    result = w.select(w.op("arith.ori", [one, unit_to_infinity], w.i1), 1.0, result)
+    return b.op("arith.truncf", [result])
+
+
+APPROXIMATIONS = {"math.exp": exp, "math.tanh": tanh, "math.log": log, "math.powf": power}
 
 
 def is_f32(value_type: ir.Type) -> bool:
@@ -113,7 +236,7 @@ def is_f32(value_type: ir.Type) -> bool:
 
 
 def approximate(module: ir.Module) -> None:
-    """Replace every f32 exp and tanh in `module` by its arithmetic approximation."""
+    """Replace every f32 exp, tanh, log and pow in `module` by its arithmetic approximation."""
     found = []
 
     def visit(op):
@@ -124,6 +247,6 @@ def approximate(module: ir.Module) -> None:
     module.operation.walk(visit)
     for op in found:
         with ir.InsertionPoint(op), op.location:
-            value = APPROXIMATIONS[op.name](Builder(op.results[0].type), op.operands[0])
+            value = APPROXIMATIONS[op.name](Builder(op.results[0].type), *op.operands)
         op.results[0].replace_all_uses_with(value)
         op.erase()

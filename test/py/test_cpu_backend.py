@@ -305,6 +305,51 @@ def test_sort_runs_as_a_host_library_call():
     np.testing.assert_array_equal(sorted_values, np.take_along_axis(values, order, axis=1))
 
 
+TOP_3_OF_16 = """func.func @main(%k: tensor<5x16x{element}>) -> (tensor<5x3x{element}>, tensor<5x3xi32>) {{
+  %i = stablehlo.iota dim = 1 : tensor<5x16xi32>
+  %0:2 = "stablehlo.sort"(%k, %i) ({{
+  ^bb0(%a: tensor<{element}>, %b: tensor<{element}>, %c: tensor<i32>, %d: tensor<i32>):
+    %gt = stablehlo.compare {direction}, %a, %b, {compare} : (tensor<{element}>, tensor<{element}>) -> tensor<i1>
+    stablehlo.return %gt : tensor<i1>
+  }}) {{dimension = 1 : i64, is_stable = true}} : (tensor<5x16x{element}>, tensor<5x16xi32>) -> (tensor<5x16x{element}>, tensor<5x16xi32>)
+  %1 = stablehlo.slice %0#0 [0:5, 0:3] : (tensor<5x16x{element}>) -> tensor<5x3x{element}>
+  %2 = stablehlo.slice %0#1 [0:5, 0:3] : (tensor<5x16xi32>) -> tensor<5x3xi32>
+  return %1, %2 : tensor<5x3x{element}>, tensor<5x3xi32>
+}}
+"""
+
+
+@pytest.mark.parametrize("element, compare, keys", [
+    ("f32", "TOTALORDER", np.array([[1.0, -0.0, 0.0, np.nan, -np.inf, np.inf, 2.0, 2.0, -1.0, 1e-45, 3.0, 3.0, 3.0, 0.5, -np.nan, 7.0]] * 5, np.float32)),
+    ("i32", "SIGNED", np.array([[5, 5, 5, 5, -1, 2147483647, -2147483648, 7, 7, 0, 0, 3, 3, 3, 2, 1]] * 5, np.int32)),
+    ("ui32", "UNSIGNED", np.array([[4294967295, 0, 1, 2147483648, 2147483647, 5, 5, 5, 9, 9, 9, 9, 4294967295, 3, 2, 1]] * 5, np.uint32)),
+])
+@pytest.mark.parametrize("direction", ["GT", "LT"])
+def test_top_k_selects_then_sorts_what_the_slices_read(element, compare, keys, direction):
+    """A sort whose results only slices read (jax's top_k) selects the leading positions and
+    sorts only them: exactly the stable sort's first positions, ties in index order, NaN,
+    -0.0 and the integer extremes in their total order."""
+    executable = Client().compile(TOP_3_OF_16.format(element=element, compare=compare, direction=direction))
+    assert "'leading': 3" in executable.thunk_sequence()
+    rng = np.random.default_rng(0)
+    keys = np.stack([row[rng.permutation(16)] for row in keys])
+    values, indices = executable.execute_numpy([keys])
+    ordered = np.lexsort([np.arange(16)[None, :].repeat(5, 0), total_order(keys, descending=direction == "GT")], axis=1)[:, :3]
+    np.testing.assert_array_equal(indices, ordered)
+    np.testing.assert_array_equal(values.view(np.uint32 if element != "i32" else np.int32),
+                                  np.take_along_axis(keys, ordered, axis=1).view(np.uint32 if element != "i32" else np.int32))
+
+
+def total_order(keys: np.ndarray, descending: bool) -> np.ndarray:
+    """Integers ordered as the comparator orders `keys` (floats by IEEE total order)."""
+    if keys.dtype.kind == "f":
+        bits = keys.view(np.int32).astype(np.int64)
+        wide = np.where(bits < 0, -(bits & 0x7FFFFFFF) - 1, bits)
+    else:
+        wide = keys.astype(np.int64)
+    return -wide if descending else wide
+
+
 SORT_BY_PARITY = """func.func @main(%x: tensor<6xi32>) -> tensor<6xi32> {
   %0 = "stablehlo.sort"(%x) ({
   ^bb0(%a: tensor<i32>, %b: tensor<i32>):

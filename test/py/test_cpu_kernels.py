@@ -66,6 +66,90 @@ def test_tanh_approximation_close_and_saturating():
     assert got[-5] == np.float32(1e-5) and got[-3] == 1.0 and got[-2] == -1.0 and np.isnan(got[-1])
 
 
+def positive_floats_over_every_binade(count: int) -> np.ndarray:
+    """f32 values with random bit patterns from the smallest denormal to the largest finite."""
+    bits = np.random.default_rng(7).integers(1, 0x7F7FFFFF, count, dtype=np.int64).astype(np.int32)
+    return bits.view(np.float32)
+
+
+def test_log_approximation_within_two_ulp_and_special_values():
+    """log is arithmetic the vectorizer widens (no libm call), within 2 ulp of the correctly
+    rounded result over every binade, denormals included; 0 and -0 give -inf, inf stays inf,
+    negatives (-inf too) and NaN give NaN."""
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -1.0, -1e-40, 1.0, 2.0, 0.5, 1e-45, 3.4028235e38], np.float32)
+    x = np.concatenate([positive_floats_over_every_binade(40000), np.linspace(0.5, 2.0, 20001, dtype=np.float32), special])
+    got = run_unary("log", x)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        expected = np.log(x.astype(np.float64)).astype(np.float32)
+    finite = np.isfinite(expected)
+    assert ulp_distance(got[finite], expected[finite]).max() <= 2
+    tail = got[-special.size:]
+    assert tail[0] == -np.inf and tail[1] == -np.inf and tail[2] == np.inf
+    assert np.isnan(tail[3:7]).all()
+    assert tail[7] == 0.0
+
+
+POWER = """func.func @main(%x: tensor<{n}xf32>, %y: tensor<{n}xf32>) -> tensor<{n}xf32> {{
+  %0 = stablehlo.power %x, %y : tensor<{n}xf32>
+  return %0 : tensor<{n}xf32>
+}}"""
+
+
+def test_pow_approximation_within_one_ulp_and_cs_special_cases():
+    """pow is arithmetic (e^(y log|x|) in f64, rounded once): within 1 ulp of the correctly
+    rounded result over bases from denormals to the largest f32 and exponents that reach
+    overflow and denormal results; C99's special cases exactly."""
+    rng = np.random.default_rng(11)
+    x = positive_floats_over_every_binade(30000)
+    y = (rng.standard_normal(x.size) * 3).astype(np.float32)
+    # exponents that land near the ends of the range: x^y = 2^(+-120..+-149)
+    target = rng.uniform(-149, 127, 10000)
+    x2 = np.exp2(rng.uniform(-20, 20, 10000)).astype(np.float32)
+    y2 = (target / np.log2(x2.astype(np.float64))).astype(np.float32)
+    inf, nan = np.inf, np.nan
+    special = [(0.0, 0.0, 1.0), (nan, 0.0, 1.0), (1.0, nan, 1.0), (-1.0, inf, 1.0), (-1.0, -inf, 1.0), (2.0, nan, nan),
+               (nan, 2.0, nan), (-2.0, 0.5, nan), (-2.0, 3.0, -8.0), (-2.0, 2.0, 4.0), (-0.0, 3.0, -0.0), (-0.0, -3.0, -inf),
+               (-0.0, -2.0, inf), (0.0, -1.0, inf), (0.0, 2.5, 0.0), (-0.0, 0.5, 0.0), (0.5, inf, 0.0), (0.5, -inf, inf),
+               (2.0, inf, inf), (2.0, -inf, 0.0), (inf, -1.0, 0.0), (inf, 0.5, inf), (-inf, 3.0, -inf), (-inf, 2.0, inf),
+               (-inf, -3.0, -0.0), (-inf, 0.5, inf), (10.0, 39.0, inf), (10.0, -46.0, 0.0), (2.0, -149.0, 2.0**-149)]
+    sx, sy, expected_special = (np.array(column, np.float32) for column in zip(*special))
+    xs, ys = np.concatenate([x, x2, sx]), np.concatenate([y, y2, sy])
+    executable = Client().compile(POWER.format(n=xs.size))
+    got = executable.execute_numpy([xs, ys])[0]
+    with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
+        expected = np.power(xs.astype(np.float64), ys.astype(np.float64)).astype(np.float32)
+    checked = np.isfinite(expected[:-len(special)]) & (expected[:-len(special)] != 0)
+    assert ulp_distance(got[:-len(special)][checked], expected[:-len(special)][checked]).max() <= 1
+    tail = got[-len(special):]
+    assert np.array_equal(tail, expected_special, equal_nan=True)
+    assert np.array_equal(np.signbit(tail), np.signbit(expected_special))
+
+
+@pytest.mark.parametrize("element", ["f32", "bf16"])
+def test_exp_tanh_log_pow_call_no_libm(tmp_path, element):
+    """The optimized LLVM IR of a kernel computing exp, tanh, log and pow, in f32 or in bf16,
+    calls no math function: the loops hold arithmetic only, which the vectorizer widened."""
+    text = UNARY.format(op="exponential", n=1024).replace("return %0", "%1 = stablehlo.tanh %0 : tensor<1024xf32>\n"
+                                                           "  %2 = stablehlo.log %1 : tensor<1024xf32>\n"
+                                                           "  %3 = stablehlo.power %2, %x : tensor<1024xf32>\n  return %3")
+    Client().compile(text.replace("f32", element), CompileOptions(dump_to=str(tmp_path)))
+    optimized = "".join(path.read_text() for path in tmp_path.glob("*.ir-with-opt.ll"))
+    assert "define" in optimized and "x float>" in optimized
+    for name in ("exp", "tanh", "log", "pow"):
+        assert f"@llvm.{name}." not in optimized and f"@{name}f(" not in optimized
+
+
+@pytest.mark.parametrize("op, reference", [("exponential", np.exp), ("tanh", np.tanh), ("log", np.log)])
+def test_bf16_transcendentals_are_approximated_in_f32(op, reference):
+    """bf16 math runs in f32 and takes the same approximations (so it vectorizes), rounded
+    once to bf16: within one bf16 ulp of the rounded f64 result."""
+    x = np.linspace(0.01, 8.0, 4001).astype(ml_dtypes.bfloat16)
+    text = UNARY.format(op=op, n=x.size).replace("f32", "bf16")
+    got = Client().compile(text).execute_numpy([x])[0].astype(np.float64)
+    expected = reference(x.astype(np.float64))
+    np.testing.assert_allclose(got, expected, rtol=2**-7, atol=1e-6)
+
+
 @pytest.mark.parametrize("text, hex_text", [
     ("float 1.000000e-01", "float 0x3FB99999A0000000"),
     ("float -inf", "float 0xFFF0000000000000"),
@@ -192,14 +276,15 @@ LAYER_AND_ELEMENTWISE = """func.func @main(%x: tensor<1024x256xf32>, %w: tensor<
 }"""
 
 
-def test_emitter_paths_and_plan_round_trip():
+def test_emitter_paths_and_plan_round_trip(monkeypatch):
     """A dense layer's dot runs as a BLAS GEMM followed by its epilogue kernel; a 1 MiB
-    elementwise kernel runs in 16 parallel row blocks; the plan survives JSON, and both paths
-    compute what numpy does."""
+    elementwise kernel runs in one row block per thread; the plan survives JSON, and both
+    paths compute what numpy does."""
+    monkeypatch.setenv("MLIRXLA_CPU_THREADS", "2")
     executable = Client().compile(LAYER_AND_ELEMENTWISE)
     text = executable.thunk_sequence()
     assert "gemm dot_tanh_fusion f32 1024x512x256 NN" in text
-    assert "sliced kernel x16" in text
+    assert "sliced kernel x2" in text
     rng = np.random.default_rng(1)
     x = (0.05 * rng.standard_normal((1024, 256))).astype(np.float32)
     w = (0.05 * rng.standard_normal((256, 512))).astype(np.float32)
@@ -212,6 +297,70 @@ def test_emitter_paths_and_plan_round_trip():
     assert again.describe() == plan.describe()
     assert [type(t) for t in again.thunks] == [type(t) for t in plan.thunks]
     assert thunk_kinds.from_json(plan.thunks[0].to_json()).describe() == plan.thunks[0].describe()
+
+
+ROW_SUMS = """func.func @main(%x: tensor<1024x1024xf32>) -> tensor<1024xf32> {
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %0 = stablehlo.reduce(%x init: %zero) applies stablehlo.add across dimensions = [1] : (tensor<1024x1024xf32>, tensor<f32>) -> tensor<1024xf32>
+  return %0 : tensor<1024xf32>
+}"""
+SMALL_ELEMENTWISE = """func.func @main(%x: tensor<64x64xf32>) -> tensor<64x64xf32> {
+  %0 = stablehlo.multiply %x, %x : tensor<64x64xf32>
+  return %0 : tensor<64x64xf32>
+}"""
+
+
+def sliced_kernels(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if "sliced kernel" in line]
+
+
+@pytest.mark.parametrize("threads", ["1", "2", "4"])
+def test_thread_count_decides_the_split(monkeypatch, threads):
+    """MLIRXLA_CPU_THREADS sets the pool's workers and the slices the compiler splits for:
+    with 1 thread nothing is split. The cost estimate, not the size written, decides: row sums
+    of 4 MiB write 4 KiB and split; a 16 KiB elementwise kernel does not."""
+    monkeypatch.setenv("MLIRXLA_CPU_THREADS", threads)
+    assert ThreadPool().workers == int(threads)
+    layer = Client().compile(LAYER_AND_ELEMENTWISE).thunk_sequence()
+    sums = Client().compile(ROW_SUMS)
+    small = Client().compile(SMALL_ELEMENTWISE).thunk_sequence()
+    expected = [] if threads == "1" else [f"sliced kernel x{threads}"]
+    assert [line.split(" [")[0].rsplit(" ", 1)[0] for line in sliced_kernels(layer)] == expected
+    assert [line.split(" [")[0].rsplit(" ", 1)[0] for line in sliced_kernels(sums.thunk_sequence())] == expected
+    assert sliced_kernels(small) == []
+    x = np.random.default_rng(0).standard_normal((1024, 1024)).astype(np.float32)
+    np.testing.assert_allclose(sums.execute_numpy([x])[0], x.sum(axis=1), rtol=1e-4, atol=1e-3)
+
+
+def test_a_bad_thread_count_is_one_line(monkeypatch):
+    monkeypatch.setenv("MLIRXLA_CPU_THREADS", "zero")
+    with pytest.raises(MlirxlaError, match="MLIRXLA_CPU_THREADS='zero': expected a positive number of threads"):
+        ThreadPool()
+
+
+BF16_DOTS = """func.func @main(%x: tensor<4x64x32xbf16>, %w: tensor<4x32x16xbf16>, %b: tensor<16xbf16>) -> (tensor<4x64x16xbf16>, tensor<4x64x16xf32>) {
+  %0 = stablehlo.dot_general %x, %w, batching_dims = [0] x [0], contracting_dims = [2] x [1] : (tensor<4x64x32xbf16>, tensor<4x32x16xbf16>) -> tensor<4x64x16xbf16>
+  %1 = stablehlo.broadcast_in_dim %b, dims = [2] : (tensor<16xbf16>) -> tensor<4x64x16xbf16>
+  %2 = stablehlo.add %0, %1 : tensor<4x64x16xbf16>
+  %3 = stablehlo.dot_general %x, %w, batching_dims = [0] x [0], contracting_dims = [2] x [1] : (tensor<4x64x32xbf16>, tensor<4x32x16xbf16>) -> tensor<4x64x16xf32>
+  return %2, %3 : tensor<4x64x16xbf16>, tensor<4x64x16xf32>
+}"""
+
+
+def test_bf16_dots_run_as_the_f32_gemm():
+    """bf16 dots are the f32 GEMM on widened operands (batched, with an epilogue, and with an
+    f32 result), accumulating in f32 and rounding once, as XLA:CPU computes them: the bf16
+    result within one bf16 rounding of the exact product, the f32 one within f32 sums."""
+    executable = Client().compile(BF16_DOTS)
+    text = executable.thunk_sequence()
+    assert "gemm dot_add_fusion bf16 4x64x16x32 NN" in text and "gemm dot bf16 to f32 4x64x16x32 NN" in text
+    rng = np.random.default_rng(3)
+    x, w, b = (rng.standard_normal(shape).astype(ml_dtypes.bfloat16) for shape in ((4, 64, 32), (4, 32, 16), (16,)))
+    with_bias, wide = executable.execute_numpy([x, w, b])
+    exact = np.einsum("bmk,bkn->bmn", x.astype(np.float64), w.astype(np.float64))
+    np.testing.assert_allclose(wide, exact, rtol=1e-5, atol=1e-5)
+    rounded = exact.astype(ml_dtypes.bfloat16).astype(np.float64) + b.astype(np.float64)
+    np.testing.assert_allclose(with_bias.astype(np.float64), rounded, rtol=2**-8, atol=2**-8)
 
 
 FREE_DIMENSIONS_TOGETHER = """func.func @main(%x: tensor<2x64x128xf32>, %w: tensor<128x32xf32>, %v: tensor<16x2x64xf32>, %u: tensor<3x5x16xf32>, %y: tensor<8x3x16xf32>) -> (tensor<2x64x32xf32>, tensor<2x64x3x5xf32>, tensor<8x3x3x5xf32>) {

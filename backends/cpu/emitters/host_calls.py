@@ -62,9 +62,29 @@ def is_host_custom_call(op: ir.Operation) -> bool:
 
 
 def sort_attributes(op: ir.Operation) -> dict:
-    """The sort as a host call: its dimension and the keys its comparator orders by."""
+    """The sort as a host call: its dimension, the keys its comparator orders by, and, when
+    every use of its results is a slice, how many leading positions along the dimension
+    those slices read (so that a top-k selects them instead of sorting everything)."""
     keys = comparator_keys(op)
-    return {"dimension": ir.IntegerAttr(op.attributes["dimension"]).value, "keys": [key.as_dict() for key in keys]}
+    dimension = ir.IntegerAttr(op.attributes["dimension"]).value
+    attributes = {"dimension": dimension, "keys": [key.as_dict() for key in keys]}
+    leading = leading_positions_read(op, dimension)
+    if leading is not None:
+        attributes["leading"] = leading
+    return attributes
+
+
+def leading_positions_read(op: ir.Operation, dimension: int) -> int | None:
+    """The positions [0, n) along `dimension` that slices, the only users of `op`'s results,
+    read; None when something else uses a result (a return, a kernel reading it whole)."""
+    limits = []
+    for result in op.results:
+        for use in result.uses:
+            user = use.owner
+            if not isinstance(user, (ir.Operation, ir.OpView)) or kind_of(user.operation) != "slice":
+                return None
+            limits.append(list(ir.DenseI64ArrayAttr(user.operation.attributes["limit_indices"]))[dimension])
+    return max(limits) if limits else None
 
 
 def fft_attributes(op: ir.Operation) -> dict:

@@ -5,14 +5,13 @@ kernel that keeps the rows of dimension 0 apart, spread over the thread pool).""
 from dataclasses import dataclass
 
 from mlirxla.mlir import ir
+from mlirxla.runtime.threads import cpu_threads
 from mlirxla.runtime.thunks import KernelThunk, SlicedKernelThunk
 from mlirxla.transforms.batch_slice_fusion import leading_size, slice_problem
 from mlirxla.transforms.scheduling import type_bytes
 
+from .. import thread_split
 from ..kernel_source import SlicePlan, slice_plan
-
-PARALLEL_MIN_BYTES = 1 << 20  # smaller kernels run on one thread: splitting costs more than it saves
-PARALLEL_BLOCKS = (16, 8, 4, 2)  # slices per parallel kernel, the first that divides dimension 0
 
 
 @dataclass
@@ -28,7 +27,7 @@ class KernelSpec:
 
 
 def emit_kernel(emitter, op: ir.Operation) -> list:
-    """One kernel, its rows spread over the threads when it is large and keeps them apart."""
+    """One kernel, its rows spread over the threads when that pays and it keeps them apart."""
     rows = parallel_rows(op)
     if rows:
         return [emit_sliced(emitter, op, slice_plan(op, rows), "parallel row blocks")]
@@ -65,8 +64,9 @@ def emit_sliced(emitter, op: ir.Operation, plan: SlicePlan, why: str) -> SlicedK
 
 
 def parallel_rows(op: ir.Operation) -> int | None:
-    """Rows per slice when the kernel is worth spreading over threads by blocks of dimension 0
-    (it writes at least PARALLEL_MIN_BYTES and keeps its rows apart), else None."""
+    """Rows per slice when the kernel is worth spreading over the threads by blocks of
+    dimension 0 (`thread_split.py` estimates that it pays, and it keeps its rows apart), else
+    None."""
     if op.name == "xhlo.fusion":
         if ir.StringAttr(op.attributes["kind"]).value not in ("loop", "input"):
             return None
@@ -74,10 +74,9 @@ def parallel_rows(op: ir.Operation) -> int | None:
         return None
     if not op.results or not all(isinstance(r.type, ir.RankedTensorType) for r in op.results):
         return None
-    if sum(type_bytes(r.type) for r in op.results) < PARALLEL_MIN_BYTES:
-        return None
+    threads = cpu_threads()
     n = leading_size(op.results[0])
-    blocks = next((count for count in PARALLEL_BLOCKS if n and n % count == 0), None)
-    if blocks is None or slice_problem(op, n, [])[0]:
+    blocks = thread_split.slice_count(n, threads) if n and threads > 1 else None
+    if blocks is None or not thread_split.estimate(op, threads).pays or slice_problem(op, n, [])[0]:
         return None
     return n // blocks

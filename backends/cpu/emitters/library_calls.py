@@ -1,5 +1,6 @@
 """Library calls: a dot BLAS can run becomes a `gemm` thunk (f32/f64, row-major operands in
-one of the four transpose combinations, optionally batched over dimension 0); a convolution
+one of the four transpose combinations, optionally batched over dimension 0; bf16 too, its
+operands widened to f32 for the f32 GEMM, accumulating in f32, as XLA:CPU does); a convolution
 becomes what the convolution cost model picks (`transforms/convolution_strategy.py`): a
 `gemm` straight over its buffers (1x1), an im2col kernel and a `gemm`
 (`convolution_gemm.py`), or a generated kernel; an output fusion rooted
@@ -11,12 +12,14 @@ import dataclasses
 from math import prod
 
 from mlirxla.mlir import ir
-from mlirxla.runtime.thunks import GemmThunk, KernelThunk, SlicedKernelThunk
+from mlirxla.runtime.threads import cpu_threads
+from mlirxla.runtime.thunks import WIDENED_GEMMS, GemmThunk, KernelThunk, SlicedKernelThunk
 from mlirxla.transforms import convolution_strategy as strategy
 from mlirxla.transforms.fusion_legality import LIBRARY_CALLS, fused_ops, kind_of
 
+from .. import thread_split
 from ..convolution_gemm import im2col_module_text
-from .kernels import PARALLEL_MIN_BYTES, KernelSpec, emit_kernel, kernel_thunk
+from .kernels import KernelSpec, emit_kernel, kernel_thunk
 
 
 def emit_dot(emitter, op: ir.Operation) -> list:
@@ -65,7 +68,8 @@ def convolution_as_gemm(emitter, convolution: ir.Operation, owner: ir.Operation,
     rows = emitter.allocate(rows_bytes, owner, symbol, f"im2col rows {shape.m}x{shape.k} {shape.element} for the GEMM")
     emitter.decisions.append(f"{name}: convolution as im2col + BLAS GEMM {shape.element} {shape.m}x{shape.features}x{shape.k}")
     arguments = (emitter.slice_of(lhs), rows)
-    if rows_bytes >= PARALLEL_MIN_BYTES and shape.batch > 1:
+    threads = cpu_threads()
+    if shape.batch > 1 and threads > 1 and thread_split.estimate_moving(shape.input_bytes + rows_bytes, 0, threads).pays:
         # one image's rows per call, spread over the thread pool (the GEMM after it is threaded too)
         image = dataclasses.replace(shape, batch=1)
         emitter.kernels.append(KernelSpec(symbol, convolution, source=im2col_module_text(symbol, image)))
@@ -89,7 +93,7 @@ def gemm_for(emitter, dot: ir.Operation, owner: ir.Operation, out: ir.Value, lhs
     operand_elements = {str(ir.RankedTensorType(v.type).element_type) for v in dot.operands}
     if operand_elements != {element}:
         element = f"{'/'.join(sorted(operand_elements))} to {element}"
-    if shape is None or element not in ("f32", "f64"):
+    if shape is None or element not in ("f32", "f64", *WIDENED_GEMMS):
         emitter.decisions.append(f"{name}: dot generated as a kernel ({'element type ' + element if shape else 'dimension numbers BLAS cannot take'})")
         return None
     batch, m, n, k, transpose_lhs, transpose_rhs = shape

@@ -1,0 +1,54 @@
+"""Whether a kernel runs split over the threads, and in how many slices: where the time the
+split saves exceeds what starting the other threads costs.
+
+A kernel alone on one core takes about max(bytes it moves / one core's bandwidth, its work /
+one core's vector throughput) (a roofline for one core; bytes and work as
+`transforms/cost_analysis.py` counts them: operands read and results written, transcendentals
+weighted by what their polynomial approximations cost). Split over p threads it takes 1/p of
+that plus (p - 1) hand-offs to pool workers. A split pays when
+
+    time * (1 - 1/p) > (p - 1) * THREAD_START_S
+
+(about 800 KB moved on two threads), instead of the fixed "writes 1 MiB" rule it replaces,
+which left large reductions (they read much, write little) and transcendental-heavy kernels
+on one thread. A kernel splits into p slices (the pool hands each worker one contiguous
+range, so more slices only add calls), or the smallest multiple of p that divides its
+leading dimension.
+"""
+
+from dataclasses import dataclass
+
+from mlirxla.mlir import ir
+from mlirxla.transforms.cost_analysis import kernel_cost
+
+THREAD_START_S = 50e-6  # handing one range to a pool worker and waiting for it: 40-90 us measured on 2 shared cores
+CORE_BANDWIDTH_BYTES_PER_S = 8e9  # what one core streams from memory
+CORE_FLOPS_PER_S = 16e9  # one core's vectorized elementwise arithmetic
+TRANSCENDENTAL_FLOPS = 20  # an exp, log or tanh polynomial, in flops
+SLICE_MULTIPLES = (1, 2, 4, 8)
+
+
+@dataclass(frozen=True)
+class SplitEstimate:
+    single_thread_s: float
+    split_s: float
+
+    @property
+    def pays(self) -> bool:
+        return self.split_s < self.single_thread_s
+
+
+def estimate(op: ir.Operation, threads: int) -> SplitEstimate:
+    cost = kernel_cost(op)
+    return estimate_moving(cost.bytes_accessed, cost.flops + TRANSCENDENTAL_FLOPS * cost.transcendentals, threads)
+
+
+def estimate_moving(bytes_moved: float, work: float, threads: int) -> SplitEstimate:
+    """The estimate for a kernel moving `bytes_moved` and doing `work` flops."""
+    alone = max(bytes_moved / CORE_BANDWIDTH_BYTES_PER_S, work / CORE_FLOPS_PER_S)
+    return SplitEstimate(alone, alone / threads + (threads - 1) * THREAD_START_S)
+
+
+def slice_count(leading: int, threads: int) -> int | None:
+    """The slices a kernel of `leading` rows splits into over `threads`, or None."""
+    return next((threads * m for m in SLICE_MULTIPLES if leading % (threads * m) == 0), None)

@@ -1,0 +1,43 @@
+"""Every workload of benchmarks/cpu_vs_xla.py (examples/benchmark_workloads.py), at its small
+size, compiled by mlirxla's CPU backend and held to jax's own CPU result."""
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+
+from mlirxla.runtime.client import Client  # noqa: E402
+
+from .conftest import REPOSITORY  # noqa: E402
+
+sys.path.insert(0, os.path.join(REPOSITORY, "examples"))
+from benchmark_workloads import WORKLOADS  # noqa: E402
+
+pytestmark = pytest.mark.jax
+
+
+@pytest.fixture(scope="module")
+def client():
+    return Client()
+
+
+def test_suite_covers_the_issue_families():
+    names = {workload.name for workload in WORKLOADS}
+    assert len(names) == len(WORKLOADS) >= 16
+    assert {"layernorm", "batchnorm", "attention_mask", "conv_bn_pool", "lstm_scan", "embedding_grad", "top_k", "adam",
+            "mlp_grad", "small_mlp", "cross_entropy", "mlp_bf16", "transformer_bf16"} <= names
+
+
+@pytest.mark.parametrize("workload", WORKLOADS, ids=lambda workload: workload.name)
+def test_workload_matches_jax(client, workload):
+    arguments = workload.random_arguments(np.random.default_rng(0), small=True)
+    expected = [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(jax.jit(workload.function)(*arguments))]
+    executable = client.compile(jax.jit(workload.function, keep_unused=True).lower(*arguments).as_text())
+    outputs = executable.execute_numpy(jax.tree_util.tree_leaves(arguments))
+    assert len(outputs) == len(expected)
+    for output, reference in zip(outputs, expected):
+        assert output.shape == reference.shape and output.dtype == reference.dtype
+        np.testing.assert_allclose(output.astype(np.float64), reference.astype(np.float64), rtol=workload.rtol, atol=workload.atol)
