@@ -311,7 +311,7 @@ SMALL_ELEMENTWISE = """func.func @main(%x: tensor<64x64xf32>) -> tensor<64x64xf3
 
 
 def sliced_kernels(text: str) -> list[str]:
-    return [line.strip() for line in text.splitlines() if "sliced kernel" in line]
+    return [line.strip() for line in text.splitlines() if line.strip().startswith("sliced kernel")]
 
 
 @pytest.mark.parametrize("threads", ["1", "2", "4"])
