@@ -12,6 +12,7 @@ from .backend import Backend
 # name -> the package whose BACKEND it is
 BACKENDS = {
     "cpu": "mlirxla.backends.cpu",
+    "cuda": "mlirxla.backends.cuda",
     "iree": "mlirxla.backends.iree",
     "reference": "mlirxla.backends.reference",
 }

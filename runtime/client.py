@@ -145,7 +145,7 @@ class Client:
         if device_count < 1:
             raise MlirxlaError("a client needs at least one device")
         self.backend = registry.backend(backend)
-        unavailable = self.backend.unavailable()
+        unavailable = self.backend.unavailable() or self.backend.runs_elsewhere
         if unavailable is not None:
             raise MlirxlaError(unavailable)
         self._devices = [Device(i, self, device_kind=backend) for i in range(device_count)]
