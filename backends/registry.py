@@ -13,6 +13,7 @@ from .backend import Backend
 BACKENDS = {
     "cpu": "mlirxla.backends.cpu",
     "cuda": "mlirxla.backends.cuda",
+    "cuda-host": "mlirxla.backends.cuda.host_check",
     "iree": "mlirxla.backends.iree",
     "reference": "mlirxla.backends.reference",
 }

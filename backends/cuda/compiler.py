@@ -84,6 +84,13 @@ def compile_module(module: ir.Module, options: RunOptions = RunOptions(backend="
 def compile_program(module: ir.Module, options: RunOptions = RunOptions(backend="cuda"), target: GpuTarget = H200) -> CudaProgram:
     runner = PipelineRunner(module, options)
     runner.compile(named_pipeline("cuda"))
+    return codegen(runner, target)
+
+
+def codegen(runner: PipelineRunner, target: GpuTarget = H200) -> CudaProgram:
+    """Steps 2-5 on the module `runner` ran the cuda pipeline on (`mlirxla-opt --pipeline=cuda
+    --dump-to` calls this after the pipeline)."""
+    module = runner.module
     check_single_device(module)
     with module.context, ir.Location.unknown():
         cpu_compiler.check_layouts(module)

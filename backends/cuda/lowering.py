@@ -74,14 +74,18 @@ def map_to_blocks_and_threads(module: ir.Module, symbol: str) -> MappedKernel:
             run(module, cpu_lowering.BUFFERIZE)
             scratch = kernel_scratch.scratch_from_arguments(module).get(symbol, [])
             with ir.Location.unknown():
-                cpu_lowering.copies_as_loops(module)
-                loop_mapping.parallel_dimensions_first(module)
-            run(module, TO_PARALLEL_LOOPS)
-            with ir.Location.unknown():
-                nests = loop_mapping.map_loop_nests(module, symbol)
+                nests = map_buffer_loops(module, symbol)
     except ir.MLIRError as error:
         raise MlirxlaError(f"kernel {symbol} failed to map to blocks and threads: {cpu_lowering.diagnostic_text(error)}") from None
     return MappedKernel(nests, list(scratch))
+
+
+def map_buffer_loops(module: ir.Module, symbol: str) -> list[loop_mapping.MappedLoopNest]:
+    """Step 2 and 3 on a bufferized kernel (what the host check runs sequentially on the CPU)."""
+    cpu_lowering.copies_as_loops(module)
+    loop_mapping.parallel_dimensions_first(module)
+    run(module, TO_PARALLEL_LOOPS)
+    return loop_mapping.map_loop_nests(module, symbol)
 
 
 def to_nvvm(module: ir.Module, symbol: str) -> None:
