@@ -29,7 +29,7 @@ from mlirxla.mlir import arith, ir, scf
 
 BLOCK_THREADS = 256  # threads per block: 8 warps, XLA:GPU's default for loop fusions
 # what a loop may recompute for itself: reads and arithmetic, no writes
-SINKABLE = {"memref.load", "memref.subview", "memref.collapse_shape", "memref.expand_shape", "memref.reinterpret_cast",
+SINKABLE = {"memref.load", "memref.get_global", "memref.subview", "memref.collapse_shape", "memref.expand_shape", "memref.reinterpret_cast",
             "memref.cast", "arith.index_cast", "arith.maxsi", "arith.minsi", "arith.maxui", "arith.minui", "arith.addi",
             "arith.subi", "arith.muli", "arith.divsi", "arith.divui", "arith.remsi", "arith.remui", "arith.select",
             "arith.cmpi", "arith.extsi", "arith.extui", "arith.trunci", "affine.apply", "affine.min", "affine.max"}
@@ -90,7 +90,8 @@ def map_loop_nests(module: ir.Module, symbol: str) -> list[MappedLoopNest]:
 
 def sink_into_loops(block: ir.Block) -> None:
     """Clone into each top-level loop the top-level computations its body reads (a dynamic
-    slice's offsets loaded from a buffer, the view they make), so that a loop nest is a kernel
+    slice's offsets loaded from a buffer, the view they make, a constant array's global,
+    which outlining then copies into the kernel's module), so that a loop nest is a kernel
     on its own and nothing but launches stays on the host; then drop what is left unused."""
     top_level = {op.operation for op in block.operations}
     for loop in [op.operation for op in block.operations if op.operation.name in ("scf.parallel", "scf.for")]:

@@ -38,20 +38,23 @@ class KernelIr:
 
 
 def gpu_kernels_as_llvm_ir(module: ir.Module, symbol: str) -> list[KernelIr]:
-    """Every `gpu.module` of `module` (lowered to NVVM) as LLVM IR text."""
+    """Every `gpu.module` of `module` (lowered to NVVM) as LLVM IR text. A constant array a
+    kernel reads is a global of its module, made private so that linking keeps the globals
+    of different kernels apart (it renames private symbols that clash)."""
     kernels = []
     for gpu_module in ops_named(module, "gpu.module"):
         name = ir.StringAttr(gpu_module.attributes["sym_name"]).value
-        functions = [op.operation for op in gpu_module.regions[0].blocks[0].operations if op.operation.name == "llvm.func"]
-        text = "\n".join(str(f) for f in functions)
+        contents = [op.operation for op in gpu_module.regions[0].blocks[0].operations]  # functions, constant globals
+        text = "\n".join(str(op) for op in contents)
         with module.context:
             plain = ir.Module.parse(f"module {{\n{text}\n}}")
-            for function in plain.body.operations:
-                if "nvvm.kernel" in function.attributes or "gpu.kernel" in function.attributes:
-                    function.attributes["sym_name"] = ir.StringAttr.get(name)
-            leftover = [op.operation.name for op in plain.body.operations if not op.operation.name.startswith("llvm.")]
-            if leftover:
-                raise MlirxlaError(f"kernel {symbol} failed to lower to NVVM: '{leftover[0]}' has no lowering")
+            for op in plain.body.operations:
+                if "nvvm.kernel" in op.attributes or "gpu.kernel" in op.attributes:
+                    op.attributes["sym_name"] = ir.StringAttr.get(name)
+                if op.operation.name == "llvm.mlir.global":
+                    op.attributes["linkage"] = ir.Attribute.parse("#llvm.linkage<private>")
+            if (leftover := first_unlowered(plain)) is not None:
+                raise MlirxlaError(f"kernel {symbol} failed to lower to NVVM: '{leftover}' has no lowering")
             try:
                 from mlirxla.mlir import llvm as llvm_dialect
 
@@ -60,6 +63,22 @@ def gpu_kernels_as_llvm_ir(module: ir.Module, symbol: str) -> list[KernelIr]:
                 raise MlirxlaError(f"kernel {symbol} failed to translate to LLVM IR: {error}") from None
         kernels.append(KernelIr(name, llvm_text.downgrade(text)))
     return kernels
+
+
+def first_unlowered(module: ir.Module) -> str | None:
+    """The first op outside the LLVM and NVVM dialects (a conversion left it; translating
+    it would crash the process), or None."""
+    found = []
+
+    def visit(op):
+        name = op.operation.name
+        if name != "builtin.module" and not name.startswith(("llvm.", "nvvm.")):
+            found.append(name)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return found[0] if found else None
 
 
 def target_machine(arch: str) -> "llvm.TargetMachine":
