@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from mlirxla import phases
 from mlirxla.dialects.xhlo import global_entry
 from mlirxla.dialects.xhlo.config import read_config
-from mlirxla.errors import MlirxlaError
+from mlirxla.errors import MlirxlaError, location_text
 from mlirxla.ir_queries import entry_function
 from mlirxla.mlir import ir
 from mlirxla.pipelines import named_pipeline
@@ -70,13 +70,15 @@ CONCURRENT_CALLS = os.cpu_count() or 1
 class Variant:
     """What another backend changes when it has its program compiled for this CPU (the cuda
     backend, to run its kernels' mapped loop nests here): the named pipeline, whether large
-    row-wise kernels are split into slices, and the lowering of a kernel's loops after
-    bufferization (`lowering.lower_to_llvm_dialect`'s `buffer_loops`)."""
+    row-wise kernels are split into slices, the lowering of a kernel's loops after
+    bufferization (`lowering.lower_to_llvm_dialect`'s `buffer_loops`), and whether a kernel
+    that fails to lower runs on the reference interpreter instead (or fails the compile)."""
 
     pipeline: str = "cpu"
     alignment: int = kernel_scratch.ALIGNMENT
     slice_rows: bool = True
     buffer_loops: object = None
+    fall_back: bool = True
 
 
 def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pipeline: bool = True,
@@ -98,7 +100,7 @@ def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pi
         for spec in emission.kernels:
             with erasure.stage(f"cpu backend kernel '{spec.symbol}'"), phases.phase("kernel", spec.symbol):
                 erasure.processing(spec.op)
-                compiled = compile_or_fall_back(spec, plan, emission.decisions, compiled_by_source, variant.buffer_loops)
+                compiled = compile_or_fall_back(spec, plan, emission.decisions, compiled_by_source, variant)
             if compiled:
                 if compiled.same_as:
                     emission.decisions.append(f"{compiled.symbol}: the same StableHLO as {compiled.same_as}, whose code it runs (compiled once)")
@@ -131,16 +133,18 @@ def pipeline_assignment(runner: PipelineRunner) -> Assignment:
 
 
 def compile_or_fall_back(spec: KernelSpec, plan: ExecutablePlan, decisions: list[str],
-                         compiled_by_source: dict[str, "CompiledKernel"], buffer_loops=None) -> CompiledKernel | None:
+                         compiled_by_source: dict[str, "CompiledKernel"], variant: Variant = Variant()) -> CompiledKernel | None:
     """The compiled kernel; or None when the kernel runs on the interpreter instead (its thunk
     in `plan` replaced, the reason recorded). `compiled_by_source` holds the kernels compiled
     so far by their StableHLO with the symbol left out."""
     reason = spec.interpret
+    if reason is not None and not variant.fall_back:
+        raise MlirxlaError(f"kernel {spec.symbol} has no native lowering ({reason})", location_text(spec.op.location))
     if reason is None:
         try:
-            return compile_kernel(spec, compiled_by_source, buffer_loops)
+            return compile_kernel(spec, compiled_by_source, variant.buffer_loops)
         except MlirxlaError as error:
-            if spec.library_result is not None or spec.source is not None:
+            if spec.library_result is not None or spec.source is not None or not variant.fall_back:
                 raise
             reason = str(error)
     interpreter_fallback.replace_kernel(plan, spec.symbol, spec.op, reason)

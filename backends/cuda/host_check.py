@@ -16,7 +16,8 @@ def map_loops(module, symbol) -> None:
     map_buffer_loops(module, symbol)
 
 
-VARIANT = cpu_compiler.Variant(pipeline="cuda", alignment=256, slice_rows=False, buffer_loops=map_loops)
+# no interpreter fallback: a kernel the mapping cannot make fails here as it would for the GPU
+VARIANT = cpu_compiler.Variant(pipeline="cuda", alignment=256, slice_rows=False, buffer_loops=map_loops, fall_back=False)
 
 
 def compile_program(module, options) -> CompiledProgram:
