@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from mlirxla import phases
 from mlirxla.dialects.xhlo import global_entry
 from mlirxla.dialects.xhlo.config import read_config
-from mlirxla.errors import MlirxlaError, location_text
+from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import entry_function
 from mlirxla.mlir import ir
 from mlirxla.pipelines import named_pipeline
@@ -70,15 +70,13 @@ CONCURRENT_CALLS = os.cpu_count() or 1
 class Variant:
     """What another backend changes when it has its program compiled for this CPU (the cuda
     backend, to run its kernels' mapped loop nests here): the named pipeline, whether large
-    row-wise kernels are split into slices, the lowering of a kernel's loops after
-    bufferization (`lowering.lower_to_llvm_dialect`'s `buffer_loops`), and whether a kernel
-    that fails to lower runs on the reference interpreter instead (or fails the compile)."""
+    row-wise kernels are split into slices, and the lowering of a kernel's loops after
+    bufferization (`lowering.lower_to_llvm_dialect`'s `buffer_loops`)."""
 
     pipeline: str = "cpu"
     alignment: int = kernel_scratch.ALIGNMENT
     slice_rows: bool = True
     buffer_loops: object = None
-    fall_back: bool = True
 
 
 def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pipeline: bool = True,
@@ -138,13 +136,11 @@ def compile_or_fall_back(spec: KernelSpec, plan: ExecutablePlan, decisions: list
     in `plan` replaced, the reason recorded). `compiled_by_source` holds the kernels compiled
     so far by their StableHLO with the symbol left out."""
     reason = spec.interpret
-    if reason is not None and not variant.fall_back:
-        raise MlirxlaError(f"kernel {spec.symbol} has no native lowering ({reason})", location_text(spec.op.location))
     if reason is None:
         try:
             return compile_kernel(spec, compiled_by_source, variant.buffer_loops)
         except MlirxlaError as error:
-            if spec.library_result is not None or spec.source is not None or not variant.fall_back:
+            if spec.library_result is not None or spec.source is not None:
                 raise
             reason = str(error)
     interpreter_fallback.replace_kernel(plan, spec.symbol, spec.op, reason)

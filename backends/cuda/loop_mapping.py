@@ -67,50 +67,52 @@ def parallel_dimensions_first(module: ir.Module) -> None:
 
 
 def map_loop_nests(module: ir.Module, symbol: str) -> list[MappedLoopNest]:
-    """Map every top-level loop nest of every function to blocks and threads, in order."""
+    """Map every top-level loop nest of every function to blocks and threads, in order, then
+    let each launch recompute what it reads from the top level (`sink_into`)."""
     mapped = []
     for function in ops_named(module, "func.func"):
-        sink_into_loops(function.regions[0].blocks[0])
+        block = function.regions[0].blocks[0]
+        launches = []  # (mapping, the launch's outer loop, the block its work is in)
         run: list[ir.Operation] = []  # consecutive ops outside any parallel loop: one thread's work
-        for op in list(function.regions[0].blocks[0].operations):
+        for op in list(block.operations):
             op = op.operation
-            if op.name in VIEW_OPS:
-                continue
+            if op.name in VIEW_OPS or op.name in SINKABLE:
+                continue  # recomputed where it is read
             if op.name == "scf.parallel":
                 if run:
-                    mapped.append(map_single_thread(run))
+                    launches.append(map_single_thread(run))
                     run = []
-                mapped.append(map_parallel(op, symbol))
+                launches.append(map_parallel(op, symbol))
             else:
                 run.append(op)
         if run:
-            mapped.append(map_single_thread(run))
+            launches.append(map_single_thread(run))
+        top_level = {op.operation for op in block.operations}
+        for _, loop, target in launches:
+            sink_into(loop, target, top_level)
+        erase_unused(block)
+        mapped += [nest for nest, _, _ in launches]
     return mapped
 
 
-def sink_into_loops(block: ir.Block) -> None:
-    """Clone into each top-level loop the top-level computations its body reads (a dynamic
-    slice's offsets loaded from a buffer, the view they make, a constant array's global,
-    which outlining then copies into the kernel's module), so that a loop nest is a kernel
-    on its own and nothing but launches stays on the host; then drop what is left unused."""
-    top_level = {op.operation for op in block.operations}
-    for loop in [op.operation for op in block.operations if op.operation.name in ("scf.parallel", "scf.for")]:
-        needed = []
-        collect_needed(loop, top_level, needed, set())
-        if not needed:
-            continue
-        body = loop.regions[0].blocks[0]
-        first = list(body.operations)[0]
-        mapping = {}
-        for op in needed:
-            clone = op.clone(ir.InsertionPoint(first))
-            for index, operand in enumerate(op.operands):
-                if operand in mapping:
-                    clone.operands[index] = mapping[operand]
-            for old, new in zip(op.results, clone.results):
-                mapping[old] = new
-        replace_uses_inside(loop, mapping)
-    erase_unused(block)
+def sink_into(loop: ir.Operation, target: ir.Block, top_level: set) -> None:
+    """Clone into a launch the top-level computations its work reads (a dynamic slice's
+    offsets loaded from a buffer, the view they make, a constant array's global, which
+    outlining then copies into the kernel's module), each right before its first reader, so
+    that a launch is a kernel on its own and reads what it reads in program order."""
+    needed = []
+    collect_needed(loop, top_level, needed, set())
+    for op in reversed(needed):  # readers first: a clone's operands are then placed before it
+        reader = first_reader(target, set(op.results)) or list(target.operations)[-1]
+        clone = op.clone(ir.InsertionPoint(reader))
+        replace_uses_inside(loop, dict(zip(op.results, clone.results)))
+
+
+def first_reader(block: ir.Block, values: set):
+    for op in block.operations:
+        if any(operand in values for operand in operands_within(op.operation)):
+            return op.operation
+    return None
 
 
 def collect_needed(op: ir.Operation, top_level: set, needed: list, seen: set) -> None:
@@ -163,7 +165,7 @@ def constant_index(value: ir.Value, symbol: str) -> int:
     return ir.IntegerAttr(owner.operation.attributes["value"]).value
 
 
-def map_parallel(loop: ir.Operation, symbol: str) -> MappedLoopNest:
+def map_parallel(loop: ir.Operation, symbol: str) -> tuple[MappedLoopNest, ir.Operation, ir.Block]:
     if loop.results:
         raise MlirxlaError(f"kernel {symbol}: a parallel loop with reductions is not mapped to threads")
     rank = len(loop.regions[0].blocks[0].arguments)
@@ -175,30 +177,31 @@ def map_parallel(loop: ir.Operation, symbol: str) -> MappedLoopNest:
         total *= trip
     body = loop.regions[0].blocks[0]
     with ir.InsertionPoint(loop), loop.location:
-        nest, linear, target = launch_skeleton(total)
+        nest, outer, linear, target = launch_skeleton(total)
         with ir.InsertionPoint.at_block_terminator(target):
             indices = delinearize(linear, trips, lower, step)
         for argument, index in zip(body.arguments, indices):
             argument.replace_all_uses_with(index)
         move_before_terminator(body, target, skip_terminator=True)
     loop.erase()
-    return nest
+    return nest, outer, target
 
 
-def map_single_thread(ops: list[ir.Operation]) -> MappedLoopNest:
+def map_single_thread(ops: list[ir.Operation]) -> tuple[MappedLoopNest, ir.Operation, ir.Block]:
     """Consecutive ops with no parallel loop (a reduction to a scalar, scalar arithmetic) as
     one thread of one block."""
     with ir.InsertionPoint(ops[0]), ops[0].location:
-        nest, _, target = launch_skeleton(1)
+        nest, outer, _, target = launch_skeleton(1)
     terminator = list(target.operations)[-1]
     for op in ops:
         op.move_before(terminator)
-    return nest
+    return nest, outer, target
 
 
-def launch_skeleton(total: int) -> tuple[MappedLoopNest, ir.Value, ir.Block]:
+def launch_skeleton(total: int) -> tuple[MappedLoopNest, ir.Operation, ir.Value, ir.Block]:
     """The block and thread loops over `total` elements at the insertion point; returns the
-    mapping, the linear index and the block the body goes in (ending in its terminator)."""
+    mapping, the block loop, the linear index and the block the body goes in (ending in its
+    terminator)."""
     index = ir.IndexType.get()
     block_size = max(1, min(BLOCK_THREADS, total))
     grid = max(1, -(-total // block_size))
@@ -226,7 +229,7 @@ def launch_skeleton(total: int) -> tuple[MappedLoopNest, ir.Value, ir.Block]:
         else:
             target = thread_body
         ir.Operation.create("scf.reduce")
-    return MappedLoopNest(total, grid, block_size), linear, target
+    return MappedLoopNest(total, grid, block_size), blocks_loop.operation, linear, target
 
 
 def dimension_map(processor: str) -> str:
