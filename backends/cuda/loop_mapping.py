@@ -14,7 +14,9 @@ After bufferization a kernel function is a sequence of loop nests over the calle
 which `convert-parallel-loops-to-gpu` turns into a `gpu.launch`, and which `scf-to-cf` runs
 sequentially on the host (how the tests check tiling and mapping without a GPU). A
 top-level loop nest with no parallel dimension (a reduction to a scalar, the store of a
-scalar) runs on one thread of one block.
+scalar) runs on one thread of one block. What a launch reads from the top level (loaded
+offsets, views, constant globals) is then recomputed inside it (`sink_into`): only launches
+stay on the host.
 
 Parallel dimensions go first (`parallel_dimensions_first`): a column reduction, whose
 generic iterates the reduced rows outside the kept columns, then gives one thread per
@@ -182,7 +184,7 @@ def map_parallel(loop: ir.Operation, symbol: str) -> tuple[MappedLoopNest, ir.Op
             indices = delinearize(linear, trips, lower, step)
         for argument, index in zip(body.arguments, indices):
             argument.replace_all_uses_with(index)
-        move_before_terminator(body, target, skip_terminator=True)
+        move_body(body, target)
     loop.erase()
     return nest, outer, target
 
@@ -254,10 +256,8 @@ def delinearize(linear: ir.Value, trips: list[int], lower: list[int], step: list
     return indices
 
 
-def move_before_terminator(source: ir.Block, target: ir.Block, skip_terminator: bool) -> None:
+def move_body(source: ir.Block, target: ir.Block) -> None:
+    """The ops of a loop body, but its terminator, to before `target`'s terminator."""
     terminator = list(target.operations)[-1]
-    operations = list(source.operations)
-    if skip_terminator:
-        operations = operations[:-1]
-    for op in operations:
+    for op in list(source.operations)[:-1]:
         op.operation.move_before(terminator)
