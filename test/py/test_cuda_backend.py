@@ -142,6 +142,7 @@ DYNAMIC_SLICE = """func.func @main(%x: tensor<8x16xf32>, %i: tensor<i32>) -> ten
 """
 
 
+@needs_ptxas  # its exp calls libdevice, which comes with ptxas in the cuda extra
 def test_a_dynamic_slice_offset_is_read_inside_the_kernel():
     """The slice's offset, loaded from a buffer, is recomputed by the loop nest that reads
     it (nothing stays on the host but launches), and the result is the row asked for."""
