@@ -35,7 +35,8 @@ class Backend:
     devices, `runtime/devices.py`). A backend whose compiler is an optional package
     says why it cannot compile here (`unavailable()`: None when it can); one whose object
     code is a program on its own says what the file is (`export_format`, which
-    `mlirxla-compile -o` writes)."""
+    `mlirxla-compile -o` writes); one whose programs run on another machine says where
+    (`runs_elsewhere`: the client and the conformance runner refuse it, the tools compile)."""
 
     name: str
     pipeline: str | None  # the named pipeline compile runs (None: none)
@@ -46,6 +47,7 @@ class Backend:
     runs_collectives: bool = False
     unavailable: Callable[[], str | None] = lambda: None
     export_format: str | None = None
+    runs_elsewhere: str | None = None
 
 
 class NoCode:

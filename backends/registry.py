@@ -12,6 +12,8 @@ from .backend import Backend
 # name -> the package whose BACKEND it is
 BACKENDS = {
     "cpu": "mlirxla.backends.cpu",
+    "cuda": "mlirxla.backends.cuda",
+    "cuda-host": "mlirxla.backends.cuda.host_check",
     "iree": "mlirxla.backends.iree",
     "reference": "mlirxla.backends.reference",
 }

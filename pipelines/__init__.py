@@ -11,6 +11,7 @@ from mlirxla.errors import MlirxlaError
 # name -> "module:function" under mlirxla.pipelines
 NAMED_PIPELINES = {
     "cpu": "cpu:cpu_pipeline",
+    "cuda": "cuda:cuda_pipeline",
     "iree": "iree:iree_pipeline",
     "simplification": "simplification:simplification_pipeline",
 }

@@ -50,8 +50,14 @@ ALIGNMENT = 64  # bytes: the cpu backend's (`backends/cpu/kernel_scratch.ALIGNME
 
 def cpu_pipeline(alignment: int = ALIGNMENT) -> Pipeline:
     """The pipeline; `alignment`: byte alignment of the temp slab's offsets."""
-    return (
-        Pipeline("cpu")
+    return compiler_pipeline("cpu", alignment, fusion_cost_model="cpu", batch_slices=True)
+
+
+def compiler_pipeline(name: str, alignment: int, fusion_cost_model: str, batch_slices: bool) -> Pipeline:
+    """The stages above, named `name`, fusing by the cost model `fusion_cost_model`
+    (`transforms/cost_model.py`); batch-slice fusion only for a backend that runs slices."""
+    pipeline = (
+        Pipeline(name)
         .add(ShardingRemoverPass())
         .add(ManualPartitionerPass())
         .add(ShardingPropagationPass())
@@ -63,10 +69,14 @@ def cpu_pipeline(alignment: int = ALIGNMENT) -> Pipeline:
         .add(ConvolutionLayoutPass())
         .add(LayoutAssignmentPass())
         .add(CopyRemovalPass())
-        .add(PriorityFusionPass(backend="cpu"))
+        .add(PriorityFusionPass(backend=fusion_cost_model))
         .add(MultiOutputFusionPass())
         .add(OutputFusionPass())
-        .add(BatchSliceFusionPass())
+    )
+    if batch_slices:
+        pipeline.add(BatchSliceFusionPass())
+    return (
+        pipeline
         .add(CopyInsertionPass())
         .add(SchedulingPass())
         .add(BufferAssignmentPass(alignment=alignment))

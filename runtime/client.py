@@ -159,7 +159,7 @@ class Client:
         if device_count < 1:
             raise MlirxlaError("a client needs at least one device")
         self.backend = registry.backend(backend)
-        unavailable = self.backend.unavailable()
+        unavailable = self.backend.unavailable() or self.backend.runs_elsewhere
         if unavailable is not None:
             raise MlirxlaError(unavailable)
         self.cache = CompileCache(cache_dir) if cache_dir else None

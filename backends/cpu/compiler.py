@@ -72,17 +72,31 @@ class CompiledKernel:
 CONCURRENT_CALLS = os.cpu_count() or 1
 
 
-def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pipeline: bool = True) -> CompiledProgram:
+@dataclass(frozen=True)
+class Variant:
+    """What another backend changes when it has its program compiled for this CPU (the cuda
+    backend, to run its kernels' mapped loop nests here): the named pipeline, whether large
+    row-wise kernels are split into slices, and the lowering of a kernel's loops after
+    bufferization (`lowering.lower_to_llvm_dialect`'s `buffer_loops`)."""
+
+    pipeline: str = "cpu"
+    alignment: int = kernel_scratch.ALIGNMENT
+    slice_rows: bool = True
+    buffer_loops: object = None
+
+
+def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pipeline: bool = True,
+                   variant: Variant = Variant()) -> CompiledProgram:
     """Compile `module` (imported xhlo) for the host CPU."""
     runner = PipelineRunner(module, options)
     if run_pipeline:
-        runner.compile(named_pipeline("cpu", alignment=kernel_scratch.ALIGNMENT))
+        runner.compile(named_pipeline(variant.pipeline, alignment=variant.alignment))
     check_partitioned(module)
     with module.context, ir.Location.unknown():
         check_layouts(module)
         assignment = pipeline_assignment(runner)
         with erasure.stage("cpu backend thunk emission"), phases.phase("backend", "thunk emission"):
-            emission = ThunkEmitter(module, assignment).emit()
+            emission = ThunkEmitter(module, assignment, slice_rows=variant.slice_rows).emit()
         plan = plan_of(emission, module)
         phases.publish("kernel-count", len(emission.kernels))
         kernels = []
@@ -90,7 +104,7 @@ def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pi
         for spec in emission.kernels:
             with erasure.stage(f"cpu backend kernel '{spec.symbol}'"), phases.phase("kernel", spec.symbol):
                 erasure.processing(spec.op)
-                compiled = compile_or_fall_back(spec, plan, emission.decisions, compiled_by_source)
+                compiled = compile_or_fall_back(spec, plan, emission.decisions, compiled_by_source, variant)
             if compiled:
                 if compiled.same_as:
                     emission.decisions.append(f"{compiled.symbol}: the same StableHLO as {compiled.same_as}, whose code it runs (compiled once)")
@@ -140,14 +154,14 @@ def pipeline_assignment(runner: PipelineRunner) -> Assignment:
 
 
 def compile_or_fall_back(spec: KernelSpec, plan: ExecutablePlan, decisions: list[str],
-                         compiled_by_source: dict[str, "CompiledKernel"]) -> CompiledKernel | None:
+                         compiled_by_source: dict[str, "CompiledKernel"], variant: Variant = Variant()) -> CompiledKernel | None:
     """The compiled kernel; or None when the kernel runs on the interpreter instead (its thunk
     in `plan` replaced, the reason recorded). `compiled_by_source` holds the kernels compiled
     so far by their StableHLO with the symbol left out."""
     reason = spec.interpret
     if reason is None:
         try:
-            return compile_kernel(spec, compiled_by_source)
+            return compile_kernel(spec, compiled_by_source, variant.buffer_loops)
         except MlirxlaError as error:
             if spec.library_result is not None or spec.source is not None:
                 raise
@@ -157,7 +171,7 @@ def compile_or_fall_back(spec: KernelSpec, plan: ExecutablePlan, decisions: list
     return None
 
 
-def compile_kernel(spec: KernelSpec, compiled_by_source: dict[str, CompiledKernel]) -> CompiledKernel:
+def compile_kernel(spec: KernelSpec, compiled_by_source: dict[str, CompiledKernel], buffer_loops=None) -> CompiledKernel:
     """Lower and optimize the kernel; or, when a kernel with the same StableHLO was compiled
     already, give it that kernel's code under its own symbol."""
     if spec.source is not None:
@@ -171,7 +185,7 @@ def compile_kernel(spec: KernelSpec, compiled_by_source: dict[str, CompiledKerne
     if (first := compiled_by_source.get(source_key)) is not None:
         return CompiledKernel(spec.symbol, stablehlo_text, llvm_jit.same_code(spec.symbol, first.optimized),
                               first.scratch, first.tiled_loop_nests, same_as=first.symbol)
-    lowered = lowering.lower_to_llvm_dialect(kernel_module, spec.symbol)
+    lowered = lowering.lower_to_llvm_dialect(kernel_module, spec.symbol, buffer_loops)
     optimized = llvm_jit.optimize(spec.symbol, lowering.translate(kernel_module, spec.symbol))
     compiled = CompiledKernel(spec.symbol, stablehlo_text, optimized, tuple(lowered.scratch.get(spec.symbol, ())),
                               lowered.tiled_loop_nests)

@@ -91,8 +91,11 @@ def keep_narrow_roundings(module: ir.Module) -> None:
             del op.attributes["fastmath"]
 
 
-def lower_to_llvm_dialect(module: ir.Module, name: str) -> Lowered:
-    """Run the whole lowering on `module` in place; an error names the kernel `name`."""
+def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None) -> Lowered:
+    """Run the whole lowering on `module` in place; an error names the kernel `name`.
+    `buffer_loops(module, name)`, when given, makes the loops of the bufferized kernel instead
+    of this backend's math approximations, loop order and tiling (the cuda backend's loop
+    nests mapped to blocks and threads, run here sequentially)."""
     register_passes()
     try:
         with module.context:
@@ -101,14 +104,19 @@ def lower_to_llvm_dialect(module: ir.Module, name: str) -> Lowered:
             passmanager.PassManager.parse(f"builtin.module({','.join(BUFFERIZE)})").run(module.operation)
             scratch = kernel_scratch.scratch_from_arguments(module)
             with ir.Location.unknown():
-                copies_as_loops(module)
-                loop_order.reorder_loops(module)
-                tiled = tiling.tile_transposing_loops(module)
+                if buffer_loops is not None:
+                    buffer_loops(module, name)
+                    tiled = 0
+                else:
+                    copies_as_loops(module)
+                    loop_order.reorder_loops(module)
+                    tiled = tiling.tile_transposing_loops(module)
             passmanager.PassManager.parse(f"builtin.module({','.join(TO_LOOPS_IN_F32)})").run(module.operation)
             keep_narrow_roundings(module)
-            with ir.Location.unknown():
-                # after bf16 and f16 math became f32 math, so that it is approximated too
-                math_approximations.approximate(module)
+            if buffer_loops is None:  # a GPU kernel's math goes to libdevice instead
+                with ir.Location.unknown():
+                    # after bf16 and f16 math became f32 math, so that it is approximated too
+                    math_approximations.approximate(module)
             passmanager.PassManager.parse(f"builtin.module({','.join(TO_LLVM)})").run(module.operation)
     except ir.MLIRError as error:
         raise MlirxlaError(f"kernel {name} failed to lower to LLVM: {diagnostic_text(error)}") from None

@@ -346,7 +346,7 @@ def run_suite(
     from mlirxla.errors import MlirxlaError
 
     chosen = registry.backend(backend)
-    unavailable = chosen.unavailable()
+    unavailable = chosen.unavailable() or chosen.runs_elsewhere
     if unavailable is not None:  # once, not as the reason of every test's failure
         raise MlirxlaError(unavailable)
     cases = collect(directory, filter_text)

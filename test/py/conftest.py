@@ -21,10 +21,11 @@ CONFORMANCE_ABSENT = f"no StableHLO interpreter suite at {CONFORMANCE} (the Stab
 
 
 def backend_unavailable(name: str) -> str | None:
-    """Why a registered backend cannot compile here (its optional package is missing), or None."""
+    """Why a registered backend cannot compile and run here (its optional package is missing,
+    its programs run on another machine), or None."""
     from mlirxla.backends import registry
 
-    return registry.backend(name).unavailable()
+    return registry.backend(name).unavailable() or registry.backend(name).runs_elsewhere
 
 
 # The iree backend's compiler and runtime are the iree extra; its tests skip without them.

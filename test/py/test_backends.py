@@ -29,12 +29,12 @@ PROGRAM = """func.func @main(%x: tensor<4xf32>, %n: tensor<4xi32>) -> (tensor<4x
 
 
 def test_registry_names_every_backend_and_refuses_others():
-    assert registry.names() == ["cpu", "iree", "reference"]
+    assert registry.names() == ["cpu", "cuda", "cuda-host", "iree", "reference"]
     for name in registry.names():
         backend = registry.backend(name)
         assert backend.name == name and backend.summary
-    with pytest.raises(MlirxlaError, match=r"unknown backend 'cuda' \(known: cpu, iree, reference\)"):
-        registry.backend("cuda")
+    with pytest.raises(MlirxlaError, match=r"unknown backend 'rocm' \(known: cpu, cuda, cuda-host, iree, reference\)"):
+        registry.backend("rocm")
 
 
 @pytest.mark.parametrize("name", backends())

@@ -28,7 +28,7 @@ class KernelSpec:
 
 def emit_kernel(emitter, op: ir.Operation) -> list:
     """One kernel, its rows spread over the threads when that pays and it keeps them apart."""
-    rows = parallel_rows(op)
+    rows = parallel_rows(op) if emitter.slice_rows else None
     if rows:
         return [emit_sliced(emitter, op, slice_plan(op, rows), "parallel row blocks")]
     return [kernel_thunk(emitter, op)]

@@ -5,6 +5,7 @@
     mlirxla-opt model.mlir --xhlo-algsimp --cse             # passes as flags, in order
     mlirxla-opt model.mlir --pipeline=cpu --dump-to=dump --dump-pass-re=.
     mlirxla-opt model.mlir --pipeline=cpu --report report.html   # the pipeline as one HTML page
+    mlirxla-opt model.mlir --pipeline=cuda --dump-to=dump        # and the GPU compile: each kernel's LLVM IR, PTX, kernel-resources.txt
     mlirxla-opt cases.mlir --split-input-file --verify-diagnostics
     mlirxla-opt --list-passes
 """
@@ -136,6 +137,13 @@ def process(data: bytes, source: str, arguments, pipeline: Pipeline | None, stre
             runner.compile(pipeline) if arguments.dump_to else runner.run(pipeline)
         except MlirxlaError as error:
             raise error.with_source(source) from None
+        if arguments.pipeline == "cuda" and arguments.dump_to:
+            from mlirxla.backends.cuda.compiler import codegen
+
+            try:
+                codegen(runner)
+            except MlirxlaError as error:
+                raise error.with_source(source) from None
         if arguments.print_ledger:
             stream.write(runner.ledger.table())
         if arguments.explain_fusion:

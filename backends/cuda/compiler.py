@@ -1,0 +1,277 @@
+"""The CUDA compiler: an imported xhlo module in, an `.mlirxla` executable out (XLA's
+GpuCompiler: RunHloPasses, then RunBackend), compiled on a machine without a GPU.
+
+1. The cuda pipeline (`pipelines/cuda.py`): the cpu pipeline's decisions with an H200's cost
+   model, buffer offsets aligned to 256 bytes.
+2. Thunk emission as the cpu backend does it (`backends/cpu/thunk_emitter.py`), without
+   splitting kernels into row slices: GEMMs (dots, output fusions' dots, im2col
+   convolutions) become cuBLAS calls, copies device-to-device copies, loops and conditionals
+   keep their thunk lists; host calls and collectives are refused.
+3. Per kernel (`lowering.py`): its StableHLO function as the cpu backend writes it, linalg,
+   bufferization into the caller's buffers, each loop nest mapped to blocks and threads
+   (`loop_mapping.py`), then `gpu.launch`, outlined `gpu.func`s and NVVM; the host side is a
+   list of launches (`launches.py`), each naming the kernel's arguments it passes. Kernels
+   with the same StableHLO (but for their symbol) are compiled once and launched under the
+   first one's names.
+4. All kernels to one PTX module for the target (`ptx.py`, llvmlite's NVPTX back end, libdevice
+   linked) and, when `ptxas` is here (the `cuda` extra), one cubin (`ptxas.py`).
+5. The executable file (`runtime/cuda/executable_file.py`): one slab holding every allocation
+   (parameters, temps and scratch, constants, outputs) at 256-byte aligned offsets, the thunk
+   plan over slab offsets, the PTX, the cubin and the constants' bytes.
+
+Dumps (`--dump-to`): per kernel its StableHLO, its mapped loop nest (`<kernel>.loops.mlir`),
+NVVM (`<kernel>.nvvm.mlir`), LLVM IR (`<kernel>.ll`) and PTX (`<kernel>.ptx`); the program's
+PTX (`kernels.ptx`), its optimized LLVM IR (`kernels.ll`), `ptxas -v`'s figures per kernel
+(`kernel-resources.txt`) and the thunk sequence.
+"""
+
+import json
+from dataclasses import dataclass, field
+
+from mlirxla.backends.backend import CompiledProgram
+from mlirxla.backends.cpu import compiler as cpu_compiler, kernel_source
+from mlirxla.backends.cpu.emitters.kernels import KernelSpec
+from mlirxla.backends.cpu.thunk_emitter import ThunkEmitter
+from mlirxla.dialects.xhlo.config import read_config
+from mlirxla.errors import MlirxlaError, location_text
+from mlirxla.mlir import ir
+from mlirxla.pipelines import named_pipeline
+from mlirxla.pipelines.runner import PipelineRunner, RunOptions
+from mlirxla.runtime.cuda.executable_file import ExecutableFile
+from mlirxla.runtime.executable import ExecutablePlan
+from mlirxla.runtime.thunks import (BufferSlice, ConditionalThunk, CopyThunk, GemmThunk, KernelThunk, ParallelCopyThunk,
+                                    SlicedKernelThunk, WhileThunk)
+from mlirxla.transforms.buffer_assignment import write_summary
+
+from . import launches as launch_reading, lowering, ptx, ptxas
+from .launches import Launch
+from .target import GpuTarget, H200
+
+SLAB_ALIGNMENT = 256
+
+
+@dataclass
+class CudaKernel:
+    """One kernel of the plan: its launches (in order) and what the dumps show of it."""
+
+    symbol: str
+    launches: list[Launch]
+    scratch: tuple = ()
+    stablehlo: str = ""
+    loops: str = ""
+    nvvm: str = ""
+    llvm_ir: list[ptx.KernelIr] = field(default_factory=list)
+    same_as: str | None = None
+
+
+@dataclass
+class CudaProgram:
+    """What `compile_program` made: the plan, the executable file, its PTX and cubin."""
+
+    plan: ExecutablePlan
+    kernels: list[CudaKernel]
+    ptx: str
+    cubin: ptxas.Cubin | None
+    executable: ExecutableFile
+    decisions: list[str]
+
+
+def compile_module(module: ir.Module, options: RunOptions = RunOptions(backend="cuda"), target: GpuTarget = H200) -> CompiledProgram:
+    program = compile_program(module, options, target)
+    return CompiledProgram(program.plan, program.executable.to_bytes(), program.decisions)
+
+
+def compile_program(module: ir.Module, options: RunOptions = RunOptions(backend="cuda"), target: GpuTarget = H200) -> CudaProgram:
+    runner = PipelineRunner(module, options)
+    runner.compile(named_pipeline("cuda"))
+    return codegen(runner, target)
+
+
+def codegen(runner: PipelineRunner, target: GpuTarget = H200) -> CudaProgram:
+    """Steps 2-5 on the module `runner` ran the cuda pipeline on (`mlirxla-opt --pipeline=cuda
+    --dump-to` calls this after the pipeline)."""
+    module = runner.module
+    check_single_device(module)
+    with module.context, ir.Location.unknown():
+        cpu_compiler.check_layouts(module)
+        assignment = cpu_compiler.pipeline_assignment(runner)
+        emission = ThunkEmitter(module, assignment, slice_rows=False).emit()
+        plan = cpu_compiler.plan_of(emission, module)
+        plan.backend = "cuda"
+        kernels, by_source = {}, {}
+        for spec in emission.kernels:
+            kernel = compile_kernel(spec, by_source)
+            kernels[spec.symbol] = kernel
+            if kernel.same_as:
+                emission.decisions.append(f"{kernel.symbol}: the same StableHLO as {kernel.same_as}, whose kernels it launches")
+            cpu_compiler.give_scratch(plan, kernel, spec, assignment, emission.slab)
+        plan.allocation_sizes[emission.slab] = assignment.heap.size
+        write_summary(module, assignment.summary)
+    irs = [ir_ for kernel in kernels.values() if not kernel.same_as for ir_ in kernel.llvm_ir]
+    ptx_text, optimized_ir = ptx.emit_ptx(irs, target.arch)
+    cubin = ptxas.assemble(ptx_text, target.arch) if ptxas.find_ptxas() is not None else None
+    if cubin is None:
+        emission.decisions.append(f"no ptxas here ({ptxas.INSTALL_HINT}): the executable carries PTX only, which the driver compiles when it loads")
+    executable = executable_file(plan, kernels, ptx_text, cubin, target)
+    emission.decisions.append(f"{sum(len(k.launches) for k in kernels.values())} launch(es) of "
+                              f"{len(ptx.kernel_names(ptx_text))} GPU kernel(s) for {target.arch}")
+    program = CudaProgram(plan, list(kernels.values()), ptx_text, cubin, executable, emission.decisions)
+    dump(runner, program, optimized_ir, target)
+    return program
+
+
+def check_single_device(module: ir.Module) -> None:
+    config = read_config(module)
+    if config.device_count > 1:
+        raise MlirxlaError(f"the module is for {config.replica_count} replica(s) x {config.partition_count} partition(s): "
+                           "the cuda backend runs a program on one GPU (it runs no collectives)")
+
+
+def compile_kernel(spec: KernelSpec, by_source: dict[str, CudaKernel]) -> CudaKernel:
+    """Map and lower one kernel; a kernel whose StableHLO was compiled already launches that
+    one's GPU kernels."""
+    if spec.interpret is not None:
+        raise MlirxlaError(f"kernel {spec.symbol} has no native lowering ({spec.interpret}): "
+                           "the cuda backend has no interpreter to fall back to", location_text(spec.op.location))
+    if spec.source is not None:
+        module = ir.Module.parse(spec.source)
+    else:
+        module = ir.Module.create()
+        kernel_source.kernel_function(module, spec.op, spec.symbol, spec.plan, spec.library_result)
+    kernel_source.finish(module)
+    stablehlo = str(module)
+    key = cpu_compiler.without_symbol(stablehlo, spec.symbol)
+    if (first := by_source.get(key)) is not None:
+        return CudaKernel(spec.symbol, first.launches, first.scratch, stablehlo, same_as=first.symbol)
+    mapped = lowering.map_to_blocks_and_threads(module, spec.symbol)
+    loops = str(module)
+    lowering.to_nvvm(module, spec.symbol)
+    launches = launch_reading.read_launches(module, spec.symbol)
+    if len(launches) != len(mapped.nests):
+        raise MlirxlaError(f"kernel {spec.symbol}: {len(mapped.nests)} loop nest(s) mapped but {len(launches)} launch(es) made")
+    kernel = CudaKernel(spec.symbol, launches, tuple(mapped.scratch), stablehlo, loops, str(module),
+                        ptx.gpu_kernels_as_llvm_ir(module, spec.symbol))
+    by_source[key] = kernel
+    return kernel
+
+
+# --- the executable file ---------------------------------------------------------------------
+
+def align_up(value: int, alignment: int = SLAB_ALIGNMENT) -> int:
+    return -(-value // alignment) * alignment
+
+
+def slab_layout(plan: ExecutablePlan) -> tuple[list[int], int]:
+    """Where each allocation starts in the one slab, and the slab's size."""
+    offsets, cursor = [], 0
+    for size in plan.allocation_sizes:
+        offsets.append(cursor)
+        cursor = align_up(cursor + size)
+    return offsets, max(cursor, SLAB_ALIGNMENT)
+
+
+def executable_file(plan: ExecutablePlan, kernels: dict[str, CudaKernel], ptx_text: str, cubin, target: GpuTarget) -> ExecutableFile:
+    offsets, slab_bytes = slab_layout(plan)
+
+    def at(piece: BufferSlice) -> int:
+        return offsets[piece.allocation] + piece.offset
+
+    def spec(piece: BufferSlice, tensor) -> dict:
+        return {"offset": at(piece), "bytes": piece.size, "shape": list(tensor.shape), "dtype": tensor.dtype}
+
+    parameters = [{"offset": offsets[index], "bytes": plan.allocation_sizes[index], "shape": list(p.shape), "dtype": p.dtype}
+                  for index, p in enumerate(plan.parameters)]
+    blobs = {"ptx": ptx_text.encode()}
+    if cubin is not None:
+        blobs["cubin"] = cubin.data
+    constants = []
+    for allocation, data in sorted(plan.constants.items()):
+        blobs[f"constant.{allocation}"] = data.tobytes()
+        constants.append({"offset": offsets[allocation], "blob": f"constant.{allocation}"})
+    thunks = plan_thunks(plan.thunks, kernels, at)
+    body = {
+        "arch": target.arch,
+        "slab_bytes": slab_bytes,
+        "parameters": parameters,
+        "outputs": [spec(piece, tensor) for piece, tensor in plan.outputs],
+        "constants": constants,
+        "kernels": sorted({launch.kernel for k in kernels.values() for launch in k.launches}),
+        "thunks": thunks,
+    }
+    return ExecutableFile(body, blobs)
+
+
+def plan_thunks(thunks: list, kernels: dict[str, CudaKernel], at) -> list[dict]:
+    """The plan's thunks as the file's thunks, slices turned into slab offsets."""
+    result = []
+    for thunk in thunks:
+        if isinstance(thunk, SlicedKernelThunk):
+            raise MlirxlaError(f"{thunk.name}: a kernel run slice by slice has no cuda lowering")
+        if isinstance(thunk, KernelThunk):
+            result.extend(launch_thunks(thunk, kernels[thunk.symbol], at))
+        elif isinstance(thunk, GemmThunk):
+            result.append({"kind": "gemm", "name": thunk.name, "dtype": {"f32": "float32", "f64": "float64"}[thunk.element],
+                           "m": thunk.m, "n": thunk.n, "k": thunk.k, "batch": thunk.batch,
+                           "transpose_lhs": thunk.transpose_lhs, "transpose_rhs": thunk.transpose_rhs,
+                           "lhs": at(thunk.lhs), "rhs": at(thunk.rhs), "out": at(thunk.out)})
+        elif isinstance(thunk, CopyThunk):
+            result.append(memcpy(thunk, at))
+        elif isinstance(thunk, ParallelCopyThunk):
+            result.extend(memcpy(copy, at) for copy in thunk.copies)
+        elif isinstance(thunk, WhileThunk):
+            result.append({"kind": "while", "name": thunk.name, "condition": plan_thunks(thunk.condition, kernels, at),
+                           "predicate": at(thunk.predicate), "predicate_bytes": thunk.predicate.size,
+                           "body": plan_thunks(thunk.body, kernels, at)})
+        elif isinstance(thunk, ConditionalThunk):
+            result.append({"kind": "conditional", "name": thunk.name, "selector": at(thunk.selector),
+                           "selector_bytes": thunk.selector.size, "is_predicate": thunk.is_predicate,
+                           "branches": [plan_thunks(branch, kernels, at) for branch in thunk.branches]})
+        else:
+            raise MlirxlaError(f"{thunk.name}: a {thunk.kind} thunk (a host call) has no cuda lowering")
+    return result
+
+
+def memcpy(thunk: CopyThunk, at) -> dict:
+    return {"kind": "memcpy", "name": thunk.name, "source": at(thunk.source), "destination": at(thunk.destination),
+            "bytes": thunk.source.size}
+
+
+def launch_thunks(thunk: KernelThunk, kernel: CudaKernel, at) -> list[dict]:
+    """One `launch` per loop nest of the kernel, its arguments the slab offsets of the slices
+    the kernel function's arguments point at (operands, results, then scratch)."""
+    pointers = [at(piece) for piece in thunk.arguments]
+    if thunk.scratch is not None:
+        pointers += [at(thunk.scratch) + offset for offset in thunk.scratch_offsets]
+    result = []
+    for launch in kernel.launches:
+        if max(launch.arguments, default=-1) >= len(pointers):
+            raise MlirxlaError(f"kernel {thunk.symbol}: a launch passes argument {max(launch.arguments)} of {len(pointers)}")
+        result.append({"kind": "launch", "name": thunk.name, "kernel": launch.kernel, "grid": list(launch.grid),
+                       "block": list(launch.block), "shared_bytes": launch.shared_bytes,
+                       "arguments": [pointers[index] for index in launch.arguments]})
+    return result
+
+
+# --- dumps -----------------------------------------------------------------------------------
+
+def dump(runner: PipelineRunner, program: CudaProgram, optimized_ir: str, target: GpuTarget) -> None:
+    dumps = runner.dumps
+    if dumps.directory is None:
+        return
+    for kernel in program.kernels:
+        dumps.write(f"{kernel.symbol}.stablehlo.mlir", kernel.stablehlo)
+        if kernel.same_as:
+            continue
+        dumps.write(f"{kernel.symbol}.loops.mlir", kernel.loops)
+        dumps.write(f"{kernel.symbol}.nvvm.mlir", kernel.nvvm)
+        dumps.write(f"{kernel.symbol}.ll", "\n".join(k.llvm_ir for k in kernel.llvm_ir))
+        dumps.write(f"{kernel.symbol}.ptx", ptx.emit_ptx(kernel.llvm_ir, target.arch)[0])
+    dumps.write("kernels.ptx", program.ptx)
+    dumps.write("kernels.ll", optimized_ir)
+    if program.cubin is not None:
+        dumps.write_bytes("kernels.cubin", program.cubin.data)
+        dumps.write("kernel-resources.txt", f"ptxas -arch={target.arch} -v\n" + "".join(r.line() + "\n" for r in program.cubin.resources))
+    else:
+        dumps.write("kernel-resources.txt", f"not measured: no ptxas here ({ptxas.INSTALL_HINT})\n")
+    dumps.write("thunk-sequence.txt", program.plan.describe(program.decisions))
+    dumps.write("executable.json", json.dumps(program.executable.plan, indent=1) + "\n")

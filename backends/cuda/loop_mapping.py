@@ -1,0 +1,263 @@
+"""Blocks and threads: every loop nest of a kernel function becomes one GPU launch over a
+linear index (XLA:GPU's loop emitter: one thread per output element, a block of
+`BLOCK_THREADS` threads, as many blocks as the elements need).
+
+After bufferization a kernel function is a sequence of loop nests over the caller's buffers
+(`convert-linalg-to-parallel-loops`: an `scf.parallel` over a generic's parallel dimensions,
+`scf.for` inside it for its reduction dimensions). Each top-level `scf.parallel` becomes
+
+    scf.parallel (%block) = (0) to (grid) { mapping block_x
+      scf.parallel (%thread) = (0) to (block) { mapping thread_x
+        %linear = %block * block + %thread
+        scf.if %linear < total { ...the body at the delinearized indices... }
+
+which `convert-parallel-loops-to-gpu` turns into a `gpu.launch`, and which `scf-to-cf` runs
+sequentially on the host (how the tests check tiling and mapping without a GPU). A
+top-level loop nest with no parallel dimension (a reduction to a scalar, the store of a
+scalar) runs on one thread of one block. What a launch reads from the top level (loaded
+offsets, views, constant globals) is then recomputed inside it (`sink_into`): only launches
+stay on the host.
+
+Parallel dimensions go first (`parallel_dimensions_first`): a column reduction, whose
+generic iterates the reduced rows outside the kept columns, then gives one thread per
+column, reading consecutive columns in consecutive threads.
+"""
+
+from dataclasses import dataclass
+
+from mlirxla.errors import MlirxlaError
+from mlirxla.ir_queries import ops_named
+from mlirxla.mlir import arith, ir, scf
+
+BLOCK_THREADS = 256  # threads per block: 8 warps, XLA:GPU's default for loop fusions
+# what a loop may recompute for itself: reads and arithmetic, no writes
+SINKABLE = {"memref.load", "memref.get_global", "memref.subview", "memref.collapse_shape", "memref.expand_shape", "memref.reinterpret_cast",
+            "memref.cast", "arith.index_cast", "arith.maxsi", "arith.minsi", "arith.maxui", "arith.minui", "arith.addi",
+            "arith.subi", "arith.muli", "arith.divsi", "arith.divui", "arith.remsi", "arith.remui", "arith.select",
+            "arith.cmpi", "arith.extsi", "arith.extui", "arith.trunci", "affine.apply", "affine.min", "affine.max"}
+VIEW_OPS = {"memref.collapse_shape", "memref.expand_shape", "memref.subview", "memref.reinterpret_cast", "memref.cast",
+            "arith.constant", "func.return", "memref.get_global"}
+
+
+@dataclass(frozen=True)
+class MappedLoopNest:
+    """One loop nest as a launch: `elements` threads do work, in `grid` blocks of `block`."""
+
+    elements: int
+    grid: int
+    block: int
+
+
+def parallel_dimensions_first(module: ir.Module) -> None:
+    """Permute every buffer-semantics `linalg.generic` so that its parallel dimensions come
+    before its reduction dimensions (order kept within each kind)."""
+    for generic in ops_named(module, "linalg.generic"):
+        if any(inner.operation.name == "linalg.index" for inner in generic.regions[0].blocks[0].operations):
+            continue
+        iterators = list(ir.ArrayAttr(generic.attributes["iterator_types"]))
+        kinds = ["parallel" in str(attr) for attr in iterators]
+        order = [d for d, parallel in enumerate(kinds) if parallel] + [d for d, parallel in enumerate(kinds) if not parallel]
+        if order == list(range(len(order))):
+            continue
+        position = {old: new for new, old in enumerate(order)}
+        count = len(order)
+        substitution = ir.AffineMap.get(count, 0, [ir.AffineDimExpr.get(position[d]) for d in range(count)])
+        maps = [ir.AffineMapAttr(attr).value for attr in ir.ArrayAttr(generic.attributes["indexing_maps"])]
+        new_maps = [ir.AffineMap.get(count, 0, [e.compose(substitution) for e in m.results]) for m in maps]
+        generic.attributes["indexing_maps"] = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in new_maps])
+        generic.attributes["iterator_types"] = ir.ArrayAttr.get([iterators[d] for d in order])
+
+
+def map_loop_nests(module: ir.Module, symbol: str) -> list[MappedLoopNest]:
+    """Map every top-level loop nest of every function to blocks and threads, in order, then
+    let each launch recompute what it reads from the top level (`sink_into`)."""
+    mapped = []
+    for function in ops_named(module, "func.func"):
+        block = function.regions[0].blocks[0]
+        launches = []  # (mapping, the launch's outer loop, the block its work is in)
+        run: list[ir.Operation] = []  # consecutive ops outside any parallel loop: one thread's work
+        for op in list(block.operations):
+            op = op.operation
+            if op.name in VIEW_OPS or op.name in SINKABLE:
+                continue  # recomputed where it is read
+            if op.name == "scf.parallel":
+                if run:
+                    launches.append(map_single_thread(run))
+                    run = []
+                launches.append(map_parallel(op, symbol))
+            else:
+                run.append(op)
+        if run:
+            launches.append(map_single_thread(run))
+        top_level = {op.operation for op in block.operations}
+        for _, loop, target in launches:
+            sink_into(loop, target, top_level)
+        erase_unused(block)
+        mapped += [nest for nest, _, _ in launches]
+    return mapped
+
+
+def sink_into(loop: ir.Operation, target: ir.Block, top_level: set) -> None:
+    """Clone into a launch the top-level computations its work reads (a dynamic slice's
+    offsets loaded from a buffer, the view they make, a constant array's global, which
+    outlining then copies into the kernel's module), each right before its first reader, so
+    that a launch is a kernel on its own and reads what it reads in program order."""
+    needed = []
+    collect_needed(loop, top_level, needed, set())
+    for op in reversed(needed):  # readers first: a clone's operands are then placed before it
+        reader = first_reader(target, set(op.results)) or list(target.operations)[-1]
+        clone = op.clone(ir.InsertionPoint(reader))
+        replace_uses_inside(loop, dict(zip(op.results, clone.results)))
+
+
+def first_reader(block: ir.Block, values: set):
+    for op in block.operations:
+        if any(operand in values for operand in operands_within(op.operation)):
+            return op.operation
+    return None
+
+
+def collect_needed(op: ir.Operation, top_level: set, needed: list, seen: set) -> None:
+    """The top-level, non-constant ops whose results `op` (its regions included) reads,
+    operands before users."""
+    for operand in operands_within(op):
+        owner = operand.owner
+        if not isinstance(owner, ir.OpView):
+            continue
+        producer = owner.operation
+        if producer not in top_level or producer.name == "arith.constant" or producer in seen:
+            continue
+        if producer.name not in SINKABLE:
+            continue
+        seen.add(producer)
+        collect_needed(producer, top_level, needed, seen)
+        needed.append(producer)
+
+
+def operands_within(op: ir.Operation) -> list[ir.Value]:
+    values = list(op.operands)
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                values.extend(operands_within(inner.operation))
+    return values
+
+
+def replace_uses_inside(loop: ir.Operation, mapping: dict) -> None:
+    for region in loop.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                inner = inner.operation
+                for index, operand in enumerate(inner.operands):
+                    if operand in mapping:
+                        inner.operands[index] = mapping[operand]
+                replace_uses_inside(inner, mapping)
+
+
+def erase_unused(block: ir.Block) -> None:
+    for op in reversed([op.operation for op in block.operations]):
+        if op.name in SINKABLE and op.results and all(not list(result.uses) for result in op.results):
+            op.erase()
+
+
+def constant_index(value: ir.Value, symbol: str) -> int:
+    owner = value.owner
+    if not isinstance(owner, ir.OpView) or owner.operation.name != "arith.constant":
+        raise MlirxlaError(f"kernel {symbol}: a loop bound is not a constant (dynamic shapes are not mapped to threads)")
+    return ir.IntegerAttr(owner.operation.attributes["value"]).value
+
+
+def map_parallel(loop: ir.Operation, symbol: str) -> tuple[MappedLoopNest, ir.Operation, ir.Block]:
+    if loop.results:
+        raise MlirxlaError(f"kernel {symbol}: a parallel loop with reductions is not mapped to threads")
+    rank = len(loop.regions[0].blocks[0].arguments)
+    bounds = [constant_index(v, symbol) for v in loop.operands[:3 * rank]]
+    lower, upper, step = bounds[:rank], bounds[rank:2 * rank], bounds[2 * rank:]
+    trips = [max(0, -(-(u - l) // s)) for l, u, s in zip(lower, upper, step)]
+    total = 1
+    for trip in trips:
+        total *= trip
+    body = loop.regions[0].blocks[0]
+    with ir.InsertionPoint(loop), loop.location:
+        nest, outer, linear, target = launch_skeleton(total)
+        with ir.InsertionPoint.at_block_terminator(target):
+            indices = delinearize(linear, trips, lower, step)
+        for argument, index in zip(body.arguments, indices):
+            argument.replace_all_uses_with(index)
+        move_body(body, target)
+    loop.erase()
+    return nest, outer, target
+
+
+def map_single_thread(ops: list[ir.Operation]) -> tuple[MappedLoopNest, ir.Operation, ir.Block]:
+    """Consecutive ops with no parallel loop (a reduction to a scalar, scalar arithmetic) as
+    one thread of one block."""
+    with ir.InsertionPoint(ops[0]), ops[0].location:
+        nest, outer, _, target = launch_skeleton(1)
+    terminator = list(target.operations)[-1]
+    for op in ops:
+        op.move_before(terminator)
+    return nest, outer, target
+
+
+def launch_skeleton(total: int) -> tuple[MappedLoopNest, ir.Operation, ir.Value, ir.Block]:
+    """The block and thread loops over `total` elements at the insertion point; returns the
+    mapping, the block loop, the linear index and the block the body goes in (ending in its
+    terminator)."""
+    index = ir.IndexType.get()
+    block_size = max(1, min(BLOCK_THREADS, total))
+    grid = max(1, -(-total // block_size))
+
+    def constant(n):
+        return arith.ConstantOp(index, n).result
+
+    zero, one, grid_value, block_size_value = constant(0), constant(1), constant(grid), constant(block_size)
+    blocks_loop = scf.ParallelOp([], [zero], [grid_value], [one], [])
+    blocks_loop.attributes["mapping"] = ir.Attribute.parse(f"[{dimension_map('block_x')}]")
+    block_body = blocks_loop.regions[0].blocks.append(index)
+    with ir.InsertionPoint(block_body):
+        threads_loop = scf.ParallelOp([], [zero], [block_size_value], [one], [])
+        threads_loop.attributes["mapping"] = ir.Attribute.parse(f"[{dimension_map('thread_x')}]")
+        thread_body = threads_loop.regions[0].blocks.append(index)
+        ir.Operation.create("scf.reduce")
+    with ir.InsertionPoint(thread_body):
+        linear = arith.AddIOp(arith.MulIOp(block_body.arguments[0], block_size_value).result, thread_body.arguments[0]).result
+        if total % block_size:
+            inside = arith.CmpIOp(arith.CmpIPredicate.ult, linear, constant(total)).result
+            guard = scf.IfOp(inside)
+            with ir.InsertionPoint(guard.then_block):
+                scf.YieldOp([])
+            target = guard.then_block
+        else:
+            target = thread_body
+        ir.Operation.create("scf.reduce")
+    return MappedLoopNest(total, grid, block_size), blocks_loop.operation, linear, target
+
+
+def dimension_map(processor: str) -> str:
+    return f"#gpu.loop_dim_map<processor = {processor}, map = (d0) -> (d0), bound = (d0) -> (d0)>"
+
+
+def delinearize(linear: ir.Value, trips: list[int], lower: list[int], step: list[int]) -> list[ir.Value]:
+    """The loop indices of a row-major linear index (the last dimension fastest)."""
+    index = ir.IndexType.get()
+    indices = [None] * len(trips)
+    rest = linear
+    for d in reversed(range(len(trips))):
+        trip = arith.ConstantOp(index, trips[d]).result
+        position = arith.RemUIOp(rest, trip).result if d else rest
+        if d:
+            rest = arith.DivUIOp(rest, trip).result
+        if step[d] != 1:
+            position = arith.MulIOp(position, arith.ConstantOp(index, step[d]).result).result
+        if lower[d]:
+            position = arith.AddIOp(position, arith.ConstantOp(index, lower[d]).result).result
+        indices[d] = position
+    return indices
+
+
+def move_body(source: ir.Block, target: ir.Block) -> None:
+    """The ops of a loop body, but its terminator, to before `target`'s terminator."""
+    terminator = list(target.operations)[-1]
+    for op in list(source.operations)[:-1]:
+        op.operation.move_before(terminator)

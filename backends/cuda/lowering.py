@@ -1,0 +1,99 @@
+"""From a kernel function in StableHLO to GPU kernels in the NVVM dialect and the launches of
+its host side: the upstream passes, as lists you can read.
+
+1. The cpu backend's front half (`backends/cpu/lowering.py`): StableHLO to linalg on
+   tensors, elementwise fusion, writing over dying operands, one-shot bufferization into the
+   caller's buffers, what bufferization still allocates made scratch arguments.
+2. `TO_PARALLEL_LOOPS`: parallel dimensions first (`loop_mapping.parallel_dimensions_first`),
+   then `convert-linalg-to-parallel-loops`: one `scf.parallel` per generic over its parallel
+   dimensions, `scf.for` inside for its reductions.
+3. Blocks and threads (`loop_mapping.map_loop_nests`): the mapped loop nest, which the tests
+   also compile for the CPU and run against the reference interpreter (`host_check.py`).
+4. `TO_GPU`: `convert-parallel-loops-to-gpu` (one `gpu.launch` per nest),
+   `gpu-kernel-outlining` (each launch a `gpu.func` in a `gpu.module`, the host a sequence
+   of `gpu.launch_func`).
+5. `TO_NVVM`, inside the `gpu.module`: bf16/f16 math and arithmetic in f32 and complex as
+   real arithmetic (as on the CPU), loops to branches, then `convert-gpu-to-nvvm` with bare
+   pointers (a kernel is `void k(ptr, ptr, ...)`, operands, results, scratch), math as
+   libdevice calls (`__nv_expf`), which `ptx.py` links.
+"""
+
+from dataclasses import dataclass
+
+from mlirxla.backends.cpu import kernel_scratch, lowering as cpu_lowering, materialization
+from mlirxla.errors import MlirxlaError
+from mlirxla.mlir import ir, passmanager
+
+from . import loop_mapping
+
+TO_PARALLEL_LOOPS = [
+    "func.func(convert-linalg-to-parallel-loops)",
+    "canonicalize",
+]
+TO_GPU = [
+    "func.func(convert-parallel-loops-to-gpu)",
+    "func.func(lower-affine)",
+    "gpu-launch-sink-index-computations",
+    "gpu-kernel-outlining",
+    "canonicalize",
+    "cse",
+]
+TO_NVVM = [
+    "gpu.module(convert-complex-to-standard)",
+    "gpu.module(math-extend-to-supported-types{target-type=f32})",
+    "gpu.module(arith-emulate-unsupported-floats{source-types=bf16,f16 target-type=f32})",
+    "gpu.module(arith-expand{include-bf16=true})",
+    "gpu.module(lower-affine)",
+    "gpu.module(convert-scf-to-cf)",
+    "gpu.module(expand-strided-metadata)",
+    "gpu.module(lower-affine)",
+    "gpu.module(convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1 index-bitwidth=64})",
+    "reconcile-unrealized-casts",
+]
+
+
+@dataclass(frozen=True)
+class MappedKernel:
+    """A kernel function after mapping: its loop nests as launches, its scratch arguments."""
+
+    nests: list[loop_mapping.MappedLoopNest]
+    scratch: list[kernel_scratch.ScratchArgument]
+
+
+def run(module: ir.Module, passes: list[str]) -> None:
+    passmanager.PassManager.parse(f"builtin.module({','.join(passes)})").run(module.operation)
+
+
+def map_to_blocks_and_threads(module: ir.Module, symbol: str) -> MappedKernel:
+    """Steps 1-3 on `module` in place; an error names the kernel."""
+    cpu_lowering.register_passes()
+    try:
+        with module.context:
+            run(module, cpu_lowering.TO_LINALG)
+            materialization.write_over_dying_operands(module)
+            run(module, cpu_lowering.BUFFERIZE)
+            scratch = kernel_scratch.scratch_from_arguments(module).get(symbol, [])
+            with ir.Location.unknown():
+                nests = map_buffer_loops(module, symbol)
+    except ir.MLIRError as error:
+        raise MlirxlaError(f"kernel {symbol} failed to map to blocks and threads: {cpu_lowering.diagnostic_text(error)}") from None
+    return MappedKernel(nests, list(scratch))
+
+
+def map_buffer_loops(module: ir.Module, symbol: str) -> list[loop_mapping.MappedLoopNest]:
+    """Step 2 and 3 on a bufferized kernel (what the host check runs sequentially on the CPU)."""
+    cpu_lowering.copies_as_loops(module)
+    loop_mapping.parallel_dimensions_first(module)
+    run(module, TO_PARALLEL_LOOPS)
+    return loop_mapping.map_loop_nests(module, symbol)
+
+
+def to_nvvm(module: ir.Module, symbol: str) -> None:
+    """Steps 4-5 on a mapped module in place."""
+    try:
+        with module.context:
+            run(module, TO_GPU)
+            module.operation.attributes["gpu.container_module"] = ir.UnitAttr.get()
+            run(module, TO_NVVM)
+    except ir.MLIRError as error:
+        raise MlirxlaError(f"kernel {symbol} failed to lower to NVVM: {cpu_lowering.diagnostic_text(error)}") from None

@@ -1,0 +1,176 @@
+"""What a lent GPU machine runs: a folder (under 64 MiB) with the cuda backend's executables
+of the benchmark programs and a slice of the interpreter suite, what to feed them, what they
+must give, the runtime and `gpu-check` (`scripts/gpu-pack` writes it, `scripts/gpu-check`
+runs there with that machine's `python3`, which has jax 0.11.2 with XLA:GPU, numpy and the
+CUDA libraries, and no MLIR toolkit).
+
+    pack/
+      manifest.json            per workload: file, kind, inputs (seed, shapes, dtypes), tolerances
+      <workload>.mlirxla       the executable
+      <workload>.expected.npz  the expected outputs
+      jax_programs.py          the JAX functions, for the XLA:GPU peer (benchmarks only)
+      mlirxla_cuda_runtime/    a copy of runtime/cuda
+      gpu-check                the check
+
+Inputs are not shipped: both sides draw them from numpy's PCG64 with the seed of the
+manifest (standard normal, integers 0..9), which gives the same arrays on every machine.
+Expected outputs: for the benchmark programs, this machine's cpu backend (itself checked
+against the StableHLO interpreter by the test suite; the interpreter takes minutes on the
+large ones); for the suite slice, the reference interpreter.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import sys
+
+import numpy as np
+
+BENCHMARKS = ["mlp", "softmax", "transformer", "convnet", "scan", "mlp_softmax_small"]
+# the jax function of each benchmark program (examples/jax_programs.py) for the XLA:GPU peer
+JAX_FUNCTIONS = {"mlp": "mlp3", "softmax": "softmax", "transformer": "block", "convnet": "convnet", "scan": "rnn_scan",
+                 "mlp_softmax_small": "mlp"}
+MEMORY_BOUND = {"softmax"}  # workloads whose HBM bandwidth fraction gpu-check reports
+SUITE_SLICE = ["add.mlir", "exponential.mlir", "reduce.mlir", "transpose.mlir", "broadcast_in_dim.mlir", "concatenate.mlir",
+               "select.mlir", "dynamic_slice.mlir", "iota.mlir", "compare.mlir", "dot_general.mlir", "while.mlir"]
+LIMIT_BYTES = 64 * 1024 * 1024
+REPOSITORY = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def draw_inputs(seed: int, parameters: list[dict]) -> list[np.ndarray]:
+    """The inputs of a workload, the same on every machine (gpu-check draws them alike)."""
+    generator = np.random.default_rng(seed)
+    arrays = []
+    for parameter in parameters:
+        dtype = np.dtype(parameter["dtype"])
+        if dtype.kind == "f":
+            arrays.append(generator.standard_normal(parameter["shape"]).astype(dtype))
+        else:
+            arrays.append(generator.integers(0, 10, parameter["shape"]).astype(dtype))
+    return arrays
+
+
+def benchmark(name: str, seed: int) -> tuple[bytes, dict, list[np.ndarray]]:
+    from mlirxla import frontdoor
+    from mlirxla.context import new_context
+    from mlirxla.pipelines.runner import RunOptions
+    from mlirxla.runtime.client import Client
+
+    from . import compiler
+
+    path = os.path.join(REPOSITORY, "test", "data", "jax", "programs", f"{name}.stablehlo.mlir")
+    with open(path, "rb") as handle:
+        data = handle.read()
+    program = compiler.compile_program(frontdoor.import_bytes(data, path, new_context()).module, RunOptions(backend="cuda"))
+    parameters = program.executable.plan["parameters"]
+    inputs = draw_inputs(seed, parameters)
+    expected = Client(backend="cpu").compile(data).execute_numpy(inputs)
+    entry = {"kind": "benchmark", "file": f"{name}.mlirxla", "seed": seed, "parameters": parameters,
+             "jax_function": JAX_FUNCTIONS[name], "memory_bound": name in MEMORY_BOUND, "rtol": 1e-3, "atol": 1e-4,
+             "expected_from": "mlirxla cpu backend"}
+    return program.executable.to_bytes(), entry, [np.asarray(e) for e in expected]
+
+
+def suite_cases(directory: str, limit: int) -> list:
+    from mlirxla.conformance import collect
+
+    by_file: dict[str, list] = {}
+    for case in collect(directory):
+        if case.file in SUITE_SLICE and not case.run_parallel:
+            by_file.setdefault(case.file, []).append(case)
+    spread = []  # the files' first functions, then their second ones, ...: every file in a small slice
+    for depth in range(max((len(cases) for cases in by_file.values()), default=0)):
+        spread += [cases[depth] for cases in by_file.values() if depth < len(cases)]
+    return spread[:limit]
+
+
+def suite_case(case, seed: int) -> tuple[bytes, dict, list[np.ndarray]]:
+    """A suite function compiled by the cuda backend with its checks turned into results; the
+    expected outputs are the reference interpreter's for the same function."""
+    from mlirxla import frontdoor
+    from mlirxla.conformance import suite_options
+    from mlirxla.context import new_context
+    from mlirxla.mlir import ir
+    from mlirxla.runtime import driver
+    from mlirxla.runtime.reference import extract_checks, find_function, trim_to_entry
+
+    from . import compiler
+
+    context = new_context()
+    imported = frontdoor.import_text(case.text, case.file, context)
+    with context, ir.Location.unknown():
+        executable, _, _ = driver.compile_entry(imported.module, case.function, suite_options("reference"), backend="reference")
+        expected = executable.execute([])
+        extract_checks(find_function(imported.module, case.function).operation)
+        trim_to_entry(imported.module, case.function)
+    program = compiler.compile_program(imported.module, suite_options("cuda"))
+    entry = {"kind": "suite", "file": f"{safe_name(case.name)}.mlirxla", "seed": seed, "parameters": program.executable.plan["parameters"],
+             "rtol": 1e-4, "atol": 1e-5, "expected_from": "StableHLO reference interpreter", "function": case.name}
+    return program.executable.to_bytes(), entry, [np.asarray(e) for e in expected]
+
+
+def safe_name(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "_-" else "_" for c in name).strip("_")
+
+
+def write_pack(output: str, suite_directory: str | None, suite_limit: int, programs: list[str] = BENCHMARKS, log=print) -> dict:
+    if os.path.exists(output):
+        shutil.rmtree(output)
+    os.makedirs(output)
+    manifest = {"format": "mlirxla-gpu-pack", "version": 1, "workloads": {}, "refused": {}}
+    jobs = [(name, lambda name=name, seed=index: benchmark(name, seed)) for index, name in enumerate(programs)]
+    if suite_directory and os.path.isdir(suite_directory):
+        for index, case in enumerate(suite_cases(suite_directory, suite_limit)):
+            jobs.append((case.name, lambda case=case, seed=100 + index: suite_case(case, seed)))
+    from mlirxla.errors import MlirxlaError
+
+    for name, job in jobs:
+        try:
+            executable, entry, expected = job()
+        except MlirxlaError as error:
+            manifest["refused"][name] = str(error)
+            log(f"  {name}: refused: {error}")
+            continue
+        key = safe_name(name)
+        with open(os.path.join(output, entry["file"]), "wb") as handle:
+            handle.write(executable)
+        np.savez(os.path.join(output, f"{key}.expected.npz"), *expected)
+        entry["expected"] = f"{key}.expected.npz"
+        manifest["workloads"][key] = entry
+        log(f"  {name}: {len(executable)} bytes")
+    shutil.copytree(os.path.join(REPOSITORY, "runtime", "cuda"), os.path.join(output, "mlirxla_cuda_runtime"),
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(os.path.join(REPOSITORY, "examples", "jax_programs.py"), output)
+    shutil.copy(os.path.join(REPOSITORY, "scripts", "gpu-check"), os.path.join(output, "gpu-check"))
+    with open(os.path.join(output, "manifest.json"), "w") as handle:
+        json.dump(manifest, handle, indent=1)
+    total = sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(output) for f in files)
+    if total > LIMIT_BYTES:
+        raise MlirxlaError(f"the pack is {total} bytes, over the {LIMIT_BYTES} a GPU machine takes")
+    manifest["bytes"] = total
+    return manifest
+
+
+def main(argv=None) -> int:
+    from mlirxla.tools.conformance import DEFAULT_DIRECTORY
+
+    parser = argparse.ArgumentParser(prog="scripts/gpu-pack", description=__doc__.splitlines()[0])
+    parser.add_argument("output", nargs="?", default="gpu-pack")
+    parser.add_argument("--suite", default=DEFAULT_DIRECTORY, help="the interpreter suite (its slice is packed when present)")
+    parser.add_argument("--suite-limit", type=int, default=40, help="at most this many suite functions")
+    parser.add_argument("--programs", default=",".join(BENCHMARKS), help="the benchmark programs to pack (comma-separated)")
+    arguments = parser.parse_args(argv)
+    programs = [name for name in arguments.programs.split(",") if name]
+    unknown = sorted(set(programs) - set(BENCHMARKS))
+    if unknown:
+        print(f"gpu-pack: error: unknown program '{unknown[0]}' (known: {', '.join(BENCHMARKS)})", file=sys.stderr)
+        return 2
+    manifest = write_pack(arguments.output, arguments.suite, arguments.suite_limit, programs)
+    print(f"wrote {arguments.output}: {len(manifest['workloads'])} workload(s), {len(manifest['refused'])} refused, "
+          f"{manifest['bytes']} bytes; on the GPU machine: python3 {arguments.output}/gpu-check")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""A GPU as `executor.py` wants a device: the CUDA driver API and cuBLAS through ctypes.
+
+ctypes over `libcuda.so.1` (the driver every GPU machine has) rather than a Python binding
+package: the driver's C interface is the one that does not change between the releases of
+`cuda-bindings` and `cuda-core`, and nothing needs compiling. cuBLAS is the library of the
+`nvidia-cublas` package found on `sys.path` (`nvidia/**/libcublas.so*`), else the system's.
+Everything runs on the legacy default stream, in order: a launch, a GEMM and a copy follow
+the one before.
+"""
+
+import ctypes
+import ctypes.util
+import glob
+import os
+import sys
+
+CUBLAS_OP_N, CUBLAS_OP_T = 0, 1
+
+
+class CudaError(RuntimeError):
+    """A CUDA driver or cuBLAS call failed."""
+
+
+def _driver() -> ctypes.CDLL:
+    for name in ("libcuda.so.1", "libcuda.so", ctypes.util.find_library("cuda")):
+        if name:
+            try:
+                return ctypes.CDLL(name)
+            except OSError:
+                continue
+    raise CudaError("no CUDA driver (libcuda.so.1) on this machine")
+
+
+def find_cublas() -> str | None:
+    found = []
+    for entry in sys.path:
+        found += sorted(glob.glob(os.path.join(entry, "nvidia", "**", "libcublas.so*"), recursive=True))
+    found = [path for path in found if "Lt" not in os.path.basename(path)]
+    return found[0] if found else ctypes.util.find_library("cublas")
+
+
+class CudaDevice:
+    """GPU `ordinal` of this machine, its primary context current on this thread."""
+
+    def __init__(self, ordinal: int = 0):
+        self.cuda = _driver()
+        self.check(self.cuda.cuInit(0), "cuInit")
+        device = ctypes.c_int()
+        self.check(self.cuda.cuDeviceGet(ctypes.byref(device), ordinal), "cuDeviceGet")
+        self.context = ctypes.c_void_p()
+        self.check(self.cuda.cuDevicePrimaryCtxRetain(ctypes.byref(self.context), device), "cuDevicePrimaryCtxRetain")
+        self.check(self.cuda.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
+        name = ctypes.create_string_buffer(256)
+        self.check(self.cuda.cuDeviceGetName(name, 256, device), "cuDeviceGetName")
+        self.name = name.value.decode()
+        self.cublas = None
+        self.cublas_handle = ctypes.c_void_p()
+
+    def check(self, status: int, call: str) -> None:
+        if status != 0:
+            text = ctypes.c_char_p()
+            self.cuda.cuGetErrorString(status, ctypes.byref(text))
+            raise CudaError(f"{call} failed: {text.value.decode() if text.value else status}")
+
+    # --- modules, memory ---------------------------------------------------------------
+
+    def load_module(self, image: bytes, kind: str):
+        module = ctypes.c_void_p()
+        data = image if kind == "cubin" else image + b"\0"
+        self.check(self.cuda.cuModuleLoadData(ctypes.byref(module), ctypes.c_char_p(data)), f"cuModuleLoadData ({kind})")
+        return module
+
+    def function(self, module, name: str):
+        function = ctypes.c_void_p()
+        self.check(self.cuda.cuModuleGetFunction(ctypes.byref(function), module, name.encode()), f"cuModuleGetFunction {name}")
+        return function
+
+    def allocate(self, nbytes: int) -> int:
+        address = ctypes.c_uint64()
+        self.check(self.cuda.cuMemAlloc_v2(ctypes.byref(address), ctypes.c_size_t(nbytes)), "cuMemAlloc")
+        return address.value
+
+    def copy_to_device(self, address: int, data: bytes) -> None:
+        self.check(self.cuda.cuMemcpyHtoD_v2(ctypes.c_uint64(address), ctypes.c_char_p(data), ctypes.c_size_t(len(data))), "cuMemcpyHtoD")
+
+    def copy_to_host(self, address: int, nbytes: int) -> bytes:
+        buffer = ctypes.create_string_buffer(nbytes)
+        self.check(self.cuda.cuMemcpyDtoH_v2(buffer, ctypes.c_uint64(address), ctypes.c_size_t(nbytes)), "cuMemcpyDtoH")
+        return buffer.raw
+
+    def copy_on_device(self, destination: int, source: int, nbytes: int) -> None:
+        self.check(self.cuda.cuMemcpyDtoDAsync_v2(ctypes.c_uint64(destination), ctypes.c_uint64(source), ctypes.c_size_t(nbytes), None),
+                   "cuMemcpyDtoDAsync")
+
+    def synchronize(self) -> None:
+        self.check(self.cuda.cuCtxSynchronize(), "cuCtxSynchronize")
+
+    # --- work ------------------------------------------------------------------------
+
+    def launch(self, function, grid, block, shared_bytes: int, pointers: list[int]) -> None:
+        values = (ctypes.c_uint64 * max(1, len(pointers)))(*pointers)
+        base = ctypes.addressof(values)
+        parameters = (ctypes.c_void_p * max(1, len(pointers)))(*[base + 8 * i for i in range(len(pointers))])
+        self.check(self.cuda.cuLaunchKernel(function, *[ctypes.c_uint(v) for v in grid], *[ctypes.c_uint(v) for v in block],
+                                            ctypes.c_uint(shared_bytes), None, parameters, None), "cuLaunchKernel")
+
+    def gemm(self, dtype: str, m: int, n: int, k: int, batch: int, transpose_lhs: bool, transpose_rhs: bool,
+             lhs: int, rhs: int, out: int) -> None:
+        """Row-major out = op(lhs) @ op(rhs), as column-major out^T = op(rhs)^T @ op(lhs)^T."""
+        library = self.cublas_library()
+        scalar = ctypes.c_float if dtype == "float32" else ctypes.c_double
+        alpha, beta = scalar(1.0), scalar(0.0)
+        lda = m if transpose_lhs else k
+        ldb = k if transpose_rhs else n
+        operation_rhs = CUBLAS_OP_T if transpose_rhs else CUBLAS_OP_N
+        operation_lhs = CUBLAS_OP_T if transpose_lhs else CUBLAS_OP_N
+        letter = "S" if dtype == "float32" else "D"
+        common = (self.cublas_handle, operation_rhs, operation_lhs, n, m, k, ctypes.byref(alpha))
+        if batch == 1:
+            status = getattr(library, f"cublas{letter}gemm_v2")(*common, ctypes.c_void_p(rhs), ldb, ctypes.c_void_p(lhs), lda,
+                                                                ctypes.byref(beta), ctypes.c_void_p(out), n)
+        else:
+            status = getattr(library, f"cublas{letter}gemmStridedBatched")(
+                *common, ctypes.c_void_p(rhs), ldb, ctypes.c_longlong(k * n), ctypes.c_void_p(lhs), lda, ctypes.c_longlong(m * k),
+                ctypes.byref(beta), ctypes.c_void_p(out), n, ctypes.c_longlong(m * n), batch)
+        if status != 0:
+            raise CudaError(f"cublas{letter}gemm {m}x{n}x{k} (batch {batch}) failed with status {status}")
+
+    def cublas_library(self) -> ctypes.CDLL:
+        if self.cublas is None:
+            path = find_cublas()
+            if path is None:
+                raise CudaError("no cuBLAS library (libcublas.so) found: install nvidia-cublas")
+            self.cublas = ctypes.CDLL(path)
+            status = self.cublas.cublasCreate_v2(ctypes.byref(self.cublas_handle))
+            if status != 0:
+                raise CudaError(f"cublasCreate failed with status {status}")
+        return self.cublas
+
+    # --- timing ----------------------------------------------------------------------
+
+    def elapsed_ms(self, work) -> float:
+        """Milliseconds between CUDA events recorded before and after `work()` on the stream."""
+        start, end = ctypes.c_void_p(), ctypes.c_void_p()
+        self.check(self.cuda.cuEventCreate(ctypes.byref(start), 0), "cuEventCreate")
+        self.check(self.cuda.cuEventCreate(ctypes.byref(end), 0), "cuEventCreate")
+        self.check(self.cuda.cuEventRecord(start, None), "cuEventRecord")
+        work()
+        self.check(self.cuda.cuEventRecord(end, None), "cuEventRecord")
+        self.check(self.cuda.cuEventSynchronize(end), "cuEventSynchronize")
+        milliseconds = ctypes.c_float()
+        self.check(self.cuda.cuEventElapsedTime(ctypes.byref(milliseconds), start, end), "cuEventElapsedTime")
+        self.cuda.cuEventDestroy_v2(start)
+        self.cuda.cuEventDestroy_v2(end)
+        return milliseconds.value

@@ -1,0 +1,84 @@
+"""scripts/gpu-pack and scripts/gpu-check without a GPU: the pack holds what the GPU machine
+needs (executables, expected outputs, the runtime, the JAX functions, gpu-check) under 64 MiB,
+its executables load in the pack's runtime copy, gpu-check draws the same inputs as the
+packer and judges outputs with the manifest's tolerances, and with no GPU it says so in one
+JSON line."""
+
+import json
+import os
+import runpy
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from mlirxla.backends.cuda import pack, ptxas
+from mlirxla.runtime.cuda import ExecutableFile
+
+from .conftest import CONFORMANCE, REPOSITORY
+from .fake_cuda_device import FakeCudaDevice
+
+pytestmark = pytest.mark.skipif(ptxas.unavailable() is not None, reason=ptxas.unavailable() or "")
+
+
+@pytest.fixture(scope="module")
+def packed(tmp_path_factory):
+    output = tmp_path_factory.mktemp("pack") / "pack"
+    manifest = pack.write_pack(str(output), CONFORMANCE, 4, ["mlp_softmax_small"], log=lambda line: None)
+    return output, manifest
+
+
+def test_the_pack_holds_what_the_gpu_machine_runs(packed):
+    output, manifest = packed
+    assert manifest["bytes"] < pack.LIMIT_BYTES and not manifest["refused"]
+    assert manifest["workloads"]["mlp_softmax_small"]["jax_function"] == "mlp"
+    for name in ("gpu-check", "jax_programs.py", "manifest.json", os.path.join("mlirxla_cuda_runtime", "executor.py")):
+        assert (output / name).exists(), name
+    for entry in manifest["workloads"].values():
+        executable = ExecutableFile.from_bytes((output / entry["file"]).read_bytes())
+        assert executable.plan["parameters"] == entry["parameters"]
+        with np.load(output / entry["expected"]) as expected:
+            assert [list(expected[f"arr_{i}"].shape) for i in range(len(expected.files))][:len(executable.plan["outputs"])] == \
+                [o["shape"] for o in executable.plan["outputs"]]
+
+
+def test_gpu_check_draws_the_packers_inputs_and_judges_with_tolerances(packed):
+    output, manifest = packed
+    check = runpy.run_path(str(output / "gpu-check"), run_name="gpu_check")
+    entry = manifest["workloads"]["mlp_softmax_small"]
+    drawn = check["draw_inputs"](entry["seed"], entry["parameters"], np)
+    for ours, theirs in zip(pack.draw_inputs(entry["seed"], entry["parameters"]), drawn):
+        np.testing.assert_array_equal(ours, theirs)
+    with np.load(output / entry["expected"]) as stored:
+        expected = [stored["arr_0"]]
+    assert check["compare"](expected, expected, 1e-3, 1e-4, np) == (True, 0.0)
+    ok, worst = check["compare"]([expected[0] + 0.5], expected, 1e-3, 1e-4, np)
+    assert not ok and worst == pytest.approx(0.5)
+    assert check["compare"]([np.array([1, 2], np.int32)], [np.array([1, 3], np.int32)], 0, 0, np)[0] is False
+
+
+def test_the_packed_executables_load_in_the_packed_runtime(packed):
+    output, manifest = packed
+    sys.path.insert(0, str(output))
+    try:
+        import mlirxla_cuda_runtime
+
+        for entry in manifest["workloads"].values():
+            device = FakeCudaDevice()
+            inputs = pack.draw_inputs(entry["seed"], entry["parameters"])
+            outputs = mlirxla_cuda_runtime.load(str(output / entry["file"]), device).run(inputs)
+            assert len(outputs) >= 1 and any(call[0] in ("launch", "gemm", "copy_to_host") for call in device.calls)
+    finally:
+        sys.path.remove(str(output))
+        for name in [name for name in sys.modules if name.split(".")[0] == "mlirxla_cuda_runtime"]:
+            del sys.modules[name]
+
+
+def test_gpu_check_says_plainly_when_there_is_no_gpu(packed):
+    output, _ = packed
+    done = subprocess.run([sys.executable, str(output / "gpu-check")], capture_output=True, text=True, cwd=REPOSITORY)
+    report = json.loads(done.stdout)
+    if report["gpu"] is not None:
+        pytest.skip(f"a GPU is here ({report['gpu']}): the no-GPU path is not taken")
+    assert done.returncode == 3 and "no GPU" in report["reason"]
