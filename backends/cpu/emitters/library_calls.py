@@ -69,7 +69,7 @@ def convolution_as_gemm(emitter, convolution: ir.Operation, owner: ir.Operation,
     emitter.decisions.append(f"{name}: convolution as im2col + BLAS GEMM {shape.element} {shape.m}x{shape.features}x{shape.k}")
     arguments = (emitter.slice_of(lhs), rows)
     threads = cpu_threads()
-    if shape.batch > 1 and threads > 1 and thread_split.estimate_moving(shape.input_bytes + rows_bytes, 0, threads).pays:
+    if emitter.slice_rows and shape.batch > 1 and threads > 1 and thread_split.estimate_moving(shape.input_bytes + rows_bytes, 0, threads).pays:
         # one image's rows per call, spread over the thread pool (the GEMM after it is threaded too)
         image = dataclasses.replace(shape, batch=1)
         emitter.kernels.append(KernelSpec(symbol, convolution, source=im2col_module_text(symbol, image)))
