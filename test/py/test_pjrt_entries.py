@@ -46,7 +46,7 @@ STILL_UNIMPLEMENTED = {
     "PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer": 104, "PJRT_AsyncHostToDeviceTransferManager_Device": 105,
     "PJRT_AsyncHostToDeviceTransferManager_BufferCount": 106, "PJRT_AsyncHostToDeviceTransferManager_BufferSize": 107,
     "PJRT_AsyncHostToDeviceTransferManager_SetBufferError": 108, "PJRT_AsyncHostToDeviceTransferManager_AddMetadata": 109,
-    "PJRT_Client_DmaMap": 110, "PJRT_Client_DmaUnmap": 111, "PJRT_Client_UpdateGlobalProcessInfo": 113,
+    "PJRT_Client_DmaMap": 110, "PJRT_Client_DmaUnmap": 111,
     "PJRT_TopologyDescription_Deserialize": 114, "PJRT_Client_CreateAliasBuffer": 115, "PJRT_Client_FulfillAliasBuffer": 116,
     "PJRT_Client_CreateErrorBuffer": 118, "PJRT_AsyncHostToDeviceTransferManager_TransferLiteral": 119,
     "PJRT_Buffer_CopyRawToHostFuture": 120, "PJRT_Device_PoisonExecution": 121, "PJRT_Device_CreateAsyncTrackingEvent": 122,
