@@ -5,7 +5,8 @@ Every process sees the four devices with their process index and addresses its o
 2x2 mesh spanning both processes (its collectives over MPI), and a sum over a ring of the
 devices in another order (each process's devices not contiguous in the program), are
 bitwise the same programs on four devices of one process; `multihost_utils.process_allgather` gives every process the
-whole array and each process's value, and `sync_global_devices` returns in both. Skipped
+whole array and each process's value, and `sync_global_devices` returns in both. A jax
+process id other than the MPI rank is refused at backend creation in one line. Skipped
 without the distributed extra (mpi4py, mpich)."""
 
 import importlib.util
@@ -104,3 +105,30 @@ def test_a_jit_over_a_mesh_spanning_two_processes_is_bitwise_the_one_process_res
         np.testing.assert_allclose(expected, reference, rtol=1e-5, atol=1e-5)
         for rank in range(2):
             assert np.load(tmp_path / f"across{name}.{rank}.npy").tobytes() == expected.tobytes(), (name, rank)
+
+
+def test_a_jax_process_id_other_than_the_mpi_rank_is_refused_in_one_line(tmp_path):
+    script = tmp_path / "swapped.py"
+    script.write_text(textwrap.dedent("""
+        import os
+        import sys
+
+        from mpi4py import MPI
+
+        rank = MPI.COMM_WORLD.Get_rank()
+        os.environ["JAX_PLATFORMS"] = "mlirxla"
+        import jax
+
+        jax.distributed.initialize(coordinator_address=sys.argv[1], num_processes=2, process_id=1 - rank)
+        try:
+            jax.devices()
+        except RuntimeError as error:
+            with open(sys.argv[2] + f".{rank}", "w") as refused:
+                refused.write(str(error))
+        jax.distributed.shutdown()
+    """))
+    done = run([MPIEXEC, "-n", "2", sys.executable, str(script), f"localhost:{free_port()}", str(tmp_path / "refused")])
+    assert done.returncode == 0, done.stderr
+    for rank in range(2):
+        assert (f"INVALID_ARGUMENT: jax.distributed.initialize made this process {1 - rank} of 2, but MPI made it rank {rank} "
+                f"of 2: run the processes under mpirun -n 2 with process_id = the MPI rank") in (tmp_path / f"refused.{rank}").read_text()
