@@ -1,7 +1,7 @@
-"""JAX across processes on the mlirxla plugin: `mpirun -n 2` of a script that calls
-`jax.distributed.initialize` (process id = MPI rank) with two mlirxla devices per process.
-Every process sees the four devices with their process index and addresses its own two;
-`jax.make_array_from_process_local_data` takes each process's rows; a `jax.jit` MLP over a
+"""JAX across processes on the mlirxla plugin: `mpirun -n 2` and `-n 4` of a script that
+calls `jax.distributed.initialize` (process id = MPI rank), four mlirxla devices in all.
+Every process sees the four devices with their process index and addresses its own;
+`jax.make_array_from_process_local_data` takes each process's part; a `jax.jit` MLP over a
 2x2 mesh spanning both processes (its collectives over MPI), and a sum over a ring of the
 devices in another order (each process's devices not contiguous in the program), are
 bitwise the same programs on four devices of one process; `multihost_utils.process_allgather` gives every process the
@@ -51,18 +51,25 @@ SCRIPT = textwrap.dedent("""
     w1 = rng.standard_normal((16, 32)).astype(np.float32) / 4
     w2 = rng.standard_normal((32, 8)).astype(np.float32) / 4
     mesh = Mesh(np.array(jax.devices()).reshape(2, 2), ("batch", "model"))
-    rows = 8 // size
-    gx = jax.make_array_from_process_local_data(NamedSharding(mesh, P("batch", None)), x[rank * rows:(rank + 1) * rows], x.shape)
+
+    def from_local_part(spec, array):  # the global array from this process's span of its devices' shards
+        sharding = NamedSharding(mesh, spec)
+        indices = sharding.addressable_devices_indices_map(array.shape).values()
+        span = tuple(slice(min(index[k].indices(n)[0] for index in indices), max(index[k].indices(n)[1] for index in indices))
+                     for k, n in enumerate(array.shape))
+        return jax.make_array_from_process_local_data(sharding, array[span], array.shape)
+
+    gx = from_local_part(P("batch", None), x)
     for shard in gx.addressable_shards:
         assert np.array_equal(np.asarray(shard.data), x[shard.index])
-    gw1 = jax.make_array_from_process_local_data(NamedSharding(mesh, P(None, "model")), w1, w1.shape)
-    gw2 = jax.make_array_from_process_local_data(NamedSharding(mesh, P("model", None)), w2, w2.shape)
+    gw1 = from_local_part(P(None, "model"), w1)
+    gw2 = from_local_part(P("model", None), w2)
     mlp = jax.jit(lambda a, b, c: jnp.maximum(a @ b, 0) @ c, out_shardings=NamedSharding(mesh, P()))
     out = mlp(gx, gw1, gw2)
     assert out.shape == (8, 8) and out.is_fully_replicated
     np.save(sys.argv[2] + f".{rank}.npy", np.asarray(out.addressable_data(0)))
 
-    # devices in another order: the program's devices 0 and 3 in process 0, 1 and 2 in process 1
+    # devices in another order: with 2 processes, the program's devices 0 and 3 in process 0, 1 and 2 in process 1
     ring = Mesh(np.array(jax.devices())[[1, 2, 3, 0]], ("batch",))
     total = jax.jit(lambda a: (a * 2).sum(axis=0), out_shardings=NamedSharding(ring, P()))(
         jax.device_put(x, NamedSharding(ring, P("batch"))))
@@ -89,21 +96,23 @@ def run(command: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True, env=environment, timeout=900)
 
 
-def test_a_jit_over_a_mesh_spanning_two_processes_is_bitwise_the_one_process_result(tmp_path):
+@pytest.mark.parametrize("processes", [2, 4])
+def test_a_jit_over_a_mesh_spanning_processes_is_bitwise_the_one_process_result(processes, tmp_path):
     script = tmp_path / "across.py"
     script.write_text(SCRIPT)
     alone = run([sys.executable, str(script), "-", str(tmp_path / "alone")])
     assert alone.returncode == 0, alone.stderr
-    across = run([MPIEXEC, "-n", "2", sys.executable, str(script), f"localhost:{free_port()}",
+    across = run([MPIEXEC, "-n", str(processes), sys.executable, str(script), f"localhost:{free_port()}",
                   str(tmp_path / "across")])
     assert across.returncode == 0, across.stderr
-    assert [(tmp_path / f"across.done.{rank}").read_text() for rank in range(2)] == ["process 0 of 2 done", "process 1 of 2 done"]
+    assert [(tmp_path / f"across.done.{rank}").read_text() for rank in range(processes)] == [
+        f"process {rank} of {processes} done" for rank in range(processes)]
     rng = np.random.default_rng(3)
     x, w1, w2 = (rng.standard_normal(shape).astype(np.float32) / scale for shape, scale in (((8, 16), 1), ((16, 32), 4), ((32, 8), 4)))
     for name, reference in (("", np.maximum(x @ w1, 0) @ w2), (".total", (x * 2).sum(axis=0))):
         expected = np.load(tmp_path / f"alone{name}.0.npy")
         np.testing.assert_allclose(expected, reference, rtol=1e-5, atol=1e-5)
-        for rank in range(2):
+        for rank in range(processes):
             assert np.load(tmp_path / f"across{name}.{rank}.npy").tobytes() == expected.tobytes(), (name, rank)
 
 
