@@ -2,12 +2,13 @@
 calls `jax.distributed.initialize` (process id = MPI rank), four mlirxla devices in all.
 Every process sees the four devices with their process index and addresses its own;
 `jax.make_array_from_process_local_data` takes each process's part; a `jax.jit` MLP over a
-2x2 mesh spanning both processes (its collectives over MPI), and a sum over a ring of the
+2x2 mesh spanning the processes (its collectives over MPI), and a sum over a ring of the
 devices in another order (each process's devices not contiguous in the program), are
-bitwise the same programs on four devices of one process; `multihost_utils.process_allgather` gives every process the
-whole array and each process's value, and `sync_global_devices` returns in both. A jax
-process id other than the MPI rank is refused at backend creation in one line. Skipped
-without the distributed extra (mpi4py, mpich)."""
+bitwise the same programs on four devices of one process;
+`multihost_utils.process_allgather` gives every process the whole array and each process's
+value, and `sync_global_devices` returns in every process. A jax process id other than the
+MPI rank is refused at backend creation in one line. Skipped without the distributed extra
+(mpi4py, mpich)."""
 
 import importlib.util
 import socket
