@@ -238,9 +238,8 @@ def execute_devices(executable: LoadedExecutable, arrays: list, addresses: list,
     runs = [DeviceRun(inner, frozenset(indices), list(at)) for indices, at in zip(donated, addresses)]
     if len(positions) == grid.device_count:
         return execute_on_devices(runs, arrays, grid)
-    processes = executable.client.processes
-    local_devices = len(executable.client.devices()) // processes.count
-    exchange = processes.exchange.placed(tuple(device // local_devices for device in device_ids))
+    exchange = executable.client.processes.exchange
+    exchange = exchange.placed(tuple(exchange.process_of(device) for device in device_ids))
     return execute_on_devices(runs, arrays, grid, local=list(positions), exchange=exchange)
 
 
