@@ -24,10 +24,10 @@ collective, never a hang (a blocking MPI call would wait forever on a dead peer)
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 import time
 import zlib
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -80,7 +80,7 @@ class Pending:
 ABANDONED: list = []  # requests a timeout left behind, with their buffers: MPI may still write them
 
 
-@dataclass
+@dataclasses.dataclass
 class MpiExchange:
     """This process's part of an execution across `size` processes of `local_devices` each."""
 
@@ -89,6 +89,9 @@ class MpiExchange:
     size: int
     local_devices: int
     tag_bound: int  # the largest tag this MPI takes (MPI_TAG_UB)
+    # The process of each device of the program, when not device // local_devices: jax's
+    # device assignment may put a program's device d on any process's device.
+    placement: tuple[int, ...] | None = None
 
     @staticmethod
     def create(local_devices: int) -> "MpiExchange":
@@ -109,11 +112,17 @@ class MpiExchange:
                                f"communicator within {timeout:g} s (MLIRXLA_COLLECTIVE_TIMEOUT)")
         return MpiExchange(comm, rank, size, local_devices, comm.Get_attr(MPI.TAG_UB))
 
+    def placed(self, placement: tuple[int, ...]) -> "MpiExchange":
+        """This exchange for a program whose device d runs in process placement[d]."""
+        return dataclasses.replace(self, placement=tuple(placement))
+
     def process_of(self, device: int) -> int:
-        return device // self.local_devices
+        return self.placement[device] if self.placement is not None else device // self.local_devices
 
     def local(self) -> list[int]:
         """This process's devices, by global id."""
+        if self.placement is not None:
+            return [device for device, process in enumerate(self.placement) if process == self.rank]
         return list(range(self.rank * self.local_devices, (self.rank + 1) * self.local_devices))
 
     def members_here(self, group: tuple[int, ...]) -> tuple[int, ...]:

@@ -9,6 +9,7 @@ else a copy; the C side copies results out of the array's memory itself.
 """
 
 import ctypes
+import dataclasses
 import os
 
 import ml_dtypes
@@ -19,12 +20,14 @@ from mlirxla.errors import MlirxlaError
 from mlirxla.mlir import stablehlo
 from mlirxla.runtime.client import Client, LoadedExecutable
 from mlirxla.runtime.devices import DeviceGrid, DeviceRun, execute_on_devices
+from mlirxla.runtime.mpi_exchange import MpiExchange
 
 from . import serialization
 from .chosen_shardings import with_chosen_shardings
 from .compile_options import BuildGrid, build_grid, compile_options_from_proto
 
 NUM_DEVICES_OPTION = "num_devices"
+NODE_ID_OPTION, NUM_NODES_OPTION = "node_id", "num_nodes"  # jax.distributed.initialize's
 
 
 def stablehlo_versions() -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -35,9 +38,44 @@ def stablehlo_versions() -> tuple[tuple[int, ...], tuple[int, ...]]:
     return parse(stablehlo.get_current_version()), parse(stablehlo.get_minimum_version())
 
 
-def create_client(options: dict) -> tuple[Client, int, str]:
-    """The runtime client, how many virtual devices the PJRT client shows, and their kind: the
-    backend `MLIRXLA_BACKEND` names (cpu by default)."""
+@dataclasses.dataclass(frozen=True)
+class Processes:
+    """This process's place in a job of several (`jax.distributed.initialize`): jax gives the
+    plugin `node_id` and `num_nodes` among the client-create options; the devices are PJRT's
+    numbering, process p holding p*L .. p*L+L-1, and collectives cross processes over MPI (the
+    job runs under mpirun, whose rank and size must be jax's process id and count)."""
+
+    index: int = 0
+    count: int = 1
+    exchange: MpiExchange | None = None
+
+    @staticmethod
+    def from_options(options: dict, local_devices: int) -> "Processes":
+        count, index = int(options.get(NUM_NODES_OPTION, 1)), int(options.get(NODE_ID_OPTION, 0))
+        if count <= 1:
+            return Processes()
+        from mlirxla.runtime import distributed
+
+        if (distributed.process_rank(), distributed.process_count()) != (index, count):
+            raise MlirxlaError(f"jax.distributed.initialize made this process {index} of {count}, but MPI made it rank "
+                               f"{distributed.process_rank()} of {distributed.process_count()}: run the processes under "
+                               f"mpirun -n {count} with process_id = the MPI rank")
+        return Processes(index, count, MpiExchange.create(local_devices))
+
+
+class PluginClient(Client):
+    """The runtime client of the devices jax sees: all processes' (they compile for any of
+    them), with this process's place among the processes."""
+
+    def __init__(self, local_devices: int, processes: Processes, **options):
+        super().__init__(local_devices * processes.count, **options)
+        self.processes = processes
+
+
+def create_client(options: dict) -> tuple[Client, int, str, int, int]:
+    """The runtime client, how many virtual devices the PJRT client shows in every process and
+    their kind (the backend `MLIRXLA_BACKEND` names, cpu by default), this process's index,
+    and how many of the devices are this process's (the `num_devices` option)."""
     count = int(options.get(NUM_DEVICES_OPTION, 1))
     if count < 1:
         raise MlirxlaError(f"the {NUM_DEVICES_OPTION} option must be at least 1, got {count}")
@@ -45,7 +83,9 @@ def create_client(options: dict) -> tuple[Client, int, str]:
     from mlirxla.report import profile
 
     profile.record_from_environment()  # MLIRXLA_PROFILE=DIR: a trace of the whole process, written at exit
-    return Client(count, cache_dir=os.environ.get("MLIRXLA_CACHE_DIR"), backend=backend), count, backend
+    processes = Processes.from_options(options, count)
+    client = PluginClient(count, processes, cache_dir=os.environ.get("MLIRXLA_CACHE_DIR"), backend=backend)
+    return client, count * processes.count, backend, processes.index, count
 
 
 def compile(client: Client, code: bytes, program_format: str,
@@ -185,15 +225,22 @@ def execute(executable: LoadedExecutable, arrays: list, addresses: list, donated
     return executable.executable.execute(arrays, donated=frozenset(donated), addresses=addresses)
 
 
-def execute_devices(executable: LoadedExecutable, arrays: list, addresses: list, donated: list) -> list:
-    """Run on every device of the executable's grid at once, one thread per device (their
-    collectives meet): `arrays[d]`, `addresses[d]`, `donated[d]` are device d's, by flattened
-    id; the outputs per device. The C side holds the GIL while waiting here; the device
-    threads take turns with it, and the kernels run without it."""
+def execute_devices(executable: LoadedExecutable, arrays: list, addresses: list, donated: list,
+                    positions: tuple[int, ...], device_ids: tuple[int, ...]) -> list:
+    """Run this process's devices of the executable's grid at once, one thread per device
+    (their collectives meet, across processes over MPI): `arrays[i]`, `addresses[i]`,
+    `donated[i]` are those of the device at flattened position `positions[i]`; `device_ids`
+    are the devices of every position (which process runs each). The outputs per device. The
+    C side holds the GIL while waiting here; the device threads take turns with it, and the
+    kernels run without it."""
     inner = executable.executable
     grid = DeviceGrid(inner.plan.replica_count, inner.plan.partition_count)
     runs = [DeviceRun(inner, frozenset(indices), list(at)) for indices, at in zip(donated, addresses)]
-    return execute_on_devices(runs, arrays, grid)
+    if len(positions) == grid.device_count:
+        return execute_on_devices(runs, arrays, grid)
+    exchange = executable.client.processes.exchange
+    exchange = exchange.placed(tuple(exchange.process_of(device) for device in device_ids))
+    return execute_on_devices(runs, arrays, grid, local=list(positions), exchange=exchange)
 
 
 # jax's profiler, through the plugin's PJRT profiler extension (`report/xspace.py`): create,

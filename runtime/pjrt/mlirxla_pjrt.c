@@ -202,6 +202,7 @@ static PJRT_Buffer_Type element_type_of(const char* name) {
 
 struct PJRT_DeviceDescription {
   int id;
+  int process_index;
   char kind[32];
   char debug_string[64];
   char to_string[64];
@@ -228,16 +229,24 @@ struct PJRT_Device {
   PJRT_Memory memory;
   PJRT_Memory* memories[1];
   PJRT_Device* self[1]; /* the one device this device's memory is addressable by */
+  int local_hardware_id;  /* its index among this process's devices; -1: another process's */
   MemoryUsage usage;
 };
 
+/* Every process's devices (jax.distributed.initialize: process p holds ids p*L .. p*L+L-1),
+ * of which this process's are addressable: device_list[first_addressable ..]. */
 struct PJRT_Client {
   PyObject* runtime; /* the bridge's client */
   size_t device_count;
+  int process_index;
+  size_t first_addressable;
+  size_t addressable_count;
   PJRT_Device* devices;
   PJRT_Device** device_list;
   PJRT_Memory** memory_list;
 };
+
+
 
 static void raise_to(int64_t* maximum, int64_t value) {
   int64_t seen = __atomic_load_n(maximum, __ATOMIC_ACQUIRE);
@@ -470,8 +479,9 @@ static PyObject* options_dict(const PJRT_NamedValue* options, size_t count) {
   return dict;
 }
 
-static void init_device(PJRT_Device* device, int id, const char* kind) {
+static void init_device(PJRT_Device* device, int id, int process_index, const char* kind) {
   device->description.id = id;
+  device->description.process_index = process_index;
   snprintf(device->description.kind, sizeof(device->description.kind), "%s", kind);
   snprintf(device->description.debug_string, sizeof(device->description.debug_string), "mlirxla:%s:%d", kind, id);
   snprintf(device->description.to_string, sizeof(device->description.to_string), "MlirxlaDevice(id=%d)", id);
@@ -491,11 +501,13 @@ static PJRT_Error* client_create(PJRT_Client_Create_Args* args) {
   PyObject* options = options_dict(args->create_options, args->num_options);
   PyObject* created = options ? call_bridge("create_client", "(O)", options) : NULL;
   Py_XDECREF(options);
-  long count = 0;
+  long count = 0, local_count = 1;
+  int process_index = 0;
   PyObject* runtime = NULL;
   const char* kind = NULL;
   char device_kind[32] = "";
-  if (created == NULL || !PyArg_ParseTuple(created, "Ols", &runtime, &count, &kind)) error = python_error();
+  if (created == NULL || !PyArg_ParseTuple(created, "Olsil", &runtime, &count, &kind, &process_index, &local_count))
+    error = python_error();
   if (!error) snprintf(device_kind, sizeof(device_kind), "%s", kind);
   Py_XINCREF(runtime);
   Py_XDECREF(created);
@@ -504,11 +516,15 @@ static PJRT_Error* client_create(PJRT_Client_Create_Args* args) {
   PJRT_Client* client = calloc(1, sizeof(PJRT_Client));
   client->runtime = runtime;
   client->device_count = (size_t)count;
+  client->process_index = process_index;
+  client->addressable_count = (size_t)local_count;
+  client->first_addressable = (size_t)process_index * (size_t)local_count;
   client->devices = calloc(client->device_count, sizeof(PJRT_Device));
   client->device_list = calloc(client->device_count, sizeof(PJRT_Device*));
   client->memory_list = calloc(client->device_count, sizeof(PJRT_Memory*));
   for (size_t i = 0; i < client->device_count; ++i) {
-    init_device(&client->devices[i], (int)i, device_kind);
+    init_device(&client->devices[i], (int)i, (int)(i / (size_t)local_count), device_kind);
+    client->devices[i].local_hardware_id = i / (size_t)local_count == (size_t)process_index ? (int)(i % (size_t)local_count) : -1;
     client->device_list[i] = &client->devices[i];
     client->memory_list[i] = &client->devices[i].memory;
   }
@@ -540,7 +556,15 @@ static PJRT_Error* client_platform_version(PJRT_Client_PlatformVersion_Args* arg
 }
 
 static PJRT_Error* client_process_index(PJRT_Client_ProcessIndex_Args* args) {
-  SET(args, process_index, 0);
+  SET(args, process_index, args->client->process_index);
+  return NULL;
+}
+
+/* jax tells the client which processes of the job are alive, whenever that changes; a process
+ * that died makes the collectives waiting for it fail by their deadline (mpi_exchange.py), so
+ * there is nothing to do with the news. */
+static PJRT_Error* client_update_global_process_info(PJRT_Client_UpdateGlobalProcessInfo_Args* args) {
+  (void)args;
   return NULL;
 }
 
@@ -551,8 +575,8 @@ static PJRT_Error* client_devices(PJRT_Client_Devices_Args* args) {
 }
 
 static PJRT_Error* client_addressable_devices(PJRT_Client_AddressableDevices_Args* args) {
-  SET(args, addressable_devices, args->client->device_list);
-  SET(args, num_addressable_devices, args->client->device_count);
+  SET(args, addressable_devices, args->client->device_list + args->client->first_addressable);
+  SET(args, num_addressable_devices, args->client->addressable_count);
   return NULL;
 }
 
@@ -564,15 +588,19 @@ static PJRT_Error* client_lookup_device(PJRT_Client_LookupDevice_Args* args) {
 }
 
 static PJRT_Error* client_lookup_addressable_device(PJRT_Client_LookupAddressableDevice_Args* args) {
+  PJRT_Client* client = args->client;
+  if (args->local_hardware_id < 0 || (size_t)args->local_hardware_id >= client->addressable_count)
+    return new_error(PJRT_Error_Code_INVALID_ARGUMENT, "mlirxla has no addressable device %d (process %d has %zu)",
+                     args->local_hardware_id, client->process_index, client->addressable_count);
   PJRT_Device* device = NULL;
-  PJRT_Error* error = client_device(args->client, args->local_hardware_id, &device);
+  PJRT_Error* error = client_device(client, (int)(client->first_addressable + (size_t)args->local_hardware_id), &device);
   SET(args, addressable_device, device);
   return error;
 }
 
 static PJRT_Error* client_addressable_memories(PJRT_Client_AddressableMemories_Args* args) {
-  SET(args, addressable_memories, args->client->memory_list);
-  SET(args, num_addressable_memories, args->client->device_count);
+  SET(args, addressable_memories, args->client->memory_list + args->client->first_addressable);
+  SET(args, num_addressable_memories, args->client->addressable_count);
   return NULL;
 }
 
@@ -593,7 +621,7 @@ static PJRT_Error* description_id(PJRT_DeviceDescription_Id_Args* args) {
 }
 
 static PJRT_Error* description_process_index(PJRT_DeviceDescription_ProcessIndex_Args* args) {
-  SET(args, process_index, 0);
+  SET(args, process_index, args->device_description->process_index);
   return NULL;
 }
 
@@ -627,12 +655,12 @@ static PJRT_Error* device_get_description(PJRT_Device_GetDescription_Args* args)
 }
 
 static PJRT_Error* device_is_addressable(PJRT_Device_IsAddressable_Args* args) {
-  SET(args, is_addressable, true);
+  SET(args, is_addressable, args->device->local_hardware_id >= 0);
   return NULL;
 }
 
 static PJRT_Error* device_local_hardware_id(PJRT_Device_LocalHardwareId_Args* args) {
-  SET(args, local_hardware_id, args->device->description.id);
+  SET(args, local_hardware_id, args->device->local_hardware_id);
   return NULL;
 }
 
@@ -1065,6 +1093,10 @@ struct PJRT_LoadedExecutable {
   PJRT_Client* client;
   PJRT_Device** devices; /* the executable's devices, by flattened id */
   size_t device_count;
+  PJRT_Device** addressable; /* those of this process, in the same order */
+  PyObject* addressable_positions; /* their flattened ids, a tuple */
+  PyObject* device_ids; /* every flattened id's device id, a tuple */
+  size_t addressable_count;
   bool deleted;
 };
 
@@ -1187,6 +1219,18 @@ static PJRT_Error* load_executable(PJRT_Client* client, PyObject* made, PJRT_Loa
   (*loaded)->client = client;
   (*loaded)->devices = devices;
   (*loaded)->device_count = device_count;
+  (*loaded)->addressable = calloc(device_count + 1, sizeof(PJRT_Device*));
+  (*loaded)->device_ids = PyTuple_New((Py_ssize_t)device_count);
+  size_t here = 0;
+  for (size_t d = 0; d < device_count; ++d) {
+    PyTuple_SET_ITEM((*loaded)->device_ids, (Py_ssize_t)d, PyLong_FromLong(device_id_list[d]));
+    if (devices[d]->local_hardware_id >= 0) (*loaded)->addressable[here++] = devices[d];
+  }
+  (*loaded)->addressable_count = here;
+  (*loaded)->addressable_positions = PyTuple_New((Py_ssize_t)here);
+  here = 0;
+  for (size_t d = 0; d < device_count; ++d)
+    if (devices[d]->local_hardware_id >= 0) PyTuple_SET_ITEM((*loaded)->addressable_positions, (Py_ssize_t)here++, PyLong_FromSize_t(d));
   return NULL;
 }
 
@@ -1215,6 +1259,9 @@ static PJRT_Error* executable_destroy(PJRT_Executable_Destroy_Args* args) {
 
 static PJRT_Error* loaded_destroy(PJRT_LoadedExecutable_Destroy_Args* args) {
   free_executable(args->executable->executable);
+  release_object(args->executable->addressable_positions);
+  release_object(args->executable->device_ids);
+  free(args->executable->addressable);
   free(args->executable->devices);
   free(args->executable);
   return NULL;
@@ -1226,8 +1273,8 @@ static PJRT_Error* loaded_get_executable(PJRT_LoadedExecutable_GetExecutable_Arg
 }
 
 static PJRT_Error* loaded_addressable_devices(PJRT_LoadedExecutable_AddressableDevices_Args* args) {
-  SET(args, addressable_devices, args->executable->devices);
-  SET(args, num_addressable_devices, args->executable->device_count);
+  SET(args, addressable_devices, args->executable->addressable);
+  SET(args, num_addressable_devices, args->executable->addressable_count);
   return NULL;
 }
 
@@ -1598,12 +1645,13 @@ static PJRT_Error* execute_devices(PJRT_LoadedExecutable* loaded, const PJRT_Exe
     PyList_SET_ITEM(donated, (Py_ssize_t)d, device_donated);
   }
   PyObject* results = NULL;
-  if (device_count == 1) {
+  if (loaded->device_count == 1) {
     PyObject* only = call_bridge("execute", "(OOOO)", executable->runtime, PyList_GetItem(arrays, 0), PyList_GetItem(addresses, 0),
                                  PyList_GetItem(donated, 0));
     results = only ? Py_BuildValue("[N]", only) : NULL;
   } else {
-    results = call_bridge("execute_devices", "(OOOO)", executable->runtime, arrays, addresses, donated);
+    results = call_bridge("execute_devices", "(OOOOOO)", executable->runtime, arrays, addresses, donated,
+                          loaded->addressable_positions, loaded->device_ids);
   }
   Py_DECREF(arrays);
   Py_DECREF(addresses);
@@ -1633,9 +1681,9 @@ static PJRT_Error* loaded_execute(PJRT_LoadedExecutable_Execute_Args* args) {
   PJRT_LoadedExecutable* loaded = args->executable;
   PJRT_Executable* executable = loaded->executable;
   if (loaded->deleted) return new_error(PJRT_Error_Code_FAILED_PRECONDITION, "mlirxla: execute of a deleted executable");
-  if (args->num_devices != loaded->device_count)
-    return new_error(PJRT_Error_Code_INVALID_ARGUMENT, "mlirxla: %s runs on %zu device(s), Execute was given argument lists for %zu",
-                     executable->name, loaded->device_count, args->num_devices);
+  if (args->num_devices != loaded->addressable_count)
+    return new_error(PJRT_Error_Code_INVALID_ARGUMENT, "mlirxla: %s runs on %zu device(s) of this process, Execute was given argument lists for %zu",
+                     executable->name, loaded->addressable_count, args->num_devices);
   for (size_t d = 0; d < args->num_devices; ++d)
     for (size_t i = 0; i < args->num_args; ++i)
       if (is_gone(args->argument_lists[d][i]))
@@ -1646,7 +1694,7 @@ static PJRT_Error* loaded_execute(PJRT_LoadedExecutable_Execute_Args* args) {
   PJRT_Error* error = enter_python(&state);
   if (error) return error;
   error = execute_devices(loaded, args->options, args->argument_lists, args->num_args, args->output_lists,
-                          args->num_devices == 1 ? &only : loaded->devices, args->num_devices);
+                          loaded->device_count == 1 ? &only : loaded->addressable, args->num_devices);
   PyGILState_Release(state);
   if (error) return error;
   if (args->device_complete_events != NULL)
@@ -1893,6 +1941,7 @@ static void fill_table(void) {
   api.PJRT_Client_Destroy = client_destroy;
   api.PJRT_Client_PlatformName = client_platform_name;
   api.PJRT_Client_ProcessIndex = client_process_index;
+  api.PJRT_Client_UpdateGlobalProcessInfo = client_update_global_process_info;
   api.PJRT_Client_PlatformVersion = client_platform_version;
   api.PJRT_Client_Devices = client_devices;
   api.PJRT_Client_AddressableDevices = client_addressable_devices;

@@ -1,5 +1,6 @@
 """Shared fixtures: a fresh MLIR context per test, the paths of the test data, XLA:CPU's figures."""
 
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -30,6 +31,25 @@ def backend_unavailable(name: str) -> str | None:
 
 # The iree backend's compiler and runtime are the iree extra; its tests skip without them.
 IREE_ABSENT = backend_unavailable("iree")
+
+
+def mpich_file(name: str) -> str | None:
+    """A file of the mpich wheel (mpiexec, libmpi.so.12) wherever the wheel put it: this
+    venv's bin and lib, or those of the venv whose packages this one reuses."""
+    try:
+        distribution = importlib.metadata.distribution("mpich")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    found = [path for path in distribution.files or () if path.name == name]
+    return str(distribution.locate_file(found[0]).resolve()) if found else None
+
+
+def mpi_environment() -> dict:
+    """The environment of a process started under mpiexec: mpi4py finds the wheel's MPI
+    library even from a venv that reuses another's packages."""
+    library = mpich_file("libmpi.so.12")
+    extra = {"LD_LIBRARY_PATH": os.path.dirname(library)} if library else {}
+    return {**os.environ, **extra}
 
 
 def backends(names=None) -> list:

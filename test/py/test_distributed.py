@@ -19,9 +19,9 @@ import time
 import numpy as np
 import pytest
 
-from .conftest import REPOSITORY
+from .conftest import REPOSITORY, mpi_environment, mpich_file
 
-MPIEXEC = pathlib.Path(sys.executable).parent / "mpiexec"
+MPIEXEC = pathlib.Path(mpich_file("mpiexec") or pathlib.Path(sys.executable).parent / "mpiexec")
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("mpi4py") is None or not MPIEXEC.exists(),
                                 reason="the distributed extra (mpi4py, mpich) is not installed")
 
@@ -57,7 +57,7 @@ module attributes {{mhlo.num_replicas = 4 : i32}} {{
 
 
 def environment() -> dict:
-    return {**os.environ, "MLIRXLA_COLLECTIVE_TIMEOUT": str(TIMEOUT)}
+    return {**mpi_environment(), "MLIRXLA_COLLECTIVE_TIMEOUT": str(TIMEOUT)}
 
 
 def mpirun(processes: int, command: list[str], extra: tuple = ()) -> subprocess.CompletedProcess:

@@ -275,7 +275,8 @@ def test_compile_options_give_the_devices_and_must_agree_with_the_program():
     assert devices == (3, 2, 1, 0)
     assert bridge.executable_info(executable)[4:] == (1, 4)
     arrays = [[np.full(2, d, np.float32)] for d in range(4)]
-    outputs = bridge.execute_devices(executable, arrays, [[array.ctypes.data for array in device] for device in arrays], [[]] * 4)
+    outputs = bridge.execute_devices(executable, arrays, [[array.ctypes.data for array in device] for device in arrays], [[]] * 4,
+                                     (0, 1, 2, 3), devices)
     assert [output[0].tolist() for output in outputs] == [[6.0, 6.0]] * 4
     with pytest.raises(MlirxlaError, match=r"^the program is for 1 replica\(s\) x 4 partition\(s\) \(mhlo.num_replicas, "
                                            r"mhlo.num_partitions\) but its compile options ask for 4 x 1$"):
