@@ -171,17 +171,24 @@ def compile_or_fall_back(spec: KernelSpec, plan: ExecutablePlan, decisions: list
     return None
 
 
-def compile_kernel(spec: KernelSpec, compiled_by_source: dict[str, CompiledKernel], buffer_loops=None) -> CompiledKernel:
-    """Lower and optimize the kernel; or, when a kernel with the same StableHLO was compiled
-    already, give it that kernel's code under its own symbol."""
+def kernel_stablehlo(spec: KernelSpec) -> tuple[ir.Module, str, str]:
+    """The kernel's StableHLO module (its own source, or its op as a function in
+    destination-passing style), that module's text, and the text without the kernel's symbol:
+    the key under which kernels with the same code are compiled once."""
     if spec.source is not None:
         kernel_module = ir.Module.parse(spec.source)
     else:
         kernel_module = ir.Module.create()
         kernel_source.kernel_function(kernel_module, spec.op, spec.symbol, spec.plan, spec.library_result)
     kernel_source.finish(kernel_module)
-    stablehlo_text = str(kernel_module)
-    source_key = without_symbol(stablehlo_text, spec.symbol)
+    text = str(kernel_module)
+    return kernel_module, text, without_symbol(text, spec.symbol)
+
+
+def compile_kernel(spec: KernelSpec, compiled_by_source: dict[str, CompiledKernel], buffer_loops=None) -> CompiledKernel:
+    """Lower and optimize the kernel; or, when a kernel with the same StableHLO was compiled
+    already, give it that kernel's code under its own symbol."""
+    kernel_module, stablehlo_text, source_key = kernel_stablehlo(spec)
     if (first := compiled_by_source.get(source_key)) is not None:
         return CompiledKernel(spec.symbol, stablehlo_text, llvm_jit.same_code(spec.symbol, first.optimized),
                               first.scratch, first.tiled_loop_nests, same_as=first.symbol)

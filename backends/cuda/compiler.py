@@ -29,7 +29,7 @@ import json
 from dataclasses import dataclass, field
 
 from mlirxla.backends.backend import CompiledProgram
-from mlirxla.backends.cpu import compiler as cpu_compiler, kernel_source
+from mlirxla.backends.cpu import compiler as cpu_compiler
 from mlirxla.backends.cpu.emitters.kernels import KernelSpec
 from mlirxla.backends.cpu.thunk_emitter import ThunkEmitter
 from mlirxla.dialects.xhlo.config import read_config
@@ -133,14 +133,7 @@ def compile_kernel(spec: KernelSpec, by_source: dict[str, CudaKernel]) -> CudaKe
     if spec.interpret is not None:
         raise MlirxlaError(f"kernel {spec.symbol} has no native lowering ({spec.interpret}): "
                            "the cuda backend has no interpreter to fall back to", location_text(spec.op.location))
-    if spec.source is not None:
-        module = ir.Module.parse(spec.source)
-    else:
-        module = ir.Module.create()
-        kernel_source.kernel_function(module, spec.op, spec.symbol, spec.plan, spec.library_result)
-    kernel_source.finish(module)
-    stablehlo = str(module)
-    key = cpu_compiler.without_symbol(stablehlo, spec.symbol)
+    module, stablehlo, key = cpu_compiler.kernel_stablehlo(spec)
     if (first := by_source.get(key)) is not None:
         return CudaKernel(spec.symbol, first.launches, first.scratch, stablehlo, same_as=first.symbol)
     mapped = lowering.map_to_blocks_and_threads(module, spec.symbol)
