@@ -267,7 +267,9 @@ def scatter(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
     window_bounds = [updates.shape[d] for d in window_dims]
     update_index = np.indices(updates.shape).reshape(updates.ndim, updates.size)
     scatter_index = [update_index[d] for d in scatter_dims]
-    start = index_vectors[tuple(scatter_index)].reshape(updates.size, -1).astype(np.int64)
+    # each update element's index vector (one vector for all when there are no scatter dimensions)
+    vectors = index_vectors[tuple(scatter_index)] if scatter_index else np.broadcast_to(index_vectors, (updates.size, index_vectors.shape[-1]))
+    start = vectors.reshape(updates.size, index_vectors.shape[-1]).astype(np.int64)
     full = np.zeros((result.ndim, updates.size), np.int64)
     for k, operand_dim in enumerate(to_operand):
         full[operand_dim] = start[:, k]

@@ -305,6 +305,34 @@ def test_sort_runs_as_a_host_library_call():
     np.testing.assert_array_equal(sorted_values, np.take_along_axis(values, order, axis=1))
 
 
+# jnp.linalg's pivoting writes whole rows and columns through scatters without scatter
+# dimensions: one index vector (empty, or one column's) for every update element
+SCATTER_WITHOUT_SCATTER_DIMENSIONS = """func.func @main(%x: tensor<3xi32>, %u: tensor<3xi32>, %m: tensor<3x3xf32>, %column: tensor<1xi32>, %c: tensor<3xf32>) -> (tensor<3xi32>, tensor<3x3xf32>) {
+  %none = stablehlo.constant dense<> : tensor<0xi32>
+  %0 = "stablehlo.scatter"(%x, %none, %u) <{indices_are_sorted = true, scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [0]>, unique_indices = true}> ({
+  ^bb0(%a: tensor<i32>, %b: tensor<i32>):
+    stablehlo.return %b : tensor<i32>
+  }) : (tensor<3xi32>, tensor<0xi32>, tensor<3xi32>) -> tensor<3xi32>
+  %1 = "stablehlo.scatter"(%m, %column, %c) <{indices_are_sorted = true, scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [0], inserted_window_dims = [1], scatter_dims_to_operand_dims = [1]>, unique_indices = true}> ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    stablehlo.return %b : tensor<f32>
+  }) : (tensor<3x3xf32>, tensor<1xi32>, tensor<3xf32>) -> tensor<3x3xf32>
+  return %0, %1 : tensor<3xi32>, tensor<3x3xf32>
+}
+"""
+
+
+def test_scatter_without_scatter_dimensions_writes_its_one_window(context):
+    executable = Client().compile(SCATTER_WITHOUT_SCATTER_DIMENSIONS)
+    assert "host scatter" in executable.thunk_sequence()
+    generator = np.random.default_rng(3)
+    arguments = [np.arange(3, dtype=np.int32), np.array([7, -1, 4], np.int32), generator.standard_normal((3, 3)).astype(np.float32),
+                 np.array([2], np.int32), generator.standard_normal(3).astype(np.float32)]
+    module = frontdoor.import_text(SCATTER_WITHOUT_SCATTER_DIMENSIONS, "test", context).module
+    for got, expected in zip(executable.execute_numpy(arguments), reference_outputs(module, arguments)):
+        np.testing.assert_array_equal(got, expected)
+
+
 TOP_3_OF_16 = """func.func @main(%k: tensor<5x16x{element}>) -> (tensor<5x3x{element}>, tensor<5x3xi32>) {{
   %i = stablehlo.iota dim = 1 : tensor<5x16xi32>
   %0:2 = "stablehlo.sort"(%k, %i) ({{
