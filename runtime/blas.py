@@ -5,20 +5,14 @@ library thunks do. ctypes releases the GIL for the call.
 
 How many threads one GEMM uses is OpenBLAS's one process-wide setting (its pthreads build
 has no per-thread count), and it changes results: its threaded driver blocks the contraction
-otherwise than its single-threaded one (a 64x64x500 GEMM differs in its last bits). Every
-execution runs its GEMMs on one OpenBLAS thread (`EXECUTION_THREADS`); the cores are used by
-the executor instead (independent thunks side by side, kernels split over the pool, the
-devices of a grid on their own threads). OpenBLAS's own threads spin after each GEMM (for
-about 0.1 s) on the cores the executor's kernels and the next GEMM need: on a 2-core machine
-the benchmark MLP (three 256x1024x1024 GEMMs with epilogues) took 81 ms on OpenBLAS's two
-threads and 18 ms on one, the transformer block 312 ms against 27, and even a lone 1024^3
-GEMM 32 ms against 24; eight devices each asking for every core started eight teams of BLAS
-threads that spun while waiting for each other (a 32x256x256 GEMM took 10 ms instead of
-0.05). One count for all also gives a program the same bits on one device, on a grid and
-split into processes. numpy's own matmuls outside an execution keep OpenBLAS's count:
-`gemm_threads` sets the count for the body, and waits while executions holding another
-count run. A thread already holding it (a device of a grid, a call nested in an execution)
-runs under it as it is.
+otherwise than its single-threaded one (a 64x64x500 GEMM differs in its last bits). A single
+device keeps OpenBLAS's own count (every core); the devices of a grid, which already run
+side by side, take one thread each: eight devices that each asked for every core of a 2-core
+machine started eight teams of BLAS threads that spun while waiting for each other (a
+32x256x256 GEMM took 10 ms instead of 0.05). So that a GEMM's bits never depend on what else
+runs, executions that want different counts never overlap: `gemm_threads` holds the count
+for the body and waits while executions holding the other count run. A thread already
+holding it (a device of a grid, a call nested in an execution) runs under it as it is.
 """
 
 import ctypes
@@ -32,7 +26,6 @@ import numpy as np
 from mlirxla.errors import MlirxlaError
 
 ROW_MAJOR, NO_TRANSPOSE, TRANSPOSE = 101, 111, 112
-EXECUTION_THREADS = 1  # OpenBLAS threads per GEMM inside an execution (see above)
 _GEMMS: dict[str, object] = {}
 
 

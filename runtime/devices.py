@@ -146,7 +146,7 @@ def execute_on_devices(executables: list, arguments: list[list[np.ndarray]], gri
             errors[device] = error
             rendezvous.fail(device, error)
 
-    with blas.gemm_threads(blas.EXECUTION_THREADS):
+    with blas.gemm_threads(1 if grid.device_count > 1 else None):  # the same bits on any split into processes
         THREADS.run([functools.partial(run, index) for index in range(count)])
     if errors:
         first_cause = [error for _, error in sorted(errors.items()) if not isinstance(error, DeviceFailed)]

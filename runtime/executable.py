@@ -248,8 +248,8 @@ class Executable:
         storage = self.allocate()
         for index, array in storage.items():
             bases[index] = address(array)
-        if self.calls_blas:  # on one OpenBLAS thread, as the grid's devices are
-            with blas.gemm_threads(blas.EXECUTION_THREADS):
+        if self.calls_blas:  # on OpenBLAS's own thread count, or the grid's on a device's thread
+            with blas.gemm_threads(None):
                 run_thunks(self.plan.thunks, bases, self.pool, self.graph, self.plan.driver)
         else:
             run_thunks(self.plan.thunks, bases, self.pool, self.graph, self.plan.driver)
