@@ -14,6 +14,7 @@ import pytest
 
 from mlirxla import frontdoor
 from mlirxla.backends.cuda import compiler, ptx, ptxas
+from mlirxla.backends.cuda.loop_mapping import BLOCK_THREADS
 from mlirxla.context import new_context
 from mlirxla.errors import MlirxlaError
 from mlirxla.pipelines.runner import RunOptions
@@ -62,7 +63,10 @@ def check_accepted(program: compiler.CudaProgram) -> None:
     for launch in launches(plan["thunks"]):
         assert launch["kernel"] in entries
         assert all(0 <= offset < plan["slab_bytes"] and offset % 256 == 0 for offset in launch["arguments"])
-        assert 1 <= launch["block"][0] <= 1024 and launch["grid"][0] >= 1
+        # one linear index: full blocks of BLOCK_THREADS, or a single block for fewer elements
+        threads, blocks = launch["block"][0], launch["grid"][0]
+        assert list(launch["block"][1:]) == [1, 1] and list(launch["grid"][1:]) == [1, 1]
+        assert 1 <= threads <= BLOCK_THREADS and blocks >= 1 and (blocks == 1 or threads == BLOCK_THREADS)
 
 
 @needs_ptxas
