@@ -6,10 +6,10 @@ grouped (union-find) into buffers: a bitcast, an optimization_barrier result and
 get_tuple_element of an `xhlo.tuple` share their source; a while's init operand, its condition
 and body arguments, the body's returned value and the while result share one buffer; a
 conditional branch's arguments share the conditional's operands and its returned values the
-conditional's results; an in-place `dynamic_update_slice` shares its operand's buffer when the
-operand is a temp with no later use, and so may an elementwise op's result take over a
-same-size operand's buffer (option `share-elementwise`, on by default, as XLA's
-CanShareOperandBufferWithUser). Copies never alias. Fusion and other region bodies
+conditional's results; an in-place `dynamic_update_slice` (or a fusion rooted in one) shares
+its operand's buffer when the operand is a temp with no later use, and so may an elementwise
+op's result take over a same-size operand's buffer (option `share-elementwise`, on by
+default, as XLA's CanShareOperandBufferWithUser). Copies never alias. Fusion and other region bodies
 (reducers, sort comparators, ...) are opaque: one kernel, their inner values get no buffers.
 
 Schedule and live ranges. Ops are numbered in block order (the block order is the schedule,
@@ -54,7 +54,7 @@ from typing import ClassVar
 
 from mlirxla.mlir import ir
 
-from .fusion_legality import ELEMENTWISE, elementwise_read_operands, kind_of
+from .fusion_legality import ELEMENTWISE, elementwise_read_operands, in_place_pair, kind_of
 from .heap_simulator import Buffer, HeapResult, align_up, pack, peak_live
 from .pass_base import ModulePass, PassReport, PassResult
 from .scheduling import entry_function, nested_operands, type_bytes
@@ -295,8 +295,8 @@ class Analysis:
                 branch_return = list(block.operations)[-1].operation
                 for k, value in enumerate(branch_return.operands):
                     self.alias(results[k], value)
-        elif op.name == "xhlo.dynamic_update_slice":
-            self.in_place.append(([operands[0]], results[0], self.op_time[op]))
+        elif (pair := in_place_pair(op)) is not None:
+            self.in_place.append(([operands[pair[0]]], results[pair[1]], self.op_time[op]))
         elif self.share_elementwise and kind_of(op) in ELEMENTWISE and len(results) == 1:
             self.in_place.append((operands, results[0], self.op_time[op]))
         elif self.share_elementwise and op.name == "xhlo.fusion" and len(results) == 1:

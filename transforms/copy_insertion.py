@@ -29,7 +29,7 @@ from typing import ClassVar
 
 from mlirxla.mlir import ir
 
-from .fusion_legality import ELEMENTWISE, ancestor_in_block, elementwise_read_operands, kind_of, reachable
+from .fusion_legality import ELEMENTWISE, ancestor_in_block, elementwise_read_operands, in_place_pair, kind_of, reachable
 from .layout_assignment import entry_functions, insert_copy, is_tensor, layout_of
 from .erasure import live_ops
 from .pass_base import ModulePass, PassResult, TextReport
@@ -106,8 +106,12 @@ def overwrites_live_parameter(body: ir.Block, index: int) -> bool:
 
 
 def reads_in_place(op: ir.Operation, value: ir.Value) -> bool:
-    """Whether `op` reads `value` only elementwise at the index it writes (so it may write
-    its result over it)."""
+    """Whether `op` reads `value` only elementwise at the index it writes, or is the
+    `dynamic_update_slice` (or a fusion rooted in one) updating it (so it may write its
+    result over it)."""
+    if (pair := in_place_pair(op)) is not None:
+        operands = list(op.operands)
+        return operands[pair[0]] == value and operands.count(value) == 1
     if kind_of(op) in ELEMENTWISE:
         return len(op.results) == 1 and op.results[0].type == value.type
     return op.name == "xhlo.fusion" and len(op.results) == 1 and value in elementwise_read_operands(op)

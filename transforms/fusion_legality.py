@@ -285,22 +285,28 @@ def _is(a, b) -> bool:
     return a is not None and b is not None and a == b
 
 
-def in_place_operand(op: ir.Operation) -> ir.Value | None:
-    """The operand a dynamic-update-slice (or a fusion rooted in one) updates in place."""
+def in_place_pair(op: ir.Operation) -> tuple[int, int] | None:
+    """(operand, result) indices of a dynamic-update-slice, or of a fusion with one rooted in
+    it updating a fusion parameter: the result may be written over that operand's buffer
+    (XLA's in-place input/output pairs)."""
     if op.name == "xhlo.dynamic_update_slice":
-        return op.operands[0]
+        return (0, 0)
     if op.name != "xhlo.fusion":
         return None
     block = op.regions[0].blocks[0]
     terminator = list(block.operations)[-1]
-    for value in terminator.operands:
+    arguments = list(block.arguments)
+    for result_index, value in enumerate(terminator.operands):
         root = defining_op(value)
-        if root is not None and root.name == "xhlo.dynamic_update_slice":
-            buffer = root.operands[0]
-            for argument, operand in zip(block.arguments, op.operands):
-                if buffer == argument:
-                    return operand
+        if root is not None and root.name == "xhlo.dynamic_update_slice" and root.operands[0] in arguments:
+            return (arguments.index(root.operands[0]), result_index)
     return None
+
+
+def in_place_operand(op: ir.Operation) -> ir.Value | None:
+    """The operand a dynamic-update-slice (or a fusion rooted in one) updates in place."""
+    pair = in_place_pair(op)
+    return op.operands[pair[0]] if pair else None
 
 
 def fused_operand_count(producer: ir.Operation, consumer: ir.Operation) -> int:

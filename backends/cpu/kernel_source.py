@@ -86,11 +86,13 @@ def one_slice(tensor_type: ir.Type, rows: int = 1) -> ir.Type:
 
 
 def kernel_function(module: ir.Module, kernel: ir.Operation, symbol: str, plan: SlicePlan | None = None,
-                    library_result: ir.Value | None = None) -> func.FuncOp:
+                    library_result: ir.Value | None = None, in_place: tuple[tuple[int, int], ...] = ()) -> func.FuncOp:
     """Add the destination-passing function computing `kernel` (one slice of it with `plan`)
     to `module`, xhlo inside: call `finish` once all kernels are in. With `library_result`
     (the result of an output fusion's dot, computed by a library call), the function is the
-    epilogue alone: that value is its last operand."""
+    epilogue alone: that value is its last operand. Each (operand, result) pair of `in_place`
+    is one buffer: the operand is read through the result's argument, writable, so that
+    bufferization updates it where it lies instead of copying it over itself."""
     types = plan.types if plan else {}
     inner_arguments = list(kernel.regions[0].blocks[0].arguments) if kernel.name == "xhlo.fusion" else list(kernel.operands)
     operand_types = [types.get(inner, inner.type) for inner in inner_arguments]
@@ -105,10 +107,15 @@ def kernel_function(module: ir.Module, kernel: ir.Operation, symbol: str, plan: 
         function = func.FuncOp(symbol, ir.FunctionType.get(memrefs, []))
         entry = function.add_entry_block()
     with ir.InsertionPoint(entry), kernel.location:
+        through_result = {operand: len(operand_types) + result for operand, result in in_place}
         tensors = []
-        for argument, tensor_type in zip(entry.arguments, operand_types):
+        for index, tensor_type in enumerate(operand_types):
+            argument = entry.arguments[through_result.get(index, index)]
+            attributes = {"restrict": ir.UnitAttr.get()}
+            if index in through_result:
+                attributes["writable"] = ir.UnitAttr.get()
             loaded = ir.Operation.create("bufferization.to_tensor", results=[signless(tensor_type)], operands=[argument],
-                                         attributes={"restrict": ir.UnitAttr.get()}).result
+                                         attributes=attributes).result
             tensors.append(cast(loaded, tensor_type))
         values = clone_kernel(kernel, tensors, types, library_result)
         for value, destination in zip(values, list(entry.arguments)[len(operand_types):]):

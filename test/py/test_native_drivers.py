@@ -265,6 +265,41 @@ def test_scan_program_matches_the_reference():
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
 
 
+# a scan stacking each step's value: the body updates the carried stack in place
+STACKING_SCAN = """func.func @main(%h0: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<16x4x8xf32>) {
+  %zero = stablehlo.constant dense<0> : tensor<i32>
+  %empty = stablehlo.constant dense<0.0> : tensor<16x4x8xf32>
+  %0:3 = stablehlo.while(%i = %zero, %h = %h0, %stack = %empty) : tensor<i32>, tensor<4x8xf32>, tensor<16x4x8xf32>
+  cond {
+    %n = stablehlo.constant dense<16> : tensor<i32>
+    %lt = stablehlo.compare LT, %i, %n, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %lt : tensor<i1>
+  } do {
+    %one = stablehlo.constant dense<1> : tensor<i32>
+    %next = stablehlo.add %i, %one : tensor<i32>
+    %t = stablehlo.tanh %h : tensor<4x8xf32>
+    %row = stablehlo.reshape %t : (tensor<4x8xf32>) -> tensor<1x4x8xf32>
+    %z = stablehlo.constant dense<0> : tensor<i32>
+    %updated = stablehlo.dynamic_update_slice %stack, %row, %i, %z, %z : (tensor<16x4x8xf32>, tensor<1x4x8xf32>, tensor<i32>, tensor<i32>, tensor<i32>) -> tensor<16x4x8xf32>
+    stablehlo.return %next, %t, %updated : tensor<i32>, tensor<4x8xf32>, tensor<16x4x8xf32>
+  }
+  return %0#1, %0#2 : tensor<4x8xf32>, tensor<16x4x8xf32>
+}
+"""
+
+
+def test_stacked_scan_output_is_updated_in_place_and_never_copied():
+    executable = Client().compile(STACKING_SCAN)
+    (update,) = [t for t in thunks_of(executable, thunks.KernelThunk) if "dynamic_update_slice" in t.symbol]
+    assert update.results[0] in update.reads and update.scratch is None
+    (loop,) = thunks_of(executable, WhileThunk)
+    body = list(every_thunk(loop.body))
+    copies = [t for t in body if isinstance(t, thunks.CopyThunk)] + [
+        c for t in body if isinstance(t, thunks.ParallelCopyThunk) for c in t.copies]
+    assert 16 * 4 * 8 * 4 not in [copy.source.size for copy in copies]  # the stack's bytes
+    matches_reference(executable, STACKING_SCAN, [np.linspace(-2, 2, 32, dtype=np.float32).reshape(4, 8)])
+
+
 @pytest.mark.jax
 @pytest.mark.parametrize("name", ["rnn_scan", "fori", "collatz", "cond_scan"])
 def test_loop_benchmark_programs_match_jax_cpu(name):

@@ -8,6 +8,7 @@ from mlirxla.mlir import ir
 from mlirxla.runtime.threads import cpu_threads
 from mlirxla.runtime.thunks import KernelThunk, SlicedKernelThunk
 from mlirxla.transforms.batch_slice_fusion import leading_size, slice_problem
+from mlirxla.transforms.fusion_legality import in_place_pair
 from mlirxla.transforms.scheduling import type_bytes
 
 from .. import thread_split
@@ -24,6 +25,7 @@ class KernelSpec:
     library_result: ir.Value | None = None
     interpret: str | None = None  # why the interpreter evaluates it instead (no native lowering)
     source: str | None = None  # the kernel's own module text (an im2col), instead of the op's
+    in_place: tuple[tuple[int, int], ...] = ()  # (operand, result) pairs sharing one buffer slice
 
 
 def emit_kernel(emitter, op: ir.Operation) -> list:
@@ -43,12 +45,23 @@ def kernel_thunk(emitter, op: ir.Operation, library_result: ir.Value | None = No
     library call wrote; with `interpret`: on the reference interpreter, for that reason)."""
     name = emitter.name_of(op)
     symbol = emitter.symbol(name if library_result is None else f"{name}_epilogue")
-    emitter.kernels.append(KernelSpec(symbol, op, library_result=library_result, interpret=interpret))
     operands = [emitter.slice_of(v) for v in op.operands]
+    emitter.kernels.append(KernelSpec(symbol, op, library_result=library_result, interpret=interpret,
+                                      in_place=updated_in_place(emitter, op)))
     if library_result is not None:
         operands.append(emitter.slice_of(op.results[0]))
     results = [emitter.slice_of(r) for r in op.results]
     return KernelThunk(name, symbol, tuple(operands + results), len(results))
+
+
+def updated_in_place(emitter, op: ir.Operation) -> tuple[tuple[int, int], ...]:
+    """A `dynamic_update_slice` (or a fusion rooted in one) given its operand's buffer
+    (buffer assignment's in-place sharing) writes only the update there, as XLA's in-place
+    dynamic-update-slice does, instead of copying the whole operand over itself."""
+    pair = in_place_pair(op)
+    if pair is not None and emitter.slice_of(op.operands[pair[0]]) == emitter.slice_of(op.results[pair[1]]):
+        return (pair,)
+    return ()
 
 
 def emit_sliced(emitter, op: ir.Operation, plan: SlicePlan, why: str) -> SlicedKernelThunk:
