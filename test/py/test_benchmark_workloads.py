@@ -14,7 +14,9 @@ from mlirxla.runtime.client import Client  # noqa: E402
 from .conftest import REPOSITORY  # noqa: E402
 
 sys.path.insert(0, os.path.join(REPOSITORY, "examples"))
+sys.path.insert(0, os.path.join(REPOSITORY, "benchmarks"))
 from benchmark_workloads import WORKLOADS  # noqa: E402
+from kernel_bandwidth import kernel_rows  # noqa: E402
 
 pytestmark = pytest.mark.jax
 
@@ -41,3 +43,12 @@ def test_workload_matches_jax(client, workload):
     for output, reference in zip(outputs, expected):
         assert output.shape == reference.shape and output.dtype == reference.dtype
         np.testing.assert_allclose(output.astype(np.float64), reference.astype(np.float64), rtol=workload.rtol, atol=workload.atol)
+
+
+def test_kernel_bandwidth_reports_the_memory_bound_kernels_with_their_bytes():
+    machine = {"triad_gbps": 10.0, "balance_flops_per_byte": 4.0}
+    (row,) = kernel_rows("chain", 3, machine, min_bytes=0, small=True)
+    assert row["bytes"] == 3 * 1000 * 4 and row["calls"] == 1  # two f32[1000] in, one out
+    assert row["fraction"] == pytest.approx(row["gbps"] / 10.0)
+    assert kernel_rows("chain", 1, machine, min_bytes=row["bytes"] + 1, small=True) == []
+    assert kernel_rows("chain", 1, {**machine, "balance_flops_per_byte": 0.0}, min_bytes=0, small=True) == []

@@ -1,0 +1,108 @@
+"""Every memory-bound kernel of the benchmark workloads against the machine's copy bandwidth.
+
+`cpu_vs_xla.py` gives each workload one fraction of its limit, over the whole program (its
+GEMMs, its small kernels and the per-call overhead together). This script looks one level
+down, at what the issue's bar is about: the kernels. Each workload of
+`examples/benchmark_workloads.py` is compiled by mlirxla and run --repeats times under a
+profile (`mlirxla.report.profile`), which times every thunk. A kernel thunk (a kernel or a
+sliced kernel) whose flops per byte (XLA's cost analysis of its op, `report/thunk_facts.py`)
+are below the machine's balance (peak flops / triad bandwidth) is memory-bound; its achieved
+bandwidth is its bytes in and out per call over its mean time per call, as a fraction of
+STREAM's triad measured first (`cpu_vs_xla.machine_limits`).
+
+Kernels moving less than --min-bytes per call (1 MiB by default) are left out: their time is
+call overhead and cache hits, not bandwidth. Under a profile the thunks are walked from
+Python (native drivers step aside), so each kernel's time includes its call (~1 us).
+
+Per kernel: workload, kernel, MiB per call, calls, GB/s and the fraction of the triad; then
+the geometric mean of the fractions, the least, and how many reach 70%.
+
+    python benchmarks/kernel_bandwidth.py [--workloads softmax,layernorm] [--repeats 20] [--min-bytes 1048576] [--json]
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+
+import jax
+import numpy as np
+
+from mlirxla.report import profile as profiles
+from mlirxla.runtime.client import Client
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cpu_vs_xla import WARMUP, machine_limits, named_workload, WORKLOADS  # noqa: E402
+
+BAR = 0.7  # the issue's bar: memory-bound kernels at 70% of the triad or better
+
+
+def kernel_rows(name: str, repeats: int, machine: dict, min_bytes: int, small: bool = False) -> list[dict]:
+    """The memory-bound kernels of workload `name` (at its small size with `small`) moving at
+    least `min_bytes` per call."""
+    workload = named_workload(name)
+    structured = workload.random_arguments(np.random.default_rng(0), small)
+    arguments = jax.tree_util.tree_leaves(structured)
+    text = jax.jit(workload.function, keep_unused=True).lower(*structured).as_text()
+    profile = profiles.start()
+    try:
+        executable = Client().compile(text)
+        for _ in range(WARMUP):
+            executable.execute_numpy(arguments)
+        profile.thunk_runs.clear()
+        for _ in range(repeats):
+            executable.execute_numpy(arguments)
+    finally:
+        profiles.stop(profile)
+    rows = []
+    for row in profile.kernel_times():
+        info = row.info
+        if info.kind not in ("kernel", "sliced_kernel") or info.bytes < min_bytes:
+            continue
+        if info.flops / info.bytes >= machine["balance_flops_per_byte"]:
+            continue
+        rows.append({"workload": name, "kernel": info.name, "bytes": info.bytes, "calls": row.calls // repeats,
+                     "gbps": row.gb_per_s, "fraction": row.gb_per_s / machine["triad_gbps"]})
+    return rows
+
+
+def summary(rows: list[dict]) -> dict:
+    fractions = [row["fraction"] for row in rows]
+    if not fractions:
+        return {"kernels": 0}
+    return {"kernels": len(fractions), "geomean": math.exp(sum(map(math.log, fractions)) / len(fractions)),
+            "least": min(fractions), "at_bar": sum(fraction >= BAR for fraction in fractions)}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workloads", help="comma-separated workload names (default: all)")
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--min-bytes", type=int, default=1 << 20)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    names = args.workloads.split(",") if args.workloads else [w.name for w in WORKLOADS]
+    machine = machine_limits()
+    print(f"machine: {machine['cpu']}, {machine['cores']} cores; triad {machine['triad_gbps']:.1f} GB/s,"
+          f" balance {machine['balance_flops_per_byte']:.1f} flop/B; kernels moving >= {args.min_bytes / 2**20:g} MiB per call")
+    print(f"{'workload':<17} {'kernel':<44} {'MiB':>7} {'calls':>5} {'GB/s':>6} {'triad':>6}")
+    rows = []
+    for name in names:
+        for row in kernel_rows(name, args.repeats, machine, args.min_bytes):
+            rows.append(row)
+            print(f"{row['workload']:<17} {row['kernel'][:44]:<44} {row['bytes'] / 2**20:7.2f} {row['calls']:5}"
+                  f" {row['gbps']:6.1f} {row['fraction']:6.0%}", flush=True)
+    totals = summary(rows)
+    if totals["kernels"]:
+        print(f"memory-bound kernels: {totals['kernels']}; fraction of the triad: geomean {totals['geomean']:.0%},"
+              f" least {totals['least']:.0%}; at {BAR:.0%} or better: {totals['at_bar']}")
+    else:
+        print("memory-bound kernels: none above the size threshold")
+    if args.json:
+        print(json.dumps({"machine": machine, "rows": rows, "summary": totals}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
