@@ -64,6 +64,7 @@ class CompiledKernel:
     optimized: llvm_jit.OptimizedKernel
     scratch: tuple[kernel_scratch.ScratchArgument, ...] = ()  # working memory per call, passed after the results
     tiled_loop_nests: int = 0
+    register_tiled_convolutions: int = 0
     same_as: str | None = None  # the kernel whose code this one runs (its StableHLO is the same)
 
 
@@ -114,6 +115,9 @@ def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pi
                 if compiled.tiled_loop_nests:
                     emission.decisions.append(f"{compiled.symbol}: {compiled.tiled_loop_nests} loop nest(s) tiled "
                                               f"{tiling.TILE}x{tiling.TILE} for an operand read across the innermost loop")
+                if compiled.register_tiled_convolutions:
+                    emission.decisions.append(f"{compiled.symbol}: {compiled.register_tiled_convolutions} convolution(s) as "
+                                              "register-tiled loops (output columns x features held in vector registers)")
         plan.allocation_sizes[emission.slab] = assignment.heap.size
         write_summary(module, assignment.summary)
         drivers = compile_drivers(plan, kernels, emission.decisions)
@@ -191,11 +195,11 @@ def compile_kernel(spec: KernelSpec, compiled_by_source: dict[str, CompiledKerne
     kernel_module, stablehlo_text, source_key = kernel_stablehlo(spec)
     if (first := compiled_by_source.get(source_key)) is not None:
         return CompiledKernel(spec.symbol, stablehlo_text, llvm_jit.same_code(spec.symbol, first.optimized),
-                              first.scratch, first.tiled_loop_nests, same_as=first.symbol)
+                              first.scratch, first.tiled_loop_nests, first.register_tiled_convolutions, same_as=first.symbol)
     lowered = lowering.lower_to_llvm_dialect(kernel_module, spec.symbol, buffer_loops)
     optimized = llvm_jit.optimize(spec.symbol, lowering.translate(kernel_module, spec.symbol))
     compiled = CompiledKernel(spec.symbol, stablehlo_text, optimized, tuple(lowered.scratch.get(spec.symbol, ())),
-                              lowered.tiled_loop_nests)
+                              lowered.tiled_loop_nests, lowered.register_tiled_convolutions)
     compiled_by_source[source_key] = compiled
     return compiled
 

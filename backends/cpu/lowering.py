@@ -17,7 +17,9 @@ log(1 + x), so the kernel source computes them as XLA does, `elemental_math.py`,
 complex expm1, log1p, tan and tanh, which convert-complex-to-standard computes inaccurately);
 copies between strided views become loops (`copies_as_loops`); loops are ordered so that the
 innermost runs along contiguous memory (`loop_order.py`), and a kernel reading an
-operand across its innermost loop (a transpose) is tiled into cache blocks (`tiling.py`). Functions take bare pointers
+operand across its innermost loop (a transpose) is tiled into cache blocks (`tiling.py`);
+an f32 NHWC convolution becomes a register-tiled direct convolution on vectors before
+bufferization (`convolution_tiling.py`). Functions take bare pointers
 (`use-bare-ptr-memref-call-conv`): a kernel is `void k(ptr, ptr, ...)`, operands then results.
 """
 
@@ -27,7 +29,7 @@ from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir, linalg, llvm, passmanager, stablehlo
 
-from . import kernel_scratch, llvm_text, loop_order, materialization, math_approximations, tiling
+from . import convolution_tiling, kernel_scratch, llvm_text, loop_order, materialization, math_approximations, tiling
 
 TO_LINALG = [
     "func.func(stablehlo-legalize-to-linalg)",
@@ -61,6 +63,10 @@ TO_LLVM = [
     "convert-cf-to-llvm",
     "reconcile-unrealized-casts",
 ]
+# kernels with vector ops (the register-tiled convolutions'): vectors become loops of
+# 1-D vectors, then LLVM vectors; ub.poison (an unset vector lane) an LLVM poison value
+VECTORS_TO_LLVM = (["convert-vector-to-scf"] + TO_LLVM[: TO_LLVM.index("convert-arith-to-llvm")]
+                   + ["convert-vector-to-llvm", "convert-ub-to-llvm"] + TO_LLVM[TO_LLVM.index("convert-arith-to-llvm"):])
 ALLOCATORS = {"malloc", "free", "aligned_alloc", "posix_memalign", "calloc", "realloc"}
 _REGISTERED = False
 
@@ -75,10 +81,12 @@ def register_passes() -> None:
 @dataclass(frozen=True)
 class Lowered:
     """What the lowering decided: the scratch arguments each function takes after its results
-    (their sizes and what they hold), and how many loop nests it tiled."""
+    (their sizes and what they hold), how many loop nests it tiled for the caches (transposes)
+    and how many convolutions it tiled for registers."""
 
     scratch: dict[str, list[kernel_scratch.ScratchArgument]]
     tiled_loop_nests: int
+    register_tiled_convolutions: int = 0
 
 
 def keep_narrow_roundings(module: ir.Module) -> None:
@@ -101,9 +109,15 @@ def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None) -> Lo
         with module.context:
             passmanager.PassManager.parse(f"builtin.module({','.join(TO_LINALG)})").run(module.operation)
             materialization.write_over_dying_operands(module)
+            register_tiled = 0
+            if buffer_loops is None:
+                with ir.Location.unknown():
+                    register_tiled = convolution_tiling.tile_convolutions(module)
             passmanager.PassManager.parse(f"builtin.module({','.join(BUFFERIZE)})").run(module.operation)
             scratch = kernel_scratch.scratch_from_arguments(module)
             with ir.Location.unknown():
+                if register_tiled:
+                    convolution_tiling.lower_vectors(module)
                 if buffer_loops is not None:
                     buffer_loops(module, name)
                     tiled = 0
@@ -117,10 +131,11 @@ def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None) -> Lo
                 with ir.Location.unknown():
                     # after bf16 and f16 math became f32 math, so that it is approximated too
                     math_approximations.approximate(module)
-            passmanager.PassManager.parse(f"builtin.module({','.join(TO_LLVM)})").run(module.operation)
+            to_llvm = TO_LLVM if not register_tiled else VECTORS_TO_LLVM
+            passmanager.PassManager.parse(f"builtin.module({','.join(to_llvm)})").run(module.operation)
     except ir.MLIRError as error:
         raise MlirxlaError(f"kernel {name} failed to lower to LLVM: {diagnostic_text(error)}") from None
-    return Lowered(scratch, tiled)
+    return Lowered(scratch, tiled, register_tiled)
 
 
 def copies_as_loops(module: ir.Module) -> None:

@@ -99,6 +99,24 @@ def test_every_strategy_forced_matches_numpy(forced, shape):
     np.testing.assert_allclose(executable.execute([x, k])[0], expected, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("shape, tiled", [
+    (dict(n=2, h=8, c=3, f=16, k=3), True),  # 8 columns: blocks of 4 x 16
+    (dict(n=1, h=6, c=4, f=24, k=3), True),  # 6 columns, 24 features: blocks of 2 x 8
+    (dict(n=1, h=9, c=5, f=8, k=3, stride=2, padding=((1, 0), (0, 1))), True),  # 5 columns: blocks of 1 x 8
+    (dict(n=1, h=6, c=3, f=12, k=3), False),  # 12 features: neither 16 nor 8 divides them
+], ids=["4x16", "2x8", "strided-1x8", "untiled"])
+def test_register_tiled_loop_nest_matches_numpy(shape, tiled):
+    text, x_shape, k_shape = layer(**shape)
+    with strategy.forcing(strategy.LOOP_NEST):
+        executable, decisions = compiled(text)
+    assert any("convolution(s) as register-tiled loops" in line for line in decisions) == tiled, decisions
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    k = rng.standard_normal(k_shape).astype(np.float32)
+    expected = numpy_convolution(x, k, shape.get("stride", 1), shape.get("padding", ((1, 1), (1, 1))))
+    np.testing.assert_allclose(executable.execute([x, k])[0], expected, rtol=1e-4, atol=1e-4)
+
+
 def test_forcing_an_unknown_strategy_is_refused():
     with pytest.raises(ValueError, match="unknown convolution strategy 'winograd'"):
         with strategy.forcing("winograd"):
