@@ -6,8 +6,9 @@ grouped (union-find) into buffers: a bitcast, an optimization_barrier result and
 get_tuple_element of an `xhlo.tuple` share their source; a while's init operand, its condition
 and body arguments, the body's returned value and the while result share one buffer; a
 conditional branch's arguments share the conditional's operands and its returned values the
-conditional's results; an in-place `dynamic_update_slice` shares its operand's buffer when the
-operand is a temp with no later use, and so may an elementwise op's result take over a
+conditional's results; an in-place `dynamic_update_slice` or one-input `scatter` (XLA's
+scatter is in place too; the operand must not be its indices or updates as well) shares its
+operand's buffer when the operand is a temp with no later use, and so may an elementwise op's result take over a
 same-size operand's buffer (option `share-elementwise`, on by default, as XLA's
 CanShareOperandBufferWithUser). Copies never alias. Fusion and other region bodies
 (reducers, sort comparators, ...) are opaque: one kernel, their inner values get no buffers.
@@ -296,6 +297,8 @@ class Analysis:
                 for k, value in enumerate(branch_return.operands):
                     self.alias(results[k], value)
         elif op.name == "xhlo.dynamic_update_slice":
+            self.in_place.append(([operands[0]], results[0], self.op_time[op]))
+        elif op.name == "xhlo.scatter" and len(results) == 1 and operands[0] not in operands[1:]:
             self.in_place.append(([operands[0]], results[0], self.op_time[op]))
         elif self.share_elementwise and kind_of(op) in ELEMENTWISE and len(results) == 1:
             self.in_place.append((operands, results[0], self.op_time[op]))
