@@ -19,7 +19,9 @@ positive NaN when the comparator canonicalizes; integers widened to i64; descend
 bitwise inverted.
 
 Worth it for small k: the insertion moves at most k entries, so a row costs n compares plus
-k shifts per element that enters (`MAX_SELECTED`); larger selections stay host calls."""
+k shifts per element that enters (`MAX_SELECTED`); larger selections stay host calls. A
+sort of short rows (at most `MAX_SELECTED`) whose results are read whole is the same kernel
+with k = n: an insertion sort."""
 
 from mlirxla.mlir import ir
 
@@ -33,13 +35,14 @@ FLOAT_BITS = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64}
 
 
 def selected_count(op: ir.Operation) -> int | None:
-    """k, when this sort is a top-k the kernel selects, else None."""
+    """k, when this sort is a top-k the kernel selects (a whole sort of rows of at most
+    `MAX_SELECTED` is one with k = n), else None."""
     keys = comparator_keys(op)
     if keys is None or len(keys) != 1 or keys[0].part != "value":
         return None
     dimension = ir.IntegerAttr(op.attributes["dimension"]).value
-    leading = leading_positions_read(op, dimension)
-    if leading is None or not 0 < leading <= MAX_SELECTED:
+    leading = leading_positions_read(op, dimension) or ir.RankedTensorType(op.operands[0].type).shape[dimension]
+    if not 0 < leading <= MAX_SELECTED:
         return None
     if "complex" in str(ir.RankedTensorType(op.operands[keys[0].operand].type).element_type):
         return None
