@@ -6,11 +6,13 @@ grouped (union-find) into buffers: a bitcast, an optimization_barrier result and
 get_tuple_element of an `xhlo.tuple` share their source; a while's init operand, its condition
 and body arguments, the body's returned value and the while result share one buffer; a
 conditional branch's arguments share the conditional's operands and its returned values the
-conditional's results; an in-place `dynamic_update_slice` (or a fusion rooted in one) shares
-its operand's buffer when the operand is a temp with no later use, and so may an elementwise
-op's result take over a same-size operand's buffer (option `share-elementwise`, on by
-default, as XLA's CanShareOperandBufferWithUser). Copies never alias. Fusion and other region bodies
-(reducers, sort comparators, ...) are opaque: one kernel, their inner values get no buffers.
+conditional's results; an in-place `dynamic_update_slice` (or a fusion rooted in one) or
+one-input `scatter` (XLA's scatter is in place too; the operand must not be its indices or
+updates as well) shares its operand's buffer when the operand is a temp with no later use,
+and so may an elementwise op's result take over a same-size operand's buffer (option
+`share-elementwise`, on by default, as XLA's CanShareOperandBufferWithUser). Copies never
+alias. Fusion and other region bodies (reducers, sort comparators, ...) are opaque: one
+kernel, their inner values get no buffers.
 
 Schedule and live ranges. Ops are numbered in block order (the block order is the schedule,
 see xhlo-scheduling). While loops and conditional branches are flattened, as XLA's HloLiveRange
@@ -297,6 +299,8 @@ class Analysis:
                     self.alias(results[k], value)
         elif (pair := in_place_pair(op)) is not None:
             self.in_place.append(([operands[pair[0]]], results[pair[1]], self.op_time[op]))
+        elif op.name == "xhlo.scatter" and len(results) == 1 and operands[0] not in operands[1:]:
+            self.in_place.append(([operands[0]], results[0], self.op_time[op]))
         elif self.share_elementwise and kind_of(op) in ELEMENTWISE and len(results) == 1:
             self.in_place.append((operands, results[0], self.op_time[op]))
         elif self.share_elementwise and op.name == "xhlo.fusion" and len(results) == 1:

@@ -40,7 +40,7 @@ from mlirxla.transforms.fusion_legality import NOT_KERNELS, fused_ops, kind_of
 from mlirxla.transforms.scheduling import type_bytes
 
 from . import native_symbols
-from .emitters import collectives, control_flow, host_calls, kernels, library_calls
+from .emitters import collectives, control_flow, host_calls, kernels, library_calls, loop_kernels
 from .emitters.kernels import KernelSpec
 from .op_support import interpreted_reason, unsupported_reason
 
@@ -71,6 +71,8 @@ EMITTERS = {
     "while": control_flow.emit_while,
     "conditional": control_flow.emit_conditional,
     **{kind: host_calls.emit_host_call for kind in host_calls.HOST_CALLS},
+    "scatter": loop_kernels.emit_scatter,
+    "sort": loop_kernels.emit_sort,
     **{kind: collectives.emit_collective for kind in collectives.ATTRIBUTES},
 }
 

@@ -285,23 +285,26 @@ def test_op_without_native_lowering_runs_on_the_interpreter(context):
     np.testing.assert_array_equal(executable.execute_numpy([x])[0], x.view(np.complex64).reshape(3, 2))
 
 
-SORT_DESCENDING_WITH_PAYLOAD = """func.func @main(%k: tensor<3x6xi32>, %v: tensor<3x6xf32>) -> (tensor<3x6xi32>, tensor<3x6xf32>) {
-  %0:2 = "stablehlo.sort"(%k, %v) ({
+SORT_DESCENDING_WITH_PAYLOAD = """func.func @main(%k: tensor<3x{n}xi32>, %v: tensor<3x{n}xf32>) -> (tensor<3x{n}xi32>, tensor<3x{n}xf32>) {{
+  %0:2 = "stablehlo.sort"(%k, %v) ({{
   ^bb0(%a: tensor<i32>, %b: tensor<i32>, %c: tensor<f32>, %d: tensor<f32>):
     %gt = stablehlo.compare GT, %a, %b, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
     stablehlo.return %gt : tensor<i1>
-  }) {dimension = 1 : i64, is_stable = true} : (tensor<3x6xi32>, tensor<3x6xf32>) -> (tensor<3x6xi32>, tensor<3x6xf32>)
-  return %0#0, %0#1 : tensor<3x6xi32>, tensor<3x6xf32>
-}
+  }}) {{dimension = 1 : i64, is_stable = true}} : (tensor<3x{n}xi32>, tensor<3x{n}xf32>) -> (tensor<3x{n}xi32>, tensor<3x{n}xf32>)
+  return %0#0, %0#1 : tensor<3x{n}xi32>, tensor<3x{n}xf32>
+}}
 """
 
 
-def test_sort_runs_as_a_host_library_call():
-    """A one-key comparator sorts on the host, stably, the payload following its key."""
-    executable = Client().compile(SORT_DESCENDING_WITH_PAYLOAD)
-    assert "host sort" in executable.thunk_sequence()
-    keys = np.array([[3, 1, 3, -2, 0, 1], [5, 5, 5, 5, 5, 5], [-1, 2, -3, 4, 2147483647, -2147483648]], np.int32)
-    values = np.arange(18, dtype=np.float32).reshape(3, 6)
+@pytest.mark.parametrize("copies, path", [(1, "kernel sort"), (12, "host sort")])
+def test_one_key_sort_is_stable_and_moves_its_payload(copies, path):
+    """A one-key comparator sorts stably, the payload following its key: rows of at most 64
+    in an insertion-sort kernel (`top_k_kernel.py`), longer ones on the host."""
+    rows = np.array([[3, 1, 3, -2, 0, 1], [5, 5, 5, 5, 5, 5], [-1, 2, -3, 4, 2147483647, -2147483648]], np.int32)
+    keys = np.tile(rows, (1, copies))
+    executable = Client().compile(SORT_DESCENDING_WITH_PAYLOAD.format(n=keys.shape[1]))
+    assert path in executable.thunk_sequence()
+    values = np.arange(keys.size, dtype=np.float32).reshape(keys.shape)
     sorted_keys, sorted_values = executable.execute_numpy([keys, values])
     order = np.argsort(-keys.astype(np.int64), axis=1, kind="stable")
     np.testing.assert_array_equal(sorted_keys, np.take_along_axis(keys, order, axis=1))
@@ -327,7 +330,7 @@ SCATTER_WITHOUT_SCATTER_DIMENSIONS = """func.func @main(%x: tensor<3xi32>, %u: t
 
 def test_scatter_without_scatter_dimensions_writes_its_one_window(context):
     executable = Client().compile(SCATTER_WITHOUT_SCATTER_DIMENSIONS)
-    assert "host scatter" in executable.thunk_sequence()
+    assert "kernel scatter" in executable.thunk_sequence()
     generator = np.random.default_rng(3)
     arguments = [np.arange(3, dtype=np.int32), np.array([7, -1, 4], np.int32), generator.standard_normal((3, 3)).astype(np.float32),
                  np.array([2], np.int32), generator.standard_normal(3).astype(np.float32)]
@@ -357,11 +360,11 @@ TOP_3_OF_16 = """func.func @main(%k: tensor<5x16x{element}>) -> (tensor<5x3x{ele
 ])
 @pytest.mark.parametrize("direction", ["GT", "LT"])
 def test_top_k_selects_then_sorts_what_the_slices_read(element, compare, keys, direction):
-    """A sort whose results only slices read (jax's top_k) selects the leading positions and
-    sorts only them: exactly the stable sort's first positions, ties in index order, NaN,
+    """A sort whose results only slices read (jax's top_k) is a selection kernel writing the
+    leading positions: exactly the stable sort's first positions, ties in index order, NaN,
     -0.0 and the integer extremes in their total order."""
     executable = Client().compile(TOP_3_OF_16.format(element=element, compare=compare, direction=direction))
-    assert "'leading': 3" in executable.thunk_sequence()
+    assert "kernel sort" in executable.thunk_sequence() and "host sort" not in executable.thunk_sequence()
     rng = np.random.default_rng(0)
     keys = np.stack([row[rng.permutation(16)] for row in keys])
     values, indices = executable.execute_numpy([keys])

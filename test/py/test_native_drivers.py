@@ -18,10 +18,11 @@ from mlirxla.runtime.thunks import ConditionalThunk, HostThunk, WhileThunk, ever
 
 from .conftest import JAX_PROGRAMS, random_arguments, reference_outputs
 
-# a loop whose body sorts (a host call: called back into Python) and adds to the counter
-SORT_IN_LOOP = """func.func @main(%v: tensor<8xf32>) -> (tensor<8xf32>, tensor<i32>) {
+# a loop whose body sorts (a host call, rows longer than the sort kernel takes: called back
+# into Python) and adds to the counter
+SORT_IN_LOOP = """func.func @main(%v: tensor<80xf32>) -> (tensor<80xf32>, tensor<i32>) {
   %zero = stablehlo.constant dense<0> : tensor<i32>
-  %0:2 = stablehlo.while(%i = %zero, %x = %v) : tensor<i32>, tensor<8xf32>
+  %0:2 = stablehlo.while(%i = %zero, %x = %v) : tensor<i32>, tensor<80xf32>
   cond {
     %three = stablehlo.constant dense<3> : tensor<i32>
     %lt = stablehlo.compare LT, %i, %three, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
@@ -29,15 +30,15 @@ SORT_IN_LOOP = """func.func @main(%v: tensor<8xf32>) -> (tensor<8xf32>, tensor<i
   } do {
     %one = stablehlo.constant dense<1> : tensor<i32>
     %next = stablehlo.add %i, %one : tensor<i32>
-    %neg = stablehlo.negate %x : tensor<8xf32>
+    %neg = stablehlo.negate %x : tensor<80xf32>
     %sorted = "stablehlo.sort"(%neg) ({
     ^bb0(%a: tensor<f32>, %b: tensor<f32>):
       %c = stablehlo.compare LT, %a, %b, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
       stablehlo.return %c : tensor<i1>
-    }) {dimension = 0 : i64, is_stable = true} : (tensor<8xf32>) -> tensor<8xf32>
-    stablehlo.return %next, %sorted : tensor<i32>, tensor<8xf32>
+    }) {dimension = 0 : i64, is_stable = true} : (tensor<80xf32>) -> tensor<80xf32>
+    stablehlo.return %next, %sorted : tensor<i32>, tensor<80xf32>
   }
-  return %0#1, %0#0 : tensor<8xf32>, tensor<i32>
+  return %0#1, %0#0 : tensor<80xf32>, tensor<i32>
 }
 """
 
@@ -123,7 +124,7 @@ def test_loop_with_a_host_call_runs_natively_and_calls_the_sort_back():
     (driver,) = drivers(executable)
     (called_back,) = driver.called_back
     assert isinstance(called_back, HostThunk) and called_back.call == "sort"
-    matches_reference(executable, SORT_IN_LOOP, [np.array([3, -1, 4, 1, -5, 9, 2, -6], np.float32)])
+    matches_reference(executable, SORT_IN_LOOP, [np.tile(np.array([3, -1, 4, 1, -5, 9, 2, -6], np.float32), 10)])
 
 
 def test_swapped_carried_values_match_the_reference():
@@ -171,7 +172,7 @@ def test_an_error_in_a_called_back_thunk_is_raised_by_the_execution(monkeypatch)
 
     monkeypatch.setattr(called_back, "run", fail)
     with pytest.raises(MlirxlaError, match="the sort failed"):
-        executable.execute_numpy([np.zeros(8, np.float32)])
+        executable.execute_numpy([np.zeros(80, np.float32)])
 
 
 def test_while_a_profile_records_the_loop_is_walked_from_python(monkeypatch):
@@ -198,7 +199,7 @@ def test_while_a_profile_records_the_loop_is_walked_from_python(monkeypatch):
 
 
 def independent_sorts_and_a_loop(count: int) -> str:
-    """`count` sorts of independent arguments (host calls the executor can run side by side)
+    """`count` sorts of independent arguments (kernels the executor can run side by side)
     beside a loop: a sequence the executor runs as a dependency graph."""
     parameters = ", ".join(f"%a{i}: tensor<8xf32>" for i in range(count))
     sorts = "".join(f"""  %s{i} = "stablehlo.sort"(%a{i}) ({{

@@ -1,0 +1,39 @@
+"""Generated loop kernels for the ops that were host calls: a scatter XLA:CPU would emit a
+loop for (`scatter_kernel.py`) and a sort that is a top-k (`top_k_kernel.py`). What they
+cannot take stays a host call (`host_calls.py`); the decisions say which path each took."""
+
+from mlirxla.mlir import ir
+from mlirxla.runtime.thunks import KernelThunk
+
+from ..scatter_kernel import kernel_reason, scatter_module_text
+from ..top_k_kernel import MAX_SELECTED, selected_count, top_k_module_text
+from .host_calls import emit_host_call
+from .kernels import KernelSpec
+
+
+def emit_scatter(emitter, op: ir.Operation) -> list:
+    name = emitter.name_of(op)
+    if (reason := kernel_reason(op)) is not None:
+        emitter.decisions.append(f"{name}: scatter stays a host call ({reason})")
+        return emit_host_call(emitter, op)
+    in_place = emitter.slice_of(op.operands[0]) == emitter.slice_of(op.results[0])
+    emitter.decisions.append(f"{name}: scatter as a loop kernel, {'in place on its operand' if in_place else 'the operand copied into the result first'}")
+    return [loop_kernel(emitter, op, lambda symbol: scatter_module_text(symbol, op, in_place))]
+
+
+def emit_sort(emitter, op: ir.Operation) -> list:
+    k = selected_count(op)
+    if k is None:
+        return emit_host_call(emitter, op)
+    emitter.decisions.append(f"{emitter.name_of(op)}: sort read only in its first {k} position(s): a top-{k} selection "
+                             f"kernel (bounded insertion, k <= {MAX_SELECTED})")
+    return [loop_kernel(emitter, op, lambda symbol: top_k_module_text(symbol, op, k))]
+
+
+def loop_kernel(emitter, op: ir.Operation, source_of) -> KernelThunk:
+    """The kernel thunk for `op` whose code is the module text `source_of(symbol)` gives."""
+    name = emitter.name_of(op)
+    symbol = emitter.symbol(name)
+    emitter.kernels.append(KernelSpec(symbol, op, source=source_of(symbol)))
+    arguments = [emitter.slice_of(v) for v in op.operands] + [emitter.slice_of(r) for r in op.results]
+    return KernelThunk(name, symbol, tuple(arguments), len(op.results))

@@ -1,0 +1,154 @@
+"""Top-k as a generated loop kernel: a sort (with one key) whose results only slices of its
+first k positions read, which is what `lax.top_k` becomes (chlo.top_k decomposes into an
+iota, a stable sort of (values, positions) descending and two slices).
+
+Per row (every position of the dimensions other than the sort's) the kernel selects the
+first k elements of the stable sort's order with a bounded insertion: the first k elements
+are insertion-sorted into a k-entry buffer of (key, position); after that, an element enters
+only when its key is strictly before the buffer's last key (a loop-carried threshold, so that
+the common case is one load and one compare), shifting the entries after it down and
+dropping the last. Keys equal to an entry's go after it: earlier positions first, which is
+the stable sort's order. Then every operand's elements at the k selected positions are
+written to the first k positions of its result, which is all the slices read (the rest of
+the results are never written).
+
+Keys compare as integers whose order is the comparator's (`sort_comparator.SortKey`), the
+host sort's encoding (`runtime/host_calls.sortable`): floats' bits in IEEE total order
+(-NaN < -inf < ... < -0 < +0 < ... < +NaN), after mapping -0 to +0 and every NaN to one
+positive NaN when the comparator canonicalizes; integers widened to i64; descending keys
+bitwise inverted.
+
+Worth it for small k: the insertion moves at most k entries, so a row costs n compares plus
+k shifts per element that enters (`MAX_SELECTED`); larger selections stay host calls. A
+sort of short rows (at most `MAX_SELECTED`) whose results are read whole is the same kernel
+with k = n: an insertion sort."""
+
+from mlirxla.mlir import ir
+
+from .emitters.host_calls import leading_positions_read
+from .loop_text import LoopText, element_text, is_float, is_unsigned, memref_text
+from .sort_comparator import comparator_keys
+
+MAX_SELECTED = 64
+CANONICAL_NAN = {"f16": "0x7E00", "bf16": "0x7FC0", "f32": "0x7FC00000", "f64": "0x7FF8000000000000"}
+FLOAT_BITS = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64}
+
+
+def selected_count(op: ir.Operation) -> int | None:
+    """k, when this sort is a top-k the kernel selects (a whole sort of rows of at most
+    `MAX_SELECTED` is one with k = n), else None."""
+    keys = comparator_keys(op)
+    if keys is None or len(keys) != 1 or keys[0].part != "value":
+        return None
+    dimension = ir.IntegerAttr(op.attributes["dimension"]).value
+    leading = leading_positions_read(op, dimension) or ir.RankedTensorType(op.operands[0].type).shape[dimension]
+    if not 0 < leading <= MAX_SELECTED:
+        return None
+    if "complex" in str(ir.RankedTensorType(op.operands[keys[0].operand].type).element_type):
+        return None
+    return leading
+
+
+def sortable(text: LoopText, value: str, tensor_type: ir.Type, canonical: bool, descending: bool) -> str:
+    """`value` as an i64 whose signed order is the key's order."""
+    element = element_text(tensor_type)
+    if is_float(element):
+        bits = FLOAT_BITS[element]
+        if canonical:
+            zero = text.constant("0.0", element)
+            is_zero = text.value(f"arith.cmpf oeq, {value}, {zero} : {element}")
+            value = text.value(f"arith.select {is_zero}, {zero}, {value} : {element}")
+            is_nan = text.value(f"arith.cmpf uno, {value}, {value} : {element}")
+            value = text.value(f"arith.select {is_nan}, {text.constant(CANONICAL_NAN[element], element)}, {value} : {element}")
+        integer = f"i{bits}"
+        raw = text.value(f"arith.bitcast {value} : {element} to {integer}")
+        sign = text.value(f"arith.shrsi {raw}, {text.constant(bits - 1, integer)} : {integer}")
+        magnitude = text.value(f"arith.andi {sign}, {text.constant((1 << (bits - 1)) - 1, integer)} : {integer}")
+        ordered = text.value(f"arith.xori {raw}, {magnitude} : {integer}")
+        wide = ordered if bits == 64 else text.value(f"arith.extsi {ordered} : {integer} to i64")
+    elif element == "i64":
+        wide = value if not is_unsigned(tensor_type) else text.value(f"arith.xori {value}, {text.constant(-(1 << 63), 'i64')} : i64")
+    else:
+        extend = "arith.extui" if is_unsigned(tensor_type) or element == "i1" else "arith.extsi"
+        wide = text.value(f"{extend} {value} : {element} to i64")
+    return text.value(f"arith.xori {wide}, {text.constant(-1, 'i64')} : i64") if descending else wide
+
+
+def top_k_module_text(symbol: str, op: ir.Operation, k: int) -> str:
+    """The selection kernel: the sort's operands -> its results, the first k positions of each row."""
+    key = comparator_keys(op)[0]
+    dimension = ir.IntegerAttr(op.attributes["dimension"]).value
+    shape = list(ir.RankedTensorType(op.operands[0].type).shape)
+    operand_memrefs = [memref_text(v.type) for v in op.operands]
+    arguments = [(f"in{i}", t) for i, t in enumerate(operand_memrefs)] + [(f"out{i}", t) for i, t in enumerate(operand_memrefs)]
+    text = LoopText(symbol, arguments)
+    text.line(f"%keys = memref.alloca() : memref<{k}xi64>")
+    text.line(f"%positions = memref.alloca() : memref<{k}xindex>")
+    row = {d: text.loop(size, "r") for d, size in enumerate(shape) if d != dimension}
+
+    def at(position: str) -> list[str]:
+        return [position if d == dimension else row[d] for d in range(len(shape))]
+
+    def key_of(position: str) -> str:
+        value = text.load(f"%in{key.operand}", operand_memrefs[key.operand], at(position))
+        return sortable(text, value, op.operands[key.operand].type, key.canonical, key.descending)
+
+    first = text.loop(k, "p")
+    insert(text, k, key_of(first), first, first)
+    text.close()
+    last = text.constant(k - 1)
+    threshold = text.load("%keys", f"memref<{k}xi64>", [last])
+    position, carried = text.fresh("p"), text.fresh("t")
+    result = text.fresh("t")
+    text.open(f"{result} = scf.for {position} = {text.constant(k)} to {text.constant(shape[dimension])} step {text.constant(1)} "
+              f"iter_args({carried} = {threshold}) -> (i64)")
+    candidate = key_of(position)
+    enters = text.value(f"arith.cmpi slt, {candidate}, {carried} : i64")
+    updated = text.fresh("t")
+    text.open(f"{updated} = scf.if {enters} -> (i64)")
+    insert(text, k, candidate, position, last)
+    text.line(f"scf.yield {text.load('%keys', f'memref<{k}xi64>', [last])} : i64")
+    text.close("} else {")
+    text.line(f"scf.yield {carried} : i64")
+    text.close()
+    text.line(f"scf.yield {updated} : i64")
+    text.close()
+    rank = text.loop(k, "j")
+    chosen = text.load("%positions", f"memref<{k}xindex>", [rank])
+    for i, memref_type in enumerate(operand_memrefs):
+        value = text.load(f"%in{i}", memref_type, at(chosen))
+        text.store(value, f"%out{i}", memref_type, at(rank))
+    text.close()
+    for _ in row:
+        text.close()
+    return text.text()
+
+
+def insert(text: LoopText, k: int, key: str, position: str, slot: str) -> None:
+    """Put (key, position) into the k-entry buffer at `slot` or before it: entries from
+    `slot` back whose keys are greater move down one (the one at `slot` is overwritten)."""
+    keys, positions = f"memref<{k}xi64>", f"memref<{k}xindex>"
+    moving, final = text.fresh("j"), text.fresh("j")
+    text.open(f"{final} = scf.while ({moving} = {slot}) : (index) -> index")
+    nonzero = text.value(f"arith.cmpi sgt, {moving}, {text.constant(0)} : index")
+    before = text.fresh("b")
+    text.open(f"{before} = scf.if {nonzero} -> (i1)")
+    previous = text.value(f"arith.subi {moving}, {text.constant(1)} : index")
+    later = text.value(f"arith.cmpi slt, {key}, {text.load('%keys', keys, [previous])} : i64")
+    text.line(f"scf.yield {later} : i1")
+    text.close("} else {")
+    text.line(f"scf.yield {text.constant(0, 'i1')} : i1")
+    text.close()
+    text.line(f"scf.condition({before}) {moving} : index")
+    text.depth -= 1
+    shifting = text.fresh("j")
+    text.line(f"}} do {{\n{'  ' * text.depth}^bb0({shifting}: index):")
+    text.depth += 1
+    previous = text.value(f"arith.subi {shifting}, {text.constant(1)} : index")
+    text.store(text.load("%keys", keys, [previous]), "%keys", keys, [shifting])
+    text.store(text.load("%positions", positions, [previous]), "%positions", positions, [shifting])
+    text.line(f"scf.yield {previous} : index")
+    text.close()
+    text.store(key, "%keys", keys, [final])
+    text.store(position, "%positions", positions, [final])
+

@@ -1,0 +1,197 @@
+"""Scatter and top-k as generated loop kernels (`backends/cpu/scatter_kernel.py`,
+`top_k_kernel.py`): they take the kernel path, not the host call, and give the reference
+interpreter's results (scatter: duplicate indices combined in the updates' order, windows out
+of bounds skipped, every combiner, batching dimensions) and jax CPU's (top_k: ties, NaN,
+signed zeros, k = 1 and k = n; scatter windows partly out of bounds, which XLA skips whole)."""
+
+import os
+import re
+import sys
+
+import numpy as np
+import pytest
+
+from mlirxla import frontdoor
+from mlirxla.runtime.client import Client
+
+from .conftest import reference_outputs
+
+
+def scatter_text(operand: str, indices: str, updates: str, numbers: str, combiner: str, element: str) -> str:
+    body = f"%r = stablehlo.{combiner} %a, %b : tensor<{element}>\n    stablehlo.return %r : tensor<{element}>" \
+        if combiner != "set" else f"stablehlo.return %b : tensor<{element}>"
+    return f"""func.func @main(%x: tensor<{operand}>, %i: tensor<{indices}>, %u: tensor<{updates}>) -> tensor<{operand}> {{
+  %0 = "stablehlo.scatter"(%x, %i, %u) <{{scatter_dimension_numbers = #stablehlo.scatter<{numbers}>}}> ({{
+  ^bb0(%a: tensor<{element}>, %b: tensor<{element}>):
+    {body}
+  }}) : (tensor<{operand}>, tensor<{indices}>, tensor<{updates}>) -> tensor<{operand}>
+  return %0 : tensor<{operand}>
+}}
+"""
+
+
+ROWS = "update_window_dims = [1], inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1"
+# rows 2 and 4 hit twice and three times, -1 and 6 out of bounds
+ROW_INDICES = np.array([[2], [4], [-1], [2], [6], [4], [0], [4]], np.int32)
+
+
+def values(shape, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    if dtype == np.bool_:
+        return rng.integers(0, 2, shape).astype(np.bool_)
+    if np.dtype(dtype).kind in "iu":
+        return rng.integers(0, 7, shape).astype(dtype)
+    return rng.integers(-8, 8, shape).astype(dtype) / 4
+
+
+SCATTERS = {
+    "add f32 rows": (scatter_text("6x4xf32", "8x1xi32", "8x4xf32", ROWS, "add", "f32"), np.float32, ROW_INDICES),
+    "set f32 rows, the last duplicate wins": (scatter_text("6x4xf32", "8x1xi32", "8x4xf32", ROWS, "set", "f32"), np.float32, ROW_INDICES),
+    "multiply i32": (scatter_text("6x4xi32", "8x1xi32", "8x4xi32", ROWS, "multiply", "i32"), np.int32, ROW_INDICES),
+    "maximum f64": (scatter_text("6x4xf64", "8x1xi32", "8x4xf64", ROWS, "maximum", "f64"), np.float64, ROW_INDICES),
+    "minimum ui8, unsigned indices": (scatter_text("6x4xui8", "8x1xui32", "8x4xui8", ROWS, "minimum", "ui8"), np.uint8,
+                                      ROW_INDICES.astype(np.uint32)),
+    "or of booleans": (scatter_text("6x4xi1", "8x1xi64", "8x4xi1", ROWS, "or", "i1"), np.bool_, ROW_INDICES.astype(np.int64)),
+    "and of booleans": (scatter_text("6x4xi1", "8x1xi32", "8x4xi1", ROWS, "and", "i1"), np.bool_, ROW_INDICES),
+    "add f16": (scatter_text("6x4xf16", "8x1xi32", "8x4xf16", ROWS, "add", "f16"), np.float16, ROW_INDICES),
+    "add i32 elements, a two-component index vector first": (
+        scatter_text("5x6xi32", "2x4xi32", "4xi32",
+                     "inserted_window_dims = [0, 1], scatter_dims_to_operand_dims = [1, 0], index_vector_dim = 0", "add", "i32"),
+        np.int32, np.array([[1, 5, 1, 6], [3, 0, 3, 2]], np.int32)),
+    "add f32 windows of 2x3, batching": (
+        scatter_text("2x5x6xf32", "2x3x2xi32", "2x3x2x3xf32",
+                     "update_window_dims = [2, 3], input_batching_dims = [0], scatter_indices_batching_dims = [0], "
+                     "scatter_dims_to_operand_dims = [1, 2], index_vector_dim = 2", "add", "f32"),
+        np.float32, np.array([[[0, 0], [3, 3], [0, 0]], [[1, 2], [9, 0], [3, 3]]], np.int32)),
+}
+
+
+@pytest.mark.parametrize("name", list(SCATTERS))
+def test_scatter_kernel_matches_the_reference(context, name):
+    text, dtype, indices = SCATTERS[name]
+    executable = Client().compile(text)
+    assert "kernel scatter" in executable.thunk_sequence() and "host scatter" not in executable.thunk_sequence()
+    module = frontdoor.import_text(text, "test", context).module
+    operand_shape = [int(d) for d in text.split("tensor<")[1].split("x")[:-1]]
+    updates_shape = [int(d) for d in text.split("%u: tensor<")[1].split(">")[0].split("x")[:-1]]
+    arguments = [values(operand_shape, dtype, 1), indices, values(updates_shape, dtype, 2)]
+    got = executable.execute_numpy(arguments)
+    np.testing.assert_array_equal(got[0], reference_outputs(module, arguments)[0])
+
+
+SCATTER_OF_A_TEMP = """func.func @main(%x: tensor<6x4xf32>, %i: tensor<8x1xi32>, %u: tensor<8x4xf32>) -> tensor<6x4xf32> {
+  %zero = stablehlo.constant dense<0.0> : tensor<6x4xf32>
+  %doubled = stablehlo.add %x, %x : tensor<6x4xf32>
+  %0 = "stablehlo.scatter"(%doubled, %i, %u) <{scatter_dimension_numbers = #stablehlo.scatter<""" + ROWS + """>}> ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %r = stablehlo.add %a, %b : tensor<f32>
+    stablehlo.return %r : tensor<f32>
+  }) : (tensor<6x4xf32>, tensor<8x1xi32>, tensor<8x4xf32>) -> tensor<6x4xf32>
+  return %0 : tensor<6x4xf32>
+}
+"""
+
+
+def test_scatter_writes_in_place_over_an_operand_dying_there(context):
+    """The scatter's result takes its operand's buffer when the operand dies at the scatter
+    (XLA's scatter is in place): the kernel then writes only the targets."""
+    executable = Client().compile(SCATTER_OF_A_TEMP)
+    line = next(line for line in executable.thunk_sequence().splitlines() if "kernel scatter" in line)
+    operand, result = re.fullmatch(r".*\]\((#\d+\[\d+:\d+\]), .* -> (#\d+\[\d+:\d+\])", line.strip()).groups()
+    assert operand == result
+    module = frontdoor.import_text(SCATTER_OF_A_TEMP, "test", context).module
+    arguments = [values((6, 4), np.float32, 1), ROW_INDICES, values((8, 4), np.float32, 2)]
+    np.testing.assert_array_equal(executable.execute_numpy(arguments)[0], reference_outputs(module, arguments)[0])
+
+
+def test_scatter_of_a_parameter_leaves_the_parameter_alone():
+    """A parameter's buffer is never written: the kernel copies the operand into its result."""
+    text, dtype, indices = SCATTERS["add f32 rows"]
+    executable = Client().compile(text)
+    operand = values((6, 4), np.float32, 1)
+    kept = operand.copy()
+    executable.execute_numpy([operand, indices, values((8, 4), np.float32, 2)])
+    np.testing.assert_array_equal(operand, kept)
+
+
+# --- against jax CPU ---------------------------------------------------------------------------
+
+
+def jax_cpu_and_kernel(function, *arguments, kernel: str):
+    """jax CPU's results, and ours from jax's lowering compiled by the cpu backend (asserting
+    that `kernel` runs as a kernel, not a host call)."""
+    import jax
+
+    lowered = jax.jit(function).lower(*arguments).as_text()
+    executable = Client().compile(lowered)
+    assert f"kernel {kernel}" in executable.thunk_sequence() and f"host {kernel}" not in executable.thunk_sequence()
+    with jax.default_device(jax.devices("cpu")[0]):
+        expected = jax.tree.leaves(jax.jit(function)(*arguments))
+    return executable.execute_numpy(list(arguments)), [np.asarray(leaf) for leaf in expected]
+
+
+TOP_K_ROWS = np.array([
+    [1.0, -0.0, 0.0, np.nan, -np.inf, np.inf, 2.0, 2.0, -1.0, 1e-45, 3.0, 3.0, 3.0, 0.5, -np.nan, 7.0],
+    [5.0] * 16,
+    [np.nan] * 8 + [-np.nan] * 8,
+    list(range(16)),
+    list(range(16, 0, -1)),
+], np.float32)
+
+
+@pytest.mark.jax
+@pytest.mark.parametrize("k", [1, 3, 16])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int32", "uint8"])
+def test_top_k_kernel_matches_jax_cpu(k, dtype):
+    """lax.top_k: the values and indices jax CPU gives, bit for bit (ties in index order, NaN
+    and signed zeros in the comparator's total order), k from 1 to the whole row."""
+    import jax.numpy as jnp
+    from jax import lax
+
+    rows = TOP_K_ROWS if dtype in ("float32", "bfloat16") else np.nan_to_num(TOP_K_ROWS, posinf=100, neginf=0)
+    rows = np.concatenate([rows, np.random.default_rng(k).permutation(rows.T).T])
+    x = jnp.asarray(rows).astype(dtype)
+    got, expected = jax_cpu_and_kernel(lambda a: lax.top_k(a, k), np.asarray(x), kernel="sort")
+    for leaf, want in zip(got, expected):
+        assert leaf.tobytes() == want.tobytes(), (leaf, want)
+
+
+@pytest.mark.jax
+def test_top_k_of_a_middle_dimension_matches_jax_cpu():
+    import jax.numpy as jnp
+    from jax import lax
+
+    x = np.random.default_rng(0).integers(0, 5, (3, 20, 4)).astype(np.float32)
+    got, expected = jax_cpu_and_kernel(lambda a: lax.top_k(jnp.swapaxes(a, 1, 2), 5), x, kernel="sort")
+    for leaf, want in zip(got, expected):
+        np.testing.assert_array_equal(leaf, want)
+
+
+@pytest.mark.jax
+def test_scatter_windows_partly_out_of_bounds_are_skipped_as_jax_cpu_skips_them():
+    """XLA skips a window that does not fit whole (the spec leaves it to the implementation):
+    windows of 3 rows starting at 4 or 5 of 6, or at -1, change nothing."""
+    from jax import lax
+
+    numbers = lax.ScatterDimensionNumbers(update_window_dims=(1, 2), inserted_window_dims=(), scatter_dims_to_operand_dims=(0,))
+    operand = values((6, 4), np.float32, 1)
+    indices = np.array([[0], [3], [4], [5], [-1], [3]], np.int32)
+    updates = values((6, 3, 4), np.float32, 2)
+    got, expected = jax_cpu_and_kernel(lambda x, i, u: lax.scatter_add(x, i, u, numbers, mode="drop"),
+                                       operand, indices, updates, kernel="scatter")
+    np.testing.assert_array_equal(got[0], expected[0])
+
+
+@pytest.mark.jax
+def test_embedding_gradient_scatter_matches_jax_cpu():
+    """The embedding gradient benchmark's scatter-add of broadcast updates: repeated ids,
+    negative ids (jax wraps them), every row of the bag added."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
+    import benchmark_workloads
+
+    rng = np.random.default_rng(0)
+    table, upstream = values((50, 8), np.float32, 1), values((4, 8), np.float32, 2)
+    ids = rng.integers(-50, 50, (4, 3)).astype(np.int32)
+    ids[1] = ids[0]
+    got, expected = jax_cpu_and_kernel(benchmark_workloads.embedding_gradient, table, ids, upstream, kernel="scatter")
+    np.testing.assert_allclose(got[0], expected[0], rtol=1e-5, atol=1e-6)
