@@ -528,6 +528,18 @@ def test_bf16_narrowing_helper_rounds_like_ml_dtypes():
     assert np.isnan(actual[nan].view(ml_dtypes.bfloat16).astype(np.float32)).all()
 
 
+@pytest.mark.parametrize("element, helpers", [("f32", False), ("bf16", True)])
+def test_helpers_are_in_the_objects_of_narrow_float_programs_only(element, helpers):
+    """The compiler-runtime helpers go into an object whose kernels hold bf16 or f16 values,
+    and only there (their code generation is a fixed cost of a compile); with or without
+    them the program computes what the reference does."""
+    x = np.linspace(-4.0, 4.0, 257).astype(np.float32 if element == "f32" else ml_dtypes.bfloat16)
+    executable = Client(cache_dir=None).compile(UNARY.format(op="tanh", n=x.size).replace("f32", element))
+    assert (b"__truncsfbf2" in executable.executable.object_code) == helpers
+    got = executable.execute_numpy([x])[0].astype(np.float64)
+    np.testing.assert_allclose(got, np.tanh(x.astype(np.float64)), rtol=2**-7 if helpers else 1e-6, atol=1e-6)
+
+
 def test_object_needing_a_missing_symbol_is_refused():
     """MCJIT would bind an unknown symbol to address 0; the loader refuses it instead."""
     machine = llvm_jit.target_machine()
