@@ -148,9 +148,9 @@ def measure(name: str, function, arguments, repeats: int, profile: bool) -> dict
 
 def print_rows(title: str, rows: list) -> None:
     print(f"\n{title}")
-    print(f"{"program":26} {'ops':>6} {'mlirxla s':>10} {'xla s':>8} {'ratio':>7} {'mlirxla ms/op':>14} {'xla ms/op':>10}")
+    print(f"{'program':26} {'ops':>6} {'mlirxla s':>10} {'xla s':>8} {'ratio':>7} {'mlirxla ms/op':>14} {'xla ms/op':>10}")
     for row in rows:
-        print(f"{row["program"]:26} {row['ops']:6d} {row['mlirxla_s']:10.2f} {row['xla_s']:8.2f} {row['ratio']:6.1f}x"
+        print(f"{row['program']:26} {row['ops']:6d} {row['mlirxla_s']:10.2f} {row['xla_s']:8.2f} {row['ratio']:6.1f}x"
               f" {row['mlirxla_ms_per_op']:14.2f} {row['xla_ms_per_op']:10.2f}")
 
 
