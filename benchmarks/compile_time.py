@@ -8,14 +8,16 @@ thunk emission, every kernel through LLVM, the native object), XLA's
 `jax.jit(f).lower(...).compile()` timed in the same process, their ratio, and each side's
 milliseconds per op (flat when time grows linearly with the program). The second is the same
 for the benchmark programs of `examples/jax_programs.py` (mlp, softmax, transformer block,
-conv net, scan RNN, the small MLP). Each time is the fastest of `--repeats` compiles.
+conv net, scan RNN, the small MLP), and with `--workloads` for those of
+`benchmarks/cpu_vs_xla.py` (`examples/benchmark_workloads.py`: layernorm, attention_mask, ...). Each time is the fastest of `--repeats` compiles.
 
 `--profile` adds, per program, where mlirxla's cold compile went: the front door, every pass
 (its runs in the fixed-point loop summed; what `mlirxla-opt --print-ledger` shows per run),
 thunk emission, the kernels' LLVM compiles (summed, with how many there were), and the rest
 (the native object, the plan, the cache), largest first.
 
-    python benchmarks/compile_time.py [--layers 4,8,...] [--programs transformer,...] [--repeats N] [--profile] [--json]
+    python benchmarks/compile_time.py [--layers 4,8,...] [--programs transformer,...] [--workloads layernorm,...]
+                                      [--repeats N] [--profile] [--json]
 
 Times taken on a shared machine are noisy: quote the ratios, and say what else ran.
 """
@@ -39,6 +41,7 @@ from mlirxla import phases  # noqa: E402
 from mlirxla.runtime.client import Client  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
+from benchmark_workloads import WORKLOADS, workload  # noqa: E402
 from jax_programs import program  # noqa: E402
 
 LAYERS = (4, 8, 16, 32, 64, 128, 256)
@@ -120,16 +123,19 @@ def breakdown(listener: PhaseTimes, total: float) -> dict:
     return dict(sorted(parts.items(), key=lambda item: -item[1]))
 
 
-def xla_compile(lowered) -> float:
+def xla_compile(function, arguments) -> float:
+    """Seconds of one cold XLA compile of a fresh lowering: a lowering keeps the executable it
+    compiled, and jax caches compiles, so a repeat on the same one measures a look-up."""
+    jax.clear_caches()
+    lowered = jax.jit(function).lower(*arguments)
     start = time.perf_counter()
     lowered.compile()
     return time.perf_counter() - start
 
 
 def measure(name: str, function, arguments, repeats: int, profile: bool) -> dict:
-    lowered = jax.jit(function).lower(*arguments)
-    text = lowered.as_text()
-    xla = min(xla_compile(lowered) for _ in range(repeats))
+    text = jax.jit(function).lower(*arguments).as_text()
+    xla = min(xla_compile(function, arguments) for _ in range(repeats))
     runs = [mlirxla_cold(text, profile) for _ in range(repeats)]
     mlirxla, parts = min(runs, key=lambda run: run[0])
     ops = op_count(text)
@@ -142,9 +148,9 @@ def measure(name: str, function, arguments, repeats: int, profile: bool) -> dict
 
 def print_rows(title: str, rows: list) -> None:
     print(f"\n{title}")
-    print(f"{'program':20} {'ops':>6} {'mlirxla s':>10} {'xla s':>8} {'ratio':>7} {'mlirxla ms/op':>14} {'xla ms/op':>10}")
+    print(f"{'program':26} {'ops':>6} {'mlirxla s':>10} {'xla s':>8} {'ratio':>7} {'mlirxla ms/op':>14} {'xla ms/op':>10}")
     for row in rows:
-        print(f"{row['program']:20} {row['ops']:6d} {row['mlirxla_s']:10.2f} {row['xla_s']:8.2f} {row['ratio']:6.1f}x"
+        print(f"{row['program']:26} {row['ops']:6d} {row['mlirxla_s']:10.2f} {row['xla_s']:8.2f} {row['ratio']:6.1f}x"
               f" {row['mlirxla_ms_per_op']:14.2f} {row['xla_ms_per_op']:10.2f}")
 
 
@@ -162,6 +168,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", default=",".join(map(str, LAYERS)), help="comma-separated layer counts of the residual MLP ('' for none)")
     parser.add_argument("--programs", default=",".join(PROGRAMS), help="comma-separated benchmark programs ('' for none)")
+    parser.add_argument("--workloads", default="", help="comma-separated workloads of cpu_vs_xla.py ('all' for every one)")
     parser.add_argument("--repeats", type=int, default=1, help="compiles per side; the fastest is kept")
     parser.add_argument("--profile", action="store_true", help="where each mlirxla compile's time went")
     parser.add_argument("--json", action="store_true", help="end with one JSON line holding every row")
@@ -171,6 +178,11 @@ def main(argv=None) -> int:
     unknown = sorted(set(names) - set(PROGRAMS))
     if unknown:
         parser.error(f"unknown programs {','.join(unknown)} (known: {','.join(PROGRAMS)})")
+    known_workloads = [candidate.name for candidate in WORKLOADS]
+    workloads = known_workloads if arguments.workloads == "all" else [name for name in arguments.workloads.split(",") if name]
+    unknown = sorted(set(workloads) - set(known_workloads))
+    if unknown:
+        parser.error(f"unknown workloads {','.join(unknown)} (known: {','.join(known_workloads)})")
     # first, so that the one-time costs (imports, LLVM's start) land in no row
     measure("warm-up", *residual_mlp(2), repeats=1, profile=False)
     curve = [measure(f"residual MLP N={n}", *residual_mlp(n), arguments.repeats, arguments.profile) for n in layers]
@@ -178,6 +190,9 @@ def main(argv=None) -> int:
     for name in names:
         chosen = program(f"programs/{name}")
         programs.append(measure(name, chosen.function, chosen.arguments(), arguments.repeats, arguments.profile))
+    for name in workloads:
+        chosen = workload(name)
+        programs.append(measure(f"workload {name}", chosen.function, chosen.arguments(), arguments.repeats, arguments.profile))
     if curve:
         print_rows("residual MLP of N layers (64x64, batch 8): cold compile", curve)
     if programs:

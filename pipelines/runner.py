@@ -113,10 +113,13 @@ class PipelineRunner:
 
     def compile(self, pipeline: Pipeline) -> RunResult:
         """before_optimizations dump, the pipeline, `<backend>_after_optimizations`, the ledger file."""
-        self.dumps.write("before_optimizations.mlir", self.text())
+        dumping = self.dumps.directory is not None  # printing the module costs as much as a pass
+        if dumping:
+            self.dumps.write("before_optimizations.mlir", self.text())
         changed = self.run(pipeline)
-        self.dumps.write(f"{self.options.backend}_after_optimizations.mlir", self.text())
-        self.dumps.write("pass-ledger.tsv", self.ledger.tsv())
+        if dumping:
+            self.dumps.write(f"{self.options.backend}_after_optimizations.mlir", self.text())
+            self.dumps.write("pass-ledger.tsv", self.ledger.tsv())
         return RunResult(changed, self.ledger, list(self.dumps.written), dict(self.reports))
 
     def run(self, pipeline: Pipeline) -> bool:

@@ -185,7 +185,7 @@ class Executable:
         self.pool = pool or ThreadPool.shared()
         # collectives wait for other devices: their program runs in order on the device's thread,
         # so that no pool worker waits at a rendezvous for work queued behind it
-        self.graph = None if runs_in_order(plan) else plan_graph(plan.thunks)
+        self.graph = None if talks_to_devices(plan) else plan_graph(plan.thunks)
         self.calls_blas = calls_blas(plan)
         self.constants = {index: np.ascontiguousarray(data) for index, data in plan.constants.items()}
         self.parameter_checks = [(np.dtype(p.dtype), tuple(p.shape)) for p in plan.parameters]

@@ -121,13 +121,8 @@ def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pi
         plan.allocation_sizes[emission.slab] = assignment.heap.size
         write_summary(module, assignment.summary)
         drivers = compile_drivers(plan, kernels, emission.decisions)
-    for suffix, text in BufferAssignmentReport(assignment).dump_files().items():
-        runner.dumps.write(suffix, text)
-    dump_kernels(runner.dumps, kernels)
-    for driver in drivers:
-        runner.dumps.write(f"{driver.name}.ir-no-opt.ll", driver.ir_without_opt)
-        runner.dumps.write(f"{driver.name}.ir-with-opt.ll", driver.ir_with_opt)
-    runner.dumps.write("thunk-sequence.txt", plan.describe(emission.decisions))
+    if runner.dumps.directory is not None:
+        dump_backend(runner.dumps, assignment, kernels, drivers, plan.describe(emission.decisions))
     return CompiledProgram(plan, llvm_jit.object_code([k.optimized for k in kernels] + drivers), emission.decisions)
 
 
@@ -255,6 +250,19 @@ def check_layouts(module: ir.Module) -> None:
                 if order != sorted(order, reverse=True):
                     what = "parameter" if key == "arg_attrs" else "result"
                     raise MlirxlaError(f"entry {what} {index} has layout {order}: the cpu backend takes row-major buffers only")
+
+
+def dump_backend(dumps: DumpWriter, assignment: Assignment, kernels: list[CompiledKernel],
+                 drivers: list[llvm_jit.OptimizedKernel], thunk_sequence: str) -> None:
+    """The backend's dump files: the final buffer assignment, each kernel's and driver's IR,
+    the thunk sequence (made only when dumping: printing them is a good part of a compile)."""
+    for suffix, text in BufferAssignmentReport(assignment).dump_files().items():
+        dumps.write(suffix, text)
+    dump_kernels(dumps, kernels)
+    for driver in drivers:
+        dumps.write(f"{driver.name}.ir-no-opt.ll", driver.ir_without_opt)
+        dumps.write(f"{driver.name}.ir-with-opt.ll", driver.ir_with_opt)
+    dumps.write("thunk-sequence.txt", thunk_sequence)
 
 
 def dump_kernels(dumps: DumpWriter, kernels: list[CompiledKernel]) -> None:

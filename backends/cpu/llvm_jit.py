@@ -46,8 +46,14 @@ def host_cpu() -> str:
 class OptimizedKernel:
     name: str
     ir_without_opt: str
-    ir_with_opt: str
     module: "llvm.ModuleRef"
+    stub: bool = False  # `same_code`'s jump to another kernel: its text is the one optimized
+
+    @property
+    def ir_with_opt(self) -> str:
+        """The optimized IR, printed only when asked (the dumps ask): printing a large kernel's
+        IR costs as much as a small kernel's whole compile."""
+        return self.ir_without_opt if self.stub else str(self.module)
 
 
 def optimize(name: str, ir_text: str, linked: frozenset[str] = frozenset()) -> OptimizedKernel:
@@ -70,7 +76,7 @@ def optimize(name: str, ir_text: str, linked: frozenset[str] = frozenset()) -> O
         if function.is_declaration and not function.name.startswith("llvm.") and function.name not in linked \
                 and native_symbols.process_address(function.name) is None:
             raise MlirxlaError(f"kernel {name} calls '{function.name}', which this process does not provide")
-    return OptimizedKernel(name, ir_text, str(module), module)
+    return OptimizedKernel(name, ir_text, module)
 
 
 def same_code(name: str, original: OptimizedKernel) -> OptimizedKernel:
@@ -91,7 +97,7 @@ def same_code(name: str, original: OptimizedKernel) -> OptimizedKernel:
     module.triple = machine.triple
     module.data_layout = str(machine.target_data)
     module.verify()
-    return OptimizedKernel(name, text, text, module)
+    return OptimizedKernel(name, text, module, stub=True)
 
 
 class JitEngine:
@@ -114,10 +120,10 @@ class JitEngine:
 
 
 def object_code(kernels: list[OptimizedKernel]) -> bytes:
-    """One native object holding every kernel and the compiler-runtime helpers (what the
-    executable loads and the compile cache stores)."""
+    """One native object holding every kernel and, when they may call them, the
+    compiler-runtime helpers (what the executable loads and the compile cache stores)."""
     machine = target_machine()
-    linked = native_symbols.helpers_module(machine)
+    linked = native_symbols.helpers_module(machine, any(native_symbols.may_call_helpers(kernel.ir_without_opt) for kernel in kernels))
     for kernel in kernels:
         linked.link_in(kernel.module, preserve=True)
     return machine.emit_object(linked)

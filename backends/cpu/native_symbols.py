@@ -6,7 +6,9 @@ values through vector selects or element extraction, code generation widens them
 and narrows them back with a call to `__truncsfbf2` (compiler-rt's helper), which no
 library of this process provides; a `convert` from f64 to bf16 or f16 becomes a call to
 `__truncdfbf2` / `__truncdfhf2`. Such calls appear after the IR is optimized, so the IR's
-declarations do not show them. `HELPERS` defines them in LLVM IR, linked into every object:
+declarations do not show them. `HELPERS` defines them in LLVM IR, linked into every object
+whose IR holds bf16 or f16 values (`may_call_helpers`; code generation of the helpers costs
+more than that of a small kernel, and only such values lead to these calls):
 `__truncsfbf2` rounds to nearest even and keeps a NaN quiet (its sign and top mantissa
 bits), as `arith-expand` does for the conversions in the kernels themselves; the f64
 narrowings (`narrowing`) round the double once, to nearest even, through the target's
@@ -19,6 +21,7 @@ refused at compile time: MCJIT would otherwise bind it to address 0 and crash on
 """
 
 import ctypes
+import re
 import struct
 
 import llvmlite.binding as llvm
@@ -114,8 +117,18 @@ _SYMBOL_TABLE = 2
 _UNDEFINED_SECTION = 0
 
 
-def helpers_module(machine: "llvm.TargetMachine") -> "llvm.ModuleRef":
-    module = llvm.parse_assembly(HELPERS)
+NARROW_FLOAT = re.compile(r"\b(?:bfloat|half)\b")
+
+
+def may_call_helpers(ir_text: str) -> bool:
+    """Whether the code generated for this LLVM IR may call a helper: only when it holds bf16
+    or f16 values, whose type the IR then names."""
+    return NARROW_FLOAT.search(ir_text) is not None
+
+
+def helpers_module(machine: "llvm.TargetMachine", needed: bool = True) -> "llvm.ModuleRef":
+    """The module an object's kernels are linked into: with the helpers when `needed`."""
+    module = llvm.parse_assembly(HELPERS if needed else "")
     module.triple = machine.triple
     module.data_layout = str(machine.target_data)
     return module

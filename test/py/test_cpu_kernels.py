@@ -20,7 +20,7 @@ from mlirxla.mlir import ir
 from mlirxla.runtime import thunks as thunk_kinds
 from mlirxla.runtime.client import Client, CompileOptions
 from mlirxla.runtime.executable import ExecutablePlan
-from mlirxla.runtime.executor import ThreadPool, dependency_graph, is_chain, run_graph
+from mlirxla.runtime.executor import ThreadPool, dependency_graph, is_chain, overlaps, run_graph
 from mlirxla.runtime.thunks import BufferSlice
 
 UNARY = """func.func @main(%x: tensor<{n}xf32>) -> tensor<{n}xf32> {{
@@ -247,6 +247,28 @@ def test_dependency_graph_orders_conflicts_and_runs_every_thunk_once():
         position = {name: index for index, name in enumerate(log)}
         assert position["write a"] < position["a to c"] < position["overwrite a"]
         assert position["b to d"] < position["c+d"] and position["a to c"] < position["c+d"]
+
+
+def test_dependency_graph_has_an_edge_exactly_where_two_thunks_conflict():
+    """Random thunks over a few allocations, slices of every size (empty ones too), thunks
+    reading or writing nothing: an edge i -> j (i before j) exactly when j reads what i
+    writes or writes what i reads or writes, each node's successors in order, its pending
+    count its predecessors."""
+    rng = np.random.default_rng(5)
+
+    def slices():
+        return [BufferSlice(int(rng.integers(0, 3)), int(rng.integers(0, 64)), int(rng.integers(0, 24)))
+                for _ in range(rng.integers(0, 4))]
+
+    def conflict(earlier, later):
+        return (any(overlaps(w, r) for w in earlier.writes for r in later.reads)
+                or any(overlaps(w, x) for w in later.writes for x in earlier.reads + earlier.writes))
+
+    thunks = [Recorder(f"t{index}", slices(), slices(), []) for index in range(60)]
+    graph = dependency_graph(thunks)
+    for j, later in enumerate(thunks):
+        assert graph[j].successors == [k for k in range(j + 1, len(thunks)) if conflict(later, thunks[k])]
+        assert graph[j].pending == sum(conflict(thunks[i], later) for i in range(j))
 
 
 def test_sliced_kernels_split_over_the_pool_from_the_caller_only():
@@ -526,6 +548,18 @@ def test_bf16_narrowing_helper_rounds_like_ml_dtypes():
     expected = np.where(nan, 0, values).astype(ml_dtypes.bfloat16).view(np.uint16)
     np.testing.assert_array_equal(actual[~nan], expected[~nan])
     assert np.isnan(actual[nan].view(ml_dtypes.bfloat16).astype(np.float32)).all()
+
+
+@pytest.mark.parametrize("element, helpers", [("f32", False), ("bf16", True)])
+def test_helpers_are_in_the_objects_of_narrow_float_programs_only(element, helpers):
+    """The compiler-runtime helpers go into an object whose kernels hold bf16 or f16 values,
+    and only there (their code generation is a fixed cost of a compile); with or without
+    them the program computes what the reference does."""
+    x = np.linspace(-4.0, 4.0, 257).astype(np.float32 if element == "f32" else ml_dtypes.bfloat16)
+    executable = Client(cache_dir=None).compile(UNARY.format(op="tanh", n=x.size).replace("f32", element))
+    assert (b"__truncsfbf2" in executable.executable.object_code) == helpers
+    got = executable.execute_numpy([x])[0].astype(np.float64)
+    np.testing.assert_allclose(got, np.tanh(x.astype(np.float64)), rtol=2**-7 if helpers else 1e-6, atol=1e-6)
 
 
 def test_object_needing_a_missing_symbol_is_refused():
