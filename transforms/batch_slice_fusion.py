@@ -13,9 +13,12 @@ values it reads (or on values it reads whole):
 - a convolution with batch dimension 0 in and out and no feature or batch groups reads its
   input slice by slice and its kernel whole;
 - a dot whose lhs keeps dimension 0 as its first free dimension (no batch dimensions) reads
-  its lhs slice by slice and its rhs whole;
+  its lhs slice by slice and its rhs whole; one batched over dimension 0 of both operands
+  (attention's [batch, heads] dots) reads both slice by slice;
 - a reduce that keeps dimension 0 reads its input slice by slice and its init whole;
-- constants are read whole or sliced; anything else mixes slices.
+- constants are read whole or sliced; small elementwise, iota and broadcast work on whole
+  values only (at most 16 KiB of results, whose dimension 0 is not N) is done again in
+  every slice; anything else mixes slices.
 
 A producer merges into its consumer when it has no other user, one of the two holds a
 convolution or dot, the producer's result is larger than `min-intermediate-bytes` (it would
@@ -52,6 +55,7 @@ from . import convolution_strategy as strategy
 from .cost_model import byte_size
 from .erasure import live_ops
 from .fusion_legality import (
+    CHEAP_TO_DUPLICATE,
     ELEMENTWISE,
     LIBRARY_CALLS,
     NOT_KERNELS,
@@ -68,6 +72,9 @@ from .pass_base import ModulePass, PassResult
 from .priority_fusion import TERMINATORS, Decision, FusionDecisions, Namer, build_fusion, describe, fusible_blocks
 
 CUSTOM_KIND = "batch_slices"
+# the largest value on whole operands each slice computes again: the work repeated per slice
+# stays far below the slice's own
+RECOMPUTED_WHOLE_BYTES = 16 << 10
 SCRATCH_HEROES = LIBRARY_CALLS | {"reduce"}
 
 
@@ -115,6 +122,8 @@ class SliceCheck:
             return None
         if all(leading_size(r) is None for r in op.results) and all(self.whole(v) for v in op.operands):
             return None  # scalar work on whole values: done once
+        if self.recomputed_whole(op, kind):
+            return None
         if any(leading_size(r) != self.n for r in op.results):
             return f"xhlo.{kind} computes a value whose dimension 0 is not {self.n}"
         reason = self.operand_problem(op, kind)
@@ -122,6 +131,20 @@ class SliceCheck:
             return reason
         self.sliced.update(op.results)
         return None
+
+    def recomputed_whole(self, op: ir.Operation, kind: str) -> bool:
+        """Is `op` small work on whole values that every slice may compute again (an iota of
+        the key positions an attention mask compares with each row's length)? Its results
+        stay whole: their dimension 0 must not look like the slices' own."""
+        if kind not in CHEAP_TO_DUPLICATE and kind not in ELEMENTWISE:
+            return False
+        if any(leading_size(r) in (None, self.n) or byte_size(r.type) > RECOMPUTED_WHOLE_BYTES for r in op.results):
+            return False
+        if any(v in self.sliced for v in op.operands):
+            return False
+        for value in op.operands:
+            self.whole(value)
+        return True
 
     def operand_problem(self, op: ir.Operation, kind: str) -> str | None:
         operands = list(op.operands)
@@ -147,6 +170,9 @@ class SliceCheck:
             numbers = ir.DictAttr(op.attributes["dot_dimension_numbers"])
             contracting = list(ir.DenseI64ArrayAttr(numbers["lhs_contracting_dimensions"]))
             batching = "lhs_batching_dimensions" in numbers and list(ir.DenseI64ArrayAttr(numbers["lhs_batching_dimensions"]))
+            if batching and batching[0] == 0 and list(ir.DenseI64ArrayAttr(numbers["rhs_batching_dimensions"]))[0] == 0:
+                sliced = self.sliceable(operands[0]) and self.sliceable(operands[1])
+                return None if sliced else "the dot reads a batch it cannot slice"
             if batching or 0 in contracting:
                 return "the dot contracts or batches dimension 0 of its lhs"
             self.reread_bytes += byte_size(operands[1].type)
