@@ -15,6 +15,7 @@ values it reads (or on values it reads whole):
 - a dot whose lhs keeps dimension 0 as its first free dimension (no batch dimensions) reads
   its lhs slice by slice and its rhs whole; one batched over dimension 0 of both operands
   (attention's [batch, heads] dots) reads both slice by slice;
+- a reshape keeping dimension 0 (both shapes start with N) reads its operand slice by slice;
 - a reduce that keeps dimension 0 reads its input slice by slice and its init whole;
 - constants are read whole or sliced; small elementwise, iota and broadcast work on whole
   values only (at most 16 KiB of results, whose dimension 0 is not N) is done again in
@@ -157,6 +158,8 @@ class SliceCheck:
             if 0 in dims:
                 return None if dims.index(0) == 0 and self.sliceable(operands[0]) else "a broadcast moves dimension 0"
             return None if self.whole(operands[0]) else "a broadcast repeats a sliced value along dimension 0"
+        if kind == "reshape":  # dimension 0 kept: row-major, each slice's elements stay its own
+            return None if self.sliceable(operands[0]) else "a reshape reads a value it cannot slice"
         if kind == "convolution":
             numbers = ir.DictAttr(op.attributes["dimension_numbers"])
             batch_in = ir.IntegerAttr(numbers["input_batch_dimension"]).value

@@ -739,3 +739,23 @@ def test_masked_attention_splits_its_mask_kernel_and_its_batched_dots():
     weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
     expected = np.einsum("bhqk,bhkd->bhqd", weights / weights.sum(axis=-1, keepdims=True), v)
     np.testing.assert_allclose(executable.execute_numpy([q, k, v, lengths])[0], expected, rtol=1e-4, atol=1e-5)
+
+
+ROWS_OVER_THEIR_RESHAPED_SUMS = """func.func @main(%x: tensor<1024x1024xf32>) -> tensor<1024x1024xf32> {
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %0 = stablehlo.reduce(%x init: %zero) applies stablehlo.add across dimensions = [1] : (tensor<1024x1024xf32>, tensor<f32>) -> tensor<1024xf32>
+  %1 = stablehlo.reshape %0 : (tensor<1024xf32>) -> tensor<1024x1xf32>
+  %2 = stablehlo.broadcast_in_dim %1, dims = [0, 1] : (tensor<1024x1xf32>) -> tensor<1024x1024xf32>
+  %3 = stablehlo.divide %x, %2 : tensor<1024x1024xf32>
+  return %3 : tensor<1024x1024xf32>
+}"""
+
+
+def test_a_reshape_keeping_the_rows_splits_with_them():
+    """A reshape that keeps dimension 0 (jax's keepdims, a cross-entropy gradient's [n] to
+    [n, 1]) keeps each row's elements in its own slice: the kernel runs in row blocks."""
+    executable = Client().compile(ROWS_OVER_THEIR_RESHAPED_SUMS)
+    if ThreadPool.shared().workers > 1:
+        assert len(sliced_kernels(executable.thunk_sequence())) == 1, executable.thunk_sequence()
+    x = np.random.default_rng(6).uniform(1, 2, (1024, 1024)).astype(np.float32)
+    np.testing.assert_allclose(executable.execute_numpy([x])[0], x / x.sum(axis=1, keepdims=True), rtol=1e-5)
