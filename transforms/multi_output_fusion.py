@@ -16,9 +16,9 @@ bodies) until nothing changes:
   a reduce (or a fusion holding a reduce: its hero) reducing data of the producer's shape; the producer's value
   becomes an extra output of the fusion, which its other users read, so it is computed once
   and not read back. Refused by `fusion_legality.fusion_refusal` (cycles, both containing a
-  reduce, sizes) and by the shape rule above. A producer without a reduce (its results, one
-  or several, all of one shape) fuses the same way into a loop consumer whose loop has that
-  shape (XLA's GPU multi-output fusion of a producer into a loop fusion): an Adam update's
+  reduce, sizes) and by the shape rule above. An elementwise producer (its results, one
+  or several, all of one shape) fuses the same way into an elementwise loop consumer whose
+  loop has that shape (XLA's GPU multi-output fusion of a producer into a loop fusion): an Adam update's
   new moments, returned and read by the parameter update, then come out of the update's
   kernel, which reads gradient, moments and parameter once and writes the three results,
   instead of a second kernel reading back both moments it just wrote. Refused on a path of
@@ -38,6 +38,8 @@ from mlirxla.ir_queries import defining_op
 from mlirxla.mlir import ir
 
 from .fusion_legality import (
+    CHEAP_TO_DUPLICATE,
+    ELEMENTWISE,
     NOT_KERNELS,
     FusionLimits,
     element_count,
@@ -54,6 +56,9 @@ from .pass_base import ModulePass, PassReport, PassResult
 from .priority_fusion import TERMINATORS, Namer, build_fusion, describe, fusible_blocks
 
 MAX_RESULTS = 64  # the xhlo.fusion op has 64 result slots
+# what a loop consumer and its producer may hold: elementwise work over one index space, so
+# that every output of the merged kernel is written where its loop is
+ELEMENTWISE_LOOP = ELEMENTWISE | CHEAP_TO_DUPLICATE
 
 
 @dataclass
@@ -427,6 +432,8 @@ class MergeBlock:
         new moments, returned and read by its parameter update), or None."""
         if "reduce" in fused_kinds(producer):
             return "the producer holds a reduce and the consumer is a loop"
+        if not set(fused_kinds(producer) + fused_kinds(consumer)) <= ELEMENTWISE_LOOP:
+            return "the producer or the consumer is not an elementwise loop"
         loop_shape = self.facts.hero(consumer).loop_shape
         produced = [_shape(r.type) for r in producer.results]
         if loop_shape is None or any(shape != loop_shape for shape in produced):
