@@ -13,8 +13,9 @@ values it reads (or on values it reads whole):
 - a convolution with batch dimension 0 in and out and no feature or batch groups reads its
   input slice by slice and its kernel whole;
 - a dot whose lhs keeps dimension 0 as its first free dimension (no batch dimensions) reads
-  its lhs slice by slice and its rhs whole; one batched over dimension 0 of both operands
-  (attention's [batch, heads] dots) reads both slice by slice;
+  its lhs slice by slice and its rhs whole; in a kernel's own row blocks (not in merges,
+  which would take a BLAS GEMM's place) one batched over dimension 0 of both operands
+  (attention's [batch, heads] dots that BLAS cannot take) reads both slice by slice;
 - a reshape keeping dimension 0 (both shapes start with N) reads its operand slice by slice;
 - a reduce that keeps dimension 0 reads its input slice by slice and its init whole;
 - constants are read whole or sliced; small elementwise, iota and broadcast work on whole
@@ -93,8 +94,9 @@ def _dims(op: ir.Operation, name: str) -> list[int]:
 class SliceCheck:
     """Which values of a kernel are computed slice by slice (dimension 0 of size `n`)."""
 
-    def __init__(self, n: int, sliced_inputs: set):
+    def __init__(self, n: int, sliced_inputs: set, batched_dots: bool = False):
         self.n = n
+        self.batched_dots = batched_dots
         self.sliced = set(sliced_inputs)
         self.reread_bytes = 0  # what convolutions and dots read whole, again for every slice
         self.read_sliced: set = set()  # values from outside the slices (operands, constants) read slice by slice
@@ -173,7 +175,7 @@ class SliceCheck:
             numbers = ir.DictAttr(op.attributes["dot_dimension_numbers"])
             contracting = list(ir.DenseI64ArrayAttr(numbers["lhs_contracting_dimensions"]))
             batching = "lhs_batching_dimensions" in numbers and list(ir.DenseI64ArrayAttr(numbers["lhs_batching_dimensions"]))
-            if batching and batching[0] == 0 and list(ir.DenseI64ArrayAttr(numbers["rhs_batching_dimensions"]))[0] == 0:
+            if self.batched_dots and batching and batching[0] == 0 and list(ir.DenseI64ArrayAttr(numbers["rhs_batching_dimensions"]))[0] == 0:
                 sliced = self.sliceable(operands[0]) and self.sliceable(operands[1])
                 return None if sliced else "the dot reads a batch it cannot slice"
             if batching or 0 in contracting:
@@ -197,12 +199,16 @@ def body_of(kernel: ir.Operation) -> tuple[list[ir.Operation], list[ir.Value], d
     return fused_ops(kernel), list(terminator.operands), dict(zip(block.arguments, kernel.operands))
 
 
-def slice_problem(kernel: ir.Operation, n: int, sliced_operands: list[ir.Value]) -> tuple[str | None, SliceCheck]:
+def slice_problem(kernel: ir.Operation, n: int, sliced_operands: list[ir.Value],
+                  batched_dots: bool = False) -> tuple[str | None, SliceCheck]:
     """(None when `kernel` keeps its slices apart with `sliced_operands` (values computed slice
     by slice before it) read slice by slice, else why not; the check, which knows what is
-    sliced and the bytes convolutions and dots read whole for every slice)."""
+    sliced and the bytes convolutions and dots read whole for every slice). `batched_dots`:
+    whether dots batched over dimension 0 may run slice by slice, as a kernel already
+    generated does (its row blocks); merges leave them out, since a batched dot on its own
+    may be a BLAS GEMM, which a batch-slice fusion would make a loop nest."""
     ops, returned, bound = body_of(kernel)
-    check = SliceCheck(n, {inner for inner, outer in bound.items() if outer in sliced_operands})
+    check = SliceCheck(n, {inner for inner, outer in bound.items() if outer in sliced_operands}, batched_dots)
     for op in ops:
         reason = check.problem(op)
         if reason:

@@ -759,3 +759,26 @@ def test_a_reshape_keeping_the_rows_splits_with_them():
         assert len(sliced_kernels(executable.thunk_sequence())) == 1, executable.thunk_sequence()
     x = np.random.default_rng(6).uniform(1, 2, (1024, 1024)).astype(np.float32)
     np.testing.assert_allclose(executable.execute_numpy([x])[0], x / x.sum(axis=1, keepdims=True), rtol=1e-5)
+
+
+SOFTMAX_THEN_BATCHED_GEMM = """func.func @main(%s: tensor<8x256x256xf32>, %v: tensor<8x256x64xf32>) -> tensor<8x256x64xf32> {
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %0 = stablehlo.exponential %s : tensor<8x256x256xf32>
+  %1 = stablehlo.reduce(%0 init: %zero) applies stablehlo.add across dimensions = [2] : (tensor<8x256x256xf32>, tensor<f32>) -> tensor<8x256xf32>
+  %2 = stablehlo.broadcast_in_dim %1, dims = [0, 1] : (tensor<8x256xf32>) -> tensor<8x256x256xf32>
+  %3 = stablehlo.divide %0, %2 : tensor<8x256x256xf32>
+  %4 = stablehlo.dot_general %3, %v, batching_dims = [0] x [0], contracting_dims = [2] x [1] : (tensor<8x256x256xf32>, tensor<8x256x64xf32>) -> tensor<8x256x64xf32>
+  return %4 : tensor<8x256x64xf32>
+}"""
+
+
+def test_a_batched_dot_blas_can_run_stays_a_gemm_after_its_softmax():
+    """Batch-slice fusion leaves dots batched over dimension 0 alone (only a generated dot's
+    own row blocks run them slice by slice): a transformer's attention-weights dot stays the
+    BLAS GEMM instead of becoming a loop nest in the softmax's slices."""
+    executable = Client().compile(SOFTMAX_THEN_BATCHED_GEMM)
+    assert "gemm dot f32 8x256x64x256 NN" in executable.thunk_sequence(), executable.thunk_sequence()
+    rng = np.random.default_rng(7)
+    s, v = rng.standard_normal((8, 256, 256)).astype(np.float32), rng.standard_normal((8, 256, 64)).astype(np.float32)
+    weights = np.exp(s) / np.exp(s).sum(axis=2, keepdims=True)
+    np.testing.assert_allclose(executable.execute_numpy([s, v])[0], weights @ v, rtol=1e-4, atol=1e-4)
