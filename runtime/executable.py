@@ -24,7 +24,7 @@ from mlirxla import phases
 from mlirxla.dialects.xhlo.global_entry import GlobalValue
 from mlirxla.errors import MlirxlaError
 
-from . import blas, memory
+from . import blas, freed_memory, memory
 from . import thunks as thunk_kinds
 from .executor import ThreadPool, plan_graph, run_thunks
 from .native_drivers import NativeDriver
@@ -201,6 +201,7 @@ class Executable:
                       for index, (kind, size) in enumerate(zip(plan.allocation_kinds, plan.allocation_sizes))
                       if kind == "output" or (kind == "temp" and size > 0)]
         self.fresh_bytes = sum(size for _, size, _ in self.fresh)
+        freed_memory.keep_for(self.fresh_bytes)
         phases.publish("executable", self)
 
     @classmethod

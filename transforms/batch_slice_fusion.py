@@ -13,9 +13,14 @@ values it reads (or on values it reads whole):
 - a convolution with batch dimension 0 in and out and no feature or batch groups reads its
   input slice by slice and its kernel whole;
 - a dot whose lhs keeps dimension 0 as its first free dimension (no batch dimensions) reads
-  its lhs slice by slice and its rhs whole;
+  its lhs slice by slice and its rhs whole; in a kernel's own row blocks (not in merges,
+  which would take a BLAS GEMM's place) one batched over dimension 0 of both operands
+  (attention's [batch, heads] dots that BLAS cannot take) reads both slice by slice;
+- a reshape keeping dimension 0 (both shapes start with N) reads its operand slice by slice;
 - a reduce that keeps dimension 0 reads its input slice by slice and its init whole;
-- constants are read whole or sliced; anything else mixes slices.
+- constants are read whole or sliced; small elementwise, iota and broadcast work on whole
+  values only (at most 16 KiB of results, whose dimension 0 is not N) is done again in
+  every slice; anything else mixes slices.
 
 A producer merges into its consumer when it has no other user, one of the two holds a
 convolution or dot, the producer's result is larger than `min-intermediate-bytes` (it would
@@ -52,6 +57,7 @@ from . import convolution_strategy as strategy
 from .cost_model import byte_size
 from .erasure import live_ops
 from .fusion_legality import (
+    CHEAP_TO_DUPLICATE,
     ELEMENTWISE,
     LIBRARY_CALLS,
     NOT_KERNELS,
@@ -68,6 +74,9 @@ from .pass_base import ModulePass, PassResult
 from .priority_fusion import TERMINATORS, Decision, FusionDecisions, Namer, build_fusion, describe, fusible_blocks
 
 CUSTOM_KIND = "batch_slices"
+# the largest value on whole operands each slice computes again: the work repeated per slice
+# stays far below the slice's own
+RECOMPUTED_WHOLE_BYTES = 16 << 10
 SCRATCH_HEROES = LIBRARY_CALLS | {"reduce"}
 
 
@@ -85,8 +94,9 @@ def _dims(op: ir.Operation, name: str) -> list[int]:
 class SliceCheck:
     """Which values of a kernel are computed slice by slice (dimension 0 of size `n`)."""
 
-    def __init__(self, n: int, sliced_inputs: set):
+    def __init__(self, n: int, sliced_inputs: set, batched_dots: bool = False):
         self.n = n
+        self.batched_dots = batched_dots
         self.sliced = set(sliced_inputs)
         self.reread_bytes = 0  # what convolutions and dots read whole, again for every slice
         self.read_sliced: set = set()  # values from outside the slices (operands, constants) read slice by slice
@@ -115,6 +125,8 @@ class SliceCheck:
             return None
         if all(leading_size(r) is None for r in op.results) and all(self.whole(v) for v in op.operands):
             return None  # scalar work on whole values: done once
+        if self.recomputed_whole(op, kind):
+            return None
         if any(leading_size(r) != self.n for r in op.results):
             return f"xhlo.{kind} computes a value whose dimension 0 is not {self.n}"
         reason = self.operand_problem(op, kind)
@@ -122,6 +134,20 @@ class SliceCheck:
             return reason
         self.sliced.update(op.results)
         return None
+
+    def recomputed_whole(self, op: ir.Operation, kind: str) -> bool:
+        """Is `op` small work on whole values that every slice may compute again (an iota of
+        the key positions an attention mask compares with each row's length)? Its results
+        stay whole: their dimension 0 must not look like the slices' own."""
+        if kind not in CHEAP_TO_DUPLICATE and kind not in ELEMENTWISE:
+            return False
+        if any(leading_size(r) in (None, self.n) or byte_size(r.type) > RECOMPUTED_WHOLE_BYTES for r in op.results):
+            return False
+        if any(v in self.sliced for v in op.operands):
+            return False
+        for value in op.operands:
+            self.whole(value)
+        return True
 
     def operand_problem(self, op: ir.Operation, kind: str) -> str | None:
         operands = list(op.operands)
@@ -134,6 +160,8 @@ class SliceCheck:
             if 0 in dims:
                 return None if dims.index(0) == 0 and self.sliceable(operands[0]) else "a broadcast moves dimension 0"
             return None if self.whole(operands[0]) else "a broadcast repeats a sliced value along dimension 0"
+        if kind == "reshape":  # dimension 0 kept: row-major, each slice's elements stay its own
+            return None if self.sliceable(operands[0]) else "a reshape reads a value it cannot slice"
         if kind == "convolution":
             numbers = ir.DictAttr(op.attributes["dimension_numbers"])
             batch_in = ir.IntegerAttr(numbers["input_batch_dimension"]).value
@@ -147,6 +175,9 @@ class SliceCheck:
             numbers = ir.DictAttr(op.attributes["dot_dimension_numbers"])
             contracting = list(ir.DenseI64ArrayAttr(numbers["lhs_contracting_dimensions"]))
             batching = "lhs_batching_dimensions" in numbers and list(ir.DenseI64ArrayAttr(numbers["lhs_batching_dimensions"]))
+            if self.batched_dots and batching and batching[0] == 0 and list(ir.DenseI64ArrayAttr(numbers["rhs_batching_dimensions"]))[0] == 0:
+                sliced = self.sliceable(operands[0]) and self.sliceable(operands[1])
+                return None if sliced else "the dot reads a batch it cannot slice"
             if batching or 0 in contracting:
                 return "the dot contracts or batches dimension 0 of its lhs"
             self.reread_bytes += byte_size(operands[1].type)
@@ -168,12 +199,16 @@ def body_of(kernel: ir.Operation) -> tuple[list[ir.Operation], list[ir.Value], d
     return fused_ops(kernel), list(terminator.operands), dict(zip(block.arguments, kernel.operands))
 
 
-def slice_problem(kernel: ir.Operation, n: int, sliced_operands: list[ir.Value]) -> tuple[str | None, SliceCheck]:
+def slice_problem(kernel: ir.Operation, n: int, sliced_operands: list[ir.Value],
+                  batched_dots: bool = False) -> tuple[str | None, SliceCheck]:
     """(None when `kernel` keeps its slices apart with `sliced_operands` (values computed slice
     by slice before it) read slice by slice, else why not; the check, which knows what is
-    sliced and the bytes convolutions and dots read whole for every slice)."""
+    sliced and the bytes convolutions and dots read whole for every slice). `batched_dots`:
+    whether dots batched over dimension 0 may run slice by slice, as a kernel already
+    generated does (its row blocks); merges leave them out, since a batched dot on its own
+    may be a BLAS GEMM, which a batch-slice fusion would make a loop nest."""
     ops, returned, bound = body_of(kernel)
-    check = SliceCheck(n, {inner for inner, outer in bound.items() if outer in sliced_operands})
+    check = SliceCheck(n, {inner for inner, outer in bound.items() if outer in sliced_operands}, batched_dots)
     for op in ops:
         reason = check.problem(op)
         if reason:

@@ -16,7 +16,13 @@ bodies) until nothing changes:
   a reduce (or a fusion holding a reduce: its hero) reducing data of the producer's shape; the producer's value
   becomes an extra output of the fusion, which its other users read, so it is computed once
   and not read back. Refused by `fusion_legality.fusion_refusal` (cycles, both containing a
-  reduce, sizes) and by the shape rule above.
+  reduce, sizes) and by the shape rule above. An elementwise producer (its results, one
+  or several, all of one shape) fuses the same way into an elementwise loop consumer whose
+  loop has that shape (XLA's GPU multi-output fusion of a producer into a loop fusion): an Adam update's
+  new moments, returned and read by the parameter update, then come out of the update's
+  kernel, which reads gradient, moments and parameter once and writes the three results,
+  instead of a second kernel reading back both moments it just wrote. Refused on a path of
+  uses between them other than the direct one (a cycle) and by the size rule.
 
 Merged fusions get kind `input` when a root is a reduce, else `loop`, and a new unique
 `name`. Every merge and refusal is logged with its reason; the pass returns the log as its
@@ -32,6 +38,8 @@ from mlirxla.ir_queries import defining_op
 from mlirxla.mlir import ir
 
 from .fusion_legality import (
+    CHEAP_TO_DUPLICATE,
+    ELEMENTWISE,
     NOT_KERNELS,
     FusionLimits,
     element_count,
@@ -48,6 +56,9 @@ from .pass_base import ModulePass, PassReport, PassResult
 from .priority_fusion import TERMINATORS, Namer, build_fusion, describe, fusible_blocks
 
 MAX_RESULTS = 64  # the xhlo.fusion op has 64 result slots
+# what a loop consumer and its producer may hold: elementwise work over one index space, so
+# that every output of the merged kernel is written where its loop is
+ELEMENTWISE_LOOP = ELEMENTWISE | CHEAP_TO_DUPLICATE
 
 
 @dataclass
@@ -390,27 +401,47 @@ class MergeBlock:
         graph = Graph(self.block)
         for producer in graph.ops:
             users = graph.users[producer]
-            if len(users) < 2 or len(producer.results) != 1 or self.facts.problem(producer):
+            if len(users) < 2 or self.facts.problem(producer):
                 continue
             if kind_of(producer) in ("broadcast", "iota", "reshape", "transpose", "slice", "convert"):
                 continue  # cheap: priority fusion duplicates these instead
             for consumer in users:
-                if consumer.name in TERMINATORS or "reduce" not in fused_kinds(consumer):
+                if consumer.name in TERMINATORS:
+                    continue
+                reduces = "reduce" in fused_kinds(consumer)
+                if reduces and len(producer.results) != 1:
                     continue
                 reason = self.facts.problem(consumer)
                 reason = f"the consumer cannot be fused ({reason})" if reason else None
-                reason = reason or self.pc_problem(graph, producer, consumer)
+                reason = reason or (self.pc_problem if reduces else self.loop_pc_problem)(graph, producer, consumer)
                 if reason:
                     self.refuse("producer-consumer", producer, consumer, reason)
                     continue
                 producer_text, consumer_text = describe(producer), describe(consumer)
-                exposed = list(consumer.results) + list(producer.results)
+                exposed = list(consumer.results) + [r for r in producer.results if any(
+                    graph.in_block(use.owner) != consumer for use in r.uses)]
                 self.facts.forget(producer)
                 self.facts.forget(consumer)
                 fusion = build_fusion([producer, consumer], exposed, self.namer)
                 self.log.append(MofDecision("fused", "producer-consumer", producer_text, consumer_text, fusion=describe(fusion)))
                 return True
         return False
+
+    def loop_pc_problem(self, graph: Graph, producer: ir.Operation, consumer: ir.Operation) -> str | None:
+        """Why `producer` may not become extra outputs of the loop `consumer` (an optimizer's
+        new moments, returned and read by its parameter update), or None."""
+        if "reduce" in fused_kinds(producer):
+            return "the producer holds a reduce and the consumer is a loop"
+        if not set(fused_kinds(producer) + fused_kinds(consumer)) <= ELEMENTWISE_LOOP:
+            return "the producer or the consumer is not an elementwise loop"
+        loop_shape = self.facts.hero(consumer).loop_shape
+        produced = [_shape(r.type) for r in producer.results]
+        if loop_shape is None or any(shape != loop_shape for shape in produced):
+            return f"incompatible shapes: the producer's results {[list(p or ()) for p in produced]} are not the consumer's loop shape {list(loop_shape or ())}"
+        if graph.reachable_indirectly(producer, consumer):
+            return "fusion would create a cycle"
+        ops = self.facts.op_count(producer) + self.facts.op_count(consumer)
+        return size_problem([producer, consumer], ops, len(consumer.results) + len(producer.results), self.limits)
 
     def pc_problem(self, graph: Graph, producer: ir.Operation, consumer: ir.Operation) -> str | None:
         hero = self.facts.hero(consumer)

@@ -71,7 +71,7 @@ class SlicePlan:
 
 def slice_plan(kernel: ir.Operation, rows: int = 1) -> SlicePlan:
     """The plan to run `kernel` (a fusion or a single op) `rows` rows of dimension 0 at a time."""
-    problem, check = slice_problem(kernel, leading_size(kernel.results[0]), [])
+    problem, check = slice_problem(kernel, leading_size(kernel.results[0]), [], batched_dots=True)
     if problem:
         raise MlirxlaError(problem, location_text(kernel.location))
     n = leading_size(kernel.results[0])

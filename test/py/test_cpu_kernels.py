@@ -724,3 +724,95 @@ def test_fused_values_stay_out_of_scratch(text, rewrite, most, monkeypatch, tmp_
     monkeypatch.setattr(materialization, rewrite, identity)
     without = compile_module(frontdoor.import_text(text, "kernel.mlir", new_context()).module)
     assert scratch(without) > most
+
+
+def masked_attention_program(batch: int, heads: int, sequence: int, depth: int) -> str:
+    """jax's masked attention (`examples/benchmark_workloads.masked_attention`) as StableHLO:
+    two dots batched over [batch, heads] and a softmax over keys masked past each length."""
+    qkv = f"tensor<{batch}x{heads}x{sequence}x{depth}xf32>"
+    scores = f"tensor<{batch}x{heads}x{sequence}x{sequence}xf32>"
+    rows = f"tensor<{batch}x{heads}x{sequence}xf32>"
+    mask = f"tensor<{batch}x{sequence}xi1>"
+    return f"""func.func @main(%q: {qkv}, %k: {qkv}, %v: {qkv}, %lengths: tensor<{batch}xi32>) -> {qkv} {{
+  %0 = stablehlo.dot_general %q, %k, batching_dims = [0, 1] x [0, 1], contracting_dims = [3] x [3] : ({qkv}, {qkv}) -> {scores}
+  %positions = stablehlo.iota dim = 0 : tensor<{sequence}xi32>
+  %1 = stablehlo.broadcast_in_dim %positions, dims = [1] : (tensor<{sequence}xi32>) -> tensor<{batch}x{sequence}xi32>
+  %2 = stablehlo.broadcast_in_dim %lengths, dims = [0] : (tensor<{batch}xi32>) -> tensor<{batch}x{sequence}xi32>
+  %3 = stablehlo.compare LT, %1, %2, SIGNED : (tensor<{batch}x{sequence}xi32>, tensor<{batch}x{sequence}xi32>) -> {mask}
+  %4 = stablehlo.broadcast_in_dim %3, dims = [0, 3] : ({mask}) -> tensor<{batch}x{heads}x{sequence}x{sequence}xi1>
+  %low = stablehlo.constant dense<-1.0e9> : tensor<f32>
+  %5 = stablehlo.broadcast_in_dim %low, dims = [] : (tensor<f32>) -> {scores}
+  %6 = stablehlo.select %4, %0, %5 : tensor<{batch}x{heads}x{sequence}x{sequence}xi1>, {scores}
+  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %7 = stablehlo.reduce(%6 init: %ninf) applies stablehlo.maximum across dimensions = [3] : ({scores}, tensor<f32>) -> {rows}
+  %8 = stablehlo.broadcast_in_dim %7, dims = [0, 1, 2] : ({rows}) -> {scores}
+  %9 = stablehlo.subtract %6, %8 : {scores}
+  %10 = stablehlo.exponential %9 : {scores}
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %11 = stablehlo.reduce(%10 init: %zero) applies stablehlo.add across dimensions = [3] : ({scores}, tensor<f32>) -> {rows}
+  %12 = stablehlo.broadcast_in_dim %11, dims = [0, 1, 2] : ({rows}) -> {scores}
+  %13 = stablehlo.divide %10, %12 : {scores}
+  %14 = stablehlo.dot_general %13, %v, batching_dims = [0, 1] x [0, 1], contracting_dims = [3] x [2] : ({scores}, {qkv}) -> {qkv}
+  return %14 : {qkv}
+}}"""
+
+
+def test_masked_attention_splits_its_mask_kernel_and_its_batched_dots():
+    """The mask's iota over key positions is computed again in every slice, so the masked
+    softmax row kernel runs in row blocks over the threads, and both dots, batched over
+    [batch, heads], split over the threads too; the results are numpy's."""
+    executable = Client().compile(masked_attention_program(4, 4, 128, 32))
+    text = executable.thunk_sequence()
+    if ThreadPool.shared().workers > 1:
+        assert [line.split()[3] for line in sliced_kernels(text)] == ["dot", "iota_exponential_fusion.2", "reduce_divide_fusion", "dot"], text
+    rng = np.random.default_rng(5)
+    q, k, v = (0.1 * rng.standard_normal((4, 4, 128, 32), dtype=np.float32) for _ in range(3))
+    lengths = np.array([1, 50, 128, 77], np.int32)
+    scores = np.einsum("bhqd,bhkd->bhqk", q, k)
+    scores = np.where((np.arange(128)[None, :] < lengths[:, None])[:, None, None, :], scores, -1e9)
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    expected = np.einsum("bhqk,bhkd->bhqd", weights / weights.sum(axis=-1, keepdims=True), v)
+    np.testing.assert_allclose(executable.execute_numpy([q, k, v, lengths])[0], expected, rtol=1e-4, atol=1e-5)
+
+
+ROWS_OVER_THEIR_RESHAPED_SUMS = """func.func @main(%x: tensor<1024x1024xf32>) -> tensor<1024x1024xf32> {
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %0 = stablehlo.reduce(%x init: %zero) applies stablehlo.add across dimensions = [1] : (tensor<1024x1024xf32>, tensor<f32>) -> tensor<1024xf32>
+  %1 = stablehlo.reshape %0 : (tensor<1024xf32>) -> tensor<1024x1xf32>
+  %2 = stablehlo.broadcast_in_dim %1, dims = [0, 1] : (tensor<1024x1xf32>) -> tensor<1024x1024xf32>
+  %3 = stablehlo.divide %x, %2 : tensor<1024x1024xf32>
+  return %3 : tensor<1024x1024xf32>
+}"""
+
+
+def test_a_reshape_keeping_the_rows_splits_with_them():
+    """A reshape that keeps dimension 0 (jax's keepdims, a cross-entropy gradient's [n] to
+    [n, 1]) keeps each row's elements in its own slice: the kernel runs in row blocks."""
+    executable = Client().compile(ROWS_OVER_THEIR_RESHAPED_SUMS)
+    if ThreadPool.shared().workers > 1:
+        assert len(sliced_kernels(executable.thunk_sequence())) == 1, executable.thunk_sequence()
+    x = np.random.default_rng(6).uniform(1, 2, (1024, 1024)).astype(np.float32)
+    np.testing.assert_allclose(executable.execute_numpy([x])[0], x / x.sum(axis=1, keepdims=True), rtol=1e-5)
+
+
+SOFTMAX_THEN_BATCHED_GEMM = """func.func @main(%s: tensor<8x256x256xf32>, %v: tensor<8x256x64xf32>) -> tensor<8x256x64xf32> {
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %0 = stablehlo.exponential %s : tensor<8x256x256xf32>
+  %1 = stablehlo.reduce(%0 init: %zero) applies stablehlo.add across dimensions = [2] : (tensor<8x256x256xf32>, tensor<f32>) -> tensor<8x256xf32>
+  %2 = stablehlo.broadcast_in_dim %1, dims = [0, 1] : (tensor<8x256xf32>) -> tensor<8x256x256xf32>
+  %3 = stablehlo.divide %0, %2 : tensor<8x256x256xf32>
+  %4 = stablehlo.dot_general %3, %v, batching_dims = [0] x [0], contracting_dims = [2] x [1] : (tensor<8x256x256xf32>, tensor<8x256x64xf32>) -> tensor<8x256x64xf32>
+  return %4 : tensor<8x256x64xf32>
+}"""
+
+
+def test_a_batched_dot_blas_can_run_stays_a_gemm_after_its_softmax():
+    """Batch-slice fusion leaves dots batched over dimension 0 alone (only a generated dot's
+    own row blocks run them slice by slice): a transformer's attention-weights dot stays the
+    BLAS GEMM instead of becoming a loop nest in the softmax's slices."""
+    executable = Client().compile(SOFTMAX_THEN_BATCHED_GEMM)
+    assert "gemm dot f32 8x256x64x256 NN" in executable.thunk_sequence(), executable.thunk_sequence()
+    rng = np.random.default_rng(7)
+    s, v = rng.standard_normal((8, 256, 256)).astype(np.float32), rng.standard_normal((8, 256, 64)).astype(np.float32)
+    weights = np.exp(s) / np.exp(s).sum(axis=2, keepdims=True)
+    np.testing.assert_allclose(executable.execute_numpy([s, v])[0], weights @ v, rtol=1e-4, atol=1e-4)

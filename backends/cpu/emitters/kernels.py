@@ -90,6 +90,6 @@ def parallel_rows(op: ir.Operation) -> int | None:
     threads = cpu_threads()
     n = leading_size(op.results[0])
     blocks = thread_split.slice_count(n, threads) if n and threads > 1 else None
-    if blocks is None or not thread_split.estimate(op, threads).pays or slice_problem(op, n, [])[0]:
+    if blocks is None or not thread_split.estimate(op, threads).pays or slice_problem(op, n, [], batched_dots=True)[0]:
         return None
     return n // blocks

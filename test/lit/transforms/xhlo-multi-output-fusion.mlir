@@ -1,4 +1,5 @@
 // RUN: mlirxla-opt %s -p xhlo-multi-output-fusion --split-input-file | FileCheck %s
+// RUN: mlirxla-opt %s -p 'xhlo-multi-output-fusion{producer-consumer=false}' --split-input-file | FileCheck %s --check-prefix=SIBLINGS
 
 /// Two loop fusions reading %x, with no path between them, become one fusion with both roots.
 // CHECK-LABEL: func.func @siblings
@@ -30,12 +31,24 @@ func.func @siblings(%x: tensor<8xf32>, %y: tensor<8xf32>) -> (tensor<8xf32>, ten
 // -----
 
 /// Negative twin: the second sibling also reads the first one's result (a path between
-/// them), so merging would create a cycle: they stay apart.
+/// them), so merging them as siblings would create a cycle: they stay apart (SIBLINGS, the
+/// sibling rule alone). Producer-consumer fusion then makes the first, which is also
+/// returned, an extra output of the second's loop: one kernel, the producer's value
+/// computed once and not read back.
+// SIBLINGS-LABEL: func.func @siblings_with_path
+// SIBLINGS: %[[A:.*]] = "xhlo.fusion"(%arg0, %arg1)
+// SIBLINGS: name = "add_negate_fusion"
+// SIBLINGS: "xhlo.fusion"(%arg0, %[[A]])
+// SIBLINGS: name = "multiply_abs_fusion"
 // CHECK-LABEL: func.func @siblings_with_path
-// CHECK: %[[A:.*]] = "xhlo.fusion"(%arg0, %arg1)
-// CHECK: name = "add_negate_fusion"
-// CHECK: "xhlo.fusion"(%arg0, %[[A]])
-// CHECK: name = "multiply_abs_fusion"
+// CHECK: %[[F:.*]]:2 = "xhlo.fusion"(%arg0, %arg1)
+// CHECK: %[[N:.*]] = "xhlo.negate"
+// CHECK: %[[M:.*]] = "xhlo.multiply"(%{{.*}}, %[[N]])
+// CHECK: %[[E:.*]] = "xhlo.abs"(%[[M]])
+// CHECK: "xhlo.return"(%[[E]], %[[N]])
+// CHECK: kind = "loop"
+// CHECK-NOT: xhlo.fusion
+// CHECK: return %[[F]]#1, %[[F]]#0
 func.func @siblings_with_path(%x: tensor<8xf32>, %y: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
   %0 = "xhlo.fusion"(%x, %y) ({
   ^bb0(%a: tensor<8xf32>, %b: tensor<8xf32>):
@@ -139,11 +152,12 @@ func.func @producer_consumer(%x: tensor<4x8xf32>) -> (tensor<4xf32>, tensor<4x8x
 // -----
 
 /// Negative twin: the consumer also reads the other user of the producer (a path producer ->
-/// other user -> consumer), so the producer stays separate.
+/// other user -> consumer), so the producer stays separate; that other user, a reverse, is
+/// no elementwise loop for the producer to become an extra output of either.
 // CHECK-LABEL: func.func @producer_consumer_cycle
 // CHECK: %[[P:.*]] = "xhlo.fusion"(%arg0)
 // CHECK: name = "multiply_fusion"
-// CHECK: %[[N:.*]] = "xhlo.negate"(%[[P]])
+// CHECK: %[[N:.*]] = "xhlo.reverse"(%[[P]])
 // CHECK: "xhlo.fusion"(%[[P]], %[[N]])
 // CHECK: name = "add_reduce_fusion"
 func.func @producer_consumer_cycle(%x: tensor<4x8xf32>) -> tensor<4xf32> {
@@ -152,7 +166,7 @@ func.func @producer_consumer_cycle(%x: tensor<4x8xf32>) -> tensor<4xf32> {
     %m = "xhlo.multiply"(%a, %a) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
     "xhlo.return"(%m) : (tensor<4x8xf32>) -> ()
   }) {kind = "loop", name = "multiply_fusion"} : (tensor<4x8xf32>) -> tensor<4x8xf32>
-  %1 = "xhlo.negate"(%0) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %1 = "xhlo.reverse"(%0) {dimensions = array<i64: 1>} : (tensor<4x8xf32>) -> tensor<4x8xf32>
   %2 = "xhlo.fusion"(%0, %1) ({
   ^bb0(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>):
     %t = "xhlo.add"(%a, %b) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
