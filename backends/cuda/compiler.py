@@ -45,6 +45,7 @@ from mlirxla.transforms.buffer_assignment import write_summary
 
 from . import launches as launch_reading, lowering, ptx, ptxas
 from .launches import Launch
+from .stream_assignment import StreamAssignment, assign_streams
 from .target import GpuTarget, H200
 
 SLAB_ALIGNMENT = 256
@@ -113,6 +114,8 @@ def codegen(runner: PipelineRunner, target: GpuTarget = H200) -> CudaProgram:
     if cubin is None:
         emission.decisions.append(f"no ptxas here ({ptxas.INSTALL_HINT}): the executable carries PTX only, which the driver compiles when it loads")
     executable = executable_file(plan, kernels, ptx_text, cubin, target)
+    emission.decisions.append(f"{executable.plan['streams']} stream(s), {executable.plan['events']} cross-stream event(s) "
+                              "(stream_assignment.py; each thunk's stream, waits and records in executable.json)")
     emission.decisions.append(f"{sum(len(k.launches) for k in kernels.values())} launch(es) of "
                               f"{len(ptx.kernel_names(ptx_text))} GPU kernel(s) for {target.arch}")
     program = CudaProgram(plan, list(kernels.values()), ptx_text, cubin, executable, emission.decisions)
@@ -181,7 +184,7 @@ def executable_file(plan: ExecutablePlan, kernels: dict[str, CudaKernel], ptx_te
     for allocation, data in sorted(plan.constants.items()):
         blobs[f"constant.{allocation}"] = data.tobytes()
         constants.append({"offset": offsets[allocation], "blob": f"constant.{allocation}"})
-    thunks = plan_thunks(plan.thunks, kernels, at)
+    thunks, streams = scheduled_thunks(plan.thunks, kernels, at)
     body = {
         "arch": target.arch,
         "slab_bytes": slab_bytes,
@@ -190,8 +193,30 @@ def executable_file(plan: ExecutablePlan, kernels: dict[str, CudaKernel], ptx_te
         "constants": constants,
         "kernels": sorted({launch.kernel for k in kernels.values() for launch in k.launches}),
         "thunks": thunks,
+        "streams": streams.stream_count,
+        "events": len(streams.events),
     }
     return ExecutableFile(body, blobs)
+
+
+def scheduled_thunks(thunks: list, kernels: dict[str, CudaKernel], at) -> tuple[list[dict], StreamAssignment]:
+    """The file's top-level thunks with their streams (`stream_assignment.py`): each plan
+    thunk's first file thunk waits on the events of the thunks it depends on, its last one
+    records the event later thunks wait on. Thunks that become no GPU work (no copies) take no
+    part, so that nothing waits on an event never recorded."""
+    pieces = [(thunk, plan_thunks([thunk], kernels, at)) for thunk in thunks]
+    pieces = [(thunk, piece) for thunk, piece in pieces if piece]
+    assignment = assign_streams([thunk for thunk, _ in pieces])
+    result = []
+    for index, ((_, piece), slot) in enumerate(zip(pieces, assignment.slots)):
+        for item in piece:
+            item["stream"] = slot.stream
+        if slot.waits:
+            piece[0]["wait"] = [assignment.events[w] for w in slot.waits]
+        if index in assignment.events:
+            piece[-1]["record"] = assignment.events[index]
+        result.extend(piece)
+    return result, assignment
 
 
 def plan_thunks(thunks: list, kernels: dict[str, CudaKernel], at) -> list[dict]:

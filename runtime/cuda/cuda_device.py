@@ -4,8 +4,9 @@ ctypes over `libcuda.so.1` (the driver every GPU machine has) rather than a Pyth
 package: the driver's C interface is the one that does not change between the releases of
 `cuda-bindings` and `cuda-core`, and nothing needs compiling. cuBLAS is the library of the
 `nvidia-cublas` package found on `sys.path` (`nvidia/**/libcublas.so*`), else the system's.
-Everything runs on the legacy default stream, in order: a launch, a GEMM and a copy follow
-the one before.
+Work runs on the streams the executor creates (`create_stream`: blocking streams, so that the
+synchronous copies in and out on the legacy default stream order against them), ordered
+across streams by events; a whole execution can be captured into a CUDA graph and replayed.
 """
 
 import ctypes
@@ -15,6 +16,8 @@ import os
 import sys
 
 CUBLAS_OP_N, CUBLAS_OP_T = 0, 1
+CU_EVENT_DISABLE_TIMING = 2
+CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1  # other threads' unsafe calls do not break this thread's capture
 
 
 class CudaError(RuntimeError):
@@ -88,26 +91,77 @@ class CudaDevice:
         self.check(self.cuda.cuMemcpyDtoH_v2(buffer, ctypes.c_uint64(address), ctypes.c_size_t(nbytes)), "cuMemcpyDtoH")
         return buffer.raw
 
-    def copy_on_device(self, destination: int, source: int, nbytes: int) -> None:
-        self.check(self.cuda.cuMemcpyDtoDAsync_v2(ctypes.c_uint64(destination), ctypes.c_uint64(source), ctypes.c_size_t(nbytes), None),
+    def copy_on_device(self, destination: int, source: int, nbytes: int, stream=None) -> None:
+        self.check(self.cuda.cuMemcpyDtoDAsync_v2(ctypes.c_uint64(destination), ctypes.c_uint64(source), ctypes.c_size_t(nbytes), stream),
                    "cuMemcpyDtoDAsync")
 
     def synchronize(self) -> None:
         self.check(self.cuda.cuCtxSynchronize(), "cuCtxSynchronize")
 
+    # --- streams, events, graphs --------------------------------------------------------
+
+    def driver_call(self, *names: str):
+        """The first of `names` the driver exports (versioned entry points: `_v2` first)."""
+        for name in names:
+            if hasattr(self.cuda, name):
+                return getattr(self.cuda, name)
+        raise CudaError(f"the CUDA driver exports none of {', '.join(names)}")
+
+    def create_stream(self):
+        stream = ctypes.c_void_p()
+        self.check(self.cuda.cuStreamCreate(ctypes.byref(stream), 0), "cuStreamCreate")
+        return stream
+
+    def create_event(self):
+        event = ctypes.c_void_p()
+        self.check(self.cuda.cuEventCreate(ctypes.byref(event), CU_EVENT_DISABLE_TIMING), "cuEventCreate")
+        return event
+
+    def record_event(self, event, stream) -> None:
+        self.check(self.cuda.cuEventRecord(event, stream), "cuEventRecord")
+
+    def wait_event(self, stream, event) -> None:
+        self.check(self.cuda.cuStreamWaitEvent(stream, event, 0), "cuStreamWaitEvent")
+
+    def begin_capture(self, stream) -> None:
+        begin = self.driver_call("cuStreamBeginCapture_v2", "cuStreamBeginCapture")
+        self.check(begin(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture")
+
+    def end_capture(self, stream):
+        graph = ctypes.c_void_p()
+        self.check(self.cuda.cuStreamEndCapture(stream, ctypes.byref(graph)), "cuStreamEndCapture")
+        return graph
+
+    def abandon_capture(self, stream) -> None:
+        graph = ctypes.c_void_p()
+        self.cuda.cuStreamEndCapture(stream, ctypes.byref(graph))  # its status is the failure already reported
+        if graph.value:
+            self.cuda.cuGraphDestroy(graph)
+
+    def instantiate_graph(self, graph):
+        executable = ctypes.c_void_p()
+        self.check(self.cuda.cuGraphInstantiateWithFlags(ctypes.byref(executable), graph, ctypes.c_ulonglong(0)),
+                   "cuGraphInstantiateWithFlags")
+        return executable
+
+    def launch_graph(self, graph_exec, stream) -> None:
+        self.check(self.cuda.cuGraphLaunch(graph_exec, stream), "cuGraphLaunch")
+
     # --- work ------------------------------------------------------------------------
 
-    def launch(self, function, grid, block, shared_bytes: int, pointers: list[int]) -> None:
+    def launch(self, function, grid, block, shared_bytes: int, pointers: list[int], stream=None) -> None:
         values = (ctypes.c_uint64 * max(1, len(pointers)))(*pointers)
         base = ctypes.addressof(values)
         parameters = (ctypes.c_void_p * max(1, len(pointers)))(*[base + 8 * i for i in range(len(pointers))])
         self.check(self.cuda.cuLaunchKernel(function, *[ctypes.c_uint(v) for v in grid], *[ctypes.c_uint(v) for v in block],
-                                            ctypes.c_uint(shared_bytes), None, parameters, None), "cuLaunchKernel")
+                                            ctypes.c_uint(shared_bytes), stream, parameters, None), "cuLaunchKernel")
 
     def gemm(self, dtype: str, m: int, n: int, k: int, batch: int, transpose_lhs: bool, transpose_rhs: bool,
-             lhs: int, rhs: int, out: int) -> None:
+             lhs: int, rhs: int, out: int, stream=None) -> None:
         """Row-major out = op(lhs) @ op(rhs), as column-major out^T = op(rhs)^T @ op(lhs)^T."""
         library = self.cublas_library()
+        if library.cublasSetStream_v2(self.cublas_handle, stream) != 0:
+            raise CudaError("cublasSetStream failed")
         scalar = ctypes.c_float if dtype == "float32" else ctypes.c_double
         alpha, beta = scalar(1.0), scalar(0.0)
         lda = m if transpose_lhs else k

@@ -1,8 +1,10 @@
 """A stand-in for a GPU with the methods `mlirxla.runtime.cuda.executor` calls: it allocates
 addresses from a fake base, keeps copied bytes, and records every call, so that a test can
 check the plan a runtime executes (which kernels, which grid and block, which pointers into
-the slab, which GEMM dimensions) on a machine without a GPU. Kernels and GEMMs compute
-nothing: the bytes copied back are what was copied in, or zeros."""
+the slab, which GEMM dimensions, which stream and events, graph capture and replay) on a
+machine without a GPU. Kernels and GEMMs compute nothing: the bytes copied back are what was
+copied in, or zeros. Streams are `stream0`, `stream1`, ...; events `event0`, ...; work
+recorded while a capture is open is marked `captured` and not run again at a graph launch."""
 
 BASE = 0x7F0000000000
 
@@ -12,6 +14,12 @@ class FakeCudaDevice:
         self.calls = []
         self.memory = {}
         self.next_address = BASE
+        self.streams = 0
+        self.event_count = 0
+        self.capturing = None
+
+    def record(self, call: list) -> None:
+        self.calls.append(call + ["captured"] if self.capturing is not None else call)
 
     def load_module(self, image: bytes, kind: str):
         self.calls.append(["load_module", kind, len(image)])
@@ -35,14 +43,51 @@ class FakeCudaDevice:
         self.calls.append(["copy_to_host", address, nbytes])
         return self.memory.get(address, b"\0" * nbytes)[:nbytes].ljust(nbytes, b"\0")
 
-    def copy_on_device(self, destination: int, source: int, nbytes: int) -> None:
-        self.calls.append(["copy_on_device", destination, source, nbytes])
+    def create_stream(self) -> str:
+        self.streams += 1
+        return f"stream{self.streams - 1}"
 
-    def launch(self, function, grid, block, shared_bytes: int, pointers: list) -> None:
-        self.calls.append(["launch", function, list(grid), list(block), shared_bytes, list(pointers)])
+    def create_event(self) -> str:
+        self.event_count += 1
+        return f"event{self.event_count - 1}"
 
-    def gemm(self, dtype, m, n, k, batch, transpose_lhs, transpose_rhs, lhs, rhs, out) -> None:
-        self.calls.append(["gemm", dtype, m, n, k, batch, transpose_lhs, transpose_rhs, lhs, rhs, out])
+    def record_event(self, event, stream) -> None:
+        self.record(["record_event", event, stream])
+
+    def wait_event(self, stream, event) -> None:
+        self.record(["wait_event", stream, event])
+
+    def begin_capture(self, stream) -> None:
+        assert self.capturing is None, "a capture is open already"
+        self.capturing = stream
+        self.calls.append(["begin_capture", stream])
+
+    def end_capture(self, stream) -> str:
+        assert self.capturing == stream, "the capture ends on another stream than it began"
+        self.capturing = None
+        self.calls.append(["end_capture", stream])
+        return "graph"
+
+    def abandon_capture(self, stream) -> None:
+        self.capturing = None
+        self.calls.append(["abandon_capture", stream])
+
+    def instantiate_graph(self, graph) -> str:
+        self.calls.append(["instantiate_graph", graph])
+        return "graph_exec"
+
+    def launch_graph(self, graph_exec, stream) -> None:
+        self.calls.append(["launch_graph", graph_exec, stream])
+
+    def copy_on_device(self, destination: int, source: int, nbytes: int, stream=None) -> None:
+        self.record(["copy_on_device", destination, source, nbytes, stream])
+
+    def launch(self, function, grid, block, shared_bytes: int, pointers: list, stream=None) -> None:
+        self.record(["launch", function, list(grid), list(block), shared_bytes, list(pointers), stream])
+
+    def gemm(self, dtype, m, n, k, batch, transpose_lhs, transpose_rhs, lhs, rhs, out, stream=None) -> None:
+        self.record(["gemm", dtype, m, n, k, batch, transpose_lhs, transpose_rhs, lhs, rhs, out, stream])
 
     def synchronize(self) -> None:
+        assert self.capturing is None, "synchronize inside a capture"
         self.calls.append(["synchronize"])

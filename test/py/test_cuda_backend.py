@@ -175,8 +175,8 @@ def test_executable_file_round_trips_and_refuses_other_files():
 
     with pytest.raises(ExecutableFileError, match="no MLIRXLA-CUDA magic"):
         ExecutableFile.from_bytes(b"\x7fELF")
-    newer = data.replace(b'"version": 1', b'"version": 9', 1)
-    with pytest.raises(ExecutableFileError, match="version 9: this runtime reads mlirxla-cuda version 1"):
+    newer = data.replace(b'"version": 2', b'"version": 9', 1)
+    with pytest.raises(ExecutableFileError, match="version 9: this runtime reads mlirxla-cuda versions 1, 2"):
         ExecutableFile.from_bytes(newer)
 
 

@@ -108,7 +108,7 @@ def test_a_plain_copy_of_the_runtime_runs_the_plan_on_a_stand_in_device(program,
     work = [c for c in calls if c[0] in ("launch", "gemm")]
     launches = [c for c in work if c[0] == "launch"]
     assert len(launches) == sum(len(k.launches) for k in program.kernels)
-    for _, kernel, grid, block, shared, pointers in launches:
+    for _, kernel, grid, block, shared, pointers, *_ in launches:
         assert kernel in plan["kernels"] and shared == 0
         assert grid[1:] == [1, 1] and block[1:] == [1, 1] and 1 <= block[0] <= 256
         assert all(BASE <= p < slab_end and (p - BASE) % 256 == 0 for p in pointers)
