@@ -39,11 +39,12 @@ from mlirxla.pipelines import named_pipeline
 from mlirxla.pipelines.runner import PipelineRunner, RunOptions
 from mlirxla.runtime.cuda.executable_file import ExecutableFile
 from mlirxla.runtime.executable import ExecutablePlan
-from mlirxla.runtime.thunks import (BufferSlice, ConditionalThunk, CopyThunk, GemmThunk, KernelThunk, ParallelCopyThunk,
+from mlirxla.runtime.thunks import (BufferSlice, ConditionalThunk, CopyThunk, KernelThunk, ParallelCopyThunk,
                                     SlicedKernelThunk, WhileThunk)
 from mlirxla.transforms.buffer_assignment import write_summary
 
-from . import launches as launch_reading, lowering, ptx, ptxas
+from . import gemm_epilogues, launches as launch_reading, lowering, ptx, ptxas
+from .gemm_epilogues import CublasLtGemm
 from .launches import Launch
 from .stream_assignment import StreamAssignment, assign_streams
 from .target import GpuTarget, H200
@@ -99,8 +100,14 @@ def codegen(runner: PipelineRunner, target: GpuTarget = H200) -> CudaProgram:
         emission = ThunkEmitter(module, assignment, slice_rows=False).emit()
         plan = cpu_compiler.plan_of(emission, module)
         plan.backend = "cuda"
+        specs = {spec.symbol: spec for spec in emission.kernels}
+        plan.thunks = gemm_epilogues.plan_gemms(plan.thunks, specs, gemm_epilogues.dot_precisions(module),
+                                                gemm_epilogues.precision_mode(), emission.decisions)
+        launched = gemm_epilogues.kernel_symbols(plan.thunks)
         kernels, by_source = {}, {}
         for spec in emission.kernels:
+            if spec.symbol not in launched:  # an epilogue a cuBLASLt matmul computes
+                continue
             kernel = compile_kernel(spec, by_source)
             kernels[spec.symbol] = kernel
             if kernel.same_as:
@@ -227,11 +234,8 @@ def plan_thunks(thunks: list, kernels: dict[str, CudaKernel], at) -> list[dict]:
             raise MlirxlaError(f"{thunk.name}: a kernel run slice by slice has no cuda lowering")
         if isinstance(thunk, KernelThunk):
             result.extend(launch_thunks(thunk, kernels[thunk.symbol], at))
-        elif isinstance(thunk, GemmThunk):
-            result.append({"kind": "gemm", "name": thunk.name, "dtype": {"f32": "float32", "f64": "float64"}[thunk.element],
-                           "m": thunk.m, "n": thunk.n, "k": thunk.k, "batch": thunk.batch,
-                           "transpose_lhs": thunk.transpose_lhs, "transpose_rhs": thunk.transpose_rhs,
-                           "lhs": at(thunk.lhs), "rhs": at(thunk.rhs), "out": at(thunk.out)})
+        elif isinstance(thunk, CublasLtGemm):
+            result.append(matmul(thunk, at))
         elif isinstance(thunk, CopyThunk):
             result.append(memcpy(thunk, at))
         elif isinstance(thunk, ParallelCopyThunk):
@@ -247,6 +251,17 @@ def plan_thunks(thunks: list, kernels: dict[str, CudaKernel], at) -> list[dict]:
         else:
             raise MlirxlaError(f"{thunk.name}: a {thunk.kind} thunk (a host call) has no cuda lowering")
     return result
+
+
+def matmul(thunk: CublasLtGemm, at) -> dict:
+    gemm = thunk.gemm
+    if gemm.element not in gemm_epilogues.GEMM_DTYPES:
+        raise MlirxlaError(f"{gemm.name}: a {gemm.element} GEMM has no cuBLASLt lowering")
+    operand_dtype, out_dtype = gemm_epilogues.GEMM_DTYPES[gemm.element]
+    return {"kind": "gemm", "name": gemm.name, "operand_dtype": operand_dtype, "out_dtype": out_dtype, "compute": thunk.compute,
+            "m": gemm.m, "n": gemm.n, "k": gemm.k, "batch": gemm.batch, "transpose_lhs": gemm.transpose_lhs,
+            "transpose_rhs": gemm.transpose_rhs, "lhs": at(gemm.lhs), "rhs": at(gemm.rhs), "out": at(gemm.out),
+            "epilogue": thunk.epilogue, "bias": None if thunk.bias is None else at(thunk.bias)}
 
 
 def memcpy(thunk: CopyThunk, at) -> dict:

@@ -1,9 +1,9 @@
-"""A GPU as `executor.py` wants a device: the CUDA driver API and cuBLAS through ctypes.
+"""A GPU as `executor.py` wants a device: the CUDA driver API and cuBLASLt through ctypes.
 
 ctypes over `libcuda.so.1` (the driver every GPU machine has) rather than a Python binding
 package: the driver's C interface is the one that does not change between the releases of
-`cuda-bindings` and `cuda-core`, and nothing needs compiling. cuBLAS is the library of the
-`nvidia-cublas` package found on `sys.path` (`nvidia/**/libcublas.so*`), else the system's.
+`cuda-bindings` and `cuda-core`, and nothing needs compiling. GEMMs are cuBLASLt matmuls (`cublaslt.py`), from
+the `nvidia-cublas` package found on `sys.path`, else the system's library.
 Work runs on the streams the executor creates (`create_stream`: blocking streams, so that the
 synchronous copies in and out on the legacy default stream order against them), ordered
 across streams by events; a whole execution can be captured into a CUDA graph and replayed.
@@ -11,11 +11,9 @@ across streams by events; a whole execution can be captured into a CUDA graph an
 
 import ctypes
 import ctypes.util
-import glob
-import os
-import sys
 
-CUBLAS_OP_N, CUBLAS_OP_T = 0, 1
+from .cublaslt import CublasLt, Matmul
+
 CU_EVENT_DISABLE_TIMING = 2
 CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1  # other threads' unsafe calls do not break this thread's capture
 
@@ -34,14 +32,6 @@ def _driver() -> ctypes.CDLL:
     raise CudaError("no CUDA driver (libcuda.so.1) on this machine")
 
 
-def find_cublas() -> str | None:
-    found = []
-    for entry in sys.path:
-        found += sorted(glob.glob(os.path.join(entry, "nvidia", "**", "libcublas.so*"), recursive=True))
-    found = [path for path in found if "Lt" not in os.path.basename(path)]
-    return found[0] if found else ctypes.util.find_library("cublas")
-
-
 class CudaDevice:
     """GPU `ordinal` of this machine, its primary context current on this thread."""
 
@@ -56,8 +46,7 @@ class CudaDevice:
         name = ctypes.create_string_buffer(256)
         self.check(self.cuda.cuDeviceGetName(name, 256, device), "cuDeviceGetName")
         self.name = name.value.decode()
-        self.cublas = None
-        self.cublas_handle = ctypes.c_void_p()
+        self.cublaslt = None
 
     def check(self, status: int, call: str) -> None:
         if status != 0:
@@ -156,40 +145,17 @@ class CudaDevice:
         self.check(self.cuda.cuLaunchKernel(function, *[ctypes.c_uint(v) for v in grid], *[ctypes.c_uint(v) for v in block],
                                             ctypes.c_uint(shared_bytes), stream, parameters, None), "cuLaunchKernel")
 
-    def gemm(self, dtype: str, m: int, n: int, k: int, batch: int, transpose_lhs: bool, transpose_rhs: bool,
-             lhs: int, rhs: int, out: int, stream=None) -> None:
-        """Row-major out = op(lhs) @ op(rhs), as column-major out^T = op(rhs)^T @ op(lhs)^T."""
-        library = self.cublas_library()
-        if library.cublasSetStream_v2(self.cublas_handle, stream) != 0:
-            raise CudaError("cublasSetStream failed")
-        scalar = ctypes.c_float if dtype == "float32" else ctypes.c_double
-        alpha, beta = scalar(1.0), scalar(0.0)
-        lda = m if transpose_lhs else k
-        ldb = k if transpose_rhs else n
-        operation_rhs = CUBLAS_OP_T if transpose_rhs else CUBLAS_OP_N
-        operation_lhs = CUBLAS_OP_T if transpose_lhs else CUBLAS_OP_N
-        letter = "S" if dtype == "float32" else "D"
-        common = (self.cublas_handle, operation_rhs, operation_lhs, n, m, k, ctypes.byref(alpha))
-        if batch == 1:
-            status = getattr(library, f"cublas{letter}gemm_v2")(*common, ctypes.c_void_p(rhs), ldb, ctypes.c_void_p(lhs), lda,
-                                                                ctypes.byref(beta), ctypes.c_void_p(out), n)
-        else:
-            status = getattr(library, f"cublas{letter}gemmStridedBatched")(
-                *common, ctypes.c_void_p(rhs), ldb, ctypes.c_longlong(k * n), ctypes.c_void_p(lhs), lda, ctypes.c_longlong(m * k),
-                ctypes.byref(beta), ctypes.c_void_p(out), n, ctypes.c_longlong(m * n), batch)
-        if status != 0:
-            raise CudaError(f"cublas{letter}gemm {m}x{n}x{k} (batch {batch}) failed with status {status}")
+    def prepare_matmuls(self, matmuls) -> None:
+        """Descriptors, layouts and algorithms of these GEMMs, made now: nothing of it may
+        happen inside a graph capture (the workspace's allocation would break it)."""
+        if self.cublaslt is None:
+            self.cublaslt = CublasLt(self.allocate)
+        for matmul in matmuls:
+            self.cublaslt.prepare(matmul)
 
-    def cublas_library(self) -> ctypes.CDLL:
-        if self.cublas is None:
-            path = find_cublas()
-            if path is None:
-                raise CudaError("no cuBLAS library (libcublas.so) found: install nvidia-cublas")
-            self.cublas = ctypes.CDLL(path)
-            status = self.cublas.cublasCreate_v2(ctypes.byref(self.cublas_handle))
-            if status != 0:
-                raise CudaError(f"cublasCreate failed with status {status}")
-        return self.cublas
+    def matmul(self, matmul: Matmul, lhs: int, rhs: int, out: int, bias: int | None, stream=None) -> None:
+        self.prepare_matmuls([matmul])
+        self.cublaslt.run(matmul, lhs, rhs, out, bias, stream)
 
     # --- timing ----------------------------------------------------------------------
 

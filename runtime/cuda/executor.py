@@ -31,7 +31,8 @@ pass a recording stand-in):
     wait_event(stream, event)
     copy_on_device(destination: int, source: int, nbytes: int, stream)
     launch(function, grid: (x, y, z), block: (x, y, z), shared_bytes: int, pointers: [address, ...], stream)
-    gemm(dtype: str, m, n, k, batch, transpose_lhs, transpose_rhs, lhs, rhs, out, stream)   # row-major, out = op(lhs) @ op(rhs)
+    prepare_matmuls([Matmul, ...])          # at load: cuBLASLt descriptors and algorithms, outside any capture
+    matmul(Matmul, lhs, rhs, out, bias, stream)   # row-major, out = epilogue(op(lhs) @ op(rhs) + bias)
     begin_capture(stream)
     end_capture(stream) -> graph
     abandon_capture(stream)                 # after a failure inside a capture
@@ -44,6 +45,7 @@ import os
 
 import numpy as np
 
+from .cublaslt import Matmul
 from .executable_file import ExecutableFile, read
 
 GRAPHS_VARIABLE = "MLIRXLA_CUDA_GRAPHS"
@@ -53,9 +55,11 @@ class Executable:
     def __init__(self, executable: ExecutableFile, device, graphs: bool | None = None):
         self.plan = executable.plan
         self.device = device
-        kind = "cubin" if "cubin" in executable.blobs else "ptx"
-        module = device.load_module(executable.blobs[kind], kind)
-        self.functions = {name: device.function(module, name) for name in self.plan["kernels"]}
+        self.functions = {}
+        if self.plan["kernels"]:  # a plan of cuBLASLt matmuls alone loads no module
+            kind = "cubin" if "cubin" in executable.blobs else "ptx"
+            module = device.load_module(executable.blobs[kind], kind)
+            self.functions = {name: device.function(module, name) for name in self.plan["kernels"]}
         self.slab = device.allocate(self.plan["slab_bytes"])
         for constant in self.plan["constants"]:
             device.copy_to_device(self.slab + constant["offset"], executable.blobs[constant["blob"]])
@@ -63,6 +67,9 @@ class Executable:
         self.events = [device.create_event() for _ in range(self.plan.get("events", 0))]
         self.fork = device.create_event() if len(self.streams) > 1 else None
         self.joins = [device.create_event() for _ in self.streams[1:]]
+        self.matmuls = {id(thunk): matmul_of(thunk) for thunk in every_thunk(self.plan["thunks"]) if thunk["kind"] == "gemm"}
+        if self.matmuls:
+            device.prepare_matmuls(sorted(set(self.matmuls.values()), key=repr))
         self.handlers = {"launch": self.launch, "gemm": self.gemm, "memcpy": self.memcpy,
                          "while": self.loop, "conditional": self.conditional}
         self.graph = None
@@ -147,8 +154,9 @@ class Executable:
                            thunk["shared_bytes"], [self.slab + offset for offset in thunk["arguments"]], stream)
 
     def gemm(self, thunk: dict, stream) -> None:
-        self.device.gemm(thunk["dtype"], thunk["m"], thunk["n"], thunk["k"], thunk["batch"], thunk["transpose_lhs"],
-                         thunk["transpose_rhs"], self.slab + thunk["lhs"], self.slab + thunk["rhs"], self.slab + thunk["out"], stream)
+        bias = thunk.get("bias")
+        self.device.matmul(self.matmuls[id(thunk)], self.slab + thunk["lhs"], self.slab + thunk["rhs"], self.slab + thunk["out"],
+                           None if bias is None else self.slab + bias, stream)
 
     def memcpy(self, thunk: dict, stream) -> None:
         if thunk["bytes"]:
@@ -173,6 +181,21 @@ class Executable:
         else:
             index = value if 0 <= value < len(branches) else len(branches) - 1
         self.run_thunks(branches[index], stream)
+
+
+def every_thunk(thunks: list):
+    for thunk in thunks:
+        yield thunk
+        for nested in [thunk.get("condition", []), thunk.get("body", []), *thunk.get("branches", [])]:
+            yield from every_thunk(nested)
+
+
+def matmul_of(thunk: dict) -> Matmul:
+    """A `gemm` thunk's cuBLASLt matmul; a version 1 file's GEMMs are plain full-precision ones."""
+    dtype = thunk.get("dtype")
+    return Matmul(thunk.get("operand_dtype", dtype), thunk.get("out_dtype", dtype),
+                  thunk.get("compute", "64F" if dtype == "float64" else "32F"), thunk["m"], thunk["n"], thunk["k"],
+                  thunk["batch"], thunk["transpose_lhs"], thunk["transpose_rhs"], thunk.get("epilogue", "default"))
 
 
 def graph_refusal(plan: dict, graphs: bool | None) -> str | None:

@@ -6,6 +6,8 @@ machine without a GPU. Kernels and GEMMs compute nothing: the bytes copied back 
 copied in, or zeros. Streams are `stream0`, `stream1`, ...; events `event0`, ...; work
 recorded while a capture is open is marked `captured` and not run again at a graph launch."""
 
+import dataclasses
+
 BASE = 0x7F0000000000
 
 
@@ -85,8 +87,13 @@ class FakeCudaDevice:
     def launch(self, function, grid, block, shared_bytes: int, pointers: list, stream=None) -> None:
         self.record(["launch", function, list(grid), list(block), shared_bytes, list(pointers), stream])
 
-    def gemm(self, dtype, m, n, k, batch, transpose_lhs, transpose_rhs, lhs, rhs, out, stream=None) -> None:
-        self.record(["gemm", dtype, m, n, k, batch, transpose_lhs, transpose_rhs, lhs, rhs, out, stream])
+    def prepare_matmuls(self, matmuls) -> None:
+        assert self.capturing is None, "cuBLASLt descriptors made inside a capture"
+        self.calls.append(["prepare_matmuls", [dataclasses.asdict(m) for m in matmuls]])
+
+    def matmul(self, matmul, lhs, rhs, out, bias, stream=None) -> None:
+        """Recorded as ["matmul", its descriptor as a dict, lhs, rhs, out, bias, stream]."""
+        self.record(["matmul", dataclasses.asdict(matmul), lhs, rhs, out, bias, stream])
 
     def synchronize(self) -> None:
         assert self.capturing is None, "synchronize inside a capture"

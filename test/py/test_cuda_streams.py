@@ -19,7 +19,7 @@ from mlirxla.runtime.thunks import BufferSlice
 
 from .fake_cuda_device import FakeCudaDevice
 
-WORK = ("launch", "gemm", "copy_on_device")
+WORK = ("launch", "matmul", "copy_on_device")
 
 
 class Touching:
@@ -164,7 +164,7 @@ def test_independent_gemms_run_on_two_streams_and_every_dependence_is_honoured()
     work = happens_before(device.calls)
     thunks, owners = plan_thunk_of_each_file_thunk(program)
     assert len(work) == len(owners)
-    gemm_streams = {call[-1] for call, _ in work if call[0] == "gemm"}
+    gemm_streams = {call[-1] for call, _ in work if call[0] == "matmul"}
     assert plan["streams"] >= 2 and len(gemm_streams) == 2  # the two dots overlap
     before = predecessors(thunks)
     checked = 0
@@ -223,7 +223,7 @@ def test_graphs_turned_off_by_the_variable(monkeypatch):
     executable.run(inputs_for(program.executable.plan))
     assert executable.execution()["graph_reason"] == "turned off (MLIRXLA_CUDA_GRAPHS=0)"
     assert not [c for c in device.calls if "graph" in c[0] or "capture" in c[0]]
-    assert len([c for c in device.calls if c[0] == "gemm"]) == 4
+    assert len([c for c in device.calls if c[0] == "matmul"]) == 4
 
 
 @needs_ptxas
@@ -238,21 +238,22 @@ def test_a_plan_with_host_work_runs_without_a_graph_and_says_why():
 
 def test_a_failed_capture_falls_back_and_says_why():
     class FailingGemm(FakeCudaDevice):
-        def gemm(self, *arguments):
+        def matmul(self, *arguments):
             if self.capturing is not None:
                 raise RuntimeError("operation not permitted when stream is capturing")
-            super().gemm(*arguments)
+            super().matmul(*arguments)
 
     plan = {"kernels": [], "slab_bytes": 1024, "constants": [], "parameters": [], "outputs": [], "streams": 1, "events": 0,
-            "thunks": [{"kind": "gemm", "name": "g", "dtype": "float32", "m": 2, "n": 2, "k": 2, "batch": 1,
-                        "transpose_lhs": False, "transpose_rhs": False, "lhs": 0, "rhs": 256, "out": 512, "stream": 0}]}
+            "thunks": [{"kind": "gemm", "name": "g", "operand_dtype": "float32", "out_dtype": "float32", "compute": "32F", "m": 2, "n": 2, "k": 2, "batch": 1,
+                        "transpose_lhs": False, "transpose_rhs": False, "lhs": 0, "rhs": 256, "out": 512, "epilogue": "default",
+                        "bias": None, "stream": 0}]}
     device = FailingGemm()
     executable = Executable(ExecutableFile(plan, {"ptx": b""}), device)
     executable.run([])
     executable.run([])
     assert executable.execution()["graph_reason"] == "capture failed: operation not permitted when stream is capturing"
     # the failed execution runs again without a graph, and so do the later ones
-    assert [c[0] for c in device.calls if c[0] in ("begin_capture", "abandon_capture", "gemm")] == ["begin_capture", "abandon_capture", "gemm", "gemm"]
+    assert [c[0] for c in device.calls if c[0] in ("begin_capture", "abandon_capture", "matmul")] == ["begin_capture", "abandon_capture", "matmul", "matmul"]
 
 
 @needs_ptxas
@@ -267,4 +268,4 @@ def test_a_version_1_file_runs_everything_on_stream_0():
     device = FakeCudaDevice()
     Executable(ExecutableFile.from_bytes(old), device, graphs=False).run(inputs_for(plan))
     assert {call[-1] for call in device.calls if call[0] in WORK} == {"stream0"}
-    assert len([c for c in device.calls if c[0] == "gemm"]) == 2
+    assert len([c for c in device.calls if c[0] == "matmul"]) == 2

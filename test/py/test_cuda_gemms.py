@@ -1,0 +1,178 @@
+"""GEMMs of the cuda backend as cuBLASLt matmuls, without a GPU: which output fusions'
+epilogues a matmul takes in (bias add, relu: XLA's gemm_rewriter), the descriptors the plan
+gives the runtime (m, n, k, transposes, dtypes, compute type, epilogue, bias pointer), the
+precision rule (TF32 for jax's DEFAULT precision, full f32 for HIGHEST or when asked), and
+the row-major to column-major mapping the runtime hands cuBLASLt, run in numpy as cuBLASLt
+defines its matmul: the benchmark MLP (three GEMMs with their epilogues, no kernel left)
+computes what the cpu backend does."""
+
+import os
+
+import numpy as np
+import pytest
+
+from mlirxla import frontdoor
+from mlirxla.backends.cuda import compiler, ptxas
+from mlirxla.context import new_context
+from mlirxla.errors import MlirxlaError
+from mlirxla.pipelines.runner import RunOptions
+from mlirxla.runtime.client import Client
+from mlirxla.runtime.cuda import Executable
+from mlirxla.runtime.cuda.cublaslt import Matmul
+
+from .conftest import JAX_PROGRAMS
+from .fake_cuda_device import BASE, FakeCudaDevice
+
+MLP = os.path.join(JAX_PROGRAMS, "programs", "mlp.stablehlo.mlir")
+
+
+def compile_text(text: str) -> compiler.CudaProgram:
+    imported = frontdoor.import_bytes(text.encode(), "test.mlir", new_context())
+    return compiler.compile_program(imported.module, RunOptions(backend="cuda"))
+
+
+def gemms(program: compiler.CudaProgram) -> list[dict]:
+    return [t for t in program.executable.plan["thunks"] if t["kind"] == "gemm"]
+
+
+def dense_layer(activation: str, precision: str = "DEFAULT", bias_dimension: int = 1, element: str = "f32") -> str:
+    """x[8,16] @ w[16,32] + b broadcast along `bias_dimension`, then `activation`."""
+    bias_shape = 32 if bias_dimension == 1 else 8
+    body = {"relu": "%r = stablehlo.maximum %a, %zero : tensor<8x32xELEM>",
+            "none": "%r = stablehlo.add %a, %zero : tensor<8x32xELEM>",
+            "tanh": "%r = stablehlo.tanh %a : tensor<8x32xELEM>"}[activation]
+    text = f"""func.func @main(%x: tensor<8x16xELEM>, %w: tensor<16x32xELEM>, %b: tensor<{bias_shape}xELEM>) -> tensor<8x32xELEM> {{
+  %d = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0], precision = [{precision}, {precision}] : (tensor<8x16xELEM>, tensor<16x32xELEM>) -> tensor<8x32xELEM>
+  %bb = stablehlo.broadcast_in_dim %b, dims = [{bias_dimension}] : (tensor<{bias_shape}xELEM>) -> tensor<8x32xELEM>
+  %a = stablehlo.add %d, %bb : tensor<8x32xELEM>
+  %z = stablehlo.constant dense<0.0> : tensor<ELEM>
+  %zero = stablehlo.broadcast_in_dim %z, dims = [] : (tensor<ELEM>) -> tensor<8x32xELEM>
+  {body}
+  return %r : tensor<8x32xELEM>
+}}
+"""
+    return text.replace("ELEM", element)
+
+
+def test_a_dense_layer_with_relu_is_one_matmul_with_the_bias_relu_epilogue():
+    program = compile_text(dense_layer("relu"))
+    plan = program.executable.plan
+    (gemm,) = gemms(program)
+    bias = next(p for p in plan["parameters"] if p["shape"] == [32])
+    x = next(p for p in plan["parameters"] if p["shape"] == [8, 16])
+    assert (gemm["m"], gemm["n"], gemm["k"], gemm["transpose_lhs"], gemm["transpose_rhs"]) == (8, 32, 16, False, False)
+    assert (gemm["epilogue"], gemm["bias"], gemm["lhs"]) == ("bias_relu", bias["offset"], x["offset"])
+    assert (gemm["operand_dtype"], gemm["out_dtype"], gemm["compute"]) == ("float32", "float32", "32F_FAST_TF32")
+    assert gemm["out"] == plan["outputs"][0]["offset"] and plan["kernels"] == []
+
+
+@pytest.mark.skipif(ptxas.unavailable() is not None, reason=ptxas.unavailable() or "")  # tanh calls libdevice
+def test_an_epilogue_cublaslt_cannot_compute_keeps_its_kernel():
+    """A tanh after the bias, and a bias along the rows (dimension 0: cuBLASLt's bias runs
+    along the columns of the row-major result), stay kernels after a plain GEMM."""
+    for text, why in ((dense_layer("tanh"), "computes more than a bias add and a relu"),
+                      (dense_layer("relu", bias_dimension=0), "computes more than a bias add and a relu")):
+        program = compile_text(text)
+        (gemm,) = gemms(program)
+        assert gemm["epilogue"] == "default" and gemm["bias"] is None
+        assert [t["kind"] for t in program.executable.plan["thunks"]][:2] == ["gemm", "launch"]
+        assert any(f"epilogue kernel kept (the fusion {why})" in d for d in program.decisions)
+
+
+def test_highest_precision_computes_in_full_f32(monkeypatch):
+    assert gemms(compile_text(dense_layer("relu", precision="HIGHEST")))[0]["compute"] == "32F"
+    monkeypatch.setenv("MLIRXLA_CUDA_GEMM_PRECISION", "highest")
+    assert gemms(compile_text(dense_layer("relu")))[0]["compute"] == "32F"
+    monkeypatch.setenv("MLIRXLA_CUDA_GEMM_PRECISION", "tf64")
+    with pytest.raises(MlirxlaError, match="MLIRXLA_CUDA_GEMM_PRECISION=tf64: expected one of jax, highest"):
+        compile_text(dense_layer("relu"))
+
+
+def test_bf16_gemms_accumulate_in_f32():
+    (gemm,) = gemms(compile_text(dense_layer("relu", element="bf16")))
+    assert (gemm["operand_dtype"], gemm["out_dtype"], gemm["compute"], gemm["epilogue"]) == ("bfloat16", "bfloat16", "32F", "bias_relu")
+    widened = compile_text("""func.func @main(%x: tensor<8x16xbf16>, %w: tensor<16x32xbf16>) -> tensor<8x32xf32> {
+  %d = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : (tensor<8x16xbf16>, tensor<16x32xbf16>) -> tensor<8x32xf32>
+  return %d : tensor<8x32xf32>
+}
+""")
+    (gemm,) = gemms(widened)
+    assert (gemm["operand_dtype"], gemm["out_dtype"], gemm["compute"], gemm["epilogue"]) == ("bfloat16", "float32", "32F", "default")
+
+
+# --- the column-major mapping, computed as cuBLASLt defines it --------------------------------
+
+class ComputingDevice(FakeCudaDevice):
+    """The stand-in with a slab that holds bytes and matmuls computed in numpy from the
+    column-major view the runtime hands cuBLASLt (`Matmul.column_major`): D = epilogue(op(A)
+    @ op(B) + bias), A, B and D stored matrices of (rows, columns, leading dimension)."""
+
+    def __init__(self):
+        super().__init__()
+        self.slab = None
+
+    def allocate(self, nbytes: int) -> int:
+        address = super().allocate(nbytes)
+        if self.slab is None:
+            self.slab = bytearray(nbytes)
+        return address
+
+    def copy_to_device(self, address: int, data: bytes) -> None:
+        super().copy_to_device(address, data)
+        self.slab[address - BASE:address - BASE + len(data)] = data
+
+    def copy_to_host(self, address: int, nbytes: int) -> bytes:
+        super().copy_to_host(address, nbytes)
+        return bytes(self.slab[address - BASE:address - BASE + nbytes])
+
+    def stored(self, address: int, dtype: str, rows: int, columns: int, leading: int) -> np.ndarray:
+        flat = np.frombuffer(self.slab, dtype, count=columns * leading, offset=address - BASE)
+        return flat.reshape(columns, leading)[:, :rows].T  # element (i, j) at i + j * leading
+
+    def matmul(self, matmul: Matmul, lhs: int, rhs: int, out: int, bias, stream=None) -> None:
+        super().matmul(matmul, lhs, rhs, out, bias, stream)
+        assert matmul.batch == 1
+        view = matmul.column_major()
+        a = self.stored(rhs, matmul.operand_dtype, *view["a"]).astype(np.float64)
+        b = self.stored(lhs, matmul.operand_dtype, *view["b"]).astype(np.float64)
+        d = (a.T if view["transa"] else a) @ (b.T if view["transb"] else b)
+        rows, columns, leading = view["d"]
+        assert d.shape == (rows, columns) and leading == rows
+        if matmul.has_bias:
+            d = d + np.frombuffer(self.slab, matmul.out_dtype, count=rows, offset=bias - BASE)[:, None]
+        if "relu" in matmul.epilogue:
+            d = np.maximum(d, 0)
+        data = d.T.astype(matmul.out_dtype).tobytes()  # column-major: column j after column j - 1
+        self.slab[out - BASE:out - BASE + len(data)] = data
+
+
+def test_the_benchmark_mlp_as_three_matmuls_computes_what_the_cpu_backend_does():
+    with open(MLP, "rb") as handle:
+        text = handle.read()
+    program = compiler.compile_program(frontdoor.import_bytes(text, MLP, new_context()).module, RunOptions(backend="cuda"))
+    plan = program.executable.plan
+    assert [t["epilogue"] for t in gemms(program)] == ["bias_relu", "bias_relu", "bias"] and plan["kernels"] == []
+    generator = np.random.default_rng(0)
+    inputs = [(generator.standard_normal(p["shape"]) / 8).astype(p["dtype"]) for p in plan["parameters"]]
+    (ours,) = Executable(program.executable, ComputingDevice(), graphs=False).run(inputs)
+    (expected,) = Client(backend="cpu").compile(text).execute_numpy(inputs)
+    np.testing.assert_allclose(ours, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("transpose_lhs, transpose_rhs", [(False, True), (True, False), (True, True)])
+def test_transposed_operands_map_to_cublaslt_operations(transpose_lhs, transpose_rhs):
+    lhs_dims, rhs_dims = ("[0]" if transpose_lhs else "[1]"), ("[1]" if transpose_rhs else "[0]")
+    lhs_type = "tensor<16x8xf32>" if transpose_lhs else "tensor<8x16xf32>"
+    rhs_type = "tensor<32x16xf32>" if transpose_rhs else "tensor<16x32xf32>"
+    text = f"""func.func @main(%x: {lhs_type}, %w: {rhs_type}) -> tensor<8x32xf32> {{
+  %d = stablehlo.dot_general %x, %w, contracting_dims = {lhs_dims} x {rhs_dims} : ({lhs_type}, {rhs_type}) -> tensor<8x32xf32>
+  return %d : tensor<8x32xf32>
+}}
+"""
+    program = compile_text(text)
+    (gemm,) = gemms(program)
+    assert (gemm["transpose_lhs"], gemm["transpose_rhs"]) == (transpose_lhs, transpose_rhs)
+    generator = np.random.default_rng(1)
+    x, w = (generator.standard_normal(p["shape"]).astype(np.float32) for p in program.executable.plan["parameters"])
+    (ours,) = Executable(program.executable, ComputingDevice(), graphs=False).run([x, w])
+    np.testing.assert_allclose(ours, (x.T if transpose_lhs else x) @ (w.T if transpose_rhs else w), rtol=1e-5, atol=1e-5)
