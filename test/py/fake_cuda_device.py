@@ -8,6 +8,8 @@ recorded while a capture is open is marked `captured` and not run again at a gra
 
 import dataclasses
 
+import numpy as np
+
 BASE = 0x7F0000000000
 
 
@@ -98,3 +100,63 @@ class FakeCudaDevice:
     def synchronize(self) -> None:
         assert self.capturing is None, "synchronize inside a capture"
         self.calls.append(["synchronize"])
+
+
+class ComputingDevice(FakeCudaDevice):
+    """The stand-in with a slab that holds bytes and matmuls computed in numpy from the
+    column-major view the runtime hands cuBLASLt (`cublaslt.Matmul.column_major`): D = epilogue(op(A)
+    @ op(B) + bias), A, B and D stored matrices of (rows, columns, leading dimension)."""
+
+    def __init__(self):
+        super().__init__()
+        self.slab = None
+        self.graph_work = []  # what a capture recorded, run at each graph launch
+
+    def allocate(self, nbytes: int) -> int:
+        address = super().allocate(nbytes)
+        if self.slab is None:
+            self.slab = bytearray(nbytes)
+        return address
+
+    def copy_to_device(self, address: int, data: bytes) -> None:
+        super().copy_to_device(address, data)
+        self.slab[address - BASE:address - BASE + len(data)] = data
+
+    def copy_to_host(self, address: int, nbytes: int) -> bytes:
+        super().copy_to_host(address, nbytes)
+        return bytes(self.slab[address - BASE:address - BASE + nbytes])
+
+    def stored(self, address: int, dtype: str, rows: int, columns: int, leading: int) -> np.ndarray:
+        flat = np.frombuffer(self.slab, dtype, count=columns * leading, offset=address - BASE)
+        return flat.reshape(columns, leading)[:, :rows].T  # element (i, j) at i + j * leading
+
+    def matmul(self, matmul, lhs: int, rhs: int, out: int, bias, stream=None) -> None:
+        super().matmul(matmul, lhs, rhs, out, bias, stream)
+        if self.capturing is not None:
+            self.graph_work.append(lambda: self.compute_matmul(matmul, lhs, rhs, out, bias))
+        else:
+            self.compute_matmul(matmul, lhs, rhs, out, bias)
+
+    def launch_graph(self, graph_exec, stream) -> None:
+        super().launch_graph(graph_exec, stream)
+        for work in self.graph_work:
+            work()
+
+    def elapsed_ms(self, work) -> float:
+        work()
+        return 1.0
+
+    def compute_matmul(self, matmul, lhs: int, rhs: int, out: int, bias) -> None:
+        assert matmul.batch == 1
+        view = matmul.column_major()
+        a = self.stored(rhs, matmul.operand_dtype, *view["a"]).astype(np.float64)
+        b = self.stored(lhs, matmul.operand_dtype, *view["b"]).astype(np.float64)
+        d = (a.T if view["transa"] else a) @ (b.T if view["transb"] else b)
+        rows, columns, leading = view["d"]
+        assert d.shape == (rows, columns) and leading == rows
+        if matmul.has_bias:
+            d = d + np.frombuffer(self.slab, matmul.out_dtype, count=rows, offset=bias - BASE)[:, None]
+        if "relu" in matmul.epilogue:
+            d = np.maximum(d, 0)
+        data = d.T.astype(matmul.out_dtype).tobytes()  # column-major: column j after column j - 1
+        self.slab[out - BASE:out - BASE + len(data)] = data

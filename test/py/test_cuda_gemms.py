@@ -18,10 +18,9 @@ from mlirxla.errors import MlirxlaError
 from mlirxla.pipelines.runner import RunOptions
 from mlirxla.runtime.client import Client
 from mlirxla.runtime.cuda import Executable
-from mlirxla.runtime.cuda.cublaslt import Matmul
 
 from .conftest import JAX_PROGRAMS
-from .fake_cuda_device import BASE, FakeCudaDevice
+from .fake_cuda_device import ComputingDevice
 
 MLP = os.path.join(JAX_PROGRAMS, "programs", "mlp.stablehlo.mlir")
 
@@ -102,50 +101,6 @@ def test_bf16_gemms_accumulate_in_f32():
 
 # --- the column-major mapping, computed as cuBLASLt defines it --------------------------------
 
-class ComputingDevice(FakeCudaDevice):
-    """The stand-in with a slab that holds bytes and matmuls computed in numpy from the
-    column-major view the runtime hands cuBLASLt (`Matmul.column_major`): D = epilogue(op(A)
-    @ op(B) + bias), A, B and D stored matrices of (rows, columns, leading dimension)."""
-
-    def __init__(self):
-        super().__init__()
-        self.slab = None
-
-    def allocate(self, nbytes: int) -> int:
-        address = super().allocate(nbytes)
-        if self.slab is None:
-            self.slab = bytearray(nbytes)
-        return address
-
-    def copy_to_device(self, address: int, data: bytes) -> None:
-        super().copy_to_device(address, data)
-        self.slab[address - BASE:address - BASE + len(data)] = data
-
-    def copy_to_host(self, address: int, nbytes: int) -> bytes:
-        super().copy_to_host(address, nbytes)
-        return bytes(self.slab[address - BASE:address - BASE + nbytes])
-
-    def stored(self, address: int, dtype: str, rows: int, columns: int, leading: int) -> np.ndarray:
-        flat = np.frombuffer(self.slab, dtype, count=columns * leading, offset=address - BASE)
-        return flat.reshape(columns, leading)[:, :rows].T  # element (i, j) at i + j * leading
-
-    def matmul(self, matmul: Matmul, lhs: int, rhs: int, out: int, bias, stream=None) -> None:
-        super().matmul(matmul, lhs, rhs, out, bias, stream)
-        assert matmul.batch == 1
-        view = matmul.column_major()
-        a = self.stored(rhs, matmul.operand_dtype, *view["a"]).astype(np.float64)
-        b = self.stored(lhs, matmul.operand_dtype, *view["b"]).astype(np.float64)
-        d = (a.T if view["transa"] else a) @ (b.T if view["transb"] else b)
-        rows, columns, leading = view["d"]
-        assert d.shape == (rows, columns) and leading == rows
-        if matmul.has_bias:
-            d = d + np.frombuffer(self.slab, matmul.out_dtype, count=rows, offset=bias - BASE)[:, None]
-        if "relu" in matmul.epilogue:
-            d = np.maximum(d, 0)
-        data = d.T.astype(matmul.out_dtype).tobytes()  # column-major: column j after column j - 1
-        self.slab[out - BASE:out - BASE + len(data)] = data
-
-
 def test_the_benchmark_mlp_as_three_matmuls_computes_what_the_cpu_backend_does():
     with open(MLP, "rb") as handle:
         text = handle.read()
@@ -153,10 +108,15 @@ def test_the_benchmark_mlp_as_three_matmuls_computes_what_the_cpu_backend_does()
     plan = program.executable.plan
     assert [t["epilogue"] for t in gemms(program)] == ["bias_relu", "bias_relu", "bias"] and plan["kernels"] == []
     generator = np.random.default_rng(0)
-    inputs = [(generator.standard_normal(p["shape"]) / 8).astype(p["dtype"]) for p in plan["parameters"]]
-    (ours,) = Executable(program.executable, ComputingDevice(), graphs=False).run(inputs)
-    (expected,) = Client(backend="cpu").compile(text).execute_numpy(inputs)
-    np.testing.assert_allclose(ours, expected, rtol=1e-4, atol=1e-4)
+    device = ComputingDevice()
+    executable = Executable(program.executable, device)
+    client = Client(backend="cpu").compile(text)
+    for _ in range(2):  # captured, then replayed as a graph on new arguments
+        inputs = [(generator.standard_normal(p["shape"]) / 8).astype(p["dtype"]) for p in plan["parameters"]]
+        (ours,) = executable.run(inputs)
+        (expected,) = client.execute_numpy(inputs)
+        np.testing.assert_allclose(ours, expected, rtol=1e-4, atol=1e-4)
+    assert [c[0] for c in device.calls].count("launch_graph") == 2 and executable.execution()["graph"]
 
 
 @pytest.mark.parametrize("transpose_lhs, transpose_rhs", [(False, True), (True, False), (True, True)])
