@@ -5,15 +5,18 @@ Epilogues (XLA:GPU's gemm_rewriter: a dot followed by a bias add and an activati
 one cuBLAS Lt call with a fused epilogue): an output fusion the thunk emitter split into a
 GEMM and its epilogue kernel is one matmul when the fusion computes exactly
 
-    dot                                        (no epilogue: the GEMM alone, as before)
     add(dot, broadcast(bias, dims=[last]))     BIAS
-    maximum(x, 0)                              RELU, x the dot or the biased dot (RELU_BIAS)
+    activation(x)                              RELU or GELU, x the dot or the biased dot
+                                               (RELU_BIAS, GELU_BIAS)
 
 with `bias` a fusion operand of one dimension running along the result's last dimension
 (cuBLASLt's bias runs along the rows of its column-major result: our row-major last
 dimension), the result row-major, f32 or bf16, and not batched (the bias would need a
-batch stride of zero, which cuBLASLt does not document). Anything else in the fusion (a
-GELU is not matched yet), and the GEMM keeps its epilogue kernel.
+batch stride of zero, which cuBLASLt does not document). The activation is recognised by
+what it computes: elementwise arithmetic of x and scalar constants that equals relu, or
+GELU's tanh approximation (jax.nn.gelu's default, the one cuBLASLt implements), at sample
+points (`activation_of`). Anything else in the fusion (an erf GELU, a residual add), and
+the GEMM keeps its epilogue kernel, the reason in the decisions.
 
 Precision (the decision, `docs/cuda-backend.md`): jax's default precision semantics on
 XLA:GPU. An f32 dot whose operands both ask for DEFAULT precision may use TF32 tensor cores
@@ -27,6 +30,8 @@ operands: bf16 tensor cores), f64 ones in f64.
 import dataclasses
 import os
 from dataclasses import dataclass
+
+import numpy as np
 
 from mlirxla.backends.cpu.emitters.kernels import KernelSpec
 from mlirxla.errors import MlirxlaError
@@ -50,7 +55,7 @@ class CublasLtGemm:
 
     gemm: GemmThunk
     compute: str  # 32F | 32F_FAST_TF32 | 64F
-    epilogue: str = "default"  # default | bias | relu | bias_relu
+    epilogue: str = "default"  # default | bias | relu | bias_relu | gelu | bias_gelu
     bias: BufferSlice | None = None
     kernel: KernelThunk | None = None  # the epilogue kernel computed in its place
     kind: str = "gemm"
@@ -176,29 +181,78 @@ def match_epilogue(fusion: ir.Operation, library: ir.Value, n: int) -> tuple[str
     if len(returned.operands) != 1 or not is_row_major(fusion) or ir.RankedTensorType(library.type).shape[-1] != n:
         return "not one row-major result over the GEMM's columns"
     matched = [defining_op(library)]
-    value, parts = returned.operands[0], []
-    op = defining_op(value)
-    if op is not None and op.name == "xhlo.maximum":
-        other = next((i for i in (0, 1) if is_zero(op.operands[i], matched)), None)
-        if other is not None:
-            matched.append(op)
-            parts.append("relu")
-            value = op.operands[1 - other]
-            op = defining_op(value)
-    bias_operand = None
-    if op is not None and op.name == "xhlo.add":
-        for side in (0, 1):
-            argument = bias_argument(op.operands[side], block, matched)
-            if argument is not None:
-                matched.append(op)
-                parts.insert(0, "bias")
-                bias_operand, value = argument, op.operands[1 - side]
-                break
-    if value != library or not parts:
-        return "the fusion computes more than a bias add and a relu"
-    if len(body) - 1 != len(matched):
-        return "the fusion computes more than a bias add and a relu"
+    biased, bias_operand = library, None
+    add = next((op for op in body if op.name == "xhlo.add" and any(operand == library for operand in op.operands)), None)
+    if add is not None:
+        other = add.operands[1] if add.operands[0] == library else add.operands[0]
+        bias_operand = bias_argument(other, block, matched)
+        if bias_operand is not None:
+            matched.append(add)
+            biased = add.results[0]
+    root, activation = returned.operands[0], None
+    if root != biased:
+        activation = activation_of(root, biased, matched, ir.RankedTensorType(root.type).element_type)
+    if (root != biased and activation is None) or len(body) - 1 != len(matched):
+        return "the fusion computes more than a bias add and a relu or GELU"
+    parts = (["bias"] if bias_operand is not None else []) + ([activation] if activation else [])
     return "_".join(parts), bias_operand
+
+
+def activation_of(root: ir.Value, x: ir.Value, matched: list, element: ir.Type) -> str | None:
+    """Which activation `root` is of `x`, when it is elementwise arithmetic of `x` and scalar
+    constants alone: evaluated at sample points and compared with each activation cuBLASLt
+    has (so that any arrangement of the same arithmetic matches, as XLA's gemm_rewriter
+    matches GELU's commuted forms); its ops join `matched`."""
+    ops: list = []
+    try:
+        values = evaluate(root, x, ops)
+    except NotElementwise:
+        return None
+    tolerance = 1e-5 if isinstance(element, ir.F32Type) else 2e-2
+    for name, function in ACTIVATIONS.items():
+        if np.allclose(values, function(SAMPLES), rtol=tolerance, atol=tolerance):
+            matched.extend(ops)
+            return name
+    return None
+
+
+class NotElementwise(Exception):
+    """The value is not elementwise arithmetic of the activation's input and constants."""
+
+
+ELEMENTWISE = {"xhlo.add": np.add, "xhlo.subtract": np.subtract, "xhlo.multiply": np.multiply, "xhlo.divide": np.divide,
+               "xhlo.maximum": np.maximum, "xhlo.minimum": np.minimum, "xhlo.negate": np.negative, "xhlo.tanh": np.tanh}
+# cuBLASLt's activations: RELU, and GELU in its tanh approximation (jax.nn.gelu's default)
+ACTIVATIONS = {"relu": lambda x: np.maximum(x, 0.0),
+               "gelu": lambda x: 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))}
+SAMPLES = np.linspace(-8.0, 8.0, 161)
+
+
+def evaluate(value: ir.Value, x: ir.Value, ops: list):
+    """`value` at the sample points of `x`; its ops (once each) join `ops`."""
+    if value == x:
+        return SAMPLES
+    op = defining_op(value)
+    if op is None:
+        raise NotElementwise
+    if op.name == "xhlo.constant":
+        result = splat_value(op)
+    elif op.name == "xhlo.broadcast" and ir.RankedTensorType(op.operands[0].type).rank == 0:
+        result = evaluate(op.operands[0], x, ops)
+    elif op.name in ELEMENTWISE:
+        result = ELEMENTWISE[op.name](*[evaluate(operand, x, ops) for operand in op.operands])
+    else:
+        raise NotElementwise
+    if not any(op == seen for seen in ops):
+        ops.append(op)
+    return result
+
+
+def splat_value(constant: ir.Operation) -> float:
+    values = ir.DenseElementsAttr(constant.attributes["value"])
+    if not values.is_splat or not isinstance(values.get_splat_value(), ir.FloatAttr):
+        raise NotElementwise
+    return ir.FloatAttr(values.get_splat_value()).value
 
 
 def is_row_major(op: ir.Operation) -> bool:
@@ -206,23 +260,6 @@ def is_row_major(op: ir.Operation) -> bool:
         return True
     rank = ir.RankedTensorType(op.results[0].type).rank
     return list(ir.DenseI64ArrayAttr(ir.ArrayAttr(op.attributes["result_layouts"])[0])) == list(range(rank - 1, -1, -1))
-
-
-def is_zero(value: ir.Value, matched: list) -> bool:
-    """Whether `value` is zero everywhere (a zero constant, broadcast or not); its ops join
-    `matched` when it is."""
-    op = defining_op(value)
-    ops = []
-    if op is not None and op.name == "xhlo.broadcast":
-        ops.append(op)
-        op = defining_op(op.operands[0])
-    if op is None or op.name != "xhlo.constant":
-        return False
-    values = ir.DenseElementsAttr(op.attributes["value"])
-    if not values.is_splat or ir.FloatAttr(values.get_splat_value()).value != 0.0:
-        return False
-    matched.extend(ops + [op])
-    return True
 
 
 def bias_argument(value: ir.Value, block: ir.Block, matched: list) -> int | None:

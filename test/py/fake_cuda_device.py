@@ -158,5 +158,7 @@ class ComputingDevice(FakeCudaDevice):
             d = d + np.frombuffer(self.slab, matmul.out_dtype, count=rows, offset=bias - BASE)[:, None]
         if "relu" in matmul.epilogue:
             d = np.maximum(d, 0)
+        if "gelu" in matmul.epilogue:  # cuBLASLt's GELU: the tanh approximation
+            d = 0.5 * d * (1 + np.tanh(np.sqrt(2 / np.pi) * (d + 0.044715 * d ** 3)))
         data = d.T.astype(matmul.out_dtype).tobytes()  # column-major: column j after column j - 1
         self.slab[out - BASE:out - BASE + len(data)] = data
