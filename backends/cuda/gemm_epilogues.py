@@ -195,6 +195,8 @@ def match_epilogue(fusion: ir.Operation, library: ir.Value, n: int) -> tuple[str
     if (root != biased and activation is None) or len(body) - 1 != len(matched):
         return "the fusion computes more than a bias add and a relu or GELU"
     parts = (["bias"] if bias_operand is not None else []) + ([activation] if activation else [])
+    if not parts:
+        return "nothing after the GEMM"
     return "_".join(parts), bias_operand
 
 

@@ -6,7 +6,9 @@ op(rhs[b]) + bias) for b < batch. cuBLASLt is column-major, so the call computes
 transpose: out^T = op(rhs)^T @ op(lhs)^T, with A = rhs, B = lhs and D = out read as
 column-major n x m matrices; the bias then runs along D's rows, which are the row-major
 result's last dimension, as a bias broadcast along it wants. Descriptors, layouts and the
-heuristic's algorithm are made once per distinct `Matmul` (`prepare`), before any capture.
+heuristic's algorithm are made once per distinct `Matmul` (`prepare`), before any capture;
+the heuristic is told how far the pointers are aligned (slices inside the slab may be aligned
+to less than the 256 bytes it assumes otherwise).
 """
 
 import ctypes
@@ -25,6 +27,7 @@ OP_N, OP_T = 0, 1
 DESC_TRANSA, DESC_TRANSB, DESC_EPILOGUE, DESC_BIAS_POINTER = 3, 4, 7, 8
 LAYOUT_BATCH_COUNT, LAYOUT_STRIDED_BATCH_OFFSET = 5, 6
 PREFERENCE_MAX_WORKSPACE_BYTES = 1
+PREFERENCE_MIN_ALIGNMENTS = (5, 6, 7, 8)  # of A, B, C and D, in bytes
 WORKSPACE_BYTES = 32 * 1024 * 1024  # what cuBLAS asks for on Hopper
 
 
@@ -42,6 +45,7 @@ class Matmul:
     transpose_lhs: bool = False
     transpose_rhs: bool = False
     epilogue: str = "default"  # default | bias | relu | bias_relu | gelu | bias_gelu
+    alignment: int = 256  # bytes every pointer is aligned to (cuBLASLt's heuristic assumes 256 unless told)
 
     @property
     def has_bias(self) -> bool:
@@ -101,7 +105,7 @@ class CublasLt:
             raise CublasLtError(f"{call} failed with cuBLAS status {status}")
 
     def set_attribute(self, setter, target, attribute: int, value) -> None:
-        self.check(setter(target, attribute, ctypes.byref(value), ctypes.sizeof(value)), setter.__name__)
+        self.check(setter(target, attribute, ctypes.byref(value), ctypes.c_size_t(ctypes.sizeof(value))), setter.__name__)
 
     def layout(self, dtype: str, rows: int, columns: int, leading: int, matmul: Matmul, stride: int):
         layout = ctypes.c_void_p()
@@ -131,8 +135,10 @@ class CublasLt:
                    self.layout(matmul.out_dtype, *view["d"], matmul, d_stride))
         preference = ctypes.c_void_p()
         self.check(self.library.cublasLtMatmulPreferenceCreate(ctypes.byref(preference)), "cublasLtMatmulPreferenceCreate")
-        self.set_attribute(self.library.cublasLtMatmulPreferenceSetAttribute, preference, PREFERENCE_MAX_WORKSPACE_BYTES,
-                           ctypes.c_uint64(WORKSPACE_BYTES))
+        preferring = self.library.cublasLtMatmulPreferenceSetAttribute
+        self.set_attribute(preferring, preference, PREFERENCE_MAX_WORKSPACE_BYTES, ctypes.c_uint64(WORKSPACE_BYTES))
+        for attribute in PREFERENCE_MIN_ALIGNMENTS:
+            self.set_attribute(preferring, preference, attribute, ctypes.c_uint32(matmul.alignment))
         result, count = HeuristicResult(), ctypes.c_int()
         self.check(self.library.cublasLtMatmulAlgoGetHeuristic(self.handle, description, layouts[0], layouts[1], layouts[2],
                                                                layouts[2], preference, 1, ctypes.byref(result), ctypes.byref(count)),

@@ -49,6 +49,7 @@ from .cublaslt import Matmul
 from .executable_file import ExecutableFile, read
 
 GRAPHS_VARIABLE = "MLIRXLA_CUDA_GRAPHS"
+SLAB_ALIGNMENT = 256  # cuMemAlloc's alignment, at least
 
 
 class Executable:
@@ -193,9 +194,12 @@ def every_thunk(thunks: list):
 def matmul_of(thunk: dict) -> Matmul:
     """A `gemm` thunk's cuBLASLt matmul; a version 1 file's GEMMs are plain full-precision ones."""
     dtype = thunk.get("dtype")
+    offsets = [thunk[key] for key in ("lhs", "rhs", "out", "bias") if thunk.get(key) is not None]
+    alignment = min(offset & -offset if offset else SLAB_ALIGNMENT for offset in offsets)  # the slab itself is 256-aligned
     return Matmul(thunk.get("operand_dtype", dtype), thunk.get("out_dtype", dtype),
                   thunk.get("compute", "64F" if dtype == "float64" else "32F"), thunk["m"], thunk["n"], thunk["k"],
-                  thunk["batch"], thunk["transpose_lhs"], thunk["transpose_rhs"], thunk.get("epilogue", "default"))
+                  thunk["batch"], thunk["transpose_lhs"], thunk["transpose_rhs"], thunk.get("epilogue", "default"),
+                  min(alignment, SLAB_ALIGNMENT))
 
 
 def graph_refusal(plan: dict, graphs: bool | None) -> str | None:

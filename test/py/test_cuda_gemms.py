@@ -171,3 +171,14 @@ def test_transposed_operands_map_to_cublaslt_operations(transpose_lhs, transpose
     x, w = (generator.standard_normal(p["shape"]).astype(np.float32) for p in program.executable.plan["parameters"])
     (ours,) = Executable(program.executable, ComputingDevice(), graphs=False).run([x, w])
     np.testing.assert_allclose(ours, (x.T if transpose_lhs else x) @ (w.T if transpose_rhs else w), rtol=1e-5, atol=1e-5)
+
+
+def test_the_heuristic_is_told_how_far_the_pointers_are_aligned():
+    from mlirxla.runtime.cuda.executor import matmul_of
+
+    thunk = {"kind": "gemm", "operand_dtype": "float32", "out_dtype": "float32", "compute": "32F", "m": 4, "n": 4, "k": 4,
+             "batch": 1, "transpose_lhs": False, "transpose_rhs": False, "lhs": 0, "rhs": 1024, "out": 2048, "epilogue": "bias",
+             "bias": 2048 + 64}
+    assert matmul_of(thunk).alignment == 64
+    assert matmul_of({**thunk, "bias": 4096}).alignment == 256
+    assert matmul_of({**thunk, "rhs": 1028}).alignment == 4
