@@ -76,6 +76,7 @@ class CudaProgram:
     cubin: ptxas.Cubin | None
     executable: ExecutableFile
     decisions: list[str]
+    streams: str = ""  # the stream assignment, a line per thunk
 
 
 def compile_module(module: ir.Module, options: RunOptions = RunOptions(backend="cuda"), target: GpuTarget = H200) -> CompiledProgram:
@@ -120,12 +121,12 @@ def codegen(runner: PipelineRunner, target: GpuTarget = H200) -> CudaProgram:
     cubin = ptxas.assemble(ptx_text, target.arch) if ptxas.find_ptxas() is not None else None
     if cubin is None:
         emission.decisions.append(f"no ptxas here ({ptxas.INSTALL_HINT}): the executable carries PTX only, which the driver compiles when it loads")
-    executable = executable_file(plan, kernels, ptx_text, cubin, target)
+    executable, streams = executable_file(plan, kernels, ptx_text, cubin, target)
     emission.decisions.append(f"{executable.plan['streams']} stream(s), {executable.plan['events']} cross-stream event(s) "
                               "(stream_assignment.py; each thunk's stream, waits and records in executable.json)")
     emission.decisions.append(f"{sum(len(k.launches) for k in kernels.values())} launch(es) of "
                               f"{len(ptx.kernel_names(ptx_text))} GPU kernel(s) for {target.arch}")
-    program = CudaProgram(plan, list(kernels.values()), ptx_text, cubin, executable, emission.decisions)
+    program = CudaProgram(plan, list(kernels.values()), ptx_text, cubin, executable, emission.decisions, streams)
     dump(runner, program, optimized_ir, target)
     return program
 
@@ -173,7 +174,8 @@ def slab_layout(plan: ExecutablePlan) -> tuple[list[int], int]:
     return offsets, max(cursor, SLAB_ALIGNMENT)
 
 
-def executable_file(plan: ExecutablePlan, kernels: dict[str, CudaKernel], ptx_text: str, cubin, target: GpuTarget) -> ExecutableFile:
+def executable_file(plan: ExecutablePlan, kernels: dict[str, CudaKernel], ptx_text: str, cubin, target: GpuTarget) -> tuple[ExecutableFile, str]:
+    """The file, and its stream assignment described."""
     offsets, slab_bytes = slab_layout(plan)
 
     def at(piece: BufferSlice) -> int:
@@ -191,7 +193,7 @@ def executable_file(plan: ExecutablePlan, kernels: dict[str, CudaKernel], ptx_te
     for allocation, data in sorted(plan.constants.items()):
         blobs[f"constant.{allocation}"] = data.tobytes()
         constants.append({"offset": offsets[allocation], "blob": f"constant.{allocation}"})
-    thunks, streams = scheduled_thunks(plan.thunks, kernels, at)
+    thunks, streams, names = scheduled_thunks(plan.thunks, kernels, at)
     body = {
         "arch": target.arch,
         "slab_bytes": slab_bytes,
@@ -203,14 +205,15 @@ def executable_file(plan: ExecutablePlan, kernels: dict[str, CudaKernel], ptx_te
         "streams": streams.stream_count,
         "events": len(streams.events),
     }
-    return ExecutableFile(body, blobs)
+    return ExecutableFile(body, blobs), streams.describe(names)
 
 
-def scheduled_thunks(thunks: list, kernels: dict[str, CudaKernel], at) -> tuple[list[dict], StreamAssignment]:
+def scheduled_thunks(thunks: list, kernels: dict[str, CudaKernel], at) -> tuple[list[dict], StreamAssignment, list[str]]:
     """The file's top-level thunks with their streams (`stream_assignment.py`): each plan
     thunk's first file thunk waits on the events of the thunks it depends on, its last one
     records the event later thunks wait on. Thunks that become no GPU work (no copies) take no
-    part, so that nothing waits on an event never recorded."""
+    part, so that nothing waits on an event never recorded. Also the names of the thunks that
+    take part."""
     pieces = [(thunk, plan_thunks([thunk], kernels, at)) for thunk in thunks]
     pieces = [(thunk, piece) for thunk, piece in pieces if piece]
     assignment = assign_streams([thunk for thunk, _ in pieces])
@@ -223,7 +226,7 @@ def scheduled_thunks(thunks: list, kernels: dict[str, CudaKernel], at) -> tuple[
         if index in assignment.events:
             piece[-1]["record"] = assignment.events[index]
         result.extend(piece)
-    return result, assignment
+    return result, assignment, [thunk.name for thunk, _ in pieces]
 
 
 def plan_thunks(thunks: list, kernels: dict[str, CudaKernel], at) -> list[dict]:
@@ -307,4 +310,5 @@ def dump(runner: PipelineRunner, program: CudaProgram, optimized_ir: str, target
     else:
         dumps.write("kernel-resources.txt", f"not measured: no ptxas here ({ptxas.INSTALL_HINT})\n")
     dumps.write("thunk-sequence.txt", program.plan.describe(program.decisions))
+    dumps.write("stream-assignment.txt", program.streams)
     dumps.write("executable.json", json.dumps(program.executable.plan, indent=1) + "\n")

@@ -44,13 +44,14 @@ class StreamAssignment:
     stream_count: int
     events: dict[int, int]  # thunk index -> the event it records after running (waited on later)
 
-    def describe(self) -> list[str]:
+    def describe(self, names: list[str]) -> str:
+        """One line per thunk (named by `names`): its stream, the events it waits on and records."""
         lines = [f"{self.stream_count} stream(s), {len(self.events)} event(s)"]
-        for index, slot in enumerate(self.slots):
+        for index, (slot, name) in enumerate(zip(self.slots, names)):
             waits = "".join(f" wait e{self.events[w]}" for w in slot.waits)
             record = f" record e{self.events[index]}" if index in self.events else ""
-            lines.append(f"  thunk {index}: stream {slot.stream}{waits}{record}")
-        return lines
+            lines.append(f"  {name}: stream {slot.stream}{waits}{record}")
+        return "\n".join(lines) + "\n"
 
 
 def predecessors(thunks: list) -> list[set[int]]:

@@ -200,6 +200,8 @@ def test_opt_cuda_pipeline_dumps_llvm_ir_ptx_and_resources(tmp_path):
     assert resources.startswith("ptxas -arch=sm_90 -v\n") and " registers, " in resources
     entries = ptx.kernel_names(open(tmp_path / next(f for f in files if f.endswith(".kernels.ptx"))).read())
     assert len(resources.splitlines()) == 1 + len(entries)
+    streams = open(tmp_path / next(f for f in files if f.endswith("stream-assignment.txt"))).read().splitlines()
+    assert streams[0] == "1 stream(s), 0 event(s)" and all(line.endswith(": stream 0") for line in streams[1:])  # the softmax is a chain
 
 
 def test_compile_tool_writes_the_executable(tmp_path):
