@@ -117,9 +117,13 @@ class Executable:
             self.run_on_streams()
         except Exception as error:
             self.device.abandon_capture(main)
-            self.graph_reason = f"capture failed: {str(error).splitlines()[0] if str(error) else type(error).__name__}"
+            self.graph_reason = f"capture failed: {first_line(error)}"
             return None
-        return self.device.instantiate_graph(self.device.end_capture(main))
+        try:  # the driver reports a capture another thread's call invalidated only here
+            return self.device.instantiate_graph(self.device.end_capture(main))
+        except Exception as error:
+            self.graph_reason = f"capture failed: {first_line(error)}"
+            return None
 
     def run_on_streams(self) -> None:
         main, others = self.streams[0], self.streams[1:]
@@ -182,6 +186,10 @@ class Executable:
         else:
             index = value if 0 <= value < len(branches) else len(branches) - 1
         self.run_thunks(branches[index], stream)
+
+
+def first_line(error: Exception) -> str:
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
 
 
 def every_thunk(thunks: list):

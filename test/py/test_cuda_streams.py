@@ -269,3 +269,19 @@ def test_a_version_1_file_runs_everything_on_stream_0():
     Executable(ExecutableFile.from_bytes(old), device, graphs=False).run(inputs_for(plan))
     assert {call[-1] for call in device.calls if call[0] in WORK} == {"stream0"}
     assert len([c for c in device.calls if c[0] == "matmul"]) == 2
+
+
+def test_a_capture_the_driver_refuses_at_its_end_falls_back_and_says_why():
+    class InvalidatedCapture(FakeCudaDevice):
+        def end_capture(self, stream):
+            super().end_capture(stream)
+            raise RuntimeError("cuStreamEndCapture failed: operation failed due to a previous error during capture")
+
+    plan = {"kernels": [], "slab_bytes": 1024, "constants": [], "parameters": [], "outputs": [], "streams": 1, "events": 0,
+            "thunks": [{"kind": "memcpy", "name": "c", "source": 0, "destination": 512, "bytes": 64, "stream": 0}]}
+    device = InvalidatedCapture()
+    executable = Executable(ExecutableFile(plan, {"ptx": b""}), device)
+    executable.run([])
+    assert executable.execution()["graph_reason"] == "capture failed: cuStreamEndCapture failed: operation failed due to a previous error during capture"
+    copies = [c for c in device.calls if c[0] == "copy_on_device"]
+    assert [c[-1] for c in copies] == ["captured", "stream0"]  # captured, then run for real
