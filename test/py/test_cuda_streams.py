@@ -244,7 +244,8 @@ def test_a_failed_capture_falls_back_and_says_why():
             super().matmul(*arguments)
 
     plan = {"kernels": [], "slab_bytes": 1024, "constants": [], "parameters": [], "outputs": [], "streams": 1, "events": 0,
-            "thunks": [{"kind": "gemm", "name": "g", "operand_dtype": "float32", "out_dtype": "float32", "compute": "32F", "m": 2, "n": 2, "k": 2, "batch": 1,
+            "thunks": [{"kind": "gemm", "name": "g", "operand_dtype": "float32", "out_dtype": "float32", "compute": "32F",
+                        "m": 2, "n": 2, "k": 2, "batch": 1,
                         "transpose_lhs": False, "transpose_rhs": False, "lhs": 0, "rhs": 256, "out": 512, "epilogue": "default",
                         "bias": None, "stream": 0}]}
     device = FailingGemm()
@@ -253,7 +254,8 @@ def test_a_failed_capture_falls_back_and_says_why():
     executable.run([])
     assert executable.execution()["graph_reason"] == "capture failed: operation not permitted when stream is capturing"
     # the failed execution runs again without a graph, and so do the later ones
-    assert [c[0] for c in device.calls if c[0] in ("begin_capture", "abandon_capture", "matmul")] == ["begin_capture", "abandon_capture", "matmul", "matmul"]
+    sequence = [c[0] for c in device.calls if c[0] in ("begin_capture", "abandon_capture", "matmul")]
+    assert sequence == ["begin_capture", "abandon_capture", "matmul", "matmul"]
 
 
 @needs_ptxas
@@ -282,6 +284,7 @@ def test_a_capture_the_driver_refuses_at_its_end_falls_back_and_says_why():
     device = InvalidatedCapture()
     executable = Executable(ExecutableFile(plan, {"ptx": b""}), device)
     executable.run([])
-    assert executable.execution()["graph_reason"] == "capture failed: cuStreamEndCapture failed: operation failed due to a previous error during capture"
+    assert executable.execution()["graph_reason"] == \
+        "capture failed: cuStreamEndCapture failed: operation failed due to a previous error during capture"
     copies = [c for c in device.calls if c[0] == "copy_on_device"]
     assert [c[-1] for c in copies] == ["captured", "stream0"]  # captured, then run for real
