@@ -39,12 +39,14 @@ from mlirxla.pipelines import named_pipeline
 from mlirxla.pipelines.runner import PipelineRunner, RunOptions
 from mlirxla.runtime.cuda.executable_file import ExecutableFile
 from mlirxla.runtime.executable import ExecutablePlan
-from mlirxla.runtime.thunks import (BufferSlice, ConditionalThunk, CopyThunk, GemmThunk, KernelThunk, ParallelCopyThunk,
+from mlirxla.runtime.thunks import (BufferSlice, ConditionalThunk, CopyThunk, KernelThunk, ParallelCopyThunk,
                                     SlicedKernelThunk, WhileThunk)
 from mlirxla.transforms.buffer_assignment import write_summary
 
-from . import launches as launch_reading, lowering, ptx, ptxas
+from . import gemm_epilogues, launches as launch_reading, lowering, ptx, ptxas
+from .gemm_epilogues import CublasLtGemm
 from .launches import Launch
+from .stream_assignment import StreamAssignment, assign_streams
 from .target import GpuTarget, H200
 
 SLAB_ALIGNMENT = 256
@@ -74,6 +76,7 @@ class CudaProgram:
     cubin: ptxas.Cubin | None
     executable: ExecutableFile
     decisions: list[str]
+    streams: str = ""  # the stream assignment, a line per thunk
 
 
 def compile_module(module: ir.Module, options: RunOptions = RunOptions(backend="cuda"), target: GpuTarget = H200) -> CompiledProgram:
@@ -98,8 +101,14 @@ def codegen(runner: PipelineRunner, target: GpuTarget = H200) -> CudaProgram:
         emission = ThunkEmitter(module, assignment, slice_rows=False).emit()
         plan = cpu_compiler.plan_of(emission, module)
         plan.backend = "cuda"
+        specs = {spec.symbol: spec for spec in emission.kernels}
+        plan.thunks = gemm_epilogues.plan_gemms(plan.thunks, specs, gemm_epilogues.dot_precisions(module),
+                                                gemm_epilogues.precision_mode(), emission.decisions)
+        launched = gemm_epilogues.kernel_symbols(plan.thunks)
         kernels, by_source = {}, {}
         for spec in emission.kernels:
+            if spec.symbol not in launched:  # an epilogue a cuBLASLt matmul computes
+                continue
             kernel = compile_kernel(spec, by_source)
             kernels[spec.symbol] = kernel
             if kernel.same_as:
@@ -112,10 +121,12 @@ def codegen(runner: PipelineRunner, target: GpuTarget = H200) -> CudaProgram:
     cubin = ptxas.assemble(ptx_text, target.arch) if ptxas.find_ptxas() is not None else None
     if cubin is None:
         emission.decisions.append(f"no ptxas here ({ptxas.INSTALL_HINT}): the executable carries PTX only, which the driver compiles when it loads")
-    executable = executable_file(plan, kernels, ptx_text, cubin, target)
+    executable, streams = executable_file(plan, kernels, ptx_text, cubin, target)
+    emission.decisions.append(f"{executable.plan['streams']} stream(s), {executable.plan['events']} cross-stream event(s) "
+                              "(stream_assignment.py; each thunk's stream, waits and records in executable.json)")
     emission.decisions.append(f"{sum(len(k.launches) for k in kernels.values())} launch(es) of "
                               f"{len(ptx.kernel_names(ptx_text))} GPU kernel(s) for {target.arch}")
-    program = CudaProgram(plan, list(kernels.values()), ptx_text, cubin, executable, emission.decisions)
+    program = CudaProgram(plan, list(kernels.values()), ptx_text, cubin, executable, emission.decisions, streams)
     dump(runner, program, optimized_ir, target)
     return program
 
@@ -163,7 +174,8 @@ def slab_layout(plan: ExecutablePlan) -> tuple[list[int], int]:
     return offsets, max(cursor, SLAB_ALIGNMENT)
 
 
-def executable_file(plan: ExecutablePlan, kernels: dict[str, CudaKernel], ptx_text: str, cubin, target: GpuTarget) -> ExecutableFile:
+def executable_file(plan: ExecutablePlan, kernels: dict[str, CudaKernel], ptx_text: str, cubin, target: GpuTarget) -> tuple[ExecutableFile, str]:
+    """The file, and its stream assignment described."""
     offsets, slab_bytes = slab_layout(plan)
 
     def at(piece: BufferSlice) -> int:
@@ -181,7 +193,7 @@ def executable_file(plan: ExecutablePlan, kernels: dict[str, CudaKernel], ptx_te
     for allocation, data in sorted(plan.constants.items()):
         blobs[f"constant.{allocation}"] = data.tobytes()
         constants.append({"offset": offsets[allocation], "blob": f"constant.{allocation}"})
-    thunks = plan_thunks(plan.thunks, kernels, at)
+    thunks, streams, names = scheduled_thunks(plan.thunks, kernels, at)
     body = {
         "arch": target.arch,
         "slab_bytes": slab_bytes,
@@ -190,8 +202,31 @@ def executable_file(plan: ExecutablePlan, kernels: dict[str, CudaKernel], ptx_te
         "constants": constants,
         "kernels": sorted({launch.kernel for k in kernels.values() for launch in k.launches}),
         "thunks": thunks,
+        "streams": streams.stream_count,
+        "events": len(streams.events),
     }
-    return ExecutableFile(body, blobs)
+    return ExecutableFile(body, blobs), streams.describe(names)
+
+
+def scheduled_thunks(thunks: list, kernels: dict[str, CudaKernel], at) -> tuple[list[dict], StreamAssignment, list[str]]:
+    """The file's top-level thunks with their streams (`stream_assignment.py`): each plan
+    thunk's first file thunk waits on the events of the thunks it depends on, its last one
+    records the event later thunks wait on. Thunks that become no GPU work (no copies) take no
+    part, so that nothing waits on an event never recorded. Also the names of the thunks that
+    take part."""
+    pieces = [(thunk, plan_thunks([thunk], kernels, at)) for thunk in thunks]
+    pieces = [(thunk, piece) for thunk, piece in pieces if piece]
+    assignment = assign_streams([thunk for thunk, _ in pieces])
+    result = []
+    for index, ((_, piece), slot) in enumerate(zip(pieces, assignment.slots)):
+        for item in piece:
+            item["stream"] = slot.stream
+        if slot.waits:
+            piece[0]["wait"] = [assignment.events[w] for w in slot.waits]
+        if index in assignment.events:
+            piece[-1]["record"] = assignment.events[index]
+        result.extend(piece)
+    return result, assignment, [thunk.name for thunk, _ in pieces]
 
 
 def plan_thunks(thunks: list, kernels: dict[str, CudaKernel], at) -> list[dict]:
@@ -202,11 +237,8 @@ def plan_thunks(thunks: list, kernels: dict[str, CudaKernel], at) -> list[dict]:
             raise MlirxlaError(f"{thunk.name}: a kernel run slice by slice has no cuda lowering")
         if isinstance(thunk, KernelThunk):
             result.extend(launch_thunks(thunk, kernels[thunk.symbol], at))
-        elif isinstance(thunk, GemmThunk):
-            result.append({"kind": "gemm", "name": thunk.name, "dtype": {"f32": "float32", "f64": "float64"}[thunk.element],
-                           "m": thunk.m, "n": thunk.n, "k": thunk.k, "batch": thunk.batch,
-                           "transpose_lhs": thunk.transpose_lhs, "transpose_rhs": thunk.transpose_rhs,
-                           "lhs": at(thunk.lhs), "rhs": at(thunk.rhs), "out": at(thunk.out)})
+        elif isinstance(thunk, CublasLtGemm):
+            result.append(matmul(thunk, at))
         elif isinstance(thunk, CopyThunk):
             result.append(memcpy(thunk, at))
         elif isinstance(thunk, ParallelCopyThunk):
@@ -222,6 +254,17 @@ def plan_thunks(thunks: list, kernels: dict[str, CudaKernel], at) -> list[dict]:
         else:
             raise MlirxlaError(f"{thunk.name}: a {thunk.kind} thunk (a host call) has no cuda lowering")
     return result
+
+
+def matmul(thunk: CublasLtGemm, at) -> dict:
+    gemm = thunk.gemm
+    if gemm.element not in gemm_epilogues.GEMM_DTYPES:
+        raise MlirxlaError(f"{gemm.name}: a {gemm.element} GEMM has no cuBLASLt lowering")
+    operand_dtype, out_dtype = gemm_epilogues.GEMM_DTYPES[gemm.element]
+    return {"kind": "gemm", "name": gemm.name, "operand_dtype": operand_dtype, "out_dtype": out_dtype, "compute": thunk.compute,
+            "m": gemm.m, "n": gemm.n, "k": gemm.k, "batch": gemm.batch, "transpose_lhs": gemm.transpose_lhs,
+            "transpose_rhs": gemm.transpose_rhs, "lhs": at(gemm.lhs), "rhs": at(gemm.rhs), "out": at(gemm.out),
+            "epilogue": thunk.epilogue, "bias": None if thunk.bias is None else at(thunk.bias)}
 
 
 def memcpy(thunk: CopyThunk, at) -> dict:
@@ -267,4 +310,5 @@ def dump(runner: PipelineRunner, program: CudaProgram, optimized_ir: str, target
     else:
         dumps.write("kernel-resources.txt", f"not measured: no ptxas here ({ptxas.INSTALL_HINT})\n")
     dumps.write("thunk-sequence.txt", program.plan.describe(program.decisions))
+    dumps.write("stream-assignment.txt", program.streams)
     dumps.write("executable.json", json.dumps(program.executable.plan, indent=1) + "\n")

@@ -1,20 +1,21 @@
-"""A GPU as `executor.py` wants a device: the CUDA driver API and cuBLAS through ctypes.
+"""A GPU as `executor.py` wants a device: the CUDA driver API and cuBLASLt through ctypes.
 
 ctypes over `libcuda.so.1` (the driver every GPU machine has) rather than a Python binding
 package: the driver's C interface is the one that does not change between the releases of
-`cuda-bindings` and `cuda-core`, and nothing needs compiling. cuBLAS is the library of the
-`nvidia-cublas` package found on `sys.path` (`nvidia/**/libcublas.so*`), else the system's.
-Everything runs on the legacy default stream, in order: a launch, a GEMM and a copy follow
-the one before.
+`cuda-bindings` and `cuda-core`, and nothing needs compiling. GEMMs are cuBLASLt matmuls (`cublaslt.py`), from
+the `nvidia-cublas` package found on `sys.path`, else the system's library.
+Work runs on the streams the executor creates (`create_stream`: blocking streams, so that the
+synchronous copies in and out on the legacy default stream order against them), ordered
+across streams by events; a whole execution can be captured into a CUDA graph and replayed.
 """
 
 import ctypes
 import ctypes.util
-import glob
-import os
-import sys
 
-CUBLAS_OP_N, CUBLAS_OP_T = 0, 1
+from .cublaslt import CublasLt, Matmul
+
+CU_EVENT_DISABLE_TIMING = 2
+CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1  # other threads' unsafe calls do not break this thread's capture
 
 
 class CudaError(RuntimeError):
@@ -31,14 +32,6 @@ def _driver() -> ctypes.CDLL:
     raise CudaError("no CUDA driver (libcuda.so.1) on this machine")
 
 
-def find_cublas() -> str | None:
-    found = []
-    for entry in sys.path:
-        found += sorted(glob.glob(os.path.join(entry, "nvidia", "**", "libcublas.so*"), recursive=True))
-    found = [path for path in found if "Lt" not in os.path.basename(path)]
-    return found[0] if found else ctypes.util.find_library("cublas")
-
-
 class CudaDevice:
     """GPU `ordinal` of this machine, its primary context current on this thread."""
 
@@ -53,8 +46,7 @@ class CudaDevice:
         name = ctypes.create_string_buffer(256)
         self.check(self.cuda.cuDeviceGetName(name, 256, device), "cuDeviceGetName")
         self.name = name.value.decode()
-        self.cublas = None
-        self.cublas_handle = ctypes.c_void_p()
+        self.cublaslt = None
 
     def check(self, status: int, call: str) -> None:
         if status != 0:
@@ -88,54 +80,82 @@ class CudaDevice:
         self.check(self.cuda.cuMemcpyDtoH_v2(buffer, ctypes.c_uint64(address), ctypes.c_size_t(nbytes)), "cuMemcpyDtoH")
         return buffer.raw
 
-    def copy_on_device(self, destination: int, source: int, nbytes: int) -> None:
-        self.check(self.cuda.cuMemcpyDtoDAsync_v2(ctypes.c_uint64(destination), ctypes.c_uint64(source), ctypes.c_size_t(nbytes), None),
+    def copy_on_device(self, destination: int, source: int, nbytes: int, stream=None) -> None:
+        self.check(self.cuda.cuMemcpyDtoDAsync_v2(ctypes.c_uint64(destination), ctypes.c_uint64(source), ctypes.c_size_t(nbytes), stream),
                    "cuMemcpyDtoDAsync")
 
     def synchronize(self) -> None:
         self.check(self.cuda.cuCtxSynchronize(), "cuCtxSynchronize")
 
+    # --- streams, events, graphs --------------------------------------------------------
+
+    def driver_call(self, *names: str):
+        """The first of `names` the driver exports (versioned entry points: `_v2` first)."""
+        for name in names:
+            if hasattr(self.cuda, name):
+                return getattr(self.cuda, name)
+        raise CudaError(f"the CUDA driver exports none of {', '.join(names)}")
+
+    def create_stream(self):
+        stream = ctypes.c_void_p()
+        self.check(self.cuda.cuStreamCreate(ctypes.byref(stream), 0), "cuStreamCreate")
+        return stream
+
+    def create_event(self):
+        event = ctypes.c_void_p()
+        self.check(self.cuda.cuEventCreate(ctypes.byref(event), CU_EVENT_DISABLE_TIMING), "cuEventCreate")
+        return event
+
+    def record_event(self, event, stream) -> None:
+        self.check(self.cuda.cuEventRecord(event, stream), "cuEventRecord")
+
+    def wait_event(self, stream, event) -> None:
+        self.check(self.cuda.cuStreamWaitEvent(stream, event, 0), "cuStreamWaitEvent")
+
+    def begin_capture(self, stream) -> None:
+        begin = self.driver_call("cuStreamBeginCapture_v2", "cuStreamBeginCapture")
+        self.check(begin(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture")
+
+    def end_capture(self, stream):
+        graph = ctypes.c_void_p()
+        self.check(self.cuda.cuStreamEndCapture(stream, ctypes.byref(graph)), "cuStreamEndCapture")
+        return graph
+
+    def abandon_capture(self, stream) -> None:
+        graph = ctypes.c_void_p()
+        self.cuda.cuStreamEndCapture(stream, ctypes.byref(graph))  # its status is the failure already reported
+        if graph.value:
+            self.cuda.cuGraphDestroy(graph)
+
+    def instantiate_graph(self, graph):
+        executable = ctypes.c_void_p()
+        self.check(self.cuda.cuGraphInstantiateWithFlags(ctypes.byref(executable), graph, ctypes.c_ulonglong(0)),
+                   "cuGraphInstantiateWithFlags")
+        return executable
+
+    def launch_graph(self, graph_exec, stream) -> None:
+        self.check(self.cuda.cuGraphLaunch(graph_exec, stream), "cuGraphLaunch")
+
     # --- work ------------------------------------------------------------------------
 
-    def launch(self, function, grid, block, shared_bytes: int, pointers: list[int]) -> None:
+    def launch(self, function, grid, block, shared_bytes: int, pointers: list[int], stream=None) -> None:
         values = (ctypes.c_uint64 * max(1, len(pointers)))(*pointers)
         base = ctypes.addressof(values)
         parameters = (ctypes.c_void_p * max(1, len(pointers)))(*[base + 8 * i for i in range(len(pointers))])
         self.check(self.cuda.cuLaunchKernel(function, *[ctypes.c_uint(v) for v in grid], *[ctypes.c_uint(v) for v in block],
-                                            ctypes.c_uint(shared_bytes), None, parameters, None), "cuLaunchKernel")
+                                            ctypes.c_uint(shared_bytes), stream, parameters, None), "cuLaunchKernel")
 
-    def gemm(self, dtype: str, m: int, n: int, k: int, batch: int, transpose_lhs: bool, transpose_rhs: bool,
-             lhs: int, rhs: int, out: int) -> None:
-        """Row-major out = op(lhs) @ op(rhs), as column-major out^T = op(rhs)^T @ op(lhs)^T."""
-        library = self.cublas_library()
-        scalar = ctypes.c_float if dtype == "float32" else ctypes.c_double
-        alpha, beta = scalar(1.0), scalar(0.0)
-        lda = m if transpose_lhs else k
-        ldb = k if transpose_rhs else n
-        operation_rhs = CUBLAS_OP_T if transpose_rhs else CUBLAS_OP_N
-        operation_lhs = CUBLAS_OP_T if transpose_lhs else CUBLAS_OP_N
-        letter = "S" if dtype == "float32" else "D"
-        common = (self.cublas_handle, operation_rhs, operation_lhs, n, m, k, ctypes.byref(alpha))
-        if batch == 1:
-            status = getattr(library, f"cublas{letter}gemm_v2")(*common, ctypes.c_void_p(rhs), ldb, ctypes.c_void_p(lhs), lda,
-                                                                ctypes.byref(beta), ctypes.c_void_p(out), n)
-        else:
-            status = getattr(library, f"cublas{letter}gemmStridedBatched")(
-                *common, ctypes.c_void_p(rhs), ldb, ctypes.c_longlong(k * n), ctypes.c_void_p(lhs), lda, ctypes.c_longlong(m * k),
-                ctypes.byref(beta), ctypes.c_void_p(out), n, ctypes.c_longlong(m * n), batch)
-        if status != 0:
-            raise CudaError(f"cublas{letter}gemm {m}x{n}x{k} (batch {batch}) failed with status {status}")
+    def prepare_matmuls(self, matmuls) -> None:
+        """Descriptors, layouts and algorithms of these GEMMs, made now: nothing of it may
+        happen inside a graph capture (the workspace's allocation would break it)."""
+        if self.cublaslt is None:
+            self.cublaslt = CublasLt(self.allocate)
+        for matmul in matmuls:
+            self.cublaslt.prepare(matmul)
 
-    def cublas_library(self) -> ctypes.CDLL:
-        if self.cublas is None:
-            path = find_cublas()
-            if path is None:
-                raise CudaError("no cuBLAS library (libcublas.so) found: install nvidia-cublas")
-            self.cublas = ctypes.CDLL(path)
-            status = self.cublas.cublasCreate_v2(ctypes.byref(self.cublas_handle))
-            if status != 0:
-                raise CudaError(f"cublasCreate failed with status {status}")
-        return self.cublas
+    def matmul(self, matmul: Matmul, lhs: int, rhs: int, out: int, bias: int | None, stream=None) -> None:
+        self.prepare_matmuls([matmul])
+        self.cublaslt.run(matmul, lhs, rhs, out, bias, stream)
 
     # --- timing ----------------------------------------------------------------------
 

@@ -12,6 +12,10 @@ shape, dtype), the constants (offset, blob), the kernels' names and the thunk li
 destination, bytes), and `while` / `conditional` holding thunk lists of their own. No code
 is pickled: reading a file runs nothing but `json.loads`.
 
+Version 2 adds streams: the plan's `streams` and `events` counts, and on each top-level
+thunk its `stream`, the events it `wait`s on before it runs and the event it `record`s after.
+A version 1 file (no streams: everything on stream 0, in order) is still read.
+
 This module is shared by the compiler (which writes) and the runtime (which reads): it uses
 the standard library only, so that the runtime's folder works from a plain copy.
 """
@@ -21,7 +25,8 @@ import struct
 from dataclasses import dataclass, field
 
 MAGIC = b"MLIRXLA-CUDA\n"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 
 
 class ExecutableFileError(ValueError):
@@ -52,9 +57,9 @@ class ExecutableFile:
             header = json.loads(data[start:start + length])
         except ValueError as error:
             raise ExecutableFileError(f"the header is not JSON: {error}") from None
-        if header.get("format") != "mlirxla-cuda" or header.get("version") != FORMAT_VERSION:
+        if header.get("format") != "mlirxla-cuda" or header.get("version") not in READABLE_VERSIONS:
             raise ExecutableFileError(f"format {header.get('format')} version {header.get('version')}: "
-                                      f"this runtime reads mlirxla-cuda version {FORMAT_VERSION}")
+                                      f"this runtime reads mlirxla-cuda versions {', '.join(map(str, READABLE_VERSIONS))}")
         base = start + length
         blobs = {name: data[base + offset: base + offset + size] for name, (offset, size) in header["blobs"].items()}
         return ExecutableFile(header["plan"], blobs)

@@ -98,21 +98,31 @@ def test_a_plain_copy_of_the_runtime_runs_the_plan_on_a_stand_in_device(program,
     uploads = [c for c in calls if c[0] == "copy_to_device"]
     assert uploads[len(plan["constants"]):] == [["copy_to_device", BASE + p["offset"], p["bytes"]] for p in plan["parameters"]]
 
-    gemms = [c for c in calls if c[0] == "gemm"]
-    assert [c[1:6] for c in gemms] == [["float32", 32, 128, 64, 1], ["float32", 32, 10, 128, 1]]
-    parameter_at = [BASE + p["offset"] for p in plan["parameters"]]
-    x_shape = [32, 64]
-    x_at = parameter_at[[p["shape"] for p in plan["parameters"]].index(x_shape)]
-    assert gemms[0][8] == x_at  # the first layer multiplies the input
+    # GEMMs: cuBLASLt matmuls, their descriptors made at load; the first layer's bias and relu
+    # are its epilogue (no kernel of their own), the second layer's GEMM is a plain one
+    (prepared,) = [c[1] for c in calls if c[0] == "prepare_matmuls"]
+    matmuls = [c for c in calls if c[0] == "matmul"]
+    descriptors = [c[1] for c in matmuls]
+    assert sorted(map(str, prepared)) == sorted(map(str, descriptors))
+    assert [(d["m"], d["n"], d["k"], d["batch"], d["transpose_lhs"], d["transpose_rhs"]) for d in descriptors] == [
+        (32, 128, 64, 1, False, False), (32, 10, 128, 1, False, False)]
+    assert [(d["operand_dtype"], d["out_dtype"], d["compute"]) for d in descriptors] == [("float32", "float32", "32F_FAST_TF32")] * 2
+    assert [d["epilogue"] for d in descriptors] == ["bias_relu", "default"]
+    parameter_at = {tuple(p["shape"]): BASE + p["offset"] for p in plan["parameters"]}
+    assert matmuls[0][2] == parameter_at[(32, 64)] and matmuls[0][3] == parameter_at[(64, 128)]  # the first layer multiplies the input
+    assert matmuls[0][5] == parameter_at[(128,)] and matmuls[1][5] is None  # the bias pointer
+    assert matmuls[1][2] == matmuls[0][4]  # the second layer reads the first's activations
 
-    work = [c for c in calls if c[0] in ("launch", "gemm")]
+    work = [c for c in calls if c[0] in ("launch", "matmul")]
     launches = [c for c in work if c[0] == "launch"]
     assert len(launches) == sum(len(k.launches) for k in program.kernels)
-    for _, kernel, grid, block, shared, pointers in launches:
+    assert "dot_maximum_fusion_epilogue" not in plan["kernels"]
+    for _, kernel, grid, block, shared, pointers, *_ in launches:
         assert kernel in plan["kernels"] and shared == 0
         assert grid[1:] == [1, 1] and block[1:] == [1, 1] and 1 <= block[0] <= 256
         assert all(BASE <= p < slab_end and (p - BASE) % 256 == 0 for p in pointers)
-    assert work[0][0] == "gemm" and work[1][0] == "launch" and gemms[0][10] in work[1][5]  # the epilogue reads the GEMM's result
+    assert [c[0] for c in work[:3]] == ["matmul", "matmul", "launch"]
+    assert any(matmuls[1][4] in launch[5] for launch in launches)  # the softmax reads the logits
 
     (download,) = [c for c in calls if c[0] == "copy_to_host"]
     output = plan["outputs"][0]
@@ -136,11 +146,19 @@ def test_the_runtime_refuses_wrong_inputs(program):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not gpu_present(), reason="nvidia-smi finds no GPU")
-def test_on_a_gpu_the_outputs_match_the_reference(program):
+def test_on_a_gpu_the_outputs_match_the_reference(monkeypatch):
+    """Full f32 GEMMs (TF32 would miss the reference's 1e-4), run twice: captured into a CUDA
+    graph, then replayed on other inputs."""
     from mlirxla.runtime.cuda import load
 
-    inputs = inputs_for(program)
-    (output,) = load(program.executable.to_bytes()).run(inputs)
-    with open(PROGRAM, "rb") as handle:
-        (expected,) = oracle.evaluate(handle.read(), PROGRAM, "main", inputs)
-    np.testing.assert_allclose(output, expected, rtol=1e-4, atol=1e-5)
+    monkeypatch.setenv("MLIRXLA_CUDA_GEMM_PRECISION", "highest")
+    program = compiled(PROGRAM)
+    executable = load(program.executable.to_bytes())
+    for seed in (0, 1):
+        generator = np.random.default_rng(seed)
+        inputs = [generator.standard_normal(p["shape"]).astype(p["dtype"]) for p in program.executable.plan["parameters"]]
+        (output,) = executable.run(inputs)
+        with open(PROGRAM, "rb") as handle:
+            (expected,) = oracle.evaluate(handle.read(), PROGRAM, "main", inputs)
+        np.testing.assert_allclose(output, expected, rtol=1e-4, atol=1e-5)
+    assert executable.execution()["graph"], executable.execution()

@@ -17,7 +17,7 @@ from mlirxla.backends.cuda import pack, ptxas
 from mlirxla.runtime.cuda import ExecutableFile
 
 from .conftest import CONFORMANCE, REPOSITORY
-from .fake_cuda_device import FakeCudaDevice
+from .fake_cuda_device import ComputingDevice, FakeCudaDevice
 
 pytestmark = pytest.mark.skipif(ptxas.unavailable() is not None, reason=ptxas.unavailable() or "")
 
@@ -68,7 +68,7 @@ def test_the_packed_executables_load_in_the_packed_runtime(packed):
             device = FakeCudaDevice()
             inputs = pack.draw_inputs(entry["seed"], entry["parameters"])
             outputs = mlirxla_cuda_runtime.load(str(output / entry["file"]), device).run(inputs)
-            assert len(outputs) >= 1 and any(call[0] in ("launch", "gemm", "copy_to_host") for call in device.calls)
+            assert len(outputs) >= 1 and any(call[0] in ("launch", "matmul", "copy_to_host") for call in device.calls)
     finally:
         sys.path.remove(str(output))
         for name in [name for name in sys.modules if name.split(".")[0] == "mlirxla_cuda_runtime"]:
@@ -82,3 +82,28 @@ def test_gpu_check_says_plainly_when_there_is_no_gpu(packed):
     if report["gpu"] is not None:
         pytest.skip(f"a GPU is here ({report['gpu']}): the no-GPU path is not taken")
     assert done.returncode == 3 and "no GPU" in report["reason"]
+
+
+def test_gpu_check_runs_a_packed_benchmark_end_to_end_and_says_how_it_ran(tmp_path):
+    """The benchmark MLP is three cuBLASLt matmuls with their epilogues and no kernel, which
+    the computing stand-in runs as cuBLASLt would: gpu-check's workload check, with the pack's
+    own runtime, finds its outputs right within the TF32 tolerances the packer wrote, and
+    reports one stream and a CUDA graph."""
+    output = tmp_path / "pack"
+    manifest = pack.write_pack(str(output), None, 0, ["mlp"], log=lambda line: None)
+    entry = manifest["workloads"]["mlp"]
+    assert entry["tolerance_from"].startswith("TF32 GEMMs") and entry["rtol"] == pack.TF32_RTOL
+    check = runpy.run_path(str(output / "gpu-check"), run_name="gpu_check")
+    sys.path.insert(0, str(output))
+    try:
+        import mlirxla_cuda_runtime
+
+        device = ComputingDevice()
+        result = check["check_workload"](str(output), entry, device, mlirxla_cuda_runtime, 2, False, np)
+    finally:
+        sys.path.remove(str(output))
+        for name in [name for name in sys.modules if name.split(".")[0] == "mlirxla_cuda_runtime"]:
+            del sys.modules[name]
+    assert result["ok"], result
+    assert (result["streams"], result["graph"], result["graph_reason"]) == (1, True, None)
+    assert result["ours_ms"] == 1.0 and [c[0] for c in device.calls].count("begin_capture") == 1
