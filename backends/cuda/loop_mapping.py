@@ -41,11 +41,14 @@ VIEW_OPS = {"memref.collapse_shape", "memref.expand_shape", "memref.subview", "m
 
 @dataclass(frozen=True)
 class MappedLoopNest:
-    """One loop nest as a launch: `elements` threads do work, in `grid` blocks of `block`."""
+    """One loop nest as a launch: `elements` threads do work, in `grid` blocks of `block`;
+    `emitter` names what made it (`loop`, or `row` with its tiling in `detail`)."""
 
     elements: int
     grid: int
     block: int
+    emitter: str = "loop"
+    detail: str = ""
 
 
 def parallel_dimensions_first(module: ir.Module) -> None:
@@ -68,9 +71,11 @@ def parallel_dimensions_first(module: ir.Module) -> None:
         generic.attributes["iterator_types"] = ir.ArrayAttr.get([iterators[d] for d in order])
 
 
-def map_loop_nests(module: ir.Module, symbol: str) -> list[MappedLoopNest]:
+def map_loop_nests(module: ir.Module, symbol: str, emitted: list | None = None) -> list[MappedLoopNest]:
     """Map every top-level loop nest of every function to blocks and threads, in order, then
-    let each launch recompute what it reads from the top level (`sink_into`)."""
+    let each launch recompute what it reads from the top level (`sink_into`). `emitted` are
+    launches an emitter made already: (mapping, its block loop, the block it reads in)."""
+    emitted = emitted or []
     mapped = []
     for function in ops_named(module, "func.func"):
         block = function.regions[0].blocks[0]
@@ -80,7 +85,15 @@ def map_loop_nests(module: ir.Module, symbol: str) -> list[MappedLoopNest]:
             op = op.operation
             if op.name in VIEW_OPS or op.name in SINKABLE:
                 continue  # recomputed where it is read
-            if op.name == "scf.parallel":
+            if op.name == "memref.alloca":
+                continue  # the host emulation's workgroup memory (`thread_program.py`), read by the loops as it is
+            made = next((launch for launch in emitted if launch[1] == op), None)
+            if made is not None:
+                if run:
+                    launches.append(map_single_thread(run))
+                    run = []
+                launches.append(made)
+            elif op.name == "scf.parallel":
                 if run:
                     launches.append(map_single_thread(run))
                     run = []

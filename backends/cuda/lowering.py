@@ -7,8 +7,12 @@ its host side: the upstream passes, as lists you can read.
 2. `TO_PARALLEL_LOOPS`: parallel dimensions first (`loop_mapping.parallel_dimensions_first`),
    then `convert-linalg-to-parallel-loops`: one `scf.parallel` per generic over its parallel
    dimensions, `scf.for` inside for its reductions.
-3. Blocks and threads (`loop_mapping.map_loop_nests`): the mapped loop nest, which the tests
-   also compile for the CPU and run against the reference interpreter (`host_check.py`).
+3. Blocks and threads: a kernel that works row by row around a reduction becomes one launch
+   of the row emitter (`row_emitter.py`, its tiling from the autotune results or a default,
+   `autotune.py`); other loop nests are mapped one thread per element
+   (`loop_mapping.map_loop_nests`). The tests also compile the mapped loop nest for the CPU
+   and run it against the reference interpreter (`host_check.py`; the row emitter's barriers
+   and shuffles emulated there, `thread_program.py`).
 4. `TO_GPU`: `convert-parallel-loops-to-gpu` (one `gpu.launch` per nest),
    `gpu-kernel-outlining` (each launch a `gpu.func` in a `gpu.module`, the host a sequence
    of `gpu.launch_func`).
@@ -22,14 +26,16 @@ from dataclasses import dataclass
 
 from mlirxla.backends.cpu import kernel_scratch, lowering as cpu_lowering, materialization
 from mlirxla.errors import MlirxlaError
+from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir, passmanager
 
-from . import loop_mapping
+from . import autotune, loop_mapping, row_emitter
 
 TO_PARALLEL_LOOPS = [
     "func.func(convert-linalg-to-parallel-loops)",
     "canonicalize",
 ]
+GENERALIZE = ["func.func(linalg-generalize-named-ops)"]  # the copies `copies_as_loops` made, for the row emitter
 TO_GPU = [
     "func.func(convert-parallel-loops-to-gpu)",
     "func.func(lower-affine)",
@@ -58,6 +64,13 @@ class MappedKernel:
 
     nests: list[loop_mapping.MappedLoopNest]
     scratch: list[kernel_scratch.ScratchArgument]
+    notes: list[str]  # which emitter took the kernel, or why a reduction kept the loop emitter
+
+
+@dataclass(frozen=True)
+class BufferLoops:
+    nests: list[loop_mapping.MappedLoopNest]
+    notes: list[str]
 
 
 def run(module: ir.Module, passes: list[str]) -> None:
@@ -74,18 +87,46 @@ def map_to_blocks_and_threads(module: ir.Module, symbol: str) -> MappedKernel:
             run(module, cpu_lowering.BUFFERIZE)
             scratch = kernel_scratch.scratch_from_arguments(module).get(symbol, [])
             with ir.Location.unknown():
-                nests = map_buffer_loops(module, symbol)
+                loops = map_buffer_loops(module, symbol)
     except ir.MLIRError as error:
         raise MlirxlaError(f"kernel {symbol} failed to map to blocks and threads: {cpu_lowering.diagnostic_text(error)}") from None
-    return MappedKernel(nests, list(scratch))
+    return MappedKernel(loops.nests, list(scratch), loops.notes)
 
 
-def map_buffer_loops(module: ir.Module, symbol: str) -> list[loop_mapping.MappedLoopNest]:
-    """Step 2 and 3 on a bufferized kernel (what the host check runs sequentially on the CPU)."""
+def map_buffer_loops(module: ir.Module, symbol: str, host: bool = False, target_name: str = "H200",
+                     autotune_path: str | None = None) -> BufferLoops:
+    """Step 2 and 3 on a bufferized kernel; `host`: the row emitter's exchanges emulated for
+    the CPU (what the host check runs sequentially)."""
     cpu_lowering.copies_as_loops(module)
+    run(module, GENERALIZE)
     loop_mapping.parallel_dimensions_first(module)
-    run(module, TO_PARALLEL_LOOPS)
-    return loop_mapping.map_loop_nests(module, symbol)
+    emitted, notes = emit_rows(module, symbol, host, target_name, autotune_path)
+    if not emitted:
+        run(module, TO_PARALLEL_LOOPS)
+    return BufferLoops(loop_mapping.map_loop_nests(module, symbol, emitted), notes)
+
+
+def emit_rows(module: ir.Module, symbol: str, host: bool, target_name: str, autotune_path: str | None) -> tuple[list, list[str]]:
+    """The row emitter on the kernel function when it qualifies (one function per kernel
+    module); the launch it made and a note either way."""
+    functions = ops_named(module, "func.func")
+    if len(functions) != 1:
+        return [], []
+    function = functions[0]
+    try:
+        plan = row_emitter.plan_rows(function, loop_mapping.VIEW_OPS | loop_mapping.SINKABLE)
+    except row_emitter.NotRows as reason:
+        return [], [f"{symbol}: loop emitter, not the row emitter: {reason}"]
+    if plan is None:
+        return [], []
+    print_ = autotune.fingerprint(str(function), symbol)
+    tiling = autotune.tuned_row_tiling(print_, target_name, plan.shortest_reduction, autotune_path)
+    source = "autotuned" if tiling is not None else "default"
+    tiling = tiling or autotune.default_row_tiling(plan.rows, plan.shortest_reduction)
+    launch = row_emitter.emit(function, plan, tiling, host, module.body, symbol)
+    detail = f"{len(plan.phases)} phase(s), {plan.rows} row(s), {tiling.describe()} ({source}, fingerprint {print_})"
+    nest = loop_mapping.MappedLoopNest(plan.rows * tiling.threads_per_row, launch.grid, launch.block, "row", detail)
+    return [(nest, launch.program.block_loop.operation, launch.program.sink_target())], [f"{symbol}: row emitter: {detail}"]
 
 
 def to_nvvm(module: ir.Module, symbol: str) -> None:
