@@ -20,7 +20,7 @@ import hashlib
 import json
 import os
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from mlirxla.errors import MlirxlaError
 
@@ -71,8 +71,8 @@ def candidate_row_tilings(rows: int, shortest_reduction: int) -> list[RowTiling]
     threads = 1
     while threads <= min(MAX_BLOCK, shortest_reduction):
         for block in (128, 256, 512, 1024):
-            tiling = RowTiling(threads, max(1, block // threads))
-            if tiling.valid_for(shortest_reduction) and tiling.rows_per_block <= max(1, rows):
+            tiling = RowTiling(threads, max(1, min(block // threads, 1 << max(0, (rows - 1).bit_length()))))
+            if tiling.valid_for(shortest_reduction):
                 found.add(tiling)
         threads *= 2
     return sorted(found, key=lambda t: (t.threads_per_row, t.rows_per_block))
@@ -108,18 +108,3 @@ def tuned_row_tiling(print_: str, target_name: str, shortest_reduction: int, pat
         if tiling.valid_for(shortest_reduction):
             return tiling
     return None
-
-
-def write_cache(path: str, gpu: str, best: dict[str, dict]) -> None:
-    """Merge `best` (fingerprint -> tiling and figures) into the file at `path` under `gpu`."""
-    data = {"format": FORMAT, "version": 1, "results": {}}
-    if os.path.exists(path):
-        data["results"] = read_cache(path)
-    data["results"].setdefault(gpu, {}).update(best)
-    with open(path, "w") as handle:
-        json.dump(data, handle, indent=1, sort_keys=True)
-        handle.write("\n")
-
-
-def tiling_entry(tiling: RowTiling, **figures) -> dict:
-    return {**asdict(tiling), **figures}

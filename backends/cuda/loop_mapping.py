@@ -49,6 +49,7 @@ class MappedLoopNest:
     block: int
     emitter: str = "loop"
     detail: str = ""
+    tunable: tuple[str, int, int] | None = None  # a row launch's (fingerprint, rows, shortest reduction)
 
 
 def parallel_dimensions_first(module: ir.Module) -> None:

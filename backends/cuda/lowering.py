@@ -77,8 +77,9 @@ def run(module: ir.Module, passes: list[str]) -> None:
     passmanager.PassManager.parse(f"builtin.module({','.join(passes)})").run(module.operation)
 
 
-def map_to_blocks_and_threads(module: ir.Module, symbol: str) -> MappedKernel:
-    """Steps 1-3 on `module` in place; an error names the kernel."""
+def map_to_blocks_and_threads(module: ir.Module, symbol: str, tiling: "autotune.RowTiling | None" = None) -> MappedKernel:
+    """Steps 1-3 on `module` in place; an error names the kernel. `tiling` overrides the row
+    emitter's (the tuner's candidates)."""
     cpu_lowering.register_passes()
     try:
         with module.context:
@@ -87,26 +88,27 @@ def map_to_blocks_and_threads(module: ir.Module, symbol: str) -> MappedKernel:
             run(module, cpu_lowering.BUFFERIZE)
             scratch = kernel_scratch.scratch_from_arguments(module).get(symbol, [])
             with ir.Location.unknown():
-                loops = map_buffer_loops(module, symbol)
+                loops = map_buffer_loops(module, symbol, tiling=tiling)
     except ir.MLIRError as error:
         raise MlirxlaError(f"kernel {symbol} failed to map to blocks and threads: {cpu_lowering.diagnostic_text(error)}") from None
     return MappedKernel(loops.nests, list(scratch), loops.notes)
 
 
 def map_buffer_loops(module: ir.Module, symbol: str, host: bool = False, target_name: str = "H200",
-                     autotune_path: str | None = None) -> BufferLoops:
+                     autotune_path: str | None = None, tiling: "autotune.RowTiling | None" = None) -> BufferLoops:
     """Step 2 and 3 on a bufferized kernel; `host`: the row emitter's exchanges emulated for
     the CPU (what the host check runs sequentially)."""
     cpu_lowering.copies_as_loops(module)
     run(module, GENERALIZE)
     loop_mapping.parallel_dimensions_first(module)
-    emitted, notes = emit_rows(module, symbol, host, target_name, autotune_path)
+    emitted, notes = emit_rows(module, symbol, host, target_name, autotune_path, tiling)
     if not emitted:
         run(module, TO_PARALLEL_LOOPS)
     return BufferLoops(loop_mapping.map_loop_nests(module, symbol, emitted), notes)
 
 
-def emit_rows(module: ir.Module, symbol: str, host: bool, target_name: str, autotune_path: str | None) -> tuple[list, list[str]]:
+def emit_rows(module: ir.Module, symbol: str, host: bool, target_name: str, autotune_path: str | None,
+              forced: "autotune.RowTiling | None" = None) -> tuple[list, list[str]]:
     """The row emitter on the kernel function when it qualifies (one function per kernel
     module); the launch it made and a note either way."""
     functions = ops_named(module, "func.func")
@@ -120,12 +122,17 @@ def emit_rows(module: ir.Module, symbol: str, host: bool, target_name: str, auto
     if plan is None:
         return [], []
     print_ = autotune.fingerprint(str(function), symbol)
-    tiling = autotune.tuned_row_tiling(print_, target_name, plan.shortest_reduction, autotune_path)
-    source = "autotuned" if tiling is not None else "default"
-    tiling = tiling or autotune.default_row_tiling(plan.rows, plan.shortest_reduction)
+    if forced is not None and forced.valid_for(plan.shortest_reduction):
+        tiling, source = forced, "given"
+    else:
+        tiling = autotune.tuned_row_tiling(print_, target_name, plan.shortest_reduction, autotune_path)
+        source = "autotuned" if tiling is not None else "default"
+        tiling = tiling or autotune.default_row_tiling(plan.rows, plan.shortest_reduction)
     launch = row_emitter.emit(function, plan, tiling, host, module.body, symbol)
-    detail = f"{len(plan.phases)} phase(s), {plan.rows} row(s), {tiling.describe()} ({source}, fingerprint {print_})"
-    nest = loop_mapping.MappedLoopNest(plan.rows * tiling.threads_per_row, launch.grid, launch.block, "row", detail)
+    detail = (f"{len(plan.phases)} phase(s), {plan.rows} row(s), {tiling.describe()} ({source}, fingerprint {print_}, "
+              f"shortest reduction {plan.shortest_reduction})")
+    nest = loop_mapping.MappedLoopNest(plan.rows * tiling.threads_per_row, launch.grid, launch.block, "row", detail,
+                                       (print_, plan.rows, plan.shortest_reduction))
     return [(nest, launch.program.block_loop.operation, launch.program.sink_target())], [f"{symbol}: row emitter: {detail}"]
 
 
