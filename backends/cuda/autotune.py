@@ -1,4 +1,4 @@
-"""Tile parameters of the row emitter and where they come from: a results file the tuner
+"""Tile parameters of the row and column emitters and where they come from: a results file the tuner
 wrote on a GPU (XLA's autotune results file, `--xla_gpu_load_autotune_results_from`), or a
 heuristic default.
 
@@ -7,8 +7,8 @@ left out), so that the same kernel in another program finds the same entry. The 
 JSON, keyed by GPU name (as `nvidia-smi` names it, "NVIDIA H200") then by fingerprint:
 
     {"format": "mlirxla-cuda-autotune", "version": 1,
-     "results": {"NVIDIA H200": {"<fingerprint>": {"threads_per_row": 128, "rows_per_block": 1,
-                                                   "ms": 0.021, "candidates": 5}}}}
+     "results": {"NVIDIA H200": {"<fingerprint>": {"emitter": "row", "threads_per_row": 128, "rows_per_block": 1,
+                                                   "ms": 0.021, "default_ms": 0.025, "candidates": 5}}}}
 
 The compiler reads `MLIRXLA_CUDA_AUTOTUNE` (a path) when set; an entry applies when the GPU
 name contains the target's name ("H200") and its tiling is valid for the kernel (a stale
@@ -20,7 +20,7 @@ import hashlib
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from mlirxla.errors import MlirxlaError
 
@@ -37,6 +37,7 @@ class RowTiling:
 
     threads_per_row: int
     rows_per_block: int
+    kind = "row"
 
     @property
     def block(self) -> int:
@@ -49,6 +50,49 @@ class RowTiling:
 
     def describe(self) -> str:
         return f"{self.threads_per_row} thread(s) per row, {self.rows_per_block} row(s) per block"
+
+
+@dataclass(frozen=True)
+class ColumnTiling:
+    """A column emitter launch: 32 consecutive columns per block, `rows_per_pass` threads
+    per column (a power of two, at most 32 and at most the reduced length), each folding
+    every `rows_per_pass`-th row."""
+
+    rows_per_pass: int
+    kind = "column"
+
+    @property
+    def block(self) -> int:
+        return WARP * self.rows_per_pass
+
+    def valid_for(self, reduced_length: int) -> bool:
+        r = self.rows_per_pass
+        return r >= 1 and r & (r - 1) == 0 and r <= min(WARP, reduced_length)
+
+    def describe(self) -> str:
+        return f"32 columns per block, {self.rows_per_pass} thread(s) per column"
+
+
+TILINGS = {"row": RowTiling, "column": ColumnTiling}
+
+
+@dataclass(frozen=True)
+class Tunable:
+    """A launch the tuner may time: its kernel's fingerprint, the default and the candidates
+    (the default among them)."""
+
+    fingerprint: str
+    default: object
+    candidates: tuple
+
+
+def default_column_tiling(reduced_length: int) -> ColumnTiling:
+    return ColumnTiling(min(WARP, power_of_two_at_most(reduced_length)))
+
+
+def candidate_column_tilings(reduced_length: int) -> list[ColumnTiling]:
+    top = min(WARP, power_of_two_at_most(reduced_length))
+    return [ColumnTiling(1 << n) for n in range(top.bit_length()) if (1 << n) >= min(4, top)]
 
 
 def power_of_two_at_most(n: int) -> int:
@@ -95,8 +139,18 @@ def read_cache(path: str) -> dict:
     return data.get("results", {})
 
 
-def tuned_row_tiling(print_: str, target_name: str, shortest_reduction: int, path: str | None = None) -> RowTiling | None:
-    """The cached tiling for kernel `print_` on a GPU named like the target, if any applies."""
+def tiling_of(entry: dict):
+    """The tiling a results entry names, or None when it names none this compiler knows."""
+    kind = TILINGS.get(entry.get("emitter", "row"))
+    try:
+        return kind(**{f.name: int(entry[f.name]) for f in fields(kind)}) if kind else None
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def tuned_tiling(print_: str, target_name: str, accepts, path: str | None = None):
+    """The cached tiling for kernel `print_` on a GPU named like the target, if one applies
+    (`accepts(tiling)`: the emitter's validity check)."""
     path = path if path is not None else os.environ.get(ENVIRONMENT)
     if not path:
         return None
@@ -104,7 +158,7 @@ def tuned_row_tiling(print_: str, target_name: str, shortest_reduction: int, pat
         entry = entries.get(print_) if target_name in gpu else None
         if entry is None:
             continue
-        tiling = RowTiling(int(entry["threads_per_row"]), int(entry["rows_per_block"]))
-        if tiling.valid_for(shortest_reduction):
+        tiling = tiling_of(entry)
+        if tiling is not None and accepts(tiling):
             return tiling
     return None

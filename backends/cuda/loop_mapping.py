@@ -42,14 +42,14 @@ VIEW_OPS = {"memref.collapse_shape", "memref.expand_shape", "memref.subview", "m
 @dataclass(frozen=True)
 class MappedLoopNest:
     """One loop nest as a launch: `elements` threads do work, in `grid` blocks of `block`;
-    `emitter` names what made it (`loop`, or `row` with its tiling in `detail`)."""
+    `emitter` names what made it (`loop`, `row`, `column`; the tiling in `detail`)."""
 
     elements: int
     grid: int
     block: int
     emitter: str = "loop"
     detail: str = ""
-    tunable: tuple[str, int, int] | None = None  # a row launch's (fingerprint, rows, shortest reduction)
+    tunable: object = None  # an emitter's launch the autotuner may time (`autotune.Tunable`)
 
 
 def parallel_dimensions_first(module: ir.Module) -> None:

@@ -29,7 +29,7 @@ from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir, passmanager
 
-from . import autotune, loop_mapping, row_emitter
+from . import autotune, column_emitter, loop_mapping, row_emitter
 
 TO_PARALLEL_LOOPS = [
     "func.func(convert-linalg-to-parallel-loops)",
@@ -77,7 +77,7 @@ def run(module: ir.Module, passes: list[str]) -> None:
     passmanager.PassManager.parse(f"builtin.module({','.join(passes)})").run(module.operation)
 
 
-def map_to_blocks_and_threads(module: ir.Module, symbol: str, tiling: "autotune.RowTiling | None" = None) -> MappedKernel:
+def map_to_blocks_and_threads(module: ir.Module, symbol: str, tiling=None) -> MappedKernel:
     """Steps 1-3 on `module` in place; an error names the kernel. `tiling` overrides the row
     emitter's (the tuner's candidates)."""
     cpu_lowering.register_passes()
@@ -95,7 +95,7 @@ def map_to_blocks_and_threads(module: ir.Module, symbol: str, tiling: "autotune.
 
 
 def map_buffer_loops(module: ir.Module, symbol: str, host: bool = False, target_name: str = "H200",
-                     autotune_path: str | None = None, tiling: "autotune.RowTiling | None" = None) -> BufferLoops:
+                     autotune_path: str | None = None, tiling=None) -> BufferLoops:
     """Step 2 and 3 on a bufferized kernel; `host`: the row emitter's exchanges emulated for
     the CPU (what the host check runs sequentially)."""
     cpu_lowering.copies_as_loops(module)
@@ -108,32 +108,47 @@ def map_buffer_loops(module: ir.Module, symbol: str, host: bool = False, target_
 
 
 def emit_rows(module: ir.Module, symbol: str, host: bool, target_name: str, autotune_path: str | None,
-              forced: "autotune.RowTiling | None" = None) -> tuple[list, list[str]]:
-    """The row emitter on the kernel function when it qualifies (one function per kernel
-    module); the launch it made and a note either way."""
+              forced=None) -> tuple[list, list[str]]:
+    """The row emitter, or else the column emitter, on the kernel function when it has a
+    reduction and qualifies (one function per kernel module); the launch made and a note
+    either way. `forced`: a tiling to use instead of the results file's or the default."""
     functions = ops_named(module, "func.func")
     if len(functions) != 1:
         return [], []
     function = functions[0]
+    skippable = loop_mapping.VIEW_OPS | loop_mapping.SINKABLE
     try:
-        plan = row_emitter.plan_rows(function, loop_mapping.VIEW_OPS | loop_mapping.SINKABLE)
-    except row_emitter.NotRows as reason:
-        return [], [f"{symbol}: loop emitter, not the row emitter: {reason}"]
-    if plan is None:
-        return [], []
+        plan = row_emitter.plan_rows(function, skippable)
+        if plan is None:
+            return [], []
+        emitter, length = row_emitter, plan.shortest_reduction
+        default = autotune.default_row_tiling(plan.rows, length)
+        candidates = autotune.candidate_row_tilings(plan.rows, length)
+        shape = f"{plan.rows} row(s)"
+    except row_emitter.NotRows as not_rows:
+        try:
+            plan = column_emitter.plan_columns(function, skippable)
+        except row_emitter.NotRows as not_columns:
+            return [], [f"{symbol}: loop emitter: not rows ({not_rows}); not columns ({not_columns})"]
+        emitter, length = column_emitter, plan.shortest_reduction
+        default, candidates = autotune.default_column_tiling(length), autotune.candidate_column_tilings(length)
+        shape = f"{plan.columns} column(s)"
     print_ = autotune.fingerprint(str(function), symbol)
-    if forced is not None and forced.valid_for(plan.shortest_reduction):
+
+    def accepts(tiling) -> bool:
+        return isinstance(tiling, type(default)) and tiling.valid_for(length)
+
+    if forced is not None and accepts(forced):
         tiling, source = forced, "given"
     else:
-        tiling = autotune.tuned_row_tiling(print_, target_name, plan.shortest_reduction, autotune_path)
+        tiling = autotune.tuned_tiling(print_, target_name, accepts, autotune_path)
         source = "autotuned" if tiling is not None else "default"
-        tiling = tiling or autotune.default_row_tiling(plan.rows, plan.shortest_reduction)
-    launch = row_emitter.emit(function, plan, tiling, host, module.body, symbol)
-    detail = (f"{len(plan.phases)} phase(s), {plan.rows} row(s), {tiling.describe()} ({source}, fingerprint {print_}, "
-              f"shortest reduction {plan.shortest_reduction})")
-    nest = loop_mapping.MappedLoopNest(plan.rows * tiling.threads_per_row, launch.grid, launch.block, "row", detail,
-                                       (print_, plan.rows, plan.shortest_reduction))
-    return [(nest, launch.program.block_loop.operation, launch.program.sink_target())], [f"{symbol}: row emitter: {detail}"]
+        tiling = tiling or default
+    launch = emitter.emit(function, plan, tiling, host, module.body, symbol)
+    detail = f"{len(plan.phases)} phase(s), {shape}, {tiling.describe()} ({source}, fingerprint {print_})"
+    nest = loop_mapping.MappedLoopNest(launch.grid * launch.block, launch.grid, launch.block, default.kind, detail,
+                                       autotune.Tunable(print_, default, tuple(candidates)))
+    return [(nest, launch.program.block_loop.operation, launch.program.sink_target())], [f"{symbol}: {default.kind} emitter: {detail}"]
 
 
 def to_nvvm(module: ir.Module, symbol: str) -> None:

@@ -25,8 +25,9 @@ A phase of the row:
   holds (the kernel's fill wrote it in an earlier phase) and stores it.
 
 The combiner must be one associative, commutative op (add, mul, max, min, and, or, xor) that
-reads the accumulator once; other kernels (a variadic reduce such as argmax, a reduction of
-columns, complex values) keep the loop emitter, and the reason is logged.
+reads the accumulator once. A reduction of non-minor dimensions goes to the column emitter
+(`column_emitter.py`); other kernels (a variadic reduce such as argmax, complex values) keep
+the loop emitter, and the reason is logged.
 """
 
 from dataclasses import dataclass

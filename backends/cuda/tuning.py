@@ -1,6 +1,6 @@
 """The autotuner's half that runs here (XLA compiles its autotuning candidates in the
-compiler; here the compiler and the GPU are on different machines): every kernel the row
-emitter makes in a program, compiled once per candidate tiling (`autotune.candidate_row_tilings`)
+compiler; here the compiler and the GPU are on different machines): every kernel the row or
+column emitter makes in a program, compiled once per candidate tiling (`autotune.candidate_row_tilings`)
 to PTX, with its launch and the byte sizes of the buffers it takes. `scripts/gpu-pack`
 writes them to the pack's `tuning.json`; `gpu-check --tune` on the GPU times each
 candidate on scratch buffers and writes the autotune results file (`autotune.py`) that the
@@ -23,8 +23,8 @@ from .target import GpuTarget, H200
 
 @dataclass
 class Candidate:
-    threads_per_row: int
-    rows_per_block: int
+    emitter: str
+    tiling: dict
     default: bool
     entry: str
     grid: list[int]
@@ -62,22 +62,20 @@ def kernel_job(spec: KernelSpec, target: GpuTarget, known: dict) -> TuningJob | 
     probe, _, _ = cpu_compiler.kernel_stablehlo(spec)
     mapped = lowering.map_to_blocks_and_threads(probe, spec.symbol)
     tunable = [nest.tunable for nest in mapped.nests if nest.tunable is not None]
-    if not tunable or tunable[0][0] in known:
+    if not tunable or tunable[0].fingerprint in known:
         return None
-    fingerprint, rows, shortest = tunable[0]
     (function,) = ops_named(probe, "func.func")
     buffer_bytes = [memref_bytes(argument.type) for argument in function.regions[0].blocks[0].arguments]
-    default = autotune.default_row_tiling(rows, shortest)
     candidates = []
-    for tiling in autotune.candidate_row_tilings(rows, shortest):
+    for tiling in tunable[0].candidates:
         module, _, _ = cpu_compiler.kernel_stablehlo(spec)
         lowering.map_to_blocks_and_threads(module, spec.symbol, tiling)
         lowering.to_nvvm(module, spec.symbol)
         (launch,) = launches.read_launches(module, spec.symbol)
         text, _ = ptx.emit_ptx(ptx.gpu_kernels_as_llvm_ir(module, spec.symbol), target.arch)
-        candidates.append(Candidate(tiling.threads_per_row, tiling.rows_per_block, tiling == default, launch.kernel,
+        candidates.append(Candidate(tiling.kind, asdict(tiling), tiling == tunable[0].default, launch.kernel,
                                     list(launch.grid), list(launch.block), list(launch.arguments), text))
-    return TuningJob(fingerprint, spec.symbol, buffer_bytes, candidates)
+    return TuningJob(tunable[0].fingerprint, spec.symbol, buffer_bytes, candidates)
 
 
 def memref_bytes(kind: ir.Type) -> int:

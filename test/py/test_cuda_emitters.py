@@ -1,9 +1,8 @@
-"""The cuda backend's row emitter without a GPU: which kernels it takes (and why others keep
-the loop emitter), the PTX it makes (warp shuffles `shfl.sync.bfly`, `.shared` memory and
-barriers where a row's group is wider than a warp) assembled by ptxas for sm_90, its
-algorithm run on this CPU against numpy and the reference interpreter (the `cuda-host`
-backend, barriers and shuffles emulated: `thread_program.py`), and its tiling read from an
-autotune results file."""
+"""The cuda backend's row and column emitters without a GPU: which kernels they take (and why
+others keep the loop emitter), the PTX they make (warp shuffles `shfl.sync.bfly`, `.shared`
+memory and barriers) assembled by ptxas for sm_90, their algorithms run on this CPU against
+numpy (the `cuda-host` backend, barriers and shuffles emulated: `thread_program.py`), and
+their tiling read from an autotune results file."""
 
 import json
 import re
@@ -152,17 +151,43 @@ ARGMAX = """func.func @main(%x: tensor<4x50xf32>, %i: tensor<4x50xi32>) -> (tens
 def test_a_variadic_reduce_keeps_the_loop_emitter_and_says_why(monkeypatch):
     program = compile_text(ARGMAX)
     assert all(emitter == "loop" for kernel in program.kernels for emitter in kernel.emitters)
-    assert any("loop emitter, not the row emitter: a reduction with 2 results" in d for d in program.decisions)
+    assert any("loop emitter: not rows (a reduction with 2 results" in d for d in program.decisions)
     x = np.random.default_rng(4).standard_normal((4, 50)).astype(np.float32)
     index = np.tile(np.arange(50, dtype=np.int32), (4, 1))
     (values, positions), _ = run_on_host(ARGMAX, [x, index], monkeypatch)
     np.testing.assert_array_equal(positions, x.argmax(axis=1))
 
 
-def test_a_column_reduction_keeps_the_loop_emitter():
-    program = compile_text(reduce_text([64, 300], [0]))
-    assert program.kernels[0].emitters == ("loop", "loop")
-    assert any("not indexed by the rows first" in d for d in program.decisions)
+@needs_ptxas
+def test_a_column_reduction_reads_coalesced_rows_and_reduces_through_a_padded_tile(monkeypatch):
+    """64 x 300 summed over rows: blocks of 32 columns x 32 threads, partial values through a
+    32 x 33 shared tile (bank-conflict padding), then a butterfly per column."""
+    text = reduce_text([64, 300], [0])
+    program = compile_text(text)
+    (kernel,) = program.kernels
+    assert kernel.emitters == ("column",)
+    assert any("column emitter: 2 phase(s), 300 column(s), 32 columns per block, 32 thread(s) per column" in d
+               for d in program.decisions)
+    assert re.search(r"\.shared \.align \d+ \.b8 \w+\[4224\]", program.ptx)  # 32 x 33 f32
+    assert program.ptx.count("shfl.sync.bfly.b32") == 5 and "bar.sync" in program.ptx
+    x = np.random.default_rng(6).standard_normal((64, 300)).astype(np.float32)
+    (result,), notes = run_on_host(text, [x], monkeypatch)
+    assert any("column emitter" in note for note in notes)
+    np.testing.assert_allclose(result, x.sum(axis=0), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape, dimensions, dtype, combiner, init", [
+    ([6, 50], [0], "f32", "maximum", "0xFF800000"),  # 4 threads per column: fewer rows than a warp
+    ([3, 5, 7, 4], [1, 2], "f32", "add", "0.0"),  # a pool over the middle dimensions, kept ones around them
+    ([100, 33], [0], "i32", "add", "0"),  # a guarded last block of columns
+])
+def test_column_reductions_on_the_host_match_numpy(shape, dimensions, dtype, combiner, init, monkeypatch):
+    generator = np.random.default_rng(7)
+    x = generator.integers(-9, 9, shape).astype(np.int32) if dtype == "i32" else generator.standard_normal(shape).astype(np.float32)
+    (result,), notes = run_on_host(reduce_text(shape, dimensions, dtype, combiner, init), [x], monkeypatch)
+    assert any("column emitter" in note for note in notes)
+    reduce = np.max if combiner == "maximum" else np.sum
+    np.testing.assert_allclose(result, reduce(x, axis=tuple(dimensions)), rtol=1e-5, atol=1e-5)
 
 
 def test_default_tiling_keeps_every_lane_busy():
