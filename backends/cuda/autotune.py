@@ -1,4 +1,4 @@
-"""Tile parameters of the row and column emitters and where they come from: a results file the tuner
+"""Tile parameters of the row, column and transpose emitters and where they come from: a results file the tuner
 wrote on a GPU (XLA's autotune results file, `--xla_gpu_load_autotune_results_from`), or a
 heuristic default.
 
@@ -73,7 +73,29 @@ class ColumnTiling:
         return f"32 columns per block, {self.rows_per_pass} thread(s) per column"
 
 
-TILINGS = {"row": RowTiling, "column": ColumnTiling}
+@dataclass(frozen=True)
+class TransposeTiling:
+    """A transpose emitter launch: a 32 x 32 tile per block, `rows_per_pass` threads per
+    tile column (a power of two up to 32), each moving every `rows_per_pass`-th tile row."""
+
+    rows_per_pass: int
+    kind = "transpose"
+
+    @property
+    def block(self) -> int:
+        return WARP * self.rows_per_pass
+
+    def valid_for(self, _: int = 0) -> bool:
+        r = self.rows_per_pass
+        return r >= 1 and r & (r - 1) == 0 and r <= WARP
+
+    def describe(self) -> str:
+        return f"32 x 32 tiles, {self.rows_per_pass} tile row(s) per pass"
+
+
+TILINGS = {"row": RowTiling, "column": ColumnTiling, "transpose": TransposeTiling}
+DEFAULT_TRANSPOSE = TransposeTiling(8)  # XLA:GPU's 32 x 8 threads per 32 x 32 tile
+TRANSPOSE_CANDIDATES = [TransposeTiling(r) for r in (2, 4, 8, 16, 32)]
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir, passmanager
 
-from . import autotune, column_emitter, loop_mapping, row_emitter
+from . import autotune, column_emitter, loop_mapping, row_emitter, transpose_emitter
 
 TO_PARALLEL_LOOPS = [
     "func.func(convert-linalg-to-parallel-loops)",
@@ -120,7 +120,7 @@ def emit_rows(module: ir.Module, symbol: str, host: bool, target_name: str, auto
     try:
         plan = row_emitter.plan_rows(function, skippable)
         if plan is None:
-            return [], []
+            return emit_transpose(function, module, symbol, host, target_name, autotune_path, forced, skippable)
         emitter, length = row_emitter, plan.shortest_reduction
         default = autotune.default_row_tiling(plan.rows, length)
         candidates = autotune.candidate_row_tilings(plan.rows, length)
@@ -133,6 +133,26 @@ def emit_rows(module: ir.Module, symbol: str, host: bool, target_name: str, auto
         emitter, length = column_emitter, plan.shortest_reduction
         default, candidates = autotune.default_column_tiling(length), autotune.candidate_column_tilings(length)
         shape = f"{plan.columns} column(s)"
+    return emit_with(emitter, plan, function, module, symbol, host, target_name, autotune_path, forced, default, candidates,
+                     length, f"{len(plan.phases)} phase(s), {shape}")
+
+
+def emit_transpose(function, module, symbol, host, target_name, autotune_path, forced, skippable) -> tuple[list, list[str]]:
+    try:
+        plan = transpose_emitter.plan_transpose(function, skippable)
+    except row_emitter.NotRows as reason:
+        return [], [f"{symbol}: loop emitter, not the transpose emitter: {reason}"]
+    if plan is None:
+        return [], []
+    shape = "x".join(map(str, plan.sizes))
+    return emit_with(transpose_emitter, plan, function, module, symbol, host, target_name, autotune_path, forced,
+                     autotune.DEFAULT_TRANSPOSE, autotune.TRANSPOSE_CANDIDATES, 0,
+                     f"{shape}, dimension {plan.minor} read along the minor one")
+
+
+def emit_with(emitter, plan, function, module, symbol, host, target_name, autotune_path, forced, default, candidates, length,
+              shape: str) -> tuple[list, list[str]]:
+    """One emitter's launch with the given tiling, else the results file's, else the default."""
     print_ = autotune.fingerprint(str(function), symbol)
 
     def accepts(tiling) -> bool:
@@ -145,7 +165,7 @@ def emit_rows(module: ir.Module, symbol: str, host: bool, target_name: str, auto
         source = "autotuned" if tiling is not None else "default"
         tiling = tiling or default
     launch = emitter.emit(function, plan, tiling, host, module.body, symbol)
-    detail = f"{len(plan.phases)} phase(s), {shape}, {tiling.describe()} ({source}, fingerprint {print_})"
+    detail = f"{shape}, {tiling.describe()} ({source}, fingerprint {print_})"
     nest = loop_mapping.MappedLoopNest(launch.grid * launch.block, launch.grid, launch.block, default.kind, detail,
                                        autotune.Tunable(print_, default, tuple(candidates)))
     return [(nest, launch.program.block_loop.operation, launch.program.sink_target())], [f"{symbol}: {default.kind} emitter: {detail}"]

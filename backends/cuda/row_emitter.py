@@ -277,12 +277,16 @@ def map_indices(affine_map: ir.AffineMap, dims: list[ir.Value]) -> list[ir.Value
     return values
 
 
-def body_values(generic: ir.Operation, dims: list[ir.Value], skip: ir.Operation | None = None) -> dict:
+def body_values(generic: ir.Operation, dims: list[ir.Value], skip: ir.Operation | None = None, given: dict | None = None) -> dict:
     """Clone the generic's body at the insertion point, its block arguments the operands'
-    elements at `dims` (outputs' only when the body reads them); returns the value map."""
+    elements at `dims` (outputs' only when the body reads them; operand number -> value in
+    `given` instead); returns the value map."""
     body = generic.regions[0].blocks[0]
     mapping = {}
-    for argument, operand, affine_map in zip(body.arguments, generic.operands, indexing_maps(generic)):
+    for number, (argument, operand, affine_map) in enumerate(zip(body.arguments, generic.operands, indexing_maps(generic))):
+        if given and number in given:
+            mapping[argument] = given[number]
+            continue
         if not list(argument.uses) or (skip is not None and argument in list(skip.operands) and
                                        list(body.arguments).index(argument) >= input_count(generic)):
             continue

@@ -1,4 +1,4 @@
-"""The cuda backend's row and column emitters without a GPU: which kernels they take (and why
+"""The cuda backend's row, column and transpose emitters without a GPU: which kernels they take (and why
 others keep the loop emitter), the PTX they make (warp shuffles `shfl.sync.bfly`, `.shared`
 memory and barriers) assembled by ptxas for sm_90, their algorithms run on this CPU against
 numpy (the `cuda-host` backend, barriers and shuffles emulated: `thread_program.py`), and
@@ -234,3 +234,46 @@ def test_an_unusable_autotune_entry_falls_back_and_a_bad_file_is_refused(tmp_pat
 
     with pytest.raises(MlirxlaError, match="not an mlirxla-cuda-autotune version 1 file"):
         compile_text(SOFTMAX)
+
+
+def transpose_text(shape, permutation) -> str:
+    def kind(sizes):
+        return f"tensor<{'x'.join(map(str, sizes))}xf32>"
+
+    out = [shape[p] for p in permutation]
+    return f"""func.func @main(%x: {kind(shape)}, %y: {kind(out)}) -> {kind(out)} {{
+  %t = stablehlo.transpose %x, dims = {permutation} : ({kind(shape)}) -> {kind(out)}
+  %e = stablehlo.exponential %t : {kind(out)}
+  %r = stablehlo.add %e, %y : {kind(out)}
+  return %r : {kind(out)}
+}}
+"""
+
+
+@needs_ptxas
+def test_a_transpose_of_the_minor_dimensions_goes_through_a_padded_shared_tile():
+    """70 x 50 from 50 x 70: 3 x 2 tiles of 32 x 32, 256 threads (8 tile rows per pass),
+    a 32 x 33 f32 tile in shared memory and one barrier between reading and writing."""
+    program = compile_text(transpose_text([50, 70], [1, 0]))
+    transposes = [k for k in program.kernels if "transpose" in k.emitters]
+    assert len(transposes) == 1
+    (launch,) = transposes[0].launches
+    assert (launch.grid, launch.block) == ((6, 1, 1), (256, 1, 1))
+    assert re.search(r"\.shared \.align \d+ \.b8 \w+\[4224\]", program.ptx) and "shfl" not in program.ptx
+    assert [r.shared_bytes for r in program.cubin.resources if r.name == launch.kernel] == [4224]
+
+
+@pytest.mark.parametrize("shape, permutation", [([50, 70], [1, 0]), ([3, 40, 37], [0, 2, 1]), ([64, 8, 33], [1, 2, 0]),
+                                                ([2, 3, 4, 5], [3, 1, 2, 0])])
+def test_transposes_on_the_host_match_numpy(shape, permutation, monkeypatch):
+    generator = np.random.default_rng(8)
+    x = generator.standard_normal(shape).astype(np.float32)
+    y = generator.standard_normal([shape[p] for p in permutation]).astype(np.float32)
+    (result,), notes = run_on_host(transpose_text(shape, permutation), [x, y], monkeypatch)
+    assert any("transpose emitter" in note for note in notes)
+    np.testing.assert_allclose(result, np.exp(np.transpose(x, permutation)) + y, rtol=1e-5, atol=1e-6)
+
+
+def test_a_transpose_keeping_the_minor_dimension_keeps_the_loop_emitter():
+    program = compile_text(transpose_text([8, 256, 64], [1, 0, 2]))
+    assert all(emitter == "loop" for kernel in program.kernels for emitter in kernel.emitters)
