@@ -1,4 +1,4 @@
-"""The cuda backend's row, column and transpose emitters without a GPU: which kernels they take (and why
+"""The cuda backend's row, column and transpose emitters and its vectorized loop emitter without a GPU: which kernels they take (and why
 others keep the loop emitter), the PTX they make (warp shuffles `shfl.sync.bfly`, `.shared`
 memory and barriers) assembled by ptxas for sm_90, their algorithms run on this CPU against
 numpy (the `cuda-host` backend, barriers and shuffles emulated: `thread_program.py`), and
@@ -37,7 +37,9 @@ def run_on_host(text: str, arguments: list, monkeypatch) -> tuple[list, list[str
         return emitted, made
 
     monkeypatch.setattr(lowering, "emit_rows", recording)
-    return Client(backend="cuda-host").compile(text).execute_numpy(arguments), notes
+    executable = Client(backend="cuda-host").compile(text)
+    assert "interpret" not in executable.thunk_sequence(), "a kernel fell back to the reference interpreter"
+    return executable.execute_numpy(arguments), notes
 
 
 def reduce_text(shape, dimensions, dtype="f32", combiner="add", init="0.0") -> str:
@@ -150,7 +152,7 @@ ARGMAX = """func.func @main(%x: tensor<4x50xf32>, %i: tensor<4x50xi32>) -> (tens
 
 def test_a_variadic_reduce_keeps_the_loop_emitter_and_says_why(monkeypatch):
     program = compile_text(ARGMAX)
-    assert all(emitter == "loop" for kernel in program.kernels for emitter in kernel.emitters)
+    assert all(emitter.startswith("loop") for kernel in program.kernels for emitter in kernel.emitters)
     assert any("loop emitter: not rows (a reduction with 2 results" in d for d in program.decisions)
     x = np.random.default_rng(4).standard_normal((4, 50)).astype(np.float32)
     index = np.tile(np.arange(50, dtype=np.int32), (4, 1))
@@ -276,4 +278,35 @@ def test_transposes_on_the_host_match_numpy(shape, permutation, monkeypatch):
 
 def test_a_transpose_keeping_the_minor_dimension_keeps_the_loop_emitter():
     program = compile_text(transpose_text([8, 256, 64], [1, 0, 2]))
-    assert all(emitter == "loop" for kernel in program.kernels for emitter in kernel.emitters)
+    assert all(emitter.startswith("loop") for kernel in program.kernels for emitter in kernel.emitters)
+
+
+def elementwise_text(shape) -> str:
+    kind = f"tensor<{'x'.join(map(str, shape))}xf32>"
+    return f"""func.func @main(%x: {kind}, %y: {kind}) -> {kind} {{
+  %m = stablehlo.multiply %x, %y : {kind}
+  %r = stablehlo.add %m, %x : {kind}
+  return %r : {kind}
+}}
+"""
+
+
+@needs_ptxas
+def test_a_contiguous_elementwise_loop_takes_four_elements_per_thread_in_vector_loads(monkeypatch):
+    """256 x 1024 f32: 65536 threads of 4 consecutive elements (256 blocks of 256), each
+    operand read with one ld.global.v4 and the result written with one st.global.v4."""
+    program = compile_text(elementwise_text([256, 1024]))
+    (kernel,) = program.kernels
+    assert kernel.emitters == ("loop.v4",)
+    assert [(launch.grid, launch.block) for launch in kernel.launches] == [((256, 1, 1), (256, 1, 1))]
+    assert program.ptx.count("ld.global.v4.b32") == 2 and program.ptx.count("st.global.v4.b32") == 1
+    assert "ld.global.b32" not in program.ptx and "ld.global.f32" not in program.ptx
+    x, y = np.random.default_rng(9).standard_normal((2, 256, 1024)).astype(np.float32)
+    (result,), _ = run_on_host(elementwise_text([256, 1024]), [x, y], monkeypatch)
+    np.testing.assert_allclose(result, x * y + x, rtol=1e-6)
+
+
+def test_a_minor_dimension_not_a_multiple_of_four_keeps_one_element_per_thread():
+    program = compile_text(elementwise_text([6, 7]))
+    assert program.kernels[0].emitters == ("loop",)
+    assert [(launch.grid, launch.block) for launch in program.kernels[0].launches] == [((1, 1, 1), (42, 1, 1))]
