@@ -38,7 +38,7 @@ class ThreadProgram:
     """One launch of `grid` blocks of `block` threads, built at the current insertion point."""
 
     def __init__(self, grid: int, block: int, host: bool, module_body: ir.Block, name: str):
-        self.grid, self.block, self.host = grid, block, host
+        self.block, self.host = block, host
         self.module_body, self.name = module_body, name
         self.shared_count = 0
         self.exchange_arrays: dict[str, list[ir.Value]] = {}
@@ -52,7 +52,6 @@ class ThreadProgram:
         with ir.InsertionPoint(block_body):
             ir.Operation.create("scf.reduce")
         self.phases = block_body
-        self.thread_loops: list[ir.Operation] = []
         self.open_thread_loop()
 
     def open_thread_loop(self) -> None:
@@ -64,7 +63,6 @@ class ThreadProgram:
             with ir.InsertionPoint(self.body):
                 ir.Operation.create("scf.reduce")
         self.thread = self.body.arguments[0]
-        self.thread_loops.append(loop.operation)
 
     def at(self) -> ir.InsertionPoint:
         return ir.InsertionPoint.at_block_terminator(self.body)
