@@ -310,3 +310,29 @@ def test_a_minor_dimension_not_a_multiple_of_four_keeps_one_element_per_thread()
     program = compile_text(elementwise_text([6, 7]))
     assert program.kernels[0].emitters == ("loop",)
     assert [(launch.grid, launch.block) for launch in program.kernels[0].launches] == [((1, 1, 1), (42, 1, 1))]
+
+
+@needs_ptxas
+def test_tuning_jobs_compile_every_candidate_of_column_and_transpose_kernels():
+    """What gpu-pack gives the tuner: per kernel one PTX per candidate tiling, the default
+    flagged once, launches whose block is the tiling's, all assembled by ptxas."""
+    from mlirxla.backends.cuda import ptx, tuning
+
+    text = """func.func @main(%x: tensor<64x300xf32>, %y: tensor<50x70xf32>) -> (tensor<300xf32>, tensor<70x50xf32>) {
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %s = stablehlo.reduce(%x init: %zero) applies stablehlo.add across dimensions = [0] : (tensor<64x300xf32>, tensor<f32>) -> tensor<300xf32>
+  %t = stablehlo.transpose %y, dims = [1, 0] : (tensor<50x70xf32>) -> tensor<70x50xf32>
+  %n = stablehlo.negate %t : tensor<70x50xf32>
+  return %s, %n : tensor<300xf32>, tensor<70x50xf32>
+}
+"""
+    imported = frontdoor.import_bytes(text.encode(), "test.mlir", new_context())
+    jobs = {job.candidates[0].emitter: job for job in tuning.tuning_jobs(imported.module)}
+    assert sorted(jobs) == ["column", "transpose"]
+    for emitter, job in jobs.items():
+        assert sum(c.default for c in job.candidates) == 1 and len(job.candidates) >= 3
+        for candidate in job.candidates:
+            assert candidate.block[0] == 32 * candidate.tiling["rows_per_pass"]
+            assert ptx.kernel_names(candidate.ptx) == [candidate.entry]
+            ptxas.assemble(candidate.ptx)
+        assert all(size > 0 for size in job.buffer_bytes) and max(max(c.arguments) for c in job.candidates) < len(job.buffer_bytes)
