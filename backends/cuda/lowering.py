@@ -4,18 +4,23 @@ its host side: the upstream passes, as lists you can read.
 1. The cpu backend's front half (`backends/cpu/lowering.py`): StableHLO to linalg on
    tensors, elementwise fusion, writing over dying operands, one-shot bufferization into the
    caller's buffers, what bufferization still allocates made scratch arguments.
-2. `TO_PARALLEL_LOOPS`: parallel dimensions first (`loop_mapping.parallel_dimensions_first`),
-   then `convert-linalg-to-parallel-loops`: one `scf.parallel` per generic over its parallel
-   dimensions, `scf.for` inside for its reductions.
-3. Blocks and threads: a kernel that works row by row around a reduction becomes one launch
-   of the row emitter (`row_emitter.py`, its tiling from the autotune results or a default,
-   `autotune.py`); other loop nests are mapped one thread per element
-   (`loop_mapping.map_loop_nests`). The tests also compile the mapped loop nest for the CPU
-   and run it against the reference interpreter (`host_check.py`; the row emitter's barriers
-   and shuffles emulated there, `thread_program.py`).
+2. Parallel dimensions first (`loop_mapping.parallel_dimensions_first`), copies as
+   generics. Then an emitter takes the whole kernel when it qualifies, as one launch: the
+   row emitter (reductions of the minor dimensions with what is fused around them, e.g. a
+   softmax: `row_emitter.py`), else the column emitter (reductions keeping the minor
+   dimension: `column_emitter.py`), or for a kernel with no reduction the transpose
+   emitter (`transpose_emitter.py`); the tiling comes from the given one, the autotune
+   results file or a default (`autotune.py`), and a note says which (or why a kernel with a
+   reduction was not taken).
+3. Otherwise `TO_PARALLEL_LOOPS` (`convert-linalg-to-parallel-loops`: one `scf.parallel`
+   per generic, `scf.for` inside for its reductions) and the loop emitter
+   (`loop_mapping.map_loop_nests`): one thread per element, or 4 consecutive ones with
+   vector loads and stores. The tests also compile the mapped loop nests for the CPU and run
+   them against the reference interpreter (`host_check.py`; the emitters' barriers and
+   shuffles emulated there, `thread_program.py`).
 4. `TO_GPU`: `convert-parallel-loops-to-gpu` (one `gpu.launch` per nest),
    `gpu-kernel-outlining` (each launch a `gpu.func` in a `gpu.module`, the host a sequence
-   of `gpu.launch_func`).
+   of `gpu.launch_func`); buffer arguments marked 16-byte aligned (`aligned_pointers`).
 5. `TO_NVVM`, inside the `gpu.module`: bf16/f16 math and arithmetic in f32 and complex as
    real arithmetic (as on the CPU), loops to branches, then `convert-gpu-to-nvvm` with bare
    pointers (a kernel is `void k(ptr, ptr, ...)`, operands, results, scratch), math as
