@@ -9,7 +9,7 @@ CUDA libraries, and no MLIR toolkit).
       <workload>.mlirxla       the executable
       <workload>.expected.npz  the expected outputs
       jax_programs.py          the JAX functions, for the XLA:GPU peer (benchmarks only)
-      tuning.json              the row emitter's kernels, each compiled per candidate tiling (`gpu-check --tune`)
+      tuning.json              the emitters' kernels, each compiled per candidate tiling (`gpu-check --tune`)
       mlirxla_cuda_runtime/    a copy of runtime/cuda
       gpu-check                the check
 
@@ -116,7 +116,7 @@ def safe_name(name: str) -> str:
 
 
 def write_tuning(output: str, programs: list[str], log=print) -> None:
-    """The tuning jobs of the benchmark programs' row kernels (`tuning.py`), one per
+    """The tuning jobs of the benchmark programs' emitter kernels (`tuning.py`), one per
     fingerprint."""
     from mlirxla import frontdoor
     from mlirxla.context import new_context
@@ -132,7 +132,7 @@ def write_tuning(output: str, programs: list[str], log=print) -> None:
             jobs.setdefault(job.fingerprint, job.as_json())
     with open(os.path.join(output, "tuning.json"), "w") as handle:
         json.dump({"format": "mlirxla-cuda-tuning", "version": 1, "kernels": list(jobs.values())}, handle)
-    log(f"  tuning: {len(jobs)} row kernel(s), {sum(len(j['candidates']) for j in jobs.values())} candidate(s)")
+    log(f"  tuning: {len(jobs)} emitter kernel(s), {sum(len(j['candidates']) for j in jobs.values())} candidate(s)")
 
 
 def write_pack(output: str, suite_directory: str | None, suite_limit: int, programs: list[str] = BENCHMARKS, log=print,
