@@ -64,6 +64,8 @@ class CudaKernel:
     nvvm: str = ""
     llvm_ir: list[ptx.KernelIr] = field(default_factory=list)
     same_as: str | None = None
+    emitters: tuple[str, ...] = ()  # what made each launch (`loop`, `row`)
+    notes: tuple[str, ...] = ()
 
 
 @dataclass
@@ -111,6 +113,7 @@ def codegen(runner: PipelineRunner, target: GpuTarget = H200) -> CudaProgram:
                 continue
             kernel = compile_kernel(spec, by_source)
             kernels[spec.symbol] = kernel
+            emission.decisions.extend(kernel.notes)
             if kernel.same_as:
                 emission.decisions.append(f"{kernel.symbol}: the same StableHLO as {kernel.same_as}, whose kernels it launches")
             cpu_compiler.give_scratch(plan, kernel, spec, assignment, emission.slab)
@@ -146,7 +149,7 @@ def compile_kernel(spec: KernelSpec, by_source: dict[str, CudaKernel]) -> CudaKe
                            "the cuda backend has no interpreter to fall back to", location_text(spec.op.location))
     module, stablehlo, key = cpu_compiler.kernel_stablehlo(spec)
     if (first := by_source.get(key)) is not None:
-        return CudaKernel(spec.symbol, first.launches, first.scratch, stablehlo, same_as=first.symbol)
+        return CudaKernel(spec.symbol, first.launches, first.scratch, stablehlo, same_as=first.symbol, emitters=first.emitters)
     mapped = lowering.map_to_blocks_and_threads(module, spec.symbol)
     loops = str(module)
     lowering.to_nvvm(module, spec.symbol)
@@ -154,7 +157,8 @@ def compile_kernel(spec: KernelSpec, by_source: dict[str, CudaKernel]) -> CudaKe
     if len(launches) != len(mapped.nests):
         raise MlirxlaError(f"kernel {spec.symbol}: {len(mapped.nests)} loop nest(s) mapped but {len(launches)} launch(es) made")
     kernel = CudaKernel(spec.symbol, launches, tuple(mapped.scratch), stablehlo, loops, str(module),
-                        ptx.gpu_kernels_as_llvm_ir(module, spec.symbol))
+                        ptx.gpu_kernels_as_llvm_ir(module, spec.symbol), emitters=tuple(n.emitter for n in mapped.nests),
+                        notes=tuple(mapped.notes))
     by_source[key] = kernel
     return kernel
 

@@ -4,10 +4,13 @@ of its own, so that a crash in a pass costs one file), its checks turned into re
 conformance runner does, compiled by the cuda backend (PTX for sm_90, assembled by ptxas).
 
     python -m mlirxla.backends.cuda.coverage [SUITE_DIR] [-k FILTER] [--json]
+    python -m mlirxla.backends.cuda.coverage --benchmarks
 
 prints, per function, `compiled` (with its kernel and launch counts) or `refused` and why,
 then the totals: functions compiled, GPU kernels assembled by ptxas, and the reasons for
-refusals counted."""
+refusals counted. `--benchmarks`: the six benchmark programs instead, each with its GPU
+kernels counted by the emitter that made them (`loop`, `loop.v4`, `row`, `column`,
+`transpose`) and whether ptxas assembled them all."""
 
 import argparse
 import collections
@@ -80,6 +83,30 @@ def summary(outcomes: dict[str, dict]) -> dict:
             "refusals": dict(reasons.most_common(12))}
 
 
+def benchmark_emitters() -> dict[str, dict]:
+    """Per benchmark program: its distinct GPU kernels by emitter, and ptxas's verdict."""
+    import os
+
+    from mlirxla import frontdoor
+    from mlirxla.context import new_context
+    from mlirxla.pipelines.runner import RunOptions
+
+    from . import compiler, ptx
+    from .pack import BENCHMARKS, REPOSITORY
+
+    counts = {}
+    for name in BENCHMARKS:
+        path = os.path.join(REPOSITORY, "test", "data", "jax", "programs", f"{name}.stablehlo.mlir")
+        with open(path, "rb") as handle:
+            program = compiler.compile_program(frontdoor.import_bytes(handle.read(), path, new_context()).module,
+                                               RunOptions(backend="cuda"))
+        emitters = collections.Counter(e for kernel in program.kernels if not kernel.same_as for e in kernel.emitters)
+        entries = ptx.kernel_names(program.ptx)
+        counts[name] = {"kernels": len(entries), "assembled_by_ptxas": len(program.cubin.resources) if program.cubin else 0,
+                        "launches": sum(len(k.launches) for k in program.kernels), "emitters": dict(sorted(emitters.items()))}
+    return counts
+
+
 def main(argv=None) -> int:
     from mlirxla.tools.conformance import DEFAULT_DIRECTORY
 
@@ -88,7 +115,16 @@ def main(argv=None) -> int:
     parser.add_argument("-k", dest="filter_text", default=None)
     parser.add_argument("--file", help=argparse.SUPPRESS)  # a child's one file
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--benchmarks", action="store_true", help="the six benchmark programs' kernels by emitter")
     arguments = parser.parse_args(argv)
+    if arguments.benchmarks:
+        counts = benchmark_emitters()
+        total = collections.Counter()
+        for name, entry in counts.items():
+            total.update(entry["emitters"])
+            print(json.dumps({name: entry}))
+        print(json.dumps({"all six": dict(sorted(total.items()))}))
+        return 0
     if arguments.file:
         print(json.dumps(file_outcomes(arguments.directory, arguments.file, arguments.filter_text)))
         return 0

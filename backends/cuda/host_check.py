@@ -13,7 +13,7 @@ from mlirxla.backends.cpu import compiler as cpu_compiler
 def map_loops(module, symbol) -> None:
     from .lowering import map_buffer_loops
 
-    map_buffer_loops(module, symbol)
+    map_buffer_loops(module, symbol, host=True)
 
 
 # a kernel the lowering cannot make runs on the interpreter, as on the cpu backend, and the

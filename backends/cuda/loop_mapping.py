@@ -27,9 +27,10 @@ from dataclasses import dataclass
 
 from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import ops_named
-from mlirxla.mlir import arith, ir, scf
+from mlirxla.mlir import arith, ir, scf, vector
 
 BLOCK_THREADS = 256  # threads per block: 8 warps, XLA:GPU's default for loop fusions
+VECTOR_WIDTH = 4  # consecutive elements per thread in a contiguous elementwise loop: 16 bytes of f32
 # what a loop may recompute for itself: reads and arithmetic, no writes
 SINKABLE = {"memref.load", "memref.get_global", "memref.subview", "memref.collapse_shape", "memref.expand_shape", "memref.reinterpret_cast",
             "memref.cast", "arith.index_cast", "arith.maxsi", "arith.minsi", "arith.maxui", "arith.minui", "arith.addi",
@@ -41,11 +42,15 @@ VIEW_OPS = {"memref.collapse_shape", "memref.expand_shape", "memref.subview", "m
 
 @dataclass(frozen=True)
 class MappedLoopNest:
-    """One loop nest as a launch: `elements` threads do work, in `grid` blocks of `block`."""
+    """One loop nest as a launch: `elements` threads do work, in `grid` blocks of `block`;
+    `emitter` names what made it (`loop`, `row`, `column`; the tiling in `detail`)."""
 
     elements: int
     grid: int
     block: int
+    emitter: str = "loop"
+    detail: str = ""
+    tunable: object = None  # an emitter's launch the autotuner may time (`autotune.Tunable`)
 
 
 def parallel_dimensions_first(module: ir.Module) -> None:
@@ -68,9 +73,11 @@ def parallel_dimensions_first(module: ir.Module) -> None:
         generic.attributes["iterator_types"] = ir.ArrayAttr.get([iterators[d] for d in order])
 
 
-def map_loop_nests(module: ir.Module, symbol: str) -> list[MappedLoopNest]:
+def map_loop_nests(module: ir.Module, symbol: str, emitted: list | None = None, host: bool = False) -> list[MappedLoopNest]:
     """Map every top-level loop nest of every function to blocks and threads, in order, then
-    let each launch recompute what it reads from the top level (`sink_into`)."""
+    let each launch recompute what it reads from the top level (`sink_into`). `emitted` are
+    launches an emitter made already: (mapping, its block loop, the block it reads in)."""
+    emitted = emitted or []
     mapped = []
     for function in ops_named(module, "func.func"):
         block = function.regions[0].blocks[0]
@@ -80,11 +87,19 @@ def map_loop_nests(module: ir.Module, symbol: str) -> list[MappedLoopNest]:
             op = op.operation
             if op.name in VIEW_OPS or op.name in SINKABLE:
                 continue  # recomputed where it is read
-            if op.name == "scf.parallel":
+            if op.name == "memref.alloca":
+                continue  # the host emulation's workgroup memory (`thread_program.py`), read by the loops as it is
+            made = next((launch for launch in emitted if launch[1] == op), None)
+            if made is not None:
                 if run:
                     launches.append(map_single_thread(run))
                     run = []
-                launches.append(map_parallel(op, symbol))
+                launches.append(made)
+            elif op.name == "scf.parallel":
+                if run:
+                    launches.append(map_single_thread(run))
+                    run = []
+                launches.append(map_parallel(op, symbol, host))
             else:
                 run.append(op)
         if run:
@@ -167,7 +182,7 @@ def constant_index(value: ir.Value, symbol: str) -> int:
     return ir.IntegerAttr(owner.operation.attributes["value"]).value
 
 
-def map_parallel(loop: ir.Operation, symbol: str) -> tuple[MappedLoopNest, ir.Operation, ir.Block]:
+def map_parallel(loop: ir.Operation, symbol: str, host: bool = False) -> tuple[MappedLoopNest, ir.Operation, ir.Block]:
     if loop.results:
         raise MlirxlaError(f"kernel {symbol}: a parallel loop with reductions is not mapped to threads")
     rank = len(loop.regions[0].blocks[0].arguments)
@@ -178,15 +193,101 @@ def map_parallel(loop: ir.Operation, symbol: str) -> tuple[MappedLoopNest, ir.Op
     for trip in trips:
         total *= trip
     body = loop.regions[0].blocks[0]
+    width = VECTOR_WIDTH if vectorizable(body, trips, lower, step) else 1
     with ir.InsertionPoint(loop), loop.location:
-        nest, outer, linear, target = launch_skeleton(total)
+        nest, outer, linear, target = launch_skeleton(total // width)
         with ir.InsertionPoint.at_block_terminator(target):
-            indices = delinearize(linear, trips, lower, step)
-        for argument, index in zip(body.arguments, indices):
-            argument.replace_all_uses_with(index)
-        move_body(body, target)
+            indices = delinearize(linear, trips[:-1] + [trips[-1] // width], lower, step)
+            if width == 1:
+                lanes = [indices]
+            else:  # element k of the thread's `width` consecutive ones along the minor dimension
+                first = arith.MulIOp(indices[-1], arith.ConstantOp(ir.IndexType.get(), width).result).result
+                lanes = [indices[:-1] + [arith.AddIOp(first, arith.ConstantOp(ir.IndexType.get(), k).result).result if k else first]
+                         for k in range(width)]
+        if width == 1:
+            for argument, index in zip(body.arguments, indices):
+                argument.replace_all_uses_with(index)
+            move_body(body, target)
+        else:
+            interleave_body(body, target, lanes, vectors=not host)
+            nest = MappedLoopNest(total, nest.grid, nest.block, "loop.v4", f"{width} consecutive elements per thread")
     loop.erase()
     return nest, outer, target
+
+
+def vectorizable(body: ir.Block, trips: list[int], lower: list[int], step: list[int]) -> bool:
+    """Whether each thread may take VECTOR_WIDTH consecutive elements along the minor
+    dimension, which every store writes contiguously (unit stride): then the stores, and the
+    loads along the minor dimension, are `vector.load`/`vector.store` of 4 elements, which
+    LLVM emits as `ld.global.v4`/`st.global.v4` where it proves 16-byte alignment (kernel
+    pointers are aligned: `lowering.ALIGNED_POINTERS`). Bodies with nested regions (loops,
+    branches) keep one element per thread."""
+    if not trips or trips[-1] % VECTOR_WIDTH or lower[-1] != 0 or step[-1] != 1:
+        return False
+    minor = body.arguments[len(trips) - 1]
+    stores = 0
+    for op in list(body.operations)[:-1]:
+        op = op.operation
+        if len(op.regions):
+            return False
+        if op.name == "memref.store":
+            stores += 1
+            indices = list(op.operands)[2:]
+            if not indices or indices[-1] != minor or minor in indices[:-1] or not contiguous(op.operands[1].type):
+                return False
+    return stores > 0
+
+
+def contiguous(kind: ir.Type) -> bool:
+    """A memref whose minor dimension has unit stride, of elements a vector can hold."""
+    memref = ir.MemRefType(kind)
+    element = memref.element_type
+    if not isinstance(element, (ir.F16Type, ir.BF16Type, ir.F32Type, ir.F64Type, ir.IntegerType)) or \
+            (isinstance(element, ir.IntegerType) and element.width < 8):
+        return False
+    strides, _ = memref.get_strides_and_offset()
+    return bool(strides) and strides[-1] == 1
+
+
+def along_minor(op: ir.Operation, minor: ir.Value, first: int) -> bool:
+    indices = list(op.operands)[first:]
+    return bool(indices) and indices[-1] == minor and minor not in indices[:-1] and contiguous(op.operands[first - 1].type)
+
+
+def interleave_body(body: ir.Block, target: ir.Block, lanes: list[list[ir.Value]], vectors: bool) -> None:
+    """The loop body once per element of `lanes` (each its loop indices), op by op: every op's
+    copies are neighbours. The iterations of a parallel loop are independent, so any
+    interleaving of them is theirs. With `vectors`, loads and stores along the minor
+    dimension are one `vector.load`/`vector.store` for all lanes (the host reads the lanes
+    one by one: the same elements to the same threads)."""
+    terminator = list(target.operations)[-1]
+    minor = body.arguments[len(lanes[0]) - 1]
+    mappings = [dict(zip(body.arguments, indices)) for indices in lanes]
+    at = ir.InsertionPoint(terminator)
+
+    def mapped(value, mapping):
+        return mapping.get(value, value)
+
+    for op in list(body.operations)[:-1]:
+        op = op.operation
+        if vectors and op.name == "memref.load" and along_minor(op, minor, 1):
+            kind = ir.VectorType.get([len(lanes)], op.results[0].type)
+            indices = [mapped(v, mappings[0]) for v in list(op.operands)[1:]]
+            loaded = vector.LoadOp(kind, mapped(op.operands[0], mappings[0]), indices, ip=at).result
+            for k, mapping in enumerate(mappings):
+                mapping[op.results[0]] = vector.ExtractOp(loaded, [], [k], ip=at).result
+            continue
+        if vectors and op.name == "memref.store" and along_minor(op, minor, 2):
+            kind = ir.VectorType.get([len(lanes)], op.operands[0].type)
+            values = vector.FromElementsOp(kind, [mapped(op.operands[0], mapping) for mapping in mappings], ip=at).result
+            vector.StoreOp(values, mapped(op.operands[1], mappings[0]), [mapped(v, mappings[0]) for v in list(op.operands)[2:]], ip=at)
+            continue
+        for mapping in mappings:
+            clone = op.clone(at)
+            for index, operand in enumerate(clone.operands):
+                if operand in mapping:
+                    clone.operands[index] = mapping[operand]
+            mapping.update(zip(op.results, clone.results))
 
 
 def map_single_thread(ops: list[ir.Operation]) -> tuple[MappedLoopNest, ir.Operation, ir.Block]:

@@ -9,6 +9,7 @@ CUDA libraries, and no MLIR toolkit).
       <workload>.mlirxla       the executable
       <workload>.expected.npz  the expected outputs
       jax_programs.py          the JAX functions, for the XLA:GPU peer (benchmarks only)
+      tuning.json              the emitters' kernels, each compiled per candidate tiling (`gpu-check --tune`)
       mlirxla_cuda_runtime/    a copy of runtime/cuda
       gpu-check                the check
 
@@ -138,7 +139,28 @@ def safe_name(name: str) -> str:
     return "".join(c if c.isalnum() or c in "_-" else "_" for c in name).strip("_")
 
 
-def write_pack(output: str, suite_directory: str | None, suite_limit: int, programs: list[str] = BENCHMARKS, log=print) -> dict:
+def write_tuning(output: str, programs: list[str], log=print) -> None:
+    """The tuning jobs of the benchmark programs' emitter kernels (`tuning.py`), one per
+    fingerprint."""
+    from mlirxla import frontdoor
+    from mlirxla.context import new_context
+
+    from . import tuning
+
+    jobs: dict[str, dict] = {}
+    for name in programs:
+        path = os.path.join(REPOSITORY, "test", "data", "jax", "programs", f"{name}.stablehlo.mlir")
+        with open(path, "rb") as handle:
+            module = frontdoor.import_bytes(handle.read(), path, new_context()).module
+        for job in tuning.tuning_jobs(module):
+            jobs.setdefault(job.fingerprint, job.as_json())
+    with open(os.path.join(output, "tuning.json"), "w") as handle:
+        json.dump({"format": "mlirxla-cuda-tuning", "version": 1, "kernels": list(jobs.values())}, handle)
+    log(f"  tuning: {len(jobs)} emitter kernel(s), {sum(len(j['candidates']) for j in jobs.values())} candidate(s)")
+
+
+def write_pack(output: str, suite_directory: str | None, suite_limit: int, programs: list[str] = BENCHMARKS, log=print,
+               tune: bool = True) -> dict:
     if os.path.exists(output):
         shutil.rmtree(output)
     os.makedirs(output)
@@ -163,6 +185,8 @@ def write_pack(output: str, suite_directory: str | None, suite_limit: int, progr
         entry["expected"] = f"{key}.expected.npz"
         manifest["workloads"][key] = entry
         log(f"  {name}: {len(executable)} bytes")
+    if tune:
+        write_tuning(output, programs, log)
     shutil.copytree(os.path.join(REPOSITORY, "runtime", "cuda"), os.path.join(output, "mlirxla_cuda_runtime"),
                     ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(os.path.join(REPOSITORY, "examples", "jax_programs.py"), output)

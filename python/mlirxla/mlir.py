@@ -7,7 +7,7 @@ in one place.
 
 from torch_mlir import ir, passmanager
 from torch_mlir._mlir_libs import _stablehlo as stablehlo
-from torch_mlir.dialects import arith, ext, func, gpu, irdl, linalg, llvm, scf
+from torch_mlir.dialects import arith, ext, func, gpu, irdl, linalg, llvm, memref, scf, vector
 from torch_mlir.dialects._ods_common import _cext
 
 # The bindings look up a Python module for every dialect whose ops they wrap
@@ -17,4 +17,4 @@ from torch_mlir.dialects._ods_common import _cext
 if "mlirxla.dialects" not in _cext.globals.dialect_search_modules:
     _cext.globals.append_dialect_search_prefix("mlirxla.dialects")
 
-__all__ = ["arith", "ext", "func", "gpu", "ir", "irdl", "linalg", "llvm", "passmanager", "scf", "stablehlo"]
+__all__ = ["arith", "ext", "func", "gpu", "ir", "irdl", "linalg", "llvm", "memref", "passmanager", "scf", "stablehlo", "vector"]

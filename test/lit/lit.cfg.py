@@ -31,3 +31,9 @@ config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "I
 # need it say `REQUIRES: stablehlo-interpret-suite`.
 if os.path.isdir(CONFORMANCE):
     config.available_features.add("stablehlo-interpret-suite")
+
+# tests of the cuda backend's PTX need ptxas (the `cuda` extra): `REQUIRES: ptxas`
+from mlirxla.backends.cuda.ptxas import find_ptxas  # noqa: E402
+
+if find_ptxas() is not None:
+    config.available_features.add("ptxas")

@@ -63,13 +63,16 @@ def check_accepted(program: compiler.CudaProgram) -> None:
     assert program.cubin is not None and program.cubin.data.startswith(b"\x7fELF")
     assert sorted(r.name for r in program.cubin.resources) == sorted(entries)
     plan = program.executable.plan
+    emitter_of = {launch.kernel: emitter for kernel in program.kernels for launch, emitter in zip(kernel.launches, kernel.emitters)}
     for launch in launches(plan["thunks"]):
         assert launch["kernel"] in entries
         assert all(0 <= offset < plan["slab_bytes"] and offset % 256 == 0 for offset in launch["arguments"])
-        # one linear index: full blocks of BLOCK_THREADS, or a single block for fewer elements
         threads, blocks = launch["block"][0], launch["grid"][0]
         assert list(launch["block"][1:]) == [1, 1] and list(launch["grid"][1:]) == [1, 1]
-        assert 1 <= threads <= BLOCK_THREADS and blocks >= 1 and (blocks == 1 or threads == BLOCK_THREADS)
+        if emitter_of[launch["kernel"]] in ("row", "column"):  # groups of a power of two threads, at most 1024 a block
+            assert 1 <= threads <= 1024 and blocks >= 1
+        else:  # one linear index: full blocks of BLOCK_THREADS, or a single block for fewer elements
+            assert 1 <= threads <= BLOCK_THREADS and blocks >= 1 and (blocks == 1 or threads == BLOCK_THREADS)
 
 
 @needs_ptxas
@@ -108,21 +111,21 @@ COLUMN_SUM = """func.func @main(%x: tensor<64x300xf32>) -> tensor<300xf32> {
 """
 
 
-def test_column_reduction_runs_one_thread_per_column_in_blocks_of_256():
-    """Parallel dimensions first: the 300 kept columns are the threads (2 blocks of 256, the
-    last one guarded), each summing its 64 rows in a loop; the initial values come first."""
+def test_column_reduction_runs_32_columns_per_block():
+    """The column emitter: 300 kept columns in 10 blocks of 32 columns x 32 threads, each
+    thread folding every 32nd of the 64 rows; the initial values are a phase of the same
+    launch."""
     program = compile_text(COLUMN_SUM)
     (kernel,) = program.kernels
-    shapes = [(launch.grid, launch.block) for launch in kernel.launches]
-    assert shapes == [((2, 1, 1), (256, 1, 1)), ((2, 1, 1), (256, 1, 1))]
-    assert "scf.for" in kernel.loops and "arith.cmpi ult" in kernel.loops and "processor = thread_x" in kernel.loops
+    assert kernel.emitters == ("column",)
+    assert [(launch.grid, launch.block) for launch in kernel.launches] == [((10, 1, 1), (1024, 1, 1))]
+    assert "scf.for" in kernel.loops and "processor = thread_x" in kernel.loops and "gpu.barrier" in kernel.loops
 
 
 def test_scalar_work_runs_on_one_thread():
-    program = compile_text("""func.func @main(%x: tensor<1000xf32>) -> tensor<f32> {
-  %zero = stablehlo.constant dense<0.0> : tensor<f32>
-  %s = stablehlo.reduce(%x init: %zero) applies stablehlo.add across dimensions = [0] : (tensor<1000xf32>, tensor<f32>) -> tensor<f32>
-  return %s : tensor<f32>
+    program = compile_text("""func.func @main(%x: tensor<f32>) -> tensor<f32> {
+  %y = stablehlo.multiply %x, %x : tensor<f32>
+  return %y : tensor<f32>
 }
 """)
     assert [(launch.grid, launch.block) for kernel in program.kernels for launch in kernel.launches] == [((1, 1, 1), (1, 1, 1))]

@@ -107,3 +107,50 @@ def test_gpu_check_runs_a_packed_benchmark_end_to_end_and_says_how_it_ran(tmp_pa
     assert result["ok"], result
     assert (result["streams"], result["graph"], result["graph_reason"]) == (1, True, None)
     assert result["ours_ms"] == 1.0 and [c[0] for c in device.calls].count("begin_capture") == 1
+
+
+class TimedFakeDevice(FakeCudaDevice):
+    """The stand-in device with CUDA-event timing: a launch of a block of 128 threads takes 1
+    ms, any other 2 ms (so the tuner has one fastest candidate to find)."""
+
+    def elapsed_ms(self, work) -> float:
+        before = len(self.calls)
+        work()
+        return sum(1.0 if call[3][0] == 128 else 2.0 for call in self.calls[before:] if call[0] == "launch")
+
+
+def test_gpu_check_tunes_the_packed_row_kernels_and_the_compiler_reads_its_results(packed, tmp_path, monkeypatch):
+    """gpu-check's tuner on the stand-in device: every candidate of every row kernel in the
+    pack's tuning.json is loaded and launched on buffers of the kernel's sizes, the fastest is
+    written to the results file under the GPU's name; compiling with that file gives those
+    launches."""
+    from mlirxla import frontdoor
+    from mlirxla.backends.cuda import autotune, compiler
+    from mlirxla.context import new_context
+    from mlirxla.pipelines.runner import RunOptions
+
+    output, _ = packed
+    jobs = json.loads((output / "tuning.json").read_text())["kernels"]
+    assert jobs and all(sum(c["default"] for c in job["candidates"]) == 1 for job in jobs)
+    check = runpy.run_path(str(output / "gpu-check"), run_name="gpu_check")
+    device = TimedFakeDevice()
+    best = check["tune"](str(output), device, 3)
+    assert sorted(best) == sorted(job["fingerprint"] for job in jobs)
+    launched = {tuple(call[3]) for call in device.calls if call[0] == "launch"}
+    assert launched == {tuple(c["block"]) for job in jobs for c in job["candidates"]}
+    assert all(entry["threads_per_row"] * entry["rows_per_block"] == 128 and entry["ms"] == 1.0 for entry in best.values())
+    results = tmp_path / "autotune.json"
+    check["write_autotune_results"](str(results), "NVIDIA H200", best)
+
+    def launches(environment):
+        if environment:
+            monkeypatch.setenv(autotune.ENVIRONMENT, str(results))
+        path = os.path.join(REPOSITORY, "test", "data", "jax", "programs", "mlp_softmax_small.stablehlo.mlir")
+        with open(path, "rb") as handle:
+            program = compiler.compile_program(frontdoor.import_bytes(handle.read(), path, new_context()).module,
+                                               RunOptions(backend="cuda"))
+        return {k.symbol: [launch.block for launch in k.launches] for k in program.kernels if "row" in k.emitters}
+
+    default, tuned = launches(False), launches(True)
+    assert default and all(blocks != [(128, 1, 1)] for blocks in default.values())
+    assert all(blocks == [(128, 1, 1)] for blocks in tuned.values()) and tuned.keys() == default.keys()

@@ -1,0 +1,200 @@
+"""The column emitter (XLA:GPU's reduction emitter, column case): a kernel that reduces
+non-minor dimensions, keeping the minor one (a sum over a batch, a global average pool's
+mean over height and width), becomes one launch in which each block owns 32 consecutive
+kept elements (*columns*) and `rows_per_pass` threads per column.
+
+Thread (x, y) of a block (x the lane: the column, y the warp) folds rows y, y + rows_per_pass,
+... of its column: the 32 lanes of a warp read 32 consecutive columns of one row, so loads
+are coalesced where the kept minor dimension is the input's minor dimension. The partial
+values go to a shared tile of rows_per_pass x 33 (the padding column puts a tile column's
+elements in distinct banks), a barrier, and then each warp reads the tile transposed: lanes
+of an aligned group of `rows_per_pass` lanes hold one column's partial values, which a
+butterfly of `gpu.shuffle xor` combines; the group's first lane combines the total with the
+initial value the output holds and stores it.
+
+A kernel qualifies when every loop nest is over the same kept dimensions: the reductions
+(one associative combiner, as for the row emitter) and elementwise loop nests over the kept
+elements (the fill of the initial value, a mean's divide), each touching only its column
+of what the kernel writes.
+"""
+
+from dataclasses import dataclass
+from math import prod
+
+from mlirxla.mlir import arith, ir, memref, scf
+
+from .autotune import ColumnTiling
+from .row_emitter import (NotRows, body_values, butterfly, check_views, combine, delinearize, dims_used, guarded, indexing_maps,
+                          input_count, is_reduction, iterator_kinds, loop_sizes, map_indices, outputs, parallel_count,
+                          reduction_combiner, root, yielded)
+from .thread_program import WARP, ThreadProgram, index_constant
+
+PADDED = WARP + 1
+
+
+@dataclass
+class ColumnPhase:
+    generic: ir.Operation
+    reduced_sizes: list[int]
+    combiner: ir.Operation | None
+
+    @property
+    def length(self) -> int:
+        return prod(self.reduced_sizes)
+
+
+@dataclass
+class ColumnPlan:
+    kept_sizes: list[int]
+    phases: list[ColumnPhase]
+
+    @property
+    def columns(self) -> int:
+        return prod(self.kept_sizes)
+
+    @property
+    def shortest_reduction(self) -> int:
+        return min(p.length for p in self.phases if p.combiner is not None)
+
+
+def plan_columns(function: ir.Operation, skippable: set[str]) -> ColumnPlan:
+    """The function's loop nests as column phases, or `NotRows` saying why not (called for
+    kernels with a reduction the row emitter did not take)."""
+    generics = []
+    for op in function.regions[0].blocks[0].operations:
+        op = op.operation
+        if op.name == "linalg.generic":
+            generics.append(op)
+        elif op.name not in skippable:
+            raise NotRows(f"a top-level {op.name} between its loop nests")
+    reductions = [g for g in generics if is_reduction(g)]
+    kept_count = parallel_count(reductions[0])
+    kept_sizes = loop_sizes(reductions[0])[:kept_count]
+    if kept_count == 0:
+        raise NotRows("a reduction to a scalar")
+    identity = list(range(kept_count))
+    written = {root(v) for g in generics for v in outputs(g)}
+    phases = []
+    for generic in generics:
+        sizes, maps = loop_sizes(generic), indexing_maps(generic)
+        reduction = is_reduction(generic)
+        if sizes[:kept_count] != kept_sizes or (not reduction and len(sizes) != kept_count) \
+                or (reduction and parallel_count(generic) != kept_count) or not all(iterator_kinds(generic)[:kept_count]):
+            raise NotRows(f"a loop nest over {sizes} is not over the kept elements {kept_sizes}")
+        for number, (operand, affine_map) in enumerate(zip(generic.operands, maps)):
+            if not isinstance(operand.type, ir.MemRefType):
+                continue
+            positions = [e.position if isinstance(e, ir.AffineDimExpr) else None for e in affine_map.results]
+            if root(operand) in written and positions != identity:
+                raise NotRows(f"operand {number} of a loop nest reads a written buffer across columns")
+            if not reduction and set().union(set(), *(dims_used(e) for e in affine_map.results)) - set(identity):
+                raise NotRows(f"operand {number} of a loop nest is indexed by more than the kept dimensions")
+        phases.append(ColumnPhase(generic, sizes[kept_count:], reduction_combiner(generic) if reduction else None))
+    check_views(generics)
+    return ColumnPlan(kept_sizes, phases)
+
+
+@dataclass(frozen=True)
+class ColumnLaunch:
+    grid: int
+    block: int
+    program: ThreadProgram
+
+
+def emit(function: ir.Operation, plan: ColumnPlan, tiling: ColumnTiling, host: bool, module_body: ir.Block, name: str) -> ColumnLaunch:
+    grid = -(-plan.columns // WARP)
+    terminator = list(function.regions[0].blocks[0].operations)[-1]
+    with ir.InsertionPoint(terminator):
+        program = ThreadProgram(grid, tiling.block, host, module_body, name)
+        for number, phase in enumerate(plan.phases):
+            if number:
+                program.barrier()
+            if phase.combiner is None:
+                emit_elementwise(program, plan, phase)
+            else:
+                emit_reduction(program, plan, phase, tiling)
+    for phase in plan.phases:
+        phase.generic.erase()
+    return ColumnLaunch(grid, tiling.block, program)
+
+
+def first_column(program: ThreadProgram) -> ir.Value:
+    return arith.MulIOp(program.block_index, index_constant(WARP)).result
+
+
+def column_inside(plan: ColumnPlan, column: ir.Value) -> ir.Value | None:
+    if plan.columns % WARP == 0:
+        return None
+    return arith.CmpIOp(arith.CmpIPredicate.ult, column, index_constant(plan.columns)).result
+
+
+def both(first: ir.Value, second: ir.Value | None) -> ir.Value:
+    return first if second is None else arith.AndIOp(first, second).result
+
+
+def emit_elementwise(program: ThreadProgram, plan: ColumnPlan, phase: ColumnPhase) -> None:
+    """The first warp's lanes, one column each."""
+    with program.at():
+        thread = program.thread
+        column = arith.AddIOp(first_column(program), thread).result
+        first_warp = arith.CmpIOp(arith.CmpIPredicate.ult, thread, index_constant(WARP)).result
+        with guarded(both(first_warp, column_inside(plan, column))):
+            dims = delinearize(column, plan.kept_sizes)
+            mapping = body_values(phase.generic, dims)
+            for value, operand, affine_map in zip(yielded(phase.generic, mapping), outputs(phase.generic),
+                                                  indexing_maps(phase.generic)[input_count(phase.generic):]):
+                memref.StoreOp(value, operand, map_indices(affine_map, dims))
+
+
+def emit_reduction(program: ThreadProgram, plan: ColumnPlan, phase: ColumnPhase, tiling: ColumnTiling) -> None:
+    generic, combiner = phase.generic, phase.combiner
+    accumulator = generic.regions[0].blocks[0].arguments[input_count(generic)]
+    element_of = [v for v in combiner.operands if v != accumulator][0]
+    passes = tiling.rows_per_pass
+
+    def element(kept_dims, position):
+        mapping = body_values(generic, kept_dims + delinearize(position, phase.reduced_sizes), skip=combiner)
+        return mapping.get(element_of, element_of)
+
+    with program.at():
+        thread = program.thread
+        lane, warp = arith.RemUIOp(thread, index_constant(WARP)).result, arith.DivUIOp(thread, index_constant(WARP)).result
+        column = arith.AddIOp(first_column(program), lane).result
+        if plan.columns % WARP:  # lanes past the last column read the last column, store nothing
+            column = arith.MinUIOp(column, index_constant(plan.columns - 1)).result
+        kept_dims = delinearize(column, plan.kept_sizes)
+        loop = scf.ForOp(arith.AddIOp(warp, index_constant(passes)).result, index_constant(phase.length), index_constant(passes),
+                         [element(kept_dims, warp)])
+        with ir.InsertionPoint(loop.body):
+            scf.YieldOp([combine(combiner, accumulator, loop.inner_iter_args[0], element(kept_dims, loop.induction_variable))])
+        value = loop.results[0]
+    tile = program.shared(passes * PADDED, value.type)
+    with program.at():
+        lane = arith.RemUIOp(program.thread, index_constant(WARP)).result
+        warp = arith.DivUIOp(program.thread, index_constant(WARP)).result
+        memref.StoreOp(value, tile(), [arith.AddIOp(arith.MulIOp(warp, index_constant(PADDED)).result, lane).result])
+    program.barrier()
+    with program.at():
+        column, partial = transposed(program.thread, passes)
+        value = memref.LoadOp(tile(), [arith.AddIOp(arith.MulIOp(partial, index_constant(PADDED)).result, column).result]).result
+    value = butterfly(program, combiner, accumulator, value, passes)
+    with program.at():
+        column, partial = transposed(program.thread, passes)
+        column = arith.AddIOp(first_column(program), column).result
+        store = arith.CmpIOp(arith.CmpIPredicate.eq, partial, index_constant(0)).result
+        with guarded(both(store, column_inside(plan, column))):
+            output = outputs(generic)[0]
+            indices = map_indices(indexing_maps(generic)[-1], delinearize(column, plan.kept_sizes))
+            initial = memref.LoadOp(output, indices).result
+            memref.StoreOp(combine(combiner, accumulator, initial, value), output, indices)
+
+
+def transposed(thread: ir.Value, passes: int) -> tuple[ir.Value, ir.Value]:
+    """Which tile column (of the block's 32) and which of its partial values a thread reads
+    after the barrier: warp w's lanes cover columns w * 32 / passes onwards, `passes`
+    consecutive lanes per column."""
+    lane = arith.RemUIOp(thread, index_constant(WARP)).result
+    warp = arith.DivUIOp(thread, index_constant(WARP)).result
+    column = arith.AddIOp(arith.MulIOp(warp, index_constant(WARP // passes)).result,
+                          arith.DivUIOp(lane, index_constant(passes)).result).result
+    return column, arith.RemUIOp(lane, index_constant(passes)).result

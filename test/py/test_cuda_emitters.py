@@ -1,0 +1,338 @@
+"""The cuda backend's row, column and transpose emitters and its vectorized loop emitter without a GPU: which kernels they take (and why
+others keep the loop emitter), the PTX they make (warp shuffles `shfl.sync.bfly`, `.shared`
+memory and barriers) assembled by ptxas for sm_90, their algorithms run on this CPU against
+numpy (the `cuda-host` backend, barriers and shuffles emulated: `thread_program.py`), and
+their tiling read from an autotune results file."""
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+from mlirxla import frontdoor
+from mlirxla.backends.cuda import autotune, compiler, lowering, ptxas
+from mlirxla.context import new_context
+from mlirxla.pipelines.runner import RunOptions
+from mlirxla.runtime.client import Client
+
+needs_ptxas = pytest.mark.skipif(ptxas.unavailable() is not None, reason=ptxas.unavailable() or "")
+
+
+def compile_text(text: str) -> compiler.CudaProgram:
+    imported = frontdoor.import_bytes(text.encode(), "test.mlir", new_context())
+    return compiler.compile_program(imported.module, RunOptions(backend="cuda"))
+
+
+def run_on_host(text: str, arguments: list, monkeypatch) -> tuple[list, list[str]]:
+    """The cuda-host backend's outputs and the mapping notes of its kernels (which emitter
+    made each, from the host flavour of the mapping)."""
+    notes = []
+    original = lowering.emit_rows
+
+    def recording(module, symbol, host, *rest):
+        assert host, "the cuda-host backend maps its loops with the host emulation"
+        emitted, made = original(module, symbol, host, *rest)
+        notes.extend(made)
+        return emitted, made
+
+    monkeypatch.setattr(lowering, "emit_rows", recording)
+    executable = Client(backend="cuda-host").compile(text)
+    assert "interpret" not in executable.thunk_sequence(), "a kernel fell back to the reference interpreter"
+    return executable.execute_numpy(arguments), notes
+
+
+def reduce_text(shape, dimensions, dtype="f32", combiner="add", init="0.0") -> str:
+    kept = [n for d, n in enumerate(shape) if d not in dimensions]
+    source = f"tensor<{'x'.join(map(str, shape))}x{dtype}>"
+    result = f"tensor<{'x'.join(map(str, kept))}x{dtype}>" if kept else f"tensor<{dtype}>"
+    return f"""func.func @main(%x: {source}) -> {result} {{
+  %init = stablehlo.constant dense<{init}> : tensor<{dtype}>
+  %r = stablehlo.reduce(%x init: %init) applies stablehlo.{combiner} across dimensions = {list(dimensions)} : ({source}, tensor<{dtype}>) -> {result}
+  return %r : {result}
+}}
+"""
+
+
+SOFTMAX = """func.func @main(%x: tensor<5x1024xf32>) -> tensor<5x1024xf32> {
+  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %m = stablehlo.reduce(%x init: %ninf) applies stablehlo.maximum across dimensions = [1] : (tensor<5x1024xf32>, tensor<f32>) -> tensor<5xf32>
+  %mb = stablehlo.broadcast_in_dim %m, dims = [0] : (tensor<5xf32>) -> tensor<5x1024xf32>
+  %d = stablehlo.subtract %x, %mb : tensor<5x1024xf32>
+  %e = stablehlo.exponential %d : tensor<5x1024xf32>
+  %s = stablehlo.reduce(%e init: %zero) applies stablehlo.add across dimensions = [1] : (tensor<5x1024xf32>, tensor<f32>) -> tensor<5xf32>
+  %sb = stablehlo.broadcast_in_dim %s, dims = [0] : (tensor<5xf32>) -> tensor<5x1024xf32>
+  %r = stablehlo.divide %e, %sb : tensor<5x1024xf32>
+  return %r : tensor<5x1024xf32>
+}
+"""
+
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+@needs_ptxas
+def test_softmax_is_one_kernel_of_block_wide_row_reductions():
+    """max-reduce, exp(x - max), sum-reduce and divide of a row in one launch: a block of 256
+    threads per row, warp butterflies (shfl.sync.bfly), the warps' values through shared
+    memory between barriers."""
+    program = compile_text(SOFTMAX)
+    (kernel,) = program.kernels
+    assert kernel.emitters == ("row",)
+    (launch,) = kernel.launches
+    assert (launch.grid, launch.block) == ((5, 1, 1), (256, 1, 1))
+    assert any("row emitter: 6 phase(s), 5 row(s), 256 thread(s) per row" in d for d in program.decisions)
+    # two reductions, each 5 rounds over the warp and 3 over the block's 8 warps
+    assert program.ptx.count("shfl.sync.bfly.b32") == 16
+    assert len(re.findall(r"\.shared \.align \d+ \.b8 \w+\[32\]", program.ptx)) == 2  # 8 warps' f32 values each
+    assert program.ptx.count("bar.sync") >= 5  # between the 6 phases, and inside the 2 reductions
+    (resources,) = program.cubin.resources
+    assert resources.shared_bytes == 64 and resources.spill_bytes == 0
+
+
+def test_softmax_rows_on_the_host_match_numpy(monkeypatch):
+    x = np.random.default_rng(0).standard_normal((5, 1024)).astype(np.float32) * 4
+    (result,), notes = run_on_host(SOFTMAX, [x], monkeypatch)
+    assert any("row emitter" in note for note in notes)
+    np.testing.assert_allclose(result, softmax(x), rtol=2e-6, atol=1e-7)
+
+
+@needs_ptxas
+def test_short_rows_share_a_warp_and_the_last_block_is_guarded(monkeypatch):
+    """37 rows of 40 f64: 8 threads per row, 32 rows per block (2 blocks, the second
+    guarded), f64 shuffled as two 32-bit halves; the sums match numpy to the last bits."""
+    text = reduce_text([37, 40], [1], "f64")
+    program = compile_text(text)
+    (launch,) = program.kernels[0].launches
+    assert (launch.grid, launch.block) == ((2, 1, 1), (256, 1, 1))
+    assert program.ptx.count("shfl.sync.bfly.b32") == 6 and ".shared" not in program.ptx
+    x = np.random.default_rng(1).standard_normal((37, 40))
+    (result,), notes = run_on_host(text, [x], monkeypatch)
+    assert any("8 thread(s) per row, 32 row(s) per block" in note for note in notes)
+    np.testing.assert_allclose(result, x.sum(axis=1), rtol=1e-13)
+
+
+@needs_ptxas
+def test_integer_max_over_the_two_minor_dimensions(monkeypatch):
+    text = reduce_text([6, 7, 9], [1, 2], "i32", "maximum", "-2147483648")
+    assert compile_text(text).kernels[0].emitters == ("row",)
+    x = np.random.default_rng(2).integers(-1000, 1000, (6, 7, 9)).astype(np.int32)
+    (result,), notes = run_on_host(text, [x], monkeypatch)
+    np.testing.assert_array_equal(result, x.max(axis=(1, 2)))
+
+
+@needs_ptxas
+def test_a_full_reduction_is_one_block_not_one_thread(monkeypatch):
+    """1000 elements: one block of 128 threads (about 4 elements each), not one thread."""
+    text = reduce_text([1000], [0])
+    program = compile_text(text)
+    assert [(launch.grid, launch.block) for launch in program.kernels[0].launches] == [((1, 1, 1), (128, 1, 1))]
+    x = np.random.default_rng(3).standard_normal(1000).astype(np.float32)
+    (result,), _ = run_on_host(text, [x], monkeypatch)
+    np.testing.assert_allclose(result, x.sum(), rtol=1e-5)
+
+
+ARGMAX = """func.func @main(%x: tensor<4x50xf32>, %i: tensor<4x50xi32>) -> (tensor<4xf32>, tensor<4xi32>) {
+  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %zero = stablehlo.constant dense<0> : tensor<i32>
+  %r:2 = stablehlo.reduce(%x init: %ninf), (%i init: %zero) across dimensions = [1] : (tensor<4x50xf32>, tensor<4x50xi32>, tensor<f32>, tensor<i32>) -> (tensor<4xf32>, tensor<4xi32>)
+    reducer(%a: tensor<f32>, %b: tensor<f32>) (%ai: tensor<i32>, %bi: tensor<i32>) {
+      %gt = stablehlo.compare GT, %a, %b : (tensor<f32>, tensor<f32>) -> tensor<i1>
+      %m = stablehlo.select %gt, %a, %b : tensor<i1>, tensor<f32>
+      %mi = stablehlo.select %gt, %ai, %bi : tensor<i1>, tensor<i32>
+      stablehlo.return %m, %mi : tensor<f32>, tensor<i32>
+    }
+  return %r#0, %r#1 : tensor<4xf32>, tensor<4xi32>
+}
+"""
+
+
+def test_a_variadic_reduce_keeps_the_loop_emitter_and_says_why(monkeypatch):
+    program = compile_text(ARGMAX)
+    assert all(emitter.startswith("loop") for kernel in program.kernels for emitter in kernel.emitters)
+    assert any("loop emitter: not rows (a reduction with 2 results" in d for d in program.decisions)
+    x = np.random.default_rng(4).standard_normal((4, 50)).astype(np.float32)
+    index = np.tile(np.arange(50, dtype=np.int32), (4, 1))
+    (values, positions), _ = run_on_host(ARGMAX, [x, index], monkeypatch)
+    np.testing.assert_array_equal(positions, x.argmax(axis=1))
+
+
+@needs_ptxas
+def test_a_column_reduction_reads_coalesced_rows_and_reduces_through_a_padded_tile(monkeypatch):
+    """64 x 300 summed over rows: blocks of 32 columns x 32 threads, partial values through a
+    32 x 33 shared tile (bank-conflict padding), then a butterfly per column."""
+    text = reduce_text([64, 300], [0])
+    program = compile_text(text)
+    (kernel,) = program.kernels
+    assert kernel.emitters == ("column",)
+    assert any("column emitter: 2 phase(s), 300 column(s), 32 columns per block, 32 thread(s) per column" in d
+               for d in program.decisions)
+    assert re.search(r"\.shared \.align \d+ \.b8 \w+\[4224\]", program.ptx)  # 32 x 33 f32
+    assert program.ptx.count("shfl.sync.bfly.b32") == 5 and "bar.sync" in program.ptx
+    x = np.random.default_rng(6).standard_normal((64, 300)).astype(np.float32)
+    (result,), notes = run_on_host(text, [x], monkeypatch)
+    assert any("column emitter" in note for note in notes)
+    np.testing.assert_allclose(result, x.sum(axis=0), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape, dimensions, dtype, combiner, init", [
+    ([6, 50], [0], "f32", "maximum", "0xFF800000"),  # 4 threads per column: fewer rows than a warp
+    ([3, 5, 7, 4], [1, 2], "f32", "add", "0.0"),  # a pool over the middle dimensions, kept ones around them
+    ([100, 33], [0], "i32", "add", "0"),  # a guarded last block of columns
+])
+def test_column_reductions_on_the_host_match_numpy(shape, dimensions, dtype, combiner, init, monkeypatch):
+    generator = np.random.default_rng(7)
+    x = generator.integers(-9, 9, shape).astype(np.int32) if dtype == "i32" else generator.standard_normal(shape).astype(np.float32)
+    (result,), notes = run_on_host(reduce_text(shape, dimensions, dtype, combiner, init), [x], monkeypatch)
+    assert any("column emitter" in note for note in notes)
+    reduce = np.max if combiner == "maximum" else np.sum
+    np.testing.assert_allclose(result, reduce(x, axis=tuple(dimensions)), rtol=1e-5, atol=1e-5)
+
+
+def test_default_tiling_keeps_every_lane_busy():
+    assert autotune.default_row_tiling(4096, 1024) == autotune.RowTiling(256, 1)
+    assert autotune.default_row_tiling(37, 40) == autotune.RowTiling(8, 32)
+    assert autotune.default_row_tiling(1, 3) == autotune.RowTiling(1, 1)
+    assert autotune.default_row_tiling(100000, 100000) == autotune.RowTiling(512, 1)
+    for rows, length in ((4096, 1024), (37, 40), (1, 3), (7, 100000)):
+        candidates = autotune.candidate_row_tilings(rows, length)
+        assert autotune.default_row_tiling(rows, length) in candidates
+        assert all(c.valid_for(length) for c in candidates)
+
+
+@needs_ptxas
+def test_an_autotune_results_file_changes_the_launch_and_the_ptx(tmp_path, monkeypatch):
+    default = compile_text(SOFTMAX)
+    (decision,) = [d for d in default.decisions if "row emitter" in d]
+    print_ = re.search(r"fingerprint (\w+)", decision).group(1)
+    cache = tmp_path / "autotune.json"
+    cache.write_text(json.dumps({"format": autotune.FORMAT, "version": 1, "results": {
+        "NVIDIA H200": {print_: {"threads_per_row": 64, "rows_per_block": 2, "ms": 0.01}},
+        "NVIDIA A100-SXM4-80GB": {print_: {"threads_per_row": 32, "rows_per_block": 1, "ms": 0.02}}}}))
+    monkeypatch.setenv(autotune.ENVIRONMENT, str(cache))
+    tuned = compile_text(SOFTMAX)
+    (launch,) = tuned.kernels[0].launches
+    assert (launch.grid, launch.block) == ((3, 1, 1), (128, 1, 1))
+    assert any("64 thread(s) per row, 2 row(s) per block (autotuned" in d for d in tuned.decisions)
+    assert tuned.ptx != default.ptx and tuned.ptx.count("shfl.sync.bfly.b32") == 2 * (5 + 1)
+    x = np.random.default_rng(5).standard_normal((5, 1024)).astype(np.float32)
+    (result,), _ = run_on_host(SOFTMAX, [x], monkeypatch)  # the host path reads the same file
+    np.testing.assert_allclose(result, softmax(x), rtol=2e-6, atol=1e-7)
+
+
+def test_an_unusable_autotune_entry_falls_back_and_a_bad_file_is_refused(tmp_path, monkeypatch):
+    default = compile_text(SOFTMAX)
+    print_ = re.search(r"fingerprint (\w+)", next(d for d in default.decisions if "row emitter" in d)).group(1)
+    cache = tmp_path / "autotune.json"
+    cache.write_text(json.dumps({"format": autotune.FORMAT, "version": 1,
+                                 "results": {"NVIDIA H200": {print_: {"threads_per_row": 48, "rows_per_block": 1}}}}))
+    monkeypatch.setenv(autotune.ENVIRONMENT, str(cache))
+    assert compile_text(SOFTMAX).kernels[0].launches == default.kernels[0].launches
+    cache.write_text("{}")
+    from mlirxla.errors import MlirxlaError
+
+    with pytest.raises(MlirxlaError, match="not an mlirxla-cuda-autotune version 1 file"):
+        compile_text(SOFTMAX)
+
+
+def transpose_text(shape, permutation) -> str:
+    def kind(sizes):
+        return f"tensor<{'x'.join(map(str, sizes))}xf32>"
+
+    out = [shape[p] for p in permutation]
+    return f"""func.func @main(%x: {kind(shape)}, %y: {kind(out)}) -> {kind(out)} {{
+  %t = stablehlo.transpose %x, dims = {permutation} : ({kind(shape)}) -> {kind(out)}
+  %e = stablehlo.exponential %t : {kind(out)}
+  %r = stablehlo.add %e, %y : {kind(out)}
+  return %r : {kind(out)}
+}}
+"""
+
+
+@needs_ptxas
+def test_a_transpose_of_the_minor_dimensions_goes_through_a_padded_shared_tile():
+    """70 x 50 from 50 x 70: 3 x 2 tiles of 32 x 32, 256 threads (8 tile rows per pass),
+    a 32 x 33 f32 tile in shared memory and one barrier between reading and writing."""
+    program = compile_text(transpose_text([50, 70], [1, 0]))
+    transposes = [k for k in program.kernels if "transpose" in k.emitters]
+    assert len(transposes) == 1
+    (launch,) = transposes[0].launches
+    assert (launch.grid, launch.block) == ((6, 1, 1), (256, 1, 1))
+    assert re.search(r"\.shared \.align \d+ \.b8 \w+\[4224\]", program.ptx) and "shfl" not in program.ptx
+    assert [r.shared_bytes for r in program.cubin.resources if r.name == launch.kernel] == [4224]
+
+
+@pytest.mark.parametrize("shape, permutation", [([50, 70], [1, 0]), ([3, 40, 37], [0, 2, 1]), ([64, 8, 33], [1, 2, 0]),
+                                                ([2, 3, 4, 5], [3, 1, 2, 0])])
+def test_transposes_on_the_host_match_numpy(shape, permutation, monkeypatch):
+    generator = np.random.default_rng(8)
+    x = generator.standard_normal(shape).astype(np.float32)
+    y = generator.standard_normal([shape[p] for p in permutation]).astype(np.float32)
+    (result,), notes = run_on_host(transpose_text(shape, permutation), [x, y], monkeypatch)
+    assert any("transpose emitter" in note for note in notes)
+    np.testing.assert_allclose(result, np.exp(np.transpose(x, permutation)) + y, rtol=1e-5, atol=1e-6)
+
+
+def test_a_transpose_keeping_the_minor_dimension_keeps_the_loop_emitter():
+    program = compile_text(transpose_text([8, 256, 64], [1, 0, 2]))
+    assert all(emitter.startswith("loop") for kernel in program.kernels for emitter in kernel.emitters)
+
+
+def elementwise_text(shape) -> str:
+    kind = f"tensor<{'x'.join(map(str, shape))}xf32>"
+    return f"""func.func @main(%x: {kind}, %y: {kind}) -> {kind} {{
+  %m = stablehlo.multiply %x, %y : {kind}
+  %r = stablehlo.add %m, %x : {kind}
+  return %r : {kind}
+}}
+"""
+
+
+@needs_ptxas
+def test_a_contiguous_elementwise_loop_takes_four_elements_per_thread_in_vector_loads(monkeypatch):
+    """256 x 1024 f32: 65536 threads of 4 consecutive elements (256 blocks of 256), each
+    operand read with one ld.global.v4 and the result written with one st.global.v4."""
+    program = compile_text(elementwise_text([256, 1024]))
+    (kernel,) = program.kernels
+    assert kernel.emitters == ("loop.v4",)
+    assert [(launch.grid, launch.block) for launch in kernel.launches] == [((256, 1, 1), (256, 1, 1))]
+    assert program.ptx.count("ld.global.v4.b32") == 2 and program.ptx.count("st.global.v4.b32") == 1
+    assert "ld.global.b32" not in program.ptx and "ld.global.f32" not in program.ptx
+    x, y = np.random.default_rng(9).standard_normal((2, 256, 1024)).astype(np.float32)
+    (result,), _ = run_on_host(elementwise_text([256, 1024]), [x, y], monkeypatch)
+    np.testing.assert_allclose(result, x * y + x, rtol=1e-6)
+
+
+def test_a_minor_dimension_not_a_multiple_of_four_keeps_one_element_per_thread():
+    program = compile_text(elementwise_text([6, 7]))
+    assert program.kernels[0].emitters == ("loop",)
+    assert [(launch.grid, launch.block) for launch in program.kernels[0].launches] == [((1, 1, 1), (42, 1, 1))]
+
+
+@needs_ptxas
+def test_tuning_jobs_compile_every_candidate_of_column_and_transpose_kernels():
+    """What gpu-pack gives the tuner: per kernel one PTX per candidate tiling, the default
+    flagged once, launches whose block is the tiling's, all assembled by ptxas."""
+    from mlirxla.backends.cuda import ptx, tuning
+
+    text = """func.func @main(%x: tensor<64x300xf32>, %y: tensor<50x70xf32>) -> (tensor<300xf32>, tensor<70x50xf32>) {
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %s = stablehlo.reduce(%x init: %zero) applies stablehlo.add across dimensions = [0] : (tensor<64x300xf32>, tensor<f32>) -> tensor<300xf32>
+  %t = stablehlo.transpose %y, dims = [1, 0] : (tensor<50x70xf32>) -> tensor<70x50xf32>
+  %n = stablehlo.negate %t : tensor<70x50xf32>
+  return %s, %n : tensor<300xf32>, tensor<70x50xf32>
+}
+"""
+    imported = frontdoor.import_bytes(text.encode(), "test.mlir", new_context())
+    jobs = {job.candidates[0].emitter: job for job in tuning.tuning_jobs(imported.module)}
+    assert sorted(jobs) == ["column", "transpose"]
+    for emitter, job in jobs.items():
+        assert sum(c.default for c in job.candidates) == 1 and len(job.candidates) >= 3
+        for candidate in job.candidates:
+            assert candidate.block[0] == 32 * candidate.tiling["rows_per_pass"]
+            assert ptx.kernel_names(candidate.ptx) == [candidate.entry]
+            ptxas.assemble(candidate.ptx)
+        assert all(size > 0 for size in job.buffer_bytes) and max(max(c.arguments) for c in job.candidates) < len(job.buffer_bytes)
