@@ -11,6 +11,7 @@
     that dead collectives are gone before they are bundled with live ones)
  -> convolution layout (a convolution in another layout than NHWC x HWIO -> NHWC becomes
     one between transposes when the convolution cost model says its GEMM then pays)
+ -> bf16 dot upcast (a bf16 dot as an f32 dot between converts: the CPU's GEMMs are f32)
  -> layout assignment, then removal of the copies it made unnecessary
  -> priority fusion (what becomes a kernel), then multi-output fusion (siblings sharing an
     operand, producers kept as an extra output of the reduction that reads them), then
@@ -26,6 +27,7 @@
 from mlirxla.transforms.all_gather_combiner import AllGatherCombinerPass
 from mlirxla.transforms.all_reduce_combiner import AllReduceCombinerPass
 from mlirxla.transforms.batch_slice_fusion import BatchSliceFusionPass
+from mlirxla.transforms.bf16_dot_upcast import Bf16DotUpcastPass
 from mlirxla.transforms.buffer_assignment import BufferAssignmentPass
 from mlirxla.transforms.copy_insertion import CopyInsertionPass
 from mlirxla.transforms.convolution_layout import ConvolutionLayoutPass
@@ -50,12 +52,14 @@ ALIGNMENT = 64  # bytes: the cpu backend's (`backends/cpu/kernel_scratch.ALIGNME
 
 def cpu_pipeline(alignment: int = ALIGNMENT) -> Pipeline:
     """The pipeline; `alignment`: byte alignment of the temp slab's offsets."""
-    return compiler_pipeline("cpu", alignment, fusion_cost_model="cpu", batch_slices=True)
+    return compiler_pipeline("cpu", alignment, fusion_cost_model="cpu", batch_slices=True, f32_gemms_only=True)
 
 
-def compiler_pipeline(name: str, alignment: int, fusion_cost_model: str, batch_slices: bool) -> Pipeline:
+def compiler_pipeline(name: str, alignment: int, fusion_cost_model: str, batch_slices: bool,
+                      f32_gemms_only: bool = False) -> Pipeline:
     """The stages above, named `name`, fusing by the cost model `fusion_cost_model`
-    (`transforms/cost_model.py`); batch-slice fusion only for a backend that runs slices."""
+    (`transforms/cost_model.py`); batch-slice fusion only for a backend that runs slices;
+    bf16 dots upcast to f32 for a backend whose GEMMs are f32 only."""
     pipeline = (
         Pipeline(name)
         .add(ShardingRemoverPass())
@@ -67,12 +71,11 @@ def compiler_pipeline(name: str, alignment: int, fusion_cost_model: str, batch_s
         .add(AllReduceCombinerPass())
         .add(AllGatherCombinerPass())
         .add(ConvolutionLayoutPass())
-        .add(LayoutAssignmentPass())
-        .add(CopyRemovalPass())
-        .add(PriorityFusionPass(backend=fusion_cost_model))
-        .add(MultiOutputFusionPass())
-        .add(OutputFusionPass())
     )
+    if f32_gemms_only:
+        pipeline.add(Bf16DotUpcastPass())
+    pipeline.add(LayoutAssignmentPass()).add(CopyRemovalPass())
+    pipeline.add(PriorityFusionPass(backend=fusion_cost_model)).add(MultiOutputFusionPass()).add(OutputFusionPass())
     if batch_slices:
         pipeline.add(BatchSliceFusionPass())
     return (

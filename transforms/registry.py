@@ -31,6 +31,7 @@ PASSES = {
     "xhlo-all-reduce-combiner": "all_reduce_combiner:AllReduceCombinerPass",
     "xhlo-all-gather-combiner": "all_gather_combiner:AllGatherCombinerPass",
     "xhlo-convolution-layout": "convolution_layout:ConvolutionLayoutPass",
+    "xhlo-bf16-dot-upcast": "bf16_dot_upcast:Bf16DotUpcastPass",
     "xhlo-layout-assignment": "layout_assignment:LayoutAssignmentPass",
     "xhlo-copy-insertion": "copy_insertion:CopyInsertionPass",
     "xhlo-copy-removal": "copy_removal:CopyRemovalPass",

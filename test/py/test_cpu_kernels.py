@@ -22,6 +22,7 @@ from mlirxla.runtime.client import Client, CompileOptions
 from mlirxla.runtime.executable import ExecutablePlan
 from mlirxla.runtime.executor import ThreadPool, dependency_graph, is_chain, overlaps, run_graph
 from mlirxla.runtime.thunks import BufferSlice
+from mlirxla.transforms import convolution_strategy
 
 UNARY = """func.func @main(%x: tensor<{n}xf32>) -> tensor<{n}xf32> {{
   %0 = stablehlo.{op} %x : tensor<{n}xf32>
@@ -370,12 +371,14 @@ BF16_DOTS = """func.func @main(%x: tensor<4x64x32xbf16>, %w: tensor<4x32x16xbf16
 
 
 def test_bf16_dots_run_as_the_f32_gemm():
-    """bf16 dots are the f32 GEMM on widened operands (batched, with an epilogue, and with an
-    f32 result), accumulating in f32 and rounding once, as XLA:CPU computes them: the bf16
-    result within one bf16 rounding of the exact product, the f32 one within f32 sums."""
+    """bf16 dots are the f32 GEMM on operands widened by convert kernels (each operand once,
+    though two dots read it), batched, with an epilogue rounding back and adding the bias,
+    and with an f32 result, accumulating in f32 and rounding once, as XLA:CPU computes them:
+    the bf16 result within one bf16 rounding of the exact product, the f32 one within f32
+    sums."""
     executable = Client().compile(BF16_DOTS)
     text = executable.thunk_sequence()
-    assert "gemm dot_add_fusion bf16 4x64x16x32 NN" in text and "gemm dot bf16 to f32 4x64x16x32 NN" in text
+    assert text.count("gemm dot f32 4x64x16x32 NN") == 2 and text.count("kernel convert [") == 2, text
     rng = np.random.default_rng(3)
     x, w, b = (rng.standard_normal(shape).astype(ml_dtypes.bfloat16) for shape in ((4, 64, 32), (4, 32, 16), (16,)))
     with_bias, wide = executable.execute_numpy([x, w, b])
@@ -456,9 +459,11 @@ def numpy_convolution(x, k, strides, padding):
 
 
 def test_convolution_runs_as_im2col_and_gemm():
-    """A strided, asymmetrically padded convolution with a bias epilogue: im2col, a BLAS GEMM
-    into the output, the epilogue in place; numpy's convolution agrees."""
-    executable = Client().compile(CONVOLUTION_LAYER)
+    """A strided, asymmetrically padded convolution with a bias epilogue taking im2col (the
+    cost model would pick the register-tiled loops): a BLAS GEMM into the output, the
+    epilogue in place; numpy's convolution agrees."""
+    with convolution_strategy.forcing(convolution_strategy.IM2COL_GEMM):
+        executable = Client().compile(CONVOLUTION_LAYER)
     text = executable.thunk_sequence()
     assert "im2col" in text and "gemm convolution_add_fusion f32 1024x32x144 NN" in text
     rng = np.random.default_rng(2)
