@@ -23,10 +23,10 @@ convolution whose output channels divide by neither, or whose elements are not f
 the generic loops.
 """
 
-from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir
-from torch_mlir.dialects.transform import interpreter
+
+from .tiling import apply_transform
 
 MARK = "mlirxla.register_tiled"
 FEATURE_TILES = (16, 8)
@@ -71,14 +71,6 @@ def tile_sizes(convolution: ir.Operation) -> tuple[int, int] | None:
     return next(tile for tile in WIDTH_TILES if width % tile == 0), feature_tile
 
 
-def apply(module: ir.Module, script_text: str) -> None:
-    script = ir.Module.parse(script_text)
-    try:
-        interpreter.apply_named_sequence(module.operation, script.body.operations[0], script)
-    except ValueError as error:
-        raise MlirxlaError(f"register tiling of a convolution failed: {' '.join(str(error).split())}") from None
-
-
 def tile_convolutions(module: ir.Module) -> int:
     """Register-tile and vectorize every f32 `linalg.conv_2d_nhwc_hwcf` of `module` (linalg
     on tensors); how many were."""
@@ -89,7 +81,7 @@ def tile_convolutions(module: ir.Module) -> int:
             continue
         convolution.attributes[MARK] = ir.UnitAttr.get()
         width, features = sizes
-        apply(module, TILE_AND_VECTORIZE.replace("MARK", MARK).replace("WIDTH", str(width)).replace("FEATURES", str(features)))
+        apply_transform(module, TILE_AND_VECTORIZE.replace("MARK", MARK).replace("WIDTH", str(width)).replace("FEATURES", str(features)))
         tiled += 1
     return tiled
 
@@ -97,4 +89,4 @@ def tile_convolutions(module: ir.Module) -> int:
 def lower_vectors(module: ir.Module) -> None:
     """The tiled convolutions' contractions as outer products, then vector FMAs (after
     bufferization, which keeps the hoisted accumulators in registers)."""
-    apply(module, LOWER_VECTORS)
+    apply_transform(module, LOWER_VECTORS)

@@ -11,6 +11,7 @@ one 1.4x. Only all-parallel generics are tiled (a reduction keeps its loop order
 when both loops span at least two tiles.
 """
 
+from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir
 from torch_mlir.dialects.transform import interpreter
@@ -71,11 +72,19 @@ def tile_transposing_loops(module: ir.Module) -> int:
             continue
         generic.attributes[MARK] = ir.UnitAttr.get()
         loops = sum(1 for size in sizes if size)
-        script = ir.Module.parse(SCRIPT.format(mark=MARK, count=loops, sizes=", ".join(map(str, sizes)),
-                                               loop_types=", !transform.any_op" * loops))
-        interpreter.apply_named_sequence(module.operation, script.body.operations[0], script)
+        apply_transform(module, SCRIPT.format(mark=MARK, count=loops, sizes=", ".join(map(str, sizes)),
+                                              loop_types=", !transform.any_op" * loops))
         for inner in ops_named(module, "linalg.generic"):
             if MARK in inner.attributes:
                 del inner.attributes[MARK]
         tiled += 1
     return tiled
+
+
+def apply_transform(module: ir.Module, script_text: str) -> None:
+    """Run the transform script's `@__transform_main` on `module`; a failure is one line."""
+    script = ir.Module.parse(script_text)
+    try:
+        interpreter.apply_named_sequence(module.operation, script.body.operations[0], script)
+    except ValueError as error:
+        raise MlirxlaError(f"a transform script failed on a kernel: {' '.join(str(error).split())}") from None
