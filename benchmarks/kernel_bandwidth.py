@@ -11,8 +11,10 @@ bandwidth is its bytes in and out per call over its mean time per call, as a fra
 STREAM's triad measured first (`cpu_vs_xla.machine_limits`).
 
 Kernels moving less than --min-bytes per call (1 MiB by default) are left out: their time is
-call overhead and cache hits, not bandwidth. Under a profile the thunks are walked from
-Python (native drivers step aside), so each kernel's time includes its call (~1 us).
+call overhead and cache hits, not bandwidth. A kernel whose data stay in the last-level
+cache between calls (a few MiB on a large-L3 server) can pass 100% of the triad, which
+streams from memory. Under a profile the thunks are walked from Python (native drivers step
+aside), so each kernel's time includes its call (~1 us).
 
 Per kernel: workload, kernel, MiB per call, calls, GB/s and the fraction of the triad; then
 the geometric mean of the fractions, the least, and how many reach 70%.
