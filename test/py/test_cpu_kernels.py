@@ -762,14 +762,15 @@ def masked_attention_program(batch: int, heads: int, sequence: int, depth: int) 
 }}"""
 
 
-def test_masked_attention_splits_its_mask_kernel_and_its_batched_dots():
+def test_masked_attention_splits_its_mask_kernel_and_its_batched_dots_are_gemms():
     """The mask's iota over key positions is computed again in every slice, so the masked
     softmax row kernel runs in row blocks over the threads, and both dots, batched over
-    [batch, heads], split over the threads too; the results are numpy's."""
+    [batch, heads], are BLAS GEMMs batched over their product; the results are numpy's."""
     executable = Client().compile(masked_attention_program(4, 4, 128, 32))
     text = executable.thunk_sequence()
+    assert "gemm dot f32 16x128x128x32 NT" in text and "gemm dot f32 16x128x32x128 NN" in text, text
     if ThreadPool.shared().workers > 1:
-        assert [line.split()[3] for line in sliced_kernels(text)] == ["dot", "iota_exponential_fusion.2", "reduce_divide_fusion", "dot"], text
+        assert [line.split()[3] for line in sliced_kernels(text)] == ["iota_exponential_fusion.2", "reduce_divide_fusion"], text
     rng = np.random.default_rng(5)
     q, k, v = (0.1 * rng.standard_normal((4, 4, 128, 32), dtype=np.float32) for _ in range(3))
     lengths = np.array([1, 50, 128, 77], np.int32)

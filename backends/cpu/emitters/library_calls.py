@@ -108,7 +108,8 @@ def gemm_shape(dot: ir.Operation) -> tuple[int, int, int, int, bool, bool] | Non
     together on one side of its contracting dimension: row-major, they are one dimension of
     their product (a [2,64,128] x [128,32] dot is a 128x32x128 GEMM), as XLA's dot
     decomposition reshapes them, and the result [batch, lhs free, rhs free] is the [batch, m,
-    n] matrix."""
+    n] matrix. Batch dimensions leading both operands likewise are one batch of their
+    product (attention's [batch, heads, ...] dots)."""
     numbers = ir.DictAttr(dot.attributes["dot_dimension_numbers"])
 
     def dims(name):
@@ -121,7 +122,7 @@ def gemm_shape(dot: ir.Operation) -> tuple[int, int, int, int, bool, bool] | Non
     if len(lhs_contracting) != 1 or len(rhs_contracting) != 1:
         return None
     batched = len(lhs_batch)
-    if batched > 1 or lhs_batch != rhs_batch or lhs_batch not in ([], [0]):
+    if lhs_batch != rhs_batch or lhs_batch != list(range(batched)):
         return None
     if len(lhs_shape) < 2 + batched or len(rhs_shape) < 2 + batched:
         return None
@@ -129,7 +130,7 @@ def gemm_shape(dot: ir.Operation) -> tuple[int, int, int, int, bool, bool] | Non
     # for the lhs); last: [free, k] (transposed for the rhs); elsewhere the free ones are apart
     if lhs_contracting[0] not in (batched, len(lhs_shape) - 1) or rhs_contracting[0] not in (batched, len(rhs_shape) - 1):
         return None
-    batch = lhs_shape[0] if batched else 1
+    batch = prod(lhs_shape[:batched])
     transpose_lhs = lhs_contracting[0] == batched
     transpose_rhs = rhs_contracting[0] == len(rhs_shape) - 1
     k = lhs_shape[lhs_contracting[0]]
