@@ -31,9 +31,12 @@ transposes), with rates measured on the development host (2 shared AMD EPYC core
   reduction (few input channels) leaves the loop overhead exposed (`depth_efficiency`);
 - a register-tiled nest (`register_tiled`: the backend keeps a block of 4 output columns by
   16 features in registers across the window and the input channels) runs at
-  `TILED_NEST_FLOPS_PER_S` times its depth efficiency (19 GFLOP/s measured under load for
-  the 3x3 32 -> 64 layer where the plain nest ran 7.6 and im2col + GEMM 9.0; 35 for a
-  3 -> 32 layer where the plain nest ran 1.2);
+  `TILED_NEST_FLOPS_PER_S` times its depth efficiency. Measured on the quiet host (both
+  cores) it is about the GEMM's rate: 112 GFLOP/s for an 8x32x32x32 -> 64 3x3 layer where
+  im2col + GEMM ran 91, 48 for a 3 -> 32 layer as im2col + GEMM did (the plain nest ran
+  7.6 and 1.2 under load, the tiled one 19 and 35). The constant stays below the GEMM's:
+  at 45e9 a 1x1 convolution left its plain GEMM for the nest and ran 2.8x slower, and the
+  convolution benchmark's geomean went from 0.73x to 0.81x XLA's time;
 - bytes move at `MEMORY_BYTES_PER_S` (10 GB/s copy bandwidth measured).
 
 So a large convolution takes a GEMM (an 8x32x32x32 -> 64 3x3 layer: 11 ms estimated as
