@@ -47,13 +47,13 @@ class OptimizedKernel:
     name: str
     ir_without_opt: str
     module: "llvm.ModuleRef"
-    stub: bool = False  # `same_code`'s jump to another kernel: its text is the one optimized
+    forwards: bool = False  # `same_code`'s tail call into another kernel: its text is the optimized one
 
     @property
     def ir_with_opt(self) -> str:
         """The optimized IR, printed only when asked (the dumps ask): printing a large kernel's
         IR costs as much as a small kernel's whole compile."""
-        return self.ir_without_opt if self.stub else str(self.module)
+        return self.ir_without_opt if self.forwards else str(self.module)
 
 
 def optimize(name: str, ir_text: str, linked: frozenset[str] = frozenset()) -> OptimizedKernel:
@@ -97,7 +97,7 @@ def same_code(name: str, original: OptimizedKernel) -> OptimizedKernel:
     module.triple = machine.triple
     module.data_layout = str(machine.target_data)
     module.verify()
-    return OptimizedKernel(name, text, module, stub=True)
+    return OptimizedKernel(name, text, module, forwards=True)
 
 
 class JitEngine:

@@ -24,29 +24,18 @@ from math import prod
 from mlirxla.mlir import arith, ir, memref, scf
 
 from .autotune import ColumnTiling
-from .row_emitter import (NotRows, body_values, butterfly, check_views, combine, delinearize, dims_used, guarded, indexing_maps,
-                          input_count, is_reduction, iterator_kinds, loop_sizes, map_indices, outputs, parallel_count,
-                          reduction_combiner, root, yielded)
+from .row_emitter import (NotRows, Phase, body_values, butterfly, check_views, combine, delinearize, dims_used, guarded,
+                          indexing_maps, input_count, is_reduction, iterator_kinds, loop_nests, loop_sizes, map_indices,
+                          outputs, parallel_count, reduction_combiner, root, yielded)
 from .thread_program import WARP, ThreadProgram, index_constant
 
 PADDED = WARP + 1
 
 
 @dataclass
-class ColumnPhase:
-    generic: ir.Operation
-    reduced_sizes: list[int]
-    combiner: ir.Operation | None
-
-    @property
-    def length(self) -> int:
-        return prod(self.reduced_sizes)
-
-
-@dataclass
 class ColumnPlan:
     kept_sizes: list[int]
-    phases: list[ColumnPhase]
+    phases: list[Phase]
 
     @property
     def columns(self) -> int:
@@ -60,13 +49,9 @@ class ColumnPlan:
 def plan_columns(function: ir.Operation, skippable: set[str]) -> ColumnPlan:
     """The function's loop nests as column phases, or `NotRows` saying why not (called for
     kernels with a reduction the row emitter did not take)."""
-    generics = []
-    for op in function.regions[0].blocks[0].operations:
-        op = op.operation
-        if op.name == "linalg.generic":
-            generics.append(op)
-        elif op.name not in skippable:
-            raise NotRows(f"a top-level {op.name} between its loop nests")
+    generics, other = loop_nests(function, skippable)
+    if other is not None:
+        raise NotRows(f"a top-level {other} between its loop nests")
     reductions = [g for g in generics if is_reduction(g)]
     kept_count = parallel_count(reductions[0])
     kept_sizes = loop_sizes(reductions[0])[:kept_count]
@@ -89,7 +74,7 @@ def plan_columns(function: ir.Operation, skippable: set[str]) -> ColumnPlan:
                 raise NotRows(f"operand {number} of a loop nest reads a written buffer across columns")
             if not reduction and set().union(set(), *(dims_used(e) for e in affine_map.results)) - set(identity):
                 raise NotRows(f"operand {number} of a loop nest is indexed by more than the kept dimensions")
-        phases.append(ColumnPhase(generic, sizes[kept_count:], reduction_combiner(generic) if reduction else None))
+        phases.append(Phase(generic, sizes[kept_count:], reduction_combiner(generic) if reduction else None))
     check_views(generics)
     return ColumnPlan(kept_sizes, phases)
 
@@ -132,7 +117,7 @@ def both(first: ir.Value, second: ir.Value | None) -> ir.Value:
     return first if second is None else arith.AndIOp(first, second).result
 
 
-def emit_elementwise(program: ThreadProgram, plan: ColumnPlan, phase: ColumnPhase) -> None:
+def emit_elementwise(program: ThreadProgram, plan: ColumnPlan, phase: Phase) -> None:
     """The first warp's lanes, one column each."""
     with program.at():
         thread = program.thread
@@ -146,14 +131,14 @@ def emit_elementwise(program: ThreadProgram, plan: ColumnPlan, phase: ColumnPhas
                 memref.StoreOp(value, operand, map_indices(affine_map, dims))
 
 
-def emit_reduction(program: ThreadProgram, plan: ColumnPlan, phase: ColumnPhase, tiling: ColumnTiling) -> None:
+def emit_reduction(program: ThreadProgram, plan: ColumnPlan, phase: Phase, tiling: ColumnTiling) -> None:
     generic, combiner = phase.generic, phase.combiner
     accumulator = generic.regions[0].blocks[0].arguments[input_count(generic)]
     element_of = [v for v in combiner.operands if v != accumulator][0]
     passes = tiling.rows_per_pass
 
     def element(kept_dims, position):
-        mapping = body_values(generic, kept_dims + delinearize(position, phase.reduced_sizes), skip=combiner)
+        mapping = body_values(generic, kept_dims + delinearize(position, phase.inner_sizes), skip=combiner)
         return mapping.get(element_of, element_of)
 
     with program.at():

@@ -45,6 +45,8 @@ COMBINERS = {"arith.addf", "arith.addi", "arith.mulf", "arith.muli", "arith.maxi
 
 @dataclass
 class Phase:
+    """One loop nest of a row or column kernel: its loops inside the rows (or kept columns)."""
+
     generic: ir.Operation
     inner_sizes: list[int]
     combiner: ir.Operation | None  # a reduction's; None for an elementwise phase
@@ -74,18 +76,27 @@ class NotRows(Exception):
     """Why a kernel with a reduction keeps the loop emitter."""
 
 
-def plan_rows(function: ir.Operation, skippable: set[str]) -> RowPlan | None:
-    """The function's loop nests as row phases; None when it has no reduction; `NotRows`
-    when it has one but does not qualify."""
+def loop_nests(function: ir.Operation, skippable: set[str]) -> tuple[list[ir.Operation], str | None]:
+    """The function's top-level `linalg.generic`s in order, up to the first other op not in
+    `skippable`, and that op's name (None when there is none)."""
     generics = []
     for op in function.regions[0].blocks[0].operations:
         op = op.operation
         if op.name == "linalg.generic":
             generics.append(op)
         elif op.name not in skippable:
-            if any(is_reduction(g) for g in generics):
-                raise NotRows(f"a top-level {op.name} between its loop nests")
-            return None
+            return generics, op.name
+    return generics, None
+
+
+def plan_rows(function: ir.Operation, skippable: set[str]) -> RowPlan | None:
+    """The function's loop nests as row phases; None when it has no reduction; `NotRows`
+    when it has one but does not qualify."""
+    generics, other = loop_nests(function, skippable)
+    if other is not None:
+        if any(is_reduction(g) for g in generics):
+            raise NotRows(f"a top-level {other} between its loop nests")
+        return None
     reductions = [g for g in generics if is_reduction(g)]
     if not reductions:
         return None

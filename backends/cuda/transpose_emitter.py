@@ -25,8 +25,8 @@ from math import prod
 from mlirxla.mlir import arith, ir, memref, scf
 
 from .autotune import TransposeTiling
-from .row_emitter import (NotRows, body_values, delinearize, guarded, indexing_maps, input_count, iterator_kinds, loop_sizes,
-                          map_indices, outputs, root, yielded)
+from .row_emitter import (NotRows, body_values, delinearize, guarded, indexing_maps, input_count, iterator_kinds, loop_nests,
+                          loop_sizes, map_indices, outputs, root, yielded)
 from .thread_program import WARP, ThreadProgram, index_constant
 
 TILE = WARP
@@ -49,13 +49,9 @@ class TransposePlan:
 def plan_transpose(function: ir.Operation, skippable: set[str]) -> TransposePlan | None:
     """The function as a tiled transpose; None when it is not one; `NotRows` when it reads
     across its minor dimension but cannot be tiled."""
-    generics = []
-    for op in function.regions[0].blocks[0].operations:
-        op = op.operation
-        if op.name == "linalg.generic":
-            generics.append(op)
-        elif op.name not in skippable:
-            return None
+    generics, other = loop_nests(function, skippable)
+    if other is not None:
+        return None
     if len(generics) != 1 or not all(iterator_kinds(generics[0])) or len(outputs(generics[0])) != 1:
         return None
     generic = generics[0]
