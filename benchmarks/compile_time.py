@@ -47,7 +47,7 @@ from jax_programs import program  # noqa: E402
 LAYERS = (4, 8, 16, 32, 64, 128, 256)
 PROGRAMS = ("mlp", "softmax", "transformer", "convnet", "scan", "mlp_softmax_small")
 WIDTH, BATCH = 64, 8
-STABLEHLO_OP = re.compile(r"^\s*(?:%[^=]*=\s*)?\"?stablehlo\.", re.MULTILINE)
+STABLEHLO_OP = re.compile(r"^\s*(?:%[^=]*=\s*)?\"?(?:stablehlo|chlo)\.", re.MULTILINE)
 
 
 def residual_mlp(layers: int):
