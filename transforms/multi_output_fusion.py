@@ -4,9 +4,10 @@ MultiOutputFusion), after priority fusion.
 Two rewrites, repeated in every fusible computation (function bodies, while / conditional
 bodies) until nothing changes:
 
-- **Sibling fusion.** Two kernels (fusions of kind loop/input, or single fusible ops) of one
-  block that read a common operand become one fusion whose results are the results of both,
-  so the common operand is read once. Refused when there is a path of uses between them (the
+- **Sibling fusion.** Kernels (fusions of kind loop/input, or single fusible ops) of one
+  block that read a common operand become one fusion whose results are the results of all
+  of them, so the common operand is read once; every sibling that may join the first one
+  joins in the same merge. Refused when there is a path of uses between them (the
   fusion would create a cycle), when the shared operand is not worth sharing (a constant or a
   scalar), when their shapes are incompatible (the same loop shape: a loop root's shape, or
   the input shape of the reduce a fusion holds; two reductions must also reduce the same dimensions to the same
@@ -325,7 +326,8 @@ class MultiOutputFusionPass(ModulePass):
 
 
 class MergeBlock:
-    """Multi-output fusion in one block: scan, merge one pair, rescan, until nothing merges."""
+    """Multi-output fusion in one block: scan, merge one group of siblings or one
+    producer-consumer pair, rescan, until nothing merges."""
 
     def __init__(self, block, limits, namer, log, sibling=True, producer_consumer=True):
         self.block, self.limits, self.namer, self.log = block, limits, namer, log
@@ -369,31 +371,42 @@ class MergeBlock:
                 continue
             profit = shared_operand_problem(value)
             for i, first in enumerate(candidates):
+                group = [first]
                 for second in candidates[i + 1:]:
-                    reason = profit or self.sibling_problem(graph, first, second)
+                    reason = profit or self.sibling_problem(graph, group, second)
                     if reason:
                         self.refuse("sibling", first, second, reason)
                         continue
-                    self.merge_siblings(first, second)
+                    group.append(second)
+                if len(group) > 1:
+                    self.merge_siblings(group)
                     return True
         return False
 
-    def sibling_problem(self, graph: Graph, first: ir.Operation, second: ir.Operation) -> str | None:
-        if graph.reaches(first, second):
+    def sibling_problem(self, graph: Graph, group: list[ir.Operation], second: ir.Operation) -> str | None:
+        """Why `second` may not join the siblings `group` (each before it in the block)."""
+        if any(graph.reaches(member, second) for member in group):
             return "there is a path between them: the fusion would create a cycle"
-        reason = shape_problem(self.facts.hero(first), self.facts.hero(second))
-        if reason:
-            return reason
-        ops = self.facts.op_count(first) + self.facts.op_count(second)
-        return size_problem([first, second], ops, len(first.results) + len(second.results), self.limits)
+        for member in group:
+            reason = shape_problem(self.facts.hero(member), self.facts.hero(second))
+            if reason:
+                return reason
+        members = group + [second]
+        ops = sum(self.facts.op_count(member) for member in members)
+        return size_problem(members, ops, sum(len(member.results) for member in members), self.limits)
 
-    def merge_siblings(self, first: ir.Operation, second: ir.Operation) -> None:
-        first_text, second_text = describe(first), describe(second)
-        exposed = list(first.results) + list(second.results)
-        self.facts.forget(first)
-        self.facts.forget(second)
-        fusion = build_fusion([first, second], exposed, self.namer)
-        self.log.append(MofDecision("fused", "sibling", first_text, second_text, fusion=describe(fusion)))
+    def merge_siblings(self, group: list[ir.Operation]) -> None:
+        """One fusion of every sibling in `group` (pairwise without a path between them, so
+        the merge creates no cycle): a value read by many kernels (a stacked weight sliced
+        per layer) becomes one fusion in one scan, not one merge and rescan per kernel."""
+        texts = [describe(member) for member in group]
+        exposed = [result for member in group for result in member.results]
+        for member in group:
+            self.facts.forget(member)
+        fusion = build_fusion(group, exposed, self.namer)
+        fusion_text = describe(fusion)
+        for text in texts[1:]:
+            self.log.append(MofDecision("fused", "sibling", texts[0], text, fusion=fusion_text))
 
     # producer-consumer fusion
 

@@ -22,6 +22,14 @@ from . import native_symbols
 _INITIALIZED = threading.Lock()
 _STATE: dict = {}
 
+# LLVM's loop unroller at O3 (threshold 300) made the optimized IR of the benchmarks' kernels
+# 3.8 MB from 0.9 MB without it, and was most of a cold compile's LLVM time. Paired runs in one
+# process (docs/decisions.md) found no workload slower at 50 (run-time geomean 0.98x, masked
+# attention's cold compile 3.7x shorter, the transformer's 1.9x), while 0 made the conv net's
+# register-tiled convolutions 1.5x slower. llvmlite's options are process-wide: they apply to
+# every LLVM compile through llvmlite in this process.
+LLVM_OPTIONS = ("-unroll-threshold=50",)
+
 
 def target_machine() -> "llvm.TargetMachine":
     """A new target machine for the host (LLVM is initialized once per process). New each time:
@@ -30,6 +38,8 @@ def target_machine() -> "llvm.TargetMachine":
         if not _STATE:
             llvm.initialize_native_target()
             llvm.initialize_native_asmprinter()
+            for option in LLVM_OPTIONS:
+                llvm.set_option("mlirxla", option)
             _STATE["target"] = llvm.Target.from_default_triple()
             _STATE["cpu"] = llvm.get_host_cpu_name()
             _STATE["features"] = llvm.get_host_cpu_features().flatten()
@@ -37,9 +47,10 @@ def target_machine() -> "llvm.TargetMachine":
 
 
 def host_cpu() -> str:
-    """The host CPU and its features, as LLVM sees them (part of the compile cache's key)."""
+    """The host CPU and its features, as LLVM sees them, and the LLVM options the kernels are
+    compiled with (part of the compile cache's key)."""
     target_machine()
-    return f"{_STATE['cpu']}:{_STATE['features']}"
+    return f"{_STATE['cpu']}:{_STATE['features']}:{' '.join(LLVM_OPTIONS)}"
 
 
 @dataclass
