@@ -15,6 +15,7 @@ import functools
 from dataclasses import dataclass
 
 from mlirxla.dialects.xhlo.ops import ELEMENTWISE_OPS
+from mlirxla.dialects.xhlo.types import bit_width
 from mlirxla.ir_queries import defining_op
 from mlirxla.mlir import ir
 
@@ -145,6 +146,48 @@ def element_count(value_type: ir.Type) -> int:
     for size in ir.ShapedType(value_type).shape:
         count *= max(size, 0)
     return count
+
+
+@dataclass(frozen=True)
+class ContiguousCopy:
+    """What a kernel that only copies reads: `size` bytes of `source` from byte `offset`."""
+
+    source: ir.Value
+    offset: int
+    size: int
+
+
+def contiguous_copy(op: ir.Operation) -> ContiguousCopy | None:
+    """The byte range a kernel copies when all it does is copy one contiguous range of its one
+    operand (row-major): a slice with unit strides whose every dimension after the first
+    partial one is whole and every one before it has extent 1 (a stacked weight's layer),
+    alone or followed by reshapes. Such a kernel is a memcpy (XLA's copy thunk), not a loop
+    to compile; None for any other op."""
+    chain = fused_ops(op) if op.name == "xhlo.fusion" else [op]
+    if not chain or kind_of(chain[0]) != "slice" or any(kind_of(inner) not in ("reshape", "bitcast") for inner in chain[1:]):
+        return None
+    if len(op.results) != 1 or len(op.operands) != 1 or len(chain[0].operands) != 1:
+        return None
+    slice_op = chain[0]
+    operand_type = slice_op.operands[0].type
+    if not isinstance(operand_type, ir.RankedTensorType):
+        return None
+    shape = list(ir.RankedTensorType(operand_type).shape)
+    starts, limits, strides = (list(ir.DenseI64ArrayAttr(slice_op.attributes[name])) for name in ("start_indices", "limit_indices", "strides"))
+    extents = [limit - start for start, limit in zip(starts, limits)]
+    element_bytes = max(1, (bit_width(ir.RankedTensorType(operand_type).element_type) + 7) // 8)  # as buffers hold them
+    if any(stride != 1 for stride in strides) or 0 in extents:
+        return None
+    partial = [index for index, (extent, size) in enumerate(zip(extents, shape)) if extent != size]
+    if partial and any(extent != 1 for extent in extents[:partial[-1]]):
+        return None
+    linear = 0
+    for start, size in zip(starts, shape):
+        linear = linear * size + start
+    count = 1
+    for extent in extents:
+        count *= extent
+    return ContiguousCopy(op.operands[0], linear * element_bytes, count * element_bytes)
 
 
 def is_splat_constant(op: ir.Operation) -> bool:

@@ -43,6 +43,7 @@ from .fusion_legality import (
     ELEMENTWISE,
     NOT_KERNELS,
     FusionLimits,
+    contiguous_copy,
     element_count,
     fused_kinds,
     fused_ops,
@@ -162,6 +163,8 @@ def kernel_problem(op: ir.Operation, limits: FusionLimits) -> str | None:
         return f"it is a fusion of kind {fusion_kind(op)}"
     if "dynamic_update_slice" in root_kinds(op):
         return "it is rooted in an in-place dynamic-update-slice"
+    if contiguous_copy(op) is not None:
+        return "it copies a contiguous range of its operand (a memcpy, no kernel)"
     return None
 
 
