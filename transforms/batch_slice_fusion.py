@@ -247,16 +247,16 @@ class BatchSliceFusionPass(ModulePass):
     convolutions_as_gemms: bool = False  # refuse merges that cost convolutions their GEMM speed (memory for speed)
 
     def run(self, module: ir.Module) -> PassResult:
-        decisions: list[Decision] = []
+        log = DecisionLog()
         namer = Namer(module)
         changed = False
         with module.context, ir.Location.unknown():
             for block in fusible_blocks(module):
-                while self.merge_one(block, namer, decisions):
+                while self.merge_one(block, namer, log):
                     changed = True
-        return PassResult(changed, FusionDecisions("batch-slice-fusion-decisions.txt", tuple(decisions)))
+        return PassResult(changed, FusionDecisions("batch-slice-fusion-decisions.txt", tuple(log.decisions)))
 
-    def merge_one(self, block: ir.Block, namer: Namer, decisions: list[Decision]) -> bool:
+    def merge_one(self, block: ir.Block, namer: Namer, log: "DecisionLog") -> bool:
         for producer in live_ops(block.operations):
             if not is_kernel(producer) or len(producer.results) != 1:
                 continue
@@ -271,10 +271,10 @@ class BatchSliceFusionPass(ModulePass):
                 n = leading_size(fusion.results[0])
                 fusion.attributes["custom"] = ir.StringAttr.get(CUSTOM_KIND)
                 fusion.attributes["scratch_bytes"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), scratch_bytes(fusion, n))
-                decisions.append(Decision("fused", producer_text, consumer_text, fusion=describe(fusion)))
+                log.decisions.append(Decision("fused", producer_text, consumer_text, fusion=describe(fusion)))
                 return True
             if reason != "":
-                log_refusal(decisions, Decision("refused", describe(producer), describe(consumer), reason))
+                log.refused(Decision("refused", describe(producer), describe(consumer), reason))
         return False
 
     def refusal(self, producer: ir.Operation, consumer: ir.Operation) -> str | None:
@@ -331,7 +331,16 @@ def loops_cost_more_than_fusion_saves(producer: ir.Operation, consumer: ir.Opera
             f"more than the {1e6 * saved:.0f} us of memory traffic the merge saves")
 
 
-def log_refusal(decisions: list[Decision], refusal: Decision) -> None:
-    """Log a refusal once: the pair is asked again after every merge in its block."""
-    if all(d.line() != refusal.line() for d in decisions):
-        decisions.append(refusal)
+class DecisionLog:
+    """The pass's decisions in order, each refusal once: a pair is asked again after every
+    merge in its block."""
+
+    def __init__(self):
+        self.decisions: list[Decision] = []
+        self.refusals: set[str] = set()
+
+    def refused(self, refusal: Decision) -> None:
+        line = refusal.line()
+        if line not in self.refusals:
+            self.refusals.add(line)
+            self.decisions.append(refusal)

@@ -340,6 +340,10 @@ class FuseBlock:
         return min(found, key=functools.cmp_to_key(block_order)) if found else None
 
     def priority(self, op: ir.Operation) -> float:
+        if kind_of(op) == "constant":
+            # XLA's PriorityFusion: constants fuse last, into every consumer; recosting one
+            # shared by every layer after each merge near it made the queue quadratic
+            return float("-inf")
         users = users_in_block(op)
         consumers = [c for c in users if c.name not in TERMINATORS]
         if not consumers or not_fusible_reason(op, self.limits):
