@@ -32,6 +32,7 @@ from mlirxla.mlir import ir
 
 from .copy_insertion import is_carried_value_copy
 from .dead_code_elimination import has_side_effect
+from .erasure import identity
 from .pass_base import ModulePass, PassResult, TextReport
 
 ALIASING_OPS = frozenset({"xhlo.bitcast", "xhlo.tuple", "xhlo.get_tuple_element", "xhlo.optimization_barrier"})
@@ -233,13 +234,14 @@ class BlockSchedule:
 def schedule_block(block: ir.Block, label: str, results: list[BlockSchedule]) -> tuple[int, bool]:
     """Schedule `block` (inner blocks first); returns (peak bytes, whether ops moved)."""
     moved = False
+    positions = {identity(op): k for k, op in enumerate(block.operations)}
 
     def inner_peak(op: ir.Operation) -> int:
         nonlocal moved
         peak = 0
         for r, region in enumerate(op.regions):
             for b, inner in enumerate(region.blocks):
-                inner_label = f"{label}/{op.name.removeprefix('xhlo.')}#{id_of(op, block)}.region{r}"
+                inner_label = f"{label}/{op.name.removeprefix('xhlo.')}#{positions.get(identity(op), -1)}.region{r}"
                 p, m = schedule_block(inner, inner_label, results)
                 peak = max(peak, p)
                 moved = moved or m
@@ -270,13 +272,6 @@ def carried_value_copies(block: ir.Block, ops: list[ir.Operation], terminator: i
     if terminator is None or parent is None or parent.name != "xhlo.while" or block != parent.regions[1].blocks[0]:
         return []
     return [op for op in ops if is_carried_value_copy(op, terminator)]
-
-
-def id_of(op: ir.Operation, block: ir.Block) -> int:
-    for k, other in enumerate(block.operations):
-        if other.operation == op:
-            return k
-    return -1
 
 
 def schedule_attr(algorithm: str, peak: int) -> ir.Attribute:
