@@ -106,6 +106,9 @@ class PipelineRunner:
         dump_directory = options.dump_to if matches(options.dump_module_re, self.name) else None
         self.dumps = dumps or DumpWriter(dump_directory, self.name)
         self.ledger = Ledger([])
+        # the module's op count after the last pass (the ledger's next "before"); a walk over
+        # every op per count, so a pass that did not change the module is not counted again
+        self.ops_counted: int | None = None
         self.reports: dict[str, PassReport] = {}  # pass name -> the report of its last run
         phases.publish("pipeline-runner", self)
 
@@ -123,6 +126,7 @@ class PipelineRunner:
         return RunResult(changed, self.ledger, list(self.dumps.written), dict(self.reports))
 
     def run(self, pipeline: Pipeline) -> bool:
+        self.ops_counted = None  # the module may have changed since the last run
         with phases.phase("pipeline", pipeline.name):
             return self.run_pipeline(pipeline, enabled_by_parent=False)
 
@@ -168,7 +172,7 @@ class PipelineRunner:
         if not self.should_run(step, enabled):
             return False
         before_text = self.text() if self.keeps_text_before() else None
-        ops_before = count_ops(self.module)
+        ops_before = self.ops_counted if self.ops_counted is not None else count_ops(self.module)
         start = time.perf_counter()
         with erasure.stage(f"pass '{name}' in pipeline '{pipeline}'", checking=self.options.check_erasure):
             with self.module.context, ir.Location.unknown(), phases.phase("pass", name):
@@ -176,7 +180,8 @@ class PipelineRunner:
             changed = result.changed
             wall_ms = (time.perf_counter() - start) * 1000
             self.check_changed_flag(step, changed, before_text)
-            ops_after = count_ops(self.module)
+            ops_after = count_ops(self.module) if changed else ops_before
+            self.ops_counted = ops_after
             self.ledger.add(LedgerRow(pipeline, name, iteration, changed, wall_ms, ops_before, ops_after))
             if changed:
                 phases.publish("module-changed", self)
