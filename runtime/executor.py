@@ -104,11 +104,12 @@ def dependency_graph(thunks: list) -> list[Node]:
     write_read = written.overlapping(SliceTable.of(reads), len(thunks))
     write_access = written.overlapping(SliceTable.of([r + w for r, w in zip(reads, writes)]), len(thunks))
     conflicts = np.triu(write_read | write_access.T, k=1)
-    nodes = [Node(t, [], 0) for t in thunks]
-    for i, j in zip(*np.nonzero(conflicts)):  # row by row: each node's successors in order
-        nodes[i].successors.append(int(j))
-        nodes[j].pending += 1
-    return nodes
+    # row by row: each node's successors in order (memory reused over time makes the edges
+    # grow with the square of the program, so they are split into lists in numpy too)
+    sources, targets = np.nonzero(conflicts)
+    successors = np.split(targets, np.cumsum(np.bincount(sources, minlength=len(thunks)))[:-1])
+    pending = np.bincount(targets, minlength=len(thunks)).tolist()
+    return [Node(t, row.tolist(), count) for t, row, count in zip(thunks, successors, pending)]
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,8 @@ def same_shape_problem(types: list[ir.Type]) -> str | None:
 
 
 def same_type_problem(types: list[ir.Type]) -> str | None:
+    if is_tensor(types[0]) and all(t == types[0] for t in types[1:]):
+        return None  # types are uniqued: the common case is one comparison per value
     if problem := same_shape_problem(types):
         return problem
     if len({str(element_of(t)) for t in types}) != 1:
