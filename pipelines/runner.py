@@ -31,7 +31,7 @@ from mlirxla import phases, printing
 from mlirxla.errors import MlirxlaError
 from mlirxla.mlir import ir
 from mlirxla.transforms import erasure
-from mlirxla.transforms.pass_base import ModulePass, PassReport, PassResult
+from mlirxla.transforms.pass_base import ModulePass, PassReport, PassResult, count_ops
 from mlirxla.transforms.verifier import verify_module
 
 from .dumps import DumpWriter, module_name
@@ -78,18 +78,6 @@ class RunResult:
     ledger: Ledger
     dump_files: list[str] = field(default_factory=list)
     reports: dict[str, PassReport] = field(default_factory=dict)
-
-
-def count_ops(module: ir.Module) -> int:
-    count = 0
-
-    def visit(_):
-        nonlocal count
-        count += 1
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
-    return count - 1
 
 
 def matches(pattern: str | None, name: str) -> bool:
