@@ -18,6 +18,8 @@ complex expm1, log1p, tan and tanh, which convert-complex-to-standard computes i
 copies between strided views become loops (`copies_as_loops`); loops are ordered so that the
 innermost runs along contiguous memory (`loop_order.py`), and a kernel reading an
 operand across its innermost loop (a transpose) is tiled into cache blocks (`tiling.py`);
+sibling loop nests over the same rows (a softmax's max, exp, sum and divide passes) become
+one nest that takes each row through all of them while it is in cache (`row_fusion.py`);
 an f32 NHWC convolution becomes a register-tiled direct convolution on vectors before
 bufferization (`convolution_tiling.py`). Functions take bare pointers
 (`use-bare-ptr-memref-call-conv`): a kernel is `void k(ptr, ptr, ...)`, operands then results.
@@ -29,7 +31,7 @@ from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir, linalg, llvm, passmanager, stablehlo
 
-from . import convolution_tiling, kernel_scratch, llvm_text, loop_order, materialization, math_approximations, tiling
+from . import convolution_tiling, kernel_scratch, llvm_text, loop_order, materialization, math_approximations, row_fusion, tiling
 
 TO_LINALG = [
     "func.func(stablehlo-legalize-to-linalg)",
@@ -128,6 +130,7 @@ def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None) -> Lo
             passmanager.PassManager.parse(f"builtin.module({','.join(TO_LOOPS_IN_F32)})").run(module.operation)
             keep_narrow_roundings(module)
             if buffer_loops is None:  # a GPU kernel's math goes to libdevice instead
+                row_fusion.fuse_rows(module)
                 with ir.Location.unknown():
                     # after bf16 and f16 math became f32 math, so that it is approximated too
                     math_approximations.approximate(module)
