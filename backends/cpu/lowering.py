@@ -8,7 +8,9 @@ bufferization write results into the destination memrefs the kernel was given
 (`kernel_source.py`), so nothing is allocated for results; what bufferization still
 allocates (a reduction's results, one slice of a batch-slice kernel's convolutions) becomes
 arguments the caller passes working memory in (`kernel_scratch.py`). linalg becomes loops; complex arithmetic becomes
-real arithmetic on the parts; bf16 and f16 math and arithmetic run in f32 (the conversions
+real arithmetic on the parts; bf16 and f16 max and min reductions accumulate in f32
+(`narrow_reductions.py`: exact, and what the vectorizer widens); bf16 and f16 math and
+arithmetic run in f32 (the conversions
 expanded to integer ops, so no compiler-runtime helper is needed); f32 exp, tanh, log and
 pow (those of bf16 and f16 too, by then in f32) become arithmetic the LLVM vectorizer widens
 (`math_approximations.py`), other math stays libm
@@ -31,7 +33,7 @@ from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir, linalg, llvm, passmanager, stablehlo
 
-from . import convolution_tiling, kernel_scratch, llvm_text, loop_order, materialization, math_approximations, row_fusion, tiling
+from . import convolution_tiling, kernel_scratch, llvm_text, loop_order, materialization, math_approximations, narrow_reductions, row_fusion, tiling
 
 TO_LINALG = [
     "func.func(stablehlo-legalize-to-linalg)",
@@ -110,6 +112,8 @@ def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None) -> Lo
     try:
         with module.context:
             passmanager.PassManager.parse(f"builtin.module({','.join(TO_LINALG)})").run(module.operation)
+            with ir.Location.unknown():
+                narrow_reductions.widen_narrow_min_max_reductions(module)
             materialization.write_over_dying_operands(module)
             register_tiled = 0
             if buffer_loops is None:

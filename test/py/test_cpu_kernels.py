@@ -890,3 +890,28 @@ def test_row_fused_softmax_lowers_to_one_row_loop(tmp_path):
     expected = np.exp(x - x.max(axis=1, keepdims=True))
     expected /= expected.sum(axis=1, keepdims=True)
     np.testing.assert_allclose(executable.execute_numpy([x])[0], expected, rtol=1e-5, atol=1e-7)
+
+
+NARROW_ROW_MAX = """func.func @main(%x: tensor<64x256x{t}>) -> (tensor<64x{t}>, tensor<64x{t}>) {{
+  %low = stablehlo.constant dense<0xFF80> : tensor<{t}>
+  %high = stablehlo.constant dense<0x7F80> : tensor<{t}>
+  %max = stablehlo.reduce(%x init: %low) applies stablehlo.maximum across dimensions = [1] : (tensor<64x256x{t}>, tensor<{t}>) -> tensor<64x{t}>
+  %min = stablehlo.reduce(%x init: %high) applies stablehlo.minimum across dimensions = [1] : (tensor<64x256x{t}>, tensor<{t}>) -> tensor<64x{t}>
+  return %max, %min : tensor<64x{t}>, tensor<64x{t}>
+}}"""
+
+
+@pytest.mark.parametrize("element, dtype, infinity", [("bf16", ml_dtypes.bfloat16, "0x7F80"), ("f16", np.float16, "0x7C00")])
+def test_narrow_max_and_min_reductions_accumulate_in_f32(element, dtype, infinity, tmp_path):
+    """bf16/f16 row maxima and minima carry an f32 accumulator (a vectorized fmaximum /
+    fminimum reduction in the optimized IR, not a scalar chain of roundings) and equal numpy's
+    exactly, a NaN in a row included."""
+    text = NARROW_ROW_MAX.format(t=element).replace("0xFF80", "0x" + format(0x8000 | int(infinity, 16), "X")).replace("0x7F80", infinity)
+    executable = Client().compile(text, CompileOptions(dump_to=str(tmp_path)))
+    optimized = "".join(path.read_text() for path in tmp_path.glob("*.ir-with-opt.ll"))
+    assert "llvm.vector.reduce.fmaximum" in optimized and "llvm.vector.reduce.fminimum" in optimized
+    x = np.random.default_rng(8).standard_normal((64, 256)).astype(dtype)
+    x[3, 17] = np.nan
+    largest, smallest = executable.execute_numpy([x])
+    np.testing.assert_array_equal(largest.astype(np.float32), x.astype(np.float32).max(axis=1))
+    np.testing.assert_array_equal(smallest.astype(np.float32), x.astype(np.float32).min(axis=1))
