@@ -915,3 +915,32 @@ def test_narrow_max_and_min_reductions_accumulate_in_f32(element, dtype, infinit
     largest, smallest = executable.execute_numpy([x])
     np.testing.assert_array_equal(largest.astype(np.float32), x.astype(np.float32).max(axis=1))
     np.testing.assert_array_equal(smallest.astype(np.float32), x.astype(np.float32).min(axis=1))
+
+
+CAUSAL_SOFTMAX = """func.func @main(%s: tensor<8x256x256xf32>) -> tensor<8x256x256xf32> {
+  %rows = stablehlo.iota dim = 0 : tensor<256x256xi32>
+  %columns = stablehlo.iota dim = 1 : tensor<256x256xi32>
+  %causal = stablehlo.compare GE, %rows, %columns, SIGNED : (tensor<256x256xi32>, tensor<256x256xi32>) -> tensor<256x256xi1>
+  %mask = stablehlo.broadcast_in_dim %causal, dims = [1, 2] : (tensor<256x256xi1>) -> tensor<8x256x256xi1>
+  %low = stablehlo.constant dense<-1.0e30> : tensor<8x256x256xf32>
+  %masked = stablehlo.select %mask, %s, %low : tensor<8x256x256xi1>, tensor<8x256x256xf32>
+  %init = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %max = stablehlo.reduce(%masked init: %init) applies stablehlo.maximum across dimensions = [2] : (tensor<8x256x256xf32>, tensor<f32>) -> tensor<8x256xf32>
+  %spread = stablehlo.broadcast_in_dim %max, dims = [0, 1] : (tensor<8x256xf32>) -> tensor<8x256x256xf32>
+  %shifted = stablehlo.subtract %masked, %spread : tensor<8x256x256xf32>
+  %e = stablehlo.exponential %shifted : tensor<8x256x256xf32>
+  return %e : tensor<8x256x256xf32>
+}"""
+
+
+def test_a_causal_mask_larger_than_the_batch_slices_bound_splits_into_row_blocks():
+    """The causal mask's 256x256 positions (256 KiB of iota, beyond what a batch slice may
+    compute again) are computed again by each of the few row blocks, which is index arithmetic
+    in their loops: the masked exponential runs over the threads, and matches numpy."""
+    executable = Client().compile(CAUSAL_SOFTMAX)
+    if ThreadPool.shared().workers > 1:
+        assert len(sliced_kernels(executable.thunk_sequence())) == 1, executable.thunk_sequence()
+    s = np.random.default_rng(9).standard_normal((8, 256, 256)).astype(np.float32)
+    masked = np.where(np.tril(np.ones((256, 256), bool)), s, np.float32(-1e30))
+    expected = np.exp(masked - masked.max(axis=-1, keepdims=True))
+    np.testing.assert_allclose(executable.execute_numpy([s])[0], expected, rtol=2e-6, atol=1e-30)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from mlirxla.mlir import ir
 from mlirxla.runtime.threads import cpu_threads
 from mlirxla.runtime.thunks import KernelThunk, SlicedKernelThunk
-from mlirxla.transforms.batch_slice_fusion import leading_size, slice_problem
+from mlirxla.transforms.batch_slice_fusion import RECOMPUTED_WHOLE_BYTES, leading_size, slice_problem
 from mlirxla.transforms.fusion_legality import in_place_pair
 from mlirxla.transforms.scheduling import type_bytes
 
@@ -32,7 +32,8 @@ def emit_kernel(emitter, op: ir.Operation) -> list:
     """One kernel, its rows spread over the threads when that pays and it keeps them apart."""
     rows = parallel_rows(op) if emitter.slice_rows else None
     if rows:
-        return [emit_sliced(emitter, op, slice_plan(op, rows), "parallel row blocks")]
+        plan = slice_plan(op, rows, recomputed_whole_bytes=row_block_recomputed_bytes(op, rows))
+        return [emit_sliced(emitter, op, plan, "parallel row blocks")]
     return [kernel_thunk(emitter, op)]
 
 
@@ -90,6 +91,17 @@ def parallel_rows(op: ir.Operation) -> int | None:
     threads = cpu_threads()
     n = leading_size(op.results[0])
     blocks = thread_split.slice_count(n, threads) if n and threads > 1 else None
-    if blocks is None or not thread_split.estimate(op, threads).pays or slice_problem(op, n, [], batched_dots=True)[0]:
+    if blocks is None or not thread_split.estimate(op, threads).pays:
+        return None
+    if slice_problem(op, n, [], batched_dots=True, recomputed_whole_bytes=row_block_recomputed_bytes(op, n // blocks))[0]:
         return None
     return n // blocks
+
+
+def row_block_recomputed_bytes(op: ir.Operation, rows: int) -> int:
+    """How large a value on whole operands each row block may compute again: as large as the
+    block's own results (a causal mask's positions over a whole attention row block: fused into
+    the block's loops it is index arithmetic, and with one block per thread it is done a few
+    times in all), and never below the batch slices' bound."""
+    block_bytes = sum(type_bytes(result.type) for result in op.results) * rows // leading_size(op.results[0])
+    return max(RECOMPUTED_WHOLE_BYTES, block_bytes)
