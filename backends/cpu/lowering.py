@@ -40,6 +40,7 @@ TO_LINALG = [
     "func.func(linalg-fuse-elementwise-ops)",
     "canonicalize",
 ]
+FOLD_UNIT_DIMENSIONS = ["func.func(linalg-fold-unit-extent-dims)", "canonicalize"]
 BUFFERIZE = [
     "eliminate-empty-tensors",
     "one-shot-bufferize",
@@ -112,6 +113,7 @@ def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None) -> Lo
     try:
         with module.context:
             passmanager.PassManager.parse(f"builtin.module({','.join(TO_LINALG)})").run(module.operation)
+            fold_unit_dimensions_of_reshaped_results(module)
             with ir.Location.unknown():
                 narrow_reductions.widen_narrow_min_max_reductions(module)
             materialization.write_over_dying_operands(module)
@@ -143,6 +145,19 @@ def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None) -> Lo
     except ir.MLIRError as error:
         raise MlirxlaError(f"kernel {name} failed to lower to LLVM: {diagnostic_text(error)}") from None
     return Lowered(scratch, tiled, register_tiled)
+
+
+def fold_unit_dimensions_of_reshaped_results(module: ir.Module) -> None:
+    """A result computed with a unit dimension the destination lacks (a cross-entropy
+    gradient's [n, 1, m] loop nest over a [n, 1] keepdims sum, reshaped into its [n, m]
+    output) would be computed into scratch and copied over: with the unit dimensions dropped
+    from the loop nests (upstream's `linalg-fold-unit-extent-dims`) bufferization writes it
+    straight into the destination. Only kernels that reshape a result run the pass."""
+    reshaped = [op for op in ops_named(module, "bufferization.materialize_in_destination")
+                if not isinstance(op.operands[0].owner, ir.Block)
+                and op.operands[0].owner.name in ("tensor.collapse_shape", "tensor.expand_shape")]
+    if reshaped:
+        passmanager.PassManager.parse(f"builtin.module({','.join(FOLD_UNIT_DIMENSIONS)})").run(module.operation)
 
 
 def copies_as_loops(module: ir.Module) -> None:

@@ -4,6 +4,7 @@ the executable plan's JSON round trip, the paths the emitter chooses (GEMM, para
 row blocks, batch slices), kernel scratch, and the compiler-runtime helper and symbol check."""
 
 import ctypes
+import re
 import subprocess
 import sys
 import threading
@@ -944,3 +945,54 @@ def test_a_causal_mask_larger_than_the_batch_slices_bound_splits_into_row_blocks
     masked = np.where(np.tril(np.ones((256, 256), bool)), s, np.float32(-1e30))
     expected = np.exp(masked - masked.max(axis=-1, keepdims=True))
     np.testing.assert_allclose(executable.execute_numpy([s])[0], expected, rtol=2e-6, atol=1e-30)
+
+
+KEEPDIMS_GRADIENT = """func.func @main(%x: tensor<64x128xf32>, %w: tensor<64xf32>, %y: tensor<64x128xf32>) -> tensor<64x128xf32> {
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %negated = stablehlo.negate %x : tensor<64x128xf32>
+  %sums = stablehlo.reduce(%negated init: %zero) applies stablehlo.add across dimensions = [1] : (tensor<64x128xf32>, tensor<f32>) -> tensor<64xf32>
+  %kept = stablehlo.reshape %sums : (tensor<64xf32>) -> tensor<64x1xf32>
+  %weights = stablehlo.broadcast_in_dim %w, dims = [0] : (tensor<64xf32>) -> tensor<64x1xf32>
+  %scaled = stablehlo.divide %kept, %weights : tensor<64x1xf32>
+  %flat = stablehlo.reshape %scaled : (tensor<64x1xf32>) -> tensor<64xf32>
+  %spread = stablehlo.broadcast_in_dim %flat, dims = [0] : (tensor<64xf32>) -> tensor<64x128xf32>
+  %product = stablehlo.multiply %spread, %y : tensor<64x128xf32>
+  %result = stablehlo.add %x, %product : tensor<64x128xf32>
+  return %result : tensor<64x128xf32>
+}"""
+
+
+def test_a_result_computed_with_a_unit_dimension_is_written_into_its_destination(tmp_path):
+    """The gradient's loop nest runs over [64, 1, 128] (the keepdims sum's unit dimension,
+    reshaped back) and its result is reshaped into the [64, 128] output: with the unit
+    dimension folded away it is written straight into the output, so the kernel's scratch
+    holds the row sums only, not a copy of the result. The sum of negated elements (a
+    subtraction from the accumulator) reassociates, so it is a vector reduction. numpy agrees."""
+    executable = Client().compile(KEEPDIMS_GRADIENT, CompileOptions(dump_to=str(tmp_path)))
+    assert "fsub reassoc <" in next(tmp_path.glob("*.ir-with-opt.ll")).read_text()
+    scratch = [int(end) - int(start) for start, end in re.findall(r"scratch #\d+\[(\d+):(\d+)\]", executable.thunk_sequence())]
+    assert scratch and max(scratch) < 64 * 128 * 4, executable.thunk_sequence()
+    rng = np.random.default_rng(10)
+    x, y = rng.standard_normal((64, 128), dtype=np.float32), rng.standard_normal((64, 128), dtype=np.float32)
+    w = rng.uniform(1, 2, 64).astype(np.float32)
+    expected = x + (-x.sum(axis=1, keepdims=True) / w[:, None]) * y
+    np.testing.assert_allclose(executable.execute_numpy([x, w, y])[0], expected, rtol=1e-5, atol=1e-5)
+
+
+DONATED_EXP_ADD = """func.func @main(%x: tensor<1024xf32> {tf.aliasing_output = 0 : i32}) -> tensor<1024xf32> {
+  %0 = stablehlo.exponential %x : tensor<1024xf32>
+  %1 = stablehlo.add %0, %x : tensor<1024xf32>
+  return %1 : tensor<1024xf32>
+}"""
+
+
+def test_a_kernel_writing_over_its_operand_reads_it_through_one_pointer(tmp_path):
+    """x's buffer holds the result (donated): the kernel reads x through the result's
+    argument, so the vector loop has no run-time overlap check (through two pointers to the
+    same memory that check fails and the scalar loop runs); numpy agrees."""
+    executable = Client().compile(DONATED_EXP_ADD, CompileOptions(dump_to=str(tmp_path)))
+    assert "-> #0[0:4096]" in executable.thunk_sequence() and "(#0[0:4096])" in executable.thunk_sequence()
+    optimized = next(tmp_path.glob("*.ir-with-opt.ll")).read_text()
+    assert "x float>" in optimized and not any(check in optimized for check in ("diff.check", "found.conflict", "scalar.ph"))
+    x = np.linspace(-5, 5, 1024, dtype=np.float32)
+    np.testing.assert_allclose(executable.execute_numpy([x.copy()])[0], np.exp(x) + x, rtol=2e-7, atol=1e-7)
