@@ -141,6 +141,17 @@ def test_exp_tanh_log_pow_call_no_libm(tmp_path, element):
         assert f"@llvm.{name}." not in optimized and f"@{name}f(" not in optimized
 
 
+def test_exp_and_tanh_clamp_with_plain_compares_and_may_fuse_multiply_adds(tmp_path):
+    """The approximations' clamps are compare-and-selects (no `llvm.maximum`/`minimum`, each
+    several x86 instructions) and their polynomials' multiplies and adds are `contract`, which
+    LLVM fuses into FMAs where the host has them."""
+    text = UNARY.format(op="exponential", n=1024).replace("return %0", "%1 = stablehlo.tanh %0 : tensor<1024xf32>\n  return %1")
+    Client().compile(text, CompileOptions(dump_to=str(tmp_path)))
+    optimized = "".join(path.read_text() for path in tmp_path.glob("*.ir-with-opt.ll"))
+    assert "x float>" in optimized and "@llvm.maximum" not in optimized and "@llvm.minimum" not in optimized
+    assert "fmul contract <" in optimized and "fadd contract <" in optimized
+
+
 @pytest.mark.parametrize("op, reference", [("exponential", np.exp), ("tanh", np.tanh), ("log", np.log)])
 def test_bf16_transcendentals_are_approximated_in_f32(op, reference):
     """bf16 math runs in f32 and takes the same approximations (so it vectorizes), rounded
