@@ -94,9 +94,11 @@ def _dims(op: ir.Operation, name: str) -> list[int]:
 class SliceCheck:
     """Which values of a kernel are computed slice by slice (dimension 0 of size `n`)."""
 
-    def __init__(self, n: int, sliced_inputs: set, batched_dots: bool = False):
+    def __init__(self, n: int, sliced_inputs: set, batched_dots: bool = False,
+                 recomputed_whole_bytes: int = RECOMPUTED_WHOLE_BYTES):
         self.n = n
         self.batched_dots = batched_dots
+        self.recomputed_whole_bytes = recomputed_whole_bytes
         self.sliced = set(sliced_inputs)
         self.reread_bytes = 0  # what convolutions and dots read whole, again for every slice
         self.read_sliced: set = set()  # values from outside the slices (operands, constants) read slice by slice
@@ -141,7 +143,7 @@ class SliceCheck:
         stay whole: their dimension 0 must not look like the slices' own."""
         if kind not in CHEAP_TO_DUPLICATE and kind not in ELEMENTWISE:
             return False
-        if any(leading_size(r) in (None, self.n) or byte_size(r.type) > RECOMPUTED_WHOLE_BYTES for r in op.results):
+        if any(leading_size(r) in (None, self.n) or byte_size(r.type) > self.recomputed_whole_bytes for r in op.results):
             return False
         if any(v in self.sliced for v in op.operands):
             return False
@@ -199,16 +201,19 @@ def body_of(kernel: ir.Operation) -> tuple[list[ir.Operation], list[ir.Value], d
     return fused_ops(kernel), list(terminator.operands), dict(zip(block.arguments, kernel.operands))
 
 
-def slice_problem(kernel: ir.Operation, n: int, sliced_operands: list[ir.Value],
-                  batched_dots: bool = False) -> tuple[str | None, SliceCheck]:
+def slice_problem(kernel: ir.Operation, n: int, sliced_operands: list[ir.Value], batched_dots: bool = False,
+                  recomputed_whole_bytes: int = RECOMPUTED_WHOLE_BYTES) -> tuple[str | None, SliceCheck]:
     """(None when `kernel` keeps its slices apart with `sliced_operands` (values computed slice
     by slice before it) read slice by slice, else why not; the check, which knows what is
     sliced and the bytes convolutions and dots read whole for every slice). `batched_dots`:
     whether dots batched over dimension 0 may run slice by slice, as a kernel already
     generated does (its row blocks); merges leave them out, since a batched dot on its own
-    may be a BLAS GEMM, which a batch-slice fusion would make a loop nest."""
+    may be a BLAS GEMM, which a batch-slice fusion would make a loop nest.
+    `recomputed_whole_bytes`: the largest value on whole operands every slice may compute
+    again."""
     ops, returned, bound = body_of(kernel)
-    check = SliceCheck(n, {inner for inner, outer in bound.items() if outer in sliced_operands}, batched_dots)
+    check = SliceCheck(n, {inner for inner, outer in bound.items() if outer in sliced_operands}, batched_dots,
+                       recomputed_whole_bytes)
     for op in ops:
         reason = check.problem(op)
         if reason:

@@ -27,7 +27,7 @@ from mlirxla.errors import MlirxlaError, location_text
 from mlirxla.dialects.xhlo.builder import create_op
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import func, ir
-from mlirxla.transforms.batch_slice_fusion import body_of, leading_size, slice_problem
+from mlirxla.transforms.batch_slice_fusion import RECOMPUTED_WHOLE_BYTES, body_of, leading_size, slice_problem
 from mlirxla.transforms.xhlo_to_stablehlo import lower_module
 
 from . import materialization
@@ -69,9 +69,11 @@ class SlicePlan:
     types: dict = field(default_factory=dict, compare=False)
 
 
-def slice_plan(kernel: ir.Operation, rows: int = 1) -> SlicePlan:
-    """The plan to run `kernel` (a fusion or a single op) `rows` rows of dimension 0 at a time."""
-    problem, check = slice_problem(kernel, leading_size(kernel.results[0]), [], batched_dots=True)
+def slice_plan(kernel: ir.Operation, rows: int = 1, recomputed_whole_bytes: int = RECOMPUTED_WHOLE_BYTES) -> SlicePlan:
+    """The plan to run `kernel` (a fusion or a single op) `rows` rows of dimension 0 at a time,
+    each slice computing again the values on whole operands of up to `recomputed_whole_bytes`."""
+    problem, check = slice_problem(kernel, leading_size(kernel.results[0]), [], batched_dots=True,
+                                   recomputed_whole_bytes=recomputed_whole_bytes)
     if problem:
         raise MlirxlaError(problem, location_text(kernel.location))
     n = leading_size(kernel.results[0])

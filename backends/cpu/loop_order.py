@@ -72,7 +72,7 @@ def reassociate_reductions(generic: ir.Operation) -> None:
     if not any("reduction" in str(attr) for attr in ir.ArrayAttr(generic.attributes["iterator_types"])):
         return
     for inner in generic.regions[0].blocks[0].operations:
-        if inner.operation.name in ("arith.addf", "arith.mulf"):
+        if inner.operation.name in ("arith.addf", "arith.subf", "arith.mulf"):  # subf: a sum of negated elements
             inner.operation.attributes["fastmath"] = ir.Attribute.parse("#arith.fastmath<reassoc>")
 
 

@@ -8,7 +8,9 @@ bufferization write results into the destination memrefs the kernel was given
 (`kernel_source.py`), so nothing is allocated for results; what bufferization still
 allocates (a reduction's results, one slice of a batch-slice kernel's convolutions) becomes
 arguments the caller passes working memory in (`kernel_scratch.py`). linalg becomes loops; complex arithmetic becomes
-real arithmetic on the parts; bf16 and f16 math and arithmetic run in f32 (the conversions
+real arithmetic on the parts; bf16 and f16 max and min reductions accumulate in f32
+(`narrow_reductions.py`: exact, and what the vectorizer widens); bf16 and f16 math and
+arithmetic run in f32 (the conversions
 expanded to integer ops, so no compiler-runtime helper is needed); f32 exp, tanh, log and
 pow (those of bf16 and f16 too, by then in f32) become arithmetic the LLVM vectorizer widens
 (`math_approximations.py`), other math stays libm
@@ -18,6 +20,8 @@ complex expm1, log1p, tan and tanh, which convert-complex-to-standard computes i
 copies between strided views become loops (`copies_as_loops`); loops are ordered so that the
 innermost runs along contiguous memory (`loop_order.py`), and a kernel reading an
 operand across its innermost loop (a transpose) is tiled into cache blocks (`tiling.py`);
+sibling loop nests over the same rows (a softmax's max, exp, sum and divide passes) become
+one nest that takes each row through all of them while it is in cache (`row_fusion.py`);
 an f32 NHWC convolution becomes a register-tiled direct convolution on vectors before
 bufferization (`convolution_tiling.py`). Functions take bare pointers
 (`use-bare-ptr-memref-call-conv`): a kernel is `void k(ptr, ptr, ...)`, operands then results.
@@ -29,13 +33,14 @@ from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir, linalg, llvm, passmanager, stablehlo
 
-from . import convolution_tiling, kernel_scratch, llvm_text, loop_order, materialization, math_approximations, tiling
+from . import convolution_tiling, kernel_scratch, llvm_text, loop_order, materialization, math_approximations, narrow_reductions, row_fusion, tiling
 
 TO_LINALG = [
     "func.func(stablehlo-legalize-to-linalg)",
     "func.func(linalg-fuse-elementwise-ops)",
     "canonicalize",
 ]
+FOLD_UNIT_DIMENSIONS = ["func.func(linalg-fold-unit-extent-dims)", "canonicalize"]
 BUFFERIZE = [
     "eliminate-empty-tensors",
     "one-shot-bufferize",
@@ -108,6 +113,9 @@ def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None) -> Lo
     try:
         with module.context:
             passmanager.PassManager.parse(f"builtin.module({','.join(TO_LINALG)})").run(module.operation)
+            fold_unit_dimensions_of_reshaped_results(module)
+            with ir.Location.unknown():
+                narrow_reductions.widen_narrow_min_max_reductions(module)
             materialization.write_over_dying_operands(module)
             register_tiled = 0
             if buffer_loops is None:
@@ -128,6 +136,7 @@ def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None) -> Lo
             passmanager.PassManager.parse(f"builtin.module({','.join(TO_LOOPS_IN_F32)})").run(module.operation)
             keep_narrow_roundings(module)
             if buffer_loops is None:  # a GPU kernel's math goes to libdevice instead
+                row_fusion.fuse_rows(module)
                 with ir.Location.unknown():
                     # after bf16 and f16 math became f32 math, so that it is approximated too
                     math_approximations.approximate(module)
@@ -136,6 +145,19 @@ def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None) -> Lo
     except ir.MLIRError as error:
         raise MlirxlaError(f"kernel {name} failed to lower to LLVM: {diagnostic_text(error)}") from None
     return Lowered(scratch, tiled, register_tiled)
+
+
+def fold_unit_dimensions_of_reshaped_results(module: ir.Module) -> None:
+    """A result computed with a unit dimension the destination lacks (a cross-entropy
+    gradient's [n, 1, m] loop nest over a [n, 1] keepdims sum, reshaped into its [n, m]
+    output) would be computed into scratch and copied over: with the unit dimensions dropped
+    from the loop nests (upstream's `linalg-fold-unit-extent-dims`) bufferization writes it
+    straight into the destination. Only kernels that reshape a result run the pass."""
+    reshaped = [op for op in ops_named(module, "bufferization.materialize_in_destination")
+                if not isinstance(op.operands[0].owner, ir.Block)
+                and op.operands[0].owner.name in ("tensor.collapse_shape", "tensor.expand_shape")]
+    if reshaped:
+        passmanager.PassManager.parse(f"builtin.module({','.join(FOLD_UNIT_DIMENSIONS)})").run(module.operation)
 
 
 def copies_as_loops(module: ir.Module) -> None:

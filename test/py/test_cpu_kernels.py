@@ -4,6 +4,7 @@ the executable plan's JSON round trip, the paths the emitter chooses (GEMM, para
 row blocks, batch slices), kernel scratch, and the compiler-runtime helper and symbol check."""
 
 import ctypes
+import re
 import subprocess
 import sys
 import threading
@@ -138,6 +139,17 @@ def test_exp_tanh_log_pow_call_no_libm(tmp_path, element):
     assert "define" in optimized and "x float>" in optimized
     for name in ("exp", "tanh", "log", "pow"):
         assert f"@llvm.{name}." not in optimized and f"@{name}f(" not in optimized
+
+
+def test_exp_and_tanh_clamp_with_plain_compares_and_may_fuse_multiply_adds(tmp_path):
+    """The approximations' clamps are compare-and-selects (no `llvm.maximum`/`minimum`, each
+    several x86 instructions) and their polynomials' multiplies and adds are `contract`, which
+    LLVM fuses into FMAs where the host has them."""
+    text = UNARY.format(op="exponential", n=1024).replace("return %0", "%1 = stablehlo.tanh %0 : tensor<1024xf32>\n  return %1")
+    Client().compile(text, CompileOptions(dump_to=str(tmp_path)))
+    optimized = "".join(path.read_text() for path in tmp_path.glob("*.ir-with-opt.ll"))
+    assert "x float>" in optimized and "@llvm.maximum" not in optimized and "@llvm.minimum" not in optimized
+    assert "fmul contract <" in optimized and "fadd contract <" in optimized
 
 
 @pytest.mark.parametrize("op, reference", [("exponential", np.exp), ("tanh", np.tanh), ("log", np.log)])
@@ -822,3 +834,176 @@ def test_a_batched_dot_blas_can_run_stays_a_gemm_after_its_softmax():
     s, v = rng.standard_normal((8, 256, 256)).astype(np.float32), rng.standard_normal((8, 256, 64)).astype(np.float32)
     weights = np.exp(s) / np.exp(s).sum(axis=2, keepdims=True)
     np.testing.assert_allclose(executable.execute_numpy([s, v])[0], weights @ v, rtol=1e-4, atol=1e-4)
+
+
+ROW_LOOPS = """func.func @k(%x: memref<8x16xf32>, %y: memref<8x16xf32>, %m: memref<8xf32> {{llvm.noalias}}) {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %c16 = arith.constant 16 : index
+  scf.for %i = %c0 to %c8 step %c1 {{
+    scf.for %j = %c0 to %c16 step %c1 {{
+      %v = memref.load %x[%i, %j] : memref<8x16xf32>
+      %a = memref.load %m[%i] : memref<8xf32>
+      %b = arith.maximumf %a, %v : f32
+      memref.store %b, %m[%i] : memref<8xf32>
+    }}
+  }}
+  %view = memref.expand_shape %y [[0, 1], [2]] output_shape [8, 1, 16] : memref<8x16xf32> into memref<8x1x16xf32>
+  scf.for %i = %c0 to %c8 step %c1 {{
+    scf.for %j = %c0 to %c16 step %c1 {{
+      %v = memref.load %x[{second_read}] : memref<8x16xf32>
+      %a = memref.load %m[%i] : memref<8xf32>
+      %d = arith.subf %v, %a : f32
+      memref.store %d, %view[%i, %c0, %j] : memref<8x1x16xf32>
+    }}
+  }}
+  return
+}}"""
+
+
+def fused_rows(text: str) -> tuple[int, str]:
+    from mlirxla.backends.cpu import row_fusion
+    with new_context():
+        module = ir.Module.parse(text)
+        fused = row_fusion.fuse_rows(module)
+        module.operation.verify()
+        return fused, str(module)
+
+
+def test_row_loops_fuse_into_one_nest():
+    """A row reduction and the elementwise pass reading its result (through a reshaped view
+    of the output) run row by row in one nest: one loop over the rows, the two inner loops in
+    program order inside it, the view moved above it."""
+    fused, text = fused_rows(ROW_LOOPS.format(second_read="%i, %j"))
+    assert fused == 1
+    body = text[text.index("scf.for"):]
+    assert body.count("scf.for") == 3 and text.index("memref.expand_shape") < text.index("scf.for")
+    assert body.index("arith.maximumf") < body.index("arith.subf")
+
+
+@pytest.mark.parametrize("second_read", ["%j, %i", "%c0, %j"])
+def test_row_loops_reading_other_rows_of_a_written_buffer_stay_apart(second_read):
+    """The second nest writes a view of `y`, which may be the same buffer as `x` (arguments of
+    one size, not noalias), and reads `x` across the rows (transposed) or row 0 of it in every
+    row: fused, a row's write could come before an earlier row's read, so the nests stay apart."""
+    fused, _ = fused_rows(ROW_LOOPS.format(second_read=second_read))
+    assert fused == 0
+
+
+def test_row_fused_softmax_lowers_to_one_row_loop(tmp_path):
+    """The whole softmax kernel (max, exp, sum, divide) is one loop over its rows in the
+    optimized LLVM IR, with vector code in it, and still matches numpy."""
+    executable = Client().compile(SOFTMAX.format(rows=64), CompileOptions(dump_to=str(tmp_path)))
+    optimized = next(tmp_path.glob("*.ir-with-opt.ll")).read_text()
+    exits = [line for line in optimized.splitlines() if "icmp eq i64" in line and ", 64" in line]
+    assert len(exits) == 1 and ("<16 x float>" in optimized or "<8 x float>" in optimized)
+    x = np.random.default_rng(5).standard_normal((64, 512)).astype(np.float32)
+    expected = np.exp(x - x.max(axis=1, keepdims=True))
+    expected /= expected.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(executable.execute_numpy([x])[0], expected, rtol=1e-5, atol=1e-7)
+
+
+NARROW_ROW_MAX = """func.func @main(%x: tensor<64x256x{t}>) -> (tensor<64x{t}>, tensor<64x{t}>) {{
+  %low = stablehlo.constant dense<0xFF80> : tensor<{t}>
+  %high = stablehlo.constant dense<0x7F80> : tensor<{t}>
+  %max = stablehlo.reduce(%x init: %low) applies stablehlo.maximum across dimensions = [1] : (tensor<64x256x{t}>, tensor<{t}>) -> tensor<64x{t}>
+  %min = stablehlo.reduce(%x init: %high) applies stablehlo.minimum across dimensions = [1] : (tensor<64x256x{t}>, tensor<{t}>) -> tensor<64x{t}>
+  return %max, %min : tensor<64x{t}>, tensor<64x{t}>
+}}"""
+
+
+@pytest.mark.parametrize("element, dtype, infinity", [("bf16", ml_dtypes.bfloat16, "0x7F80"), ("f16", np.float16, "0x7C00")])
+def test_narrow_max_and_min_reductions_accumulate_in_f32(element, dtype, infinity, tmp_path):
+    """bf16/f16 row maxima and minima carry an f32 accumulator (a vectorized fmaximum /
+    fminimum reduction in the optimized IR, not a scalar chain of roundings) and equal numpy's
+    exactly, a NaN in a row included."""
+    text = NARROW_ROW_MAX.format(t=element).replace("0xFF80", "0x" + format(0x8000 | int(infinity, 16), "X")).replace("0x7F80", infinity)
+    executable = Client().compile(text, CompileOptions(dump_to=str(tmp_path)))
+    optimized = "".join(path.read_text() for path in tmp_path.glob("*.ir-with-opt.ll"))
+    assert "llvm.vector.reduce.fmaximum" in optimized and "llvm.vector.reduce.fminimum" in optimized
+    x = np.random.default_rng(8).standard_normal((64, 256)).astype(dtype)
+    x[3, 17] = np.nan
+    largest, smallest = executable.execute_numpy([x])
+    np.testing.assert_array_equal(largest.astype(np.float32), x.astype(np.float32).max(axis=1))
+    np.testing.assert_array_equal(smallest.astype(np.float32), x.astype(np.float32).min(axis=1))
+
+
+CAUSAL_SOFTMAX = """func.func @main(%s: tensor<8x256x256xf32>) -> tensor<8x256x256xf32> {
+  %rows = stablehlo.iota dim = 0 : tensor<256x256xi32>
+  %columns = stablehlo.iota dim = 1 : tensor<256x256xi32>
+  %causal = stablehlo.compare GE, %rows, %columns, SIGNED : (tensor<256x256xi32>, tensor<256x256xi32>) -> tensor<256x256xi1>
+  %mask = stablehlo.broadcast_in_dim %causal, dims = [1, 2] : (tensor<256x256xi1>) -> tensor<8x256x256xi1>
+  %low = stablehlo.constant dense<-1.0e30> : tensor<8x256x256xf32>
+  %masked = stablehlo.select %mask, %s, %low : tensor<8x256x256xi1>, tensor<8x256x256xf32>
+  %init = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %max = stablehlo.reduce(%masked init: %init) applies stablehlo.maximum across dimensions = [2] : (tensor<8x256x256xf32>, tensor<f32>) -> tensor<8x256xf32>
+  %spread = stablehlo.broadcast_in_dim %max, dims = [0, 1] : (tensor<8x256xf32>) -> tensor<8x256x256xf32>
+  %shifted = stablehlo.subtract %masked, %spread : tensor<8x256x256xf32>
+  %e = stablehlo.exponential %shifted : tensor<8x256x256xf32>
+  return %e : tensor<8x256x256xf32>
+}"""
+
+
+def test_a_causal_mask_larger_than_the_batch_slices_bound_splits_into_row_blocks():
+    """The causal mask's 256x256 positions (256 KiB of iota, beyond what a batch slice may
+    compute again) are computed again by each of the few row blocks, which is index arithmetic
+    in their loops: the masked exponential runs over the threads, and matches numpy."""
+    executable = Client().compile(CAUSAL_SOFTMAX)
+    if ThreadPool.shared().workers > 1:
+        assert len(sliced_kernels(executable.thunk_sequence())) == 1, executable.thunk_sequence()
+    s = np.random.default_rng(9).standard_normal((8, 256, 256)).astype(np.float32)
+    masked = np.where(np.tril(np.ones((256, 256), bool)), s, np.float32(-1e30))
+    expected = np.exp(masked - masked.max(axis=-1, keepdims=True))
+    np.testing.assert_allclose(executable.execute_numpy([s])[0], expected, rtol=2e-6, atol=1e-30)
+
+
+KEEPDIMS_GRADIENT = """func.func @main(%x: tensor<64x128xf32>, %w: tensor<64xf32>, %y: tensor<64x128xf32>) -> tensor<64x128xf32> {
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %negated = stablehlo.negate %x : tensor<64x128xf32>
+  %sums = stablehlo.reduce(%negated init: %zero) applies stablehlo.add across dimensions = [1] : (tensor<64x128xf32>, tensor<f32>) -> tensor<64xf32>
+  %kept = stablehlo.reshape %sums : (tensor<64xf32>) -> tensor<64x1xf32>
+  %weights = stablehlo.broadcast_in_dim %w, dims = [0] : (tensor<64xf32>) -> tensor<64x1xf32>
+  %scaled = stablehlo.divide %kept, %weights : tensor<64x1xf32>
+  %flat = stablehlo.reshape %scaled : (tensor<64x1xf32>) -> tensor<64xf32>
+  %spread = stablehlo.broadcast_in_dim %flat, dims = [0] : (tensor<64xf32>) -> tensor<64x128xf32>
+  %product = stablehlo.multiply %spread, %y : tensor<64x128xf32>
+  %result = stablehlo.add %x, %product : tensor<64x128xf32>
+  return %result : tensor<64x128xf32>
+}"""
+
+
+def test_a_result_computed_with_a_unit_dimension_is_written_into_its_destination(tmp_path):
+    """The gradient's loop nest runs over [64, 1, 128] (the keepdims sum's unit dimension,
+    reshaped back) and its result is reshaped into the [64, 128] output: with the unit
+    dimension folded away it is written straight into the output, so the kernel's scratch
+    holds the row sums only, not a copy of the result. The sum of negated elements (a
+    subtraction from the accumulator) reassociates, so it is a vector reduction. numpy agrees."""
+    executable = Client().compile(KEEPDIMS_GRADIENT, CompileOptions(dump_to=str(tmp_path)))
+    assert "fsub reassoc <" in next(tmp_path.glob("*.ir-with-opt.ll")).read_text()
+    scratch = [int(end) - int(start) for start, end in re.findall(r"scratch #\d+\[(\d+):(\d+)\]", executable.thunk_sequence())]
+    assert scratch and max(scratch) < 64 * 128 * 4, executable.thunk_sequence()
+    rng = np.random.default_rng(10)
+    x, y = rng.standard_normal((64, 128), dtype=np.float32), rng.standard_normal((64, 128), dtype=np.float32)
+    w = rng.uniform(1, 2, 64).astype(np.float32)
+    expected = x + (-x.sum(axis=1, keepdims=True) / w[:, None]) * y
+    np.testing.assert_allclose(executable.execute_numpy([x, w, y])[0], expected, rtol=1e-5, atol=1e-5)
+
+
+DONATED_EXP_ADD = """func.func @main(%x: tensor<1024xf32> {tf.aliasing_output = 0 : i32}) -> tensor<1024xf32> {
+  %0 = stablehlo.exponential %x : tensor<1024xf32>
+  %1 = stablehlo.add %0, %x : tensor<1024xf32>
+  return %1 : tensor<1024xf32>
+}"""
+
+
+def test_a_kernel_writing_over_its_operand_reads_it_through_one_pointer(tmp_path):
+    """x's buffer holds the result (donated): the kernel reads x through the result's
+    argument, so the vector loop has no run-time overlap check (through two pointers to the
+    same memory that check fails and the scalar loop runs); numpy agrees."""
+    executable = Client().compile(DONATED_EXP_ADD, CompileOptions(dump_to=str(tmp_path)))
+    assert "-> #0[0:4096]" in executable.thunk_sequence() and "(#0[0:4096])" in executable.thunk_sequence()
+    optimized = next(tmp_path.glob("*.ir-with-opt.ll")).read_text()
+    assert "x float>" in optimized and not any(check in optimized for check in ("diff.check", "found.conflict", "scalar.ph"))
+    x = np.linspace(-5, 5, 1024, dtype=np.float32)
+    np.testing.assert_allclose(executable.execute_numpy([x.copy()])[0], np.exp(x) + x, rtol=2e-7, atol=1e-7)
