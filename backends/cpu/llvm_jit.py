@@ -4,15 +4,18 @@ configure).
 
 Each kernel's LLVM module is parsed, optimized at O3 for the host CPU (its features, loop and
 SLP vectorization) and compiled into a native object of its own (`compile_native`), in an LLVM
-context of its own: LLVM's global context is not thread-safe, a context per kernel is, and
-llvmlite releases the GIL in its calls, so `CodegenPool` runs the kernels' LLVM work on
-several threads at once. A kernel with another's code is a stub jumping to it (`same_code`);
+context of its own: LLVM's global context is not thread-safe, a context per kernel is. llvmlite
+releases the GIL in its calls but runs every call under one process-wide lock (for the global
+context's sake), so the two calls that are nearly all of a kernel's LLVM time, O3 and code
+generation, are made without it (`_unlocked`) on modules, target machines and pass builders
+no other thread sees: `CodegenPool` runs the kernels' LLVM work on several threads at once. A kernel with another's code is a stub jumping to it (`same_code`);
 the stubs and the compiler-runtime helpers code generation may call (`native_symbols.py`)
 are one more object (`shared_object`). An executable's objects travel as one archive
 (`object_archive.py`), which `JitEngine` loads once every symbol they need is found in them
 or in this process: the same path serves a fresh compile and the compile cache.
 """
 
+import ctypes
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -62,10 +65,10 @@ class OptimizedKernel:
         return self.ir_without_opt if self.forwards else self.optimized_ir
 
 
-def optimize(name: str, ir_text: str, linked: frozenset[str] = frozenset(), context=None) -> "llvm.ModuleRef":
-    """Parse and optimize one kernel's LLVM IR at O3 for the host, in `context` (None: the
-    global one, for the calling thread only); `linked` are the functions it calls that other
-    objects of the executable define (a native driver calls the kernels)."""
+def optimize(name: str, ir_text: str, linked: frozenset[str], context: "llvm.ContextRef") -> "llvm.ModuleRef":
+    """Parse and optimize one kernel's LLVM IR at O3 for the host, in `context` (one no other
+    thread uses: O3 runs without llvmlite's lock); `linked` are the functions it calls that
+    other objects of the executable define (a native driver calls the kernels)."""
     machine = target_machine()
     try:
         module = llvm.parse_assembly(ir_text, context)
@@ -78,7 +81,7 @@ def optimize(name: str, ir_text: str, linked: frozenset[str] = frozenset(), cont
     tuning.loop_vectorization = True
     tuning.slp_vectorization = True
     builder = llvm.create_pass_builder(machine, tuning)
-    builder.getModulePassManager().run(module, builder)
+    _unlocked("LLVMPY_RunNewModulePassManager")(builder.getModulePassManager(), module, builder)
     for function in module.functions:
         if function.is_declaration and not function.name.startswith("llvm.") and function.name not in linked \
                 and native_symbols.process_address(function.name) is None:
@@ -93,9 +96,30 @@ def compile_native(name: str, ir_text: str, linked: frozenset[str] = frozenset()
     module = optimize(name, ir_text, linked, llvm.create_context())
     function_type = module.get_function(name).global_value_type
     optimized_ir = str(module) if keep_ir else ""
-    return OptimizedKernel(name, ir_text, target_machine().emit_object(module), optimized_ir,
+    return OptimizedKernel(name, ir_text, emit_object(target_machine(), module), optimized_ir,
                            str(function_type.get_function_return()),
                            tuple(str(parameter) for parameter in function_type.get_function_parameters()))
+
+
+def _unlocked(function: str):
+    """llvmlite's entry point `function` (its argument types as llvmlite declares them),
+    called without llvmlite's process-wide lock: only on a module in a context of its own,
+    with a target machine and a pass builder of its own (llvmlite 0.50's `ffi.lib` wraps each
+    ctypes function with the lock as `_cfn`)."""
+    return getattr(llvm.ffi.lib, function)._cfn
+
+
+def emit_object(machine: "llvm.TargetMachine", module: "llvm.ModuleRef") -> bytes:
+    """`machine.emit_object(module)` without llvmlite's lock (code generation is about half a
+    kernel's LLVM time): `module` and `machine` are this thread's alone."""
+    with llvm.ffi.OutputString() as error:
+        buffer = _unlocked("LLVMPY_TargetMachineEmitToMemory")(machine, module, 1, error)
+        if not buffer:
+            raise MlirxlaError(f"code generation failed: {' '.join(str(error).split())}")
+    try:
+        return ctypes.string_at(llvm.ffi.lib.LLVMPY_GetBufferStart(buffer), llvm.ffi.lib.LLVMPY_GetBufferSize(buffer))
+    finally:
+        llvm.ffi.lib.LLVMPY_DisposeMemoryBuffer(buffer)
 
 
 def same_code(name: str, original: OptimizedKernel) -> OptimizedKernel:
