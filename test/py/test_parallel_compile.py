@@ -9,9 +9,11 @@ archive; an LLVM error met on a compile thread is still one line naming its kern
 the kernel falls back to the interpreter or the error ends the compile.
 """
 
+import ctypes
 import os
 import threading
 
+import llvmlite.binding as llvm
 import numpy as np
 import pytest
 
@@ -175,3 +177,29 @@ def test_a_bad_compile_thread_count_is_refused(monkeypatch):
     monkeypatch.setenv(COMPILE_VARIABLE, "zero")
     with pytest.raises(MlirxlaError, match=f"^{COMPILE_VARIABLE}='zero': expected a positive number of threads$"):
         compile_threads()
+
+
+def test_o3_and_code_generation_run_while_llvmlite_s_lock_is_held_elsewhere():
+    """llvmlite runs every call under one process-wide lock; a compile thread's O3 and code
+    generation must not wait for it, or the threads would compile one at a time. Here the
+    test holds the lock while another thread optimizes and emits a kernel."""
+    machine = llvm_jit.target_machine()
+    module = llvm.parse_assembly("define void @k(ptr %p) {\n  store float 1.0, ptr %p\n  ret void\n}\n", llvm.create_context())
+    module.triple = machine.triple
+    builder = llvm.create_pass_builder(machine, llvm.create_pipeline_tuning_options(speed_level=3))
+    passes = builder.getModulePassManager()
+    emitted = []
+
+    def optimize_and_emit():
+        llvm_jit._unlocked("LLVMPY_RunNewModulePassManager")(passes, module, builder)
+        error = ctypes.c_char_p()  # llvmlite's OutputString would take the lock to free itself
+        emitted.append(llvm_jit._unlocked("LLVMPY_TargetMachineEmitToMemory")(machine, module, 1, ctypes.byref(error)))
+
+    with llvm.ffi.lib._lock:
+        worker = threading.Thread(target=optimize_and_emit)
+        worker.start()
+        worker.join(timeout=120)  # a deadlock guard, not a time limit: the work takes milliseconds
+        done = not worker.is_alive()
+    worker.join()
+    assert done and emitted[0]
+    llvm.ffi.lib.LLVMPY_DisposeMemoryBuffer(emitted[0])
