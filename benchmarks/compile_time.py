@@ -13,8 +13,10 @@ conv net, scan RNN, the small MLP), and with `--workloads` for those of
 
 `--profile` adds, per program, where mlirxla's cold compile went: the front door, every pass
 (its runs in the fixed-point loop summed; what `mlirxla-opt --print-ledger` shows per run),
-thunk emission, the kernels' LLVM compiles (summed, with how many there were), and the rest
-(the native object, the plan, the cache), largest first.
+thunk emission, the kernels' lowering (summed, with how many there were; their LLVM work runs
+on the compile threads, `MLIRXLA_COMPILE_THREADS`, and what of it did not overlap the lowering
+shows as the wait for them), the native drivers, the shared object, and the rest (the plan,
+loading the objects, the cache), largest first.
 
     python benchmarks/compile_time.py [--layers 4,8,...] [--programs transformer,...] [--workloads layernorm,...]
                                       [--repeats N] [--profile] [--json]
@@ -68,13 +70,14 @@ def op_count(text: str) -> int:
 
 class PhaseTimes(phases.Listener):
     """Seconds of the phases announced on the compiling thread: per pass and per top-level
-    phase (a pipeline, the front door, thunk emission, each kernel), runs summed."""
+    phase (a pipeline, the front door, each kernel; the backend's by name), runs summed."""
 
     def __init__(self):
         self.thread = threading.get_ident()
         self.depth = 0
         self.passes: dict = defaultdict(float)
         self.top: dict = defaultdict(float)
+        self.backend: dict = defaultdict(float)
         self.kernels = 0
 
     def started(self, phase: phases.Phase) -> None:
@@ -91,6 +94,8 @@ class PhaseTimes(phases.Listener):
         if self.depth == 0:
             self.top[phase.category] += seconds
             self.kernels += phase.category == "kernel"
+            if phase.category == "backend":
+                self.backend[phase.name] += seconds
 
 
 def mlirxla_cold(text: str, profile: bool) -> tuple[float, dict | None]:
@@ -113,13 +118,18 @@ def mlirxla_cold(text: str, profile: bool) -> tuple[float, dict | None]:
 def breakdown(listener: PhaseTimes, total: float) -> dict:
     """Seconds per part of a compile: the front door, each pass, the pipeline runner's own
     work (verifying the module after each pass, counting ops, the ledger), thunk emission,
-    the kernels' LLVM compiles, and what no phase covers."""
+    the kernels on the compiling thread (lowering; and their LLVM work with one compile
+    thread), the wait for the compile threads (LLVM's O3 and code generation beyond what
+    overlapped the lowering), the drivers, the shared object, and what no phase covers."""
     parts = dict(listener.passes)
     parts["pipeline runner (verifying after each pass, the ledger)"] = listener.top["pipeline"] - sum(listener.passes.values())
     parts["front door"] = listener.top["frontdoor"]
-    parts["thunk emission"] = listener.top["backend"]
-    parts[f"LLVM compiles of {listener.kernels} kernels"] = listener.top["kernel"]
-    parts["other (the native object, the plan, the cache)"] = max(total - sum(listener.top.values()), 0.0)
+    parts["thunk emission"] = listener.backend["thunk emission"]
+    parts[f"{listener.kernels} kernels: lowering (and LLVM when compiled on one thread)"] = listener.top["kernel"]
+    parts["waiting for the compile threads (LLVM O3 and code generation)"] = listener.backend["kernels' native code"]
+    parts["native drivers"] = listener.backend["native drivers"]
+    parts["shared object (stubs, helpers) and the archive"] = listener.backend["shared object"]
+    parts["other (the plan, loading the objects, the cache)"] = max(total - sum(listener.top.values()), 0.0)
     return dict(sorted(parts.items(), key=lambda item: -item[1]))
 
 

@@ -69,8 +69,8 @@ def single_kernel(text: str):
 def llvmlite_function(module, symbol: str, arguments: int):
     from mlirxla.backends.cpu import llvm_jit, lowering
 
-    optimized = llvm_jit.optimize(symbol, lowering.translate(module, symbol))
-    engine = llvm_jit.JitEngine(llvm_jit.object_code([optimized]))
+    compiled = llvm_jit.compile_native(symbol, lowering.translate(module, symbol))
+    engine = llvm_jit.JitEngine(llvm_jit.object_code([compiled], b""))
     return engine, ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * arguments)(engine.address(symbol))
 
 

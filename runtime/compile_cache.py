@@ -1,8 +1,9 @@
 """A persistent compile cache: executables keyed by a fingerprint of the module and options.
 
 An entry is a directory `<root>/<fingerprint>/` holding `plan.json` (the executable plan:
-thunks, allocations, constants), `kernels.o` (the native object) and `manifest.json` (the
-SHA-256 of both, and the versions that made them). No pickle: JSON and raw object code.
+thunks, allocations, constants), `kernels.a` (the native objects, as the backend's archive
+holds them) and `manifest.json` (the SHA-256 of both, and the versions that made them). No
+pickle: JSON and raw object code.
 
 Writers build an entry in a private temporary directory and rename it into place, which is
 atomic: a concurrent writer of the same fingerprint either wins or finds the entry there,
@@ -20,7 +21,8 @@ from dataclasses import dataclass
 
 from .executable import ExecutablePlan
 
-FORMAT = 4  # 2: host calls of callbacks carry their declared results; 3: plans keep a partitioned entry's global shapes and shardings; 4: control flow carries its native driver
+FORMAT = 5  # 2: host calls of callbacks carry their declared results; 3: plans keep a partitioned entry's global shapes and shardings; 4: control flow carries its native driver; 5: an archive of objects (one per kernel), kernels.a
+OBJECTS = "kernels.a"
 
 
 def fingerprint(module_text: str, options: str, environment: str) -> str:
@@ -62,7 +64,7 @@ class CompileCache:
                 manifest = json.load(stream)
             with open(os.path.join(folder, "plan.json"), "rb") as stream:
                 plan_bytes = stream.read()
-            with open(os.path.join(folder, "kernels.o"), "rb") as stream:
+            with open(os.path.join(folder, OBJECTS), "rb") as stream:
                 object_code = stream.read()
             if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or manifest.get("plan") != _sha256(plan_bytes) or manifest.get("object") != _sha256(object_code):
                 raise ValueError("hash mismatch")
@@ -81,7 +83,7 @@ class CompileCache:
         manifest = {"format": FORMAT, "plan": _sha256(plan_bytes), "object": _sha256(object_code)}
         staging = tempfile.mkdtemp(prefix=".staging-", dir=self.root)
         try:
-            for name, data in (("plan.json", plan_bytes), ("kernels.o", object_code), ("manifest.json", json.dumps(manifest).encode())):
+            for name, data in (("plan.json", plan_bytes), (OBJECTS, object_code), ("manifest.json", json.dumps(manifest).encode())):
                 with open(os.path.join(staging, name), "wb") as stream:
                     stream.write(data)
             try:

@@ -8,13 +8,18 @@ code) out (XLA's CpuCompiler: RunHloPasses, then RunBackend).
    `xhlo-buffer-assignment` report; when the pipeline did not run that pass, the backend runs
    it): the thunk sequence and the kernels it needs.
 3. Per kernel: its StableHLO function in destination-passing style (`kernel_source.py`),
-   lowered to the LLVM dialect (`lowering.py`), translated to LLVM IR and optimized by
-   llvmlite (`llvm_jit.py`); dumped as `<kernel>.ir-no-opt.ll` and `<kernel>.ir-with-opt.ll`.
-   A kernel the toolkit cannot lower runs on the reference interpreter instead
-   (`interpreter_fallback.py`), and the thunk sequence says so. Kernels whose StableHLO is
-   the same but for their symbol (every layer of a stack of equal layers) are lowered and
-   optimized once: the later ones get a stub that jumps to the first one's code
-   (`llvm_jit.same_code`), and the thunk sequence says which code each runs.
+   lowered to the LLVM dialect (`lowering.py`) and translated to LLVM IR on the calling
+   thread (the toolkit's context is not shared with other threads), then optimized and
+   compiled to a native object by llvmlite (`llvm_jit.py`) on the compile threads
+   (`llvm_jit.CodegenPool`, `runtime/threads.compile_threads`) while the next kernels are
+   lowered; the results are taken in the kernels' order (`finish_kernels`), so decisions,
+   scratch and objects are the same whatever the thread count. Dumped as
+   `<kernel>.ir-no-opt.ll` and `<kernel>.ir-with-opt.ll`. A kernel the toolkit or LLVM cannot
+   compile runs on the reference interpreter instead (`interpreter_fallback.py`), and the
+   thunk sequence says so. Kernels whose StableHLO is the same but for their symbol (every
+   layer of a stack of equal layers) are lowered and optimized once: the later ones get a
+   stub that jumps to the first one's code (`llvm_jit.same_code`), and the thunk sequence
+   says which code each runs.
 4. Scratch: what bufferization still allocated in a kernel (known only now) is placed in
    the temp slab by buffer assignment's `place_scratch`, live while the kernel's thunk runs
    (one range per concurrent call of a sliced kernel, `CONCURRENT_CALLS` at most), beside
@@ -27,12 +32,14 @@ code) out (XLA's CpuCompiler: RunHloPasses, then RunBackend).
    control flow and calls the kernels, GEMMs and copies, calling back into Python only for
    what it cannot run itself; dumped as `<driver>.ir-no-opt.ll` and
    `<driver>.ir-with-opt.ll`, the thunk sequence saying what runs in a native driver.
-6. One native object for all kernels and drivers, which the runtime loads; the thunk
-   sequence is dumped as `thunk-sequence.txt`.
+6. The native objects (one per compiled kernel and driver, one for the stubs and the
+   compiler-runtime helpers) as one archive, which the runtime loads; the thunk sequence is
+   dumped as `thunk-sequence.txt`.
 """
 
 import os
 import re
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 from mlirxla import phases
@@ -46,6 +53,7 @@ from mlirxla.pipelines.dumps import DumpWriter
 from mlirxla.pipelines.runner import PipelineRunner, RunOptions
 from mlirxla.backends.backend import CompiledProgram
 from mlirxla.runtime.executable import ExecutablePlan, runs_in_order
+from mlirxla.runtime.threads import compile_threads
 from mlirxla.runtime.thunks import BufferSlice, KernelThunk, SlicedKernelThunk, every_thunk
 from mlirxla.transforms import erasure
 from mlirxla.transforms.buffer_assignment import Assignment, BufferAssignmentPass, BufferAssignmentReport, place_scratch, write_summary
@@ -61,11 +69,13 @@ from .thunk_emitter import Emission, ThunkEmitter
 class CompiledKernel:
     symbol: str
     stablehlo: str
-    optimized: llvm_jit.OptimizedKernel
+    optimized: llvm_jit.OptimizedKernel | None  # once its LLVM work is done (`finish_kernel`)
     scratch: tuple[kernel_scratch.ScratchArgument, ...] = ()  # working memory per call, passed after the results
     tiled_loop_nests: int = 0
     register_tiled_convolutions: int = 0
     same_as: str | None = None  # the kernel whose code this one runs (its StableHLO is the same)
+    native: Future | None = None  # its LLVM work on the compile threads
+    source_key: str = ""  # its StableHLO without its symbol (`kernel_stablehlo`)
 
 
 # a sliced kernel's concurrent calls, each with scratch of its own: the shared thread pool's
@@ -100,34 +110,54 @@ def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pi
             emission = ThunkEmitter(module, assignment, slice_rows=variant.slice_rows).emit()
         plan = plan_of(emission, module)
         phases.publish("kernel-count", len(emission.kernels))
-        kernels = []
-        compiled_by_source: dict[str, CompiledKernel] = {}
-        for spec in emission.kernels:
-            with erasure.stage(f"cpu backend kernel '{spec.symbol}'"), phases.phase("kernel", spec.symbol):
-                erasure.processing(spec.op)
-                compiled = compile_or_fall_back(spec, plan, emission.decisions, compiled_by_source, variant)
-            if compiled:
-                if compiled.same_as:
-                    emission.decisions.append(f"{compiled.symbol}: the same StableHLO as {compiled.same_as}, whose code it runs (compiled once)")
-                phases.publish("kernel", compiled)
-                kernels.append(compiled)
-                give_scratch(plan, compiled, spec, assignment, emission.slab)
-                if compiled.tiled_loop_nests:
-                    emission.decisions.append(f"{compiled.symbol}: {compiled.tiled_loop_nests} loop nest(s) tiled "
-                                              f"{tiling.TILE}x{tiling.TILE} for an operand read across the innermost loop")
-                if compiled.register_tiled_convolutions:
-                    emission.decisions.append(f"{compiled.symbol}: {compiled.register_tiled_convolutions} convolution(s) as "
-                                              "register-tiled loops (output columns x features held in vector registers)")
-        plan.allocation_sizes[emission.slab] = assignment.heap.size
-        write_summary(module, assignment.summary)
-        drivers = compile_drivers(plan, kernels, emission.decisions)
+        with llvm_jit.CodegenPool(compile_threads(), keep_ir=runner.dumps.directory is not None) as codegen:
+            started: list[tuple[KernelSpec, CompiledKernel | MlirxlaError | None]] = []
+            compiled_by_source: dict[str, CompiledKernel] = {}
+            for spec in emission.kernels:
+                with erasure.stage(f"cpu backend kernel '{spec.symbol}'"), phases.phase("kernel", spec.symbol):
+                    erasure.processing(spec.op)
+                    started.append((spec, None if spec.interpret else start_kernel(spec, compiled_by_source, codegen, variant)))
+            with phases.phase("backend", "kernels' native code"):
+                kernels = finish_kernels(started, plan, emission, assignment, codegen, variant)
+            plan.allocation_sizes[emission.slab] = assignment.heap.size
+            write_summary(module, assignment.summary)
+            drivers = compile_drivers(plan, kernels, emission.decisions, codegen)
+        with phases.phase("backend", "shared object"):
+            optimized = [kernel.optimized for kernel in kernels] + drivers
+            object_code = llvm_jit.object_code(optimized, llvm_jit.shared_object(optimized))
     if runner.dumps.directory is not None:
         dump_backend(runner.dumps, assignment, kernels, drivers, plan.describe(emission.decisions))
-    return CompiledProgram(plan, llvm_jit.object_code([k.optimized for k in kernels] + drivers), emission.decisions)
+    return CompiledProgram(plan, object_code, emission.decisions)
 
 
-def compile_drivers(plan: ExecutablePlan, kernels: list[CompiledKernel], decisions: list[str]) -> list[llvm_jit.OptimizedKernel]:
-    """The plan's native drivers, optimized: one for the whole sequence when it runs in order
+def finish_kernels(started: list[tuple[KernelSpec, "CompiledKernel | MlirxlaError | None"]], plan: ExecutablePlan,
+                   emission: Emission, assignment: Assignment, codegen: llvm_jit.CodegenPool, variant: Variant) -> list[CompiledKernel]:
+    """The kernels whose compile `started`, finished in their order (as a serial compile
+    would: the same decisions, fall-backs and scratch offsets whatever the thread count)."""
+    kernels = []
+    finished_by_source: dict[str, CompiledKernel] = {}
+    for spec, start in started:
+        with erasure.stage(f"cpu backend kernel '{spec.symbol}'"):
+            erasure.processing(spec.op)
+            compiled = finish_or_fall_back(spec, start, plan, emission.decisions, finished_by_source, codegen, variant)
+        if compiled:
+            if compiled.same_as:
+                emission.decisions.append(f"{compiled.symbol}: the same StableHLO as {compiled.same_as}, whose code it runs (compiled once)")
+            phases.publish("kernel", compiled)
+            kernels.append(compiled)
+            give_scratch(plan, compiled, spec, assignment, emission.slab)
+            if compiled.tiled_loop_nests:
+                emission.decisions.append(f"{compiled.symbol}: {compiled.tiled_loop_nests} loop nest(s) tiled "
+                                          f"{tiling.TILE}x{tiling.TILE} for an operand read across the innermost loop")
+            if compiled.register_tiled_convolutions:
+                emission.decisions.append(f"{compiled.symbol}: {compiled.register_tiled_convolutions} convolution(s) as "
+                                          "register-tiled loops (output columns x features held in vector registers)")
+    return kernels
+
+
+def compile_drivers(plan: ExecutablePlan, kernels: list[CompiledKernel], decisions: list[str],
+                    codegen: llvm_jit.CodegenPool) -> list[llvm_jit.OptimizedKernel]:
+    """The plan's native drivers, compiled: one for the whole sequence when it runs in order
     and gains from one, else one per top-level control-flow thunk. After the kernels: a
     driver passes their scratch, placed only once they are compiled."""
     used = {kernel.symbol for kernel in kernels}
@@ -136,7 +166,8 @@ def compile_drivers(plan: ExecutablePlan, kernels: list[CompiledKernel], decisio
             sources = driver_emitter.drive_executable(plan, used, decisions)
         else:
             sources = driver_emitter.attach_drivers(plan.thunks, used, decisions)
-        return [llvm_jit.optimize(source.symbol, source.ir_text, frozenset(source.calls)) for source in sources]
+        natives = [codegen.native(source.symbol, source.ir_text, frozenset(source.calls)) for source in sources]
+        return [native.result() for native in natives]
 
 
 def pipeline_assignment(runner: PipelineRunner) -> Assignment:
@@ -152,15 +183,26 @@ def pipeline_assignment(runner: PipelineRunner) -> Assignment:
     return report.assignment
 
 
-def compile_or_fall_back(spec: KernelSpec, plan: ExecutablePlan, decisions: list[str],
-                         compiled_by_source: dict[str, "CompiledKernel"], variant: Variant = Variant()) -> CompiledKernel | None:
+def start_kernel(spec: KernelSpec, compiled_by_source: dict[str, "CompiledKernel"], codegen: llvm_jit.CodegenPool,
+                 variant: Variant = Variant()) -> "CompiledKernel | MlirxlaError":
+    """The calling thread's part of the kernel's compile (`compile_kernel`), or why it failed:
+    raised or fallen back from in the kernels' order (`finish_or_fall_back`)."""
+    try:
+        return compile_kernel(spec, compiled_by_source, codegen, variant.buffer_loops)
+    except MlirxlaError as error:
+        return error
+
+
+def finish_or_fall_back(spec: KernelSpec, start: "CompiledKernel | MlirxlaError | None", plan: ExecutablePlan, decisions: list[str],
+                        finished_by_source: dict[str, "CompiledKernel"], codegen: llvm_jit.CodegenPool,
+                        variant: Variant = Variant()) -> CompiledKernel | None:
     """The compiled kernel; or None when the kernel runs on the interpreter instead (its thunk
-    in `plan` replaced, the reason recorded). `compiled_by_source` holds the kernels compiled
+    in `plan` replaced, the reason recorded). `finished_by_source` holds the kernels finished
     so far by their StableHLO with the symbol left out."""
     reason = spec.interpret
     if reason is None:
         try:
-            return compile_kernel(spec, compiled_by_source, variant.buffer_loops)
+            return finish_kernel(spec, start, finished_by_source, codegen, variant)
         except MlirxlaError as error:
             if spec.library_result is not None or spec.source is not None:
                 raise
@@ -184,19 +226,38 @@ def kernel_stablehlo(spec: KernelSpec) -> tuple[ir.Module, str, str]:
     return kernel_module, text, without_symbol(text, spec.symbol)
 
 
-def compile_kernel(spec: KernelSpec, compiled_by_source: dict[str, CompiledKernel], buffer_loops=None) -> CompiledKernel:
-    """Lower and optimize the kernel; or, when a kernel with the same StableHLO was compiled
-    already, give it that kernel's code under its own symbol."""
+def compile_kernel(spec: KernelSpec, compiled_by_source: dict[str, CompiledKernel], codegen: llvm_jit.CodegenPool,
+                   buffer_loops=None) -> CompiledKernel:
+    """Lower the kernel and hand its LLVM IR to the compile threads; or, when a kernel with the
+    same StableHLO was lowered already, note that it runs that kernel's code (its stub is made
+    once that code is compiled: `finish_kernel`)."""
     kernel_module, stablehlo_text, source_key = kernel_stablehlo(spec)
     if (first := compiled_by_source.get(source_key)) is not None:
-        return CompiledKernel(spec.symbol, stablehlo_text, llvm_jit.same_code(spec.symbol, first.optimized),
-                              first.scratch, first.tiled_loop_nests, first.register_tiled_convolutions, same_as=first.symbol)
+        return CompiledKernel(spec.symbol, stablehlo_text, None, first.scratch, first.tiled_loop_nests,
+                              first.register_tiled_convolutions, same_as=first.symbol, source_key=source_key)
     lowered = lowering.lower_to_llvm_dialect(kernel_module, spec.symbol, buffer_loops)
-    optimized = llvm_jit.optimize(spec.symbol, lowering.translate(kernel_module, spec.symbol))
-    compiled = CompiledKernel(spec.symbol, stablehlo_text, optimized, tuple(lowered.scratch.get(spec.symbol, ())),
-                              lowered.tiled_loop_nests, lowered.register_tiled_convolutions)
+    native = codegen.native(spec.symbol, lowering.translate(kernel_module, spec.symbol))
+    compiled = CompiledKernel(spec.symbol, stablehlo_text, None, tuple(lowered.scratch.get(spec.symbol, ())),
+                              lowered.tiled_loop_nests, lowered.register_tiled_convolutions, native=native, source_key=source_key)
     compiled_by_source[source_key] = compiled
     return compiled
+
+
+def finish_kernel(spec: KernelSpec, start: "CompiledKernel | MlirxlaError", finished_by_source: dict[str, CompiledKernel],
+                  codegen: llvm_jit.CodegenPool, variant: Variant) -> CompiledKernel:
+    """The kernel with its native code: its own (waited for), or a stub running the code of
+    the first finished kernel with its StableHLO. When that first kernel fell back to the
+    interpreter, this one is compiled on its own, as a serial compile would have done."""
+    if isinstance(start, MlirxlaError):
+        raise start
+    if start.same_as is not None:
+        if (first := finished_by_source.get(start.source_key)) is not None:
+            start.same_as, start.optimized = first.symbol, llvm_jit.same_code(spec.symbol, first.optimized)
+            return start
+        start = compile_kernel(spec, {}, codegen, variant.buffer_loops)
+    start.optimized = start.native.result()
+    finished_by_source[start.source_key] = start
+    return start
 
 
 def without_symbol(stablehlo_text: str, symbol: str) -> str:

@@ -2,22 +2,29 @@
 ran about 2x faster in a probe, and llvmlite's pass builder and target machine are ours to
 configure).
 
-Each kernel's LLVM module is optimized on its own at O3 for the host CPU (its features,
-loop and SLP vectorization), a kernel with another's code is a stub jumping to it
-(`same_code`); the optimized modules are linked and compiled into one native
-object (`object_code`) with the compiler-runtime helpers code generation may call
-(`native_symbols.py`), which `JitEngine` loads once every symbol it needs is found in this
-process: the same path serves a fresh compile and the compile cache.
+Each kernel's LLVM module is parsed, optimized at O3 for the host CPU (its features, loop and
+SLP vectorization) and compiled into a native object of its own (`compile_native`), in an LLVM
+context of its own: LLVM's global context is not thread-safe, a context per kernel is. llvmlite
+releases the GIL in its calls but runs every call under one process-wide lock (for the global
+context's sake), so the two calls that are nearly all of a kernel's LLVM time, O3 and code
+generation, are made without it (`_unlocked`) on modules, target machines and pass builders
+no other thread sees: `CodegenPool` runs the kernels' LLVM work on several threads at once. A kernel with another's code is a stub jumping to it (`same_code`);
+the stubs and the compiler-runtime helpers code generation may call (`native_symbols.py`)
+are one more object (`shared_object`). An executable's objects travel as one archive
+(`object_archive.py`), which `JitEngine` loads once every symbol they need is found in them
+or in this process: the same path serves a fresh compile and the compile cache.
 """
 
+import ctypes
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import llvmlite.binding as llvm
 
 from mlirxla.errors import MlirxlaError
 
-from . import native_symbols
+from . import native_symbols, object_archive
 
 _INITIALIZED = threading.Lock()
 _STATE: dict = {}
@@ -33,7 +40,8 @@ LLVM_OPTIONS = ("-unroll-threshold=50",)
 
 def target_machine() -> "llvm.TargetMachine":
     """A new target machine for the host (LLVM is initialized once per process). New each time:
-    an MCJIT engine takes ownership of the machine it is given and frees it with itself."""
+    an MCJIT engine takes ownership of the machine it is given and frees it with itself, and a
+    thread compiling a kernel uses a machine of its own."""
     with _INITIALIZED:
         if not _STATE:
             llvm.initialize_native_target()
@@ -57,22 +65,24 @@ def host_cpu() -> str:
 class OptimizedKernel:
     name: str
     ir_without_opt: str
-    module: "llvm.ModuleRef"
+    object_code: bytes = b""  # its own native object; a stub's code is in the shared object
+    optimized_ir: str = ""  # kept only when the dumps ask: printing a large kernel's IR costs as much as its compile
+    return_type: str = "void"
+    parameters: tuple[str, ...] = ()  # what a stub running this kernel's code declares
     forwards: bool = False  # `same_code`'s tail call into another kernel: its text is the optimized one
 
     @property
     def ir_with_opt(self) -> str:
-        """The optimized IR, printed only when asked (the dumps ask): printing a large kernel's
-        IR costs as much as a small kernel's whole compile."""
-        return self.ir_without_opt if self.forwards else str(self.module)
+        return self.ir_without_opt if self.forwards else self.optimized_ir
 
 
-def optimize(name: str, ir_text: str, linked: frozenset[str] = frozenset()) -> OptimizedKernel:
-    """Parse and optimize one kernel's LLVM IR at O3 for the host; `linked` are the functions it
-    calls that other modules of the same object define (a native driver calls the kernels)."""
+def optimize(name: str, ir_text: str, linked: frozenset[str], context: "llvm.ContextRef") -> "llvm.ModuleRef":
+    """Parse and optimize one kernel's LLVM IR at O3 for the host, in `context` (one no other
+    thread uses: O3 runs without llvmlite's lock); `linked` are the functions it calls that
+    other objects of the executable define (a native driver calls the kernels)."""
     machine = target_machine()
     try:
-        module = llvm.parse_assembly(ir_text)
+        module = llvm.parse_assembly(ir_text, context)
         module.verify()
     except RuntimeError as error:
         raise MlirxlaError(f"kernel {name}: LLVM rejected its IR: {' '.join(line.strip() for line in str(error).splitlines() if line.strip())}") from None
@@ -82,45 +92,130 @@ def optimize(name: str, ir_text: str, linked: frozenset[str] = frozenset()) -> O
     tuning.loop_vectorization = True
     tuning.slp_vectorization = True
     builder = llvm.create_pass_builder(machine, tuning)
-    builder.getModulePassManager().run(module, builder)
+    _unlocked("LLVMPY_RunNewModulePassManager")(builder.getModulePassManager(), module, builder)
     for function in module.functions:
         if function.is_declaration and not function.name.startswith("llvm.") and function.name not in linked \
                 and native_symbols.process_address(function.name) is None:
             raise MlirxlaError(f"kernel {name} calls '{function.name}', which this process does not provide")
-    return OptimizedKernel(name, ir_text, module)
+    return module
+
+
+def compile_native(name: str, ir_text: str, linked: frozenset[str] = frozenset(), keep_ir: bool = False) -> OptimizedKernel:
+    """One kernel's LLVM work, safe on any thread: parsed and optimized in a context of its
+    own, then compiled into its own object (its optimized IR printed first when `keep_ir`:
+    code generation rewrites the module)."""
+    module = optimize(name, ir_text, linked, llvm.create_context())
+    function_type = module.get_function(name).global_value_type
+    optimized_ir = str(module) if keep_ir else ""
+    return OptimizedKernel(name, ir_text, emit_object(target_machine(), module), optimized_ir,
+                           str(function_type.get_function_return()),
+                           tuple(str(parameter) for parameter in function_type.get_function_parameters()))
+
+
+def _unlocked(function: str):
+    """llvmlite's entry point `function` (its argument types as llvmlite declares them),
+    called without llvmlite's process-wide lock: only on a module in a context of its own,
+    with a target machine and a pass builder of its own (llvmlite 0.50's `ffi.lib` wraps each
+    ctypes function with the lock as `_cfn`)."""
+    return getattr(llvm.ffi.lib, function)._cfn
+
+
+def emit_object(machine: "llvm.TargetMachine", module: "llvm.ModuleRef") -> bytes:
+    """`machine.emit_object(module)` without llvmlite's lock (code generation is about half a
+    kernel's LLVM time): `module` and `machine` are this thread's alone."""
+    with llvm.ffi.OutputString() as error:
+        buffer = _unlocked("LLVMPY_TargetMachineEmitToMemory")(machine, module, 1, error)
+        if not buffer:
+            raise MlirxlaError(f"code generation failed: {' '.join(str(error).split())}")
+    try:
+        return ctypes.string_at(llvm.ffi.lib.LLVMPY_GetBufferStart(buffer), llvm.ffi.lib.LLVMPY_GetBufferSize(buffer))
+    finally:
+        llvm.ffi.lib.LLVMPY_DisposeMemoryBuffer(buffer)
 
 
 def same_code(name: str, original: OptimizedKernel) -> OptimizedKernel:
     """Kernel `name`, whose code is `original`'s: a stub that jumps to it (a tail call costs
-    one jump per call, and its code is not optimized and compiled again)."""
-    function_type = original.module.get_function(original.name).global_value_type
-    if str(function_type.get_function_return()) != "void":
+    one jump per call, and its code is not optimized and compiled again); compiled in the
+    shared object."""
+    if original.return_type != "void":
         raise MlirxlaError(f"kernel {original.name} returns a value: kernels write their results through pointers")
-    parameters = [str(parameter) for parameter in function_type.get_function_parameters()]
-    arguments = ", ".join(f"{kind} %{index}" for index, kind in enumerate(parameters))
+    arguments = ", ".join(f"{kind} %{index}" for index, kind in enumerate(original.parameters))
     text = (f"; kernel {name} runs the code of {original.name} (the same StableHLO), compiled once\n"
-            f"declare void @{original.name}({', '.join(parameters)})\n\n"
+            f"declare void @{original.name}({', '.join(original.parameters)})\n\n"
             f"define void @{name}({arguments}) {{\n"
             f"  tail call void @{original.name}({arguments})\n"
             f"  ret void\n}}\n")
+    return OptimizedKernel(name, text, forwards=True)
+
+
+def shared_object(kernels: list[OptimizedKernel]) -> bytes:
+    """The object of the stubs among `kernels` and, when the kernels may call them, the
+    compiler-runtime helpers (whose code generation costs more than a small kernel's: once
+    per executable); empty when there is neither."""
+    stubs = [kernel for kernel in kernels if kernel.forwards]
+    helpers = any(native_symbols.may_call_helpers(kernel.ir_without_opt) for kernel in kernels)
+    if not stubs and not helpers:
+        return b""
+    context = llvm.create_context()
     machine = target_machine()
-    module = llvm.parse_assembly(text)
-    module.triple = machine.triple
-    module.data_layout = str(machine.target_data)
-    module.verify()
-    return OptimizedKernel(name, text, module, forwards=True)
+    module = native_symbols.helpers_module(machine, helpers, context)
+    for stub in stubs:
+        part = llvm.parse_assembly(stub.ir_without_opt, context)
+        part.triple = machine.triple
+        part.data_layout = str(machine.target_data)
+        part.verify()
+        module.link_in(part)
+    return machine.emit_object(module)
+
+
+def object_code(kernels: list[OptimizedKernel], shared: bytes) -> bytes:
+    """What the executable loads and the compile cache stores: every kernel's object, then
+    the shared one, as one archive (the same bytes whatever the number of threads)."""
+    return object_archive.pack([kernel.object_code for kernel in kernels if not kernel.forwards] + ([shared] if shared else []))
+
+
+class CodegenPool:
+    """Runs kernels' LLVM work (`compile_native`, `shared_object`) on `threads` threads; with
+    one, on the calling thread when submitted (the serial path). Results come back in the
+    order they are asked for, so the executable is the same whatever the thread count."""
+
+    def __init__(self, threads: int, keep_ir: bool = False):
+        self.keep_ir = keep_ir
+        self.executor = ThreadPoolExecutor(threads, thread_name_prefix="mlirxla-codegen") if threads > 1 else None
+
+    def native(self, name: str, ir_text: str, linked: frozenset[str] = frozenset()) -> Future:
+        return self.submit(compile_native, name, ir_text, linked, self.keep_ir)
+
+    def submit(self, function, *arguments) -> Future:
+        if self.executor is not None:
+            return self.executor.submit(function, *arguments)
+        future = Future()
+        try:
+            future.set_result(function(*arguments))
+        except Exception as error:
+            future.set_exception(error)
+        return future
+
+    def __enter__(self) -> "CodegenPool":
+        return self
+
+    def __exit__(self, *_) -> None:
+        if self.executor is not None:
+            self.executor.shutdown(wait=True, cancel_futures=True)
 
 
 class JitEngine:
-    """Native code for an executable's kernels (loaded from one object), and their addresses."""
+    """Native code for an executable's kernels (loaded from its objects), and their addresses."""
 
     def __init__(self, object_code: bytes):
         machine = target_machine()
         self.empty = llvm.parse_assembly("")  # the engine owns it; kept referenced for its lifetime
         self.empty.triple = machine.triple
         self.engine = llvm.create_mcjit_compiler(self.empty, machine)
-        native_symbols.resolve(object_code)
-        self.engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
+        objects = object_archive.unpack(object_code)
+        native_symbols.resolve(objects)
+        for code in objects:
+            self.engine.add_object_file(llvm.ObjectFileRef.from_data(code))
         self.engine.finalize_object()
 
     def address(self, symbol: str) -> int:
@@ -128,13 +223,3 @@ class JitEngine:
         if not address:
             raise MlirxlaError(f"no native code for kernel {symbol}")
         return address
-
-
-def object_code(kernels: list[OptimizedKernel]) -> bytes:
-    """One native object holding every kernel and, when they may call them, the
-    compiler-runtime helpers (what the executable loads and the compile cache stores)."""
-    machine = target_machine()
-    linked = native_symbols.helpers_module(machine, any(native_symbols.may_call_helpers(kernel.ir_without_opt) for kernel in kernels))
-    for kernel in kernels:
-        linked.link_in(kernel.module, preserve=True)
-    return machine.emit_object(linked)

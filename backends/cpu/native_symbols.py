@@ -6,8 +6,9 @@ values through vector selects or element extraction, code generation widens them
 and narrows them back with a call to `__truncsfbf2` (compiler-rt's helper), which no
 library of this process provides; a `convert` from f64 to bf16 or f16 becomes a call to
 `__truncdfbf2` / `__truncdfhf2`. Such calls appear after the IR is optimized, so the IR's
-declarations do not show them. `HELPERS` defines them in LLVM IR, linked into every object
-whose IR holds bf16 or f16 values (`may_call_helpers`; code generation of the helpers costs
+declarations do not show them. `HELPERS` defines them in LLVM IR, compiled into the shared
+object of every executable whose IR holds bf16 or f16 values (`may_call_helpers`; code
+generation of the helpers costs
 more than that of a small kernel, and only such values lead to these calls):
 `__truncsfbf2` rounds to nearest even and keeps a NaN quiet (its sign and top mantissa
 bits), as `arith-expand` does for the conversions in the kernels themselves; the f64
@@ -15,9 +16,10 @@ narrowings (`narrowing`) round the double once, to nearest even, through the tar
 subnormals, to infinity past its largest value, NaNs quiet with their sign, as compiler-rt's
 fp_trunc does (f64 -> f32 -> bf16 would round twice).
 
-`undefined_symbols` lists what an ELF object still needs from outside; the JIT resolves
-each from this process (`resolve`), and an object needing a symbol the process lacks is
-refused at compile time: MCJIT would otherwise bind it to address 0 and crash on the call.
+`undefined_symbols` lists what an ELF object still needs from outside; what no object of the
+executable defines (a driver's kernels, a stub's original, the helpers are in other objects)
+the JIT resolves from this process (`resolve`), and objects needing a symbol the process lacks
+are refused at compile time: MCJIT would otherwise bind it to address 0 and crash on the call.
 """
 
 import ctypes
@@ -115,6 +117,7 @@ _PROCESS = ctypes.CDLL(None)  # the symbols native code may call: libc, libm and
 _ELF_MAGIC = b"\x7fELF"
 _SYMBOL_TABLE = 2
 _UNDEFINED_SECTION = 0
+_LOCAL_BINDING = 0
 
 
 NARROW_FLOAT = re.compile(r"\b(?:bfloat|half)\b")
@@ -126,9 +129,10 @@ def may_call_helpers(ir_text: str) -> bool:
     return NARROW_FLOAT.search(ir_text) is not None
 
 
-def helpers_module(machine: "llvm.TargetMachine", needed: bool = True) -> "llvm.ModuleRef":
-    """The module an object's kernels are linked into: with the helpers when `needed`."""
-    module = llvm.parse_assembly(HELPERS if needed else "")
+def helpers_module(machine: "llvm.TargetMachine", needed: bool = True, context=None) -> "llvm.ModuleRef":
+    """The module of an executable's shared object (in `context`; None: the global one), with
+    the helpers when `needed`."""
+    module = llvm.parse_assembly(HELPERS if needed else "", context)
     module.triple = machine.triple
     module.data_layout = str(machine.target_data)
     return module
@@ -143,32 +147,39 @@ def process_address(name: str) -> int | None:
     return ctypes.cast(function, ctypes.c_void_p).value
 
 
-def undefined_symbols(object_code: bytes) -> list[str]:
-    """The named symbols an ELF64 little-endian object uses without defining ([] for another
-    format: the check is skipped there)."""
+def _symbols(object_code: bytes):
+    """(name, defined, global) of each named symbol of an ELF64 little-endian object (none for
+    another format: the checks are skipped there)."""
     if object_code[:4] != _ELF_MAGIC or object_code[4] != 2 or object_code[5] != 1:
-        return []
+        return
     section_offset, = struct.unpack_from("<Q", object_code, 0x28)
     entry_size, count = struct.unpack_from("<HH", object_code, 0x3A)
     sections = [struct.unpack_from("<IIQQQQIIQQ", object_code, section_offset + i * entry_size) for i in range(count)]
-    names = []
     for _, kind, _, _, offset, size, link, _, _, symbol_size in sections:
         if kind != _SYMBOL_TABLE:
             continue
         strings_offset = sections[link][4]
         for start in range(offset + symbol_size, offset + size, symbol_size):  # entry 0 is the null symbol
-            name_offset, _, _, section = struct.unpack_from("<IBBH", object_code, start)
-            if section == _UNDEFINED_SECTION and name_offset:
+            name_offset, info, _, section = struct.unpack_from("<IBBH", object_code, start)
+            if name_offset:
                 end = object_code.index(b"\0", strings_offset + name_offset)
-                names.append(object_code[strings_offset + name_offset:end].decode())
-    return names
+                yield object_code[strings_offset + name_offset:end].decode(), section != _UNDEFINED_SECTION, info >> 4 != _LOCAL_BINDING
 
 
-def resolve(object_code: bytes) -> None:
-    """Make every symbol `object_code` needs known to the JIT at its address in this process;
-    refuse the object when one is missing."""
-    for name in undefined_symbols(object_code):
-        address = process_address(name)
-        if address is None:
-            raise MlirxlaError(f"native code calls '{name}', which this process does not provide")
-        llvm.add_symbol(name, address)
+def undefined_symbols(object_code: bytes) -> list[str]:
+    """The named symbols an object uses without defining."""
+    return [name for name, defined, _ in _symbols(object_code) if not defined]
+
+
+def resolve(objects: list[bytes]) -> None:
+    """Make every symbol `objects` need and none of them defines known to the JIT at its
+    address in this process; refuse the objects when one is missing."""
+    defined = {name for code in objects for name, is_defined, is_global in _symbols(code) if is_defined and is_global}
+    for code in objects:
+        for name in undefined_symbols(code):
+            if name in defined:
+                continue
+            address = process_address(name)
+            if address is None:
+                raise MlirxlaError(f"native code calls '{name}', which this process does not provide")
+            llvm.add_symbol(name, address)

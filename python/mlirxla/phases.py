@@ -3,7 +3,7 @@ progress line of a long compile (`report/progress.py`) and the HTML report's rec
 (`report/record.py`).
 
 The layers announce two things. A phase is a span of work with a category and a name: the
-front door, a pipeline, a pass, the thunk emission, a kernel's LLVM compile
+front door, a pipeline, a pass, the thunk emission, a kernel's compile
 (`with phases.phase("pass", "xhlo-algsimp"): ...`). A publication hands a listener an object
 it may want to keep: the pipeline runner when it starts on a module ("pipeline-runner"), the
 runner after a pass changed its module ("module-changed"), how many kernels the backend will

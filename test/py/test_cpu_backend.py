@@ -31,6 +31,7 @@ from mlirxla.context import new_context
 from mlirxla.errors import MlirxlaError
 from mlirxla.pipelines.cpu import cpu_pipeline
 from mlirxla.pipelines.runner import PipelineRunner, RunOptions
+from mlirxla.runtime import compile_cache
 from mlirxla.runtime.client import Client, CompileOptions
 from mlirxla.transforms.batch_slice_fusion import BatchSliceFusionPass
 
@@ -434,7 +435,7 @@ def test_second_compile_is_a_cache_hit(tmp_path, native):
 
 
 def truncate_object(entry: str) -> None:
-    with open(os.path.join(entry, "kernels.o"), "r+b") as stream:
+    with open(os.path.join(entry, compile_cache.OBJECTS), "r+b") as stream:
         stream.truncate(16)
 
 

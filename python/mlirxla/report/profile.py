@@ -10,7 +10,8 @@ hears the phases of every compile (`mlirxla.phases`) and runs every thunk throug
   kernel's symbol, the BLAS routine), its bytes in and out and its flops; a loop's or a
   conditional's thunks inside the event of their loop or conditional;
 - one per execution, around its thunks, and one per compile phase: the front door, each
-  pipeline, each pass run, the thunk emission, each kernel's LLVM compile;
+  pipeline, each pass run, the thunk emission, each kernel's compile (its lowering; its LLVM work
+  runs on the compile threads);
 - counters: the temp bytes buffer assignment keeps live at each thunk's op, and the bytes an
   execution allocates fresh (temp slab, outputs, kernel scratch) while it runs.
 
@@ -35,7 +36,7 @@ from mlirxla.runtime import thunks as thunk_kinds
 from .units import human_seconds
 
 TOP_KERNELS = 15
-PHASE_NAMES = {"frontdoor": "import {}", "pipeline": "pipeline {}", "kernel": "LLVM compile {}"}
+PHASE_NAMES = {"frontdoor": "import {}", "pipeline": "pipeline {}", "kernel": "compile {}"}
 
 
 @dataclass(frozen=True)

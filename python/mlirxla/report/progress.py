@@ -2,7 +2,7 @@
 
 - `compiling(label)`: around a compile. Once it has run for a second, one line, redrawn in
   place, says which pass or kernel it is at (`mlirxla: compiling jit_f 3.2 s: pass 41
-  xhlo-priority-fusion (fusion)`, `... kernel 7/23 LLVM compile fusion_3`); the line is wiped
+  xhlo-priority-fusion (fusion)`, `... kernel 7/23 compile fusion_3`); the line is wiped
   when the compile ends, so what the tool prints afterwards reads as without it.
 - `Bar`: the conformance runner's progress bar with its counts.
 
@@ -65,7 +65,7 @@ class CompileProgress(phases.Listener):
         elif phase.category == "kernel":
             self.kernels += 1
             of = f"/{self.kernel_count}" if self.kernel_count else ""
-            self.doing = f"kernel {self.kernels}{of} LLVM compile {phase.name}"
+            self.doing = f"kernel {self.kernels}{of} compile {phase.name}"
         elif phase.category == "backend":
             self.doing = phase.name
         elif phase.category == "frontdoor":
