@@ -678,6 +678,47 @@ def test_transpose_tiles_are_transposed_by_vector_shuffles(dtype, shuffled, tmp_
         assert "masked.scatter" not in optimized and "masked.gather" not in optimized
 
 
+TRANSPOSED_SUMS = """func.func @main(%x: tensor<8x32x{m}xf32>, %y: tensor<{m}x256xf32>, %z: tensor<256x{m}xf32>) -> (tensor<{m}x256xf32>, tensor<{m}x8x32xf32>) {{
+  %t = stablehlo.transpose %x, dims = [2, 0, 1] : (tensor<8x32x{m}xf32>) -> tensor<{m}x8x32xf32>
+  %r = stablehlo.reshape %t : (tensor<{m}x8x32xf32>) -> tensor<{m}x256xf32>
+  %u = stablehlo.transpose %z, dims = [1, 0] : (tensor<256x{m}xf32>) -> tensor<{m}x256xf32>
+  %s = stablehlo.add %r, %y : tensor<{m}x256xf32>
+  %v = stablehlo.multiply %s, %u : tensor<{m}x256xf32>
+  return %v, %t : tensor<{m}x256xf32>, tensor<{m}x8x32xf32>
+}}"""
+
+
+@pytest.mark.parametrize("threads, m", [("2", 1024), ("2", 1000), ("1", 1024)])
+def test_transposing_kernels_split_over_the_threads(monkeypatch, threads, m, tmp_path):
+    """Kernels whose operands are read transposed run in row blocks of their results over the
+    threads: each block reads a strided view of the transposed operand (a block of its
+    dimension 2, resp. 1), the others slice by slice (1000 rows: 2 blocks of 500, whose
+    tiles split off a 4-row strip); one thread keeps one call. numpy agrees."""
+    monkeypatch.setenv("MLIRXLA_CPU_THREADS", threads)
+    executable = Client().compile(TRANSPOSED_SUMS.format(m=m), CompileOptions(dump_to=str(tmp_path)))
+    decisions = next(tmp_path.glob("*thunk-sequence.txt")).read_text()
+    split = threads == "2"
+    assert decisions.count("(1 in blocks of another dimension, transposed)") == (2 if split else 0)
+    assert ("sliced kernel" in decisions) == split
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((8, 32, m)).astype(np.float32)
+    y = rng.standard_normal((m, 256)).astype(np.float32)
+    z = rng.standard_normal((256, m)).astype(np.float32)
+    total, transposed = executable.execute_numpy([x, y, z])
+    np.testing.assert_array_equal(transposed, x.transpose(2, 0, 1))
+    np.testing.assert_allclose(total, (x.transpose(2, 0, 1).reshape(m, 256) + y) * z.T, rtol=1e-6)
+
+
+def test_operand_read_both_transposed_and_not_keeps_one_call():
+    """x + x^T reads x in row blocks and in column blocks: no one strided view serves both,
+    so the kernel is not split; numpy agrees."""
+    executable = Client().compile(TRANSPOSE_ADD.replace("%y: tensor<{m}x{n}xf32>", "%y: tensor<{n}x{m}xf32>")
+                                  .replace("%r = stablehlo.add %t, %y", "%r = stablehlo.add %t, %x").format(n=1024, m=1024))
+    assert "sliced kernel" not in executable.thunk_sequence()
+    x = np.random.default_rng(10).standard_normal((1024, 1024)).astype(np.float32)
+    np.testing.assert_array_equal(executable.execute_numpy([x, x])[0], x.T + x)
+
+
 CHOLESKY = """func.func @main(%a: tensor<2x4x4xf64>) -> (tensor<2x4x4xf64>, tensor<2x4x4xf64>) {
   %lower = stablehlo.cholesky %a, lower = true : tensor<2x4x4xf64>
   %upper = stablehlo.cholesky %a, lower = false : tensor<2x4x4xf64>

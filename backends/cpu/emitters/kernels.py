@@ -2,6 +2,7 @@
 once per slice of its leading dimension (`sliced_kernel`: a batch-slice fusion, or a large
 kernel that keeps the rows of dimension 0 apart, spread over the thread pool)."""
 
+import math
 from dataclasses import dataclass
 
 from mlirxla.mlir import ir
@@ -69,11 +70,20 @@ def emit_sliced(emitter, op: ir.Operation, plan: SlicePlan, why: str) -> SlicedK
     symbol = emitter.symbol(name)
     emitter.kernels.append(KernelSpec(symbol, op, plan=plan))
     arguments = [emitter.slice_of(v) for v in op.operands] + [emitter.slice_of(r) for r in op.results]
-    strides = [type_bytes(v.type) // plan.count if sliced else 0 for v, sliced in zip(op.operands, plan.sliced_operands)]
+    strides = [slice_bytes(v.type, plan.rows, plan.across(index)) if sliced else 0
+               for index, (v, sliced) in enumerate(zip(op.operands, plan.sliced_operands))]
     strides += [type_bytes(r.type) // plan.count for r in op.results]
+    transposed = sum(1 for index in range(len(plan.sliced_operands)) if plan.across(index))
     emitter.decisions.append(f"{name}: {why}, {plan.count} slices of {plan.rows} row(s), "
-                             f"{sum(plan.sliced_operands)} operand(s) read slice by slice")
+                             f"{sum(plan.sliced_operands)} operand(s) read slice by slice"
+                             + (f" ({transposed} in blocks of another dimension, transposed)" if transposed else ""))
     return SlicedKernelThunk(name, symbol, tuple(arguments), len(op.results), slices=plan.count, strides=tuple(strides))
+
+
+def slice_bytes(value_type: ir.Type, rows: int, across: int) -> int:
+    """How far one slice of `rows` rows of dimension `across` lies from the next."""
+    shape = ir.RankedTensorType(value_type).shape
+    return type_bytes(value_type) // math.prod(shape[:across + 1]) * rows
 
 
 def parallel_rows(op: ir.Operation) -> int | None:
@@ -90,6 +100,6 @@ def parallel_rows(op: ir.Operation) -> int | None:
     threads = cpu_threads()
     n = leading_size(op.results[0])
     blocks = thread_split.slice_count(n, threads) if n and threads > 1 else None
-    if blocks is None or not thread_split.estimate(op, threads).pays or slice_problem(op, n, [], batched_dots=True)[0]:
+    if blocks is None or not thread_split.estimate(op, threads).pays or slice_problem(op, n, [], batched_dots=True, transposed_reads=True)[0]:
         return None
     return n // blocks
