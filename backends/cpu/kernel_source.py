@@ -118,7 +118,7 @@ def kernel_function(module: ir.Module, kernel: ir.Operation, symbol: str, plan: 
     inner_arguments = list(kernel.regions[0].blocks[0].arguments) if kernel.name == "xhlo.fusion" else list(kernel.operands)
     operand_types = [types.get(inner, inner.type) for inner in inner_arguments]
     if library_result is not None:
-        operand_types.append(library_result.type)
+        operand_types.append(types.get(library_result, library_result.type))
     result_types = [one_slice(r.type, plan.rows) if plan else r.type for r in kernel.results]
     for value_type in operand_types + result_types:
         if not isinstance(value_type, ir.RankedTensorType):

@@ -348,7 +348,7 @@ def test_thread_count_decides_the_split(monkeypatch, threads):
     sums = Client().compile(ROW_SUMS)
     small = Client().compile(SMALL_ELEMENTWISE).thunk_sequence()
     expected = [] if threads == "1" else [f"sliced kernel x{threads}"]
-    assert [line.split(" [")[0].rsplit(" ", 1)[0] for line in sliced_kernels(layer)] == expected
+    assert [line.split(" [")[0].rsplit(" ", 1)[0] for line in sliced_kernels(layer)] == expected * 2  # the GEMM's epilogue too
     assert [line.split(" [")[0].rsplit(" ", 1)[0] for line in sliced_kernels(sums.thunk_sequence())] == expected
     assert sliced_kernels(small) == []
     x = np.random.default_rng(0).standard_normal((1024, 1024)).astype(np.float32)
@@ -717,6 +717,32 @@ def test_operand_read_both_transposed_and_not_keeps_one_call():
     assert "sliced kernel" not in executable.thunk_sequence()
     x = np.random.default_rng(10).standard_normal((1024, 1024)).astype(np.float32)
     np.testing.assert_array_equal(executable.execute_numpy([x, x])[0], x.T + x)
+
+
+DOT_GELU = """func.func @main(%x: tensor<{rows}x64xf32>, %w: tensor<64x512xf32>, %b: tensor<512xf32>) -> tensor<{rows}x512xf32> {{
+  %d = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : (tensor<{rows}x64xf32>, tensor<64x512xf32>) -> tensor<{rows}x512xf32>
+  %bb = stablehlo.broadcast_in_dim %b, dims = [1] : (tensor<512xf32>) -> tensor<{rows}x512xf32>
+  %s = stablehlo.add %d, %bb : tensor<{rows}x512xf32>
+  %t = stablehlo.tanh %s : tensor<{rows}x512xf32>
+  %r = stablehlo.multiply %s, %t : tensor<{rows}x512xf32>
+  return %r : tensor<{rows}x512xf32>
+}}"""
+
+
+@pytest.mark.parametrize("threads, rows, split", [("2", 512, True), ("1", 512, False), ("2", 8, False)])
+def test_gemm_epilogue_splits_over_the_threads(monkeypatch, threads, rows, split):
+    """The epilogue of a GEMM's output fusion (bias, tanh) updates the GEMM's output in row
+    blocks over the threads when the rows it moves pay for the hand-off (1 MiB: yes; 16 KiB:
+    no); numpy agrees."""
+    monkeypatch.setenv("MLIRXLA_CPU_THREADS", threads)
+    executable = Client().compile(DOT_GELU.format(rows=rows))
+    text = executable.thunk_sequence()
+    assert "gemm" in text
+    assert ("sliced kernel x2" in text and "_epilogue]" in text) == split
+    rng = np.random.default_rng(11)
+    x, w, b = (rng.standard_normal(shape).astype(np.float32) for shape in ((rows, 64), (64, 512), (512,)))
+    s = x.astype(np.float64) @ w + b
+    np.testing.assert_allclose(executable.execute_numpy([x, w, b])[0], s * np.tanh(s), rtol=2e-5, atol=2e-5)
 
 
 CHOLESKY = """func.func @main(%a: tensor<2x4x4xf64>) -> (tensor<2x4x4xf64>, tensor<2x4x4xf64>) {

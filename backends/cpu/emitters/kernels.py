@@ -9,6 +9,7 @@ from mlirxla.mlir import ir
 from mlirxla.runtime.threads import cpu_threads
 from mlirxla.runtime.thunks import KernelThunk, SlicedKernelThunk
 from mlirxla.transforms.batch_slice_fusion import leading_size, slice_problem
+from mlirxla.transforms.cost_analysis import kernel_cost
 from mlirxla.transforms.fusion_legality import in_place_pair
 from mlirxla.transforms.scheduling import type_bytes
 
@@ -65,19 +66,41 @@ def updated_in_place(emitter, op: ir.Operation) -> tuple[tuple[int, int], ...]:
     return ()
 
 
-def emit_sliced(emitter, op: ir.Operation, plan: SlicePlan, why: str) -> SlicedKernelThunk:
+def emit_sliced(emitter, op: ir.Operation, plan: SlicePlan, why: str, library_result: ir.Value | None = None) -> SlicedKernelThunk:
+    """`op` in `plan`'s slices (with `library_result`: its epilogue only, each slice updating
+    its rows of the output a library call wrote)."""
     name = emitter.name_of(op)
-    symbol = emitter.symbol(name)
-    emitter.kernels.append(KernelSpec(symbol, op, plan=plan))
-    arguments = [emitter.slice_of(v) for v in op.operands] + [emitter.slice_of(r) for r in op.results]
+    symbol = emitter.symbol(name if library_result is None else f"{name}_epilogue")
+    emitter.kernels.append(KernelSpec(symbol, op, plan=plan, library_result=library_result))
+    arguments = [emitter.slice_of(v) for v in op.operands]
     strides = [slice_bytes(v.type, plan.rows, plan.across(index)) if sliced else 0
                for index, (v, sliced) in enumerate(zip(op.operands, plan.sliced_operands))]
+    if library_result is not None:
+        arguments.append(emitter.slice_of(op.results[0]))
+        strides.append(type_bytes(op.results[0].type) // plan.count)
+    arguments += [emitter.slice_of(r) for r in op.results]
     strides += [type_bytes(r.type) // plan.count for r in op.results]
     transposed = sum(1 for index in range(len(plan.sliced_operands)) if plan.across(index))
     emitter.decisions.append(f"{name}: {why}, {plan.count} slices of {plan.rows} row(s), "
                              f"{sum(plan.sliced_operands)} operand(s) read slice by slice"
                              + (f" ({transposed} in blocks of another dimension, transposed)" if transposed else ""))
     return SlicedKernelThunk(name, symbol, tuple(arguments), len(op.results), slices=plan.count, strides=tuple(strides))
+
+
+def epilogue_thunk(emitter, op: ir.Operation, library_result: ir.Value):
+    """The epilogue of an output fusion whose dot or convolution a library call computed:
+    in row blocks over the threads when the rows it updates in place, read and written once,
+    make that pay (the fusion's slices: its dot or convolution kept slice by slice), else
+    one kernel."""
+    threads = cpu_threads()
+    n = leading_size(op.results[0])
+    blocks = thread_split.slice_count(n, threads) if emitter.slice_rows and n and threads > 1 else None
+    cost = kernel_cost(op)
+    moved = 2 * type_bytes(op.results[0].type)
+    if (blocks is None or not thread_split.estimate_moving(moved, thread_split.TRANSCENDENTAL_FLOPS * cost.transcendentals, threads).pays
+            or slice_problem(op, n, [], batched_dots=True, transposed_reads=True)[0]):
+        return kernel_thunk(emitter, op, library_result=library_result)
+    return emit_sliced(emitter, op, slice_plan(op, n // blocks), "epilogue in parallel row blocks", library_result)
 
 
 def slice_bytes(value_type: ir.Type, rows: int, across: int) -> int:
