@@ -48,12 +48,21 @@ def kernel_thunk(emitter, op: ir.Operation, library_result: ir.Value | None = No
     name = emitter.name_of(op)
     symbol = emitter.symbol(name if library_result is None else f"{name}_epilogue")
     operands = [emitter.slice_of(v) for v in op.operands]
-    emitter.kernels.append(KernelSpec(symbol, op, library_result=library_result, interpret=interpret,
-                                      in_place=updated_in_place(emitter, op)))
+    in_place = updated_in_place(emitter, op) if library_result is None else library_output_in_place(op)
+    emitter.kernels.append(KernelSpec(symbol, op, library_result=library_result, interpret=interpret, in_place=in_place))
     if library_result is not None:
         operands.append(emitter.slice_of(op.results[0]))
     results = [emitter.slice_of(r) for r in op.results]
     return KernelThunk(name, symbol, tuple(operands + results), len(results))
+
+
+def library_output_in_place(op: ir.Operation) -> tuple[tuple[int, int], ...]:
+    """An epilogue reads the library call's output (its operand after the op's own) where it
+    writes its result, the same buffer: read through the result's argument, the loop loads
+    and stores one pointer at one index, which LLVM vectorizes; through two arguments its
+    runtime check found them overlapping and ran the scalar loop (transformer's GELU
+    epilogue at a tenth of the machine's bandwidth)."""
+    return ((len(op.operands), 0),)
 
 
 def updated_in_place(emitter, op: ir.Operation) -> tuple[tuple[int, int], ...]:
@@ -71,7 +80,8 @@ def emit_sliced(emitter, op: ir.Operation, plan: SlicePlan, why: str, library_re
     its rows of the output a library call wrote)."""
     name = emitter.name_of(op)
     symbol = emitter.symbol(name if library_result is None else f"{name}_epilogue")
-    emitter.kernels.append(KernelSpec(symbol, op, plan=plan, library_result=library_result))
+    emitter.kernels.append(KernelSpec(symbol, op, plan=plan, library_result=library_result,
+                                      in_place=library_output_in_place(op) if library_result is not None else ()))
     arguments = [emitter.slice_of(v) for v in op.operands]
     strides = [slice_bytes(v.type, plan.rows, plan.across(index)) if sliced else 0
                for index, (v, sliced) in enumerate(zip(op.operands, plan.sliced_operands))]
