@@ -72,7 +72,22 @@ def updated_in_place(emitter, op: ir.Operation) -> tuple[tuple[int, int], ...]:
     pair = in_place_pair(op)
     if pair is not None and emitter.slice_of(op.operands[pair[0]]) == emitter.slice_of(op.results[pair[1]]):
         return (pair,)
-    return ()
+    return shared_buffers(emitter, op)
+
+
+def shared_buffers(emitter, op: ir.Operation) -> tuple[tuple[int, int], ...]:
+    """Operands buffer assignment gave their result's buffer (an elementwise result written
+    over an operand that dies there) are read through the result's argument too: through two
+    arguments, LLVM's runtime overlap check finds them overlapping and runs the scalar loop.
+    Bufferization copies the operand first where reading it there would conflict."""
+    pairs, taken = [], set()
+    for index, operand in enumerate(op.operands):
+        for result_index, result in enumerate(op.results):
+            if result_index not in taken and operand.type == result.type and emitter.slice_of(operand) == emitter.slice_of(result):
+                pairs.append((index, result_index))
+                taken.add(result_index)
+                break
+    return tuple(pairs)
 
 
 def emit_sliced(emitter, op: ir.Operation, plan: SlicePlan, why: str, library_result: ir.Value | None = None) -> SlicedKernelThunk:
