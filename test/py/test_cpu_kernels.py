@@ -348,7 +348,7 @@ def test_thread_count_decides_the_split(monkeypatch, threads):
     sums = Client().compile(ROW_SUMS)
     small = Client().compile(SMALL_ELEMENTWISE).thunk_sequence()
     expected = [] if threads == "1" else [f"sliced kernel x{threads}"]
-    assert [line.split(" [")[0].rsplit(" ", 1)[0] for line in sliced_kernels(layer)] == expected * 2  # the GEMM's epilogue too
+    assert [line.split(" [")[0].rsplit(" ", 1)[0] for line in sliced_kernels(layer)] == expected * 2  # the GEMM's tanh epilogue too
     assert [line.split(" [")[0].rsplit(" ", 1)[0] for line in sliced_kernels(sums.thunk_sequence())] == expected
     assert sliced_kernels(small) == []
     x = np.random.default_rng(0).standard_normal((1024, 1024)).astype(np.float32)
@@ -729,20 +729,22 @@ DOT_GELU = """func.func @main(%x: tensor<{rows}x64xf32>, %w: tensor<64x512xf32>,
 }}"""
 
 
-@pytest.mark.parametrize("threads, rows, split", [("2", 512, True), ("1", 512, False), ("2", 8, False)])
-def test_gemm_epilogue_splits_over_the_threads(monkeypatch, threads, rows, split):
+@pytest.mark.parametrize("threads, rows, activation, split", [("2", 512, "tanh", True), ("1", 512, "tanh", False),
+                                                              ("2", 8, "tanh", False), ("2", 512, "abs", False)])
+def test_gemm_epilogue_splits_over_the_threads(monkeypatch, threads, rows, activation, split):
     """The epilogue of a GEMM's output fusion (bias, tanh) updates the GEMM's output in row
-    blocks over the threads when the rows it moves pay for the hand-off (1 MiB: yes; 16 KiB:
-    no); numpy agrees."""
+    blocks over the threads when its tanh work pays for the hand-off (256K tanh: yes; 4K:
+    no); one without transcendentals stays one call, its bytes hot in the caches; numpy
+    agrees."""
     monkeypatch.setenv("MLIRXLA_CPU_THREADS", threads)
-    executable = Client().compile(DOT_GELU.format(rows=rows))
+    executable = Client().compile(DOT_GELU.format(rows=rows).replace("stablehlo.tanh", f"stablehlo.{activation}"))
     text = executable.thunk_sequence()
     assert "gemm" in text
     assert ("sliced kernel x2" in text and "_epilogue]" in text) == split
     rng = np.random.default_rng(11)
     x, w, b = (rng.standard_normal(shape).astype(np.float32) for shape in ((rows, 64), (64, 512), (512,)))
     s = x.astype(np.float64) @ w + b
-    np.testing.assert_allclose(executable.execute_numpy([x, w, b])[0], s * np.tanh(s), rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(executable.execute_numpy([x, w, b])[0], s * getattr(np, activation)(s), rtol=2e-5, atol=2e-5)
 
 
 def test_gemm_epilogue_reads_the_output_through_its_result_argument(monkeypatch, tmp_path):
