@@ -148,6 +148,10 @@ def parallel_rows(op: ir.Operation) -> int | None:
     threads = cpu_threads()
     n = leading_size(op.results[0])
     blocks = thread_split.slice_count(n, threads) if n and threads > 1 else None
-    if blocks is None or not thread_split.estimate(op, threads).pays or slice_problem(op, n, [], batched_dots=True, transposed_reads=True)[0]:
+    if blocks is None:
+        return None
+    problem, check = slice_problem(op, n, [], batched_dots=True, transposed_reads=True)
+    bandwidth = thread_split.TRANSPOSED_CORE_BANDWIDTH_BYTES_PER_S if check.read_across else thread_split.CORE_BANDWIDTH_BYTES_PER_S
+    if problem or not thread_split.estimate(op, threads, bandwidth).pays:
         return None
     return n // blocks
