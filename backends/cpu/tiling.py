@@ -16,8 +16,9 @@ transpose at 2 GB/s, a tenth of the machine's copy bandwidth). A tile of an elem
 (arith only, or a plain copy) on 8- to 64-bit elements is therefore vectorized here:
 its two loops are tiled again into VECTOR x VECTOR blocks (other loops into 1s), each block
 read as VECTOR rows of VECTOR contiguous elements, transposed in registers
-(`vector.transpose` lowered to shuffles; the 8x8 f32 one to AVX2's unpack, shuffle and blend
-sequence where the host has AVX2) and written as VECTOR contiguous rows. Loops whose extent
+(`vector.transpose` lowered to one flat shuffle, which LLVM's x86 backend turns into
+unpacks and permutes; upstream's AVX2 sequence emits inline assembly, which llvmlite's
+object emission cannot assemble) and written as VECTOR contiguous rows. Loops whose extent
 is not a multiple of VECTOR are split first (`transform.structured.split`): the multiple
 gets the vector blocks, the remaining strip (fewer than VECTOR rows or columns) keeps the
 plain loops. The cache tile along each loop is the largest of CACHE_TILES that divides what
