@@ -94,11 +94,13 @@ def _dims(op: ir.Operation, name: str) -> list[int]:
 class SliceCheck:
     """Which values of a kernel are computed slice by slice (dimension 0 of size `n`)."""
 
-    def __init__(self, n: int, sliced_inputs: set, batched_dots: bool = False,
+    def __init__(self, n: int, sliced_inputs: set, batched_dots: bool = False, transposed_reads: bool = False,
                  recomputed_whole_bytes: int = RECOMPUTED_WHOLE_BYTES):
         self.n = n
         self.batched_dots = batched_dots
+        self.transposed_reads = transposed_reads
         self.recomputed_whole_bytes = recomputed_whole_bytes
+        self.read_across: dict = {}  # values from outside read slice by slice along another dimension: that dimension
         self.sliced = set(sliced_inputs)
         self.reread_bytes = 0  # what convolutions and dots read whole, again for every slice
         self.read_sliced: set = set()  # values from outside the slices (operands, constants) read slice by slice
@@ -162,6 +164,10 @@ class SliceCheck:
             if 0 in dims:
                 return None if dims.index(0) == 0 and self.sliceable(operands[0]) else "a broadcast moves dimension 0"
             return None if self.whole(operands[0]) else "a broadcast repeats a sliced value along dimension 0"
+        if kind == "transpose":
+            return self.transpose_problem(op, operands[0])
+        if kind == "copy" and self.transposed_reads:  # the copy a transposed layout leaves after its transpose
+            return None if self.sliceable(operands[0]) else "a copy reads a value it cannot slice"
         if kind == "reshape":  # dimension 0 kept: row-major, each slice's elements stay its own
             return None if self.sliceable(operands[0]) else "a reshape reads a value it cannot slice"
         if kind == "convolution":
@@ -190,6 +196,24 @@ class SliceCheck:
             return None if self.sliceable(operands[0]) and self.whole(operands[1]) else "the reduce reads its init slice by slice"
         return f"xhlo.{kind} mixes slices"
 
+    def transpose_problem(self, op: ir.Operation, operand: ir.Value) -> str | None:
+        """With `transposed_reads` (a kernel's row blocks, whose operands the thunk can point
+        into anywhere; merges leave transposes out): a transpose keeping dimension 0 reads
+        its operand slice by slice, one moving dimension k to 0 and its last dimension reads
+        an operand from outside in blocks of dimension k, strided views of it, one per slice."""
+        if not self.transposed_reads:
+            return "xhlo.transpose mixes slices"
+        permutation = _dims(op, "permutation")
+        across = permutation[0]
+        if across == 0:
+            return None if self.sliceable(operand) else "a transpose reads a value it cannot slice"
+        if permutation[-1] == len(permutation) - 1:
+            return "a transpose moves dimension 0 but keeps rows whole (a block copy: split, it ran 2x slower)"
+        if operand in self.sliced or self.read_across.get(operand, across) != across:
+            return "a transpose moves dimension 0"
+        self.read_across[operand] = across
+        return None
+
 
 def body_of(kernel: ir.Operation) -> tuple[list[ir.Operation], list[ir.Value], dict]:
     """(ops, returned values, {inner value: kernel operand}) of a kernel: a fusion's body, or
@@ -202,17 +226,18 @@ def body_of(kernel: ir.Operation) -> tuple[list[ir.Operation], list[ir.Value], d
 
 
 def slice_problem(kernel: ir.Operation, n: int, sliced_operands: list[ir.Value], batched_dots: bool = False,
-                  recomputed_whole_bytes: int = RECOMPUTED_WHOLE_BYTES) -> tuple[str | None, SliceCheck]:
+                  transposed_reads: bool = False, recomputed_whole_bytes: int = RECOMPUTED_WHOLE_BYTES) -> tuple[str | None, SliceCheck]:
     """(None when `kernel` keeps its slices apart with `sliced_operands` (values computed slice
     by slice before it) read slice by slice, else why not; the check, which knows what is
     sliced and the bytes convolutions and dots read whole for every slice). `batched_dots`:
     whether dots batched over dimension 0 may run slice by slice, as a kernel already
     generated does (its row blocks); merges leave them out, since a batched dot on its own
-    may be a BLAS GEMM, which a batch-slice fusion would make a loop nest.
+    may be a BLAS GEMM, which a batch-slice fusion would make a loop nest. `transposed_reads`:
+    whether operands may be read in blocks of another dimension (`transpose_problem`).
     `recomputed_whole_bytes`: the largest value on whole operands every slice may compute
     again."""
     ops, returned, bound = body_of(kernel)
-    check = SliceCheck(n, {inner for inner, outer in bound.items() if outer in sliced_operands}, batched_dots,
+    check = SliceCheck(n, {inner for inner, outer in bound.items() if outer in sliced_operands}, batched_dots, transposed_reads,
                        recomputed_whole_bytes)
     for op in ops:
         reason = check.problem(op)
@@ -222,6 +247,8 @@ def slice_problem(kernel: ir.Operation, n: int, sliced_operands: list[ir.Value],
         return f"a result's dimension 0 is not {n}", check
     if check.read_sliced & check.read_whole:
         return "a value is read both slice by slice and whole", check
+    if set(check.read_across) & (check.read_sliced | check.read_whole):
+        return "a value is read both transposed and not", check
     return None, check
 
 

@@ -67,24 +67,45 @@ class SlicePlan:
     rows: int
     sliced_operands: tuple[bool, ...]
     types: dict = field(default_factory=dict, compare=False)
+    read_across: tuple[int, ...] = ()  # per operand read slice by slice, the dimension it is sliced along (a transposed read: not 0)
+
+    def across(self, operand: int) -> int:
+        return self.read_across[operand] if self.read_across else 0
 
 
 def slice_plan(kernel: ir.Operation, rows: int = 1, recomputed_whole_bytes: int = RECOMPUTED_WHOLE_BYTES) -> SlicePlan:
     """The plan to run `kernel` (a fusion or a single op) `rows` rows of dimension 0 at a time,
     each slice computing again the values on whole operands of up to `recomputed_whole_bytes`."""
-    problem, check = slice_problem(kernel, leading_size(kernel.results[0]), [], batched_dots=True,
+    problem, check = slice_problem(kernel, leading_size(kernel.results[0]), [], batched_dots=True, transposed_reads=True,
                                    recomputed_whole_bytes=recomputed_whole_bytes)
     if problem:
         raise MlirxlaError(problem, location_text(kernel.location))
     n = leading_size(kernel.results[0])
     inputs = list(kernel.regions[0].blocks[0].arguments) if kernel.name == "xhlo.fusion" else list(kernel.operands)
     types = {value: one_slice(value.type, rows) for value in check.sliced | check.read_sliced}
-    return SlicePlan(n // rows, rows, tuple(value in check.read_sliced for value in inputs), types)
+    types.update({value: one_slice(value.type, rows, across) for value, across in check.read_across.items()})
+    sliced = tuple(value in check.read_sliced or value in check.read_across for value in inputs)
+    return SlicePlan(n // rows, rows, sliced, types, tuple(check.read_across.get(value, 0) for value in inputs))
 
 
-def one_slice(tensor_type: ir.Type, rows: int = 1) -> ir.Type:
+def one_slice(tensor_type: ir.Type, rows: int = 1, across: int = 0) -> ir.Type:
+    """The type of one slice of `rows` rows of dimension `across`."""
     ranked = ir.RankedTensorType(tensor_type)
-    return ir.RankedTensorType.get([rows] + list(ranked.shape)[1:], ranked.element_type)
+    shape = list(ranked.shape)
+    shape[across] = rows
+    return ir.RankedTensorType.get(shape, ranked.element_type)
+
+
+def strided_view_of(slice_type: ir.Type, whole_type: ir.Type) -> ir.Type:
+    """The memref of one slice of a value read in blocks of a dimension other than 0: the
+    slice's shape with the whole value's row-major strides."""
+    whole = ir.RankedTensorType(signless(whole_type))
+    strides, stride = [], 1
+    for extent in reversed(whole.shape):
+        strides.insert(0, stride)
+        stride *= extent
+    return ir.MemRefType.get(list(ir.RankedTensorType(slice_type).shape), whole.element_type,
+                             layout=ir.StridedLayoutAttr.get(0, strides))
 
 
 def kernel_function(module: ir.Module, kernel: ir.Operation, symbol: str, plan: SlicePlan | None = None,
@@ -99,12 +120,15 @@ def kernel_function(module: ir.Module, kernel: ir.Operation, symbol: str, plan: 
     inner_arguments = list(kernel.regions[0].blocks[0].arguments) if kernel.name == "xhlo.fusion" else list(kernel.operands)
     operand_types = [types.get(inner, inner.type) for inner in inner_arguments]
     if library_result is not None:
-        operand_types.append(library_result.type)
+        operand_types.append(types.get(library_result, library_result.type))
     result_types = [one_slice(r.type, plan.rows) if plan else r.type for r in kernel.results]
     for value_type in operand_types + result_types:
         if not isinstance(value_type, ir.RankedTensorType):
             raise MlirxlaError(f"the cpu backend cannot pass a {value_type} to a kernel", location_text(kernel.location))
     memrefs = [memref_of(t) for t in operand_types + result_types]
+    for index, inner in enumerate(inner_arguments):
+        if plan and plan.across(index):
+            memrefs[index] = strided_view_of(operand_types[index], inner.type)
     with ir.InsertionPoint(module.body), kernel.location:
         function = func.FuncOp(symbol, ir.FunctionType.get(memrefs, []))
         entry = function.add_entry_block()

@@ -19,9 +19,10 @@ log(1 + x), so the kernel source computes them as XLA does, `elemental_math.py`,
 complex expm1, log1p, tan and tanh, which convert-complex-to-standard computes inaccurately);
 copies between strided views become loops (`copies_as_loops`); loops are ordered so that the
 innermost runs along contiguous memory (`loop_order.py`), and a kernel reading an
-operand across its innermost loop (a transpose) is tiled into cache blocks (`tiling.py`);
-sibling loop nests over the same rows (a softmax's max, exp, sum and divide passes) become
-one nest that takes each row through all of them while it is in cache (`row_fusion.py`);
+operand across its innermost loop (a transpose) is tiled into cache blocks, transposed in
+registers by vector shuffles (`tiling.py`); sibling loop nests over the same rows (a
+softmax's max, exp, sum and divide passes) become one nest that takes each row through all
+of them while it is in cache (`row_fusion.py`);
 an f32 NHWC convolution becomes a register-tiled direct convolution on vectors before
 bufferization (`convolution_tiling.py`). Functions take bare pointers
 (`use-bare-ptr-memref-call-conv`): a kernel is `void k(ptr, ptr, ...)`, operands then results.
@@ -140,7 +141,7 @@ def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None) -> Lo
                 with ir.Location.unknown():
                     # after bf16 and f16 math became f32 math, so that it is approximated too
                     math_approximations.approximate(module)
-            to_llvm = TO_LLVM if not register_tiled else VECTORS_TO_LLVM
+            to_llvm = VECTORS_TO_LLVM if register_tiled or tiling.has_vectors(module) else TO_LLVM
             passmanager.PassManager.parse(f"builtin.module({','.join(to_llvm)})").run(module.operation)
     except ir.MLIRError as error:
         raise MlirxlaError(f"kernel {name} failed to lower to LLVM: {diagnostic_text(error)}") from None

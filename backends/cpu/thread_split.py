@@ -23,6 +23,10 @@ from mlirxla.transforms.cost_analysis import kernel_cost
 
 THREAD_START_S = 50e-6  # handing one range to a pool worker and waiting for it: 40-90 us measured on 2 shared cores
 CORE_BANDWIDTH_BYTES_PER_S = 8e9  # what one core streams from memory
+# a kernel reading operands transposed moves them in 8x8 vector blocks (`tiling.py`) mostly
+# from the caches (its operand was just written): 15-25 GB/s on one core, best of 300 calls
+# of 1-8 MiB transposes; at 8 GB/s a 1.5 MiB one split and ran 1.7x slower
+TRANSPOSED_CORE_BANDWIDTH_BYTES_PER_S = 20e9
 CORE_FLOPS_PER_S = 16e9  # one core's vectorized elementwise arithmetic
 TRANSCENDENTAL_FLOPS = 20  # an exp, log or tanh polynomial, in flops
 SLICE_MULTIPLES = (1, 2, 4, 8)
@@ -38,14 +42,14 @@ class SplitEstimate:
         return self.split_s < self.single_thread_s
 
 
-def estimate(op: ir.Operation, threads: int) -> SplitEstimate:
+def estimate(op: ir.Operation, threads: int, bandwidth: float = CORE_BANDWIDTH_BYTES_PER_S) -> SplitEstimate:
     cost = kernel_cost(op)
-    return estimate_moving(cost.bytes_accessed, cost.flops + TRANSCENDENTAL_FLOPS * cost.transcendentals, threads)
+    return estimate_moving(cost.bytes_accessed, cost.flops + TRANSCENDENTAL_FLOPS * cost.transcendentals, threads, bandwidth)
 
 
-def estimate_moving(bytes_moved: float, work: float, threads: int) -> SplitEstimate:
-    """The estimate for a kernel moving `bytes_moved` and doing `work` flops."""
-    alone = max(bytes_moved / CORE_BANDWIDTH_BYTES_PER_S, work / CORE_FLOPS_PER_S)
+def estimate_moving(bytes_moved: float, work: float, threads: int, bandwidth: float = CORE_BANDWIDTH_BYTES_PER_S) -> SplitEstimate:
+    """The estimate for a kernel moving `bytes_moved` at `bandwidth` and doing `work` flops."""
+    alone = max(bytes_moved / bandwidth, work / CORE_FLOPS_PER_S)
     return SplitEstimate(alone, alone / threads + (threads - 1) * THREAD_START_S)
 
 

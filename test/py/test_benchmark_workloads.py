@@ -52,3 +52,29 @@ def test_kernel_bandwidth_reports_the_memory_bound_kernels_with_their_bytes():
     assert row["fraction"] == pytest.approx(row["gbps"] / 10.0)
     assert kernel_rows("chain", 1, machine, min_bytes=row["bytes"] + 1, small=True) == []
     assert kernel_rows("chain", 1, {**machine, "balance_flops_per_byte": 0.0}, min_bytes=0, small=True) == []
+
+
+def test_kernel_bandwidth_best_rates_a_kernel_by_its_fastest_call(monkeypatch):
+    """With `best`, a kernel's rate is its bytes over its fastest call: of runs of 3, 1 and
+    2 ms the 1 ms one; and a real run's row is its bytes over the fastest call it saw."""
+    import kernel_bandwidth
+
+    class Info:
+        module, name, kind, routine = "m", "k", "kernel", "k"
+
+    class Runs:
+        thunk_runs = [("t", 0, 3_000_000, 1), ("t", 10, 1_000_010, 1), ("t", 20, 2_000_020, 1)]
+
+        def infos(self):
+            return {}
+
+        def info_of(self, thunk, infos):
+            return Info
+
+    assert kernel_bandwidth.fastest_calls(Runs()) == {("m", "k", "kernel", "k"): 1_000_000}
+    real, seen = kernel_bandwidth.fastest_calls, {}
+    monkeypatch.setattr(kernel_bandwidth, "fastest_calls", lambda profile: seen.update(real(profile)) or dict(seen))
+    machine = {"triad_gbps": 10.0, "balance_flops_per_byte": 4.0}
+    (row,) = kernel_rows("chain", 3, machine, min_bytes=0, small=True, best=True)
+    (nanoseconds,) = [ns for key, ns in seen.items() if key[2] == "kernel"]
+    assert row["gbps"] == pytest.approx(row["bytes"] / nanoseconds)

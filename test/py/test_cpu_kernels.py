@@ -360,7 +360,7 @@ def test_thread_count_decides_the_split(monkeypatch, threads):
     sums = Client().compile(ROW_SUMS)
     small = Client().compile(SMALL_ELEMENTWISE).thunk_sequence()
     expected = [] if threads == "1" else [f"sliced kernel x{threads}"]
-    assert [line.split(" [")[0].rsplit(" ", 1)[0] for line in sliced_kernels(layer)] == expected
+    assert [line.split(" [")[0].rsplit(" ", 1)[0] for line in sliced_kernels(layer)] == expected * 2  # the GEMM's tanh epilogue too
     assert [line.split(" [")[0].rsplit(" ", 1)[0] for line in sliced_kernels(sums.thunk_sequence())] == expected
     assert sliced_kernels(small) == []
     x = np.random.default_rng(0).standard_normal((1024, 1024)).astype(np.float32)
@@ -635,17 +635,143 @@ TRANSPOSE_ADD = """func.func @main(%x: tensor<{n}x{m}xf32>, %y: tensor<{m}x{n}xf
 }}"""
 
 
-@pytest.mark.parametrize("n, m, tiled", [(200, 96, True), (48, 512, False)])
+@pytest.mark.parametrize("n, m, tiled", [(200, 96, True), (48, 512, True), (12, 512, False)])
 def test_transposed_read_is_tiled_into_cache_blocks(n, m, tiled, tmp_path):
-    """A kernel reading its operand across the innermost loop is blocked 32x32 when both
-    loops span two tiles (200 does not divide by 32: the last tiles are partial); too narrow
-    a loop keeps the plain nest. numpy agrees either way."""
+    """A kernel reading its operand across the innermost loop is blocked when both loops span
+    two vector blocks (200 does not divide by 32: the last tiles are partial); too narrow a
+    loop keeps the plain nest. numpy agrees either way."""
     executable = Client().compile(TRANSPOSE_ADD.format(n=n, m=m), CompileOptions(dump_to=str(tmp_path)))
     decisions = next(tmp_path.glob("*thunk-sequence.txt")).read_text()
     assert ("tiled 32x32 for an operand read across the innermost loop" in decisions) == tiled
     rng = np.random.default_rng(6)
     x, y = rng.standard_normal((n, m)).astype(np.float32), rng.standard_normal((m, n)).astype(np.float32)
     np.testing.assert_array_equal(executable.execute_numpy([x, y])[0], x.T + y)
+
+
+TRANSPOSE = """func.func @main(%x: tensor<{source}x{dtype}>) -> tensor<{target}x{dtype}> {{
+  %r = stablehlo.transpose %x, dims = [{dims}] : (tensor<{source}x{dtype}>) -> tensor<{target}x{dtype}>
+  return %r : tensor<{target}x{dtype}>
+}}"""
+TRANSPOSE_DTYPES = {"f32": np.float32, "f64": np.float64, "bf16": ml_dtypes.bfloat16, "f16": np.float16, "i32": np.int32, "i8": np.int8,
+                    "i1": np.bool_}
+
+
+def compile_transpose(shape, dims, dtype, dump_to=None):
+    target = [shape[d] for d in dims]
+    text = TRANSPOSE.format(source="x".join(map(str, shape)), target="x".join(map(str, target)), dtype=dtype,
+                            dims=", ".join(map(str, dims)))
+    return Client().compile(text, CompileOptions(dump_to=dump_to) if dump_to else CompileOptions())
+
+
+@pytest.mark.parametrize("shape, dims", [((16, 16), (1, 0)), ((17, 23), (1, 0)), ((100, 70), (1, 0)), ((64, 200), (1, 0)),
+                                         ((256, 96), (1, 0)), ((8, 32, 128), (2, 0, 1)), ((5, 33, 47), (0, 2, 1)),
+                                         ((20, 30, 40), (2, 1, 0)), ((3, 40, 50, 9), (0, 2, 1, 3))])
+@pytest.mark.parametrize("dtype", sorted(TRANSPOSE_DTYPES))
+def test_transposes_match_numpy_bit_for_bit(shape, dims, dtype):
+    """Transposes whose extents are multiples of the 8x8 vector block or not (the remaining
+    strips keep plain loops), 2-D to 4-D, on every element width the vector blocks take
+    (8 to 64 bits) and one they leave to the plain loops (booleans): numpy's bits."""
+    x = np.random.default_rng(8).standard_normal(shape) * 50
+    x = (x > 0) if dtype == "i1" else x.astype(TRANSPOSE_DTYPES[dtype])
+    got = compile_transpose(shape, dims, dtype).execute_numpy([x])[0]
+    np.testing.assert_array_equal(got.view(np.uint8), np.ascontiguousarray(x.transpose(dims)).view(np.uint8))
+
+
+@pytest.mark.parametrize("dtype, shuffled", [("f32", True), ("f64", True), ("bf16", True), ("i8", True), ("i1", False)])
+def test_transpose_tiles_are_transposed_by_vector_shuffles(dtype, shuffled, tmp_path):
+    """The optimized kernel of a 1024x768 transpose moves 8x8 blocks through registers
+    (shufflevector, no scatter or gather, which LLVM's loop vectorizer chose for the scalar
+    tile: 2 GB/s on a 1024x1024 f32 transpose); booleans (bits in vectors, bytes in memory)
+    keep the scalar tile."""
+    compile_transpose((1024, 768), (1, 0), dtype, dump_to=str(tmp_path))
+    optimized = next(tmp_path.glob("*transpose*.ir-with-opt.ll")).read_text()
+    assert ("shufflevector <8 x" in optimized) == shuffled
+    if shuffled:
+        assert "masked.scatter" not in optimized and "masked.gather" not in optimized
+
+
+TRANSPOSED_SUMS = """func.func @main(%x: tensor<8x32x{m}xf32>, %y: tensor<{m}x256xf32>, %z: tensor<256x{m}xf32>) -> (tensor<{m}x256xf32>, tensor<{m}x8x32xf32>) {{
+  %t = stablehlo.transpose %x, dims = [2, 0, 1] : (tensor<8x32x{m}xf32>) -> tensor<{m}x8x32xf32>
+  %r = stablehlo.reshape %t : (tensor<{m}x8x32xf32>) -> tensor<{m}x256xf32>
+  %u = stablehlo.transpose %z, dims = [1, 0] : (tensor<256x{m}xf32>) -> tensor<{m}x256xf32>
+  %s = stablehlo.add %r, %y : tensor<{m}x256xf32>
+  %v = stablehlo.multiply %s, %u : tensor<{m}x256xf32>
+  return %v, %t : tensor<{m}x256xf32>, tensor<{m}x8x32xf32>
+}}"""
+
+
+@pytest.mark.parametrize("threads, m", [("2", 1024), ("2", 1000), ("1", 1024)])
+def test_transposing_kernels_split_over_the_threads(monkeypatch, threads, m, tmp_path):
+    """Kernels whose operands are read transposed run in row blocks of their results over the
+    threads: each block reads a strided view of the transposed operand (a block of its
+    dimension 2, resp. 1), the others slice by slice (1000 rows: 2 blocks of 500, whose
+    tiles split off a 4-row strip); one thread keeps one call. numpy agrees."""
+    monkeypatch.setenv("MLIRXLA_CPU_THREADS", threads)
+    executable = Client().compile(TRANSPOSED_SUMS.format(m=m), CompileOptions(dump_to=str(tmp_path)))
+    decisions = next(tmp_path.glob("*thunk-sequence.txt")).read_text()
+    split = threads == "2"
+    assert decisions.count("(1 in blocks of another dimension, transposed)") == (2 if split else 0)
+    assert ("sliced kernel" in decisions) == split
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((8, 32, m)).astype(np.float32)
+    y = rng.standard_normal((m, 256)).astype(np.float32)
+    z = rng.standard_normal((256, m)).astype(np.float32)
+    total, transposed = executable.execute_numpy([x, y, z])
+    np.testing.assert_array_equal(transposed, x.transpose(2, 0, 1))
+    np.testing.assert_allclose(total, (x.transpose(2, 0, 1).reshape(m, 256) + y) * z.T, rtol=1e-6)
+
+
+def test_operand_read_both_transposed_and_not_keeps_one_call():
+    """x + x^T reads x in row blocks and in column blocks: no one strided view serves both,
+    so the kernel is not split; numpy agrees."""
+    executable = Client().compile(TRANSPOSE_ADD.replace("%y: tensor<{m}x{n}xf32>", "%y: tensor<{n}x{m}xf32>")
+                                  .replace("%r = stablehlo.add %t, %y", "%r = stablehlo.add %t, %x").format(n=1024, m=1024))
+    assert "sliced kernel" not in executable.thunk_sequence()
+    x = np.random.default_rng(10).standard_normal((1024, 1024)).astype(np.float32)
+    np.testing.assert_array_equal(executable.execute_numpy([x, x])[0], x.T + x)
+
+
+DOT_GELU = """func.func @main(%x: tensor<{rows}x64xf32>, %w: tensor<64x512xf32>, %b: tensor<512xf32>) -> tensor<{rows}x512xf32> {{
+  %d = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : (tensor<{rows}x64xf32>, tensor<64x512xf32>) -> tensor<{rows}x512xf32>
+  %bb = stablehlo.broadcast_in_dim %b, dims = [1] : (tensor<512xf32>) -> tensor<{rows}x512xf32>
+  %s = stablehlo.add %d, %bb : tensor<{rows}x512xf32>
+  %t = stablehlo.tanh %s : tensor<{rows}x512xf32>
+  %r = stablehlo.multiply %s, %t : tensor<{rows}x512xf32>
+  return %r : tensor<{rows}x512xf32>
+}}"""
+
+
+@pytest.mark.parametrize("threads, rows, activation, split", [("2", 512, "tanh", True), ("1", 512, "tanh", False),
+                                                              ("2", 8, "tanh", False), ("2", 512, "abs", False)])
+def test_gemm_epilogue_splits_over_the_threads(monkeypatch, threads, rows, activation, split):
+    """The epilogue of a GEMM's output fusion (bias, tanh) updates the GEMM's output in row
+    blocks over the threads when its tanh work pays for the hand-off (256K tanh: yes; 4K:
+    no); one without transcendentals stays one call, its bytes hot in the caches; numpy
+    agrees."""
+    monkeypatch.setenv("MLIRXLA_CPU_THREADS", threads)
+    executable = Client().compile(DOT_GELU.format(rows=rows).replace("stablehlo.tanh", f"stablehlo.{activation}"))
+    text = executable.thunk_sequence()
+    assert "gemm" in text
+    assert ("sliced kernel x2" in text and "_epilogue]" in text) == split
+    rng = np.random.default_rng(11)
+    x, w, b = (rng.standard_normal(shape).astype(np.float32) for shape in ((rows, 64), (64, 512), (512,)))
+    s = x.astype(np.float64) @ w + b
+    np.testing.assert_allclose(executable.execute_numpy([x, w, b])[0], s * getattr(np, activation)(s), rtol=2e-5, atol=2e-5)
+
+
+def test_gemm_epilogue_reads_the_output_through_its_result_argument(monkeypatch, tmp_path):
+    """The epilogue reads the GEMM's output where it writes its result, through one argument:
+    through two, LLVM's runtime overlap check saw the same buffer and always ran the scalar
+    loop. The optimized kernel never touches the library-result argument (readnone) and
+    has no scalar fallback for an overlap between them."""
+    monkeypatch.setenv("MLIRXLA_CPU_THREADS", "1")
+    Client().compile(DOT_GELU.format(rows=512), CompileOptions(dump_to=str(tmp_path)))
+    source = next(tmp_path.glob("*_epilogue.stablehlo.mlir")).read_text()
+    assert "bufferization.to_tensor %arg4 restrict writable" in source
+    optimized = next(tmp_path.glob("*_epilogue.ir-with-opt.ll")).read_text()
+    signature = next(line for line in optimized.splitlines() if line.startswith("define"))
+    assert signature.count("readnone") == 3  # the dot's two operands and its result, read through %4
+    assert "<16 x float>" in optimized or "<8 x float>" in optimized
 
 
 CHOLESKY = """func.func @main(%a: tensor<2x4x4xf64>) -> (tensor<2x4x4xf64>, tensor<2x4x4xf64>) {

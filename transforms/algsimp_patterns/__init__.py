@@ -20,7 +20,7 @@ REWRITES = MappingProxyType(
         "xhlo.compare": (elementwise.fold_compare_same_operand,),
         "xhlo.select": (elementwise.fold_select_constant_predicate, elementwise.fold_select_same_operands),
         "xhlo.reshape": (shape.fold_reshape_identity, shape.fold_reshape_of_reshape),
-        "xhlo.transpose": (shape.fold_transpose_identity, shape.fold_transpose_of_transpose),
+        "xhlo.transpose": (shape.fold_transpose_identity, shape.fold_transpose_of_transpose, dot.fold_transpose_of_dot),
         "xhlo.broadcast": (shape.fold_broadcast_identity, shape.fold_broadcast_of_splat, shape.fold_broadcast_of_broadcast),
         "xhlo.iota": (shape.fold_iota_unit_dimension,),
         "xhlo.slice": (shape.fold_slice_full, shape.fold_slice_of_slice),

@@ -2,12 +2,14 @@
 once per slice of its leading dimension (`sliced_kernel`: a batch-slice fusion, or a large
 kernel that keeps the rows of dimension 0 apart, spread over the thread pool)."""
 
+import math
 from dataclasses import dataclass
 
 from mlirxla.mlir import ir
 from mlirxla.runtime.threads import cpu_threads
 from mlirxla.runtime.thunks import KernelThunk, SlicedKernelThunk
 from mlirxla.transforms.batch_slice_fusion import RECOMPUTED_WHOLE_BYTES, leading_size, slice_problem
+from mlirxla.transforms.cost_analysis import kernel_cost
 from mlirxla.transforms.scheduling import type_bytes
 
 from .. import thread_split
@@ -46,12 +48,21 @@ def kernel_thunk(emitter, op: ir.Operation, library_result: ir.Value | None = No
     name = emitter.name_of(op)
     symbol = emitter.symbol(name if library_result is None else f"{name}_epilogue")
     operands = [emitter.slice_of(v) for v in op.operands]
-    emitter.kernels.append(KernelSpec(symbol, op, library_result=library_result, interpret=interpret,
-                                      in_place=updated_in_place(emitter, op) if library_result is None else ()))
+    in_place = updated_in_place(emitter, op) if library_result is None else library_output_in_place(op)
+    emitter.kernels.append(KernelSpec(symbol, op, library_result=library_result, interpret=interpret, in_place=in_place))
     if library_result is not None:
         operands.append(emitter.slice_of(op.results[0]))
     results = [emitter.slice_of(r) for r in op.results]
     return KernelThunk(name, symbol, tuple(operands + results), len(results))
+
+
+def library_output_in_place(op: ir.Operation) -> tuple[tuple[int, int], ...]:
+    """An epilogue reads the library call's output (its operand after the op's own) where it
+    writes its result, the same buffer: read through the result's argument, the loop loads
+    and stores one pointer at one index, which LLVM vectorizes; through two arguments its
+    runtime check found them overlapping and ran the scalar loop (transformer's GELU
+    epilogue at a tenth of the machine's bandwidth)."""
+    return ((len(op.operands), 0),)
 
 
 def updated_in_place(emitter, op: ir.Operation, plan: SlicePlan | None = None) -> tuple[tuple[int, int], ...]:
@@ -74,16 +85,48 @@ def updated_in_place(emitter, op: ir.Operation, plan: SlicePlan | None = None) -
     return tuple(pairs)
 
 
-def emit_sliced(emitter, op: ir.Operation, plan: SlicePlan, why: str) -> SlicedKernelThunk:
+def emit_sliced(emitter, op: ir.Operation, plan: SlicePlan, why: str, library_result: ir.Value | None = None) -> SlicedKernelThunk:
+    """`op` in `plan`'s slices (with `library_result`: its epilogue only, each slice updating
+    its rows of the output a library call wrote)."""
     name = emitter.name_of(op)
-    symbol = emitter.symbol(name)
-    emitter.kernels.append(KernelSpec(symbol, op, plan=plan, in_place=updated_in_place(emitter, op, plan)))
-    arguments = [emitter.slice_of(v) for v in op.operands] + [emitter.slice_of(r) for r in op.results]
-    strides = [type_bytes(v.type) // plan.count if sliced else 0 for v, sliced in zip(op.operands, plan.sliced_operands)]
+    symbol = emitter.symbol(name if library_result is None else f"{name}_epilogue")
+    in_place = library_output_in_place(op) if library_result is not None else updated_in_place(emitter, op, plan)
+    emitter.kernels.append(KernelSpec(symbol, op, plan=plan, library_result=library_result, in_place=in_place))
+    arguments = [emitter.slice_of(v) for v in op.operands]
+    strides = [slice_bytes(v.type, plan.rows, plan.across(index)) if sliced else 0
+               for index, (v, sliced) in enumerate(zip(op.operands, plan.sliced_operands))]
+    if library_result is not None:
+        arguments.append(emitter.slice_of(op.results[0]))
+        strides.append(type_bytes(op.results[0].type) // plan.count)
+    arguments += [emitter.slice_of(r) for r in op.results]
     strides += [type_bytes(r.type) // plan.count for r in op.results]
+    transposed = sum(1 for index in range(len(plan.sliced_operands)) if plan.across(index))
     emitter.decisions.append(f"{name}: {why}, {plan.count} slices of {plan.rows} row(s), "
-                             f"{sum(plan.sliced_operands)} operand(s) read slice by slice")
+                             f"{sum(plan.sliced_operands)} operand(s) read slice by slice"
+                             + (f" ({transposed} in blocks of another dimension, transposed)" if transposed else ""))
     return SlicedKernelThunk(name, symbol, tuple(arguments), len(op.results), slices=plan.count, strides=tuple(strides))
+
+
+def epilogue_thunk(emitter, op: ir.Operation, library_result: ir.Value):
+    """The epilogue of an output fusion whose dot or convolution a library call computed:
+    in row blocks over the threads when its transcendentals' work makes that pay (the
+    fusion's slices: its dot or convolution kept slice by slice), else one kernel. Its bytes
+    do not count: the library call has just written them, so they come from the caches (a
+    ReLU epilogue of 1 MiB ran 2x slower split, a GELU one 1.3x faster)."""
+    threads = cpu_threads()
+    n = leading_size(op.results[0])
+    blocks = thread_split.slice_count(n, threads) if emitter.slice_rows and n and threads > 1 else None
+    work = thread_split.TRANSCENDENTAL_FLOPS * kernel_cost(op).transcendentals
+    if (blocks is None or not thread_split.estimate_moving(0, work, threads).pays
+            or slice_problem(op, n, [], batched_dots=True, transposed_reads=True)[0]):
+        return kernel_thunk(emitter, op, library_result=library_result)
+    return emit_sliced(emitter, op, slice_plan(op, n // blocks), "epilogue in parallel row blocks", library_result)
+
+
+def slice_bytes(value_type: ir.Type, rows: int, across: int) -> int:
+    """How far one slice of `rows` rows of dimension `across` lies from the next."""
+    shape = ir.RankedTensorType(value_type).shape
+    return type_bytes(value_type) // math.prod(shape[:across + 1]) * rows
 
 
 def parallel_rows(op: ir.Operation) -> int | None:
@@ -100,9 +143,12 @@ def parallel_rows(op: ir.Operation) -> int | None:
     threads = cpu_threads()
     n = leading_size(op.results[0])
     blocks = thread_split.slice_count(n, threads) if n and threads > 1 else None
-    if blocks is None or not thread_split.estimate(op, threads).pays:
+    if blocks is None:
         return None
-    if slice_problem(op, n, [], batched_dots=True, recomputed_whole_bytes=row_block_recomputed_bytes(op, n // blocks))[0]:
+    problem, check = slice_problem(op, n, [], batched_dots=True, transposed_reads=True,
+                                   recomputed_whole_bytes=row_block_recomputed_bytes(op, n // blocks))
+    bandwidth = thread_split.TRANSPOSED_CORE_BANDWIDTH_BYTES_PER_S if check.read_across else thread_split.CORE_BANDWIDTH_BYTES_PER_S
+    if problem or not thread_split.estimate(op, threads, bandwidth).pays:
         return None
     return n // blocks
 

@@ -19,7 +19,7 @@ from mlirxla.transforms.fusion_legality import LIBRARY_CALLS, fused_ops, kind_of
 
 from .. import thread_split
 from ..convolution_gemm import im2col_module_text
-from .kernels import KernelSpec, emit_kernel, kernel_thunk
+from .kernels import KernelSpec, emit_kernel, epilogue_thunk, kernel_thunk
 
 
 def emit_dot(emitter, op: ir.Operation) -> list:
@@ -44,7 +44,7 @@ def emit_output_fusion(emitter, op: ir.Operation) -> list:
         else:
             library = convolution_as_gemm(emitter, call, op, lhs, rhs)
         if library:
-            return library + [kernel_thunk(emitter, op, library_result=call.results[0])]
+            return library + [epilogue_thunk(emitter, op, call.results[0])]
     emitter.decisions.append(f"{emitter.name_of(op)}: {kind_of(call)} generated with its epilogue in one kernel")
     return [kernel_thunk(emitter, op)]
 

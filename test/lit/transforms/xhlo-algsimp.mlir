@@ -413,6 +413,48 @@ func.func @fold_transpose_round_trip(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
 
 // -----
 
+/// transpose(dot(a, b)) swapping the free dimensions -> dot(b, a), contracting dimensions
+/// and precisions swapped with the operands.
+// CHECK-LABEL: func.func @fold_transpose_of_dot
+// CHECK-NEXT: %[[D:.*]] = "xhlo.dot"(%arg1, %arg0) {dot_dimension_numbers = {lhs_contracting_dimensions = array<i64: 1>, rhs_contracting_dimensions = array<i64: 0>}, precision_config = ["HIGHEST", "DEFAULT"]} : (tensor<4x3xf32>, tensor<3x2xf32>) -> tensor<4x2xf32>
+// CHECK-NEXT: return %[[D]]
+func.func @fold_transpose_of_dot(%a: tensor<3x2xf32>, %b: tensor<4x3xf32>) -> tensor<4x2xf32> {
+  %0 = "xhlo.dot"(%a, %b) {dot_dimension_numbers = {lhs_contracting_dimensions = array<i64: 0>, rhs_contracting_dimensions = array<i64: 1>}, precision_config = ["DEFAULT", "HIGHEST"]} : (tensor<3x2xf32>, tensor<4x3xf32>) -> tensor<2x4xf32>
+  %1 = "xhlo.transpose"(%0) {permutation = array<i64: 1, 0>} : (tensor<2x4xf32>) -> tensor<4x2xf32>
+  return %1 : tensor<4x2xf32>
+}
+
+// -----
+
+/// A batched dot: the batch dimension stays first, the free ones swap.
+// CHECK-LABEL: func.func @fold_transpose_of_batched_dot
+// CHECK-NEXT: %[[D:.*]] = "xhlo.dot"(%arg1, %arg0) {dot_dimension_numbers = {lhs_batching_dimensions = array<i64: 1>, lhs_contracting_dimensions = array<i64: 0>, rhs_batching_dimensions = array<i64: 0>, rhs_contracting_dimensions = array<i64: 2>}} : (tensor<5x6x4xf32>, tensor<6x3x5xf32>) -> tensor<6x4x3xf32>
+// CHECK-NEXT: return %[[D]]
+func.func @fold_transpose_of_batched_dot(%a: tensor<6x3x5xf32>, %b: tensor<5x6x4xf32>) -> tensor<6x4x3xf32> {
+  %0 = "xhlo.dot"(%a, %b) {dot_dimension_numbers = {lhs_batching_dimensions = array<i64: 0>, rhs_batching_dimensions = array<i64: 1>, lhs_contracting_dimensions = array<i64: 2>, rhs_contracting_dimensions = array<i64: 0>}} : (tensor<6x3x5xf32>, tensor<5x6x4xf32>) -> tensor<6x3x4xf32>
+  %1 = "xhlo.transpose"(%0) {permutation = array<i64: 0, 2, 1>} : (tensor<6x3x4xf32>) -> tensor<6x4x3xf32>
+  return %1 : tensor<6x4x3xf32>
+}
+
+// -----
+
+/// The dot stays when another op reads it (two dots would compute it twice), and when the
+/// transpose moves the batch dimension.
+// CHECK-LABEL: func.func @no_fold_transpose_of_shared_or_batch_moving_dot
+// CHECK: "xhlo.dot"(%arg0, %arg1)
+// CHECK: "xhlo.transpose"
+// CHECK: "xhlo.dot"(%arg2, %arg3)
+// CHECK: "xhlo.transpose"
+func.func @no_fold_transpose_of_shared_or_batch_moving_dot(%a: tensor<2x3xf32>, %b: tensor<3x4xf32>, %c: tensor<6x2x3xf32>, %d: tensor<6x3x4xf32>) -> (tensor<4x2xf32>, tensor<2x4xf32>, tensor<2x6x4xf32>) {
+  %0 = "xhlo.dot"(%a, %b) {dot_dimension_numbers = {lhs_contracting_dimensions = array<i64: 1>, rhs_contracting_dimensions = array<i64: 0>}} : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
+  %1 = "xhlo.transpose"(%0) {permutation = array<i64: 1, 0>} : (tensor<2x4xf32>) -> tensor<4x2xf32>
+  %2 = "xhlo.dot"(%c, %d) {dot_dimension_numbers = {lhs_batching_dimensions = array<i64: 0>, rhs_batching_dimensions = array<i64: 0>, lhs_contracting_dimensions = array<i64: 2>, rhs_contracting_dimensions = array<i64: 1>}} : (tensor<6x2x3xf32>, tensor<6x3x4xf32>) -> tensor<6x2x4xf32>
+  %3 = "xhlo.transpose"(%2) {permutation = array<i64: 1, 0, 2>} : (tensor<6x2x4xf32>) -> tensor<2x6x4xf32>
+  return %1, %0, %3 : tensor<4x2xf32>, tensor<2x4xf32>, tensor<2x6x4xf32>
+}
+
+// -----
+
 /// transpose(reshape(x)) stays.
 // CHECK-LABEL: func.func @no_fold_transpose_of_reshape
 // CHECK: "xhlo.reshape"(%arg0)
