@@ -3,8 +3,8 @@ the backend that compiled it) and its code, loaded by that backend (`backends/re
 `execute` runs it on numpy arrays (XLA's CpuExecutable).
 
 Per execution: the address table is the parameters' own memory (C-contiguous arrays are
-used in place, not copied), a fresh temp slab (the kernels' scratch inside it), the
-constants (owned by the executable), and fresh output allocations; an output that fills its allocation
+used in place, not copied), a temp slab (the kernels' scratch inside it: one a finished
+execution left, else fresh; outputs never alias it), the constants (owned by the executable), and fresh output allocations; an output that fills its allocation
 alone is allocated as the array it is returned as, others come back as views of their
 allocation (or copies, for an output that is a parameter or a constant). A parameter that
 holds a donated output (buffer assignment's donation) is written in place when the caller
@@ -202,6 +202,10 @@ class Executable:
                       if kind == "output" or (kind == "temp" and size > 0)]
         self.fresh_bytes = sum(size for _, size, _ in self.fresh)
         freed_memory.keep_for(self.fresh_bytes)
+        # temp slabs of finished executions, by allocation: the next execution reuses one, so
+        # a slab above malloc's largest heap block (32 MiB, which it maps fresh from the
+        # kernel) does not page-fault on every call; one per execution running at once
+        self.spare_temps: list[dict[int, np.ndarray]] = []
         phases.publish("executable", self)
 
     @classmethod
@@ -249,20 +253,30 @@ class Executable:
         storage = self.allocate()
         for index, array in storage.items():
             bases[index] = address(array)
-        if self.calls_blas:  # on OpenBLAS's own thread count, or the grid's on a device's thread
-            with blas.gemm_threads(None):
+        try:
+            if self.calls_blas:  # on OpenBLAS's own thread count, or the grid's on a device's thread
+                with blas.gemm_threads(None):
+                    run_thunks(self.plan.thunks, bases, self.pool, self.graph, self.plan.driver)
+            else:
                 run_thunks(self.plan.thunks, bases, self.pool, self.graph, self.plan.driver)
-        else:
-            run_thunks(self.plan.thunks, bases, self.pool, self.graph, self.plan.driver)
-        return [self.output(o, storage, arrays, donated) for o in self.outputs]
+            return [self.output(o, storage, arrays, donated) for o in self.outputs]
+        finally:  # outputs read from temps are copies: the slab is free again
+            self.spare_temps.append({index: storage[index] for index, _, _ in self.fresh if self.plan.allocation_kinds[index] == "temp"})
 
     def allocate(self) -> dict[int, np.ndarray]:
-        """The memory made fresh for one execution (outputs, the temp slab), by allocation."""
-        if self.fresh_bytes > memory.ALWAYS_AFFORDABLE_BYTES:  # spares small executions the words
-            memory.require(self.fresh_bytes, "one execution", self.largest_allocation())
+        """The memory of one execution: fresh outputs, and a temp slab a finished execution
+        left or a fresh one, by allocation."""
         try:
-            return {index: np.empty(typed.shape, typed.dtype) if typed else np.empty(size, np.uint8)
-                    for index, size, typed in self.fresh}
+            storage = self.spare_temps.pop()
+        except IndexError:
+            storage = {}
+        if self.fresh_bytes > memory.ALWAYS_AFFORDABLE_BYTES:  # spares small executions the words
+            memory.require(self.fresh_bytes - sum(array.nbytes for array in storage.values()), "one execution", self.largest_allocation())
+        try:
+            for index, size, typed in self.fresh:
+                if index not in storage:
+                    storage[index] = np.empty(typed.shape, typed.dtype) if typed else np.empty(size, np.uint8)
+            return storage
         except MemoryError:
             raise memory.exhausted(self.fresh_bytes, "one execution", self.largest_allocation()) from None
 
