@@ -60,7 +60,7 @@ from mlirxla.transforms.buffer_assignment import Assignment, BufferAssignmentPas
 from mlirxla.transforms.pass_base import PassResult
 from mlirxla.transforms.sharding_remover import partitioning_need
 
-from . import driver_emitter, interpreter_fallback, kernel_scratch, kernel_source, llvm_jit, lowering, tiling
+from . import driver_emitter, interpreter_fallback, kernel_scratch, kernel_source, llvm_jit, lowering
 from .emitters.kernels import KernelSpec
 from .thunk_emitter import Emission, ThunkEmitter
 
@@ -147,8 +147,8 @@ def finish_kernels(started: list[tuple[KernelSpec, "CompiledKernel | MlirxlaErro
             kernels.append(compiled)
             give_scratch(plan, compiled, spec, assignment, emission.slab)
             if compiled.tiled_loop_nests:
-                emission.decisions.append(f"{compiled.symbol}: {compiled.tiled_loop_nests} loop nest(s) tiled "
-                                          f"{tiling.TILE}x{tiling.TILE} for an operand read across the innermost loop")
+                emission.decisions.append(f"{compiled.symbol}: {compiled.tiled_loop_nests} loop nest(s) tiled into cache blocks "
+                                          "for an operand read across the innermost loop")
             if compiled.register_tiled_convolutions:
                 emission.decisions.append(f"{compiled.symbol}: {compiled.register_tiled_convolutions} convolution(s) as "
                                           "register-tiled loops (output columns x features held in vector registers)")

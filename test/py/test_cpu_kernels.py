@@ -642,7 +642,7 @@ def test_transposed_read_is_tiled_into_cache_blocks(n, m, tiled, tmp_path):
     loop keeps the plain nest. numpy agrees either way."""
     executable = Client().compile(TRANSPOSE_ADD.format(n=n, m=m), CompileOptions(dump_to=str(tmp_path)))
     decisions = next(tmp_path.glob("*thunk-sequence.txt")).read_text()
-    assert ("tiled 32x32 for an operand read across the innermost loop" in decisions) == tiled
+    assert ("tiled into cache blocks for an operand read across the innermost loop" in decisions) == tiled
     rng = np.random.default_rng(6)
     x, y = rng.standard_normal((n, m)).astype(np.float32), rng.standard_normal((m, n)).astype(np.float32)
     np.testing.assert_array_equal(executable.execute_numpy([x, y])[0], x.T + y)
