@@ -8,8 +8,9 @@ context of its own: LLVM's global context is not thread-safe, a context per kern
 releases the GIL in its calls but runs every call under one process-wide lock (for the global
 context's sake), so the two calls that are nearly all of a kernel's LLVM time, O3 and code
 generation, are made without it (`_unlocked`) on modules, target machines and pass builders
-no other thread sees: `CodegenPool` runs the kernels' LLVM work on several threads at once. A kernel with another's code is a stub jumping to it (`same_code`);
-the stubs and the compiler-runtime helpers code generation may call (`native_symbols.py`)
+no other thread sees: `CodegenPool` runs the kernels' LLVM work on several threads at once.
+A kernel with another's code is a stub jumping to it (`same_code`); the stubs and the
+compiler-runtime helpers code generation may call (`native_symbols.py`)
 are one more object (`shared_object`). An executable's objects travel as one archive
 (`object_archive.py`), which `JitEngine` loads once every symbol they need is found in them
 or in this process: the same path serves a fresh compile and the compile cache.
