@@ -128,7 +128,7 @@ def breakdown(listener: PhaseTimes, total: float) -> dict:
     parts[f"{listener.kernels} kernels: lowering (and LLVM when compiled on one thread)"] = listener.top["kernel"]
     parts["waiting for the compile threads (LLVM O3 and code generation)"] = listener.backend["kernels' native code"]
     parts["native drivers"] = listener.backend["native drivers"]
-    parts["shared object (stubs, helpers) and the archive"] = listener.backend["shared object"]
+    parts["shared object (forwarders, helpers) and the archive"] = listener.backend["shared object"]
     parts["other (the plan, loading the objects, the cache)"] = max(total - sum(listener.top.values()), 0.0)
     return dict(sorted(parts.items(), key=lambda item: -item[1]))
 

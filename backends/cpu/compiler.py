@@ -18,7 +18,7 @@ code) out (XLA's CpuCompiler: RunHloPasses, then RunBackend).
    compile runs on the reference interpreter instead (`interpreter_fallback.py`), and the
    thunk sequence says so. Kernels whose StableHLO is the same but for their symbol (every
    layer of a stack of equal layers) are lowered and optimized once: the later ones get a
-   stub that jumps to the first one's code (`llvm_jit.same_code`), and the thunk sequence
+   forwarder that jumps to the first one's code (`llvm_jit.same_code`), and the thunk sequence
    says which code each runs.
 4. Scratch: what bufferization still allocated in a kernel (known only now) is placed in
    the temp slab by buffer assignment's `place_scratch`, live while the kernel's thunk runs
@@ -32,7 +32,7 @@ code) out (XLA's CpuCompiler: RunHloPasses, then RunBackend).
    control flow and calls the kernels, GEMMs and copies, calling back into Python only for
    what it cannot run itself; dumped as `<driver>.ir-no-opt.ll` and
    `<driver>.ir-with-opt.ll`, the thunk sequence saying what runs in a native driver.
-6. The native objects (one per compiled kernel and driver, one for the stubs and the
+6. The native objects (one per compiled kernel and driver, one for the forwarders and the
    compiler-runtime helpers) as one archive, which the runtime loads; the thunk sequence is
    dumped as `thunk-sequence.txt`.
 """
@@ -229,7 +229,7 @@ def kernel_stablehlo(spec: KernelSpec) -> tuple[ir.Module, str, str]:
 def compile_kernel(spec: KernelSpec, compiled_by_source: dict[str, CompiledKernel], codegen: llvm_jit.CodegenPool,
                    buffer_loops=None) -> CompiledKernel:
     """Lower the kernel and hand its LLVM IR to the compile threads; or, when a kernel with the
-    same StableHLO was lowered already, note that it runs that kernel's code (its stub is made
+    same StableHLO was lowered already, note that it runs that kernel's code (its forwarder is made
     once that code is compiled: `finish_kernel`)."""
     kernel_module, stablehlo_text, source_key = kernel_stablehlo(spec)
     if (first := compiled_by_source.get(source_key)) is not None:
@@ -245,7 +245,7 @@ def compile_kernel(spec: KernelSpec, compiled_by_source: dict[str, CompiledKerne
 
 def finish_kernel(spec: KernelSpec, start: "CompiledKernel | MlirxlaError", finished_by_source: dict[str, CompiledKernel],
                   codegen: llvm_jit.CodegenPool, variant: Variant) -> CompiledKernel:
-    """The kernel with its native code: its own (waited for), or a stub running the code of
+    """The kernel with its native code: its own (waited for), or a forwarder running the code of
     the first finished kernel with its StableHLO. When that first kernel fell back to the
     interpreter, this one is compiled on its own, as a serial compile would have done."""
     if isinstance(start, MlirxlaError):

@@ -9,7 +9,7 @@ releases the GIL in its calls but runs every call under one process-wide lock (f
 context's sake), so the two calls that are nearly all of a kernel's LLVM time, O3 and code
 generation, are made without it (`_unlocked`) on modules, target machines and pass builders
 no other thread sees: `CodegenPool` runs the kernels' LLVM work on several threads at once.
-A kernel with another's code is a stub jumping to it (`same_code`); the stubs and the
+A kernel with another's code is a forwarder jumping to it (`same_code`); the forwarders and the
 compiler-runtime helpers code generation may call (`native_symbols.py`)
 are one more object (`shared_object`). An executable's objects travel as one archive
 (`object_archive.py`), which `JitEngine` loads once every symbol they need is found in them
@@ -66,10 +66,10 @@ def host_cpu() -> str:
 class OptimizedKernel:
     name: str
     ir_without_opt: str
-    object_code: bytes = b""  # its own native object; a stub's code is in the shared object
+    object_code: bytes = b""  # its own native object; a forwarder's code is in the shared object
     optimized_ir: str = ""  # kept only when the dumps ask: printing a large kernel's IR costs as much as its compile
     return_type: str = "void"
-    parameters: tuple[str, ...] = ()  # what a stub running this kernel's code declares
+    parameters: tuple[str, ...] = ()  # what a forwarder running this kernel's code declares
     forwards: bool = False  # `same_code`'s tail call into another kernel: its text is the optimized one
 
     @property
@@ -135,7 +135,7 @@ def emit_object(machine: "llvm.TargetMachine", module: "llvm.ModuleRef") -> byte
 
 
 def same_code(name: str, original: OptimizedKernel) -> OptimizedKernel:
-    """Kernel `name`, whose code is `original`'s: a stub that jumps to it (a tail call costs
+    """Kernel `name`, whose code is `original`'s: a forwarder that jumps to it (a tail call costs
     one jump per call, and its code is not optimized and compiled again); compiled in the
     shared object."""
     if original.return_type != "void":
@@ -150,18 +150,18 @@ def same_code(name: str, original: OptimizedKernel) -> OptimizedKernel:
 
 
 def shared_object(kernels: list[OptimizedKernel]) -> bytes:
-    """The object of the stubs among `kernels` and, when the kernels may call them, the
+    """The object of the forwarders among `kernels` and, when the kernels may call them, the
     compiler-runtime helpers (whose code generation costs more than a small kernel's: once
     per executable); empty when there is neither."""
-    stubs = [kernel for kernel in kernels if kernel.forwards]
+    forwarders = [kernel for kernel in kernels if kernel.forwards]
     helpers = any(native_symbols.may_call_helpers(kernel.ir_without_opt) for kernel in kernels)
-    if not stubs and not helpers:
+    if not forwarders and not helpers:
         return b""
     context = llvm.create_context()
     machine = target_machine()
     module = native_symbols.helpers_module(machine, helpers, context)
-    for stub in stubs:
-        part = llvm.parse_assembly(stub.ir_without_opt, context)
+    for forwarder in forwarders:
+        part = llvm.parse_assembly(forwarder.ir_without_opt, context)
         part.triple = machine.triple
         part.data_layout = str(machine.target_data)
         part.verify()

@@ -17,7 +17,7 @@ subnormals, to infinity past its largest value, NaNs quiet with their sign, as c
 fp_trunc does (f64 -> f32 -> bf16 would round twice).
 
 `undefined_symbols` lists what an ELF object still needs from outside; what no object of the
-executable defines (a driver's kernels, a stub's original, the helpers are in other objects)
+executable defines (a driver's kernels, a forwarder's original, the helpers are in other objects)
 the JIT resolves from this process (`resolve`), and objects needing a symbol the process lacks
 are refused at compile time: MCJIT would otherwise bind it to address 0 and crash on the call.
 """

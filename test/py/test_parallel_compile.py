@@ -59,9 +59,9 @@ def test_one_and_two_compile_threads_make_the_same_executable(context, monkeypat
         np.testing.assert_array_equal(got_one, got_two)
 
 
-def test_each_compiled_kernel_is_an_object_of_its_own_and_the_stubs_share_one(context):
+def test_each_compiled_kernel_is_an_object_of_its_own_and_the_forwarders_share_one(context):
     """Three equal layers: one compiled kernel, the native driver, and the shared object
-    holding the two stubs; every symbol a driver or stub calls is defined by another object."""
+    holding the two forwarders; every symbol a driver or forwarder calls is defined by another object."""
     program = compiler.compile_module(frontdoor.import_text(THREE_LAYERS, "three_layers", context).module)
     objects = object_archive.unpack(program.object_code)
     assert len(objects) == 3
