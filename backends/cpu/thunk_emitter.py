@@ -36,7 +36,7 @@ from mlirxla.runtime.thunks import BufferSlice, CopyThunk
 from mlirxla.transforms.buffer_assignment import Assignment, place_scratch
 from mlirxla.transforms.dead_code_elimination import has_side_effect
 from mlirxla.transforms.erasure import live_ops
-from mlirxla.transforms.fusion_legality import NOT_KERNELS, contiguous_copy, fused_ops, kind_of
+from mlirxla.transforms.fusion_legality import NOT_KERNELS, ContiguousCopy, contiguous_copy, fused_ops, kind_of
 from mlirxla.transforms.scheduling import type_bytes
 
 from . import native_symbols
@@ -48,8 +48,9 @@ NO_THUNK = (NOT_KERNELS | {"return"}) - collectives.ATTRIBUTES.keys()
 
 
 def emit_fusion(emitter, op: ir.Operation) -> list:
-    if contiguous_copy(op) is not None:
-        return emit_contiguous_copy(emitter, op)
+    copied = contiguous_copy(op)
+    if copied is not None:
+        return emit_contiguous_copy(emitter, op, copied)
     kind = ir.StringAttr(op.attributes["kind"]).value
     if kind == "output":
         return library_calls.emit_output_fusion(emitter, op)
@@ -64,15 +65,15 @@ def emit_copy(emitter, op: ir.Operation) -> list:
 
 
 def emit_slice(emitter, op: ir.Operation) -> list:
-    if contiguous_copy(op) is not None:
-        return emit_contiguous_copy(emitter, op)
+    copied = contiguous_copy(op)
+    if copied is not None:
+        return emit_contiguous_copy(emitter, op, copied)
     return kernels.emit_kernel(emitter, op)
 
 
-def emit_contiguous_copy(emitter, op: ir.Operation) -> list:
+def emit_contiguous_copy(emitter, op: ir.Operation, copied: ContiguousCopy) -> list:
     """A slice reading one contiguous range of its operand (a stacked weight's layer) is a
     memcpy from inside the operand's buffer: no kernel to compile, and a copy at memcpy's speed."""
-    copied = contiguous_copy(op)
     whole = emitter.slice_of(copied.source)
     source = BufferSlice(whole.allocation, whole.offset + copied.offset, copied.size)
     return [CopyThunk(emitter.name_of(op), source, emitter.slice_of(op.results[0]))]
