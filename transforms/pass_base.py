@@ -22,6 +22,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
+from mlirxla.context import pass_manager
 from mlirxla.errors import MlirxlaError, first_line
 from mlirxla.mlir import ir, passmanager
 
@@ -133,7 +134,7 @@ class UpstreamPass(ModulePass):
     def pass_manager(self, context: ir.Context) -> passmanager.PassManager:
         with context:
             try:
-                return passmanager.PassManager.parse(f"builtin.module({self.text})")
+                return pass_manager(f"builtin.module({self.text})")
             except (ValueError, ir.MLIRError) as error:
                 raise MlirxlaError(f"unknown pass or malformed pipeline '{self.text}': {first_line(error)}") from None
 

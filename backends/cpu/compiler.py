@@ -43,6 +43,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 
 from mlirxla import phases
+from mlirxla.context import reused_pass_managers
 from mlirxla.dialects.xhlo import global_entry
 from mlirxla.dialects.xhlo.config import read_config
 from mlirxla.errors import MlirxlaError
@@ -98,36 +99,38 @@ class Variant:
 
 def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pipeline: bool = True,
                    variant: Variant = Variant()) -> CompiledProgram:
-    """Compile `module` (imported xhlo) for the host CPU."""
-    runner = PipelineRunner(module, options)
-    if run_pipeline:
-        runner.compile(named_pipeline(variant.pipeline, alignment=variant.alignment))
-    check_partitioned(module)
-    with module.context, ir.Location.unknown():
-        check_layouts(module)
-        assignment = pipeline_assignment(runner)
-        with erasure.stage("cpu backend thunk emission"), phases.phase("backend", "thunk emission"):
-            emission = ThunkEmitter(module, assignment, slice_rows=variant.slice_rows).emit()
-        plan = plan_of(emission, module)
-        phases.publish("kernel-count", len(emission.kernels))
-        with llvm_jit.CodegenPool(compile_threads(), keep_ir=runner.dumps.directory is not None) as codegen:
-            started: list[tuple[KernelSpec, CompiledKernel | MlirxlaError | None]] = []
-            compiled_by_source: dict[str, CompiledKernel] = {}
-            for spec in emission.kernels:
-                with erasure.stage(f"cpu backend kernel '{spec.symbol}'"), phases.phase("kernel", spec.symbol):
-                    erasure.processing(spec.op)
-                    started.append((spec, None if spec.interpret else start_kernel(spec, compiled_by_source, codegen, variant)))
-            with phases.phase("backend", "kernels' native code"):
-                kernels = finish_kernels(started, plan, emission, assignment, codegen, variant)
-            plan.allocation_sizes[emission.slab] = assignment.heap.size
-            write_summary(module, assignment.summary)
-            drivers = compile_drivers(plan, kernels, emission.decisions, codegen)
-        with phases.phase("backend", "shared object"):
-            optimized = [kernel.optimized for kernel in kernels] + drivers
-            object_code = llvm_jit.object_code(optimized, llvm_jit.shared_object(optimized))
-    if runner.dumps.directory is not None:
-        dump_backend(runner.dumps, assignment, kernels, drivers, plan.describe(emission.decisions))
-    return CompiledProgram(plan, object_code, emission.decisions)
+    """Compile `module` (imported xhlo) for the host CPU: one compile, whose pipelines are
+    parsed once (`reused_pass_managers`)."""
+    with reused_pass_managers(module.context):
+        runner = PipelineRunner(module, options)
+        if run_pipeline:
+            runner.compile(named_pipeline(variant.pipeline, alignment=variant.alignment))
+        check_partitioned(module)
+        with module.context, ir.Location.unknown():
+            check_layouts(module)
+            assignment = pipeline_assignment(runner)
+            with erasure.stage("cpu backend thunk emission"), phases.phase("backend", "thunk emission"):
+                emission = ThunkEmitter(module, assignment, slice_rows=variant.slice_rows).emit()
+            plan = plan_of(emission, module)
+            phases.publish("kernel-count", len(emission.kernels))
+            with llvm_jit.CodegenPool(compile_threads(), keep_ir=runner.dumps.directory is not None) as codegen:
+                started: list[tuple[KernelSpec, CompiledKernel | MlirxlaError | None]] = []
+                compiled_by_source: dict[str, CompiledKernel] = {}
+                for spec in emission.kernels:
+                    with erasure.stage(f"cpu backend kernel '{spec.symbol}'"), phases.phase("kernel", spec.symbol):
+                        erasure.processing(spec.op)
+                        started.append((spec, None if spec.interpret else start_kernel(spec, compiled_by_source, codegen, variant)))
+                with phases.phase("backend", "kernels' native code"):
+                    kernels = finish_kernels(started, plan, emission, assignment, codegen, variant)
+                plan.allocation_sizes[emission.slab] = assignment.heap.size
+                write_summary(module, assignment.summary)
+                drivers = compile_drivers(plan, kernels, emission.decisions, codegen)
+            with phases.phase("backend", "shared object"):
+                optimized = [kernel.optimized for kernel in kernels] + drivers
+                object_code = llvm_jit.object_code(optimized, llvm_jit.shared_object(optimized))
+        if runner.dumps.directory is not None:
+            dump_backend(runner.dumps, assignment, kernels, drivers, plan.describe(emission.decisions))
+        return CompiledProgram(plan, object_code, emission.decisions)
 
 
 def finish_kernels(started: list[tuple[KernelSpec, "CompiledKernel | MlirxlaError | None"]], plan: ExecutablePlan,

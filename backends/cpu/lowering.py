@@ -30,9 +30,10 @@ bufferization (`convolution_tiling.py`). Functions take bare pointers
 
 from dataclasses import dataclass
 
+from mlirxla import context
 from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import ops_named
-from mlirxla.mlir import ir, linalg, llvm, passmanager, stablehlo
+from mlirxla.mlir import ir, linalg, llvm, stablehlo
 
 from . import convolution_tiling, kernel_scratch, llvm_text, loop_order, materialization, math_approximations, narrow_reductions, row_fusion, tiling
 
@@ -84,6 +85,11 @@ def register_passes() -> None:
         _REGISTERED = True
 
 
+def run_passes(module: ir.Module, passes: list[str]) -> None:
+    """The pipeline `passes` on `module`, run in its context."""
+    context.pass_manager(f"builtin.module({','.join(passes)})").run(module.operation)
+
+
 @dataclass(frozen=True)
 class Lowered:
     """What the lowering decided: the scratch arguments each function takes after its results
@@ -113,7 +119,7 @@ def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None) -> Lo
     register_passes()
     try:
         with module.context:
-            passmanager.PassManager.parse(f"builtin.module({','.join(TO_LINALG)})").run(module.operation)
+            run_passes(module, TO_LINALG)
             fold_unit_dimensions_of_reshaped_results(module)
             with ir.Location.unknown():
                 narrow_reductions.widen_narrow_min_max_reductions(module)
@@ -122,7 +128,7 @@ def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None) -> Lo
             if buffer_loops is None:
                 with ir.Location.unknown():
                     register_tiled = convolution_tiling.tile_convolutions(module)
-            passmanager.PassManager.parse(f"builtin.module({','.join(BUFFERIZE)})").run(module.operation)
+            run_passes(module, BUFFERIZE)
             scratch = kernel_scratch.scratch_from_arguments(module)
             with ir.Location.unknown():
                 if register_tiled:
@@ -134,7 +140,7 @@ def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None) -> Lo
                     copies_as_loops(module)
                     loop_order.reorder_loops(module)
                     tiled = tiling.tile_transposing_loops(module)
-            passmanager.PassManager.parse(f"builtin.module({','.join(TO_LOOPS_IN_F32)})").run(module.operation)
+            run_passes(module, TO_LOOPS_IN_F32)
             keep_narrow_roundings(module)
             if buffer_loops is None:  # a GPU kernel's math goes to libdevice instead
                 row_fusion.fuse_rows(module)
@@ -142,7 +148,7 @@ def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None) -> Lo
                     # after bf16 and f16 math became f32 math, so that it is approximated too
                     math_approximations.approximate(module)
             to_llvm = VECTORS_TO_LLVM if register_tiled or tiling.has_vectors(module) else TO_LLVM
-            passmanager.PassManager.parse(f"builtin.module({','.join(to_llvm)})").run(module.operation)
+            run_passes(module, to_llvm)
     except ir.MLIRError as error:
         raise MlirxlaError(f"kernel {name} failed to lower to LLVM: {diagnostic_text(error)}") from None
     return Lowered(scratch, tiled, register_tiled)
@@ -158,7 +164,7 @@ def fold_unit_dimensions_of_reshaped_results(module: ir.Module) -> None:
                 if not isinstance(op.operands[0].owner, ir.Block)
                 and op.operands[0].owner.name in ("tensor.collapse_shape", "tensor.expand_shape")]
     if reshaped:
-        passmanager.PassManager.parse(f"builtin.module({','.join(FOLD_UNIT_DIMENSIONS)})").run(module.operation)
+        run_passes(module, FOLD_UNIT_DIMENSIONS)
 
 
 def copies_as_loops(module: ir.Module) -> None:

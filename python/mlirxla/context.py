@@ -5,16 +5,33 @@ included, are freed with it). Loading a Python-defined dialect builds its IRDL d
 by op and canonicalizes it, about 20 ms for xhlo, the largest fixed cost of a small
 compile; the definition is the same in every context, so it is built once per process and
 each later context parses it from bytecode (`load_dialect`).
+
+A pass manager initializes its passes on its first run in a context (the canonicalizer
+freezes the patterns of every loaded dialect, each conversion builds its pattern set): about
+a third of a small kernel's lowering when every run parsed a new one. Within
+`reused_pass_managers(context)` (one compile), `pass_manager` parses each pipeline once.
 """
 
+import contextlib
+import contextvars
 import io
+from dataclasses import dataclass, field
 
 from mlirxla.dialects.check import Check
 from mlirxla.dialects.xhlo import Xhlo
-from mlirxla.mlir import _cext, ext, ir, irdl, stablehlo
+from mlirxla.mlir import _cext, ext, ir, irdl, passmanager, stablehlo
 from mlirxla.runtime import literals
 
 _DEFINITIONS: dict[type, bytes] = {}  # each dialect's canonical IRDL definition, as bytecode
+
+
+@dataclass
+class _ReusedPassManagers:
+    context: ir.Context
+    by_pipeline: dict[str, passmanager.PassManager] = field(default_factory=dict)
+
+
+_REUSED: contextvars.ContextVar[_ReusedPassManagers | None] = contextvars.ContextVar("reused_pass_managers", default=None)
 
 
 def new_context() -> ir.Context:
@@ -54,3 +71,26 @@ def load_dialect(dialect: type[ext.Dialect]) -> None:
         _cext.register_type_caster(ir.DynamicType.lookup_typeid(type_.type_name), replace=True)(type_)
     for attribute in dialect.attributes:
         _cext.register_type_caster(ir.DynamicAttr.lookup_typeid(attribute.attr_name), replace=True)(attribute)
+
+
+@contextlib.contextmanager
+def reused_pass_managers(context: ir.Context):
+    """Within it, `pass_manager` parses each pipeline for `context` once. The pass managers
+    are dropped when it ends: the caller keeps `context` alive past that (a pass manager
+    outliving its context would free its passes' patterns after their context)."""
+    token = _REUSED.set(_ReusedPassManagers(context))
+    try:
+        yield
+    finally:
+        _REUSED.reset(token)
+
+
+def pass_manager(pipeline: str) -> passmanager.PassManager:
+    """A pass manager for `pipeline` (MLIR's textual syntax) in the current context: the scope's
+    when `reused_pass_managers` covers this context, else a new one."""
+    reused = _REUSED.get()
+    if reused is None or reused.context is not ir.Context.current:
+        return passmanager.PassManager.parse(pipeline)
+    if (manager := reused.by_pipeline.get(pipeline)) is None:
+        manager = reused.by_pipeline[pipeline] = passmanager.PassManager.parse(pipeline)
+    return manager

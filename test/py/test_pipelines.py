@@ -10,6 +10,7 @@ from typing import ClassVar
 import pytest
 
 from mlirxla import frontdoor
+from mlirxla.context import new_context, pass_manager, reused_pass_managers
 from mlirxla.errors import MlirxlaError
 from mlirxla.mlir import ir
 from mlirxla.pipelines.pipeline import Pipeline
@@ -301,3 +302,17 @@ def test_cli_explain_fusion_needs_a_fusion_pass():
     done = opt(MLP, "-p", "cse", "--explain-fusion=exponential")
     assert done.returncode == 2
     assert "--explain-fusion needs a pipeline with a fusion pass" in done.stderr
+
+
+def test_pass_managers_are_parsed_once_per_compile_and_context():
+    compiling, other = new_context(), new_context()
+    pipeline = "builtin.module(canonicalize)"
+    with reused_pass_managers(compiling):
+        with compiling:
+            first = pass_manager(pipeline)
+            assert pass_manager(pipeline) is first
+            assert pass_manager("builtin.module(cse)") is not first
+        with other:
+            assert pass_manager(pipeline) is not pass_manager(pipeline)
+    with compiling:
+        assert pass_manager(pipeline) is not first
