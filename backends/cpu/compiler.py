@@ -127,7 +127,7 @@ def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pi
                 drivers = compile_drivers(plan, kernels, emission.decisions, codegen)
             with phases.phase("backend", "shared object"):
                 optimized = [kernel.optimized for kernel in kernels] + drivers
-                object_code = llvm_jit.object_code(optimized, llvm_jit.shared_object(optimized))
+                object_code = llvm_jit.object_code(optimized, llvm_jit.shared_objects(optimized))
         if runner.dumps.directory is not None:
             dump_backend(runner.dumps, assignment, kernels, drivers, plan.describe(emission.decisions))
         return CompiledProgram(plan, object_code, emission.decisions)

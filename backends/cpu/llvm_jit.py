@@ -10,13 +10,14 @@ context's sake), so the two calls that are nearly all of a kernel's LLVM time, O
 generation, are made without it (`_unlocked`) on modules, target machines and pass builders
 no other thread sees: `CodegenPool` runs the kernels' LLVM work on several threads at once.
 A kernel with another's code is a forwarder jumping to it (`same_code`); the forwarders and the
-compiler-runtime helpers code generation may call (`native_symbols.py`)
-are one more object (`shared_object`). An executable's objects travel as one archive
-(`object_archive.py`), which `JitEngine` loads once every symbol they need is found in them
-or in this process: the same path serves a fresh compile and the compile cache.
+compiler-runtime helpers code generation may call (`native_symbols.py`) are two more objects
+(`shared_objects`; the helpers' is compiled once per process). An executable's objects travel
+as one archive (`object_archive.py`), which `JitEngine` loads once every symbol they need is
+found in them or in this process: the same path serves a fresh compile and the compile cache.
 """
 
 import ctypes
+import functools
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -149,34 +150,43 @@ def same_code(name: str, original: OptimizedKernel) -> OptimizedKernel:
     return OptimizedKernel(name, text, forwards=True)
 
 
-def shared_object(kernels: list[OptimizedKernel]) -> bytes:
-    """The object of the forwarders among `kernels` and, when the kernels may call them, the
-    compiler-runtime helpers (whose code generation costs more than a small kernel's: once
-    per executable); empty when there is neither."""
+def shared_objects(kernels: list[OptimizedKernel]) -> list[bytes]:
+    """The objects `kernels` need besides their own: the compiler-runtime helpers when the
+    kernels may call them (`helpers_object`), and the forwarders among them."""
+    objects = [helpers_object()] if any(native_symbols.may_call_helpers(kernel.ir_without_opt) for kernel in kernels) else []
     forwarders = [kernel for kernel in kernels if kernel.forwards]
-    helpers = any(native_symbols.may_call_helpers(kernel.ir_without_opt) for kernel in kernels)
-    if not forwarders and not helpers:
-        return b""
-    context = llvm.create_context()
+    if forwarders:
+        context = llvm.create_context()
+        machine = target_machine()
+        module = native_symbols.helpers_module(machine, False, context)
+        for forwarder in forwarders:
+            part = llvm.parse_assembly(forwarder.ir_without_opt, context)
+            part.triple = machine.triple
+            part.data_layout = str(machine.target_data)
+            part.verify()
+            module.link_in(part)
+        objects.append(machine.emit_object(module))
+    return objects
+
+
+@functools.cache
+def helpers_object() -> bytes:
+    """The compiler-runtime helpers' object: compiled once per process, as a runtime library
+    is (its code generation costs more than a small kernel's, and it is the same for every
+    executable on this host)."""
     machine = target_machine()
-    module = native_symbols.helpers_module(machine, helpers, context)
-    for forwarder in forwarders:
-        part = llvm.parse_assembly(forwarder.ir_without_opt, context)
-        part.triple = machine.triple
-        part.data_layout = str(machine.target_data)
-        part.verify()
-        module.link_in(part)
-    return machine.emit_object(module)
+    return machine.emit_object(native_symbols.helpers_module(machine, True, llvm.create_context()))
 
 
-def object_code(kernels: list[OptimizedKernel], shared: bytes) -> bytes:
+def object_code(kernels: list[OptimizedKernel], shared: list[bytes]) -> bytes:
     """What the executable loads and the compile cache stores: every kernel's object, then
-    the shared one, as one archive (the same bytes whatever the number of threads)."""
-    return object_archive.pack([kernel.object_code for kernel in kernels if not kernel.forwards] + ([shared] if shared else []))
+    the shared ones (`shared_objects`), as one archive (the same bytes whatever the number of
+    threads)."""
+    return object_archive.pack([kernel.object_code for kernel in kernels if not kernel.forwards] + shared)
 
 
 class CodegenPool:
-    """Runs kernels' LLVM work (`compile_native`, `shared_object`) on `threads` threads; with
+    """Runs kernels' LLVM work (`compile_native`) on `threads` threads; with
     one, on the calling thread when submitted (the serial path). Results come back in the
     order they are asked for, so the executable is the same whatever the thread count."""
 

@@ -72,6 +72,31 @@ def test_each_compiled_kernel_is_an_object_of_its_own_and_the_forwarders_share_o
     assert set(kernels) <= needed and not needed & {"driver_executable"}
 
 
+BF16_CHAIN = """
+func.func @main(%x: tensor<64x64xbf16>, %y: tensor<64x64xbf16>) -> tensor<64x64xbf16> {
+  %0 = stablehlo.multiply %x, %y : tensor<64x64xbf16>
+  %1 = stablehlo.tanh %0 : tensor<64x64xbf16>
+  return %1 : tensor<64x64xbf16>
+}
+"""
+
+
+def test_the_compiler_runtime_helpers_are_compiled_once_and_shared_by_executables(context):
+    """bf16 kernels may call the compiler-runtime helpers: their object, compiled once per
+    process, is in the archive of every executable that may need them; outputs stay the
+    interpreter's."""
+    reference_module = frontdoor.import_text(BF16_CHAIN, "bf16_chain", context).module
+    arguments = random_arguments(reference_module, 3)
+    expected = reference_outputs(reference_module, arguments)
+    archives = []
+    for _ in range(2):
+        program = compiler.compile_module(frontdoor.import_text(BF16_CHAIN, "bf16_chain", context).module)
+        archives.append(object_archive.unpack(program.object_code))
+        for got, wanted in zip(Executable.of(program).execute(arguments), expected):
+            np.testing.assert_array_equal(got, wanted)
+    assert all(llvm_jit.helpers_object() in objects for objects in archives)
+
+
 def test_the_cache_round_trips_an_executable_of_several_objects(tmp_path, context, monkeypatch):
     monkeypatch.setenv(COMPILE_VARIABLE, "2")
     with open(TRANSFORMER) as stream:
