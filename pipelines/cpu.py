@@ -12,6 +12,8 @@
  -> convolution layout (a convolution in another layout than NHWC x HWIO -> NHWC becomes
     one between transposes when the convolution cost model says its GEMM then pays)
  -> bf16 dot upcast (a bf16 dot as an f32 dot between converts: the CPU's GEMMs are f32)
+ -> top-k rewriting (a sort of (x, iota) read only in its first k positions, which is what
+    lax.top_k becomes, as one TopK custom call: the CPU's selection kernel)
  -> layout assignment, then removal of the copies it made unnecessary
  -> priority fusion (what becomes a kernel), then multi-output fusion (siblings sharing an
     operand, producers kept as an extra output of the reduction that reads them), then
@@ -42,6 +44,7 @@ from mlirxla.transforms.scheduling import SchedulingPass
 from mlirxla.transforms.sharding_propagation import ShardingPropagationPass
 from mlirxla.transforms.sharding_remover import ShardingRemoverPass
 from mlirxla.transforms.spmd_partitioner import SpmdPartitionerPass
+from mlirxla.transforms.top_k_rewriter import TopKRewriterPass
 
 from .pipeline import Pipeline
 from .simplification import simplification_pipeline
@@ -52,14 +55,15 @@ ALIGNMENT = 64  # bytes: the cpu backend's (`backends/cpu/kernel_scratch.ALIGNME
 
 def cpu_pipeline(alignment: int = ALIGNMENT) -> Pipeline:
     """The pipeline; `alignment`: byte alignment of the temp slab's offsets."""
-    return compiler_pipeline("cpu", alignment, fusion_cost_model="cpu", batch_slices=True, f32_gemms_only=True)
+    return compiler_pipeline("cpu", alignment, fusion_cost_model="cpu", batch_slices=True, f32_gemms_only=True, top_k_calls=True)
 
 
 def compiler_pipeline(name: str, alignment: int, fusion_cost_model: str, batch_slices: bool,
-                      f32_gemms_only: bool = False) -> Pipeline:
+                      f32_gemms_only: bool = False, top_k_calls: bool = False) -> Pipeline:
     """The stages above, named `name`, fusing by the cost model `fusion_cost_model`
     (`transforms/cost_model.py`); batch-slice fusion only for a backend that runs slices;
-    bf16 dots upcast to f32 for a backend whose GEMMs are f32 only."""
+    bf16 dots upcast to f32 for a backend whose GEMMs are f32 only; top-k sorts as TopK
+    calls for a backend that runs them."""
     pipeline = (
         Pipeline(name)
         .add(ShardingRemoverPass())
@@ -74,6 +78,8 @@ def compiler_pipeline(name: str, alignment: int, fusion_cost_model: str, batch_s
     )
     if f32_gemms_only:
         pipeline.add(Bf16DotUpcastPass())
+    if top_k_calls:
+        pipeline.add(TopKRewriterPass())
     pipeline.add(LayoutAssignmentPass()).add(CopyRemovalPass())
     pipeline.add(PriorityFusionPass(backend=fusion_cost_model)).add(MultiOutputFusionPass()).add(OutputFusionPass())
     if batch_slices:

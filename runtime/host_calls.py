@@ -7,7 +7,7 @@ data (JSON), so host calls are cached and dumped like any thunk.
 
 - `sort`: stable, along one dimension, lexicographically by keys (operands, or the real or
   imaginary part of complex ones), each ascending or descending, floats in IEEE total order
-  or with -0.0 = +0.0 and one greatest NaN (`backends/cpu/sort_comparator.py` reads the keys
+  or with -0.0 = +0.0 and one greatest NaN (`transforms/sort_comparator.py` reads the keys
   off the comparator); every operand follows the permutation. When the program reads only
   the first `leading` positions of each row (a top-k: sort then slice), a one-key sort
   selects those first and sorts only them, and writes only them.

@@ -4,9 +4,10 @@ Everything else runs natively, as a kernel, a library call or a host call."""
 
 from mlirxla.mlir import ir
 from mlirxla.transforms.fusion_legality import kind_of
+from mlirxla.transforms.sort_comparator import comparator_keys
+from mlirxla.transforms.top_k_rewriter import TARGET as TOP_K_TARGET
 
 from .emitters.host_calls import custom_call_target, is_host_custom_call, scatter_combiner
-from .sort_comparator import comparator_keys
 
 UNSUPPORTED = {
     "rng": "rng is not implemented in the cpu backend yet",
@@ -20,7 +21,7 @@ INTERPRETED = {
 
 def unsupported_reason(op: ir.Operation) -> str | None:
     """Why the backend cannot run `op` at all, or None."""
-    if kind_of(op) == "custom_call" and not is_host_custom_call(op):
+    if kind_of(op) == "custom_call" and not is_host_custom_call(op) and custom_call_target(op) != TOP_K_TARGET:
         return f"custom call @{custom_call_target(op)} has no implementation in the cpu backend"
     return UNSUPPORTED.get(kind_of(op))
 

@@ -86,7 +86,7 @@ EMITTERS = {
     "fusion": emit_fusion,
     "dot": library_calls.emit_dot,
     "convolution": library_calls.emit_convolution,
-    "custom_call": host_calls.emit_custom_call,
+    "custom_call": loop_kernels.emit_custom_call_kernel_or_host_call,
     "while": control_flow.emit_while,
     "conditional": control_flow.emit_conditional,
     **{kind: host_calls.emit_host_call for kind in host_calls.HOST_CALLS},

@@ -21,15 +21,20 @@ bitwise inverted.
 Worth it for small k: the insertion moves at most k entries, so a row costs n compares plus
 k shifts per element that enters (`MAX_SELECTED`); larger selections stay host calls. A
 sort of short rows (at most `MAX_SELECTED`) whose results are read whole is the same kernel
-with k = n: an insertion sort."""
+with k = n: an insertion sort.
+
+A `TopK` custom call (`transforms/top_k_rewriter.py`: the iota, the sort and the slices of
+`lax.top_k` as one op) is the same selection on its one operand: positions are the loop's
+own, and the k values and positions are written to k-wide results (`top_k_call_text`)."""
 
 from mlirxla.mlir import ir
+from mlirxla.transforms.sort_comparator import SortKey, comparator_keys
+from mlirxla.transforms.top_k_rewriter import MAX_K
 
 from .emitters.host_calls import leading_positions_read
 from .loop_text import LoopText, element_text, is_float, is_unsigned, memref_text
-from .sort_comparator import comparator_keys
 
-MAX_SELECTED = 64
+MAX_SELECTED = MAX_K  # the TopK rewriter's bound is this kernel's
 CANONICAL_NAN = {"f16": "0x7E00", "bf16": "0x7FC0", "f32": "0x7FC00000", "f64": "0x7FF8000000000000"}
 FLOAT_BITS = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64}
 
@@ -75,13 +80,45 @@ def sortable(text: LoopText, value: str, tensor_type: ir.Type, canonical: bool, 
 
 
 def top_k_module_text(symbol: str, op: ir.Operation, k: int) -> str:
-    """The selection kernel: the sort's operands -> its results, the first k positions of each row."""
+    """The selection kernel of a sort: the sort's operands -> its results, the first k
+    positions of each row."""
     key = comparator_keys(op)[0]
-    dimension = ir.IntegerAttr(op.attributes["dimension"]).value
-    shape = list(ir.RankedTensorType(op.operands[0].type).shape)
-    operand_memrefs = [memref_text(v.type) for v in op.operands]
-    arguments = [(f"in{i}", t) for i, t in enumerate(operand_memrefs)] + [(f"out{i}", t) for i, t in enumerate(operand_memrefs)]
-    text = LoopText(symbol, arguments)
+    memrefs = [memref_text(v.type) for v in op.operands]
+    text = LoopText(symbol, [(f"in{i}", t) for i, t in enumerate(memrefs)] + [(f"out{i}", t) for i, t in enumerate(memrefs)])
+
+    def gather(at, rank: str, chosen: str) -> None:
+        for i, memref_type in enumerate(memrefs):
+            text.store(text.load(f"%in{i}", memref_type, at(chosen)), f"%out{i}", memref_type, at(rank))
+
+    select(text, op.operands[key.operand].type, f"%in{key.operand}", ir.IntegerAttr(op.attributes["dimension"]).value,
+           k, key, gather)
+    return text.text()
+
+
+def top_k_call_text(symbol: str, op: ir.Operation) -> str:
+    """The kernel of a `TopK` custom call (`transforms/top_k_rewriter.py`): x -> the k largest
+    (or smallest) of each last-dimension row and their positions, both k wide."""
+    operand, values, positions = op.operands[0].type, op.results[0].type, op.results[1].type
+    memrefs = [memref_text(t) for t in (operand, values, positions)]
+    text = LoopText(symbol, list(zip(("in0", "out0", "out1"), memrefs)))
+    key = SortKey(0, descending=ir.BoolAttr(op.attributes["largest"]).value, canonical=ir.BoolAttr(op.attributes["canonical"]).value)
+
+    def write(at, rank: str, chosen: str) -> None:
+        text.store(text.load("%in0", memrefs[0], at(chosen)), "%out0", memrefs[1], at(rank))
+        position = text.value(f"arith.index_cast {chosen} : index to {element_text(positions)}")
+        text.store(position, "%out1", memrefs[2], at(rank))
+
+    k = ir.RankedTensorType(values).shape[-1]
+    select(text, operand, "%in0", ir.RankedTensorType(operand).rank - 1, k, key, write)
+    return text.text()
+
+
+def select(text: LoopText, key_type: ir.Type, keys_memref: str, dimension: int, k: int, key: SortKey, write) -> None:
+    """Per row of `keys_memref` along `dimension`, the first k positions of the stable order of
+    `key` into a k-entry buffer, then `write(at, rank, chosen)` for each rank: `at(position)`
+    the indices of a position of the row, `chosen` the position at `rank`."""
+    shape = list(ir.RankedTensorType(key_type).shape)
+    keys_memref_type = memref_text(key_type)
     text.line(f"%keys = memref.alloca() : memref<{k}xi64>")
     text.line(f"%positions = memref.alloca() : memref<{k}xindex>")
     row = {d: text.loop(size, "r") for d, size in enumerate(shape) if d != dimension}
@@ -90,8 +127,7 @@ def top_k_module_text(symbol: str, op: ir.Operation, k: int) -> str:
         return [position if d == dimension else row[d] for d in range(len(shape))]
 
     def key_of(position: str) -> str:
-        value = text.load(f"%in{key.operand}", operand_memrefs[key.operand], at(position))
-        return sortable(text, value, op.operands[key.operand].type, key.canonical, key.descending)
+        return sortable(text, text.load(keys_memref, keys_memref_type, at(position)), key_type, key.canonical, key.descending)
 
     first = text.loop(k, "p")
     insert(text, k, key_of(first), first, first)
@@ -114,14 +150,10 @@ def top_k_module_text(symbol: str, op: ir.Operation, k: int) -> str:
     text.line(f"scf.yield {updated} : i64")
     text.close()
     rank = text.loop(k, "j")
-    chosen = text.load("%positions", f"memref<{k}xindex>", [rank])
-    for i, memref_type in enumerate(operand_memrefs):
-        value = text.load(f"%in{i}", memref_type, at(chosen))
-        text.store(value, f"%out{i}", memref_type, at(rank))
+    write(at, rank, text.load("%positions", f"memref<{k}xindex>", [rank]))
     text.close()
     for _ in row:
         text.close()
-    return text.text()
 
 
 def insert(text: LoopText, k: int, key: str, position: str, slot: str) -> None:

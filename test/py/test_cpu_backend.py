@@ -340,9 +340,9 @@ def test_scatter_without_scatter_dimensions_writes_its_one_window(context):
         np.testing.assert_array_equal(got, expected)
 
 
-TOP_3_OF_16 = """func.func @main(%k: tensor<5x16x{element}>) -> (tensor<5x3x{element}>, tensor<5x3xi32>) {{
-  %i = stablehlo.iota dim = 1 : tensor<5x16xi32>
-  %0:2 = "stablehlo.sort"(%k, %i) ({{
+TOP_3_OF_16 = """func.func @main(%k: tensor<5x16x{element}>, %positions: tensor<5x16xi32>) -> (tensor<5x3x{element}>, tensor<5x3xi32>) {{
+  %iota = stablehlo.iota dim = 1 : tensor<5x16xi32>
+  %0:2 = "stablehlo.sort"(%k, %{positions}) ({{
   ^bb0(%a: tensor<{element}>, %b: tensor<{element}>, %c: tensor<i32>, %d: tensor<i32>):
     %gt = stablehlo.compare {direction}, %a, %b, {compare} : (tensor<{element}>, tensor<{element}>) -> tensor<i1>
     stablehlo.return %gt : tensor<i1>
@@ -360,15 +360,18 @@ TOP_3_OF_16 = """func.func @main(%k: tensor<5x16x{element}>) -> (tensor<5x3x{ele
     ("ui32", "UNSIGNED", np.array([[4294967295, 0, 1, 2147483648, 2147483647, 5, 5, 5, 9, 9, 9, 9, 4294967295, 3, 2, 1]] * 5, np.uint32)),
 ])
 @pytest.mark.parametrize("direction", ["GT", "LT"])
-def test_top_k_selects_then_sorts_what_the_slices_read(element, compare, keys, direction):
+@pytest.mark.parametrize("positions, kernel", [("iota", "custom_call"), ("positions", "sort")])
+def test_top_k_selects_then_sorts_what_the_slices_read(element, compare, keys, direction, positions, kernel):
     """A sort whose results only slices read (jax's top_k) is a selection kernel writing the
     leading positions: exactly the stable sort's first positions, ties in index order, NaN,
-    -0.0 and the integer extremes in their total order."""
-    executable = Client().compile(TOP_3_OF_16.format(element=element, compare=compare, direction=direction))
-    assert "kernel sort" in executable.thunk_sequence() and "host sort" not in executable.thunk_sequence()
+    -0.0 and the integer extremes in their total order. Sorting an iota's positions along, it
+    is one TopK custom call (`xhlo-top-k-rewriter`) whose kernel counts them itself."""
+    executable = Client().compile(TOP_3_OF_16.format(element=element, compare=compare, direction=direction, positions=positions))
+    assert f"kernel {kernel}" in executable.thunk_sequence() and "host" not in executable.thunk_sequence()
+    assert len(executable.executable.plan.thunks) == 1 or kernel == "sort"
     rng = np.random.default_rng(0)
     keys = np.stack([row[rng.permutation(16)] for row in keys])
-    values, indices = executable.execute_numpy([keys])
+    values, indices = executable.execute_numpy([keys, np.tile(np.arange(16, dtype=np.int32), (5, 1))])
     ordered = np.lexsort([np.arange(16)[None, :].repeat(5, 0), total_order(keys, descending=direction == "GT")], axis=1)[:, :3]
     np.testing.assert_array_equal(indices, ordered)
     np.testing.assert_array_equal(values.view(np.uint32 if element != "i32" else np.int32),

@@ -151,7 +151,8 @@ def test_top_k_kernel_matches_jax_cpu(k, dtype):
     rows = TOP_K_ROWS if dtype in ("float32", "bfloat16") else np.nan_to_num(TOP_K_ROWS, posinf=100, neginf=0)
     rows = np.concatenate([rows, np.random.default_rng(k).permutation(rows.T).T])
     x = jnp.asarray(rows).astype(dtype)
-    got, expected = jax_cpu_and_kernel(lambda a: lax.top_k(a, k), np.asarray(x), kernel="sort")
+    # the whole row (k = 16) is a sort read whole; fewer are a TopK call (`xhlo-top-k-rewriter`)
+    got, expected = jax_cpu_and_kernel(lambda a: lax.top_k(a, k), np.asarray(x), kernel="custom_call" if k < 16 else "sort")
     for leaf, want in zip(got, expected):
         assert leaf.tobytes() == want.tobytes(), (leaf, want)
 
@@ -162,7 +163,7 @@ def test_top_k_of_a_middle_dimension_matches_jax_cpu():
     from jax import lax
 
     x = np.random.default_rng(0).integers(0, 5, (3, 20, 4)).astype(np.float32)
-    got, expected = jax_cpu_and_kernel(lambda a: lax.top_k(jnp.swapaxes(a, 1, 2), 5), x, kernel="sort")
+    got, expected = jax_cpu_and_kernel(lambda a: lax.top_k(jnp.swapaxes(a, 1, 2), 5), x, kernel="custom_call")
     for leaf, want in zip(got, expected):
         np.testing.assert_array_equal(leaf, want)
 

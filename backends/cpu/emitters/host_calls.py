@@ -15,7 +15,7 @@ from mlirxla.runtime.thunks import BufferSlice, HostThunk
 from mlirxla.transforms.dead_code_elimination import has_side_effect
 from mlirxla.transforms.fusion_legality import kind_of
 
-from ..sort_comparator import comparator_keys
+from mlirxla.transforms.sort_comparator import comparator_keys
 
 
 def emit_host_call(emitter, op: ir.Operation) -> list:

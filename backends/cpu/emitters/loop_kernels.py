@@ -1,13 +1,16 @@
 """Generated loop kernels for the ops that were host calls: a scatter XLA:CPU would emit a
-loop for (`scatter_kernel.py`) and a sort that is a top-k (`top_k_kernel.py`). What they
-cannot take stays a host call (`host_calls.py`); the decisions say which path each took."""
+loop for (`scatter_kernel.py`), and a sort that is a top-k or a `TopK` custom call
+(`top_k_kernel.py`). What they cannot take stays a host call (`host_calls.py`); the decisions
+say which path each took."""
 
 from mlirxla.mlir import ir
 from mlirxla.runtime.thunks import KernelThunk
 
 from ..scatter_kernel import kernel_reason, scatter_module_text
-from ..top_k_kernel import MAX_SELECTED, selected_count, top_k_module_text
-from .host_calls import emit_host_call
+from mlirxla.transforms.top_k_rewriter import TARGET as TOP_K_TARGET
+
+from ..top_k_kernel import MAX_SELECTED, selected_count, top_k_call_text, top_k_module_text
+from .host_calls import custom_call_target, emit_custom_call, emit_host_call
 from .kernels import KernelSpec
 
 
@@ -28,6 +31,16 @@ def emit_sort(emitter, op: ir.Operation) -> list:
     emitter.decisions.append(f"{emitter.name_of(op)}: sort read only in its first {k} position(s): a top-{k} selection "
                              f"kernel (bounded insertion, k <= {MAX_SELECTED})")
     return [loop_kernel(emitter, op, lambda symbol: top_k_module_text(symbol, op, k))]
+
+
+def emit_custom_call_kernel_or_host_call(emitter, op: ir.Operation) -> list:
+    """A `TopK` custom call is the selection kernel; every other custom call a host call."""
+    if custom_call_target(op) != TOP_K_TARGET:
+        return emit_custom_call(emitter, op)
+    k = ir.RankedTensorType(op.results[0].type).shape[-1]
+    emitter.decisions.append(f"{emitter.name_of(op)}: TopK as a top-{k} selection kernel (bounded insertion, "
+                             "positions counted in the kernel, k-wide results written directly)")
+    return [loop_kernel(emitter, op, lambda symbol: top_k_call_text(symbol, op))]
 
 
 def loop_kernel(emitter, op: ir.Operation, source_of) -> KernelThunk:
