@@ -27,6 +27,8 @@ A `TopK` custom call (`transforms/top_k_rewriter.py`: the iota, the sort and the
 `lax.top_k` as one op) is the same selection on its one operand: positions are the loop's
 own, and the k values and positions are written to k-wide results (`top_k_call_text`)."""
 
+import re
+
 from mlirxla.mlir import ir
 from mlirxla.transforms.sort_comparator import SortKey, comparator_keys
 from mlirxla.transforms.top_k_rewriter import MAX_K
@@ -35,6 +37,8 @@ from .emitters.host_calls import leading_positions_read
 from .loop_text import LoopText, element_text, is_float, is_unsigned, memref_text
 
 MAX_SELECTED = MAX_K  # the TopK rewriter's bound is this kernel's
+LANES = 8  # keys compared at once past the first k of a contiguous row
+CONTIGUOUS = re.compile(r"memref<[0-9x]+x[a-z0-9]+>$")  # no layout: rows are contiguous
 CANONICAL_NAN = {"f16": "0x7E00", "bf16": "0x7FC0", "f32": "0x7FC00000", "f64": "0x7FF8000000000000"}
 FLOAT_BITS = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64}
 
@@ -54,29 +58,37 @@ def selected_count(op: ir.Operation) -> int | None:
     return leading
 
 
-def sortable(text: LoopText, value: str, tensor_type: ir.Type, canonical: bool, descending: bool) -> str:
-    """`value` as an i64 whose signed order is the key's order."""
+def sortable(text: LoopText, value: str, tensor_type: ir.Type, canonical: bool, descending: bool, lanes: int | None = None) -> str:
+    """`value` as an i64 whose signed order is the key's order (with `lanes`: a vector of that
+    many keys, the same arithmetic lane by lane)."""
     element = element_text(tensor_type)
+
+    def typed(scalar: str) -> str:
+        return scalar if lanes is None else f"vector<{lanes}x{scalar}>"
+
+    def constant(value, scalar: str) -> str:
+        return text.constant(value, scalar) if lanes is None else text.constant(f"dense<{value}>", typed(scalar))
+
     if is_float(element):
         bits = FLOAT_BITS[element]
         if canonical:
-            zero = text.constant("0.0", element)
-            is_zero = text.value(f"arith.cmpf oeq, {value}, {zero} : {element}")
-            value = text.value(f"arith.select {is_zero}, {zero}, {value} : {element}")
-            is_nan = text.value(f"arith.cmpf uno, {value}, {value} : {element}")
-            value = text.value(f"arith.select {is_nan}, {text.constant(CANONICAL_NAN[element], element)}, {value} : {element}")
+            zero = constant("0.0", element)
+            is_zero = text.value(f"arith.cmpf oeq, {value}, {zero} : {typed(element)}")
+            value = text.value(f"arith.select {is_zero}, {zero}, {value} : {typed('i1')}, {typed(element)}")
+            is_nan = text.value(f"arith.cmpf uno, {value}, {value} : {typed(element)}")
+            value = text.value(f"arith.select {is_nan}, {constant(CANONICAL_NAN[element], element)}, {value} : {typed('i1')}, {typed(element)}")
         integer = f"i{bits}"
-        raw = text.value(f"arith.bitcast {value} : {element} to {integer}")
-        sign = text.value(f"arith.shrsi {raw}, {text.constant(bits - 1, integer)} : {integer}")
-        magnitude = text.value(f"arith.andi {sign}, {text.constant((1 << (bits - 1)) - 1, integer)} : {integer}")
-        ordered = text.value(f"arith.xori {raw}, {magnitude} : {integer}")
-        wide = ordered if bits == 64 else text.value(f"arith.extsi {ordered} : {integer} to i64")
+        raw = text.value(f"arith.bitcast {value} : {typed(element)} to {typed(integer)}")
+        sign = text.value(f"arith.shrsi {raw}, {constant(bits - 1, integer)} : {typed(integer)}")
+        magnitude = text.value(f"arith.andi {sign}, {constant((1 << (bits - 1)) - 1, integer)} : {typed(integer)}")
+        ordered = text.value(f"arith.xori {raw}, {magnitude} : {typed(integer)}")
+        wide = ordered if bits == 64 else text.value(f"arith.extsi {ordered} : {typed(integer)} to {typed('i64')}")
     elif element == "i64":
-        wide = value if not is_unsigned(tensor_type) else text.value(f"arith.xori {value}, {text.constant(-(1 << 63), 'i64')} : i64")
+        wide = value if not is_unsigned(tensor_type) else text.value(f"arith.xori {value}, {constant(-(1 << 63), 'i64')} : {typed('i64')}")
     else:
         extend = "arith.extui" if is_unsigned(tensor_type) or element == "i1" else "arith.extsi"
-        wide = text.value(f"{extend} {value} : {element} to i64")
-    return text.value(f"arith.xori {wide}, {text.constant(-1, 'i64')} : i64") if descending else wide
+        wide = text.value(f"{extend} {value} : {typed(element)} to {typed('i64')}")
+    return text.value(f"arith.xori {wide}, {constant(-1, 'i64')} : {typed('i64')}") if descending else wide
 
 
 def top_k_module_text(symbol: str, op: ir.Operation, k: int) -> str:
@@ -95,10 +107,11 @@ def top_k_module_text(symbol: str, op: ir.Operation, k: int) -> str:
     return text.text()
 
 
-def top_k_call_text(symbol: str, op: ir.Operation) -> str:
+def top_k_call_text(symbol: str, op: ir.Operation, leading: int | None = None) -> str:
     """The kernel of a `TopK` custom call (`transforms/top_k_rewriter.py`): x -> the k largest
-    (or smallest) of each last-dimension row and their positions, both k wide."""
-    operand, values, positions = op.operands[0].type, op.results[0].type, op.results[1].type
+    (or smallest) of each last-dimension row and their positions, both k wide; with `leading`,
+    for a block of that many of the leading dimension's rows."""
+    operand, values, positions = (block_of(t, leading) for t in (op.operands[0].type, op.results[0].type, op.results[1].type))
     memrefs = [memref_text(t) for t in (operand, values, positions)]
     text = LoopText(symbol, list(zip(("in0", "out0", "out1"), memrefs)))
     key = SortKey(0, descending=ir.BoolAttr(op.attributes["largest"]).value, canonical=ir.BoolAttr(op.attributes["canonical"]).value)
@@ -111,6 +124,14 @@ def top_k_call_text(symbol: str, op: ir.Operation) -> str:
     k = ir.RankedTensorType(values).shape[-1]
     select(text, operand, "%in0", ir.RankedTensorType(operand).rank - 1, k, key, write)
     return text.text()
+
+
+def block_of(tensor_type: ir.Type, leading: int | None) -> ir.Type:
+    """`tensor_type` with `leading` rows in its leading dimension (None: as it is)."""
+    if leading is None:
+        return tensor_type
+    tensor = ir.RankedTensorType(tensor_type)
+    return ir.RankedTensorType.get([leading] + list(tensor.shape[1:]), tensor.element_type)
 
 
 def select(text: LoopText, key_type: ir.Type, keys_memref: str, dimension: int, k: int, key: SortKey, write) -> None:
@@ -134,26 +155,65 @@ def select(text: LoopText, key_type: ir.Type, keys_memref: str, dimension: int, 
     text.close()
     last = text.constant(k - 1)
     threshold = text.load("%keys", f"memref<{k}xi64>", [last])
-    position, carried = text.fresh("p"), text.fresh("t")
-    result = text.fresh("t")
-    text.open(f"{result} = scf.for {position} = {text.constant(k)} to {text.constant(shape[dimension])} step {text.constant(1)} "
-              f"iter_args({carried} = {threshold}) -> (i64)")
-    candidate = key_of(position)
-    enters = text.value(f"arith.cmpi slt, {candidate}, {carried} : i64")
-    updated = text.fresh("t")
-    text.open(f"{updated} = scf.if {enters} -> (i64)")
-    insert(text, k, candidate, position, last)
-    text.line(f"scf.yield {text.load('%keys', f'memref<{k}xi64>', [last])} : i64")
-    text.close("} else {")
-    text.line(f"scf.yield {carried} : i64")
-    text.close()
-    text.line(f"scf.yield {updated} : i64")
-    text.close()
+    start = k
+    if dimension == len(shape) - 1 and CONTIGUOUS.match(keys_memref_type) and (chunks := (shape[dimension] - k) // LANES):
+        threshold = scan_chunks(text, keys_memref, key_type, at, key, k, chunks, threshold, key_of)
+        start = k + chunks * LANES
+    if start < shape[dimension]:
+        scan(text, text.constant(start), text.constant(shape[dimension]), threshold, k, key_of)
     rank = text.loop(k, "j")
     write(at, rank, text.load("%positions", f"memref<{k}xindex>", [rank]))
     text.close()
     for _ in row:
         text.close()
+
+
+def scan(text: LoopText, lower: str, upper: str, threshold: str, k: int, key_of) -> str:
+    """Positions [lower, upper) one by one: an element whose key is before the buffer's last
+    (the loop-carried `threshold`) is inserted; the threshold after the last."""
+    position, carried, result = text.fresh("p"), text.fresh("t"), text.fresh("t")
+    text.open(f"{result} = scf.for {position} = {lower} to {upper} step {text.constant(1)} iter_args({carried} = {threshold}) -> (i64)")
+    candidate = key_of(position)
+    enters = text.value(f"arith.cmpi slt, {candidate}, {carried} : i64")
+    updated = text.fresh("t")
+    text.open(f"{updated} = scf.if {enters} -> (i64)")
+    insert(text, k, candidate, position, text.constant(k - 1))
+    text.line(f"scf.yield {text.load('%keys', f'memref<{k}xi64>', [text.constant(k - 1)])} : i64")
+    text.close("} else {")
+    text.line(f"scf.yield {carried} : i64")
+    text.close()
+    text.line(f"scf.yield {updated} : i64")
+    text.close()
+    return result
+
+
+def scan_chunks(text: LoopText, keys_memref: str, key_type: ir.Type, at, key: SortKey, k: int, chunks: int, threshold: str,
+                key_of) -> str:
+    """Positions k .. k + chunks * LANES of a contiguous row, LANES at a time: their keys as one
+    vector compared with the threshold, and only a chunk holding a key before it scanned one
+    by one (`scan`). Past the first few hundred positions of a row almost no element enters,
+    so the row streams at vector speed."""
+    element = element_text(key_type)
+    chunk, carried, result = text.fresh("c"), text.fresh("t"), text.fresh("t")
+    text.open(f"{result} = scf.for {chunk} = {text.constant(0)} to {text.constant(chunks)} step {text.constant(1)} "
+              f"iter_args({carried} = {threshold}) -> (i64)")
+    offset = text.value(f"arith.muli {chunk}, {text.constant(LANES)} : index")
+    base = text.value(f"arith.addi {offset}, {text.constant(k)} : index")
+    values = text.value(f"vector.load {keys_memref}[{', '.join(at(base))}] : {memref_text(key_type)}, vector<{LANES}x{element}>")
+    keys = sortable(text, values, key_type, key.canonical, key.descending, lanes=LANES)
+    bound = text.value(f"vector.broadcast {carried} : i64 to vector<{LANES}xi64>")
+    before = text.value(f"arith.cmpi slt, {keys}, {bound} : vector<{LANES}xi64>")
+    any_before = text.value(f"vector.reduction <or>, {before} : vector<{LANES}xi1> into i1")
+    updated = text.fresh("t")
+    text.open(f"{updated} = scf.if {any_before} -> (i64)")
+    end = text.value(f"arith.addi {base}, {text.constant(LANES)} : index")
+    text.line(f"scf.yield {scan(text, base, end, carried, k, key_of)} : i64")
+    text.close("} else {")
+    text.line(f"scf.yield {carried} : i64")
+    text.close()
+    text.line(f"scf.yield {updated} : i64")
+    text.close()
+    return result
 
 
 def insert(text: LoopText, k: int, key: str, position: str, slot: str) -> None:

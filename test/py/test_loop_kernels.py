@@ -158,6 +158,22 @@ def test_top_k_kernel_matches_jax_cpu(k, dtype):
 
 
 @pytest.mark.jax
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_top_k_split_over_the_threads_matches_jax_cpu(dtype, monkeypatch):
+    """A TopK of many long rows runs in blocks of rows on the threads, each row scanned 8 keys
+    at a time past its first k: jax CPU's values and indices, ties in index order."""
+    from jax import lax
+
+    monkeypatch.setenv("MLIRXLA_CPU_THREADS", "2")
+    rng = np.random.default_rng(5)
+    x = rng.integers(-50, 50, (64, 4099)).astype(dtype)
+    x[3, 100:120] = x[3].max() + 1
+    got, expected = jax_cpu_and_kernel(lambda a: lax.top_k(a, 20), x, kernel="x2 custom_call")
+    for leaf, want in zip(got, expected):
+        np.testing.assert_array_equal(leaf, want)
+
+
+@pytest.mark.jax
 def test_top_k_of_a_middle_dimension_matches_jax_cpu():
     import jax.numpy as jnp
     from jax import lax

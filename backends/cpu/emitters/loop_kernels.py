@@ -3,12 +3,18 @@ loop for (`scatter_kernel.py`), and a sort that is a top-k or a `TopK` custom ca
 (`top_k_kernel.py`). What they cannot take stays a host call (`host_calls.py`); the decisions
 say which path each took."""
 
+import math
+
 from mlirxla.mlir import ir
-from mlirxla.runtime.thunks import KernelThunk
+from mlirxla.runtime.threads import cpu_threads
+from mlirxla.runtime.thunks import KernelThunk, SlicedKernelThunk
+from mlirxla.transforms.batch_slice_fusion import leading_size
+from mlirxla.transforms.scheduling import type_bytes
 
 from ..scatter_kernel import kernel_reason, scatter_module_text
 from mlirxla.transforms.top_k_rewriter import TARGET as TOP_K_TARGET
 
+from .. import thread_split
 from ..top_k_kernel import MAX_SELECTED, selected_count, top_k_call_text, top_k_module_text
 from .host_calls import custom_call_target, emit_custom_call, emit_host_call
 from .kernels import KernelSpec
@@ -34,13 +40,35 @@ def emit_sort(emitter, op: ir.Operation) -> list:
 
 
 def emit_custom_call_kernel_or_host_call(emitter, op: ir.Operation) -> list:
-    """A `TopK` custom call is the selection kernel; every other custom call a host call."""
+    """A `TopK` custom call is the selection kernel (its rows split over the threads when that
+    pays); every other custom call a host call."""
     if custom_call_target(op) != TOP_K_TARGET:
         return emit_custom_call(emitter, op)
     k = ir.RankedTensorType(op.results[0].type).shape[-1]
     emitter.decisions.append(f"{emitter.name_of(op)}: TopK as a top-{k} selection kernel (bounded insertion, "
                              "positions counted in the kernel, k-wide results written directly)")
-    return [loop_kernel(emitter, op, lambda symbol: top_k_call_text(symbol, op))]
+    slices = top_k_slices(op) if emitter.slice_rows else None
+    if slices is None:
+        return [loop_kernel(emitter, op, lambda symbol: top_k_call_text(symbol, op))]
+    name, rows = emitter.name_of(op), leading_size(op.results[0]) // slices
+    symbol = emitter.symbol(name)
+    emitter.kernels.append(KernelSpec(symbol, op, source=top_k_call_text(symbol, op, rows)))
+    values = list(op.operands) + list(op.results)
+    emitter.decisions.append(f"{name}: parallel row blocks, {slices} slices of {rows} row(s)")
+    return [SlicedKernelThunk(name, symbol, tuple(emitter.slice_of(v) for v in values), len(op.results), slices=slices,
+                              strides=tuple(type_bytes(v.type) // slices for v in values))]
+
+
+def top_k_slices(op: ir.Operation) -> int | None:
+    """How many blocks of rows (of the leading dimension, the last being the rows' own) a TopK
+    runs in over the threads, when that pays (`thread_split.py`: its bytes, and a compare per
+    element as its work); None to run it whole."""
+    threads = cpu_threads()
+    operand = ir.RankedTensorType(op.operands[0].type)
+    if operand.rank < 2 or threads < 2 or (slices := thread_split.slice_count(operand.shape[0], threads)) is None:
+        return None
+    elements = math.prod(operand.shape)
+    return slices if thread_split.estimate_moving(type_bytes(operand), elements, threads).pays else None
 
 
 def loop_kernel(emitter, op: ir.Operation, source_of) -> KernelThunk:
