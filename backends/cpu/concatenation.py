@@ -19,19 +19,20 @@ fuses into them as the select chain and is never materialized, which the slices 
 
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir
+from mlirxla.transforms import erasure
 
 
 def concatenated_results_as_slices(module: ir.Module) -> int:
     """Rewrite every static concatenate of `module` that a kernel result materializes; how
     many were rewritten."""
     rewritten = 0
-    for op in ops_named(module, "stablehlo.concatenate"):
+    for op in erasure.live_ops(ops_named(module, "stablehlo.concatenate")):
         result_type = ir.RankedTensorType(op.results[0].type)
         if len(op.operands) < 2 or not result_type.has_static_shape or not materialized(op.results[0]):
             continue
         with ir.InsertionPoint(op), op.location:
             op.results[0].replace_all_uses_with(inserted_slices(op, result_type))
-        op.erase()
+        erasure.erase(op)
         rewritten += 1
     return rewritten
 

@@ -1171,3 +1171,42 @@ def test_a_concatenated_result_is_written_slice_by_slice(m, k, tmp_path):
     np.testing.assert_array_equal(concatenated[:, 256 + k:], heads(a))
     np.testing.assert_array_equal(concatenated[:, 256:256 + k], -c)
     np.testing.assert_allclose(head, concatenated.sum(axis=0)[:k], rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape, dtype", [((2048, 512), "f32"), ((512, 1024), "f64"), ((1024, 256), "i8"), ((256, 512), "bf16"),
+                                          ((1000, 1030), "f32"), ((136, 72), "f32"), ((97, 250), "i8")])
+def test_transposes_tiled_a_cache_line_wide_match_numpy(shape, dtype):
+    """The vector tile spans 64 elements along the transposed operand's rows and one cache
+    line of the result (16 f32, 8 f64, 32 bf16, 64 i8 elements) at power-of-two shapes,
+    smaller tiles where those do not divide what the vector blocks cover (136 = 8 x 17 rows,
+    72 columns), and remaining strips (1030, 97, 250): numpy's bits."""
+    x = np.random.default_rng(12).standard_normal(shape) * 50
+    x = x.astype(TRANSPOSE_DTYPES[dtype])
+    got = compile_transpose(shape, (1, 0), dtype).execute_numpy([x])[0]
+    np.testing.assert_array_equal(got.view(np.uint8), np.ascontiguousarray(x.T).view(np.uint8))
+
+
+TRANSPOSING_GENERIC = """#in = affine_map<(d0, d1) -> (d1, d0)>
+#out = affine_map<(d0, d1) -> (d0, d1)>
+func.func @k(%x: memref<{columns}x{rows}x{dtype}>, %y: memref<{rows}x{columns}x{dtype}>) {{
+  linalg.generic {{indexing_maps = [#in, #out], iterator_types = ["parallel", "parallel"]}} ins(%x : memref<{columns}x{rows}x{dtype}>) outs(%y : memref<{rows}x{columns}x{dtype}>) {{
+  ^bb0(%a: {dtype}, %b: {dtype}):
+    linalg.yield %a : {dtype}
+  }}
+  return
+}}"""
+
+
+@pytest.mark.parametrize("rows, columns, dtype, sizes", [(2048, 2048, "f32", [64, 16]), (512, 512, "f64", [64, 8]),
+                                                         (256, 256, "i8", [64, 64]), (136, 72, "f32", [8, 8]),
+                                                         (1000, 1030, "f32", [8, 16])])
+def test_transpose_vector_tiles_span_a_result_cache_line(rows, columns, dtype, sizes):
+    """The vector tile of a transpose: 64 rows of the transposed operand by one 64-byte line
+    of the result, or the largest smaller tile dividing the vector blocks' extent (1000 =
+    8 x 125; 1030 keeps 1024 for the blocks)."""
+    from mlirxla.backends.cpu import tiling
+    with new_context():
+        module = ir.Module.parse(TRANSPOSING_GENERIC.format(rows=rows, columns=columns, dtype=dtype))
+        generic = next(op for op in module.body.operations[0].regions[0].blocks[0].operations if op.name == "linalg.generic")
+        blocking = tiling.blocking(generic)
+    assert blocking.vectorized and blocking.sizes == sizes
