@@ -1,9 +1,10 @@
 """From kernel functions in StableHLO to the LLVM dialect and LLVM IR: the upstream passes,
 as a list you can read (and `--dump` shows the module between each, with `dump_passes`).
 
-StableHLO becomes linalg on tensors (the toolkit's `stablehlo-legalize-to-linalg`);
-elementwise linalg ops fuse into one loop nest; an elementwise loop nest writes over an
-operand that dies there (`materialization.py`); empty-tensor elimination and one-shot
+StableHLO becomes linalg on tensors (the toolkit's `stablehlo-legalize-to-linalg`; a
+concatenate written to a result first becomes its operands inserted into slices of it,
+`concatenation.py`); elementwise linalg ops fuse into one loop nest; an elementwise loop
+nest writes over an operand that dies there (`materialization.py`); empty-tensor elimination and one-shot
 bufferization write results into the destination memrefs the kernel was given
 (`kernel_source.py`), so nothing is allocated for results; what bufferization still
 allocates (a reduction's results, one slice of a batch-slice kernel's convolutions) becomes
@@ -35,7 +36,7 @@ from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir, linalg, llvm, stablehlo
 
-from . import convolution_tiling, kernel_scratch, llvm_text, loop_order, materialization, math_approximations, narrow_reductions, row_fusion, tiling
+from . import concatenation, convolution_tiling, kernel_scratch, llvm_text, loop_order, materialization, math_approximations, narrow_reductions, row_fusion, tiling
 
 TO_LINALG = [
     "func.func(stablehlo-legalize-to-linalg)",
@@ -119,6 +120,9 @@ def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None) -> Lo
     register_passes()
     try:
         with module.context:
+            if buffer_loops is None:  # the slices' copies become loops with the CPU's own (`copies_as_loops`)
+                with ir.Location.unknown():
+                    concatenation.concatenated_results_as_slices(module)
             run_passes(module, TO_LINALG)
             fold_unit_dimensions_of_reshaped_results(module)
             with ir.Location.unknown():
