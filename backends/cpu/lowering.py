@@ -34,7 +34,7 @@ from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir, linalg, llvm, passmanager, stablehlo
 
-from . import convolution_tiling, kernel_scratch, llvm_text, loop_order, materialization, math_approximations, narrow_reductions, row_fusion, tiling
+from . import convolution_tiling, excess_precision, kernel_scratch, llvm_text, loop_order, materialization, math_approximations, narrow_reductions, row_fusion, tiling
 
 TO_LINALG = [
     "func.func(stablehlo-legalize-to-linalg)",
@@ -87,12 +87,14 @@ def register_passes() -> None:
 @dataclass(frozen=True)
 class Lowered:
     """What the lowering decided: the scratch arguments each function takes after its results
-    (their sizes and what they hold), how many loop nests it tiled for the caches (transposes)
-    and how many convolutions it tiled for registers."""
+    (their sizes and what they hold), how many loop nests it tiled for the caches (transposes),
+    how many convolutions it tiled for registers, and how many bf16 roundings of values read in
+    the kernel it left out (`excess_precision.py`)."""
 
     scratch: dict[str, list[kernel_scratch.ScratchArgument]]
     tiled_loop_nests: int
     register_tiled_convolutions: int = 0
+    bf16_kept_in_f32: int = 0
 
 
 def keep_narrow_roundings(module: ir.Module) -> None:
@@ -105,8 +107,9 @@ def keep_narrow_roundings(module: ir.Module) -> None:
             del op.attributes["fastmath"]
 
 
-def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None) -> Lowered:
+def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None, allow_excess_precision: bool = False) -> Lowered:
     """Run the whole lowering on `module` in place; an error names the kernel `name`.
+    With `allow_excess_precision`, bf16 values that are not stored stay in f32 (`excess_precision.py`).
     `buffer_loops(module, name)`, when given, makes the loops of the bufferized kernel instead
     of this backend's math approximations, loop order and tiling (the cuda backend's loop
     nests mapped to blocks and threads, run here sequentially)."""
@@ -136,6 +139,7 @@ def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None) -> Lo
                     tiled = tiling.tile_transposing_loops(module)
             passmanager.PassManager.parse(f"builtin.module({','.join(TO_LOOPS_IN_F32)})").run(module.operation)
             keep_narrow_roundings(module)
+            kept_in_f32 = excess_precision.keep_fused_bf16_in_f32(module) if allow_excess_precision else 0
             if buffer_loops is None:  # a GPU kernel's math goes to libdevice instead
                 row_fusion.fuse_rows(module)
                 with ir.Location.unknown():
@@ -145,7 +149,7 @@ def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None) -> Lo
             passmanager.PassManager.parse(f"builtin.module({','.join(to_llvm)})").run(module.operation)
     except ir.MLIRError as error:
         raise MlirxlaError(f"kernel {name} failed to lower to LLVM: {diagnostic_text(error)}") from None
-    return Lowered(scratch, tiled, register_tiled)
+    return Lowered(scratch, tiled, register_tiled, kept_in_f32)
 
 
 def fold_unit_dimensions_of_reshaped_results(module: ir.Module) -> None:
