@@ -11,7 +11,8 @@ arguments the caller passes working memory in (`kernel_scratch.py`). linalg beco
 real arithmetic on the parts; bf16 and f16 max and min reductions accumulate in f32
 (`narrow_reductions.py`: exact, and what the vectorizer widens); bf16 and f16 math and
 arithmetic run in f32 (the conversions
-expanded to integer ops, so no compiler-runtime helper is needed); f32 exp, tanh, log and
+expanded to integer ops, so no compiler-runtime helper is needed), and a bf16 value read
+again inside the kernel is not rounded (`excess_precision.py`); f32 exp, tanh, log and
 pow (those of bf16 and f16 too, by then in f32) become arithmetic the LLVM vectorizer widens
 (`math_approximations.py`), other math stays libm
 calls (expm1 and log1p never get here: convert-math-to-llvm would make them exp(x) - 1 and
