@@ -40,7 +40,7 @@ code) out (XLA's CpuCompiler: RunHloPasses, then RunBackend).
 import os
 import re
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mlirxla import phases
 from mlirxla.dialects.xhlo import global_entry
@@ -90,8 +90,7 @@ class Variant:
     backend, to run its kernels' mapped loop nests here): the named pipeline, whether large
     row-wise kernels are split into slices, the lowering of a kernel's loops after
     bufferization (`lowering.lower_to_llvm_dialect`'s `buffer_loops`), and whether bf16 values
-    read in a kernel may stay in f32 when `MLIRXLA_ALLOW_EXCESS_PRECISION` allows it
-    (`excess_precision.py`)."""
+    read in a kernel may stay in f32 where the compile's options allow it (`excess_precision.py`)."""
 
     pipeline: str = "cpu"
     alignment: int = kernel_scratch.ALIGNMENT
@@ -104,6 +103,7 @@ def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pi
                    variant: Variant = Variant()) -> CompiledProgram:
     """Compile `module` (imported xhlo) for the host CPU."""
     runner = PipelineRunner(module, options)
+    variant = replace(variant, excess_precision=variant.excess_precision and excess_precision.allowed(options.allow_excess_precision))
     if run_pipeline:
         runner.compile(named_pipeline(variant.pipeline, alignment=variant.alignment))
     check_partitioned(module)
@@ -243,7 +243,7 @@ def compile_kernel(spec: KernelSpec, compiled_by_source: dict[str, CompiledKerne
         return CompiledKernel(spec.symbol, stablehlo_text, None, first.scratch, first.tiled_loop_nests,
                               first.register_tiled_convolutions, first.bf16_kept_in_f32, same_as=first.symbol, source_key=source_key)
     lowered = lowering.lower_to_llvm_dialect(kernel_module, spec.symbol, variant.buffer_loops,
-                                             allow_excess_precision=variant.excess_precision and excess_precision.allowed())
+                                             allow_excess_precision=variant.excess_precision)
     native = codegen.native(spec.symbol, lowering.translate(kernel_module, spec.symbol))
     compiled = CompiledKernel(spec.symbol, stablehlo_text, None, tuple(lowered.scratch.get(spec.symbol, ())),
                               lowered.tiled_loop_nests, lowered.register_tiled_convolutions, lowered.bf16_kept_in_f32,

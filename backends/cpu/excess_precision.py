@@ -21,7 +21,8 @@ the values between kernels are the program's bf16 values, and a single op is as 
 before. f16 keeps rounding after every op (XLA:CPU computes f16 in LLVM's half type, which
 rounds each op's result).
 
-`MLIRXLA_ALLOW_EXCESS_PRECISION=0` turns it off (part of the compile cache's key): every bf16
+`CompileOptions(allow_excess_precision=False)` or `MLIRXLA_ALLOW_EXCESS_PRECISION=0` turns
+it off (either is part of the compile cache's key): every bf16
 op's result is rounded, as its type says and as the reference interpreter and XLA:CPU compute it.
 """
 
@@ -34,9 +35,12 @@ from mlirxla.mlir import ir
 VARIABLE = "MLIRXLA_ALLOW_EXCESS_PRECISION"
 
 
-def allowed() -> bool:
-    """Whether bf16 intermediates may keep f32 precision: `MLIRXLA_ALLOW_EXCESS_PRECISION`
-    (1 or 0), on when unset, as XLA's flag."""
+def allowed(option: bool | None = None) -> bool:
+    """Whether bf16 intermediates may keep f32 precision: the compile option when given
+    (`CompileOptions.allow_excess_precision`), else `MLIRXLA_ALLOW_EXCESS_PRECISION` (1 or 0),
+    on when unset, as XLA's flag."""
+    if option is not None:
+        return option
     text = os.environ.get(VARIABLE, "").strip()
     if text not in ("", "0", "1"):
         raise MlirxlaError(f"{VARIABLE}={text!r}: expected 1 (allow excess precision) or 0")

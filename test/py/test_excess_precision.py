@@ -109,6 +109,22 @@ def test_a_fused_chain_without_excess_precision_rounds_every_op(monkeypatch):
     assert not any("excess precision" in line for line in decisions_of(text))
 
 
+@pytest.mark.parametrize("option, variable", [(False, None), (True, "0")])
+def test_the_compile_option_overrides_the_environment(monkeypatch, option, variable):
+    """`CompileOptions(allow_excess_precision=...)` decides over `MLIRXLA_ALLOW_EXCESS_PRECISION`,
+    and is part of the options' cache key."""
+    if variable is None:
+        monkeypatch.delenv(excess_precision.VARIABLE, raising=False)
+    else:
+        monkeypatch.setenv(excess_precision.VARIABLE, variable)
+    arguments = chain_arguments()
+    options = CompileOptions(allow_excess_precision=option)
+    got = Client().compile(CHAIN.format(n=N), options).execute_numpy(arguments)[0]
+    expected = chain_in_f32(*arguments) if option else chain_rounding_every_op(*arguments)
+    np.testing.assert_array_equal(bits(got), bits(expected))
+    assert options.key() != CompileOptions().key()
+
+
 def test_the_rounding_at_the_store_is_vectorized(monkeypatch, tmp_path):
     """The one rounding left, f32 -> bf16 to nearest even in integer ops, is widened with the
     rest of the loop: the kernel stores bf16 vectors."""
