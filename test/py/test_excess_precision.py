@@ -195,3 +195,20 @@ def test_a_bad_setting_is_one_line(monkeypatch):
     monkeypatch.setenv(excess_precision.VARIABLE, "yes")
     with pytest.raises(MlirxlaError, match=r"^MLIRXLA_ALLOW_EXCESS_PRECISION='yes': expected 1 \(allow excess precision\) or 0$"):
         excess_precision.allowed()
+
+
+@pytest.mark.parametrize("allowed", ["1", "0"])
+def test_a_failed_check_of_bf16_says_how_to_round_as_the_interpreter(monkeypatch, capsys, tmp_path, allowed):
+    """`mlirxla-run --check` of a bf16 chain: with excess precision the outputs differ from the
+    interpreter's and the tool says which setting computes as it does; without, they match."""
+    from mlirxla.tools.run import main
+
+    monkeypatch.setenv(excess_precision.VARIABLE, allowed)
+    path = tmp_path / "chain.mlir"
+    path.write_text(CHAIN.format(n=N))
+    status = main([str(path), "--check"])
+    printed = capsys.readouterr().out
+    if allowed == "1":
+        assert status != 0 and "MLIRXLA_ALLOW_EXCESS_PRECISION=0 computes as it does" in printed, printed
+    else:
+        assert status == 0 and "1 output(s) match" in printed and "EXCESS" not in printed, printed
