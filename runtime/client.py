@@ -71,11 +71,15 @@ class CompileOptions:
     disable_passes: tuple[str, ...] = ()
     iree_flags: tuple[str, ...] = ()
     declared_shardings: bool = False
+    # bf16 values read inside a cpu kernel kept in f32 (XLA's xla_allow_excess_precision);
+    # None: MLIRXLA_ALLOW_EXCESS_PRECISION's setting (`backends/cpu/excess_precision.py`)
+    allow_excess_precision: bool | None = None
 
     def key(self) -> str:
         flags = f";iree_flags={' '.join(self.iree_flags)}" if self.iree_flags else ""
         declared = ";declared_shardings" if self.declared_shardings else ""
-        return f"disable={','.join(sorted(self.disable_passes))}{flags}{declared}"
+        excess = "" if self.allow_excess_precision is None else f";excess_precision={int(self.allow_excess_precision)}"
+        return f"disable={','.join(sorted(self.disable_passes))}{flags}{declared}{excess}"
 
 
 class LoadedExecutable:
@@ -253,7 +257,7 @@ def compile_bytes(data: bytes, source: str, options: CompileOptions, backend: Ba
 
     run_options = RunOptions(dump_to=options.dump_to, dump_pass_re=options.dump_pass_re,
                              disable_passes=frozenset(options.disable_passes), backend=backend.name,
-                             iree_flags=tuple(options.iree_flags))
+                             iree_flags=tuple(options.iree_flags), allow_excess_precision=options.allow_excess_precision)
     with _COMPILING, reported(options, source, backend) as recording, progress.compiling(source):
         try:
             imported = frontdoor.import_bytes(data, source, new_context())

@@ -23,9 +23,11 @@ def environment() -> str:
     from mlirxla.runtime.threads import cpu_threads
 
     from .compiler import CONCURRENT_CALLS
+    from .excess_precision import allowed
     from .llvm_jit import host_cpu
 
-    return f"llvmlite={llvmlite.__version__};cpu={host_cpu()};concurrent_calls={CONCURRENT_CALLS};threads={cpu_threads()}"
+    return (f"llvmlite={llvmlite.__version__};cpu={host_cpu()};concurrent_calls={CONCURRENT_CALLS};threads={cpu_threads()}"
+            f";excess_precision={int(allowed())}")
 
 
 BACKEND = Backend("cpu", "cpu", "native kernels for the host CPU through linalg and LLVM, GEMMs in BLAS",

@@ -40,7 +40,7 @@ code) out (XLA's CpuCompiler: RunHloPasses, then RunBackend).
 import os
 import re
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mlirxla import phases
 from mlirxla.context import reused_pass_managers
@@ -61,7 +61,7 @@ from mlirxla.transforms.buffer_assignment import Assignment, BufferAssignmentPas
 from mlirxla.transforms.pass_base import PassResult
 from mlirxla.transforms.sharding_remover import partitioning_need
 
-from . import driver_emitter, interpreter_fallback, kernel_scratch, kernel_source, llvm_jit, lowering
+from . import driver_emitter, excess_precision, interpreter_fallback, kernel_scratch, kernel_source, llvm_jit, lowering
 from .emitters.kernels import KernelSpec
 from .thunk_emitter import Emission, ThunkEmitter
 
@@ -74,6 +74,7 @@ class CompiledKernel:
     scratch: tuple[kernel_scratch.ScratchArgument, ...] = ()  # working memory per call, passed after the results
     tiled_loop_nests: int = 0
     register_tiled_convolutions: int = 0
+    bf16_kept_in_f32: int = 0  # bf16 roundings of values read in the kernel left out (`excess_precision.py`)
     same_as: str | None = None  # the kernel whose code this one runs (its StableHLO is the same)
     native: Future | None = None  # its LLVM work on the compile threads
     source_key: str = ""  # its StableHLO without its symbol (`kernel_stablehlo`)
@@ -88,13 +89,15 @@ CONCURRENT_CALLS = os.cpu_count() or 1
 class Variant:
     """What another backend changes when it has its program compiled for this CPU (the cuda
     backend, to run its kernels' mapped loop nests here): the named pipeline, whether large
-    row-wise kernels are split into slices, and the lowering of a kernel's loops after
-    bufferization (`lowering.lower_to_llvm_dialect`'s `buffer_loops`)."""
+    row-wise kernels are split into slices, the lowering of a kernel's loops after
+    bufferization (`lowering.lower_to_llvm_dialect`'s `buffer_loops`), and whether bf16 values
+    read in a kernel may stay in f32 where the compile's options allow it (`excess_precision.py`)."""
 
     pipeline: str = "cpu"
     alignment: int = kernel_scratch.ALIGNMENT
     slice_rows: bool = True
     buffer_loops: object = None
+    excess_precision: bool = True
 
 
 def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pipeline: bool = True,
@@ -103,6 +106,7 @@ def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pi
     parsed once (`reused_pass_managers`)."""
     with reused_pass_managers(module.context):
         runner = PipelineRunner(module, options)
+        variant = replace(variant, excess_precision=variant.excess_precision and excess_precision.allowed(options.allow_excess_precision))
         if run_pipeline:
             runner.compile(named_pipeline(variant.pipeline, alignment=variant.alignment))
         check_partitioned(module)
@@ -155,6 +159,9 @@ def finish_kernels(started: list[tuple[KernelSpec, "CompiledKernel | MlirxlaErro
             if compiled.register_tiled_convolutions:
                 emission.decisions.append(f"{compiled.symbol}: {compiled.register_tiled_convolutions} convolution(s) as "
                                           "register-tiled loops (output columns x features held in vector registers)")
+            if compiled.bf16_kept_in_f32:
+                emission.decisions.append(f"{compiled.symbol}: {compiled.bf16_kept_in_f32} bf16 rounding(s) of values read in the kernel "
+                                          "left out, computed in f32 (excess precision)")
     return kernels
 
 
@@ -191,7 +198,7 @@ def start_kernel(spec: KernelSpec, compiled_by_source: dict[str, "CompiledKernel
     """The calling thread's part of the kernel's compile (`compile_kernel`), or why it failed:
     raised or fallen back from in the kernels' order (`finish_or_fall_back`)."""
     try:
-        return compile_kernel(spec, compiled_by_source, codegen, variant.buffer_loops)
+        return compile_kernel(spec, compiled_by_source, codegen, variant)
     except MlirxlaError as error:
         return error
 
@@ -230,18 +237,20 @@ def kernel_stablehlo(spec: KernelSpec) -> tuple[ir.Module, str, str]:
 
 
 def compile_kernel(spec: KernelSpec, compiled_by_source: dict[str, CompiledKernel], codegen: llvm_jit.CodegenPool,
-                   buffer_loops=None) -> CompiledKernel:
+                   variant: Variant = Variant()) -> CompiledKernel:
     """Lower the kernel and hand its LLVM IR to the compile threads; or, when a kernel with the
     same StableHLO was lowered already, note that it runs that kernel's code (its forwarder is made
     once that code is compiled: `finish_kernel`)."""
     kernel_module, stablehlo_text, source_key = kernel_stablehlo(spec)
     if (first := compiled_by_source.get(source_key)) is not None:
         return CompiledKernel(spec.symbol, stablehlo_text, None, first.scratch, first.tiled_loop_nests,
-                              first.register_tiled_convolutions, same_as=first.symbol, source_key=source_key)
-    lowered = lowering.lower_to_llvm_dialect(kernel_module, spec.symbol, buffer_loops)
+                              first.register_tiled_convolutions, first.bf16_kept_in_f32, same_as=first.symbol, source_key=source_key)
+    lowered = lowering.lower_to_llvm_dialect(kernel_module, spec.symbol, variant.buffer_loops,
+                                             allow_excess_precision=variant.excess_precision)
     native = codegen.native(spec.symbol, lowering.translate(kernel_module, spec.symbol))
     compiled = CompiledKernel(spec.symbol, stablehlo_text, None, tuple(lowered.scratch.get(spec.symbol, ())),
-                              lowered.tiled_loop_nests, lowered.register_tiled_convolutions, native=native, source_key=source_key)
+                              lowered.tiled_loop_nests, lowered.register_tiled_convolutions, lowered.bf16_kept_in_f32,
+                              native=native, source_key=source_key)
     compiled_by_source[source_key] = compiled
     return compiled
 
@@ -257,7 +266,7 @@ def finish_kernel(spec: KernelSpec, start: "CompiledKernel | MlirxlaError", fini
         if (first := finished_by_source.get(start.source_key)) is not None:
             start.same_as, start.optimized = first.symbol, llvm_jit.same_code(spec.symbol, first.optimized)
             return start
-        start = compile_kernel(spec, {}, codegen, variant.buffer_loops)
+        start = compile_kernel(spec, {}, codegen, variant)
     start.optimized = start.native.result()
     finished_by_source[start.source_key] = start
     return start

@@ -12,7 +12,8 @@ arguments the caller passes working memory in (`kernel_scratch.py`). linalg beco
 real arithmetic on the parts; bf16 and f16 max and min reductions accumulate in f32
 (`narrow_reductions.py`: exact, and what the vectorizer widens); bf16 and f16 math and
 arithmetic run in f32 (the conversions
-expanded to integer ops, so no compiler-runtime helper is needed); f32 exp, tanh, log and
+expanded to integer ops, so no compiler-runtime helper is needed), and a bf16 value read
+again inside the kernel is not rounded (`excess_precision.py`); f32 exp, tanh, log and
 pow (those of bf16 and f16 too, by then in f32) become arithmetic the LLVM vectorizer widens
 (`math_approximations.py`), other math stays libm
 calls (expm1 and log1p never get here: convert-math-to-llvm would make them exp(x) - 1 and
@@ -36,7 +37,7 @@ from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir, linalg, llvm, stablehlo
 
-from . import concatenation, convolution_tiling, kernel_scratch, llvm_text, loop_order, materialization, math_approximations, narrow_reductions, row_fusion, tiling
+from . import concatenation, convolution_tiling, excess_precision, kernel_scratch, llvm_text, loop_order, materialization, math_approximations, narrow_reductions, row_fusion, tiling
 
 TO_LINALG = [
     "func.func(stablehlo-legalize-to-linalg)",
@@ -94,12 +95,14 @@ def run_passes(module: ir.Module, passes: list[str]) -> None:
 @dataclass(frozen=True)
 class Lowered:
     """What the lowering decided: the scratch arguments each function takes after its results
-    (their sizes and what they hold), how many loop nests it tiled for the caches (transposes)
-    and how many convolutions it tiled for registers."""
+    (their sizes and what they hold), how many loop nests it tiled for the caches (transposes),
+    how many convolutions it tiled for registers, and how many bf16 roundings of values read in
+    the kernel it left out (`excess_precision.py`)."""
 
     scratch: dict[str, list[kernel_scratch.ScratchArgument]]
     tiled_loop_nests: int
     register_tiled_convolutions: int = 0
+    bf16_kept_in_f32: int = 0
 
 
 def keep_narrow_roundings(module: ir.Module) -> None:
@@ -112,8 +115,9 @@ def keep_narrow_roundings(module: ir.Module) -> None:
             del op.attributes["fastmath"]
 
 
-def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None) -> Lowered:
+def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None, allow_excess_precision: bool = False) -> Lowered:
     """Run the whole lowering on `module` in place; an error names the kernel `name`.
+    With `allow_excess_precision`, bf16 values that are not stored stay in f32 (`excess_precision.py`).
     `buffer_loops(module, name)`, when given, makes the loops of the bufferized kernel instead
     of this backend's math approximations, loop order and tiling (the cuda backend's loop
     nests mapped to blocks and threads, run here sequentially)."""
@@ -146,6 +150,7 @@ def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None) -> Lo
                     tiled = tiling.tile_transposing_loops(module)
             run_passes(module, TO_LOOPS_IN_F32)
             keep_narrow_roundings(module)
+            kept_in_f32 = excess_precision.keep_fused_bf16_in_f32(module) if allow_excess_precision else 0
             if buffer_loops is None:  # a GPU kernel's math goes to libdevice instead
                 row_fusion.fuse_rows(module)
                 with ir.Location.unknown():
@@ -155,7 +160,7 @@ def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None) -> Lo
             run_passes(module, to_llvm)
     except ir.MLIRError as error:
         raise MlirxlaError(f"kernel {name} failed to lower to LLVM: {diagnostic_text(error)}") from None
-    return Lowered(scratch, tiled, register_tiled)
+    return Lowered(scratch, tiled, register_tiled, kept_in_f32)
 
 
 def fold_unit_dimensions_of_reshaped_results(module: ir.Module) -> None:

@@ -382,12 +382,15 @@ BF16_DOTS = """func.func @main(%x: tensor<4x64x32xbf16>, %w: tensor<4x32x16xbf16
 }"""
 
 
-def test_bf16_dots_run_as_the_f32_gemm():
+@pytest.mark.parametrize("excess_precision", ["1", "0"])
+def test_bf16_dots_run_as_the_f32_gemm(monkeypatch, excess_precision):
     """bf16 dots are the f32 GEMM on operands widened by convert kernels (each operand once,
-    though two dots read it), batched, with an epilogue rounding back and adding the bias,
-    and with an f32 result, accumulating in f32 and rounding once, as XLA:CPU computes them:
-    the bf16 result within one bf16 rounding of the exact product, the f32 one within f32
-    sums."""
+    though two dots read it), batched, with an epilogue adding the bias, and with an f32
+    result, accumulating in f32 and rounding once, as XLA:CPU computes them: the f32 result
+    within f32 sums; the bf16 one, with excess precision (the default, as XLA), the f32
+    product plus the bias rounded once, and without it, the product rounded to bf16 before
+    the bias is added (`MLIRXLA_ALLOW_EXCESS_PRECISION=0`)."""
+    monkeypatch.setenv("MLIRXLA_ALLOW_EXCESS_PRECISION", excess_precision)
     executable = Client().compile(BF16_DOTS)
     text = executable.thunk_sequence()
     assert text.count("gemm dot f32 4x64x16x32 NN") == 2 and text.count("kernel convert [") == 2, text
@@ -396,8 +399,8 @@ def test_bf16_dots_run_as_the_f32_gemm():
     with_bias, wide = executable.execute_numpy([x, w, b])
     exact = np.einsum("bmk,bkn->bmn", x.astype(np.float64), w.astype(np.float64))
     np.testing.assert_allclose(wide, exact, rtol=1e-5, atol=1e-5)
-    rounded = exact.astype(ml_dtypes.bfloat16).astype(np.float64) + b.astype(np.float64)
-    np.testing.assert_allclose(with_bias.astype(np.float64), rounded, rtol=2**-8, atol=2**-8)
+    product = exact if excess_precision == "1" else exact.astype(ml_dtypes.bfloat16).astype(np.float64)
+    np.testing.assert_allclose(with_bias.astype(np.float64), product + b.astype(np.float64), rtol=2**-8, atol=2**-8)
 
 
 FREE_DIMENSIONS_TOGETHER = """func.func @main(%x: tensor<2x64x128xf32>, %w: tensor<128x32xf32>, %v: tensor<16x2x64xf32>, %u: tensor<3x5x16xf32>, %y: tensor<8x3x16xf32>) -> (tensor<2x64x32xf32>, tensor<2x64x3x5xf32>, tensor<8x3x3x5xf32>) {

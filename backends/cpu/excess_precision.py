@@ -1,0 +1,65 @@
+"""bf16 values that never leave a kernel stay in f32 (XLA's `xla_allow_excess_precision`).
+
+bf16 arithmetic runs in f32 (`arith-emulate-unsupported-floats`): each op widens its
+operands, computes in f32 and rounds its result back to bf16, a round-to-nearest-even in
+integer ops. In a fused chain (a GELU's dozen ops) that is one rounding per op per element,
+and the kernel is bound by that integer work instead of by memory (the bf16 transformer's
+GELU kernel ran at 31-41% of the triad bandwidth). XLA lets a compiler skip those roundings:
+with `xla_allow_excess_precision` (on by default) its `SimplifyFPConversions` removes each
+f32 -> bf16 -> f32 pair of converts that float normalization left between two bf16 ops run
+in f32, so a chain is rounded only where its bf16 value is stored. XLA:GPU runs that pass by
+default; XLA:CPU only on its oneDNN path, so jax's default CPU results round after every op
+(ours now differ from them by a bf16 ulp in most elements, within the benchmark workloads'
+tolerance).
+
+Here it is decided in the kernel, once its loops are in f32: every widening of a value just
+rounded from f32 to bf16 reads the f32 value instead, whether the pair came from two emulated
+ops or from the program's own converts (a dot's f32 result rounded to bf16 for its bias add),
+as `SimplifyFPConversions` removes both; a rounding nothing reads any more goes. What is
+stored (a kernel's bf16 result, a reduction's bf16 accumulator, scratch) is still rounded, so
+the values between kernels are the program's bf16 values, and a single op is as exact as
+before. f16 keeps rounding after every op (XLA:CPU computes f16 in LLVM's half type, which
+rounds each op's result).
+
+`CompileOptions(allow_excess_precision=False)` or `MLIRXLA_ALLOW_EXCESS_PRECISION=0` turns
+it off (either is part of the compile cache's key): every bf16
+op's result is rounded, as its type says and as the reference interpreter and XLA:CPU compute it.
+"""
+
+import os
+
+from mlirxla.errors import MlirxlaError
+from mlirxla.ir_queries import ops_named
+from mlirxla.mlir import ir
+
+VARIABLE = "MLIRXLA_ALLOW_EXCESS_PRECISION"
+
+
+def allowed(option: bool | None = None) -> bool:
+    """Whether bf16 intermediates may keep f32 precision: the compile option when given
+    (`CompileOptions.allow_excess_precision`), else `MLIRXLA_ALLOW_EXCESS_PRECISION` (1 or 0),
+    on when unset, as XLA's flag."""
+    if option is not None:
+        return option
+    text = os.environ.get(VARIABLE, "").strip()
+    if text not in ("", "0", "1"):
+        raise MlirxlaError(f"{VARIABLE}={text!r}: expected 1 (allow excess precision) or 0")
+    return text != "0"
+
+
+def keep_fused_bf16_in_f32(module: ir.Module) -> int:
+    """Make every bf16 -> f32 widening of an f32 -> bf16 rounding in `module` read the
+    rounding's f32 operand, and erase the roundings left unread; how many widenings went."""
+    dropped = 0
+    for widening in ops_named(module, "arith.extf"):
+        rounding = widening.operands[0].owner
+        if isinstance(rounding, ir.Block) or rounding.name != "arith.truncf":
+            continue
+        if not isinstance(widening.operands[0].type, ir.BF16Type) or rounding.operands[0].type != widening.results[0].type:
+            continue
+        widening.results[0].replace_all_uses_with(rounding.operands[0])
+        widening.erase()
+        if not list(rounding.results[0].uses):
+            rounding.erase()
+        dropped += 1
+    return dropped
