@@ -9,6 +9,7 @@ argument struct gets.
 """
 
 import ctypes
+import gc
 import os
 import subprocess
 import sys
@@ -234,6 +235,7 @@ def test_new_entries_refuse_a_struct_too_old_for_their_result(plugin, index, nam
 
 def test_memory_stats_follow_live_buffers(devices):
     mlirxla, _ = devices
+    gc.collect()  # buffers earlier tests left to the collector would be freed in the middle
     before = mlirxla.memory_stats()
     held = jax.device_put(np.ones(1000, np.float32), mlirxla)
     doubled = jax.jit(lambda a: a * 2)(held)
