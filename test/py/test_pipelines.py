@@ -141,7 +141,7 @@ def test_disable_and_enable_together_is_an_error():
 
 
 def test_broken_pass_is_caught_with_its_name_and_dumps(context, tmp_path):
-    runner = PipelineRunner(mlp(context), RunOptions(dump_to=str(tmp_path), dump_pass_re="."))
+    runner = PipelineRunner(mlp(context), RunOptions(dump_to=str(tmp_path), dump_pass_re=".", verify_each=True))
     with pytest.raises(MlirxlaError) as raised:
         runner.compile(Pipeline("p").add("xhlo-dce").add("test-break-invariants"))
     assert "invariant check failed after pass 'test-break-invariants' in pipeline 'p'" in str(raised.value)
@@ -149,6 +149,22 @@ def test_broken_pass_is_caught_with_its_name_and_dumps(context, tmp_path):
     files = os.listdir(tmp_path)
     assert any(name.endswith(".p.before_test-break-invariants.mlir") for name in files)
     assert any(name.endswith(".p.after_test-break-invariants.invalid.mlir") for name in files)
+
+
+def test_without_verify_each_a_broken_pass_is_caught_after_the_pipeline(context):
+    runner = PipelineRunner(mlp(context), RunOptions(verify_each=False))
+    with pytest.raises(MlirxlaError) as raised:
+        runner.compile(Pipeline("p").add("test-break-invariants").add("xhlo-dce"))
+    assert "invariant check failed after pipeline 'p' (MLIRXLA_VERIFY_EACH=1 names the pass)" in str(raised.value)
+    assert "is not a permutation" in str(raised.value)
+    assert [row.pass_name for row in runner.ledger.rows] == ["test-break-invariants", "xhlo-dce"]  # both ran
+
+
+def test_verify_each_follows_the_environment(monkeypatch):
+    monkeypatch.setenv("MLIRXLA_VERIFY_EACH", "0")
+    assert not RunOptions().verify_each
+    monkeypatch.setenv("MLIRXLA_VERIFY_EACH", "1")
+    assert RunOptions().verify_each
 
 
 def test_fixed_point_stops_when_nothing_changes(context):
