@@ -87,10 +87,18 @@ _capsule_name.restype = ctypes.c_char_p
 _capsule_name.argtypes = [ctypes.py_object]
 
 
+_capsule_names: dict[type, bytes] = {}  # the Python class of an op -> its capsules' name
+
+
 def identity(op) -> int:
-    """The address of the C++ operation behind `op`, read without touching the operation."""
+    """The address of the C++ operation behind `op`, read without touching the operation.
+    The capsule's name is the same for every op of a class, so it is asked once per class
+    (the fusion passes ask for hundreds of thousands of identities)."""
     capsule = op._CAPIPtr
-    return _capsule_pointer(capsule, _capsule_name(capsule))
+    name = _capsule_names.get(type(op))
+    if name is None:
+        name = _capsule_names[type(op)] = _capsule_name(capsule)
+    return _capsule_pointer(capsule, name)
 
 
 def describe(op: ir.Operation) -> str:

@@ -42,6 +42,7 @@ from .fusion_legality import (
     CHEAP_TO_DUPLICATE,
     ELEMENTWISE,
     NOT_KERNELS,
+    Bodies,
     FusionLimits,
     contiguous_copy,
     element_count,
@@ -348,6 +349,7 @@ class MergeBlock:
         # a later scan meeting the same ones would only log refusals already logged
         self.unprofitable: set = set()
         self.describe = Descriptions()
+        self.bodies = Bodies()
         self.facts = KernelFacts(limits, self.describe)
 
     def refuse(self, rule: str, first: ir.Operation, second: ir.Operation, reason: str) -> None:
@@ -495,7 +497,7 @@ class MergeBlock:
             return f"incompatible shapes: the producer's shape {list(produced or ())} is not the shape {list(hero.loop_shape or ())} the consumer reduces"
         if graph.reachable_indirectly(producer, consumer):
             return "fusion would create a cycle"
-        reason = fusion_refusal(producer, consumer, duplicate=False, limits=self.limits)
+        reason = fusion_refusal(producer, consumer, duplicate=False, limits=self.limits, bodies=self.bodies)
         if reason:
             return reason
         ops = self.facts.op_count(producer) + self.facts.op_count(consumer)

@@ -34,6 +34,7 @@ from mlirxla.mlir import ir
 from .cost_model import CostModel, model_for, saving
 from .erasure import erase, identity, processing
 from .fusion_legality import (
+    Bodies,
     FusionLimits,
     fusion_refusal,
     kind_of,
@@ -252,11 +253,11 @@ class PriorityFusionPass(ModulePass):
         model = model_for(self.backend).remembering()
         limits = FusionLimits()
         namer = Namer(module)
-        descriptions = Descriptions()
+        descriptions, bodies = Descriptions(), Bodies()
         changed = False
         with module.context, ir.Location.unknown():
             for block in fusible_blocks(module):
-                changed = FuseBlock(block, model, limits, namer, decisions, descriptions).run() or changed
+                changed = FuseBlock(block, model, limits, namer, decisions, descriptions, bodies).run() or changed
         return PassResult(changed, FusionDecisions("fusion-decisions.txt", tuple(decisions)))
 
 
@@ -329,9 +330,10 @@ class FuseBlock:
     found without a walk over the block and an op about to be erased is dropped before its
     handle dangles)."""
 
-    def __init__(self, block, model, limits, namer, log, descriptions=None):
+    def __init__(self, block, model, limits, namer, log, descriptions=None, bodies=None):
         self.block, self.limits, self.namer, self.log = block, limits, namer, log
         self.describe = descriptions or Descriptions()
+        self.bodies = bodies or Bodies()
         self.times = KernelTimes(model)
         self.current: dict[int, int] = {}
         self.pushed: dict[int, dict[int, ir.Operation]] = {}
@@ -403,7 +405,7 @@ class FuseBlock:
         duplicate = len(users) > 1
         accepted = []
         for consumer in consumers:
-            reason = fusion_refusal(producer, consumer, duplicate=duplicate, limits=self.limits)
+            reason = fusion_refusal(producer, consumer, duplicate=duplicate, limits=self.limits, bodies=self.bodies)
             if reason:
                 self.log.append(Decision("refused", self.describe(producer), self.describe(consumer), reason))
             else:

@@ -25,7 +25,7 @@ from mlirxla.runtime.client import Client
 from mlirxla.runtime.thunks import KernelThunk, every_thunk
 from mlirxla.transforms import multi_output_fusion, priority_fusion
 from mlirxla.transforms.cost_model import CostModel
-from mlirxla.transforms.fusion_legality import fused_ops, reachable
+from mlirxla.transforms.fusion_legality import Body, fused_ops, reachable
 
 from .conftest import JAX_PROGRAMS, REPOSITORY, random_arguments, reference_outputs
 
@@ -85,6 +85,11 @@ class FreshDescriptions:
         return priority_fusion.describe(op)
 
 
+class FreshBodies:
+    def of(self, op):
+        return Body.of(op)
+
+
 def refuse_each_pair_again(merge_block, candidates, reason):
     for index, first in enumerate(candidates):
         for second in candidates[index + 1:]:
@@ -122,6 +127,8 @@ def without_caches(monkeypatch) -> None:
     monkeypatch.setattr(priority_fusion, "KernelTimes", FreshKernelTimes)
     monkeypatch.setattr(priority_fusion, "Descriptions", FreshDescriptions)
     monkeypatch.setattr(multi_output_fusion, "Descriptions", FreshDescriptions)
+    monkeypatch.setattr(priority_fusion, "Bodies", FreshBodies)
+    monkeypatch.setattr(multi_output_fusion, "Bodies", FreshBodies)
     monkeypatch.setattr(CostModel, "remembering", lambda model: model)
     monkeypatch.setattr(multi_output_fusion, "KernelFacts", FreshKernelFacts)
     monkeypatch.setattr(multi_output_fusion.MergeBlock, "refuse_every_pair", refuse_each_pair_again)
