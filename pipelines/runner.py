@@ -37,7 +37,7 @@ from mlirxla import phases, printing
 from mlirxla.errors import MlirxlaError
 from mlirxla.mlir import ir
 from mlirxla.transforms import erasure
-from mlirxla.transforms.pass_base import ModulePass, PassReport, PassResult, count_ops
+from mlirxla.transforms.pass_base import ModulePass, PassReport, PassResult, count_ops, reports_rendered
 from mlirxla.transforms.verifier import verify_module
 
 from .dumps import DumpWriter, module_name
@@ -59,6 +59,9 @@ class RunOptions:
     verify_each: bool = field(default_factory=lambda: verifying_each_by_default())
     check_changed_flag: bool = False  # debug: a pass's `changed` must match the module's text
     check_erasure: bool = field(default_factory=erasure.checking_by_default)
+    # render the reports that name values (layout, copies, schedule) even when not dumping:
+    # a compile through the client or the plugin turns it off (naming values costs a printing)
+    render_reports: bool = True
     print_ir_after_all: bool = False
     print_ir_after_change: bool = False
     print_stream: TextIO | None = None
@@ -177,7 +180,7 @@ class PipelineRunner:
         ops_before = self.ops_counted if self.ops_counted is not None else count_ops(self.module)
         start = time.perf_counter()
         with erasure.stage(f"pass '{name}' in pipeline '{pipeline}'", checking=self.options.check_erasure):
-            with self.module.context, ir.Location.unknown(), phases.phase("pass", name):
+            with self.module.context, ir.Location.unknown(), phases.phase("pass", name), reports_rendered(self.renders_reports()):
                 result = PassResult.of(step.run(self.module))
             changed = result.changed
             wall_ms = (time.perf_counter() - start) * 1000
@@ -207,6 +210,9 @@ class PipelineRunner:
         if self.options.enable_passes_only is None or enabled_by_parent:
             return True
         return bool(names & self.options.enable_passes_only)
+
+    def renders_reports(self) -> bool:
+        return self.options.render_reports or self.dumps.directory is not None
 
     def keeps_text_before(self) -> bool:
         return self.options.check_changed_flag or (self.options.verify_each and self.dumps.directory is not None)

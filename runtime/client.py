@@ -253,7 +253,7 @@ def compile_bytes(data: bytes, source: str, options: CompileOptions, backend: Ba
 
     run_options = RunOptions(dump_to=options.dump_to, dump_pass_re=options.dump_pass_re,
                              disable_passes=frozenset(options.disable_passes), backend=backend.name,
-                             iree_flags=tuple(options.iree_flags))
+                             iree_flags=tuple(options.iree_flags), render_reports=False)
     with _COMPILING, reported(options, source, backend) as recording, progress.compiling(source):
         try:
             imported = frontdoor.import_bytes(data, source, new_context())

@@ -167,6 +167,33 @@ def test_verify_each_follows_the_environment(monkeypatch):
     assert RunOptions().verify_each
 
 
+NAMING_REPORTS = {"xhlo-layout-assignment": "layout-assignment.txt", "xhlo-copy-insertion": "copy-insertion.txt",
+                  "xhlo-scheduling": "schedule.txt"}
+
+
+def cpu_pipeline_run(context, tmp_path, **options) -> tuple[str, PipelineRunner]:
+    from mlirxla.pipelines import named_pipeline
+
+    runner = PipelineRunner(mlp(context), RunOptions(**options))
+    runner.compile(named_pipeline("cpu"))
+    return str(runner.module), runner
+
+
+def test_reports_naming_values_are_rendered_only_when_read(context, tmp_path):
+    """A compile that neither dumps nor asks for them makes no layout, copy or schedule text
+    (each names values, numbering the whole module) and the very same module; dumping renders
+    them whatever `render_reports` says."""
+    rendered, with_reports = cpu_pipeline_run(context, tmp_path)
+    unrendered, without = cpu_pipeline_run(context, tmp_path, render_reports=False)
+    dumped, dumping = cpu_pipeline_run(context, tmp_path, render_reports=False, dump_to=str(tmp_path))
+    assert rendered == unrendered == dumped
+    for name, file in NAMING_REPORTS.items():
+        assert file in with_reports.reports[name].dump_files()
+        assert name not in without.reports
+        assert file in dumping.reports[name].dump_files()
+    assert "xhlo-buffer-assignment" in without.reports  # the backend reads its assignment
+
+
 def test_fixed_point_stops_when_nothing_changes(context):
     runner = PipelineRunner(mlp(context))
     assert runner.run(Pipeline("p").fixed_point(StopsAfterPass(runs=3), max_iterations=10))
