@@ -77,8 +77,9 @@ class CostModel:
                 total += elements
         return total
 
-    def kernel_cost(self, members: list[ir.Operation], outputs: list[ir.Value]) -> float:
-        """Time of one kernel made of `members` (ops or fusions) computing `outputs`."""
+    def kernel_cost(self, members: list[ir.Operation], outputs: list[ir.Value], flops: float | None = None) -> float:
+        """Time of one kernel made of `members` (ops or fusions) computing `outputs`; `flops`,
+        when given, is the members' flops summed in their order (as this would sum them)."""
         if len(members) == 1 and kind_of(members[0]) in NOT_KERNELS:
             return 0.0
         inside = {m.operation for m in members}
@@ -94,15 +95,16 @@ class CostModel:
                         continue
                 read[value] = True
         bytes_accessed = sum(self.sizes(v.type)[1] for v in read) + sum(self.sizes(v.type)[1] for v in outputs)
-        flops = sum(self.op_flops(m) for m in members)
+        if flops is None:
+            flops = sum(self.op_flops(m) for m in members)
         return self.kernel_time(bytes_accessed, flops)
 
-    def op_time(self, op: ir.Operation) -> float:
-        return self.kernel_cost([op], list(op.results))
+    def op_time(self, op: ir.Operation, flops: float | None = None) -> float:
+        return self.kernel_cost([op], list(op.results), flops)
 
-    def fused_time(self, producer: ir.Operation, consumer: ir.Operation) -> float:
+    def fused_time(self, producer: ir.Operation, consumer: ir.Operation, flops: float | None = None) -> float:
         """Time of the kernel `producer` fused into `consumer` makes."""
-        return self.kernel_cost([producer, consumer], list(consumer.results))
+        return self.kernel_cost([producer, consumer], list(consumer.results), flops)
 
     def time_saved(self, producer: ir.Operation, consumers: list[ir.Operation], producer_stays: bool) -> tuple[float, float, float]:
         """(saved, unfused, fused) seconds for fusing `producer` into each of `consumers`."""

@@ -166,16 +166,30 @@ def build_fusion(members: list[ir.Operation], exposed: list[ir.Value], namer: Na
     body = ir.Block.create_at_start(fusion.regions[0], [v.type for v in inputs], [location] * len(inputs))
     mapping: dict = {value: argument for value, argument in zip(inputs, body.arguments)}
     body_kinds: list[str] = []
-    with ir.InsertionPoint(body):
+    exposed_set = set(exposed)
+    with ir.InsertionPoint(body) as end:
         for member in members:
             if member.name == "xhlo.fusion":
                 inner_block = member.regions[0].blocks[0]
                 for argument, operand in zip(inner_block.arguments, member.operands):
                     mapping[argument] = mapping[operand]
                 inner_ops = list(inner_block.operations)
-                for inner in inner_ops[:-1]:
-                    _clone_into(inner.operation, mapping)
-                    body_kinds.append(kind_of(inner.operation))
+                # the last member, every result exposed, is erased below: its body moves
+                # over whole instead of being copied op by op (a consumer that keeps taking
+                # producers would otherwise be copied once per merge)
+                if member is anchor and all(result in exposed_set for result in member.results):
+                    for argument in inner_block.arguments:
+                        argument.replace_all_uses_with(mapping[argument])
+                    for inner in inner_ops[:-1]:
+                        inner.operation.detach_from_parent()
+                        end.insert(inner.operation)
+                        body_kinds.append(kind_of(inner.operation))
+                        for result in inner.operation.results:
+                            mapping[result] = result
+                else:
+                    for inner in inner_ops[:-1]:
+                        _clone_into(inner.operation, mapping)
+                        body_kinds.append(kind_of(inner.operation))
                 for result, value in zip(member.results, inner_ops[-1].operands):
                     mapping[result] = mapping[value]
             else:
@@ -287,27 +301,38 @@ class KernelTimes:
     address, which an op created later may reuse). A priority then costs additions, not
     kernel costs: a producer with many consumers (a constant every layer reads) is no longer
     recosted in full each time one of its consumers is merged (XLA's PriorityFusion caches
-    its priorities the same way and recomputes only the merged kernel's neighbours)."""
+    its priorities the same way and recomputes only the merged kernel's neighbours). Each
+    op's flops are kept the same way, for the pairs it takes part in."""
 
     def __init__(self, model: CostModel):
         self.model = model
         self.alone: dict[int, float] = {}
         self.fused: dict[tuple[int, int], float] = {}
         self.pairs_of: dict[int, set[tuple[int, int]]] = {}
+        self.flops: dict[int, float] = {}
+
+    def op_flops(self, op: ir.Operation, key: int) -> float:
+        flops = self.flops.get(key)
+        if flops is None:
+            flops = self.flops[key] = self.model.op_flops(op)
+        return flops
 
     def op_time(self, op: ir.Operation) -> float:
         key = identity(op)
-        if key not in self.alone:
-            self.alone[key] = self.model.op_time(op)
-        return self.alone[key]
+        time = self.alone.get(key)
+        if time is None:
+            time = self.alone[key] = self.model.op_time(op, self.op_flops(op, key))
+        return time
 
     def fused_time(self, producer: ir.Operation, consumer: ir.Operation) -> float:
         key = (identity(producer), identity(consumer))
-        if key not in self.fused:
-            self.fused[key] = self.model.fused_time(producer, consumer)
+        time = self.fused.get(key)
+        if time is None:
+            flops = sum((self.op_flops(producer, key[0]), self.op_flops(consumer, key[1])))
+            time = self.fused[key] = self.model.fused_time(producer, consumer, flops)
             self.pairs_of.setdefault(key[0], set()).add(key)
             self.pairs_of.setdefault(key[1], set()).add(key)
-        return self.fused[key]
+        return time
 
     def time_saved(self, producer: ir.Operation, consumers: list[ir.Operation], producer_stays: bool) -> tuple[float, float, float]:
         return saving(self.op_time(producer), [self.op_time(c) for c in consumers],
@@ -315,6 +340,7 @@ class KernelTimes:
 
     def forget(self, address: int) -> None:
         self.alone.pop(address, None)
+        self.flops.pop(address, None)
         for pair in self.pairs_of.pop(address, ()):
             self.fused.pop(pair, None)
 
