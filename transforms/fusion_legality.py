@@ -392,11 +392,11 @@ def in_place_operand(op: ir.Operation) -> ir.Value | None:
 
 
 def fused_operand_count(producer: ir.Operation, consumer: ir.Operation) -> int:
-    values: list = []
+    values: set = set()
     for value in list(consumer.operands) + list(producer.operands):
-        if _is(defining_op(value), producer) or value in values:
+        if value in values or _is(defining_op(value), producer):
             continue
-        values.append(value)
+        values.add(value)
     return len(values)
 
 

@@ -282,10 +282,12 @@ class Graph:
 def _operand_union(members: list[ir.Operation]) -> list[ir.Value]:
     inside = set(members)
     values: list = []
+    taken: set = set()
     for member in members:
         for value in member.operands:
-            if defining_op(value) in inside or value in values:
+            if value in taken or defining_op(value) in inside:
                 continue
+            taken.add(value)
             values.append(value)
     return values
 

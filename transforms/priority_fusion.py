@@ -155,10 +155,12 @@ def build_fusion(members: list[ir.Operation], exposed: list[ir.Value], namer: Na
     inside = set(members)
     anchor = members[-1]
     inputs: list[ir.Value] = []
+    taken: set = set()  # the inputs, for membership without a comparison per input
     for member in members:
         for value in member.operands:
-            if defining_op(value) in inside or value in inputs:
+            if value in taken or defining_op(value) in inside:
                 continue
+            taken.add(value)
             inputs.append(value)
     location = anchor.location
     with location, ir.InsertionPoint(anchor):
