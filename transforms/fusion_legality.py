@@ -246,6 +246,8 @@ def users_in_block(op: ir.Operation) -> list[ir.Operation]:
             user = ancestor_in_block(use.owner, block)
             if user is not None:
                 found.add(user)
+    if len(found) < 2:
+        return list(found)
     return sorted(found, key=functools.cmp_to_key(block_order))
 
 

@@ -203,12 +203,15 @@ def build_fusion(members: list[ir.Operation], exposed: list[ir.Value], namer: Na
         kind = "input" if "reduce" in roots else "loop"
     fusion.attributes["kind"] = ir.StringAttr.get(kind)
     fusion.attributes["name"] = ir.StringAttr.get(namer.unique(fusion_base_name(body_kinds, roots[0])))
+    # the users of the last member's results all stand after it, hence after the fusion
+    users_may_precede = any(defining_op(value) != anchor for value in exposed)
     for index, value in enumerate(exposed):
         value.replace_all_uses_with(fusion.results[index])
     for member in reversed(members):
         if all(not list(r.uses) for r in member.results):
             erase(member)
-    _move_users_after(fusion)
+    if users_may_precede:
+        _move_users_after(fusion)
     return fusion
 
 
