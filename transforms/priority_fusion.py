@@ -176,10 +176,10 @@ def build_fusion(members: list[ir.Operation], exposed: list[ir.Value], namer: Na
                 for argument, operand in zip(inner_block.arguments, member.operands):
                     mapping[argument] = mapping[operand]
                 inner_ops = list(inner_block.operations)
-                # the last member, every result exposed, is erased below: its body moves
-                # over whole instead of being copied op by op (a consumer that keeps taking
-                # producers would otherwise be copied once per merge)
-                if member is anchor and all(result in exposed_set for result in member.results):
+                # a member whose every result is exposed loses all its uses to the fusion and
+                # is erased below: its body moves over whole instead of being copied op by op
+                # (a consumer that keeps taking producers was copied once per merge)
+                if all(result in exposed_set for result in member.results):
                     for argument in inner_block.arguments:
                         argument.replace_all_uses_with(mapping[argument])
                     for inner in inner_ops[:-1]:
