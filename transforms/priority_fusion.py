@@ -322,15 +322,15 @@ class KernelTimes:
             flops = self.flops[key] = self.model.op_flops(op)
         return flops
 
-    def op_time(self, op: ir.Operation) -> float:
-        key = identity(op)
+    def op_time(self, op: ir.Operation, key: int | None = None) -> float:
+        key = identity(op) if key is None else key
         time = self.alone.get(key)
         if time is None:
             time = self.alone[key] = self.model.op_time(op, self.op_flops(op, key))
         return time
 
-    def fused_time(self, producer: ir.Operation, consumer: ir.Operation) -> float:
-        key = (identity(producer), identity(consumer))
+    def fused_time(self, producer: ir.Operation, consumer: ir.Operation, key: tuple[int, int] | None = None) -> float:
+        key = (identity(producer), identity(consumer)) if key is None else key
         time = self.fused.get(key)
         if time is None:
             flops = sum((self.op_flops(producer, key[0]), self.op_flops(consumer, key[1])))
@@ -340,8 +340,10 @@ class KernelTimes:
         return time
 
     def time_saved(self, producer: ir.Operation, consumers: list[ir.Operation], producer_stays: bool) -> tuple[float, float, float]:
-        return saving(self.op_time(producer), [self.op_time(c) for c in consumers],
-                      [self.fused_time(producer, c) for c in consumers], producer_stays)
+        # each op's address read once (a producer shared by every layer has many consumers)
+        producer_key, consumer_keys = identity(producer), [identity(c) for c in consumers]
+        return saving(self.op_time(producer, producer_key), [self.op_time(c, k) for c, k in zip(consumers, consumer_keys)],
+                      [self.fused_time(producer, c, (producer_key, k)) for c, k in zip(consumers, consumer_keys)], producer_stays)
 
     def forget(self, address: int) -> None:
         self.alone.pop(address, None)

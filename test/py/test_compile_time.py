@@ -73,10 +73,10 @@ def test_queued_priorities_are_the_fresh_ones(name, context, monkeypatch):
 
 
 class FreshKernelTimes(priority_fusion.KernelTimes):
-    def op_time(self, op):
+    def op_time(self, op, key=None):
         return self.model.op_time(op)
 
-    def fused_time(self, producer, consumer):
+    def fused_time(self, producer, consumer, key=None):
         return self.model.fused_time(producer, consumer)
 
 
