@@ -125,12 +125,13 @@ def mlirxla_cold(text: str, profile: bool) -> tuple[float, dict | None]:
 
 def breakdown(listener: PhaseTimes, total: float) -> dict:
     """Seconds per part of a compile: the front door, each pass, the pipeline runner's own
-    work (verifying the module after each pass, counting ops, the ledger), thunk emission,
+    work (the invariant check after the pipeline, or after each changing pass with
+    MLIRXLA_VERIFY_EACH=1; counting ops, the ledger), thunk emission,
     the kernels on the compiling thread (lowering; and their LLVM work with one compile
     thread), the wait for the compile threads (LLVM's O3 and code generation beyond what
     overlapped the lowering), the drivers, the shared object, and what no phase covers."""
     parts = dict(listener.passes)
-    parts["pipeline runner (verifying after each pass, the ledger)"] = listener.top["pipeline"] - sum(listener.passes.values())
+    parts["pipeline runner (the invariant check, the ledger)"] = listener.top["pipeline"] - sum(listener.passes.values())
     parts["front door"] = listener.top["frontdoor"]
     parts["thunk emission"] = listener.backend["thunk emission"]
     parts[f"{listener.kernels} kernels: lowering (and LLVM when compiled on one thread)"] = listener.top["kernel"]

@@ -2,9 +2,14 @@
 
 For every pass the runner decides whether it runs (`--disable-passes`, `--enable-passes-only`:
 exact names, a pipeline's name covering all its passes), times it, counts ops before and
-after, and writes a ledger row. After each pass that changed the module it runs the
-invariant checker (the xhlo verifier); a failure names the pass and pipeline and, when
-dumping, keeps the module from before and after the pass. It dumps in XLA's grammar when a
+after, and writes a ledger row. With `verify_each` (`mlirxla-opt`'s default, and everywhere
+with `MLIRXLA_VERIFY_EACH=1`, which the test suite sets) it runs the invariant checker (the
+xhlo verifier) after each pass that changed the module; a failure names the pass and pipeline
+and, when dumping, keeps the module from before and after the pass. Without it (a compile
+through the client or the plugin) the checker runs once, when the outermost pipeline changed
+the module, and a failure names the pipeline: the verifier runs a Python check per op, and
+running it after every changing pass was a tenth of a cold compile (XLA's C++ HloVerifier
+costs little by comparison); the import verified the module before the pipeline. It dumps in XLA's grammar when a
 pass changed the module and the dump regexes match (`--dump-pass-re` on the pass name,
 `--dump-pipeline-re` on the pipeline name, `--dump-module-re` on the module name, all
 partial matches), and prints the IR after passes for `--print-ir-after-all/-change`.
@@ -21,6 +26,7 @@ pass becomes an error naming the pass and the op it was processing, and with `ch
 name instead of reading freed memory.
 """
 
+import os
 import re
 import sys
 import time
@@ -31,7 +37,7 @@ from mlirxla import phases, printing
 from mlirxla.errors import MlirxlaError
 from mlirxla.mlir import ir
 from mlirxla.transforms import erasure
-from mlirxla.transforms.pass_base import ModulePass, PassReport, PassResult, count_ops
+from mlirxla.transforms.pass_base import ModulePass, PassReport, PassResult, count_ops, reports_rendered
 from mlirxla.transforms.verifier import verify_module
 
 from .dumps import DumpWriter, module_name
@@ -49,9 +55,13 @@ class RunOptions:
     dump_pass_re: str | None = None  # per-pass dumps only when set (as XLA)
     dump_pipeline_re: str | None = None
     dump_module_re: str | None = None
-    verify_each: bool = True  # the invariant checker after every changing pass
+    # the invariant checker after every changing pass; else once after the outermost pipeline
+    verify_each: bool = field(default_factory=lambda: verifying_each_by_default())
     check_changed_flag: bool = False  # debug: a pass's `changed` must match the module's text
     check_erasure: bool = field(default_factory=erasure.checking_by_default)
+    # render the reports that name values (layout, copies, schedule) even when not dumping:
+    # a compile through the client or the plugin turns it off (naming values costs a printing)
+    render_reports: bool = True
     print_ir_after_all: bool = False
     print_ir_after_change: bool = False
     print_stream: TextIO | None = None
@@ -79,6 +89,10 @@ class RunResult:
     ledger: Ledger
     dump_files: list[str] = field(default_factory=list)
     reports: dict[str, PassReport] = field(default_factory=dict)
+
+
+def verifying_each_by_default() -> bool:
+    return os.environ.get("MLIRXLA_VERIFY_EACH", "") not in ("", "0")
 
 
 def matches(pattern: str | None, name: str) -> bool:
@@ -117,7 +131,10 @@ class PipelineRunner:
     def run(self, pipeline: Pipeline) -> bool:
         self.ops_counted = None  # the module may have changed since the last run
         with phases.phase("pipeline", pipeline.name):
-            return self.run_pipeline(pipeline, enabled_by_parent=False)
+            changed = self.run_pipeline(pipeline, enabled_by_parent=False)
+            if changed and not self.options.verify_each:
+                self.check_pipeline_invariants(pipeline.name)
+            return changed
 
     # ------------------------------------------------------------------ steps
 
@@ -164,7 +181,7 @@ class PipelineRunner:
         ops_before = self.ops_counted if self.ops_counted is not None else count_ops(self.module)
         start = time.perf_counter()
         with erasure.stage(f"pass '{name}' in pipeline '{pipeline}'", checking=self.options.check_erasure):
-            with self.module.context, ir.Location.unknown(), phases.phase("pass", name):
+            with self.module.context, ir.Location.unknown(), phases.phase("pass", name), reports_rendered(self.renders_reports()):
                 result = PassResult.of(step.run(self.module))
             changed = result.changed
             wall_ms = (time.perf_counter() - start) * 1000
@@ -194,6 +211,9 @@ class PipelineRunner:
         if self.options.enable_passes_only is None or enabled_by_parent:
             return True
         return bool(names & self.options.enable_passes_only)
+
+    def renders_reports(self) -> bool:
+        return self.options.render_reports or self.dumps.directory is not None
 
     def keeps_text_before(self) -> bool:
         return self.options.check_changed_flag or (self.options.verify_each and self.dumps.directory is not None)
@@ -234,6 +254,13 @@ class PipelineRunner:
                 self.dumps.write_numbered(pipeline, f"before_{name}", before_text)
                 self.dumps.write_numbered(pipeline, f"after_{name}.invalid", self.module.operation.get_asm(print_generic_op_form=True))
             raise MlirxlaError(f"invariant check failed after pass '{name}' in pipeline '{pipeline}': {error.message}", error.location) from None
+
+    def check_pipeline_invariants(self, pipeline: str) -> None:
+        try:
+            verify_module(self.module, "-")
+        except MlirxlaError as error:
+            raise MlirxlaError(f"invariant check failed after pipeline '{pipeline}' (MLIRXLA_VERIFY_EACH=1 names the pass): "
+                               f"{error.message}", error.location) from None
 
     def print_after(self, step: ModulePass, changed: bool) -> None:
         options = self.options

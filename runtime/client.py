@@ -257,7 +257,8 @@ def compile_bytes(data: bytes, source: str, options: CompileOptions, backend: Ba
 
     run_options = RunOptions(dump_to=options.dump_to, dump_pass_re=options.dump_pass_re,
                              disable_passes=frozenset(options.disable_passes), backend=backend.name,
-                             iree_flags=tuple(options.iree_flags), allow_excess_precision=options.allow_excess_precision)
+                             iree_flags=tuple(options.iree_flags), allow_excess_precision=options.allow_excess_precision,
+                             render_reports=False)
     with _COMPILING, reported(options, source, backend) as recording, progress.compiling(source):
         try:
             imported = frontdoor.import_bytes(data, source, new_context())

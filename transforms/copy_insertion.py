@@ -32,7 +32,7 @@ from mlirxla.mlir import ir
 from .fusion_legality import ELEMENTWISE, ancestor_in_block, elementwise_read_operands, in_place_pair, kind_of, reachable
 from .layout_assignment import entry_functions, insert_copy, is_tensor, layout_of
 from .erasure import live_ops
-from .pass_base import ModulePass, PassResult, TextReport
+from .pass_base import ModulePass, PassResult, TextReport, rendering_reports
 
 DONATION_ATTRS = ("tf.aliasing_output", "jax.buffer_donor")
 
@@ -135,6 +135,8 @@ class CopyInsertionPass(ModulePass):
             inserter.visit_block(block, fname)
             if fname in entries:
                 inserter.entry(func, block, fname)
+        if not rendering_reports():
+            return PassResult(bool(inserter.records))
         lines = inserter.render(module)
         return PassResult(bool(inserter.records), TextReport({"copy-insertion.txt": "\n".join(lines) + ("\n" if lines else "")}))
 

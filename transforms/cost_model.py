@@ -26,10 +26,23 @@ class CostModel:
     # fusion name -> flops, for one pass run (`remembering`): fusion names are unique in a
     # module, and a fusion's body never changes under its name
     flops_memo: dict | None = field(default=None, compare=False, repr=False)
+    # type -> (elements, bytes), for one pass run: types are uniqued in their context, so a
+    # type's sizes are read off it once, not once per operand of every kernel costed
+    sizes_memo: dict | None = field(default=None, compare=False, repr=False)
 
     def remembering(self) -> "CostModel":
-        """This model, remembering each fusion's flops (for one pass run over one module)."""
-        return dataclasses.replace(self, flops_memo={})
+        """This model, remembering each fusion's flops and each type's sizes (for one pass
+        run over one module: a type is only valid while its context lives)."""
+        return dataclasses.replace(self, flops_memo={}, sizes_memo={})
+
+    def sizes(self, value_type: ir.Type) -> tuple[int, int]:
+        """(elements, bytes) of a value of `value_type`."""
+        if self.sizes_memo is None:
+            return element_count(value_type), byte_size(value_type)
+        sizes = self.sizes_memo.get(value_type)
+        if sizes is None:
+            sizes = self.sizes_memo[value_type] = (element_count(value_type), byte_size(value_type))
+        return sizes
 
     def kernel_time(self, bytes_accessed: float, flops: float) -> float:
         return self.kernel_overhead_s + max(bytes_accessed / self.memory_bandwidth_bytes_per_s, flops / self.flops_per_s)
@@ -64,8 +77,9 @@ class CostModel:
                 total += elements
         return total
 
-    def kernel_cost(self, members: list[ir.Operation], outputs: list[ir.Value]) -> float:
-        """Time of one kernel made of `members` (ops or fusions) computing `outputs`."""
+    def kernel_cost(self, members: list[ir.Operation], outputs: list[ir.Value], flops: float | None = None) -> float:
+        """Time of one kernel made of `members` (ops or fusions) computing `outputs`; `flops`,
+        when given, is the members' flops summed in their order (as this would sum them)."""
         if len(members) == 1 and kind_of(members[0]) in NOT_KERNELS:
             return 0.0
         inside = {m.operation for m in members}
@@ -73,21 +87,24 @@ class CostModel:
         for member in members:
             for value in member.operands:
                 owner = value.owner
-                if isinstance(owner, (ir.Operation, ir.OpView)) and owner.operation in inside:
-                    continue
-                if isinstance(owner, (ir.Operation, ir.OpView)) and kind_of(owner.operation) == "constant" and element_count(value.type) <= 1:
-                    continue
+                if isinstance(owner, (ir.Operation, ir.OpView)):
+                    owner = owner.operation
+                    if owner in inside:
+                        continue
+                    if owner.name == "xhlo.constant" and self.sizes(value.type)[0] <= 1:
+                        continue
                 read[value] = True
-        bytes_accessed = sum(byte_size(v.type) for v in read) + sum(byte_size(v.type) for v in outputs)
-        flops = sum(self.op_flops(m) for m in members)
+        bytes_accessed = sum(self.sizes(v.type)[1] for v in read) + sum(self.sizes(v.type)[1] for v in outputs)
+        if flops is None:
+            flops = sum(self.op_flops(m) for m in members)
         return self.kernel_time(bytes_accessed, flops)
 
-    def op_time(self, op: ir.Operation) -> float:
-        return self.kernel_cost([op], list(op.results))
+    def op_time(self, op: ir.Operation, flops: float | None = None) -> float:
+        return self.kernel_cost([op], list(op.results), flops)
 
-    def fused_time(self, producer: ir.Operation, consumer: ir.Operation) -> float:
+    def fused_time(self, producer: ir.Operation, consumer: ir.Operation, flops: float | None = None) -> float:
         """Time of the kernel `producer` fused into `consumer` makes."""
-        return self.kernel_cost([producer, consumer], list(consumer.results))
+        return self.kernel_cost([producer, consumer], list(consumer.results), flops)
 
     def time_saved(self, producer: ir.Operation, consumers: list[ir.Operation], producer_stays: bool) -> tuple[float, float, float]:
         """(saved, unfused, fused) seconds for fusing `producer` into each of `consumers`."""

@@ -55,7 +55,9 @@ class Erasures:
     current: ir.Operation | None = None
     current_identity: int = 0
     current_since: int = 0
-    current_where: tuple[str, str] | None = None  # filled in when the current op itself is erased
+    # filled in when the current op itself is erased: its name and location (an attribute of
+    # the context, which outlives the op), read as text only when an error needs it
+    current_where: tuple[str, ir.Location] | None = None
     graveyard: ir.Module | None = None
     buried: dict[int, str] = field(default_factory=dict)  # identity -> "name at location"
     placeholders: dict[str, ir.Value] = field(default_factory=dict)
@@ -66,7 +68,8 @@ class Erasures:
     def where(self) -> tuple[str, str] | None:
         """(op name, location) of the op the pass was processing, or None."""
         if self.current_where is not None:
-            return self.current_where
+            name, location = self.current_where
+            return name, location_text(location)
         if self.current is None or self.erased_since(self.current_identity, self.current_since):
             return None
         return self.current.name, location_text(self.current.location)
@@ -87,10 +90,18 @@ _capsule_name.restype = ctypes.c_char_p
 _capsule_name.argtypes = [ctypes.py_object]
 
 
+_capsule_names: dict[type, bytes] = {}  # the Python class of an op -> its capsules' name
+
+
 def identity(op) -> int:
-    """The address of the C++ operation behind `op`, read without touching the operation."""
+    """The address of the C++ operation behind `op`, read without touching the operation.
+    The capsule's name is the same for every op of a class, so it is asked once per class
+    (the fusion passes ask for hundreds of thousands of identities)."""
     capsule = op._CAPIPtr
-    return _capsule_pointer(capsule, _capsule_name(capsule))
+    name = _capsule_names.get(type(op))
+    if name is None:
+        name = _capsule_names[type(op)] = _capsule_name(capsule)
+    return _capsule_pointer(capsule, name)
 
 
 def describe(op: ir.Operation) -> str:
@@ -164,7 +175,7 @@ def erase(op) -> None:
     identities = [identity(inner) for inner in nested]
     erasures.sequence += 1
     if erasures.current is not None and erasures.current_identity in identities and erasures.current_where is None:
-        erasures.current_where = erasures.current.name, location_text(erasures.current.location)
+        erasures.current_where = erasures.current.name, erasures.current.location
     for inner_identity in identities:
         erasures.erased_at[inner_identity] = erasures.sequence
     if erasures.checking:

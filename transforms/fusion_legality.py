@@ -97,6 +97,36 @@ def contains_reduce(op: ir.Operation) -> bool:
     return "reduce" in fused_kinds(op)
 
 
+@dataclass(frozen=True)
+class Body:
+    """What the legality rules read off a kernel's body: its ops' kinds and its roots' kinds."""
+
+    kinds: tuple[str, ...]
+    roots: tuple[str, ...]
+
+    @classmethod
+    def of(cls, op: ir.Operation) -> "Body":
+        return cls(tuple(fused_kinds(op)), tuple(root_kinds(op)))
+
+
+class Bodies:
+    """Each kernel's `Body` for one pass run, a fusion's read once under its name: names are
+    unique in a module and a fusion's body never changes under its name (a merge makes a new
+    fusion), while the rules ask for the same consumer's body on every producer offered to it."""
+
+    def __init__(self):
+        self.by_name: dict[str, Body] = {}
+
+    def of(self, op: ir.Operation) -> Body:
+        if op.name != "xhlo.fusion" or "name" not in op.attributes:
+            return Body.of(op)
+        name = ir.StringAttr(op.attributes["name"]).value
+        body = self.by_name.get(name)
+        if body is None:
+            body = self.by_name[name] = Body.of(op)
+        return body
+
+
 def _shape(value_type: ir.Type) -> tuple[int, ...] | None:
     return tuple(ir.RankedTensorType(value_type).shape) if isinstance(value_type, ir.RankedTensorType) else None
 
@@ -216,6 +246,8 @@ def users_in_block(op: ir.Operation) -> list[ir.Operation]:
             user = ancestor_in_block(use.owner, block)
             if user is not None:
                 found.add(user)
+    if len(found) < 2:
+        return list(found)
     return sorted(found, key=functools.cmp_to_key(block_order))
 
 
@@ -272,7 +304,11 @@ def not_fusible_reason(op: ir.Operation, limits: FusionLimits) -> str | None:
 
 def is_expensive(op: ir.Operation) -> bool:
     """XLA's IsExpensive, over a fusion's body: transcendental ops, reductions, gathers."""
-    return any(kind in TRANSCENDENTAL or kind in ("reduce", "gather", "dynamic_update_slice") for kind in fused_kinds(op))
+    return expensive_kinds(fused_kinds(op))
+
+
+def expensive_kinds(kinds) -> bool:
+    return any(kind in TRANSCENDENTAL or kind in ("reduce", "gather", "dynamic_update_slice") for kind in kinds)
 
 
 def fusion_refusal(
@@ -281,9 +317,12 @@ def fusion_refusal(
     *,
     duplicate: bool,
     limits: FusionLimits = FusionLimits(),
+    bodies: Bodies | None = None,
 ) -> str | None:
-    """None when `producer` may fuse into `consumer`, else why not (one sentence)."""
+    """None when `producer` may fuse into `consumer`, else why not (one sentence); `bodies`
+    remembers the kernels' bodies over a pass run."""
     producer, consumer = producer.operation, consumer.operation
+    body_of = bodies.of if bodies is not None else Body.of
     if consumer.block != producer.block:
         return "the consumer is in another computation"
     reason = not_fusible_reason(producer, limits)
@@ -296,26 +335,28 @@ def fusion_refusal(
         return "the consumer is not fusible (a constant has no operands)"
     if len(producer.results) != 1:
         return "the producer has several results (multi-output producers are fused by xhlo-multi-output-fusion)"
-    producer_roots = root_kinds(producer)
+    producer_body, consumer_body = body_of(producer), body_of(consumer)
+    producer_roots = producer_body.roots
     if "dynamic_update_slice" in producer_roots:
         return "the producer is an in-place dynamic-update-slice, which must stay a fusion root"
-    if "dynamic_update_slice" in root_kinds(consumer):
+    if "dynamic_update_slice" in consumer_body.roots:
         # the updated buffer (operand 0) must stay a separate buffer to be updated in place
         updated = in_place_operand(consumer)
         if updated is not None and _is(defining_op(updated), producer):
             return "the consumer updates the producer's result in place (dynamic-update-slice)"
-    if contains_reduce(producer) and contains_reduce(consumer) and not (limits.row_fusion and not duplicate and row_compatible(producer, consumer)):
+    if ("reduce" in producer_body.kinds and "reduce" in consumer_body.kinds
+            and not (limits.row_fusion and not duplicate and row_compatible(producer, consumer))):
         return "both the producer and the consumer contain a reduce"
     if "reduce" in producer_roots and kind_of(consumer) == "reduce":
         return "both the producer and the consumer contain a reduce"
     if duplicate:
-        if is_expensive(producer):
+        if expensive_kinds(producer_body.kinds):
             return "the producer is expensive and has other users; fusing would duplicate it"
-        if len(fused_ops(producer)) > limits.max_duplicated_ops:
+        if len(producer_body.kinds) > limits.max_duplicated_ops:
             return "the fusion would result in an overly large code duplication"
     elif reachable(producer, consumer, skip_direct=True):
         return "fusion would create a cycle"
-    size = len(fused_ops(producer)) + len(fused_ops(consumer))
+    size = len(producer_body.kinds) + len(consumer_body.kinds)
     if size > limits.max_fused_ops:
         return f"the fusion would hold {size} ops, more than the maximum of {limits.max_fused_ops}"
     operands = fused_operand_count(producer, consumer)
@@ -353,11 +394,11 @@ def in_place_operand(op: ir.Operation) -> ir.Value | None:
 
 
 def fused_operand_count(producer: ir.Operation, consumer: ir.Operation) -> int:
-    values: list = []
+    values: set = set()
     for value in list(consumer.operands) + list(producer.operands):
-        if _is(defining_op(value), producer) or value in values:
+        if value in values or _is(defining_op(value), producer):
             continue
-        values.append(value)
+        values.add(value)
     return len(values)
 
 

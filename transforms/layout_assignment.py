@@ -32,7 +32,7 @@ from mlirxla.dialects.xhlo.ops import ELEMENTWISE_OPS
 from mlirxla.mlir import ir
 
 from .erasure import live_ops
-from .pass_base import ModulePass, PassResult, TextReport
+from .pass_base import ModulePass, PassResult, TextReport, rendering_reports
 
 LAYOUT_ATTR = "xhlo.layout"
 # HLO counts copy elementwise too (StableHLO has no copy)
@@ -165,6 +165,8 @@ class LayoutAssignmentPass(ModulePass):
                 continue
             is_entry = ir.StringAttr(op.attributes["sym_name"]).value in entries
             assigner.assign_function(op, is_entry)
+        if not rendering_reports():
+            return PassResult(assigner.changed)
         lines = assigner.render(module)
         return PassResult(assigner.changed, TextReport({"layout-assignment.txt": "\n".join(lines) + ("\n" if lines else "")}))
 

@@ -42,6 +42,7 @@ from .fusion_legality import (
     CHEAP_TO_DUPLICATE,
     ELEMENTWISE,
     NOT_KERNELS,
+    Bodies,
     FusionLimits,
     contiguous_copy,
     element_count,
@@ -55,7 +56,7 @@ from .fusion_legality import (
 )
 from .erasure import identity
 from .pass_base import ModulePass, PassReport, PassResult
-from .priority_fusion import TERMINATORS, Namer, build_fusion, describe, fusible_blocks
+from .priority_fusion import TERMINATORS, Descriptions, Namer, build_fusion, fusible_blocks
 
 MAX_RESULTS = 64  # the xhlo.fusion op has 64 result slots
 # what a loop consumer and its producer may hold: elementwise work over one index space, so
@@ -175,8 +176,9 @@ class KernelFacts:
     may reuse the address). The scan after each merge asks them again for every candidate
     and pair; without this each scan re-walked every fusion's body."""
 
-    def __init__(self, limits: FusionLimits):
+    def __init__(self, limits: FusionLimits, describe: Descriptions):
         self.limits = limits
+        self.describe = describe
         self.heroes: dict[int, Hero] = {}
         self.op_counts: dict[int, int] = {}
         self.descriptions: dict[int, str] = {}
@@ -185,7 +187,7 @@ class KernelFacts:
     def description(self, op: ir.Operation) -> str:
         key = identity(op)
         if key not in self.descriptions:
-            self.descriptions[key] = describe(op)
+            self.descriptions[key] = self.describe(op)
         return self.descriptions[key]
 
     def problem(self, op: ir.Operation) -> str | None:
@@ -214,23 +216,30 @@ class KernelFacts:
 
 
 class Graph:
-    """Positions and users of one block's ops, computed once per scan, and the ops reachable
-    from each source asked about (one walk per source and scan, however many targets)."""
+    """Positions of one block's ops, computed once per scan, their users, each found once per
+    scan when first asked (a sibling scan asks for few: listing every op's users on each of
+    the scans between merges was a third of the pass), and the ops reachable from each source
+    asked about (one walk per source and scan, however many targets)."""
 
     def __init__(self, block: ir.Block):
         self.ops = [op.operation for op in block.operations]
         self.position = {op: index for index, op in enumerate(self.ops)}
         self.block = block
-        self.users: dict = {}
-        for op in self.ops:
+        self.found_users: dict = {}
+        self.descendants: dict = {}
+
+    def users(self, op: ir.Operation) -> list[ir.Operation]:
+        """The distinct ops of the block using one of `op`'s results, in the order of its uses."""
+        found = self.found_users.get(op)
+        if found is None:
             found = []
             for result in op.results:
                 for use in result.uses:
                     user = self.in_block(use.owner)
                     if user is not None and user not in found:
                         found.append(user)
-            self.users[op] = found
-        self.descendants: dict = {}
+            self.found_users[op] = found
+        return found
 
     def in_block(self, op) -> ir.Operation | None:
         op = op.operation
@@ -245,19 +254,19 @@ class Graph:
         """Is there a path of uses from `source` to `target`?"""
         if source not in self.descendants:
             found: set = set()
-            stack = list(self.users[source])
+            stack = list(self.users(source))
             while stack:
                 op = stack.pop()
                 if op not in found:
                     found.add(op)
-                    stack.extend(self.users[op])
+                    stack.extend(self.users(op))
             self.descendants[source] = found
         return target in self.descendants[source]
 
     def reachable_indirectly(self, source: ir.Operation, target: ir.Operation) -> bool:
         """Is there a path of uses from `source` to `target` other than the edge between them?"""
         limit = self.position[target]
-        stack = [u for u in self.users[source] if u != target]
+        stack = [u for u in self.users(source) if u != target]
         seen: set = set()
         while stack:
             op = stack.pop()
@@ -266,17 +275,19 @@ class Graph:
             if op in seen or self.position[op] > limit:
                 continue
             seen.add(op)
-            stack.extend(self.users[op])
+            stack.extend(self.users(op))
         return False
 
 
 def _operand_union(members: list[ir.Operation]) -> list[ir.Value]:
     inside = set(members)
     values: list = []
+    taken: set = set()
     for member in members:
         for value in member.operands:
-            if defining_op(value) in inside or value in values:
+            if value in taken or defining_op(value) in inside:
                 continue
+            taken.add(value)
             values.append(value)
     return values
 
@@ -336,14 +347,18 @@ class MergeBlock:
         self.block, self.limits, self.namer, self.log = block, limits, namer, log
         self.sibling, self.producer_consumer = sibling, producer_consumer
         self.logged: set = set()
-        self.facts = KernelFacts(limits)
+        # (the candidates' descriptions, the reason) of each value whose sharing is no profit:
+        # a later scan meeting the same ones would only log refusals already logged
+        self.unprofitable: set = set()
+        self.describe = Descriptions()
+        self.bodies = Bodies()
+        self.facts = KernelFacts(limits, self.describe)
 
     def refuse(self, rule: str, first: ir.Operation, second: ir.Operation, reason: str) -> None:
-        record = MofDecision("refused", rule, self.facts.description(first), self.facts.description(second), reason)
-        key = (rule, record.first, record.second, reason)
+        key = (rule, self.facts.description(first), self.facts.description(second), reason)
         if key not in self.logged:
             self.logged.add(key)
-            self.log.append(record)
+            self.log.append(MofDecision("refused", *key))
 
     def run(self) -> bool:
         changed = False
@@ -373,10 +388,13 @@ class MergeBlock:
             if len(candidates) < 2:
                 continue
             profit = shared_operand_problem(value)
+            if profit:
+                self.refuse_every_pair(candidates, profit)
+                continue
             for i, first in enumerate(candidates):
                 group = [first]
                 for second in candidates[i + 1:]:
-                    reason = profit or self.sibling_problem(graph, group, second)
+                    reason = self.sibling_problem(graph, group, second)
                     if reason:
                         self.refuse("sibling", first, second, reason)
                         continue
@@ -385,6 +403,21 @@ class MergeBlock:
                     self.merge_siblings(group)
                     return True
         return False
+
+    def refuse_every_pair(self, candidates: list[ir.Operation], reason: str) -> None:
+        """Refuse each pair of `candidates` (in block order) for sharing an unprofitable value.
+        The log keeps each refusal once, by the two descriptions and the reason, so a scan that
+        meets the same candidates again (every scan after each merge does) adds nothing."""
+        descriptions = tuple(self.facts.description(candidate) for candidate in candidates)
+        if (descriptions, reason) in self.unprofitable:
+            return
+        self.unprofitable.add((descriptions, reason))
+        for i, first in enumerate(descriptions):
+            for second in descriptions[i + 1:]:
+                key = ("sibling", first, second, reason)
+                if key not in self.logged:
+                    self.logged.add(key)
+                    self.log.append(MofDecision("refused", *key))
 
     def sibling_problem(self, graph: Graph, group: list[ir.Operation], second: ir.Operation) -> str | None:
         """Why `second` may not join the siblings `group` (each before it in the block)."""
@@ -402,12 +435,12 @@ class MergeBlock:
         """One fusion of every sibling in `group` (pairwise without a path between them, so
         the merge creates no cycle): a value read by many kernels (a stacked weight sliced
         per layer) becomes one fusion in one scan, not one merge and rescan per kernel."""
-        texts = [describe(member) for member in group]
+        texts = [self.describe(member) for member in group]
         exposed = [result for member in group for result in member.results]
         for member in group:
             self.facts.forget(member)
         fusion = build_fusion(group, exposed, self.namer)
-        fusion_text = describe(fusion)
+        fusion_text = self.describe(fusion)
         for text in texts[1:]:
             self.log.append(MofDecision("fused", "sibling", texts[0], text, fusion=fusion_text))
 
@@ -416,7 +449,7 @@ class MergeBlock:
     def producer_consumer_step(self) -> bool:
         graph = Graph(self.block)
         for producer in graph.ops:
-            users = graph.users[producer]
+            users = graph.users(producer)
             if len(users) < 2 or self.facts.problem(producer):
                 continue
             if kind_of(producer) in ("broadcast", "iota", "reshape", "transpose", "slice", "convert"):
@@ -433,13 +466,13 @@ class MergeBlock:
                 if reason:
                     self.refuse("producer-consumer", producer, consumer, reason)
                     continue
-                producer_text, consumer_text = describe(producer), describe(consumer)
+                producer_text, consumer_text = self.describe(producer), self.describe(consumer)
                 exposed = list(consumer.results) + [r for r in producer.results if any(
                     graph.in_block(use.owner) != consumer for use in r.uses)]
                 self.facts.forget(producer)
                 self.facts.forget(consumer)
                 fusion = build_fusion([producer, consumer], exposed, self.namer)
-                self.log.append(MofDecision("fused", "producer-consumer", producer_text, consumer_text, fusion=describe(fusion)))
+                self.log.append(MofDecision("fused", "producer-consumer", producer_text, consumer_text, fusion=self.describe(fusion)))
                 return True
         return False
 
@@ -466,7 +499,7 @@ class MergeBlock:
             return f"incompatible shapes: the producer's shape {list(produced or ())} is not the shape {list(hero.loop_shape or ())} the consumer reduces"
         if graph.reachable_indirectly(producer, consumer):
             return "fusion would create a cycle"
-        reason = fusion_refusal(producer, consumer, duplicate=False, limits=self.limits)
+        reason = fusion_refusal(producer, consumer, duplicate=False, limits=self.limits, bodies=self.bodies)
         if reason:
             return reason
         ops = self.facts.op_count(producer) + self.facts.op_count(consumer)

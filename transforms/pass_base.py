@@ -15,9 +15,16 @@ dump files; the runner keeps the last report of each pass and writes those files
 holds no state between runs. Options are the dataclass fields; in pipeline text they are written
 in kebab case: `xhlo-algsimp{fast-math=true}`. Upstream MLIR passes join the same pipelines
 through `UpstreamPass`, which reports a change when the module's text changed.
+
+A report that names values (`%12`) renders its text while the pass runs, and naming values
+numbers the whole module (about as costly as printing it); a pass asks `rendering_reports()`
+first and makes no such report when the runner says nobody will read it (a compile through the
+client or the plugin that does not dump: `RunOptions.render_reports`).
 """
 
 import abc
+import contextlib
+import contextvars
 import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
@@ -25,6 +32,24 @@ from typing import ClassVar
 from mlirxla.context import pass_manager
 from mlirxla.errors import MlirxlaError, first_line
 from mlirxla.mlir import ir, passmanager
+
+
+_RENDERING_REPORTS = contextvars.ContextVar("mlirxla_rendering_reports", default=True)
+
+
+def rendering_reports() -> bool:
+    """Whether the running pass should render the text reports that name values."""
+    return _RENDERING_REPORTS.get()
+
+
+@contextlib.contextmanager
+def reports_rendered(wanted: bool):
+    """Passes run inside say `rendering_reports() == wanted`."""
+    token = _RENDERING_REPORTS.set(wanted)
+    try:
+        yield
+    finally:
+        _RENDERING_REPORTS.reset(token)
 
 
 class PassReport:

@@ -34,6 +34,7 @@ from mlirxla.mlir import ir
 from .cost_model import CostModel, model_for, saving
 from .erasure import erase, identity, processing
 from .fusion_legality import (
+    Bodies,
     FusionLimits,
     fusion_refusal,
     kind_of,
@@ -74,8 +75,12 @@ class Decision:
 
 def location_text(op: ir.Operation) -> str:
     """`file:line:col` of the op (`-` for text parsed from memory), else the raw location."""
-    text = errors.location_text(op.location)
-    return str(op.location) if text == "-" else text
+    return text_of_location(op.location)
+
+
+def text_of_location(location: ir.Location) -> str:
+    text = errors.location_text(location)
+    return str(location) if text == "-" else text
 
 
 def op_name(op: ir.Operation) -> str:
@@ -84,8 +89,28 @@ def op_name(op: ir.Operation) -> str:
     return kind_of(op)
 
 
-def describe(op: ir.Operation) -> str:
-    return f"{op_name(op)}({kind_of(op) if op.name == 'xhlo.fusion' else 'op'}) at {location_text(op)}"
+def describe(op: ir.Operation, location: str | None = None) -> str:
+    """`name(kind) at file:line:col`; `location` is the op's location text when known."""
+    where = location_text(op) if location is None else location
+    return f"{op_name(op)}({kind_of(op) if op.name == 'xhlo.fusion' else 'op'}) at {where}"
+
+
+class Descriptions:
+    """`describe` for one pass run, printing each location once: a location is an attribute,
+    uniqued in the module's context, so its text never changes while the pass runs (a fusion
+    pass describes an op for every decision it logs, and printing and matching the location
+    was a tenth of priority fusion's time)."""
+
+    def __init__(self):
+        self.locations: dict[ir.Attribute, str] = {}
+
+    def __call__(self, op: ir.Operation) -> str:
+        location = op.location
+        key = location.attr
+        text = self.locations.get(key)
+        if text is None:
+            text = self.locations[key] = text_of_location(location)
+        return describe(op, text)
 
 
 # --- building fusions ------------------------------------------------------------------------
@@ -130,10 +155,12 @@ def build_fusion(members: list[ir.Operation], exposed: list[ir.Value], namer: Na
     inside = set(members)
     anchor = members[-1]
     inputs: list[ir.Value] = []
+    taken: set = set()  # the inputs, for membership without a comparison per input
     for member in members:
         for value in member.operands:
-            if defining_op(value) in inside or value in inputs:
+            if value in taken or defining_op(value) in inside:
                 continue
+            taken.add(value)
             inputs.append(value)
     location = anchor.location
     with location, ir.InsertionPoint(anchor):
@@ -141,16 +168,30 @@ def build_fusion(members: list[ir.Operation], exposed: list[ir.Value], namer: Na
     body = ir.Block.create_at_start(fusion.regions[0], [v.type for v in inputs], [location] * len(inputs))
     mapping: dict = {value: argument for value, argument in zip(inputs, body.arguments)}
     body_kinds: list[str] = []
-    with ir.InsertionPoint(body):
+    exposed_set = set(exposed)
+    with ir.InsertionPoint(body) as end:
         for member in members:
             if member.name == "xhlo.fusion":
                 inner_block = member.regions[0].blocks[0]
                 for argument, operand in zip(inner_block.arguments, member.operands):
                     mapping[argument] = mapping[operand]
                 inner_ops = list(inner_block.operations)
-                for inner in inner_ops[:-1]:
-                    _clone_into(inner.operation, mapping)
-                    body_kinds.append(kind_of(inner.operation))
+                # a member whose every result is exposed loses all its uses to the fusion and
+                # is erased below: its body moves over whole instead of being copied op by op
+                # (a consumer that keeps taking producers was copied once per merge)
+                if all(result in exposed_set for result in member.results):
+                    for argument in inner_block.arguments:
+                        argument.replace_all_uses_with(mapping[argument])
+                    for inner in inner_ops[:-1]:
+                        inner.operation.detach_from_parent()
+                        end.insert(inner.operation)
+                        body_kinds.append(kind_of(inner.operation))
+                        for result in inner.operation.results:
+                            mapping[result] = result
+                else:
+                    for inner in inner_ops[:-1]:
+                        _clone_into(inner.operation, mapping)
+                        body_kinds.append(kind_of(inner.operation))
                 for result, value in zip(member.results, inner_ops[-1].operands):
                     mapping[result] = mapping[value]
             else:
@@ -162,12 +203,15 @@ def build_fusion(members: list[ir.Operation], exposed: list[ir.Value], namer: Na
         kind = "input" if "reduce" in roots else "loop"
     fusion.attributes["kind"] = ir.StringAttr.get(kind)
     fusion.attributes["name"] = ir.StringAttr.get(namer.unique(fusion_base_name(body_kinds, roots[0])))
+    # the users of the last member's results all stand after it, hence after the fusion
+    users_may_precede = any(defining_op(value) != anchor for value in exposed)
     for index, value in enumerate(exposed):
         value.replace_all_uses_with(fusion.results[index])
     for member in reversed(members):
         if all(not list(r.uses) for r in member.results):
             erase(member)
-    _move_users_after(fusion)
+    if users_may_precede:
+        _move_users_after(fusion)
     return fusion
 
 
@@ -228,10 +272,11 @@ class PriorityFusionPass(ModulePass):
         model = model_for(self.backend).remembering()
         limits = FusionLimits()
         namer = Namer(module)
+        descriptions, bodies = Descriptions(), Bodies()
         changed = False
         with module.context, ir.Location.unknown():
             for block in fusible_blocks(module):
-                changed = FuseBlock(block, model, limits, namer, decisions).run() or changed
+                changed = FuseBlock(block, model, limits, namer, decisions, descriptions, bodies).run() or changed
         return PassResult(changed, FusionDecisions("fusion-decisions.txt", tuple(decisions)))
 
 
@@ -261,34 +306,48 @@ class KernelTimes:
     address, which an op created later may reuse). A priority then costs additions, not
     kernel costs: a producer with many consumers (a constant every layer reads) is no longer
     recosted in full each time one of its consumers is merged (XLA's PriorityFusion caches
-    its priorities the same way and recomputes only the merged kernel's neighbours)."""
+    its priorities the same way and recomputes only the merged kernel's neighbours). Each
+    op's flops are kept the same way, for the pairs it takes part in."""
 
     def __init__(self, model: CostModel):
         self.model = model
         self.alone: dict[int, float] = {}
         self.fused: dict[tuple[int, int], float] = {}
         self.pairs_of: dict[int, set[tuple[int, int]]] = {}
+        self.flops: dict[int, float] = {}
 
-    def op_time(self, op: ir.Operation) -> float:
-        key = identity(op)
-        if key not in self.alone:
-            self.alone[key] = self.model.op_time(op)
-        return self.alone[key]
+    def op_flops(self, op: ir.Operation, key: int) -> float:
+        flops = self.flops.get(key)
+        if flops is None:
+            flops = self.flops[key] = self.model.op_flops(op)
+        return flops
 
-    def fused_time(self, producer: ir.Operation, consumer: ir.Operation) -> float:
-        key = (identity(producer), identity(consumer))
-        if key not in self.fused:
-            self.fused[key] = self.model.fused_time(producer, consumer)
+    def op_time(self, op: ir.Operation, key: int | None = None) -> float:
+        key = identity(op) if key is None else key
+        time = self.alone.get(key)
+        if time is None:
+            time = self.alone[key] = self.model.op_time(op, self.op_flops(op, key))
+        return time
+
+    def fused_time(self, producer: ir.Operation, consumer: ir.Operation, key: tuple[int, int] | None = None) -> float:
+        key = (identity(producer), identity(consumer)) if key is None else key
+        time = self.fused.get(key)
+        if time is None:
+            flops = sum((self.op_flops(producer, key[0]), self.op_flops(consumer, key[1])))
+            time = self.fused[key] = self.model.fused_time(producer, consumer, flops)
             self.pairs_of.setdefault(key[0], set()).add(key)
             self.pairs_of.setdefault(key[1], set()).add(key)
-        return self.fused[key]
+        return time
 
     def time_saved(self, producer: ir.Operation, consumers: list[ir.Operation], producer_stays: bool) -> tuple[float, float, float]:
-        return saving(self.op_time(producer), [self.op_time(c) for c in consumers],
-                      [self.fused_time(producer, c) for c in consumers], producer_stays)
+        # each op's address read once (a producer shared by every layer has many consumers)
+        producer_key, consumer_keys = identity(producer), [identity(c) for c in consumers]
+        return saving(self.op_time(producer, producer_key), [self.op_time(c, k) for c, k in zip(consumers, consumer_keys)],
+                      [self.fused_time(producer, c, (producer_key, k)) for c, k in zip(consumers, consumer_keys)], producer_stays)
 
     def forget(self, address: int) -> None:
         self.alone.pop(address, None)
+        self.flops.pop(address, None)
         for pair in self.pairs_of.pop(address, ()):
             self.fused.pop(pair, None)
 
@@ -304,8 +363,10 @@ class FuseBlock:
     found without a walk over the block and an op about to be erased is dropped before its
     handle dangles)."""
 
-    def __init__(self, block, model, limits, namer, log):
+    def __init__(self, block, model, limits, namer, log, descriptions=None, bodies=None):
         self.block, self.limits, self.namer, self.log = block, limits, namer, log
+        self.describe = descriptions or Descriptions()
+        self.bodies = bodies or Bodies()
         self.times = KernelTimes(model)
         self.current: dict[int, int] = {}
         self.pushed: dict[int, dict[int, ir.Operation]] = {}
@@ -377,9 +438,9 @@ class FuseBlock:
         duplicate = len(users) > 1
         accepted = []
         for consumer in consumers:
-            reason = fusion_refusal(producer, consumer, duplicate=duplicate, limits=self.limits)
+            reason = fusion_refusal(producer, consumer, duplicate=duplicate, limits=self.limits, bodies=self.bodies)
             if reason:
-                self.log.append(Decision("refused", describe(producer), describe(consumer), reason))
+                self.log.append(Decision("refused", self.describe(producer), self.describe(consumer), reason))
             else:
                 accepted.append(consumer)
         if not accepted:
@@ -389,17 +450,17 @@ class FuseBlock:
         costs = dict(saved_us=saved * 1e6, unfused_us=unfused * 1e6, fused_us=fused * 1e6)
         if saved < 0 or (saved == 0 and kind_of(producer) != "constant"):
             for consumer in accepted:
-                self.log.append(Decision("refused", describe(producer), describe(consumer), "the fusion is not profitable", **costs))
+                self.log.append(Decision("refused", self.describe(producer), self.describe(consumer), "the fusion is not profitable", **costs))
             return False
-        producer_text = describe(producer)
+        producer_text = self.describe(producer)
         if not stays:
             self.forget(producer)  # the last merge erases it
         made = []
         for consumer in accepted:
-            consumer_text = describe(consumer)
+            consumer_text = self.describe(consumer)
             self.forget(consumer)  # before the merge erases it
             fusion = build_fusion([producer, consumer], list(consumer.results), self.namer)
-            self.log.append(Decision("fused", producer_text, consumer_text, fusion=describe(fusion), **costs))
+            self.log.append(Decision("fused", producer_text, consumer_text, fusion=self.describe(fusion), **costs))
             made.append(fusion)
         neighbours = []
         for fusion in made:

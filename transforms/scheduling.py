@@ -33,7 +33,7 @@ from mlirxla.mlir import ir
 from .copy_insertion import is_carried_value_copy
 from .dead_code_elimination import has_side_effect
 from .erasure import identity
-from .pass_base import ModulePass, PassResult, TextReport
+from .pass_base import ModulePass, PassResult, TextReport, rendering_reports
 
 ALIASING_OPS = frozenset({"xhlo.bitcast", "xhlo.tuple", "xhlo.get_tuple_element", "xhlo.optimization_barrier"})
 ORDERED_OPS = frozenset({"xhlo.custom_call", "xhlo.rng", "xhlo.rng_bit_generator", "xhlo.after_all", "xhlo.outfeed", "xhlo.infeed", "xhlo.send", "xhlo.recv"})
@@ -328,6 +328,8 @@ class SchedulingPass(ModulePass):
         before = str(module.operation.attributes["xhlo.schedule"]) if "xhlo.schedule" in module.operation.attributes else None
         results, moved = schedule_module(module)
         changed = moved or str(module.operation.attributes["xhlo.schedule"]) != before
+        if not rendering_reports():
+            return PassResult(changed)
         return PassResult(changed, TextReport({"schedule.txt": report(results, module)}))
 
 

@@ -51,7 +51,10 @@ def ops_in_dialect(root, dialect: str) -> list[ir.Operation]:
 
 def nested_ops(root) -> list[ir.Operation]:
     """Every op of `root`'s walk."""
-    return ops_where(root, lambda op: True)
+    operation = root.operation
+    if not len(operation.regions):
+        return [operation]  # no walk (and no Python call per op) for an op holding none
+    return ops_where(operation, lambda op: True)
 
 
 def defining_op(value: ir.Value) -> ir.Operation | None:

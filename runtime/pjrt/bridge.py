@@ -144,7 +144,7 @@ def cost_analysis(program: bytes, options: bytes) -> list[tuple[str, float]]:
     from mlirxla.runtime.client import _COMPILING
     from mlirxla.transforms.cost_analysis import module_cost
 
-    run_options = RunOptions(disable_passes=frozenset(compile_options_from_proto(options).disable_passes))
+    run_options = RunOptions(disable_passes=frozenset(compile_options_from_proto(options).disable_passes), render_reports=False)
     with _COMPILING:
         module = frontdoor.import_bytes(program, "<cost analysis>", new_context()).module
         PipelineRunner(module, run_options).compile(named_pipeline("cpu"))

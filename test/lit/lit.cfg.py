@@ -19,6 +19,8 @@ bin_directory = os.path.dirname(sys.executable)
 config.environment["PATH"] = os.pathsep.join([bin_directory, os.environ.get("PATH", "")])
 # every pass runs under the erasure checker (transforms/erasure.py), as in pytest
 config.environment["MLIRXLA_CHECK_ERASURE"] = "1"
+# and the invariant checker after every changing pass, as in pytest
+config.environment["MLIRXLA_VERIFY_EACH"] = "1"
 
 config.substitutions.append(("%PYTHON", sys.executable))
 config.substitutions.append(("FileCheck", shutil.which("filecheck", path=config.environment["PATH"]) or "filecheck"))

@@ -11,6 +11,9 @@ import pytest
 # Every pass in the suite runs under the erasure checker (transforms/erasure.py): a pass that
 # touches an op it erased fails its test instead of reading freed memory by luck.
 os.environ.setdefault("MLIRXLA_CHECK_ERASURE", "1")
+# ... and the invariant checker runs after every changing pass, so a broken pass fails by name
+# (a compile outside the suite checks once, after the pipeline: pipelines/runner.py)
+os.environ.setdefault("MLIRXLA_VERIFY_EACH", "1")
 
 from mlirxla.tools.conformance import DEFAULT_DIRECTORY as CONFORMANCE  # noqa: E402
 

@@ -12,6 +12,7 @@ one's code and give the reference interpreter's results, through the compile cac
 """
 
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -23,9 +24,10 @@ from mlirxla.backends.cpu.compiler import compile_module
 from mlirxla.runtime.client import Client
 from mlirxla.runtime.thunks import KernelThunk, every_thunk
 from mlirxla.transforms import multi_output_fusion, priority_fusion
-from mlirxla.transforms.fusion_legality import fused_ops, reachable
+from mlirxla.transforms.cost_model import CostModel
+from mlirxla.transforms.fusion_legality import Body, fused_ops, reachable
 
-from .conftest import JAX_PROGRAMS, random_arguments, reference_outputs
+from .conftest import JAX_PROGRAMS, REPOSITORY, random_arguments, reference_outputs
 
 PROGRAMS = [
     "programs/transformer.stablehlo.mlir",
@@ -71,11 +73,27 @@ def test_queued_priorities_are_the_fresh_ones(name, context, monkeypatch):
 
 
 class FreshKernelTimes(priority_fusion.KernelTimes):
-    def op_time(self, op):
+    def op_time(self, op, key=None):
         return self.model.op_time(op)
 
-    def fused_time(self, producer, consumer):
+    def fused_time(self, producer, consumer, key=None):
         return self.model.fused_time(producer, consumer)
+
+
+class FreshDescriptions:
+    def __call__(self, op):
+        return priority_fusion.describe(op)
+
+
+class FreshBodies:
+    def of(self, op):
+        return Body.of(op)
+
+
+def refuse_each_pair_again(merge_block, candidates, reason):
+    for index, first in enumerate(candidates):
+        for second in candidates[index + 1:]:
+            merge_block.refuse("sibling", first, second, reason)
 
 
 class FreshKernelFacts(multi_output_fusion.KernelFacts):
@@ -92,8 +110,8 @@ class FreshKernelFacts(multi_output_fusion.KernelFacts):
         return len(fused_ops(op))
 
 
-def cpu_pipeline_outcome(name: str, context) -> tuple[str, dict]:
-    module = simplified(name, context)
+def cpu_pipeline_outcome(name: str, context, module=None) -> tuple[str, dict]:
+    module = module or simplified(name, context)
     runner = PipelineRunner(module)
     runner.run(named_pipeline("cpu"))
     decisions = {}
@@ -104,14 +122,49 @@ def cpu_pipeline_outcome(name: str, context) -> tuple[str, dict]:
     return str(module), decisions
 
 
+def without_caches(monkeypatch) -> None:
+    """Every cache of the fusion passes replaced by a fresh computation."""
+    monkeypatch.setattr(priority_fusion, "KernelTimes", FreshKernelTimes)
+    monkeypatch.setattr(priority_fusion, "Descriptions", FreshDescriptions)
+    monkeypatch.setattr(multi_output_fusion, "Descriptions", FreshDescriptions)
+    monkeypatch.setattr(priority_fusion, "Bodies", FreshBodies)
+    monkeypatch.setattr(multi_output_fusion, "Bodies", FreshBodies)
+    monkeypatch.setattr(CostModel, "remembering", lambda model: model)
+    monkeypatch.setattr(multi_output_fusion, "KernelFacts", FreshKernelFacts)
+    monkeypatch.setattr(multi_output_fusion.MergeBlock, "refuse_every_pair", refuse_each_pair_again)
+    monkeypatch.setattr(multi_output_fusion.Graph, "reaches", lambda graph, source, target: reachable(source, target))
+
+
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_cached_fusion_decides_as_fresh_computation(name, context, monkeypatch):
     module_text, decisions = cpu_pipeline_outcome(name, context)
-    monkeypatch.setattr(priority_fusion, "KernelTimes", FreshKernelTimes)
-    monkeypatch.setattr(multi_output_fusion, "KernelFacts", FreshKernelFacts)
-    monkeypatch.setattr(multi_output_fusion.Graph, "reaches", lambda graph, source, target: reachable(source, target))
+    without_caches(monkeypatch)
     fresh_module_text, fresh_decisions = cpu_pipeline_outcome(name, context)
     assert "fusion-decisions.txt" in decisions and "multi-output-fusion-decisions.txt" in decisions
+    assert decisions == fresh_decisions
+    assert module_text == fresh_module_text
+
+
+@pytest.mark.jax
+def test_cached_fusion_decides_as_fresh_computation_on_an_optimizer_update(context, monkeypatch):
+    """Adam over many parameters: siblings sharing a scalar (the step) are refused again on
+    every scan, and most kernels' costs are asked many times."""
+    jax = pytest.importorskip("jax")
+    sys.path.insert(0, os.path.join(REPOSITORY, "examples"))
+    from benchmark_workloads import workload
+
+    adam = workload("adam")
+    text = jax.jit(adam.function).lower(*adam.abstract(small=True)).as_text()
+
+    def outcome():
+        module = frontdoor.import_bytes(text.encode(), "adam", context).module
+        PipelineRunner(module).run(named_pipeline("simplification"))
+        return cpu_pipeline_outcome("adam", context, module)
+
+    module_text, decisions = outcome()
+    without_caches(monkeypatch)
+    fresh_module_text, fresh_decisions = outcome()
+    assert "the shared operand is a" in decisions["multi-output-fusion-decisions.txt"]
     assert decisions == fresh_decisions
     assert module_text == fresh_module_text
 

@@ -142,7 +142,7 @@ def test_disable_and_enable_together_is_an_error():
 
 
 def test_broken_pass_is_caught_with_its_name_and_dumps(context, tmp_path):
-    runner = PipelineRunner(mlp(context), RunOptions(dump_to=str(tmp_path), dump_pass_re="."))
+    runner = PipelineRunner(mlp(context), RunOptions(dump_to=str(tmp_path), dump_pass_re=".", verify_each=True))
     with pytest.raises(MlirxlaError) as raised:
         runner.compile(Pipeline("p").add("xhlo-dce").add("test-break-invariants"))
     assert "invariant check failed after pass 'test-break-invariants' in pipeline 'p'" in str(raised.value)
@@ -150,6 +150,49 @@ def test_broken_pass_is_caught_with_its_name_and_dumps(context, tmp_path):
     files = os.listdir(tmp_path)
     assert any(name.endswith(".p.before_test-break-invariants.mlir") for name in files)
     assert any(name.endswith(".p.after_test-break-invariants.invalid.mlir") for name in files)
+
+
+def test_without_verify_each_a_broken_pass_is_caught_after_the_pipeline(context):
+    runner = PipelineRunner(mlp(context), RunOptions(verify_each=False))
+    with pytest.raises(MlirxlaError) as raised:
+        runner.compile(Pipeline("p").add("test-break-invariants").add("xhlo-dce"))
+    assert "invariant check failed after pipeline 'p' (MLIRXLA_VERIFY_EACH=1 names the pass)" in str(raised.value)
+    assert "is not a permutation" in str(raised.value)
+    assert [row.pass_name for row in runner.ledger.rows] == ["test-break-invariants", "xhlo-dce"]  # both ran
+
+
+def test_verify_each_follows_the_environment(monkeypatch):
+    monkeypatch.setenv("MLIRXLA_VERIFY_EACH", "0")
+    assert not RunOptions().verify_each
+    monkeypatch.setenv("MLIRXLA_VERIFY_EACH", "1")
+    assert RunOptions().verify_each
+
+
+NAMING_REPORTS = {"xhlo-layout-assignment": "layout-assignment.txt", "xhlo-copy-insertion": "copy-insertion.txt",
+                  "xhlo-scheduling": "schedule.txt"}
+
+
+def cpu_pipeline_run(context, tmp_path, **options) -> tuple[str, PipelineRunner]:
+    from mlirxla.pipelines import named_pipeline
+
+    runner = PipelineRunner(mlp(context), RunOptions(**options))
+    runner.compile(named_pipeline("cpu"))
+    return str(runner.module), runner
+
+
+def test_reports_naming_values_are_rendered_only_when_read(context, tmp_path):
+    """A compile that neither dumps nor asks for them makes no layout, copy or schedule text
+    (each names values, numbering the whole module) and the very same module; dumping renders
+    them whatever `render_reports` says."""
+    rendered, with_reports = cpu_pipeline_run(context, tmp_path)
+    unrendered, without = cpu_pipeline_run(context, tmp_path, render_reports=False)
+    dumped, dumping = cpu_pipeline_run(context, tmp_path, render_reports=False, dump_to=str(tmp_path))
+    assert rendered == unrendered == dumped
+    for name, file in NAMING_REPORTS.items():
+        assert file in with_reports.reports[name].dump_files()
+        assert name not in without.reports
+        assert file in dumping.reports[name].dump_files()
+    assert "xhlo-buffer-assignment" in without.reports  # the backend reads its assignment
 
 
 def test_fixed_point_stops_when_nothing_changes(context):
