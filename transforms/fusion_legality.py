@@ -406,17 +406,20 @@ def elementwise_read_operands(fusion: ir.Operation) -> list[ir.Value]:
     """Operands of a loop fusion that it reads only elementwise at the index it writes: every
     path of uses from the parameter to the fusion's root goes through elementwise ops of the
     result's shape (XLA's AreTransitiveUsesElementwiseOrTuple; an elementwise op feeding a
-    transpose reads another index than the one written). Such an operand's buffer can take
-    the result in place (each element is read before it is overwritten)."""
+    transpose reads another index than the one written), converts included (a bf16 dot's f32
+    result rounded, biased and widened again is still read where it is written). Such an
+    operand, of the result's type, can give its buffer to the result (each element is read
+    before it is overwritten)."""
     if "kind" not in fusion.attributes or ir.StringAttr(fusion.attributes["kind"]).value != "loop":
         return []
-    result_type = str(fusion.results[0].type)
+    result_type = fusion.results[0].type
     block = fusion.regions[0].blocks[0]
+    shape = ir.RankedTensorType(result_type).shape if isinstance(result_type, ir.RankedTensorType) else None
     return [operand for argument, operand in zip(block.arguments, fusion.operands)
-            if str(argument.type) == result_type and reaches_root_elementwise(argument, result_type)]
+            if argument.type == result_type and reaches_root_elementwise(argument, shape)]
 
 
-def reaches_root_elementwise(value: ir.Value, result_type: str) -> bool:
+def reaches_root_elementwise(value: ir.Value, shape: list[int] | None) -> bool:
     work, seen = [value], set()
     while work:
         users = [use.owner for use in work.pop().uses]
@@ -425,7 +428,9 @@ def reaches_root_elementwise(value: ir.Value, result_type: str) -> bool:
         for user in users:
             if user.name == "xhlo.return" or user in seen:
                 continue
-            if kind_of(user) not in ELEMENTWISE or str(user.results[0].type) != result_type:
+            result_type = user.results[0].type
+            if (kind_of(user) not in ELEMENTWISE or shape is None or not isinstance(result_type, ir.RankedTensorType)
+                    or ir.RankedTensorType(result_type).shape != shape):
                 return False
             seen.add(user)
             work.append(user.results[0])

@@ -14,6 +14,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from mlirxla import frontdoor
 from mlirxla.backends.cpu import native_symbols, llvm_jit, llvm_text, loop_order
 from mlirxla.errors import MlirxlaError
 from mlirxla.context import new_context
@@ -24,6 +25,8 @@ from mlirxla.runtime.executable import ExecutablePlan
 from mlirxla.runtime.executor import ThreadPool, dependency_graph, is_chain, overlaps, run_graph
 from mlirxla.runtime.thunks import BufferSlice
 from mlirxla.transforms import convolution_strategy
+
+from .conftest import random_arguments, reference_outputs
 
 UNARY = """func.func @main(%x: tensor<{n}xf32>) -> tensor<{n}xf32> {{
   %0 = stablehlo.{op} %x : tensor<{n}xf32>
@@ -401,6 +404,35 @@ def test_bf16_dots_run_as_the_f32_gemm(monkeypatch, excess_precision):
     np.testing.assert_allclose(wide, exact, rtol=1e-5, atol=1e-5)
     product = exact if excess_precision == "1" else exact.astype(ml_dtypes.bfloat16).astype(np.float64)
     np.testing.assert_allclose(with_bias.astype(np.float64), product + b.astype(np.float64), rtol=2**-8, atol=2**-8)
+
+
+BF16_LAYERS = """func.func @main(%x: tensor<8x32xbf16>, %w: tensor<32x16xbf16>, %b: tensor<16xbf16>, %v: tensor<16x8xbf16>) -> tensor<8x8xbf16> {
+  %0 = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : (tensor<8x32xbf16>, tensor<32x16xbf16>) -> tensor<8x16xbf16>
+  %1 = stablehlo.broadcast_in_dim %b, dims = [1] : (tensor<16xbf16>) -> tensor<8x16xbf16>
+  %2 = stablehlo.add %0, %1 : tensor<8x16xbf16>
+  %zero = stablehlo.constant dense<0.0> : tensor<8x16xbf16>
+  %3 = stablehlo.maximum %2, %zero : tensor<8x16xbf16>
+  %4 = stablehlo.dot_general %3, %v, contracting_dims = [1] x [0] : (tensor<8x16xbf16>, tensor<16x8xbf16>) -> tensor<8x8xbf16>
+  return %4 : tensor<8x8xbf16>
+}"""
+
+
+def test_a_bf16_layers_epilogue_runs_in_place_over_its_gemm(context):
+    """The first layer's rounding, bias, relu and widening for the next GEMM read the GEMM's
+    f32 output only where they write it (converts are elementwise): an output fusion, the
+    epilogue over the GEMM's output in place, computing exactly what the separate kernel
+    computes; within bf16 roundings of the layers computed in float64."""
+    fused = Client().compile(BF16_LAYERS)
+    apart = Client().compile(BF16_LAYERS, CompileOptions(disable_passes=("xhlo-output-fusion",)))
+    assert "gemm dot_convert_fusion f32 8x16x32 NN" in fused.thunk_sequence(), fused.thunk_sequence()
+    assert "dot_convert_fusion" not in apart.thunk_sequence()
+    module = frontdoor.import_text(BF16_LAYERS, "bf16_layers", context).module
+    arguments = random_arguments(module, 5)
+    [got], [separately] = fused.execute_numpy(arguments), apart.execute_numpy(arguments)
+    np.testing.assert_array_equal(got, separately)
+    x, w, b, v = (argument.astype(np.float64) for argument in arguments)
+    wanted = np.maximum(x @ w + b, 0) @ v
+    np.testing.assert_allclose(got.astype(np.float64), wanted, rtol=2**-7, atol=2**-7 * np.abs(wanted).max())
 
 
 FREE_DIMENSIONS_TOGETHER = """func.func @main(%x: tensor<2x64x128xf32>, %w: tensor<128x32xf32>, %v: tensor<16x2x64xf32>, %u: tensor<3x5x16xf32>, %y: tensor<8x3x16xf32>) -> (tensor<2x64x32xf32>, tensor<2x64x3x5xf32>, tensor<8x3x3x5xf32>) {
@@ -844,13 +876,10 @@ def test_fused_values_stay_out_of_scratch(text, rewrite, most, monkeypatch, tmp_
     transposed sum before its reshape, a softmax's exponentials: only the two row reductions
     stay, named by their op in the dump), the kernel computes what the interpreter does, and
     without the rewrite that value would take scratch."""
-    from mlirxla import frontdoor
     from mlirxla.backends.cpu import materialization
     from mlirxla.backends.cpu.compiler import compile_module
     from mlirxla.pipelines.runner import RunOptions
     from mlirxla.runtime.executable import Executable
-
-    from .conftest import random_arguments, reference_outputs
 
     def scratch(program) -> int:
         return sum(t.scratch.size * t.scratch_parts for t in thunk_kinds.every_thunk(program.plan.thunks)
