@@ -9,8 +9,8 @@ and, when dumping, keeps the module from before and after the pass. Without it (
 through the client or the plugin) the checker runs once, when the outermost pipeline changed
 the module, and a failure names the pipeline: the verifier runs a Python check per op, and
 running it after every changing pass was a tenth of a cold compile (XLA's C++ HloVerifier
-costs little by comparison); the import verified the module before the pipeline. It dumps in XLA's grammar when a
-pass changed the module and the dump regexes match (`--dump-pass-re` on the pass name,
+costs little by comparison); the import verified the module before the pipeline. It dumps
+in XLA's grammar when a pass changed the module and the dump regexes match (`--dump-pass-re` on the pass name,
 `--dump-pipeline-re` on the pipeline name, `--dump-module-re` on the module name, all
 partial matches), and prints the IR after passes for `--print-ir-after-all/-change`.
 In debug mode (`check_changed_flag`) it fingerprints the module around each pass to catch a
