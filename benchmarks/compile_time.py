@@ -157,8 +157,8 @@ def xla_kernels(hlo: str) -> tuple[int, int]:
     """How many of XLA's kernels generate code and how many are library code: fusions XLA:CPU
     hands to YNNPACK or XNNPACK (`__ynn_fusion`, `__xnn_fusion`) and custom calls into its
     runtime (TopK) compile no code, which makes a program of only those compile in a few ms."""
-    library = len(LIBRARY_FUSION.findall(hlo)) + len(CUSTOM_CALL.findall(hlo))
-    return len(FUSION.findall(hlo)) + len(CUSTOM_CALL.findall(hlo)) - library, library
+    library_fusions = len(LIBRARY_FUSION.findall(hlo))
+    return len(FUSION.findall(hlo)) - library_fusions, library_fusions + len(CUSTOM_CALL.findall(hlo))
 
 
 def measure(name: str, function, arguments, repeats: int, profile: bool) -> dict:

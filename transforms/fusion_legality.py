@@ -410,16 +410,17 @@ def elementwise_read_operands(fusion: ir.Operation) -> list[ir.Value]:
     result rounded, biased and widened again is still read where it is written). Such an
     operand, of the result's type, can give its buffer to the result (each element is read
     before it is overwritten)."""
-    if "kind" not in fusion.attributes or ir.StringAttr(fusion.attributes["kind"]).value != "loop":
-        return []
     result_type = fusion.results[0].type
+    if ("kind" not in fusion.attributes or ir.StringAttr(fusion.attributes["kind"]).value != "loop"
+            or not isinstance(result_type, ir.RankedTensorType)):
+        return []
     block = fusion.regions[0].blocks[0]
-    shape = ir.RankedTensorType(result_type).shape if isinstance(result_type, ir.RankedTensorType) else None
+    shape = ir.RankedTensorType(result_type).shape
     return [operand for argument, operand in zip(block.arguments, fusion.operands)
             if argument.type == result_type and reaches_root_elementwise(argument, shape)]
 
 
-def reaches_root_elementwise(value: ir.Value, shape: list[int] | None) -> bool:
+def reaches_root_elementwise(value: ir.Value, shape: list[int]) -> bool:
     work, seen = [value], set()
     while work:
         users = [use.owner for use in work.pop().uses]
@@ -429,7 +430,7 @@ def reaches_root_elementwise(value: ir.Value, shape: list[int] | None) -> bool:
             if user.name == "xhlo.return" or user in seen:
                 continue
             result_type = user.results[0].type
-            if (kind_of(user) not in ELEMENTWISE or shape is None or not isinstance(result_type, ir.RankedTensorType)
+            if (kind_of(user) not in ELEMENTWISE or not isinstance(result_type, ir.RankedTensorType)
                     or ir.RankedTensorType(result_type).shape != shape):
                 return False
             seen.add(user)
