@@ -22,6 +22,8 @@
 #include <Python.h>
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,14 +98,67 @@ static PJRT_Error* error_get_code(PJRT_Error_GetCode_Args* args) {
 static PyObject* bridge_module = NULL;
 static PyObject* bridge_functions = NULL; /* name -> function, looked up once */
 
-/* The GIL, or an error when the interpreter is gone (a plugin call during shutdown). */
+/* Shutdown: jaxlib threads may destroy executables or call in while the main thread finalizes
+ * Python. A thread that waits for the GIL then is ended by pthread_exit, and the forced unwind
+ * through jaxlib's noexcept destructors aborts the process. So an atexit hook (which runs
+ * before finalization starts) raises `shutting_down` and gives up the GIL until every thread
+ * counted in `threads_in_python` has left; afterwards callers get an error, and objects they
+ * would release are leaked. Sequentially consistent atomics make the count-then-check in
+ * `enter_python` and the flag-then-wait in the hook see each other. */
+static atomic_bool shutting_down = false;
+static atomic_int threads_in_python = 0;
+enum { SHUTDOWN_WAIT_MS = 10000 };
+
 static bool python_alive(void) { return Py_IsInitialized() && !_Py_IsFinalizing(); }
 
-static PJRT_Error* enter_python(PyGILState_STATE* state) {
-  if (!python_alive())
-    return new_error(PJRT_Error_Code_FAILED_PRECONDITION, "mlirxla: the Python interpreter is shutting down");
+static bool enter_python_state(PyGILState_STATE* state) {
+  atomic_fetch_add(&threads_in_python, 1);
+  if (atomic_load(&shutting_down) || !python_alive()) {
+    atomic_fetch_sub(&threads_in_python, 1);
+    return false;
+  }
   *state = PyGILState_Ensure();
+  return true;
+}
+
+static void leave_python(PyGILState_STATE state) {
+  PyGILState_Release(state);
+  atomic_fetch_sub(&threads_in_python, 1);
+}
+
+/* The GIL, or an error when the interpreter is going away (a plugin call during shutdown). */
+static PJRT_Error* enter_python(PyGILState_STATE* state) {
+  if (!enter_python_state(state))
+    return new_error(PJRT_Error_Code_FAILED_PRECONDITION, "mlirxla: the Python interpreter is shutting down");
   return NULL;
+}
+
+static PyObject* wait_for_threads_at_exit(PyObject* self, PyObject* unused) {
+  (void)self;
+  (void)unused;
+  atomic_store(&shutting_down, true);
+  Py_BEGIN_ALLOW_THREADS
+  for (int waited_ms = 0; waited_ms < SHUTDOWN_WAIT_MS; ++waited_ms) {
+    if (atomic_load(&threads_in_python) == 0) break;
+    usleep(1000);
+  }
+  Py_END_ALLOW_THREADS
+  Py_RETURN_NONE;
+}
+
+static PyMethodDef wait_for_threads_at_exit_method = {
+    "mlirxla_pjrt_wait_for_threads_at_exit", wait_for_threads_at_exit, METH_NOARGS,
+    "Stops plugin calls into Python and waits for those under way (registered with atexit)."};
+
+/* Called with the GIL held, once, when the bridge is first imported. */
+static int register_exit_hook(void) {
+  PyObject* hook = PyCFunction_New(&wait_for_threads_at_exit_method, NULL);
+  PyObject* atexit_module = PyImport_ImportModule("atexit");
+  PyObject* registered = hook && atexit_module ? PyObject_CallMethod(atexit_module, "register", "O", hook) : NULL;
+  Py_XDECREF(registered);
+  Py_XDECREF(atexit_module);
+  Py_XDECREF(hook);
+  return registered ? 0 : -1;
 }
 
 /* The pending Python exception as a PJRT error (our own errors keep their one-line text). */
@@ -132,7 +187,7 @@ static PyObject* call_bridge(const char* name, const char* format, ...) {
   if (bridge_module == NULL) {
     bridge_module = PyImport_ImportModule("mlirxla.runtime.pjrt.bridge");
     bridge_functions = PyDict_New();
-    if (bridge_module == NULL || bridge_functions == NULL) return NULL;
+    if (bridge_module == NULL || bridge_functions == NULL || register_exit_hook() != 0) return NULL;
   }
   PyObject* function = PyDict_GetItemString(bridge_functions, name); /* borrowed */
   if (function == NULL) {
@@ -155,10 +210,10 @@ static PyObject* call_bridge(const char* name, const char* format, ...) {
 }
 
 static void release_object(PyObject* object) {
-  if (object == NULL || !python_alive()) return; /* at shutdown: leaked, not crashed */
-  PyGILState_STATE state = PyGILState_Ensure();
+  PyGILState_STATE state;
+  if (object == NULL || !enter_python_state(&state)) return; /* at shutdown: leaked, not crashed */
   Py_DECREF(object);
-  PyGILState_Release(state);
+  leave_python(state);
 }
 
 /* ------------------------------------------------------------ element types */
@@ -425,7 +480,7 @@ static PJRT_Error* plugin_attributes(PJRT_Plugin_Attributes_Args* args) {
     if (!error) error = read_version(PyTuple_GetItem(versions, 0), stablehlo_current);
     if (!error) error = read_version(PyTuple_GetItem(versions, 1), stablehlo_minimum);
     Py_XDECREF(versions);
-    PyGILState_Release(state);
+    leave_python(state);
     if (error) return error;
     const char* names[2] = {"stablehlo_current_version", "stablehlo_minimum_version"};
     int64_t* values[2] = {stablehlo_current, stablehlo_minimum};
@@ -511,7 +566,7 @@ static PJRT_Error* client_create(PJRT_Client_Create_Args* args) {
   if (!error) snprintf(device_kind, sizeof(device_kind), "%s", kind);
   Py_XINCREF(runtime);
   Py_XDECREF(created);
-  PyGILState_Release(state);
+  leave_python(state);
   if (error) return error;
   PJRT_Client* client = calloc(1, sizeof(PJRT_Client));
   client->runtime = runtime;
@@ -844,7 +899,7 @@ static PJRT_Error* client_buffer_from_host_buffer(PJRT_Client_BufferFromHostBuff
   }
   if (buffer == NULL) error = python_error();
   Py_XDECREF(made);
-  PyGILState_Release(state);
+  leave_python(state);
   if (error) return error;
   /* a view of the host memory: JAX keeps the memory until the buffer lets go of it */
   if (is_view) buffer->host_release = new_event(false, 2);
@@ -882,7 +937,7 @@ static PJRT_Error* client_create_uninitialized_buffer(PJRT_Client_CreateUninitia
     Py_XDECREF(array);
     error = python_error();
   }
-  PyGILState_Release(state);
+  leave_python(state);
   if (error) return error;
   SET(args, buffer, buffer);
   return NULL;
@@ -1043,7 +1098,7 @@ static PJRT_Error* copy_buffer(PJRT_Buffer* source, PJRT_Device* device, PJRT_Bu
     Py_XDECREF(array);
     error = python_error();
   }
-  PyGILState_Release(state);
+  leave_python(state);
   return error;
 }
 
@@ -1246,7 +1301,7 @@ static PJRT_Error* client_compile(PJRT_Client_Compile_Args* args) {
   PJRT_LoadedExecutable* loaded = NULL;
   error = compiled ? load_executable(args->client, compiled, &loaded) : python_error();
   Py_XDECREF(compiled);
-  PyGILState_Release(state);
+  leave_python(state);
   if (error) return error;
   SET(args, executable, loaded);
   return NULL;
@@ -1384,7 +1439,7 @@ static PJRT_Error* executable_serialize(PJRT_Executable_Serialize_Args* args) {
     serialized->size = (size_t)size;
   }
   Py_XDECREF(data);
-  PyGILState_Release(state);
+  leave_python(state);
   if (error) return error;
   SET(args, serialized_bytes, serialized->bytes);
   SET(args, serialized_bytes_size, serialized->size);
@@ -1415,7 +1470,7 @@ static PJRT_Error* executable_deserialize_and_load(PJRT_Executable_DeserializeAn
   PJRT_LoadedExecutable* loaded = NULL;
   error = made ? load_executable(args->client, made, &loaded) : python_error();
   Py_XDECREF(made);
-  PyGILState_Release(state);
+  leave_python(state);
   if (error) return error;
   SET(args, loaded_executable, loaded);
   return NULL;
@@ -1518,7 +1573,7 @@ static PJRT_Error* executable_cost_analysis(PJRT_Executable_GetCostAnalysis_Args
   PJRT_Error* error = enter_python(&state);
   if (error) return error;
   if (!executable->cost_analyzed) error = analyze_cost(executable);
-  PyGILState_Release(state);
+  leave_python(state);
   if (error) return error;
   SET(args, num_properties, executable->cost_property_count);
   SET(args, properties, executable->cost_properties);
@@ -1554,7 +1609,7 @@ static PJRT_Error* executable_memory_stats(PJRT_Executable_GetCompiledMemoryStat
   PyObject* stats = call_bridge("memory_stats", "(O)", args->executable->runtime);
   if (stats == NULL || !PyArg_ParseTuple(stats, "LLLLL", &code, &arguments, &outputs, &aliased, &temps)) error = python_error();
   Py_XDECREF(stats);
-  PyGILState_Release(state);
+  leave_python(state);
   if (error) return error;
   SET(args, generated_code_size_in_bytes, code);
   SET(args, argument_size_in_bytes, arguments);
@@ -1695,7 +1750,7 @@ static PJRT_Error* loaded_execute(PJRT_LoadedExecutable_Execute_Args* args) {
   if (error) return error;
   error = execute_devices(loaded, args->options, args->argument_lists, args->num_args, args->output_lists,
                           loaded->device_count == 1 ? &only : loaded->addressable, args->num_devices);
-  PyGILState_Release(state);
+  leave_python(state);
   if (error) return error;
   if (args->device_complete_events != NULL)
     for (size_t d = 0; d < args->num_devices; ++d) args->device_complete_events[d] = ready_event();
@@ -1817,7 +1872,7 @@ static PLUGIN_Profiler_Error* profiler_create(PLUGIN_Profiler_Create_Args* args)
   PyObject* feed = call_bridge("profiler_create", "(y#)", args->options ? args->options : "",
                                (Py_ssize_t)(args->options ? args->options_size : 0));
   if (feed == NULL) error = python_error();
-  PyGILState_Release(state);
+  leave_python(state);
   if (error) return profiler_error(error);
   PLUGIN_Profiler* profiler = calloc(1, sizeof(PLUGIN_Profiler));
   profiler->feed = feed;
@@ -1841,7 +1896,7 @@ static PLUGIN_Profiler_Error* profiler_call(const char* name, PLUGIN_Profiler* p
   PyObject* result = call_bridge(name, "(O)", profiler->feed);
   if (result == NULL) error = python_error();
   Py_XDECREF(result);
-  PyGILState_Release(state);
+  leave_python(state);
   return error ? profiler_error(error) : NULL;
 }
 
@@ -1877,7 +1932,7 @@ static PLUGIN_Profiler_Error* profiler_collect_data(PLUGIN_Profiler_CollectData_
     profiler->size = (size_t)size;
   }
   Py_XDECREF(data);
-  PyGILState_Release(state);
+  leave_python(state);
   if (error) return profiler_error(error);
   args->buffer = (uint8_t*)profiler->data;
   args->buffer_size_in_bytes = profiler->size;

@@ -320,6 +320,27 @@ def test_programs_run_on_the_device_they_were_compiled_for():
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
 
 
+AFTER_EXIT_HOOKS = """
+import atexit, jax, numpy as np
+assert np.asarray(jax.jit(lambda x: x + 1)(np.zeros(2, np.float32))).tolist() == [1.0, 1.0]
+atexit._run_exitfuncs()
+try:
+    jax.jit(lambda x: x * 3)(np.ones(2, np.float32))
+except Exception as error:
+    print(str(error).splitlines()[0])
+"""
+
+
+def test_plugin_calls_after_exit_hooks_are_refused_not_run():
+    """The plugin's atexit hook stops calls into Python before the interpreter finalizes:
+    a jaxlib thread that waited for the GIL then would be ended mid-call and abort the
+    process (`mlirxla_pjrt.c`, shutdown). Calls after the hooks get an error instead."""
+    environment = dict(os.environ, JAX_PLATFORMS="mlirxla")
+    done = subprocess.run([sys.executable, "-c", AFTER_EXIT_HOOKS], env=environment, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "the Python interpreter is shutting down" in done.stdout, done.stdout
+
+
 def test_debug_print_and_callbacks(devices, capsys):
     """jax.debug.print and jax.debug.callback run on the host while the program runs: inside a
     loop, in order when ordered (jax threads a token through the program)."""
