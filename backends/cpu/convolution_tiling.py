@@ -14,8 +14,10 @@ block a 1-D convolution (`decompose`) that `vectorize` turns into outer products
 vector of `width` input values by a vector of `features` filter values; the block's
 accumulator (`width` x `features` values: 4 x 16 f32 is 8 AVX2 registers) is hoisted out of
 the three reduction loops, so it lives in registers across them and is loaded and stored
-once per block. After bufferization, `lower_vectors` turns the contractions into outer
-products and those into vector FMAs.
+once per block. Canonicalization after the hoisting drops the slices the hoisting leaves
+threaded through the reduction loops unchanged: bufferization would copy each block into
+scratch and back around them (four copy loop nests per block). After bufferization,
+`lower_vectors` turns the contractions into outer products and those into vector FMAs.
 
 Tile sizes: `features` is 16 or 8 (two vectors or one of 8 f32), `width` 4, 2 or 1, the
 largest that divides the output's extent (a partial block would need masked vectors); a
@@ -49,6 +51,9 @@ TILE_AND_VECTORIZE = HEADER + """
     transform.loop.hoist_loop_invariant_subsets %loops#6 : !transform.any_op
     transform.loop.hoist_loop_invariant_subsets %loops#5 : !transform.any_op
     transform.loop.hoist_loop_invariant_subsets %loops#4 : !transform.any_op
+    transform.apply_patterns to %function {
+      transform.apply_patterns.canonicalization
+    } : !transform.any_op
 """ + FOOTER
 LOWER_VECTORS = HEADER + """
     %function = transform.structured.match ops{["func.func"]} in %root : (!transform.any_op) -> !transform.any_op

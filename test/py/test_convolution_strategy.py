@@ -274,3 +274,35 @@ def test_transposes_are_counted_only_for_what_is_out_of_place(context):
             seconds[name] = strategy.choose(convolution.operation).seconds(strategy.TRANSPOSED_GEMM)
         assert sum(geometry.out_of_place) == (1 if name == "gradient" else 3)
     assert seconds["gradient"] < seconds["nchw"]
+
+
+TWO_CONVOLUTIONS_KERNEL = """func.func @two_convolutions(%x: memref<1x8x8x3xf32>, %k1: memref<3x3x3x16xf32>, %k2: memref<3x3x16x16xf32>, %out: memref<1x8x8x16xf32>) {
+  %xt = bufferization.to_tensor %x restrict : memref<1x8x8x3xf32> to tensor<1x8x8x3xf32>
+  %k1t = bufferization.to_tensor %k1 restrict : memref<3x3x3x16xf32> to tensor<3x3x3x16xf32>
+  %k2t = bufferization.to_tensor %k2 restrict : memref<3x3x16x16xf32> to tensor<3x3x16x16xf32>
+  %0 = stablehlo.convolution(%xt, %k1t) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], window = {stride = [1, 1], pad = [[1, 1], [1, 1]]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<1x8x8x3xf32>, tensor<3x3x3x16xf32>) -> tensor<1x8x8x16xf32>
+  %1 = stablehlo.convolution(%0, %k2t) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], window = {stride = [1, 1], pad = [[1, 1], [1, 1]]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<1x8x8x16xf32>, tensor<3x3x16x16xf32>) -> tensor<1x8x8x16xf32>
+  bufferization.materialize_in_destination %1 in restrict writable %out : (tensor<1x8x8x16xf32>, memref<1x8x8x16xf32>) -> ()
+  return
+}"""
+
+
+def test_register_blocks_accumulate_in_place(monkeypatch):
+    """Each register block of a tiled convolution is read from and written back to the
+    convolution's own buffer: no block-sized scratch, no copy inside the tile loops (a copy
+    there is a loop nest per block for LLVM to compile; the conv net's kernel had four)."""
+    from mlirxla.backends.cpu import lowering
+
+    copies_in_loops = []
+    copies_as_loops = lowering.copies_as_loops
+
+    def counting(module):
+        copies_in_loops.extend(op for op in lowering.ops_named(module, "memref.copy") if op.parent.name == "scf.for")
+        copies_as_loops(module)
+
+    monkeypatch.setattr(lowering, "copies_as_loops", counting)
+    with new_context():
+        lowered = lowering.lower_to_llvm_dialect(ir.Module.parse(TWO_CONVOLUTIONS_KERNEL), "two_convolutions")
+    assert lowered.register_tiled_convolutions == 2
+    assert not [s for s in lowered.scratch["two_convolutions"] if s.size <= 4 * 16 * 4], lowered.scratch
+    assert not copies_in_loops
