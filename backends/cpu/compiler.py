@@ -230,7 +230,8 @@ def kernel_stablehlo(spec: KernelSpec) -> tuple[ir.Module, str, str]:
         kernel_module = ir.Module.parse(spec.source)
     else:
         kernel_module = ir.Module.create()
-        kernel_source.kernel_function(kernel_module, spec.op, spec.symbol, spec.plan, spec.library_result, spec.in_place)
+        kernel_source.kernel_function(kernel_module, spec.op, spec.symbol, spec.plan, spec.library_result, spec.in_place,
+                                      spec.private_results)
     kernel_source.finish(kernel_module)
     text = str(kernel_module)
     return kernel_module, text, without_symbol(text, spec.symbol)

@@ -68,7 +68,8 @@ def scratch_arguments(function: func.FuncOp) -> list[ScratchArgument]:
         release.erase()
     function.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get([a.type for a in entry.arguments], []))
     private = ir.DictAttr.get({"llvm.noalias": ir.UnitAttr.get()})
-    function.attributes["arg_attrs"] = ir.ArrayAttr.get([ir.DictAttr.get({})] * existing + [private] * len(sizes))
+    kept = list(ir.ArrayAttr(function.attributes["arg_attrs"])) if "arg_attrs" in function.attributes else [ir.DictAttr.get({})] * existing
+    function.attributes["arg_attrs"] = ir.ArrayAttr.get(kept + [private] * len(sizes))
     return sizes
 
 

@@ -109,13 +109,15 @@ def strided_view_of(slice_type: ir.Type, whole_type: ir.Type) -> ir.Type:
 
 
 def kernel_function(module: ir.Module, kernel: ir.Operation, symbol: str, plan: SlicePlan | None = None,
-                    library_result: ir.Value | None = None, in_place: tuple[tuple[int, int], ...] = ()) -> func.FuncOp:
+                    library_result: ir.Value | None = None, in_place: tuple[tuple[int, int], ...] = (),
+                    private_results: tuple[int, ...] = ()) -> func.FuncOp:
     """Add the destination-passing function computing `kernel` (one slice of it with `plan`)
     to `module`, xhlo inside: call `finish` once all kernels are in. With `library_result`
     (the result of an output fusion's dot, computed by a library call), the function is the
     epilogue alone: that value is its last operand. Each (operand, result) pair of `in_place`
     is one buffer: the operand is read through the result's argument, writable, so that
-    bufferization updates it where it lies instead of copying it over itself."""
+    bufferization updates it where it lies instead of copying it over itself. The results in
+    `private_results` (no other argument's memory overlaps theirs) are marked `llvm.noalias`."""
     types = plan.types if plan else {}
     inner_arguments = list(kernel.regions[0].blocks[0].arguments) if kernel.name == "xhlo.fusion" else list(kernel.operands)
     operand_types = [types.get(inner, inner.type) for inner in inner_arguments]
@@ -131,6 +133,10 @@ def kernel_function(module: ir.Module, kernel: ir.Operation, symbol: str, plan: 
             memrefs[index] = strided_view_of(operand_types[index], inner.type)
     with ir.InsertionPoint(module.body), kernel.location:
         function = func.FuncOp(symbol, ir.FunctionType.get(memrefs, []))
+        if private_results:
+            private = {len(operand_types) + result for result in private_results}
+            function.attributes["arg_attrs"] = ir.ArrayAttr.get(
+                [ir.DictAttr.get({"llvm.noalias": ir.UnitAttr.get()} if index in private else {}) for index in range(len(memrefs))])
         entry = function.add_entry_block()
     with ir.InsertionPoint(entry), kernel.location:
         through_result = {operand: len(operand_types) + result for operand, result in in_place}

@@ -1242,3 +1242,61 @@ def test_transpose_vector_tiles_span_a_result_cache_line(rows, columns, dtype, s
         generic = next(op for op in module.body.operations[0].regions[0].blocks[0].operations if op.name == "linalg.generic")
         blocking = tiling.blocking(generic)
     assert blocking.vectorized and blocking.sizes == sizes
+
+
+MAX_POOL = """func.func @main(%x: tensor<2x8x8x16xf32>) -> tensor<2x4x4x16xf32> {
+  %init = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %0 = "stablehlo.reduce_window"(%x, %init) <{window_dimensions = array<i64: 1, 2, 2, 1>, window_strides = array<i64: 1, 2, 2, 1>}> ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %m = stablehlo.maximum %a, %b : tensor<f32>
+    stablehlo.return %m : tensor<f32>
+  }) : (tensor<2x8x8x16xf32>, tensor<f32>) -> tensor<2x4x4x16xf32>
+  return %0 : tensor<2x4x4x16xf32>
+}"""
+DONATED_EXP = """func.func @main(%x: tensor<64x64xf32> {tf.aliasing_output = 0 : i32}) -> tensor<64x64xf32> {
+  %0 = stablehlo.exponential %x : tensor<64x64xf32>
+  return %0 : tensor<64x64xf32>
+}"""
+
+
+def kernel_signatures(monkeypatch, text: str, options: CompileOptions = CompileOptions()):
+    """The executable compiled from `text` and each kernel's LLVM `define` line."""
+    signatures = {}
+    compile_native = llvm_jit.compile_native
+
+    def recording(name, ir_text, *arguments):
+        signatures[name] = next(line for line in ir_text.splitlines() if line.startswith("define"))
+        return compile_native(name, ir_text, *arguments)
+
+    monkeypatch.setattr(llvm_jit, "compile_native", recording)
+    return Client().compile(text, options), signatures
+
+
+def test_a_result_no_argument_overlaps_is_noalias(monkeypatch):
+    """A max pool's result, an output of its own, is a noalias argument of its kernel (no
+    run-time overlap check, no scalar copy of the loops); numpy's pooling agrees."""
+    executable, signatures = kernel_signatures(monkeypatch, MAX_POOL)
+    [signature] = [line for name, line in signatures.items() if not name.startswith("driver")]
+    assert "(ptr %0, ptr %1, ptr noalias %2" in signature, signature
+    x = np.random.default_rng(2).standard_normal((2, 8, 8, 16)).astype(np.float32)
+    [got] = executable.execute_numpy([x])
+    np.testing.assert_array_equal(got, x.reshape(2, 4, 2, 4, 2, 16).max(axis=(2, 4)))
+
+
+def test_a_result_in_a_parameters_memory_is_not_noalias(monkeypatch):
+    """A result written into a donated parameter's memory may be what the caller passed as
+    another argument too: its kernel argument keeps no noalias."""
+    executable, signatures = kernel_signatures(monkeypatch, DONATED_EXP)
+    [signature] = [line for name, line in signatures.items() if not name.startswith("driver")]
+    assert "noalias" not in signature, signature
+    x = np.random.default_rng(3).standard_normal((64, 64)).astype(np.float32)
+    [got] = executable.execute_numpy([x])
+    np.testing.assert_allclose(got, np.exp(x), rtol=1e-6)
+
+
+def test_an_epilogue_over_its_gemms_output_writes_a_noalias_result(monkeypatch):
+    """An epilogue reads the GEMM's output through its result's argument (its own argument for
+    that output goes unused), so nothing else overlaps the result: noalias."""
+    _, signatures = kernel_signatures(monkeypatch, BF16_LAYERS)
+    epilogue = next(line for name, line in signatures.items() if name.endswith("_epilogue"))
+    assert epilogue.count("noalias") == 1 and epilogue.split(", ")[-1].startswith("ptr noalias"), epilogue
