@@ -241,7 +241,12 @@ def compile_kernel(spec: KernelSpec, compiled_by_source: dict[str, CompiledKerne
                    variant: Variant = Variant()) -> CompiledKernel:
     """Lower the kernel and hand its LLVM IR to the compile threads; or, when a kernel with the
     same StableHLO was lowered already, note that it runs that kernel's code (its forwarder is made
-    once that code is compiled: `finish_kernel`)."""
+    once that code is compiled: `finish_kernel`). A call into the runtime library has nothing to
+    lower or optimize (unless another backend's loops are asked for: its own source then)."""
+    if spec.library_call is not None and variant.buffer_loops is None:
+        native = Future()
+        native.set_result(llvm_jit.library_call(spec.symbol, spec.library_call))
+        return CompiledKernel(spec.symbol, spec.library_call, None, native=native, source_key=spec.library_call)
     kernel_module, stablehlo_text, source_key = kernel_stablehlo(spec)
     if (first := compiled_by_source.get(source_key)) is not None:
         return CompiledKernel(spec.symbol, stablehlo_text, None, first.scratch, first.tiled_loop_nests,

@@ -26,7 +26,7 @@ import llvmlite.binding as llvm
 
 from mlirxla.errors import MlirxlaError
 
-from . import native_symbols, object_archive
+from . import native_symbols, object_archive, runtime_library
 
 _INITIALIZED = threading.Lock()
 _STATE: dict = {}
@@ -71,7 +71,7 @@ class OptimizedKernel:
     optimized_ir: str = ""  # kept only when the dumps ask: printing a large kernel's IR costs as much as its compile
     return_type: str = "void"
     parameters: tuple[str, ...] = ()  # what a forwarder running this kernel's code declares
-    forwards: bool = False  # `same_code`'s tail call into another kernel: its text is the optimized one
+    forwards: bool = False  # `same_code`'s tail call into another kernel, or a `library_call`: its text is the optimized one
 
     @property
     def ir_with_opt(self) -> str:
@@ -152,8 +152,12 @@ def same_code(name: str, original: OptimizedKernel) -> OptimizedKernel:
 
 def shared_objects(kernels: list[OptimizedKernel]) -> list[bytes]:
     """The objects `kernels` need besides their own: the compiler-runtime helpers when the
-    kernels may call them (`helpers_object`), and the forwarders among them."""
+    kernels may call them (`helpers_object`), the runtime library when one calls into it
+    (`library_object`), and the forwarders among them (with the kernels that are a call into
+    the library)."""
     objects = [helpers_object()] if any(native_symbols.may_call_helpers(kernel.ir_without_opt) for kernel in kernels) else []
+    if any(runtime_library.calls_library(kernel.ir_without_opt) for kernel in kernels):
+        objects.append(library_object())
     forwarders = [kernel for kernel in kernels if kernel.forwards]
     if forwarders:
         context = llvm.create_context()
@@ -176,6 +180,19 @@ def helpers_object() -> bytes:
     executable on this host)."""
     machine = target_machine()
     return machine.emit_object(native_symbols.helpers_module(machine, True, llvm.create_context()))
+
+
+@functools.cache
+def library_object() -> bytes:
+    """The runtime library's object (`runtime_library.py`): optimized at O3 for the host and
+    compiled once per process."""
+    return emit_object(target_machine(), optimize("the runtime library", runtime_library.LIBRARY, frozenset(), llvm.create_context()))
+
+
+def library_call(name: str, ir_text: str) -> OptimizedKernel:
+    """Kernel `name`, whose LLVM IR `ir_text` is a call into the runtime library: compiled in
+    the shared object with the forwarders (there is nothing to optimize)."""
+    return OptimizedKernel(name, ir_text, forwards=True)
 
 
 def object_code(kernels: list[OptimizedKernel], shared: list[bytes]) -> bytes:

@@ -306,3 +306,32 @@ def test_register_blocks_accumulate_in_place(monkeypatch):
     assert lowered.register_tiled_convolutions == 2
     assert not [s for s in lowered.scratch["two_convolutions"] if s.size <= 4 * 16 * 4], lowered.scratch
     assert not copies_in_loops
+
+
+@pytest.mark.parametrize("element", ["f32", "f64"])
+@pytest.mark.parametrize("shape", [
+    dict(n=2, h=9, c=5, f=7, k=3, stride=2, padding=((1, 0), (0, 1))),
+    dict(n=3, h=6, c=3, f=4, k=5, padding=((2, 2), (2, 2))),
+], ids=["strided-asymmetric", "5x5"])
+def test_im2col_is_a_call_into_the_runtime_library(element, shape, monkeypatch, tmp_path):
+    """An im2col convolution compiles no im2col code (a call into the runtime library with
+    the convolution's sizes), and computes what numpy does, compiled and loaded from the
+    compile cache (whose objects carry the library)."""
+    from mlirxla.backends.cpu import llvm_jit
+    from mlirxla.runtime.client import Client
+
+    compiled_kernels = []
+    compile_native = llvm_jit.compile_native
+    monkeypatch.setattr(llvm_jit, "compile_native", lambda name, *rest: compiled_kernels.append(name) or compile_native(name, *rest))
+    text, x_shape, k_shape = layer(**shape)
+    text = text.replace("xf32>", f"x{element}>")
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(x_shape).astype(element.replace("f", "float"))
+    k = rng.standard_normal(k_shape).astype(x.dtype)
+    expected = numpy_convolution(x, k, shape.get("stride", 1), shape["padding"])
+    with strategy.forcing(strategy.IM2COL_GEMM):
+        for client in (Client(cache_dir=str(tmp_path)), Client(cache_dir=str(tmp_path))):  # compiled, then from the cache
+            executable = client.compile(text)
+            assert "im2col" in executable.thunk_sequence()
+            np.testing.assert_allclose(executable.execute_numpy([x, k])[0], expected, rtol=1e-5, atol=1e-5)
+    assert not [name for name in compiled_kernels if "im2col" in name], compiled_kernels

@@ -26,6 +26,7 @@ class KernelSpec:
     library_result: ir.Value | None = None
     interpret: str | None = None  # why the interpreter evaluates it instead (no native lowering)
     source: str | None = None  # the kernel's own module text (an im2col), instead of the op's
+    library_call: str | None = None  # LLVM IR calling the runtime library, which the CPU compiles instead of `source`
     in_place: tuple[tuple[int, int], ...] = ()  # (operand, result) pairs sharing one buffer slice
     private_results: tuple[int, ...] = ()  # results no other argument's memory overlaps (`private_results`)
 

@@ -2,8 +2,9 @@
 one of the four transpose combinations, optionally batched over dimension 0; bf16 too, its
 operands widened to f32 for the f32 GEMM, accumulating in f32, as XLA:CPU does); a convolution
 becomes what the convolution cost model picks (`transforms/convolution_strategy.py`): a
-`gemm` straight over its buffers (1x1), an im2col kernel and a `gemm`
-(`convolution_gemm.py`), or a generated kernel; an output fusion rooted
+`gemm` straight over its buffers (1x1), an im2col kernel (on the CPU a call into the runtime
+library, `runtime_library.py`; its module, `convolution_gemm.py`, for other backends) and a
+`gemm`, or a generated kernel; an output fusion rooted
 in such a dot or convolution becomes that library call writing the fusion's output, then its
 epilogue as a kernel reading the output elementwise and writing it in place. What BLAS cannot
 take is a generated kernel; every choice goes to the decisions."""
@@ -19,6 +20,7 @@ from mlirxla.transforms.fusion_legality import LIBRARY_CALLS, fused_ops, kind_of
 
 from .. import thread_split
 from ..convolution_gemm import im2col_module_text
+from ..runtime_library import im2col_call
 from .kernels import KernelSpec, emit_kernel, epilogue_thunk, kernel_thunk
 
 
@@ -72,11 +74,11 @@ def convolution_as_gemm(emitter, convolution: ir.Operation, owner: ir.Operation,
     if emitter.slice_rows and shape.batch > 1 and threads > 1 and thread_split.estimate_moving(shape.input_bytes + rows_bytes, 0, threads).pays:
         # one image's rows per call, spread over the thread pool (the GEMM after it is threaded too)
         image = dataclasses.replace(shape, batch=1)
-        emitter.kernels.append(KernelSpec(symbol, convolution, source=im2col_module_text(symbol, image)))
+        emitter.kernels.append(KernelSpec(symbol, convolution, source=im2col_module_text(symbol, image), library_call=im2col_call(symbol, image)))
         strides = (image.input_bytes, rows_bytes // shape.batch)
         im2col = SlicedKernelThunk(f"{name}.im2col", symbol, arguments, 1, slices=shape.batch, strides=strides)
     else:
-        emitter.kernels.append(KernelSpec(symbol, convolution, source=im2col_module_text(symbol, shape)))
+        emitter.kernels.append(KernelSpec(symbol, convolution, source=im2col_module_text(symbol, shape), library_call=im2col_call(symbol, shape)))
         im2col = KernelThunk(f"{name}.im2col", symbol, arguments, 1)
     gemm = GemmThunk(name, shape.element, rows, emitter.slice_of(rhs), out, shape.m, shape.features, shape.k, False, False)
     return [im2col, gemm]
