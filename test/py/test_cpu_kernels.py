@@ -901,6 +901,51 @@ def test_fused_values_stay_out_of_scratch(text, rewrite, most, monkeypatch, tmp_
     assert scratch(without) > most
 
 
+CAUSAL_EXPONENTIAL_KERNEL = """func.func @causal_exponential(%arg0: memref<4x32x32xf32>, %arg1: memref<4x32x32xf32>) {
+  %x = bufferization.to_tensor %arg0 restrict : memref<4x32x32xf32> to tensor<4x32x32xf32>
+  %rows = stablehlo.iota dim = 0 : tensor<32x32xi32>
+  %columns = stablehlo.iota dim = 1 : tensor<32x32xi32>
+  %visible = stablehlo.compare GE, %rows, %columns, SIGNED : (tensor<32x32xi32>, tensor<32x32xi32>) -> tensor<32x32xi1>
+  %mask = stablehlo.broadcast_in_dim %visible, dims = [1, 2] : (tensor<32x32xi1>) -> tensor<4x32x32xi1>
+  %hidden = stablehlo.constant dense<-1.000000e+30> : tensor<4x32x32xf32>
+  %scores = stablehlo.select %mask, %x, %hidden : tensor<4x32x32xi1>, tensor<4x32x32xf32>
+  %lowest = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %max = stablehlo.reduce(%scores init: %lowest) applies stablehlo.maximum across dimensions = [2] : (tensor<4x32x32xf32>, tensor<f32>) -> tensor<4x32xf32>
+  %1 = stablehlo.broadcast_in_dim %max, dims = [0, 1] : (tensor<4x32xf32>) -> tensor<4x32x32xf32>
+  %again = stablehlo.select %mask, %x, %hidden : tensor<4x32x32xi1>, tensor<4x32x32xf32>
+  %2 = stablehlo.subtract %again, %1 : tensor<4x32x32xf32>
+  %3 = stablehlo.exponential %2 : tensor<4x32x32xf32>
+  bufferization.materialize_in_destination %3 in restrict writable %arg1 : (tensor<4x32x32xf32>, memref<4x32x32xf32>) -> ()
+  return
+}
+"""
+
+
+def test_broadcast_mask_is_computed_where_it_is_read(monkeypatch):
+    """A causal mask (iotas compared, then broadcast over the batch) that two selects read (a
+    softmax kernel after priority fusion duplicated them) is recomputed in the loop nests that
+    read it (`generated_broadcasts.py`): the kernel's only scratch holds its row maxima, and it
+    computes what the interpreter does; without the rewrite the mask takes scratch too."""
+    from mlirxla.backends.cpu import generated_broadcasts, lowering
+
+    def scratch_held() -> list[str]:
+        module = ir.Module.parse(CAUSAL_EXPONENTIAL_KERNEL, new_context())
+        return [argument.holds for argument in lowering.lower_to_llvm_dialect(module, "causal_exponential").scratch["causal_exponential"]]
+
+    assert len(scratch_held()) == 1 and "4x32xf32" in scratch_held()[0]
+    program = CAUSAL_EXPONENTIAL_KERNEL.replace("@causal_exponential(%arg0: memref<4x32x32xf32>, %arg1: memref<4x32x32xf32>) {",
+                                                "@main(%x: tensor<4x32x32xf32>) -> tensor<4x32x32xf32> {")
+    program = re.sub(r"  %x = bufferization.*\n", "", program)
+    program = re.sub(r"  bufferization.materialize_in_destination %3 .*\n  return\n", "  return %3 : tensor<4x32x32xf32>\n", program)
+    module = frontdoor.import_text(program, "kernel.mlir", new_context()).module
+    arguments = random_arguments(module, 1)
+    executable = Client().compile(program)
+    for got, want in zip(executable.execute_numpy(arguments), reference_outputs(module, arguments)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    monkeypatch.setattr(generated_broadcasts, "recompute_generated_broadcasts", lambda module: 0)
+    assert len(scratch_held()) > 1
+
+
 def masked_attention_program(batch: int, heads: int, sequence: int, depth: int) -> str:
     """jax's masked attention (`examples/benchmark_workloads.masked_attention`) as StableHLO:
     two dots batched over [batch, heads] and a softmax over keys masked past each length."""
