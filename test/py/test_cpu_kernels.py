@@ -901,9 +901,9 @@ def test_fused_values_stay_out_of_scratch(text, rewrite, most, monkeypatch, tmp_
     assert scratch(without) > most
 
 
-CAUSAL_EXPONENTIAL_KERNEL = """func.func @causal_exponential(%arg0: memref<4x32x32xf32>, %arg1: memref<4x32x32xf32>) {
+MASKED_EXPONENTIAL_KERNEL = """func.func @masked_exponential(%arg0: memref<4x32x32xf32>, %arg2: memref<32xi32>, %arg1: memref<4x32x32xf32>) {
   %x = bufferization.to_tensor %arg0 restrict : memref<4x32x32xf32> to tensor<4x32x32xf32>
-  %rows = stablehlo.iota dim = 0 : tensor<32x32xi32>
+  %ROWS
   %columns = stablehlo.iota dim = 1 : tensor<32x32xi32>
   %visible = stablehlo.compare GE, %rows, %columns, SIGNED : (tensor<32x32xi32>, tensor<32x32xi32>) -> tensor<32x32xi1>
   %mask = stablehlo.broadcast_in_dim %visible, dims = [1, 2] : (tensor<32x32xi1>) -> tensor<4x32x32xi1>
@@ -921,21 +921,31 @@ CAUSAL_EXPONENTIAL_KERNEL = """func.func @causal_exponential(%arg0: memref<4x32x
 """
 
 
-def test_broadcast_mask_is_computed_where_it_is_read(monkeypatch):
-    """A causal mask (iotas compared, then broadcast over the batch) that two selects read (a
-    softmax kernel after priority fusion duplicated them) is recomputed in the loop nests that
-    read it (`generated_broadcasts.py`): the kernel's only scratch holds its row maxima, and it
-    computes what the interpreter does; without the rewrite the mask takes scratch too."""
+CAUSAL = "rows = stablehlo.iota dim = 0 : tensor<32x32xi32>"
+# a row's keys past a length are masked: the lengths, an operand, broadcast along the columns
+PADDED = ("lengths = bufferization.to_tensor %arg2 restrict : memref<32xi32> to tensor<32xi32>\n"
+          "  %rows = stablehlo.broadcast_in_dim %lengths, dims = [0] : (tensor<32xi32>) -> tensor<32x32xi32>")
+
+
+@pytest.mark.parametrize("rows", [CAUSAL, PADDED], ids=["causal", "padded"])
+def test_broadcast_mask_is_computed_where_it_is_read(rows, monkeypatch):
+    """A causal mask (iotas compared) or a padding mask (an iota compared with lengths),
+    broadcast over the batch and read by two selects (a softmax kernel after priority fusion
+    duplicated them), is recomputed in the loop nests that read it (`generated_broadcasts.py`):
+    the kernel's only scratch holds its row maxima, and it computes what the interpreter does;
+    without the rewrite the mask takes scratch too."""
     from mlirxla.backends.cpu import generated_broadcasts, lowering
 
+    kernel = MASKED_EXPONENTIAL_KERNEL.replace("ROWS", rows)
+
     def scratch_held() -> list[str]:
-        module = ir.Module.parse(CAUSAL_EXPONENTIAL_KERNEL, new_context())
-        return [argument.holds for argument in lowering.lower_to_llvm_dialect(module, "causal_exponential").scratch["causal_exponential"]]
+        module = ir.Module.parse(kernel, new_context())
+        return [argument.holds for argument in lowering.lower_to_llvm_dialect(module, "masked_exponential").scratch["masked_exponential"]]
 
     assert len(scratch_held()) == 1 and "4x32xf32" in scratch_held()[0]
-    program = CAUSAL_EXPONENTIAL_KERNEL.replace("@causal_exponential(%arg0: memref<4x32x32xf32>, %arg1: memref<4x32x32xf32>) {",
-                                                "@main(%x: tensor<4x32x32xf32>) -> tensor<4x32x32xf32> {")
-    program = re.sub(r"  %x = bufferization.*\n", "", program)
+    program = kernel.replace("@masked_exponential(%arg0: memref<4x32x32xf32>, %arg2: memref<32xi32>, %arg1: memref<4x32x32xf32>) {",
+                             "@main(%x: tensor<4x32x32xf32>, %lengths: tensor<32xi32>) -> tensor<4x32x32xf32> {")
+    program = re.sub(r"  %(x|lengths) = bufferization.*\n", "", program)
     program = re.sub(r"  bufferization.materialize_in_destination %3 .*\n  return\n", "  return %3 : tensor<4x32x32xf32>\n", program)
     module = frontdoor.import_text(program, "kernel.mlir", new_context()).module
     arguments = random_arguments(module, 1)
