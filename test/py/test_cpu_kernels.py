@@ -1142,6 +1142,27 @@ def test_narrow_max_and_min_reductions_accumulate_in_f32(element, dtype, infinit
     np.testing.assert_array_equal(smallest.astype(np.float32), x.astype(np.float32).min(axis=1))
 
 
+SCALED_NARROW_ROW_MAX = """func.func @main(%x: tensor<64x256xf32>) -> tensor<64xbf16> {
+  %narrow = stablehlo.convert %x : (tensor<64x256xf32>) -> tensor<64x256xbf16>
+  %scale = stablehlo.constant dense<1.250000e-01> : tensor<64x256xbf16>
+  %scaled = stablehlo.multiply %narrow, %scale : tensor<64x256xbf16>
+  %low = stablehlo.constant dense<0xFF80> : tensor<bf16>
+  %max = stablehlo.reduce(%scaled init: %low) applies stablehlo.maximum across dimensions = [1] : (tensor<64x256xbf16>, tensor<bf16>) -> tensor<64xbf16>
+  return %max : tensor<64xbf16>
+}"""
+
+
+def test_a_narrow_max_of_fused_values_accumulates_in_f32(tmp_path):
+    """A bf16 row maximum of values the kernel computes (converted and scaled scores fused into
+    the reduction, as in a bf16 attention) carries an f32 accumulator too, and is exact."""
+    executable = Client().compile(SCALED_NARROW_ROW_MAX, CompileOptions(dump_to=str(tmp_path)))
+    optimized = "".join(path.read_text() for path in tmp_path.glob("*.ir-with-opt.ll"))
+    assert "llvm.vector.reduce.fmaximum" in optimized
+    x = np.random.default_rng(9).standard_normal((64, 256)).astype(np.float32)
+    expected = (x.astype(ml_dtypes.bfloat16) * ml_dtypes.bfloat16(0.125)).astype(np.float32).max(axis=1)
+    np.testing.assert_array_equal(executable.execute_numpy([x])[0].astype(np.float32), expected)
+
+
 CAUSAL_SOFTMAX = """func.func @main(%s: tensor<8x256x256xf32>) -> tensor<8x256x256xf32> {
   %rows = stablehlo.iota dim = 0 : tensor<256x256xi32>
   %columns = stablehlo.iota dim = 1 : tensor<256x256xi32>
