@@ -99,7 +99,10 @@ def main(argv=None) -> int:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--best", action="store_true", help="each kernel's fastest call, not its mean (a loaded machine)")
     args = parser.parse_args(argv)
-    names = args.workloads.split(",") if args.workloads else [w.name for w in WORKLOADS]
+    known = [w.name for w in WORKLOADS]
+    names = args.workloads.split(",") if args.workloads else known
+    if unknown := sorted(set(names) - set(known)):
+        parser.error(f"unknown workloads {','.join(unknown)} (known: {','.join(known)})")
     machine = machine_limits()
     print(f"machine: {machine['cpu']}, {machine['cores']} cores; triad {machine['triad_gbps']:.1f} GB/s,"
           f" balance {machine['balance_flops_per_byte']:.1f} flop/B; kernels moving >= {args.min_bytes / 2**20:g} MiB per call")

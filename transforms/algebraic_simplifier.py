@@ -6,7 +6,9 @@ each op, and on a match replaces the op's result, erases the op and then every p
 left without uses (as XLA's ReplaceInstruction removes unused operands). It sweeps again
 until a sweep changes nothing, at most `max_sweeps` times. Every rewrite is exact for the
 element types it accepts: the module computes the same bits before and after (NaN payloads
-aside), unless `ignore_signed_zeros` is set.
+aside), unless `ignore_signed_zeros` is set, but one, which XLA makes too: a float division
+by a constant becomes a multiplication by its reciprocal (`divide_by_constant_as_multiply`,
+off to keep the division's bits), so that results are XLA:CPU's.
 
 Ops that carry an `xhlo.sharding` are left alone (the value replacing them may be sharded
 differently). Changed: any op replaced.
@@ -39,6 +41,7 @@ class AlgebraicSimplifierPass(ModulePass):
     fold_trivial_reductions: bool = True  # reduces over size-1 (or size-0) dims -> reshape / combine with init
     fold_splats: bool = True  # broadcast(splat constant) and iota along a size-1 dim -> splat constant
     max_splat_constant_elements: int = 16  # larger broadcasts of splats stay broadcasts (a constant is a buffer)
+    divide_by_constant_as_multiply: bool = True  # float x / c -> x * (1 / c), inexact, as XLA rewrites it
 
     def run(self, module: ir.Module) -> bool:
         changed = False

@@ -10,8 +10,10 @@ or minimum of narrow values is one of them, so rounding it changes nothing: the 
 can carry an f32 accumulator (the narrow init widened), read the narrow elements widened,
 and round once at the end (exactly). That is the f32 reduction LLVM vectorizes.
 
-Only a `linalg.generic` on tensors whose body is one `arith.maximumf`/`minimumf` (or
-`maxnumf`/`minnumf`) of its input and its narrow accumulator changes.
+A `linalg.generic` on tensors into one narrow result changes when its body ends in one
+`arith.maximumf`/`minimumf` (or `maxnumf`/`minnumf`) of the accumulator and a narrow value,
+the accumulator read nowhere else: the body before it may compute that value from several
+inputs (a bf16 attention's scaled and masked scores, fused into the reduction).
 """
 
 from mlirxla.ir_queries import ops_named
@@ -25,32 +27,33 @@ def widen_narrow_min_max_reductions(module: ir.Module) -> int:
     """Rewrite every such reduction in `module`; how many."""
     widened = 0
     for generic in ops_named(module, "linalg.generic"):
-        if narrow_order_reduction(generic):
+        order_op = narrow_order_reduction(generic)
+        if order_op is not None:
             with ir.InsertionPoint(generic), generic.location:
-                widen(generic)
+                widen(generic, order_op)
             widened += 1
     return widened
 
 
-def narrow_order_reduction(generic: ir.Operation) -> str | None:
+def narrow_order_reduction(generic: ir.Operation) -> ir.Operation | None:
     """The body's order op when `generic` is a narrow max/min reduction into one result."""
-    if len(generic.results) != 1 or len(generic.operands) != 2:
-        return None
-    if not any("reduction" in str(attr) for attr in ir.ArrayAttr(generic.attributes["iterator_types"])):
+    if len(generic.results) != 1 or not any("reduction" in str(attr) for attr in ir.ArrayAttr(generic.attributes["iterator_types"])):
         return None
     result_type = generic.results[0].type
     if not isinstance(result_type, ir.RankedTensorType) or not isinstance(ir.RankedTensorType(result_type).element_type, NARROW):
         return None
     block = generic.regions[0].blocks[0]
     body = [op.operation for op in block.operations]
-    if len(body) != 2 or body[0].name not in ORDER_OPS or body[1].name != "linalg.yield":
+    yielded = body[-1].operands[0]
+    order_op = yielded.owner if not isinstance(yielded.owner, ir.Block) else None
+    if order_op is None or order_op.name not in ORDER_OPS or order_op.parent != generic:
         return None
-    element_in, accumulator = block.arguments[0], block.arguments[1]
-    if {body[0].operands[0], body[0].operands[1]} != {element_in, accumulator} or body[1].operands[0] != body[0].results[0]:
+    accumulator = block.arguments[len(block.arguments) - 1]
+    operands = list(order_op.operands)
+    if len(operands) != 2 or operands[0] == operands[1] or accumulator not in operands or len(list(accumulator.uses)) != 1:
         return None
-    if element_in.type != accumulator.type:
-        return None
-    return body[0].name
+    element = operands[1] if operands[0] == accumulator else operands[0]
+    return order_op if element.type == accumulator.type else None
 
 
 def elementwise(source: ir.Value, target_type: ir.Type, cast: str) -> ir.Value:
@@ -71,21 +74,23 @@ def elementwise(source: ir.Value, target_type: ir.Type, cast: str) -> ir.Value:
     return generic.result
 
 
-def widen(generic: ir.Operation) -> None:
+def widen(generic: ir.Operation, order_op: ir.Operation) -> None:
+    """`generic` in place with an f32 accumulator: its init widened before it, the narrow
+    element widened before `order_op`, its result rounded after it."""
     narrow_type = ir.RankedTensorType(generic.results[0].type)
     f32 = ir.F32Type.get()
     wide_type = ir.RankedTensorType.get(narrow_type.shape, f32)
-    element, initial = generic.operands[0], generic.operands[1]
-    wide_initial = elementwise(initial, wide_type, "arith.extf")
-    order_op = generic.regions[0].blocks[0].operations[0].operation
-    wide = ir.Operation.create(
-        "linalg.generic", results=[wide_type], operands=[element, wide_initial], regions=1,
-        attributes={name: generic.attributes[name] for name in ("indexing_maps", "iterator_types", "operandSegmentSizes")})
-    block = wide.regions[0].blocks.append(ir.RankedTensorType(element.type).element_type, f32)
-    with ir.InsertionPoint(block):
-        widened = ir.Operation.create("arith.extf", results=[f32], operands=[block.arguments[0]]).result
-        combined = ir.Operation.create(order_op.name, results=[f32], operands=[block.arguments[1], widened]).result
-        ir.Operation.create("linalg.yield", operands=[combined])
-    narrow = elementwise(wide.result, narrow_type, "arith.truncf")
-    generic.results[0].replace_all_uses_with(narrow)
-    generic.erase()
+    initial_position = len(generic.operands) - 1
+    generic.operands[initial_position] = elementwise(generic.operands[initial_position], wide_type, "arith.extf")
+    block = generic.regions[0].blocks[0]
+    accumulator = block.arguments[len(block.arguments) - 1]
+    accumulator.set_type(f32)
+    element_position = 1 if order_op.operands[0] == accumulator else 0
+    with ir.InsertionPoint(order_op):
+        order_op.operands[element_position] = ir.Operation.create(
+            "arith.extf", results=[f32], operands=[order_op.operands[element_position]]).result
+    order_op.results[0].set_type(f32)
+    generic.results[0].set_type(wide_type)
+    with ir.InsertionPoint.after(generic):
+        narrow = elementwise(generic.results[0], narrow_type, "arith.truncf")
+    generic.results[0].replace_all_uses_except(narrow, narrow.owner.operation)

@@ -901,6 +901,61 @@ def test_fused_values_stay_out_of_scratch(text, rewrite, most, monkeypatch, tmp_
     assert scratch(without) > most
 
 
+MASKED_EXPONENTIAL_KERNEL = """func.func @masked_exponential(%arg0: memref<4x32x32xf32>, %arg2: memref<32xi32>, %arg1: memref<4x32x32xf32>) {
+  %x = bufferization.to_tensor %arg0 restrict : memref<4x32x32xf32> to tensor<4x32x32xf32>
+  %ROWS
+  %columns = stablehlo.iota dim = 1 : tensor<32x32xi32>
+  %visible = stablehlo.compare GE, %rows, %columns, SIGNED : (tensor<32x32xi32>, tensor<32x32xi32>) -> tensor<32x32xi1>
+  %mask = stablehlo.broadcast_in_dim %visible, dims = [1, 2] : (tensor<32x32xi1>) -> tensor<4x32x32xi1>
+  %hidden = stablehlo.constant dense<-1.000000e+30> : tensor<4x32x32xf32>
+  %scores = stablehlo.select %mask, %x, %hidden : tensor<4x32x32xi1>, tensor<4x32x32xf32>
+  %lowest = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %max = stablehlo.reduce(%scores init: %lowest) applies stablehlo.maximum across dimensions = [2] : (tensor<4x32x32xf32>, tensor<f32>) -> tensor<4x32xf32>
+  %1 = stablehlo.broadcast_in_dim %max, dims = [0, 1] : (tensor<4x32xf32>) -> tensor<4x32x32xf32>
+  %again = stablehlo.select %mask, %x, %hidden : tensor<4x32x32xi1>, tensor<4x32x32xf32>
+  %2 = stablehlo.subtract %again, %1 : tensor<4x32x32xf32>
+  %3 = stablehlo.exponential %2 : tensor<4x32x32xf32>
+  bufferization.materialize_in_destination %3 in restrict writable %arg1 : (tensor<4x32x32xf32>, memref<4x32x32xf32>) -> ()
+  return
+}
+"""
+
+
+CAUSAL = "rows = stablehlo.iota dim = 0 : tensor<32x32xi32>"
+# a row's keys past a length are masked: the lengths, an operand, broadcast along the columns
+PADDED = ("lengths = bufferization.to_tensor %arg2 restrict : memref<32xi32> to tensor<32xi32>\n"
+          "  %rows = stablehlo.broadcast_in_dim %lengths, dims = [0] : (tensor<32xi32>) -> tensor<32x32xi32>")
+
+
+@pytest.mark.parametrize("rows", [CAUSAL, PADDED], ids=["causal", "padded"])
+def test_broadcast_mask_is_computed_where_it_is_read(rows, monkeypatch):
+    """A causal mask (iotas compared) or a padding mask (an iota compared with lengths),
+    broadcast over the batch and read by two selects (a softmax kernel after priority fusion
+    duplicated them), is recomputed in the loop nests that read it (`generated_broadcasts.py`):
+    the kernel's only scratch holds its row maxima, and it computes what the interpreter does;
+    without the rewrite the mask takes scratch too."""
+    from mlirxla.backends.cpu import generated_broadcasts, lowering
+
+    kernel = MASKED_EXPONENTIAL_KERNEL.replace("ROWS", rows)
+
+    def scratch_held() -> list[str]:
+        module = ir.Module.parse(kernel, new_context())
+        return [argument.holds for argument in lowering.lower_to_llvm_dialect(module, "masked_exponential").scratch["masked_exponential"]]
+
+    assert len(scratch_held()) == 1 and "4x32xf32" in scratch_held()[0]
+    program = kernel.replace("@masked_exponential(%arg0: memref<4x32x32xf32>, %arg2: memref<32xi32>, %arg1: memref<4x32x32xf32>) {",
+                             "@main(%x: tensor<4x32x32xf32>, %lengths: tensor<32xi32>) -> tensor<4x32x32xf32> {")
+    program = re.sub(r"  %(x|lengths) = bufferization.*\n", "", program)
+    program = re.sub(r"  bufferization.materialize_in_destination %3 .*\n  return\n", "  return %3 : tensor<4x32x32xf32>\n", program)
+    module = frontdoor.import_text(program, "kernel.mlir", new_context()).module
+    arguments = random_arguments(module, 1)
+    executable = Client().compile(program)
+    for got, want in zip(executable.execute_numpy(arguments), reference_outputs(module, arguments)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    monkeypatch.setattr(generated_broadcasts, "recompute_generated_broadcasts", lambda module: 0)
+    assert len(scratch_held()) > 1
+
+
 def masked_attention_program(batch: int, heads: int, sequence: int, depth: int) -> str:
     """jax's masked attention (`examples/benchmark_workloads.masked_attention`) as StableHLO:
     two dots batched over [batch, heads] and a softmax over keys masked past each length."""
@@ -1085,6 +1140,27 @@ def test_narrow_max_and_min_reductions_accumulate_in_f32(element, dtype, infinit
     largest, smallest = executable.execute_numpy([x])
     np.testing.assert_array_equal(largest.astype(np.float32), x.astype(np.float32).max(axis=1))
     np.testing.assert_array_equal(smallest.astype(np.float32), x.astype(np.float32).min(axis=1))
+
+
+SCALED_NARROW_ROW_MAX = """func.func @main(%x: tensor<64x256xf32>) -> tensor<64xbf16> {
+  %narrow = stablehlo.convert %x : (tensor<64x256xf32>) -> tensor<64x256xbf16>
+  %scale = stablehlo.constant dense<1.250000e-01> : tensor<64x256xbf16>
+  %scaled = stablehlo.multiply %narrow, %scale : tensor<64x256xbf16>
+  %low = stablehlo.constant dense<0xFF80> : tensor<bf16>
+  %max = stablehlo.reduce(%scaled init: %low) applies stablehlo.maximum across dimensions = [1] : (tensor<64x256xbf16>, tensor<bf16>) -> tensor<64xbf16>
+  return %max : tensor<64xbf16>
+}"""
+
+
+def test_a_narrow_max_of_fused_values_accumulates_in_f32(tmp_path):
+    """A bf16 row maximum of values the kernel computes (converted and scaled scores fused into
+    the reduction, as in a bf16 attention) carries an f32 accumulator too, and is exact."""
+    executable = Client().compile(SCALED_NARROW_ROW_MAX, CompileOptions(dump_to=str(tmp_path)))
+    optimized = "".join(path.read_text() for path in tmp_path.glob("*.ir-with-opt.ll"))
+    assert "llvm.vector.reduce.fmaximum" in optimized
+    x = np.random.default_rng(9).standard_normal((64, 256)).astype(np.float32)
+    expected = (x.astype(ml_dtypes.bfloat16) * ml_dtypes.bfloat16(0.125)).astype(np.float32).max(axis=1)
+    np.testing.assert_array_equal(executable.execute_numpy([x])[0].astype(np.float32), expected)
 
 
 CAUSAL_SOFTMAX = """func.func @main(%s: tensor<8x256x256xf32>) -> tensor<8x256x256xf32> {

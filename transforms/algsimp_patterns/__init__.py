@@ -14,7 +14,7 @@ REWRITES = MappingProxyType(
         "xhlo.add": (elementwise.fold_add_zero,),
         "xhlo.subtract": (elementwise.fold_subtract_zero,),
         "xhlo.multiply": (elementwise.fold_multiply_one, elementwise.fold_multiply_zero),
-        "xhlo.divide": (elementwise.fold_divide_one,),
+        "xhlo.divide": (elementwise.fold_divide_one, elementwise.divide_by_constant_as_multiply),
         "xhlo.negate": (elementwise.fold_double_negate,),
         "xhlo.not": (elementwise.fold_double_not,),
         "xhlo.compare": (elementwise.fold_compare_same_operand,),

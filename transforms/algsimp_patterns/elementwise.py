@@ -1,24 +1,35 @@
-"""Rewrites of elementwise ops: identities, involutions, compare and select.
+"""Rewrites of elementwise ops: identities, involutions, compare and select, and XLA's
+division by a constant.
 
-Each one is exact for the element types it accepts. Floats are the usual trap: x + 0.0 is
+Each one but the last is exact for the element types it accepts. Floats are the usual trap: x + 0.0 is
 not x when x is -0.0 (-0.0 + 0.0 = +0.0), but x + (-0.0) is x for every x; x * 0 is not 0
 when x is NaN, an infinity or negative; x == x is false for NaN.
 """
 
+import ml_dtypes
+import numpy as np
+
+from mlirxla.dialects.xhlo.builder import create_op
 from mlirxla.dialects.xhlo.types import element_of
 from mlirxla.mlir import ir
 
 from .common import (
     NO_MATCH,
     bool_constant,
+    broadcast,
     is_float,
     is_integer,
     is_negative_zero,
     is_positive_zero,
     produced_by,
     splat_attribute,
+    splat_constant,
     splat_number,
 )
+
+# the float types whose reciprocal XLA computes in the type itself (bf16 and f16 through f32, as
+# Eigen's half types divide)
+RECIPROCAL_TYPES = {"f64": np.float64, "f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
 
 
 def _is_additive_identity(value: ir.Value, options) -> bool:
@@ -92,6 +103,28 @@ def fold_divide_one(op: ir.Operation, options):
     if not _is_one(rhs):
         return NO_MATCH
     return lhs
+
+
+def divide_by_constant_as_multiply(op: ir.Operation, options):
+    """x / c -> x * (1 / c) for a float splat constant c (through a broadcast too) and x not a
+    constant: XLA's rewrite (AlgebraicSimplifier::HandleDivide), inexact by up to an ulp, which
+    is what XLA:CPU computes (JAX's cpu results are x * (1 / c)) and a multiply where a
+    division would bound a kernel's throughput. The reciprocal is rounded to the element type
+    as XLA rounds it."""
+    lhs, rhs = op.operands
+    element = element_of(op.result.type)
+    if not options.divide_by_constant_as_multiply or str(element) not in RECIPROCAL_TYPES or splat_attribute(lhs) is not None:
+        return NO_MATCH
+    divisor = splat_number(rhs)
+    if divisor is None:
+        return NO_MATCH
+    scalar_type = RECIPROCAL_TYPES[str(element)]
+    computed_in = np.float64 if scalar_type is np.float64 else np.float32
+    with np.errstate(divide="ignore", over="ignore"):
+        reciprocal = float(scalar_type(computed_in(1.0) / computed_in(divisor)))
+    scalar = splat_constant(ir.FloatAttr.get(element, reciprocal), ir.RankedTensorType.get([], element), op.location)
+    multiplier = broadcast(scalar, [], op.result.type, op.location)  # a splat of the whole shape would be a buffer
+    return create_op("xhlo.multiply", [lhs, multiplier], [op.result.type], {}, op.location).results[0]
 
 
 def fold_double_negate(op: ir.Operation, options):

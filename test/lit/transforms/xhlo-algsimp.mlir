@@ -170,6 +170,31 @@ func.func @fold_divide_one(%x: tensor<4xbf16>) -> tensor<4xbf16> {
 
 // -----
 
+/// Float x / c -> x * (1 / c), as XLA rewrites it (exact here: c is a power of two).
+// CHECK-LABEL: func.func @fold_divide_by_constant
+// CHECK-NEXT: %[[C:.*]] = "xhlo.constant"() {value = dense<2.500000e-01> : tensor<4xf32>}
+// CHECK-NEXT: %[[M:.*]] = "xhlo.multiply"(%arg0, %[[C]])
+// CHECK-NEXT: return %[[M]]
+func.func @fold_divide_by_constant(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %c = "xhlo.constant"() {value = dense<4.0> : tensor<f32>} : () -> tensor<f32>
+  %b = "xhlo.broadcast"(%c) {dimensions = array<i64>} : (tensor<f32>) -> tensor<4xf32>
+  %0 = "xhlo.divide"(%x, %b) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+/// Integer x / c stays: it rounds toward zero.
+// CHECK-LABEL: func.func @no_fold_int_divide_by_constant
+// CHECK: "xhlo.divide"(%arg0, %0)
+func.func @no_fold_int_divide_by_constant(%x: tensor<4xi32>) -> tensor<4xi32> {
+  %c = "xhlo.constant"() {value = dense<4> : tensor<4xi32>} : () -> tensor<4xi32>
+  %0 = "xhlo.divide"(%x, %c) : (tensor<4xi32>, tensor<4xi32>) -> tensor<4xi32>
+  return %0 : tensor<4xi32>
+}
+
+// -----
+
 /// 1 / x stays: it is the reciprocal.
 // CHECK-LABEL: func.func @no_fold_one_divide
 // CHECK: "xhlo.divide"(%0, %arg0)
