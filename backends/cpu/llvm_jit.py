@@ -152,12 +152,12 @@ def same_code(name: str, original: OptimizedKernel) -> OptimizedKernel:
 
 def shared_objects(kernels: list[OptimizedKernel]) -> list[bytes]:
     """The objects `kernels` need besides their own: the compiler-runtime helpers when the
-    kernels may call them (`helpers_object`), the runtime library when one calls into it
+    kernels may call them (`helpers_object`), the runtime library's functions they call
     (`library_object`), and the forwarders among them (with the kernels that are a call into
     the library)."""
     objects = [helpers_object()] if any(native_symbols.may_call_helpers(kernel.ir_without_opt) for kernel in kernels) else []
-    if any(runtime_library.calls_library(kernel.ir_without_opt) for kernel in kernels):
-        objects.append(library_object())
+    called = {name for kernel in kernels for name in runtime_library.called_functions(kernel.ir_without_opt)}
+    objects += [library_object(name) for name in sorted(called)]
     forwarders = [kernel for kernel in kernels if kernel.forwards]
     if forwarders:
         context = llvm.create_context()
@@ -183,10 +183,10 @@ def helpers_object() -> bytes:
 
 
 @functools.cache
-def library_object() -> bytes:
-    """The runtime library's object (`runtime_library.py`): optimized at O3 for the host and
-    compiled once per process."""
-    return emit_object(target_machine(), optimize("the runtime library", runtime_library.LIBRARY, frozenset(), llvm.create_context()))
+def library_object(function: str) -> bytes:
+    """The object of the runtime library's `function` (`runtime_library.py`): optimized at O3
+    for the host and compiled once per process."""
+    return emit_object(target_machine(), optimize(function, runtime_library.function_ir(function), frozenset(), llvm.create_context()))
 
 
 def library_call(name: str, ir_text: str) -> OptimizedKernel:

@@ -69,10 +69,11 @@ class LoopText:
         self.depth -= 1
         self.line(trailer)
 
-    def loop(self, upper: int, hint: str = "i") -> str:
-        """Open `scf.for` from 0 to `upper`; its induction variable."""
+    def loop(self, upper: int | str, hint: str = "i") -> str:
+        """Open `scf.for` from 0 to `upper` (a size, or an index value); its induction variable."""
         variable = self.fresh(hint)
-        self.open(f"scf.for {variable} = {self.constant(0)} to {self.constant(upper)} step {self.constant(1)}")
+        bound = upper if isinstance(upper, str) else self.constant(upper)
+        self.open(f"scf.for {variable} = {self.constant(0)} to {bound} step {self.constant(1)}")
         return variable
 
     def load(self, memref: str, memref_type: str, indices: list[str]) -> str:

@@ -1,6 +1,7 @@
 """Shape-generic kernels compiled once per process, as XLA:CPU links its runtime library:
 their sizes are arguments, so a program using one compiles no code of its own for it, only a
-call with its constants.
+call with its constants. Each function is its own object, compiled the first time an
+executable calls it (`llvm_jit.library_object`).
 
 `im2col` lays a convolution's receptive fields out as GEMM rows (`convolution_gemm.py` has
 the layout): for each output position and filter row, the filter row's window of the input,
@@ -11,10 +12,16 @@ The generated kernel it replaces (the input padded into scratch, then one loop n
 windows) cost about 40 ms of the lowering and LLVM of conv_bn_pool's cold compile and ran
 no faster (16 images of 32x32x32, 3x3: 0.50-0.59 ms generated, 0.52-0.60 here).
 
-The library is one object (`llvm_jit.library_object`, O3 for the host, compiled once per
-process) that an executable's archive carries when a kernel calls into it (`calls_library`);
-a kernel calling it (`im2col_call`) is compiled with the forwarders, unoptimized: it is one
-call.
+`mlirxla_top_k_f32_*` is XLA's runtime TopK (`__xla_cpu_runtime_TopKF32`, the only type XLA's
+runtime takes too): a `TopK` custom call of f32 rows with i32 positions
+(`transforms/top_k_rewriter.py`), the selection of `top_k_kernel.py` with the rows, their
+length and k as arguments, one function per order (largest or smallest first) and NaN
+handling (canonical or not), written in the loop dialects and lowered as the kernels are.
+The generated kernel it replaces cost a top_k program two thirds of its cold compile.
+
+An executable's archive carries the object of each function its kernels call
+(`called_functions`); a kernel calling one (`im2col_call`, `top_k_call`) is compiled with
+the forwarders, unoptimized: it is one call.
 """
 
 IM2COL = "mlirxla_im2col"
@@ -122,6 +129,47 @@ def im2col_call(symbol: str, shape) -> str:
             f"  ret void\n}}\n")
 
 
-def calls_library(ir_text: str) -> bool:
-    return f"@{IM2COL}(" in ir_text
+TOP_K_FUNCTIONS = {f"mlirxla_top_k_f32_{'largest' if largest else 'smallest'}{'_canonical' if canonical else ''}": (largest, canonical)
+                   for largest in (True, False) for canonical in (True, False)}
+TOP_K_PARAMETERS = "ptr, ptr, ptr, i64, i64, i64"
+
+
+def top_k_function(largest: bool, canonical: bool) -> str:
+    return next(name for name, variant in TOP_K_FUNCTIONS.items() if variant == (largest, canonical))
+
+
+def top_k_call(symbol: str, function: str, rows: int, n: int, k: int) -> str:
+    """LLVM IR of kernel `symbol` (x, values, positions): `function`, a TopK of the library,
+    over `rows` rows of `n`."""
+    return (f"; kernel {symbol}: top {k} of {rows} f32 row(s) of {n}, in the runtime library\n"
+            f"declare void @{function}({TOP_K_PARAMETERS})\n\n"
+            f"define void @{symbol}(ptr %0, ptr %1, ptr %2) {{\n"
+            f"  tail call void @{function}(ptr %0, ptr %1, ptr %2, i64 {rows}, i64 {n}, i64 {k})\n"
+            f"  ret void\n}}\n")
+
+
+FUNCTIONS = (IM2COL, *TOP_K_FUNCTIONS)
+
+
+def called_functions(ir_text: str) -> list[str]:
+    """The library functions a kernel's LLVM IR calls."""
+    return [name for name in FUNCTIONS if f"@{name}(" in ir_text]
+
+
+def function_ir(name: str) -> str:
+    """The LLVM IR of library function `name`: im2col's as written, a TopK's lowered from its
+    loops in a context of its own."""
+    if name == IM2COL:
+        return LIBRARY
+    from mlirxla import context
+    from mlirxla.mlir import ir
+
+    from . import lowering
+    from .top_k_kernel import top_k_library_text
+
+    largest, canonical = TOP_K_FUNCTIONS[name]
+    with context.new_context(), ir.Location.unknown():
+        module = ir.Module.parse(top_k_library_text(name, largest, canonical))
+        lowering.lower_to_llvm_dialect(module, name)
+        return lowering.translate(module, name)
 

@@ -28,6 +28,7 @@ A `TopK` custom call (`transforms/top_k_rewriter.py`: the iota, the sort and the
 own, and the k values and positions are written to k-wide results (`top_k_call_text`)."""
 
 import re
+from dataclasses import dataclass
 
 from mlirxla.mlir import ir
 from mlirxla.transforms.sort_comparator import SortKey, comparator_keys
@@ -38,7 +39,7 @@ from .loop_text import LoopText, element_text, is_float, is_unsigned, memref_tex
 
 MAX_SELECTED = MAX_K  # the TopK rewriter's bound is this kernel's
 LANES = 8  # keys compared at once past the first k of a contiguous row
-CONTIGUOUS = re.compile(r"memref<[0-9x]+x[a-z0-9]+>$")  # no layout: rows are contiguous
+CONTIGUOUS = re.compile(r"memref<[0-9?x]+x[a-z0-9]+>$")  # no layout: rows are contiguous
 CANONICAL_NAN = {"f16": "0x7E00", "bf16": "0x7FC0", "f32": "0x7FC00000", "f64": "0x7FF8000000000000"}
 FLOAT_BITS = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64}
 
@@ -126,6 +127,28 @@ def top_k_call_text(symbol: str, op: ir.Operation, leading: int | None = None) -
     return text.text()
 
 
+def top_k_library_text(symbol: str, largest: bool, canonical: bool) -> str:
+    """The runtime library's TopK of f32 rows (`runtime_library.py`), shape-generic:
+    (x, values, positions, rows, n, k) -> the k largest (or smallest) of each of `rows` rows
+    of n and their i32 positions, k at most `MAX_SELECTED`; pointers to contiguous rows."""
+    dynamic = {"x": "memref<?x?xf32>", "top_values": "memref<?x?xf32>", "top_positions": "memref<?x?xi32>"}
+    text = LoopText(symbol, [("x_start", "memref<1xf32>"), ("top_values_start", "memref<1xf32>"), ("top_positions_start", "memref<1xi32>"),
+                             ("rows", "index"), ("n", "index"), ("k", "index")])
+    for name, width in (("x", "%n"), ("top_values", "%k"), ("top_positions", "%k")):
+        start_type = "memref<1xi32>" if name == "top_positions" else "memref<1xf32>"
+        text.line(f"%{name} = memref.reinterpret_cast %{name}_start to offset: [0], sizes: [%rows, {width}], "
+                  f"strides: [{width}, 1] : {start_type} to {dynamic[name]}")
+
+    def write(at, rank: str, chosen: str) -> None:
+        text.store(text.load("%x", dynamic["x"], at(chosen)), "%top_values", dynamic["top_values"], at(rank))
+        text.store(text.value(f"arith.index_cast {chosen} : index to i32"), "%top_positions", dynamic["top_positions"], at(rank))
+
+    rows_of_f32 = ir.RankedTensorType.get([1, 1], ir.F32Type.get())  # the keys' rank and element: sizes are arguments
+    select(text, rows_of_f32, "%x", 1, "%k", SortKey(0, descending=largest, canonical=canonical), write,
+           extents=["%rows", "%n"], keys_memref_type=dynamic["x"])
+    return text.text()
+
+
 def block_of(tensor_type: ir.Type, leading: int | None) -> ir.Type:
     """`tensor_type` with `leading` rows in its leading dimension (None: as it is)."""
     if leading is None:
@@ -134,15 +157,40 @@ def block_of(tensor_type: ir.Type, leading: int | None) -> ir.Type:
     return ir.RankedTensorType.get([leading] + list(tensor.shape[1:]), tensor.element_type)
 
 
-def select(text: LoopText, key_type: ir.Type, keys_memref: str, dimension: int, k: int, key: SortKey, write) -> None:
+@dataclass(frozen=True)
+class Selection:
+    """The k-entry buffer a selection fills: room for `capacity` entries, `k` of them used (an
+    index value: a constant, or the library function's argument), `last` the index k - 1."""
+
+    capacity: int
+    k: str
+    last: str
+
+    @property
+    def keys_type(self) -> str:
+        return f"memref<{self.capacity}xi64>"
+
+    @property
+    def positions_type(self) -> str:
+        return f"memref<{self.capacity}xindex>"
+
+
+def select(text: LoopText, key_type: ir.Type, keys_memref: str, dimension: int, k: int | str, key: SortKey, write,
+           extents: list[str] | None = None, keys_memref_type: str | None = None) -> None:
     """Per row of `keys_memref` along `dimension`, the first k positions of the stable order of
     `key` into a k-entry buffer, then `write(at, rank, chosen)` for each rank: `at(position)`
-    the indices of a position of the row, `chosen` the position at `rank`."""
+    the indices of a position of the row, `chosen` the position at `rank`. `key_type` gives
+    the keys' element and rank; sizes are its shape's, or `extents` (index values) with k an
+    index value at most `MAX_SELECTED` and `keys_memref_type` the keys' dynamic memref."""
     shape = list(ir.RankedTensorType(key_type).shape)
-    keys_memref_type = memref_text(key_type)
-    text.line(f"%keys = memref.alloca() : memref<{k}xi64>")
-    text.line(f"%positions = memref.alloca() : memref<{k}xindex>")
-    row = {d: text.loop(size, "r") for d, size in enumerate(shape) if d != dimension}
+    keys_memref_type = keys_memref_type or memref_text(key_type)
+    static = extents is None
+    extents = [text.constant(size) for size in shape] if static else extents
+    selection = Selection(k, text.constant(k), text.constant(k - 1)) if static else \
+        Selection(MAX_SELECTED, k, text.value(f"arith.subi {k}, {text.constant(1)} : index"))
+    text.line(f"%keys = memref.alloca() : {selection.keys_type}")
+    text.line(f"%positions = memref.alloca() : {selection.positions_type}")
+    row = {d: text.loop(extent, "r") for d, extent in enumerate(extents) if d != dimension}
 
     def at(position: str) -> list[str]:
         return [position if d == dimension else row[d] for d in range(len(shape))]
@@ -150,25 +198,30 @@ def select(text: LoopText, key_type: ir.Type, keys_memref: str, dimension: int, 
     def key_of(position: str) -> str:
         return sortable(text, text.load(keys_memref, keys_memref_type, at(position)), key_type, key.canonical, key.descending)
 
-    first = text.loop(k, "p")
-    insert(text, k, key_of(first), first, first)
+    first = text.loop(selection.k, "p")
+    insert(text, selection, key_of(first), first, first)
     text.close()
-    last = text.constant(k - 1)
-    threshold = text.load("%keys", f"memref<{k}xi64>", [last])
-    start = k
-    if dimension == len(shape) - 1 and CONTIGUOUS.match(keys_memref_type) and (chunks := (shape[dimension] - k) // LANES):
-        threshold = scan_chunks(text, keys_memref, key_type, at, key, k, chunks, threshold, key_of)
-        start = k + chunks * LANES
-    if start < shape[dimension]:
-        scan(text, text.constant(start), text.constant(shape[dimension]), threshold, k, key_of)
-    rank = text.loop(k, "j")
-    write(at, rank, text.load("%positions", f"memref<{k}xindex>", [rank]))
+    threshold = text.load("%keys", selection.keys_type, [selection.last])
+    start = selection.k
+    contiguous = dimension == len(shape) - 1 and CONTIGUOUS.match(keys_memref_type)
+    if static and contiguous and (chunks := (shape[dimension] - k) // LANES):
+        threshold = scan_chunks(text, keys_memref, keys_memref_type, key_type, at, key, selection, text.constant(chunks), threshold, key_of)
+        start = text.constant(k + chunks * LANES)
+    elif not static and contiguous:
+        past_k = text.value(f"arith.subi {extents[dimension]}, {selection.k} : index")
+        chunks = text.value(f"arith.divui {past_k}, {text.constant(LANES)} : index")
+        threshold = scan_chunks(text, keys_memref, keys_memref_type, key_type, at, key, selection, chunks, threshold, key_of)
+        start = text.value(f"arith.addi {selection.k}, {text.value(f'arith.muli {chunks}, {text.constant(LANES)} : index')} : index")
+    if not static or start != extents[dimension]:
+        scan(text, start, extents[dimension], threshold, selection, key_of)
+    rank = text.loop(selection.k, "j")
+    write(at, rank, text.load("%positions", selection.positions_type, [rank]))
     text.close()
     for _ in row:
         text.close()
 
 
-def scan(text: LoopText, lower: str, upper: str, threshold: str, k: int, key_of) -> str:
+def scan(text: LoopText, lower: str, upper: str, threshold: str, selection: Selection, key_of) -> str:
     """Positions [lower, upper) one by one: an element whose key is before the buffer's last
     (the loop-carried `threshold`) is inserted; the threshold after the last."""
     position, carried, result = text.fresh("p"), text.fresh("t"), text.fresh("t")
@@ -177,8 +230,8 @@ def scan(text: LoopText, lower: str, upper: str, threshold: str, k: int, key_of)
     enters = text.value(f"arith.cmpi slt, {candidate}, {carried} : i64")
     updated = text.fresh("t")
     text.open(f"{updated} = scf.if {enters} -> (i64)")
-    insert(text, k, candidate, position, text.constant(k - 1))
-    text.line(f"scf.yield {text.load('%keys', f'memref<{k}xi64>', [text.constant(k - 1)])} : i64")
+    insert(text, selection, candidate, position, selection.last)
+    text.line(f"scf.yield {text.load('%keys', selection.keys_type, [selection.last])} : i64")
     text.close("} else {")
     text.line(f"scf.yield {carried} : i64")
     text.close()
@@ -187,19 +240,19 @@ def scan(text: LoopText, lower: str, upper: str, threshold: str, k: int, key_of)
     return result
 
 
-def scan_chunks(text: LoopText, keys_memref: str, key_type: ir.Type, at, key: SortKey, k: int, chunks: int, threshold: str,
-                key_of) -> str:
+def scan_chunks(text: LoopText, keys_memref: str, keys_memref_type: str, key_type: ir.Type, at, key: SortKey,
+                selection: Selection, chunks: str, threshold: str, key_of) -> str:
     """Positions k .. k + chunks * LANES of a contiguous row, LANES at a time: their keys as one
     vector compared with the threshold, and only a chunk holding a key before it scanned one
     by one (`scan`). Past the first few hundred positions of a row almost no element enters,
     so the row streams at vector speed."""
     element = element_text(key_type)
     chunk, carried, result = text.fresh("c"), text.fresh("t"), text.fresh("t")
-    text.open(f"{result} = scf.for {chunk} = {text.constant(0)} to {text.constant(chunks)} step {text.constant(1)} "
+    text.open(f"{result} = scf.for {chunk} = {text.constant(0)} to {chunks} step {text.constant(1)} "
               f"iter_args({carried} = {threshold}) -> (i64)")
     offset = text.value(f"arith.muli {chunk}, {text.constant(LANES)} : index")
-    base = text.value(f"arith.addi {offset}, {text.constant(k)} : index")
-    values = text.value(f"vector.load {keys_memref}[{', '.join(at(base))}] : {memref_text(key_type)}, vector<{LANES}x{element}>")
+    base = text.value(f"arith.addi {offset}, {selection.k} : index")
+    values = text.value(f"vector.load {keys_memref}[{', '.join(at(base))}] : {keys_memref_type}, vector<{LANES}x{element}>")
     keys = sortable(text, values, key_type, key.canonical, key.descending, lanes=LANES)
     bound = text.value(f"vector.broadcast {carried} : i64 to vector<{LANES}xi64>")
     before = text.value(f"arith.cmpi slt, {keys}, {bound} : vector<{LANES}xi64>")
@@ -207,7 +260,7 @@ def scan_chunks(text: LoopText, keys_memref: str, key_type: ir.Type, at, key: So
     updated = text.fresh("t")
     text.open(f"{updated} = scf.if {any_before} -> (i64)")
     end = text.value(f"arith.addi {base}, {text.constant(LANES)} : index")
-    text.line(f"scf.yield {scan(text, base, end, carried, k, key_of)} : i64")
+    text.line(f"scf.yield {scan(text, base, end, carried, selection, key_of)} : i64")
     text.close("} else {")
     text.line(f"scf.yield {carried} : i64")
     text.close()
@@ -216,10 +269,10 @@ def scan_chunks(text: LoopText, keys_memref: str, key_type: ir.Type, at, key: So
     return result
 
 
-def insert(text: LoopText, k: int, key: str, position: str, slot: str) -> None:
+def insert(text: LoopText, selection: Selection, key: str, position: str, slot: str) -> None:
     """Put (key, position) into the k-entry buffer at `slot` or before it: entries from
     `slot` back whose keys are greater move down one (the one at `slot` is overwritten)."""
-    keys, positions = f"memref<{k}xi64>", f"memref<{k}xindex>"
+    keys, positions = selection.keys_type, selection.positions_type
     moving, final = text.fresh("j"), text.fresh("j")
     text.open(f"{final} = scf.while ({moving} = {slot}) : (index) -> index")
     nonzero = text.value(f"arith.cmpi sgt, {moving}, {text.constant(0)} : index")

@@ -158,6 +158,35 @@ def test_top_k_kernel_matches_jax_cpu(k, dtype):
 
 
 @pytest.mark.jax
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_f32_top_k_is_a_call_into_the_runtime_library(threads, monkeypatch, tmp_path):
+    """An f32 TopK compiles no kernel of its own (a call into the runtime library's TopK with
+    its rows, their length and k; on two threads per block of rows), and gives jax CPU's
+    values and indices, compiled and loaded from the compile cache (whose objects carry the
+    library function)."""
+    import jax
+    from jax import lax
+
+    from mlirxla.backends.cpu import llvm_jit
+
+    monkeypatch.setenv("MLIRXLA_CPU_THREADS", threads)
+    compiled_kernels = []
+    compile_native = llvm_jit.compile_native
+    monkeypatch.setattr(llvm_jit, "compile_native", lambda name, *rest: compiled_kernels.append(name) or compile_native(name, *rest))
+    x = np.random.default_rng(11).standard_normal((64, 4099)).astype(np.float32)
+    x[5, 7:30] = np.nan
+    lowered = jax.jit(lambda a: lax.top_k(a, 20)).lower(x).as_text()
+    with jax.default_device(jax.devices("cpu")[0]):
+        expected = [np.asarray(leaf) for leaf in jax.jit(lambda a: lax.top_k(a, 20))(x)]
+    for client in (Client(cache_dir=str(tmp_path)), Client(cache_dir=str(tmp_path))):
+        executable = client.compile(lowered)
+        assert "custom_call" in executable.thunk_sequence()
+        for leaf, want in zip(executable.execute_numpy([x]), expected):
+            assert leaf.tobytes() == want.tobytes()
+    assert not [name for name in compiled_kernels if "custom_call" in name], compiled_kernels
+
+
+@pytest.mark.jax
 @pytest.mark.parametrize("dtype", ["float32", "int32"])
 def test_top_k_split_over_the_threads_matches_jax_cpu(dtype, monkeypatch):
     """A TopK of many long rows runs in blocks of rows on the threads, each row scanned 8 keys

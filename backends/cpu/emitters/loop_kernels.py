@@ -14,7 +14,7 @@ from mlirxla.transforms.scheduling import type_bytes
 from ..scatter_kernel import kernel_reason, scatter_module_text
 from mlirxla.transforms.top_k_rewriter import TARGET as TOP_K_TARGET
 
-from .. import thread_split
+from .. import runtime_library, thread_split
 from ..top_k_kernel import MAX_SELECTED, selected_count, top_k_call_text, top_k_module_text
 from .host_calls import custom_call_target, emit_custom_call, emit_host_call
 from .kernels import KernelSpec
@@ -40,23 +40,44 @@ def emit_sort(emitter, op: ir.Operation) -> list:
 
 
 def emit_custom_call_kernel_or_host_call(emitter, op: ir.Operation) -> list:
-    """A `TopK` custom call is the selection kernel (its rows split over the threads when that
-    pays); every other custom call a host call."""
+    """A `TopK` custom call is the selection kernel, a call into the runtime library's TopK
+    for f32 rows with i32 positions (its rows split over the threads when that pays); every
+    other custom call a host call."""
     if custom_call_target(op) != TOP_K_TARGET:
         return emit_custom_call(emitter, op)
     k = ir.RankedTensorType(op.results[0].type).shape[-1]
-    emitter.decisions.append(f"{emitter.name_of(op)}: TopK as a top-{k} selection kernel (bounded insertion, "
-                             "positions counted in the kernel, k-wide results written directly)")
+    function = library_top_k(op)
+    emitter.decisions.append(f"{emitter.name_of(op)}: TopK as a top-{k} selection "
+                             + (f"in the runtime library ({function})" if function else
+                                "kernel (bounded insertion, positions counted in the kernel, k-wide results written directly)"))
     slices = top_k_slices(op) if emitter.slice_rows else None
     if slices is None:
-        return [loop_kernel(emitter, op, lambda symbol: top_k_call_text(symbol, op))]
+        return [loop_kernel(emitter, op, lambda symbol: top_k_call_text(symbol, op),
+                            function and (lambda symbol: top_k_library_call(symbol, function, op, None)))]
     name, rows = emitter.name_of(op), leading_size(op.results[0]) // slices
     symbol = emitter.symbol(name)
-    emitter.kernels.append(KernelSpec(symbol, op, source=top_k_call_text(symbol, op, rows)))
+    emitter.kernels.append(KernelSpec(symbol, op, source=top_k_call_text(symbol, op, rows),
+                                      library_call=function and top_k_library_call(symbol, function, op, rows)))
     values = list(op.operands) + list(op.results)
     emitter.decisions.append(f"{name}: parallel row blocks, {slices} slices of {rows} row(s)")
     return [SlicedKernelThunk(name, symbol, tuple(emitter.slice_of(v) for v in values), len(op.results), slices=slices,
                               strides=tuple(type_bytes(v.type) // slices for v in values))]
+
+
+def library_top_k(op: ir.Operation) -> str | None:
+    """The runtime library's TopK function for this custom call: f32 rows, i32 positions."""
+    keys, positions = (ir.RankedTensorType(t).element_type for t in (op.operands[0].type, op.results[1].type))
+    if not (isinstance(keys, ir.F32Type) and isinstance(positions, ir.IntegerType) and ir.IntegerType(positions).width == 32):
+        return None
+    return runtime_library.top_k_function(ir.BoolAttr(op.attributes["largest"]).value, ir.BoolAttr(op.attributes["canonical"]).value)
+
+
+def top_k_library_call(symbol: str, function: str, op: ir.Operation, leading: int | None) -> str:
+    """Kernel `symbol` calling `function` on the custom call's rows (with `leading`, a block of
+    that many of the leading dimension's)."""
+    shape = ir.RankedTensorType(op.operands[0].type).shape
+    rows = math.prod(shape[:-1]) if leading is None else leading * math.prod(shape[1:-1])
+    return runtime_library.top_k_call(symbol, function, rows, shape[-1], ir.RankedTensorType(op.results[0].type).shape[-1])
 
 
 def top_k_slices(op: ir.Operation) -> int | None:
@@ -71,10 +92,11 @@ def top_k_slices(op: ir.Operation) -> int | None:
     return slices if thread_split.estimate_moving(type_bytes(operand), elements, threads).pays else None
 
 
-def loop_kernel(emitter, op: ir.Operation, source_of) -> KernelThunk:
-    """The kernel thunk for `op` whose code is the module text `source_of(symbol)` gives."""
+def loop_kernel(emitter, op: ir.Operation, source_of, library_call_of=None) -> KernelThunk:
+    """The kernel thunk for `op` whose code is the module text `source_of(symbol)` gives (on
+    the CPU the call into the runtime library `library_call_of(symbol)` gives, when given)."""
     name = emitter.name_of(op)
     symbol = emitter.symbol(name)
-    emitter.kernels.append(KernelSpec(symbol, op, source=source_of(symbol)))
+    emitter.kernels.append(KernelSpec(symbol, op, source=source_of(symbol), library_call=library_call_of and library_call_of(symbol)))
     arguments = [emitter.slice_of(v) for v in op.operands] + [emitter.slice_of(r) for r in op.results]
     return KernelThunk(name, symbol, tuple(arguments), len(op.results))
