@@ -252,7 +252,7 @@ def compile_bytes(data: bytes, source: str, options: CompileOptions, backend: Ba
     of this toolkit are not safe to create and use from several threads at once (executions
     still run concurrently)."""
     from mlirxla import frontdoor
-    from mlirxla.context import new_context
+    from mlirxla.context import compile_context
     from mlirxla.pipelines.runner import RunOptions
 
     run_options = RunOptions(dump_to=options.dump_to, dump_pass_re=options.dump_pass_re,
@@ -261,7 +261,7 @@ def compile_bytes(data: bytes, source: str, options: CompileOptions, backend: Ba
                              render_reports=False)
     with _COMPILING, reported(options, source, backend) as recording, progress.compiling(source):
         try:
-            imported = frontdoor.import_bytes(data, source, new_context())
+            imported = frontdoor.import_bytes(data, source, compile_context(len(data)))
             if options.declared_shardings:
                 require_declared_shardings(imported.module)
             executable = Executable.of(backend.compile(imported.module, run_options))

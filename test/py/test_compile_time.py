@@ -202,3 +202,26 @@ def test_same_kernels_compile_once_and_compute_the_reference(tmp_path, context):
     for client in (Client(cache_dir=str(tmp_path)), Client(cache_dir=str(tmp_path))):  # compiled, then from the cache
         outputs = client.compile(THREE_LAYERS).execute_numpy(arguments)
         np.testing.assert_allclose(outputs[0], expected[0], rtol=1e-5, atol=1e-6)
+
+
+def test_small_programs_share_a_context_renewed_after_its_compiles(tmp_path, monkeypatch):
+    """Programs up to `SHARED_CONTEXT_MAX_INPUT_BYTES` import into one shared context (a new
+    one costs ~10 ms of a small compile), renewed after `SHARED_CONTEXT_COMPILES` compiles
+    (a context keeps what it uniqued); a larger one into its own; each computes its results
+    whichever context it compiled in."""
+    from mlirxla import context as contexts
+
+    monkeypatch.setattr(contexts, "_SHARED", contexts._SharedContext())
+    monkeypatch.setattr(contexts, "SHARED_CONTEXT_COMPILES", 2)
+    seen = []
+    compile_context = contexts.compile_context
+    monkeypatch.setattr(contexts, "compile_context", lambda size: seen.append(compile_context(size)) or seen[-1])
+    text = "func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {\n  %0 = stablehlo.add %x, %x : tensor<4xf32>\n  return %0 : tensor<4xf32>\n}\n"
+    x = np.arange(4, dtype=np.float32)
+    for index in range(3):
+        executable = Client(cache_dir=str(tmp_path / str(index))).compile(text)
+        np.testing.assert_array_equal(executable.execute_numpy([x])[0], 2 * x)
+    assert seen[0] is seen[1] and seen[2] is not seen[1]
+    monkeypatch.setattr(contexts, "SHARED_CONTEXT_MAX_INPUT_BYTES", len(text) - 1)
+    Client(cache_dir=str(tmp_path / "large")).compile(text)
+    assert seen[3] is not seen[2] and contexts._SHARED.context is seen[2]
