@@ -19,6 +19,9 @@ length and k as arguments, one function per order (largest or smallest first) an
 handling (canonical or not), written in the loop dialects and lowered as the kernels are.
 The generated kernel it replaces cost a top_k program two thirds of its cold compile.
 
+`mlirxla_softmax_f32` is a softmax along the last dimension of f32 rows (`softmax_rows.py`),
+which XLA:CPU hands to YNNPACK.
+
 An executable's archive carries the object of each function its kernels call
 (`called_functions`); a kernel calling one (`im2col_call`, `top_k_call`) is compiled with
 the forwarders, unoptimized: it is one call.
@@ -148,7 +151,19 @@ def top_k_call(symbol: str, function: str, rows: int, n: int, k: int) -> str:
             f"  ret void\n}}\n")
 
 
-FUNCTIONS = (IM2COL, *TOP_K_FUNCTIONS)
+SOFTMAX = "mlirxla_softmax_f32"
+
+
+def softmax_call(symbol: str, rows: int, n: int) -> str:
+    """LLVM IR of kernel `symbol` (x, y): the library's softmax over `rows` f32 rows of `n`."""
+    return (f"; kernel {symbol}: softmax of {rows} f32 row(s) of {n}, in the runtime library\n"
+            f"declare void @{SOFTMAX}(ptr, ptr, i64, i64)\n\n"
+            f"define void @{symbol}(ptr %0, ptr %1) {{\n"
+            f"  tail call void @{SOFTMAX}(ptr %0, ptr %1, i64 {rows}, i64 {n})\n"
+            f"  ret void\n}}\n")
+
+
+FUNCTIONS = (IM2COL, *TOP_K_FUNCTIONS, SOFTMAX)
 
 
 def called_functions(ir_text: str) -> list[str]:
@@ -157,8 +172,8 @@ def called_functions(ir_text: str) -> list[str]:
 
 
 def function_ir(name: str) -> str:
-    """The LLVM IR of library function `name`: im2col's as written, a TopK's lowered from its
-    loops in a context of its own."""
+    """The LLVM IR of library function `name`: im2col's as written, the others lowered from
+    their loops in a context of its own."""
     if name == IM2COL:
         return LIBRARY
     from mlirxla import context
@@ -167,9 +182,10 @@ def function_ir(name: str) -> str:
     from . import lowering
     from .top_k_kernel import top_k_library_text
 
-    largest, canonical = TOP_K_FUNCTIONS[name]
+    from .softmax_rows import softmax_library_text
+
     with context.new_context(), ir.Location.unknown():
-        module = ir.Module.parse(top_k_library_text(name, largest, canonical))
+        module = ir.Module.parse(softmax_library_text(name) if name == SOFTMAX else top_k_library_text(name, *TOP_K_FUNCTIONS[name]))
         lowering.lower_to_llvm_dialect(module, name)
         return lowering.translate(module, name)
 

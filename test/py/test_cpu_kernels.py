@@ -640,8 +640,17 @@ SOFTMAX = """func.func @main(%x: tensor<{rows}x512xf32>) -> tensor<{rows}x512xf3
 }}"""
 
 
+@pytest.fixture
+def generated_softmax(monkeypatch):
+    """Softmax fusions compiled as generated kernels: the runtime library's softmax
+    (`softmax_rows.py`), which takes them on the CPU, set aside."""
+    from mlirxla.backends.cpu import softmax_rows
+
+    monkeypatch.setattr(softmax_rows, "is_softmax", lambda op: False)
+
+
 @pytest.mark.parametrize("rows, sliced", [(8, False), (2048, True)])
-def test_kernels_take_their_working_memory_from_the_caller(rows, sliced):
+def test_kernels_take_their_working_memory_from_the_caller(rows, sliced, generated_softmax):
     """A softmax kernel's row maxima and sums are working memory: scratch arguments the
     thunk passes (no malloc in the kernel), one range per concurrent call when its row blocks
     run on the pool; the results match numpy."""
@@ -870,7 +879,7 @@ SOFTMAX_ROWS = """func.func @main(%x: tensor<64x256xf32>) -> tensor<64x256xf32> 
 
 @pytest.mark.parametrize("text, rewrite, most", [(SLICED_SUM, "sink_slices", 0), (RESHAPED, "unreshaped_result", 0),
                                                  (SOFTMAX_ROWS, "write_over_dying_operands", 2 * 64 * 4)])
-def test_fused_values_stay_out_of_scratch(text, rewrite, most, monkeypatch, tmp_path):
+def test_fused_values_stay_out_of_scratch(text, rewrite, most, monkeypatch, tmp_path, generated_softmax):
     """Each rewrite keeps a fused value out of the kernel's scratch (an exponential two slices
     of which a row sum reads, a
     transposed sum before its reshape, a softmax's exponentials: only the two row reductions
@@ -1104,7 +1113,36 @@ def test_row_loops_reading_other_rows_of_a_written_buffer_stay_apart(second_read
     assert fused == 0
 
 
-def test_row_fused_softmax_lowers_to_one_row_loop(tmp_path):
+@pytest.mark.parametrize("rows", [1, 64, 2048])
+def test_softmax_of_f32_rows_is_a_call_into_the_runtime_library(rows, monkeypatch, tmp_path):
+    """A softmax fusion of f32 rows compiles no kernel (a call into the runtime library's
+    softmax; its rows in blocks on the threads when they are many) and matches numpy, a row
+    of -inf and a NaN included; the generated kernel it stands for gives the same results."""
+    from mlirxla.backends.cpu import llvm_jit, softmax_rows
+
+    monkeypatch.setenv("MLIRXLA_CPU_THREADS", "2")
+    compiled_kernels = []
+    compile_native = llvm_jit.compile_native
+    monkeypatch.setattr(llvm_jit, "compile_native", lambda name, *rest: compiled_kernels.append(name) or compile_native(name, *rest))
+    x = np.random.default_rng(6).standard_normal((rows, 512)).astype(np.float32)
+    x[0, 3] = np.inf if rows > 1 else x[0, 3]
+    x[-1, 5] = np.nan
+    executable = Client(cache_dir=str(tmp_path)).compile(SOFTMAX.format(rows=rows))
+    assert not compiled_kernels, compiled_kernels
+    if rows in (1, 2048):
+        assert ("sliced kernel x2" in executable.thunk_sequence()) == (rows == 2048)
+    got = executable.execute_numpy([x])[0]
+    with np.errstate(invalid="ignore", over="ignore"):
+        expected = np.exp(x - x.max(axis=1, keepdims=True))
+        expected /= expected.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-7)
+    monkeypatch.setattr(softmax_rows, "is_softmax", lambda op: False)
+    generated = Client(cache_dir=str(tmp_path / "generated")).compile(SOFTMAX.format(rows=rows)).execute_numpy([x])[0]
+    np.testing.assert_allclose(got, generated, rtol=1e-6, atol=1e-8)
+    assert compiled_kernels
+
+
+def test_row_fused_softmax_lowers_to_one_row_loop(tmp_path, generated_softmax):
     """The whole softmax kernel (max, exp, sum, divide) is one loop over its rows in the
     optimized LLVM IR, with vector code in it, and still matches numpy."""
     executable = Client().compile(SOFTMAX.format(rows=64), CompileOptions(dump_to=str(tmp_path)))

@@ -6,8 +6,10 @@ becomes what the convolution cost model picks (`transforms/convolution_strategy.
 library, `runtime_library.py`; its module, `convolution_gemm.py`, for other backends) and a
 `gemm`, or a generated kernel; an output fusion rooted
 in such a dot or convolution becomes that library call writing the fusion's output, then its
-epilogue as a kernel reading the output elementwise and writing it in place. What BLAS cannot
-take is a generated kernel; every choice goes to the decisions."""
+epilogue as a kernel reading the output elementwise and writing it in place. A softmax fusion
+of f32 rows (`softmax_rows.py`) is a call into the runtime library, its rows in blocks over
+the threads when that pays. What BLAS cannot take is a generated kernel; every choice goes to
+the decisions."""
 
 import dataclasses
 from math import prod
@@ -17,10 +19,11 @@ from mlirxla.runtime.threads import cpu_threads
 from mlirxla.runtime.thunks import WIDENED_GEMMS, GemmThunk, KernelThunk, SlicedKernelThunk
 from mlirxla.transforms import convolution_strategy as strategy
 from mlirxla.transforms.fusion_legality import LIBRARY_CALLS, fused_ops, kind_of
+from mlirxla.transforms.scheduling import type_bytes
 
 from .. import thread_split
 from ..convolution_gemm import im2col_module_text
-from ..runtime_library import im2col_call
+from ..runtime_library import SOFTMAX, im2col_call, softmax_call
 from .kernels import KernelSpec, emit_kernel, epilogue_thunk, kernel_thunk
 
 
@@ -31,6 +34,26 @@ def emit_dot(emitter, op: ir.Operation) -> list:
 
 def emit_convolution(emitter, op: ir.Operation) -> list:
     return convolution_as_gemm(emitter, op, op, op.operands[0], op.operands[1]) or emit_kernel(emitter, op)
+
+
+def emit_softmax(emitter, op: ir.Operation) -> list:
+    """The softmax fusion as the runtime library's softmax over its rows (blocks of the leading
+    dimension's rows on the threads when `thread_split` says it pays)."""
+    name, shape = emitter.name_of(op), ir.RankedTensorType(op.results[0].type).shape
+    symbol = emitter.symbol(name)
+    threads = cpu_threads()
+    slices = thread_split.slice_count(shape[0], threads) if emitter.slice_rows and len(shape) > 1 and threads > 1 else None
+    if slices is not None and not thread_split.estimate(op, threads).pays:
+        slices = None
+    rows = prod(shape[:-1]) // (slices or 1)
+    emitter.kernels.append(KernelSpec(symbol, op, library_call=softmax_call(symbol, rows, shape[-1])))
+    emitter.decisions.append(f"{name}: softmax of f32 rows in the runtime library ({SOFTMAX})"
+                             + (f", parallel row blocks, {slices} slices of {rows} row(s)" if slices else ""))
+    arguments = (emitter.slice_of(op.operands[0]), emitter.slice_of(op.results[0]))
+    if slices is None:
+        return [KernelThunk(name, symbol, arguments, 1)]
+    block_bytes = type_bytes(op.results[0].type) // slices
+    return [SlicedKernelThunk(name, symbol, arguments, 1, slices=slices, strides=(block_bytes, block_bytes))]
 
 
 def emit_output_fusion(emitter, op: ir.Operation) -> list:
