@@ -25,8 +25,12 @@ on the compile threads, `MLIRXLA_COMPILE_THREADS`, and what of it did not overla
 shows as the wait for them), the native drivers, the shared object, and the rest (the plan,
 loading the objects, the cache), largest first.
 
+`--kernels` adds, per program, each kernel's LLVM work in one cold compile, timed again one
+kernel at a time on the main thread (the compile threads overlap them): its LLVM IR's lines,
+parsing and O3 (`llvm_jit.optimize`), code generation, and the optimized IR's lines.
+
     python benchmarks/compile_time.py [--layers 4,8,...] [--programs transformer,...] [--workloads layernorm,...]
-                                      [--repeats N] [--profile] [--json]
+                                      [--repeats N] [--profile] [--kernels] [--json]
 
 Times taken on a shared machine are noisy: quote the ratios, and say what else ran.
 """
@@ -45,6 +49,8 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")  # XLA's side is jax's own cpu bac
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
+
+import llvmlite.binding as llvm  # noqa: E402
 
 from mlirxla import phases  # noqa: E402
 from mlirxla.backends.cpu import llvm_jit, runtime_library  # noqa: E402
@@ -145,6 +151,34 @@ def breakdown(listener: PhaseTimes, total: float) -> dict:
     return dict(sorted(parts.items(), key=lambda item: -item[1]))
 
 
+def kernel_llvm_times(text: str) -> list[dict]:
+    """Each kernel's LLVM work in a cold compile of `text` (its IR captured as the compile
+    hands it to `llvm_jit.compile_native`), timed one at a time here, largest first."""
+    captured = []
+    compile_native = llvm_jit.compile_native
+
+    def capturing(name, ir_text, linked=frozenset(), keep_ir=False):
+        captured.append((name, ir_text, linked))
+        return compile_native(name, ir_text, linked, keep_ir)
+
+    llvm_jit.compile_native = capturing
+    try:
+        mlirxla_cold(text, False)
+    finally:
+        llvm_jit.compile_native = compile_native
+    times = []
+    for name, ir_text, linked in captured:
+        start = time.perf_counter()
+        module = llvm_jit.optimize(name, ir_text, linked, llvm.create_context())
+        optimized = time.perf_counter()
+        optimized_lines = str(module).count("\n")
+        generating = time.perf_counter()
+        llvm_jit.emit_object(llvm_jit.target_machine(), module)
+        times.append({"kernel": name, "ir_lines": ir_text.count("\n"), "optimize_s": optimized - start,
+                      "codegen_s": time.perf_counter() - generating, "optimized_lines": optimized_lines})
+    return sorted(times, key=lambda kernel: -(kernel["optimize_s"] + kernel["codegen_s"]))
+
+
 def xla_compile(function, arguments) -> tuple[float, str]:
     """Seconds of one cold XLA compile of a fresh lowering (a lowering keeps the executable it
     compiled, and jax caches compiles, so a repeat on the same one measures a look-up), and
@@ -164,7 +198,7 @@ def xla_kernels(hlo: str) -> tuple[int, int]:
     return len(FUSION.findall(hlo)) - library_fusions, library_fusions + len(CUSTOM_CALL.findall(hlo))
 
 
-def measure(name: str, function, arguments, repeats: int, profile: bool) -> dict:
+def measure(name: str, function, arguments, repeats: int, profile: bool, kernels: bool = False) -> dict:
     text = jax.jit(function).lower(*arguments).as_text()
     xla, hlo = min((xla_compile(function, arguments) for _ in range(repeats)), key=lambda run: run[0])
     generated, library = xla_kernels(hlo)
@@ -176,6 +210,8 @@ def measure(name: str, function, arguments, repeats: int, profile: bool) -> dict
            "xla_generated_kernels": generated, "xla_library_kernels": library}
     if parts:
         row["profile"] = parts
+    if kernels:
+        row["kernels"] = kernel_llvm_times(text)
     return row
 
 
@@ -199,6 +235,17 @@ def print_profiles(rows: list) -> None:
                 print(f"  {seconds * 1e3:9.1f} ms  {seconds / row['mlirxla_s']:6.1%}  {label}")
 
 
+def print_kernels(rows: list) -> None:
+    for row in rows:
+        if "kernels" not in row:
+            continue
+        print(f"\n{row['program']}: each kernel's LLVM work, one at a time on this thread")
+        print(f"  {'kernel':40} {'IR lines':>9} {'parse+O3 ms':>12} {'codegen ms':>11} {'optimized lines':>16}")
+        for kernel in row["kernels"]:
+            print(f"  {kernel['kernel']:40} {kernel['ir_lines']:9d} {kernel['optimize_s'] * 1e3:12.1f} {kernel['codegen_s'] * 1e3:11.1f}"
+                  f" {kernel['optimized_lines']:16d}")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", default=",".join(map(str, LAYERS)), help="comma-separated layer counts of the residual MLP ('' for none)")
@@ -206,6 +253,7 @@ def main(argv=None) -> int:
     parser.add_argument("--workloads", default="", help="comma-separated workloads of cpu_vs_xla.py ('all' for every one)")
     parser.add_argument("--repeats", type=int, default=1, help="compiles per side; the fastest is kept")
     parser.add_argument("--profile", action="store_true", help="where each mlirxla compile's time went")
+    parser.add_argument("--kernels", action="store_true", help="each kernel's LLVM work, timed one kernel at a time")
     parser.add_argument("--json", action="store_true", help="end with one JSON line holding every row")
     arguments = parser.parse_args(argv)
     layers = [int(n) for n in arguments.layers.split(",") if n]
@@ -223,19 +271,22 @@ def main(argv=None) -> int:
     measure("warm-up", *residual_mlp(2), repeats=1, profile=False)
     for function in runtime_library.FUNCTIONS:
         llvm_jit.library_object(function)
-    curve = [measure(f"residual MLP N={n}", *residual_mlp(n), arguments.repeats, arguments.profile) for n in layers]
+    curve = [measure(f"residual MLP N={n}", *residual_mlp(n), arguments.repeats, arguments.profile, arguments.kernels)
+             for n in layers]
     programs = []
     for name in names:
         chosen = program(f"programs/{name}")
-        programs.append(measure(name, chosen.function, chosen.arguments(), arguments.repeats, arguments.profile))
+        programs.append(measure(name, chosen.function, chosen.arguments(), arguments.repeats, arguments.profile, arguments.kernels))
     for name in workloads:
         chosen = workload(name)
-        programs.append(measure(f"workload {name}", chosen.function, chosen.arguments(), arguments.repeats, arguments.profile))
+        programs.append(measure(f"workload {name}", chosen.function, chosen.arguments(), arguments.repeats, arguments.profile,
+                                arguments.kernels))
     if curve:
         print_rows("residual MLP of N layers (64x64, batch 8): cold compile", curve)
     if programs:
         print_rows("benchmark programs: cold compile", programs)
     print_profiles(curve + programs)
+    print_kernels(curve + programs)
     if arguments.json:
         print(json.dumps({"curve": curve, "programs": programs}))
     return 0
