@@ -23,12 +23,18 @@ The generated kernel it replaces cost a top_k program two thirds of its cold com
 which XLA:CPU hands to YNNPACK.
 
 An executable's archive carries the object of each function its kernels call
-(`called_functions`); a kernel calling one (`im2col_call`, `top_k_call`) is compiled with
+(`called_functions`); a kernel calling one (`im2col_call`, `top_k_call`, `softmax_call`) is compiled with
 the forwarders, unoptimized: it is one call.
 """
 
+from mlirxla import context
+from mlirxla.mlir import ir
+
+from . import lowering
+from .softmax_rows import softmax_library_text
+from .top_k_kernel import top_k_library_text
+
 IM2COL = "mlirxla_im2col"
-IM2COL_PARAMETERS = "ptr, ptr, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64"
 LIBRARY = """
 declare void @llvm.memcpy.p0.p0.i64(ptr noalias nocapture writeonly, ptr noalias nocapture readonly, i64, i1)
 declare void @llvm.memset.p0.i64(ptr nocapture writeonly, i8, i64, i1)
@@ -117,24 +123,32 @@ done:
 """
 
 
+def call_text(symbol: str, what: str, function: str, buffers: int, sizes) -> str:
+    """LLVM IR of kernel `symbol`, whose arguments are `buffers` pointers: a tail call of library
+    `function` with them and the constants `sizes`; `what` says in a comment what it computes."""
+    pointers = ", ".join(f"ptr %{index}" for index in range(buffers))
+    parameters = ", ".join(["ptr"] * buffers + ["i64"] * len(sizes))
+    constants = "".join(f", i64 {size}" for size in sizes)
+    return (f"; kernel {symbol}: {what}, in the runtime library\n"
+            f"declare void @{function}({parameters})\n\n"
+            f"define void @{symbol}({pointers}) {{\n"
+            f"  tail call void @{function}({pointers}{constants})\n"
+            f"  ret void\n}}\n")
+
+
 def im2col_call(symbol: str, shape) -> str:
     """LLVM IR of kernel `symbol` (input, rows): `mlirxla_im2col` with `shape`'s sizes (a
     `convolution_strategy.Geometry`)."""
     (top, _), (left, _) = shape.padding
     sizes = (shape.width_bytes, shape.batch, shape.height, shape.width, shape.channels, shape.kernel_height,
              shape.kernel_width, shape.out_height, shape.out_width, *shape.strides, top, left)
-    constants = ", ".join(f"i64 {size}" for size in sizes)
-    return (f"; kernel {symbol}: im2col of {shape.batch}x{shape.height}x{shape.width}x{shape.channels} {shape.element}, "
-            f"a {shape.kernel_height}x{shape.kernel_width} window, in the runtime library\n"
-            f"declare void @{IM2COL}({IM2COL_PARAMETERS})\n\n"
-            f"define void @{symbol}(ptr %0, ptr %1) {{\n"
-            f"  tail call void @{IM2COL}(ptr %0, ptr %1, {constants})\n"
-            f"  ret void\n}}\n")
+    what = (f"im2col of {shape.batch}x{shape.height}x{shape.width}x{shape.channels} {shape.element}, "
+            f"a {shape.kernel_height}x{shape.kernel_width} window")
+    return call_text(symbol, what, IM2COL, 2, sizes)
 
 
 TOP_K_FUNCTIONS = {f"mlirxla_top_k_f32_{'largest' if largest else 'smallest'}{'_canonical' if canonical else ''}": (largest, canonical)
                    for largest in (True, False) for canonical in (True, False)}
-TOP_K_PARAMETERS = "ptr, ptr, ptr, i64, i64, i64"
 
 
 def top_k_function(largest: bool, canonical: bool) -> str:
@@ -144,11 +158,7 @@ def top_k_function(largest: bool, canonical: bool) -> str:
 def top_k_call(symbol: str, function: str, rows: int, n: int, k: int) -> str:
     """LLVM IR of kernel `symbol` (x, values, positions): `function`, a TopK of the library,
     over `rows` rows of `n`."""
-    return (f"; kernel {symbol}: top {k} of {rows} f32 row(s) of {n}, in the runtime library\n"
-            f"declare void @{function}({TOP_K_PARAMETERS})\n\n"
-            f"define void @{symbol}(ptr %0, ptr %1, ptr %2) {{\n"
-            f"  tail call void @{function}(ptr %0, ptr %1, ptr %2, i64 {rows}, i64 {n}, i64 {k})\n"
-            f"  ret void\n}}\n")
+    return call_text(symbol, f"top {k} of {rows} f32 row(s) of {n}", function, 3, (rows, n, k))
 
 
 SOFTMAX = "mlirxla_softmax_f32"
@@ -156,11 +166,7 @@ SOFTMAX = "mlirxla_softmax_f32"
 
 def softmax_call(symbol: str, rows: int, n: int) -> str:
     """LLVM IR of kernel `symbol` (x, y): the library's softmax over `rows` f32 rows of `n`."""
-    return (f"; kernel {symbol}: softmax of {rows} f32 row(s) of {n}, in the runtime library\n"
-            f"declare void @{SOFTMAX}(ptr, ptr, i64, i64)\n\n"
-            f"define void @{symbol}(ptr %0, ptr %1) {{\n"
-            f"  tail call void @{SOFTMAX}(ptr %0, ptr %1, i64 {rows}, i64 {n})\n"
-            f"  ret void\n}}\n")
+    return call_text(symbol, f"softmax of {rows} f32 row(s) of {n}", SOFTMAX, 2, (rows, n))
 
 
 FUNCTIONS = (IM2COL, *TOP_K_FUNCTIONS, SOFTMAX)
@@ -176,14 +182,6 @@ def function_ir(name: str) -> str:
     their loops in a context of its own."""
     if name == IM2COL:
         return LIBRARY
-    from mlirxla import context
-    from mlirxla.mlir import ir
-
-    from . import lowering
-    from .top_k_kernel import top_k_library_text
-
-    from .softmax_rows import softmax_library_text
-
     with context.new_context(), ir.Location.unknown():
         module = ir.Module.parse(softmax_library_text(name) if name == SOFTMAX else top_k_library_text(name, *TOP_K_FUNCTIONS[name]))
         lowering.lower_to_llvm_dialect(module, name)
