@@ -12,8 +12,8 @@ masked exponential ran at a sixth of the unmasked one's speed that way. Computed
 broadcast's shape (an iota along the dimension its own maps to, a splat at the larger
 shape, each elementwise op on its operands' broadcasts), once for each op that reads it
 (linalg fuses a producer into its consumer only when it has no other), the mask fuses into
-the loop nests that read it; XLA's elemental emitter computes a broadcast's operand per element the same
-way.
+the loop nests that read it; XLA's elemental emitter computes a broadcast's operand per
+element the same way.
 
 Only values whose leaves are iotas and constants are moved, through cheap elementwise ops
 (no transcendentals): recomputing them per element of the larger shape costs less than the

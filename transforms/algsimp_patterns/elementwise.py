@@ -1,9 +1,10 @@
 """Rewrites of elementwise ops: identities, involutions, compare and select, and XLA's
 division by a constant.
 
-Each one but the last is exact for the element types it accepts. Floats are the usual trap: x + 0.0 is
-not x when x is -0.0 (-0.0 + 0.0 = +0.0), but x + (-0.0) is x for every x; x * 0 is not 0
-when x is NaN, an infinity or negative; x == x is false for NaN.
+Each one but `divide_by_constant_as_multiply` is exact for the element types it accepts.
+Floats are the usual trap: x + 0.0 is not x when x is -0.0 (-0.0 + 0.0 = +0.0), but
+x + (-0.0) is x for every x; x * 0 is not 0 when x is NaN, an infinity or negative; x == x
+is false for NaN.
 """
 
 import ml_dtypes
