@@ -135,8 +135,10 @@ def row_compatible(producer: ir.Operation, consumer: ir.Operation) -> bool:
     """Whether two kernels that both reduce work row by row, so one kernel can run them.
 
     Rows: every reduce (single input) reduces the trailing dimensions of inputs of one shape S,
-    leaving the row shape R; every broadcast takes a scalar or maps R's dimensions onto the
-    leading ones; every other value has shape S, R or is a scalar. Then each row's results
+    leaving the row shape R; every broadcast takes a scalar, maps R's dimensions (or R's
+    with the reduced ones kept as 1, a layer norm's keepdims mean) onto the leading ones, or
+    the reduced dimensions' shape C onto the trailing ones (a layer norm's scale, the same in
+    every row); every other value has shape S, R, R kept, C, or is a scalar. Then each row's results
     depend on that row alone, and a kernel can compute a row's reductions and the
     elementwise work between them in one sweep (a softmax is one such kernel, as XLA's
     custom CPU fusions and its GPU softmax fusions make it).
@@ -158,11 +160,15 @@ def row_compatible(producer: ir.Operation, consumer: ir.Operation) -> bool:
     if len(inputs) != 1 or len(rows) != 1:
         return False
     full, row = inputs.pop(), rows.pop()
-    allowed = {full, row, ()}
+    kept = row + (1,) * (len(full) - len(row))  # a row's value with the reduced dimensions kept (keepdims)
+    columns = full[len(row):]  # one value per position of a row, the same in every row (a layer norm's scale)
+    allowed = {full, row, kept, columns, ()}
     for op in ops:
         if kind_of(op) == "broadcast":
             operand = _shape(op.operands[0].type)
-            if operand not in ((), row) or (operand == row and list(ir.DenseI64ArrayAttr(op.attributes["dimensions"])) != list(range(len(row)))):
+            dimensions = list(ir.DenseI64ArrayAttr(op.attributes["dimensions"]))
+            mapped = {(): [], row: list(range(len(row))), kept: list(range(len(full))), columns: list(range(len(row), len(full)))}
+            if operand not in mapped or dimensions != mapped[operand]:
                 return False
         if any(_shape(result.type) not in allowed for result in op.results):
             return False

@@ -142,3 +142,42 @@ def test_row_fusion_makes_softmax_one_kernel_with_the_same_results(context):
     assert kernel_count(module) == 1
     for a, b in zip(reference_outputs(module, arguments), before):
         np.testing.assert_array_equal(a, b)
+
+
+LAYER_NORM = """func.func @main(%x: tensor<16x32xf32>, %scale: tensor<32xf32>, %offset: tensor<32xf32>) -> tensor<16x32xf32> {
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %sum = stablehlo.reduce(%x init: %zero) applies stablehlo.add across dimensions = [1] : (tensor<16x32xf32>, tensor<f32>) -> tensor<16xf32>
+  %kept = stablehlo.reshape %sum : (tensor<16xf32>) -> tensor<16x1xf32>
+  %count = stablehlo.constant dense<3.125000e-02> : tensor<16x1xf32>
+  %mean = stablehlo.multiply %kept, %count : tensor<16x1xf32>
+  %means = stablehlo.broadcast_in_dim %mean, dims = [0, 1] : (tensor<16x1xf32>) -> tensor<16x32xf32>
+  %centered = stablehlo.subtract %x, %means : tensor<16x32xf32>
+  %squares = stablehlo.multiply %centered, %centered : tensor<16x32xf32>
+  %squares_sum = stablehlo.reduce(%squares init: %zero) applies stablehlo.add across dimensions = [1] : (tensor<16x32xf32>, tensor<f32>) -> tensor<16xf32>
+  %variance_kept = stablehlo.reshape %squares_sum : (tensor<16xf32>) -> tensor<16x1xf32>
+  %variance = stablehlo.multiply %variance_kept, %count : tensor<16x1xf32>
+  %epsilon = stablehlo.constant dense<1.0e-05> : tensor<16x1xf32>
+  %variance_plus = stablehlo.add %variance, %epsilon : tensor<16x1xf32>
+  %inverse = stablehlo.rsqrt %variance_plus : tensor<16x1xf32>
+  %inverses = stablehlo.broadcast_in_dim %inverse, dims = [0, 1] : (tensor<16x1xf32>) -> tensor<16x32xf32>
+  %normalized = stablehlo.multiply %centered, %inverses : tensor<16x32xf32>
+  %scales = stablehlo.broadcast_in_dim %scale, dims = [1] : (tensor<32xf32>) -> tensor<16x32xf32>
+  %offsets = stablehlo.broadcast_in_dim %offset, dims = [1] : (tensor<32xf32>) -> tensor<16x32xf32>
+  %scaled = stablehlo.multiply %normalized, %scales : tensor<16x32xf32>
+  %y = stablehlo.add %scaled, %offsets : tensor<16x32xf32>
+  return %y : tensor<16x32xf32>
+}
+"""
+
+
+def test_row_fusion_makes_a_layer_norm_one_kernel_with_the_same_results(context):
+    """A layer norm's mean and variance, kept as [rows, 1] (keepdims), and its scale and offset,
+    the same in every row, still work row by row: its two reductions join one kernel, which
+    computes the same."""
+    module = frontdoor.import_text(LAYER_NORM, "layer_norm.mlir", context).module
+    arguments = random_arguments(module, 7)
+    before = reference_outputs(module, arguments)
+    PipelineRunner(module).run(Pipeline("p").add(named_pipeline("simplification")).add(PriorityFusionPass()))
+    assert kernel_count(module) == 1
+    for a, b in zip(reference_outputs(module, arguments), before):
+        np.testing.assert_array_equal(a, b)
