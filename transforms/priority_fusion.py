@@ -142,8 +142,10 @@ class Namer:
         return name
 
 
-def fusion_base_name(body_kinds: list[str], root: str) -> str:
-    first = next((k for k in body_kinds if k not in ("constant", "parameter")), body_kinds[0] if body_kinds else root)
+def fusion_base_name(body: list[ir.Operation], root: str) -> str:
+    """`<first-op>_<root>_fusion`: the first op of `body` that is no constant (only as far
+    into the body as that op: a fusion that keeps taking producers grows by each merge)."""
+    first = next((kind for kind in map(kind_of, body) if kind not in ("constant", "parameter")), kind_of(body[0]) if body else root)
     return f"{first}_{root}_fusion"
 
 
@@ -167,7 +169,7 @@ def build_fusion(members: list[ir.Operation], exposed: list[ir.Value], namer: Na
         fusion = create_op("xhlo.fusion", inputs, [v.type for v in exposed], {}, location, region_count=1)
     body = ir.Block.create_at_start(fusion.regions[0], [v.type for v in inputs], [location] * len(inputs))
     mapping: dict = {value: argument for value, argument in zip(inputs, body.arguments)}
-    body_kinds: list[str] = []
+    body_ops: list[ir.Operation] = []
     exposed_set = set(exposed)
     with ir.InsertionPoint(body) as end:
         for member in members:
@@ -185,24 +187,22 @@ def build_fusion(members: list[ir.Operation], exposed: list[ir.Value], namer: Na
                     for inner in inner_ops[:-1]:
                         inner.operation.detach_from_parent()
                         end.insert(inner.operation)
-                        body_kinds.append(kind_of(inner.operation))
+                        body_ops.append(inner.operation)
                         for result in inner.operation.results:
                             mapping[result] = result
                 else:
                     for inner in inner_ops[:-1]:
-                        _clone_into(inner.operation, mapping)
-                        body_kinds.append(kind_of(inner.operation))
+                        body_ops.append(_clone_into(inner.operation, mapping))
                 for result, value in zip(member.results, inner_ops[-1].operands):
                     mapping[result] = mapping[value]
             else:
-                _clone_into(member, mapping)
-                body_kinds.append(kind_of(member))
+                body_ops.append(_clone_into(member, mapping))
         create_op("xhlo.return", [mapping[v] for v in exposed], [], {}, location)
     roots = [kind_of(defining_op(mapping[v])) if defining_op(mapping[v]) is not None else "parameter" for v in exposed]
     if kind is None:
         kind = "input" if "reduce" in roots else "loop"
     fusion.attributes["kind"] = ir.StringAttr.get(kind)
-    fusion.attributes["name"] = ir.StringAttr.get(namer.unique(fusion_base_name(body_kinds, roots[0])))
+    fusion.attributes["name"] = ir.StringAttr.get(namer.unique(fusion_base_name(body_ops, roots[0])))
     # the users of the last member's results all stand after it, hence after the fusion
     users_may_precede = any(defining_op(value) != anchor for value in exposed)
     for index, value in enumerate(exposed):
@@ -215,13 +215,14 @@ def build_fusion(members: list[ir.Operation], exposed: list[ir.Value], namer: Na
     return fusion
 
 
-def _clone_into(op: ir.Operation, mapping: dict) -> None:
+def _clone_into(op: ir.Operation, mapping: dict) -> ir.Operation:
     clone = op.clone()
     for index, value in enumerate(op.operands):
         if value in mapping:
             clone.operands[index] = mapping[value]
     for result, new in zip(op.results, clone.results):
         mapping[result] = new
+    return clone
 
 
 def _move_users_after(fusion: ir.Operation) -> None:
@@ -345,6 +346,16 @@ class KernelTimes:
         return saving(self.op_time(producer, producer_key), [self.op_time(c, k) for c, k in zip(consumers, consumer_keys)],
                       [self.fused_time(producer, c, (producer_key, k)) for c, k in zip(consumers, consumer_keys)], producer_stays)
 
+    def merged_flops(self, fusion: ir.Operation, producer_flops: float, consumer_flops: float) -> None:
+        """The flops of `fusion`, just made of a producer and a consumer of these flops: their
+        sum (what `fused_time` costed the pair with), instead of a walk over its body, which
+        grows by every merge into it. Taken when both are whole numbers whose sum a float holds
+        exactly (loop and input fusions hold no dot or convolution, the only ops of fractional
+        flops): then the body's sum in any order is that very number."""
+        total = producer_flops + consumer_flops
+        if producer_flops.is_integer() and consumer_flops.is_integer() and total < 2.0**53:
+            self.flops[identity(fusion)] = total
+
     def forget(self, address: int) -> None:
         self.alone.pop(address, None)
         self.flops.pop(address, None)
@@ -453,13 +464,16 @@ class FuseBlock:
                 self.log.append(Decision("refused", self.describe(producer), self.describe(consumer), "the fusion is not profitable", **costs))
             return False
         producer_text = self.describe(producer)
+        producer_flops = self.times.op_flops(producer, identity(producer))
         if not stays:
             self.forget(producer)  # the last merge erases it
         made = []
         for consumer in accepted:
             consumer_text = self.describe(consumer)
+            consumer_flops = self.times.op_flops(consumer, identity(consumer))
             self.forget(consumer)  # before the merge erases it
             fusion = build_fusion([producer, consumer], list(consumer.results), self.namer)
+            self.times.merged_flops(fusion, producer_flops, consumer_flops)
             self.log.append(Decision("fused", producer_text, consumer_text, fusion=self.describe(fusion), **costs))
             made.append(fusion)
         neighbours = []
