@@ -31,9 +31,10 @@ from mlirxla import errors
 from mlirxla.ir_queries import defining_op
 from mlirxla.mlir import ir
 
-from .cost_model import CostModel, model_for, saving
+from .cost_model import CostModel, Traffic, model_for, saving
 from .erasure import erase, identity, processing
 from .fusion_legality import (
+    NOT_KERNELS,
     Bodies,
     FusionLimits,
     fusion_refusal,
@@ -308,7 +309,9 @@ class KernelTimes:
     kernel costs: a producer with many consumers (a constant every layer reads) is no longer
     recosted in full each time one of its consumers is merged (XLA's PriorityFusion caches
     its priorities the same way and recomputes only the merged kernel's neighbours). Each
-    op's flops are kept the same way, for the pairs it takes part in."""
+    op's flops are kept the same way, for the pairs it takes part in, and so is what it reads
+    and writes (`Traffic`, which every pair it is in walked its operands for), until a merge
+    redirects its operands (`redirected`)."""
 
     def __init__(self, model: CostModel):
         self.model = model
@@ -316,6 +319,13 @@ class KernelTimes:
         self.fused: dict[tuple[int, int], float] = {}
         self.pairs_of: dict[int, set[tuple[int, int]]] = {}
         self.flops: dict[int, float] = {}
+        self.traffics: dict[int, Traffic] = {}
+
+    def traffic(self, op: ir.Operation, key: int) -> Traffic:
+        traffic = self.traffics.get(key)
+        if traffic is None:
+            traffic = self.traffics[key] = self.model.traffic(op)
+        return traffic
 
     def op_flops(self, op: ir.Operation, key: int) -> float:
         flops = self.flops.get(key)
@@ -327,7 +337,12 @@ class KernelTimes:
         key = identity(op) if key is None else key
         time = self.alone.get(key)
         if time is None:
-            time = self.alone[key] = self.model.op_time(op, self.op_flops(op, key))
+            if kind_of(op) in NOT_KERNELS:
+                time = 0.0
+            else:
+                traffic = self.traffic(op, key)
+                time = self.model.traffic_time([traffic], (key,), traffic.written, self.op_flops(op, key))
+            self.alone[key] = time
         return time
 
     def fused_time(self, producer: ir.Operation, consumer: ir.Operation, key: tuple[int, int] | None = None) -> float:
@@ -335,7 +350,9 @@ class KernelTimes:
         time = self.fused.get(key)
         if time is None:
             flops = sum((self.op_flops(producer, key[0]), self.op_flops(consumer, key[1])))
-            time = self.fused[key] = self.model.fused_time(producer, consumer, flops)
+            consumer_traffic = self.traffic(consumer, key[1])
+            time = self.fused[key] = self.model.traffic_time([self.traffic(producer, key[0]), consumer_traffic], key,
+                                                             consumer_traffic.written, flops)
             self.pairs_of.setdefault(key[0], set()).add(key)
             self.pairs_of.setdefault(key[1], set()).add(key)
         return time
@@ -356,9 +373,14 @@ class KernelTimes:
         if producer_flops.is_integer() and consumer_flops.is_integer() and total < 2.0**53:
             self.flops[identity(fusion)] = total
 
+    def redirected(self, op: ir.Operation) -> None:
+        """`op`'s operands were redirected to a new fusion's results: what it reads changed."""
+        self.traffics.pop(identity(op), None)
+
     def forget(self, address: int) -> None:
         self.alone.pop(address, None)
         self.flops.pop(address, None)
+        self.traffics.pop(address, None)
         for pair in self.pairs_of.pop(address, ()):
             self.fused.pop(pair, None)
 
@@ -474,6 +496,8 @@ class FuseBlock:
             self.forget(consumer)  # before the merge erases it
             fusion = build_fusion([producer, consumer], list(consumer.results), self.namer)
             self.times.merged_flops(fusion, producer_flops, consumer_flops)
+            for user in users_in_block(fusion):
+                self.times.redirected(user)  # it read the consumer's results
             self.log.append(Decision("fused", producer_text, consumer_text, fusion=self.describe(fusion), **costs))
             made.append(fusion)
         neighbours = []
