@@ -486,16 +486,17 @@ class FuseBlock:
                 self.log.append(Decision("refused", self.describe(producer), self.describe(consumer), "the fusion is not profitable", **costs))
             return False
         producer_text = self.describe(producer)
-        producer_flops = self.times.op_flops(producer, identity(producer))
+        producer_flops, producer_body = self.times.op_flops(producer, identity(producer)), self.bodies.of(producer)
         if not stays:
             self.forget(producer)  # the last merge erases it
         made = []
         for consumer in accepted:
             consumer_text = self.describe(consumer)
-            consumer_flops = self.times.op_flops(consumer, identity(consumer))
+            consumer_flops, consumer_body = self.times.op_flops(consumer, identity(consumer)), self.bodies.of(consumer)
             self.forget(consumer)  # before the merge erases it
             fusion = build_fusion([producer, consumer], list(consumer.results), self.namer)
             self.times.merged_flops(fusion, producer_flops, consumer_flops)
+            self.bodies.merged(fusion, producer_body, consumer_body)
             for user in users_in_block(fusion):
                 self.times.redirected(user)  # it read the consumer's results
             self.log.append(Decision("fused", producer_text, consumer_text, fusion=self.describe(fusion), **costs))
