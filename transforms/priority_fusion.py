@@ -373,6 +373,17 @@ class KernelTimes:
         if producer_flops.is_integer() and consumer_flops.is_integer() and total < 2.0**53:
             self.flops[identity(fusion)] = total
 
+    def merged_traffic(self, fusion: ir.Operation, producer_key: int, producer: Traffic, consumer: Traffic) -> None:
+        """What `fusion`, just made of a producer (at `producer_key`) and a consumer whose
+        results it computes, reads and writes: what the two read, but for the producer's
+        results (its operands are theirs), once each; what the consumer wrote."""
+        reads, seen = [], set()
+        for value, owner, size in producer.reads + consumer.reads:
+            if owner != producer_key and value not in seen:
+                seen.add(value)
+                reads.append((value, owner, size))
+        self.traffics[identity(fusion)] = Traffic(tuple(reads), consumer.written)
+
     def redirected(self, op: ir.Operation) -> None:
         """`op`'s operands were redirected to a new fusion's results: what it reads changed."""
         self.traffics.pop(identity(op), None)
@@ -486,16 +497,21 @@ class FuseBlock:
                 self.log.append(Decision("refused", self.describe(producer), self.describe(consumer), "the fusion is not profitable", **costs))
             return False
         producer_text = self.describe(producer)
-        producer_flops, producer_body = self.times.op_flops(producer, identity(producer)), self.bodies.of(producer)
+        producer_key = identity(producer)
+        producer_flops, producer_body = self.times.op_flops(producer, producer_key), self.bodies.of(producer)
+        producer_traffic = self.times.traffic(producer, producer_key)
         if not stays:
             self.forget(producer)  # the last merge erases it
         made = []
         for consumer in accepted:
             consumer_text = self.describe(consumer)
-            consumer_flops, consumer_body = self.times.op_flops(consumer, identity(consumer)), self.bodies.of(consumer)
+            consumer_key = identity(consumer)
+            consumer_flops, consumer_body = self.times.op_flops(consumer, consumer_key), self.bodies.of(consumer)
+            consumer_traffic = self.times.traffic(consumer, consumer_key)
             self.forget(consumer)  # before the merge erases it
             fusion = build_fusion([producer, consumer], list(consumer.results), self.namer)
             self.times.merged_flops(fusion, producer_flops, consumer_flops)
+            self.times.merged_traffic(fusion, producer_key, producer_traffic, consumer_traffic)
             self.bodies.merged(fusion, producer_body, consumer_body)
             for user in users_in_block(fusion):
                 self.times.redirected(user)  # it read the consumer's results

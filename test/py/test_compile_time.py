@@ -84,9 +84,9 @@ class RecordingFuseBlock(priority_fusion.FuseBlock):
 
 
 @pytest.mark.parametrize("name", PROGRAMS)
-def test_merged_bodies_and_flops_are_those_read_off_the_fusion(name, context, monkeypatch):
-    """A merged fusion's body and flops, summed from its producer's and consumer's, are what
-    walking the fusion gives."""
+def test_merged_bodies_flops_and_traffic_are_those_read_off_the_fusion(name, context, monkeypatch):
+    """A merged fusion's body, flops and traffic, made of its producer's and consumer's, are
+    what walking the fusion gives."""
     module = simplified(name, context)
     monkeypatch.setattr(priority_fusion, "FuseBlock", RecordingFuseBlock)
     RecordingFuseBlock.made = []
@@ -103,6 +103,12 @@ def test_merged_bodies_and_flops_are_those_read_off_the_fusion(name, context, mo
                 checked += 1
             if (flops := block.times.flops.get(identity(op))) is not None:
                 assert flops == block.times.model.body_flops(op)
+                checked += 1
+            if (traffic := block.times.traffics.get(identity(op))) is not None:
+                fresh = block.times.model.traffic(op)
+                assert traffic.written == fresh.written
+                assert {value: rest for value, *rest in traffic.reads} == {value: rest for value, *rest in fresh.reads}
+                assert len(traffic.reads) == len(fresh.reads)
                 checked += 1
     assert checked > 0
 
