@@ -376,8 +376,11 @@ class MergeBlock:
         for op in graph.ops:
             values.extend(op.results)
         for value in values:
+            uses = list(value.uses)
+            if len(uses) < 2:
+                continue  # one user at most (most values): no owner looked up
             users = []
-            for use in value.uses:
+            for use in uses:
                 user = graph.in_block(use.owner)
                 if user is not None and user not in users and user.name not in TERMINATORS:
                     users.append(user)
