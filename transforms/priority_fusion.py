@@ -179,10 +179,11 @@ def build_fusion(members: list[ir.Operation], exposed: list[ir.Value], namer: Na
                 for argument, operand in zip(inner_block.arguments, member.operands):
                     mapping[argument] = mapping[operand]
                 inner_ops = list(inner_block.operations)
-                # a member whose every result is exposed loses all its uses to the fusion and
-                # is erased below: its body moves over whole instead of being copied op by op
-                # (a consumer that keeps taking producers was copied once per merge)
-                if all(result in exposed_set for result in member.results):
+                # a member that loses all its uses to the fusion (each result exposed or read
+                # by members only) is erased below: its body moves over whole instead of being
+                # copied op by op (a consumer that keeps taking producers was copied once per
+                # merge, and so was a producer fusion that has no other users)
+                if all(_dies_with(result, exposed_set, inside) for result in member.results):
                     for argument in inner_block.arguments:
                         argument.replace_all_uses_with(mapping[argument])
                     for inner in inner_ops[:-1]:
@@ -214,6 +215,12 @@ def build_fusion(members: list[ir.Operation], exposed: list[ir.Value], namer: Na
     if users_may_precede:
         _move_users_after(fusion)
     return fusion
+
+
+def _dies_with(result: ir.Value, exposed: set, members: set) -> bool:
+    """Whether `result` of a member of a fusion being built has no use left once it is built:
+    it is exposed (its uses go to the fusion's results), or only members read it."""
+    return result in exposed or all(use.owner.operation in members for use in result.uses)
 
 
 def _clone_into(op: ir.Operation, mapping: dict) -> ir.Operation:
