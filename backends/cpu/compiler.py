@@ -121,11 +121,11 @@ def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pi
             phases.publish("kernel-count", len(emission.kernels))
             with llvm_jit.CodegenPool(compile_threads(), keep_ir=runner.dumps.directory is not None) as codegen:
                 started: list[tuple[KernelSpec, CompiledKernel | MlirxlaError | None]] = []
-                compiled_by_source: dict = {}
+                lowered_kernels = LoweredKernels()
                 for spec in emission.kernels:
                     with erasure.stage(f"cpu backend kernel '{spec.symbol}'"), phases.phase("kernel", spec.symbol):
                         erasure.processing(spec.op)
-                        started.append((spec, None if spec.interpret else start_kernel(spec, compiled_by_source, codegen, variant)))
+                        started.append((spec, None if spec.interpret else start_kernel(spec, lowered_kernels, codegen, variant)))
                 with phases.phase("backend", "kernels' native code"):
                     kernels = finish_kernels(started, plan, emission, assignment, codegen, variant)
                 plan.allocation_sizes[emission.slab] = assignment.heap.size
@@ -195,12 +195,12 @@ def pipeline_assignment(runner: PipelineRunner) -> Assignment:
     return report.assignment
 
 
-def start_kernel(spec: KernelSpec, compiled_by_source: dict, codegen: llvm_jit.CodegenPool,
+def start_kernel(spec: KernelSpec, lowered_kernels: "LoweredKernels", codegen: llvm_jit.CodegenPool,
                  variant: Variant = Variant()) -> "CompiledKernel | MlirxlaError":
     """The calling thread's part of the kernel's compile (`compile_kernel`), or why it failed:
     raised or fallen back from in the kernels' order (`finish_or_fall_back`)."""
     try:
-        return compile_kernel(spec, compiled_by_source, codegen, variant)
+        return compile_kernel(spec, lowered_kernels, codegen, variant)
     except MlirxlaError as error:
         return error
 
@@ -238,17 +238,25 @@ def kernel_stablehlo(spec: KernelSpec) -> tuple[ir.Module, str, str]:
     return kernel_module, text, without_symbol(text, spec.symbol)
 
 
-def kernel_structure(spec: KernelSpec) -> tuple | None:
+def kernel_signature(spec: KernelSpec) -> tuple:
+    """What any two kernels of one structure share, read without printing: the op's name, its
+    operand and result types, its body's op count, the plan's counts, whether a library call
+    computes a value, the in-place pairs. Only a kernel whose signature an earlier kernel has
+    is worth its structure's print (`kernel_structure`)."""
+    op, plan = spec.op, spec.plan
+    body = len(list(op.regions[0].blocks[0].operations)) if op.name == "xhlo.fusion" else 0
+    return (op.name, tuple(value.type for value in op.operands), tuple(value.type for value in op.results), body,
+            None if plan is None else (plan.count, plan.rows), spec.library_result is not None, spec.in_place)
+
+
+def kernel_structure(spec: KernelSpec) -> tuple:
     """What the kernel's StableHLO is made of, its names left out: the op printed on its own
     (its SSA values numbered within it, the values it reads from outside unnamed; a fusion's
     own attributes, its name and kind, left out: the kernel function reads only its body and
     types), the slice plan with each value's one-slice type by position, the position of the
     value a library call computes, and the in-place pairs. Kernels of equal structure have
     the same StableHLO but for the symbol, which this tells without building it (each is a
-    module made, lowered to StableHLO and printed: most of a duplicate's time). None for a
-    kernel with a source of its own."""
-    if spec.source is not None:
-        return None
+    module made, lowered to StableHLO and printed: most of a duplicate's time)."""
     op, plan = spec.op, spec.plan
     text = op.get_asm(use_local_scope=True, print_generic_op_form=True)
     if op.name == "xhlo.fusion":
@@ -279,21 +287,53 @@ def kernel_values(op: ir.Operation) -> list[ir.Value]:
     return list(block.arguments) + [result for inner in block.operations for result in inner.results]
 
 
-def compile_kernel(spec: KernelSpec, compiled_by_source: dict, codegen: llvm_jit.CodegenPool,
+class LoweredKernels:
+    """The kernels lowered so far in one compile, found by what makes two kernels the same code:
+    their StableHLO without the symbol (`kernel_stablehlo`), and their structure
+    (`kernel_structure`), which is known before the StableHLO is built. A structure is
+    printed only once two kernels share a signature (`kernel_signature`): then for the
+    earlier ones too, which were lowered without it."""
+
+    def __init__(self):
+        self.by_text: dict[str, CompiledKernel] = {}
+        self.by_structure: dict[tuple, CompiledKernel] = {}
+        self.unprinted: dict[tuple, list[tuple[KernelSpec, CompiledKernel]]] = {}  # signature -> kernels lowered
+
+    def structure(self, spec: KernelSpec) -> tuple | None:
+        """`spec`'s structure when an earlier kernel shares its signature, else None."""
+        if spec.source is not None:
+            return None
+        signature = kernel_signature(spec)
+        earlier = self.unprinted.get(signature)
+        if earlier is None:
+            self.unprinted[signature] = []
+            return None
+        for earlier_spec, compiled in earlier:
+            self.by_structure.setdefault(kernel_structure(earlier_spec), compiled)
+        earlier.clear()
+        return kernel_structure(spec)
+
+    def lowered(self, spec: KernelSpec, structure: tuple | None, compiled: CompiledKernel) -> None:
+        self.by_text[compiled.source_key] = compiled
+        if structure is not None:
+            self.by_structure[structure] = compiled
+        elif spec.source is None:
+            self.unprinted[kernel_signature(spec)].append((spec, compiled))
+
+
+def compile_kernel(spec: KernelSpec, lowered_kernels: LoweredKernels, codegen: llvm_jit.CodegenPool,
                    variant: Variant = Variant()) -> CompiledKernel:
     """Lower the kernel and hand its LLVM IR to the compile threads; or, when a kernel of the same
     structure or with the same StableHLO was lowered already, note that it runs that kernel's code
-    (its forwarder is made once that code is compiled: `finish_kernel`). `compiled_by_source`
-    holds the kernels lowered so far under both keys: `kernel_structure`, and the StableHLO text
-    without the symbol (which also finds kernels that differ only in what the lowering drops)."""
-    structure = kernel_structure(spec)
-    if structure is not None and (first := compiled_by_source.get(structure)) is not None:
+    (its forwarder is made once that code is compiled: `finish_kernel`)."""
+    structure = lowered_kernels.structure(spec)
+    if structure is not None and (first := lowered_kernels.by_structure.get(structure)) is not None:
         stablehlo_text = re.sub(rf"@{re.escape(first.symbol)}\b", f"@{spec.symbol}", first.stablehlo)
         return same_code_as(first, spec.symbol, stablehlo_text)
     kernel_module, stablehlo_text, source_key = kernel_stablehlo(spec)
-    if (first := compiled_by_source.get(source_key)) is not None:
+    if (first := lowered_kernels.by_text.get(source_key)) is not None:
         if structure is not None:
-            compiled_by_source[structure] = first
+            lowered_kernels.by_structure[structure] = first
         return same_code_as(first, spec.symbol, stablehlo_text)
     lowered = lowering.lower_to_llvm_dialect(kernel_module, spec.symbol, variant.buffer_loops,
                                              allow_excess_precision=variant.excess_precision)
@@ -301,9 +341,7 @@ def compile_kernel(spec: KernelSpec, compiled_by_source: dict, codegen: llvm_jit
     compiled = CompiledKernel(spec.symbol, stablehlo_text, None, tuple(lowered.scratch.get(spec.symbol, ())),
                               lowered.tiled_loop_nests, lowered.register_tiled_convolutions, lowered.bf16_kept_in_f32,
                               native=native, source_key=source_key)
-    compiled_by_source[source_key] = compiled
-    if structure is not None:
-        compiled_by_source[structure] = compiled
+    lowered_kernels.lowered(spec, structure, compiled)
     return compiled
 
 
@@ -324,7 +362,7 @@ def finish_kernel(spec: KernelSpec, start: "CompiledKernel | MlirxlaError", fini
         if (first := finished_by_source.get(start.source_key)) is not None:
             start.same_as, start.optimized = first.symbol, llvm_jit.same_code(spec.symbol, first.optimized)
             return start
-        start = compile_kernel(spec, {}, codegen, variant)
+        start = compile_kernel(spec, LoweredKernels(), codegen, variant)
     start.optimized = start.native.result()
     finished_by_source[start.source_key] = start
     return start
