@@ -246,3 +246,18 @@ def test_same_kernels_compile_once_and_compute_the_reference(tmp_path, context):
     for client in (Client(cache_dir=str(tmp_path)), Client(cache_dir=str(tmp_path))):  # compiled, then from the cache
         outputs = client.compile(THREE_LAYERS).execute_numpy(arguments)
         np.testing.assert_allclose(outputs[0], expected[0], rtol=1e-5, atol=1e-6)
+
+
+def test_kernels_of_one_structure_build_their_stablehlo_once(context, monkeypatch):
+    """The second and third layers' epilogues are known to be the first's by their structure:
+    only the first one's StableHLO module is built."""
+    from mlirxla.backends.cpu import compiler
+
+    built = []
+    kernel_stablehlo = compiler.kernel_stablehlo
+    monkeypatch.setattr(compiler, "kernel_stablehlo", lambda spec: built.append(spec.symbol) or kernel_stablehlo(spec))
+    module = frontdoor.import_text(THREE_LAYERS, "three_layers", context).module
+    program = compile_module(module)
+    kernels = [thunk.symbol for thunk in every_thunk(program.plan.thunks) if isinstance(thunk, KernelThunk)]
+    assert built == kernels[:1]
+    assert sum("the same StableHLO as" in decision for decision in program.decisions) == 2
