@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from mlirxla.mlir import ir
 
+from .erasure import identity
 from .fusion_legality import NOT_KERNELS, TRANSCENDENTAL, element_count, fused_ops, kind_of
 
 
@@ -77,27 +78,39 @@ class CostModel:
                 total += elements
         return total
 
+    def traffic(self, op: ir.Operation) -> "Traffic":
+        """What `op` reads and writes as a member of a kernel."""
+        reads = []
+        for value in op.operands:
+            owner = value.owner
+            if isinstance(owner, (ir.Operation, ir.OpView)):
+                owner = owner.operation
+                if owner.name == "xhlo.constant" and self.sizes(value.type)[0] <= 1:
+                    continue
+                reads.append((value, identity(owner), self.sizes(value.type)[1]))
+            else:
+                reads.append((value, None, self.sizes(value.type)[1]))
+        return Traffic(tuple(reads), sum(self.sizes(v.type)[1] for v in op.results))
+
+    def traffic_time(self, traffic: list["Traffic"], inside: tuple[int, ...], written: int, flops: float) -> float:
+        """Time of one kernel whose members (the ops at the addresses `inside`) move `traffic`,
+        writing `written` bytes: each value read from outside once."""
+        read: dict = {}
+        for member in traffic:
+            for value, owner, size in member.reads:
+                if owner not in inside:
+                    read[value] = size
+        return self.kernel_time(sum(read.values()) + written, flops)
+
     def kernel_cost(self, members: list[ir.Operation], outputs: list[ir.Value], flops: float | None = None) -> float:
         """Time of one kernel made of `members` (ops or fusions) computing `outputs`; `flops`,
         when given, is the members' flops summed in their order (as this would sum them)."""
         if len(members) == 1 and kind_of(members[0]) in NOT_KERNELS:
             return 0.0
-        inside = {m.operation for m in members}
-        read: dict = {}
-        for member in members:
-            for value in member.operands:
-                owner = value.owner
-                if isinstance(owner, (ir.Operation, ir.OpView)):
-                    owner = owner.operation
-                    if owner in inside:
-                        continue
-                    if owner.name == "xhlo.constant" and self.sizes(value.type)[0] <= 1:
-                        continue
-                read[value] = True
-        bytes_accessed = sum(self.sizes(v.type)[1] for v in read) + sum(self.sizes(v.type)[1] for v in outputs)
         if flops is None:
             flops = sum(self.op_flops(m) for m in members)
-        return self.kernel_time(bytes_accessed, flops)
+        return self.traffic_time([self.traffic(m) for m in members], tuple(identity(m) for m in members),
+                                 sum(self.sizes(v.type)[1] for v in outputs), flops)
 
     def op_time(self, op: ir.Operation, flops: float | None = None) -> float:
         return self.kernel_cost([op], list(op.results), flops)
@@ -110,6 +123,17 @@ class CostModel:
         """(saved, unfused, fused) seconds for fusing `producer` into each of `consumers`."""
         return saving(self.op_time(producer), [self.op_time(c) for c in consumers],
                       [self.fused_time(producer, c) for c in consumers], producer_stays)
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """What one op moves as a member of a kernel: `reads`, each operand read from memory as
+    (the value, the address of the op defining it or None for an argument, its bytes), a
+    constant of at most one element left out (it folds into the code); `written`, the bytes
+    of its results. Fixed while the op lives and its operands are not redirected."""
+
+    reads: tuple[tuple[ir.Value, int | None, int], ...]
+    written: int
 
 
 def saving(producer_time: float, consumer_times: list[float], fused_times: list[float], producer_stays: bool) -> tuple[float, float, float]:

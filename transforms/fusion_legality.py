@@ -126,6 +126,15 @@ class Bodies:
             body = self.by_name[name] = Body.of(op)
         return body
 
+    def merged(self, fusion: ir.Operation, producer: Body, consumer: Body) -> None:
+        """The body of `fusion`, just made of a producer and a consumer whose results it
+        computes (`build_fusion`): the producer's ops, then the consumer's, rooted where the
+        consumer was; read off the two instead of a walk over the body, which grows by every
+        merge into it. A consumer returning an argument of its own is rooted in the producer
+        then, and its fusion's body is read when asked for."""
+        if "parameter" not in consumer.roots:
+            self.by_name[ir.StringAttr(fusion.attributes["name"]).value] = Body(producer.kinds + consumer.kinds, consumer.roots)
+
 
 def _shape(value_type: ir.Type) -> tuple[int, ...] | None:
     return tuple(ir.RankedTensorType(value_type).shape) if isinstance(value_type, ir.RankedTensorType) else None

@@ -46,7 +46,6 @@ from .fusion_legality import (
     FusionLimits,
     contiguous_copy,
     element_count,
-    fused_kinds,
     fused_ops,
     fusion_kind,
     fusion_refusal,
@@ -376,8 +375,11 @@ class MergeBlock:
         for op in graph.ops:
             values.extend(op.results)
         for value in values:
+            uses = list(value.uses)
+            if len(uses) < 2:
+                continue  # one user at most (most values): no owner looked up
             users = []
-            for use in value.uses:
+            for use in uses:
                 user = graph.in_block(use.owner)
                 if user is not None and user not in users and user.name not in TERMINATORS:
                     users.append(user)
@@ -457,7 +459,7 @@ class MergeBlock:
             for consumer in users:
                 if consumer.name in TERMINATORS:
                     continue
-                reduces = "reduce" in fused_kinds(consumer)
+                reduces = "reduce" in self.bodies.of(consumer).kinds
                 if reduces and len(producer.results) != 1:
                     continue
                 reason = self.facts.problem(consumer)
@@ -479,9 +481,10 @@ class MergeBlock:
     def loop_pc_problem(self, graph: Graph, producer: ir.Operation, consumer: ir.Operation) -> str | None:
         """Why `producer` may not become extra outputs of the loop `consumer` (an optimizer's
         new moments, returned and read by its parameter update), or None."""
-        if "reduce" in fused_kinds(producer):
+        producer_kinds = self.bodies.of(producer).kinds
+        if "reduce" in producer_kinds:
             return "the producer holds a reduce and the consumer is a loop"
-        if not set(fused_kinds(producer) + fused_kinds(consumer)) <= ELEMENTWISE_LOOP:
+        if not set(producer_kinds + self.bodies.of(consumer).kinds) <= ELEMENTWISE_LOOP:
             return "the producer or the consumer is not an elementwise loop"
         loop_shape = self.facts.hero(consumer).loop_shape
         produced = [_shape(r.type) for r in producer.results]

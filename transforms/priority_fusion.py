@@ -31,9 +31,10 @@ from mlirxla import errors
 from mlirxla.ir_queries import defining_op
 from mlirxla.mlir import ir
 
-from .cost_model import CostModel, model_for, saving
+from .cost_model import CostModel, Traffic, model_for, saving
 from .erasure import erase, identity, processing
 from .fusion_legality import (
+    NOT_KERNELS,
     Bodies,
     FusionLimits,
     fusion_refusal,
@@ -142,8 +143,10 @@ class Namer:
         return name
 
 
-def fusion_base_name(body_kinds: list[str], root: str) -> str:
-    first = next((k for k in body_kinds if k not in ("constant", "parameter")), body_kinds[0] if body_kinds else root)
+def fusion_base_name(body: list[ir.Operation], root: str) -> str:
+    """`<first-op>_<root>_fusion`: the first op of `body` that is no constant (only as far
+    into the body as that op: a fusion that keeps taking producers grows by each merge)."""
+    first = next((kind for kind in map(kind_of, body) if kind not in ("constant", "parameter")), kind_of(body[0]) if body else root)
     return f"{first}_{root}_fusion"
 
 
@@ -167,7 +170,7 @@ def build_fusion(members: list[ir.Operation], exposed: list[ir.Value], namer: Na
         fusion = create_op("xhlo.fusion", inputs, [v.type for v in exposed], {}, location, region_count=1)
     body = ir.Block.create_at_start(fusion.regions[0], [v.type for v in inputs], [location] * len(inputs))
     mapping: dict = {value: argument for value, argument in zip(inputs, body.arguments)}
-    body_kinds: list[str] = []
+    body_ops: list[ir.Operation] = []
     exposed_set = set(exposed)
     with ir.InsertionPoint(body) as end:
         for member in members:
@@ -176,33 +179,32 @@ def build_fusion(members: list[ir.Operation], exposed: list[ir.Value], namer: Na
                 for argument, operand in zip(inner_block.arguments, member.operands):
                     mapping[argument] = mapping[operand]
                 inner_ops = list(inner_block.operations)
-                # a member whose every result is exposed loses all its uses to the fusion and
-                # is erased below: its body moves over whole instead of being copied op by op
-                # (a consumer that keeps taking producers was copied once per merge)
-                if all(result in exposed_set for result in member.results):
+                # a member that loses all its uses to the fusion (each result exposed or read
+                # by members only) is erased below: its body moves over whole instead of being
+                # copied op by op (a consumer that keeps taking producers was copied once per
+                # merge, and so was a producer fusion that has no other users)
+                if all(_dies_with(result, exposed_set, inside) for result in member.results):
                     for argument in inner_block.arguments:
                         argument.replace_all_uses_with(mapping[argument])
                     for inner in inner_ops[:-1]:
                         inner.operation.detach_from_parent()
                         end.insert(inner.operation)
-                        body_kinds.append(kind_of(inner.operation))
+                        body_ops.append(inner.operation)
                         for result in inner.operation.results:
                             mapping[result] = result
                 else:
                     for inner in inner_ops[:-1]:
-                        _clone_into(inner.operation, mapping)
-                        body_kinds.append(kind_of(inner.operation))
+                        body_ops.append(_clone_into(inner.operation, mapping))
                 for result, value in zip(member.results, inner_ops[-1].operands):
                     mapping[result] = mapping[value]
             else:
-                _clone_into(member, mapping)
-                body_kinds.append(kind_of(member))
+                body_ops.append(_clone_into(member, mapping))
         create_op("xhlo.return", [mapping[v] for v in exposed], [], {}, location)
     roots = [kind_of(defining_op(mapping[v])) if defining_op(mapping[v]) is not None else "parameter" for v in exposed]
     if kind is None:
         kind = "input" if "reduce" in roots else "loop"
     fusion.attributes["kind"] = ir.StringAttr.get(kind)
-    fusion.attributes["name"] = ir.StringAttr.get(namer.unique(fusion_base_name(body_kinds, roots[0])))
+    fusion.attributes["name"] = ir.StringAttr.get(namer.unique(fusion_base_name(body_ops, roots[0])))
     # the users of the last member's results all stand after it, hence after the fusion
     users_may_precede = any(defining_op(value) != anchor for value in exposed)
     for index, value in enumerate(exposed):
@@ -215,13 +217,20 @@ def build_fusion(members: list[ir.Operation], exposed: list[ir.Value], namer: Na
     return fusion
 
 
-def _clone_into(op: ir.Operation, mapping: dict) -> None:
+def _dies_with(result: ir.Value, exposed: set, members: set) -> bool:
+    """Whether `result` of a member of a fusion being built has no use left once it is built:
+    it is exposed (its uses go to the fusion's results), or only members read it."""
+    return result in exposed or all(use.owner.operation in members for use in result.uses)
+
+
+def _clone_into(op: ir.Operation, mapping: dict) -> ir.Operation:
     clone = op.clone()
     for index, value in enumerate(op.operands):
         if value in mapping:
             clone.operands[index] = mapping[value]
     for result, new in zip(op.results, clone.results):
         mapping[result] = new
+    return clone
 
 
 def _move_users_after(fusion: ir.Operation) -> None:
@@ -307,7 +316,9 @@ class KernelTimes:
     kernel costs: a producer with many consumers (a constant every layer reads) is no longer
     recosted in full each time one of its consumers is merged (XLA's PriorityFusion caches
     its priorities the same way and recomputes only the merged kernel's neighbours). Each
-    op's flops are kept the same way, for the pairs it takes part in."""
+    op's flops are kept the same way, for the pairs it takes part in, and so is what it reads
+    and writes (`Traffic`, which every pair it is in walked its operands for), until a merge
+    redirects its operands (`redirected`)."""
 
     def __init__(self, model: CostModel):
         self.model = model
@@ -315,6 +326,13 @@ class KernelTimes:
         self.fused: dict[tuple[int, int], float] = {}
         self.pairs_of: dict[int, set[tuple[int, int]]] = {}
         self.flops: dict[int, float] = {}
+        self.traffics: dict[int, Traffic] = {}
+
+    def traffic(self, op: ir.Operation, key: int) -> Traffic:
+        traffic = self.traffics.get(key)
+        if traffic is None:
+            traffic = self.traffics[key] = self.model.traffic(op)
+        return traffic
 
     def op_flops(self, op: ir.Operation, key: int) -> float:
         flops = self.flops.get(key)
@@ -326,7 +344,12 @@ class KernelTimes:
         key = identity(op) if key is None else key
         time = self.alone.get(key)
         if time is None:
-            time = self.alone[key] = self.model.op_time(op, self.op_flops(op, key))
+            if kind_of(op) in NOT_KERNELS:
+                time = 0.0
+            else:
+                traffic = self.traffic(op, key)
+                time = self.model.traffic_time([traffic], (key,), traffic.written, self.op_flops(op, key))
+            self.alone[key] = time
         return time
 
     def fused_time(self, producer: ir.Operation, consumer: ir.Operation, key: tuple[int, int] | None = None) -> float:
@@ -334,7 +357,9 @@ class KernelTimes:
         time = self.fused.get(key)
         if time is None:
             flops = sum((self.op_flops(producer, key[0]), self.op_flops(consumer, key[1])))
-            time = self.fused[key] = self.model.fused_time(producer, consumer, flops)
+            consumer_traffic = self.traffic(consumer, key[1])
+            time = self.fused[key] = self.model.traffic_time([self.traffic(producer, key[0]), consumer_traffic], key,
+                                                             consumer_traffic.written, flops)
             self.pairs_of.setdefault(key[0], set()).add(key)
             self.pairs_of.setdefault(key[1], set()).add(key)
         return time
@@ -345,9 +370,35 @@ class KernelTimes:
         return saving(self.op_time(producer, producer_key), [self.op_time(c, k) for c, k in zip(consumers, consumer_keys)],
                       [self.fused_time(producer, c, (producer_key, k)) for c, k in zip(consumers, consumer_keys)], producer_stays)
 
+    def merged_flops(self, fusion: ir.Operation, producer_flops: float, consumer_flops: float) -> None:
+        """The flops of `fusion`, just made of a producer and a consumer of these flops: their
+        sum (what `fused_time` costed the pair with), instead of a walk over its body, which
+        grows by every merge into it. Taken when both are whole numbers whose sum a float holds
+        exactly (loop and input fusions hold no dot or convolution, the only ops of fractional
+        flops): then the body's sum in any order is that very number."""
+        total = producer_flops + consumer_flops
+        if producer_flops.is_integer() and consumer_flops.is_integer() and total < 2.0**53:
+            self.flops[identity(fusion)] = total
+
+    def merged_traffic(self, fusion: ir.Operation, producer_key: int, producer: Traffic, consumer: Traffic) -> None:
+        """What `fusion`, just made of a producer (at `producer_key`) and a consumer whose
+        results it computes, reads and writes: what the two read, but for the producer's
+        results (its operands are theirs), once each; what the consumer wrote."""
+        reads, seen = [], set()
+        for value, owner, size in producer.reads + consumer.reads:
+            if owner != producer_key and value not in seen:
+                seen.add(value)
+                reads.append((value, owner, size))
+        self.traffics[identity(fusion)] = Traffic(tuple(reads), consumer.written)
+
+    def redirected(self, op: ir.Operation) -> None:
+        """`op`'s operands were redirected to a new fusion's results: what it reads changed."""
+        self.traffics.pop(identity(op), None)
+
     def forget(self, address: int) -> None:
         self.alone.pop(address, None)
         self.flops.pop(address, None)
+        self.traffics.pop(address, None)
         for pair in self.pairs_of.pop(address, ()):
             self.fused.pop(pair, None)
 
@@ -453,13 +504,24 @@ class FuseBlock:
                 self.log.append(Decision("refused", self.describe(producer), self.describe(consumer), "the fusion is not profitable", **costs))
             return False
         producer_text = self.describe(producer)
+        producer_key = identity(producer)
+        producer_flops, producer_body = self.times.op_flops(producer, producer_key), self.bodies.of(producer)
+        producer_traffic = self.times.traffic(producer, producer_key)
         if not stays:
             self.forget(producer)  # the last merge erases it
         made = []
         for consumer in accepted:
             consumer_text = self.describe(consumer)
+            consumer_key = identity(consumer)
+            consumer_flops, consumer_body = self.times.op_flops(consumer, consumer_key), self.bodies.of(consumer)
+            consumer_traffic = self.times.traffic(consumer, consumer_key)
             self.forget(consumer)  # before the merge erases it
             fusion = build_fusion([producer, consumer], list(consumer.results), self.namer)
+            self.times.merged_flops(fusion, producer_flops, consumer_flops)
+            self.times.merged_traffic(fusion, producer_key, producer_traffic, consumer_traffic)
+            self.bodies.merged(fusion, producer_body, consumer_body)
+            for user in users_in_block(fusion):
+                self.times.redirected(user)  # it read the consumer's results
             self.log.append(Decision("fused", producer_text, consumer_text, fusion=self.describe(fusion), **costs))
             made.append(fusion)
         neighbours = []

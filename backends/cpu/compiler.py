@@ -19,7 +19,9 @@ code) out (XLA's CpuCompiler: RunHloPasses, then RunBackend).
    thunk sequence says so. Kernels whose StableHLO is the same but for their symbol (every
    layer of a stack of equal layers) are lowered and optimized once: the later ones get a
    forwarder that jumps to the first one's code (`llvm_jit.same_code`), and the thunk sequence
-   says which code each runs.
+   says which code each runs. A kernel whose op has the same structure as an earlier one's
+   (`kernel_structure`: names and outer values left out) is known to be such a kernel before
+   its StableHLO is even built, so that building is skipped too.
 4. Scratch: what bufferization still allocated in a kernel (known only now) is placed in
    the temp slab by buffer assignment's `place_scratch`, live while the kernel's thunk runs
    (one range per concurrent call of a sliced kernel, `CONCURRENT_CALLS` at most), beside
@@ -119,11 +121,11 @@ def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pi
             phases.publish("kernel-count", len(emission.kernels))
             with llvm_jit.CodegenPool(compile_threads(), keep_ir=runner.dumps.directory is not None) as codegen:
                 started: list[tuple[KernelSpec, CompiledKernel | MlirxlaError | None]] = []
-                compiled_by_source: dict[str, CompiledKernel] = {}
+                lowered_kernels = LoweredKernels()
                 for spec in emission.kernels:
                     with erasure.stage(f"cpu backend kernel '{spec.symbol}'"), phases.phase("kernel", spec.symbol):
                         erasure.processing(spec.op)
-                        started.append((spec, None if spec.interpret else start_kernel(spec, compiled_by_source, codegen, variant)))
+                        started.append((spec, None if spec.interpret else start_kernel(spec, lowered_kernels, codegen, variant)))
                 with phases.phase("backend", "kernels' native code"):
                     kernels = finish_kernels(started, plan, emission, assignment, codegen, variant)
                 plan.allocation_sizes[emission.slab] = assignment.heap.size
@@ -193,12 +195,12 @@ def pipeline_assignment(runner: PipelineRunner) -> Assignment:
     return report.assignment
 
 
-def start_kernel(spec: KernelSpec, compiled_by_source: dict[str, "CompiledKernel"], codegen: llvm_jit.CodegenPool,
+def start_kernel(spec: KernelSpec, lowered_kernels: "LoweredKernels", codegen: llvm_jit.CodegenPool,
                  variant: Variant = Variant()) -> "CompiledKernel | MlirxlaError":
     """The calling thread's part of the kernel's compile (`compile_kernel`), or why it failed:
     raised or fallen back from in the kernels' order (`finish_or_fall_back`)."""
     try:
-        return compile_kernel(spec, compiled_by_source, codegen, variant)
+        return compile_kernel(spec, lowered_kernels, codegen, variant)
     except MlirxlaError as error:
         return error
 
@@ -237,28 +239,123 @@ def kernel_stablehlo(spec: KernelSpec) -> tuple[ir.Module, str, str]:
     return kernel_module, text, without_symbol(text, spec.symbol)
 
 
-def compile_kernel(spec: KernelSpec, compiled_by_source: dict[str, CompiledKernel], codegen: llvm_jit.CodegenPool,
+def kernel_signature(spec: KernelSpec) -> tuple:
+    """What any two kernels of one structure share, read without printing: the op's name, its
+    operand and result types, its body's op count, the plan's counts, whether a library call
+    computes a value, the in-place pairs. Only a kernel whose signature an earlier kernel has
+    is worth its structure's print (`kernel_structure`)."""
+    op, plan = spec.op, spec.plan
+    body = len(list(op.regions[0].blocks[0].operations)) if op.name == "xhlo.fusion" else 0
+    return (op.name, tuple(value.type for value in op.operands), tuple(value.type for value in op.results), body,
+            None if plan is None else (plan.count, plan.rows), spec.library_result is not None, spec.in_place)
+
+
+def kernel_structure(spec: KernelSpec) -> tuple:
+    """What the kernel's StableHLO is made of, its names left out: the op printed on its own
+    (its SSA values numbered within it, the values it reads from outside unnamed; a fusion's
+    own attributes, its name and kind, left out: the kernel function reads only its body and
+    types), the slice plan with each value's one-slice type by position, the position of the
+    value a library call computes, and the in-place pairs. Kernels of equal structure have
+    the same StableHLO but for the symbol, which this tells without building it (each is a
+    module made, lowered to StableHLO and printed: most of a duplicate's time)."""
+    op, plan = spec.op, spec.plan
+    text = op.get_asm(use_local_scope=True, print_generic_op_form=True)
+    if op.name == "xhlo.fusion":
+        text = without_own_attributes(text)
+    values = kernel_values(op) if plan is not None or spec.library_result is not None else []
+    slicing = None if plan is None else (plan.count, plan.rows, plan.sliced_operands, plan.read_across,
+                                         tuple(plan.types.get(value) for value in values))
+    library = None if spec.library_result is None else values.index(spec.library_result)
+    return text, slicing, library, spec.in_place
+
+
+def without_own_attributes(fusion_text: str) -> str:
+    """A fusion's generic form without its own attributes, the dictionary after its region
+    (`}) {kind = ..., name = ...} : (...) -> ...`), up to its first closing brace: should a
+    value hold braces, what follows stays in the text, which only keeps kernels apart."""
+    body, _, tail = fusion_text.rpartition("\n}) ")
+    if tail.startswith("{"):
+        tail = tail[tail.index("}") + 1:]
+    return body + tail
+
+
+def kernel_values(op: ir.Operation) -> list[ir.Value]:
+    """The values a kernel function computes with, in order: a fusion's arguments and its body's
+    results, or an op's operands and results (what a slice plan retypes)."""
+    if op.name != "xhlo.fusion":
+        return list(op.operands) + list(op.results)
+    block = op.regions[0].blocks[0]
+    return list(block.arguments) + [result for inner in block.operations for result in inner.results]
+
+
+class LoweredKernels:
+    """The kernels lowered so far in one compile, found by what makes two kernels the same code:
+    their StableHLO without the symbol (`kernel_stablehlo`), and their structure
+    (`kernel_structure`), which is known before the StableHLO is built. A structure is
+    printed only once two kernels share a signature (`kernel_signature`): then for the
+    earlier ones too, which were lowered without it."""
+
+    def __init__(self):
+        self.by_text: dict[str, CompiledKernel] = {}
+        self.by_structure: dict[tuple, CompiledKernel] = {}
+        self.unprinted: dict[tuple, list[tuple[KernelSpec, CompiledKernel]]] = {}  # signature -> kernels lowered
+
+    def structure(self, spec: KernelSpec) -> tuple | None:
+        """`spec`'s structure when an earlier kernel shares its signature, else None."""
+        if spec.source is not None:
+            return None
+        signature = kernel_signature(spec)
+        earlier = self.unprinted.get(signature)
+        if earlier is None:
+            self.unprinted[signature] = []
+            return None
+        for earlier_spec, compiled in earlier:
+            self.by_structure.setdefault(kernel_structure(earlier_spec), compiled)
+        earlier.clear()
+        return kernel_structure(spec)
+
+    def lowered(self, spec: KernelSpec, structure: tuple | None, compiled: CompiledKernel) -> None:
+        self.by_text[compiled.source_key] = compiled
+        if structure is not None:
+            self.by_structure[structure] = compiled
+        elif spec.source is None:
+            self.unprinted[kernel_signature(spec)].append((spec, compiled))
+
+
+def compile_kernel(spec: KernelSpec, lowered_kernels: LoweredKernels, codegen: llvm_jit.CodegenPool,
                    variant: Variant = Variant()) -> CompiledKernel:
-    """Lower the kernel and hand its LLVM IR to the compile threads; or, when a kernel with the
-    same StableHLO was lowered already, note that it runs that kernel's code (its forwarder is made
-    once that code is compiled: `finish_kernel`). A call into the runtime library has nothing to
-    lower or optimize (unless another backend's loops are asked for: its own source then)."""
+    """Lower the kernel and hand its LLVM IR to the compile threads; or, when a kernel of the same
+    structure or with the same StableHLO was lowered already, note that it runs that kernel's code
+    (its forwarder is made once that code is compiled: `finish_kernel`). A call into the runtime
+    library has nothing to lower or optimize (unless another backend's loops are asked for: its
+    own source then)."""
     if spec.library_call is not None and variant.buffer_loops is None:
         native = Future()
         native.set_result(llvm_jit.library_call(spec.symbol, spec.library_call))
         return CompiledKernel(spec.symbol, spec.library_call, None, native=native, source_key=spec.library_call)
+    structure = lowered_kernels.structure(spec)
+    if structure is not None and (first := lowered_kernels.by_structure.get(structure)) is not None:
+        stablehlo_text = re.sub(rf"@{re.escape(first.symbol)}\b", f"@{spec.symbol}", first.stablehlo)
+        return same_code_as(first, spec.symbol, stablehlo_text)
     kernel_module, stablehlo_text, source_key = kernel_stablehlo(spec)
-    if (first := compiled_by_source.get(source_key)) is not None:
-        return CompiledKernel(spec.symbol, stablehlo_text, None, first.scratch, first.tiled_loop_nests,
-                              first.register_tiled_convolutions, first.bf16_kept_in_f32, same_as=first.symbol, source_key=source_key)
+    if (first := lowered_kernels.by_text.get(source_key)) is not None:
+        if structure is not None:
+            lowered_kernels.by_structure[structure] = first
+        return same_code_as(first, spec.symbol, stablehlo_text)
     lowered = lowering.lower_to_llvm_dialect(kernel_module, spec.symbol, variant.buffer_loops,
                                              allow_excess_precision=variant.excess_precision)
     native = codegen.native(spec.symbol, lowering.translate(kernel_module, spec.symbol))
     compiled = CompiledKernel(spec.symbol, stablehlo_text, None, tuple(lowered.scratch.get(spec.symbol, ())),
                               lowered.tiled_loop_nests, lowered.register_tiled_convolutions, lowered.bf16_kept_in_f32,
                               native=native, source_key=source_key)
-    compiled_by_source[source_key] = compiled
+    lowered_kernels.lowered(spec, structure, compiled)
     return compiled
+
+
+def same_code_as(first: CompiledKernel, symbol: str, stablehlo_text: str) -> CompiledKernel:
+    """Kernel `symbol`, which runs `first`'s code (the same StableHLO but for the symbol)."""
+    return CompiledKernel(symbol, stablehlo_text, None, first.scratch, first.tiled_loop_nests, first.register_tiled_convolutions,
+                          first.bf16_kept_in_f32, same_as=first.symbol, source_key=first.source_key)
 
 
 def finish_kernel(spec: KernelSpec, start: "CompiledKernel | MlirxlaError", finished_by_source: dict[str, CompiledKernel],
@@ -272,7 +369,7 @@ def finish_kernel(spec: KernelSpec, start: "CompiledKernel | MlirxlaError", fini
         if (first := finished_by_source.get(start.source_key)) is not None:
             start.same_as, start.optimized = first.symbol, llvm_jit.same_code(spec.symbol, first.optimized)
             return start
-        start = compile_kernel(spec, {}, codegen, variant)
+        start = compile_kernel(spec, LoweredKernels(), codegen, variant)
     start.optimized = start.native.result()
     finished_by_source[start.source_key] = start
     return start

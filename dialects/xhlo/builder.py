@@ -76,14 +76,20 @@ def operand_and_result_groups(name: str) -> tuple[list[list], list[list]]:
             field_groups([f for f in fields if isinstance(f, ext.ResultDef)]))
 
 
+@functools.lru_cache(maxsize=1024)
+def op_segment_sizes(name: str, operands: int, results: int) -> tuple[list[int] | None, list[int] | None]:
+    """The operand and result segment sizes of xhlo op `name` with these counts, worked out once
+    per op and counts (a fusion's 64 slots each, for every fusion a pass builds)."""
+    operand_groups, result_groups = operand_and_result_groups(name)
+    return (group_segment_sizes(operand_groups, operands, "operands"), group_segment_sizes(result_groups, results, "results"))
+
+
 def create_op(name: str, operands, result_types, attributes: dict, location=None, region_count: int = 0) -> ir.Operation:
     """Create xhlo op `name` generically at the current insertion point."""
-    operand_groups, result_groups = operand_and_result_groups(name)
     attributes = dict(attributes)
     location = location or ir.Location.current
     try:
-        operand_sizes = group_segment_sizes(operand_groups, len(operands), "operands")
-        result_sizes = group_segment_sizes(result_groups, len(result_types), "results")
+        operand_sizes, result_sizes = op_segment_sizes(name, len(operands), len(result_types))
     except ValueError as error:
         raise MlirxlaError(f"{name}: {error}", location_text(location)) from None
     if operand_sizes is not None:

@@ -41,12 +41,32 @@ def first_op_where(root, wanted: Callable[[ir.Operation], bool]) -> ir.Operation
 
 
 def ops_named(root, *names: str) -> list[ir.Operation]:
-    return ops_where(root, lambda op: op.name in names)
+    """The ops of `root`'s walk named one of `names` (the name read off each op the walk
+    hands over, without a handle made for ops not kept: one Python call per op, which a
+    module of a thousand ops pays in every stage that looks for an op)."""
+    wanted = frozenset(names)
+    found = []
+
+    def visit(op):
+        if op.name in wanted:
+            found.append(op.operation)
+        return ir.WalkResult.ADVANCE
+
+    root.operation.walk(visit)
+    return found
 
 
 def ops_in_dialect(root, dialect: str) -> list[ir.Operation]:
     prefix = f"{dialect}."
-    return ops_where(root, lambda op: op.name.startswith(prefix))
+    found = []
+
+    def visit(op):
+        if op.name.startswith(prefix):
+            found.append(op.operation)
+        return ir.WalkResult.ADVANCE
+
+    root.operation.walk(visit)
+    return found
 
 
 def nested_ops(root) -> list[ir.Operation]:

@@ -25,6 +25,7 @@ from mlirxla.runtime.client import Client
 from mlirxla.runtime.thunks import KernelThunk, every_thunk
 from mlirxla.transforms import multi_output_fusion, priority_fusion
 from mlirxla.transforms.cost_model import CostModel
+from mlirxla.transforms.erasure import identity
 from mlirxla.transforms.fusion_legality import Body, fused_ops, reachable
 
 from .conftest import JAX_PROGRAMS, REPOSITORY, random_arguments, reference_outputs
@@ -72,6 +73,46 @@ def test_queued_priorities_are_the_fresh_ones(name, context, monkeypatch):
     assert CheckedFuseBlock.checked > 0
 
 
+class RecordingFuseBlock(priority_fusion.FuseBlock):
+    """Priority fusion that keeps each block's queue, to read its caches after the pass."""
+
+    made: list = []
+
+    def run(self):
+        RecordingFuseBlock.made.append(self)
+        return super().run()
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_merged_bodies_flops_and_traffic_are_those_read_off_the_fusion(name, context, monkeypatch):
+    """A merged fusion's body, flops and traffic, made of its producer's and consumer's, are
+    what walking the fusion gives."""
+    module = simplified(name, context)
+    monkeypatch.setattr(priority_fusion, "FuseBlock", RecordingFuseBlock)
+    RecordingFuseBlock.made = []
+    assert priority_fusion.PriorityFusionPass().run(module).changed
+    checked = 0
+    for block in RecordingFuseBlock.made:
+        for op in block.block.operations:
+            op = op.operation
+            if op.name != "xhlo.fusion":
+                continue
+            name_attribute = str(op.attributes["name"]).strip('"')
+            if name_attribute in block.bodies.by_name:
+                assert block.bodies.by_name[name_attribute] == Body.of(op)
+                checked += 1
+            if (flops := block.times.flops.get(identity(op))) is not None:
+                assert flops == block.times.model.body_flops(op)
+                checked += 1
+            if (traffic := block.times.traffics.get(identity(op))) is not None:
+                fresh = block.times.model.traffic(op)
+                assert traffic.written == fresh.written
+                assert {value: rest for value, *rest in traffic.reads} == {value: rest for value, *rest in fresh.reads}
+                assert len(traffic.reads) == len(fresh.reads)
+                checked += 1
+    assert checked > 0
+
+
 class FreshKernelTimes(priority_fusion.KernelTimes):
     def op_time(self, op, key=None):
         return self.model.op_time(op)
@@ -88,6 +129,9 @@ class FreshDescriptions:
 class FreshBodies:
     def of(self, op):
         return Body.of(op)
+
+    def merged(self, fusion, producer, consumer):
+        pass  # nothing remembered: every body read off its fusion
 
 
 def refuse_each_pair_again(merge_block, candidates, reason):
@@ -225,3 +269,18 @@ def test_small_programs_share_a_context_renewed_after_its_compiles(tmp_path, mon
     monkeypatch.setattr(contexts, "SHARED_CONTEXT_MAX_INPUT_BYTES", len(text) - 1)
     Client(cache_dir=str(tmp_path / "large")).compile(text)
     assert seen[3] is not seen[2] and contexts._SHARED.context is seen[2]
+
+
+def test_kernels_of_one_structure_build_their_stablehlo_once(context, monkeypatch):
+    """The second and third layers' epilogues are known to be the first's by their structure:
+    only the first one's StableHLO module is built."""
+    from mlirxla.backends.cpu import compiler
+
+    built = []
+    kernel_stablehlo = compiler.kernel_stablehlo
+    monkeypatch.setattr(compiler, "kernel_stablehlo", lambda spec: built.append(spec.symbol) or kernel_stablehlo(spec))
+    module = frontdoor.import_text(THREE_LAYERS, "three_layers", context).module
+    program = compile_module(module)
+    kernels = [thunk.symbol for thunk in every_thunk(program.plan.thunks) if isinstance(thunk, KernelThunk)]
+    assert built == kernels[:1]
+    assert sum("the same StableHLO as" in decision for decision in program.decisions) == 2

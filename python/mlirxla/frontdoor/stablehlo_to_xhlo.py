@@ -11,7 +11,7 @@ An op with no xhlo equivalent is refused with its name and location.
 
 from mlirxla.dialects.xhlo.builder import create_op, op_classes
 from mlirxla.errors import MlirxlaError, location_text
-from mlirxla.ir_queries import ops_in_dialect
+from mlirxla.ir_queries import ops_in_dialect, ops_named
 from mlirxla.mlir import func, ir
 from mlirxla.transforms.erasure import erase, live_ops
 
@@ -257,8 +257,8 @@ DYNAMIC_OPS = ("stablehlo.dynamic_iota", "stablehlo.dynamic_reshape", "stablehlo
 
 def staticize(module: ir.Module) -> None:
     """Dynamic-shape ops whose shapes are static become their static equivalents, as XLA does."""
-    for op in live_ops(ops_in_dialect(module, "stablehlo")):
-        if op.name in DYNAMIC_OPS and (form := static_form(op)) is not None:
+    for op in live_ops(ops_named(module, *DYNAMIC_OPS)):
+        if (form := static_form(op)) is not None:
             name, operands, attrs = form
             with ir.InsertionPoint(op):
                 new = ir.Operation.create(name, results=[op.results[0].type], operands=operands, attributes=attrs, loc=op.location)
@@ -275,9 +275,7 @@ def sink_captured_constants(module: ir.Module) -> None:
     hoists them out of sort comparators and reducers; HLO computations take only their
     arguments, as XLA's SinkConstantsToControlFlow makes them); any other captured value is
     refused."""
-    for op in live_ops(ops_in_dialect(module, "stablehlo")):
-        if op.name not in COMPUTATION_OPS:
-            continue
+    for op in live_ops(ops_named(module, *COMPUTATION_OPS)):
         for region in op.regions:
             for value in captured_values(op, region):
                 owner = value.owner
