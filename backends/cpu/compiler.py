@@ -387,7 +387,8 @@ def give_scratch(plan: ExecutablePlan, kernel: CompiledKernel, spec: KernelSpec,
     workers at most), live while the kernel's op runs."""
     if not kernel.scratch:
         return
-    offsets, size = kernel_scratch.scratch_layout([argument.size for argument in kernel.scratch])
+    offsets, size = kernel_scratch.scratch_layout([argument.size for argument in kernel.scratch],
+                                                  max(kernel_scratch.ALIGNMENT, assignment.alignment))
     start, end = assignment.time_span(spec.op)
     for thunk in every_thunk(plan.thunks):
         if isinstance(thunk, KernelThunk) and thunk.symbol == kernel.symbol:

@@ -73,14 +73,16 @@ def scratch_arguments(function: func.FuncOp) -> list[ScratchArgument]:
     return sizes
 
 
-def scratch_layout(sizes: list[int]) -> tuple[list[int], int]:
-    """Offsets of the scratch arguments in one call's range (each aligned), and its size."""
+def scratch_layout(sizes: list[int], alignment: int = ALIGNMENT) -> tuple[list[int], int]:
+    """Offsets of the scratch arguments in one call's range (each aligned to `alignment`, the
+    buffer assignment's when it is coarser: a GPU kernel's pointers are 256-byte aligned), and
+    its size."""
     offsets, end = [], 0
     for size in sizes:
-        start = -(-end // ALIGNMENT) * ALIGNMENT
+        start = -(-end // alignment) * alignment
         offsets.append(start)
         end = start + size
-    return offsets, -(-end // ALIGNMENT) * ALIGNMENT
+    return offsets, -(-end // alignment) * alignment
 
 
 def scratch_from_arguments(module: ir.Module) -> dict[str, list[ScratchArgument]]:
