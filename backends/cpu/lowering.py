@@ -37,7 +37,7 @@ from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir, linalg, llvm, stablehlo
 
-from . import concatenation, convolution_tiling, excess_precision, generated_broadcasts, kernel_scratch, llvm_text, loop_order, materialization, math_approximations, narrow_reductions, row_fusion, tiling
+from . import concatenation, convolution_tiling, dot_algorithms, excess_precision, generated_broadcasts, kernel_scratch, llvm_text, loop_order, materialization, math_approximations, narrow_reductions, row_fusion, tiling
 
 TO_LINALG = [
     "func.func(stablehlo-legalize-to-linalg)",
@@ -132,6 +132,7 @@ def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None, allow
     try:
         with module.context:
             with ir.Location.unknown():
+                dot_algorithms.round_operands_to_algorithm_precision(module)
                 generated_broadcasts.recompute_generated_broadcasts(module)
             if buffer_loops is None:  # the slices' copies become loops with the CPU's own (`copies_as_loops`)
                 with ir.Location.unknown():

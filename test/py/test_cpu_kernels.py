@@ -1414,3 +1414,27 @@ def test_an_epilogue_over_its_gemms_output_writes_a_noalias_result(monkeypatch):
     _, signatures = kernel_signatures(monkeypatch, BF16_LAYERS)
     epilogue = next(line for name, line in signatures.items() if name.endswith("_epilogue"))
     assert epilogue.count("noalias") == 1 and epilogue.split(", ")[-1].startswith("ptr noalias"), epilogue
+
+
+BF16_ALGORITHM_DOT = """func.func @main(%a: tensor<1x8x2x1x16xf32>, %b: tensor<1x8x2x16xf32>) -> tensor<1x2x8x1x8xf32> {
+  %0 = stablehlo.dot_general %a, %b, batching_dims = [0, 2] x [0, 2], contracting_dims = [4] x [3],
+         algorithm = <lhs_precision_type = bf16, rhs_precision_type = bf16, accumulation_type = f32,
+                      lhs_component_count = 1, rhs_component_count = 1, num_primitive_operations = 1,
+                      allow_imprecise_accumulation = false>
+       : (tensor<1x8x2x1x16xf32>, tensor<1x8x2x16xf32>) -> tensor<1x2x8x1x8xf32>
+  return %0 : tensor<1x2x8x1x8xf32>
+}"""
+
+
+def test_a_dot_with_a_bf16_algorithm_is_a_native_kernel_on_rounded_operands():
+    """A dot_general of f32 values with the BF16_BF16_F32 algorithm, in the layout jax's bf16
+    attention gives it (batch dimensions inside, so no GEMM), is a kernel, not the reference
+    interpreter's dot (`dot_algorithms.py`): it computes the f32 dot of the operands rounded
+    to bf16, or, with excess precision allowed (the default), of the operands as they are."""
+    rng = np.random.default_rng(12)
+    a, b = rng.standard_normal((1, 8, 2, 1, 16)).astype(np.float32), rng.standard_normal((1, 8, 2, 16)).astype(np.float32)
+    for excess_precision, operands in ((False, [x.astype(ml_dtypes.bfloat16).astype(np.float32) for x in (a, b)]), (True, [a, b])):
+        executable = Client().compile(BF16_ALGORITHM_DOT, CompileOptions(allow_excess_precision=excess_precision))
+        assert "kernel dot" in executable.thunk_sequence() and "interpreter" not in executable.thunk_sequence()
+        expected = np.einsum("zihkd,zjhd->zhikj", *operands)
+        np.testing.assert_allclose(executable.execute_numpy([a, b])[0], expected, rtol=1e-5, atol=1e-5)
