@@ -147,12 +147,11 @@ def im2col_call(symbol: str, shape) -> str:
     return call_text(symbol, what, IM2COL, 2, sizes)
 
 
-TOP_K_FUNCTIONS = {f"mlirxla_top_k_f32_{'largest' if largest else 'smallest'}{'_canonical' if canonical else ''}": (largest, canonical)
-                   for largest in (True, False) for canonical in (True, False)}
-
-
 def top_k_function(largest: bool, canonical: bool) -> str:
-    return next(name for name, variant in TOP_K_FUNCTIONS.items() if variant == (largest, canonical))
+    return f"mlirxla_top_k_f32_{'largest' if largest else 'smallest'}{'_canonical' if canonical else ''}"
+
+
+TOP_K_FUNCTIONS = {top_k_function(largest, canonical): (largest, canonical) for largest in (True, False) for canonical in (True, False)}
 
 
 def top_k_call(symbol: str, function: str, rows: int, n: int, k: int) -> str:
