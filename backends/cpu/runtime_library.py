@@ -31,6 +31,7 @@ from mlirxla import context
 from mlirxla.mlir import ir
 
 from . import lowering
+from .row_engine import BUFFERS, engine_library_text
 from .softmax_rows import softmax_library_text
 from .top_k_kernel import top_k_library_text
 
@@ -168,7 +169,26 @@ def softmax_call(symbol: str, rows: int, n: int) -> str:
     return call_text(symbol, f"softmax of {rows} f32 row(s) of {n}", SOFTMAX, 2, (rows, n))
 
 
-FUNCTIONS = (IM2COL, *TOP_K_FUNCTIONS, SOFTMAX)
+ROWS = "mlirxla_rows_f32"
+
+
+def rows_call(symbol: str, program, rows: int, buffers: int) -> str:
+    """LLVM IR of kernel `symbol` (its operands, then its results): the library's row engine
+    running `program` (a `row_programs.RowProgram`) over `rows` of them, the program a
+    constant of the kernel."""
+    words = ", ".join(f"i64 {word}" for word in program.words)
+    pointers = [f"ptr %{index}" for index in range(buffers)] + ["ptr null"] * (BUFFERS - buffers)
+    sizes = (program.instructions, rows, program.n, program.block, program.scratch_slots)
+    return (f"; kernel {symbol}: a program of {program.instructions} instructions over {rows} f32 row(s) of {program.n}, "
+            f"in the runtime library\n"
+            f"@{symbol}.program = private unnamed_addr constant [{len(program.words)} x i64] [{words}]\n"
+            f"declare void @{ROWS}(ptr, {', '.join(['i64'] * len(sizes))}, {', '.join(['ptr'] * BUFFERS)})\n\n"
+            f"define void @{symbol}({', '.join(pointers[:buffers])}) {{\n"
+            f"  tail call void @{ROWS}(ptr @{symbol}.program, {', '.join(f'i64 {size}' for size in sizes)}, {', '.join(pointers)})\n"
+            f"  ret void\n}}\n")
+
+
+FUNCTIONS = (IM2COL, *TOP_K_FUNCTIONS, SOFTMAX, ROWS)
 
 
 def called_functions(ir_text: str) -> list[str]:
@@ -181,8 +201,9 @@ def function_ir(name: str) -> str:
     their loops in a context of its own."""
     if name == IM2COL:
         return LIBRARY
+    texts = {SOFTMAX: softmax_library_text, ROWS: engine_library_text}
     with context.new_context(), ir.Location.unknown():
-        module = ir.Module.parse(softmax_library_text(name) if name == SOFTMAX else top_k_library_text(name, *TOP_K_FUNCTIONS[name]))
+        module = ir.Module.parse(texts[name](name) if name in texts else top_k_library_text(name, *TOP_K_FUNCTIONS[name]))
         lowering.lower_to_llvm_dialect(module, name)
         return lowering.translate(module, name)
 

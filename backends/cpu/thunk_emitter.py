@@ -39,7 +39,7 @@ from mlirxla.transforms.erasure import live_ops
 from mlirxla.transforms.fusion_legality import NOT_KERNELS, ContiguousCopy, contiguous_copy, fused_ops, kind_of
 from mlirxla.transforms.scheduling import type_bytes
 
-from . import native_symbols, softmax_rows
+from . import native_symbols, row_programs, softmax_rows
 from .emitters import collectives, control_flow, host_calls, kernels, library_calls, loop_kernels
 from .emitters.kernels import KernelSpec
 from .op_support import interpreted_reason, unsupported_reason
@@ -58,7 +58,9 @@ def emit_fusion(emitter, op: ir.Operation) -> list:
         return kernels.emit_batch_slices(emitter, op)
     if softmax_rows.is_softmax(op):
         return library_calls.emit_softmax(emitter, op)
-    return kernels.emit_kernel(emitter, op)
+    program = row_programs.row_program(op)
+    thunks = program and library_calls.emit_row_program(emitter, op, program)
+    return thunks or kernels.emit_kernel(emitter, op)
 
 
 def emit_copy(emitter, op: ir.Operation) -> list:

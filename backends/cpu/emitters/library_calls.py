@@ -23,7 +23,9 @@ from mlirxla.transforms.scheduling import type_bytes
 
 from .. import thread_split
 from ..convolution_gemm import im2col_module_text
-from ..runtime_library import SOFTMAX, im2col_call, softmax_call
+from ..row_programs import PER_ROW, ROWS, RowProgram
+from ..runtime_library import ROWS as ROW_ENGINE
+from ..runtime_library import SOFTMAX, im2col_call, rows_call, softmax_call
 from .kernels import KernelSpec, emit_kernel, epilogue_thunk, kernel_thunk
 
 
@@ -54,6 +56,40 @@ def emit_softmax(emitter, op: ir.Operation) -> list:
         return [KernelThunk(name, symbol, arguments, 1)]
     block_bytes = type_bytes(op.results[0].type) // slices
     return [SlicedKernelThunk(name, symbol, arguments, 1, slices=slices, strides=(block_bytes, block_bytes))]
+
+
+def emit_row_program(emitter, op: ir.Operation, program: RowProgram) -> list | None:
+    """The fusion as the runtime library's row engine running `program` (blocks of rows on
+    the threads when `thread_split` says it pays), or None when a result shares an operand's
+    buffer in a way the program cannot write it: only the same buffer, its rows written
+    after the operand's last read in a block."""
+    name = emitter.name_of(op)
+    operands = [emitter.slice_of(value) for value in op.operands]
+    results = [emitter.slice_of(value) for value in op.results]
+    for result, written in zip(results, program.written_at):
+        for operand, role, read in zip(operands, program.operands, program.last_read):
+            if overlaps(result, operand) and (result != operand or role != ROWS or written < read):
+                return None
+    threads = cpu_threads()
+    slices = thread_split.slice_count(program.rows, threads) if emitter.slice_rows and threads > 1 else None
+    if slices is not None and not thread_split.estimate(op, threads).pays:
+        slices = None
+    rows = program.rows // (slices or 1)
+    symbol = emitter.symbol(name)
+    arguments = (*operands, *results)
+    emitter.kernels.append(KernelSpec(symbol, op, library_call=rows_call(symbol, program, rows, len(arguments))))
+    emitter.decisions.append(f"{name}: a program of {program.instructions} instructions over f32 rows of {program.n} in the "
+                             f"runtime library ({ROW_ENGINE}), {program.block} row(s) a block"
+                             + (f", parallel row blocks, {slices} slices of {rows} row(s)" if slices else ""))
+    if slices is None:
+        return [KernelThunk(name, symbol, arguments, len(results))]
+    row_bytes = {ROWS: rows * program.n * 4, PER_ROW: rows * 4}
+    strides = tuple(row_bytes.get(role, 0) for role in (*program.operands, *program.results))
+    return [SlicedKernelThunk(name, symbol, arguments, len(results), slices=slices, strides=strides)]
+
+
+def overlaps(a, b) -> bool:
+    return a.allocation == b.allocation and a.offset < b.offset + b.size and b.offset < a.offset + a.size
 
 
 def emit_output_fusion(emitter, op: ir.Operation) -> list:
