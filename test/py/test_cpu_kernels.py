@@ -643,10 +643,11 @@ SOFTMAX = """func.func @main(%x: tensor<{rows}x512xf32>) -> tensor<{rows}x512xf3
 @pytest.fixture
 def generated_softmax(monkeypatch):
     """Softmax fusions compiled as generated kernels: the runtime library's softmax
-    (`softmax_rows.py`), which takes them on the CPU, set aside."""
-    from mlirxla.backends.cpu import softmax_rows
+    (`softmax_rows.py`) and row engine (`row_programs.py`), which take them on the CPU, set aside."""
+    from mlirxla.backends.cpu import row_programs, softmax_rows
 
     monkeypatch.setattr(softmax_rows, "is_softmax", lambda op: False)
+    monkeypatch.setattr(row_programs, "row_program", lambda op: None)
 
 
 @pytest.mark.parametrize("rows, sliced", [(8, False), (2048, True)])
