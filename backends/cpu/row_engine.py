@@ -23,13 +23,15 @@ written out (not left to the loop vectorizer) so that an instruction may write t
 reads (the program reuses dead slots), which would make the vectorizer's overlap check fail.
 """
 
+import re
+
 from .loop_text import LoopText
 
 WIDTH = 16
 VECTOR = f"vector<{WIDTH}xf32>"
 BUFFERS = 8  # operands and outputs of one call at most; the scratch is buffer BUFFERS
 SLOTS = 32
-WORDS = 6  # per instruction: opcode, d, a, b, c, immediate
+WORDS = 8  # per instruction: opcode, d, a, b, c, p, q, immediate
 CHAINED = ("xhlo.add", "xhlo.subtract", "xhlo.multiply")  # the ops of a chain instruction
 UNROLL = 4  # a reduction's vectors of partial results
 
@@ -56,16 +58,21 @@ LOADS = ("load_rows", "load_columns", "load_per_row", "load_scalar", "splat")
 
 
 def opcodes() -> dict:
-    """Every instruction's opcode, by name: a load, ("unary_rows" | "unary_per_row", op),
-    ("binary", op, variant), ("reduce", combiner), ("reduce_product", combiner) (of the
-    product of two rows, which it does not write), ("chain", op, op, kinds) (rows of
-    (a op b) op c in one pass, the value between not written; `kinds` says which of b and c
-    are rows and which per-row values, as a binary op's variant does), or "broadcast_rows"."""
+    """Every instruction's opcode, by name: a load, "broadcast_rows", ("unary_per_row", op),
+    ("binary", op, "per_row_per_row" | "per_row_rows"), or an instruction reading rows a, with a last element
+    saying whether it reads a through the transform (a - p) * q: ("unary_rows", op, t),
+    ("binary", op, variant, t), ("reduce", combiner, t), ("reduce_product", combiner, t) (of
+    the product of two rows, which it does not write, both through the transform), ("chain",
+    op, op, kinds, t) (rows of (a op b) op c in one pass, the value between not written;
+    `kinds` says whether c is rows or per-row values, b being rows)."""
     names = [*LOADS, "broadcast_rows"]
-    names += [(form, op) for form in ("unary_rows", "unary_per_row") for op in UNARY]
-    names += [("binary", op, variant) for op in BINARY for variant in VARIANTS]
-    names += [(form, op) for form in ("reduce", "reduce_product") for op in REDUCTIONS]
-    names += [("chain", first, second, kinds) for first in CHAINED for second in CHAINED for kinds in VARIANTS]
+    names += [("unary_per_row", op) for op in UNARY]
+    names += [("binary", op, variant) for op in BINARY for variant in VARIANTS[2:]]
+    # read through a transform or not: the identity's two ops would be a third of a pass's
+    rows = [("unary_rows", op) for op in UNARY] + [("binary", op, variant) for op in BINARY for variant in VARIANTS[:2]]
+    rows += [(form, op) for form in ("reduce", "reduce_product") for op in REDUCTIONS]
+    rows += [("chain", first, second, kinds) for first in CHAINED for second in CHAINED for kinds in VARIANTS[:2]]
+    names += [(*name, through) for name in rows for through in (False, True)]
     return {name: code for code, name in enumerate(names)}
 
 
@@ -175,15 +182,16 @@ def engine_library_text(symbol: str) -> str:
     for word in range(WORDS):
         at = text.index(f"arith.addi {start}, {text.constant(word)}")
         fields.append(text.value(f"memref.load %program[{at}] : memref<?xi64>"))
-    opcode, d, a, b, c = (text.value(f"arith.index_cast {field} : i64 to index") for field in fields[:5])
-    immediate = fields[5]
-    slots = [slot_of(text, index) for index in (d, a, b, c)]
-    cases = instruction_cases(text, d, slots, immediate, first_row, block_rows)
+    opcode, d, a, b, c, p, q = (text.value(f"arith.index_cast {field} : i64 to index") for field in fields[:7])
+    immediate = fields[7]
+    slots = [slot_of(text, index) for index in (d, a, b, c, p, q)]
+    cases = instruction_cases(text, symbol, d, slots, immediate, first_row, block_rows)
     text.switch(f"scf.index_switch {opcode}", [(code, lambda emit=emit: (emit(), text.line("scf.yield"))) for code, emit in cases]
                 + [("default", lambda: text.line("scf.yield"))])
     text.close()
     text.close()
-    return text.text()
+    functions = [case_function(f"{symbol}_{code}", name) for name, code in OPCODES.items() if name not in LOADS]
+    return "\n".join([text.text(), *functions])
 
 
 def slot_of(text: EngineText, index: str) -> Slot:
@@ -191,28 +199,63 @@ def slot_of(text: EngineText, index: str) -> Slot:
     return Slot(buffer_of(text, tables[0]), tables[1], tables[2])
 
 
-def instruction_cases(text: EngineText, d_index: str, slots: list[Slot], immediate: str, first_row: str, block_rows: str) -> list:
-    """(opcode, emit the case's body) for every instruction."""
-    d, a, b, c = slots
+def instruction_cases(text: EngineText, symbol: str, d_index: str, slots: list[Slot], immediate: str, first_row: str,
+                      block_rows: str) -> list:
+    """(opcode, emit the case's body) for every instruction: a load's in the engine's
+    function, any other a call of its own function (`case_function`)."""
+    d = slots[0]
+    arguments = [part for slot in slots for part in (as_pointer(text, slot.memref), slot.offset, slot.stride)] + [block_rows, "%n"]
+    types = ", ".join(["memref<1xf32>", "index", "index"] * len(slots) + ["index", "index"])
     cases = []
     for name, code in OPCODES.items():
         if name in LOADS:
             cases.append((code, lambda name=name: load(text, name, d_index, d, immediate, first_row, block_rows)))
-        elif name == "broadcast_rows":
-            cases.append((code, lambda: each_row(text, block_rows, [d, a], lambda t, p, row, values: values[1])))
-        elif name[0] == "reduce":
-            cases.append((code, lambda name=name: reduce(text, name[1], d, [a], block_rows)))
-        elif name[0] == "chain":
-            cases.append((code, lambda name=name: chain(text, name[1:], [d, a, b, c], block_rows)))
-        elif name[0] == "reduce_product":
-            cases.append((code, lambda name=name: reduce(text, name[1], d, [a, b], block_rows, product=True)))
-        elif name[0] == "unary_rows":
-            cases.append((code, lambda name=name: rows_op(text, block_rows, [d, a], lambda t, values: unary(text, name[1], values[0], t))))
-        elif name[0] == "unary_per_row":
-            cases.append((code, lambda name=name: per_row_op(text, block_rows, [d, a], lambda t, values: unary(text, name[1], values[0], t))))
         else:
-            cases.append((code, lambda name=name: binary_case(text, name[1], name[2], d, a, b, block_rows)))
+            cases.append((code, lambda code=code: text.line(f"func.call @{symbol}_{code}({', '.join(arguments)}) : ({types}) -> ()")))
     return cases
+
+
+def as_pointer(text: EngineText, memref: str) -> str:
+    return text.value(f"memref.reinterpret_cast {memref} to offset: [0], sizes: [1], strides: [1] : {BUFFER_TYPE} to memref<1xf32>")
+
+
+CASE_SLOTS = ("d", "a", "b", "c", "shift", "scale")
+
+
+def case_function(symbol: str, name) -> str:
+    """The function running instruction `name` over one block (its slots' memrefs, offsets
+    and strides, the block's rows, n): one per instruction and not inlined, so that LLVM
+    optimizes many small functions (one function of all of them took it seconds)."""
+    arguments = [(f"{slot}{part}", kind) for slot in CASE_SLOTS for part, kind in (("_start", "memref<1xf32>"), ("_offset", "index"), ("_stride", "index"))]
+    text = EngineText(symbol, arguments + [("block_rows", "index"), ("n", "index")])
+    slots = []
+    for slot in CASE_SLOTS:
+        text.line(f"%{slot} = memref.reinterpret_cast %{slot}_start to offset: [0], sizes: [%n], strides: [1] : memref<1xf32> to {BUFFER_TYPE}")
+        slots.append(Slot(f"%{slot}", f"%{slot}_offset", f"%{slot}_stride"))
+    d, a, b, c, *slots_of_transform = slots
+    transform = slots_of_transform if name[-1] is True else None
+    block_rows = "%block_rows"
+    if name == "broadcast_rows":
+        each_row(text, block_rows, [d, a], lambda t, p, row, values: values[1])
+    elif name[0] == "reduce":
+        reduce(text, name[1], d, [a], transform, block_rows)
+    elif name[0] == "reduce_product":
+        reduce(text, name[1], d, [a, b], transform, block_rows, product=True)
+    elif name[0] == "chain":
+        chain(text, name[1:4], [d, a, b, c], transform, block_rows)
+    elif name[0] == "unary_rows":
+        each_row(text, block_rows, [d, a], lambda t, position, row, values: unary(text, name[1], values[1], t), [False, False], transform)
+    elif name[0] == "unary_per_row":
+        per_row_op(text, block_rows, [d, a], lambda t, values: unary(text, name[1], values[0], t))
+    else:
+        binary_case(text, name[1], name[2], d, a, b, transform, block_rows)
+    return text.text()
+
+
+def cases_kept_apart(llvm_ir: str, symbol: str) -> str:
+    """The engine's LLVM IR with its instructions' functions internal and never inlined (the
+    MLIR lowering keeps neither attribute)."""
+    return re.sub(rf"^define void @({re.escape(symbol)}_\d+)\((.*)\) {{$", r"define internal void @\1(\2) noinline {", llvm_ir, flags=re.MULTILINE)
 
 
 def unary(text: EngineText, op: str, x: str, value_type: str) -> str:
@@ -253,26 +296,6 @@ def buffer_of(text: EngineText, buffer: str) -> str:
     return memref
 
 
-def rows_op(text: EngineText, block_rows: str, slots: list[Slot], compute) -> None:
-    """d = compute(operands) over the block's rows, every slot rows: one pass over the whole
-    block when every slot's rows are contiguous (stride n), else one per row."""
-    flat = text.constant(1, "i1")
-    for slot in slots:
-        same = text.value(f"arith.cmpi eq, {slot.stride}, %n : index")
-        flat = text.value(f"arith.andi {flat}, {same} : i1")
-    segments = text.value(f"arith.select {flat}, {text.constant(1)}, {block_rows} : index")
-    length = text.value(f"arith.select {flat}, {text.index(f'arith.muli {block_rows}, %n')}, %n : index")
-    segment = text.loop(segments, "g")
-    offsets = [text.index(f"arith.addi {slot.offset}, {text.index(f'arith.muli {segment}, {slot.stride}')}") for slot in slots]
-
-    def body(position, value_type):
-        values = [text.read(slot.memref, offset, position, value_type) for slot, offset in zip(slots[1:], offsets[1:])]
-        text.write(compute(value_type, values), slots[0].memref, offsets[0], position, value_type)
-
-    text.vector_loop(length, body)
-    text.close()
-
-
 def per_row_op(text: EngineText, block_rows: str, slots: list[Slot], compute) -> None:
     """d = compute(operands) over the block's per-row values."""
 
@@ -283,11 +306,13 @@ def per_row_op(text: EngineText, block_rows: str, slots: list[Slot], compute) ->
     text.vector_loop(block_rows, body)
 
 
-def each_row(text: EngineText, block_rows: str, slots: list[tuple[Slot, bool]] | list[Slot], compute, per_row=None) -> None:
+def each_row(text: EngineText, block_rows: str, slots: list[Slot], compute, per_row=None, transform=None) -> None:
     """Row by row: d's row = compute(type, position, row, values) where `values` holds each
-    operand's element (rows) or the row's value (per-row; `per_row` says which are)."""
+    operand's element (rows) or the row's value (per-row; `per_row` says which are); a's
+    elements (when rows) through the instruction's `transform`."""
     per_row = per_row or [False] + [True] * (len(slots) - 1)
     row = text.loop(block_rows, "r")
+    shift, scale = row_transform(text, transform, row) if transform and not per_row[1] else (None, None)
     offsets, scalars = [], []
     for slot, is_per_row in zip(slots, per_row):
         if is_per_row:
@@ -301,23 +326,35 @@ def each_row(text: EngineText, block_rows: str, slots: list[tuple[Slot, bool]] |
     def body(position, value_type):
         values = [text.splat(scalar, value_type) if offset is None else text.read(slot.memref, offset, position, value_type)
                   for slot, offset, scalar in zip(slots, offsets, scalars)]
+        if shift is not None:
+            values[1] = transformed(text, values[1], shift, scale, value_type)
         text.write(compute(value_type, position, row, values), slots[0].memref, offsets[0], position, value_type)
 
     text.vector_loop("%n", body)
     text.close()
 
 
-def binary_case(text: EngineText, op: str, variant: str, d: Slot, a: Slot, b: Slot, block_rows: str) -> None:
-    if variant == "rows_rows":
-        rows_op(text, block_rows, [d, a, b], lambda t, values: binary(text, op, *values, t))
-    elif variant == "per_row_per_row":
+def binary_case(text: EngineText, op: str, variant: str, d: Slot, a: Slot, b: Slot, transform: list[Slot], block_rows: str) -> None:
+    if variant == "per_row_per_row":
         per_row_op(text, block_rows, [d, a, b], lambda t, values: binary(text, op, *values, t))
     else:
         per_row = [False, variant == "per_row_rows", variant == "rows_per_row"]
-        each_row(text, block_rows, [d, a, b], lambda t, position, row, values: binary(text, op, values[1], values[2], t), per_row)
+        each_row(text, block_rows, [d, a, b], lambda t, position, row, values: binary(text, op, values[1], values[2], t), per_row, transform)
 
 
-def reduce(text: EngineText, combiner: str, d: Slot, operands: list[Slot], block_rows: str, product: bool = False) -> None:
+def row_transform(text: EngineText, transform: list[Slot], row: str) -> tuple[str, str]:
+    """The row's shift and scale (per-row values) of the instruction's transform."""
+    return tuple(text.value(f"memref.load {slot.memref}[{text.index(f'arith.addi {slot.offset}, {row}')}] : {BUFFER_TYPE}")
+                 for slot in transform)
+
+
+def transformed(text: EngineText, value: str, shift: str, scale: str, value_type: str) -> str:
+    """(value - shift) * scale: exact for the identity's 0 and 1."""
+    shifted = text.value(f"arith.subf {value}, {text.splat(shift, value_type)} : {value_type}")
+    return text.value(f"arith.mulf {shifted}, {text.splat(scale, value_type)} : {value_type}")
+
+
+def reduce(text: EngineText, combiner: str, d: Slot, operands: list[Slot], transform: list[Slot], block_rows: str, product: bool = False) -> None:
     """d's value of each row: the combination of a's row (of the product of a's and b's with
     `product`): four vectors of 16 partial results, then one, then the tail (independent
     partial results, so that the reduction runs at the adds' throughput, not their latency)."""
@@ -325,9 +362,12 @@ def reduce(text: EngineText, combiner: str, d: Slot, operands: list[Slot], block
     flags = " fastmath<reassoc>" if combiner == "xhlo.add" else ""
     row = text.loop(block_rows, "r")
     offsets = [text.index(f"arith.addi {slot.offset}, {text.index(f'arith.muli {row}, {slot.stride}')}") for slot in operands]
+    shift, scale = row_transform(text, transform, row) if transform else (None, None)
 
     def element(position: str, value_type: str) -> str:
         values = [text.read(slot.memref, offset, position, value_type) for slot, offset in zip(operands, offsets)]
+        if shift is not None:
+            values = [transformed(text, value, shift, scale, value_type) for value in values]
         return text.value(f"arith.mulf {values[0]}, {values[1]} : {value_type}") if product else values[0]
 
     def combine(x: str, y: str, value_type: str) -> str:
@@ -359,10 +399,10 @@ def reduce(text: EngineText, combiner: str, d: Slot, operands: list[Slot], block
     text.close()
 
 
-def chain(text: EngineText, ops: tuple, slots: list[Slot], block_rows: str) -> None:
-    first, second, kinds = ops
+def chain(text: EngineText, ops: tuple, slots: list[Slot], transform: list[Slot], block_rows: str) -> None:
     """d's rows = (a first b) second c, a rows, b and c as `kinds` says."""
+    first, second, kinds = ops
     per_row = [False, False, kinds.startswith("per_row"), kinds.endswith("per_row")]
     each_row(text, block_rows, slots, lambda t, position, row, values: binary(text, second, binary(text, first, values[1], values[2], t), values[3], t),
-             per_row)
+             per_row, transform)
 

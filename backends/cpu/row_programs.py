@@ -40,6 +40,7 @@ class Instruction:
     dest: int  # a virtual slot
     immediate: int = 0
     reads: tuple = ()  # virtual slots read
+    transform: tuple = ()  # the per-row shift and scale slots a rows operand a is read through
 
 
 @dataclass
@@ -64,11 +65,20 @@ class RowProgram:
         return len(self.words) // WORDS
 
 
-@dataclass
+@dataclass(frozen=True)
 class Value:
+    """A slot's values, read through (slot - shift) * scale when either is given (per-row
+    slots): `x - mean` and `* rsqrt(var)` cost no pass of their own."""
+
     slot: int
     kind: str
     computed: bool  # by an instruction of the program (not a load)
+    shift: int | None = None
+    scale: int | None = None
+
+    @property
+    def plain(self) -> bool:
+        return self.shift is None and self.scale is None
 
 
 class ProgramBuilder:
@@ -82,18 +92,35 @@ class ProgramBuilder:
         self.values: dict = {}
         self.slots = 0
         self.bound: set[int] = set()
+        self.zero = self.emit("splat", immediate=0)  # made first, read by any instruction reading through a transform
+        self.one = self.emit("splat", immediate=ONE_BITS)
 
     def fresh(self) -> int:
         self.slots += 1
         return self.slots - 1
 
-    def emit(self, opcode, reads=(), immediate=0) -> int:
-        key = (opcode, reads, immediate)
+    def emit(self, opcode, reads=(), immediate=0, through: Value | None = None) -> int:
+        """The slot of instruction `opcode` over `reads` (made once), its rows operand a read
+        through `through`'s shift and scale when the instruction reads rows."""
+        transform = (self.transform_of(through),) if reads_rows(opcode) and through is not None and not through.plain else ()
+        if reads_rows(opcode):
+            opcode = (*opcode, bool(transform))
+        key = (opcode, reads, immediate, transform)
         if key not in self.expressions:
             dest = self.fresh()
-            self.instructions.append(Instruction(OPCODES[opcode], dest, immediate=immediate, reads=reads))
+            self.instructions.append(Instruction(OPCODES[opcode], dest, immediate, reads, transform[0] if transform else ()))
             self.expressions[key] = dest
         return self.expressions[key]
+
+    def transform_of(self, value: Value) -> tuple[int, int]:
+        """The shift and scale slots `value` is read through (0 and 1 for the one it lacks)."""
+        return (self.zero if value.shift is None else value.shift), (self.one if value.scale is None else value.scale)
+
+    def materialized(self, value: Value) -> Value:
+        """`value` in a slot of its own when it is read through a shift or scale."""
+        if value.plain:
+            return value
+        return Value(self.emit(("unary_rows", "copy"), (value.slot,), through=value), ROWS, True)
 
     # --- values ----------------------------------------------------------------------------
 
@@ -126,14 +153,40 @@ class ProgramBuilder:
             return self.reduce(op, role)
         if name in UNARY and len(op.operands) == 1:
             x = self.value(op.operands[0], role)
-            form = "unary_per_row" if x.kind == PER_ROW else "unary_rows"
-            return Value(self.emit((form, name), (x.slot,)), PER_ROW if x.kind == PER_ROW else ROWS, True)
+            if x.kind == PER_ROW:
+                return Value(self.emit(("unary_per_row", name), (x.slot,)), PER_ROW, True)
+            return Value(self.emit(("unary_rows", name), (x.slot,), through=x), ROWS, True)
         if name in BINARY and len(op.operands) == 2:
             x, y = (self.value(operand, role) for operand in op.operands)
-            variant = "_".join("per_row" if v.kind == PER_ROW else "rows" for v in (x, y))
-            kind = PER_ROW if variant == "per_row_per_row" else ROWS
-            return Value(self.emit(("binary", name, variant), (x.slot, y.slot)), kind, True)
+            return self.transformed(name, x, y) or self.binary(name, x, y)
         raise NotARowProgram(f"{name} is not in the vocabulary")
+
+    def binary(self, name: str, x: Value, y: Value) -> Value:
+        variant = "_".join("per_row" if v.kind == PER_ROW else "rows" for v in (x, y))
+        if variant == "per_row_per_row":
+            return Value(self.emit(("binary", name, variant), (x.slot, y.slot)), PER_ROW, True)
+        if variant == "per_row_rows":
+            return Value(self.emit(("binary", name, variant), (x.slot, self.materialized(y).slot)), ROWS, True)
+        return Value(self.emit(("binary", name, variant), (x.slot, self.materialized(y).slot), through=x), ROWS, True)
+
+    def transformed(self, name: str, x: Value, y: Value) -> Value | None:
+        """Rows plus, minus or times a per-row value as the rows read through a shift or scale
+        (composed with the one they have: a shift after a scale is not one), else None."""
+        if name in ("xhlo.add", "xhlo.multiply") and x.kind == PER_ROW:
+            x, y = y, x
+        if name not in ("xhlo.add", "xhlo.subtract", "xhlo.multiply") or x.kind == PER_ROW or y.kind != PER_ROW:
+            return None
+        shift, scale = x.shift, x.scale
+        if name == "xhlo.multiply":
+            scale = y.slot if scale is None else self.emit(("binary", "xhlo.multiply", "per_row_per_row"), (scale, y.slot))
+        elif scale is not None:
+            return None
+        elif name == "xhlo.subtract":
+            shift = y.slot if shift is None else self.emit(("binary", "xhlo.add", "per_row_per_row"), (shift, y.slot))
+        else:
+            negated = self.emit(("unary_per_row", "xhlo.negate"), (y.slot,))
+            shift = negated if shift is None else self.emit(("binary", "xhlo.subtract", "per_row_per_row"), (shift, y.slot))
+        return Value(x.slot, x.kind, x.computed, shift, scale)
 
     def check_shape(self, shape: list[int], role: str) -> None:
         count = prod(shape)
@@ -182,7 +235,7 @@ class ProgramBuilder:
             x = self.value(op.operands[0], FULL)
             if x.kind == PER_ROW:
                 raise NotARowProgram("a reduction of a broadcast value")
-            reduced = Value(self.emit(("reduce", combiner), (x.slot,)), PER_ROW, True)
+            reduced = Value(self.emit(("reduce", combiner), (x.slot,), through=x), PER_ROW, True)
         initial = op.operands[1]
         if is_constant(initial) and splat_bits(initial.owner) == int(REDUCTIONS[combiner][0], 16):
             return reduced
@@ -191,13 +244,13 @@ class ProgramBuilder:
 
     def product_reduced(self, value: ir.Value, combiner: str) -> Value | None:
         """The reduction of `value` as one instruction when it is a product of two rows read
-        by the reduction alone (a variance's squares), else None."""
+        by the reduction alone, through one shift and scale (a variance's squares), else None."""
         if isinstance(value, ir.BlockArgument) or value.owner.name != "xhlo.multiply" or len(list(value.uses)) != 1:
             return None
         x, y = (self.value(operand, FULL) for operand in value.owner.operands)
-        if PER_ROW in (x.kind, y.kind):
+        if PER_ROW in (x.kind, y.kind) or (x.shift, x.scale) != (y.shift, y.scale):
             return None
-        return Value(self.emit(("reduce_product", combiner), (x.slot, y.slot)), PER_ROW, True)
+        return Value(self.emit(("reduce_product", combiner), (x.slot, y.slot), through=x), PER_ROW, True)
 
     # --- results ---------------------------------------------------------------------------
 
@@ -208,7 +261,7 @@ class ProgramBuilder:
         x = self.value(value, role)
         buffer = len(self.arguments) + number
         kind = ROWS if role == FULL else PER_ROW
-        if x.computed and x.slot not in self.bound and x.kind == kind:
+        if x.computed and x.plain and x.slot not in self.bound and x.kind == kind:
             self.bound.add(x.slot)
             self.instructions.insert(0, Instruction(OPCODES["load_rows" if kind == ROWS else "load_per_row"], x.slot, immediate=buffer))
             return kind
@@ -219,7 +272,10 @@ class ProgramBuilder:
             opcode = ("unary_per_row", "copy")
         else:
             opcode = "broadcast_rows" if x.kind == PER_ROW else ("unary_rows", "copy")
-        self.instructions.append(Instruction(OPCODES[opcode], dest, reads=(x.slot,)))
+        transform = self.transform_of(x) if reads_rows(opcode) and not x.plain else ()
+        if reads_rows(opcode):
+            opcode = (*opcode, bool(transform))
+        self.instructions.append(Instruction(OPCODES[opcode], dest, reads=(x.slot,), transform=transform))
         return kind
 
 
@@ -270,7 +326,7 @@ def chain_instructions(builder: ProgramBuilder) -> None:
     instructions = builder.instructions
     uses = {}
     for instruction in instructions:
-        for slot in instruction.reads:
+        for slot in (*instruction.reads, *instruction.transform):
             uses[slot] = uses.get(slot, 0) + 1
     producers = {instruction.dest: instruction for instruction in instructions}
     kinds = {instruction.dest: kind_written(instruction) for instruction in instructions}
@@ -280,12 +336,17 @@ def chain_instructions(builder: ProgramBuilder) -> None:
             continue
         between = instruction.reads[0]
         producer = producers.get(between)
-        if producer is None or id(producer) in absorbed or not chainable(producer, kinds) or uses[between] != 1 or between in builder.bound:
+        if producer is None or id(producer) in absorbed or not chainable(producer, kinds) or uses[between] != 1 \
+                or between in builder.bound or instruction.transform:
             continue
         operands = (producer.reads[1], instruction.reads[1])
         variant = "_".join("per_row" if kinds[slot] == PER_ROW else "rows" for slot in operands)
-        instruction.opcode = OPCODES[("chain", OPCODES_BY_CODE[producer.opcode][1], OPCODES_BY_CODE[instruction.opcode][1], variant)]
+        if variant not in ("rows_rows", "rows_per_row"):
+            continue
+        instruction.opcode = OPCODES[("chain", OPCODES_BY_CODE[producer.opcode][1], OPCODES_BY_CODE[instruction.opcode][1], variant,
+                                      bool(producer.transform))]
         instruction.reads = (producer.reads[0], *operands)
+        instruction.transform = producer.transform
         absorbed.add(id(producer))
     builder.instructions = [part for part in instructions if id(part) not in absorbed]
 
@@ -302,17 +363,19 @@ def allocate(builder: ProgramBuilder, results: list[str]) -> RowProgram | None:
     lowest free scratch slot (an elementwise instruction may write the slot of an operand of
     its own kind that dies there); the words, the block, and what each operand and result
     read and written where."""
-    instructions = builder.instructions
+    used = {slot for instruction in builder.instructions for slot in (*instruction.reads, *instruction.transform)} | builder.bound
+    instructions = [instruction for instruction in builder.instructions
+                    if OPCODES_BY_CODE[instruction.opcode] not in LOAD_NAMES or instruction.dest in used]
     last_use = {}
     for index, instruction in enumerate(instructions):
-        for slot in instruction.reads:
+        for slot in (*instruction.reads, *instruction.transform):
             last_use[slot] = index
     loads = [instruction for instruction in instructions if OPCODES_BY_CODE[instruction.opcode] in LOAD_NAMES]
     pointed = {instruction.dest for instruction in loads if OPCODES_BY_CODE[instruction.opcode] not in ("splat", "load_scalar")}
     kinds = {instruction.dest: kind_written(instruction) for instruction in instructions}
     physical, free, scratch = {}, [], 0
     for index, instruction in enumerate(instructions):
-        dying = [slot for slot in dict.fromkeys(instruction.reads) if last_use.get(slot) == index and slot not in pointed]
+        dying = [slot for slot in dict.fromkeys((*instruction.reads, *instruction.transform)) if last_use.get(slot) == index and slot not in pointed]
         if instruction.dest not in physical and instruction.dest not in pointed:
             reusable = [slot for slot in dying if kinds[slot] == kinds[instruction.dest] and in_place(instruction)]
             if reusable:
@@ -333,8 +396,9 @@ def allocate(builder: ProgramBuilder, results: list[str]) -> RowProgram | None:
         return None
     words = []
     for instruction in instructions:
-        reads = ([physical[slot] for slot in instruction.reads] + [0] * (WORDS - 3))[:WORDS - 3]
-        words += [instruction.opcode, physical[instruction.dest], *reads, instruction.immediate]
+        reads = ([physical[slot] for slot in instruction.reads] + [0, 0, 0])[:3]
+        transform = [physical[slot] for slot in instruction.transform] or [0, 0]
+        words += [instruction.opcode, physical[instruction.dest], *reads, *transform, instruction.immediate]
     operand_count = len(builder.arguments)
     last_read = [-1] * operand_count
     load_of = {instruction.dest: instruction.immediate for instruction in loads}
@@ -351,6 +415,13 @@ def allocate(builder: ProgramBuilder, results: list[str]) -> RowProgram | None:
 
 
 OPCODES_BY_CODE = {code: name for name, code in OPCODES.items()}
+ONE_BITS = 0x3F800000  # 1.0f
+
+
+def reads_rows(opcode) -> bool:
+    """Whether instruction `opcode` reads its operand a as rows (through a shift and scale)."""
+    return isinstance(opcode, tuple) and (opcode[0] in ("unary_rows", "chain", "reduce", "reduce_product")
+                                          or (opcode[0] == "binary" and opcode[2].startswith("rows")))
 LOAD_NAMES = ("load_rows", "load_columns", "load_per_row", "load_scalar", "splat")
 
 

@@ -31,7 +31,7 @@ from mlirxla import context
 from mlirxla.mlir import ir
 
 from . import lowering
-from .row_engine import BUFFERS, engine_library_text
+from .row_engine import BUFFERS, cases_kept_apart, engine_library_text
 from .softmax_rows import softmax_library_text
 from .top_k_kernel import top_k_library_text
 
@@ -205,5 +205,6 @@ def function_ir(name: str) -> str:
     with context.new_context(), ir.Location.unknown():
         module = ir.Module.parse(texts[name](name) if name in texts else top_k_library_text(name, *TOP_K_FUNCTIONS[name]))
         lowering.lower_to_llvm_dialect(module, name)
-        return lowering.translate(module, name)
+        text = lowering.translate(module, name)
+    return cases_kept_apart(text, name) if name == ROWS else text
 
