@@ -22,8 +22,14 @@ from math import prod
 
 from mlirxla.mlir import ir
 
+from . import thread_split
 from .row_engine import BINARY, BUFFERS, CHAINED, OPCODES, REDUCTIONS, SLOTS, UNARY, WORDS
 
+# the engine runs rows 1.1-1.45x as long as the generated kernel does (its instructions pass
+# over the rows one after the other; the kernel fuses them): a fusion takes it when its kernel
+# runs at most this long on one core (`thread_split`'s estimate), so that a call loses at
+# most about 10 us against the 30-60 ms of cold compile the kernel costs
+ENGINE_RUN_TIME_S = 25e-6
 BLOCK_ELEMENTS = 2048  # a block's rows, in elements: each scratch slot of a block is 8 KiB
 STACK_BYTES = 512 * 1024  # the scratch slots of one call at most (they are on the stack)
 ROWS, PER_ROW, COLUMNS = "rows", "per_row", "columns"  # what a slot holds (columns: rows of stride 0)
@@ -297,6 +303,11 @@ def row_shape(fusion: ir.Operation) -> list[int]:
     if len(shapes) != 1:
         raise NotARowProgram("no row reduction" if not shapes else "reductions of different shapes")
     return list(shapes.pop())
+
+
+def engine_pays(fusion: ir.Operation) -> bool:
+    """Whether the fusion, a row program, runs in the engine rather than as its kernel."""
+    return thread_split.estimate(fusion, 1).single_thread_s <= ENGINE_RUN_TIME_S
 
 
 def row_program(fusion: ir.Operation) -> RowProgram | None:
