@@ -7,20 +7,27 @@ its program) compiles no kernel of its own, only a call with its program as a co
 
 The rows are taken `block` at a time (a block's slots stay in the caches, and short rows
 still amortize an instruction's dispatch); each instruction of the program runs over the
-whole block before the next. An instruction is five words, (opcode, d, a, b, immediate),
-over slots: a slot is a buffer, an offset and a row stride (elements). A slot holds either
+whole block before the next. An instruction is eight words, (opcode, d, a, b, c, shift,
+scale, immediate), over slots: a slot is a buffer, an offset and a row stride (elements). A slot holds either
 rows (`block` rows of `n`, row stride `n`; a per-column vector such as a layer norm's scale is
 rows of stride 0) or per-row values (`block` of them, contiguous). Loads point a slot into a
 buffer (the operands, then the outputs: an output's slot is loaded too, so the instruction
 computing it writes the output itself) at the block's rows; the scratch slots (the first
-`scratch slots`) are `block` x `n` floats each on the stack.
+`scratch slots`) are `block` x `n` floats each on the stack. An instruction reading rows a
+may read them through a transform, (a - shift) * scale with per-row shift and scale slots
+(`row_programs.Value`): centering and scaling cost no pass of their own.
 
-Elementwise ops run as a 16-lane vector loop and a scalar tail, in the ops the generated
-kernels use (`math.exp` and friends, which `math_approximations.py` makes the same
-arithmetic in both), so results agree with a generated kernel's to rounding; a row reduction
-keeps 16 partial results, reassociated as the vectorized kernels' reductions are. Vectors are
-written out (not left to the loop vectorizer) so that an instruction may write the slot it
-reads (the program reuses dead slots), which would make the vectorizer's overlap check fail.
+Elementwise ops run as a 16-lane vector loop and the rest as one masked vector (no scalar
+loop), in the ops the generated kernels use (`math.exp` and friends, which
+`math_approximations.py` makes the same arithmetic in both), so results agree with a
+generated kernel's to rounding; a row reduction keeps four vectors of 16 partial results,
+reassociated as the vectorized kernels' reductions are. Vectors are written out (not left
+to the loop vectorizer) so that an instruction may write the slot it reads (the program
+reuses dead slots), which would make the vectorizer's overlap check fail. Each instruction
+but the loads is a function of its own, never inlined (`cases_kept_apart`): LLVM's time grows faster than
+linearly in one function's size (one function holding them all: 4-7 s of O3 and code
+generation on this machine); separate, about 3.6 s of CPU, once per process, as for the
+library's other functions.
 """
 
 import re
