@@ -14,7 +14,7 @@ import jax.numpy as jnp  # noqa: E402
 from jax import lax  # noqa: E402
 
 from mlirxla.backends.cpu import llvm_jit, row_programs, softmax_rows  # noqa: E402
-from mlirxla.runtime.client import Client, CompileOptions  # noqa: E402
+from mlirxla.runtime.client import Client  # noqa: E402
 
 
 def layer_norm(x, scale, bias):
@@ -72,9 +72,7 @@ PROGRAMS = {
 
 @pytest.fixture
 def compiled_kernels(monkeypatch):
-    """The kernels compiled (their names), with every row program taken by the engine
-    whatever its size (`row_programs.engine_pays` is tested on its own)."""
-    monkeypatch.setattr(row_programs, "ENGINE_RUN_TIME_S", float("inf"))
+    """The kernels compiled (their names)."""
     names = []
     compile_native = llvm_jit.compile_native
     monkeypatch.setattr(llvm_jit, "compile_native", lambda name, *rest: names.append(name) or compile_native(name, *rest))
@@ -142,22 +140,6 @@ def test_layer_norm_program_makes_three_passes_over_the_rows():
                  and name[2] != "per_row_per_row"]
     assert over_rows == [("reduce", "xhlo.add", False), ("reduce_product", "xhlo.add", True),
                          ("chain", "xhlo.multiply", "xhlo.add", "rows_rows", True)]
-
-
-@pytest.mark.parametrize("rows, engine", [(16, True), (8192, False)])
-def test_only_short_running_row_programs_take_the_engine(rows, engine, monkeypatch, tmp_path):
-    """The engine runs rows slower than a generated kernel: a layer norm of 16 rows takes it,
-    one of 8192 (32 MiB) keeps its kernel, which the decisions say."""
-    names = []
-    compile_native = llvm_jit.compile_native
-    monkeypatch.setattr(llvm_jit, "compile_native", lambda name, *rest: names.append(name) or compile_native(name, *rest))
-    x = jax.ShapeDtypeStruct((rows, 1024), jnp.float32)
-    vector = jax.ShapeDtypeStruct((1024,), jnp.float32)
-    text = jax.jit(layer_norm).lower(x, vector, vector).as_text()
-    Client(cache_dir=str(tmp_path / "cache")).compile(text, CompileOptions(dump_to=str(tmp_path)))
-    assert (not names) == engine
-    decisions = next(tmp_path.glob("*thunk-sequence.txt")).read_text()
-    assert ("generated as a kernel: it runs long enough" in decisions) != engine
 
 
 @pytest.mark.parametrize("function", [lambda x: jnp.sum(x, axis=0), lambda x: jnp.cumsum(x, axis=-1) / jnp.sum(x, axis=-1, keepdims=True)])

@@ -23,7 +23,7 @@ from mlirxla.transforms.scheduling import type_bytes
 
 from .. import thread_split
 from ..convolution_gemm import im2col_module_text
-from ..row_programs import PER_ROW, ROWS, RowProgram, engine_pays
+from ..row_programs import PER_ROW, ROWS, RowProgram
 from ..runtime_library import ROWS as ROW_ENGINE
 from ..runtime_library import SOFTMAX, im2col_call, rows_call, softmax_call
 from .kernels import KernelSpec, emit_kernel, epilogue_thunk, kernel_thunk
@@ -60,14 +60,10 @@ def emit_softmax(emitter, op: ir.Operation) -> list:
 
 def emit_row_program(emitter, op: ir.Operation, program: RowProgram) -> list | None:
     """The fusion as the runtime library's row engine running `program` (blocks of rows on
-    the threads when `thread_split` says it pays), or None when the generated kernel is to
-    run it (`row_programs.engine_pays`), or when a result shares an operand's buffer in a way
-    the program cannot write it: only the same buffer, its rows written after the operand's
-    last read in a block."""
+    the threads when `thread_split` says it pays), or None when a result shares an operand's
+    buffer in a way the program cannot write it: only the same buffer, its rows written after
+    the operand's last read in a block."""
     name = emitter.name_of(op)
-    if not engine_pays(op):
-        emitter.decisions.append(f"{name}: a row program, generated as a kernel: it runs long enough for the engine's slowdown to show")
-        return None
     operands = [emitter.slice_of(value) for value in op.operands]
     results = [emitter.slice_of(value) for value in op.results]
     for result, written in zip(results, program.written_at):
