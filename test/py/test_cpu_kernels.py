@@ -641,8 +641,8 @@ SOFTMAX = """func.func @main(%x: tensor<{rows}x512xf32>) -> tensor<{rows}x512xf3
 
 
 @pytest.fixture
-def generated_softmax(monkeypatch):
-    """Softmax fusions compiled as generated kernels: the runtime library's softmax
+def generated_row_kernels(monkeypatch):
+    """Row fusions (softmax, ...) compiled as generated kernels: the runtime library's softmax
     (`softmax_rows.py`) and row engine (`row_programs.py`), which take them on the CPU, set aside."""
     from mlirxla.backends.cpu import row_programs, softmax_rows
 
@@ -651,7 +651,7 @@ def generated_softmax(monkeypatch):
 
 
 @pytest.mark.parametrize("rows, sliced", [(8, False), (2048, True)])
-def test_kernels_take_their_working_memory_from_the_caller(rows, sliced, generated_softmax):
+def test_kernels_take_their_working_memory_from_the_caller(rows, sliced, generated_row_kernels):
     """A softmax kernel's row maxima and sums are working memory: scratch arguments the
     thunk passes (no malloc in the kernel), one range per concurrent call when its row blocks
     run on the pool; the results match numpy."""
@@ -880,7 +880,7 @@ SOFTMAX_ROWS = """func.func @main(%x: tensor<64x256xf32>) -> tensor<64x256xf32> 
 
 @pytest.mark.parametrize("text, rewrite, most", [(SLICED_SUM, "sink_slices", 0), (RESHAPED, "unreshaped_result", 0),
                                                  (SOFTMAX_ROWS, "write_over_dying_operands", 2 * 64 * 4)])
-def test_fused_values_stay_out_of_scratch(text, rewrite, most, monkeypatch, tmp_path, generated_softmax):
+def test_fused_values_stay_out_of_scratch(text, rewrite, most, monkeypatch, tmp_path, generated_row_kernels):
     """Each rewrite keeps a fused value out of the kernel's scratch (an exponential two slices
     of which a row sum reads, a
     transposed sum before its reshape, a softmax's exponentials: only the two row reductions
@@ -1119,7 +1119,7 @@ def test_softmax_of_f32_rows_is_a_call_into_the_runtime_library(rows, monkeypatc
     """A softmax fusion of f32 rows compiles no kernel (a call into the runtime library's
     softmax; its rows in blocks on the threads when they are many) and matches numpy, a row
     of -inf and a NaN included; the generated kernel it stands for gives the same results."""
-    from mlirxla.backends.cpu import llvm_jit, softmax_rows
+    from mlirxla.backends.cpu import llvm_jit, row_programs, softmax_rows
 
     monkeypatch.setenv("MLIRXLA_CPU_THREADS", "2")
     compiled_kernels = []
@@ -1138,12 +1138,13 @@ def test_softmax_of_f32_rows_is_a_call_into_the_runtime_library(rows, monkeypatc
         expected /= expected.sum(axis=1, keepdims=True)
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-7)
     monkeypatch.setattr(softmax_rows, "is_softmax", lambda op: False)
+    monkeypatch.setattr(row_programs, "row_program", lambda op: None)
     generated = Client(cache_dir=str(tmp_path / "generated")).compile(SOFTMAX.format(rows=rows)).execute_numpy([x])[0]
     np.testing.assert_allclose(got, generated, rtol=1e-6, atol=1e-8)
     assert compiled_kernels
 
 
-def test_row_fused_softmax_lowers_to_one_row_loop(tmp_path, generated_softmax):
+def test_row_fused_softmax_lowers_to_one_row_loop(tmp_path, generated_row_kernels):
     """The whole softmax kernel (max, exp, sum, divide) is one loop over its rows in the
     optimized LLVM IR, with vector code in it, and still matches numpy."""
     executable = Client().compile(SOFTMAX.format(rows=64), CompileOptions(dump_to=str(tmp_path)))
@@ -1246,7 +1247,7 @@ KEEPDIMS_GRADIENT = """func.func @main(%x: tensor<64x128xf32>, %w: tensor<64xf32
 }"""
 
 
-def test_a_result_computed_with_a_unit_dimension_is_written_into_its_destination(tmp_path):
+def test_a_result_computed_with_a_unit_dimension_is_written_into_its_destination(tmp_path, generated_row_kernels):
     """The gradient's loop nest runs over [64, 1, 128] (the keepdims sum's unit dimension,
     reshaped back) and its result is reshaped into the [64, 128] output: with the unit
     dimension folded away it is written straight into the output, so the kernel's scratch
