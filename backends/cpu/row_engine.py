@@ -285,9 +285,12 @@ def load(text: EngineText, name: str, d_index: str, d: Slot, immediate: str, fir
             value = text.value(f"memref.load {memref}[{text.constant(0)}] : {BUFFER_TYPE}")
         text.vector_loop(block_rows, lambda position, t: text.write(text.splat(value, t), d.memref, d.offset, position, t))
         return
-    offset, stride = {"load_rows": (text.index(f"arith.muli {first_row}, %n"), "%n"),
-                      "load_columns": (text.constant(0), text.constant(0)),
-                      "load_per_row": (first_row, text.constant(1))}[name]
+    if name == "load_rows":
+        offset, stride = text.index(f"arith.muli {first_row}, %n"), "%n"
+    elif name == "load_columns":
+        offset, stride = text.constant(0), text.constant(0)
+    else:
+        offset, stride = first_row, text.constant(1)
     table = f"memref<{SLOTS}xindex>"
     text.store(text.value(f"arith.index_cast {immediate} : i64 to index"), "%slot_buffer", table, [d_index])
     text.store(offset, "%slot_offset", table, [d_index])

@@ -99,7 +99,6 @@ class ProgramBuilder:
         self.arguments = list(fusion.regions[0].blocks[0].arguments)
         self.roles: list[str | None] = [None] * len(self.arguments)
         self.instructions: list[Instruction] = []
-        self.loads: dict = {}
         self.expressions: dict = {}
         self.values: dict = {}
         self.slots = 0

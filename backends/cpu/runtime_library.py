@@ -22,8 +22,13 @@ The generated kernel it replaces cost a top_k program two thirds of its cold com
 `mlirxla_softmax_f32` is a softmax along the last dimension of f32 rows (`softmax_rows.py`),
 which XLA:CPU hands to YNNPACK.
 
+`mlirxla_rows_f32` is the row-program engine (`row_engine.py`): a loop fusion over f32 rows
+(layer and rms norms, log-softmax, ...; `row_programs.py` recognizes them) is a program it
+runs, a constant of the kernel calling it (`rows_call`); its functions are one per
+instruction, internal to its object.
+
 An executable's archive carries the object of each function its kernels call
-(`called_functions`); a kernel calling one (`im2col_call`, `top_k_call`, `softmax_call`) is compiled with
+(`called_functions`); a kernel calling one (`im2col_call`, `top_k_call`, `softmax_call`, `rows_call`) is compiled with
 the forwarders, unoptimized: it is one call.
 """
 
