@@ -22,11 +22,12 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
+import llvmlite
 import llvmlite.binding as llvm
 
 from mlirxla.errors import MlirxlaError
 
-from . import native_symbols, object_archive, runtime_library
+from . import library_cache, native_symbols, object_archive, runtime_library
 
 _INITIALIZED = threading.Lock()
 _STATE: dict = {}
@@ -188,8 +189,19 @@ def helpers_object() -> bytes:
 @functools.cache
 def library_object(function: str) -> bytes:
     """The object of the runtime library's `function` (`runtime_library.py`): optimized at O3
-    for the host and compiled once per process."""
+    for the host, compiled once per host and version (`library_cache.py`: the row engine's
+    LLVM work is seconds) and read once per process."""
+    return library_cache.cached_object(function, toolchain(), lambda: build_library_object(function))
+
+
+def build_library_object(function: str) -> bytes:
     return emit_object(target_machine(), optimize(function, runtime_library.function_ir(function), frozenset(), llvm.create_context()))
+
+
+def toolchain() -> str:
+    """What compiles a library function besides its sources: the host CPU, the LLVM options
+    and the versions of LLVM and llvmlite."""
+    return f"{host_cpu()};llvm={'.'.join(map(str, llvm.llvm_version_info))};llvmlite={llvmlite.__version__}"
 
 
 def library_call(name: str, ir_text: str) -> OptimizedKernel:

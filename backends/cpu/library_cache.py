@@ -1,0 +1,143 @@
+"""A persistent cache of the runtime library's objects (`llvm_jit.library_object`) across
+processes, so that the row engine's seconds of LLVM work are paid once per host and version
+(at install time: `scripts/setup` builds them, `python -m mlirxla.backends.cpu.runtime_library
+--build`), not once per process.
+
+An object is a file `<directory>/<key>.o` (`directory`: `MLIRXLA_LIBRARY_CACHE`, else
+`$XDG_CACHE_HOME/mlirxla/runtime-library`, `~/.cache` without it). The key is a SHA-256 of the
+function's name, what its LLVM IR is made from (`source_fingerprint`: the package's Python
+sources and the MLIR toolkit's version), the host CPU with the LLVM options it is compiled
+with, and the versions of LLVM and llvmlite. The key is taken over the IR's sources rather
+than the IR text itself: lowering the engine to LLVM IR costs 0.5-0.9 s, a process would pay
+it on every start only to find the object it names; any edit of the sources changes the key
+as any edit of the IR would.
+
+A file holds a header naming the payload's SHA-256, then the payload: a read that fails, or a
+short or edited file, is a miss (the object is compiled and the file written anew). Files are
+written to a temporary name and renamed into place (atomic: a concurrent reader sees the old
+file or the whole new one); a directory that cannot be created or written leaves the cache
+unused, never an error. A hit touches its file, and a store keeps the `LIMIT` most recently
+used files (each source edit makes new keys; the engine's object is about 300 KB).
+"""
+
+import functools
+import hashlib
+import importlib.metadata
+import importlib.util
+import os
+import tempfile
+
+VARIABLE = "MLIRXLA_LIBRARY_CACHE"
+FORMAT = 1
+MAGIC = b"mlirxla runtime library object\n"
+LIMIT = 128
+# The package's source roots (pyproject.toml's package-dir): what lowers a library function
+PACKAGES = ("mlirxla", "mlirxla.dialects", "mlirxla.transforms", "mlirxla.pipelines", "mlirxla.runtime", "mlirxla.backends")
+
+
+def directory() -> str:
+    configured = os.environ.get(VARIABLE)
+    if configured:
+        return configured
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "mlirxla", "runtime-library")
+
+
+def source_roots() -> list[str]:
+    """The folders of `PACKAGES`, none inside another (an installed wheel nests them)."""
+    folders = sorted({os.path.realpath(folder) for name in PACKAGES for folder in importlib.util.find_spec(name).submodule_search_locations})
+    return [folder for folder in folders if not any(folder.startswith(other + os.sep) for other in folders)]
+
+
+def hash_sources(roots: list[str]) -> str:
+    """SHA-256 of every Python file under `roots`: its path below its root and its bytes."""
+    digest = hashlib.sha256()
+    for root in roots:
+        for folder, subfolders, files in os.walk(root):
+            subfolders[:] = sorted(name for name in subfolders if name != "__pycache__")
+            for name in sorted(files):
+                if name.endswith(".py"):
+                    path = os.path.join(folder, name)
+                    with open(path, "rb") as stream:
+                        digest.update(f"{os.path.relpath(path, root)}\0".encode() + stream.read() + b"\0")
+    return digest.hexdigest()
+
+
+@functools.cache
+def source_fingerprint() -> str:
+    """What a library function's LLVM IR is made from: this package's sources (about 2 MB,
+    hashed in milliseconds) and the MLIR toolkit that lowers them."""
+    return f"{hash_sources(source_roots())};torch-mlir={importlib.metadata.version('torch-mlir')}"
+
+
+def key(function: str, toolchain: str) -> str:
+    """The file name of `function`'s object compiled by `toolchain` (host CPU, LLVM options and
+    versions)."""
+    digest = hashlib.sha256()
+    for part in (str(FORMAT), function, source_fingerprint(), toolchain):
+        digest.update(part.encode() + b"\0")
+    return digest.hexdigest()
+
+
+def read(path: str) -> bytes | None:
+    """The object in file `path`, or None when it is absent, unreadable, short or edited."""
+    try:
+        with open(path, "rb") as stream:
+            data = stream.read()
+    except OSError:
+        return None
+    header = len(MAGIC) + 65  # the payload's SHA-256 in hex and a newline
+    payload = data[header:]
+    if data[:len(MAGIC)] != MAGIC or data[len(MAGIC):header] != hashlib.sha256(payload).hexdigest().encode() + b"\n" or not payload:
+        return None
+    return payload
+
+
+def write(path: str, payload: bytes) -> None:
+    """File `path` holding `payload`, written whole or not at all (nothing when the folder
+    cannot be made or written)."""
+    folder = os.path.dirname(path)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        handle, staging = tempfile.mkstemp(prefix=".staging-", dir=folder)
+    except OSError:
+        return
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
+        os.replace(staging, path)
+    except OSError:
+        pass
+    finally:
+        if os.path.exists(staging):
+            os.unlink(staging)
+    prune(folder)
+
+
+def prune(folder: str) -> None:
+    """Remove all but the `LIMIT` most recently used files of `folder` (a hit touches its file)."""
+    try:
+        entries = sorted(os.scandir(folder), key=lambda entry: entry.stat().st_mtime, reverse=True)
+        for entry in entries[LIMIT:]:
+            os.unlink(entry.path)
+    except OSError:
+        pass
+
+
+def path(function: str, toolchain: str) -> str:
+    return os.path.join(directory(), f"{key(function, toolchain)}.o")
+
+
+def cached_object(function: str, toolchain: str, build) -> bytes:
+    """`function`'s object from the cache, else `build()`'s, stored for the next process."""
+    file = path(function, toolchain)
+    payload = read(file)
+    if payload is not None:
+        try:
+            os.utime(file)
+        except OSError:
+            pass
+        return payload
+    payload = build()
+    write(file, payload)
+    return payload
