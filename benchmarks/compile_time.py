@@ -15,8 +15,9 @@ The last column says how XLA:CPU made each program's kernels: generated (LLVM co
 mlirxla's) or library (fusions handed to YNNPACK or XNNPACK, custom calls into its runtime such
 as TopK), which compile no code: softmax and layer norm, one YNNPACK fusion each, compile in
 about 10 ms, while the same softmax at 2048 rows (no YNNPACK fusion) takes XLA about 40 ms.
-mlirxla's runtime library (`backends/cpu/runtime_library.py`: im2col, f32 TopK) is compiled
-once per process; the warm-up builds it, as XLA's is built into its binary.
+mlirxla's runtime library (`backends/cpu/runtime_library.py`: im2col, f32 TopK, softmax, the
+row engine) is compiled once per host into a persistent cache (`scripts/setup` fills it) and
+read once per process; the warm-up reads (or builds) it, as XLA's is built into its binary.
 
 `--profile` adds, per program, where mlirxla's cold compile went: the front door, every pass
 (its runs in the fixed-point loop summed; what `mlirxla-opt --print-ledger` shows per run),

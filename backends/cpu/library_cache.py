@@ -1,7 +1,7 @@
 """A persistent cache of the runtime library's objects (`llvm_jit.library_object`) across
 processes, so that the row engine's seconds of LLVM work are paid once per host and version
-(at install time: `scripts/setup` builds them, `python -m mlirxla.backends.cpu.runtime_library
---build`), not once per process.
+(at install time: `scripts/setup` builds them, `python -m mlirxla.backends.cpu.build_library`),
+not once per process.
 
 An object is a file `<directory>/<key>.o` (`directory`: `MLIRXLA_LIBRARY_CACHE`, else
 `$XDG_CACHE_HOME/mlirxla/runtime-library`, `~/.cache` without it). The key is a SHA-256 of the
@@ -20,7 +20,6 @@ unused, never an error. A hit touches its file, and a store keeps the `LIMIT` mo
 used files (each source edit makes new keys; the engine's object is about 300 KB).
 """
 
-import functools
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -63,18 +62,22 @@ def hash_sources(roots: list[str]) -> str:
     return digest.hexdigest()
 
 
-@functools.cache
 def source_fingerprint() -> str:
     """What a library function's LLVM IR is made from: this package's sources (about 2 MB,
-    hashed in milliseconds) and the MLIR toolkit that lowers them."""
+    hashed in 10-25 ms) and the MLIR toolkit that lowers them."""
     return f"{hash_sources(source_roots())};torch-mlir={importlib.metadata.version('torch-mlir')}"
+
+
+# Taken when the package is imported, not when a function is first built: a source edited
+# while a process runs must not name the object that process builds from its older code.
+SOURCES = source_fingerprint()
 
 
 def key(function: str, toolchain: str) -> str:
     """The file name of `function`'s object compiled by `toolchain` (host CPU, LLVM options and
     versions)."""
     digest = hashlib.sha256()
-    for part in (str(FORMAT), function, source_fingerprint(), toolchain):
+    for part in (str(FORMAT), function, SOURCES, toolchain):
         digest.update(part.encode() + b"\0")
     return digest.hexdigest()
 

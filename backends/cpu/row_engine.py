@@ -26,8 +26,8 @@ to the loop vectorizer) so that an instruction may write the slot it reads (the 
 reuses dead slots), which would make the vectorizer's overlap check fail. Each instruction
 but the loads is a function of its own, never inlined (`cases_kept_apart`): LLVM's time grows faster than
 linearly in one function's size (one function holding them all: 4-7 s of O3 and code
-generation on this machine); separate, about 3.6 s of CPU, once per process, as for the
-library's other functions.
+generation on this machine); separate, about 3.6 s of CPU, once per host and version
+(`library_cache.py`; `scripts/setup` builds it), as for the library's other functions.
 """
 
 import re

@@ -1,7 +1,8 @@
-"""Shape-generic kernels compiled once per process, as XLA:CPU links its runtime library:
+"""Shape-generic kernels compiled once per host, as XLA:CPU links its runtime library:
 their sizes are arguments, so a program using one compiles no code of its own for it, only a
 call with its constants. Each function is its own object, compiled the first time an
-executable calls it (`llvm_jit.library_object`).
+executable on this host calls it (`llvm_jit.library_object`; kept across processes by
+`library_cache.py`, filled by `scripts/setup`).
 
 `im2col` lays a convolution's receptive fields out as GEMM rows (`convolution_gemm.py` has
 the layout): for each output position and filter row, the filter row's window of the input,
