@@ -20,6 +20,7 @@ unused, never an error. A hit touches its file, and a store keeps the `LIMIT` mo
 used files (each source edit makes new keys; the engine's object is about 300 KB).
 """
 
+import contextlib
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -107,24 +108,21 @@ def write(path: str, payload: bytes) -> None:
         return
     try:
         with os.fdopen(handle, "wb") as stream:
+            os.fchmod(stream.fileno(), 0o644)  # mkstemp's 0600 would hide a shared folder's objects from its other users
             stream.write(MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
         os.replace(staging, path)
     except OSError:
-        pass
-    finally:
-        if os.path.exists(staging):
+        with contextlib.suppress(OSError):
             os.unlink(staging)
     prune(folder)
 
 
 def prune(folder: str) -> None:
     """Remove all but the `LIMIT` most recently used files of `folder` (a hit touches its file)."""
-    try:
+    with contextlib.suppress(OSError):
         entries = sorted(os.scandir(folder), key=lambda entry: entry.stat().st_mtime, reverse=True)
         for entry in entries[LIMIT:]:
             os.unlink(entry.path)
-    except OSError:
-        pass
 
 
 def path(function: str, toolchain: str) -> str:
@@ -136,10 +134,8 @@ def cached_object(function: str, toolchain: str, build) -> bytes:
     file = path(function, toolchain)
     payload = read(file)
     if payload is not None:
-        try:
+        with contextlib.suppress(OSError):
             os.utime(file)
-        except OSError:
-            pass
         return payload
     payload = build()
     write(file, payload)

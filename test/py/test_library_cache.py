@@ -77,6 +77,7 @@ def test_a_short_or_edited_file_is_compiled_again_and_rewritten(monkeypatch, tmp
     good = load()
     path = library_cache.path(IM2COL, llvm_jit.toolchain())
     whole = open(path, "rb").read()
+    assert os.stat(path).st_mode & 0o777 == 0o644  # readable by a shared folder's other users
     for damaged in (whole[:len(whole) // 2], whole[:-1] + bytes([whole[-1] ^ 1]), b""):
         with open(path, "wb") as stream:
             stream.write(damaged)
