@@ -66,7 +66,11 @@ def hash_sources(roots: list[str]) -> str:
 def source_fingerprint() -> str:
     """What a library function's LLVM IR is made from: this package's sources (about 2 MB,
     hashed in 10-25 ms) and the MLIR toolkit that lowers them."""
-    return f"{hash_sources(source_roots())};torch-mlir={importlib.metadata.version('torch-mlir')}"
+    try:
+        toolkit = importlib.metadata.version("torch-mlir")
+    except importlib.metadata.PackageNotFoundError:  # the toolkit found without its metadata: its sources still key
+        toolkit = "unknown"
+    return f"{hash_sources(source_roots())};torch-mlir={toolkit}"
 
 
 # Taken when the package is imported, not when a function is first built: a source edited
