@@ -63,7 +63,7 @@ from mlirxla.transforms.buffer_assignment import Assignment, BufferAssignmentPas
 from mlirxla.transforms.pass_base import PassResult
 from mlirxla.transforms.sharding_remover import partitioning_need
 
-from . import driver_emitter, excess_precision, interpreter_fallback, kernel_parts, kernel_scratch, kernel_source, llvm_jit, lowering
+from . import driver_emitter, excess_precision, interpreter_fallback, kernel_scratch, kernel_source, llvm_jit, lowering
 from .emitters.kernels import KernelSpec
 from .thunk_emitter import Emission, ThunkEmitter
 
@@ -80,8 +80,6 @@ class CompiledKernel:
     same_as: str | None = None  # the kernel whose code this one runs (its StableHLO is the same)
     native: Future | None = None  # its LLVM work on the compile threads
     source_key: str = ""  # its StableHLO without its symbol (`kernel_stablehlo`)
-    part_natives: tuple[Future, ...] = ()  # the LLVM work of the parts it calls (`kernel_parts.py`)
-    parts: tuple[llvm_jit.OptimizedKernel, ...] = ()  # those parts, once done (`finish_kernel`)
 
 
 # a sliced kernel's concurrent calls, each with scratch of its own: the shared thread pool's
@@ -134,7 +132,7 @@ def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pi
                 write_summary(module, assignment.summary)
                 drivers = compile_drivers(plan, kernels, emission.decisions, codegen)
             with phases.phase("backend", "shared object"):
-                optimized = [kernel.optimized for kernel in kernels] + [part for kernel in kernels for part in kernel.parts] + drivers
+                optimized = [kernel.optimized for kernel in kernels] + drivers
                 object_code = llvm_jit.object_code(optimized, llvm_jit.shared_objects(optimized))
         if runner.dumps.directory is not None:
             dump_backend(runner.dumps, assignment, kernels, drivers, plan.describe(emission.decisions))
@@ -161,8 +159,8 @@ def finish_kernels(started: list[tuple[KernelSpec, "CompiledKernel | MlirxlaErro
                 emission.decisions.append(f"{compiled.symbol}: {compiled.tiled_loop_nests} loop nest(s) tiled into cache blocks "
                                           "for an operand read across the innermost loop")
             if compiled.register_tiled_convolutions:
-                emission.decisions.append(f"{compiled.symbol}: {compiled.register_tiled_convolutions} convolution(s) as "
-                                          "register-tiled loops (output columns x features held in vector registers)")
+                emission.decisions.append(f"{compiled.symbol}: {compiled.register_tiled_convolutions} convolution(s) as calls of "
+                                          "the runtime library's register-tiled convolution (output columns x features held in vector registers)")
             if compiled.bf16_kept_in_f32:
                 emission.decisions.append(f"{compiled.symbol}: {compiled.bf16_kept_in_f32} bf16 rounding(s) of values read in the kernel "
                                           "left out, computed in f32 (excess precision)")
@@ -344,37 +342,14 @@ def compile_kernel(spec: KernelSpec, lowered_kernels: LoweredKernels, codegen: l
         if structure is not None:
             lowered_kernels.by_structure[structure] = first
         return same_code_as(first, spec.symbol, stablehlo_text)
-    cut = kernel_parts.cut(kernel_module, spec.symbol) if variant.buffer_loops is None else None
-    lowered, part_natives = (lower_parts(cut, codegen, variant.excess_precision) if cut is not None
-                             else (lowering.lower_to_llvm_dialect(kernel_module, spec.symbol, variant.buffer_loops,
-                                                                  allow_excess_precision=variant.excess_precision), ()))
-    if cut is not None:
-        kernel_module = cut.kernel.module
-    native = codegen.native(spec.symbol, lowering.translate(kernel_module, spec.symbol),
-                            frozenset(part.symbol for part in cut.parts) if cut is not None else frozenset())
+    lowered = lowering.lower_to_llvm_dialect(kernel_module, spec.symbol, variant.buffer_loops,
+                                             allow_excess_precision=variant.excess_precision)
+    native = codegen.native(spec.symbol, lowering.translate(kernel_module, spec.symbol))
     compiled = CompiledKernel(spec.symbol, stablehlo_text, None, tuple(lowered.scratch.get(spec.symbol, ())),
                               lowered.tiled_loop_nests, lowered.register_tiled_convolutions, lowered.bf16_kept_in_f32,
-                              native=native, source_key=source_key, part_natives=part_natives)
+                              native=native, source_key=source_key)
     lowered_kernels.lowered(spec, structure, compiled)
     return compiled
-
-
-def lower_parts(cut: "kernel_parts.Cut", codegen: llvm_jit.CodegenPool, excess_precision: bool) -> tuple[lowering.Lowered, tuple[Future, ...]]:
-    """Lower a kernel cut into parts (`kernel_parts.py`), each part's LLVM IR handed to the
-    compile threads as soon as it is lowered, the kernel's own module (calling the parts) last;
-    what the lowering decided, summed over the parts, and the parts' LLVM work."""
-    natives, counts = [], []
-    for part in cut.parts:
-        lowered = lowering.lower_to_llvm_dialect(part.module, part.symbol, allow_excess_precision=excess_precision)
-        part.scratch = lowered.scratch.get(part.symbol, [])
-        natives.append(codegen.native(part.symbol, lowering.translate(part.module, part.symbol)))
-        counts.append(lowered)
-    kernel_parts.call_parts(cut)
-    lowered = lowering.lower_to_llvm_dialect(cut.kernel.module, cut.kernel.symbol, allow_excess_precision=excess_precision)
-    counts.append(lowered)
-    return lowering.Lowered(lowered.scratch, sum(part.tiled_loop_nests for part in counts),
-                            sum(part.register_tiled_convolutions for part in counts),
-                            sum(part.bf16_kept_in_f32 for part in counts)), tuple(natives)
 
 
 def same_code_as(first: CompiledKernel, symbol: str, stablehlo_text: str) -> CompiledKernel:
@@ -396,7 +371,6 @@ def finish_kernel(spec: KernelSpec, start: "CompiledKernel | MlirxlaError", fini
             return start
         start = compile_kernel(spec, LoweredKernels(), codegen, variant)
     start.optimized = start.native.result()
-    start.parts = tuple(native.result() for native in start.part_natives)
     finished_by_source[start.source_key] = start
     return start
 
@@ -471,9 +445,8 @@ def dump_backend(dumps: DumpWriter, assignment: Assignment, kernels: list[Compil
 def dump_kernels(dumps: DumpWriter, kernels: list[CompiledKernel]) -> None:
     for kernel in kernels:
         dumps.write(f"{kernel.symbol}.stablehlo.mlir", kernel.stablehlo)
-        for optimized in (kernel.optimized, *kernel.parts):
-            dumps.write(f"{optimized.name}.ir-no-opt.ll", optimized.ir_without_opt)
-            dumps.write(f"{optimized.name}.ir-with-opt.ll", optimized.ir_with_opt)
+        dumps.write(f"{kernel.symbol}.ir-no-opt.ll", kernel.optimized.ir_without_opt)
+        dumps.write(f"{kernel.symbol}.ir-with-opt.ll", kernel.optimized.ir_with_opt)
 
 
 def plan_of(emission: Emission, module: ir.Module) -> ExecutablePlan:

@@ -89,6 +89,6 @@ def scratch_from_arguments(module: ir.Module) -> dict[str, list[ScratchArgument]
     """`scratch_arguments` for every function of a kernel module: symbol -> its scratch."""
     needs = {}
     for op in module.body.operations:
-        if op.operation.name == "func.func" and op.regions[0].blocks:  # not a declaration (`kernel_parts.py`)
+        if op.operation.name == "func.func":
             needs[ir.StringAttr(op.attributes["sym_name"]).value] = scratch_arguments(op)
     return needs

@@ -30,7 +30,7 @@ the forwarders, unoptimized: it is one call.
 from mlirxla import context
 from mlirxla.mlir import ir
 
-from . import lowering
+from . import convolution_library, lowering
 from .softmax_rows import softmax_library_text
 from .top_k_kernel import top_k_library_text
 
@@ -168,7 +168,7 @@ def softmax_call(symbol: str, rows: int, n: int) -> str:
     return call_text(symbol, f"softmax of {rows} f32 row(s) of {n}", SOFTMAX, 2, (rows, n))
 
 
-FUNCTIONS = (IM2COL, *TOP_K_FUNCTIONS, SOFTMAX)
+FUNCTIONS = (IM2COL, *TOP_K_FUNCTIONS, SOFTMAX, *convolution_library.FUNCTIONS)
 
 
 def called_functions(ir_text: str) -> list[str]:
@@ -181,6 +181,8 @@ def function_ir(name: str) -> str:
     their loops in a context of its own."""
     if name == IM2COL:
         return LIBRARY
+    if name in convolution_library.FUNCTIONS:
+        return convolution_library.function_text(*convolution_library.block_of(name))
     with context.new_context(), ir.Location.unknown():
         module = ir.Module.parse(softmax_library_text(name) if name == SOFTMAX else top_k_library_text(name, *TOP_K_FUNCTIONS[name]))
         lowering.lower_to_llvm_dialect(module, name)

@@ -1,0 +1,82 @@
+"""The runtime library's register-tiled convolution (`backends/cpu/convolution_library.py`):
+each block shape's function against numpy on strided, offset buffers with window strides
+and dilations, and a dilated convolution compiled as a loop nest calling it."""
+
+import ctypes
+
+import numpy as np
+import pytest
+
+from mlirxla.backends.cpu import convolution_library, llvm_jit, object_archive
+from mlirxla.transforms import convolution_strategy as strategy
+
+from .test_convolution_strategy import compiled
+
+
+def library_function(name: str):
+    engine = llvm_jit.JitEngine(object_archive.pack([llvm_jit.library_object(name)]))
+    pointer, size = ctypes.c_void_p, ctypes.c_int64
+    prototype = ctypes.CFUNCTYPE(None, *([pointer, size] * 3 + [size] * len(convolution_library.SIZES)))
+    return engine, prototype(engine.address(name))
+
+
+def window_sum(x, k, stride, dilation, oh, ow):
+    """out[b, y, x, g] = sum over p, q, c of x[b, y*sh + p*dh, x*sw + q*dw, c] * k[p, q, c, g], in float64."""
+    kh, kw = k.shape[:2]
+    total = 0.0
+    for p in range(kh):
+        for q in range(kw):
+            rows = x[:, p * dilation[0]:p * dilation[0] + (oh - 1) * stride[0] + 1:stride[0]]
+            window = rows[:, :, q * dilation[1]:q * dilation[1] + (ow - 1) * stride[1] + 1:stride[1]]
+            total = total + np.einsum("nhwc,cf->nhwf", window.astype(np.float64), k[p, q].astype(np.float64))
+    return total
+
+
+@pytest.mark.parametrize("width, features", convolution_library.BLOCKS)
+@pytest.mark.parametrize("stride, dilation", [((1, 1), (1, 1)), ((2, 1), (1, 2))], ids=["dense", "strided-dilated"])
+def test_library_convolution_accumulates_the_window_sums(width, features, stride, dilation):
+    """Input and output are views into larger buffers (an offset, a pixel wider than its
+    channels, rows wider than their pixels): the function reads them through the strides it
+    is given and adds the window sums to what the output held."""
+    rng = np.random.default_rng(width * 100 + features)
+    n, c, kh, kw = 2, 5, 3, 2
+    oh, ow, f = 3, 4 * width, 2 * features
+    h = (oh - 1) * stride[0] + (kh - 1) * dilation[0] + 1
+    w = (ow - 1) * stride[1] + (kw - 1) * dilation[1] + 1
+    x_buffer = rng.standard_normal((n, h + 1, w + 2, c + 3)).astype(np.float32)
+    x = x_buffer[:, 1:, 2:, 1:1 + c]  # offset 1 pixel row, 2 columns, 1 channel; pixel stride c + 3
+    k = rng.standard_normal((kh, kw, c, f)).astype(np.float32)
+    out_buffer = rng.standard_normal((n, oh, ow + 1, f + 8)).astype(np.float32)
+    initial = out_buffer.copy()
+    engine, function = library_function(convolution_library.function_name(width, features))
+    item = 4
+
+    def offset(view, buffer):
+        return (view.__array_interface__["data"][0] - buffer.__array_interface__["data"][0]) // item
+
+    out = out_buffer[:, :, 1:, 4:4 + f]
+    function(x_buffer.ctypes.data, offset(x, x_buffer), k.ctypes.data, 0, out_buffer.ctypes.data, offset(out, out_buffer),
+             n, oh, ow, c, f, kh, kw, *(s // item for s in x.strides[:3]), *(s // item for s in k.strides[:3]),
+             *(s // item for s in out.strides[:3]), *stride, *dilation)
+    expected = initial[:, :, 1:, 4:4 + f] + window_sum(x, k, stride, dilation, oh, ow)
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-4)
+    untouched = np.ones(out_buffer.shape, bool)
+    untouched[:, :, 1:, 4:4 + f] = False
+    np.testing.assert_array_equal(out_buffer[untouched], initial[untouched])
+    del engine
+
+
+DILATED = """func.func @main(%x: tensor<1x9x9x3xf32>, %k: tensor<3x3x3x16xf32>) -> tensor<1x5x5x16xf32> {
+  %0 = stablehlo.convolution(%x, %k) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], window = {stride = [1, 1], pad = [[0, 0], [0, 0]], rhs_dilate = [2, 2]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<1x9x9x3xf32>, tensor<3x3x3x16xf32>) -> tensor<1x5x5x16xf32>
+  return %0 : tensor<1x5x5x16xf32>
+}"""
+
+
+def test_dilated_loop_nest_calls_the_library_with_its_dilation():
+    with strategy.forcing(strategy.LOOP_NEST):
+        executable, decisions = compiled(DILATED)
+    assert any("1 convolution(s) as calls of the runtime library's register-tiled convolution" in line for line in decisions), decisions
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((1, 9, 9, 3)).astype(np.float32)
+    k = rng.standard_normal((3, 3, 3, 16)).astype(np.float32)
+    np.testing.assert_allclose(executable.execute([x, k])[0], window_sum(x, k, (1, 1), (2, 2), 5, 5), rtol=1e-4, atol=1e-4)
