@@ -33,18 +33,20 @@ def window_sum(x, k, stride, dilation, oh, ow):
 
 
 @pytest.mark.parametrize("width, features", convolution_library.BLOCKS)
-@pytest.mark.parametrize("stride, dilation", [((1, 1), (1, 1)), ((2, 1), (1, 2))], ids=["dense", "strided-dilated"])
-def test_library_convolution_accumulates_the_window_sums(width, features, stride, dilation):
-    """Input and output are views into larger buffers (an offset, a pixel wider than its
-    channels, rows wider than their pixels): the function reads them through the strides it
-    is given and adds the window sums to what the output held."""
+@pytest.mark.parametrize("stride, dilation, gap", [((1, 1), (1, 1), 0), ((1, 1), (1, 1), 3), ((2, 1), (1, 2), 0)],
+                         ids=["adjacent-pixels", "wide-pixels", "strided-dilated"])
+def test_library_convolution_accumulates_the_window_sums(width, features, stride, dilation, gap):
+    """Input and output are views into larger buffers (an offset, rows wider than their
+    pixels, with `gap` a pixel wider than its channels): the function reads them through the
+    strides it is given and adds the window sums to what the output held. Adjacent pixels and
+    no dilation take its path that runs a window row's columns and channels as one loop."""
     rng = np.random.default_rng(width * 100 + features)
     n, c, kh, kw = 2, 5, 3, 2
     oh, ow, f = 3, 4 * width, 2 * features
     h = (oh - 1) * stride[0] + (kh - 1) * dilation[0] + 1
     w = (ow - 1) * stride[1] + (kw - 1) * dilation[1] + 1
-    x_buffer = rng.standard_normal((n, h + 1, w + 2, c + 3)).astype(np.float32)
-    x = x_buffer[:, 1:, 2:, 1:1 + c]  # offset 1 pixel row, 2 columns, 1 channel; pixel stride c + 3
+    x_buffer = rng.standard_normal((n, h + 1, w + 2, c + gap)).astype(np.float32)
+    x = x_buffer[:, 1:, 2:, gap // 2:gap // 2 + c]  # offset 1 row, 2 columns (and a channel); pixel stride c + gap
     k = rng.standard_normal((kh, kw, c, f)).astype(np.float32)
     out_buffer = rng.standard_normal((n, oh, ow + 1, f + 8)).astype(np.float32)
     initial = out_buffer.copy()
@@ -80,3 +82,19 @@ def test_dilated_loop_nest_calls_the_library_with_its_dilation():
     x = rng.standard_normal((1, 9, 9, 3)).astype(np.float32)
     k = rng.standard_normal((3, 3, 3, 16)).astype(np.float32)
     np.testing.assert_allclose(executable.execute([x, k])[0], window_sum(x, k, (1, 1), (2, 2), 5, 5), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("empty", ["c", "kh", "oh"])
+def test_library_convolution_with_an_empty_size_leaves_the_output(empty):
+    """A size of 0 (no input channel, no filter row, no output row) adds nothing: the loops,
+    tested at their bottom, are not entered."""
+    sizes = dict(n=1, oh=2, ow=4, c=3, f=16, kh=3, kw=3)
+    sizes[empty] = 0
+    engine, function = library_function(convolution_library.function_name(4, 16))
+    x = np.ones((1, 8, 8, 3), np.float32)
+    k = np.ones((3, 3, 3, 16), np.float32)
+    out = np.full((1, 2, 4, 16), 5.0, np.float32)
+    function(x.ctypes.data, 0, k.ctypes.data, 0, out.ctypes.data, 0, *sizes.values(), 192, 24, 3, 144, 48, 16, 128, 64, 16,
+             1, 1, 1, 1)
+    np.testing.assert_array_equal(out, 5.0)
+    del engine
