@@ -157,6 +157,8 @@ def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None, allow
                 narrow_reductions.widen_narrow_min_max_reductions(module)
             materialization.write_over_dying_operands(module)
             if buffer_loops is None:
+                materialization.write_padded_in_place(module)
+            if buffer_loops is None:
                 convolution_library.mark_library_convolutions(module)
             run_passes(module, BUFFERIZE)
             scratch = kernel_scratch.scratch_from_arguments(module)

@@ -4,7 +4,7 @@ fusion computes into the kernel's destinations, and name what still needs memory
 A value inside a kernel reaches memory (working memory the kernel takes as scratch,
 `kernel_scratch.py`) when the linalg lowering cannot fuse it into the ops reading it: a slice
 or a reshape reads it, a reduction computes it, or two ops read it (a softmax's
-exponentials, read by the row sum and by the division). Three rewrites keep the avoidable
+exponentials, read by the row sum and by the division). Four rewrites keep the avoidable
 ones out of memory:
 
 - `sink_slices` (xhlo): a slice of an elementwise op or a broadcast becomes that op over
@@ -16,7 +16,10 @@ ones out of memory:
   nest writes its result over an operand of its type that nothing reads afterwards, as
   buffer assignment lets an elementwise op write over an operand dying there; the softmax's
   division then runs in place over the exponentials, which bufferization writes into the
-  output itself.
+  output itself;
+- `write_padded_in_place` (linalg on tensors): a loop nest's result padded by a constant (a
+  convolution's input) is written into the interior of the padded buffer, not to scratch
+  and then copied there.
 
 What still needs memory is named by the fused op it materializes: each op of a kernel
 carries a name location (`describe`) that the lowering hands on to the allocations it makes
@@ -28,7 +31,7 @@ import re
 from mlirxla.dialects.xhlo.builder import create_op
 from mlirxla.errors import jax_primitive
 from mlirxla.ir_queries import defining_op, ops_named
-from mlirxla.mlir import ir
+from mlirxla.mlir import ir, linalg
 from mlirxla.transforms import erasure
 from mlirxla.transforms.fusion_legality import ELEMENTWISE, kind_of
 
@@ -201,3 +204,59 @@ def read_only_before(value: ir.Value, op: ir.Operation) -> bool:
         if reader != op and (reader.block != op.block or not reader.is_before_in_block(op)):
             return False
     return True
+
+
+# --- padded values ------------------------------------------------------------------------------
+
+
+def write_padded_in_place(module: ir.Module) -> int:
+    """A loop nest's result padded by a constant (a convolution's input) becomes the constant
+    filled into the padded tensor at the function's start, the result inserted into its
+    interior: empty-tensor elimination then has the loop nest write into that interior, where
+    bufferization otherwise wrote it to scratch and copied it in (the conv net's relu before its
+    second convolution: a 128 KiB buffer and a copy loop nest per image). How many were."""
+    rewritten = 0
+    for pad in ops_named(module, "tensor.pad"):
+        source = pad.operands[0]
+        padding = constant_padding(pad)
+        if padding is None or isinstance(source.owner, ir.Block) or not source.owner.name.startswith("linalg."):
+            continue
+        padded_type = ir.RankedTensorType(pad.results[0].type)
+        source_type = ir.RankedTensorType(source.type)
+        if not padded_type.has_static_shape or not source_type.has_static_shape:
+            continue
+        low = list(ir.DenseI64ArrayAttr(pad.attributes["static_low"]))
+        entry = function_entry(pad)
+        with ir.InsertionPoint.at_block_begin(entry), pad.location:
+            value = ir.Operation.create("arith.constant", results=[padding.type], attributes={"value": padding}).result
+            empty = ir.Operation.create("tensor.empty", results=[padded_type], operands=[]).result
+            filled = linalg.fill(value, outs=[empty])
+        with ir.InsertionPoint(pad), pad.location:
+            inserted = ir.Operation.create(
+                "tensor.insert_slice", results=[padded_type], operands=[source, filled],
+                attributes={"static_offsets": ir.DenseI64ArrayAttr.get(low),
+                            "static_sizes": ir.DenseI64ArrayAttr.get(list(source_type.shape)),
+                            "static_strides": ir.DenseI64ArrayAttr.get([1] * source_type.rank),
+                            "operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, 1, 0, 0, 0])}).result
+        pad.results[0].replace_all_uses_with(inserted)
+        pad.erase()
+        rewritten += 1
+    return rewritten
+
+
+def constant_padding(pad: ir.Operation) -> ir.Attribute | None:
+    """The padding value of a `tensor.pad` with static bounds yielding one constant, or None."""
+    if len(pad.operands) != 1:  # dynamic low or high bounds
+        return None
+    body = pad.regions[0].blocks[0].operations
+    yielded = body[len(body) - 1]
+    if yielded.name != "tensor.yield" or isinstance(yielded.operands[0].owner, ir.Block):
+        return None
+    producer = yielded.operands[0].owner
+    return producer.attributes["value"] if producer.name == "arith.constant" else None
+
+
+def function_entry(op: ir.Operation) -> ir.Block:
+    while op.parent.name != "func.func":
+        op = op.parent
+    return op.parent.regions[0].blocks[0]

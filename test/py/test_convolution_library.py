@@ -98,3 +98,34 @@ def test_library_convolution_with_an_empty_size_leaves_the_output(empty):
              1, 1, 1, 1)
     np.testing.assert_array_equal(out, 5.0)
     del engine
+
+
+CONVOLUTION_RELU_CONVOLUTION = """func.func @kernel(%x: memref<1x8x8x3xf32>, %k1: memref<3x3x3x16xf32>, %k2: memref<3x3x16x16xf32>, %out: memref<1x8x8x16xf32>) {
+  %xt = bufferization.to_tensor %x restrict : memref<1x8x8x3xf32> to tensor<1x8x8x3xf32>
+  %k1t = bufferization.to_tensor %k1 restrict : memref<3x3x3x16xf32> to tensor<3x3x3x16xf32>
+  %k2t = bufferization.to_tensor %k2 restrict : memref<3x3x16x16xf32> to tensor<3x3x16x16xf32>
+  %0 = stablehlo.convolution(%xt, %k1t) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], window = {stride = [1, 1], pad = [[1, 1], [1, 1]]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<1x8x8x3xf32>, tensor<3x3x3x16xf32>) -> tensor<1x8x8x16xf32>
+  %zero = stablehlo.constant dense<0.0> : tensor<1x8x8x16xf32>
+  %1 = stablehlo.maximum %0, %zero : tensor<1x8x8x16xf32>
+  %2 = stablehlo.convolution(%1, %k2t) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], window = {stride = [1, 1], pad = [[1, 1], [1, 1]]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<1x8x8x16xf32>, tensor<3x3x16x16xf32>) -> tensor<1x8x8x16xf32>
+  bufferization.materialize_in_destination %2 in restrict writable %out : (tensor<1x8x8x16xf32>, memref<1x8x8x16xf32>) -> ()
+  return
+}"""
+
+
+def test_relu_is_written_into_the_padded_input_of_the_next_convolution():
+    """The relu between two convolutions is written straight into the interior of the second
+    one's padded input (`materialization.write_padded_in_place`): the kernel's scratch is the
+    first convolution's result and the two padded inputs, no buffer for the relu to be copied
+    from; both convolutions are library calls, the second reading a view at an offset."""
+    from mlirxla.backends.cpu import lowering
+    from mlirxla.context import new_context
+    from mlirxla.mlir import ir
+
+    with new_context():
+        module = ir.Module.parse(CONVOLUTION_RELU_CONVOLUTION)
+        lowered = lowering.lower_to_llvm_dialect(module, "kernel")
+        text = lowering.translate(module, "kernel")
+    assert lowered.register_tiled_convolutions == 2
+    assert sorted(argument.size for argument in lowered.scratch["kernel"]) == [10 * 10 * 3 * 4, 8 * 8 * 16 * 4, 10 * 10 * 16 * 4]
+    assert text.count(f"call void @{convolution_library.function_name(4, 16)}(") == 2
