@@ -219,15 +219,15 @@ def write_padded_in_place(module: ir.Module) -> int:
     for pad in ops_named(module, "tensor.pad"):
         source = pad.operands[0]
         padding = constant_padding(pad)
-        if padding is None or isinstance(source.owner, ir.Block) or not source.owner.name.startswith("linalg."):
+        if padding is None or isinstance(source.owner, ir.Block) or not source.owner.name.startswith("linalg.") \
+                or pad.parent.name != "func.func":  # inside a loop the fill would be copied each time round
             continue
         padded_type = ir.RankedTensorType(pad.results[0].type)
         source_type = ir.RankedTensorType(source.type)
         if not padded_type.has_static_shape or not source_type.has_static_shape:
             continue
         low = list(ir.DenseI64ArrayAttr(pad.attributes["static_low"]))
-        entry = function_entry(pad)
-        with ir.InsertionPoint.at_block_begin(entry), pad.location:
+        with ir.InsertionPoint.at_block_begin(pad.parent.regions[0].blocks[0]), pad.location:
             value = ir.Operation.create("arith.constant", results=[padding.type], attributes={"value": padding}).result
             empty = ir.Operation.create("tensor.empty", results=[padded_type], operands=[]).result
             filled = linalg.fill(value, outs=[empty])
@@ -255,8 +255,3 @@ def constant_padding(pad: ir.Operation) -> ir.Attribute | None:
     producer = yielded.operands[0].owner
     return producer.attributes["value"] if producer.name == "arith.constant" else None
 
-
-def function_entry(op: ir.Operation) -> ir.Block:
-    while op.parent.name != "func.func":
-        op = op.parent
-    return op.parent.regions[0].blocks[0]
