@@ -55,7 +55,8 @@ BUFFERIZE = [
     "cse",
     "canonicalize",
 ]
-# after the convolutions became library calls (`convolution_library.py`), which reads them named
+# after the convolutions became library calls (`convolution_library.call_library_convolutions`
+# finds them as named ops)
 GENERALIZE = ["func.func(linalg-generalize-named-ops)"]
 TO_LOOPS_IN_F32 = [
     "func.func(convert-linalg-to-loops)",
@@ -158,7 +159,6 @@ def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None, allow
             materialization.write_over_dying_operands(module)
             if buffer_loops is None:
                 materialization.write_padded_in_place(module)
-            if buffer_loops is None:
                 convolution_library.mark_library_convolutions(module)
             run_passes(module, BUFFERIZE)
             scratch = kernel_scratch.scratch_from_arguments(module)

@@ -22,6 +22,10 @@ The generated kernel it replaces cost a top_k program two thirds of its cold com
 `mlirxla_softmax_f32` is a softmax along the last dimension of f32 rows (`softmax_rows.py`),
 which XLA:CPU hands to YNNPACK.
 
+`mlirxla_conv2d_nhwc_f32_<width>x<features>` is the register-tiled direct convolution
+(`convolution_library.py`), one per register block; unlike the others it is called from
+inside generated kernels (a batch-slice kernel's convolutions), not as a kernel of its own.
+
 An executable's archive carries the object of each function its kernels call
 (`called_functions`); a kernel calling one (`im2col_call`, `top_k_call`, `softmax_call`) is compiled with
 the forwarders, unoptimized: it is one call.
