@@ -61,6 +61,21 @@ def test_exp_approximation_within_two_ulp_and_special_values():
     assert np.isnan(got[-3])
 
 
+def test_exp_scaled_in_one_instruction_equals_the_two_factors(monkeypatch):
+    """Where the host has AVX-512, exp scales by 2^n with `llvm.ldexp` (one vscalefps); the
+    results are bit for bit those of the two exponent-bit factors, denormals and overflow
+    included, since both round once."""
+    from mlirxla.backends.cpu import math_approximations
+
+    x = np.concatenate([np.linspace(-104.0, 89.0, 40001, dtype=np.float32),
+                        np.array([-103.97, -103.28, -87.34, 88.72, 88.73, -np.inf, np.inf, np.nan], np.float32)])
+    results = []
+    for one_instruction in (True, False):
+        monkeypatch.setattr(math_approximations, "scales_in_one_instruction", lambda: one_instruction)
+        results.append(run_unary("exponential", x))
+    assert results[0].tobytes() == results[1].tobytes()
+
+
 def test_tanh_approximation_close_and_saturating():
     x = np.concatenate([np.linspace(-10.0, 10.0, 20001, dtype=np.float32),
                         np.array([0.0, -0.0, 1e-5, -1e-5, np.inf, -np.inf, np.nan], np.float32)])
