@@ -925,6 +925,40 @@ def test_fused_values_stay_out_of_scratch(text, rewrite, most, monkeypatch, tmp_
     assert scratch(without) > most
 
 
+HEADS_MERGED_IN_BF16 = """func.func @main(%x: tensor<8x16x4xf32>) -> tensor<16x32xf32> {
+  %0 = stablehlo.add %x, %x : tensor<8x16x4xf32>
+  %1 = stablehlo.convert %0 : (tensor<8x16x4xf32>) -> tensor<8x16x4xbf16>
+  %2 = stablehlo.transpose %1, dims = [1, 0, 2] : (tensor<8x16x4xbf16>) -> tensor<16x8x4xbf16>
+  %3 = stablehlo.reshape %2 : (tensor<16x8x4xbf16>) -> tensor<16x32xbf16>
+  %4 = stablehlo.convert %3 : (tensor<16x32xbf16>) -> tensor<16x32xf32>
+  return %4 : tensor<16x32xf32>
+}"""
+
+
+def test_a_conversion_of_a_reshaped_result_is_written_before_the_reshape(monkeypatch):
+    """A bf16 attention's heads merged (a transpose and a reshape) and converted back to f32:
+    the conversion is computed in the transpose's shape and written through a reshaped view of
+    the destination, so the transposed value takes no scratch (it was written there and
+    copied out whole); the result is the interpreter's (values exact in bf16)."""
+    from mlirxla.backends.cpu import materialization
+
+    def scratch(executable) -> int:
+        return sum(t.scratch.size for t in thunk_kinds.every_thunk(executable.executable.plan.thunks)
+                   if isinstance(t, thunk_kinds.KernelThunk) and t.scratch is not None)
+
+    module = frontdoor.import_text(HEADS_MERGED_IN_BF16, "kernel.mlir", new_context()).module
+    x = np.random.default_rng(2).standard_normal((8, 16, 4)).astype(ml_dtypes.bfloat16).astype(np.float32)
+    executable = Client().compile(HEADS_MERGED_IN_BF16)
+    assert scratch(executable) == 0
+    np.testing.assert_array_equal(executable.execute_numpy([x])[0], reference_outputs(module, [x])[0])
+    def reshape_only(value):
+        op = materialization.defining_op(value)
+        return op if op is not None and op.name == "xhlo.reshape" else None
+
+    monkeypatch.setattr(materialization, "reshape_under", reshape_only)
+    assert scratch(Client().compile(HEADS_MERGED_IN_BF16)) > 0
+
+
 MASKED_EXPONENTIAL_KERNEL = """func.func @masked_exponential(%arg0: memref<4x32x32xf32>, %arg2: memref<32xi32>, %arg1: memref<4x32x32xf32>) {
   %x = bufferization.to_tensor %arg0 restrict : memref<4x32x32xf32> to tensor<4x32x32xf32>
   %ROWS
