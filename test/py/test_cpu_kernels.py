@@ -318,6 +318,73 @@ def test_sliced_kernels_split_over_the_pool_from_the_caller_only():
     assert seen == [(True, 0, 0, 10)]
 
 
+def test_a_split_runs_its_other_ranges_on_the_helpers_and_raises_what_they_raise():
+    """Over three workers the caller runs the first range and two split helpers the others;
+    a range's exception reaches the caller once every range is done, and the pool splits
+    again afterwards; two threads splitting at once (the second through the executor) each
+    get all their ranges."""
+    pool = ThreadPool(3)
+    seen = []
+    lock = threading.Lock()
+
+    def record(part, first, last):
+        with lock:
+            seen.append((threading.current_thread().name, part, first, last))
+
+    pool.run_split(record, 10)
+    assert sorted(entry[1:] for entry in seen) == [(0, 0, 3), (1, 3, 6), (2, 6, 10)]
+    assert sorted(name for name, *_ in seen if name.startswith("mlirxla-split")) == ["mlirxla-split-0", "mlirxla-split-1"]
+
+    def failing(part, first, last):
+        record(part, first, last)
+        if part == 2:
+            raise ValueError("range 2")
+
+    seen.clear()
+    with pytest.raises(ValueError, match="range 2"):
+        pool.run_split(failing, 10)
+    assert len(seen) == 3
+    seen.clear()
+    callers = [threading.Thread(target=pool.run_split, args=(record, 30)) for _ in range(2)]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join()
+    assert sorted(entry[1:] for entry in seen) == sorted([(0, 0, 10), (1, 10, 20), (2, 20, 30)] * 2)
+
+
+@pytest.mark.parametrize("threads", ["1", "2", "3"])
+def test_sliced_kernels_give_the_same_results_on_any_thread_count(threads, monkeypatch):
+    """A masked exponential and a row softmax split over MLIRXLA_CPU_THREADS (one: whole; two
+    and three: row blocks on the caller and the split helpers) give numpy's results."""
+    monkeypatch.setenv("MLIRXLA_CPU_THREADS", threads)
+    x = np.random.default_rng(4).standard_normal((48, 64, 256)).astype(np.float32)
+    executable = Client().compile(MASKED_SOFTMAX_NUMERATOR)
+    assert ("sliced kernel" in executable.thunk_sequence()) == (threads != "1")
+    got = executable.execute_numpy([x])[0]
+    masked = np.where(np.arange(256)[None, None, :] <= np.arange(64)[None, :, None], x * 0.125, -1e9)
+    expected = np.exp(masked - masked.max(axis=2, keepdims=True))
+    np.testing.assert_allclose(got, expected, rtol=2e-6, atol=1e-30)
+
+
+MASKED_SOFTMAX_NUMERATOR = """func.func @main(%x: tensor<48x64x256xf32>) -> tensor<48x64x256xf32> {
+  %scale = stablehlo.constant dense<0.125> : tensor<48x64x256xf32>
+  %low = stablehlo.constant dense<-1.0e+09> : tensor<48x64x256xf32>
+  %init = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %keys = stablehlo.iota dim = 1 : tensor<64x256xi32>
+  %queries = stablehlo.iota dim = 0 : tensor<64x256xi32>
+  %causal = stablehlo.compare LE, %keys, %queries, SIGNED : (tensor<64x256xi32>, tensor<64x256xi32>) -> tensor<64x256xi1>
+  %visible = stablehlo.broadcast_in_dim %causal, dims = [1, 2] : (tensor<64x256xi1>) -> tensor<48x64x256xi1>
+  %scaled = stablehlo.multiply %x, %scale : tensor<48x64x256xf32>
+  %masked = stablehlo.select %visible, %scaled, %low : tensor<48x64x256xi1>, tensor<48x64x256xf32>
+  %max = stablehlo.reduce(%masked init: %init) applies stablehlo.maximum across dimensions = [2] : (tensor<48x64x256xf32>, tensor<f32>) -> tensor<48x64xf32>
+  %m = stablehlo.broadcast_in_dim %max, dims = [0, 1] : (tensor<48x64xf32>) -> tensor<48x64x256xf32>
+  %d = stablehlo.subtract %masked, %m : tensor<48x64x256xf32>
+  %e = stablehlo.exponential %d : tensor<48x64x256xf32>
+  return %e : tensor<48x64x256xf32>
+}"""
+
+
 LAYER_AND_ELEMENTWISE = """func.func @main(%x: tensor<1024x256xf32>, %w: tensor<256x512xf32>, %b: tensor<512xf32>) -> (tensor<1024x512xf32>, tensor<1024x256xf32>) {
   %0 = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : (tensor<1024x256xf32>, tensor<256x512xf32>) -> tensor<1024x512xf32>
   %1 = stablehlo.broadcast_in_dim %b, dims = [1] : (tensor<512xf32>) -> tensor<1024x512xf32>
