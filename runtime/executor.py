@@ -6,7 +6,7 @@ declared reads and writes (an edge wherever one thunk writes a slice another rea
 writes, in sequence order), keeps a pending-input count per node, and runs ready nodes on
 the thread pool: native kernels and BLAS calls release the GIL, so independent thunks do
 run in parallel. `ThreadPool.run_split` spreads the slices of one sliced kernel over the
-workers. A thread inside `without_pool` (a device of a grid that has as many devices as the
+caller and the pool's split helpers. A thread inside `without_pool` (a device of a grid that has as many devices as the
 pool has workers) runs its executions in order and its sliced kernels whole: the devices
 already keep every core busy, and a pool they all fed would only add hand-offs.
 
