@@ -419,6 +419,30 @@ def test_emitter_paths_and_plan_round_trip(monkeypatch):
     assert thunk_kinds.from_json(plan.thunks[0].to_json()).describe() == plan.thunks[0].describe()
 
 
+# dots whose dimension numbers leave a list out (empty): jnp.einsum's 'a,a->a' batches only,
+# 'a,b' contracts nothing; a kernel that may be sliced over the threads read them all
+DOTS_WITHOUT_SOME_DIMENSIONS = {
+    "batch_only": """func.func @main(%a: tensor<6xf32>, %b: tensor<6xf32>) -> tensor<6xf32> {
+  %0 = stablehlo.dot_general %a, %b, batching_dims = [0] x [0], contracting_dims = [] x [] : (tensor<6xf32>, tensor<6xf32>) -> tensor<6xf32>
+  return %0 : tensor<6xf32>
+}""",
+    "outer": """func.func @main(%a: tensor<6xf32>, %b: tensor<5xf32>) -> tensor<6x5xf32> {
+  %0 = stablehlo.dot_general %a, %b, contracting_dims = [] x [] : (tensor<6xf32>, tensor<5xf32>) -> tensor<6x5xf32>
+  return %0 : tensor<6x5xf32>
+}""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(DOTS_WITHOUT_SOME_DIMENSIONS))
+def test_dots_without_some_dimension_lists(monkeypatch, name, context):
+    monkeypatch.setenv("MLIRXLA_CPU_THREADS", "2")
+    text = DOTS_WITHOUT_SOME_DIMENSIONS[name]
+    module = frontdoor.import_text(text, "test", context).module
+    arguments = random_arguments(module, 3)
+    got = Client().compile(text).execute_numpy(arguments)
+    np.testing.assert_allclose(got[0], reference_outputs(module, arguments)[0], rtol=1e-6)
+
+
 ROW_SUMS = """func.func @main(%x: tensor<1024x1024xf32>) -> tensor<1024xf32> {
   %zero = stablehlo.constant dense<0.0> : tensor<f32>
   %0 = stablehlo.reduce(%x init: %zero) applies stablehlo.add across dimensions = [1] : (tensor<1024x1024xf32>, tensor<f32>) -> tensor<1024xf32>
