@@ -9,7 +9,7 @@ buffer that is read-only, a copy gives the writer a fresh buffer:
 - while-loop init values that are constants or parameters, that have another use (live after
   the loop), or that are passed twice, unless the body passes the value through unchanged
   (the loop never writes that buffer, so it may stay the parameter's); a body result
-  returned twice; a body result whose definition could overwrite the carried value while
+  returned twice or that is a constant; a body result whose definition could overwrite the carried value while
   the body still reads it (`overwrites_live_parameter`);
 - conditional branch results that are constants, branch parameters or returned twice (the
   branches' results share the conditional's result buffers);
@@ -200,6 +200,8 @@ class CopyInserter:
         for i, value in enumerate(list(terminator.operands)):
             if is_tensor(value) and any(value == s for s in seen):
                 self._copy(terminator, i, "while body returns a value twice (carried buffers would alias)", fname)
+            elif is_tensor(value) and is_constant(value):
+                self._copy(terminator, i, "while body returns a constant (the loop writes its carried buffer)", fname)
             elif is_tensor(value) and not passes_through(op, i) and overwrites_live_parameter(body, i):
                 self._copy(terminator, i, "while body result would overwrite its carried value while the body still reads it", fname)
             seen.append(value)

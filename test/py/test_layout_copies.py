@@ -12,6 +12,7 @@ from mlirxla.mlir import ir
 from mlirxla.pipelines import named_pipeline
 from mlirxla.pipelines.pipeline import Pipeline
 from mlirxla.pipelines.runner import PipelineRunner
+from mlirxla.runtime.client import Client
 from mlirxla.transforms.copy_insertion import CopyInsertionPass
 from mlirxla.transforms.layout_assignment import LayoutAssignmentPass, layout_of
 
@@ -78,3 +79,36 @@ def test_while_sample_gets_loop_copies(context):
     text = runner.reports["xhlo-copy-insertion"].dump_files()["copy-insertion.txt"]
     assert "while init is a constant" in text
     assert "while init is a parameter" not in text  # xs is passed through unchanged: no copy
+
+
+# jax's tests testIssue649 and test_while_constification_correctness_manually: a while body
+# returning a constant gave the loop the constant's buffer as a carried buffer (the result
+# stayed the init, and a condition reading it never turned false)
+BODY_RETURNS_CONSTANTS = """
+func.func @main() -> (tensor<i32>, tensor<f32>, tensor<f32>) {
+  %a = stablehlo.constant dense<33> : tensor<i32>
+  %i = stablehlo.constant dense<0.0> : tensor<f32>
+  %x = stablehlo.constant dense<5.0> : tensor<f32>
+  %r:3 = stablehlo.while(%ia = %a, %ii = %i, %ix = %x) : tensor<i32>, tensor<f32>, tensor<f32>
+  cond {
+    %zero = stablehlo.constant dense<0.0> : tensor<f32>
+    %p = stablehlo.compare EQ, %ii, %zero, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    stablehlo.return %p : tensor<i1>
+  } do {
+    %seven = stablehlo.constant dense<7> : tensor<i32>
+    %one = stablehlo.constant dense<1.0> : tensor<f32>
+    %twice = stablehlo.add %ix, %ix : tensor<f32>
+    stablehlo.return %seven, %one, %twice : tensor<i32>, tensor<f32>, tensor<f32>
+  }
+  return %r#0, %r#1, %r#2 : tensor<i32>, tensor<f32>, tensor<f32>
+}
+"""
+
+
+def test_a_while_body_returning_a_constant_gets_a_copy(context):
+    module = frontdoor.import_text(BODY_RETURNS_CONSTANTS, "test", context).module
+    runner = PipelineRunner(module)
+    runner.run(Pipeline("copies").add(LayoutAssignmentPass()).add(CopyInsertionPass()))
+    assert runner.reports["xhlo-copy-insertion"].dump_files()["copy-insertion.txt"].count("while body returns a constant") == 2
+    got = Client().compile(BODY_RETURNS_CONSTANTS).execute_numpy([])
+    assert [v.item() for v in got] == [7, 1.0, 10.0]
