@@ -112,3 +112,43 @@ def test_a_while_body_returning_a_constant_gets_a_copy(context):
     assert runner.reports["xhlo-copy-insertion"].dump_files()["copy-insertion.txt"].count("while body returns a constant") == 2
     got = Client().compile(BODY_RETURNS_CONSTANTS).execute_numpy([])
     assert [v.item() for v in got] == [7, 1.0, 10.0]
+
+
+# jax's checkpointed while loop (`jax.checkpoint(partial(lax.while_loop, ...))` under
+# jax.linearize): the parameters reach the loop through an optimization barrier, whose results
+# are their buffers; without a copy the loop wrote the caller's arrays (the plugin then
+# reported them donated and jax deleted them)
+LOOP_THROUGH_A_BARRIER = """
+func.func @main(%x: tensor<3x3xf32>, %t: tensor<3x3xf32>) -> tensor<3x3xf32> {
+  %b:2 = stablehlo.optimization_barrier %x, %t : tensor<3x3xf32>, tensor<3x3xf32>
+  %r:2 = stablehlo.while(%ix = %b#0, %it = %b#1) : tensor<3x3xf32>, tensor<3x3xf32>
+  cond {
+    %corner = stablehlo.slice %ix [0:1, 2:3] : (tensor<3x3xf32>) -> tensor<1x1xf32>
+    %c = stablehlo.reshape %corner : (tensor<1x1xf32>) -> tensor<f32>
+    %eight = stablehlo.constant dense<8.0> : tensor<f32>
+    %p = stablehlo.compare LE, %c, %eight, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    stablehlo.return %p : tensor<i1>
+  } do {
+    %square = stablehlo.multiply %ix, %ix : tensor<3x3xf32>
+    %a = stablehlo.multiply %it, %ix : tensor<3x3xf32>
+    %twice = stablehlo.add %a, %a : tensor<3x3xf32>
+    stablehlo.return %square, %twice : tensor<3x3xf32>, tensor<3x3xf32>
+  }
+  return %r#1 : tensor<3x3xf32>
+}
+"""
+
+
+def test_parameters_reaching_a_loop_through_a_barrier_are_copied(context):
+    module = frontdoor.import_text(LOOP_THROUGH_A_BARRIER, "test", context).module
+    runner = PipelineRunner(module)
+    runner.run(Pipeline("copies").add(LayoutAssignmentPass()).add(CopyInsertionPass()))
+    report = runner.reports["xhlo-copy-insertion"].dump_files()["copy-insertion.txt"]
+    assert report.count("while init is a parameter") == 2, report
+    x = np.arange(9, dtype=np.float32).reshape(3, 3)
+    arguments = [x, x.copy()]
+    executable = Client().compile(LOOP_THROUGH_A_BARRIER)
+    assert not executable.executable.written_parameters
+    got = executable.execute_numpy(arguments)
+    np.testing.assert_array_equal(arguments[0], np.arange(9, dtype=np.float32).reshape(3, 3))
+    np.testing.assert_array_equal(got[0], reference_outputs(frontdoor.import_text(LOOP_THROUGH_A_BARRIER, "test", context).module, arguments)[0])
