@@ -16,7 +16,8 @@ from mlirxla import frontdoor
 from mlirxla.context import new_context
 from mlirxla.frontdoor import approx_top_k, jaxlib_bridge, shardings
 from mlirxla.frontdoor.load import load_bytes
-from mlirxla.mlir import ir
+from mlirxla.ir_queries import ops_named
+from mlirxla.mlir import ir, stablehlo
 from mlirxla.transforms.sharding_remover import forward_annotations
 
 from . import literals, reference
@@ -32,6 +33,22 @@ def has_chlo(module: ir.Module) -> bool:
     return "chlo." in module.operation.get_asm(print_generic_op_form=True)
 
 
+def dots_as_dot_general(module: ir.Module) -> None:
+    """Each stablehlo.dot becomes the dot_general it stands for (lhs's last dimension
+    contracted with rhs's first): the interpreter aborts the process on stablehlo.dot
+    ("unsupported at the moment")."""
+    for op in ops_named(module, "stablehlo.dot"):
+        lhs, rhs = op.operands
+        numbers = stablehlo.DotDimensionNumbers.get([], [], [ir.RankedTensorType(lhs.type).rank - 1], [0])
+        attributes = {"dot_dimension_numbers": numbers}
+        if "precision_config" in op.attributes:
+            attributes["precision_config"] = op.attributes["precision_config"]
+        with ir.InsertionPoint(op):
+            general = ir.Operation.create("stablehlo.dot_general", [op.results[0].type], [lhs, rhs], attributes, loc=op.location)
+        op.results[0].replace_all_uses_with(general.results[0])
+        op.erase()
+
+
 def evaluate(data: bytes, source: str, entry: str, arguments: list[np.ndarray]) -> list[np.ndarray]:
     context = new_context()
     module = load_bytes(data, source, context).module
@@ -41,6 +58,7 @@ def evaluate(data: bytes, source: str, entry: str, arguments: list[np.ndarray]) 
         frontdoor.inline_calls(module)
         shardings.import_shardings(module)
         forward_annotations(module)
+        dots_as_dot_general(module)
         if has_chlo(module):
             text = jaxlib_bridge.legalize_chlo_text(module.operation.get_asm(print_generic_op_form=True), source)
             module = ir.Module.parse(text)

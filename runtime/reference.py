@@ -24,14 +24,14 @@ from mlirxla.transforms.xhlo_to_stablehlo import lower_module
 from . import isolated, literals
 
 # Ops the reference interpreter evaluates in one process (anything else aborts the process:
-# cholesky, rng and rng_bit_generator do ("unsupported at the moment"); collectives,
+# cholesky, dot, rng and rng_bit_generator do ("unsupported at the moment"); collectives,
 # replica_id and partition_id need its multi-process `run_parallel` mode).
 INTERPRETABLE_OPS = frozenset(
     "stablehlo." + name
     for name in """abs add after_all and atan2 batch_norm_grad
     batch_norm_inference batch_norm_training bitcast_convert broadcast broadcast_in_dim case cbrt
     ceil clamp compare complex concatenate constant
-    convert convolution cosine count_leading_zeros divide dot dot_general dynamic_slice
+    convert convolution cosine count_leading_zeros divide dot_general dynamic_slice
     dynamic_update_slice exponential exponential_minus_one fft floor gather get_tuple_element if imag
     iota is_finite log log_plus_one logistic map maximum minimum multiply negate not
     optimization_barrier or pad popcnt power real reduce reduce_precision

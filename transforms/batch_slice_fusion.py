@@ -51,6 +51,7 @@ slab). Every merge and refusal is logged (`batch-slice-fusion-decisions.txt`); `
 from dataclasses import dataclass
 from typing import ClassVar
 
+from mlirxla.dialects.xhlo.types import dot_dimension_numbers
 from mlirxla.mlir import ir
 
 from . import convolution_strategy as strategy
@@ -180,10 +181,9 @@ class SliceCheck:
             self.reread_bytes += byte_size(operands[1].type)
             return None if self.sliceable(operands[0]) and self.whole(operands[1]) else "the convolution reads its kernel slice by slice"
         if kind == "dot":
-            numbers = ir.DictAttr(op.attributes["dot_dimension_numbers"])
-            contracting = list(ir.DenseI64ArrayAttr(numbers["lhs_contracting_dimensions"]))
-            batching = "lhs_batching_dimensions" in numbers and list(ir.DenseI64ArrayAttr(numbers["lhs_batching_dimensions"]))
-            if self.batched_dots and batching and batching[0] == 0 and list(ir.DenseI64ArrayAttr(numbers["rhs_batching_dimensions"]))[0] == 0:
+            numbers = dot_dimension_numbers(op)
+            contracting, batching = numbers["lhs_contracting_dimensions"], numbers["lhs_batching_dimensions"]
+            if self.batched_dots and batching and batching[0] == 0 and numbers["rhs_batching_dimensions"][0] == 0:
                 sliced = self.sliceable(operands[0]) and self.sliceable(operands[1])
                 return None if sliced else "the dot reads a batch it cannot slice"
             if batching or 0 in contracting:

@@ -261,7 +261,7 @@ def _im2col_seconds(g: Geometry) -> float:
 
 def register_tiled(g: Geometry) -> bool:
     """Whether the loop nest is the CPU backend's register-tiled direct convolution
-    (`backends/cpu/convolution_tiling.py`: NHWC x HWIO -> NHWC in f32, ungrouped, output
+    (`backends/cpu/convolution_library.py`: NHWC x HWIO -> NHWC in f32, ungrouped, output
     features a multiple of 8) rather than plain loops."""
     return g.canonical and g.element == "f32" and g.groups == 1 and g.features % 8 == 0
 

@@ -9,7 +9,7 @@ buffer that is read-only, a copy gives the writer a fresh buffer:
 - while-loop init values that are constants or parameters, that have another use (live after
   the loop), or that are passed twice, unless the body passes the value through unchanged
   (the loop never writes that buffer, so it may stay the parameter's); a body result
-  returned twice; a body result whose definition could overwrite the carried value while
+  returned twice or that is a constant; a body result whose definition could overwrite the carried value while
   the body still reads it (`overwrites_live_parameter`);
 - conditional branch results that are constants, branch parameters or returned twice (the
   branches' results share the conditional's result buffers);
@@ -46,16 +46,37 @@ def is_carried_value_copy(op: ir.Operation, terminator: ir.Operation) -> bool:
             and all(use.owner == terminator for use in op.results[0].uses))
 
 
+# ops whose results are their operands' buffers (buffer assignment aliases them)
+BUFFER_FORWARDING = ("xhlo.bitcast", "xhlo.optimization_barrier")
+
+
+def buffer_chain(value: ir.Value) -> list[ir.Value]:
+    """`value`, then each value whose buffer it is, back to the one that owns the buffer: a
+    bitcast's or an optimization barrier's result is its operand's buffer (jax's checkpointed
+    while loop reads its parameters through a barrier, and the loop wrote the caller's array)."""
+    chain = [value]
+    while isinstance(value, ir.OpResult) and value.owner.name in BUFFER_FORWARDING:
+        value = value.owner.operands[ir.OpResult(value).result_number]
+        chain.append(value)
+    return chain
+
+
 def is_parameter(value: ir.Value) -> bool:
+    value = buffer_chain(value)[-1]
     return isinstance(value.owner, ir.Block) and value.owner.owner is not None and value.owner.owner.operation.name == "func.func"
 
 
 def is_constant(value: ir.Value) -> bool:
+    value = buffer_chain(value)[-1]
     return not isinstance(value.owner, ir.Block) and value.owner.name == "xhlo.constant"
 
 
 def other_uses(value: ir.Value, op: ir.Operation) -> int:
-    return sum(1 for use in value.uses if use.owner != op)
+    """The uses of `value`'s buffer other than `op`'s: of the value and of the values whose
+    buffer it is, the forwarding ops between them left out."""
+    chain = buffer_chain(value)
+    forwarding = [link.owner for link in chain[:-1]]
+    return sum(1 for link in chain for use in link.uses if use.owner != op and all(use.owner != f for f in forwarding))
 
 
 def is_donated(func, index: int) -> bool:
@@ -70,7 +91,7 @@ def is_donated(func, index: int) -> bool:
 
 def describe(value: ir.Value) -> str:
     if is_parameter(value):
-        return f"parameter {ir.BlockArgument(value).arg_number}"
+        return f"parameter {ir.BlockArgument(buffer_chain(value)[-1]).arg_number}"
     if isinstance(value.owner, ir.Block):
         return f"region argument {ir.BlockArgument(value).arg_number}"
     return value.owner.name
@@ -200,6 +221,8 @@ class CopyInserter:
         for i, value in enumerate(list(terminator.operands)):
             if is_tensor(value) and any(value == s for s in seen):
                 self._copy(terminator, i, "while body returns a value twice (carried buffers would alias)", fname)
+            elif is_tensor(value) and is_constant(value):
+                self._copy(terminator, i, "while body returns a constant (the loop writes its carried buffer)", fname)
             elif is_tensor(value) and not passes_through(op, i) and overwrites_live_parameter(body, i):
                 self._copy(terminator, i, "while body result would overwrite its carried value while the body still reads it", fname)
             seen.append(value)
@@ -235,7 +258,7 @@ class CopyInserter:
         for i, value in enumerate(list(terminator.operands)):
             if not is_tensor(value):
                 continue
-            if is_parameter(value) and is_donated(func, ir.BlockArgument(value).arg_number):
+            if is_parameter(value) and is_donated(func, ir.BlockArgument(buffer_chain(value)[-1]).arg_number):
                 pass  # the output is meant to alias its donated parameter
             elif is_parameter(value):
                 self._copy(terminator, i, "parameter returned as an output (distinct output buffer)", fname)

@@ -424,12 +424,16 @@ def elementwise_read_operands(fusion: ir.Operation) -> list[ir.Value]:
     transpose reads another index than the one written), converts included (a bf16 dot's f32
     result rounded, biased and widened again is still read where it is written). Such an
     operand, of the result's type, can give its buffer to the result (each element is read
-    before it is overwritten)."""
+    before it is overwritten). A fusion holding a reduction shares no operand: its kernel may
+    keep the reduction's values in the result's buffer before the root reads its operands
+    (`jnp.ptp`'s max - min read the minimum back as the maximum)."""
     result_type = fusion.results[0].type
     if ("kind" not in fusion.attributes or ir.StringAttr(fusion.attributes["kind"]).value != "loop"
             or not isinstance(result_type, ir.RankedTensorType)):
         return []
     block = fusion.regions[0].blocks[0]
+    if any(op.name == "xhlo.reduce" for op in block.operations):
+        return []
     shape = ir.RankedTensorType(result_type).shape
     return [operand for argument, operand in zip(block.arguments, fusion.operands)
             if argument.type == result_type and reaches_root_elementwise(argument, shape)]

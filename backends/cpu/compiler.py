@@ -159,8 +159,8 @@ def finish_kernels(started: list[tuple[KernelSpec, "CompiledKernel | MlirxlaErro
                 emission.decisions.append(f"{compiled.symbol}: {compiled.tiled_loop_nests} loop nest(s) tiled into cache blocks "
                                           "for an operand read across the innermost loop")
             if compiled.register_tiled_convolutions:
-                emission.decisions.append(f"{compiled.symbol}: {compiled.register_tiled_convolutions} convolution(s) as "
-                                          "register-tiled loops (output columns x features held in vector registers)")
+                emission.decisions.append(f"{compiled.symbol}: {compiled.register_tiled_convolutions} convolution(s) as calls of "
+                                          "the runtime library's register-tiled convolution (output columns x features held in vector registers)")
             if compiled.bf16_kept_in_f32:
                 emission.decisions.append(f"{compiled.symbol}: {compiled.bf16_kept_in_f32} bf16 rounding(s) of values read in the kernel "
                                           "left out, computed in f32 (excess precision)")

@@ -98,7 +98,7 @@ def optimize(name: str, ir_text: str, linked: frozenset[str], context: "llvm.Con
     _unlocked("LLVMPY_RunNewModulePassManager")(builder.getModulePassManager(), module, builder)
     for function in module.functions:
         if function.is_declaration and not function.name.startswith("llvm.") and function.name not in linked \
-                and native_symbols.process_address(function.name) is None:
+                and function.name not in runtime_library.FUNCTIONS and native_symbols.process_address(function.name) is None:
             raise MlirxlaError(f"kernel {name} calls '{function.name}', which this process does not provide")
     return module
 

@@ -24,7 +24,10 @@ clamps are compare-and-selects that keep NaN, so that on x86 each is one min or 
 instruction. Only f32 (scalars or vectors) is rewritten; other types keep the libm call.
 """
 
+import functools
 import math
+
+import llvmlite.binding as llvm
 
 from mlirxla.mlir import ir
 
@@ -142,15 +145,27 @@ class Builder:
         return self.select(self.compare(ORDERED_LESS, high_value, raised), high_value, raised)
 
 
+@functools.cache
+def scales_in_one_instruction() -> bool:
+    """Whether the host scales a vector of floats by powers of two in one instruction
+    (AVX-512's vscalefps, which LLVM makes of a vectorized `llvm.ldexp`, rounding once, as the
+    two factors do). Elsewhere ldexp is a call to libm per element, so exp builds 2^n in the
+    exponent bits instead."""
+    return "+avx512f" in llvm.get_host_cpu_features().flatten().split(",")
+
+
 def exp(b: Builder, x_input: ir.Value) -> ir.Value:
     x = b.clamp(x_input, EXP_BOUND_LOW, EXP_BOUND_HIGH)
     n = b.op("math.floor", [b.fma(x, b.constant(LOG2E), b.constant(0.5))])
     r = b.add(b.add(x, b.mul(n, b.constant(-LN2_HIGH))), b.mul(n, b.constant(-LN2_LOW)))
     y = b.fma(b.mul(b.polynomial(r, EXP_POLYNOMIAL), r), r, b.add(r, b.constant(1.0)))
     whole = b.op("arith.fptosi", [n], b.integer_type)
-    half = b.op("arith.shrsi", [whole, b.integer(1)], b.integer_type)
-    rest = b.op("arith.subi", [whole, half], b.integer_type)
-    result = b.mul(b.mul(y, b.power_of_two(half)), b.power_of_two(rest))
+    if scales_in_one_instruction():
+        result = b.op("llvm.intr.ldexp", [y, whole])
+    else:
+        half = b.op("arith.shrsi", [whole, b.integer(1)], b.integer_type)
+        rest = b.op("arith.subi", [whole, half], b.integer_type)
+        result = b.mul(b.mul(y, b.power_of_two(half)), b.power_of_two(rest))
     result = b.op("arith.select", [b.less(x_input, EXP_BOUND_LOW), b.constant(0.0), result])
     return b.op("arith.select", [b.less(b.constant(EXP_BOUND_HIGH), x_input), b.constant(float("inf")), result])
 

@@ -28,6 +28,10 @@ which XLA:CPU hands to YNNPACK.
 runs, a constant of the kernel calling it (`rows_call`); its functions are one per
 instruction, internal to its object.
 
+`mlirxla_conv2d_nhwc_f32_<width>x<features>` is the register-tiled direct convolution
+(`convolution_library.py`), one per register block; unlike the others it is called from
+inside generated kernels (a batch-slice kernel's convolutions), not as a kernel of its own.
+
 An executable's archive carries the object of each function its kernels call
 (`called_functions`); a kernel calling one (`im2col_call`, `top_k_call`, `softmax_call`, `rows_call`) is compiled with
 the forwarders, unoptimized: it is one call.
@@ -36,7 +40,7 @@ the forwarders, unoptimized: it is one call.
 from mlirxla import context
 from mlirxla.mlir import ir
 
-from . import lowering
+from . import convolution_library, lowering
 from .row_engine import BUFFERS, cases_kept_apart, engine_library_text
 from .softmax_rows import softmax_library_text
 from .top_k_kernel import top_k_library_text
@@ -194,7 +198,7 @@ def rows_call(symbol: str, program, rows: int, buffers: int) -> str:
             f"  ret void\n}}\n")
 
 
-FUNCTIONS = (IM2COL, *TOP_K_FUNCTIONS, SOFTMAX, ROWS)
+FUNCTIONS = (IM2COL, *TOP_K_FUNCTIONS, SOFTMAX, ROWS, *convolution_library.FUNCTIONS)
 
 
 def called_functions(ir_text: str) -> list[str]:
@@ -207,6 +211,8 @@ def function_ir(name: str) -> str:
     their loops in a context of its own."""
     if name == IM2COL:
         return LIBRARY
+    if name in convolution_library.FUNCTIONS:
+        return convolution_library.function_text(*convolution_library.block_of(name))
     texts = {SOFTMAX: softmax_library_text, ROWS: engine_library_text}
     with context.new_context(), ir.Location.unknown():
         module = ir.Module.parse(texts[name](name) if name in texts else top_k_library_text(name, *TOP_K_FUNCTIONS[name]))

@@ -21,7 +21,10 @@ from dataclasses import dataclass
 from mlirxla.mlir import ir
 from mlirxla.transforms.cost_analysis import kernel_cost
 
-THREAD_START_S = 50e-6  # handing one range to a pool worker and waiting for it: 40-90 us measured on 2 shared cores
+# handing one range to a split helper and waiting for it, GIL hand-offs included: a no-op split
+# takes 7-15 us (min-median), but an elementwise kernel of 0.2-3 MiB split over 2 threads took
+# 17-40 us more than half its whole time (2 shared cores, 2026-12-02; docs/decisions.md)
+THREAD_START_S = 50e-6
 CORE_BANDWIDTH_BYTES_PER_S = 8e9  # what one core streams from memory
 # a kernel reading operands transposed moves them in 8x8 vector blocks (`tiling.py`) mostly
 # from the caches (its operand was just written): 15-25 GB/s on one core, best of 300 calls

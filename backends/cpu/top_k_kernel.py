@@ -42,6 +42,11 @@ LANES = 8  # keys compared at once past the first k of a contiguous row
 CONTIGUOUS = re.compile(r"memref<[0-9?x]+x[a-z0-9]+>$")  # no layout: rows are contiguous
 CANONICAL_NAN = {"f16": "0x7E00", "bf16": "0x7FC0", "f32": "0x7FC00000", "f64": "0x7FF8000000000000"}
 FLOAT_BITS = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64}
+FLOAT_FILTERED = ("f32", "f64")  # keys `scan_chunks` compares as floats
+# four AVX-512 registers of them per test and branch (one register per branch: a 512x4096 TopK
+# ran 1.1x slower); 64 f32 lanes are one i64 mask of the lanes to look at
+FLOAT_CHUNK_BYTES = 256
+SHORT_BUFFER = 16  # a library TopK of k up to this shifts this many entries per insertion, not MAX_SELECTED
 
 
 def selected_count(op: ir.Operation) -> int | None:
@@ -165,6 +170,7 @@ class Selection:
     capacity: int
     k: str
     last: str
+    static: bool = True  # k is the capacity (else an argument, at most the capacity)
 
     @property
     def keys_type(self) -> str:
@@ -187,7 +193,7 @@ def select(text: LoopText, key_type: ir.Type, keys_memref: str, dimension: int, 
     static = extents is None
     extents = [text.constant(size) for size in shape] if static else extents
     selection = Selection(k, text.constant(k), text.constant(k - 1)) if static else \
-        Selection(MAX_SELECTED, k, text.value(f"arith.subi {k}, {text.constant(1)} : index"))
+        Selection(MAX_SELECTED, k, text.value(f"arith.subi {k}, {text.constant(1)} : index"), static=False)
     text.line(f"%keys = memref.alloca() : {selection.keys_type}")
     text.line(f"%positions = memref.alloca() : {selection.positions_type}")
     row = {d: text.loop(extent, "r") for d, extent in enumerate(extents) if d != dimension}
@@ -204,14 +210,15 @@ def select(text: LoopText, key_type: ir.Type, keys_memref: str, dimension: int, 
     threshold = text.load("%keys", selection.keys_type, [selection.last])
     start = selection.k
     contiguous = dimension == len(shape) - 1 and CONTIGUOUS.match(keys_memref_type)
-    if static and contiguous and (chunks := (shape[dimension] - k) // LANES):
+    lanes = chunk_lanes(element_text(key_type))
+    if static and contiguous and (chunks := (shape[dimension] - k) // lanes):
         threshold = scan_chunks(text, keys_memref, keys_memref_type, key_type, at, key, selection, text.constant(chunks), threshold, key_of)
-        start = text.constant(k + chunks * LANES)
+        start = text.constant(k + chunks * lanes)
     elif not static and contiguous:
         past_k = text.value(f"arith.subi {extents[dimension]}, {selection.k} : index")
-        chunks = text.value(f"arith.divui {past_k}, {text.constant(LANES)} : index")
+        chunks = text.value(f"arith.divui {past_k}, {text.constant(lanes)} : index")
         threshold = scan_chunks(text, keys_memref, keys_memref_type, key_type, at, key, selection, chunks, threshold, key_of)
-        start = text.value(f"arith.addi {selection.k}, {text.value(f'arith.muli {chunks}, {text.constant(LANES)} : index')} : index")
+        start = text.value(f"arith.addi {selection.k}, {text.value(f'arith.muli {chunks}, {text.constant(lanes)} : index')} : index")
     if not static or start != extents[dimension]:
         scan(text, start, extents[dimension], threshold, selection, key_of)
     rank = text.loop(selection.k, "j")
@@ -240,33 +247,161 @@ def scan(text: LoopText, lower: str, upper: str, threshold: str, selection: Sele
     return result
 
 
+def chunk_lanes(element: str) -> int:
+    """Keys a chunk of `scan_chunks` compares at once: FLOAT_CHUNK_BYTES of f32 or f64 keys,
+    which are compared as floats; LANES of the others, whose keys are widened to i64."""
+    return FLOAT_CHUNK_BYTES * 8 // FLOAT_BITS[element] if element in FLOAT_FILTERED else LANES
+
+
 def scan_chunks(text: LoopText, keys_memref: str, keys_memref_type: str, key_type: ir.Type, at, key: SortKey,
                 selection: Selection, chunks: str, threshold: str, key_of) -> str:
-    """Positions k .. k + chunks * LANES of a contiguous row, LANES at a time: their keys as one
-    vector compared with the threshold, and only a chunk holding a key before it scanned one
-    by one (`scan`). Past the first few hundred positions of a row almost no element enters,
-    so the row streams at vector speed."""
+    """Positions k .. k + chunks * lanes of a contiguous row, `chunk_lanes` at a time: their
+    keys as one vector compared with the threshold, and only the lanes of a chunk that may
+    hold a key before it looked at one by one (`scan_lanes`). Past the first few hundred
+    positions of a row almost no element enters, so the row streams at vector speed.
+
+    f32 and f64 keys are compared as the floats they are (`float_filter`): a compare per
+    vector, where the integer key costs five operations a lane and a widening to i64 (a
+    512x4096 f32 TopK's library function ran at 8 GB/s, bound by that arithmetic)."""
     element = element_text(key_type)
+    lanes = chunk_lanes(element)
     chunk, carried, result = text.fresh("c"), text.fresh("t"), text.fresh("t")
     text.open(f"{result} = scf.for {chunk} = {text.constant(0)} to {chunks} step {text.constant(1)} "
               f"iter_args({carried} = {threshold}) -> (i64)")
-    offset = text.value(f"arith.muli {chunk}, {text.constant(LANES)} : index")
+    offset = text.value(f"arith.muli {chunk}, {text.constant(lanes)} : index")
     base = text.value(f"arith.addi {offset}, {selection.k} : index")
-    values = text.value(f"vector.load {keys_memref}[{', '.join(at(base))}] : {keys_memref_type}, vector<{LANES}x{element}>")
-    keys = sortable(text, values, key_type, key.canonical, key.descending, lanes=LANES)
-    bound = text.value(f"vector.broadcast {carried} : i64 to vector<{LANES}xi64>")
-    before = text.value(f"arith.cmpi slt, {keys}, {bound} : vector<{LANES}xi64>")
-    any_before = text.value(f"vector.reduction <or>, {before} : vector<{LANES}xi1> into i1")
+    values = text.value(f"vector.load {keys_memref}[{', '.join(at(base))}] : {keys_memref_type}, vector<{lanes}x{element}>")
+    if element in FLOAT_FILTERED:
+        before = float_filter(text, values, carried, element, lanes, key.descending)
+    else:
+        keys = sortable(text, values, key_type, key.canonical, key.descending, lanes=lanes)
+        bound = text.value(f"vector.broadcast {carried} : i64 to vector<{lanes}xi64>")
+        before = text.value(f"arith.cmpi slt, {keys}, {bound} : vector<{lanes}xi64>")
+    any_before = text.value(f"vector.reduction <or>, {before} : vector<{lanes}xi1> into i1")
     updated = text.fresh("t")
     text.open(f"{updated} = scf.if {any_before} -> (i64)")
-    end = text.value(f"arith.addi {base}, {text.constant(LANES)} : index")
-    text.line(f"scf.yield {scan(text, base, end, carried, selection, key_of)} : i64")
+    text.line(f"scf.yield {scan_lanes(text, before, lanes, base, carried, selection, key_of)} : i64")
     text.close("} else {")
     text.line(f"scf.yield {carried} : i64")
     text.close()
     text.line(f"scf.yield {updated} : i64")
     text.close()
     return result
+
+
+def scan_lanes(text: LoopText, before: str, lanes: int, base: str, threshold: str, selection: Selection, key_of) -> str:
+    """The positions base + lane of the lanes set in `before` (a vector<lanes x i1>), lowest
+    first, each inserted when its key is before the threshold (carried, as in `scan`); the
+    threshold after the last. A chunk the filter lets through has one or two such lanes, where
+    scanning all of its positions one by one made the scan of a random row's hits cost three
+    times its vector compares."""
+    packed = text.value(f"vector.bitcast {before} : vector<{lanes}xi1> to vector<1xi{lanes}>")
+    mask = text.value(f"vector.extract {packed}[0] : i{lanes} from vector<1xi{lanes}>")
+    if lanes < 64:
+        mask = text.value(f"arith.extui {mask} : i{lanes} to i64")
+    remaining, carried, result = text.fresh("m"), text.fresh("t"), text.fresh("r")
+    text.open(f"{result}:2 = scf.while ({remaining} = {mask}, {carried} = {threshold}) : (i64, i64) -> (i64, i64)")
+    more = text.value(f"arith.cmpi ne, {remaining}, {text.constant(0, 'i64')} : i64")
+    text.line(f"scf.condition({more}) {remaining}, {carried} : i64, i64")
+    text.depth -= 1
+    left, bound = text.fresh("m"), text.fresh("t")
+    text.line(f"}} do {{\n{'  ' * text.depth}^bb0({left}: i64, {bound}: i64):")
+    text.depth += 1
+    lane = text.value(f"math.cttz {left} : i64")
+    position = text.value(f"arith.addi {base}, {text.value(f'arith.index_cast {lane} : i64 to index')} : index")
+    candidate = key_of(position)
+    enters = text.value(f"arith.cmpi slt, {candidate}, {bound} : i64")
+    updated = text.fresh("t")
+    text.open(f"{updated} = scf.if {enters} -> (i64)")
+    threshold_after = next_threshold(text, selection, candidate)
+    insert_last(text, selection, candidate, position)
+    text.line(f"scf.yield {threshold_after} : i64")
+    text.close("} else {")
+    text.line(f"scf.yield {bound} : i64")
+    text.close()
+    one = text.constant(1, "i64")
+    lowest_cleared = text.value(f"arith.andi {left}, {text.value(f'arith.subi {left}, {one} : i64')} : i64")
+    text.line(f"scf.yield {lowest_cleared}, {updated} : i64, i64")
+    text.close()
+    return f"{result}#1"
+
+
+def float_filter(text: LoopText, values: str, threshold: str, element: str, lanes: int, descending: bool) -> str:
+    """Lanes of `values` that may come before the key `threshold`, compared as floats: the
+    threshold's float (`unsortable`), then x >= it (descending) or x <= it, or unordered. Every
+    key strictly before the threshold passes: NaN on either side is unordered, and of two
+    non-NaN floats the total order and IEEE's differ only on -0 and +0, which compare equal.
+    Ties and NaNs pass too; `scan_lanes` decides with the exact key."""
+    bound = text.value(f"vector.broadcast {unsortable(text, threshold, element, descending)} : {element} to vector<{lanes}x{element}>")
+    predicate = "uge" if descending else "ule"
+    return text.value(f"arith.cmpf {predicate}, {values}, {bound} : vector<{lanes}x{element}>")
+
+
+def unsortable(text: LoopText, key: str, element: str, descending: bool) -> str:
+    """The float whose key (`sortable`, not canonicalized) is the i64 `key`."""
+    bits = FLOAT_BITS[element]
+    integer = f"i{bits}"
+    ordered = text.value(f"arith.xori {key}, {text.constant(-1, 'i64')} : i64") if descending else key
+    if bits != 64:
+        ordered = text.value(f"arith.trunci {ordered} : i64 to {integer}")
+    sign = text.value(f"arith.shrsi {ordered}, {text.constant(bits - 1, integer)} : {integer}")
+    magnitude = text.value(f"arith.andi {sign}, {text.constant((1 << (bits - 1)) - 1, integer)} : {integer}")
+    raw = text.value(f"arith.xori {ordered}, {magnitude} : {integer}")
+    return text.value(f"arith.bitcast {raw} : {integer} to {element}")
+
+
+def next_threshold(text: LoopText, selection: Selection, key: str) -> str:
+    """The buffer's last key once `key`, which is before it, is inserted: the greater of `key`
+    and the key before the last (`key` alone when k is 1). Read before the insertion: reading
+    the last key back from `shift_in`'s vector store waits for the store (a load from inside
+    a wider store is not forwarded), and the next chunk's compare waits on that (a random
+    512x4096 TopK, k = 16: 1.2 -> 0.8 ms on one thread with the two together)."""
+    if selection.capacity == 1:
+        return key
+    zero = text.constant(0)
+    slot = text.value(f"arith.maxsi {text.value(f'arith.subi {selection.last}, {text.constant(1)} : index')}, {zero} : index")
+    greater = text.value(f"arith.maxsi {text.load('%keys', selection.keys_type, [slot])}, {key} : i64")
+    first = text.value(f"arith.cmpi eq, {selection.last}, {zero} : index")
+    return text.value(f"arith.select {first}, {key}, {greater} : i64")
+
+
+def insert_last(text: LoopText, selection: Selection, key: str, position: str) -> None:
+    """`insert` at the last slot, as vector selects over the whole buffer, without branches: a
+    candidate that enters lands at a random rank, where the shifting loop's exit mispredicts
+    (with `next_threshold`, a random 512x4096 TopK, k = 16, on one thread: 1.1-1.2 ms with
+    the loop, 0.8 with the selects). A buffer of up to `SHORT_BUFFER` entries in use shifts
+    that many."""
+    if selection.static or selection.capacity <= SHORT_BUFFER:
+        shift_in(text, selection, key, position, selection.capacity)
+        return
+    short = text.value(f"arith.cmpi ule, {selection.k}, {text.constant(SHORT_BUFFER)} : index")
+    text.open(f"scf.if {short}")
+    shift_in(text, selection, key, position, SHORT_BUFFER)
+    text.close("} else {")
+    shift_in(text, selection, key, position, selection.capacity)
+    text.close()
+
+
+def shift_in(text: LoopText, selection: Selection, key: str, position: str, width: int) -> None:
+    """The first `width` entries of the buffer with (key, position) put before the entries
+    whose keys are greater (they move down one lane, the last lane's dropped): lane j takes
+    entry j, or entry j - 1 when that one moves too, or the new entry."""
+    zero = text.constant(0)
+    keys_type, positions_type = f"vector<{width}xi64>", f"vector<{width}xindex>"
+    keys = text.value(f"vector.load %keys[{zero}] : {selection.keys_type}, {keys_type}")
+    positions = text.value(f"vector.load %positions[{zero}] : {selection.positions_type}, {positions_type}")
+    new_key = text.value(f"vector.broadcast {key} : i64 to {keys_type}")
+    new_position = text.value(f"vector.broadcast {position} : index to {positions_type}")
+    moves = text.value(f"arith.cmpi sgt, {keys}, {new_key} : {keys_type}")
+    lanes = ", ".join(str(lane) for lane in [width] + list(range(width - 1)))  # lane 0 takes the second vector's first
+    stay = text.constant("dense<false>", f"vector<{width}xi1>")
+    previous_moves = text.value(f"vector.shuffle {moves}, {stay} [{lanes}] : vector<{width}xi1>, vector<{width}xi1>")
+    for memref, memref_type, vector_type, current, new in (("%keys", selection.keys_type, keys_type, keys, new_key),
+                                                           ("%positions", selection.positions_type, positions_type, positions, new_position)):
+        previous = text.value(f"vector.shuffle {current}, {new} [{lanes}] : {vector_type}, {vector_type}")
+        entering = text.value(f"arith.select {previous_moves}, {previous}, {new} : vector<{width}xi1>, {vector_type}")
+        updated = text.value(f"arith.select {moves}, {entering}, {current} : vector<{width}xi1>, {vector_type}")
+        text.line(f"vector.store {updated}, {memref}[{zero}] : {memref_type}, {vector_type}")
 
 
 def insert(text: LoopText, selection: Selection, key: str, position: str, slot: str) -> None:

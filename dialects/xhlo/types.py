@@ -40,6 +40,16 @@ def ints(attr: ir.Attribute) -> list[int]:
     raise TypeError(f"expected an integer array, got {attr}")
 
 
+DOT_DIMENSION_KEYS = ("lhs_batching_dimensions", "rhs_batching_dimensions", "lhs_contracting_dimensions", "rhs_contracting_dimensions")
+
+
+def dot_dimension_numbers(op: ir.Operation) -> dict[str, list[int]]:
+    """An xhlo.dot's dimension numbers by name, each one there: an empty list is left out of
+    the attribute (an outer product contracts nothing, an einsum 'a,a->a' only batches)."""
+    numbers = ir.DictAttr(op.attributes["dot_dimension_numbers"])
+    return {key: ints(numbers[key]) if key in numbers else [] for key in DOT_DIMENSION_KEYS}
+
+
 def int_value(attr: ir.Attribute) -> int:
     return ir.IntegerAttr(attr).value
 

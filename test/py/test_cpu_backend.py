@@ -170,9 +170,9 @@ def conv_same(x: np.ndarray, kernel: np.ndarray) -> np.ndarray:
 
 def test_conv_net_with_default_budgets_matches_numpy(native):
     """With the default budgets the convolutions of this conv net (1 MiB intermediates, not
-    merged into one batch-slice kernel) run as register-tiled loops (the cost model puts them
-    ahead of im2col + GEMM: 16 features, 8 and 16 channels), and the net computes what numpy
-    computes."""
+    merged into one batch-slice kernel) run as the runtime library's register-tiled
+    convolution (the cost model puts it ahead of im2col + GEMM: 16 features, 8 and 16
+    channels), and the net computes what numpy computes."""
     rng = np.random.default_rng(11)
     x = rng.uniform(-1, 1, (4, 64, 64, 8)).astype(np.float32)
     k1 = rng.uniform(-0.3, 0.3, (3, 3, 8, 16)).astype(np.float32)
@@ -180,7 +180,7 @@ def test_conv_net_with_default_budgets_matches_numpy(native):
     k2 = rng.uniform(-0.3, 0.3, (3, 3, 16, 16)).astype(np.float32)
     program = compile_module(frontdoor.import_text(CONV_NET, "conv_net.mlir", new_context()).module)
     executable = Executable.of(program)
-    tiled = [line for line in program.decisions if "convolution(s) as register-tiled loops" in line]
+    tiled = [line for line in program.decisions if "runtime library's register-tiled convolution" in line]
     assert "gemm convolution" not in executable.plan.describe() and len(tiled) == 2, program.decisions
     expected = conv_same(np.maximum(conv_same(x, k1) + b1, 0), k2).sum(axis=(1, 2))
     np.testing.assert_allclose(executable.execute([x, k1, b1, k2])[0], expected, rtol=1e-4, atol=1e-3)

@@ -61,6 +61,21 @@ def test_exp_approximation_within_two_ulp_and_special_values():
     assert np.isnan(got[-3])
 
 
+def test_exp_scaled_in_one_instruction_equals_the_two_factors(monkeypatch):
+    """Where the host has AVX-512, exp scales by 2^n with `llvm.ldexp` (one vscalefps); the
+    results are bit for bit those of the two exponent-bit factors, denormals and overflow
+    included, since both round once."""
+    from mlirxla.backends.cpu import math_approximations
+
+    x = np.concatenate([np.linspace(-104.0, 89.0, 40001, dtype=np.float32),
+                        np.array([-103.97, -103.28, -87.34, 88.72, 88.73, -np.inf, np.inf, np.nan], np.float32)])
+    results = []
+    for one_instruction in (True, False):
+        monkeypatch.setattr(math_approximations, "scales_in_one_instruction", lambda: one_instruction)
+        results.append(run_unary("exponential", x))
+    assert results[0].tobytes() == results[1].tobytes()
+
+
 def test_tanh_approximation_close_and_saturating():
     x = np.concatenate([np.linspace(-10.0, 10.0, 20001, dtype=np.float32),
                         np.array([0.0, -0.0, 1e-5, -1e-5, np.inf, -np.inf, np.nan], np.float32)])
@@ -303,6 +318,73 @@ def test_sliced_kernels_split_over_the_pool_from_the_caller_only():
     assert seen == [(True, 0, 0, 10)]
 
 
+def test_a_split_runs_its_other_ranges_on_the_helpers_and_raises_what_they_raise():
+    """Over three workers the caller runs the first range and two split helpers the others;
+    a range's exception reaches the caller once every range is done, and the pool splits
+    again afterwards; two threads splitting at once (the second through the executor) each
+    get all their ranges."""
+    pool = ThreadPool(3)
+    seen = []
+    lock = threading.Lock()
+
+    def record(part, first, last):
+        with lock:
+            seen.append((threading.current_thread().name, part, first, last))
+
+    pool.run_split(record, 10)
+    assert sorted(entry[1:] for entry in seen) == [(0, 0, 3), (1, 3, 6), (2, 6, 10)]
+    assert sorted(name for name, *_ in seen if name.startswith("mlirxla-split")) == ["mlirxla-split-0", "mlirxla-split-1"]
+
+    def failing(part, first, last):
+        record(part, first, last)
+        if part == 2:
+            raise ValueError("range 2")
+
+    seen.clear()
+    with pytest.raises(ValueError, match="range 2"):
+        pool.run_split(failing, 10)
+    assert len(seen) == 3
+    seen.clear()
+    callers = [threading.Thread(target=pool.run_split, args=(record, 30)) for _ in range(2)]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join()
+    assert sorted(entry[1:] for entry in seen) == sorted([(0, 0, 10), (1, 10, 20), (2, 20, 30)] * 2)
+
+
+@pytest.mark.parametrize("threads", ["1", "2", "3"])
+def test_sliced_kernels_give_the_same_results_on_any_thread_count(threads, monkeypatch):
+    """A masked exponential and a row softmax split over MLIRXLA_CPU_THREADS (one: whole; two
+    and three: row blocks on the caller and the split helpers) give numpy's results."""
+    monkeypatch.setenv("MLIRXLA_CPU_THREADS", threads)
+    x = np.random.default_rng(4).standard_normal((48, 64, 256)).astype(np.float32)
+    executable = Client().compile(MASKED_SOFTMAX_NUMERATOR)
+    assert ("sliced kernel" in executable.thunk_sequence()) == (threads != "1")
+    got = executable.execute_numpy([x])[0]
+    masked = np.where(np.arange(256)[None, None, :] <= np.arange(64)[None, :, None], x * 0.125, -1e9)
+    expected = np.exp(masked - masked.max(axis=2, keepdims=True))
+    np.testing.assert_allclose(got, expected, rtol=2e-6, atol=1e-30)
+
+
+MASKED_SOFTMAX_NUMERATOR = """func.func @main(%x: tensor<48x64x256xf32>) -> tensor<48x64x256xf32> {
+  %scale = stablehlo.constant dense<0.125> : tensor<48x64x256xf32>
+  %low = stablehlo.constant dense<-1.0e+09> : tensor<48x64x256xf32>
+  %init = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %keys = stablehlo.iota dim = 1 : tensor<64x256xi32>
+  %queries = stablehlo.iota dim = 0 : tensor<64x256xi32>
+  %causal = stablehlo.compare LE, %keys, %queries, SIGNED : (tensor<64x256xi32>, tensor<64x256xi32>) -> tensor<64x256xi1>
+  %visible = stablehlo.broadcast_in_dim %causal, dims = [1, 2] : (tensor<64x256xi1>) -> tensor<48x64x256xi1>
+  %scaled = stablehlo.multiply %x, %scale : tensor<48x64x256xf32>
+  %masked = stablehlo.select %visible, %scaled, %low : tensor<48x64x256xi1>, tensor<48x64x256xf32>
+  %max = stablehlo.reduce(%masked init: %init) applies stablehlo.maximum across dimensions = [2] : (tensor<48x64x256xf32>, tensor<f32>) -> tensor<48x64xf32>
+  %m = stablehlo.broadcast_in_dim %max, dims = [0, 1] : (tensor<48x64xf32>) -> tensor<48x64x256xf32>
+  %d = stablehlo.subtract %masked, %m : tensor<48x64x256xf32>
+  %e = stablehlo.exponential %d : tensor<48x64x256xf32>
+  return %e : tensor<48x64x256xf32>
+}"""
+
+
 LAYER_AND_ELEMENTWISE = """func.func @main(%x: tensor<1024x256xf32>, %w: tensor<256x512xf32>, %b: tensor<512xf32>) -> (tensor<1024x512xf32>, tensor<1024x256xf32>) {
   %0 = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : (tensor<1024x256xf32>, tensor<256x512xf32>) -> tensor<1024x512xf32>
   %1 = stablehlo.broadcast_in_dim %b, dims = [1] : (tensor<512xf32>) -> tensor<1024x512xf32>
@@ -335,6 +417,30 @@ def test_emitter_paths_and_plan_round_trip(monkeypatch):
     assert again.describe() == plan.describe()
     assert [type(t) for t in again.thunks] == [type(t) for t in plan.thunks]
     assert thunk_kinds.from_json(plan.thunks[0].to_json()).describe() == plan.thunks[0].describe()
+
+
+# dots whose dimension numbers leave a list out (empty): jnp.einsum's 'a,a->a' batches only,
+# 'a,b' contracts nothing; a kernel that may be sliced over the threads read them all
+DOTS_WITHOUT_SOME_DIMENSIONS = {
+    "batch_only": """func.func @main(%a: tensor<6xf32>, %b: tensor<6xf32>) -> tensor<6xf32> {
+  %0 = stablehlo.dot_general %a, %b, batching_dims = [0] x [0], contracting_dims = [] x [] : (tensor<6xf32>, tensor<6xf32>) -> tensor<6xf32>
+  return %0 : tensor<6xf32>
+}""",
+    "outer": """func.func @main(%a: tensor<6xf32>, %b: tensor<5xf32>) -> tensor<6x5xf32> {
+  %0 = stablehlo.dot_general %a, %b, contracting_dims = [] x [] : (tensor<6xf32>, tensor<5xf32>) -> tensor<6x5xf32>
+  return %0 : tensor<6x5xf32>
+}""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(DOTS_WITHOUT_SOME_DIMENSIONS))
+def test_dots_without_some_dimension_lists(monkeypatch, name, context):
+    monkeypatch.setenv("MLIRXLA_CPU_THREADS", "2")
+    text = DOTS_WITHOUT_SOME_DIMENSIONS[name]
+    module = frontdoor.import_text(text, "test", context).module
+    arguments = random_arguments(module, 3)
+    got = Client().compile(text).execute_numpy(arguments)
+    np.testing.assert_allclose(got[0], reference_outputs(module, arguments)[0], rtol=1e-6)
 
 
 ROW_SUMS = """func.func @main(%x: tensor<1024x1024xf32>) -> tensor<1024xf32> {
@@ -909,6 +1015,40 @@ def test_fused_values_stay_out_of_scratch(text, rewrite, most, monkeypatch, tmp_
     monkeypatch.setattr(materialization, rewrite, identity)
     without = compile_module(frontdoor.import_text(text, "kernel.mlir", new_context()).module)
     assert scratch(without) > most
+
+
+HEADS_MERGED_IN_BF16 = """func.func @main(%x: tensor<8x16x4xf32>) -> tensor<16x32xf32> {
+  %0 = stablehlo.add %x, %x : tensor<8x16x4xf32>
+  %1 = stablehlo.convert %0 : (tensor<8x16x4xf32>) -> tensor<8x16x4xbf16>
+  %2 = stablehlo.transpose %1, dims = [1, 0, 2] : (tensor<8x16x4xbf16>) -> tensor<16x8x4xbf16>
+  %3 = stablehlo.reshape %2 : (tensor<16x8x4xbf16>) -> tensor<16x32xbf16>
+  %4 = stablehlo.convert %3 : (tensor<16x32xbf16>) -> tensor<16x32xf32>
+  return %4 : tensor<16x32xf32>
+}"""
+
+
+def test_a_conversion_of_a_reshaped_result_is_written_before_the_reshape(monkeypatch):
+    """A bf16 attention's heads merged (a transpose and a reshape) and converted back to f32:
+    the conversion is computed in the transpose's shape and written through a reshaped view of
+    the destination, so the transposed value takes no scratch (it was written there and
+    copied out whole); the result is the interpreter's (values exact in bf16)."""
+    from mlirxla.backends.cpu import materialization
+
+    def scratch(executable) -> int:
+        return sum(t.scratch.size for t in thunk_kinds.every_thunk(executable.executable.plan.thunks)
+                   if isinstance(t, thunk_kinds.KernelThunk) and t.scratch is not None)
+
+    module = frontdoor.import_text(HEADS_MERGED_IN_BF16, "kernel.mlir", new_context()).module
+    x = np.random.default_rng(2).standard_normal((8, 16, 4)).astype(ml_dtypes.bfloat16).astype(np.float32)
+    executable = Client().compile(HEADS_MERGED_IN_BF16)
+    assert scratch(executable) == 0
+    np.testing.assert_array_equal(executable.execute_numpy([x])[0], reference_outputs(module, [x])[0])
+    def reshape_only(value):
+        op = materialization.defining_op(value)
+        return op if op is not None and op.name == "xhlo.reshape" else None
+
+    monkeypatch.setattr(materialization, "reshape_under", reshape_only)
+    assert scratch(Client().compile(HEADS_MERGED_IN_BF16)) > 0
 
 
 MASKED_EXPONENTIAL_KERNEL = """func.func @masked_exponential(%arg0: memref<4x32x32xf32>, %arg2: memref<32xi32>, %arg1: memref<4x32x32xf32>) {

@@ -12,6 +12,7 @@ from mlirxla.mlir import ir
 from mlirxla.pipelines import named_pipeline
 from mlirxla.pipelines.pipeline import Pipeline
 from mlirxla.pipelines.runner import PipelineRunner
+from mlirxla.runtime.client import Client
 from mlirxla.transforms.copy_insertion import CopyInsertionPass
 from mlirxla.transforms.layout_assignment import LayoutAssignmentPass, layout_of
 
@@ -78,3 +79,76 @@ def test_while_sample_gets_loop_copies(context):
     text = runner.reports["xhlo-copy-insertion"].dump_files()["copy-insertion.txt"]
     assert "while init is a constant" in text
     assert "while init is a parameter" not in text  # xs is passed through unchanged: no copy
+
+
+# jax's tests testIssue649 and test_while_constification_correctness_manually: a while body
+# returning a constant gave the loop the constant's buffer as a carried buffer (the result
+# stayed the init, and a condition reading it never turned false)
+BODY_RETURNS_CONSTANTS = """
+func.func @main() -> (tensor<i32>, tensor<f32>, tensor<f32>) {
+  %a = stablehlo.constant dense<33> : tensor<i32>
+  %i = stablehlo.constant dense<0.0> : tensor<f32>
+  %x = stablehlo.constant dense<5.0> : tensor<f32>
+  %r:3 = stablehlo.while(%ia = %a, %ii = %i, %ix = %x) : tensor<i32>, tensor<f32>, tensor<f32>
+  cond {
+    %zero = stablehlo.constant dense<0.0> : tensor<f32>
+    %p = stablehlo.compare EQ, %ii, %zero, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    stablehlo.return %p : tensor<i1>
+  } do {
+    %seven = stablehlo.constant dense<7> : tensor<i32>
+    %one = stablehlo.constant dense<1.0> : tensor<f32>
+    %twice = stablehlo.add %ix, %ix : tensor<f32>
+    stablehlo.return %seven, %one, %twice : tensor<i32>, tensor<f32>, tensor<f32>
+  }
+  return %r#0, %r#1, %r#2 : tensor<i32>, tensor<f32>, tensor<f32>
+}
+"""
+
+
+def test_a_while_body_returning_a_constant_gets_a_copy(context):
+    module = frontdoor.import_text(BODY_RETURNS_CONSTANTS, "test", context).module
+    runner = PipelineRunner(module)
+    runner.run(Pipeline("copies").add(LayoutAssignmentPass()).add(CopyInsertionPass()))
+    assert runner.reports["xhlo-copy-insertion"].dump_files()["copy-insertion.txt"].count("while body returns a constant") == 2
+    got = Client().compile(BODY_RETURNS_CONSTANTS).execute_numpy([])
+    assert [v.item() for v in got] == [7, 1.0, 10.0]
+
+
+# jax's checkpointed while loop (`jax.checkpoint(partial(lax.while_loop, ...))` under
+# jax.linearize): the parameters reach the loop through an optimization barrier, whose results
+# are their buffers; without a copy the loop wrote the caller's arrays (the plugin then
+# reported them donated and jax deleted them)
+LOOP_THROUGH_A_BARRIER = """
+func.func @main(%x: tensor<3x3xf32>, %t: tensor<3x3xf32>) -> tensor<3x3xf32> {
+  %b:2 = stablehlo.optimization_barrier %x, %t : tensor<3x3xf32>, tensor<3x3xf32>
+  %r:2 = stablehlo.while(%ix = %b#0, %it = %b#1) : tensor<3x3xf32>, tensor<3x3xf32>
+  cond {
+    %corner = stablehlo.slice %ix [0:1, 2:3] : (tensor<3x3xf32>) -> tensor<1x1xf32>
+    %c = stablehlo.reshape %corner : (tensor<1x1xf32>) -> tensor<f32>
+    %eight = stablehlo.constant dense<8.0> : tensor<f32>
+    %p = stablehlo.compare LE, %c, %eight, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    stablehlo.return %p : tensor<i1>
+  } do {
+    %square = stablehlo.multiply %ix, %ix : tensor<3x3xf32>
+    %a = stablehlo.multiply %it, %ix : tensor<3x3xf32>
+    %twice = stablehlo.add %a, %a : tensor<3x3xf32>
+    stablehlo.return %square, %twice : tensor<3x3xf32>, tensor<3x3xf32>
+  }
+  return %r#1 : tensor<3x3xf32>
+}
+"""
+
+
+def test_parameters_reaching_a_loop_through_a_barrier_are_copied(context):
+    module = frontdoor.import_text(LOOP_THROUGH_A_BARRIER, "test", context).module
+    runner = PipelineRunner(module)
+    runner.run(Pipeline("copies").add(LayoutAssignmentPass()).add(CopyInsertionPass()))
+    report = runner.reports["xhlo-copy-insertion"].dump_files()["copy-insertion.txt"]
+    assert report.count("while init is a parameter") == 2, report
+    x = np.arange(9, dtype=np.float32).reshape(3, 3)
+    arguments = [x, x.copy()]
+    executable = Client().compile(LOOP_THROUGH_A_BARRIER)
+    assert not executable.executable.written_parameters
+    got = executable.execute_numpy(arguments)
+    np.testing.assert_array_equal(arguments[0], np.arange(9, dtype=np.float32).reshape(3, 3))
+    np.testing.assert_array_equal(got[0], reference_outputs(frontdoor.import_text(LOOP_THROUGH_A_BARRIER, "test", context).module, arguments)[0])

@@ -202,6 +202,72 @@ def test_top_k_split_over_the_threads_matches_jax_cpu(dtype, monkeypatch):
         np.testing.assert_array_equal(leaf, want)
 
 
+def top_k_text(rows: int, n: int, k: int, element: str, direction: str) -> str:
+    """Top k of f32 or f64 rows by IEEE total order (no canonicalization): the sort of (x,
+    iota) and two slices that become one TopK call."""
+    x, positions = f"tensor<{rows}x{n}x{element}>", f"tensor<{rows}x{n}xi32>"
+    return f"""func.func @main(%x: {x}) -> (tensor<{rows}x{k}x{element}>, tensor<{rows}x{k}xi32>) {{
+  %iota = stablehlo.iota dim = 1 : {positions}
+  %0:2 = "stablehlo.sort"(%x, %iota) ({{
+  ^bb0(%a: tensor<{element}>, %b: tensor<{element}>, %c: tensor<i32>, %d: tensor<i32>):
+    %before = stablehlo.compare {direction}, %a, %b, TOTALORDER : (tensor<{element}>, tensor<{element}>) -> tensor<i1>
+    stablehlo.return %before : tensor<i1>
+  }}) {{dimension = 1 : i64, is_stable = true}} : ({x}, {positions}) -> ({x}, {positions})
+  %1 = stablehlo.slice %0#0 [0:{rows}, 0:{k}] : ({x}) -> tensor<{rows}x{k}x{element}>
+  %2 = stablehlo.slice %0#1 [0:{rows}, 0:{k}] : ({positions}) -> tensor<{rows}x{k}xi32>
+  return %1, %2 : tensor<{rows}x{k}x{element}>, tensor<{rows}x{k}xi32>
+}}
+"""
+
+
+def long_top_k_rows(dtype, n: int) -> np.ndarray:
+    """Rows for the chunked scan past the first k: random, ascending (every key enters),
+    descending (none does), one value throughout (ties), few distinct values, zeros of one
+    sign with a few of the other past the first chunks (IEEE equal, apart in total order), and
+    random rows with NaN of both signs, infinities and signed zeros placed there."""
+    rng = np.random.default_rng(7)
+    random = rng.standard_normal((3, n))
+    rows = [random[0], np.sort(random[1]), -np.sort(-random[1]), np.full(n, 0.5), rng.integers(0, 3, n).astype(float)]
+    for zero in (0.0, -0.0):
+        row = np.full(n, zero)
+        row[rng.choice(np.arange(100, n), 30, replace=False)] = -zero
+        rows.append(row)
+    for specials in ([np.nan, -np.nan, np.inf, -np.inf], [0.0, -0.0, 0.0, -0.0], [-np.nan, np.nan, np.nan, -np.inf]):
+        row = random[2].copy()
+        row[rng.choice(np.arange(100, n), 40, replace=False)] = np.resize(specials, 40)
+        rows.append(row)
+    return np.array(rows, dtype)
+
+
+def expected_top_k(rows: np.ndarray, k: int, largest: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The first k positions of the stable sort of each row by total order, and their values."""
+    integer = {4: np.int32, 8: np.int64}[rows.dtype.itemsize]
+    bits = rows.view(integer).astype(np.int64)
+    keys = np.where(bits < 0, -(bits & np.iinfo(integer).max) - 1, bits)
+    order = np.argsort(~keys if largest else keys, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(rows, order, axis=1), order
+
+
+@pytest.mark.parametrize("element, dtype", [("f32", np.float32), ("f64", np.float64)])
+@pytest.mark.parametrize("k", [1, 5, 16, 40])
+@pytest.mark.parametrize("direction", ["GT", "LT"])
+def test_long_float_top_k_rows_match_the_stable_sort(element, dtype, k, direction, monkeypatch):
+    """Rows long enough for the chunked scan (`scan_chunks`: keys compared as floats against the
+    threshold's float, the lanes that pass inserted into the buffer by vector selects): the
+    stable sort's first k by IEEE total order, NaN of either sign, signed zeros and ties
+    included, largest and smallest, in the runtime library's TopK (f32, k up to 16 and past it)
+    and in the generated kernel (f64), on one thread and in row blocks on two."""
+    rows = np.tile(long_top_k_rows(dtype, 1000 + 37), (32, 1))  # enough bytes to split
+    want_values, want_positions = expected_top_k(rows, k, direction == "GT")
+    for threads, kernel in (("1", "kernel custom_call"), ("2", "kernel x2 custom_call")):
+        monkeypatch.setenv("MLIRXLA_CPU_THREADS", threads)
+        executable = Client().compile(top_k_text(*rows.shape, k, element, direction))
+        assert kernel in executable.thunk_sequence()
+        values, positions = executable.execute_numpy([rows])
+        np.testing.assert_array_equal(positions, want_positions)
+        assert values.tobytes() == want_values.tobytes()
+
+
 @pytest.mark.jax
 def test_top_k_of_a_middle_dimension_matches_jax_cpu():
     import jax.numpy as jnp

@@ -22,6 +22,7 @@ import textwrap
 import pytest
 
 from mlirxla import frontdoor
+from mlirxla.backends.cpu import runtime_library
 from mlirxla.mlir import ir
 from mlirxla.pipelines.runner import RunOptions
 from mlirxla.report import profile, progress
@@ -124,7 +125,8 @@ def test_every_node_has_its_decision_panel(run_report):
         assert {"formed", "refused", "ops", "source", "kind", "bytes_in", "bytes_out", "estimate", "measured"} <= set(node)
         assert node["ops"] and node["measured"].endswith("x 2") and "GB/s" in node["achieved"]  # profiled over two runs
     kernels = [node for node in data.values() if node["category"] == "kernel"]
-    assert all(node["source"].startswith("module") for node in kernels)  # each kernel's StableHLO
+    # each kernel's StableHLO, or for a kernel the runtime library runs, its call
+    assert all(node["source"].startswith("module") or runtime_library.called_functions(node["source"]) for node in kernels)
     assert any(node["formed"] for node in kernels) and any(node["refused"] for node in data.values())
     assert all(" at -:" not in line for node in data.values() for line in node["formed"] + node["refused"])
 

@@ -14,16 +14,10 @@ GEMM and a transpose kernel that moves the result through memory once more.
 """
 
 from mlirxla.dialects.xhlo.builder import create_op
-from mlirxla.dialects.xhlo.types import element_of, ints, shape_of
+from mlirxla.dialects.xhlo.types import dot_dimension_numbers, element_of, shape_of
 from mlirxla.mlir import ir
 
 from .common import NO_MATCH, broadcast, int_list, is_integer, produced_by, reshape
-
-
-def _dimension_numbers(op: ir.Operation) -> dict[str, list[int]]:
-    numbers = ir.DictAttr(op.attributes["dot_dimension_numbers"])
-    keys = ("lhs_batching_dimensions", "rhs_batching_dimensions", "lhs_contracting_dimensions", "rhs_contracting_dimensions")
-    return {key: ints(numbers[key]) if key in numbers else [] for key in keys}
 
 
 def fold_dot_unit_contraction(op: ir.Operation, options):
@@ -34,7 +28,7 @@ def fold_dot_unit_contraction(op: ir.Operation, options):
     element = element_of(op.result.type)
     if not is_integer(element) or str(element_of(lhs.type)) != str(element) or str(element_of(rhs.type)) != str(element):
         return NO_MATCH
-    numbers = _dimension_numbers(op)
+    numbers = dot_dimension_numbers(op)
     lhs_shape, rhs_shape = shape_of(lhs.type), shape_of(rhs.type)
     if any(lhs_shape[d] != 1 for d in numbers["lhs_contracting_dimensions"]):
         return NO_MATCH
@@ -69,7 +63,7 @@ def fold_transpose_of_dot(op: ir.Operation, options):
     dot = produced_by(op.operands[0], "dot")
     if dot is None or len(list(dot.results[0].uses)) != 1:
         return NO_MATCH
-    numbers = _dimension_numbers(dot)
+    numbers = dot_dimension_numbers(dot)
     lhs, rhs = dot.operands
     batch = len(numbers["lhs_batching_dimensions"])
     lhs_free = len(shape_of(lhs.type)) - batch - len(numbers["lhs_contracting_dimensions"])
