@@ -150,7 +150,8 @@ def scales_in_one_instruction() -> bool:
     """Whether the host scales a vector of floats by powers of two in one instruction
     (AVX-512's vscalefps, which LLVM makes of a vectorized `llvm.ldexp`, rounding once, as the
     two factors do). Elsewhere ldexp is a call to libm per element, so exp builds 2^n in the
-    exponent bits instead."""
+    exponent bits instead, as it does on vectors (the row engine's): the toolkit's
+    `llvm.intr.ldexp` takes a scalar exponent only."""
     return "+avx512f" in llvm.get_host_cpu_features().flatten().split(",")
 
 
@@ -160,7 +161,7 @@ def exp(b: Builder, x_input: ir.Value) -> ir.Value:
     r = b.add(b.add(x, b.mul(n, b.constant(-LN2_HIGH))), b.mul(n, b.constant(-LN2_LOW)))
     y = b.fma(b.mul(b.polynomial(r, EXP_POLYNOMIAL), r), r, b.add(r, b.constant(1.0)))
     whole = b.op("arith.fptosi", [n], b.integer_type)
-    if scales_in_one_instruction():
+    if scales_in_one_instruction() and not isinstance(y.type, ir.VectorType):
         result = b.op("llvm.intr.ldexp", [y, whole])
     else:
         half = b.op("arith.shrsi", [whole, b.integer(1)], b.integer_type)
