@@ -121,12 +121,31 @@ def triangular_solve(operands: list[np.ndarray], attributes: dict) -> list[np.nd
     transpose = attributes["transpose_a"]
     if transpose in ("TRANSPOSE", "ADJOINT"):
         a = np.swapaxes(a, -1, -2)
+        lower = not lower
         if transpose == "ADJOINT":
             a = np.conj(a)
     if attributes["left_side"]:
-        return [np.linalg.solve(a, b)]
+        return [triangular(a, b, lower)]
     # x a = b  <=>  a^T x^T = b^T
-    return [np.swapaxes(np.linalg.solve(np.swapaxes(a, -1, -2), np.swapaxes(b, -1, -2)), -1, -2)]
+    return [np.swapaxes(triangular(np.swapaxes(a, -1, -2), np.swapaxes(b, -1, -2), not lower), -1, -2)]
+
+
+def triangular(a: np.ndarray, b: np.ndarray, lower: bool) -> np.ndarray:
+    """x with a x = b, a triangular (lower or upper): LAPACK's solve, or for a singular a,
+    substitution row by row, whose divisions by a zero diagonal give infinities and NaNs as
+    XLA's trsm does (LAPACK refuses the matrix)."""
+    try:
+        return np.linalg.solve(a, b)
+    except np.linalg.LinAlgError:
+        pass
+    x = np.zeros(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + b.shape[-2:], np.result_type(a, b))
+    rows = range(a.shape[-1]) if lower else reversed(range(a.shape[-1]))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for i in rows:
+            solved = slice(0, i) if lower else slice(i + 1, None)
+            known = np.einsum("...k,...km->...m", a[..., i, solved], x[..., solved, :])
+            x[..., i, :] = (b[..., i, :] - known) / a[..., i, i, None]
+    return x
 
 
 def cholesky(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:

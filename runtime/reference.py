@@ -118,7 +118,13 @@ def extract_checks(function: ir.Operation) -> list[CheckRecord]:
 
 
 def uninterpretable_op(module: ir.Module) -> ir.Operation | None:
-    return first_op_where(module, lambda op: op.name not in INTERPRETABLE_OPS)
+    return first_op_where(module, lambda op: op.name not in INTERPRETABLE_OPS or batched_triangular_solve(op))
+
+
+def batched_triangular_solve(op: ir.Operation) -> bool:
+    """The interpreter aborts the process on a triangular solve with batch dimensions
+    ("Incompatible index and shape found while flattening index")."""
+    return op.name == "stablehlo.triangular_solve" and ir.RankedTensorType(op.operands[0].type).rank > 2
 
 
 def prepare(module: ir.Module, entry: str) -> tuple[ir.Module, list[CheckRecord]]:

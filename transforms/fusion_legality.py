@@ -46,6 +46,10 @@ NOT_FUSIBLE_REASONS = {
 }
 # ops that are not kernels of their own (they produce no code or are plain data)
 NOT_KERNELS = frozenset({"constant", "tuple", "get_tuple_element", "bitcast", "after_all", "optimization_barrier", "partition_id", "replica_id"})
+# ops a kernel computes inside one loop nest with the elementwise ops around them, never
+# materializing their values (views and per-element index arithmetic)
+READ_WHERE_WRITTEN = ELEMENTWISE | {"constant", "broadcast", "iota", "reshape", "bitcast", "bitcast_convert", "slice", "dynamic_slice", "copy",
+                                    "return"}
 CHEAP_TO_DUPLICATE = frozenset({"constant", "broadcast", "iota", "reshape", "bitcast", "transpose", "slice", "convert", "bitcast_convert"})
 
 
@@ -424,15 +428,17 @@ def elementwise_read_operands(fusion: ir.Operation) -> list[ir.Value]:
     transpose reads another index than the one written), converts included (a bf16 dot's f32
     result rounded, biased and widened again is still read where it is written). Such an
     operand, of the result's type, can give its buffer to the result (each element is read
-    before it is overwritten). A fusion holding a reduction shares no operand: its kernel may
-    keep the reduction's values in the result's buffer before the root reads its operands
-    (`jnp.ptp`'s max - min read the minimum back as the maximum)."""
+    before it is overwritten). Only a fusion of ops its kernel computes in one loop nest shares
+    an operand (`READ_WHERE_WRITTEN`): its kernel may keep a value it materializes (a
+    reduction, a transpose) in the result's buffer before the root reads the operand there
+    (`jnp.ptp`'s max - min read the minimum back as the maximum, `jax.scipy.special.spence`'s
+    polynomial returned garbage)."""
     result_type = fusion.results[0].type
     if ("kind" not in fusion.attributes or ir.StringAttr(fusion.attributes["kind"]).value != "loop"
             or not isinstance(result_type, ir.RankedTensorType)):
         return []
     block = fusion.regions[0].blocks[0]
-    if any(op.name == "xhlo.reduce" for op in block.operations):
+    if any(kind_of(op) not in READ_WHERE_WRITTEN for op in block.operations):
         return []
     shape = ir.RankedTensorType(result_type).shape
     return [operand for argument, operand in zip(block.arguments, fusion.operands)

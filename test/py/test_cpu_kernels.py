@@ -950,6 +950,36 @@ def test_cholesky_is_a_host_call_and_the_reference_refuses_it():
     assert done.returncode == 2 and "the reference interpreter cannot evaluate 'stablehlo.cholesky'" in done.stderr
 
 
+TRIANGULAR_SOLVES = """func.func @main(%a: tensor<SHAPE3xf32>, %b: tensor<SHAPE2xf32>, %c: tensor<SHAPE1xf32>) -> (tensor<SHAPE2xf32>, tensor<SHAPE2xf32>, tensor<SHAPE1xf32>) {
+  %left = "stablehlo.triangular_solve"(%a, %b) {left_side = true, lower = true, unit_diagonal = false, transpose_a = #stablehlo<transpose NO_TRANSPOSE>} : (tensor<SHAPE3xf32>, tensor<SHAPE2xf32>) -> tensor<SHAPE2xf32>
+  %transposed = "stablehlo.triangular_solve"(%a, %b) {left_side = true, lower = true, unit_diagonal = false, transpose_a = #stablehlo<transpose TRANSPOSE>} : (tensor<SHAPE3xf32>, tensor<SHAPE2xf32>) -> tensor<SHAPE2xf32>
+  %right = "stablehlo.triangular_solve"(%a, %c) {left_side = false, lower = true, unit_diagonal = false, transpose_a = #stablehlo<transpose NO_TRANSPOSE>} : (tensor<SHAPE3xf32>, tensor<SHAPE1xf32>) -> tensor<SHAPE1xf32>
+  return %left, %transposed, %right : tensor<SHAPE2xf32>, tensor<SHAPE2xf32>, tensor<SHAPE1xf32>
+}"""
+
+
+def triangular_solves(batch: str) -> str:
+    return TRIANGULAR_SOLVES.replace("SHAPE3", f"{batch}3x3").replace("SHAPE2", f"{batch}3x2").replace("SHAPE1", f"{batch}2x3")
+
+
+def test_a_singular_triangular_solve_gives_infinities_not_an_error(context):
+    """A zero on the diagonal: substitution divides by it, as XLA's trsm does (LAPACK's solve
+    refused the matrix and the execution failed: jax's testTriangularSolveSingularBatched).
+    The batch against the interpreter one matrix at a time: it aborts the process on a
+    batched triangular solve, which its path refuses."""
+    a = np.array([[[1, 0, 0], [2, 0, 0], [3, 4, 5]], [[2, 0, 0], [1, 3, 0], [1, 1, 1]]], np.float32)
+    b, c = np.ones((2, 3, 2), np.float32), np.ones((2, 2, 3), np.float32)
+    got = Client().compile(triangular_solves("2x")).execute_numpy([a, b, c])
+    single = frontdoor.import_text(triangular_solves(""), "test", context).module
+    for index in range(2):
+        for value, expected in zip(got, reference_outputs(single, [a[index], b[index], c[index]])):
+            np.testing.assert_allclose(value[index], expected, rtol=1e-6)
+    assert not np.isfinite(got[0][0]).all() and np.isfinite(got[0][1]).all()
+    done = subprocess.run([sys.executable, "-m", "mlirxla.tools.run", "-", "--backend", "reference"], input=triangular_solves("2x"),
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "the reference interpreter cannot evaluate 'stablehlo.triangular_solve'" in done.stderr
+
+
 # --- fewer materializations (backends/cpu/materialization.py) --------------------------------
 
 SLICED_SUM = """func.func @main(%x: tensor<64x64xf32>, %y: tensor<64x64xf32>) -> tensor<32xf32> {

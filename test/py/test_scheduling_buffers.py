@@ -319,3 +319,15 @@ def test_check_evaluates_a_stablehlo_dot(tmp_path):
     done = subprocess.run([sys.executable, "-m", "mlirxla.tools.run", str(path), "--check"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 output(s) match" in done.stdout
+
+
+def test_a_fusion_materializing_values_gives_no_operand_its_buffer(context):
+    """`jax.scipy.special.spence`'s piecewise polynomial, run op by op (as jax's eager mode
+    compiles it): the polynomial's fusion broadcasts, transposes and slices its coefficients,
+    values its kernel materializes, and it read an operand from the buffer it was writing
+    (fixed from jax's `lax_scipy_test.py` test_spence1)."""
+    text = open(os.path.join(JAX_PROGRAMS, "spence_piecewise.stablehlo.mlir")).read()
+    x = np.array([0.3, 1.2, 2.5, 4.0, 0.9, 1.9], np.float32)
+    arguments = [x, np.zeros((3, 6), bool), np.float32(np.nan), np.int32(0), np.float32(1.6449341)]
+    got = Client().compile(text).execute_numpy(arguments)[0]
+    np.testing.assert_allclose(got, reference_outputs(load(text, context), arguments)[0], rtol=1e-6)
