@@ -18,7 +18,7 @@ from mlirxla.transforms.buffer_assignment import BufferAssignmentPass, analyze, 
 from mlirxla.transforms.heap_simulator import Buffer, best_fit, pack, peak_live
 from mlirxla.transforms.scheduling import SchedulingPass
 
-from .conftest import JAX_PROGRAMS, random_arguments, reference_outputs
+from .conftest import JAX_PROGRAMS, REPOSITORY, random_arguments, reference_outputs
 
 SAMPLE_FILES = [
     "01_mlp_softmax.stablehlo.mlir",
@@ -326,7 +326,7 @@ def test_a_fusion_materializing_values_gives_no_operand_its_buffer(context):
     compiles it): the polynomial's fusion broadcasts, transposes and slices its coefficients,
     values its kernel materializes, and it read an operand from the buffer it was writing
     (fixed from jax's `lax_scipy_test.py` test_spence1)."""
-    text = open(os.path.join(JAX_PROGRAMS, "spence_piecewise.stablehlo.mlir")).read()
+    text = open(os.path.join(REPOSITORY, "test", "data", "spence_piecewise.stablehlo.mlir")).read()
     x = np.array([0.3, 1.2, 2.5, 4.0, 0.9, 1.9], np.float32)
     arguments = [x, np.zeros((3, 6), bool), np.float32(np.nan), np.int32(0), np.float32(1.6449341)]
     got = Client().compile(text).execute_numpy(arguments)[0]
