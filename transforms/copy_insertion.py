@@ -9,8 +9,9 @@ buffer that is read-only, a copy gives the writer a fresh buffer:
 - while-loop init values that are constants or parameters, that have another use (live after
   the loop), or that are passed twice, unless the body passes the value through unchanged
   (the loop never writes that buffer, so it may stay the parameter's); a body result
-  returned twice or that is a constant; a body result whose definition could overwrite the carried value while
-  the body still reads it (`overwrites_live_parameter`);
+  returned twice or that is a constant; a body result whose definition could overwrite the
+  carried value while the body still reads it (`overwrites_live_parameter`); a parameter or
+  constant seen through the bitcasts and optimization barriers that forward its buffer;
 - conditional branch results that are constants, branch parameters or returned twice (the
   branches' results share the conditional's result buffers);
 - entry results that are parameters or constants, or a value returned twice (distinct output
