@@ -151,7 +151,7 @@ def kernel_function(module: ir.Module, kernel: ir.Operation, symbol: str, plan: 
             tensors.append(cast(loaded, tensor_type))
         values = clone_kernel(kernel, tensors, types, library_result)
         for value, destination in zip(values, list(entry.arguments)[len(operand_types):]):
-            value, destination = materialization.unreshaped_result(value, destination, memref_of)
+            value, destination = materialization.unreshaped_result(value, destination, memref_of, values)
             ir.Operation.create("bufferization.materialize_in_destination", operands=[cast(value, signless(value.type)), destination],
                                 attributes={"restrict": ir.UnitAttr.get(), "writable": ir.UnitAttr.get()})
         func.ReturnOp([])

@@ -136,32 +136,38 @@ def slice_of(value: ir.Value, bounds: list[tuple[int, int, int]], like: ir.Opera
 # --- reshaped results -----------------------------------------------------------------------
 
 
-def unreshaped_result(value: ir.Value, destination: ir.Value, memref_of) -> tuple[ir.Value, ir.Value]:
+def unreshaped_result(value: ir.Value, destination: ir.Value, memref_of, results: list[ir.Value]) -> tuple[ir.Value, ir.Value]:
     """(what to write, where) for kernel result `value` and its destination memref: through
     reshapes nothing else reads, the value before them and a view of the destination in its
     shape (`memref_of`: the memref type holding a tensor type). A one-operand elementwise op
     of a reshape read by nothing else (a bf16 attention's heads merged by a transpose and a
     reshape, then converted to f32 for the next dot) is computed before the reshape instead:
     the transposed value was written to scratch and copied out whole (that kernel ran at 13
-    GB/s)."""
-    while not any(True for _ in value.uses) and (reshape := reshape_under(value)) is not None:
+    GB/s). The kernel's other `results` are read too, though not yet by an op: none of them
+    is rewritten (an RNG's kernel returning a value and its reshape crashed the process)."""
+    others = [result for result in results if result != value]
+    if len(others) < len(results) - 1:
+        return value, destination  # returned twice
+    while (not any(True for _ in value.uses) and all(value != other for other in others)
+           and (reshape := reshape_under(value, others)) is not None):
         value = reshape.operands[0]
         destination = reshaped_view(destination, memref_of(value.type))
         erasure.erase(reshape)
     return value, destination
 
 
-def reshape_under(value: ir.Value) -> ir.Operation | None:
+def reshape_under(value: ir.Value, others: list[ir.Value]) -> ir.Operation | None:
     """The reshape defining `value`, or the reshape a one-operand elementwise op defining it
-    reads alone, which is then moved after that op (the op computed in the reshape's operand
-    shape); else None."""
+    reads alone (and no other kernel result is), which is then moved after that op (the op
+    computed in the reshape's operand shape); else None."""
     op = defining_op(value)
     if op is None or op.name == "xhlo.reshape":
         return op
     if kind_of(op) not in ELEMENTWISE or len(op.operands) != 1 or len(op.results) != 1:
         return None
     reshape = defining_op(op.operands[0])
-    if reshape is None or reshape.name != "xhlo.reshape" or len(list(reshape.results[0].uses)) != 1:
+    if (reshape is None or reshape.name != "xhlo.reshape" or len(list(reshape.results[0].uses)) != 1
+            or any(reshape.results[0] == other for other in others)):
         return None
     operand = reshape.operands[0]
     element = ir.RankedTensorType(value.type).element_type

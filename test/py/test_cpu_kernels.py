@@ -4,6 +4,7 @@ the executable plan's JSON round trip, the paths the emitter chooses (GEMM, para
 row blocks, batch slices), kernel scratch, and the compiler-runtime helper and symbol check."""
 
 import ctypes
+import os
 import re
 import subprocess
 import sys
@@ -1040,7 +1041,7 @@ def test_fused_values_stay_out_of_scratch(text, rewrite, most, monkeypatch, tmp_
         assert "materializing fused reduce" in next(tmp_path.glob("*buffer-assignment.txt")).read_text()
     for got, want in zip(Executable.of(program).execute(arguments), expected):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-    identity = {"sink_slices": lambda function: None, "unreshaped_result": lambda value, destination, memref_of: (value, destination),
+    identity = {"sink_slices": lambda function: None, "unreshaped_result": lambda value, destination, memref_of, results: (value, destination),
                 "write_over_dying_operands": lambda module: None}[rewrite]
     monkeypatch.setattr(materialization, rewrite, identity)
     without = compile_module(frontdoor.import_text(text, "kernel.mlir", new_context()).module)
@@ -1073,12 +1074,39 @@ def test_a_conversion_of_a_reshaped_result_is_written_before_the_reshape(monkeyp
     executable = Client().compile(HEADS_MERGED_IN_BF16)
     assert scratch(executable) == 0
     np.testing.assert_array_equal(executable.execute_numpy([x])[0], reference_outputs(module, [x])[0])
-    def reshape_only(value):
+    def reshape_only(value, others):
         op = materialization.defining_op(value)
         return op if op is not None and op.name == "xhlo.reshape" else None
 
     monkeypatch.setattr(materialization, "reshape_under", reshape_only)
     assert scratch(Client().compile(HEADS_MERGED_IN_BF16)) > 0
+
+
+# jax.random's split on an RBG key (jax's random_lax_test.py test_split_size_shape0): the
+# generator's kernel returns the new state reshaped, and rewriting one result's reshape erased
+# a value another result still was: the process crashed
+RBG_SPLIT = """module @jit_rng_bit_generator attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {
+  func.func public @main(%key: tensor<4xui32>) -> (tensor<4xui32> {jax.result_info = "result[0]"}, tensor<60x4xui32> {jax.result_info = "result[1]"}) {
+    %0 = stablehlo.reshape %key : (tensor<4xui32>) -> tensor<2x2xui32>
+    %1 = stablehlo.bitcast_convert %0 : (tensor<2x2xui32>) -> tensor<2xui64>
+    %state, %bits = stablehlo.rng_bit_generator %1, algorithm = DEFAULT : (tensor<2xui64>) -> (tensor<2xui64>, tensor<60x4xui32>)
+    %2 = stablehlo.bitcast_convert %state : (tensor<2xui64>) -> tensor<2x2xui32>
+    %3 = stablehlo.reshape %2 : (tensor<2x2xui32>) -> tensor<4xui32>
+    return %3, %bits : tensor<4xui32>, tensor<60x4xui32>
+  }
+}"""
+
+
+def test_a_kernel_result_is_never_erased_by_another_results_rewrite(tmp_path):
+    path = tmp_path / "rbg_split.mlir"
+    path.write_text(RBG_SPLIT)
+    # erased ops really erased, as users run (the erasure checker keeps them alive)
+    done = subprocess.run([sys.executable, "-m", "mlirxla.tools.run", str(path), "-o", str(tmp_path / "out.npz")],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "MLIRXLA_CHECK_ERASURE": "0"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    outputs = np.load(tmp_path / "out.npz")
+    state, bits = (outputs[name] for name in sorted(outputs.files))
+    assert state.shape == (4,) and bits.shape == (60, 4) and len(np.unique(bits)) > 200
 
 
 MASKED_EXPONENTIAL_KERNEL = """func.func @masked_exponential(%arg0: memref<4x32x32xf32>, %arg2: memref<32xi32>, %arg1: memref<4x32x32xf32>) {
