@@ -18,6 +18,7 @@ Ops that are no kernel (constants, tuples, bitcasts) cost nothing.
 import math
 from dataclasses import dataclass
 
+from mlirxla.dialects.xhlo.types import dot_dimension_numbers
 from mlirxla.mlir import ir
 
 from .cost_model import byte_size
@@ -115,10 +116,8 @@ def region_flops(op: ir.Operation) -> int:
 
 def contracted_size(dot: ir.Operation) -> int:
     """The product of the lhs contracting dimensions: multiply-adds per result element."""
-    numbers = ir.DictAttr(dot.attributes["dot_dimension_numbers"])
-    contracting = list(ir.DenseI64ArrayAttr(numbers["lhs_contracting_dimensions"])) if "lhs_contracting_dimensions" in numbers else []
     shape = ir.RankedTensorType(dot.operands[0].type).shape
-    return math.prod(shape[d] for d in contracting)
+    return math.prod(shape[d] for d in dot_dimension_numbers(dot)["lhs_contracting_dimensions"])
 
 
 def convolution_flops(convolution: ir.Operation) -> float:
