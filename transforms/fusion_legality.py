@@ -120,9 +120,16 @@ class Bodies:
 
     def __init__(self):
         self.by_name: dict[str, Body] = {}
+        self.by_op_name: dict[str, Body] = {}  # an op that is no fusion: its own kind, one root
 
     def of(self, op: ir.Operation) -> Body:
-        if op.name != "xhlo.fusion" or "name" not in op.attributes:
+        op_name = op.name
+        if op_name != "xhlo.fusion":
+            body = self.by_op_name.get(op_name)
+            if body is None:
+                body = self.by_op_name[op_name] = Body.of(op)
+            return body
+        if "name" not in op.attributes:
             return Body.of(op)
         name = ir.StringAttr(op.attributes["name"]).value
         body = self.by_name.get(name)
@@ -258,16 +265,26 @@ def ancestor_in_block(op: ir.Operation, block: ir.Block) -> ir.Operation | None:
 
 def users_in_block(op: ir.Operation) -> list[ir.Operation]:
     """The distinct ops of `op`'s block that use one of its results, in block order."""
+    found = users_in_block_unordered(op)
+    if len(found) < 2:
+        return list(found)
+    return sorted(found, key=functools.cmp_to_key(block_order))
+
+
+def users_in_block_unordered(op: ir.Operation) -> set[ir.Operation]:
+    """The distinct ops of `op`'s block that use one of its results (no order: sorting them
+    asks the block where each stands)."""
     block = op.block
     found: set = set()
     for result in op.results:
         for use in result.uses:
-            user = ancestor_in_block(use.owner, block)
-            if user is not None:
-                found.add(user)
-    if len(found) < 2:
-        return list(found)
-    return sorted(found, key=functools.cmp_to_key(block_order))
+            user = use.owner.operation
+            if user.block != block:
+                user = ancestor_in_block(user, block)
+                if user is None:
+                    continue
+            found.add(user)
+    return found
 
 
 def block_order(first: ir.Operation, second: ir.Operation) -> int:
@@ -413,12 +430,12 @@ def in_place_operand(op: ir.Operation) -> ir.Value | None:
 
 
 def fused_operand_count(producer: ir.Operation, consumer: ir.Operation) -> int:
-    values: set = set()
+    # the producer's results by value: asking each operand for its defining op makes an op
+    # handle per operand (a legality check per producer and consumer offered)
+    values: set = set(producer.results)
     for value in list(consumer.operands) + list(producer.operands):
-        if value in values or _is(defining_op(value), producer):
-            continue
         values.add(value)
-    return len(values)
+    return len(values) - len(producer.results)
 
 
 def elementwise_read_operands(fusion: ir.Operation) -> list[ir.Value]:

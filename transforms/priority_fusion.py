@@ -45,6 +45,7 @@ from .fusion_legality import (
     not_fusible_reason,
     producers_in_block,
     users_in_block,
+    users_in_block_unordered,
 )
 from .pass_base import ModulePass, PassReport, PassResult, rendering_reports
 
@@ -160,10 +161,12 @@ def build_fusion(members: list[ir.Operation], exposed: list[ir.Value], namer: Na
     inside = set(members)
     anchor = members[-1]
     inputs: list[ir.Value] = []
-    taken: set = set()  # the inputs, for membership without a comparison per input
+    # the members' results and the inputs, for membership by value (an operand's defining op
+    # is a new handle per operand)
+    taken: set = {result for member in members for result in member.results}
     for member in members:
         for value in member.operands:
-            if value in taken or defining_op(value) in inside:
+            if value in taken:
                 continue
             taken.add(value)
             inputs.append(value)
@@ -202,13 +205,14 @@ def build_fusion(members: list[ir.Operation], exposed: list[ir.Value], namer: Na
             else:
                 body_ops.append(_clone_into(member, mapping))
         create_op("xhlo.return", [mapping[v] for v in exposed], [], {}, location)
-    roots = [kind_of(defining_op(mapping[v])) if defining_op(mapping[v]) is not None else "parameter" for v in exposed]
+    roots = [kind_of(root) if (root := defining_op(mapping[v])) is not None else "parameter" for v in exposed]
     if kind is None:
         kind = "input" if "reduce" in roots else "loop"
     fusion.attributes["kind"] = ir.StringAttr.get(kind)
     fusion.attributes["name"] = ir.StringAttr.get(namer.unique(fusion_base_name(body_ops, roots[0])))
     # the users of the last member's results all stand after it, hence after the fusion
-    users_may_precede = any(defining_op(value) != anchor for value in exposed)
+    anchor_results = set(anchor.results)
+    users_may_precede = any(value not in anchor_results for value in exposed)
     for index, value in enumerate(exposed):
         value.replace_all_uses_with(fusion.results[index])
     for member in reversed(members):
@@ -368,9 +372,11 @@ class KernelTimes:
             self.pairs_of.setdefault(key[1], set()).add(key)
         return time
 
-    def time_saved(self, producer: ir.Operation, consumers: list[ir.Operation], producer_stays: bool) -> tuple[float, float, float]:
+    def time_saved(self, producer: ir.Operation, consumers: list[ir.Operation], producer_stays: bool,
+                   producer_key: int | None = None) -> tuple[float, float, float]:
         # each op's address read once (a producer shared by every layer has many consumers)
-        producer_key, consumer_keys = identity(producer), [identity(c) for c in consumers]
+        producer_key = identity(producer) if producer_key is None else producer_key
+        consumer_keys = [identity(c) for c in consumers]
         return saving(self.op_time(producer, producer_key), [self.op_time(c, k) for c, k in zip(consumers, consumer_keys)],
                       [self.fused_time(producer, c, (producer_key, k)) for c, k in zip(consumers, consumer_keys)], producer_stays)
 
@@ -448,14 +454,14 @@ class FuseBlock:
             del self.pushed[self.pushed_hash[address]][address]
         self.pushed_hash[address] = key
         self.pushed.setdefault(key, {})[address] = op
-        heapq.heappush(self.heap, (-self.priority(op), sequence, key))
+        heapq.heappush(self.heap, (-self.priority(op, address), sequence, key))
 
     def find(self, key: int) -> ir.Operation | None:
         """The first op in block order among those pushed under `key` that still hash to it."""
         found = [op for op in self.pushed.get(key, {}).values() if hash(op) == key]
         return min(found, key=functools.cmp_to_key(block_order)) if found else None
 
-    def priority(self, op: ir.Operation) -> float:
+    def priority(self, op: ir.Operation, address: int | None = None) -> float:
         if kind_of(op) == "constant":
             # XLA's PriorityFusion: constants fuse last, into every consumer; recosting one
             # shared by every layer after each merge near it made the queue quadratic
@@ -465,7 +471,7 @@ class FuseBlock:
         if not consumers or not_fusible_reason(op, self.limits):
             return float("-inf")
         stays = len(consumers) != len(users)
-        return self.times.time_saved(op, consumers, stays)[0]
+        return self.times.time_saved(op, consumers, stays, address)[0]
 
     def run(self) -> bool:
         for op in list(self.block.operations):
@@ -529,7 +535,7 @@ class FuseBlock:
             self.times.merged_flops(fusion, producer_flops, consumer_flops)
             self.times.merged_traffic(fusion, producer_key, producer_traffic, consumer_traffic)
             self.bodies.merged(fusion, producer_body, consumer_body)
-            for user in users_in_block(fusion):
+            for user in users_in_block_unordered(fusion):
                 self.times.redirected(user)  # it read the consumer's results
             if logging:
                 self.log.append(Decision("fused", producer_text, consumer_text, fusion=self.describe(fusion), **costs))
