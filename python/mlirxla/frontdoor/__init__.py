@@ -9,6 +9,7 @@
  -> verify
 """
 
+import io
 from dataclasses import dataclass
 
 from mlirxla import phases
@@ -100,13 +101,22 @@ def dequantize(module: ir.Module) -> None:
     quantize and dequantize become integer and float arithmetic (clamps, rounding, converts;
     chlo broadcasts that the chlo step composes): StableHLO's own legalizations, which XLA runs
     on quantized StableHLO too."""
-    if "!quant." not in module.operation.get_asm(print_generic_op_form=True):
+    if not mentions_quant_dialect(module) or "!quant." not in module.operation.get_asm(print_generic_op_form=True):
         return
     stablehlo.register_stablehlo_passes()
     try:
         passmanager.PassManager.parse(QUANTIZED_TO_INTEGERS).run(module.operation)
     except ir.MLIRError as error:
         raise MlirxlaError(f"quantized types: {first_line(error)}") from None
+
+
+def mentions_quant_dialect(module: ir.Module) -> bool:
+    """Whether the module's bytecode names the quant dialect: a quantized type is written under
+    its dialect's name (or as its text), so a module without that name holds none. Writing the
+    bytecode is a tenth of printing the module, which every import paid to look for `!quant.`."""
+    data = io.BytesIO()
+    module.operation.write_bytecode(data)
+    return b"quant" in data.getvalue()
 
 
 def configure(module: ir.Module) -> None:
