@@ -61,6 +61,8 @@ def is_ordered(op: ir.Operation) -> bool:
 
 def nested_operands(op: ir.Operation) -> list[ir.Value]:
     """Operands of `op` and of every op nested in its regions."""
+    if not len(op.regions):
+        return list(op.operands)  # no walk (a Python call per op) for an op holding none
     values = []
 
     def visit(inner):
