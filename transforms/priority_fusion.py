@@ -149,8 +149,12 @@ class Namer:
 def fusion_base_name(body: list[ir.Operation], root: str) -> str:
     """`<first-op>_<root>_fusion`: the first op of `body` that is no constant (only as far
     into the body as that op: a fusion that keeps taking producers grows by each merge)."""
-    first = next((kind for kind in map(kind_of, body) if kind not in ("constant", "parameter")), kind_of(body[0]) if body else root)
-    return f"{first}_{root}_fusion"
+    first = next((op for op in body if op.name not in LEADING_UNNAMED), body[0] if body else None)
+    return f"{root if first is None else kind_of(first)}_{root}_fusion"
+
+
+# ops a fusion is not named after: the constants merged in last stand first in its body
+LEADING_UNNAMED = frozenset({"xhlo.constant", "xhlo.parameter"})
 
 
 def build_fusion(members: list[ir.Operation], exposed: list[ir.Value], namer: Namer, kind: str | None = None) -> ir.Operation:
