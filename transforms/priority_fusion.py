@@ -160,7 +160,15 @@ LEADING_UNNAMED = frozenset({"xhlo.constant", "xhlo.parameter"})
 def build_fusion(members: list[ir.Operation], exposed: list[ir.Value], namer: Namer, kind: str | None = None) -> ir.Operation:
     """Replace `members` (ops or fusions of one block, in block order) by one xhlo.fusion whose
     results are `exposed`; members whose results are still used elsewhere stay (duplicated).
-    The fusion sits where the last member was; users that came earlier move after it."""
+    The fusion sits where the last member was; users that came earlier move after it.
+
+    A member that loses all its uses to the fusion (each result exposed or read by members
+    only) is erased: a fusion's body then moves over whole instead of being copied op by op
+    (a consumer that keeps taking producers was copied once per merge). The last member's
+    block itself becomes the fusion's body when it dies so: the other members' ops go in
+    before its own, its arguments give way to the fusion's (added after them, then the old
+    ones erased: the same arguments in the same order as a new block's), and its ops stay
+    where they are instead of moving one by one."""
     members = [m.operation for m in members]
     inside = set(members)
     anchor = members[-1]
@@ -177,27 +185,35 @@ def build_fusion(members: list[ir.Operation], exposed: list[ir.Value], namer: Na
     location = anchor.location
     with location, ir.InsertionPoint(anchor):
         fusion = create_op("xhlo.fusion", inputs, [v.type for v in exposed], {}, location, region_count=1)
-    body = ir.Block.create_at_start(fusion.regions[0], [v.type for v in inputs], [location] * len(inputs))
-    mapping: dict = {value: argument for value, argument in zip(inputs, body.arguments)}
-    body_ops: list[ir.Operation] = []
     exposed_set = set(exposed)
-    with ir.InsertionPoint(body) as end:
+    kept = None
+    if anchor.name == "xhlo.fusion" and all(_dies_with(result, exposed_set, inside) for result in anchor.results):
+        kept = anchor.regions[0].blocks[0]
+        kept_ops = [op.operation for op in kept.operations]
+        kept_arguments = len(kept.arguments)
+        kept.append_to(fusion.regions[0])
+        body = kept
+        mapping: dict = {value: body.add_argument(value.type, location) for value in inputs}
+        members = members[:-1]
+        point = ir.InsertionPoint(kept_ops[0])
+    else:
+        body = ir.Block.create_at_start(fusion.regions[0], [v.type for v in inputs], [location] * len(inputs))
+        mapping = {value: argument for value, argument in zip(inputs, body.arguments)}
+        point = ir.InsertionPoint(body)
+    body_ops: list[ir.Operation] = []
+    with point:
         for member in members:
             if member.name == "xhlo.fusion":
                 inner_block = member.regions[0].blocks[0]
                 for argument, operand in zip(inner_block.arguments, member.operands):
                     mapping[argument] = mapping[operand]
                 inner_ops = list(inner_block.operations)
-                # a member that loses all its uses to the fusion (each result exposed or read
-                # by members only) is erased below: its body moves over whole instead of being
-                # copied op by op (a consumer that keeps taking producers was copied once per
-                # merge, and so was a producer fusion that has no other users)
                 if all(_dies_with(result, exposed_set, inside) for result in member.results):
                     for argument in inner_block.arguments:
                         argument.replace_all_uses_with(mapping[argument])
                     for inner in inner_ops[:-1]:
                         inner.operation.detach_from_parent()
-                        end.insert(inner.operation)
+                        point.insert(inner.operation)
                         body_ops.append(inner.operation)
                         for result in inner.operation.results:
                             mapping[result] = result
@@ -208,7 +224,19 @@ def build_fusion(members: list[ir.Operation], exposed: list[ir.Value], namer: Na
                     mapping[result] = mapping[value]
             else:
                 body_ops.append(_clone_into(member, mapping))
+    if kept is not None:
+        for argument, operand in zip(list(kept.arguments)[:kept_arguments], anchor.operands):
+            argument.replace_all_uses_with(mapping[operand])
+        for _ in range(kept_arguments):
+            kept.erase_argument(0)
+        old_return = kept_ops[-1]
+        for result, value in zip(anchor.results, old_return.operands):
+            mapping[result] = value
+        body_ops.extend(kept_ops[:-1])
+    with ir.InsertionPoint(body if kept is None else old_return):
         create_op("xhlo.return", [mapping[v] for v in exposed], [], {}, location)
+    if kept is not None:
+        erase(old_return)
     roots = [kind_of(root) if (root := defining_op(mapping[v])) is not None else "parameter" for v in exposed]
     if kind is None:
         kind = "input" if "reduce" in roots else "loop"
@@ -219,7 +247,7 @@ def build_fusion(members: list[ir.Operation], exposed: list[ir.Value], namer: Na
     users_may_precede = any(value not in anchor_results for value in exposed)
     for index, value in enumerate(exposed):
         value.replace_all_uses_with(fusion.results[index])
-    for member in reversed(members):
+    for member in reversed(members if kept is None else members + [anchor]):
         if all(not list(r.uses) for r in member.results):
             erase(member)
     if users_may_precede:
