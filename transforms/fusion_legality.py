@@ -308,8 +308,9 @@ def reachable(source: ir.Operation, target: ir.Operation, skip_direct: bool = Fa
     """Is there a path of uses from `source` to `target` within their block? With
     `skip_direct`, paths made of the single edge source -> target do not count. Ops after
     `target` are not followed (a path to it never passes them); the block keeps its ops'
-    order, so asking it costs no walk over the block, and a query stays local to the path."""
-    stack = [u for u in users_in_block(source) if not (skip_direct and u == target)]
+    order, so asking it costs no walk over the block, and a query stays local to the path.
+    The answer does not depend on the order the users are followed in, so they are not sorted."""
+    stack = [u for u in users_in_block_unordered(source) if not (skip_direct and u == target)]
     seen: set = set()
     while stack:
         op = stack.pop()
@@ -318,7 +319,7 @@ def reachable(source: ir.Operation, target: ir.Operation, skip_direct: bool = Fa
         if op in seen or target.is_before_in_block(op):
             continue
         seen.add(op)
-        stack.extend(users_in_block(op))
+        stack.extend(users_in_block_unordered(op))
     return False
 
 
