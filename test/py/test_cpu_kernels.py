@@ -62,6 +62,20 @@ def test_exp_approximation_within_two_ulp_and_special_values():
     assert np.isnan(got[-3])
 
 
+def test_exp_within_one_ulp_through_overflow_and_gradual_underflow():
+    """exp is clamped past the ends of the f32 range ([-110, 100]) and 2^n scaled in once, so
+    overflow to inf, denormal results and underflow to 0 come out of the arithmetic itself:
+    within 1 ulp of numpy's rounded result everywhere, denormals included, and 0 and inf
+    beyond."""
+    x = np.concatenate([np.linspace(-115.0, -87.0, 40001, dtype=np.float32), np.linspace(-2.0, 2.0, 20001, dtype=np.float32),
+                        np.linspace(88.0, 105.0, 20001, dtype=np.float32), np.array([-3e38, 3e38, -1e10, 1e10], np.float32)])
+    got = run_unary("exponential", x)
+    with np.errstate(over="ignore", under="ignore"):
+        expected = np.exp(x.astype(np.float64)).astype(np.float32)
+    assert ulp_distance(got, expected).max() <= 1
+    assert (got[x < -104.0] == 0.0).all() and (got[x > 88.73] == np.inf).all()
+
+
 def test_exp_scaled_in_one_instruction_equals_the_two_factors(monkeypatch):
     """Where the host has AVX-512, exp scales by 2^n with `llvm.ldexp` (one vscalefps); the
     results are bit for bit those of the two exponent-bit factors, denormals and overflow
