@@ -37,7 +37,7 @@ from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir, linalg, llvm, stablehlo
 
-from . import concatenation, convolution_library, dot_algorithms, excess_precision, generated_broadcasts, kernel_scratch, llvm_text, loop_order, materialization, math_approximations, narrow_reductions, row_fusion, tiling
+from . import concatenation, convolution_library, dot_algorithms, excess_precision, generated_broadcasts, integer_order_reductions, kernel_scratch, llvm_text, loop_order, materialization, math_approximations, narrow_reductions, row_fusion, tiling
 
 TO_LINALG = [
     "func.func(stablehlo-legalize-to-linalg)",
@@ -156,6 +156,8 @@ def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None, allow
             fold_unit_dimensions_of_reshaped_results(module)
             with ir.Location.unknown():
                 narrow_reductions.widen_narrow_min_max_reductions(module)
+                if buffer_loops is None:
+                    integer_order_reductions.reduce_in_integer_order(module)
             materialization.write_over_dying_operands(module)
             if buffer_loops is None:
                 materialization.write_padded_in_place(module)
