@@ -1424,6 +1424,25 @@ def test_row_fused_softmax_lowers_to_one_row_loop(tmp_path, generated_row_kernel
     np.testing.assert_allclose(executable.execute_numpy([x])[0], expected, rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize("rows", [CAUSAL, PADDED], ids=["causal", "padded"])
+def test_a_mask_compares_positions_in_i32_lanes(rows, tmp_path):
+    """The mask's positions (the innermost loop's index cast to i32) are an i32 counter the
+    loop carries (`narrow_induction.py`), so the vectorized loops compare vectors of i32, not
+    of i64 positions LLVM would otherwise widen them to; the results are the interpreter's."""
+    program = MASKED_EXPONENTIAL_KERNEL.replace("ROWS", rows).replace(
+        "@masked_exponential(%arg0: memref<4x32x32xf32>, %arg2: memref<32xi32>, %arg1: memref<4x32x32xf32>) {",
+        "@main(%x: tensor<4x32x32xf32>, %lengths: tensor<32xi32>) -> tensor<4x32x32xf32> {")
+    program = re.sub(r"  %(x|lengths) = bufferization.*\n", "", program)
+    program = re.sub(r"  bufferization.materialize_in_destination %3 .*\n  return\n", "  return %3 : tensor<4x32x32xf32>\n", program)
+    executable = Client().compile(program, CompileOptions(dump_to=str(tmp_path)))
+    optimized = "".join(path.read_text() for path in tmp_path.glob("*.ir-with-opt.ll"))
+    assert re.search(r"icmp \w+ <\d+ x i32>", optimized) and not re.search(r"icmp \w+ <\d+ x i64>", optimized)
+    module = frontdoor.import_text(program, "kernel.mlir", new_context()).module
+    arguments = random_arguments(module, 2)
+    for got, want in zip(executable.execute_numpy(arguments), reference_outputs(module, arguments)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
 NARROW_ROW_MAX = """func.func @main(%x: tensor<64x256x{t}>) -> (tensor<64x{t}>, tensor<64x{t}>) {{
   %low = stablehlo.constant dense<0xFF80> : tensor<{t}>
   %high = stablehlo.constant dense<0x7F80> : tensor<{t}>
