@@ -14,7 +14,9 @@ convolutions stay library calls (no output fusion).
 Each fusion gets a `name` attribute `<first-op>_<root-op>_fusion`, made unique with `.N`.
 Every merge and every refusal is logged with its reason and cost numbers; the pass returns
 the log as its report (`FusionDecisions`, dumped as `fusion-decisions.txt`), and
-`explain(log, query)` answers "why was this (not) fused" from its records or its text.
+`explain(log, query)` answers "why was this (not) fused" from its records or its text. A run
+whose reports nobody reads (`rendering_reports()`: a compile that does not dump) keeps no log:
+describing both ops of every decision was a tenth of the pass, and the decisions are the same.
 Changed: any fusion made.
 """
 
@@ -44,7 +46,7 @@ from .fusion_legality import (
     producers_in_block,
     users_in_block,
 )
-from .pass_base import ModulePass, PassReport, PassResult
+from .pass_base import ModulePass, PassReport, PassResult, rendering_reports
 
 TERMINATORS = frozenset({"func.return", "xhlo.return"})
 
@@ -277,7 +279,7 @@ class PriorityFusionPass(ModulePass):
     backend: str = "cpu"
 
     def run(self, module: ir.Module) -> PassResult:
-        decisions: list[Decision] = []
+        decisions: list[Decision] | None = [] if rendering_reports() else None
         model = model_for(self.backend).remembering()
         limits = FusionLimits()
         namer = Namer(module)
@@ -286,6 +288,8 @@ class PriorityFusionPass(ModulePass):
         with module.context, ir.Location.unknown():
             for block in fusible_blocks(module):
                 changed = FuseBlock(block, model, limits, namer, decisions, descriptions, bodies).run() or changed
+        if decisions is None:
+            return PassResult(changed)
         return PassResult(changed, FusionDecisions("fusion-decisions.txt", tuple(decisions)))
 
 
@@ -412,7 +416,7 @@ class FuseBlock:
     entry is the first op in block order that still has that hash (none: the entry is
     dropped). The ops pushed under each hash are kept (`pushed`, by address, so that each is
     found without a walk over the block and an op about to be erased is dropped before its
-    handle dangles)."""
+    handle dangles). `log` takes the decisions; None: nobody reads them, none is described."""
 
     def __init__(self, block, model, limits, namer, log, descriptions=None, bodies=None):
         self.block, self.limits, self.namer, self.log = block, limits, namer, log
@@ -479,6 +483,10 @@ class FuseBlock:
             changed = self.fuse_producer(op) or changed
         return changed
 
+    def refused(self, producer: ir.Operation, consumer: ir.Operation, reason: str, **costs) -> None:
+        if self.log is not None:
+            self.log.append(Decision("refused", self.describe(producer), self.describe(consumer), reason, **costs))
+
     def fuse_producer(self, producer: ir.Operation) -> bool:
         users = users_in_block(producer)
         consumers = [u for u in users if u.name not in TERMINATORS]
@@ -491,7 +499,7 @@ class FuseBlock:
         for consumer in consumers:
             reason = fusion_refusal(producer, consumer, duplicate=duplicate, limits=self.limits, bodies=self.bodies)
             if reason:
-                self.log.append(Decision("refused", self.describe(producer), self.describe(consumer), reason))
+                self.refused(producer, consumer, reason)
             else:
                 accepted.append(consumer)
         if not accepted:
@@ -501,9 +509,10 @@ class FuseBlock:
         costs = dict(saved_us=saved * 1e6, unfused_us=unfused * 1e6, fused_us=fused * 1e6)
         if saved < 0 or (saved == 0 and kind_of(producer) != "constant"):
             for consumer in accepted:
-                self.log.append(Decision("refused", self.describe(producer), self.describe(consumer), "the fusion is not profitable", **costs))
+                self.refused(producer, consumer, "the fusion is not profitable", **costs)
             return False
-        producer_text = self.describe(producer)
+        logging = self.log is not None
+        producer_text = self.describe(producer) if logging else ""
         producer_key = identity(producer)
         producer_flops, producer_body = self.times.op_flops(producer, producer_key), self.bodies.of(producer)
         producer_traffic = self.times.traffic(producer, producer_key)
@@ -511,7 +520,7 @@ class FuseBlock:
             self.forget(producer)  # the last merge erases it
         made = []
         for consumer in accepted:
-            consumer_text = self.describe(consumer)
+            consumer_text = self.describe(consumer) if logging else ""
             consumer_key = identity(consumer)
             consumer_flops, consumer_body = self.times.op_flops(consumer, consumer_key), self.bodies.of(consumer)
             consumer_traffic = self.times.traffic(consumer, consumer_key)
@@ -522,7 +531,8 @@ class FuseBlock:
             self.bodies.merged(fusion, producer_body, consumer_body)
             for user in users_in_block(fusion):
                 self.times.redirected(user)  # it read the consumer's results
-            self.log.append(Decision("fused", producer_text, consumer_text, fusion=self.describe(fusion), **costs))
+            if logging:
+                self.log.append(Decision("fused", producer_text, consumer_text, fusion=self.describe(fusion), **costs))
             made.append(fusion)
         neighbours = []
         for fusion in made:

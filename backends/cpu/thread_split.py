@@ -4,18 +4,23 @@ split saves exceeds what starting the other threads costs.
 A kernel alone on one core takes about max(bytes it moves / one core's bandwidth, its work /
 one core's vector throughput) (a roofline for one core; bytes and work as
 `transforms/cost_analysis.py` counts them: operands read and results written, transcendentals
-weighted by what their polynomial approximations cost). Split over p threads it takes 1/p of
+weighted by what their polynomial approximations cost). One core's bandwidth depends on where
+the bytes are: a kernel whose bytes fit in half the last-level cache reads operands the kernels
+before it have just written, from the cache (a 3 MiB elementwise kernel whole: 85 GB/s on one
+core); a larger one streams from memory. Split over p threads it takes 1/p of
 that plus (p - 1) hand-offs to pool workers. A split pays when
 
     time * (1 - 1/p) > (p - 1) * THREAD_START_S
 
-(about 800 KB moved on two threads), instead of the fixed "writes 1 MiB" rule it replaces,
+(about 800 KB moved from memory on two threads, 4 MB from the cache), instead of the fixed "writes 1 MiB" rule it replaces,
 which left large reductions (they read much, write little) and transcendental-heavy kernels
 on one thread. A kernel splits into p slices (the pool hands each worker one contiguous
 range, so more slices only add calls), or the smallest multiple of p that divides its
 leading dimension.
 """
 
+import functools
+import pathlib
 from dataclasses import dataclass
 
 from mlirxla.mlir import ir
@@ -26,6 +31,10 @@ from mlirxla.transforms.cost_analysis import kernel_cost
 # 17-40 us more than half its whole time (2 shared cores, 2026-12-02; docs/decisions.md)
 THREAD_START_S = 50e-6
 CORE_BANDWIDTH_BYTES_PER_S = 8e9  # what one core streams from memory
+# what one core reads from the last-level cache and writes back into it, conservatively: kernels
+# of 1-4 MiB ran whole at 34-105 GB/s, and 1.1-1.7x slower split over two threads (2026-12-02)
+CACHED_CORE_BANDWIDTH_BYTES_PER_S = 40e9
+CACHE_LEVELS = pathlib.Path("/sys/devices/system/cpu/cpu0/cache")
 # a kernel reading operands transposed moves them in 8x8 vector blocks (`tiling.py`) mostly
 # from the caches (its operand was just written): 15-25 GB/s on one core, best of 300 calls
 # of 1-8 MiB transposes; at 8 GB/s a 1.5 MiB one split and ran 1.7x slower
@@ -45,15 +54,41 @@ class SplitEstimate:
         return self.split_s < self.single_thread_s
 
 
-def estimate(op: ir.Operation, threads: int, bandwidth: float = CORE_BANDWIDTH_BYTES_PER_S) -> SplitEstimate:
+def estimate(op: ir.Operation, threads: int, bandwidth: float | None = None) -> SplitEstimate:
     cost = kernel_cost(op)
     return estimate_moving(cost.bytes_accessed, cost.flops + TRANSCENDENTAL_FLOPS * cost.transcendentals, threads, bandwidth)
 
 
-def estimate_moving(bytes_moved: float, work: float, threads: int, bandwidth: float = CORE_BANDWIDTH_BYTES_PER_S) -> SplitEstimate:
-    """The estimate for a kernel moving `bytes_moved` at `bandwidth` and doing `work` flops."""
-    alone = max(bytes_moved / bandwidth, work / CORE_FLOPS_PER_S)
+def estimate_moving(bytes_moved: float, work: float, threads: int, bandwidth: float | None = None) -> SplitEstimate:
+    """The estimate for a kernel moving `bytes_moved` at `bandwidth` (by default one core's
+    from wherever bytes that many are: `core_bandwidth`) and doing `work` flops."""
+    alone = max(bytes_moved / (bandwidth or core_bandwidth(bytes_moved)), work / CORE_FLOPS_PER_S)
     return SplitEstimate(alone, alone / threads + (threads - 1) * THREAD_START_S)
+
+
+def core_bandwidth(bytes_moved: float) -> float:
+    """What one core moves per second of a kernel moving `bytes_moved`: from the cache when
+    they fit in half the last-level cache (the rest holds what else is live), else from memory."""
+    return CACHED_CORE_BANDWIDTH_BYTES_PER_S if bytes_moved <= last_level_cache_bytes() / 2 else CORE_BANDWIDTH_BYTES_PER_S
+
+
+@functools.cache
+def last_level_cache_bytes() -> int:
+    """The size of the host's last-level data cache as Linux describes it, 0 where it does not."""
+    sizes = [0]
+    for level in CACHE_LEVELS.glob("index*"):
+        try:
+            if (level / "type").read_text().strip() in ("Data", "Unified"):
+                sizes.append(parse_cache_size((level / "size").read_text().strip()))
+        except (OSError, ValueError):
+            continue
+    return max(sizes)
+
+
+def parse_cache_size(text: str) -> int:
+    """Bytes of a sysfs cache size such as `32768K` or `1M`."""
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:].upper(), 1)
+    return int(text.rstrip("KMGkmg")) * scale
 
 
 def slice_count(leading: int, threads: int) -> int | None:

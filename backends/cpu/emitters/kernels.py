@@ -173,7 +173,7 @@ def parallel_rows(op: ir.Operation) -> int | None:
         return None
     problem, check = slice_problem(op, n, [], batched_dots=True, transposed_reads=True,
                                    recomputed_whole_bytes=row_block_recomputed_bytes(op, n // blocks))
-    bandwidth = thread_split.TRANSPOSED_CORE_BANDWIDTH_BYTES_PER_S if check.read_across else thread_split.CORE_BANDWIDTH_BYTES_PER_S
+    bandwidth = thread_split.TRANSPOSED_CORE_BANDWIDTH_BYTES_PER_S if check.read_across else None
     if problem or not thread_split.estimate(op, threads, bandwidth).pays:
         return None
     return n // blocks
