@@ -29,7 +29,7 @@ def compile_entry(module: ir.Module, entry: str, options=None,
     the executable, the checks, and the types of everything it returns."""
     from mlirxla.pipelines.runner import RunOptions
 
-    clone = ir.Module.parse(module.operation.get_asm(enable_debug_info=True), module.context)
+    clone = ir.Module.parse(module.operation.get_asm(enable_debug_info=True, print_generic_op_form=True), module.context)
     with clone.context, ir.Location.unknown():
         function = find_function(clone, entry)
         checks = extract_checks(function.operation)

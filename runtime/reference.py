@@ -129,7 +129,7 @@ def batched_triangular_solve(op: ir.Operation) -> bool:
 
 def prepare(module: ir.Module, entry: str) -> tuple[ir.Module, list[CheckRecord]]:
     """A StableHLO clone of `module` whose `main` is `entry` with checks turned into results."""
-    clone = ir.Module.parse(module.operation.get_asm(enable_debug_info=True), module.context)
+    clone = ir.Module.parse(module.operation.get_asm(enable_debug_info=True, print_generic_op_form=True), module.context)
     with clone.context, ir.Location.unknown():
         function = find_function(clone, entry)
         checks = extract_checks(function.operation)

@@ -39,7 +39,7 @@ def fallback_module_text(op: ir.Operation, reason: str) -> str:
     if uninterpretable_op(module) is not None or isolated.may_crash(module):
         raise MlirxlaError(f"{kind_of(op)}: {reason}, and the reference interpreter cannot run it in process either",
                            location_text(op.location))
-    return str(module)
+    return module.operation.get_asm(print_generic_op_form=True)  # custom forms may not parse back (a 0-d dynamic slice)
 
 
 def host_thunk_for(kernel: KernelThunk, op: ir.Operation, text: str) -> HostThunk:

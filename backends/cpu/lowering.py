@@ -10,7 +10,10 @@ bufferization write results into the destination memrefs the kernel was given
 allocates (a reduction's results, one slice of a batch-slice kernel's convolutions) becomes
 arguments the caller passes working memory in (`kernel_scratch.py`). linalg becomes loops; complex arithmetic becomes
 real arithmetic on the parts; bf16 and f16 max and min reductions accumulate in f32
-(`narrow_reductions.py`: exact, and what the vectorizer widens); bf16 and f16 math and
+(`narrow_reductions.py`: exact, and what the vectorizer widens), and f32 ones become the
+signed and unsigned max and min of the elements' bits, decoded per row
+(`integer_order_reductions.py`: XLA's NaN and signed zeros exactly, half the
+instructions of a NaN-propagating float max); bf16 and f16 math and
 arithmetic run in f32 (the conversions
 expanded to integer ops, so no compiler-runtime helper is needed), and a bf16 value read
 again inside the kernel is not rounded (`excess_precision.py`); f32 exp, tanh, log and
@@ -24,7 +27,9 @@ innermost runs along contiguous memory (`loop_order.py`), and a kernel reading a
 operand across its innermost loop (a transpose) is tiled into cache blocks, transposed in
 registers by vector shuffles (`tiling.py`); sibling loop nests over the same rows (a
 softmax's max, exp, sum and divide passes) become one nest that takes each row through all
-of them while it is in cache (`row_fusion.py`);
+of them while it is in cache (`row_fusion.py`); an innermost loop's index cast to i32 (a
+mask's positions) is an i32 counter the loop carries, which the vectorizer keeps in i32
+lanes (`narrow_induction.py`);
 an f32 NHWC convolution becomes a call of the runtime library's register-tiled direct
 convolution after bufferization (`convolution_library.py`). Functions take bare pointers
 (`use-bare-ptr-memref-call-conv`): a kernel is `void k(ptr, ptr, ...)`, operands then results.
@@ -37,7 +42,7 @@ from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir, linalg, llvm, stablehlo
 
-from . import concatenation, convolution_library, dot_algorithms, excess_precision, generated_broadcasts, kernel_scratch, llvm_text, loop_order, materialization, math_approximations, narrow_reductions, row_fusion, tiling
+from . import concatenation, convolution_library, dot_algorithms, excess_precision, generated_broadcasts, integer_order_reductions, kernel_scratch, llvm_text, loop_order, materialization, math_approximations, narrow_induction, narrow_reductions, row_fusion, tiling
 
 TO_LINALG = [
     "func.func(stablehlo-legalize-to-linalg)",
@@ -156,6 +161,8 @@ def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None, allow
             fold_unit_dimensions_of_reshaped_results(module)
             with ir.Location.unknown():
                 narrow_reductions.widen_narrow_min_max_reductions(module)
+                if buffer_loops is None:
+                    integer_order_reductions.reduce_in_integer_order(module)
             materialization.write_over_dying_operands(module)
             if buffer_loops is None:
                 materialization.write_padded_in_place(module)
@@ -179,6 +186,7 @@ def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None, allow
             if buffer_loops is None:  # a GPU kernel's math goes to libdevice instead
                 row_fusion.fuse_rows(module)
                 with ir.Location.unknown():
+                    narrow_induction.count_in_narrow_integers(module)
                     # after bf16 and f16 math became f32 math, so that it is approximated too
                     math_approximations.approximate(module)
             to_llvm = VECTORS_TO_LLVM if tiling.has_vectors(module) else TO_LLVM

@@ -3,11 +3,13 @@ loop vectorizer widens them with everything around them (a call to libm's expf/t
 a loop stays scalar: this LLVM does not map them to a vector math library). bf16 and f16
 math is computed in f32 by then, so it is rewritten too.
 
-- exp: Cephes' range reduction x = n ln2 + r (ln2 split in two constants for accuracy), a
-  degree-6 polynomial for e^r, and 2^n as two factors built in the exponent bits
-  (2^(n>>1) * 2^(n - n>>1), both normal over the whole range, so results near overflow and
-  denormal results come out right). About 1 ulp; below -150 ln 2 (and -inf) it is 0, above
-  ln(largest f32) it is inf, NaN stays NaN.
+- exp: Cephes' range reduction x = n ln2 + r (ln2 split in two constants, each step one
+  multiply-add), its degree-6 polynomial for e^r extended by Horner's rule to the whole
+  1 + r + r^2 (...), and y 2^n scaled in one rounding: `llvm.ldexp` where the host has
+  AVX-512 (one vscalefps), else two factors built in the exponent bits (2^(n>>1) 2^(n - n>>1),
+  both normal). About 1 ulp, denormal results within 1 ulp. x is first clamped to
+  [-110, 100], past both ends of the f32 range, so the scaling itself overflows to inf and
+  underflows to 0 (no compares and selects after it); NaN stays NaN through the clamp.
 - tanh: Eigen's (and XLA's) rational approximation on x clamped to [-7.9053, 7.9053], +-1
   beyond it; x itself below 0.0004 in magnitude. A few ulp.
 - log: Cephes' logf: x = m 2^e with m in [sqrt(1/2), sqrt(2)) taken from the bits (a
@@ -32,8 +34,10 @@ import llvmlite.binding as llvm
 from mlirxla.mlir import ir
 
 EXP_POLYNOMIAL = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1)
-EXP_BOUND_HIGH = 88.72283905206835  # ln of the largest f32: above it e^x is inf
-EXP_BOUND_LOW = -103.972077083991796  # -150 ln 2: below it e^x rounds to 0 in f32
+# x is clamped to these, past the ends of the f32 range (ln of the largest f32 is 88.72,
+# 2^-150 is e^-103.97): y 2^n at the clamps is inf and 0, and 2^(n/2) stays normal
+EXP_CLAMP_HIGH = 100.0
+EXP_CLAMP_LOW = -110.0
 LOG2E = 1.44269504088896341
 LN2_HIGH = 0.693359375
 LN2_LOW = -2.12194440e-4
@@ -156,19 +160,16 @@ def scales_in_one_instruction() -> bool:
 
 
 def exp(b: Builder, x_input: ir.Value) -> ir.Value:
-    x = b.clamp(x_input, EXP_BOUND_LOW, EXP_BOUND_HIGH)
+    x = b.clamp(x_input, EXP_CLAMP_LOW, EXP_CLAMP_HIGH)
     n = b.op("math.floor", [b.fma(x, b.constant(LOG2E), b.constant(0.5))])
-    r = b.add(b.add(x, b.mul(n, b.constant(-LN2_HIGH))), b.mul(n, b.constant(-LN2_LOW)))
-    y = b.fma(b.mul(b.polynomial(r, EXP_POLYNOMIAL), r), r, b.add(r, b.constant(1.0)))
+    r = b.fma(n, b.constant(-LN2_LOW), b.fma(n, b.constant(-LN2_HIGH), x))
+    y = b.polynomial(r, EXP_POLYNOMIAL + (1.0, 1.0))
     whole = b.op("arith.fptosi", [n], b.integer_type)
     if scales_in_one_instruction() and not isinstance(y.type, ir.VectorType):
-        result = b.op("llvm.intr.ldexp", [y, whole])
-    else:
-        half = b.op("arith.shrsi", [whole, b.integer(1)], b.integer_type)
-        rest = b.op("arith.subi", [whole, half], b.integer_type)
-        result = b.mul(b.mul(y, b.power_of_two(half)), b.power_of_two(rest))
-    result = b.op("arith.select", [b.less(x_input, EXP_BOUND_LOW), b.constant(0.0), result])
-    return b.op("arith.select", [b.less(b.constant(EXP_BOUND_HIGH), x_input), b.constant(float("inf")), result])
+        return b.op("llvm.intr.ldexp", [y, whole])
+    half = b.op("arith.shrsi", [whole, b.integer(1)], b.integer_type)
+    rest = b.op("arith.subi", [whole, half], b.integer_type)
+    return b.mul(b.mul(y, b.power_of_two(half)), b.power_of_two(rest))
 
 
 def tanh(b: Builder, x: ir.Value) -> ir.Value:

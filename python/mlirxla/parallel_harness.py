@@ -77,7 +77,7 @@ def the_call(module: ir.Module, entry: str) -> ir.Operation:
 
 
 def clone(module: ir.Module) -> ir.Module:
-    return ir.Module.parse(module.operation.get_asm(enable_debug_info=True), module.context)
+    return ir.Module.parse(module.operation.get_asm(enable_debug_info=True, print_generic_op_form=True), module.context)
 
 
 def erase_functions(module: ir.Module, names) -> None:

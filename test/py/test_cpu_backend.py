@@ -70,6 +70,21 @@ PROCESS_KILLERS = {
         x = np.arange(20, dtype=np.float32).reshape(4, 5)
         np.testing.assert_array_equal(Client().compile(SLICE).execute_numpy([x])[0], x[1:3, 1:4])
     """,
+    # A dynamic slice without start indices (jax's `lax.dynamic_slice(x, [], [])` on a 0-d
+    # array) crashed the toolkit's lowering of its kernel: the simplifier folds it away, and
+    # where it is kept (the simplifier disabled) the interpreter runs its kernel.
+    "a 0-d dynamic slice": """
+        import numpy as np
+        from mlirxla.runtime.client import Client, CompileOptions
+        SCALAR = '''func.func @main(%x: tensor<i32>, %b: tensor<i32>) -> tensor<i32> {
+          %0 = "stablehlo.dynamic_slice"(%x) {slice_sizes = array<i64>} : (tensor<i32>) -> tensor<i32>
+          %1 = stablehlo.add %0, %b : tensor<i32>
+          return %1 : tensor<i32>
+        }'''
+        for disabled in ((), ("xhlo-algsimp",)):
+            executable = Client().compile(SCALAR, CompileOptions(disable_passes=disabled))
+            assert executable.execute_numpy([np.int32(5), np.int32(2)])[0] == 7
+    """,
     # A while thunk declared only its operands' and results' slices, not those its condition
     # and body use inside: the thunk graph ran a later copy into those bytes concurrently
     # with the loop, which corrupted its counter and never ended.

@@ -62,6 +62,20 @@ def test_exp_approximation_within_two_ulp_and_special_values():
     assert np.isnan(got[-3])
 
 
+def test_exp_within_one_ulp_through_overflow_and_gradual_underflow():
+    """exp is clamped past the ends of the f32 range ([-110, 100]) and 2^n scaled in once, so
+    overflow to inf, denormal results and underflow to 0 come out of the arithmetic itself:
+    within 1 ulp of numpy's rounded result everywhere, denormals included, and 0 and inf
+    beyond."""
+    x = np.concatenate([np.linspace(-115.0, -87.0, 40001, dtype=np.float32), np.linspace(-2.0, 2.0, 20001, dtype=np.float32),
+                        np.linspace(88.0, 105.0, 20001, dtype=np.float32), np.array([-3e38, 3e38, -1e10, 1e10], np.float32)])
+    got = run_unary("exponential", x)
+    with np.errstate(over="ignore", under="ignore"):
+        expected = np.exp(x.astype(np.float64)).astype(np.float32)
+    assert ulp_distance(got, expected).max() <= 1
+    assert (got[x < -104.0] == 0.0).all() and (got[x > 88.73] == np.inf).all()
+
+
 def test_exp_scaled_in_one_instruction_equals_the_two_factors(monkeypatch):
     """Where the host has AVX-512, exp scales by 2^n with `llvm.ldexp` (one vscalefps); the
     results are bit for bit those of the two exponent-bit factors, denormals and overflow
@@ -75,6 +89,58 @@ def test_exp_scaled_in_one_instruction_equals_the_two_factors(monkeypatch):
         monkeypatch.setattr(math_approximations, "scales_in_one_instruction", lambda: one_instruction)
         results.append(run_unary("exponential", x))
     assert results[0].tobytes() == results[1].tobytes()
+
+
+REDUCE = """func.func @main(%x: tensor<{rows}x2x{n}xf32>, %init: tensor<f32>) -> tensor<{rows}x2xf32> {{
+  %0 = stablehlo.reduce(%x init: %init) applies stablehlo.{op} across dimensions = [2] : (tensor<{rows}x2x{n}xf32>, tensor<f32>) -> tensor<{rows}x2xf32>
+  return %0 : tensor<{rows}x2xf32>
+}}"""
+
+
+def bits_as_f32(*patterns: int) -> list:
+    return list(np.array(patterns, np.uint32).view(np.float32))
+
+
+def exact_order_reduction(rows: np.ndarray, initial: float, maximum: bool) -> np.ndarray:
+    """XLA's maximum (minimum) over each row and the initial value: NaN if any is NaN, else the
+    largest (least) with -0 below +0."""
+    results = []
+    for row in rows:
+        values = np.concatenate([row, np.array([initial], np.float32)])
+        if np.isnan(values).any():
+            results.append(np.float32(np.nan))
+            continue
+        key = [(float(v), not np.signbit(v)) for v in values]
+        results.append(values[key.index(max(key) if maximum else min(key))])
+    return np.array(results, np.float32)
+
+
+ORDER_ROWS = [
+    [1.0, -2.0, 3.5, 0.25], [1.0, float("nan"), 3.5, 0.25], bits_as_f32(0xFFC00000, 0x3F800000, 0x40000000, 0x0),
+    bits_as_f32(0x7F800001, 0xBF800000, 0x0, 0x80000000), [-0.0, -0.0, -0.0, -0.0], [-0.0, 0.0, -0.0, -0.0],
+    [0.0, -0.0, 0.0, 0.0], [-1.0, -0.0, -3.0, -1e-45], [-1.0, -2.0, -3.0, -1e-45], [-np.inf, -np.inf, -np.inf, -np.inf],
+    [np.inf, -np.inf, 1e38, -1e38], [1e-45, -1e-45, 0.0, -0.0], [2.0, 1.0, float("nan"), np.inf],
+    bits_as_f32(0xFFFFFFFF, 0xFF800000, 0xBF800000, 0x80000000), [np.inf, np.inf, np.inf, np.inf],
+]
+
+
+@pytest.mark.parametrize("op", ["maximum", "minimum"])
+@pytest.mark.parametrize("initial", [-np.inf, np.inf, -0.0, 0.0, float("nan")])
+def test_max_and_min_reductions_propagate_nan_and_order_signed_zeros(op, initial):
+    """f32 max and min reductions (three integer reductions of the bits and their decode,
+    `integer_order_reductions.py`) are XLA's exactly: NaN (of either sign, quiet or
+    signaling) anywhere in a row or the initial value gives NaN, -0 is below +0, and the
+    result is the largest (least) element bit for bit otherwise; rows of 37 floats also
+    reach the vectorized loop's remainder."""
+    rows = np.array([row * 9 + row[:1] for row in ORDER_ROWS], np.float32)
+    x = np.stack([rows, np.random.default_rng(5).standard_normal(rows.shape).astype(np.float32)], axis=1)
+    text = REDUCE.format(rows=x.shape[0], n=x.shape[2], op=op)
+    got = Client().compile(text).execute_numpy([x, np.array(initial, np.float32)])[0]
+    for column in range(2):
+        expected = exact_order_reduction(x[:, column], np.float32(initial), op == "maximum")
+        assert np.array_equal(np.isnan(got[:, column]), np.isnan(expected))
+        finite = ~np.isnan(expected)
+        assert got[finite, column].tobytes() == expected[finite].tobytes()
 
 
 def test_tanh_approximation_close_and_saturating():
@@ -1053,12 +1119,13 @@ SOFTMAX_ROWS = """func.func @main(%x: tensor<64x256xf32>) -> tensor<64x256xf32> 
 
 
 @pytest.mark.parametrize("text, rewrite, most", [(SLICED_SUM, "sink_slices", 0), (RESHAPED, "unreshaped_result", 0),
-                                                 (SOFTMAX_ROWS, "write_over_dying_operands", 2 * 64 * 4)])
+                                                 (SOFTMAX_ROWS, "write_over_dying_operands", 5 * 64 * 4)])
 def test_fused_values_stay_out_of_scratch(text, rewrite, most, monkeypatch, tmp_path, generated_row_kernels):
     """Each rewrite keeps a fused value out of the kernel's scratch (an exponential two slices
     of which a row sum reads, a
     transposed sum before its reshape, a softmax's exponentials: only the two row reductions
-    stay, named by their op in the dump), the kernel computes what the interpreter does, and
+    stay, the maximum as three integer reductions and their decode, `integer_order_reductions.py`,
+    named by their op in the dump), the kernel computes what the interpreter does, and
     without the rewrite that value would take scratch."""
     from mlirxla.backends.cpu import materialization
     from mlirxla.backends.cpu.compiler import compile_module
@@ -1177,8 +1244,9 @@ def test_broadcast_mask_is_computed_where_it_is_read(rows, monkeypatch):
     """A causal mask (iotas compared) or a padding mask (an iota compared with lengths),
     broadcast over the batch and read by two selects (a softmax kernel after priority fusion
     duplicated them), is recomputed in the loop nests that read it (`generated_broadcasts.py`):
-    the kernel's only scratch holds its row maxima, and it computes what the interpreter does;
-    without the rewrite the mask takes scratch too."""
+    the kernel's only scratch holds its row maxima (three integer reductions of their bits and
+    the decoded maxima, `integer_order_reductions.py`), and it computes what the interpreter
+    does; without the rewrite the mask takes scratch too."""
     from mlirxla.backends.cpu import generated_broadcasts, lowering
 
     kernel = MASKED_EXPONENTIAL_KERNEL.replace("ROWS", rows)
@@ -1187,7 +1255,8 @@ def test_broadcast_mask_is_computed_where_it_is_read(rows, monkeypatch):
         module = ir.Module.parse(kernel, new_context())
         return [argument.holds for argument in lowering.lower_to_llvm_dialect(module, "masked_exponential").scratch["masked_exponential"]]
 
-    assert len(scratch_held()) == 1 and "4x32xf32" in scratch_held()[0]
+    held = scratch_held()
+    assert len(held) == 4 and all("memref<4x32x" in holds for holds in held)
     program = kernel.replace("@masked_exponential(%arg0: memref<4x32x32xf32>, %arg2: memref<32xi32>, %arg1: memref<4x32x32xf32>) {",
                              "@main(%x: tensor<4x32x32xf32>, %lengths: tensor<32xi32>) -> tensor<4x32x32xf32> {")
     program = re.sub(r"  %(x|lengths) = bufferization.*\n", "", program)
@@ -1198,7 +1267,7 @@ def test_broadcast_mask_is_computed_where_it_is_read(rows, monkeypatch):
     for got, want in zip(executable.execute_numpy(arguments), reference_outputs(module, arguments)):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     monkeypatch.setattr(generated_broadcasts, "recompute_generated_broadcasts", lambda module: 0)
-    assert len(scratch_held()) > 1
+    assert len(scratch_held()) > 4
 
 
 def masked_attention_program(batch: int, heads: int, sequence: int, depth: int) -> str:
@@ -1393,6 +1462,25 @@ def test_row_fused_softmax_lowers_to_one_row_loop(tmp_path, generated_row_kernel
     np.testing.assert_allclose(executable.execute_numpy([x])[0], expected, rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize("rows", [CAUSAL, PADDED], ids=["causal", "padded"])
+def test_a_mask_compares_positions_in_i32_lanes(rows, tmp_path):
+    """The mask's positions (the innermost loop's index cast to i32) are an i32 counter the
+    loop carries (`narrow_induction.py`), so the vectorized loops compare vectors of i32, not
+    of i64 positions LLVM would otherwise widen them to; the results are the interpreter's."""
+    program = MASKED_EXPONENTIAL_KERNEL.replace("ROWS", rows).replace(
+        "@masked_exponential(%arg0: memref<4x32x32xf32>, %arg2: memref<32xi32>, %arg1: memref<4x32x32xf32>) {",
+        "@main(%x: tensor<4x32x32xf32>, %lengths: tensor<32xi32>) -> tensor<4x32x32xf32> {")
+    program = re.sub(r"  %(x|lengths) = bufferization.*\n", "", program)
+    program = re.sub(r"  bufferization.materialize_in_destination %3 .*\n  return\n", "  return %3 : tensor<4x32x32xf32>\n", program)
+    executable = Client().compile(program, CompileOptions(dump_to=str(tmp_path)))
+    optimized = "".join(path.read_text() for path in tmp_path.glob("*.ir-with-opt.ll"))
+    assert re.search(r"icmp \w+ <\d+ x i32>", optimized) and not re.search(r"icmp \w+ <\d+ x i64>", optimized)
+    module = frontdoor.import_text(program, "kernel.mlir", new_context()).module
+    arguments = random_arguments(module, 2)
+    for got, want in zip(executable.execute_numpy(arguments), reference_outputs(module, arguments)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
 NARROW_ROW_MAX = """func.func @main(%x: tensor<64x256x{t}>) -> (tensor<64x{t}>, tensor<64x{t}>) {{
   %low = stablehlo.constant dense<0xFF80> : tensor<{t}>
   %high = stablehlo.constant dense<0x7F80> : tensor<{t}>
@@ -1404,13 +1492,13 @@ NARROW_ROW_MAX = """func.func @main(%x: tensor<64x256x{t}>) -> (tensor<64x{t}>, 
 
 @pytest.mark.parametrize("element, dtype, infinity", [("bf16", ml_dtypes.bfloat16, "0x7F80"), ("f16", np.float16, "0x7C00")])
 def test_narrow_max_and_min_reductions_accumulate_in_f32(element, dtype, infinity, tmp_path):
-    """bf16/f16 row maxima and minima carry an f32 accumulator (a vectorized fmaximum /
-    fminimum reduction in the optimized IR, not a scalar chain of roundings) and equal numpy's
-    exactly, a NaN in a row included."""
+    """bf16/f16 row maxima and minima carry an f32 accumulator (vectorized reductions of its
+    bits in the optimized IR, `integer_order_reductions.py`, not a scalar chain of roundings)
+    and equal numpy's exactly, a NaN in a row included."""
     text = NARROW_ROW_MAX.format(t=element).replace("0xFF80", "0x" + format(0x8000 | int(infinity, 16), "X")).replace("0x7F80", infinity)
     executable = Client().compile(text, CompileOptions(dump_to=str(tmp_path)))
     optimized = "".join(path.read_text() for path in tmp_path.glob("*.ir-with-opt.ll"))
-    assert "llvm.vector.reduce.fmaximum" in optimized and "llvm.vector.reduce.fminimum" in optimized
+    assert all(re.search(rf"llvm\.vector\.reduce\.{kind}\.v\d+i32", optimized) for kind in ("smax", "umax", "umin"))
     x = np.random.default_rng(8).standard_normal((64, 256)).astype(dtype)
     x[3, 17] = np.nan
     largest, smallest = executable.execute_numpy([x])
@@ -1433,7 +1521,7 @@ def test_a_narrow_max_of_fused_values_accumulates_in_f32(tmp_path):
     the reduction, as in a bf16 attention) carries an f32 accumulator too, and is exact."""
     executable = Client().compile(SCALED_NARROW_ROW_MAX, CompileOptions(dump_to=str(tmp_path)))
     optimized = "".join(path.read_text() for path in tmp_path.glob("*.ir-with-opt.ll"))
-    assert "llvm.vector.reduce.fmaximum" in optimized
+    assert all(re.search(rf"llvm\.vector\.reduce\.{kind}\.v\d+i32", optimized) for kind in ("smax", "umax", "umin"))
     x = np.random.default_rng(9).standard_normal((64, 256)).astype(np.float32)
     expected = (x.astype(ml_dtypes.bfloat16) * ml_dtypes.bfloat16(0.125)).astype(np.float32).max(axis=1)
     np.testing.assert_array_equal(executable.execute_numpy([x])[0].astype(np.float32), expected)

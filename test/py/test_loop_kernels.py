@@ -195,7 +195,7 @@ def test_top_k_split_over_the_threads_matches_jax_cpu(dtype, monkeypatch):
 
     monkeypatch.setenv("MLIRXLA_CPU_THREADS", "2")
     rng = np.random.default_rng(5)
-    x = rng.integers(-50, 50, (64, 4099)).astype(dtype)
+    x = rng.integers(-50, 50, (128, 4099)).astype(dtype)
     x[3, 100:120] = x[3].max() + 1
     got, expected = jax_cpu_and_kernel(lambda a: lax.top_k(a, 20), x, kernel="x2 custom_call")
     for leaf, want in zip(got, expected):

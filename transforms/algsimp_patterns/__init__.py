@@ -24,6 +24,8 @@ REWRITES = MappingProxyType(
         "xhlo.broadcast": (shape.fold_broadcast_identity, shape.fold_broadcast_of_splat, shape.fold_broadcast_of_broadcast),
         "xhlo.iota": (shape.fold_iota_unit_dimension,),
         "xhlo.slice": (shape.fold_slice_full, shape.fold_slice_of_slice),
+        "xhlo.dynamic_slice": (shape.fold_dynamic_slice_full,),
+        "xhlo.dynamic_update_slice": (shape.fold_dynamic_update_slice_full,),
         "xhlo.pad": (shape.fold_pad_zero,),
         "xhlo.concatenate": (shape.fold_concatenate_single, shape.fold_concatenate_empty_inputs),
         "xhlo.convert": (shape.fold_convert_identity, shape.fold_convert_of_convert),

@@ -134,6 +134,23 @@ def fold_slice_full(op: ir.Operation, options):
     return operand
 
 
+def fold_dynamic_slice_full(op: ir.Operation, options):
+    """dynamic_slice(x, starts, sizes = shape of x) -> x: every start clamps to 0 (XLA's rule;
+    a 0-d one, jax's `lax.dynamic_slice(x, [], [])`, crashed the kernel lowering)."""
+    operand = op.operands[0]
+    if int_list(op, "slice_sizes") != shape_of(operand.type):
+        return NO_MATCH
+    return operand
+
+
+def fold_dynamic_update_slice_full(op: ir.Operation, options):
+    """dynamic_update_slice(x, u, starts) -> u when u is as large as x: every start clamps to 0."""
+    operand, update = op.operands[0], op.operands[1]
+    if not _same_type(operand.type, update.type):
+        return NO_MATCH
+    return update
+
+
 def fold_slice_of_slice(op: ir.Operation, options):
     """slice(slice(x, a, _, s), b, _, t) -> slice(x, a + b*s, ..., s*t), limits from the result size."""
     inner = produced_by(op.operands[0], "slice")

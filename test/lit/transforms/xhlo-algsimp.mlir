@@ -623,6 +623,48 @@ func.func @no_fold_slice_partial(%x: tensor<2x3xf32>) -> tensor<2x2xf32> {
 
 // -----
 
+/// A dynamic slice as large as its operand is the operand: every start clamps to 0 (a 0-d one too).
+// CHECK-LABEL: func.func @fold_dynamic_slice_full
+// CHECK-NEXT: return %arg0, %arg1
+func.func @fold_dynamic_slice_full(%x: tensor<2x3xf32>, %s: tensor<f32>, %i: tensor<i32>) -> (tensor<2x3xf32>, tensor<f32>) {
+  %0 = "xhlo.dynamic_slice"(%x, %i, %i) {slice_sizes = array<i64: 2, 3>} : (tensor<2x3xf32>, tensor<i32>, tensor<i32>) -> tensor<2x3xf32>
+  %1 = "xhlo.dynamic_slice"(%s) {slice_sizes = array<i64>} : (tensor<f32>) -> tensor<f32>
+  return %0, %1 : tensor<2x3xf32>, tensor<f32>
+}
+
+// -----
+
+/// A smaller dynamic slice stays.
+// CHECK-LABEL: func.func @no_fold_dynamic_slice_partial
+// CHECK: "xhlo.dynamic_slice"(%arg0, %arg1, %arg1)
+func.func @no_fold_dynamic_slice_partial(%x: tensor<2x3xf32>, %i: tensor<i32>) -> tensor<2x2xf32> {
+  %0 = "xhlo.dynamic_slice"(%x, %i, %i) {slice_sizes = array<i64: 2, 2>} : (tensor<2x3xf32>, tensor<i32>, tensor<i32>) -> tensor<2x2xf32>
+  return %0 : tensor<2x2xf32>
+}
+
+// -----
+
+/// A dynamic update slice writing an update as large as its operand is the update.
+// CHECK-LABEL: func.func @fold_dynamic_update_slice_full
+// CHECK-NEXT: return %arg1, %arg3
+func.func @fold_dynamic_update_slice_full(%x: tensor<2x3xf32>, %u: tensor<2x3xf32>, %s: tensor<i32>, %t: tensor<i32>, %i: tensor<i32>) -> (tensor<2x3xf32>, tensor<i32>) {
+  %0 = "xhlo.dynamic_update_slice"(%x, %u, %i, %i) : (tensor<2x3xf32>, tensor<2x3xf32>, tensor<i32>, tensor<i32>) -> tensor<2x3xf32>
+  %1 = "xhlo.dynamic_update_slice"(%s, %t) : (tensor<i32>, tensor<i32>) -> tensor<i32>
+  return %0, %1 : tensor<2x3xf32>, tensor<i32>
+}
+
+// -----
+
+/// A smaller update stays.
+// CHECK-LABEL: func.func @no_fold_dynamic_update_slice_partial
+// CHECK: "xhlo.dynamic_update_slice"(%arg0, %arg1, %arg2, %arg2)
+func.func @no_fold_dynamic_update_slice_partial(%x: tensor<2x3xf32>, %u: tensor<1x3xf32>, %i: tensor<i32>) -> tensor<2x3xf32> {
+  %0 = "xhlo.dynamic_update_slice"(%x, %u, %i, %i) : (tensor<2x3xf32>, tensor<1x3xf32>, tensor<i32>, tensor<i32>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
 /// slice(slice(x)) -> one slice: [2:10:2] then [1:4:2] reads elements 4 and 8 of x: [4:9:4].
 // CHECK-LABEL: func.func @fold_slice_of_slice
 // CHECK-NEXT: %[[S:.*]] = "xhlo.slice"(%arg0) {limit_indices = array<i64: 9>, start_indices = array<i64: 4>, strides = array<i64: 4>} : (tensor<12xf32>) -> tensor<2xf32>
