@@ -29,11 +29,10 @@ and min reductions took f32 accumulators (`narrow_reductions.py`).
 
 import numpy as np
 
-from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir, linalg
 from mlirxla.transforms.erasure import erase
 
-from .narrow_reductions import elementwise
+from .narrow_reductions import elementwise, rewrite_order_reductions
 
 ORDER_OPS = ("arith.maximumf", "arith.minimumf")
 POSITIVE_INFINITY_BITS = 0x7F800000
@@ -44,14 +43,7 @@ SIGNED_GREATER, SIGNED_GREATER_OR_EQUAL, SIGNED_LESS, UNSIGNED_GREATER = 4, 5, 2
 
 def reduce_in_integer_order(module: ir.Module) -> int:
     """Rewrite every f32 max and min reduction of `module`; how many."""
-    rewritten = 0
-    for generic in ops_named(module, "linalg.generic"):
-        order_op = order_reduction(generic)
-        if order_op is not None:
-            with ir.InsertionPoint(generic), generic.location:
-                rewrite(generic, order_op)
-            rewritten += 1
-    return rewritten
+    return rewrite_order_reductions(module, order_reduction, rewrite)
 
 
 def order_reduction(generic: ir.Operation) -> ir.Operation | None:

@@ -25,14 +25,20 @@ ORDER_OPS = ("arith.maximumf", "arith.minimumf", "arith.maxnumf", "arith.minnumf
 
 def widen_narrow_min_max_reductions(module: ir.Module) -> int:
     """Rewrite every such reduction in `module`; how many."""
-    widened = 0
+    return rewrite_order_reductions(module, narrow_order_reduction, widen)
+
+
+def rewrite_order_reductions(module: ir.Module, order_op_of, rewrite) -> int:
+    """`rewrite(generic, order_op)` at each `linalg.generic` of `module` for which
+    `order_op_of(generic)` finds its max or min; how many."""
+    rewritten = 0
     for generic in ops_named(module, "linalg.generic"):
-        order_op = narrow_order_reduction(generic)
+        order_op = order_op_of(generic)
         if order_op is not None:
             with ir.InsertionPoint(generic), generic.location:
-                widen(generic, order_op)
-            widened += 1
-    return widened
+                rewrite(generic, order_op)
+            rewritten += 1
+    return rewritten
 
 
 def narrow_order_reduction(generic: ir.Operation) -> ir.Operation | None:
