@@ -1527,6 +1527,68 @@ def test_a_narrow_max_of_fused_values_accumulates_in_f32(tmp_path):
     np.testing.assert_array_equal(executable.execute_numpy([x])[0].astype(np.float32), expected)
 
 
+MASKED_NARROW_ROW_ORDER = """func.func @main(%x: tensor<48x64xf32>) -> (tensor<48xbf16>, tensor<48xbf16>) {
+  %narrow = stablehlo.convert %x : (tensor<48x64xf32>) -> tensor<48x64xbf16>
+  %scale = stablehlo.constant dense<1.250000e-01> : tensor<48x64xbf16>
+  %scaled = stablehlo.multiply %narrow, %scale : tensor<48x64xbf16>
+  %rows = stablehlo.iota dim = 0 : tensor<48x64xi32>
+  %columns = stablehlo.iota dim = 1 : tensor<48x64xi32>
+  %kept = stablehlo.compare LE, %columns, %rows, SIGNED : (tensor<48x64xi32>, tensor<48x64xi32>) -> tensor<48x64xi1>
+  %low = stablehlo.constant dense<-1.0e30> : tensor<48x64xbf16>
+  %high = stablehlo.constant dense<1.0e30> : tensor<48x64xbf16>
+  %below = stablehlo.select %kept, %scaled, %low : tensor<48x64xi1>, tensor<48x64xbf16>
+  %above = stablehlo.select %kept, %scaled, %high : tensor<48x64xi1>, tensor<48x64xbf16>
+  %negative_infinity = stablehlo.constant dense<0xFF80> : tensor<bf16>
+  %infinity = stablehlo.constant dense<0x7F80> : tensor<bf16>
+  %max = stablehlo.reduce(%below init: %negative_infinity) applies stablehlo.maximum across dimensions = [1] : (tensor<48x64xbf16>, tensor<bf16>) -> tensor<48xbf16>
+  %min = stablehlo.reduce(%above init: %infinity) applies stablehlo.minimum across dimensions = [1] : (tensor<48x64xbf16>, tensor<bf16>) -> tensor<48xbf16>
+  return %max, %min : tensor<48xbf16>, tensor<48xbf16>
+}"""
+
+# f32 bit patterns a bf16 rounding treats specially: ties to even (1 + 2^-8, 1 + 3 * 2^-8 and
+# their negations, a denormal tie), what rounds to +-0 and to the least normal, the largest f32
+# (bf16 infinity), infinities, quiet and signaling NaN of both signs, signed zeros
+ROUNDING_EDGES = [0x3F808000, 0x3F818000, 0xBF808000, 0xBF818000, 0x3F800001, 0x3F80FFFF, 0x00008000, 0x00018000,
+                  0x00000001, 0x80000001, 0x007FFFFF, 0x807FFFFF, 0x00800000, 0x7F7FFFFF, 0xFF7FFFFF, 0x7F800000,
+                  0xFF800000, 0x7FC00000, 0xFFC00000, 0x7F800001, 0xFF800001, 0x00000000, 0x80000000]
+
+
+@pytest.mark.parametrize("excess_precision", [False, True])
+def test_a_narrow_max_rounds_once_after_comparing_f32_values(excess_precision, tmp_path):
+    """A bf16 max (min) of masked, scaled scores compares their f32 values and rounds only the
+    result (`narrow_reductions.unrounded`: rounding to nearest even keeps their order), so
+    its loop rounds nothing when excess precision drops the convert's rounding; bit for bit
+    the maximum (minimum) of each element rounded to bf16 by ml_dtypes, over rows of ties,
+    denormals, overflow to infinity, infinities, NaN and signed zeros. Without excess precision
+    the program's convert still rounds every element first, as the reference does."""
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal((48, 64)) * 4).astype(np.float32)
+    edges = np.array(ROUNDING_EDGES, np.uint32).view(np.float32)
+    for row in range(48):
+        picks = rng.choice(len(edges), size=rng.integers(0, 6), replace=False)
+        columns = rng.choice(row + 1, size=min(len(picks), row + 1), replace=False)
+        x[row, columns] = edges[picks[:len(columns)]]
+    x[40, :41] = edges[rng.integers(0, 15, 41)]  # ties, denormals and overflow only: no normal value to hide them
+    x[41, :42] = -np.abs(edges[rng.integers(0, 13, 42)])
+    executable = Client().compile(MASKED_NARROW_ROW_ORDER, CompileOptions(allow_excess_precision=excess_precision,
+                                                                          dump_to=str(tmp_path)))
+    largest, smallest = executable.execute_numpy([x])
+    bf16 = ml_dtypes.bfloat16
+    with np.errstate(over="ignore", invalid="ignore"):
+        scaled = (x * np.float32(0.125)) if excess_precision else (x.astype(bf16).astype(np.float32) * np.float32(0.125))
+    rounded = scaled.astype(bf16).astype(np.float32)
+    kept = np.tril(np.ones((48, 64), bool))
+    for got, constant, maximum, initial in ((largest, -1e30, True, -np.inf), (smallest, 1e30, False, np.inf)):
+        elements = np.where(kept, rounded, np.float32(bf16(constant)))
+        expected = exact_order_reduction(elements, np.float32(initial), maximum).astype(bf16)
+        assert np.array_equal(np.isnan(got.astype(np.float32)), np.isnan(expected.astype(np.float32)))
+        finite = ~np.isnan(expected.astype(np.float32))
+        assert got[finite].view(np.uint16).tolist() == expected[finite].view(np.uint16).tolist()
+    if excess_precision:
+        optimized = "".join(path.read_text() for path in tmp_path.glob("*.ir-with-opt.ll"))
+        assert not re.search(r"add <\d+ x i32> .*splat \(i32 32767\)", optimized)
+
+
 CAUSAL_SOFTMAX = """func.func @main(%s: tensor<8x256x256xf32>) -> tensor<8x256x256xf32> {
   %rows = stablehlo.iota dim = 0 : tensor<256x256xi32>
   %columns = stablehlo.iota dim = 1 : tensor<256x256xi32>
