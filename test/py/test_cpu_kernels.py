@@ -452,28 +452,28 @@ MASKED_SOFTMAX_NUMERATOR = """func.func @main(%x: tensor<48x64x256xf32>) -> tens
 }"""
 
 
-LAYER_AND_ELEMENTWISE = """func.func @main(%x: tensor<1024x256xf32>, %w: tensor<256x512xf32>, %b: tensor<512xf32>) -> (tensor<1024x512xf32>, tensor<1024x256xf32>) {
-  %0 = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : (tensor<1024x256xf32>, tensor<256x512xf32>) -> tensor<1024x512xf32>
-  %1 = stablehlo.broadcast_in_dim %b, dims = [1] : (tensor<512xf32>) -> tensor<1024x512xf32>
-  %2 = stablehlo.add %0, %1 : tensor<1024x512xf32>
-  %3 = stablehlo.tanh %2 : tensor<1024x512xf32>
-  %4 = stablehlo.exponential %x : tensor<1024x256xf32>
-  %5 = stablehlo.multiply %4, %x : tensor<1024x256xf32>
-  return %3, %5 : tensor<1024x512xf32>, tensor<1024x256xf32>
+LAYER_AND_ELEMENTWISE = """func.func @main(%x: tensor<4096x256xf32>, %w: tensor<256x512xf32>, %b: tensor<512xf32>) -> (tensor<4096x512xf32>, tensor<4096x256xf32>) {
+  %0 = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : (tensor<4096x256xf32>, tensor<256x512xf32>) -> tensor<4096x512xf32>
+  %1 = stablehlo.broadcast_in_dim %b, dims = [1] : (tensor<512xf32>) -> tensor<4096x512xf32>
+  %2 = stablehlo.add %0, %1 : tensor<4096x512xf32>
+  %3 = stablehlo.tanh %2 : tensor<4096x512xf32>
+  %4 = stablehlo.exponential %x : tensor<4096x256xf32>
+  %5 = stablehlo.multiply %4, %x : tensor<4096x256xf32>
+  return %3, %5 : tensor<4096x512xf32>, tensor<4096x256xf32>
 }"""
 
 
 def test_emitter_paths_and_plan_round_trip(monkeypatch):
-    """A dense layer's dot runs as a BLAS GEMM followed by its epilogue kernel; a 1 MiB
-    elementwise kernel runs in one row block per thread; the plan survives JSON, and both
+    """A dense layer's dot runs as a BLAS GEMM followed by its epilogue kernel; a 4 MiB
+    exponential kernel runs in one row block per thread; the plan survives JSON, and both
     paths compute what numpy does."""
     monkeypatch.setenv("MLIRXLA_CPU_THREADS", "2")
     executable = Client().compile(LAYER_AND_ELEMENTWISE)
     text = executable.thunk_sequence()
-    assert "gemm dot_tanh_fusion f32 1024x512x256 NN" in text
+    assert "gemm dot_tanh_fusion f32 4096x512x256 NN" in text
     assert "sliced kernel x2" in text
     rng = np.random.default_rng(1)
-    x = (0.05 * rng.standard_normal((1024, 256))).astype(np.float32)
+    x = (0.05 * rng.standard_normal((4096, 256))).astype(np.float32)
     w = (0.05 * rng.standard_normal((256, 512))).astype(np.float32)
     b = rng.standard_normal(512).astype(np.float32)
     layer, elementwise = executable.execute_numpy([x, w, b])
@@ -578,6 +578,25 @@ def test_what_the_cache_holds_runs_whole(monkeypatch, cache_bytes):
     expected = centered / np.sqrt((centered * centered).mean(axis=1, keepdims=True))
     np.testing.assert_allclose(executable.execute_numpy([x])[0], expected, rtol=1e-4, atol=1e-4)
     assert [thread_split.parse_cache_size(text) for text in ("32768K", "1M", "512")] == [32 << 20, 1 << 20, 512]
+
+
+@pytest.mark.parametrize("batch, split", [(8, False), (64, True)])
+def test_an_exponential_kernel_splits_on_its_work_at_the_hosts_vector_rate(monkeypatch, batch, split):
+    """The split model counts a core's vector arithmetic at `FLOPS_PER_S_PER_LANE` per f32 lane
+    of the host's vectors: transformer_grad's 1 MiB masked exponential (8x128x128, 131K exps,
+    about 32 us whole on one AVX-512 core, 54-86% of the triad split against 98-104% whole)
+    runs whole on two threads, one eight times larger splits; both are numpy's."""
+    monkeypatch.setenv("MLIRXLA_CPU_THREADS", "2")
+    lanes = 16 if "+avx512f" in llvm.get_host_cpu_features().flatten().split(",") else None
+    if lanes:
+        assert thread_split.core_flops_per_s() == thread_split.FLOPS_PER_S_PER_LANE * lanes
+    text = CAUSAL_SOFTMAX.replace("8x256x256", f"{batch}x128x128").replace("256x256", "128x128").replace("8x256", f"{batch}x128")
+    executable = Client().compile(text)
+    assert bool(sliced_kernels(executable.thunk_sequence())) == split, executable.thunk_sequence()
+    s = np.random.default_rng(3).standard_normal((batch, 128, 128)).astype(np.float32)
+    masked = np.where(np.tril(np.ones((128, 128), bool)), s, np.float32(-1e30))
+    expected = np.exp(masked - masked.max(axis=-1, keepdims=True))
+    np.testing.assert_allclose(executable.execute_numpy([s])[0], expected, rtol=2e-6, atol=1e-30)
 
 
 def test_a_bad_thread_count_is_one_line(monkeypatch):
@@ -996,13 +1015,13 @@ DOT_GELU = """func.func @main(%x: tensor<{rows}x64xf32>, %w: tensor<64x512xf32>,
 }}"""
 
 
-@pytest.mark.parametrize("threads, rows, activation, split", [("2", 512, "tanh", True), ("1", 512, "tanh", False),
-                                                              ("2", 8, "tanh", False), ("2", 512, "abs", False)])
+@pytest.mark.parametrize("threads, rows, activation, split", [("2", 1024, "tanh", True), ("1", 1024, "tanh", False),
+                                                              ("2", 256, "tanh", False), ("2", 1024, "abs", False)])
 def test_gemm_epilogue_splits_over_the_threads(monkeypatch, threads, rows, activation, split):
     """The epilogue of a GEMM's output fusion (bias, tanh) updates the GEMM's output in row
-    blocks over the threads when its tanh work pays for the hand-off (256K tanh: yes; 4K:
-    no); one without transcendentals stays one call, its bytes hot in the caches; numpy
-    agrees."""
+    blocks over the threads when its tanh work pays for the hand-off (512K tanh: yes; 128K:
+    no, 65 us whole against 78-89 split); one without transcendentals stays one call, its
+    bytes hot in the caches; numpy agrees."""
     monkeypatch.setenv("MLIRXLA_CPU_THREADS", threads)
     executable = Client().compile(DOT_GELU.format(rows=rows).replace("stablehlo.tanh", f"stablehlo.{activation}"))
     text = executable.thunk_sequence()
@@ -1303,19 +1322,19 @@ def masked_attention_program(batch: int, heads: int, sequence: int, depth: int) 
 
 def test_masked_attention_splits_its_mask_kernel_and_its_batched_dots_are_gemms():
     """The mask's iota over key positions is computed again in every slice, so the masked
-    softmax row kernel (its exp's work, whatever the cache holds) runs in row blocks over the
-    threads, and both dots, batched over
+    softmax row kernel (its 1M exps' work, whatever the cache holds) runs in row blocks over
+    the threads, and both dots, batched over
     [batch, heads], are BLAS GEMMs batched over their product; the results are numpy's."""
-    executable = Client().compile(masked_attention_program(4, 4, 128, 32))
+    executable = Client().compile(masked_attention_program(4, 4, 256, 32))
     text = executable.thunk_sequence()
-    assert "gemm dot f32 16x128x128x32 NT" in text and "gemm dot f32 16x128x32x128 NN" in text, text
+    assert "gemm dot f32 16x256x256x32 NT" in text and "gemm dot f32 16x256x32x256 NN" in text, text
     if ThreadPool.shared().workers > 1:
         assert "iota_exponential_fusion.2" in [line.split()[3] for line in sliced_kernels(text)], text
     rng = np.random.default_rng(5)
-    q, k, v = (0.1 * rng.standard_normal((4, 4, 128, 32), dtype=np.float32) for _ in range(3))
-    lengths = np.array([1, 50, 128, 77], np.int32)
+    q, k, v = (0.1 * rng.standard_normal((4, 4, 256, 32), dtype=np.float32) for _ in range(3))
+    lengths = np.array([1, 50, 256, 177], np.int32)
     scores = np.einsum("bhqd,bhkd->bhqk", q, k)
-    scores = np.where((np.arange(128)[None, :] < lengths[:, None])[:, None, None, :], scores, -1e9)
+    scores = np.where((np.arange(256)[None, :] < lengths[:, None])[:, None, None, :], scores, -1e9)
     weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
     expected = np.einsum("bhqk,bhkd->bhqd", weights / weights.sum(axis=-1, keepdims=True), v)
     np.testing.assert_allclose(executable.execute_numpy([q, k, v, lengths])[0], expected, rtol=1e-4, atol=1e-5)
