@@ -41,11 +41,12 @@ ISOLATED = ir.IsIsolatedFromAboveTrait
 # only hold values of one type. Lists of values of different types (while's carried values,
 # a reduce's inputs) are therefore declared as numbered optional slots: `operands_0`,
 # `operands_1`, ...; `operandSegmentSizes` marks which slots are filled. Every slot costs
-# about 0.25 ms of start-up in every process (the toolkit builds each op's Python class and
+# about 15-20 us of start-up in every process (the toolkit builds each op's Python class and
 # IRDL definition field by field), so the counts are what programs need: lists of values
-# (while's carried values, returns, tuples, calls, custom calls, concatenations) get
+# (while's carried values, returns, tuples, calls, custom calls, concatenations) and the
+# collectives jax emits for a pytree or the combiners build (all-reduce, all-gather) get
 # `WIDE` slots, a fusion's operands and results `FUSION_SLOTS` (the fusion passes stop
-# there), and the inputs of reductions, sorts, scatters, maps and collectives `NARROW`.
+# there), and the inputs of reductions, sorts, scatters, maps and other collectives `NARROW`.
 SLOTS_VARIABLE = "MLIRXLA_XHLO_SLOTS"
 DEFAULT_WIDE, FUSION_SLOTS, NARROW = 256, 64, 16
 
@@ -999,19 +1000,19 @@ class CollectiveOp(XhloOp):
 class AllReduceOp(CollectiveOp, name="all_reduce", traits=[ISOLATED]):
     """Reduce each operand across the devices of its group with the `computation` reducer."""
 
-    __annotations__ = slots("operands", Operand, NARROW)
+    __annotations__ = slots("operands", Operand)
     replica_groups: Any
-    __annotations__.update(slots("results", Result, NARROW))
+    __annotations__.update(slots("results", Result))
     computation: Region
 
 
 class AllGatherOp(CollectiveOp, name="all_gather"):
     """Concatenate each operand across its group along `all_gather_dim`."""
 
-    __annotations__ = slots("operands", Operand, NARROW)
+    __annotations__ = slots("operands", Operand)
     all_gather_dim: Any
     replica_groups: Any
-    __annotations__.update(slots("results", Result, NARROW))
+    __annotations__.update(slots("results", Result))
 
 
 class ReduceScatterOp(CollectiveOp, name="reduce_scatter", traits=[ISOLATED]):
