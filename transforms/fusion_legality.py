@@ -14,7 +14,7 @@ the ops inside a fusion).
 import functools
 from dataclasses import dataclass
 
-from mlirxla.dialects.xhlo.ops import ELEMENTWISE_OPS
+from mlirxla.dialects.xhlo.ops import ELEMENTWISE_OPS, FUSION_SLOTS
 from mlirxla.dialects.xhlo.types import bit_width
 from mlirxla.ir_queries import defining_op
 from mlirxla.mlir import ir
@@ -59,7 +59,7 @@ class FusionLimits:
     guard in InstructionFusion, the 'large constant' rule)."""
 
     max_fused_ops: int = 128
-    max_operands: int = 64  # the xhlo.fusion op has 64 operand slots
+    max_operands: int = FUSION_SLOTS  # the xhlo.fusion op's operand slots
     max_duplicated_ops: int = 16  # a duplicated producer may hold at most this many ops
     max_constant_elements: int = 1024  # larger non-splat constants stay buffers
     row_fusion: bool = True  # reductions over the same rows may share a kernel (see row_compatible)
