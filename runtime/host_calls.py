@@ -24,7 +24,8 @@ data (JSON), so host calls are cached and dumped like any thunk.
   scipy's LAPACK (scipy comes with jax), in the forms jax's cpu lowering returns.
 - `eigh`, `svd`: symmetric (Hermitian) eigendecomposition, eigenvalues ascending, and
   singular value decomposition, in the result order of jax's primitives ((v, w) and
-  (s, u, vt) or (s,)), for the custom calls the PJRT plugin emits for them.
+  (s, u, vt) or (s,)), for the custom calls the PJRT plugin emits for them; a matrix with
+  a non-finite entry, or one that does not converge, gives NaNs, as XLA's does.
 - `scatter`: one input and one update tensor combined by set, add, multiply, max, min, or,
   and (the combiners JAX emits), as the spec defines it, the target of every update
   element computed at once with numpy and the combiner applied in the updates' order
@@ -236,15 +237,39 @@ def tridiagonal(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray
     return per_matrix(lambda matrix: reduce(matrix, lower=int(attributes["lower"]))[:4], a)
 
 
+def nan_where_undefined(decompose, a: np.ndarray) -> list[np.ndarray]:
+    """`decompose` on a batch of matrices, whose results are NaN for every matrix that has a
+    non-finite entry or does not converge, as XLA's eigh and svd give (LAPACK raises there).
+    The finite matrices are decomposed together; a convergence failure among them is found
+    by decomposing them one at a time."""
+    finite = np.isfinite(a).all(axis=(-2, -1))
+    if finite.all():
+        try:
+            return list(decompose(a))
+        except np.linalg.LinAlgError:
+            pass
+    results = [np.full_like(part, np.nan) for part in decompose(np.zeros_like(a))]
+    for index in np.ndindex(*a.shape[:-2]):
+        if not finite[index]:
+            continue
+        try:
+            parts = decompose(a[index])
+        except np.linalg.LinAlgError:
+            continue
+        for result, part in zip(results, parts):
+            result[index] = part
+    return results
+
+
 def eigh(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
-    values, vectors = np.linalg.eigh(operands[0], UPLO="L" if attributes["lower"] else "U")
+    values, vectors = nan_where_undefined(lambda a: np.linalg.eigh(a, UPLO="L" if attributes["lower"] else "U"), operands[0])
     return [vectors, values]
 
 
 def svd(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
     if not attributes["compute_uv"]:
-        return [np.linalg.svd(operands[0], compute_uv=False)]
-    u, s, vt = np.linalg.svd(operands[0], full_matrices=attributes["full_matrices"])
+        return nan_where_undefined(lambda a: [np.linalg.svd(a, compute_uv=False)], operands[0])
+    u, s, vt = nan_where_undefined(lambda a: np.linalg.svd(a, full_matrices=attributes["full_matrices"]), operands[0])
     return [s, u, vt]
 
 

@@ -12,7 +12,8 @@ What it decides, and why:
   time) are `transforms/collective_combining.py`'s.
 * **How many**: up to `threshold_bytes` of results (30 MiB, XLA's GPU default
   `xla_gpu_all_reduce_combine_threshold_bytes`; XLA:CPU does not combine) and
-  `threshold_count` ops (256, XLA's default count).
+  `threshold_count` ops (256, XLA's default count, or fewer when `MLIRXLA_XHLO_SLOTS` gives
+  the op fewer slots).
 
 The report (`all-reduce-combiner.txt`) lists each combined group and the count of
 all-reduces before and after, for modules that have any. Changed: some group combined.
@@ -23,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Hashable
 
+from mlirxla.dialects.xhlo.ops import WIDE
 from mlirxla.dialects.xhlo.types import element_of
 from mlirxla.mlir import ir
 
@@ -31,7 +33,7 @@ from .pass_base import ModulePass, PassResult
 from .spmd_partitioner import reducer_kind
 
 THRESHOLD_BYTES = 30 * 1024 * 1024
-THRESHOLD_COUNT = 256
+THRESHOLD_COUNT = min(256, WIDE)  # XLA's default count, within the op's slots
 
 
 def channel_kind(op: ir.Operation) -> tuple:

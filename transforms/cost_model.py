@@ -58,8 +58,12 @@ class CostModel:
         return self.flops_memo[name]
 
     def body_flops(self, op: ir.Operation) -> float:
+        return self.ops_flops(fused_ops(op))
+
+    def ops_flops(self, ops: list[ir.Operation]) -> float:
+        """Flops of the ops of one kernel, summed in their order."""
         total = 0.0
-        for inner in fused_ops(op):
+        for inner in ops:
             kind = kind_of(inner)
             if not inner.results:
                 continue

@@ -14,7 +14,7 @@ the ops inside a fusion).
 import functools
 from dataclasses import dataclass
 
-from mlirxla.dialects.xhlo.ops import ELEMENTWISE_OPS
+from mlirxla.dialects.xhlo.ops import ELEMENTWISE_OPS, FUSION_SLOTS
 from mlirxla.dialects.xhlo.types import bit_width
 from mlirxla.ir_queries import defining_op
 from mlirxla.mlir import ir
@@ -59,7 +59,7 @@ class FusionLimits:
     guard in InstructionFusion, the 'large constant' rule)."""
 
     max_fused_ops: int = 128
-    max_operands: int = 64  # the xhlo.fusion op has 64 operand slots
+    max_operands: int = FUSION_SLOTS  # the xhlo.fusion op's operand slots
     max_duplicated_ops: int = 16  # a duplicated producer may hold at most this many ops
     max_constant_elements: int = 1024  # larger non-splat constants stay buffers
     row_fusion: bool = True  # reductions over the same rows may share a kernel (see row_compatible)
@@ -137,22 +137,14 @@ class Bodies:
             body = self.by_name[name] = Body.of(op)
         return body
 
-    def merged(self, fusion: ir.Operation, producer: Body, consumer: Body) -> None:
-        """The body of `fusion`, just made of a producer and a consumer whose results it
-        computes (`build_fusion`): the producer's ops, then the consumer's, rooted where the
-        consumer was; read off the two instead of a walk over the body, which grows by every
-        merge into it. A consumer returning an argument of its own is rooted in the producer
-        then, and its fusion's body is read when asked for."""
-        if "parameter" not in consumer.roots:
-            self.by_name[ir.StringAttr(fusion.attributes["name"]).value] = Body(producer.kinds + consumer.kinds, consumer.roots)
-
 
 def _shape(value_type: ir.Type) -> tuple[int, ...] | None:
     return tuple(ir.RankedTensorType(value_type).shape) if isinstance(value_type, ir.RankedTensorType) else None
 
 
-def row_compatible(producer: ir.Operation, consumer: ir.Operation) -> bool:
-    """Whether two kernels that both reduce work row by row, so one kernel can run them.
+def row_compatible(ops: list[ir.Operation]) -> bool:
+    """Whether two kernels that both reduce, holding `ops` together (the producer's, then the
+    consumer's), work row by row, so one kernel can run them.
 
     Rows: every reduce (single input) reduces the trailing dimensions of inputs of one shape S,
     leaving the row shape R; every broadcast takes a scalar, maps R's dimensions (or R's
@@ -163,7 +155,6 @@ def row_compatible(producer: ir.Operation, consumer: ir.Operation) -> bool:
     elementwise work between them in one sweep (a softmax is one such kernel, as XLA's
     custom CPU fusions and its GPU softmax fusions make it).
     """
-    ops = fused_ops(producer) + fused_ops(consumer)
     inputs, rows = set(), set()
     for op in ops:
         if kind_of(op) != "reduce":
@@ -348,55 +339,95 @@ def expensive_kinds(kinds) -> bool:
     return any(kind in TRANSCENDENTAL or kind in ("reduce", "gather", "dynamic_update_slice") for kind in kinds)
 
 
+class IrKernels:
+    """What the legality rules ask of two kernels, answered by their MLIR ops (`bodies`
+    remembers the kernels' bodies over a pass run). Priority fusion asks its own graph of the
+    block the same questions (`fusion_graph.FusionGraph`)."""
+
+    def __init__(self, bodies: Bodies | None = None):
+        self.body = bodies.of if bodies is not None else Body.of
+
+    @staticmethod
+    def same_block(producer: ir.Operation, consumer: ir.Operation) -> bool:
+        return consumer.block == producer.block
+
+    @staticmethod
+    def not_fusible(op: ir.Operation, limits: FusionLimits) -> str | None:
+        return not_fusible_reason(op, limits)
+
+    kind = staticmethod(kind_of)
+
+    @staticmethod
+    def result_count(op: ir.Operation) -> int:
+        return len(op.results)
+
+    @staticmethod
+    def updates_in_place(consumer: ir.Operation, producer: ir.Operation) -> bool:
+        """Whether `consumer` updates `producer`'s result in place (dynamic-update-slice)."""
+        updated = in_place_operand(consumer)
+        return updated is not None and _is(defining_op(updated), producer)
+
+    ops = staticmethod(fused_ops)
+
+    @staticmethod
+    def creates_cycle(producer: ir.Operation, consumer: ir.Operation) -> bool:
+        return reachable(producer, consumer, skip_direct=True)
+
+    @staticmethod
+    def operand_count(producer: ir.Operation, consumer: ir.Operation) -> int:
+        return fused_operand_count(producer, consumer)
+
+
 def fusion_refusal(
-    producer: ir.Operation,
-    consumer: ir.Operation,
+    producer,
+    consumer,
     *,
     duplicate: bool,
     limits: FusionLimits = FusionLimits(),
     bodies: Bodies | None = None,
+    kernels=None,
 ) -> str | None:
-    """None when `producer` may fuse into `consumer`, else why not (one sentence); `bodies`
-    remembers the kernels' bodies over a pass run."""
-    producer, consumer = producer.operation, consumer.operation
-    body_of = bodies.of if bodies is not None else Body.of
-    if consumer.block != producer.block:
+    """None when `producer` may fuse into `consumer`, else why not (one sentence). The two are
+    MLIR ops (`bodies` remembers the kernels' bodies over a pass run), or whatever `kernels`
+    answers the rules' questions about (`IrKernels`' methods)."""
+    if kernels is None:
+        kernels = IrKernels(bodies)
+        producer, consumer = producer.operation, consumer.operation
+    if not kernels.same_block(producer, consumer):
         return "the consumer is in another computation"
-    reason = not_fusible_reason(producer, limits)
+    reason = kernels.not_fusible(producer, limits)
     if reason:
         return f"the producer is not fusible ({reason})"
-    reason = not_fusible_reason(consumer, limits)
+    reason = kernels.not_fusible(consumer, limits)
     if reason:
         return f"the consumer is not fusible ({reason})"
-    if kind_of(consumer) == "constant":
+    if kernels.kind(consumer) == "constant":
         return "the consumer is not fusible (a constant has no operands)"
-    if len(producer.results) != 1:
+    if kernels.result_count(producer) != 1:
         return "the producer has several results (multi-output producers are fused by xhlo-multi-output-fusion)"
-    producer_body, consumer_body = body_of(producer), body_of(consumer)
+    producer_body, consumer_body = kernels.body(producer), kernels.body(consumer)
     producer_roots = producer_body.roots
     if "dynamic_update_slice" in producer_roots:
         return "the producer is an in-place dynamic-update-slice, which must stay a fusion root"
-    if "dynamic_update_slice" in consumer_body.roots:
-        # the updated buffer (operand 0) must stay a separate buffer to be updated in place
-        updated = in_place_operand(consumer)
-        if updated is not None and _is(defining_op(updated), producer):
-            return "the consumer updates the producer's result in place (dynamic-update-slice)"
+    # the updated buffer (operand 0) must stay a separate buffer to be updated in place
+    if "dynamic_update_slice" in consumer_body.roots and kernels.updates_in_place(consumer, producer):
+        return "the consumer updates the producer's result in place (dynamic-update-slice)"
     if ("reduce" in producer_body.kinds and "reduce" in consumer_body.kinds
-            and not (limits.row_fusion and not duplicate and row_compatible(producer, consumer))):
+            and not (limits.row_fusion and not duplicate and row_compatible(kernels.ops(producer) + kernels.ops(consumer)))):
         return "both the producer and the consumer contain a reduce"
-    if "reduce" in producer_roots and kind_of(consumer) == "reduce":
+    if "reduce" in producer_roots and kernels.kind(consumer) == "reduce":
         return "both the producer and the consumer contain a reduce"
     if duplicate:
         if expensive_kinds(producer_body.kinds):
             return "the producer is expensive and has other users; fusing would duplicate it"
         if len(producer_body.kinds) > limits.max_duplicated_ops:
             return "the fusion would result in an overly large code duplication"
-    elif reachable(producer, consumer, skip_direct=True):
+    elif kernels.creates_cycle(producer, consumer):
         return "fusion would create a cycle"
     size = len(producer_body.kinds) + len(consumer_body.kinds)
     if size > limits.max_fused_ops:
         return f"the fusion would hold {size} ops, more than the maximum of {limits.max_fused_ops}"
-    operands = fused_operand_count(producer, consumer)
+    operands = kernels.operand_count(producer, consumer)
     if operands > limits.max_operands:
         return f"the fusion would have {operands} operands, more than the maximum of {limits.max_operands}"
     return None

@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from mlirxla.dialects.xhlo.ops import FUSION_SLOTS
 from mlirxla.ir_queries import defining_op
 from mlirxla.mlir import ir
 
@@ -59,7 +60,7 @@ from .erasure import identity
 from .pass_base import ModulePass, PassReport, PassResult, rendering_reports
 from .priority_fusion import TERMINATORS, Descriptions, Namer, build_fusion, fusible_blocks
 
-MAX_RESULTS = 64  # the xhlo.fusion op has 64 result slots
+MAX_RESULTS = FUSION_SLOTS  # the xhlo.fusion op's result slots
 # what a loop consumer and its producer may hold: elementwise work over one index space, so
 # that every output of the merged kernel is written where its loop is
 ELEMENTWISE_LOOP = ELEMENTWISE | CHEAP_TO_DUPLICATE

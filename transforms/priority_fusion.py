@@ -33,24 +33,11 @@ from mlirxla import errors
 from mlirxla.ir_queries import defining_op
 from mlirxla.mlir import ir
 
-from .cost_model import CostModel, Traffic, model_for, saving
-from .erasure import erase, identity, processing
-from .fusion_legality import (
-    NOT_KERNELS,
-    Bodies,
-    FusionLimits,
-    fusion_refusal,
-    kind_of,
-    block_order,
-    not_fusible_reason,
-    producers_in_block,
-    users_in_block,
-    users_in_block_unordered,
-)
+from .cost_model import model_for
+from .erasure import erase, processing
+from .fusion_graph import TERMINATORS, FusionGraph, Node, fusion_base_name
+from .fusion_legality import FusionLimits, block_order, fusion_refusal, kind_of, users_in_block
 from .pass_base import ModulePass, PassReport, PassResult, rendering_reports
-
-TERMINATORS = frozenset({"func.return", "xhlo.return"})
-
 
 @dataclass
 class Decision:
@@ -109,12 +96,14 @@ class Descriptions:
         self.locations: dict[ir.Attribute, str] = {}
 
     def __call__(self, op: ir.Operation) -> str:
-        location = op.location
+        return describe(op, self.place(op.location))
+
+    def place(self, location: ir.Location) -> str:
         key = location.attr
         text = self.locations.get(key)
         if text is None:
             text = self.locations[key] = text_of_location(location)
-        return describe(op, text)
+        return text
 
 
 # --- building fusions ------------------------------------------------------------------------
@@ -144,17 +133,6 @@ class Namer:
         self.used.add(name)
         self.next_counter[base] = counter + 1
         return name
-
-
-def fusion_base_name(body: list[ir.Operation], root: str) -> str:
-    """`<first-op>_<root>_fusion`: the first op of `body` that is no constant (only as far
-    into the body as that op: a fusion that keeps taking producers grows by each merge)."""
-    first = next((op for op in body if op.name not in LEADING_UNNAMED), body[0] if body else None)
-    return f"{root if first is None else kind_of(first)}_{root}_fusion"
-
-
-# ops a fusion is not named after: the constants merged in last stand first in its body
-LEADING_UNNAMED = frozenset({"xhlo.constant", "xhlo.parameter"})
 
 
 def build_fusion(members: list[ir.Operation], exposed: list[ir.Value], namer: Namer, kind: str | None = None) -> ir.Operation:
@@ -241,7 +219,7 @@ def build_fusion(members: list[ir.Operation], exposed: list[ir.Value], namer: Na
     if kind is None:
         kind = "input" if "reduce" in roots else "loop"
     fusion.attributes["kind"] = ir.StringAttr.get(kind)
-    fusion.attributes["name"] = ir.StringAttr.get(namer.unique(fusion_base_name(body_ops, roots[0])))
+    fusion.attributes["name"] = ir.StringAttr.get(namer.unique(fusion_base_name((kind_of(op) for op in body_ops), roots[0])))
     # the users of the last member's results all stand after it, hence after the fusion
     anchor_results = set(anchor.results)
     users_may_precede = any(value not in anchor_results for value in exposed)
@@ -319,11 +297,11 @@ class PriorityFusionPass(ModulePass):
         model = model_for(self.backend).remembering()
         limits = FusionLimits()
         namer = Namer(module)
-        descriptions, bodies = Descriptions(), Bodies()
+        descriptions = Descriptions()
         changed = False
         with module.context, ir.Location.unknown():
             for block in fusible_blocks(module):
-                changed = FuseBlock(block, model, limits, namer, decisions, descriptions, bodies).run() or changed
+                changed = FuseBlock(block, model, limits, namer, decisions, descriptions).run() or changed
         if decisions is None:
             return PassResult(changed)
         return PassResult(changed, FusionDecisions("fusion-decisions.txt", tuple(decisions)))
@@ -346,196 +324,77 @@ def decision_text(log: Sequence[Decision]) -> str:
     return header + "".join(d.line() + "\n" for d in log)
 
 
-class KernelTimes:
-    """The cost model's kernel times for one block, each computed once: an op's time alone, and
-    a producer fused into a consumer. Both depend only on the two ops (their bodies, operand
-    and result types), which never change while they live: a merge makes a new op and erases
-    the old ones, and only redirects its users' operands to values of the same types. So a
-    time is kept until `forget` is told one of its ops is about to be erased (ops are keyed by
-    address, which an op created later may reuse). A priority then costs additions, not
-    kernel costs: a producer with many consumers (a constant every layer reads) is no longer
-    recosted in full each time one of its consumers is merged (XLA's PriorityFusion caches
-    its priorities the same way and recomputes only the merged kernel's neighbours). Each
-    op's flops are kept the same way, for the pairs it takes part in, and so is what it reads
-    and writes (`Traffic`, which every pair it is in walked its operands for), until a merge
-    redirects its operands (`redirected`)."""
-
-    def __init__(self, model: CostModel):
-        self.model = model
-        self.alone: dict[int, float] = {}
-        self.fused: dict[tuple[int, int], float] = {}
-        self.pairs_of: dict[int, set[tuple[int, int]]] = {}
-        self.flops: dict[int, float] = {}
-        self.traffics: dict[int, Traffic] = {}
-
-    def traffic(self, op: ir.Operation, key: int) -> Traffic:
-        traffic = self.traffics.get(key)
-        if traffic is None:
-            traffic = self.traffics[key] = self.model.traffic(op)
-        return traffic
-
-    def op_flops(self, op: ir.Operation, key: int) -> float:
-        flops = self.flops.get(key)
-        if flops is None:
-            flops = self.flops[key] = self.model.op_flops(op)
-        return flops
-
-    def op_time(self, op: ir.Operation, key: int | None = None) -> float:
-        key = identity(op) if key is None else key
-        time = self.alone.get(key)
-        if time is None:
-            if kind_of(op) in NOT_KERNELS:
-                time = 0.0
-            else:
-                traffic = self.traffic(op, key)
-                time = self.model.traffic_time([traffic], (key,), traffic.written, self.op_flops(op, key))
-            self.alone[key] = time
-        return time
-
-    def fused_time(self, producer: ir.Operation, consumer: ir.Operation, key: tuple[int, int] | None = None) -> float:
-        key = (identity(producer), identity(consumer)) if key is None else key
-        time = self.fused.get(key)
-        if time is None:
-            flops = sum((self.op_flops(producer, key[0]), self.op_flops(consumer, key[1])))
-            consumer_traffic = self.traffic(consumer, key[1])
-            time = self.fused[key] = self.model.traffic_time([self.traffic(producer, key[0]), consumer_traffic], key,
-                                                             consumer_traffic.written, flops)
-            self.pairs_of.setdefault(key[0], set()).add(key)
-            self.pairs_of.setdefault(key[1], set()).add(key)
-        return time
-
-    def time_saved(self, producer: ir.Operation, consumers: list[ir.Operation], producer_stays: bool,
-                   producer_key: int | None = None) -> tuple[float, float, float]:
-        # each op's address read once (a producer shared by every layer has many consumers)
-        producer_key = identity(producer) if producer_key is None else producer_key
-        consumer_keys = [identity(c) for c in consumers]
-        return saving(self.op_time(producer, producer_key), [self.op_time(c, k) for c, k in zip(consumers, consumer_keys)],
-                      [self.fused_time(producer, c, (producer_key, k)) for c, k in zip(consumers, consumer_keys)], producer_stays)
-
-    def merged_flops(self, fusion: ir.Operation, producer_flops: float, consumer_flops: float) -> None:
-        """The flops of `fusion`, just made of a producer and a consumer of these flops: their
-        sum (what `fused_time` costed the pair with), instead of a walk over its body, which
-        grows by every merge into it. Taken when both are whole numbers whose sum a float holds
-        exactly (loop and input fusions hold no dot or convolution, the only ops of fractional
-        flops): then the body's sum in any order is that very number."""
-        total = producer_flops + consumer_flops
-        if producer_flops.is_integer() and consumer_flops.is_integer() and total < 2.0**53:
-            self.flops[identity(fusion)] = total
-
-    def merged_traffic(self, fusion: ir.Operation, producer_key: int, producer: Traffic, consumer: Traffic) -> None:
-        """What `fusion`, just made of a producer (at `producer_key`) and a consumer whose
-        results it computes, reads and writes: what the two read, but for the producer's
-        results (its operands are theirs), once each; what the consumer wrote."""
-        reads, seen = [], set()
-        for value, owner, size in producer.reads + consumer.reads:
-            if owner != producer_key and value not in seen:
-                seen.add(value)
-                reads.append((value, owner, size))
-        self.traffics[identity(fusion)] = Traffic(tuple(reads), consumer.written)
-
-    def redirected(self, op: ir.Operation) -> None:
-        """`op`'s operands were redirected to a new fusion's results: what it reads changed."""
-        self.traffics.pop(identity(op), None)
-
-    def forget(self, address: int) -> None:
-        self.alone.pop(address, None)
-        self.flops.pop(address, None)
-        self.traffics.pop(address, None)
-        for pair in self.pairs_of.pop(address, ()):
-            self.fused.pop(pair, None)
-
-
 class FuseBlock:
-    """The priority queue over one block's producers.
+    """The priority queue over one block's producers, deciding on the block's `FusionGraph`
+    and building the fusions it decided at the end.
 
-    Heap entries are (-priority, sequence, hash): an op's hash (`hash(op)`, which MLIR takes
-    over the op's structure: a merge that redirects its operands changes it) at the time it
-    was pushed. An entry is live while `current[hash] == sequence` (lazy invalidation); a live
-    entry is the first op in block order that still has that hash (none: the entry is
-    dropped). The ops pushed under each hash are kept (`pushed`, by address, so that each is
-    found without a walk over the block and an op about to be erased is dropped before its
-    handle dangles). `log` takes the decisions; None: nobody reads them, none is described."""
+    Heap entries are (-priority, sequence, (node, version)). An entry is live while
+    `current[key] == sequence` (lazy invalidation: pushing the node again supersedes it) and
+    its node is alive with the version it was pushed with: MLIR's `hash(op)`, which the queue
+    keyed entries by when it ran on MLIR ops, covers an op's operands, so a node whose operands
+    a merge redirected is skipped until it is pushed again. `log` takes the decisions; None:
+    nobody reads them, none is described."""
 
-    def __init__(self, block, model, limits, namer, log, descriptions=None, bodies=None):
+    def __init__(self, block, model, limits, namer, log, descriptions=None):
         self.block, self.limits, self.namer, self.log = block, limits, namer, log
-        self.describe = descriptions or Descriptions()
-        self.bodies = bodies or Bodies()
-        self.times = KernelTimes(model)
-        self.current: dict[int, int] = {}
-        self.pushed: dict[int, dict[int, ir.Operation]] = {}
-        self.pushed_hash: dict[int, int] = {}
+        self.graph = FusionGraph(block, model, descriptions or Descriptions())
+        self.current: dict[tuple, int] = {}
         self.heap: list = []
         self.counter = itertools.count()
 
-    def forget(self, op: ir.Operation) -> None:
-        """Drop `op`, which a merge is about to erase: its queue entry and kernel times."""
-        self.current.pop(hash(op), None)
-        address = identity(op)
-        if address in self.pushed_hash:
-            del self.pushed[self.pushed_hash.pop(address)][address]
-        self.times.forget(address)
-
-    def push(self, op: ir.Operation) -> None:
-        op = op.operation
-        if op.name in TERMINATORS or op.block != self.block:
+    def push(self, node: Node) -> None:
+        if node.terminator:
             return
         sequence = next(self.counter)
-        key, address = hash(op), identity(op)
+        key = (node, node.version)
         self.current[key] = sequence
-        if address in self.pushed_hash:
-            del self.pushed[self.pushed_hash[address]][address]
-        self.pushed_hash[address] = key
-        self.pushed.setdefault(key, {})[address] = op
-        heapq.heappush(self.heap, (-self.priority(op, address), sequence, key))
+        heapq.heappush(self.heap, (-self.priority(node), sequence, key))
 
-    def find(self, key: int) -> ir.Operation | None:
-        """The first op in block order among those pushed under `key` that still hash to it."""
-        found = [op for op in self.pushed.get(key, {}).values() if hash(op) == key]
-        return min(found, key=functools.cmp_to_key(block_order)) if found else None
-
-    def priority(self, op: ir.Operation, address: int | None = None) -> float:
-        if kind_of(op) == "constant":
+    def priority(self, node: Node) -> float:
+        if node.kind == "constant":
             # XLA's PriorityFusion: constants fuse last, into every consumer; recosting one
             # shared by every layer after each merge near it made the queue quadratic
             return float("-inf")
-        users = users_in_block(op)
-        consumers = [c for c in users if c.name not in TERMINATORS]
-        if not consumers or not_fusible_reason(op, self.limits):
+        users = self.graph.users_in_order(node)
+        consumers = [c for c in users if not c.terminator]
+        if not consumers or self.graph.not_fusible(node, self.limits):
             return float("-inf")
         stays = len(consumers) != len(users)
-        return self.times.time_saved(op, consumers, stays, address)[0]
+        return self.graph.time_saved(node, consumers, stays)[0]
 
     def run(self) -> bool:
-        for op in list(self.block.operations):
-            self.push(op)
+        for node in self.graph.nodes:
+            self.push(node)
         changed = False
         while self.heap:
             _, sequence, key = heapq.heappop(self.heap)
             if self.current.get(key) != sequence:
-                continue  # stale: the op changed or was erased since it was pushed
+                continue  # stale: the node was pushed again since
             del self.current[key]
-            op = self.find(key)
-            if op is None:
-                continue
-            processing(op)
-            changed = self.fuse_producer(op) or changed
+            node, version = key
+            if not node.alive or node.version != version:
+                continue  # merged away, or its operands changed since it was pushed
+            processing(node.anchor)
+            changed = self.fuse_producer(node) or changed
+        if changed:
+            self.graph.build()
         return changed
 
-    def refused(self, producer: ir.Operation, consumer: ir.Operation, reason: str, **costs) -> None:
+    def refused(self, producer: Node, consumer: Node, reason: str, **costs) -> None:
         if self.log is not None:
-            self.log.append(Decision("refused", self.describe(producer), self.describe(consumer), reason, **costs))
+            describe = self.graph.description
+            self.log.append(Decision("refused", describe(producer), describe(consumer), reason, **costs))
 
-    def fuse_producer(self, producer: ir.Operation) -> bool:
-        users = users_in_block(producer)
-        consumers = [u for u in users if u.name not in TERMINATORS]
-        if not users:
-            return False
+    def fuse_producer(self, producer: Node) -> bool:
+        graph = self.graph
+        users = graph.users_in_order(producer)
+        consumers = [u for u in users if not u.terminator]
         if not consumers:
-            return False  # only returned: nothing to fuse into
+            return False  # unused, or only returned: nothing to fuse into
         duplicate = len(users) > 1
         accepted = []
         for consumer in consumers:
-            reason = fusion_refusal(producer, consumer, duplicate=duplicate, limits=self.limits, bodies=self.bodies)
+            reason = fusion_refusal(producer, consumer, duplicate=duplicate, limits=self.limits, kernels=graph)
             if reason:
                 self.refused(producer, consumer, reason)
             else:
@@ -543,48 +402,33 @@ class FuseBlock:
         if not accepted:
             return False
         stays = len(accepted) != len(users)
-        saved, unfused, fused = self.times.time_saved(producer, accepted, stays)
+        saved, unfused, fused = graph.time_saved(producer, accepted, stays)
         costs = dict(saved_us=saved * 1e6, unfused_us=unfused * 1e6, fused_us=fused * 1e6)
-        if saved < 0 or (saved == 0 and kind_of(producer) != "constant"):
+        if saved < 0 or (saved == 0 and producer.kind != "constant"):
             for consumer in accepted:
                 self.refused(producer, consumer, "the fusion is not profitable", **costs)
             return False
         logging = self.log is not None
-        producer_text = self.describe(producer) if logging else ""
-        producer_key = identity(producer)
-        producer_flops, producer_body = self.times.op_flops(producer, producer_key), self.bodies.of(producer)
-        producer_traffic = self.times.traffic(producer, producer_key)
-        if not stays:
-            self.forget(producer)  # the last merge erases it
+        producer_text = graph.description(producer) if logging else ""
         made = []
-        for consumer in accepted:
-            consumer_text = self.describe(consumer) if logging else ""
-            consumer_key = identity(consumer)
-            consumer_flops, consumer_body = self.times.op_flops(consumer, consumer_key), self.bodies.of(consumer)
-            consumer_traffic = self.times.traffic(consumer, consumer_key)
-            self.forget(consumer)  # before the merge erases it
-            fusion = build_fusion([producer, consumer], list(consumer.results), self.namer)
-            self.times.merged_flops(fusion, producer_flops, consumer_flops)
-            self.times.merged_traffic(fusion, producer_key, producer_traffic, consumer_traffic)
-            self.bodies.merged(fusion, producer_body, consumer_body)
-            for user in users_in_block_unordered(fusion):
-                self.times.redirected(user)  # it read the consumer's results
+        for index, consumer in enumerate(accepted):
+            consumer_text = graph.description(consumer) if logging else ""
+            fusion = graph.merge(producer, consumer, not stays and index == len(accepted) - 1, self.namer)
             if logging:
-                self.log.append(Decision("fused", producer_text, consumer_text, fusion=self.describe(fusion), **costs))
+                self.log.append(Decision("fused", producer_text, consumer_text, fusion=graph.description(fusion), **costs))
             made.append(fusion)
         neighbours = []
         for fusion in made:
             neighbours.append(fusion)
-            neighbours.extend(producers_in_block(fusion))
+            neighbours.extend(graph.producers(fusion))
         if stays:
-            neighbours.append(producer)  # it keeps other users, so it was not erased
+            neighbours.append(producer)  # it keeps other users, so it was not merged away
         seen = set()
-        for op in neighbours:
-            if op not in seen:
-                seen.add(op)
-                self.push(op)
+        for node in neighbours:
+            if node not in seen:
+                seen.add(node)
+                self.push(node)
         return True
-
 
 # --- explaining decisions --------------------------------------------------------------------
 

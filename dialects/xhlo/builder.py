@@ -16,6 +16,7 @@ from mlirxla.errors import MlirxlaError, location_text
 from mlirxla.mlir import ext, ir
 
 from .dialect import Xhlo
+from .ops import SLOTS_VARIABLE, WIDE
 from .types import element_of, shape_of
 
 
@@ -62,7 +63,8 @@ def group_segment_sizes(groups: list[list], count: int, what: str) -> list[int] 
             sizes.append(share)
         else:
             if share > len(group):
-                raise ValueError(f"{share} {what} exceed the {len(group)} slots of '{group[0].name.rsplit('_', 1)[0]}'")
+                raise ValueError(f"{share} {what} exceed the {len(group)} slots of '{group[0].name.rsplit('_', 1)[0]}'"
+                                 + (f" ({SLOTS_VARIABLE}={share} or more raises the limit)" if len(group) == WIDE else ""))
             sizes.extend([1] * share + [0] * (len(group) - share))
     return sizes
 

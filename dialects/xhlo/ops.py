@@ -8,6 +8,7 @@ lists. Conditional branches are computations (private functions), as in HLO; all
 region-holding ops carry their computations as regions terminated by `xhlo.return`.
 """
 
+import os
 from collections.abc import Sequence
 from typing import Any, Optional
 
@@ -39,8 +40,27 @@ ISOLATED = ir.IsIsolatedFromAboveTrait
 # IRDL gives every element of a variadic group one type variable, so a variadic group can
 # only hold values of one type. Lists of values of different types (while's carried values,
 # a reduce's inputs) are therefore declared as numbered optional slots: `operands_0`,
-# `operands_1`, ...; `operandSegmentSizes` marks which slots are filled.
-WIDE, NARROW = 64, 16
+# `operands_1`, ...; `operandSegmentSizes` marks which slots are filled. Every slot costs
+# about 15-20 us of start-up in every process (the toolkit builds each op's Python class and
+# IRDL definition field by field), so the counts are what programs need: lists of values
+# (while's carried values, returns, tuples, calls, custom calls, concatenations) and the
+# collectives jax emits for a pytree or the combiners build (all-reduce, all-gather) get
+# `WIDE` slots, a fusion's operands and results `FUSION_SLOTS` (the fusion passes stop
+# there), and the inputs of reductions, sorts, scatters, maps and other collectives `NARROW`.
+SLOTS_VARIABLE = "MLIRXLA_XHLO_SLOTS"
+DEFAULT_WIDE, FUSION_SLOTS, NARROW = 256, 64, 16
+
+
+def wide_slot_count() -> int:
+    """`WIDE`: `MLIRXLA_XHLO_SLOTS` when set (an integer of at least `FUSION_SLOTS`; a
+    program with a while loop of more carried values needs it), else `DEFAULT_WIDE`. A
+    value that is not such a number is ignored: the dialect must load for the tools to say
+    anything, and the error that a list exceeds the slots names the variable and the count."""
+    text = os.environ.get(SLOTS_VARIABLE, "").strip()
+    return int(text) if text.isdigit() and int(text) >= FUSION_SLOTS else DEFAULT_WIDE
+
+
+WIDE = wide_slot_count()
 
 
 def slots(stem: str, kind, count: int = WIDE) -> dict:
@@ -980,19 +1000,19 @@ class CollectiveOp(XhloOp):
 class AllReduceOp(CollectiveOp, name="all_reduce", traits=[ISOLATED]):
     """Reduce each operand across the devices of its group with the `computation` reducer."""
 
-    __annotations__ = slots("operands", Operand, NARROW)
+    __annotations__ = slots("operands", Operand)
     replica_groups: Any
-    __annotations__.update(slots("results", Result, NARROW))
+    __annotations__.update(slots("results", Result))
     computation: Region
 
 
 class AllGatherOp(CollectiveOp, name="all_gather"):
     """Concatenate each operand across its group along `all_gather_dim`."""
 
-    __annotations__ = slots("operands", Operand, NARROW)
+    __annotations__ = slots("operands", Operand)
     all_gather_dim: Any
     replica_groups: Any
-    __annotations__.update(slots("results", Result, NARROW))
+    __annotations__.update(slots("results", Result))
 
 
 class ReduceScatterOp(CollectiveOp, name="reduce_scatter", traits=[ISOLATED]):
@@ -1127,9 +1147,9 @@ FUSION_KINDS = ("loop", "input", "output", "custom")
 class FusionOp(XhloOp, name="fusion", traits=[ISOLATED]):
     """A fused computation: the region takes the operands and returns the results; `kind` is loop/input/output/custom."""
 
-    __annotations__ = slots("operands", Operand)
+    __annotations__ = slots("operands", Operand, FUSION_SLOTS)
     kind: Any
-    __annotations__.update(slots("results", Result))
+    __annotations__.update(slots("results", Result, FUSION_SLOTS))
     fused_computation: Region
 
     def check(self):

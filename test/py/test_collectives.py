@@ -351,3 +351,24 @@ def test_devices_that_fill_the_cores_run_their_thunks_on_their_own_thread():
     finally:
         thunks.observe(None)
     assert thunk_threads == {thread for thread, _ in devices_threads}
+
+
+@pytest.mark.parametrize("variadic", [False, True], ids=["forty-combined", "one-of-forty"])
+def test_forty_all_reduces_of_a_pytree(variadic):
+    """jax's psum of a pytree is one all-reduce of every leaf, and forty psums of one leaf each
+    become one after the all-reduce combiner: either way an op of forty operands."""
+    grid = DeviceGrid(2, 1)
+    types = [f"tensor<{i + 1}xf32>" for i in range(40)]
+    signature = f"({', '.join(f'%x{i}: {t}' for i, t in enumerate(types))}) -> ({', '.join(types)})"
+    attributes = "{replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>}"
+    if variadic:
+        body = (f'  %r:40 = "stablehlo.all_reduce"({", ".join(f"%x{i}" for i in range(40))}) {ADD} {attributes} : '
+                f'({", ".join(types)}) -> ({", ".join(types)})\n  return {", ".join(f"%r#{i}" for i in range(40))} : {", ".join(types)}')
+    else:
+        body = "\n".join(f'  %r{i} = "stablehlo.all_reduce"(%x{i}) {ADD} {attributes} : ({t}) -> {t}' for i, t in enumerate(types))
+        body += f'\n  return {", ".join(f"%r{i}" for i in range(40))} : {", ".join(types)}'
+    values = [[np.arange(i + 1, dtype=np.float32) * (device + 1) for i in range(40)] for device in range(2)]
+    outputs = run_on_grid(body, grid, signature, values)
+    for device in range(2):
+        for i in range(40):
+            np.testing.assert_array_equal(outputs[device][i], np.arange(i + 1, dtype=np.float32) * 3)

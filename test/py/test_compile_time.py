@@ -1,8 +1,9 @@
 """What makes compiles fast must not change what they make (issue 18: compile time linear in
 the program).
 
-Priority fusion keeps kernel times per op and per producer-consumer pair and recomputes only
-the merged kernel's neighbours; multi-output fusion keeps each kernel's hero and size and
+Priority fusion decides on a graph of the block that keeps kernel times per node and per
+producer-consumer pair, reads a merge's costs off its parts and recomputes only the merged
+kernel's neighbours; multi-output fusion keeps each kernel's hero and size and
 one walk of reachable ops per source; the cpu backend compiles kernels with the same
 StableHLO once. Checked here: every live queue entry's priority is, whenever a producer is
 popped, the priority computed afresh from the plain cost model; the fusion decisions and the
@@ -23,9 +24,8 @@ from mlirxla.pipelines.runner import PipelineRunner
 from mlirxla.backends.cpu.compiler import compile_module
 from mlirxla.runtime.client import Client
 from mlirxla.runtime.thunks import KernelThunk, every_thunk
-from mlirxla.transforms import multi_output_fusion, priority_fusion
+from mlirxla.transforms import fusion_graph, multi_output_fusion, priority_fusion
 from mlirxla.transforms.cost_model import CostModel
-from mlirxla.transforms.erasure import identity
 from mlirxla.transforms.fusion_legality import Body, fused_ops, reachable
 
 from .conftest import JAX_PROGRAMS, REPOSITORY, random_arguments, reference_outputs
@@ -47,18 +47,40 @@ def simplified(name: str, context):
     return module
 
 
+class FreshGraph(fusion_graph.FusionGraph):
+    """Priority fusion's graph with nothing remembered: every kernel time, flops and traffic
+    worked out afresh, a merge's from its ops and operands instead of its two parts."""
+
+    def flops(self, node):
+        return self.read_flops(node)
+
+    def traffic_of(self, node):
+        return self.read_traffic(node)
+
+    def op_time(self, node):
+        return self.alone_time(node)
+
+    def fused_time(self, producer, consumer):
+        return self.pair_time(producer, consumer)
+
+
 class CheckedFuseBlock(priority_fusion.FuseBlock):
     """Priority fusion that, before each merge, holds every live queue entry's priority to the
-    one computed afresh (a new `KernelTimes`: nothing remembered) for the op it stands for."""
+    one computed afresh (`FreshGraph`) for the node it stands for."""
 
     checked = 0
 
     def fuse_producer(self, producer):
         for negative_priority, sequence, key in self.heap:
-            if self.current.get(key) != sequence or (op := self.find(key)) is None:
+            node, version = key
+            if self.current.get(key) != sequence or not node.alive or node.version != version:
                 continue
-            fresh = priority_fusion.FuseBlock(self.block, self.times.model, self.limits, self.namer, [])
-            assert -negative_priority == fresh.priority(op), f"stale priority for {priority_fusion.describe(op)}"
+            self.graph.__class__ = FreshGraph
+            try:
+                fresh = self.priority(node)
+            finally:
+                self.graph.__class__ = fusion_graph.FusionGraph
+            assert -negative_priority == fresh, f"stale priority for {self.graph.description(node)}"
             CheckedFuseBlock.checked += 1
         return super().fuse_producer(producer)
 
@@ -74,7 +96,7 @@ def test_queued_priorities_are_the_fresh_ones(name, context, monkeypatch):
 
 
 class RecordingFuseBlock(priority_fusion.FuseBlock):
-    """Priority fusion that keeps each block's queue, to read its caches after the pass."""
+    """Priority fusion that keeps each block's queue, to read its graph after the pass."""
 
     made: list = []
 
@@ -85,53 +107,42 @@ class RecordingFuseBlock(priority_fusion.FuseBlock):
 
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_merged_bodies_flops_and_traffic_are_those_read_off_the_fusion(name, context, monkeypatch):
-    """A merged fusion's body, flops and traffic, made of its producer's and consumer's, are
-    what walking the fusion gives."""
+    """A merge's body, flops and traffic, made of its producer's and consumer's, are what
+    walking the fusion built for it gives."""
     module = simplified(name, context)
     monkeypatch.setattr(priority_fusion, "FuseBlock", RecordingFuseBlock)
     RecordingFuseBlock.made = []
     assert priority_fusion.PriorityFusionPass().run(module).changed
+    model = priority_fusion.model_for("cpu")
     checked = 0
     for block in RecordingFuseBlock.made:
-        for op in block.block.operations:
-            op = op.operation
-            if op.name != "xhlo.fusion":
+        for node in block.graph.at:
+            if node is None or node.built is None:
                 continue
-            name_attribute = str(op.attributes["name"]).strip('"')
-            if name_attribute in block.bodies.by_name:
-                assert block.bodies.by_name[name_attribute] == Body.of(op)
-                checked += 1
-            if (flops := block.times.flops.get(identity(op))) is not None:
-                assert flops == block.times.model.body_flops(op)
-                checked += 1
-            if (traffic := block.times.traffics.get(identity(op))) is not None:
-                fresh = block.times.model.traffic(op)
-                assert traffic.written == fresh.written
-                assert {value: rest for value, *rest in traffic.reads} == {value: rest for value, *rest in fresh.reads}
-                assert len(traffic.reads) == len(fresh.reads)
-                checked += 1
+            fusion = node.built
+            assert block.graph.body(node) == Body.of(fusion)
+            assert str(fusion.attributes["name"]).strip('"') == node.name
+            if node._flops is not None:
+                assert node._flops == model.body_flops(fusion)
+            if node.traffic is not None:
+                fresh = model.traffic(fusion)
+                assert node.traffic.written == fresh.written
+                assert sorted(size for *_, size in node.traffic.reads) == sorted(size for *_, size in fresh.reads)
+            checked += 1
     assert checked > 0
-
-
-class FreshKernelTimes(priority_fusion.KernelTimes):
-    def op_time(self, op, key=None):
-        return self.model.op_time(op)
-
-    def fused_time(self, producer, consumer, key=None):
-        return self.model.fused_time(producer, consumer)
 
 
 class FreshDescriptions:
     def __call__(self, op):
         return priority_fusion.describe(op)
 
+    def place(self, location):
+        return priority_fusion.text_of_location(location)
+
 
 class FreshBodies:
     def of(self, op):
         return Body.of(op)
-
-    def merged(self, fusion, producer, consumer):
-        pass  # nothing remembered: every body read off its fusion
 
 
 def refuse_each_pair_again(merge_block, candidates, reason):
@@ -168,10 +179,9 @@ def cpu_pipeline_outcome(name: str, context, module=None) -> tuple[str, dict]:
 
 def without_caches(monkeypatch) -> None:
     """Every cache of the fusion passes replaced by a fresh computation."""
-    monkeypatch.setattr(priority_fusion, "KernelTimes", FreshKernelTimes)
+    monkeypatch.setattr(priority_fusion, "FusionGraph", FreshGraph)
     monkeypatch.setattr(priority_fusion, "Descriptions", FreshDescriptions)
     monkeypatch.setattr(multi_output_fusion, "Descriptions", FreshDescriptions)
-    monkeypatch.setattr(priority_fusion, "Bodies", FreshBodies)
     monkeypatch.setattr(multi_output_fusion, "Bodies", FreshBodies)
     monkeypatch.setattr(CostModel, "remembering", lambda model: model)
     monkeypatch.setattr(multi_output_fusion, "KernelFacts", FreshKernelFacts)

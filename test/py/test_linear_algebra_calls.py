@@ -2,7 +2,9 @@
 `ProductOfElementaryHouseholderReflectors` the orthonormal factor from it."""
 
 import numpy as np
+import pytest
 
+from mlirxla.errors import MlirxlaError
 from mlirxla.runtime.client import Client
 
 QR = """func.func @main(%a: tensor<2x5x3xf32>) -> (tensor<2x5x3xf32>, tensor<2x3x3xf32>) {
@@ -24,3 +26,11 @@ def test_qr_custom_calls_factor_a_batch():
     np.testing.assert_allclose(q @ r, a, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(np.swapaxes(q, -1, -2) @ q, np.broadcast_to(np.eye(3), (2, 3, 3)), atol=1e-5)
     np.testing.assert_allclose(np.abs(r), np.abs(np.linalg.qr(a)[1]), rtol=1e-4, atol=1e-5)
+
+
+def test_an_element_type_lapack_lacks_is_refused_at_compile_time():
+    """jax's QR of f16 on a non-cpu platform expects an error saying "Unsupported dtype"."""
+    f16_qr = QR.replace("f32", "f16")
+    with pytest.raises(MlirxlaError, match=r"Unsupported dtype f16 for custom_call @Qr") as caught:
+        Client().compile(f16_qr)
+    assert caught.value.location == "<text>:2:10"

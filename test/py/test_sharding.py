@@ -330,6 +330,7 @@ def test_unknown_mesh_is_refused(context):
 
 def test_verifier_refuses_foreign_op_in_fusion(context):
     """The front door refuses foreign ops first; the verifier holds fusions to xhlo on its own."""
+    from mlirxla.dialects.xhlo.ops import FUSION_SLOTS, WIDE
     from mlirxla.transforms.verifier import verify_module
 
     segments = lambda n, total: "array<i32: " + ", ".join(["1"] * n + ["0"] * (total - n)) + ">"
@@ -338,8 +339,8 @@ func.func @main(%arg0: tensor<f32>) -> tensor<f32> {{
   %0 = "xhlo.fusion"(%arg0) ({{
   ^bb0(%x: tensor<f32>):
     %y = "foo.bar"(%x) : (tensor<f32>) -> tensor<f32>
-    "xhlo.return"(%y) {{operandSegmentSizes = {segments(1, 64)}}} : (tensor<f32>) -> ()
-  }}) {{kind = "loop", operandSegmentSizes = {segments(1, 64)}, resultSegmentSizes = {segments(1, 64)}}} : (tensor<f32>) -> tensor<f32>
+    "xhlo.return"(%y) {{operandSegmentSizes = {segments(1, WIDE)}}} : (tensor<f32>) -> ()
+  }}) {{kind = "loop", operandSegmentSizes = {segments(1, FUSION_SLOTS)}, resultSegmentSizes = {segments(1, FUSION_SLOTS)}}} : (tensor<f32>) -> tensor<f32>
   return %0 : tensor<f32>
 }}
 """

@@ -25,7 +25,18 @@ def emit_host_call(emitter, op: ir.Operation) -> list:
 
 def emit_custom_call(emitter, op: ir.Operation) -> list:
     call, attributes_of = HOST_CUSTOM_CALLS[custom_call_target(op)]
+    if call in LAPACK_CALLS:
+        check_lapack_element_type(op)
     return [host_thunk(emitter, op, call, attributes_of(op))]
+
+
+def check_lapack_element_type(op: ir.Operation) -> None:
+    """LAPACK has routines for f32, f64 and their complex types only; any other element type
+    is refused at compile time, in the words jax's tests and cpu lowering use."""
+    element = ir.RankedTensorType(op.operands[0].type).element_type
+    if str(element) not in LAPACK_ELEMENT_TYPES:
+        raise MlirxlaError(f"Unsupported dtype {element} for custom_call @{custom_call_target(op)} (LAPACK takes "
+                           "f32, f64, complex<f32> and complex<f64>)", location_text(op.location))
 
 
 def host_thunk(emitter, op: ir.Operation, call: str, attributes: dict) -> HostThunk:
@@ -183,3 +194,6 @@ HOST_CUSTOM_CALLS = {
     "Qr": ("householder_qr", lambda op: {}),
     "ProductOfElementaryHouseholderReflectors": ("householder_product", lambda op: {}),
 }
+
+LAPACK_CALLS = {"eigh", "svd", "eig", "schur", "hessenberg", "tridiagonal", "householder_qr", "householder_product"}
+LAPACK_ELEMENT_TYPES = {"f32", "f64", "complex<f32>", "complex<f64>"}

@@ -8,7 +8,7 @@
 
 module attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 4 : i32} {
   func.func public @main(%arg0: tensor<2xf32>) -> (tensor<6xf32>) {
-    %0 = "xhlo.all_gather"(%arg0) {all_gather_dim = 0 : i64, operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, replica_groups = dense<[[0, 1, 2], [3, -1, -1]]> : tensor<2x3xi64>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<2xf32>) -> tensor<6xf32>
+    %0 = "xhlo.all_gather"(%arg0) {all_gather_dim = 0 : i64, replica_groups = dense<[[0, 1, 2], [3, -1, -1]]> : tensor<2x3xi64>} : (tensor<2xf32>) -> tensor<6xf32>
     return %0 : tensor<6xf32>
   }
 }

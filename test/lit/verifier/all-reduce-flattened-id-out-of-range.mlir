@@ -10,8 +10,8 @@ module attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32} {
     %0 = "xhlo.all_reduce"(%arg0) ({
     ^bb0(%a: tensor<f32>, %b: tensor<f32>):
       %s = "xhlo.add"(%a, %b) : (tensor<f32>, tensor<f32>) -> tensor<f32>
-      "xhlo.return"(%s) {operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<f32>) -> ()
-    }) {channel_handle = {handle = 1 : i64, type = 1 : i64}, use_global_device_ids, operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, replica_groups = dense<[[0, 4], [1, 3]]> : tensor<2x2xi64>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<f32>) -> tensor<f32>
+      "xhlo.return"(%s) : (tensor<f32>) -> ()
+    }) {channel_handle = {handle = 1 : i64, type = 1 : i64}, use_global_device_ids, replica_groups = dense<[[0, 4], [1, 3]]> : tensor<2x2xi64>} : (tensor<f32>) -> tensor<f32>
     return %0 : tensor<f32>
   }
 }

@@ -6,7 +6,7 @@
 
 module attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {
   func.func public @main(%p: tensor<i1>, %arg0: tensor<f32>) -> (tensor<f32>) {
-    %0 = "xhlo.conditional"(%p, %arg0, %arg0) {branch_computations = [@then, @else], branch_operand_counts = array<i64: 1, 1>, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<i1>, tensor<f32>, tensor<f32>) -> tensor<f32>
+    %0 = "xhlo.conditional"(%p, %arg0, %arg0) {branch_computations = [@then, @else], branch_operand_counts = array<i64: 1, 1>} : (tensor<i1>, tensor<f32>, tensor<f32>) -> tensor<f32>
     return %0 : tensor<f32>
   }
   func.func private @then(%x: tensor<f32>) -> tensor<f32> {
