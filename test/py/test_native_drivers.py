@@ -59,6 +59,30 @@ SWAP = """func.func @main(%a: tensor<4xf32>, %b: tensor<4xf32>) -> (tensor<4xf32
 }
 """
 
+# a value computed from one carried value replaces it while the old one moves to the next
+# position (jax's inverse iteration keeps `(new_norm, norm)`), and the loop runs on while the
+# new one grew: the stop depends on the old value surviving the body
+ROTATE = """func.func @main(%v: tensor<4xf32>) -> (tensor<i32>, tensor<4xf32>, tensor<4xf32>) {
+  %zero = stablehlo.constant dense<0> : tensor<i32>
+  %ones = stablehlo.constant dense<1.0> : tensor<4xf32>
+  %zeros = stablehlo.constant dense<0.0> : tensor<4xf32>
+  %0:3 = stablehlo.while(%i = %zero, %n = %ones, %old = %zeros) : tensor<i32>, tensor<4xf32>, tensor<4xf32>
+  cond {
+    %grew = stablehlo.compare GT, %n, %old, FLOAT : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xi1>
+    %false = stablehlo.constant dense<false> : tensor<i1>
+    %any = stablehlo.reduce(%grew init: %false) applies stablehlo.or across dimensions = [0] : (tensor<4xi1>, tensor<i1>) -> tensor<i1>
+    stablehlo.return %any : tensor<i1>
+  } do {
+    %one = stablehlo.constant dense<1> : tensor<i32>
+    %next = stablehlo.add %i, %one : tensor<i32>
+    %scaled = stablehlo.multiply %n, %v : tensor<4xf32>
+    %root = stablehlo.sqrt %scaled : tensor<4xf32>
+    stablehlo.return %next, %root, %n : tensor<i32>, tensor<4xf32>, tensor<4xf32>
+  }
+  return %0#0, %0#1, %0#2 : tensor<i32>, tensor<4xf32>, tensor<4xf32>
+}
+"""
+
 # a predicate `if` at the top level: its driver branches on a byte
 IF = """func.func @main(%p: tensor<i1>, %x: tensor<4xf32>, %y: tensor<4xf32>) -> tensor<4xf32> {
   %0 = "stablehlo.if"(%p) ({
@@ -134,6 +158,14 @@ def test_swapped_carried_values_match_the_reference():
     assert copy_order(swap.copies)[1], "the swap's copies form a cycle, saved on the driver's stack"
     assert driver.python_thunks == ()
     matches_reference(executable, SWAP, [np.arange(1, 5, dtype=np.float32), np.full(4, 0.5, np.float32)])
+
+
+def test_a_carried_value_moved_to_the_next_position_survives_the_body():
+    executable = Client().compile(ROTATE)
+    v = np.full(4, 16.0, np.float32)
+    count, last, before = executable.execute_numpy([v])
+    matches_reference(executable, ROTATE, [v])
+    assert count > 1 and last[0] <= before[0]
 
 
 def test_a_swap_too_large_for_the_stack_is_called_back():
