@@ -4,6 +4,7 @@ interpreter (and jax's CPU backend for the jax programs), and the thunk sequence
 decisions saying which control flow runs natively and what calls back into Python."""
 
 import os
+import random
 
 import numpy as np
 import pytest
@@ -166,6 +167,50 @@ def test_a_carried_value_moved_to_the_next_position_survives_the_body():
     count, last, before = executable.execute_numpy([v])
     matches_reference(executable, ROTATE, [v])
     assert count > 1 and last[0] <= before[0]
+
+
+def shuffled_loop(seed: int) -> tuple[str, int]:
+    """A three-step loop over 2-5 carried values whose body returns, in each position, a
+    carried value from any position, a function of one, or the sum of two: swaps, rotations,
+    duplicates and values moved while their buffer is rewritten, in random mixes."""
+    rng = random.Random(seed)
+    count = rng.randrange(2, 6)
+    lines, results = [], []
+    for position in range(count):
+        source, other, choice = rng.randrange(count), rng.randrange(count), rng.random()
+        if choice < 0.4:
+            results.append(f"%c{source}")
+            continue
+        unary = f"stablehlo.{rng.choice(['negate', 'sine', 'cosine', 'abs'])} %c{source}"
+        lines.append(f"    %u{position} = {unary if choice < 0.8 else f'stablehlo.add %c{source}, %c{other}'} : tensor<4xf32>")
+        results.append(f"%u{position}")
+    vector = "tensor<4xf32>"
+    types = ", ".join(["tensor<i32>"] + [vector] * count)
+    body = "\n".join(lines)
+    return f"""func.func @main({", ".join(f"%a{j}: {vector}" for j in range(count))}) -> ({", ".join([vector] * count)}) {{
+  %zero = stablehlo.constant dense<0> : tensor<i32>
+  %r:{count + 1} = stablehlo.while(%i = %zero, {", ".join(f"%c{j} = %a{j}" for j in range(count))}) : {types}
+  cond {{
+    %three = stablehlo.constant dense<3> : tensor<i32>
+    %lt = stablehlo.compare LT, %i, %three, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %lt : tensor<i1>
+  }} do {{
+    %one = stablehlo.constant dense<1> : tensor<i32>
+    %next = stablehlo.add %i, %one : tensor<i32>
+{body}
+    stablehlo.return %next, {", ".join(results)} : {types}
+  }}
+  return {", ".join(f"%r#{j + 1}" for j in range(count))} : {", ".join([vector] * count)}
+}}
+""", count
+
+
+@pytest.mark.parametrize("seeds", [range(0, 30), range(30, 60)], ids=["0-29", "30-59"])
+def test_shuffled_carried_values_match_the_reference(seeds):
+    for seed in seeds:
+        text, count = shuffled_loop(seed)
+        arguments = [np.linspace(0.1 * (j + 1), 1 + j, 4).astype(np.float32) for j in range(count)]
+        matches_reference(Client().compile(text), text, arguments)
 
 
 def test_a_swap_too_large_for_the_stack_is_called_back():
