@@ -12,8 +12,9 @@ buffer that is read-only, a copy gives the writer a fresh buffer:
   returned twice or that is a constant; a body result whose definition could overwrite the
   carried value while the body still reads it (`overwrites_live_parameter`); a parameter or
   constant seen through the bitcasts and optimization barriers that forward its buffer;
-- conditional branch results that are constants, branch parameters or returned twice (the
-  branches' results share the conditional's result buffers);
+- conditional branch results that are constants, branch parameters or returned twice, also
+  seen through bitcasts and optimization barriers (the branches' results share the
+  conditional's result buffers);
 - entry results that are parameters or constants, or a value returned twice (distinct output
   buffers, XLA's AddSpecialCaseCopies); a donated parameter returned as its own output needs
   none.
@@ -234,7 +235,11 @@ class CopyInserter:
     def _conditional(self, op: ir.Operation) -> None:
         """Each branch's results share the conditional's result buffers: a branch returning a
         constant, one of its parameters (the conditional's operands) or one value twice
-        returns a copy instead."""
+        returns a copy instead. Each is seen through the bitcasts and optimization barriers
+        that forward their operand's buffer: a branch returning a barrier of its parameter
+        otherwise made the operand, the result and the other branches' operands one buffer,
+        and the op computing one branch's operand overwrote another's (fuzz seed 93 of
+        `mlirxla.fuzz.dags`)."""
         module = op.parent
         while module.name != "builtin.module":
             module = module.parent
@@ -248,13 +253,14 @@ class CopyInserter:
             for i, value in enumerate(list(terminator.operands)):
                 if not is_tensor(value):
                     continue
+                owner = buffer_chain(value)[-1]
                 if is_constant(value):
                     self._copy(terminator, i, "conditional branch returns a constant (the result buffer is written)", name)
-                elif isinstance(value.owner, ir.Block):
+                elif isinstance(owner.owner, ir.Block):
                     self._copy(terminator, i, "conditional branch returns its parameter (the result buffer is written)", name)
-                elif any(value == s for s in seen):
+                elif any(owner == s for s in seen):
                     self._copy(terminator, i, "conditional branch returns a value twice (distinct result buffers)", name)
-                seen.append(value)
+                seen.append(owner)
 
     def entry(self, func, block: ir.Block, fname: str) -> None:
         terminator = block.operations[len(block.operations) - 1].operation
