@@ -194,3 +194,34 @@ func.func @no_copy_while_pass_through_parameter(%x: tensor<4xf32>, %y: tensor<4x
   %o = "xhlo.negate"(%w#1) : (tensor<4xf32>) -> tensor<4xf32>
   return %o : tensor<4xf32>
 }
+
+// -----
+
+/// A conditional branch returning an optimization barrier of its parameter returns a copy:
+/// the barrier forwards the parameter's buffer, which without the copy is also the result's
+/// and the other branch's operand's (the multiply overwrote %a; fuzz seed 93 of
+/// mlirxla.fuzz.dags).
+// CHECK-LABEL: func.func @branch_returns_barrier_of_parameter
+// CHECK: func.func private @barrier_branch_0
+// CHECK: %[[B0:.*]] = "xhlo.optimization_barrier"(%arg0)
+// CHECK: %[[C0:.*]] = "xhlo.copy"(%[[B0]])
+// CHECK: return %[[C0]]
+// CHECK: func.func private @barrier_branch_1
+// CHECK: %[[B1:.*]] = "xhlo.optimization_barrier"(%arg0)
+// CHECK: %[[C1:.*]] = "xhlo.copy"(%[[B1]])
+// CHECK: return %[[C1]]
+module {
+  func.func @branch_returns_barrier_of_parameter(%p: tensor<i1>, %a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {
+    %m = "xhlo.multiply"(%b, %b) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %r = "xhlo.conditional"(%p, %m, %a) {branch_computations = [@barrier_branch_0, @barrier_branch_1], branch_operand_counts = array<i64: 1, 1>} : (tensor<i1>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    return %r : tensor<4xf32>
+  }
+  func.func private @barrier_branch_0(%x: tensor<4xf32>) -> tensor<4xf32> {
+    %y = "xhlo.optimization_barrier"(%x) : (tensor<4xf32>) -> tensor<4xf32>
+    return %y : tensor<4xf32>
+  }
+  func.func private @barrier_branch_1(%x: tensor<4xf32>) -> tensor<4xf32> {
+    %y = "xhlo.optimization_barrier"(%x) : (tensor<4xf32>) -> tensor<4xf32>
+    return %y : tensor<4xf32>
+  }
+}
