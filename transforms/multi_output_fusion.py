@@ -25,8 +25,10 @@ bodies) until nothing changes:
   instead of a second kernel reading back both moments it just wrote. Refused on a path of
   uses between them other than the direct one (a cycle) and by the size rule.
 
-Merged fusions get kind `input` when a root is a reduce, else `loop`, and a new unique
-`name`. Every merge and refusal is logged with its reason; the pass returns the log as its
+The scans and merges run on a Python graph of the block (`multi_output_graph.py`: kernels,
+values, use lists and block order as merging one fusion at a time in MLIR left them), and
+the fusions left at the end are built once. Merged fusions get kind `input` when a root is a
+reduce, else `loop`, and a new unique `name`. Every merge and refusal is logged with its reason; the pass returns the log as its
 report (`MultiOutputFusionDecisions`, dumped as `multi-output-fusion-decisions.txt`), kept
 only when reports are read (`rendering_reports()`): logging every pair of kernels that share
 an unprofitable operand, again on each rescan, was a fifth of the pass.
