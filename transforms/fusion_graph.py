@@ -472,7 +472,12 @@ def emit(node: Node, inputs: list[ir.Value]) -> list[ir.Value]:
         producer, consumer = node.producer, node.consumer
         values[producer.results[0]] = emit(producer, [values[value] for value in producer.operands])[0]
         return emit(consumer, [values[value] for value in consumer.operands])
-    op = node.op
+    return emit_op(node.op, inputs)
+
+
+def emit_op(op: ir.Operation, inputs: list[ir.Value]) -> list[ir.Value]:
+    """An op of the block (a fusion: its body's ops) at the current insertion point, reading
+    `inputs` for its operands; the values of its results."""
     if op.name != "xhlo.fusion":
         clone = op.clone()
         operands = clone.operands

@@ -26,7 +26,7 @@ from mlirxla.ir_queries import defining_op
 from mlirxla.mlir import ir
 
 from .erasure import erase, identity
-from .fusion_graph import TERMINATORS, fusion_base_name
+from .fusion_graph import TERMINATORS, emit_op, fusion_base_name
 from .fusion_legality import Body, fused_ops, in_place_pair, kind_of, not_fusible_reason
 
 
@@ -259,7 +259,7 @@ class MultiOutputGraph:
         anchor = members[-1]
         fusion = Kernel(None, members, anchor.anchor)
         fusion.operands = self.operand_union(members)
-        inside = set(members)
+        inside = nested(fusion)
         roots = [self.root_kind(value, inside) for value in exposed]
         fusion.kind = "input" if "reduce" in roots else "loop"
         kinds = tuple(kind for member in members for kind in member.body.kinds)
@@ -403,21 +403,4 @@ def emit(kernel: Kernel, inputs: list[ir.Value]) -> list[ir.Value]:
             outputs = emit(member, [values[value] for value in member.operands])
             values.update(zip(member.results, outputs))
         return [values[value] for value in kernel.results]
-    op = kernel.op
-    if op.name != "xhlo.fusion":
-        clone = op.clone()
-        operands = clone.operands
-        for index, value in enumerate(inputs):
-            operands[index] = value
-        return list(clone.results)
-    block = op.regions[0].blocks[0]
-    mapping = dict(zip(block.arguments, inputs))
-    inner_ops = [inner.operation for inner in block.operations]
-    for inner in inner_ops[:-1]:
-        clone = inner.clone()
-        for index, value in enumerate(inner.operands):
-            if value in mapping:
-                clone.operands[index] = mapping[value]
-        for result, new in zip(inner.results, clone.results):
-            mapping[result] = new
-    return [mapping[value] for value in inner_ops[-1].operands]
+    return emit_op(kernel.op, inputs)
