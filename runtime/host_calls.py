@@ -22,6 +22,8 @@ data (JSON), so host calls are cached and dumped like any thunk.
 - `eig`, `schur`, `hessenberg`, `tridiagonal`: the plugin's custom calls for jax's
   nonsymmetric eigendecomposition, Schur, Hessenberg and tridiagonal reductions, through
   scipy's LAPACK (scipy comes with jax), in the forms jax's cpu lowering returns.
+- `tridiagonal_solve`: jax's tridiagonal solve, pivoted (LAPACK gtsv) or with singular
+  pivots perturbed (`runtime/tridiagonal_solve.py`).
 - `eigh`, `svd`: symmetric (Hermitian) eigendecomposition, eigenvalues ascending, and
   singular value decomposition, in the result order of jax's primitives ((v, w) and
   (s, u, vt) or (s,)), for the custom calls the PJRT plugin emits for them; a matrix with
@@ -46,7 +48,7 @@ import numpy as np
 
 from mlirxla.errors import MlirxlaError, first_line
 
-from . import callbacks
+from . import callbacks, tridiagonal_solve
 
 
 def sortable(values: np.ndarray, key: dict) -> np.ndarray:
@@ -261,6 +263,10 @@ def nan_where_undefined(decompose, a: np.ndarray) -> list[np.ndarray]:
     return results
 
 
+def solve_tridiagonal(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
+    return [tridiagonal_solve.solve(*operands, attributes["perturb_singular"])]
+
+
 def eigh(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
     values, vectors = nan_where_undefined(lambda a: np.linalg.eigh(a, UPLO="L" if attributes["lower"] else "U"), operands[0])
     return [vectors, values]
@@ -402,5 +408,5 @@ def python_callback(operands: list[np.ndarray], attributes: dict) -> list[np.nda
 
 CALLS = {"sort": sort, "fft": fft, "triangular_solve": triangular_solve, "cholesky": cholesky, "eigh": eigh, "svd": svd,
          "householder_qr": householder_qr, "householder_product": householder_product, "eig": eig, "schur": schur,
-         "hessenberg": hessenberg, "tridiagonal": tridiagonal,
+         "hessenberg": hessenberg, "tridiagonal": tridiagonal, "tridiagonal_solve": solve_tridiagonal,
          "scatter": scatter, "dce_sink": dce_sink, "print": print_values, "python_callback": python_callback, "interpret": interpret}

@@ -108,13 +108,16 @@ def passes_through(loop: ir.Operation, index: int) -> bool:
 def overwrites_live_parameter(body: ir.Block, index: int) -> bool:
     """Whether writing the body's result `index` into the carried buffer (which holds the body
     parameter `index`) could clobber the parameter before its last read: the result is
-    another parameter, or some reader of the parameter is not ordered before the result's
+    another parameter, the parameter is returned in another position (the copies that end the
+    body read it after every definition), or some reader of the parameter is not ordered before the result's
     definition by data dependence (any schedule may then run it later), or the definition
     itself reads the parameter other than elementwise in place."""
     terminator = body.operations[len(body.operations) - 1].operation
     result, parameter = terminator.operands[index], body.arguments[index]
     if isinstance(result.owner, ir.Block):
         return True
+    if any(value == parameter for position, value in enumerate(terminator.operands) if position != index):
+        return True  # the parameter moves to another carried buffer, read by the copies that end the body
     definer = result.owner.operation
     readers = {ancestor_in_block(use.owner, body) for use in parameter.uses}
     readers.discard(terminator)

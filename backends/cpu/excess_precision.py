@@ -15,7 +15,11 @@ tolerance).
 Here it is decided in the kernel, once its loops are in f32: every widening of a value just
 rounded from f32 to bf16 reads the f32 value instead, whether the pair came from two emulated
 ops or from the program's own converts (a dot's f32 result rounded to bf16 for its bias add),
-as `SimplifyFPConversions` removes both; a rounding nothing reads any more goes. What is
+as `SimplifyFPConversions` removes both; a rounding nothing reads any more goes. A select
+between such a rounding and another bf16 value (a mask's constant: a bf16 attention's masked
+scores) is a bf16 value read in the kernel too: its widening is the select of the f32 value
+and the other one widened, which the select would otherwise keep rounded (seven integer ops a
+vector in transformer_bf16's exponential loop). What is
 stored (a kernel's bf16 result, a reduction's bf16 accumulator, scratch) is still rounded, so
 the values between kernels are the program's bf16 values, and a single op is as exact as
 before. f16 keeps rounding after every op (XLA:CPU computes f16 in LLVM's half type, which
@@ -48,18 +52,59 @@ def allowed(option: bool | None = None) -> bool:
 
 
 def keep_fused_bf16_in_f32(module: ir.Module) -> int:
-    """Make every bf16 -> f32 widening of an f32 -> bf16 rounding in `module` read the
-    rounding's f32 operand, and erase the roundings left unread; how many widenings went."""
+    """Make every bf16 -> f32 widening of an f32 -> bf16 rounding in `module` (or of a select
+    of one) read the rounding's f32 operand, and erase the roundings left unread; how many
+    roundings were bypassed."""
     dropped = 0
     for widening in ops_named(module, "arith.extf"):
-        rounding = widening.operands[0].owner
-        if isinstance(rounding, ir.Block) or rounding.name != "arith.truncf":
+        narrow = widening.operands[0]
+        if not isinstance(narrow.type, ir.BF16Type) or widening.results[0].type != ir.F32Type.get():
             continue
-        if not isinstance(widening.operands[0].type, ir.BF16Type) or rounding.operands[0].type != widening.results[0].type:
+        roundings = bypassed_roundings(narrow)
+        if not roundings:
             continue
-        widening.results[0].replace_all_uses_with(rounding.operands[0])
+        with ir.InsertionPoint(widening), widening.location:
+            wide = unrounded(narrow)
+        widening.results[0].replace_all_uses_with(wide)
         widening.erase()
-        if not list(rounding.results[0].uses):
-            rounding.erase()
-        dropped += 1
+        erase_unread(narrow.owner)
+        dropped += len(roundings)
     return dropped
+
+
+def is_rounding(value: ir.Value) -> bool:
+    owner = value.owner
+    return not isinstance(owner, ir.Block) and owner.name == "arith.truncf" and owner.operands[0].type == ir.F32Type.get()
+
+
+def bypassed_roundings(narrow: ir.Value) -> list[ir.Operation]:
+    """The f32 -> bf16 roundings the widening of `narrow` can read around: its own, or those
+    of a select's operands."""
+    if is_rounding(narrow):
+        return [narrow.owner]
+    owner = narrow.owner
+    if isinstance(owner, ir.Block) or owner.name != "arith.select":
+        return []
+    return [operand.owner for operand in list(owner.operands)[1:] if is_rounding(operand)]
+
+
+def unrounded(narrow: ir.Value) -> ir.Value:
+    """`narrow` widened to f32, reading the f32 operands of the roundings it is made of."""
+    if is_rounding(narrow):
+        return narrow.owner.operands[0]
+    owner = narrow.owner
+    if not isinstance(owner, ir.Block) and owner.name == "arith.select":
+        condition, chosen, other = owner.operands
+        return ir.Operation.create("arith.select", results=[ir.F32Type.get()],
+                                   operands=[condition, unrounded(chosen), unrounded(other)]).result
+    return ir.Operation.create("arith.extf", results=[ir.F32Type.get()], operands=[narrow]).result
+
+
+def erase_unread(op) -> None:
+    """Erase `op` if nothing reads it, then the roundings and selects it alone read."""
+    if isinstance(op, ir.Block) or list(op.results[0].uses) or op.name not in ("arith.truncf", "arith.select"):
+        return
+    operands = list(op.operands) if op.name == "arith.select" else []
+    op.erase()
+    for operand in operands:
+        erase_unread(operand.owner)

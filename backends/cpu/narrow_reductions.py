@@ -14,6 +14,14 @@ A `linalg.generic` on tensors into one narrow result changes when its body ends 
 `arith.maximumf`/`minimumf` (or `maxnumf`/`minnumf`) of the accumulator and a narrow value,
 the accumulator read nowhere else: the body before it may compute that value from several
 inputs (a bf16 attention's scaled and masked scores, fused into the reduction).
+
+Such a fused element is itself a rounding: the last arithmetic op computing it (a multiply, a
+convert from f32) rounds its f32 result to the narrow type, through any selects of it with
+narrow values (a mask's constant). Rounding to nearest even never reverses an order (and keeps
+NaN a NaN), so the maximum (minimum) of the rounded elements is the rounding of the maximum
+(minimum) of the f32 ones: the reduction compares the f32 values, and the one rounding after
+it is the only one. Exact, and the rounding of every element (seven integer ops a vector)
+leaves the loop (transformer_bf16's masked row maxima).
 """
 
 from mlirxla.ir_queries import ops_named
@@ -93,10 +101,39 @@ def widen(generic: ir.Operation, order_op: ir.Operation) -> None:
     accumulator.set_type(f32)
     element_position = 1 if order_op.operands[0] == accumulator else 0
     with ir.InsertionPoint(order_op):
-        order_op.operands[element_position] = ir.Operation.create(
-            "arith.extf", results=[f32], operands=[order_op.operands[element_position]]).result
+        order_op.operands[element_position] = unrounded(order_op.operands[element_position])
     order_op.results[0].set_type(f32)
     generic.results[0].set_type(wide_type)
     with ir.InsertionPoint.after(generic):
         narrow = elementwise(generic.results[0], narrow_type, "arith.truncf")
     generic.results[0].replace_all_uses_except(narrow, narrow.owner.operation)
+
+
+ROUNDING_ARITHMETIC = ("arith.addf", "arith.subf", "arith.mulf", "arith.divf")
+
+
+def unrounded(element: ir.Value) -> ir.Value:
+    """The f32 value whose rounding to the narrow type `element` is, computed before the
+    insertion point: a convert's f32 operand, the f32 op that bf16/f16 arithmetic is emulated
+    by (its narrow operands widened, exactly as `arith-emulate-unsupported-floats` computes
+    it), a select of such values; anything else (a block argument, a constant) widened, which
+    is exact."""
+    f32 = ir.F32Type.get()
+    owner = element.owner
+    if isinstance(owner, ir.Block):
+        return widened(element)
+    if owner.name == "arith.truncf" and owner.operands[0].type == f32:
+        return owner.operands[0]
+    if owner.name == "arith.select":
+        condition, chosen, other = owner.operands
+        return ir.Operation.create("arith.select", results=[f32],
+                                   operands=[condition, unrounded(chosen), unrounded(other)]).result
+    if owner.name in ROUNDING_ARITHMETIC and all(operand.type == element.type for operand in owner.operands):
+        attributes = {name: owner.attributes[name] for name in ("fastmath",) if name in owner.attributes}
+        return ir.Operation.create(owner.name, results=[f32], operands=[widened(operand) for operand in owner.operands],
+                                   attributes=attributes).result
+    return widened(element)
+
+
+def widened(value: ir.Value) -> ir.Value:
+    return ir.Operation.create("arith.extf", results=[ir.F32Type.get()], operands=[value]).result

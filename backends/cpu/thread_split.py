@@ -2,7 +2,7 @@
 split saves exceeds what starting the other threads costs.
 
 A kernel alone on one core takes about max(bytes it moves / one core's bandwidth, its work /
-one core's vector throughput) (a roofline for one core; bytes and work as
+one core's vector throughput, which scales with the host's vector width) (a roofline for one core; bytes and work as
 `transforms/cost_analysis.py` counts them: operands read and results written, transcendentals
 weighted by what their polynomial approximations cost). One core's bandwidth depends on where
 the bytes are: a kernel whose bytes fit in half the last-level cache reads operands the kernels
@@ -23,6 +23,8 @@ import functools
 import pathlib
 from dataclasses import dataclass
 
+import llvmlite.binding as llvm
+
 from mlirxla.mlir import ir
 from mlirxla.transforms.cost_analysis import kernel_cost
 
@@ -39,7 +41,14 @@ CACHE_LEVELS = pathlib.Path("/sys/devices/system/cpu/cpu0/cache")
 # from the caches (its operand was just written): 15-25 GB/s on one core, best of 300 calls
 # of 1-8 MiB transposes; at 8 GB/s a 1.5 MiB one split and ran 1.7x slower
 TRANSPOSED_CORE_BANDWIDTH_BYTES_PER_S = 20e9
-CORE_FLOPS_PER_S = 16e9  # one core's vectorized elementwise arithmetic
+# one core's vectorized elementwise arithmetic, in the cost model's flops (an exp, log or tanh
+# counted as TRANSCENDENTAL_FLOPS), per f32 lane of the host's vectors (`core_flops_per_s`):
+# on AVX-512 (Zen 4, 16 lanes) masked exponential kernels of 1-3 MiB ran their 3.5-15 M flops
+# at 88-108 G a second on one core (transformer_grad's in 32 us, transformer_bf16's in 169 us).
+# The rate this replaces, 16 G a second for every host, took them for 5-7x slower than they
+# are, so 1-1.5 MiB exponential kernels and 256K-element tanh epilogues split over two
+# threads and lost to the hand-off (docs/decisions.md)
+FLOPS_PER_S_PER_LANE = 5e9
 TRANSCENDENTAL_FLOPS = 20  # an exp, log or tanh polynomial, in flops
 SLICE_MULTIPLES = (1, 2, 4, 8)
 
@@ -71,8 +80,18 @@ def estimate_at_slowest(op: ir.Operation, threads: int) -> SplitEstimate:
 def estimate_moving(bytes_moved: float, work: float, threads: int, bandwidth: float | None = None) -> SplitEstimate:
     """The estimate for a kernel moving `bytes_moved` at `bandwidth` (by default one core's
     from wherever bytes that many are: `core_bandwidth`) and doing `work` flops."""
-    alone = max(bytes_moved / (bandwidth or core_bandwidth(bytes_moved)), work / CORE_FLOPS_PER_S)
+    alone = max(bytes_moved / (bandwidth or core_bandwidth(bytes_moved)), work / core_flops_per_s())
     return SplitEstimate(alone, alone / threads + (threads - 1) * THREAD_START_S)
+
+
+@functools.cache
+def core_flops_per_s() -> float:
+    """What one core computes a second, in the cost model's flops: `FLOPS_PER_S_PER_LANE` times
+    the f32 lanes of the host's widest vectors as LLVM vectorizes for it (16 with AVX-512, 8
+    with AVX, 4 otherwise)."""
+    features = llvm.get_host_cpu_features().flatten().split(",")
+    lanes = 16 if "+avx512f" in features else 8 if "+avx" in features else 4
+    return FLOPS_PER_S_PER_LANE * lanes
 
 
 def core_bandwidth(bytes_moved: float) -> float:

@@ -137,9 +137,9 @@ def callback_name(kind: str, callback) -> str:
 
 
 def register_linear_algebra() -> None:
-    """jax's eigh, svd, eig, schur, hessenberg and tridiagonal on mlirxla: jax lowers them per
-    platform (LAPACK custom calls on cpu); on mlirxla they become `custom_call @mlirxla.<name>`
-    with their flags as JSON, which the cpu backend runs as numpy / scipy host calls."""
+    """jax's eigh, svd, eig, schur, hessenberg, tridiagonal and tridiagonal_solve on mlirxla: jax
+    lowers them per platform (LAPACK custom calls on cpu); on mlirxla they become `custom_call
+    @mlirxla.<name>` with their flags as JSON, which the cpu backend runs as numpy / scipy host calls."""
     from jax._src.interpreters import mlir
     from jax._src.lax import linalg
 
@@ -163,3 +163,10 @@ def register_linear_algebra() -> None:
     mlir.register_lowering(linalg.schur_p, host_call("mlirxla.schur", ("compute_schur_vectors",)), platform=PLATFORM)
     mlir.register_lowering(linalg.hessenberg_p, host_call("mlirxla.hessenberg", ()), platform=PLATFORM)
     mlir.register_lowering(linalg.tridiagonal_p, host_call("mlirxla.tridiagonal", ("lower",)), platform=PLATFORM)
+
+    def tridiagonal_solve_lowering(context, dl, d, du, b, *, perturb_singular):
+        result_type = mlir.aval_to_ir_type(context.module_context, context.avals_out[0])
+        return mlir.custom_call("mlirxla.tridiagonal_solve", result_types=[result_type], operands=[dl, d, du, b],
+                                backend_config=json.dumps({"perturb_singular": bool(perturb_singular)}), api_version=1).results
+
+    mlir.register_lowering(linalg.tridiagonal_solve_p, tridiagonal_solve_lowering, platform=PLATFORM)

@@ -452,28 +452,28 @@ MASKED_SOFTMAX_NUMERATOR = """func.func @main(%x: tensor<48x64x256xf32>) -> tens
 }"""
 
 
-LAYER_AND_ELEMENTWISE = """func.func @main(%x: tensor<1024x256xf32>, %w: tensor<256x512xf32>, %b: tensor<512xf32>) -> (tensor<1024x512xf32>, tensor<1024x256xf32>) {
-  %0 = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : (tensor<1024x256xf32>, tensor<256x512xf32>) -> tensor<1024x512xf32>
-  %1 = stablehlo.broadcast_in_dim %b, dims = [1] : (tensor<512xf32>) -> tensor<1024x512xf32>
-  %2 = stablehlo.add %0, %1 : tensor<1024x512xf32>
-  %3 = stablehlo.tanh %2 : tensor<1024x512xf32>
-  %4 = stablehlo.exponential %x : tensor<1024x256xf32>
-  %5 = stablehlo.multiply %4, %x : tensor<1024x256xf32>
-  return %3, %5 : tensor<1024x512xf32>, tensor<1024x256xf32>
+LAYER_AND_ELEMENTWISE = """func.func @main(%x: tensor<4096x256xf32>, %w: tensor<256x512xf32>, %b: tensor<512xf32>) -> (tensor<4096x512xf32>, tensor<4096x256xf32>) {
+  %0 = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : (tensor<4096x256xf32>, tensor<256x512xf32>) -> tensor<4096x512xf32>
+  %1 = stablehlo.broadcast_in_dim %b, dims = [1] : (tensor<512xf32>) -> tensor<4096x512xf32>
+  %2 = stablehlo.add %0, %1 : tensor<4096x512xf32>
+  %3 = stablehlo.tanh %2 : tensor<4096x512xf32>
+  %4 = stablehlo.exponential %x : tensor<4096x256xf32>
+  %5 = stablehlo.multiply %4, %x : tensor<4096x256xf32>
+  return %3, %5 : tensor<4096x512xf32>, tensor<4096x256xf32>
 }"""
 
 
 def test_emitter_paths_and_plan_round_trip(monkeypatch):
-    """A dense layer's dot runs as a BLAS GEMM followed by its epilogue kernel; a 1 MiB
-    elementwise kernel runs in one row block per thread; the plan survives JSON, and both
+    """A dense layer's dot runs as a BLAS GEMM followed by its epilogue kernel; a 4 MiB
+    exponential kernel runs in one row block per thread; the plan survives JSON, and both
     paths compute what numpy does."""
     monkeypatch.setenv("MLIRXLA_CPU_THREADS", "2")
     executable = Client().compile(LAYER_AND_ELEMENTWISE)
     text = executable.thunk_sequence()
-    assert "gemm dot_tanh_fusion f32 1024x512x256 NN" in text
+    assert "gemm dot_tanh_fusion f32 4096x512x256 NN" in text
     assert "sliced kernel x2" in text
     rng = np.random.default_rng(1)
-    x = (0.05 * rng.standard_normal((1024, 256))).astype(np.float32)
+    x = (0.05 * rng.standard_normal((4096, 256))).astype(np.float32)
     w = (0.05 * rng.standard_normal((256, 512))).astype(np.float32)
     b = rng.standard_normal(512).astype(np.float32)
     layer, elementwise = executable.execute_numpy([x, w, b])
@@ -578,6 +578,25 @@ def test_what_the_cache_holds_runs_whole(monkeypatch, cache_bytes):
     expected = centered / np.sqrt((centered * centered).mean(axis=1, keepdims=True))
     np.testing.assert_allclose(executable.execute_numpy([x])[0], expected, rtol=1e-4, atol=1e-4)
     assert [thread_split.parse_cache_size(text) for text in ("32768K", "1M", "512")] == [32 << 20, 1 << 20, 512]
+
+
+@pytest.mark.parametrize("batch, split", [(8, False), (64, True)])
+def test_an_exponential_kernel_splits_on_its_work_at_the_hosts_vector_rate(monkeypatch, batch, split):
+    """The split model counts a core's vector arithmetic at `FLOPS_PER_S_PER_LANE` per f32 lane
+    of the host's vectors: transformer_grad's 1 MiB masked exponential (8x128x128, 131K exps,
+    about 32 us whole on one AVX-512 core, 54-86% of the triad split against 98-104% whole)
+    runs whole on two threads, one eight times larger splits; both are numpy's."""
+    monkeypatch.setenv("MLIRXLA_CPU_THREADS", "2")
+    lanes = 16 if "+avx512f" in llvm.get_host_cpu_features().flatten().split(",") else None
+    if lanes:
+        assert thread_split.core_flops_per_s() == thread_split.FLOPS_PER_S_PER_LANE * lanes
+    text = CAUSAL_SOFTMAX.replace("8x256x256", f"{batch}x128x128").replace("256x256", "128x128").replace("8x256", f"{batch}x128")
+    executable = Client().compile(text)
+    assert bool(sliced_kernels(executable.thunk_sequence())) == split, executable.thunk_sequence()
+    s = np.random.default_rng(3).standard_normal((batch, 128, 128)).astype(np.float32)
+    masked = np.where(np.tril(np.ones((128, 128), bool)), s, np.float32(-1e30))
+    expected = np.exp(masked - masked.max(axis=-1, keepdims=True))
+    np.testing.assert_allclose(executable.execute_numpy([s])[0], expected, rtol=2e-6, atol=1e-30)
 
 
 def test_a_bad_thread_count_is_one_line(monkeypatch):
@@ -996,13 +1015,13 @@ DOT_GELU = """func.func @main(%x: tensor<{rows}x64xf32>, %w: tensor<64x512xf32>,
 }}"""
 
 
-@pytest.mark.parametrize("threads, rows, activation, split", [("2", 512, "tanh", True), ("1", 512, "tanh", False),
-                                                              ("2", 8, "tanh", False), ("2", 512, "abs", False)])
+@pytest.mark.parametrize("threads, rows, activation, split", [("2", 1024, "tanh", True), ("1", 1024, "tanh", False),
+                                                              ("2", 256, "tanh", False), ("2", 1024, "abs", False)])
 def test_gemm_epilogue_splits_over_the_threads(monkeypatch, threads, rows, activation, split):
     """The epilogue of a GEMM's output fusion (bias, tanh) updates the GEMM's output in row
-    blocks over the threads when its tanh work pays for the hand-off (256K tanh: yes; 4K:
-    no); one without transcendentals stays one call, its bytes hot in the caches; numpy
-    agrees."""
+    blocks over the threads when its tanh work pays for the hand-off (512K tanh: yes; 128K:
+    no, 65 us whole against 78-89 split); one without transcendentals stays one call, its
+    bytes hot in the caches; numpy agrees."""
     monkeypatch.setenv("MLIRXLA_CPU_THREADS", threads)
     executable = Client().compile(DOT_GELU.format(rows=rows).replace("stablehlo.tanh", f"stablehlo.{activation}"))
     text = executable.thunk_sequence()
@@ -1303,19 +1322,19 @@ def masked_attention_program(batch: int, heads: int, sequence: int, depth: int) 
 
 def test_masked_attention_splits_its_mask_kernel_and_its_batched_dots_are_gemms():
     """The mask's iota over key positions is computed again in every slice, so the masked
-    softmax row kernel (its exp's work, whatever the cache holds) runs in row blocks over the
-    threads, and both dots, batched over
+    softmax row kernel (its 1M exps' work, whatever the cache holds) runs in row blocks over
+    the threads, and both dots, batched over
     [batch, heads], are BLAS GEMMs batched over their product; the results are numpy's."""
-    executable = Client().compile(masked_attention_program(4, 4, 128, 32))
+    executable = Client().compile(masked_attention_program(4, 4, 256, 32))
     text = executable.thunk_sequence()
-    assert "gemm dot f32 16x128x128x32 NT" in text and "gemm dot f32 16x128x32x128 NN" in text, text
+    assert "gemm dot f32 16x256x256x32 NT" in text and "gemm dot f32 16x256x32x256 NN" in text, text
     if ThreadPool.shared().workers > 1:
         assert "iota_exponential_fusion.2" in [line.split()[3] for line in sliced_kernels(text)], text
     rng = np.random.default_rng(5)
-    q, k, v = (0.1 * rng.standard_normal((4, 4, 128, 32), dtype=np.float32) for _ in range(3))
-    lengths = np.array([1, 50, 128, 77], np.int32)
+    q, k, v = (0.1 * rng.standard_normal((4, 4, 256, 32), dtype=np.float32) for _ in range(3))
+    lengths = np.array([1, 50, 256, 177], np.int32)
     scores = np.einsum("bhqd,bhkd->bhqk", q, k)
-    scores = np.where((np.arange(128)[None, :] < lengths[:, None])[:, None, None, :], scores, -1e9)
+    scores = np.where((np.arange(256)[None, :] < lengths[:, None])[:, None, None, :], scores, -1e9)
     weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
     expected = np.einsum("bhqk,bhkd->bhqd", weights / weights.sum(axis=-1, keepdims=True), v)
     np.testing.assert_allclose(executable.execute_numpy([q, k, v, lengths])[0], expected, rtol=1e-4, atol=1e-5)
@@ -1525,6 +1544,68 @@ def test_a_narrow_max_of_fused_values_accumulates_in_f32(tmp_path):
     x = np.random.default_rng(9).standard_normal((64, 256)).astype(np.float32)
     expected = (x.astype(ml_dtypes.bfloat16) * ml_dtypes.bfloat16(0.125)).astype(np.float32).max(axis=1)
     np.testing.assert_array_equal(executable.execute_numpy([x])[0].astype(np.float32), expected)
+
+
+MASKED_NARROW_ROW_ORDER = """func.func @main(%x: tensor<48x64xf32>) -> (tensor<48xbf16>, tensor<48xbf16>) {
+  %narrow = stablehlo.convert %x : (tensor<48x64xf32>) -> tensor<48x64xbf16>
+  %scale = stablehlo.constant dense<1.250000e-01> : tensor<48x64xbf16>
+  %scaled = stablehlo.multiply %narrow, %scale : tensor<48x64xbf16>
+  %rows = stablehlo.iota dim = 0 : tensor<48x64xi32>
+  %columns = stablehlo.iota dim = 1 : tensor<48x64xi32>
+  %kept = stablehlo.compare LE, %columns, %rows, SIGNED : (tensor<48x64xi32>, tensor<48x64xi32>) -> tensor<48x64xi1>
+  %low = stablehlo.constant dense<-1.0e30> : tensor<48x64xbf16>
+  %high = stablehlo.constant dense<1.0e30> : tensor<48x64xbf16>
+  %below = stablehlo.select %kept, %scaled, %low : tensor<48x64xi1>, tensor<48x64xbf16>
+  %above = stablehlo.select %kept, %scaled, %high : tensor<48x64xi1>, tensor<48x64xbf16>
+  %negative_infinity = stablehlo.constant dense<0xFF80> : tensor<bf16>
+  %infinity = stablehlo.constant dense<0x7F80> : tensor<bf16>
+  %max = stablehlo.reduce(%below init: %negative_infinity) applies stablehlo.maximum across dimensions = [1] : (tensor<48x64xbf16>, tensor<bf16>) -> tensor<48xbf16>
+  %min = stablehlo.reduce(%above init: %infinity) applies stablehlo.minimum across dimensions = [1] : (tensor<48x64xbf16>, tensor<bf16>) -> tensor<48xbf16>
+  return %max, %min : tensor<48xbf16>, tensor<48xbf16>
+}"""
+
+# f32 bit patterns a bf16 rounding treats specially: ties to even (1 + 2^-8, 1 + 3 * 2^-8 and
+# their negations, a denormal tie), what rounds to +-0 and to the least normal, the largest f32
+# (bf16 infinity), infinities, quiet and signaling NaN of both signs, signed zeros
+ROUNDING_EDGES = [0x3F808000, 0x3F818000, 0xBF808000, 0xBF818000, 0x3F800001, 0x3F80FFFF, 0x00008000, 0x00018000,
+                  0x00000001, 0x80000001, 0x007FFFFF, 0x807FFFFF, 0x00800000, 0x7F7FFFFF, 0xFF7FFFFF, 0x7F800000,
+                  0xFF800000, 0x7FC00000, 0xFFC00000, 0x7F800001, 0xFF800001, 0x00000000, 0x80000000]
+
+
+@pytest.mark.parametrize("excess_precision", [False, True])
+def test_a_narrow_max_rounds_once_after_comparing_f32_values(excess_precision, tmp_path):
+    """A bf16 max (min) of masked, scaled scores compares their f32 values and rounds only the
+    result (`narrow_reductions.unrounded`: rounding to nearest even keeps their order), so
+    its loop rounds nothing when excess precision drops the convert's rounding; bit for bit
+    the maximum (minimum) of each element rounded to bf16 by ml_dtypes, over rows of ties,
+    denormals, overflow to infinity, infinities, NaN and signed zeros. Without excess precision
+    the program's convert still rounds every element first, as the reference does."""
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal((48, 64)) * 4).astype(np.float32)
+    edges = np.array(ROUNDING_EDGES, np.uint32).view(np.float32)
+    for row in range(48):
+        picks = rng.choice(len(edges), size=rng.integers(0, 6), replace=False)
+        columns = rng.choice(row + 1, size=min(len(picks), row + 1), replace=False)
+        x[row, columns] = edges[picks[:len(columns)]]
+    x[40, :41] = edges[rng.integers(0, 15, 41)]  # ties, denormals and overflow only: no normal value to hide them
+    x[41, :42] = -np.abs(edges[rng.integers(0, 13, 42)])
+    executable = Client().compile(MASKED_NARROW_ROW_ORDER, CompileOptions(allow_excess_precision=excess_precision,
+                                                                          dump_to=str(tmp_path)))
+    largest, smallest = executable.execute_numpy([x])
+    bf16 = ml_dtypes.bfloat16
+    with np.errstate(over="ignore", invalid="ignore"):
+        scaled = (x * np.float32(0.125)) if excess_precision else (x.astype(bf16).astype(np.float32) * np.float32(0.125))
+    rounded = scaled.astype(bf16).astype(np.float32)
+    kept = np.tril(np.ones((48, 64), bool))
+    for got, constant, maximum, initial in ((largest, -1e30, True, -np.inf), (smallest, 1e30, False, np.inf)):
+        elements = np.where(kept, rounded, np.float32(bf16(constant)))
+        expected = exact_order_reduction(elements, np.float32(initial), maximum).astype(bf16)
+        assert np.array_equal(np.isnan(got.astype(np.float32)), np.isnan(expected.astype(np.float32)))
+        finite = ~np.isnan(expected.astype(np.float32))
+        assert got[finite].view(np.uint16).tolist() == expected[finite].view(np.uint16).tolist()
+    if excess_precision:
+        optimized = "".join(path.read_text() for path in tmp_path.glob("*.ir-with-opt.ll"))
+        assert not re.search(r"add <\d+ x i32> .*splat \(i32 32767\)", optimized)
 
 
 CAUSAL_SOFTMAX = """func.func @main(%s: tensor<8x256x256xf32>) -> tensor<8x256x256xf32> {

@@ -109,6 +109,40 @@ def test_a_fused_chain_without_excess_precision_rounds_every_op(monkeypatch):
     assert not any("excess precision" in line for line in decisions_of(text))
 
 
+# (x * y masked by position) - z: the select keeps the product in bf16 unless it reads the f32 one
+MASKED_CHAIN = """func.func @main(%x: tensor<64x64xbf16>, %y: tensor<64x64xbf16>, %z: tensor<64x64xbf16>) -> tensor<64x64xbf16> {
+  %0 = stablehlo.multiply %x, %y : tensor<64x64xbf16>
+  %rows = stablehlo.iota dim = 0 : tensor<64x64xi32>
+  %columns = stablehlo.iota dim = 1 : tensor<64x64xi32>
+  %kept = stablehlo.compare LE, %columns, %rows, SIGNED : (tensor<64x64xi32>, tensor<64x64xi32>) -> tensor<64x64xi1>
+  %low = stablehlo.constant dense<-3.0e+00> : tensor<64x64xbf16>
+  %1 = stablehlo.select %kept, %0, %low : tensor<64x64xi1>, tensor<64x64xbf16>
+  %2 = stablehlo.subtract %1, %z : tensor<64x64xbf16>
+  return %2 : tensor<64x64xbf16>
+}"""
+
+
+@pytest.mark.parametrize("allowed", [True, False])
+def test_a_select_of_a_rounding_is_read_in_f32(allowed):
+    """A bf16 select of a product and a constant, read by the next op in the kernel, is the
+    select of the f32 product with excess precision (the chain rounded once, at the store), and
+    bit for bit the reference interpreter's per-op rounding without it."""
+    rng = np.random.default_rng(7)
+    x, y, z = (rng.standard_normal((64, 64)).astype(BF16) for _ in range(3))
+    got = Client().compile(MASKED_CHAIN, CompileOptions(allow_excess_precision=allowed)).execute_numpy([x, y, z])[0]
+    kept = np.tril(np.ones((64, 64), bool))
+    product = x.astype(np.float32) * y.astype(np.float32)
+    if allowed:
+        expected = (np.where(kept, product, np.float32(-3.0)) - z.astype(np.float32)).astype(BF16)
+        assert any("1 bf16 rounding(s) of values read in the kernel left out" in line for line in decisions_of(MASKED_CHAIN))
+    else:
+        module = frontdoor.import_text(MASKED_CHAIN, "masked_chain", new_context()).module
+        expected = reference_outputs(module, [x, y, z])[0]
+        rounded = np.where(kept, product.astype(BF16).astype(np.float32), np.float32(-3.0))
+        np.testing.assert_array_equal(bits(expected), bits((rounded - z.astype(np.float32)).astype(BF16)))
+    np.testing.assert_array_equal(bits(got), bits(expected))
+
+
 @pytest.mark.parametrize("option, variable", [(False, None), (True, "0")])
 def test_the_compile_option_overrides_the_environment(monkeypatch, option, variable):
     """`CompileOptions(allow_excess_precision=...)` decides over `MLIRXLA_ALLOW_EXCESS_PRECISION`,

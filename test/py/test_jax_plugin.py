@@ -152,6 +152,10 @@ PROGRAMS = {
                                                          *(jnp.isnan(part).all(axis=(-2, -1)) for part in (jnp.linalg.eigh(m)[1], *jnp.linalg.svd(m)[::2]))),
                                                    (np.stack([X[:4, :4] @ X[:4, :4].T, np.full((4, 4), np.nan, np.float32),
                                                               np.eye(4, dtype=np.float32) * np.inf]),)),
+    # the second system's fourth row is zero: singular
+    "tridiagonal solves, pivoted and perturbed": (lambda dl, d, du, b: [jax.lax.linalg.tridiagonal_solve(*(v.at[1, 3].set(0) for v in (dl, d, du)), b,
+                                                                                                     perturb_singular=p) for p in (False, True)],
+                                                  (X[:2, :8], X[2:4, :8], X[4:6, :8], X[:2, :8, None])),
     "linalg.qr, lu and lstsq": (lambda m: (*jnp.linalg.qr(m), *jax.scipy.linalg.lu(m), jnp.linalg.lstsq(m, X[:4, :2])[0]), (X[:4, :4],)),
     "linalg.eig, schur, hessenberg and tridiagonal": (lambda m: (*jnp.linalg.eig(m), *jax.scipy.linalg.schur(m), *jax.scipy.linalg.hessenberg(m, calc_q=True),
                                                                   *jax.lax.linalg.tridiagonal(m @ m.T)), (X[:4, :4],)),

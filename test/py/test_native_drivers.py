@@ -4,6 +4,7 @@ interpreter (and jax's CPU backend for the jax programs), and the thunk sequence
 decisions saying which control flow runs natively and what calls back into Python."""
 
 import os
+import random
 
 import numpy as np
 import pytest
@@ -56,6 +57,30 @@ SWAP = """func.func @main(%a: tensor<4xf32>, %b: tensor<4xf32>) -> (tensor<4xf32
     stablehlo.return %next, %y, %x : tensor<i32>, tensor<4xf32>, tensor<4xf32>
   }
   return %0#1, %0#2, %0#0 : tensor<4xf32>, tensor<4xf32>, tensor<i32>
+}
+"""
+
+# a value computed from one carried value replaces it while the old one moves to the next
+# position (jax's inverse iteration keeps `(new_norm, norm)`), and the loop runs on while the
+# new one grew: the stop depends on the old value surviving the body
+ROTATE = """func.func @main(%v: tensor<4xf32>) -> (tensor<i32>, tensor<4xf32>, tensor<4xf32>) {
+  %zero = stablehlo.constant dense<0> : tensor<i32>
+  %ones = stablehlo.constant dense<1.0> : tensor<4xf32>
+  %zeros = stablehlo.constant dense<0.0> : tensor<4xf32>
+  %0:3 = stablehlo.while(%i = %zero, %n = %ones, %old = %zeros) : tensor<i32>, tensor<4xf32>, tensor<4xf32>
+  cond {
+    %grew = stablehlo.compare GT, %n, %old, FLOAT : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xi1>
+    %false = stablehlo.constant dense<false> : tensor<i1>
+    %any = stablehlo.reduce(%grew init: %false) applies stablehlo.or across dimensions = [0] : (tensor<4xi1>, tensor<i1>) -> tensor<i1>
+    stablehlo.return %any : tensor<i1>
+  } do {
+    %one = stablehlo.constant dense<1> : tensor<i32>
+    %next = stablehlo.add %i, %one : tensor<i32>
+    %scaled = stablehlo.multiply %n, %v : tensor<4xf32>
+    %root = stablehlo.sqrt %scaled : tensor<4xf32>
+    stablehlo.return %next, %root, %n : tensor<i32>, tensor<4xf32>, tensor<4xf32>
+  }
+  return %0#0, %0#1, %0#2 : tensor<i32>, tensor<4xf32>, tensor<4xf32>
 }
 """
 
@@ -134,6 +159,58 @@ def test_swapped_carried_values_match_the_reference():
     assert copy_order(swap.copies)[1], "the swap's copies form a cycle, saved on the driver's stack"
     assert driver.python_thunks == ()
     matches_reference(executable, SWAP, [np.arange(1, 5, dtype=np.float32), np.full(4, 0.5, np.float32)])
+
+
+def test_a_carried_value_moved_to_the_next_position_survives_the_body():
+    executable = Client().compile(ROTATE)
+    v = np.full(4, 16.0, np.float32)
+    count, last, before = executable.execute_numpy([v])
+    matches_reference(executable, ROTATE, [v])
+    assert count > 1 and last[0] <= before[0]
+
+
+def shuffled_loop(seed: int) -> tuple[str, int]:
+    """A three-step loop over 2-5 carried values whose body returns, in each position, a
+    carried value from any position, a function of one, or the sum of two: swaps, rotations,
+    duplicates and values moved while their buffer is rewritten, in random mixes."""
+    rng = random.Random(seed)
+    count = rng.randrange(2, 6)
+    lines, results = [], []
+    for position in range(count):
+        source, other, choice = rng.randrange(count), rng.randrange(count), rng.random()
+        if choice < 0.4:
+            results.append(f"%c{source}")
+            continue
+        unary = f"stablehlo.{rng.choice(['negate', 'sine', 'cosine', 'abs'])} %c{source}"
+        lines.append(f"    %u{position} = {unary if choice < 0.8 else f'stablehlo.add %c{source}, %c{other}'} : tensor<4xf32>")
+        results.append(f"%u{position}")
+    vector = "tensor<4xf32>"
+    types = ", ".join(["tensor<i32>"] + [vector] * count)
+    body = "\n".join(lines)
+    return f"""func.func @main({", ".join(f"%a{j}: {vector}" for j in range(count))}) -> ({", ".join([vector] * count)}) {{
+  %zero = stablehlo.constant dense<0> : tensor<i32>
+  %r:{count + 1} = stablehlo.while(%i = %zero, {", ".join(f"%c{j} = %a{j}" for j in range(count))}) : {types}
+  cond {{
+    %three = stablehlo.constant dense<3> : tensor<i32>
+    %lt = stablehlo.compare LT, %i, %three, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %lt : tensor<i1>
+  }} do {{
+    %one = stablehlo.constant dense<1> : tensor<i32>
+    %next = stablehlo.add %i, %one : tensor<i32>
+{body}
+    stablehlo.return %next, {", ".join(results)} : {types}
+  }}
+  return {", ".join(f"%r#{j + 1}" for j in range(count))} : {", ".join([vector] * count)}
+}}
+""", count
+
+
+@pytest.mark.parametrize("seeds", [range(0, 30), range(30, 60)], ids=["0-29", "30-59"])
+def test_shuffled_carried_values_match_the_reference(seeds):
+    for seed in seeds:
+        text, count = shuffled_loop(seed)
+        arguments = [np.linspace(0.1 * (j + 1), 1 + j, 4).astype(np.float32) for j in range(count)]
+        matches_reference(Client().compile(text), text, arguments)
 
 
 def test_a_swap_too_large_for_the_stack_is_called_back():

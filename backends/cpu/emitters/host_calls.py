@@ -191,9 +191,11 @@ HOST_CUSTOM_CALLS = {
     "mlirxla.schur": ("schur", json_attributes),
     "mlirxla.hessenberg": ("hessenberg", json_attributes),
     "mlirxla.tridiagonal": ("tridiagonal", json_attributes),
+    "mlirxla.tridiagonal_solve": ("tridiagonal_solve", json_attributes),
     "Qr": ("householder_qr", lambda op: {}),
     "ProductOfElementaryHouseholderReflectors": ("householder_product", lambda op: {}),
 }
 
-LAPACK_CALLS = {"eigh", "svd", "eig", "schur", "hessenberg", "tridiagonal", "householder_qr", "householder_product"}
+LAPACK_CALLS = {"eigh", "svd", "eig", "schur", "hessenberg", "tridiagonal", "tridiagonal_solve", "householder_qr",
+                "householder_product"}
 LAPACK_ELEMENT_TYPES = {"f32", "f64", "complex<f32>", "complex<f64>"}

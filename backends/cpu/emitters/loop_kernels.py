@@ -80,21 +80,23 @@ def top_k_library_call(symbol: str, function: str, op: ir.Operation, leading: in
     return runtime_library.top_k_call(symbol, function, rows, shape[-1], ir.RankedTensorType(op.results[0].type).shape[-1])
 
 
-# what selecting costs an element, in the split model's flops: a 512x4096 f32 TopK (k=16)
-# selected in 0.77 ms on one thread, 0.37 ns an element, six of the model's 16 Gflop/s
-TOP_K_FLOPS_PER_ELEMENT = 6
+# what selecting costs an element: a 512x4096 f32 TopK (k=16) selected in 0.77 ms on one
+# thread, 0.37 ns an element (a scalar insertion, whatever the host's vector width; six flops at
+# the 16 G a second the split model once took for every host)
+TOP_K_SECONDS_PER_ELEMENT = 0.375e-9
 
 
 def top_k_slices(op: ir.Operation) -> int | None:
     """How many blocks of rows (of the leading dimension, the last being the rows' own) a TopK
     runs in over the threads, when that pays (`thread_split.py`: its bytes, and
-    `TOP_K_FLOPS_PER_ELEMENT` as its work); None to run it whole."""
+    `TOP_K_SECONDS_PER_ELEMENT` as its work); None to run it whole."""
     threads = cpu_threads()
     operand = ir.RankedTensorType(op.operands[0].type)
     if operand.rank < 2 or threads < 2 or (slices := thread_split.slice_count(operand.shape[0], threads)) is None:
         return None
     elements = math.prod(operand.shape)
-    return slices if thread_split.estimate_moving(type_bytes(operand), TOP_K_FLOPS_PER_ELEMENT * elements, threads).pays else None
+    work = TOP_K_SECONDS_PER_ELEMENT * elements * thread_split.core_flops_per_s()
+    return slices if thread_split.estimate_moving(type_bytes(operand), work, threads).pays else None
 
 
 def loop_kernel(emitter, op: ir.Operation, source_of, library_call_of=None) -> KernelThunk:

@@ -131,6 +131,32 @@ func.func @while_stack_read_after_update(%x: tensor<4xf32>, %v: tensor<1xf32>, %
 
 // -----
 
+/// A carried value that moves to the next position (jax's `(new_norm, norm)` in inverse
+/// iteration) is read by the copies that end the body, so the new value written into its
+/// buffer gets a copy too: both land through the closing copies, after every read.
+// CHECK-LABEL: func.func @while_rotates_a_carried_value
+// CHECK: }, {
+// CHECK-NEXT: ^bb0(%[[CARRIED:.*]]: tensor<4xf32>, %{{.*}}: tensor<4xf32>):
+// CHECK-NEXT: %[[N:.*]] = "xhlo.sqrt"(%[[CARRIED]])
+// CHECK-DAG: %[[NEW:.*]] = "xhlo.copy"(%[[N]])
+// CHECK-DAG: %[[OLD:.*]] = "xhlo.copy"(%[[CARRIED]])
+// CHECK: "xhlo.return"(%[[NEW]], %[[OLD]])
+func.func @while_rotates_a_carried_value(%x: tensor<4xf32>, %p: tensor<i1>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %a = "xhlo.negate"(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  %b = "xhlo.negate"(%a) : (tensor<4xf32>) -> tensor<4xf32>
+  %w:2 = "xhlo.while"(%a, %b) ({
+  ^bb0(%n: tensor<4xf32>, %old: tensor<4xf32>):
+    "xhlo.return"(%p) : (tensor<i1>) -> ()
+  }, {
+  ^bb0(%n: tensor<4xf32>, %old: tensor<4xf32>):
+    %next = "xhlo.sqrt"(%n) : (tensor<4xf32>) -> tensor<4xf32>
+    "xhlo.return"(%next, %n) : (tensor<4xf32>, tensor<4xf32>) -> ()
+  }) : (tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+  return %w#0, %w#1 : tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
 /// A parameter the loop writes gets a copy as its init.
 // CHECK-LABEL: func.func @while_writes_parameter
 // CHECK: %[[C:.*]] = "xhlo.copy"(%arg0)
