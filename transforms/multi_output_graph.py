@@ -21,12 +21,11 @@ What the graph keeps of the MLIR block, because decisions or later passes depend
 - users: the kernels of the block reading a value, directly or from inside their regions.
 """
 
-from mlirxla.dialects.xhlo.builder import create_op
 from mlirxla.ir_queries import defining_op
 from mlirxla.mlir import ir
 
 from .erasure import erase, identity
-from .fusion_graph import TERMINATORS, emit_op, fusion_base_name
+from .fusion_graph import TERMINATORS, emit_op, fusion_base_name, merged_operand_count, new_fusion
 from .fusion_legality import Body, fused_ops, in_place_pair, kind_of, not_fusible_reason
 
 
@@ -244,12 +243,7 @@ class MultiOutputGraph:
     def creates_cycle(self, producer: Kernel, consumer: Kernel) -> bool:
         return self.reachable_indirectly(producer, consumer)
 
-    @staticmethod
-    def operand_count(producer: Kernel, consumer: Kernel) -> int:
-        values = set(producer.results)
-        values.update(consumer.operands)
-        values.update(producer.operands)
-        return len(values) - len(producer.results)
+    operand_count = staticmethod(merged_operand_count)
 
     # --- merging ---------------------------------------------------------------------------------
 
@@ -347,18 +341,7 @@ class MultiOutputGraph:
         for kernel in self.order:
             if kernel.op is not None:
                 continue
-            location = kernel.anchor.location
-            with ir.InsertionPoint(terminator):
-                fusion = create_op("xhlo.fusion", [value.value for value in kernel.operands],
-                                   [value.type for value in kernel.results], {}, location, region_count=1)
-            types = [value.type for value in kernel.operands]
-            body = ir.Block.create_at_start(fusion.regions[0], types, [location] * len(types))
-            with ir.InsertionPoint(body):
-                results = emit(kernel, list(body.arguments))
-                create_op("xhlo.return", results, [], {}, location)
-            fusion.attributes["kind"] = ir.StringAttr.get(kernel.kind)
-            fusion.attributes["name"] = ir.StringAttr.get(kernel.name)
-            kernel.built = fusion
+            kernel.built = new_fusion(kernel, emit, terminator, kernel.anchor.location, kernel.kind, kernel.name)
             built.append(kernel)
         for kernel in built:
             for value, new in zip(kernel.results, kernel.built.results):
