@@ -133,6 +133,15 @@ class Node:
         return self.operands[pair[0]] if pair else None
 
 
+def merged_operand_count(producer, consumer) -> int:
+    """The operands of `producer` merged into `consumer` (nodes of either graph): both kernels'
+    operands, less the producer's results the consumer reads."""
+    values = set(producer.results)
+    values.update(consumer.operands)
+    values.update(producer.operands)
+    return len(values) - len(producer.results)
+
+
 class FusionGraph:
     """One block as nodes, the merges decided on them, the questions the legality rules
     (`fusion_legality.fusion_refusal`'s `kernels`) and the cost model ask, and `build`."""
@@ -274,12 +283,7 @@ class FusionGraph:
             stack.extend(node.users)
         return False
 
-    @staticmethod
-    def operand_count(producer: Node, consumer: Node) -> int:
-        values = set(producer.results)
-        values.update(consumer.operands)
-        values.update(producer.operands)
-        return len(values) - len(producer.results)
+    operand_count = staticmethod(merged_operand_count)
 
     def description(self, node: Node) -> str:
         if node._description is None:
@@ -427,17 +431,7 @@ class FusionGraph:
         for node in self.at:
             if node is None or node.op is not None:
                 continue
-            location = node.anchor.location
-            with ir.InsertionPoint(node.anchor):
-                fusion = create_op("xhlo.fusion", [value.value for value in node.operands],
-                                   [value.type for value in node.results], {}, location, region_count=1)
-            arguments = [value.type for value in node.operands]
-            body = ir.Block.create_at_start(fusion.regions[0], arguments, [location] * len(arguments))
-            with ir.InsertionPoint(body):
-                results = emit(node, list(body.arguments))
-                create_op("xhlo.return", results, [], {}, location)
-            fusion.attributes["kind"] = ir.StringAttr.get(node.fusion_kind)
-            fusion.attributes["name"] = ir.StringAttr.get(node.name)
+            fusion = new_fusion(node, emit, node.anchor, node.anchor.location, node.fusion_kind, node.name)
             built.append((node.anchor, fusion))
             node.built = fusion
         for anchor, fusion in built:
@@ -472,7 +466,12 @@ def emit(node: Node, inputs: list[ir.Value]) -> list[ir.Value]:
         producer, consumer = node.producer, node.consumer
         values[producer.results[0]] = emit(producer, [values[value] for value in producer.operands])[0]
         return emit(consumer, [values[value] for value in consumer.operands])
-    op = node.op
+    return emit_op(node.op, inputs)
+
+
+def emit_op(op: ir.Operation, inputs: list[ir.Value]) -> list[ir.Value]:
+    """An op of the block (a fusion: its body's ops) at the current insertion point, reading
+    `inputs` for its operands; the values of its results."""
     if op.name != "xhlo.fusion":
         clone = op.clone()
         operands = clone.operands
@@ -483,10 +482,34 @@ def emit(node: Node, inputs: list[ir.Value]) -> list[ir.Value]:
     mapping = dict(zip(block.arguments, inputs))
     inner_ops = [inner.operation for inner in block.operations]
     for inner in inner_ops[:-1]:
-        clone = inner.clone()
-        for index, value in enumerate(inner.operands):
-            if value in mapping:
-                clone.operands[index] = mapping[value]
-        for result, new in zip(inner.results, clone.results):
-            mapping[result] = new
+        clone_into(inner, mapping)
     return [mapping[value] for value in inner_ops[-1].operands]
+
+
+def clone_into(op: ir.Operation, mapping: dict) -> ir.Operation:
+    """A clone of `op` at the current insertion point reading `mapping`'s values for the
+    operands it maps; its results are added to `mapping`."""
+    clone = op.clone()
+    for index, value in enumerate(op.operands):
+        if value in mapping:
+            clone.operands[index] = mapping[value]
+    for result, new in zip(op.results, clone.results):
+        mapping[result] = new
+    return clone
+
+
+def new_fusion(kernel, emit_body, before: ir.Operation, location: ir.Location, kind: str, name: str) -> ir.Operation:
+    """An `xhlo.fusion` before `before` reading `kernel`'s operands, its body what
+    `emit_body(kernel, arguments)` emits, with its kind and name. `kernel` is a node of this
+    graph or of the multi-output graph: both have `operands` and `results` of values with
+    `value` and `type`."""
+    with ir.InsertionPoint(before):
+        fusion = create_op("xhlo.fusion", [value.value for value in kernel.operands],
+                           [value.type for value in kernel.results], {}, location, region_count=1)
+    types = [value.type for value in kernel.operands]
+    body = ir.Block.create_at_start(fusion.regions[0], types, [location] * len(types))
+    with ir.InsertionPoint(body):
+        create_op("xhlo.return", emit_body(kernel, list(body.arguments)), [], {}, location)
+    fusion.attributes["kind"] = ir.StringAttr.get(kind)
+    fusion.attributes["name"] = ir.StringAttr.get(name)
+    return fusion

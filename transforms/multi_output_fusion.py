@@ -25,8 +25,10 @@ bodies) until nothing changes:
   instead of a second kernel reading back both moments it just wrote. Refused on a path of
   uses between them other than the direct one (a cycle) and by the size rule.
 
-Merged fusions get kind `input` when a root is a reduce, else `loop`, and a new unique
-`name`. Every merge and refusal is logged with its reason; the pass returns the log as its
+The scans and merges run on a Python graph of the block (`multi_output_graph.py`: kernels,
+values, use lists and block order as merging one fusion at a time in MLIR left them), and
+the fusions left at the end are built once. Merged fusions get kind `input` when a root is a
+reduce, else `loop`, and a new unique `name`. Every merge and refusal is logged with its reason; the pass returns the log as its
 report (`MultiOutputFusionDecisions`, dumped as `multi-output-fusion-decisions.txt`), kept
 only when reports are read (`rendering_reports()`): logging every pair of kernels that share
 an unprofitable operand, again on each rescan, was a fifth of the pass.
@@ -45,20 +47,18 @@ from .fusion_legality import (
     CHEAP_TO_DUPLICATE,
     ELEMENTWISE,
     NOT_KERNELS,
-    Bodies,
     FusionLimits,
     contiguous_copy,
     element_count,
-    fused_ops,
     fusion_kind,
     fusion_refusal,
     kind_of,
     not_fusible_reason,
     root_kinds,
 )
-from .erasure import identity
+from .multi_output_graph import Kernel, MultiOutputGraph, Value
 from .pass_base import ModulePass, PassReport, PassResult, rendering_reports
-from .priority_fusion import TERMINATORS, Descriptions, Namer, build_fusion, fusible_blocks
+from .priority_fusion import Descriptions, Namer, fusible_blocks
 
 MAX_RESULTS = FUSION_SLOTS  # the xhlo.fusion op's result slots
 # what a loop consumer and its producer may hold: elementwise work over one index space, so
@@ -112,14 +112,6 @@ def _shape(value_type: ir.Type) -> tuple | None:
     return None
 
 
-def _root_ops(op: ir.Operation) -> list[tuple[ir.Operation | None, ir.Value]]:
-    """(root op or None for a returned parameter, root value) of a kernel."""
-    if op.name != "xhlo.fusion":
-        return [(op, result) for result in op.results]
-    terminator = list(op.regions[0].blocks[0].operations)[-1]
-    return [(defining_op(value), value) for value in terminator.operands]
-
-
 @dataclass(frozen=True)
 class Hero:
     """What decides a kernel's loop: its loop shape, and for reductions what is reduced."""
@@ -128,15 +120,16 @@ class Hero:
     reduction: tuple | None  # (dimensions, result shape) of the first reduce root, or None
 
 
-def hero_of(op: ir.Operation) -> Hero:
-    roots = _root_ops(op)
+def hero_of(roots: list[tuple[ir.Operation | None, ir.Type]], body: list[ir.Operation]) -> Hero:
+    """The hero of a kernel whose results are computed by `roots` (the op, or None for a
+    parameter it returns; the result's type) and whose body holds the ops `body`."""
     reduces = [root for root, _ in roots if root is not None and root.name == "xhlo.reduce"]
-    reduces += [inner for inner in fused_ops(op) if inner.name == "xhlo.reduce" and inner not in reduces]
+    reduces += [inner for inner in body if inner.name == "xhlo.reduce" and inner not in reduces]
     if reduces:  # the reduction hero, a root or inside the fusion (with an epilogue after it)
         hero = reduces[0]
         dimensions = tuple(ir.DenseI64ArrayAttr(hero.attributes["dimensions"])) if "dimensions" in hero.attributes else ()
         return Hero(_shape(hero.operands[0].type), (dimensions, _shape(hero.results[0].type)))
-    return Hero(_shape(roots[0][1].type) if roots else None, None)
+    return Hero(_shape(roots[0][1]) if roots else None, None)
 
 
 def shape_problem(hero_a: Hero, hero_b: Hero) -> str | None:
@@ -171,134 +164,11 @@ def kernel_problem(op: ir.Operation, limits: FusionLimits) -> str | None:
     return None
 
 
-class KernelFacts:
-    """Each kernel's hero, op count, description and whether it may take part, computed once:
-    a merge erases its members and makes a new fusion, so what a kernel is never changes
-    while its address is live (`forget` is told of each erasure before it happens: a later op
-    may reuse the address). The scan after each merge asks them again for every candidate
-    and pair; without this each scan re-walked every fusion's body."""
-
-    def __init__(self, limits: FusionLimits, describe: Descriptions):
-        self.limits = limits
-        self.describe = describe
-        self.heroes: dict[int, Hero] = {}
-        self.op_counts: dict[int, int] = {}
-        self.descriptions: dict[int, str] = {}
-        self.problems: dict[int, str | None] = {}
-
-    def description(self, op: ir.Operation) -> str:
-        key = identity(op)
-        if key not in self.descriptions:
-            self.descriptions[key] = self.describe(op)
-        return self.descriptions[key]
-
-    def problem(self, op: ir.Operation) -> str | None:
-        """`kernel_problem(op)`."""
-        key = identity(op)
-        if key not in self.problems:
-            self.problems[key] = kernel_problem(op, self.limits)
-        return self.problems[key]
-
-    def hero(self, op: ir.Operation) -> Hero:
-        key = identity(op)
-        if key not in self.heroes:
-            self.heroes[key] = hero_of(op)
-        return self.heroes[key]
-
-    def op_count(self, op: ir.Operation) -> int:
-        key = identity(op)
-        if key not in self.op_counts:
-            self.op_counts[key] = len(fused_ops(op))
-        return self.op_counts[key]
-
-    def forget(self, op: ir.Operation) -> None:
-        key = identity(op)
-        for facts in (self.heroes, self.op_counts, self.descriptions, self.problems):
-            facts.pop(key, None)
-
-
-class Graph:
-    """Positions of one block's ops, computed once per scan, their users, each found once per
-    scan when first asked (a sibling scan asks for few: listing every op's users on each of
-    the scans between merges was a third of the pass), and the ops reachable from each source
-    asked about (one walk per source and scan, however many targets)."""
-
-    def __init__(self, block: ir.Block):
-        self.ops = [op.operation for op in block.operations]
-        self.position = {op: index for index, op in enumerate(self.ops)}
-        self.block = block
-        self.found_users: dict = {}
-        self.descendants: dict = {}
-
-    def users(self, op: ir.Operation) -> list[ir.Operation]:
-        """The distinct ops of the block using one of `op`'s results, in the order of its uses."""
-        found = self.found_users.get(op)
-        if found is None:
-            found = []
-            for result in op.results:
-                for use in result.uses:
-                    user = self.in_block(use.owner)
-                    if user is not None and user not in found:
-                        found.append(user)
-            self.found_users[op] = found
-        return found
-
-    def in_block(self, op) -> ir.Operation | None:
-        op = op.operation
-        while op.block != self.block:
-            parent = op.parent
-            if parent is None or parent.name == "builtin.module":
-                return None
-            op = parent.operation
-        return op
-
-    def reaches(self, source: ir.Operation, target: ir.Operation) -> bool:
-        """Is there a path of uses from `source` to `target`?"""
-        if source not in self.descendants:
-            found: set = set()
-            stack = list(self.users(source))
-            while stack:
-                op = stack.pop()
-                if op not in found:
-                    found.add(op)
-                    stack.extend(self.users(op))
-            self.descendants[source] = found
-        return target in self.descendants[source]
-
-    def reachable_indirectly(self, source: ir.Operation, target: ir.Operation) -> bool:
-        """Is there a path of uses from `source` to `target` other than the edge between them?"""
-        limit = self.position[target]
-        stack = [u for u in self.users(source) if u != target]
-        seen: set = set()
-        while stack:
-            op = stack.pop()
-            if op == target:
-                return True
-            if op in seen or self.position[op] > limit:
-                continue
-            seen.add(op)
-            stack.extend(self.users(op))
-        return False
-
-
-def _operand_union(members: list[ir.Operation]) -> list[ir.Value]:
-    inside = set(members)
-    values: list = []
-    taken: set = set()
-    for member in members:
-        for value in member.operands:
-            if value in taken or defining_op(value) in inside:
-                continue
-            taken.add(value)
-            values.append(value)
-    return values
-
-
-def size_problem(members: list[ir.Operation], ops: int, results: int, limits: FusionLimits) -> str | None:
+def size_problem(members: list[Kernel], ops: int, results: int, limits: FusionLimits) -> str | None:
     """Why a fusion of `members`, holding `ops` ops and `results` results, would be too large."""
     if ops > limits.max_fused_ops:
         return f"the fusion would hold {ops} ops, more than the maximum of {limits.max_fused_ops}"
-    operands = len(_operand_union(members))
+    operands = len(MultiOutputGraph.operand_union(members))
     if operands > limits.max_operands:
         return f"the fusion would have {operands} operands, more than the maximum of {limits.max_operands}"
     if results > MAX_RESULTS:
@@ -306,8 +176,11 @@ def size_problem(members: list[ir.Operation], ops: int, results: int, limits: Fu
     return None
 
 
-def shared_operand_problem(value: ir.Value) -> str | None:
+def shared_operand_problem(shared: Value) -> str | None:
     """XLA's IsProfitableOperand: sharing a constant or a scalar saves no memory traffic."""
+    value = shared.value
+    if shared.kernel is not None and shared.kernel.op is None:  # a merge's result
+        return "the shared operand is a scalar" if element_count(value.type) <= 1 else None
     owner = defining_op(value)
     if owner is not None and owner.name == "xhlo.constant":
         return "the shared operand is a constant"
@@ -344,57 +217,83 @@ class MultiOutputFusionPass(ModulePass):
 
 
 class MergeBlock:
-    """Multi-output fusion in one block: scan, merge one group of siblings or one
-    producer-consumer pair, rescan, until nothing merges. `log` takes the decisions; None:
-    nobody reads them, none is described."""
+    """Multi-output fusion in one block, decided on its `MultiOutputGraph`: scan, merge one
+    group of siblings or one producer-consumer pair, scan again, until nothing merges; then
+    build the fusions. `log` takes the decisions; None: nobody reads them, none is described."""
 
     def __init__(self, block, limits, namer, log, sibling=True, producer_consumer=True):
-        self.block, self.limits, self.namer, self.log = block, limits, namer, log
+        self.limits, self.namer, self.log = limits, namer, log
         self.sibling, self.producer_consumer = sibling, producer_consumer
         self.logged: set = set()
         # (the candidates' descriptions, the reason) of each value whose sharing is no profit:
         # a later scan meeting the same ones would only log refusals already logged
         self.unprofitable: set = set()
         self.describe = Descriptions()
-        self.bodies = Bodies()
-        self.facts = KernelFacts(limits, self.describe)
+        self.graph = MultiOutputGraph(block)
 
-    def refuse(self, rule: str, first: ir.Operation, second: ir.Operation, reason: str) -> None:
+    # what each kernel is never changes (a merge makes a new kernel): asked once each
+
+    def description(self, kernel: Kernel) -> str:
+        facts = kernel.facts
+        if "description" not in facts:
+            if kernel.op is not None:
+                facts["description"] = self.describe(kernel.op)
+            else:
+                facts["description"] = f"{kernel.name}(fusion) at {self.describe.place(kernel.anchor.location)}"
+        return facts["description"]
+
+    def problem(self, kernel: Kernel) -> str | None:
+        """Why `kernel` may take part in no multi-output fusion, or None (a merge of kernels
+        that took part may: a loop or input fusion of at least two results, none in place)."""
+        facts = kernel.facts
+        if "problem" not in facts:
+            facts["problem"] = kernel_problem(kernel.op, self.limits) if kernel.op is not None else None
+        return facts["problem"]
+
+    def hero(self, kernel: Kernel) -> Hero:
+        facts = kernel.facts
+        if "hero" not in facts:
+            roots = list(zip(self.graph.root_ops(kernel), [value.type for value in kernel.results]))
+            facts["hero"] = hero_of(roots, kernel.ops)
+        return facts["hero"]
+
+    @staticmethod
+    def op_count(kernel: Kernel) -> int:
+        return len(kernel.ops)
+
+    def refuse(self, rule: str, first: Kernel, second: Kernel, reason: str) -> None:
         if self.log is None:
             return
-        key = (rule, self.facts.description(first), self.facts.description(second), reason)
+        key = (rule, self.description(first), self.description(second), reason)
         if key not in self.logged:
             self.logged.add(key)
             self.log.append(MofDecision("refused", *key))
 
     def run(self) -> bool:
         changed = False
-        while True:
-            merged = (self.sibling and self.sibling_step()) or (self.producer_consumer and self.producer_consumer_step())
-            if not merged:
-                return changed
+        while (self.sibling and self.sibling_step()) or (self.producer_consumer and self.producer_consumer_step()):
             changed = True
+        if changed:
+            self.graph.build()
+        return changed
 
     # sibling fusion
 
     def sibling_step(self) -> bool:
-        graph = Graph(self.block)
-        values: list = list(self.block.arguments)
-        for op in graph.ops:
-            values.extend(op.results)
-        for value in values:
-            uses = list(value.uses)
+        graph = self.graph
+        position = graph.position
+        for value in graph.scanned_values():
+            uses = value.uses(graph)
             if len(uses) < 2:
-                continue  # one user at most (most values): no owner looked up
+                continue
             users = []
-            for use in uses:
-                user = graph.in_block(use.owner)
-                if user is not None and user not in users and user.name not in TERMINATORS:
+            for _, _, user in uses:
+                if user is not None and user not in users and not user.terminator:
                     users.append(user)
             if len(users) < 2:
                 continue
-            users.sort(key=graph.position.__getitem__)
-            candidates = [u for u in users if self.facts.problem(u) is None]
+            users.sort(key=position.__getitem__)
+            candidates = [user for user in users if self.problem(user) is None]
             if len(candidates) < 2:
                 continue
             profit = shared_operand_problem(value)
@@ -404,7 +303,7 @@ class MergeBlock:
             for i, first in enumerate(candidates):
                 group = [first]
                 for second in candidates[i + 1:]:
-                    reason = self.sibling_problem(graph, group, second)
+                    reason = self.sibling_problem(group, second)
                     if reason:
                         self.refuse("sibling", first, second, reason)
                         continue
@@ -414,13 +313,13 @@ class MergeBlock:
                     return True
         return False
 
-    def refuse_every_pair(self, candidates: list[ir.Operation], reason: str) -> None:
+    def refuse_every_pair(self, candidates: list[Kernel], reason: str) -> None:
         """Refuse each pair of `candidates` (in block order) for sharing an unprofitable value.
         The log keeps each refusal once, by the two descriptions and the reason, so a scan that
         meets the same candidates again (every scan after each merge does) adds nothing."""
         if self.log is None:
             return
-        descriptions = tuple(self.facts.description(candidate) for candidate in candidates)
+        descriptions = tuple(self.description(candidate) for candidate in candidates)
         if (descriptions, reason) in self.unprofitable:
             return
         self.unprofitable.add((descriptions, reason))
@@ -431,93 +330,88 @@ class MergeBlock:
                     self.logged.add(key)
                     self.log.append(MofDecision("refused", *key))
 
-    def sibling_problem(self, graph: Graph, group: list[ir.Operation], second: ir.Operation) -> str | None:
+    def sibling_problem(self, group: list[Kernel], second: Kernel) -> str | None:
         """Why `second` may not join the siblings `group` (each before it in the block)."""
-        if any(graph.reaches(member, second) for member in group):
+        if any(self.graph.reaches(member, second) for member in group):
             return "there is a path between them: the fusion would create a cycle"
         for member in group:
-            reason = shape_problem(self.facts.hero(member), self.facts.hero(second))
+            reason = shape_problem(self.hero(member), self.hero(second))
             if reason:
                 return reason
         members = group + [second]
-        ops = sum(self.facts.op_count(member) for member in members)
+        ops = sum(self.op_count(member) for member in members)
         return size_problem(members, ops, sum(len(member.results) for member in members), self.limits)
 
-    def merge_siblings(self, group: list[ir.Operation]) -> None:
+    def merge_siblings(self, group: list[Kernel]) -> None:
         """One fusion of every sibling in `group` (pairwise without a path between them, so
         the merge creates no cycle): a value read by many kernels (a stacked weight sliced
         per layer) becomes one fusion in one scan, not one merge and rescan per kernel."""
-        texts = [self.describe(member) for member in group] if self.log is not None else []
         exposed = [result for member in group for result in member.results]
-        for member in group:
-            self.facts.forget(member)
-        fusion = build_fusion(group, exposed, self.namer)
+        fusion = self.graph.merge(group, exposed, self.namer)
         if self.log is None:
             return
-        fusion_text = self.describe(fusion)
+        texts = [self.description(member) for member in group]
+        fusion_text = self.description(fusion)
         for text in texts[1:]:
             self.log.append(MofDecision("fused", "sibling", texts[0], text, fusion=fusion_text))
 
     # producer-consumer fusion
 
     def producer_consumer_step(self) -> bool:
-        graph = Graph(self.block)
-        for producer in graph.ops:
+        graph = self.graph
+        for producer in list(graph.order):
             users = graph.users(producer)
-            if len(users) < 2 or self.facts.problem(producer):
+            if len(users) < 2 or self.problem(producer):
                 continue
-            if kind_of(producer) in ("broadcast", "iota", "reshape", "transpose", "slice", "convert"):
+            if graph.kind(producer) in ("broadcast", "iota", "reshape", "transpose", "slice", "convert"):
                 continue  # cheap: priority fusion duplicates these instead
             for consumer in users:
-                if consumer.name in TERMINATORS:
+                if consumer.terminator:
                     continue
-                reduces = "reduce" in self.bodies.of(consumer).kinds
+                reduces = "reduce" in consumer.body.kinds
                 if reduces and len(producer.results) != 1:
                     continue
-                reason = self.facts.problem(consumer)
+                reason = self.problem(consumer)
                 reason = f"the consumer cannot be fused ({reason})" if reason else None
-                reason = reason or (self.pc_problem if reduces else self.loop_pc_problem)(graph, producer, consumer)
+                reason = reason or (self.pc_problem if reduces else self.loop_pc_problem)(producer, consumer)
                 if reason:
                     self.refuse("producer-consumer", producer, consumer, reason)
                     continue
-                logging = self.log is not None
-                producer_text, consumer_text = (self.describe(producer), self.describe(consumer)) if logging else ("", "")
-                exposed = list(consumer.results) + [r for r in producer.results if any(
-                    graph.in_block(use.owner) != consumer for use in r.uses)]
-                self.facts.forget(producer)
-                self.facts.forget(consumer)
-                fusion = build_fusion([producer, consumer], exposed, self.namer)
-                if logging:
-                    self.log.append(MofDecision("fused", "producer-consumer", producer_text, consumer_text, fusion=self.describe(fusion)))
+                exposed = list(consumer.results) + [value for value in producer.results
+                                                    if any(user is not consumer for _, _, user in value.uses(graph))]
+                fusion = graph.merge([producer, consumer], exposed, self.namer)
+                if self.log is not None:
+                    self.log.append(MofDecision("fused", "producer-consumer", self.description(producer),
+                                                self.description(consumer), fusion=self.description(fusion)))
                 return True
         return False
 
-    def loop_pc_problem(self, graph: Graph, producer: ir.Operation, consumer: ir.Operation) -> str | None:
+    def loop_pc_problem(self, producer: Kernel, consumer: Kernel) -> str | None:
         """Why `producer` may not become extra outputs of the loop `consumer` (an optimizer's
         new moments, returned and read by its parameter update), or None."""
-        producer_kinds = self.bodies.of(producer).kinds
+        producer_kinds = producer.body.kinds
         if "reduce" in producer_kinds:
             return "the producer holds a reduce and the consumer is a loop"
-        if not set(producer_kinds + self.bodies.of(consumer).kinds) <= ELEMENTWISE_LOOP:
+        if not set(producer_kinds + consumer.body.kinds) <= ELEMENTWISE_LOOP:
             return "the producer or the consumer is not an elementwise loop"
-        loop_shape = self.facts.hero(consumer).loop_shape
-        produced = [_shape(r.type) for r in producer.results]
+        loop_shape = self.hero(consumer).loop_shape
+        produced = [_shape(value.type) for value in producer.results]
         if loop_shape is None or any(shape != loop_shape for shape in produced):
             return f"incompatible shapes: the producer's results {[list(p or ()) for p in produced]} are not the consumer's loop shape {list(loop_shape or ())}"
-        if graph.reachable_indirectly(producer, consumer):
+        if self.graph.reachable_indirectly(producer, consumer):
             return "fusion would create a cycle"
-        ops = self.facts.op_count(producer) + self.facts.op_count(consumer)
+        ops = self.op_count(producer) + self.op_count(consumer)
         return size_problem([producer, consumer], ops, len(consumer.results) + len(producer.results), self.limits)
 
-    def pc_problem(self, graph: Graph, producer: ir.Operation, consumer: ir.Operation) -> str | None:
-        hero = self.facts.hero(consumer)
+    def pc_problem(self, producer: Kernel, consumer: Kernel) -> str | None:
+        hero = self.hero(consumer)
         produced = _shape(producer.results[0].type)
         if hero.reduction is None or produced != hero.loop_shape:
             return f"incompatible shapes: the producer's shape {list(produced or ())} is not the shape {list(hero.loop_shape or ())} the consumer reduces"
-        if graph.reachable_indirectly(producer, consumer):
+        if self.graph.reachable_indirectly(producer, consumer):
             return "fusion would create a cycle"
-        reason = fusion_refusal(producer, consumer, duplicate=False, limits=self.limits, bodies=self.bodies)
+        reason = fusion_refusal(producer, consumer, duplicate=False, limits=self.limits, kernels=self.graph)
         if reason:
             return reason
-        ops = self.facts.op_count(producer) + self.facts.op_count(consumer)
+        ops = self.op_count(producer) + self.op_count(consumer)
         return size_problem([producer, consumer], ops, len(consumer.results) + 1, self.limits)

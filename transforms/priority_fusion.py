@@ -35,7 +35,7 @@ from mlirxla.mlir import ir
 
 from .cost_model import model_for
 from .erasure import erase, processing
-from .fusion_graph import TERMINATORS, FusionGraph, Node, fusion_base_name
+from .fusion_graph import TERMINATORS, FusionGraph, Node, clone_into, fusion_base_name
 from .fusion_legality import FusionLimits, block_order, fusion_refusal, kind_of, users_in_block
 from .pass_base import ModulePass, PassReport, PassResult, rendering_reports
 
@@ -197,11 +197,11 @@ def build_fusion(members: list[ir.Operation], exposed: list[ir.Value], namer: Na
                             mapping[result] = result
                 else:
                     for inner in inner_ops[:-1]:
-                        body_ops.append(_clone_into(inner.operation, mapping))
+                        body_ops.append(clone_into(inner.operation, mapping))
                 for result, value in zip(member.results, inner_ops[-1].operands):
                     mapping[result] = mapping[value]
             else:
-                body_ops.append(_clone_into(member, mapping))
+                body_ops.append(clone_into(member, mapping))
     if kept is not None:
         for argument, operand in zip(list(kept.arguments)[:kept_arguments], anchor.operands):
             argument.replace_all_uses_with(mapping[operand])
@@ -237,16 +237,6 @@ def _dies_with(result: ir.Value, exposed: set, members: set) -> bool:
     """Whether `result` of a member of a fusion being built has no use left once it is built:
     it is exposed (its uses go to the fusion's results), or only members read it."""
     return result in exposed or all(use.owner.operation in members for use in result.uses)
-
-
-def _clone_into(op: ir.Operation, mapping: dict) -> ir.Operation:
-    clone = op.clone()
-    for index, value in enumerate(op.operands):
-        if value in mapping:
-            clone.operands[index] = mapping[value]
-    for result, new in zip(op.results, clone.results):
-        mapping[result] = new
-    return clone
 
 
 def _move_users_after(fusion: ir.Operation) -> None:

@@ -27,7 +27,7 @@ from mlirxla.errors import MlirxlaError, location_text
 from mlirxla.dialects.xhlo.builder import create_op
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import func, ir
-from mlirxla.transforms.batch_slice_fusion import RECOMPUTED_WHOLE_BYTES, body_of, leading_size, slice_problem
+from mlirxla.transforms.batch_slice_fusion import RECOMPUTED_WHOLE_BYTES, SliceCheck, body_of, leading_size, slice_problem
 from mlirxla.transforms.xhlo_to_stablehlo import lower_module
 
 from . import materialization
@@ -80,6 +80,11 @@ def slice_plan(kernel: ir.Operation, rows: int = 1, recomputed_whole_bytes: int 
                                    recomputed_whole_bytes=recomputed_whole_bytes)
     if problem:
         raise MlirxlaError(problem, location_text(kernel.location))
+    return plan_of_check(kernel, rows, check)
+
+
+def plan_of_check(kernel: ir.Operation, rows: int, check: SliceCheck) -> SlicePlan:
+    """The plan to run `kernel` `rows` rows at a time, from the slice check that accepted it."""
     n = leading_size(kernel.results[0])
     inputs = list(kernel.regions[0].blocks[0].arguments) if kernel.name == "xhlo.fusion" else list(kernel.operands)
     types = {value: one_slice(value.type, rows) for value in check.sliced | check.read_sliced}

@@ -39,6 +39,12 @@ _STATE: dict = {}
 # register-tiled convolutions 1.5x slower. llvmlite's options are process-wide: they apply to
 # every LLVM compile through llvmlite in this process.
 LLVM_OPTIONS = ("-unroll-threshold=50",)
+# Host features the kernels are compiled without. avx512bf16: LLVM's x86 back end asserts
+# ("Unexpected illegal type", aborting the process) on masked loads of bf16 vectors, which the
+# vectorizers make of a bf16 transpose's strided reads; the feature's one use, an f32 -> bf16
+# conversion in one instruction, flushes denormals, and the kernels round with integer
+# arithmetic anyway (exactly), so nothing is lost.
+UNUSED_FEATURES = ("avx512bf16",)
 
 
 def target_machine(opt: int = 3) -> "llvm.TargetMachine":
@@ -53,7 +59,11 @@ def target_machine(opt: int = 3) -> "llvm.TargetMachine":
                 llvm.set_option("mlirxla", option)
             _STATE["target"] = llvm.Target.from_default_triple()
             _STATE["cpu"] = llvm.get_host_cpu_name()
-            _STATE["features"] = llvm.get_host_cpu_features().flatten()
+            features = llvm.get_host_cpu_features()
+            for feature in UNUSED_FEATURES:
+                if feature in features:
+                    features[feature] = False
+            _STATE["features"] = features.flatten()
     return _STATE["target"].create_target_machine(opt=opt, cpu=_STATE["cpu"], features=_STATE["features"], jit=True)
 
 

@@ -68,6 +68,15 @@ def estimate(op: ir.Operation, threads: int, bandwidth: float | None = None) -> 
     return estimate_moving(cost.bytes_accessed, cost.flops + TRANSCENDENTAL_FLOPS * cost.transcendentals, threads, bandwidth)
 
 
+def estimate_at_slowest(op: ir.Operation, threads: int) -> SplitEstimate:
+    """The estimate at the slowest bandwidth `estimate` may be given (transposed reads, or
+    one core's): a split pays the more the slower a core alone is, so a kernel whose split does
+    not pay here pays at no bandwidth."""
+    cost = kernel_cost(op)
+    slowest = min(core_bandwidth(cost.bytes_accessed), TRANSPOSED_CORE_BANDWIDTH_BYTES_PER_S)
+    return estimate_moving(cost.bytes_accessed, cost.flops + TRANSCENDENTAL_FLOPS * cost.transcendentals, threads, slowest)
+
+
 def estimate_moving(bytes_moved: float, work: float, threads: int, bandwidth: float | None = None) -> SplitEstimate:
     """The estimate for a kernel moving `bytes_moved` at `bandwidth` (by default one core's
     from wherever bytes that many are: `core_bandwidth`) and doing `work` flops."""

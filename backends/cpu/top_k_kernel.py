@@ -59,8 +59,9 @@ def selected_count(op: ir.Operation) -> int | None:
     leading = leading_positions_read(op, dimension) or ir.RankedTensorType(op.operands[0].type).shape[dimension]
     if not 0 < leading <= MAX_SELECTED:
         return None
-    if "complex" in str(ir.RankedTensorType(op.operands[keys[0].operand].type).element_type):
-        return None
+    element = ir.RankedTensorType(op.operands[keys[0].operand].type).element_type
+    if not (isinstance(element, ir.IntegerType) or str(element) in FLOAT_BITS):
+        return None  # complex keys, and the 8-bit and 4-bit floats, sort on the host
     return leading
 
 

@@ -3,12 +3,13 @@ the program).
 
 Priority fusion decides on a graph of the block that keeps kernel times per node and per
 producer-consumer pair, reads a merge's costs off its parts and recomputes only the merged
-kernel's neighbours; multi-output fusion keeps each kernel's hero and size and
-one walk of reachable ops per source; the cpu backend compiles kernels with the same
-StableHLO once. Checked here: every live queue entry's priority is, whenever a producer is
-popped, the priority computed afresh from the plain cost model; the fusion decisions and the
-optimized module are those of the same pipeline with every cache replaced by a fresh
-computation; kernels that are the same but for their name are compiled once, run the first
+kernel's neighbours; multi-output fusion decides on a graph of the block too, keeping each
+kernel's hero and size and one walk of reachable ops per source, and builds its fusions once;
+the cpu backend compiles kernels with the same StableHLO once. Checked here: every live queue
+entry's priority is, whenever a producer is popped, the priority computed afresh from the
+plain cost model; the fusion decisions and the optimized module are those of the same
+pipeline with every cache replaced by a fresh computation; multi-output fusion's module, block
+order and use lists are those its merges made one at a time in MLIR make; kernels that are the same but for their name are compiled once, run the first
 one's code and give the reference interpreter's results, through the compile cache too.
 """
 
@@ -24,9 +25,12 @@ from mlirxla.pipelines.runner import PipelineRunner
 from mlirxla.backends.cpu.compiler import compile_module
 from mlirxla.runtime.client import Client
 from mlirxla.runtime.thunks import KernelThunk, every_thunk
-from mlirxla.transforms import fusion_graph, multi_output_fusion, priority_fusion
+from mlirxla.transforms import fusion_graph, multi_output_fusion, multi_output_graph, priority_fusion
 from mlirxla.transforms.cost_model import CostModel
-from mlirxla.transforms.fusion_legality import Body, fused_ops, reachable
+from mlirxla.ir_queries import defining_op
+from mlirxla.mlir import ir
+from mlirxla.transforms.erasure import identity
+from mlirxla.transforms.fusion_legality import Body, fused_ops
 
 from .conftest import JAX_PROGRAMS, REPOSITORY, random_arguments, reference_outputs
 
@@ -140,29 +144,35 @@ class FreshDescriptions:
         return priority_fusion.text_of_location(location)
 
 
-class FreshBodies:
-    def of(self, op):
-        return Body.of(op)
-
-
 def refuse_each_pair_again(merge_block, candidates, reason):
     for index, first in enumerate(candidates):
         for second in candidates[index + 1:]:
             merge_block.refuse("sibling", first, second, reason)
 
 
-class FreshKernelFacts(multi_output_fusion.KernelFacts):
-    def description(self, op):
-        return priority_fusion.describe(op)
+class FreshMergeBlock(multi_output_fusion.MergeBlock):
+    """Multi-output fusion asking each kernel's description, problem and hero afresh."""
 
-    def problem(self, op):
-        return multi_output_fusion.kernel_problem(op, self.limits)
+    def description(self, kernel):
+        kernel.facts.pop("description", None)
+        return super().description(kernel)
 
-    def hero(self, op):
-        return multi_output_fusion.hero_of(op)
+    def problem(self, kernel):
+        kernel.facts.pop("problem", None)
+        return super().problem(kernel)
 
-    def op_count(self, op):
-        return len(fused_ops(op))
+    def hero(self, kernel):
+        kernel.facts.pop("hero", None)
+        return super().hero(kernel)
+
+
+REACHES = multi_output_graph.MultiOutputGraph.reaches
+
+
+def fresh_reaches(graph, source, target):
+    graph.found_users.clear()
+    graph.descendants.clear()
+    return REACHES(graph, source, target)
 
 
 def cpu_pipeline_outcome(name: str, context, module=None) -> tuple[str, dict]:
@@ -182,11 +192,10 @@ def without_caches(monkeypatch) -> None:
     monkeypatch.setattr(priority_fusion, "FusionGraph", FreshGraph)
     monkeypatch.setattr(priority_fusion, "Descriptions", FreshDescriptions)
     monkeypatch.setattr(multi_output_fusion, "Descriptions", FreshDescriptions)
-    monkeypatch.setattr(multi_output_fusion, "Bodies", FreshBodies)
     monkeypatch.setattr(CostModel, "remembering", lambda model: model)
-    monkeypatch.setattr(multi_output_fusion, "KernelFacts", FreshKernelFacts)
-    monkeypatch.setattr(multi_output_fusion.MergeBlock, "refuse_every_pair", refuse_each_pair_again)
-    monkeypatch.setattr(multi_output_fusion.Graph, "reaches", lambda graph, source, target: reachable(source, target))
+    monkeypatch.setattr(multi_output_fusion, "MergeBlock", FreshMergeBlock)
+    monkeypatch.setattr(FreshMergeBlock, "refuse_every_pair", refuse_each_pair_again)
+    monkeypatch.setattr(multi_output_graph.MultiOutputGraph, "reaches", fresh_reaches)
 
 
 @pytest.mark.parametrize("name", PROGRAMS)
@@ -204,11 +213,7 @@ def test_cached_fusion_decides_as_fresh_computation_on_an_optimizer_update(conte
     """Adam over many parameters: siblings sharing a scalar (the step) are refused again on
     every scan, and most kernels' costs are asked many times."""
     jax = pytest.importorskip("jax")
-    sys.path.insert(0, os.path.join(REPOSITORY, "examples"))
-    from benchmark_workloads import workload
-
-    adam = workload("adam")
-    text = jax.jit(adam.function).lower(*adam.abstract(small=True)).as_text()
+    text = workload_text(jax, "adam")
 
     def outcome():
         module = frontdoor.import_bytes(text.encode(), "adam", context).module
@@ -221,6 +226,136 @@ def test_cached_fusion_decides_as_fresh_computation_on_an_optimizer_update(conte
     assert "the shared operand is a" in decisions["multi-output-fusion-decisions.txt"]
     assert decisions == fresh_decisions
     assert module_text == fresh_module_text
+
+
+class CheckedMergeBlock(multi_output_fusion.MergeBlock):
+    """Multi-output fusion that, right after building a block's fusions, holds each merge's
+    body, name, hero and size (made of its members') to what the fusion built for it gives."""
+
+    built = heroes = 0
+
+    def run(self):
+        changed = super().run()
+        for kernel in self.graph.order:
+            fusion = kernel.built
+            if fusion is None:
+                continue
+            assert Body.of(fusion) == kernel.body
+            assert str(fusion.attributes["name"]).strip('"') == kernel.name
+            assert self.op_count(kernel) == len(fused_ops(fusion))
+            returned = list(fusion.regions[0].blocks[0].operations)[-1].operands
+            roots = [(defining_op(value), value.type) for value in returned]
+            if "hero" in kernel.facts:  # asked while deciding (its ops are gone now)
+                assert kernel.facts["hero"] == multi_output_fusion.hero_of(roots, fused_ops(fusion))
+                CheckedMergeBlock.heroes += 1
+            CheckedMergeBlock.built += 1
+        return changed
+
+
+class ReplayedGraph(multi_output_graph.MultiOutputGraph):
+    """The graph's merges made one at a time in MLIR (`priority_fusion.build_fusion`, as the
+    pass made them before it decided on a graph) instead of built once at the end."""
+
+    def __init__(self, block):
+        super().__init__(block)
+        self.merges = []
+        self.namer = priority_fusion.Namer(_module_of(block))
+
+    def merge(self, members, exposed, namer):
+        fusion = super().merge(members, exposed, namer)
+        self.merges.append((list(members), list(exposed), fusion))
+        return fusion
+
+    def build(self):
+        ops, values = {}, {}
+        for members, exposed, kernel in self.merges:
+            built = priority_fusion.build_fusion([ops.get(member) or member.op for member in members],
+                                                 [values.get(value) or value.value for value in exposed], self.namer)
+            ops[kernel] = built
+            values.update(zip(exposed, built.results))
+
+
+def _module_of(block):
+    op = block.owner
+    while op.parent is not None:
+        op = op.parent
+    return op
+
+
+def use_lists(module) -> list:
+    """Every value's users in use-list order, by where they stand in the printed module; the
+    values inside fusions aside (a body built once is cloned where one built a merge at a time
+    was moved, and nothing reads the order of their uses)."""
+    where = {}
+    found = []
+
+    def number(op):
+        where[identity(op.operation)] = len(where)
+        return ir.WalkResult.ADVANCE
+
+    def visit(op):
+        for result in op.results:
+            found.append([(where[identity(use.owner.operation)], use.operand_number) for use in result.uses])
+        if op.name == "xhlo.fusion":
+            return ir.WalkResult.SKIP
+        for region in op.regions:
+            for block in region.blocks:
+                for argument in block.arguments:
+                    found.append([(where[identity(use.owner.operation)], use.operand_number) for use in argument.uses])
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(number, ir.WalkOrder.PRE_ORDER)
+    module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return found
+
+
+def workload_text(jax, name: str) -> str:
+    """A workload of `benchmarks/cpu_vs_xla.py` at its small size, lowered by jax."""
+    sys.path.insert(0, os.path.join(REPOSITORY, "examples"))
+    from benchmark_workloads import workload
+
+    chosen = workload(name)
+    return jax.jit(chosen.function).lower(*chosen.abstract(small=True)).as_text()
+
+
+def after_multi_output_fusion(module, monkeypatch, block_class=None, graph_class=None) -> tuple[str, list]:
+    """The module after the cpu pipeline's passes up to multi-output fusion, and its use lists."""
+    if block_class is not None:
+        monkeypatch.setattr(multi_output_fusion, "MergeBlock", block_class)
+    if graph_class is not None:
+        monkeypatch.setattr(multi_output_fusion, "MultiOutputGraph", graph_class)
+    pipeline = named_pipeline("cpu")
+    steps = []
+    for step in pipeline.steps:
+        steps.append(step)
+        if getattr(step, "name", None) == "xhlo-multi-output-fusion":
+            break
+    pipeline.steps = steps
+    PipelineRunner(module).run(pipeline)
+    monkeypatch.undo()
+    return str(module), use_lists(module)
+
+
+@pytest.mark.jax
+@pytest.mark.parametrize("name", ["adam", "lstm_scan", "transformer_grad", "cross_entropy", "programs/transformer.stablehlo.mlir"])
+def test_multi_output_fusion_builds_what_one_merge_at_a_time_made(name, context, monkeypatch):
+    """Built once at the end, the fusions are those merging one at a time in MLIR made, in the
+    same block order and with every value's uses in the same order (later passes read users in
+    that order); each merge's body, name, hero and size, made of its members', are what the
+    fusion built for it gives."""
+    def simplified_module():
+        if not name.startswith("programs/"):
+            module = frontdoor.import_bytes(workload_text(pytest.importorskip("jax"), name).encode(), name, context).module
+            PipelineRunner(module).run(named_pipeline("simplification"))
+            return module
+        return simplified(name, context)
+
+    CheckedMergeBlock.built = CheckedMergeBlock.heroes = 0
+    text, uses = after_multi_output_fusion(simplified_module(), monkeypatch, block_class=CheckedMergeBlock)
+    replayed_text, replayed_uses = after_multi_output_fusion(simplified_module(), monkeypatch, graph_class=ReplayedGraph)
+    assert CheckedMergeBlock.built > 0
+    assert text == replayed_text
+    assert uses == replayed_uses
 
 
 # three layers of the same shape (x = tanh(x @ w) * 0.5 + x): the same epilogue kernel after

@@ -307,3 +307,25 @@ def test_embedding_gradient_scatter_matches_jax_cpu():
     ids[1] = ids[0]
     got, expected = jax_cpu_and_kernel(benchmark_workloads.embedding_gradient, table, ids, upstream, kernel="scatter")
     np.testing.assert_allclose(got[0], expected[0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("element, dtype", [("f8E4M3FN", "float8_e4m3fn"), ("f8E5M2", "float8_e5m2")])
+def test_an_8_bit_float_argsort_sorts_on_the_host(element, dtype):
+    """The selection kernel orders f16, bf16, f32, f64 and integer keys; a sort of other
+    floats (jax's argsort of fp8) is a host call."""
+    import ml_dtypes
+
+    text = f"""func.func @main(%x: tensor<8x{element}>) -> tensor<8xi32> {{
+  %i = stablehlo.iota dim = 0 : tensor<8xi32>
+  %0:2 = "stablehlo.sort"(%x, %i) <{{dimension = 0 : i64, is_stable = true}}> ({{
+  ^bb0(%a: tensor<{element}>, %b: tensor<{element}>, %c: tensor<i32>, %d: tensor<i32>):
+    %lt = stablehlo.compare LT, %a, %b, TOTALORDER : (tensor<{element}>, tensor<{element}>) -> tensor<i1>
+    stablehlo.return %lt : tensor<i1>
+  }}) : (tensor<8x{element}>, tensor<8xi32>) -> (tensor<8x{element}>, tensor<8xi32>)
+  return %0#1 : tensor<8xi32>
+}}
+"""
+    x = np.array([3.0, -1.0, 0.5, 2.0, -4.0, 1.0, 0.25, -0.5], getattr(ml_dtypes, dtype))
+    executable = Client().compile(text)
+    assert "host sort" in executable.thunk_sequence()
+    np.testing.assert_array_equal(executable.execute_numpy([x])[0], np.argsort(x.astype(np.float32), kind="stable"))

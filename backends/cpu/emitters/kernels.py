@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from mlirxla.mlir import ir
 from mlirxla.runtime.threads import cpu_threads
 from mlirxla.runtime.thunks import KernelThunk, SlicedKernelThunk
-from mlirxla.transforms.batch_slice_fusion import RECOMPUTED_WHOLE_BYTES, leading_size, slice_problem
+from mlirxla.transforms.batch_slice_fusion import RECOMPUTED_WHOLE_BYTES, SliceCheck, leading_size, slice_problem
 from mlirxla.transforms.cost_analysis import kernel_cost
 from mlirxla.transforms.scheduling import type_bytes
 
 from .. import thread_split
-from ..kernel_source import SlicePlan, one_slice, slice_plan
+from ..kernel_source import SlicePlan, one_slice, plan_of_check, slice_plan
 
 
 @dataclass
@@ -33,10 +33,10 @@ class KernelSpec:
 
 def emit_kernel(emitter, op: ir.Operation) -> list:
     """One kernel, its rows spread over the threads when that pays and it keeps them apart."""
-    rows = parallel_rows(op) if emitter.slice_rows else None
-    if rows:
-        plan = slice_plan(op, rows, recomputed_whole_bytes=row_block_recomputed_bytes(op, rows))
-        return [emit_sliced(emitter, op, plan, "parallel row blocks")]
+    split = parallel_rows(op) if emitter.slice_rows else None
+    if split:
+        rows, check = split
+        return [emit_sliced(emitter, op, plan_of_check(op, rows, check), "parallel row blocks")]
     return [kernel_thunk(emitter, op)]
 
 
@@ -155,10 +155,10 @@ def slice_bytes(value_type: ir.Type, rows: int, across: int) -> int:
     return type_bytes(value_type) // math.prod(shape[:across + 1]) * rows
 
 
-def parallel_rows(op: ir.Operation) -> int | None:
-    """Rows per slice when the kernel is worth spreading over the threads by blocks of
-    dimension 0 (`thread_split.py` estimates that it pays, and it keeps its rows apart), else
-    None."""
+def parallel_rows(op: ir.Operation) -> tuple[int, SliceCheck] | None:
+    """Rows per slice, and the slice check that kept them apart, when the kernel is worth
+    spreading over the threads by blocks of dimension 0 (`thread_split.py` estimates that it
+    pays, and it keeps its rows apart), else None."""
     if op.name == "xhlo.fusion":
         if ir.StringAttr(op.attributes["kind"]).value not in ("loop", "input"):
             return None
@@ -169,14 +169,14 @@ def parallel_rows(op: ir.Operation) -> int | None:
     threads = cpu_threads()
     n = leading_size(op.results[0])
     blocks = thread_split.slice_count(n, threads) if n and threads > 1 else None
-    if blocks is None:
-        return None
+    if blocks is None or not thread_split.estimate_at_slowest(op, threads).pays:
+        return None  # it would not pay even read transposed: the slice check (a walk of its body) is not needed
     problem, check = slice_problem(op, n, [], batched_dots=True, transposed_reads=True,
                                    recomputed_whole_bytes=row_block_recomputed_bytes(op, n // blocks))
     bandwidth = thread_split.TRANSPOSED_CORE_BANDWIDTH_BYTES_PER_S if check.read_across else None
     if problem or not thread_split.estimate(op, threads, bandwidth).pays:
         return None
-    return n // blocks
+    return n // blocks, check
 
 
 def row_block_recomputed_bytes(op: ir.Operation, rows: int) -> int:
