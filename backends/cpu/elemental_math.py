@@ -7,6 +7,10 @@ is lowered to StableHLO:
   log1p(1e-5) 14932 ulp off; chlo.acosh, asinh and atanh, built on log1p, lost with it);
 - complex expm1, log1p, tan and tanh: convert-complex-to-standard's formulas cancel when a part
   is small (expm1(1e-8 + 1e-8j) had a real part of -1e-16) and overflow when one is large;
+- float to integer converts: `arith.fptosi`/`fptoui` give poison (in practice INT_MIN, or
+  wrapped bits) for NaN and for values outside the integer's range; XLA converts with
+  saturation (NaN to 0, +-inf and values beyond the range to the integer's max or min, negative
+  values to 0 for unsigned), so jax's `x.astype(uint8)` of -2.7 is 0 on its cpu backend;
 - complex log, sqrt and rsqrt: the same lowering's |z| overflows (log(-max - max i) was inf) and
   its polar sqrt, like XLA's, loses a small part next to a large one (sqrt(-1.5 - 9.5e-20i) had
   a real part of -5e-8). These follow StableHLO's reference algorithms (the functional_algorithms
@@ -328,8 +332,36 @@ COMPLEX_REWRITES = {
 }
 
 
+def saturating_float_to_integer(b, x, result_type: ir.Type):
+    """`convert(x)` to the integer `result_type` with XLA's saturation, decided in f32 (or
+    f64) where the range's bounds, powers of two, are exact: NaN is 0, x at or beyond 2^(bits
+    - 1) (2^bits unsigned) the largest integer, x below the smallest (below 0 unsigned) the
+    smallest; in between the plain conversion, which truncates toward zero."""
+    if is_narrow_float(element(x)):
+        x = b.convert(x, ir.F32Type.get())
+    integer = ir.IntegerType(ir.RankedTensorType(result_type).element_type)
+    bits, unsigned = integer.width, integer.is_unsigned
+    smallest, largest = (0, 2**bits - 1) if unsigned else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+    converted = b.op("convert", [x], result_type)
+
+    def splat(value: int) -> ir.Value:  # as the integer's bits: an attribute holds at most a signed 64-bit value
+        return b.splat(value - 2**bits if value >= 2 ** (bits - 1) else value, converted)
+
+    saturated = b.select(b.compare(x, const(b, float(largest + 1), x), "GE"), splat(largest), converted)
+    saturated = b.select(b.compare(x, const(b, float(smallest), x), "LT"), splat(smallest), saturated)
+    return b.select(b.compare(x, x, "NE"), splat(0), saturated)
+
+
+def converts_float_to_integer(op: ir.Operation) -> bool:
+    source, target = element(op.operands[0]), element(op.results[0])
+    return (isinstance(source, (ir.F32Type, ir.F64Type)) or is_narrow_float(source)) and isinstance(target, ir.IntegerType) \
+        and ir.IntegerType(target).width > 1
+
+
 def rewrite_of(op: ir.Operation):
     """The rewrite for `op`, or None when the lowering computes it well."""
+    if op.name == "xhlo.convert":
+        return (lambda b, x: saturating_float_to_integer(b, x, op.results[0].type)) if converts_float_to_integer(op) else None
     if op.name not in COMPLEX_REWRITES:
         return None
     kind = element(op.results[0])
