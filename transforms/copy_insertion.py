@@ -9,7 +9,8 @@ buffer that is read-only, a copy gives the writer a fresh buffer:
 - while-loop init values that are constants or parameters, that have another use (live after
   the loop), or that are passed twice, unless the body passes the value through unchanged
   (the loop never writes that buffer, so it may stay the parameter's); a body result
-  returned twice or that is a constant; a body result whose definition could overwrite the
+  returned twice, that is a constant, or that comes from outside the loop (CSE shares a loop
+  invariant with the enclosing computation); a body result whose definition could overwrite the
   carried value while the body still reads it (`overwrites_live_parameter`); a parameter or
   constant seen through the bitcasts and optimization barriers that forward its buffer;
 - conditional branch results that are constants, branch parameters or returned twice, also
@@ -71,6 +72,15 @@ def is_parameter(value: ir.Value) -> bool:
 def is_constant(value: ir.Value) -> bool:
     value = buffer_chain(value)[-1]
     return not isinstance(value.owner, ir.Block) and value.owner.name == "xhlo.constant"
+
+
+def defined_outside(value: ir.Value, block: ir.Block) -> bool:
+    """Whether `value` comes from outside `block` (a loop body reading a value of the
+    enclosing computation, as CSE or a hoisted loop invariant leave them): its buffer is not
+    the loop's."""
+    if isinstance(value.owner, ir.Block):
+        return value.owner != block
+    return ancestor_in_block(value.owner, block) is None
 
 
 def other_uses(value: ir.Value, op: ir.Operation) -> int:
@@ -228,6 +238,9 @@ class CopyInserter:
                 self._copy(terminator, i, "while body returns a value twice (carried buffers would alias)", fname)
             elif is_tensor(value) and is_constant(value):
                 self._copy(terminator, i, "while body returns a constant (the loop writes its carried buffer)", fname)
+            elif is_tensor(value) and defined_outside(value, body):
+                self._copy(terminator, i, "while body returns a value from outside the loop (the loop writes its carried buffer)",
+                           fname)
             elif is_tensor(value) and not passes_through(op, i) and overwrites_live_parameter(body, i):
                 self._copy(terminator, i, "while body result would overwrite its carried value while the body still reads it", fname)
             seen.append(value)

@@ -213,6 +213,46 @@ def test_shuffled_carried_values_match_the_reference(seeds):
         matches_reference(Client().compile(text), text, arguments)
 
 
+# two loops whose bodies return an iota: the first runs once and is inlined, CSE then gives the
+# second loop's body the first one's iota, defined outside it and returned by the program too
+OUTER_VALUE = """func.func @main(%x: tensor<64xf32>) -> (tensor<64xf32>, tensor<64xf32>) {
+  %zero = stablehlo.constant dense<0> : tensor<i32>
+  %0:2 = stablehlo.while(%i = %zero, %a = %x) : tensor<i32>, tensor<64xf32>
+  cond {
+    %one = stablehlo.constant dense<1> : tensor<i32>
+    %lt = stablehlo.compare LT, %i, %one, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %lt : tensor<i1>
+  } do {
+    %one = stablehlo.constant dense<1> : tensor<i32>
+    %next = stablehlo.add %i, %one : tensor<i32>
+    %iota = stablehlo.iota dim = 0 : tensor<64xf32>
+    stablehlo.return %next, %iota : tensor<i32>, tensor<64xf32>
+  }
+  %1:2 = stablehlo.while(%i = %zero, %a = %x) : tensor<i32>, tensor<64xf32>
+  cond {
+    %two = stablehlo.constant dense<2> : tensor<i32>
+    %lt = stablehlo.compare LT, %i, %two, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %lt : tensor<i1>
+  } do {
+    %one = stablehlo.constant dense<1> : tensor<i32>
+    %next = stablehlo.add %i, %one : tensor<i32>
+    %iota = stablehlo.iota dim = 0 : tensor<64xf32>
+    stablehlo.return %next, %iota : tensor<i32>, tensor<64xf32>
+  }
+  %square = stablehlo.multiply %1#1, %1#1 : tensor<64xf32>
+  return %square, %0#1 : tensor<64xf32>, tensor<64xf32>
+}
+"""
+
+
+def test_a_loop_returning_a_value_from_outside_keeps_that_value():
+    """The random-DAG fuzzer's seed 2190: the loop's init was copied over the iota's buffer."""
+    x = np.linspace(-1, 1, 64).astype(np.float32)
+    square, iota = Client().compile(OUTER_VALUE).execute_numpy([x])
+    np.testing.assert_array_equal(iota, np.arange(64, dtype=np.float32))
+    np.testing.assert_array_equal(square, np.arange(64, dtype=np.float32) ** 2)
+
+
 def test_a_swap_too_large_for_the_stack_is_called_back():
     text = SWAP.replace("tensor<4xf32>", "tensor<16384xf32>")
     executable = Client().compile(text)

@@ -157,6 +157,28 @@ func.func @while_rotates_a_carried_value(%x: tensor<4xf32>, %p: tensor<i1>) -> (
 
 // -----
 
+/// A body returning a value of the enclosing computation (CSE merged the body's iota with one
+/// outside) gets a copy: the loop writes its carried buffer, which must not be that value's.
+// CHECK-LABEL: func.func @while_returns_an_outer_value
+// CHECK: %[[OUTER:.*]] = "xhlo.iota"
+// CHECK: }, {
+// CHECK: %[[C:.*]] = "xhlo.copy"(%[[OUTER]])
+// CHECK: "xhlo.return"(%[[C]])
+func.func @while_returns_an_outer_value(%x: tensor<4xf32>, %p: tensor<i1>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %outer = "xhlo.iota"() {iota_dimension = 0 : i64} : () -> tensor<4xf32>
+  %a = "xhlo.negate"(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  %w = "xhlo.while"(%a) ({
+  ^bb0(%u: tensor<4xf32>):
+    "xhlo.return"(%p) : (tensor<i1>) -> ()
+  }, {
+  ^bb0(%u: tensor<4xf32>):
+    "xhlo.return"(%outer) : (tensor<4xf32>) -> ()
+  }) : (tensor<4xf32>) -> tensor<4xf32>
+  return %w, %outer : tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
 /// A parameter the loop writes gets a copy as its init.
 // CHECK-LABEL: func.func @while_writes_parameter
 // CHECK: %[[C:.*]] = "xhlo.copy"(%arg0)
