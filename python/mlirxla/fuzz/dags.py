@@ -618,22 +618,28 @@ def minimized(seed: int, dag: Dag, result: Value, status: str) -> str:
 
 
 def main(argv=None) -> int:
+    import argparse
     import os
-    import sys
     import time
 
-    argv = sys.argv[1:] if argv is None else argv
-    first, count = int(argv[0]), int(argv[1])
-    dump = argv[2] if len(argv) > 2 else None
+    parser = argparse.ArgumentParser(prog="python -m mlirxla.fuzz.dags",
+                                     description="random StableHLO programs compiled by mlirxla against the reference interpreter")
+    parser.add_argument("first", type=int, help="the first seed")
+    parser.add_argument("count", type=int, help="how many seeds")
+    parser.add_argument("dump", nargs="?", help="a folder to write each failing program into (made if missing)")
+    arguments = parser.parse_args(argv)
+    if arguments.dump:
+        os.makedirs(arguments.dump, exist_ok=True)
     failures = 0
     start = time.perf_counter()
+    first, count = arguments.first, arguments.count
     for seed in range(first, first + count):
         status, detail, text = check(seed)
         if status != "ok":
             failures += 1
             print(f"seed {seed}: {status}: {detail}", flush=True)
-            if dump:
-                with open(os.path.join(dump, f"seed-{seed}.mlir"), "w") as stream:
+            if arguments.dump:
+                with open(os.path.join(arguments.dump, f"seed-{seed}.mlir"), "w") as stream:
                     stream.write(f"// {status}: {detail}\n{text}")
     print(f"{count} programs (seeds {first}..{first + count - 1}): {failures} failed; {time.perf_counter() - start:.0f} s")
     return 1 if failures else 0
