@@ -18,6 +18,7 @@ found in them or in this process: the same path serves a fresh compile and the c
 
 import ctypes
 import functools
+import re
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -39,12 +40,18 @@ _STATE: dict = {}
 # register-tiled convolutions 1.5x slower. llvmlite's options are process-wide: they apply to
 # every LLVM compile through llvmlite in this process.
 LLVM_OPTIONS = ("-unroll-threshold=50",)
-# Host features the kernels are compiled without. avx512bf16: LLVM's x86 back end asserts
-# ("Unexpected illegal type", aborting the process) on masked loads of bf16 vectors, which the
-# vectorizers make of a bf16 transpose's strided reads; the feature's one use, an f32 -> bf16
-# conversion in one instruction, flushes denormals, and the kernels round with integer
-# arithmetic anyway (exactly), so nothing is lost.
-UNUSED_FEATURES = ("avx512bf16",)
+# LLVM's x86 back end with avx512bf16 asserts ("Unexpected illegal type", aborting the
+# process) on masked loads and stores of bf16 vectors whose length is not a power of two, which
+# the SLP vectorizer makes of a bf16 transpose's strided reads (a <71 x bfloat> masked load for
+# every tenth element; the loop vectorizer's masked tails, 16 or 32 lanes, are fine). A kernel
+# whose optimized module declares such an intrinsic is optimized again without the SLP
+# vectorizer, and without the loop vectorizer too if that made one.
+BF16_MASKED_ACCESS = re.compile(r"^llvm\.masked\.[a-z]+\.v(\d+)bf16")
+
+
+def illegal_bf16_access(function_name: str) -> bool:
+    match = BF16_MASKED_ACCESS.match(function_name)
+    return match is not None and int(match.group(1)) & (int(match.group(1)) - 1) != 0
 
 
 def target_machine(opt: int = 3) -> "llvm.TargetMachine":
@@ -59,11 +66,7 @@ def target_machine(opt: int = 3) -> "llvm.TargetMachine":
                 llvm.set_option("mlirxla", option)
             _STATE["target"] = llvm.Target.from_default_triple()
             _STATE["cpu"] = llvm.get_host_cpu_name()
-            features = llvm.get_host_cpu_features()
-            for feature in UNUSED_FEATURES:
-                if feature in features:
-                    features[feature] = False
-            _STATE["features"] = features.flatten()
+            _STATE["features"] = llvm.get_host_cpu_features().flatten()
     return _STATE["target"].create_target_machine(opt=opt, cpu=_STATE["cpu"], features=_STATE["features"], jit=True)
 
 
@@ -94,6 +97,19 @@ def optimize(name: str, ir_text: str, linked: frozenset[str], context: "llvm.Con
     thread uses: O3 runs without llvmlite's lock); `linked` are the functions it calls that
     other objects of the executable define (a native driver calls the kernels)."""
     machine = target_machine()
+    for slp, loops in ((True, True), (False, True), (False, False)):
+        module = parsed(name, ir_text, context, machine)
+        run_o3(machine, module, slp, loops)
+        if not any(illegal_bf16_access(function.name) for function in module.functions if function.is_declaration):
+            break
+    for function in module.functions:
+        if function.is_declaration and not function.name.startswith("llvm.") and function.name not in linked \
+                and function.name not in runtime_library.FUNCTIONS and native_symbols.process_address(function.name) is None:
+            raise MlirxlaError(f"kernel {name} calls '{function.name}', which this process does not provide")
+    return module
+
+
+def parsed(name: str, ir_text: str, context: "llvm.ContextRef", machine: "llvm.TargetMachine") -> "llvm.ModuleRef":
     try:
         module = llvm.parse_assembly(ir_text, context)
         module.verify()
@@ -101,16 +117,15 @@ def optimize(name: str, ir_text: str, linked: frozenset[str], context: "llvm.Con
         raise MlirxlaError(f"kernel {name}: LLVM rejected its IR: {' '.join(line.strip() for line in str(error).splitlines() if line.strip())}") from None
     module.triple = machine.triple
     module.data_layout = str(machine.target_data)
+    return module
+
+
+def run_o3(machine: "llvm.TargetMachine", module: "llvm.ModuleRef", slp: bool, loops: bool) -> None:
     tuning = llvm.create_pipeline_tuning_options(speed_level=3)
-    tuning.loop_vectorization = True
-    tuning.slp_vectorization = True
+    tuning.loop_vectorization = loops
+    tuning.slp_vectorization = slp
     builder = llvm.create_pass_builder(machine, tuning)
     _unlocked("LLVMPY_RunNewModulePassManager")(builder.getModulePassManager(), module, builder)
-    for function in module.functions:
-        if function.is_declaration and not function.name.startswith("llvm.") and function.name not in linked \
-                and function.name not in runtime_library.FUNCTIONS and native_symbols.process_address(function.name) is None:
-            raise MlirxlaError(f"kernel {name} calls '{function.name}', which this process does not provide")
-    return module
 
 
 def compile_native(name: str, ir_text: str, linked: frozenset[str] = frozenset(), keep_ir: bool = False) -> OptimizedKernel:
