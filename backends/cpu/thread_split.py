@@ -7,12 +7,11 @@ one core's vector throughput, which scales with the host's vector width) (a roof
 weighted by what their polynomial approximations cost). One core's bandwidth depends on where
 the bytes are: a kernel whose bytes fit in half the last-level cache reads operands the kernels
 before it have just written, from the cache (a 3 MiB elementwise kernel whole: 85 GB/s on one
-core); a larger one streams from memory. Split over p threads it takes 1/p of
-that plus (p - 1) hand-offs to pool workers. A split pays when
-
-    time * (1 - 1/p) > (p - 1) * THREAD_START_S
-
-(about 800 KB moved from memory on two threads, 4 MB from the cache), instead of the fixed "writes 1 MiB" rule it replaces,
+core); a larger one streams from memory. Split over p threads its work and the bytes it
+streams from memory take 1/p of the time, the bytes it reads from the shared cache no less
+(the threads share that cache's bandwidth), plus (p - 1) hand-offs to pool workers. So a
+kernel moving more than about 800 KB from memory splits on two threads, and one in the cache
+only for its arithmetic, instead of the fixed "writes 1 MiB" rule it replaces,
 which left large reductions (they read much, write little) and transcendental-heavy kernels
 on one thread. A kernel splits into p slices (the pool hands each worker one contiguous
 range, so more slices only add calls), or the smallest multiple of p that divides its
@@ -33,9 +32,11 @@ from mlirxla.transforms.cost_analysis import kernel_cost
 # 17-40 us more than half its whole time (2 shared cores, 2026-12-02; docs/decisions.md)
 THREAD_START_S = 50e-6
 CORE_BANDWIDTH_BYTES_PER_S = 8e9  # what one core streams from memory
-# what one core reads from the last-level cache and writes back into it, conservatively: kernels
-# of 1-4 MiB ran whole at 34-105 GB/s, and 1.1-1.7x slower split over two threads (2026-12-02)
-CACHED_CORE_BANDWIDTH_BYTES_PER_S = 40e9
+# what one core reads from the last-level cache and writes back into it: kernels of 1-4 MiB ran
+# whole at 34-105 GB/s, and 1.1-1.7x slower split over two threads (2026-12-02); Adam's 7 MiB
+# updates whole at 42-53 GB/s (2026-12-03). At 40 GB/s an 8 MiB masked exponential, whose 1M
+# exps take 280 us whole and 200 split, looked bandwidth-bound and ran whole
+CACHED_CORE_BANDWIDTH_BYTES_PER_S = 60e9
 CACHE_LEVELS = pathlib.Path("/sys/devices/system/cpu/cpu0/cache")
 # a kernel reading operands transposed moves them in 8x8 vector blocks (`tiling.py`) mostly
 # from the caches (its operand was just written): 15-25 GB/s on one core, best of 300 calls
@@ -68,20 +69,29 @@ def estimate(op: ir.Operation, threads: int, bandwidth: float | None = None) -> 
     return estimate_moving(cost.bytes_accessed, cost.flops + TRANSCENDENTAL_FLOPS * cost.transcendentals, threads, bandwidth)
 
 
-def estimate_at_slowest(op: ir.Operation, threads: int) -> SplitEstimate:
-    """The estimate at the slowest bandwidth `estimate` may be given (transposed reads, or
-    one core's): a split pays the more the slower a core alone is, so a kernel whose split does
-    not pay here pays at no bandwidth."""
+def estimate_at_best(op: ir.Operation, threads: int) -> SplitEstimate:
+    """The estimate at the bandwidth `estimate` may be given (transposed reads, or one core's)
+    that favours a split most, so that a kernel whose split does not pay here pays at none: the
+    slowest for bytes streamed from memory (they divide over the threads, so the slower they
+    come the more a split saves), the fastest for bytes in the shared cache (they do not
+    divide: the less time they take, the more the divided arithmetic counts)."""
     cost = kernel_cost(op)
-    slowest = min(core_bandwidth(cost.bytes_accessed), TRANSPOSED_CORE_BANDWIDTH_BYTES_PER_S)
-    return estimate_moving(cost.bytes_accessed, cost.flops + TRANSCENDENTAL_FLOPS * cost.transcendentals, threads, slowest)
+    bandwidths = (core_bandwidth(cost.bytes_accessed), TRANSPOSED_CORE_BANDWIDTH_BYTES_PER_S)
+    best = max(bandwidths) if in_shared_cache(cost.bytes_accessed) else min(bandwidths)
+    return estimate_moving(cost.bytes_accessed, cost.flops + TRANSCENDENTAL_FLOPS * cost.transcendentals, threads, best)
 
 
 def estimate_moving(bytes_moved: float, work: float, threads: int, bandwidth: float | None = None) -> SplitEstimate:
     """The estimate for a kernel moving `bytes_moved` at `bandwidth` (by default one core's
-    from wherever bytes that many are: `core_bandwidth`) and doing `work` flops."""
-    alone = max(bytes_moved / (bandwidth or core_bandwidth(bytes_moved)), work / core_flops_per_s())
-    return SplitEstimate(alone, alone / threads + (threads - 1) * THREAD_START_S)
+    from wherever bytes that many are: `core_bandwidth`) and doing `work` flops. Threads divide
+    the work, and the bytes streamed from memory; the bytes of a kernel the shared last-level
+    cache holds they do not: Adam's 7 MiB updates ran at 131-150% of the triad whole and at
+    62-95% split over two threads (2026-12-03), while a 64 MiB layer norm went from 69% whole
+    to 106% split."""
+    move_s = bytes_moved / (bandwidth or core_bandwidth(bytes_moved))
+    compute_s = work / core_flops_per_s()
+    moved_together = move_s if in_shared_cache(bytes_moved) else move_s / threads
+    return SplitEstimate(max(move_s, compute_s), max(moved_together, compute_s / threads) + (threads - 1) * THREAD_START_S)
 
 
 @functools.cache
@@ -97,7 +107,11 @@ def core_flops_per_s() -> float:
 def core_bandwidth(bytes_moved: float) -> float:
     """What one core moves per second of a kernel moving `bytes_moved`: from the cache when
     they fit in half the last-level cache (the rest holds what else is live), else from memory."""
-    return CACHED_CORE_BANDWIDTH_BYTES_PER_S if bytes_moved <= last_level_cache_bytes() / 2 else CORE_BANDWIDTH_BYTES_PER_S
+    return CACHED_CORE_BANDWIDTH_BYTES_PER_S if in_shared_cache(bytes_moved) else CORE_BANDWIDTH_BYTES_PER_S
+
+
+def in_shared_cache(bytes_moved: float) -> bool:
+    return bytes_moved <= last_level_cache_bytes() / 2
 
 
 @functools.cache

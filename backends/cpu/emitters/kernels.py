@@ -169,7 +169,7 @@ def parallel_rows(op: ir.Operation) -> tuple[int, SliceCheck] | None:
     threads = cpu_threads()
     n = leading_size(op.results[0])
     blocks = thread_split.slice_count(n, threads) if n and threads > 1 else None
-    if blocks is None or not thread_split.estimate_at_slowest(op, threads).pays:
+    if blocks is None or not thread_split.estimate_at_best(op, threads).pays:
         return None  # it would not pay even read transposed: the slice check (a walk of its body) is not needed
     problem, check = slice_problem(op, n, [], batched_dots=True, transposed_reads=True,
                                    recomputed_whole_bytes=row_block_recomputed_bytes(op, n // blocks))
