@@ -215,33 +215,26 @@ def test_shuffled_carried_values_match_the_reference(seeds):
 
 # two loops whose bodies return an iota: the first runs once and is inlined, CSE then gives the
 # second loop's body the first one's iota, defined outside it and returned by the program too
-OUTER_VALUE = """func.func @main(%x: tensor<64xf32>) -> (tensor<64xf32>, tensor<64xf32>) {
+def iota_loop(result: str, trips: int) -> str:
+    return f"""  {result}:2 = stablehlo.while(%i = %zero, %a = %x) : tensor<i32>, tensor<64xf32>
+  cond {{
+    %trips = stablehlo.constant dense<{trips}> : tensor<i32>
+    %lt = stablehlo.compare LT, %i, %trips, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %lt : tensor<i1>
+  }} do {{
+    %one = stablehlo.constant dense<1> : tensor<i32>
+    %next = stablehlo.add %i, %one : tensor<i32>
+    %iota = stablehlo.iota dim = 0 : tensor<64xf32>
+    stablehlo.return %next, %iota : tensor<i32>, tensor<64xf32>
+  }}
+"""
+
+
+OUTER_VALUE = f"""func.func @main(%x: tensor<64xf32>) -> (tensor<64xf32>, tensor<64xf32>) {{
   %zero = stablehlo.constant dense<0> : tensor<i32>
-  %0:2 = stablehlo.while(%i = %zero, %a = %x) : tensor<i32>, tensor<64xf32>
-  cond {
-    %one = stablehlo.constant dense<1> : tensor<i32>
-    %lt = stablehlo.compare LT, %i, %one, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
-    stablehlo.return %lt : tensor<i1>
-  } do {
-    %one = stablehlo.constant dense<1> : tensor<i32>
-    %next = stablehlo.add %i, %one : tensor<i32>
-    %iota = stablehlo.iota dim = 0 : tensor<64xf32>
-    stablehlo.return %next, %iota : tensor<i32>, tensor<64xf32>
-  }
-  %1:2 = stablehlo.while(%i = %zero, %a = %x) : tensor<i32>, tensor<64xf32>
-  cond {
-    %two = stablehlo.constant dense<2> : tensor<i32>
-    %lt = stablehlo.compare LT, %i, %two, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
-    stablehlo.return %lt : tensor<i1>
-  } do {
-    %one = stablehlo.constant dense<1> : tensor<i32>
-    %next = stablehlo.add %i, %one : tensor<i32>
-    %iota = stablehlo.iota dim = 0 : tensor<64xf32>
-    stablehlo.return %next, %iota : tensor<i32>, tensor<64xf32>
-  }
-  %square = stablehlo.multiply %1#1, %1#1 : tensor<64xf32>
+{iota_loop("%0", 1)}{iota_loop("%1", 2)}  %square = stablehlo.multiply %1#1, %1#1 : tensor<64xf32>
   return %square, %0#1 : tensor<64xf32>, tensor<64xf32>
-}
+}}
 """
 
 

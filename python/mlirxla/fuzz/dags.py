@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .programs import Value, array, tensor
+from .programs import Value, array, random_factorization, tensor
 
 BIG_SHAPES = [(512, 640), (3, 320, 300), (300, 1000)]
 SIZES = [1, 1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 31, 32, 64, 100, 128]
@@ -218,12 +218,7 @@ class DagGenerator:
         if self.random.random() < 0.4 and count == int(np.prod(self.base, dtype=np.int64)):
             shape = self.base
         else:
-            shape, remaining = [], count
-            for _ in range(self.random.randint(0, 3)):
-                factor = self.random.choice([d for d in range(1, remaining + 1) if remaining % d == 0])
-                shape.append(factor)
-                remaining //= factor
-            shape = tuple(self.random.sample(shape + [remaining], len(shape) + 1))
+            shape = random_factorization(self.random, count)
         return self.op("reshape", [node], shape, "f32", exact=node.exact)
 
     def transpose(self):

@@ -294,12 +294,7 @@ class Generator:
             others = self.random.sample([1, 2, 3], self.random.randint(0, 2))
             shape = tuple(self.random.sample([0] + others, len(others) + 1))
         else:
-            shape, remaining = [], count
-            for _ in range(self.random.randint(0, 3)):
-                factor = self.random.choice([d for d in range(1, remaining + 1) if remaining % d == 0])
-                shape.append(factor)
-                remaining //= factor
-            shape = tuple(self.random.sample(shape + [remaining], len(shape) + 1))
+            shape = random_factorization(self.random, count)
         return self.op("reshape", [value], shape, value.element)
 
     def transpose(self):
@@ -554,3 +549,13 @@ class Generator:
 
 def draw_program(seed: int, steps: int = 8) -> tuple[Program, list]:
     return Generator(seed, steps).draw()
+
+
+def random_factorization(rng, count: int) -> tuple[int, ...]:
+    """A shape of 1 to 4 dimensions with `count` elements, its factors in random order."""
+    shape, remaining = [], count
+    for _ in range(rng.randint(0, 3)):
+        factor = rng.choice([d for d in range(1, remaining + 1) if remaining % d == 0])
+        shape.append(factor)
+        remaining //= factor
+    return tuple(rng.sample(shape + [remaining], len(shape) + 1))
