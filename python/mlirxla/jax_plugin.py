@@ -16,6 +16,7 @@ PLATFORM = "mlirxla"
 # below jax's own cpu backend (0): installing mlirxla never changes jax's default device;
 # JAX_PLATFORMS=mlirxla (or jax.devices("mlirxla")) asks for it
 PRIORITY = -100
+SPARSE_SOLVER_MODULE = "jax.experimental.sparse.linalg"
 
 
 def library_path() -> str:
@@ -42,6 +43,7 @@ def initialize() -> None:
         mlir._platforms_with_donation.append(PLATFORM)
     register_host_callbacks()
     register_linear_algebra()
+    when_imported(SPARSE_SOLVER_MODULE, register_sparse_solver)
 
 
 def register_host_callbacks() -> None:
@@ -54,18 +56,6 @@ def register_host_callbacks() -> None:
     from jax._src import callback as jax_callback
     from jax._src import debugging
     from jax._src.interpreters import mlir
-
-    from mlirxla.runtime import callbacks
-
-    def emit(context, arguments, function, name, has_side_effect):
-        identifier = callbacks.register(function, name)
-        # jax keeps it with the executable, and dispatches a program with host callbacks on
-        # its path that threads ordered effects' tokens (its ahead-of-time fast path does not)
-        context.module_context.add_host_callback(function)
-        result_types = [mlir.aval_to_ir_type(context.module_context, aval) for aval in context.avals_out]
-        call = mlir.custom_call(callbacks.TARGET, result_types=result_types, operands=list(arguments),
-                                backend_config=str(identifier), has_side_effect=has_side_effect, api_version=1)
-        return list(call.results)
 
     def pass_token(context, effect):
         if effect in context.tokens_in.effects():
@@ -107,6 +97,23 @@ def register_host_callbacks() -> None:
     # not cacheable, as jax registers its own: every lowering registers its callback anew
     mlir.register_lowering(jax_callback.pure_callback_p, pure_lowering, platform=PLATFORM, cacheable=False)
     mlir.register_lowering(jax_callback.io_callback_p, io_lowering, platform=PLATFORM, cacheable=False)
+
+
+def emit(context, arguments, function, name: str, has_side_effect: bool) -> list:
+    """A `custom_call @mlirxla.python_callback` calling `function` (arrays in, a list of arrays
+    out) on the host, with the lowered primitive's results as its results."""
+    from jax._src.interpreters import mlir
+
+    from mlirxla.runtime import callbacks
+
+    identifier = callbacks.register(function, name)
+    # jax keeps it with the executable, and dispatches a program with host callbacks on
+    # its path that threads ordered effects' tokens (its ahead-of-time fast path does not)
+    context.module_context.add_host_callback(function)
+    result_types = [mlir.aval_to_ir_type(context.module_context, aval) for aval in context.avals_out]
+    call = mlir.custom_call(callbacks.TARGET, result_types=result_types, operands=list(arguments),
+                            backend_config=str(identifier), has_side_effect=has_side_effect, api_version=1)
+    return list(call.results)
 
 
 def host_function(jax_impl, callback, **parameters):
@@ -170,3 +177,63 @@ def register_linear_algebra() -> None:
                                 backend_config=json.dumps({"perturb_singular": bool(perturb_singular)}), api_version=1).results
 
     mlir.register_lowering(linalg.tridiagonal_solve_p, tridiagonal_solve_lowering, platform=PLATFORM)
+
+
+def register_sparse_solver(module) -> None:
+    """`jax.experimental.sparse.linalg.spsolve` on mlirxla: jax lowers it for cpu as a Python
+    callback of scipy's `spsolve` (and for cuda as cuSOLVER's QR) and for no other platform;
+    here it is the same scipy call, through the plugin's host callbacks."""
+    import scipy.sparse
+    import scipy.sparse.linalg
+    from jax._src.interpreters import mlir
+
+    def solve(data, indices, indptr, b):
+        matrix = scipy.sparse.csr_matrix((data, indices, indptr), shape=(b.size, b.size))
+        return [scipy.sparse.linalg.spsolve(matrix, b).astype(b.dtype)]
+
+    def lowering(context, data, indices, indptr, b, *, tol, reorder):
+        return emit(context, (data, indices, indptr, b), solve, "jax.experimental.sparse.linalg.spsolve",
+                    has_side_effect=False)
+
+    mlir.register_lowering(module.spsolve_p, lowering, platform=PLATFORM)
+
+
+def when_imported(name: str, then) -> None:
+    """Call `then(module)` once the module `name` is imported: now if it is, else right after
+    its import. jax's sparse solver module imports scipy.sparse (0.1-0.4 s), more than every
+    jax process that finds the plugin should pay for a rule few programs use."""
+    import sys
+
+    if name in sys.modules:
+        then(sys.modules[name])
+    else:
+        sys.meta_path.insert(0, AfterImport(name, then))
+
+
+class AfterImport:
+    """A meta path finder that finds nothing itself: when `name` is imported it takes the spec
+    the other finders give and runs `then(module)` after the module's own code, then leaves."""
+
+    def __init__(self, name: str, then):
+        self.name, self.then = name, then
+
+    def find_spec(self, fullname, path, target=None):
+        import sys
+
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)
+        for finder in sys.meta_path:
+            spec = finder.find_spec(fullname, path, target) if hasattr(finder, "find_spec") else None
+            if spec is not None and spec.loader is not None:
+                break
+        else:
+            return None
+        execute, then = spec.loader.exec_module, self.then
+
+        def exec_module(module):
+            execute(module)
+            then(module)
+
+        spec.loader.exec_module = exec_module
+        return spec

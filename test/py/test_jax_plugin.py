@@ -328,6 +328,34 @@ def test_programs_run_on_the_device_they_were_compiled_for():
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
 
 
+SPARSE_SOLVE = """
+import sys, jax, jax.numpy as jnp, numpy as np
+if sys.argv[1] == "after":
+    jax.devices()
+from jax.experimental import sparse
+matrix = np.array([[4, 1, 0, 0], [1, 3, 0, 2], [0, 0, 2, 0], [0, 2, 0, 5]], np.float32)
+b = np.array([1, 2, 3, 4], np.float32)
+data, indices, indptr = sparse.csr._csr_fromdense(jnp.asarray(matrix), nse=8)
+x = jax.jit(sparse.linalg.spsolve)(data, indices, indptr, jnp.asarray(b))
+assert x.devices() == set(jax.devices("mlirxla")), x.devices()
+np.testing.assert_allclose(np.asarray(x), np.linalg.solve(matrix, b), rtol=1e-5)
+gradient = jax.grad(lambda b: sparse.linalg.spsolve(data, indices, indptr, b).sum())(jnp.asarray(b))
+np.testing.assert_allclose(np.asarray(gradient), np.linalg.solve(matrix.T, np.ones(4, np.float32)), rtol=1e-5)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("imported", ["before", "after"])
+def test_sparse_solve(imported):
+    """`jax.experimental.sparse.linalg.spsolve` (and its gradient, a transposed solve) on the
+    plugin, with jax's sparse module imported before the backend starts or after it: jax lowers
+    it only for cpu and cuda, and the plugin registers its rule when the module is imported."""
+    environment = dict(os.environ, JAX_PLATFORMS="mlirxla")
+    done = subprocess.run([sys.executable, "-c", SPARSE_SOLVE, imported], env=environment, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
 AFTER_EXIT_HOOKS = """
 import atexit, jax, numpy as np
 assert np.asarray(jax.jit(lambda x: x + 1)(np.zeros(2, np.float32))).tolist() == [1.0, 1.0]
