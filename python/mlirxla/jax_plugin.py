@@ -229,11 +229,12 @@ class AfterImport:
                 break
         else:
             return None
-        execute, then = spec.loader.exec_module, self.then
+        loader, then = spec.loader, self.then
 
         def exec_module(module):
-            execute(module)
+            del loader.exec_module  # the loader's own method again: a zip importer loads other modules too
+            loader.exec_module(module)
             then(module)
 
-        spec.loader.exec_module = exec_module
+        loader.exec_module = exec_module
         return spec
