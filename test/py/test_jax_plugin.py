@@ -248,7 +248,8 @@ def test_sorts_match_cpu_bit_for_bit(devices):
     """Several keys (`num_keys`, lexsort), descending with NaNs and signed zeros, complex keys,
     top_k and approx_max_k / approx_min_k (exact on CPU): the host sort reads every comparator
     jax writes; ties keep their order. (approx_min_k's plain LT comparator leaves a NaN's place
-    to the sort algorithm: XLA's std::sort and numpy's differ, so it gets no NaN.)"""
+    to the sort algorithm: XLA's std::sort and numpy's differ, so it gets no NaN.) Without
+    `aggregate_to_topk` the result keeps the whole sorted dimension, as XLA's fallback does."""
     rng = np.random.default_rng(3)
     floats = rng.integers(0, 3, 24).astype(np.float32)
     floats[[3, 5, 6, 7]] = [np.nan, -0.0, 0.0, -np.inf]
@@ -258,7 +259,8 @@ def test_sorts_match_cpu_bit_for_bit(devices):
     def sorts(f, i, z):
         return (jax.lax.sort((f, i, f * 2), num_keys=2), jnp.lexsort((f, i)), jnp.argsort(f, descending=True, stable=True),
                 jnp.sort(z), jax.lax.top_k(f * i, 5), jnp.sort(f.astype(jnp.bfloat16)), jax.lax.approx_max_k(f * i, 4),
-                jax.lax.approx_min_k(jnp.nan_to_num(f).reshape(4, 6), 2, reduction_dimension=0))
+                jax.lax.approx_min_k(jnp.nan_to_num(f).reshape(4, 6), 2, reduction_dimension=0),
+                jax.lax.approx_max_k(jnp.nan_to_num(f).reshape(4, 6), 2, reduction_dimension=0, aggregate_to_topk=False))
 
     got, want = (on(device, sorts, floats, ints, complexes) for device in devices)
     for leaf, expected in zip(jax.tree.leaves(got), jax.tree.leaves(want)):

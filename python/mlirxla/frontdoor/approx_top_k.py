@@ -2,9 +2,10 @@
 
 jax emits the custom call with `is_fallback = true` on CPU, where XLA computes the exact top-k:
 the inputs are sorted together along `reduction_dim` by the comparator jax passes as its
-called computation, and the first `top_k` of each are kept. The comparator (a function whose
-body ends in `stablehlo.return` or `func.return`, as jax's passes leave it) becomes the sort's
-region and is removed once nothing calls it.
+called computation, and the first `top_k` of each are kept (all of them when
+`aggregate_to_topk` is false: the call's result type keeps the whole dimension, as XLA's
+does). The comparator (a function whose body ends in `stablehlo.return` or `func.return`, as
+jax's passes leave it) becomes the sort's region and is removed once nothing calls it.
 """
 
 from mlirxla.errors import MlirxlaError, location_text
@@ -53,7 +54,7 @@ def expand(op: ir.Operation, module: ir.Module) -> ir.Operation:
         for result, sorted_value in zip(op.results, sort.results):
             shape = list(ir.RankedTensorType(result.type).shape)
             limits = list(ir.RankedTensorType(sorted_value.type).shape)
-            limits[dimension] = k
+            limits[dimension] = shape[dimension]  # k, or every value when aggregate_to_topk is false
             top = ir.Operation.create("stablehlo.slice", results=[result.type], operands=[sorted_value], attributes={
                 "start_indices": ir.DenseI64ArrayAttr.get([0] * len(shape)),
                 "limit_indices": ir.DenseI64ArrayAttr.get(limits),
