@@ -268,6 +268,14 @@ def test_sorts_match_cpu_bit_for_bit(devices):
         assert leaf.tobytes() == expected.tobytes(), (leaf, expected)
 
 
+def test_updates_with_no_elements(devices):
+    """vmap of a dynamic_update_slice whose update has no elements is a scatter of nothing: the
+    operand, unchanged (its scatter kernel did not lower before algsimp folded it)."""
+    operand = np.arange(3 * 7 * 5 * 2, dtype=np.float32).reshape(3, 7, 5, 2)
+    update = np.ones((3, 2, 0, 1), np.float32)
+    assert_same_as_cpu(devices, jax.vmap(lambda o, u: jax.lax.dynamic_update_slice(o, u, (4, 1, 0))), operand, update)
+
+
 def test_host_arrays_with_negative_strides(devices):
     """A reversed view (jax's conv_transpose tests flip kernels with numpy) is copied from
     its first element backwards."""

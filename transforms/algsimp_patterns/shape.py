@@ -151,6 +151,18 @@ def fold_dynamic_update_slice_full(op: ir.Operation, options):
     return update
 
 
+def fold_update_with_nothing(op: ir.Operation, options):
+    """dynamic_update_slice(x, u, ...) or a one-operand scatter(x, i, u) -> x when the update u
+    has no elements (XLA's rule for empty updates): nothing is written, and a scatter kernel over
+    zero updates does not lower (vmap of a dynamic_update_slice with an empty update)."""
+    if op.name == "xhlo.scatter" and len(op.operands) != 3:
+        return NO_MATCH
+    update = op.operands[2] if op.name == "xhlo.scatter" else op.operands[1]
+    if 0 not in shape_of(update.type):
+        return NO_MATCH
+    return op.operands[0]
+
+
 def fold_slice_of_slice(op: ir.Operation, options):
     """slice(slice(x, a, _, s), b, _, t) -> slice(x, a + b*s, ..., s*t), limits from the result size."""
     inner = produced_by(op.operands[0], "slice")

@@ -655,6 +655,16 @@ func.func @fold_dynamic_update_slice_full(%x: tensor<2x3xf32>, %u: tensor<2x3xf3
 
 // -----
 
+/// A dynamic update slice writing an update with no elements is its operand.
+// CHECK-LABEL: func.func @fold_dynamic_update_slice_empty
+// CHECK-NEXT: return %arg0
+func.func @fold_dynamic_update_slice_empty(%x: tensor<2x3xf32>, %u: tensor<0x3xf32>, %i: tensor<i32>) -> tensor<2x3xf32> {
+  %0 = "xhlo.dynamic_update_slice"(%x, %u, %i, %i) : (tensor<2x3xf32>, tensor<0x3xf32>, tensor<i32>, tensor<i32>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
 /// A smaller update stays.
 // CHECK-LABEL: func.func @no_fold_dynamic_update_slice_partial
 // CHECK: "xhlo.dynamic_update_slice"(%arg0, %arg1, %arg2, %arg2)
