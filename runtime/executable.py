@@ -82,6 +82,9 @@ class ExecutablePlan:
     global_parameters: list[GlobalValue] = field(default_factory=list)
     global_outputs: list[GlobalValue] = field(default_factory=list)
     driver: NativeDriver | None = None  # runs the whole thunk sequence when the backend compiled one
+    # the parameters the caller donates (`tf.aliasing_output` / `jax.buffer_donor`): consumed by
+    # an execution that is handed them as donated, whether or not an output took their memory
+    donated_parameters: tuple[int, ...] = ()
 
     def to_json(self) -> dict:
         return {
@@ -94,7 +97,8 @@ class ExecutablePlan:
             "thunks": [t.to_json() for t in self.thunks],
             "grid": [self.replica_count, self.partition_count],
             "global_entry": [[v.to_json() for v in self.global_parameters], [v.to_json() for v in self.global_outputs]],
-        } | ({} if self.driver is None else {"driver": self.driver.to_json()})
+        } | ({} if self.driver is None else {"driver": self.driver.to_json()}) | (
+            {"donated": list(self.donated_parameters)} if self.donated_parameters else {})
 
     @classmethod
     def from_json(cls, data: dict) -> "ExecutablePlan":
@@ -110,6 +114,7 @@ class ExecutablePlan:
             *(int(count) for count in data.get("grid", (1, 1))),
             *([GlobalValue.from_json(v) for v in values] for values in data.get("global_entry", ([], []))),
             NativeDriver.from_json(data.get("driver")),
+            tuple(data.get("donated", ())),
         )
 
     def describe(self, decisions: list[str] = ()) -> str:

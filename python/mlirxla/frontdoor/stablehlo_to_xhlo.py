@@ -23,6 +23,9 @@ RENAMED_OPS = {
     "stablehlo.dot_general": ("xhlo.dot", {}),
     "stablehlo.scatter": ("xhlo.scatter", {"scatter_dimension_numbers": "dimension_numbers"}),
     "stablehlo.return": ("xhlo.return", {}),
+    # StableHLO keeps `create_token` as a deprecated spelling of an operand-less after_all
+    # (jax.lax.create_token lowers to it)
+    "stablehlo.create_token": ("xhlo.after_all", {}),
 }
 
 DEFAULT_ATTRIBUTES = {
