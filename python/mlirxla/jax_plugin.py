@@ -104,9 +104,30 @@ def register_host_callbacks() -> None:
 
     mlir.register_lowering(debugging.debug_callback_p, debug_lowering, platform=PLATFORM)
     mlir.register_lowering(debugging.debug_print_p, print_lowering, platform=PLATFORM)
+    run_eagerly_without_a_cpu_backend(debugging.debug_callback_p)
+    run_eagerly_without_a_cpu_backend(debugging.debug_print_p)
     # not cacheable, as jax registers its own: every lowering registers its callback anew
     mlir.register_lowering(jax_callback.pure_callback_p, pure_lowering, platform=PLATFORM, cacheable=False)
     mlir.register_lowering(jax_callback.io_callback_p, io_lowering, platform=PLATFORM, cacheable=False)
+
+
+def run_eagerly_without_a_cpu_backend(primitive) -> None:
+    """`jax.debug.print` / `jax.debug.callback` outside jit: jax's implementation calls the
+    callback on the cpu device and fails in a process without a cpu backend
+    (JAX_PLATFORMS=mlirxla); there the primitive runs as a one-op program instead, as under
+    jit (pure_callback and io_callback always run that way). With a cpu backend, jax's own."""
+    from jax._src import dispatch, xla_bridge
+
+    jax_impl = primitive.impl
+
+    def impl(*arguments, **parameters):
+        try:
+            xla_bridge.local_devices(backend="cpu")
+        except RuntimeError:
+            return dispatch.apply_primitive(primitive, *arguments, **parameters)
+        return jax_impl(*arguments, **parameters)
+
+    primitive.def_impl(impl)
 
 
 def host_function(jax_impl, callback, **parameters):
