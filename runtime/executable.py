@@ -299,7 +299,11 @@ class Executable:
         kind = self.plan.allocation_kinds[o.allocation]
         if kind == "output":
             return np.frombuffer(storage[o.allocation], o.dtype, o.count, o.offset).reshape(o.shape)
-        if kind == "parameter" and (o.allocation in donated or o.allocation in self.written_parameters):
+        # a donated argument returned as it is hands its array over, unless that array is a
+        # read-only view of the caller's memory (the PJRT plugin's zero-copy host buffers,
+        # whose memory the caller frees once the donated buffer is gone)
+        if kind == "parameter" and (o.allocation in self.written_parameters
+                                    or (o.allocation in donated and arrays[o.allocation].flags.writeable)):
             return arrays[o.allocation]
         source = arrays[o.allocation] if kind == "parameter" else (self.constants[o.allocation] if kind == "constant" else storage[o.allocation])
         return np.frombuffer(source.reshape(-1).view(np.uint8), o.dtype, o.count, o.offset).reshape(o.shape).copy()

@@ -345,6 +345,12 @@ def test_host_arrays_are_viewed_without_copy_and_never_written(devices):
     del on_device
     gc.collect()
     assert sys.getrefcount(x) == references
+    with jax.default_device(mlirxla):
+        viewed = jax.device_put(x, mlirxla)
+        returned = jax.jit(lambda a: a.astype(jnp.float32), donate_argnums=0)(viewed)
+    assert viewed.is_deleted()
+    assert returned.unsafe_buffer_pointer() != x.ctypes.data  # a donated view returned as it is is copied
+    np.testing.assert_array_equal(np.asarray(returned), kept)
 
 
 SEVERAL_DEVICES = """
