@@ -115,7 +115,8 @@ def run_eagerly_without_a_cpu_backend(primitive) -> None:
     """`jax.debug.print` / `jax.debug.callback` outside jit: jax's implementation calls the
     callback on the cpu device and fails in a process without a cpu backend
     (JAX_PLATFORMS=mlirxla); there the primitive runs as a one-op program instead, as under
-    jit (pure_callback and io_callback always run that way). With a cpu backend, jax's own."""
+    jit (pure_callback and io_callback always run that way). With a cpu backend, or another
+    default backend than mlirxla, jax's own."""
     from jax._src import dispatch, xla_bridge
 
     jax_impl = primitive.impl
@@ -124,7 +125,8 @@ def run_eagerly_without_a_cpu_backend(primitive) -> None:
         try:
             xla_bridge.local_devices(backend="cpu")
         except RuntimeError:
-            return dispatch.apply_primitive(primitive, *arguments, **parameters)
+            if xla_bridge.default_backend() == PLATFORM:
+                return dispatch.apply_primitive(primitive, *arguments, **parameters)
         return jax_impl(*arguments, **parameters)
 
     primitive.def_impl(impl)
