@@ -23,10 +23,10 @@ RENAMED_OPS = {
     "stablehlo.dot_general": ("xhlo.dot", {}),
     "stablehlo.scatter": ("xhlo.scatter", {"scatter_dimension_numbers": "dimension_numbers"}),
     "stablehlo.return": ("xhlo.return", {}),
-    # StableHLO keeps `create_token` as a deprecated spelling of an operand-less after_all
-    # (jax.lax.create_token lowers to it)
-    "stablehlo.create_token": ("xhlo.after_all", {}),
 }
+# StableHLO keeps `create_token` as a deprecated spelling of an operand-less after_all
+# (jax.lax.create_token lowers to it); not among RENAMED_OPS, whose inverse lowers xhlo back
+DEPRECATED_SPELLINGS = {"stablehlo.create_token": "xhlo.after_all"}
 
 DEFAULT_ATTRIBUTES = {
     "xhlo.sort": {"dimension": "-1 : i64", "is_stable": "false"},
@@ -310,6 +310,8 @@ def legalize_module(module: ir.Module) -> None:
             legalize_broadcast(op)
         elif name in RENAMED_OPS:
             legalize_generic(op, *RENAMED_OPS[name])
+        elif name in DEPRECATED_SPELLINGS:
+            legalize_generic(op, DEPRECATED_SPELLINGS[name], {})
         elif "xhlo." + name.removeprefix("stablehlo.") in known:
             legalize_generic(op, "xhlo." + name.removeprefix("stablehlo."), {})
         else:
