@@ -429,3 +429,19 @@ def test_kernels_of_one_structure_build_their_stablehlo_once(context, monkeypatc
     kernels = [thunk.symbol for thunk in every_thunk(program.plan.thunks) if isinstance(thunk, KernelThunk)]
     assert built == kernels[:1]
     assert sum("the same StableHLO as" in decision for decision in program.decisions) == 2
+
+
+def test_tensor_specs_are_read_once_per_type(context):
+    """The entry's parameter and output specs are made once per type and are those each value's
+    own type gives: values of one element type and other shapes, or one shape and other element
+    types, get their own."""
+    from mlirxla.backends.cpu.thunk_emitter import TensorSpecs
+    from mlirxla.runtime.executable import TensorSpec
+
+    with context:
+        types = [ir.Type.parse(text) for text in ("tensor<2x3xf32>", "tensor<3x2xf32>", "tensor<2x3xf16>", "tensor<2x3xi32>",
+                                                  "tensor<2x3xf32>", "tensor<f32>")]
+        specs = TensorSpecs()
+        made = [specs.of(value_type) for value_type in types]
+    assert made == [TensorSpec.of(value_type) for value_type in types]
+    assert made[0] is made[4] and len(specs.by_type) == 5
