@@ -5,6 +5,7 @@
  -> ApproxTopK as an exact sort and slice (as XLA:CPU computes it)
  -> inline func.call and stablehlo.composite
  -> chlo compositions, sharding import
+ -> static shapes, constants sunk into computations, ops newer than the toolkit
  -> StableHLO -> xhlo, module config
  -> verify
 """
@@ -19,7 +20,7 @@ from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir, passmanager, stablehlo
 from mlirxla.transforms import call_inliner, erasure
 
-from . import approx_top_k, check_calls, chlo_to_xhlo, shardings, stablehlo_to_xhlo
+from . import approx_top_k, check_calls, chlo_to_xhlo, newer_ops, shardings, stablehlo_to_xhlo
 from .load import Loaded, load_bytes, load_file, load_text
 
 __all__ = ["Imported", "import_file", "import_bytes", "import_text", "import_loaded"]
@@ -173,6 +174,9 @@ STEPS = (
     ("sharding preparation", shardings.prepare, named("sdy.manual_computation")),
     ("inlining", inline_calls, named("func.call")),
     ("sharding import", shardings.import_shardings, None),
+    ("static shapes", stablehlo_to_xhlo.staticize, named(*stablehlo_to_xhlo.DYNAMIC_OPS)),
+    ("captured constants", stablehlo_to_xhlo.sink_captured_constants, named(*stablehlo_to_xhlo.COMPUTATION_OPS)),
+    ("newer ops", stablehlo_to_xhlo.legalize_newer_ops, in_dialect(newer_ops.DIALECT)),
     ("StableHLO to xhlo", stablehlo_to_xhlo.legalize_module, None),
     ("foreign ops", refuse_foreign_ops, None),
     ("module config", configure, None),
