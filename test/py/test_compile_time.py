@@ -445,3 +445,31 @@ def test_tensor_specs_are_read_once_per_type(context):
         made = [specs.of(value_type) for value_type in types]
     assert made == [TensorSpec.of(value_type) for value_type in types]
     assert made[0] is made[4] and len(specs.by_type) == 5
+
+
+def test_collection_is_paused_during_a_pass_and_restored(context):
+    """The collector is off while a fusion pass decides (its graph dies young) and back as it
+    was after: on when it was on, even when the pass fails; off when the caller had it off."""
+    import gc
+
+    from mlirxla.young_garbage import collection_paused
+
+    assert gc.isenabled()
+    seen = []
+    with collection_paused():
+        seen.append(gc.isenabled())
+    with pytest.raises(ZeroDivisionError):
+        with collection_paused():
+            seen.append(gc.isenabled())
+            1 / 0
+    assert seen == [False, False] and gc.isenabled()
+    gc.disable()
+    try:
+        with collection_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    module = simplified("programs/mlp.stablehlo.mlir", context)
+    PipelineRunner(module).run(named_pipeline("cpu"))
+    assert gc.isenabled()
