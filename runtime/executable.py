@@ -280,7 +280,7 @@ class Executable:
         try:
             for index, size, typed in self.fresh:
                 if index not in storage:
-                    storage[index] = np.empty(typed.shape, typed.dtype) if typed else np.empty(size, np.uint8)
+                    storage[index] = freed_memory.empty(typed.shape, typed.dtype) if typed else freed_memory.empty((size,), np.uint8)
             return storage
         except MemoryError:
             raise memory.exhausted(self.fresh_bytes, "one execution", self.largest_allocation()) from None

@@ -117,15 +117,19 @@ def referenced_symbols(module: ir.Module) -> set[str]:
 
 
 def remove_dead_functions(module: ir.Module) -> bool:
+    """Erase the private functions nothing refers to, until none is left. A module without
+    private functions is not walked for references (every op's attributes read)."""
     changed = True
     removed = False
     while changed:
         changed = False
+        private = [op for op in module.body.operations if op.operation.name == "func.func" and "sym_visibility" in op.attributes
+                   and ir.StringAttr(op.attributes["sym_visibility"]).value == "private"]
+        if not private:
+            break
         used = referenced_symbols(module)
-        for op in list(module.body.operations):
-            if op.operation.name != "func.func" or "sym_visibility" not in op.attributes:
-                continue
-            if ir.StringAttr(op.attributes["sym_visibility"]).value == "private" and ir.StringAttr(op.attributes["sym_name"]).value not in used:
+        for op in private:
+            if ir.StringAttr(op.attributes["sym_name"]).value not in used:
                 erase(op)
                 changed = removed = True
     return removed

@@ -293,13 +293,15 @@ def sink_captured_constants(module: ir.Module) -> None:
                         use.owner.operands[use.operand_number] = copy.results[0]
 
 
+def legalize_newer_ops(module: ir.Module) -> None:
+    newer_ops.legalize(module, legalize_generic)
+
+
 def legalize_module(module: ir.Module) -> None:
-    """Rewrite every StableHLO op of `module` in place into xhlo."""
+    """Rewrite every StableHLO op of `module` in place into xhlo; after `staticize`,
+    `sink_captured_constants` and `legalize_newer_ops` (the front door's steps before this one)."""
     known = op_classes()
     symbols = SymbolNamer(module)
-    staticize(module)
-    sink_captured_constants(module)
-    newer_ops.legalize(module, legalize_generic)
     for op in live_ops(ops_in_dialect(module, "stablehlo")):
         name = op.name
         if name in ("stablehlo.case", "stablehlo.if"):
