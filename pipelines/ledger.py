@@ -11,8 +11,8 @@ class LedgerRow:
     iteration: int  # 0 outside fixed points, else 1, 2, ...
     changed: bool
     wall_ms: float
-    ops_before: int
-    ops_after: int
+    ops_before: int | None  # None where the runner did not count (no reports rendered)
+    ops_after: int | None
 
 
 COLUMNS = tuple(f.name for f in fields(LedgerRow))
@@ -35,7 +35,7 @@ class Ledger:
         """An aligned text table with a total line."""
         header = ["pipeline", "pass", "iter", "changed", "wall ms", "ops before", "ops after"]
         body = [
-            [r.pipeline, r.pass_name, str(r.iteration or ""), "yes" if r.changed else "no", f"{r.wall_ms:.2f}", str(r.ops_before), str(r.ops_after)]
+            [r.pipeline, r.pass_name, str(r.iteration or ""), "yes" if r.changed else "no", f"{r.wall_ms:.2f}", format_cell(r.ops_before), format_cell(r.ops_after)]
             for r in self.rows
         ]
         total = sum(r.wall_ms for r in self.rows)
@@ -45,6 +45,8 @@ class Ledger:
         return "\n".join([render(header), render(["-" * w for w in widths])] + [render(line) for line in body]) + "\n"
 
 def format_cell(value) -> str:
+    if value is None:
+        return ""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):

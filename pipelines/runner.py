@@ -2,9 +2,10 @@
 
 For every pass the runner decides whether it runs (`--disable-passes`, `--enable-passes-only`:
 exact names, a pipeline's name covering all its passes), times it, counts ops before and
-after, and writes a ledger row. With `verify_each` (`mlirxla-opt`'s default, and everywhere
-with `MLIRXLA_VERIFY_EACH=1`, which the test suite sets) it runs the invariant checker (the
-xhlo verifier) after each pass that changed the module; a failure names the pass and pipeline
+after (when reports are rendered: nobody reads the counts otherwise), and writes a ledger
+row. With `verify_each` (`mlirxla-opt`'s default, and everywhere with
+`MLIRXLA_VERIFY_EACH=1`, which the test suite sets) it runs the invariant checker (the xhlo
+verifier) after each pass that changed the module; a failure names the pass and pipeline
 and, when dumping, keeps the module from before and after the pass. Without it (a compile
 through the client or the plugin) the checker runs once, when the outermost pipeline changed
 the module, and a failure names the pipeline: the verifier runs a Python check per op, and
@@ -178,7 +179,8 @@ class PipelineRunner:
         if not self.should_run(step, enabled):
             return False
         before_text = self.text() if self.keeps_text_before() else None
-        ops_before = self.ops_counted if self.ops_counted is not None else count_ops(self.module)
+        counting = self.counts_ops()
+        ops_before = (self.ops_counted if self.ops_counted is not None else count_ops(self.module)) if counting else None
         start = time.perf_counter()
         with erasure.stage(f"pass '{name}' in pipeline '{pipeline}'", checking=self.options.check_erasure):
             with self.module.context, ir.Location.unknown(), phases.phase("pass", name), reports_rendered(self.renders_reports()):
@@ -186,7 +188,7 @@ class PipelineRunner:
             changed = result.changed
             wall_ms = (time.perf_counter() - start) * 1000
             self.check_changed_flag(step, changed, before_text)
-            ops_after = count_ops(self.module) if changed else ops_before
+            ops_after = count_ops(self.module) if changed and counting else ops_before
             self.ops_counted = ops_after
             self.ledger.add(LedgerRow(pipeline, name, iteration, changed, wall_ms, ops_before, ops_after))
             if changed:
@@ -214,6 +216,13 @@ class PipelineRunner:
 
     def renders_reports(self) -> bool:
         return self.options.render_reports or self.dumps.directory is not None
+
+    def counts_ops(self) -> bool:
+        """Whether the ledger's rows count ops: only for those who read them (dumps, reports,
+        `--print-ledger`, all of which render reports); a count is a walk with a Python call
+        per op, a millisecond per pass that changed a module of a thousand ops, which a
+        compile through the client or the plugin (no reports) would pay for nobody."""
+        return self.renders_reports()
 
     def keeps_text_before(self) -> bool:
         return self.options.check_changed_flag or (self.options.verify_each and self.dumps.directory is not None)

@@ -82,6 +82,9 @@ class ExecutablePlan:
     global_parameters: list[GlobalValue] = field(default_factory=list)
     global_outputs: list[GlobalValue] = field(default_factory=list)
     driver: NativeDriver | None = None  # runs the whole thunk sequence when the backend compiled one
+    # the parameters the caller donates (`tf.aliasing_output` / `jax.buffer_donor`): consumed by
+    # an execution that is handed them as donated, whether or not an output took their memory
+    donated_parameters: tuple[int, ...] = ()
 
     def to_json(self) -> dict:
         return {
@@ -94,7 +97,8 @@ class ExecutablePlan:
             "thunks": [t.to_json() for t in self.thunks],
             "grid": [self.replica_count, self.partition_count],
             "global_entry": [[v.to_json() for v in self.global_parameters], [v.to_json() for v in self.global_outputs]],
-        } | ({} if self.driver is None else {"driver": self.driver.to_json()})
+        } | ({} if self.driver is None else {"driver": self.driver.to_json()}) | (
+            {"donated": list(self.donated_parameters)} if self.donated_parameters else {})
 
     @classmethod
     def from_json(cls, data: dict) -> "ExecutablePlan":
@@ -110,6 +114,7 @@ class ExecutablePlan:
             *(int(count) for count in data.get("grid", (1, 1))),
             *([GlobalValue.from_json(v) for v in values] for values in data.get("global_entry", ([], []))),
             NativeDriver.from_json(data.get("driver")),
+            tuple(data.get("donated", ())),
         )
 
     def describe(self, decisions: list[str] = ()) -> str:
@@ -275,7 +280,7 @@ class Executable:
         try:
             for index, size, typed in self.fresh:
                 if index not in storage:
-                    storage[index] = np.empty(typed.shape, typed.dtype) if typed else np.empty(size, np.uint8)
+                    storage[index] = freed_memory.empty(typed.shape, typed.dtype) if typed else freed_memory.empty((size,), np.uint8)
             return storage
         except MemoryError:
             raise memory.exhausted(self.fresh_bytes, "one execution", self.largest_allocation()) from None
@@ -294,7 +299,11 @@ class Executable:
         kind = self.plan.allocation_kinds[o.allocation]
         if kind == "output":
             return np.frombuffer(storage[o.allocation], o.dtype, o.count, o.offset).reshape(o.shape)
-        if kind == "parameter" and (o.allocation in donated or o.allocation in self.written_parameters):
+        # a donated argument returned as it is hands its array over, unless that array is a
+        # read-only view of the caller's memory (the PJRT plugin's zero-copy host buffers,
+        # whose memory the caller frees once the donated buffer is gone)
+        if kind == "parameter" and (o.allocation in self.written_parameters
+                                    or (o.allocation in donated and arrays[o.allocation].flags.writeable)):
             return arrays[o.allocation]
         source = arrays[o.allocation] if kind == "parameter" else (self.constants[o.allocation] if kind == "constant" else storage[o.allocation])
         return np.frombuffer(source.reshape(-1).view(np.uint8), o.dtype, o.count, o.offset).reshape(o.shape).copy()

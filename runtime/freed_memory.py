@@ -12,11 +12,22 @@ the heap) and the trim threshold raised to twice the largest fresh memory of any
 made so far, capped at an eighth of the machine's memory and at 1 GiB (`mallopt` takes an
 int). Other C libraries lack `mallopt`
 and keep their own behaviour.
+
+Arrays of 32 MiB or more never come from the heap, so their freed memory goes back to the
+kernel whatever the thresholds say: a 32 MiB output filled fresh costs 2.4 ms, 1.7 of them in
+8,192 page faults, against 0.8 ms in memory already touched (embedding_grad's zero fill ran
+at 62% of the triad). Those arrays come from `LargeBlocks`: anonymous mappings on 2 MiB
+boundaries with transparent huge pages asked for (a fault per 2 MiB where the kernel allows
+it), and kept, when the last view of an array made in one dies, for the next array of that
+size, up to the same retention budget as the heap's.
 """
 
 import ctypes
 import ctypes.util
+import math
 import threading
+
+import numpy as np
 
 from . import memory
 
@@ -32,13 +43,16 @@ class _Retention:
         self.kept = 0
         self.mallopt = _glibc_mallopt()
 
+        self.wanted = 0  # what the large blocks may keep, with or without mallopt
+
     def keep(self, fresh_bytes: int) -> int:
         """Keep at least twice `fresh_bytes` of freed memory; the bytes kept from now on (0
         where malloc cannot be told)."""
-        if self.mallopt is None:
-            return 0
         wanted = min(2 * fresh_bytes, memory.physical_memory() // 8, LARGEST_KEPT)
         with self.lock:
+            self.wanted = max(self.wanted, wanted)
+            if self.mallopt is None:
+                return 0
             if wanted > self.kept:
                 if self.kept == 0:
                     self.mallopt(M_MMAP_THRESHOLD, LARGEST_HEAP_ALLOCATION)
@@ -47,20 +61,94 @@ class _Retention:
             return self.kept
 
 
-def _glibc_mallopt():
-    name = ctypes.util.find_library("c")
-    if name is None:
+def _libc_function(name: str, restype, *argtypes):
+    library = ctypes.util.find_library("c")
+    if library is None:
         return None
     try:
-        mallopt = ctypes.CDLL(name).mallopt
+        function = getattr(ctypes.CDLL(library, use_errno=True), name)
     except (OSError, AttributeError):
         return None
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    mallopt.restype = ctypes.c_int
-    return mallopt
+    function.argtypes = list(argtypes)
+    function.restype = restype
+    return function
+
+
+def _glibc_mallopt():
+    return _libc_function("mallopt", ctypes.c_int, ctypes.c_int, ctypes.c_int)
+
+
+HUGE_PAGE = 2 << 20
+PROT_READ_WRITE = 0x3  # Linux's mman.h
+MAP_PRIVATE_ANONYMOUS = 0x22
+MADV_HUGEPAGE = 14
+MAP_FAILED = ctypes.c_void_p(-1).value
+
+
+class LargeBlocks:
+    """Memory for arrays of LARGEST_HEAP_ALLOCATION bytes or more, reused by size."""
+
+    def __init__(self, retention: _Retention):
+        self.retention = retention
+        self.lock = threading.Lock()
+        self.free: dict[int, list[int]] = {}
+        self.held = 0
+        self.mmap = _libc_function("mmap", ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
+        self.munmap = _libc_function("munmap", ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t)
+        self.madvise = _libc_function("madvise", ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+        self.block_types: dict[int, type] = {}
+
+    def empty(self, shape: tuple, dtype) -> np.ndarray:
+        dtype = np.dtype(dtype)
+        count = math.prod(shape)
+        if count * dtype.itemsize < LARGEST_HEAP_ALLOCATION or None in (self.mmap, self.munmap, self.madvise):
+            return np.empty(shape, dtype)
+        size = -(-count * dtype.itemsize // HUGE_PAGE) * HUGE_PAGE
+        with self.lock:
+            spare = self.free.get(size)
+            address = spare.pop() if spare else None
+            if address is not None:
+                self.held -= size
+        if address is None:
+            address = self.mapped(size)
+        block = self.block_type(size).from_address(address)
+        return np.frombuffer(block, dtype, count).reshape(shape)
+
+    def mapped(self, size: int) -> int:
+        """A fresh mapping of `size` bytes starting on a huge-page boundary."""
+        start = self.mmap(None, size + HUGE_PAGE, PROT_READ_WRITE, MAP_PRIVATE_ANONYMOUS, -1, 0)
+        if start is None or start == MAP_FAILED:
+            raise MemoryError(f"mmap of {memory.human(size)} failed")
+        aligned = -(-start // HUGE_PAGE) * HUGE_PAGE
+        if aligned > start:
+            self.munmap(start, aligned - start)
+        self.munmap(aligned + size, start + HUGE_PAGE - aligned)
+        self.madvise(aligned, size, MADV_HUGEPAGE)
+        return aligned
+
+    def block_type(self, size: int) -> type:
+        """A ctypes array type of `size` bytes whose instances give their memory back here
+        when the last array viewing them dies."""
+        if size not in self.block_types:
+            self.block_types[size] = type("LargeBlock", (ctypes.c_ubyte * size,), {"__del__": lambda block: self.release(ctypes.addressof(block), size)})
+        return self.block_types[size]
+
+    def release(self, address: int, size: int) -> None:
+        with self.lock:
+            if self.held + size <= self.retention.wanted:
+                self.free.setdefault(size, []).append(address)
+                self.held += size
+                return
+        self.munmap(address, size)
 
 
 _RETENTION = _Retention()
+LARGE_BLOCKS = LargeBlocks(_RETENTION)
+
+
+def empty(shape: tuple, dtype) -> np.ndarray:
+    """An uninitialized array, from memory an earlier one freed where it is large."""
+    return LARGE_BLOCKS.empty(shape, dtype)
 
 
 def keep_for(fresh_bytes: int) -> int:

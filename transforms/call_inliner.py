@@ -92,6 +92,8 @@ def inline_call(call: ir.Operation, callee: ir.Operation) -> None:
 
 
 def remove_unreferenced(module: ir.Module, names: set[str]) -> None:
+    if not names:
+        return  # nothing inlined, nothing to drop: no walk reading every op's attributes
     used = referenced_symbols(module)
     for name, function in private_functions(module).items():
         if name in names and name not in used:
@@ -104,13 +106,12 @@ def inline_calls(module: ir.Module, call_name: str = "xhlo.call", callees=privat
     the functions inlined."""
     inlined: set[str] = set()
     for _ in range(MAX_ROUNDS):
+        found = ops_named(module, call_name)
+        if not found:
+            break  # (without walking every callee for the calls it makes)
         functions = callees(module)
         recursive = recursive_functions(functions, call_name)
-        calls = [
-            c
-            for c in ops_named(module, call_name)
-            if callee_name(c) not in recursive and inlinable(c, functions.get(callee_name(c)))
-        ]
+        calls = [c for c in found if callee_name(c) not in recursive and inlinable(c, functions.get(callee_name(c)))]
         if not calls:
             break
         for call in live_ops(calls):

@@ -127,18 +127,40 @@ def overwrites_live_parameter(body: ir.Block, index: int) -> bool:
     result, parameter = terminator.operands[index], body.arguments[index]
     if isinstance(result.owner, ir.Block):
         return True
-    if any(value == parameter for position, value in enumerate(terminator.operands) if position != index):
+    aliases = forwarded_buffers(parameter)
+    if any(value in aliases for position, value in enumerate(terminator.operands) if position != index):
         return True  # the parameter moves to another carried buffer, read by the copies that end the body
     definer = result.owner.operation
-    readers = {ancestor_in_block(use.owner, body) for use in parameter.uses}
-    readers.discard(terminator)
-    for reader in readers:
+    reads = [(ancestor_in_block(use.owner, body), alias) for alias in aliases for use in alias.uses
+             if use.owner.name not in BUFFER_FORWARDING]
+    for reader, alias in reads:
+        if reader == terminator:
+            continue
         if reader == definer:
-            if not reads_in_place(definer, parameter):
+            if not reads_in_place(definer, alias):
                 return True
         elif not reachable(reader, definer):
             return True
     return False
+
+
+def forwarded_buffers(value: ir.Value) -> list[ir.Value]:
+    """`value` and every value whose buffer it is through bitcasts and optimization barriers
+    (the reverse of `buffer_chain`): a read of any of them reads `value`'s buffer. jax's
+    checkpointed scan body reads its carried values through a barrier, and output fusion may
+    move such a read after the op that writes the next iteration's value."""
+    found, work = [], [value]
+    while work:
+        current = work.pop()
+        if current in found:
+            continue
+        found.append(current)
+        for use in current.uses:
+            if use.owner.name == "xhlo.bitcast":
+                work.append(use.owner.results[0])
+            elif use.owner.name == "xhlo.optimization_barrier":
+                work.append(use.owner.results[use.operand_number])
+    return found
 
 
 def reads_in_place(op: ir.Operation, value: ir.Value) -> bool:

@@ -358,11 +358,11 @@ class FusionGraph:
         fusion.fusion_kind = "input" if "reduce" in roots else "loop"
         fusion.name = namer.unique(fusion_base_name(kinds, roots[0]))
         fusion.roots_from, fusion._body, fusion._refusal = roots_from, Body(kinds, roots), None
-        seen = set(produced)
-        for value in producer.operands + consumer.operands:
-            if value not in seen:
-                seen.add(value)
-                fusion.operands.append(value)
+        operands = dict.fromkeys(producer.operands)  # first reads first, each value once
+        operands.update(dict.fromkeys(consumer.operands))
+        for value in produced:
+            operands.pop(value, None)
+        fusion.operands = list(operands)
         fusion.captured = [value for value in producer.captured + consumer.captured if value not in produced]
         fusion.results = consumer.results
         for value in fusion.results:
@@ -384,10 +384,10 @@ class FusionGraph:
                 value.node.users.add(fusion)
         consumer.alive = False
         self.at[fusion.position] = fusion
-        results = fusion.results
+        results = set(fusion.results)
         for user in fusion.users:
             user.traffic = None  # it reads the fusion's values now
-            if any(value in results for value in user.operands):
+            if not results.isdisjoint(user.operands):  # (the return reads hundreds: no Python loop)
                 user.version += 1  # its operands were redirected: MLIR's hash of it changed
         return fusion
 

@@ -112,6 +112,12 @@ class Body:
     def of(cls, op: ir.Operation) -> "Body":
         return cls(tuple(fused_kinds(op)), tuple(root_kinds(op)))
 
+    @functools.cached_property
+    def expensive(self) -> bool:
+        """`expensive_kinds` of its kinds, read once (the rules ask it of a producer with
+        other users for each consumer offered to it, and a fusion's kinds grow with each merge)."""
+        return expensive_kinds(self.kinds)
+
 
 class Bodies:
     """Each kernel's `Body` for one pass run, a fusion's read once under its name: names are
@@ -335,8 +341,11 @@ def is_expensive(op: ir.Operation) -> bool:
     return expensive_kinds(fused_kinds(op))
 
 
+EXPENSIVE_KINDS = TRANSCENDENTAL | {"reduce", "gather", "dynamic_update_slice"}
+
+
 def expensive_kinds(kinds) -> bool:
-    return any(kind in TRANSCENDENTAL or kind in ("reduce", "gather", "dynamic_update_slice") for kind in kinds)
+    return not EXPENSIVE_KINDS.isdisjoint(kinds)
 
 
 class IrKernels:
@@ -418,7 +427,7 @@ def fusion_refusal(
     if "reduce" in producer_roots and kernels.kind(consumer) == "reduce":
         return "both the producer and the consumer contain a reduce"
     if duplicate:
-        if expensive_kinds(producer_body.kinds):
+        if producer_body.expensive:
             return "the producer is expensive and has other users; fusing would duplicate it"
         if len(producer_body.kinds) > limits.max_duplicated_ops:
             return "the fusion would result in an overly large code duplication"

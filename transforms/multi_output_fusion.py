@@ -42,6 +42,7 @@ from typing import ClassVar
 from mlirxla.dialects.xhlo.ops import FUSION_SLOTS
 from mlirxla.ir_queries import defining_op
 from mlirxla.mlir import ir
+from mlirxla.young_garbage import collection_paused
 
 from .fusion_legality import (
     CHEAP_TO_DUPLICATE,
@@ -208,7 +209,7 @@ class MultiOutputFusionPass(ModulePass):
         limits = FusionLimits()
         namer = Namer(module)
         changed = False
-        with module.context, ir.Location.unknown():
+        with module.context, ir.Location.unknown(), collection_paused():
             for block in fusible_blocks(module):
                 changed = MergeBlock(block, limits, namer, decisions, self.sibling, self.producer_consumer).run() or changed
         if decisions is None:

@@ -32,6 +32,7 @@ from mlirxla.dialects.xhlo.builder import create_op
 from mlirxla import errors
 from mlirxla.ir_queries import defining_op
 from mlirxla.mlir import ir
+from mlirxla.young_garbage import collection_paused
 
 from .cost_model import model_for
 from .erasure import erase, processing
@@ -289,7 +290,7 @@ class PriorityFusionPass(ModulePass):
         namer = Namer(module)
         descriptions = Descriptions()
         changed = False
-        with module.context, ir.Location.unknown():
+        with module.context, ir.Location.unknown(), collection_paused():
             for block in fusible_blocks(module):
                 changed = FuseBlock(block, model, limits, namer, decisions, descriptions).run() or changed
         if decisions is None:

@@ -26,6 +26,7 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
+from mlirxla.dialects.xhlo import Xhlo
 from mlirxla.dialects.xhlo.types import bit_width
 from mlirxla.ir_queries import entry_function, function_name
 from mlirxla.mlir import ir
@@ -38,6 +39,7 @@ from .pass_base import ModulePass, PassResult, TextReport, rendering_reports
 ALIASING_OPS = frozenset({"xhlo.bitcast", "xhlo.tuple", "xhlo.get_tuple_element", "xhlo.optimization_barrier"})
 ORDERED_OPS = frozenset({"xhlo.custom_call", "xhlo.rng", "xhlo.rng_bit_generator", "xhlo.after_all", "xhlo.outfeed", "xhlo.infeed", "xhlo.send", "xhlo.recv"})
 CANDIDATES = ("list", "dfs", "post-order", "original")
+ISOLATED_OPS = frozenset(op.OPERATION_NAME for op in Xhlo.operations if ir.IsIsolatedFromAboveTrait in op._traits)
 
 
 def type_bytes(t: ir.Type) -> int:
@@ -60,8 +62,10 @@ def is_ordered(op: ir.Operation) -> bool:
 
 
 def nested_operands(op: ir.Operation) -> list[ir.Value]:
-    """Operands of `op` and of every op nested in its regions."""
-    if not len(op.regions):
+    """Operands of `op` and of every op nested in its regions; of an op whose regions are
+    isolated from above (a fusion, a reduce: the verifier holds every use inside to values
+    defined inside), its own: nothing nested reads a value of the block, and it is not walked."""
+    if not len(op.regions) or op.name in ISOLATED_OPS:
         return list(op.operands)  # no walk (a Python call per op) for an op holding none
     values = []
 
@@ -236,12 +240,14 @@ class BlockSchedule:
 def schedule_block(block: ir.Block, label: str, results: list[BlockSchedule]) -> tuple[int, bool]:
     """Schedule `block` (inner blocks first); returns (peak bytes, whether ops moved)."""
     moved = False
-    positions = {identity(op): k for k, op in enumerate(block.operations)}
+    positions: dict[int, int] = {}  # op -> its place in the block, for inner blocks' labels (read once needed)
 
     def inner_peak(op: ir.Operation) -> int:
         nonlocal moved
         peak = 0
         for r, region in enumerate(op.regions):
+            if not positions:
+                positions.update((identity(other), k) for k, other in enumerate(block.operations))
             for b, inner in enumerate(region.blocks):
                 inner_label = f"{label}/{op.name.removeprefix('xhlo.')}#{positions.get(identity(op), -1)}.region{r}"
                 p, m = schedule_block(inner, inner_label, results)

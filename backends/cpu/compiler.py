@@ -58,7 +58,7 @@ from mlirxla.backends.backend import CompiledProgram
 from mlirxla.runtime.executable import ExecutablePlan, runs_in_order
 from mlirxla.runtime.threads import compile_threads
 from mlirxla.runtime.thunks import BufferSlice, KernelThunk, SlicedKernelThunk, every_thunk
-from mlirxla.transforms import erasure
+from mlirxla.transforms import copy_insertion, erasure
 from mlirxla.transforms.buffer_assignment import Assignment, BufferAssignmentPass, BufferAssignmentReport, place_scratch, write_summary
 from mlirxla.transforms.pass_base import PassResult
 from mlirxla.transforms.sharding_remover import partitioning_need
@@ -465,4 +465,12 @@ def plan_of(emission: Emission, module: ir.Module) -> ExecutablePlan:
         partition_count=config.partition_count,
         global_parameters=global_parameters,
         global_outputs=global_outputs,
+        donated_parameters=donated_parameters(module),
     )
+
+
+def donated_parameters(module: ir.Module) -> tuple[int, ...]:
+    entry = entry_function(module)
+    if entry is None:
+        return ()
+    return tuple(index for index in range(len(entry.regions[0].blocks[0].arguments)) if copy_insertion.is_donated(entry, index))

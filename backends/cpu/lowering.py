@@ -42,7 +42,7 @@ from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir, linalg, llvm, stablehlo
 
-from . import concatenation, convolution_library, dot_algorithms, excess_precision, generated_broadcasts, integer_order_reductions, kernel_scratch, llvm_text, loop_order, materialization, math_approximations, narrow_induction, narrow_reductions, row_fusion, tiling
+from . import concatenation, convolution_library, dot_algorithms, excess_precision, generated_broadcasts, integer_order_reductions, kernel_scratch, llvm_text, loop_order, materialization, math_approximations, narrow_induction, narrow_reductions, native_bf16_rounding, row_fusion, tiling
 
 TO_LINALG = [
     "func.func(stablehlo-legalize-to-linalg)",
@@ -189,6 +189,7 @@ def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None, allow
                     narrow_induction.count_in_narrow_integers(module)
                     # after bf16 and f16 math became f32 math, so that it is approximated too
                     math_approximations.approximate(module)
+                    native_bf16_rounding.round_bf16_natively(module)
             to_llvm = VECTORS_TO_LLVM if tiling.has_vectors(module) else TO_LLVM
             run_passes(module, to_llvm)
     except ir.MLIRError as error:

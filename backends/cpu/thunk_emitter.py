@@ -126,6 +126,20 @@ def symbol_for(name: str, used: set[str]) -> str:
     return symbol
 
 
+class TensorSpecs:
+    """`TensorSpec.of` once per type (an optimizer update's hundreds of parameters and outputs
+    have a few types; each spec reads the type through the bindings and asks numpy its name)."""
+
+    def __init__(self):
+        self.by_type: dict[ir.Type, TensorSpec] = {}
+
+    def of(self, value_type: ir.Type) -> TensorSpec:
+        spec = self.by_type.get(value_type)
+        if spec is None:
+            spec = self.by_type[value_type] = TensorSpec.of(value_type)
+        return spec
+
+
 class ThunkEmitter:
     """The state one emission shares with the emitters: the buffers (values' slices, the
     allocations), the kernels to compile and their symbols, the decisions."""
@@ -151,8 +165,9 @@ class ThunkEmitter:
         block = entry.regions[0].blocks[0]
         thunks = self.emit_block(block)
         terminator = list(block.operations)[-1].operation
-        outputs = [(self.slice_of(value), TensorSpec.of(value.type)) for value in terminator.operands]
-        parameters = [TensorSpec.of(argument.type) for argument in block.arguments]
+        specs = TensorSpecs()
+        outputs = [(self.slice_of(value), specs.of(value.type)) for value in terminator.operands]
+        parameters = [specs.of(argument.type) for argument in block.arguments]
         sizes[self.slab] = self.assignment.heap.size
         return Emission(parameters, outputs, sizes, kinds, constants, thunks, self.kernels, self.slab, self.decisions)
 

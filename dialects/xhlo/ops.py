@@ -621,13 +621,18 @@ def region_signature_problem(region: ir.Region, arguments: list[ir.Type], result
         return f"{what} must have exactly one block"
     block = region.blocks[0]
     got_args = [a.type for a in block.arguments]
-    if [str(t) for t in got_args] != [str(t) for t in arguments]:
+    if not same_types(got_args, arguments):
         return f"{what} takes ({type_list(got_args)}), expected ({type_list(arguments)})"
     terminator = block.operations[len(block.operations) - 1]
     got_results = [v.type for v in terminator.operands]
-    if [str(t) for t in got_results] != [str(t) for t in results]:
+    if not same_types(got_results, results):
         return f"{what} returns ({type_list(got_results)}), expected ({type_list(results)})"
     return None
+
+
+def same_types(got: list[ir.Type], expected: list[ir.Type]) -> bool:
+    """Whether the types print the same; equal (uniqued) types do, without printing each."""
+    return got == list(expected) or [str(t) for t in got] == [str(t) for t in expected]
 
 
 def halves(values) -> tuple[list[ir.Value], list[ir.Value]]:

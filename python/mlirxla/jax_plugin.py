@@ -94,6 +94,8 @@ def register_host_callbacks() -> None:
 
     mlir.register_lowering(debugging.debug_callback_p, debug_lowering, platform=PLATFORM)
     mlir.register_lowering(debugging.debug_print_p, print_lowering, platform=PLATFORM)
+    run_eagerly_without_a_cpu_backend(debugging.debug_callback_p)
+    run_eagerly_without_a_cpu_backend(debugging.debug_print_p)
     # not cacheable, as jax registers its own: every lowering registers its callback anew
     mlir.register_lowering(jax_callback.pure_callback_p, pure_lowering, platform=PLATFORM, cacheable=False)
     mlir.register_lowering(jax_callback.io_callback_p, io_lowering, platform=PLATFORM, cacheable=False)
@@ -114,6 +116,27 @@ def emit(context, arguments, function, name: str, has_side_effect: bool) -> list
     call = mlir.custom_call(callbacks.TARGET, result_types=result_types, operands=list(arguments),
                             backend_config=str(identifier), has_side_effect=has_side_effect, api_version=1)
     return list(call.results)
+
+
+def run_eagerly_without_a_cpu_backend(primitive) -> None:
+    """`jax.debug.print` / `jax.debug.callback` outside jit: jax's implementation calls the
+    callback on the cpu device and fails in a process without a cpu backend
+    (JAX_PLATFORMS=mlirxla); there the primitive runs as a one-op program instead, as under
+    jit (pure_callback and io_callback always run that way). With a cpu backend, or another
+    default backend than mlirxla, jax's own."""
+    from jax._src import dispatch, xla_bridge
+
+    jax_impl = primitive.impl
+
+    def impl(*arguments, **parameters):
+        try:
+            xla_bridge.local_devices(backend="cpu")
+        except RuntimeError:
+            if xla_bridge.default_backend() == PLATFORM:
+                return dispatch.apply_primitive(primitive, *arguments, **parameters)
+        return jax_impl(*arguments, **parameters)
+
+    primitive.def_impl(impl)
 
 
 def host_function(jax_impl, callback, **parameters):

@@ -1633,6 +1633,23 @@ static bool is_donated(const PJRT_Executable* executable, const PJRT_ExecuteOpti
   return true;
 }
 
+/* A donated argument's buffer is written by the execution, so it may not also be another
+ * argument of the same call (XLA refuses `f(a, donate(a))` and `f(donate(a), donate(a))`
+ * likewise): the other use would read what the execution overwrites. */
+static PJRT_Error* shared_donation(const PJRT_Executable* executable, const PJRT_ExecuteOptions* options, PJRT_Buffer* const* arguments,
+                                   size_t argument_count, size_t device) {
+  for (size_t i = 0; i < argument_count; ++i) {
+    if (!is_donated(executable, options, (int64_t)i)) continue;
+    for (size_t j = 0; j < argument_count; ++j)
+      if (j != i && arguments[j] == arguments[i])
+        return new_error(PJRT_Error_Code_INVALID_ARGUMENT,
+                         "mlirxla: argument %zu of %s on its device %zu is donated and is also argument %zu of the same call "
+                         "(like f(a, donate(a))): a donated buffer is overwritten by the execution",
+                         i, executable->name, device, j);
+  }
+  return NULL;
+}
+
 /* One device's arguments as the bridge takes them, with the GIL held: new lists of their
  * arrays, their addresses and the indices of those donated. */
 static void argument_lists(const PJRT_Executable* executable, const PJRT_ExecuteOptions* options, PJRT_Buffer* const* arguments,
@@ -1744,6 +1761,10 @@ static PJRT_Error* loaded_execute(PJRT_LoadedExecutable_Execute_Args* args) {
       if (is_gone(args->argument_lists[d][i]))
         return new_error(PJRT_Error_Code_INVALID_ARGUMENT, "mlirxla: argument %zu of %s on its device %zu is a deleted (or donated) buffer",
                          i, executable->name, d);
+  for (size_t d = 0; d < args->num_devices; ++d) {
+    PJRT_Error* shared = shared_donation(executable, args->options, args->argument_lists[d], args->num_args, d);
+    if (shared) return shared;
+  }
   PJRT_Device* only = HAS_FIELD(args, execute_device) && args->execute_device ? args->execute_device : loaded->devices[0];
   PyGILState_STATE state = PyGILState_UNLOCKED;
   PJRT_Error* error = enter_python(&state);

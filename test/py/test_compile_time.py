@@ -429,3 +429,47 @@ def test_kernels_of_one_structure_build_their_stablehlo_once(context, monkeypatc
     kernels = [thunk.symbol for thunk in every_thunk(program.plan.thunks) if isinstance(thunk, KernelThunk)]
     assert built == kernels[:1]
     assert sum("the same StableHLO as" in decision for decision in program.decisions) == 2
+
+
+def test_tensor_specs_are_read_once_per_type(context):
+    """The entry's parameter and output specs are made once per type and are those each value's
+    own type gives: values of one element type and other shapes, or one shape and other element
+    types, get their own."""
+    from mlirxla.backends.cpu.thunk_emitter import TensorSpecs
+    from mlirxla.runtime.executable import TensorSpec
+
+    with context:
+        types = [ir.Type.parse(text) for text in ("tensor<2x3xf32>", "tensor<3x2xf32>", "tensor<2x3xf16>", "tensor<2x3xi32>",
+                                                  "tensor<2x3xf32>", "tensor<f32>")]
+        specs = TensorSpecs()
+        made = [specs.of(value_type) for value_type in types]
+    assert made == [TensorSpec.of(value_type) for value_type in types]
+    assert made[0] is made[4] and len(specs.by_type) == 5
+
+
+def test_collection_is_paused_during_a_pass_and_restored(context):
+    """The collector is off while a fusion pass decides (its graph dies young) and back as it
+    was after: on when it was on, even when the pass fails; off when the caller had it off."""
+    import gc
+
+    from mlirxla.young_garbage import collection_paused
+
+    assert gc.isenabled()
+    seen = []
+    with collection_paused():
+        seen.append(gc.isenabled())
+    with pytest.raises(ZeroDivisionError):
+        with collection_paused():
+            seen.append(gc.isenabled())
+            1 / 0
+    assert seen == [False, False] and gc.isenabled()
+    gc.disable()
+    try:
+        with collection_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    module = simplified("programs/mlp.stablehlo.mlir", context)
+    PipelineRunner(module).run(named_pipeline("cpu"))
+    assert gc.isenabled()

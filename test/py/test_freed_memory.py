@@ -84,3 +84,51 @@ def test_retention_grows_with_the_largest_execution_and_never_shrinks():
     assert kept >= 6 << 20
     assert freed_memory.keep_for(1 << 20) == kept
     assert freed_memory.keep_for(1 << 40) == min(memory.physical_memory() // 8, freed_memory.LARGEST_KEPT)
+
+
+# a 40 MiB output: above glibc's largest heap block, so malloc would map it fresh every call
+LARGE_OUTPUT = """func.func @main(%x: tensor<10485760xf32>) -> tensor<10485760xf32> {
+  %r = stablehlo.add %x, %x : tensor<10485760xf32>
+  return %r : tensor<10485760xf32>
+}"""
+
+
+def test_an_output_above_the_heap_lands_where_the_last_one_died():
+    """A freed 40 MiB output is kept, not unmapped, and the next execution writes into it; a
+    view outliving its array keeps the block from being handed out while it is read."""
+    blocks = freed_memory.LARGE_BLOCKS
+    executable = Client().compile(LARGE_OUTPUT).executable
+    x = np.arange(10485760, dtype=np.float32)
+    (first,) = executable.execute([x])
+    address, held = first.ctypes.data, blocks.held
+    view = first[1:]
+    del first
+    assert blocks.held == held
+    (second,) = executable.execute([x])
+    assert second.ctypes.data != address and (view == 2 * x[1:]).all()
+    del view
+    assert blocks.held == held + (40 << 20) and address in blocks.free[40 << 20]
+    (third,) = executable.execute([x])
+    assert third.ctypes.data == address and blocks.held == held
+    assert (third == 2 * x).all() and (second == third).all()
+
+
+def test_large_blocks_keep_no_more_than_the_retention_budget():
+    retention = freed_memory._Retention()
+    blocks = freed_memory.LargeBlocks(retention)
+    retention.keep(48 << 20)  # two 48 MiB blocks fit in the budget of 96 MiB
+    unmapped = []
+    munmap = blocks.munmap
+    blocks.munmap = lambda address, size: unmapped.append(size) or munmap(address, size)
+    arrays = [blocks.empty((12 << 20,), np.float32) for _ in range(3)]
+    addresses = [array.ctypes.data for array in arrays]
+    del arrays
+    assert blocks.held == 96 << 20 and unmapped[-1] == 48 << 20
+    kept = list(blocks.free[48 << 20])
+    assert len(kept) == 2 and set(kept) < set(addresses)
+    again = [blocks.empty((12 << 20,), np.float32) for _ in range(3)]
+    assert {array.ctypes.data for array in again[:2]} == set(kept)
+    assert blocks.held == 0
+    for array in again:
+        array[:] = 1
+        assert (array == 1).all()

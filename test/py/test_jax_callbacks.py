@@ -255,3 +255,23 @@ def test_callbacks_without_a_cpu_backend_get_numpy_arrays():
     done = subprocess.run([sys.executable, "-c", WITHOUT_CPU], env=environment, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "[2.0, 2.0, 2.0]"
+
+
+PRINTS_WITHOUT_CPU = """
+import jax, jax.numpy as jnp
+jax.debug.print("eager {}", jnp.arange(3))
+jax.vmap(lambda v: jax.debug.print("mapped {}", v))(jnp.arange(2))
+jax.jit(lambda: jax.lax.fori_loop(0, 4, lambda i, _: jax.debug.print("step {}", i), None, unroll=2))()
+jax.effects_barrier()
+"""
+
+
+def test_debug_prints_outside_jit_and_in_a_loop_without_results():
+    """Outside jit, jax's own debug.print needs a cpu device (JAX_PLATFORMS=mlirxla has
+    none): it runs as a one-op program instead. A loop whose only effect is a print, its
+    results unused, is kept (dead code elimination had dropped it with its prints)."""
+    environment = dict(os.environ, JAX_PLATFORMS="mlirxla")
+    done = subprocess.run([sys.executable, "-c", PRINTS_WITHOUT_CPU], env=environment, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == ["eager [0 1 2]", "mapped 0", "mapped 1", "step 0", "step 1", "step 2", "step 3"]

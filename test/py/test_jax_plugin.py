@@ -297,6 +297,47 @@ def test_donated_argument_is_consumed(devices):
         assert not kept.is_deleted()
 
 
+def test_donated_argument_no_output_computes_in_is_consumed_too(devices):
+    """As on XLA, a donated buffer is gone after the call even where no output took its
+    memory: returned as it is (a weak-typed int astype'd to its own dtype) or where buffer
+    assignment kept the output apart (api_test's test_jit_donate_weak_type)."""
+    mlirxla, _ = devices
+    with jax.default_device(mlirxla):
+        x = jnp.broadcast_to(2, (3,))
+        y = jax.jit(lambda a: a.astype(int), donate_argnums=0)(x)
+        assert x.is_deleted()
+        np.testing.assert_array_equal(np.asarray(y), [2, 2, 2])
+        z = jax.device_put(np.ones(1, np.float32), mlirxla)
+        jax.jit(lambda a: a + a - a, donate_argnums=0)(z)
+        assert z.is_deleted()
+
+
+def test_a_buffer_donated_and_also_passed_again_is_refused(devices):
+    """f(donate(a), a): the execution would overwrite what the other argument reads; XLA
+    refuses it, and so does the plugin (api_test's test_double_donation), leaving `a` alive."""
+    mlirxla, _ = devices
+    with jax.default_device(mlirxla):
+        add = jax.jit(lambda a, b: a + b, donate_argnums=0)
+        x = jnp.arange(10, dtype=jnp.float32)
+        with pytest.raises(RuntimeError, match="donated and is also argument 1"):
+            add(x, x).block_until_ready()
+        assert not x.is_deleted()
+        np.testing.assert_array_equal(np.asarray(add(jnp.ones(10), x)), np.arange(10) + 1)
+
+
+def test_tokens_made_returned_and_passed_through_jit(devices):
+    """`jax.lax.create_token` lowers to `stablehlo.create_token` (api_test's token tests)."""
+    from jax._src.core import Token
+
+    mlirxla, _ = devices
+    with jax.default_device(mlirxla):
+        token = jax.lax.create_token()
+        assert isinstance(jax.jit(jax.lax.create_token)(1.0), Token)
+        value, passed = jax.jit(lambda a, t: (a + 2, t))(jnp.float32(7), token)
+        assert isinstance(passed, Token) and passed is not token
+        assert float(value) == 9.0
+
+
 def test_host_arrays_are_viewed_without_copy_and_never_written(devices):
     """device_put of a numpy array views its memory (JAX asks for zero copy); donating that
     buffer computes into a copy, so the host array keeps its values; once the buffer is gone
@@ -314,6 +355,12 @@ def test_host_arrays_are_viewed_without_copy_and_never_written(devices):
     del on_device
     gc.collect()
     assert sys.getrefcount(x) == references
+    with jax.default_device(mlirxla):
+        viewed = jax.device_put(x, mlirxla)
+        returned = jax.jit(lambda a: a.astype(jnp.float32), donate_argnums=0)(viewed)
+    assert viewed.is_deleted()
+    assert returned.unsafe_buffer_pointer() != x.ctypes.data  # a donated view returned as it is is copied
+    np.testing.assert_array_equal(np.asarray(returned), kept)
 
 
 SEVERAL_DEVICES = """

@@ -152,3 +152,42 @@ def test_parameters_reaching_a_loop_through_a_barrier_are_copied(context):
     got = executable.execute_numpy(arguments)
     np.testing.assert_array_equal(arguments[0], np.arange(9, dtype=np.float32).reshape(3, 3))
     np.testing.assert_array_equal(got[0], reference_outputs(frontdoor.import_text(LOOP_THROUGH_A_BARRIER, "test", context).module, arguments)[0])
+
+
+# jax's checkpointed scan (api_test's test_remat_checkpoint_dots_inside_scan, second-order
+# VJP): the body reads its carried value through an optimization barrier, and output fusion
+# moved a dot reading it (through the barrier) after the op writing the next iteration's value
+# into the carried buffer; the dot read the new value (a gradient 0.7% off)
+READ_THROUGH_A_BARRIER_AFTER_THE_UPDATE = """
+func.func @main(%w: tensor<5x5xf32>, %x: tensor<5xf32>) -> (tensor<5xf32>, tensor<5xf32>) {
+  %zero = stablehlo.constant dense<0> : tensor<i32>
+  %acc0 = stablehlo.constant dense<0.0> : tensor<5xf32>
+  %r:3 = stablehlo.while(%i = %zero, %p = %x, %acc = %acc0) : tensor<i32>, tensor<5xf32>, tensor<5xf32>
+  cond {
+    %three = stablehlo.constant dense<3> : tensor<i32>
+    %c = stablehlo.compare LT, %i, %three, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %c : tensor<i1>
+  } do {
+    %b:2 = stablehlo.optimization_barrier %p, %w : tensor<5xf32>, tensor<5x5xf32>
+    %next = stablehlo.sine %b#0 : tensor<5xf32>
+    %d = stablehlo.dot_general %b#1, %b#0, contracting_dims = [1] x [0] : (tensor<5x5xf32>, tensor<5xf32>) -> tensor<5xf32>
+    %e = stablehlo.dot_general %b#1, %next, contracting_dims = [1] x [0] : (tensor<5x5xf32>, tensor<5xf32>) -> tensor<5xf32>
+    %ee = stablehlo.multiply %e, %e : tensor<5xf32>
+    %s = stablehlo.add %ee, %acc : tensor<5xf32>
+    %sum = stablehlo.add %d, %s : tensor<5xf32>
+    %one = stablehlo.constant dense<1> : tensor<i32>
+    %j = stablehlo.add %i, %one : tensor<i32>
+    stablehlo.return %j, %next, %sum : tensor<i32>, tensor<5xf32>, tensor<5xf32>
+  }
+  return %r#1, %r#2 : tensor<5xf32>, tensor<5xf32>
+}
+"""
+
+
+def test_a_carried_value_read_through_a_barrier_after_its_update_gets_a_copy(context):
+    rng = np.random.default_rng(0)
+    arguments = [rng.standard_normal((5, 5)).astype(np.float32), rng.standard_normal(5).astype(np.float32)]
+    got = Client().compile(READ_THROUGH_A_BARRIER_AFTER_THE_UPDATE).execute_numpy(arguments)
+    expected = reference_outputs(frontdoor.import_text(READ_THROUGH_A_BARRIER_AFTER_THE_UPDATE, "test", context).module, arguments)
+    for value, want in zip(got, expected):
+        np.testing.assert_allclose(value, want, rtol=1e-5, atol=1e-6)

@@ -223,8 +223,10 @@ def top_k_text(rows: int, n: int, k: int, element: str, direction: str) -> str:
 def long_top_k_rows(dtype, n: int) -> np.ndarray:
     """Rows for the chunked scan past the first k: random, ascending (every key enters),
     descending (none does), one value throughout (ties), few distinct values, zeros of one
-    sign with a few of the other past the first chunks (IEEE equal, apart in total order), and
-    random rows with NaN of both signs, infinities and signed zeros placed there."""
+    sign with a few of the other past the first chunks (IEEE equal, apart in total order),
+    random rows with NaN of both signs, infinities and signed zeros placed there, and rows
+    against `segment_bound`: the greatest and least keys all in one class of positions mod 16,
+    and a class of NaNs alone."""
     rng = np.random.default_rng(7)
     random = rng.standard_normal((3, n))
     rows = [random[0], np.sort(random[1]), -np.sort(-random[1]), np.full(n, 0.5), rng.integers(0, 3, n).astype(float)]
@@ -235,6 +237,14 @@ def long_top_k_rows(dtype, n: int) -> np.ndarray:
     for specials in ([np.nan, -np.nan, np.inf, -np.inf], [0.0, -0.0, 0.0, -0.0], [-np.nan, np.nan, np.nan, -np.inf]):
         row = random[2].copy()
         row[rng.choice(np.arange(100, n), 40, replace=False)] = np.resize(specials, 40)
+        rows.append(row)
+    clustered = random[0].copy()
+    clustered[3::16] = 10 + rng.random(len(clustered[3::16]))
+    clustered[5::16] = -10 - rng.random(len(clustered[5::16]))
+    rows.append(clustered)
+    for nan in (np.nan, -np.nan):
+        row = random[2].copy()
+        row[7::16] = nan
         rows.append(row)
     return np.array(rows, dtype)
 

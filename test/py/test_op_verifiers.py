@@ -60,3 +60,68 @@ def test_builder_signature_is_pinned():
 
     assert str(AddOp.__init__.__signature__) == "(self, /, lhs, rhs, result, *, loc=None, ip=None)"
     assert str(BroadcastOp.__init__.__signature__) == "(self, /, operand, dimensions, result, *, loc=None, ip=None)"
+
+
+LAYOUTS_TEMPLATE = """func.func @main(%x: tensor<2x3xf32>, %v: tensor<3xf32>) {{
+  %0 = "xhlo.negate"(%x) {{result_layouts = [array<i64: {first}>]}} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %1 = "xhlo.negate"(%v) {{result_layouts = [array<i64: {second}>]}} : (tensor<3xf32>) -> tensor<3xf32>
+  return
+}}
+"""
+
+
+def test_layout_answers_are_per_layout_and_types(context):
+    """A module verification keeps result-layout answers by (layouts, result types): the layout
+    found right on a 2-d value is asked again on a 1-d one. (The parser's own verification
+    runs outside any scope, so the module is made valid and then changed.)"""
+    from mlirxla.mlir import ir
+    from mlirxla.transforms.verifier import verify_module
+
+    module = frontdoor.import_text(LAYOUTS_TEMPLATE.format(first="1, 0", second="0"), "layouts.mlir", context).module
+    verify_module(module)
+    negates = [op.operation for op in module.body.operations[0].regions[0].blocks[0].operations if op.operation.name == "xhlo.negate"]
+    with context:
+        negates[1].attributes["result_layouts"] = negates[0].attributes["result_layouts"]
+    with pytest.raises(MlirxlaError, match=r"layout \[1, 0\] is not a permutation of the 1 dimensions"):
+        verify_module(module)
+
+
+SHARDED_TEMPLATE = """module attributes {{mhlo.num_partitions = 2 : i32, mhlo.num_replicas = 1 : i32}} {{
+  func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {{
+    %0 = "xhlo.negate"(%x) {{xhlo.sharding = "{{devices=[2]{first}}}"}} : (tensor<4xf32>) -> tensor<4xf32>
+    %1 = "xhlo.fusion"(%0) ({{
+    ^bb0(%a: tensor<4xf32>):
+      %2 = "xhlo.negate"(%a) {{xhlo.sharding = "{{devices=[2]{second}}}"}} : (tensor<4xf32>) -> tensor<4xf32>
+      {foreign}
+      "xhlo.return"(%2) : (tensor<4xf32>) -> ()
+    }}) {{kind = "loop"}} : (tensor<4xf32>) -> tensor<4xf32>
+    return %1 : tensor<4xf32>
+  }}
+}}
+"""
+FOREIGN = '"check.expect_eq_const"(%a) {value = dense<1.0> : tensor<4xf32>} : (tensor<4xf32>) -> ()'
+
+
+@pytest.mark.parametrize("first,second,foreign,failure", [
+    ("0,1", "0,1", "", None),
+    ("0,5", "0,1", "", "3:10: xhlo.negate: sharding: device 5"),
+    ("0,1", "0,7", "", "6:12: xhlo.negate: sharding: device 7"),
+    ("0,1", "0,1", FOREIGN, "4:10: xhlo.fusion: fused computation holds a non-xhlo op"),
+    # the fusion is verified (and noted) before its body, the walk visits its body first
+    ("0,1", "0,7", FOREIGN, "6:12: xhlo.negate: sharding: device 7"),
+])
+def test_module_checks_see_the_ops_the_verifier_noted(first, second, foreign, failure, context):
+    """The module-level checks (a sharding naming a device beyond the module's two, a fused
+    computation's ops) run on the ops the op verifiers noted, nested ones included, and report
+    the first failing op in walk order (inner ops before the op holding them), as a walk of
+    their own did."""
+    from mlirxla.dialects.xhlo import dialect
+
+    text = SHARDED_TEMPLATE.format(first=first, second=second, foreign=foreign)
+    if failure is None:
+        frontdoor.import_text(text, "sharded.mlir", context)
+    else:
+        with pytest.raises(MlirxlaError) as raised:
+            frontdoor.import_text(text, "sharded.mlir", context)
+        assert str(raised.value).startswith(f"sharded.mlir:{failure}")
+    assert dialect._scope is None  # nothing is kept past a verification

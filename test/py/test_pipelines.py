@@ -17,7 +17,7 @@ from mlirxla.pipelines.pipeline import Pipeline
 from mlirxla.pipelines.runner import PipelineRunner, RunOptions
 from mlirxla.pipelines.text import parse_pipeline
 from mlirxla.transforms.dead_code_elimination import DeadCodeEliminationPass
-from mlirxla.transforms.pass_base import ModulePass
+from mlirxla.transforms.pass_base import ModulePass, count_ops
 
 from .conftest import JAX_PROGRAMS, REPOSITORY
 
@@ -193,6 +193,22 @@ def test_reports_naming_values_are_rendered_only_when_read(context, tmp_path):
         assert name not in without.reports
         assert file in dumping.reports[name].dump_files()
     assert "xhlo-buffer-assignment" in without.reports  # the backend reads its assignment
+
+
+def test_ledger_counts_ops_only_when_reports_are_read(context, tmp_path):
+    """The ledger's op counts (a walk per changing pass) are kept for whoever reads them
+    (reports, dumps, `--print-ledger`) and left out of a compile that reads none; the passes,
+    their order and their `changed` flags are the same either way."""
+    _, counted = cpu_pipeline_run(context, tmp_path)
+    _, uncounted = cpu_pipeline_run(context, tmp_path, render_reports=False)
+    _, dumped = cpu_pipeline_run(context, tmp_path, render_reports=False, dump_to=str(tmp_path))
+    runs = lambda runner: [(row.pass_name, row.iteration, row.changed) for row in runner.ledger.rows]
+    assert runs(counted) == runs(uncounted) == runs(dumped)
+    assert all(row.ops_before is None and row.ops_after is None for row in uncounted.ledger.rows)
+    assert [(row.ops_before, row.ops_after) for row in counted.ledger.rows] == [(row.ops_before, row.ops_after) for row in dumped.ledger.rows]
+    assert counted.ledger.rows[-1].ops_after == count_ops(counted.module)
+    assert any(row.ops_before != row.ops_after for row in counted.ledger.rows)
+    assert "None" not in uncounted.ledger.table() and "None" not in uncounted.ledger.tsv()
 
 
 def test_fixed_point_stops_when_nothing_changes(context):

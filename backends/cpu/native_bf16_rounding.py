@@ -1,0 +1,177 @@
+"""f32 -> bf16 roundings in a loop use AVX512-BF16's conversion, the loop run again exactly
+when a value it rounded was denormal.
+
+A bf16 rounding (`arith.truncf`, expanded by `arith-expand` into integer ops: a shift, a mask,
+two adds, a shift, a truncation and a NaN select) is eight vector instructions for 16 values.
+In transformer_bf16's masked exponential kernel, arithmetic-bound, that was a fifth of its
+time (85 -> 71 us per slice with the conversion instead). AVX512-BF16's `vcvtneps2bf16`,
+which LLVM selects for an `fptrunc` to bfloat on a host with the feature, rounds to nearest
+even in one instruction, but it treats a denormal input as zero (and keeps a NaN's payload),
+where XLA's rounding, ml_dtypes' and the reference interpreter's keep denormals: exact
+fix-ups of the denormal lanes cost more than the integer rounding (94-100 us, measured).
+
+So an innermost loop whose body rounds f32 to bf16 runs once when it can and twice when it
+must: first with the native conversion (a NaN made the canonical 0x7FC0, as the expansion
+does), carrying the unsigned minimum of `(bits << 1) - 1` over every value it rounded, which
+is below 0x00FFFFFE exactly when one was a nonzero denormal (zero maps to the top; normals,
+infinities and NaNs to 0x00FFFFFF and above: a shift, an add and a minimum a vector);
+then, when one was, the original loop again, with the integer rounding, writing the same
+places over (a row of denormal exponentials costs its loop twice). Running it again is sound
+only for a loop that reads nothing it writes and whose stores no other argument can see
+half done: it is rewritten only when every memref it stores to is an `llvm.noalias`
+argument (no other argument overlaps it) or an allocation, none of which it loads from, and
+its body is scalar arithmetic, math, loads and stores (the vectorizer widens both loops). A
+loop's results (a value it carries) are those of whichever run came last: the same values.
+
+Only on a host with avx512bf16 (elsewhere LLVM makes the conversion a call per element).
+"""
+
+import functools
+
+import llvmlite.binding as llvm
+
+from mlirxla.ir_queries import ops_named
+from mlirxla.mlir import ir, scf
+from mlirxla.transforms.erasure import erase
+
+DENORMAL_KEY_BOUND = 0x00FFFFFE  # (bits << 1) - 1 of a nonzero denormal is below it
+CANONICAL_NAN = 0x7FC0
+UNSIGNED_LESS = 6  # arith.cmpi's ult
+UNORDERED = 14  # arith.cmpf's uno
+VIEWS = ("memref.subview", "memref.reinterpret_cast", "memref.collapse_shape", "memref.expand_shape",
+         "memref.cast", "memref.view")
+# LLVM's cost model prices a vector `fptrunc` to bfloat as if it were scalarized, so the
+# vectorizer chose 4 lanes for a loop of little else (mlp_bf16's bias add: 64 -> 26 GB/s): the
+# native loop asks for 16, one AVX-512 vector of f32, which the back end converts in one
+# instruction (`convert-scf-to-cf` carries the annotation to the loop's branch)
+WHOLE_VECTORS = "#llvm.loop_annotation<vectorize = <width = 16 : i32>>"
+BODY_OPS = ("memref.load", "memref.store", "scf.yield", "llvm.intr.ldexp", "llvm.intr.fma", "llvm.intr.fmuladd")
+
+
+@functools.cache
+def host_converts_bf16() -> bool:
+    return "+avx512bf16" in llvm.get_host_cpu_features().flatten().split(",")
+
+
+def round_bf16_natively(module: ir.Module) -> int:
+    """Rewrite every such loop of `module` (on a host with avx512bf16); how many."""
+    if not host_converts_bf16():
+        return 0
+    loops = [loop for loop in ops_named(module, "scf.for") if rewritable(loop)]
+    for loop in loops:
+        with ir.InsertionPoint(loop), loop.location:
+            run_natively_first(loop)
+    return len(loops)
+
+
+def roundings(root) -> list[ir.Operation]:
+    return [op for op in ops_named(root, "arith.truncf")
+            if op.operands[0].type == ir.F32Type.get() and isinstance(op.results[0].type, ir.BF16Type)]
+
+
+def rewritable(loop: ir.Operation) -> bool:
+    """`loop` is innermost, rounds f32 to bf16, computes on scalars only, and stores only to
+    memory no other argument overlaps (a `llvm.noalias` argument or an allocation) that it
+    does not load from."""
+    ops = [op.operation for op in loop.regions[0].blocks[0].operations]
+    if not roundings(loop) or any(not simple(op) for op in ops):
+        return False
+    stored = {root_of(op.operands[1]) for op in ops if op.name == "memref.store"}
+    loaded = {root_of(op.operands[0]) for op in ops if op.name == "memref.load"}
+    return all(root is not None and root[0] in ("private", "allocation") for root in stored) \
+        and None not in loaded and not stored & loaded
+
+
+def simple(op: ir.Operation) -> bool:
+    return not op.regions and (op.name.startswith(("arith.", "math.")) or op.name in BODY_OPS) \
+        and not any(isinstance(result.type, ir.VectorType) for result in op.results)
+
+
+def root_of(memref: ir.Value):
+    """The memory `memref` is a view of, as a key: ("private", n) for the function's argument n
+    marked `llvm.noalias` (no other argument overlaps it), ("argument", n) for another argument
+    (arguments may share a buffer), ("allocation", op) for one made in the function; None for
+    anything else."""
+    while not isinstance(memref.owner, ir.Block) and memref.owner.operation.name in VIEWS:
+        memref = memref.owner.operands[0]
+    owner = memref.owner
+    if not isinstance(owner, ir.Block):
+        return ("allocation", owner) if owner.operation.name in ("memref.alloc", "memref.alloca") else None
+    function = owner.owner
+    if function is None or function.operation.name != "func.func":
+        return None
+    number = ir.BlockArgument(memref).arg_number
+    if "arg_attrs" in function.attributes and "llvm.noalias" in ir.DictAttr(ir.ArrayAttr(function.attributes["arg_attrs"])[number]):
+        return ("private", number)
+    return ("argument", number)
+
+
+def run_natively_first(loop: ir.Operation) -> None:
+    """Before `loop`: its native copy, then `if (a denormal was rounded) loop`; `loop`'s results
+    are the conditional's."""
+    i32 = ir.IntegerType.get_signless(32)
+    fast = carrying_key(loop.clone(), constant(i32, -1))
+    key = list(fast.results)[-1]
+    denormal = ir.Operation.create("arith.cmpi", results=[ir.IntegerType.get_signless(1)],
+                                   operands=[key, constant(i32, DENORMAL_KEY_BOUND)],
+                                   attributes={"predicate": predicate(UNSIGNED_LESS)}).result
+    rerun = scf.IfOp(denormal, [result.type for result in loop.results], has_else=True)
+    for old, new in zip(loop.results, rerun.results):
+        old.replace_all_uses_with(new)
+    with ir.InsertionPoint(rerun.then_block):
+        exact = scf.YieldOp(list(loop.results))
+    loop.move_before(exact)
+    with ir.InsertionPoint(rerun.else_block):
+        scf.YieldOp(list(fast.results)[:-1])
+
+
+def predicate(value: int) -> ir.Attribute:
+    return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), value)
+
+
+def constant(kind: ir.Type, value: int) -> ir.Value:
+    return ir.Operation.create("arith.constant", results=[kind], attributes={"value": ir.IntegerAttr.get(kind, value)}).result
+
+
+def carrying_key(copy: ir.Operation, top: ir.Value) -> ir.Operation:
+    """`copy` (a clone of the loop, just before it) rebuilt to carry the key's minimum from
+    `top`, its roundings native."""
+    carried = list(copy.operands)[3:]
+    fast = scf.ForOp(copy.operands[0], copy.operands[1], copy.operands[2], carried + [top])
+    fast.operation.attributes["loop_annotation"] = ir.Attribute.parse(WHOLE_VECTORS)
+    old_body, body = copy.regions[0].blocks[0], fast.body
+    for old, new in zip(old_body.arguments, list(body.arguments)[:-1]):
+        old.replace_all_uses_with(new)
+    old_yield = list(old_body.operations)[-1]
+    with ir.InsertionPoint(body):
+        new_yield = scf.YieldOp(list(old_yield.operands))
+    for op in list(old_body.operations)[:-1]:
+        op.move_before(new_yield)
+    erase(copy)
+    key = list(body.arguments)[-1]
+    for rounding in roundings(fast):
+        with ir.InsertionPoint(rounding), rounding.location:
+            key = native(rounding, key)
+    with ir.InsertionPoint.at_block_terminator(body), new_yield.location:
+        scf.YieldOp(list(new_yield.operands) + [key])
+    erase(new_yield)
+    return fast
+
+
+def native(rounding: ir.Operation, key: ir.Value) -> ir.Value:
+    """`rounding` replaced by the conversion (a NaN the canonical one); the key's minimum with
+    this value's."""
+    value = rounding.operands[0]
+    bf16, i1, i16, i32 = ir.BF16Type.get(), ir.IntegerType.get_signless(1), ir.IntegerType.get_signless(16), ir.IntegerType.get_signless(32)
+    converted = ir.Operation.create("llvm.fptrunc", results=[bf16], operands=[value]).result
+    nan = ir.Operation.create("arith.cmpf", results=[i1], operands=[value, value],
+                              attributes={"predicate": predicate(UNORDERED)}).result
+    canonical = ir.Operation.create("arith.bitcast", results=[bf16], operands=[constant(i16, CANONICAL_NAN)]).result
+    rounded = ir.Operation.create("arith.select", results=[bf16], operands=[nan, canonical, converted]).result
+    bits = ir.Operation.create("arith.bitcast", results=[i32], operands=[value]).result
+    doubled = ir.Operation.create("arith.shli", results=[i32], operands=[bits, constant(i32, 1)]).result
+    lowered = ir.Operation.create("arith.addi", results=[i32], operands=[doubled, constant(i32, -1)]).result
+    smallest = ir.Operation.create("arith.minui", results=[i32], operands=[key, lowered]).result
+    rounding.results[0].replace_all_uses_with(rounded)
+    erase(rounding)
+    return smallest
