@@ -65,19 +65,21 @@ def enclosing_module(op: ir.Operation) -> ir.Operation | None:
     return parent
 
 
+def collect_symbols(attr: ir.Attribute, names: set[str]) -> None:
+    """The function names `attr` holds (a symbol reference, or an array of them) into `names`."""
+    if isinstance(attr, ir.FlatSymbolRefAttr):
+        names.add(attr.value)
+    elif isinstance(attr, ir.ArrayAttr):
+        for element in attr:
+            collect_symbols(element, names)
+
+
 def called_symbols(op: ir.Operation) -> set[str]:
     names: set[str] = set()
 
-    def collect(attr: ir.Attribute) -> None:
-        if isinstance(attr, ir.FlatSymbolRefAttr):
-            names.add(attr.value)
-        elif isinstance(attr, ir.ArrayAttr):
-            for element in attr:
-                collect(element)
-
     def visit(inner):
         for name in inner.attributes:
-            collect(inner.attributes[name])
+            collect_symbols(inner.attributes[name], names)
         return ir.WalkResult.ADVANCE
 
     op.walk(visit)
@@ -99,17 +101,10 @@ def referenced_symbols(module: ir.Module) -> set[str]:
     """Names of the functions some op refers to (callee, branch computations, ...)."""
     names: set[str] = set()
 
-    def collect(attr: ir.Attribute) -> None:
-        if isinstance(attr, ir.FlatSymbolRefAttr):
-            names.add(attr.value)
-        elif isinstance(attr, ir.ArrayAttr):
-            for element in attr:
-                collect(element)
-
     def visit(op):
         if op.operation.name != "func.func":
             for name in op.attributes:
-                collect(op.attributes[name])
+                collect_symbols(op.attributes[name], names)
         return ir.WalkResult.ADVANCE
 
     module.operation.walk(visit)
