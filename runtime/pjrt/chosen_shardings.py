@@ -14,9 +14,19 @@ from the executable's global signature. It is rewritten with jaxlib's MLIR (the 
 runs inside jax, and jaxlib's MLIR parses what jaxlib's MLIR prints, sdy ops included; our
 toolkit's StableHLO is another version) and kept as text, which jaxlib's parser takes as
 it takes bytecode.
+
+jaxlib turns that program into HLO without Shardy's export passes, and refuses every sdy op
+but the mesh ("unsupported op for export to XLA"), which would leave jax with no shardings at
+all. So the kept program has its sdy ops replaced: a `with_sharding_constraint` or `reshard`
+by its operand (what it annotates is in the module attributes already), a region
+(`shard_map`'s manual computation, a named computation) by a custom call of its results' types,
+an op without results dropped. Only the signature and the attributes are read from it.
 """
 
 from mlirxla.runtime.client import LoadedExecutable
+
+# what stands for a removed sdy region in the program jax reads the shardings from
+REGION_STANDIN = "mlirxla.sdy_region"
 
 
 def tuple_sharding(texts: list[str]) -> str:
@@ -44,4 +54,39 @@ def with_chosen_shardings(program: bytes, loaded: LoadedExecutable) -> bytes:
         if outputs:
             attributes["mhlo.spmd_output_sharding"] = ir.StringAttr.get(tuple_sharding(outputs))
         attributes["mhlo.spmd_parameters_shardings"] = ir.ArrayAttr.get([ir.StringAttr.get(text) for text in parameters])
+        without_sdy_ops(module)
         return str(module).encode()
+
+
+def sdy_ops(operation) -> list:
+    """The outermost sdy ops under `operation`, the mesh declarations left out."""
+    found = []
+    for region in operation.regions:
+        for block in region.blocks:
+            for op in block.operations:
+                if op.operation.name.startswith("sdy.") and op.operation.name != "sdy.mesh":
+                    found.append(op.operation)
+                else:
+                    found.extend(sdy_ops(op.operation))
+    return found
+
+
+def without_sdy_ops(module) -> None:
+    """Replaces `module`'s sdy ops (jaxlib's MLIR objects) as the docstring says."""
+    from jax._src.lib.mlir import ir
+    from jaxlib.mlir.dialects import stablehlo
+
+    for op in sdy_ops(module.operation):
+        results, operands = list(op.results), list(op.operands)
+        if not len(op.regions) and [value.type for value in operands] == [value.type for value in results]:
+            replacements = operands
+        elif results:
+            with ir.InsertionPoint(op), op.location:
+                stand_in = stablehlo.CustomCallOp([value.type for value in results], operands,
+                                                  call_target_name=ir.StringAttr.get(REGION_STANDIN))
+            replacements = list(stand_in.results)
+        else:
+            replacements = []
+        for result, replacement in zip(results, replacements):
+            result.replace_all_uses_with(replacement)
+        op.erase()

@@ -95,6 +95,8 @@ chosen = {
     "tanh of a matmul": lambda a, b: jnp.tanh(a @ b),
     "two results": lambda a, b: (a @ b, a.sum(0)),
     "elementwise": lambda a, b: a * 2 + 1,
+    # jaxlib reads the shardings from a program that holds sdy ops it cannot turn into HLO
+    "a sharding constraint": lambda a, b: jax.lax.with_sharding_constraint(a * 2, sharding(None, "y")) + 1,
 }
 for name, function in chosen.items():
     out = jax.jit(function)(committed["a"], committed["b"])
