@@ -62,24 +62,20 @@ _COMPILING = threading.Lock()
 @dataclass(frozen=True)
 class CompileOptions:
     """What steers a compile: dumps and the pass selection, as the pipeline runner takes them,
-    and the flags the iree backend hands to IREE's compiler. `declared_shardings` (the JAX
-    plugin's) refuses a program with shard_map regions for several partitions whose entry
-    leaves a sharding to the compiler: jaxlib loses the sharding the plugin reports for it."""
+    and the flags the iree backend hands to IREE's compiler."""
 
     dump_to: str | None = None
     dump_pass_re: str | None = None
     disable_passes: tuple[str, ...] = ()
     iree_flags: tuple[str, ...] = ()
-    declared_shardings: bool = False
     # bf16 values read inside a cpu kernel kept in f32 (XLA's xla_allow_excess_precision);
     # None: MLIRXLA_ALLOW_EXCESS_PRECISION's setting (`backends/cpu/excess_precision.py`)
     allow_excess_precision: bool | None = None
 
     def key(self) -> str:
         flags = f";iree_flags={' '.join(self.iree_flags)}" if self.iree_flags else ""
-        declared = ";declared_shardings" if self.declared_shardings else ""
         excess = "" if self.allow_excess_precision is None else f";excess_precision={int(self.allow_excess_precision)}"
-        return f"disable={','.join(sorted(self.disable_passes))}{flags}{declared}{excess}"
+        return f"disable={','.join(sorted(self.disable_passes))}{flags}{excess}"
 
 
 class LoadedExecutable:
@@ -262,22 +258,12 @@ def compile_bytes(data: bytes, source: str, options: CompileOptions, backend: Ba
     with _COMPILING, reported(options, source, backend) as recording, progress.compiling(source):
         try:
             imported = frontdoor.import_bytes(data, source, compile_context(len(data)))
-            if options.declared_shardings:
-                require_declared_shardings(imported.module)
             executable = Executable.of(backend.compile(imported.module, run_options))
         except MlirxlaError as error:
             raise error.with_source(source) from None
     if recording is not None:
         write_dumped_report(recording, executable)
     return executable
-
-
-def require_declared_shardings(module) -> None:
-    from mlirxla.transforms.sharding_remover import undeclared_manual_entry_sharding
-
-    if (edge := undeclared_manual_entry_sharding(module)) is not None:
-        raise MlirxlaError(f"{edge}: jax.jit of a shard_map without in_shardings / out_shardings leaves it to the compiler, "
-                           "and jaxlib loses the shardings mlirxla reports for a program with shard_map regions")
 
 
 WHY_NO_XLA_FIGURE = "not computed inside the PJRT plugin (mlirxla-run --report on the program shows it)"

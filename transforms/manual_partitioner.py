@@ -20,7 +20,8 @@ value. The device the runtime hands shard d of an argument runs partition d, so 
 arithmetic stays with the caller (jax, or the runtime's sharded arrays, splits and
 assembles the global arrays). The sharding attributes of the entry's parameters and results
 go: they describe the global arrays, which the rewritten program no longer sees; they stay
-on the module as `xhlo.global_entry` (`dialects/xhlo/global_entry.py`) for that caller.
+on the module as `xhlo.global_entry` (`dialects/xhlo/global_entry.py`) for that caller. A
+parameter or result that jit left to the compiler takes the sharding of its edge.
 
 A value computed in `main` outside the body enters it unchanged only when its sharding is
 replicated (every device holds it whole); sharded, it would need slicing per device, as
@@ -42,9 +43,6 @@ from mlirxla.mlir import ir
 from .erasure import erase
 from .pass_base import ModulePass
 
-# jax asks a compiled program for the shardings it chose where jit was given none; the
-# plugin's executables do not report them yet (they would come with the optimized program)
-UNDECLARED = "jax.jit without in_shardings / out_shardings leaves it to the compiler, which mlirxla does not tell jax yet"
 CUSTOM_CALLS = frozenset({"xhlo.custom_call", "stablehlo.custom_call"})
 TO_SHARD, TO_FULL, SHARDING_CALL = "SPMDFullToShardShape", "SPMDShardToFullShape", "Sharding"
 ANNOTATIONS = frozenset({SHARDING_CALL, TO_SHARD, TO_FULL})
@@ -133,8 +131,6 @@ def manual_program(module: ir.Module) -> ManualProgram | str:
         if problem := local_shape_problem(sharding_of(annotation) or HloSharding.replicated(), source.type, to_shard.results[0].type):
             return f"operand of the manual computation at {where}: {problem}"
         declared = edge_sharding(function, "arg_attrs", argument) if argument is not None else None
-        if argument is not None and declared is None:
-            return f"argument #{argument} of @main has no sharding of its own ({UNDECLARED})"
         if declared is not None and str(declared) != str(sharding_of(annotation)):
             return f"argument #{argument} of @main is sharded {declared} but enters the manual computation at {where} as {sharding_of(annotation)}"
         if argument is None and source.type != to_shard.results[0].type:
@@ -175,8 +171,6 @@ def manual_program(module: ir.Module) -> ManualProgram | str:
         declared = edge_sharding(function, "res_attrs", index)
         if value not in exit_values and is_tiled(declared):
             return f"result #{index} of @main is sharded but does not come out of the manual computation"
-        if value in exit_values and declared is None:
-            return f"result #{index} of @main has no sharding of its own ({UNDECLARED})"
     return ManualProgram(function, tuple(entries), tuple(exits))
 
 
@@ -201,8 +195,33 @@ def is_manual_program(module: ir.Module) -> bool:
     return read_config(module).partition_count > 1 and isinstance(manual_program(module), ManualProgram)
 
 
+def declare_edge_shardings(program: ManualProgram) -> None:
+    """Gives each entry parameter and result that the manual computation reads or returns and
+    that has no sharding of its own (jit left it to the compiler) the one the computation's
+    edge gives it, as XLA's propagation would; jax reads it back from the executable."""
+    function = program.function
+    block = function.regions[0].blocks[0]
+    for entry in program.entries:
+        if entry.argument is not None and edge_sharding(function, "arg_attrs", entry.argument) is None:
+            declare(function, "arg_attrs", entry.argument, len(block.arguments), sharding_of(entry.annotation))
+    returned = list(block.operations[len(block.operations) - 1].operands)
+    for exit_ in program.exits:
+        for index, value in enumerate(returned):
+            if value == exit_.to_full.results[0] and edge_sharding(function, "res_attrs", index) is None:
+                declare(function, "res_attrs", index, len(returned), sharding_of(exit_.to_full))
+
+
+def declare(function: ir.Operation, key: str, index: int, count: int, sharding: HloSharding | None) -> None:
+    entries = list(ir.ArrayAttr(function.attributes[key])) if key in function.attributes else [ir.DictAttr.get({})] * count
+    attributes = {named.name: named.attr for named in ir.DictAttr(entries[index])}
+    attributes["xhlo.sharding"] = ir.StringAttr.get(str(sharding or HloSharding.replicated()))
+    entries[index] = ir.DictAttr.get(attributes)
+    function.attributes[key] = ir.ArrayAttr.get(entries)
+
+
 def rewrite(module: ir.Module, program: ManualProgram) -> None:
     function = program.function
+    declare_edge_shardings(program)
     global_entry.record(module, function)
     block = function.regions[0].blocks[0]
     for entry in program.entries:

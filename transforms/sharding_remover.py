@@ -18,11 +18,10 @@ from typing import ClassVar
 from mlirxla.dialects.xhlo.config import read_config
 from mlirxla.dialects.xhlo.sharding import parse_attribute
 from mlirxla.errors import location_text
-from mlirxla.ir_queries import entry_function, first_op_where, module_functions, ops_where
+from mlirxla.ir_queries import first_op_where, module_functions, ops_where
 from mlirxla.mlir import ir
 
 from .erasure import erase, live_ops
-from .manual_partitioner import edge_sharding
 from .pass_base import ModulePass
 
 ANNOTATIONS = frozenset({"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape"})
@@ -79,23 +78,6 @@ def partitioning_need(module: ir.Module) -> str | None:
     tiled = first_op_where(module, lambda op: SHARDING in op.attributes and is_tiled(op.attributes[SHARDING]))
     if tiled is not None:
         return f"{tiled.name} at {location_text(tiled.location)} is sharded {ir.StringAttr(tiled.attributes[SHARDING]).value}"
-    return None
-
-
-def undeclared_manual_entry_sharding(module: ir.Module) -> str | None:
-    """In a module with shard_map regions still to be partitioned, the first entry parameter
-    or result without a sharding of its own. The compiler would choose it, and jaxlib loses
-    the choice the plugin reports (`runtime/pjrt/chosen_shardings.py`) for a program holding
-    `sdy.manual_computation`; other programs report theirs."""
-    if partitioning_need(module) is None or (function := entry_function(module)) is None:
-        return None
-    if first_op_where(module, lambda op: is_annotation(op) and ir.StringAttr(op.attributes["call_target_name"]).value != "Sharding") is None:
-        return None
-    signature = ir.FunctionType(ir.TypeAttr(function.attributes["function_type"]).value)
-    for key, what, count in (("arg_attrs", "argument", len(signature.inputs)), ("res_attrs", "result", len(signature.results))):
-        for index in range(count):
-            if edge_sharding(function, key, index) is None:
-                return f"{what} #{index} of @main has no sharding of its own"
     return None
 
 

@@ -152,4 +152,4 @@ def compile_options_from_proto(proto: bytes | None) -> CompileOptions:
         raise MlirxlaError(f"unknown compile option '{unknown[0]}' (mlirxla takes {', '.join(OPTIONS)})")
     disabled = settings.get("xla_disable_hlo_passes") or ""
     return CompileOptions(dump_to=settings.get("xla_dump_to") or None, dump_pass_re=settings.get("xla_dump_hlo_pass_re") or None,
-                          disable_passes=tuple(name for name in str(disabled).split(",") if name), declared_shardings=True)
+                          disable_passes=tuple(name for name in str(disabled).split(",") if name))
