@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from mlirxla.dialects.xhlo.sharding import HloSharding, Iota, ShardingSyntaxError, sharding_problem
@@ -348,3 +349,40 @@ func.func @main(%arg0: tensor<f32>) -> tensor<f32> {{
         module = ir.Module.parse(text)
     with pytest.raises(MlirxlaError, match=r"f.mlir:3:8: xhlo.fusion: fused computation holds a non-xhlo op 'foo.bar'"):
         verify_module(module, "f.mlir")
+
+
+SHARD_MAP_CALLING_A_FUNCTION = """
+module @jit_g attributes {mhlo.num_partitions = 2 : i32, mhlo.num_replicas = 1 : i32} {
+  sdy.mesh @mesh = <["x"=2]>
+  func.func public @main(%arg0: tensor<4x3xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>})
+      -> (tensor<4x3xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) {
+    %0 = sdy.manual_computation(%arg0) in_shardings=[<@mesh, [{"x"}, {}]>] out_shardings=[<@mesh, [{"x"}, {}]>]
+        manual_axes={"x"} (%arg1: tensor<2x3xf32>) {
+      %1 = func.call @twice_plus_index(%arg1) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+      sdy.return %1 : tensor<2x3xf32>
+    } : (tensor<4x3xf32>) -> tensor<4x3xf32>
+    return %0 : tensor<4x3xf32>
+  }
+  func.func private @twice_plus_index(%arg0: tensor<2x3xf32>) -> tensor<2x3xf32> {
+    %0 = stablehlo.add %arg0, %arg0 : tensor<2x3xf32>
+    %1 = stablehlo.partition_id : tensor<ui32>
+    %2 = stablehlo.convert %1 : (tensor<ui32>) -> tensor<f32>
+    %3 = stablehlo.broadcast_in_dim %2, dims = [] : (tensor<f32>) -> tensor<2x3xf32>
+    %4 = stablehlo.add %0, %3 : tensor<2x3xf32>
+    return %4 : tensor<2x3xf32>
+  }
+}
+"""
+
+
+@pytest.mark.jax
+def test_a_function_called_in_a_shard_map_body_runs_on_every_device():
+    """A func.call inside sdy.manual_computation (jax.random's functions in a shard_map)
+    once failed to parse: in our context the unregistered manual computation looked like a
+    symbol table of its own, where the callee was not found."""
+    pytest.importorskip("jax")
+    from mlirxla.runtime.client import Client
+
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    [out] = Client(device_count=2).compile(SHARD_MAP_CALLING_A_FUNCTION).execute_numpy([x])
+    np.testing.assert_array_equal(out, 2 * x + np.repeat([0.0, 1.0], 2)[:, None])

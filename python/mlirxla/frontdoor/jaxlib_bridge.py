@@ -5,11 +5,19 @@ in our context; jaxlib's MLIR has both. Objects never cross between the two MLIR
 jaxlib parses the text and prints it in generic form, and our context reads that text
 (chlo ops as unregistered ops for `chlo_to_xhlo`, sdy attributes as opaque attributes for
 `shardings`). Without the jax extra installed, such input is refused naming the extra.
+
+A `func.call` inside an `sdy.manual_computation` (jax puts `jax.random`'s functions there) is
+carried across as `mlirxla.region_call`: in our context the manual computation is an
+unregistered op with one region, which MLIR takes for a possible symbol table of its own, so
+the call's callee is looked up there, not found, and the module fails to verify as it
+parses. `shardings.prepare` makes it a `func.call` again once the body is inlined.
 """
 
 import re
 
 from mlirxla.errors import MlirxlaError, first_line
+
+REGION_CALL = "mlirxla.region_call"
 
 # a chlo or sdy op written in custom syntax: `chlo.erfc %x ...`, `sdy.mesh @m = ...`,
 # or an sdy attribute in custom syntax (`#sdy.sharding<...>`, `#sdy.mesh<...>`)
@@ -53,7 +61,30 @@ def generic_text_in_jaxlib(read, why: str, failure: str, source: str) -> str:
             module = read(context, jax_ir)
         except Exception as error:
             raise MlirxlaError(f"{failure} with jaxlib's MLIR: {first_line(error)}", source) from None
+        carry_calls_in_manual_computations(module, jax_ir)
         return module.operation.get_asm(print_generic_op_form=True, enable_debug_info=True)
+
+
+def calls_in_manual_computations(operation, inside: bool = False) -> list:
+    found = []
+    for region in operation.regions:
+        for block in region.blocks:
+            for op in block.operations:
+                if inside and op.operation.name == "func.call":
+                    found.append(op.operation)
+                found.extend(calls_in_manual_computations(op.operation, inside or op.operation.name == "sdy.manual_computation"))
+    return found
+
+
+def carry_calls_in_manual_computations(module, jax_ir) -> None:
+    """Each `func.call` in a manual computation becomes a `mlirxla.region_call` (module docstring)."""
+    for call in calls_in_manual_computations(module.operation):
+        with jax_ir.InsertionPoint(call), call.location:
+            carried = jax_ir.Operation.create(REGION_CALL, results=[value.type for value in call.results],
+                                              operands=list(call.operands), attributes={"callee": call.attributes["callee"]})
+        for old, new in zip(call.results, carried.results):
+            old.replace_all_uses_with(new)
+        call.erase()
 
 
 def jaxlib_mlir(why: str, source: str):

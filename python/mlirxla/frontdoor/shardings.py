@@ -50,6 +50,8 @@ from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir
 from mlirxla.transforms.erasure import erase, live_ops
 
+from .jaxlib_bridge import REGION_CALL
+
 MHLO_SHARDING = "mhlo.sharding"
 SDY_SHARDING = "sdy.sharding"
 SDY_ATTRIBUTE_PREFIX = "sdy."
@@ -424,8 +426,21 @@ def inline_manual_computations(module: ir.Module, importer: _Importer | None = N
 
 
 def prepare(module: ir.Module) -> None:
-    """What must happen before `func.call` inlining: inline `sdy.manual_computation`."""
+    """What must happen before `func.call` inlining: inline `sdy.manual_computation`, and make
+    the calls its body held `func.call`s again (`jaxlib_bridge` carried them as
+    `mlirxla.region_call`)."""
     inline_manual_computations(module)
+    restore_region_calls(module)
+
+
+def restore_region_calls(module: ir.Module) -> None:
+    for carried in live_ops(ops_named(module, REGION_CALL)):
+        with ir.InsertionPoint(carried), carried.location:
+            call = ir.Operation.create("func.call", results=[value.type for value in carried.results],
+                                       operands=list(carried.operands), attributes={"callee": carried.attributes["callee"]})
+        for old, new in zip(carried.results, call.results):
+            old.replace_all_uses_with(new)
+        erase(carried)
 
 
 def _mhlo_sharding_text(attributes) -> str | None:
