@@ -42,8 +42,10 @@ What it decides, and why:
   slices, conditional, calls, custom calls): its operands are gathered to replicated, it runs
   whole, its results are sliced to their shardings: correct, slower; the report lists each.
 * **shard_map regions** stay as written: the value a `@SPMDFullToShardShape` makes is the
-  local tile of its operand, ops on manual values are copied, `@SPMDShardToFullShape` makes
-  its operand the tile of a value sharded as it says.
+  local tile of its operand, ops on manual values are copied (with their regions, reading
+  whole operands: a value a constraint in a partly manual region tiled over the other axes
+  is gathered), `@SPMDShardToFullShape` makes its operand the tile of a value sharded as it
+  says.
 * **Uneven shardings** (a dim its tiles do not divide) are padded, as XLA pads them
   (`transforms/spmd_padding.py`): each partition holds ceil(n/k) elements of the dim, entry
   parameters and results included (the caller's per-device buffers are padded tiles); a
@@ -352,7 +354,7 @@ class _Partitioner:
             self.define(op.results[0], self.env[op.operands[0]].value, tiling)
             became = "the manual region's output: the tile of a value sharded so"
         elif manual:
-            new = self.b.rebuild(op, [self.env[v].value for v in op.operands], [r.type for r in op.results])
+            new = self.copy_as_written(op)
             for result, local in zip(op.results, new.results):
                 self.define(result, local, None)
             became = "manual (inside shard_map): copied as written"
@@ -367,6 +369,24 @@ class _Partitioner:
             if became is None:
                 became, fallback = self.fallback(op, tilings), True
         self.report.records.append(OpRecord(label, sharding, became, self.b.inserted[start:], fallback))
+
+    def whole(self, value: ir.Value) -> ir.Value:
+        """The local value of `value` as an op copied as written reads it: whole, so that one
+        partitioned outside the manual axes (a constraint inside a shard_map) is gathered."""
+        return self.get(value, self.replicated(value)) if _ranked(value) else self.env[value].value
+
+    def copy_as_written(self, op: ir.Operation) -> ir.Operation:
+        """`op` on the whole local values of its operands, its regions moved over as written;
+        the values its regions capture from outside (a loop body reading a constant of the
+        function) read their local values too, since the ops defining them go."""
+        captured = {value: self.whole(value) for value in captured_values(op)}
+        new = self.b.rebuild(op, [self.whole(v) for v in op.operands], [r.type for r in op.results])
+        if captured:
+            for inner in nested_ops(new):
+                for index, operand in enumerate(list(inner.operands)):
+                    if operand in captured:
+                        inner.operands[index] = captured[operand]
+        return new
 
     def finish_results(self, op: ir.Operation, new: ir.Operation, tilings) -> None:
         for result, local, tiling in zip(op.results, new.results, tilings):
@@ -541,6 +561,22 @@ class _Partitioner:
         self.partition_block(body, finish_body)
         self.finish_results(op, new, tilings)
         return "while: carried values keep their shardings, body and cond partitioned"
+
+
+def captured_values(op: ir.Operation) -> list[ir.Value]:
+    """The values the ops in `op`'s regions read that are defined outside `op`."""
+    if not len(op.regions):
+        return []
+    inner = nested_ops(op)
+    inside = set(inner)
+    captured = []
+    for nested in (nested for nested in inner if nested != op):
+        for operand in nested.operands:
+            owner = operand.owner
+            definer = owner.owner.operation if isinstance(owner, ir.Block) else owner.operation
+            if definer not in inside and operand not in captured:
+                captured.append(operand)
+    return captured
 
 
 def reshape_source(source_shape, target_shape, tiling: Tiling) -> Tiling | None:

@@ -137,6 +137,46 @@ module attributes {mhlo.num_partitions = 8 : i32} {
 }"""
 
 
+# shard_map manual over "x" of a 2x2 mesh: inside it a constraint tiles the value over "y",
+# and a loop whose body reads constants defined outside it doubles the value three times
+PARTLY_MANUAL_LOOP = """
+module @partly_manual_loop attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32} {
+  func.func public @main(%arg0: tensor<4x2xf32> {mhlo.sharding = "{devices=[2,1,2]<=[4] last_tile_dim_replicate}"}) -> (tensor<4x2xf32> {mhlo.sharding = "{devices=[2,1,2]<=[4] last_tile_dim_replicate}"}) {
+    %zero = stablehlo.constant dense<0> : tensor<i32>
+    %one = stablehlo.constant dense<1> : tensor<i32>
+    %three = stablehlo.constant dense<3> : tensor<i32>
+    %0 = stablehlo.custom_call @Sharding(%arg0) {mhlo.sharding = "{devices=[2,1,2]<=[4] last_tile_dim_replicate}"} : (tensor<4x2xf32>) -> tensor<4x2xf32>
+    %1 = stablehlo.custom_call @SPMDFullToShardShape(%0) {mhlo.sharding = "{devices=[1,1,2,2]<=[4] last_tile_dims={manual, replicated}}"} : (tensor<4x2xf32>) -> tensor<2x2xf32>
+    %2 = stablehlo.custom_call @Sharding(%1) {mhlo.sharding = "{devices=[1,2,2]<=[2,2]T(1,0) last_tile_dim_replicate}"} : (tensor<2x2xf32>) -> tensor<2x2xf32>
+    %3:2 = stablehlo.while(%i = %zero, %v = %2) : tensor<i32>, tensor<2x2xf32>
+      cond {
+        %c = stablehlo.compare LT, %i, %three, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+        stablehlo.return %c : tensor<i1>
+      } do {
+        %twice = stablehlo.add %v, %v : tensor<2x2xf32>
+        %next = stablehlo.add %i, %one : tensor<i32>
+        stablehlo.return %next, %twice : tensor<i32>, tensor<2x2xf32>
+      }
+    %4 = stablehlo.custom_call @Sharding(%3#1) {mhlo.sharding = "{devices=[1,1,2,2]<=[4] last_tile_dims={manual, replicated}}"} : (tensor<2x2xf32>) -> tensor<2x2xf32>
+    %5 = stablehlo.custom_call @SPMDShardToFullShape(%4) {mhlo.sharding = "{devices=[2,1,2]<=[4] last_tile_dim_replicate}"} : (tensor<2x2xf32>) -> tensor<4x2xf32>
+    return %5 : tensor<4x2xf32>
+  }
+}
+"""
+
+
+def test_a_loop_copied_as_written_in_a_partly_manual_region_reads_its_captures_and_whole_operands():
+    """An op in a shard_map region is copied as written with its regions; the constants its
+    body captured once kept pointing at the erased originals (a segfault in jax's
+    test_manual_mode_mix_map), and an operand the constraint had tiled over "y" gave the loop
+    carried types its results did not have."""
+    from mlirxla.runtime.client import Client
+
+    x = np.arange(8, dtype=np.float32).reshape(4, 2)
+    [out] = Client(device_count=4).compile(PARTLY_MANUAL_LOOP).execute_numpy([x])
+    np.testing.assert_array_equal(out, 8 * x)
+
+
 PROGRAMS = ["matmul_rows", "matmul_contracting", "matmul_2d", "mlp_2d", "elementwise_reduce", "transformer", "scan", "conv_net_height"]
 def test_uneven_shardings_are_padded_and_masked(tmp_path):
     from mlirxla.pipelines.runner import RunOptions
@@ -224,6 +264,46 @@ def test_no_all_reduce_is_sliced_on_one_dim():
     # a replicated partial sum over 8 partitions, the result tiled 2x4: sliced on both dims
     both = partial_sum_program("{devices=[2,4]<=[8]}", "{devices=[1,8]<=[8]}", "{devices=[8,1]<=[8]}")
     assert all_reduces_feeding_dynamic_slices(both) == [2]
+
+
+# shard_map manual over "x" of a 2x2 mesh: inside it a constraint tiles the value over "y",
+# and a loop whose body reads constants defined outside it doubles the value three times
+PARTLY_MANUAL_LOOP = """
+module @partly_manual_loop attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32} {
+  func.func public @main(%arg0: tensor<4x2xf32> {mhlo.sharding = "{devices=[2,1,2]<=[4] last_tile_dim_replicate}"}) -> (tensor<4x2xf32> {mhlo.sharding = "{devices=[2,1,2]<=[4] last_tile_dim_replicate}"}) {
+    %zero = stablehlo.constant dense<0> : tensor<i32>
+    %one = stablehlo.constant dense<1> : tensor<i32>
+    %three = stablehlo.constant dense<3> : tensor<i32>
+    %0 = stablehlo.custom_call @Sharding(%arg0) {mhlo.sharding = "{devices=[2,1,2]<=[4] last_tile_dim_replicate}"} : (tensor<4x2xf32>) -> tensor<4x2xf32>
+    %1 = stablehlo.custom_call @SPMDFullToShardShape(%0) {mhlo.sharding = "{devices=[1,1,2,2]<=[4] last_tile_dims={manual, replicated}}"} : (tensor<4x2xf32>) -> tensor<2x2xf32>
+    %2 = stablehlo.custom_call @Sharding(%1) {mhlo.sharding = "{devices=[1,2,2]<=[2,2]T(1,0) last_tile_dim_replicate}"} : (tensor<2x2xf32>) -> tensor<2x2xf32>
+    %3:2 = stablehlo.while(%i = %zero, %v = %2) : tensor<i32>, tensor<2x2xf32>
+      cond {
+        %c = stablehlo.compare LT, %i, %three, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+        stablehlo.return %c : tensor<i1>
+      } do {
+        %twice = stablehlo.add %v, %v : tensor<2x2xf32>
+        %next = stablehlo.add %i, %one : tensor<i32>
+        stablehlo.return %next, %twice : tensor<i32>, tensor<2x2xf32>
+      }
+    %4 = stablehlo.custom_call @Sharding(%3#1) {mhlo.sharding = "{devices=[1,1,2,2]<=[4] last_tile_dims={manual, replicated}}"} : (tensor<2x2xf32>) -> tensor<2x2xf32>
+    %5 = stablehlo.custom_call @SPMDShardToFullShape(%4) {mhlo.sharding = "{devices=[2,1,2]<=[4] last_tile_dim_replicate}"} : (tensor<2x2xf32>) -> tensor<4x2xf32>
+    return %5 : tensor<4x2xf32>
+  }
+}
+"""
+
+
+def test_a_loop_copied_as_written_in_a_partly_manual_region_reads_its_captures_and_whole_operands():
+    """An op in a shard_map region is copied as written with its regions; the constants its
+    body captured once kept pointing at the erased originals (a segfault in jax's
+    test_manual_mode_mix_map), and an operand the constraint had tiled over "y" gave the loop
+    carried types its results did not have."""
+    from mlirxla.runtime.client import Client
+
+    x = np.arange(8, dtype=np.float32).reshape(4, 2)
+    [out] = Client(device_count=4).compile(PARTLY_MANUAL_LOOP).execute_numpy([x])
+    np.testing.assert_array_equal(out, 8 * x)
 
 
 PROGRAMS = ["matmul_rows", "matmul_contracting", "matmul_2d", "mlp_2d", "elementwise_reduce", "transformer", "mlp_grad", "scan"]
