@@ -20,8 +20,10 @@ What it decides, and why:
   has it. Per factor, the proposal is the longest axis list every tensor's axes are a prefix
   of (Shardy's compatible major axes); tensors that disagree keep the common prefix (a
   conflict, reported); a fixed tensor's axes are taken first and inferred ones that disagree
-  with them are ignored. An axis already sharding another factor of the same tensor, or
-  proposed for one, is cut (Shardy's aggressive propagation); the axes must divide the
+  with them are ignored. An axis already sharding another factor of the same tensor is cut;
+  an axis offered to two factors of one tensor goes to the factor whose proposal comes from
+  the larger tensor, ties to the lower factor (Shardy's aggressive propagation: `a @ b` of
+  `P("x", "y")` by `P("y", "x")` is rows on "x"), and is cut from the other; the axes must divide the
   factor and the dimension (no padding is introduced by propagation); a factor that needs
   replication (a sort dimension, a dynamic_slice's sliced dims, gather index dims) never
   propagates. Shardings only grow: an inferred dim's axes can be extended, never changed, so
@@ -54,6 +56,7 @@ without any sharding annotation. Changed: any `xhlo.sharding` written.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -543,15 +546,20 @@ class _Propagation:
                 proposals[f] = (tuple(kept), contributor)
         if not proposals:
             return False
-        snapshot = {f: set(axes) for f, (axes, _) in proposals.items()}
+        # factors that offer one tensor the same axis: the one from the largest tensor takes it,
+        # ties to the lower factor (Shardy's aggressive propagation orders factors so)
+        order = sorted(proposals, key=lambda f: (-math.prod(proposals[f][1][0].shape), f))
+        rank = {f: position for position, f in enumerate(order)}
         for t, dims, side, index, axes in projected:
             mine = {f for dim in dims for f in dim}
-            for f in list(proposals):
+            for f in order:
                 if f not in mine:
                     continue
                 others = set()
                 for g in mine - {f}:
-                    others |= set(axes.get(g, ())) | snapshot.get(g, set())
+                    others |= set(axes.get(g, ()))
+                    if g in rank and rank[g] < rank[f]:
+                        others |= set(proposals[g][0])
                 cut = []
                 for a in proposals[f][0]:
                     if a in others:

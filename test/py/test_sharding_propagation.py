@@ -121,3 +121,27 @@ def test_agrees_with_xla_on_jax_programs():
         assert result["compared"] > 0, name
         assert result["differ"] == [], name
     assert programs["transformer_megatron"]["compared"] >= 100
+
+
+def test_an_axis_two_factors_offer_one_tensor_goes_to_the_first(context):
+    """`a @ a.T` with `a` sharded ("x", "y") over a 4x2 mesh: both free dims offer the
+    result "x". Shardy (and so jax on XLA) gives it to the lhs's rows; propagation once cut
+    it from both and left the result replicated (pjit_test's multi-input-multi-output)."""
+    from mlirxla import frontdoor
+    from mlirxla.dialects.xhlo.sharding import parse_attribute
+    from mlirxla.ir_queries import ops_named
+    from mlirxla.pipelines.pipeline import Pipeline
+    from mlirxla.pipelines.runner import PipelineRunner
+    from mlirxla.transforms.sharding_propagation import ShardingPropagationPass
+
+    text = """module attributes {mhlo.num_partitions = 8 : i32} {
+      func.func @main(%a: tensor<8x2xf32> {mhlo.sharding = "{devices=[4,2]<=[8]}"},
+                      %b: tensor<2x8xf32> {mhlo.sharding = "{devices=[2,4]<=[4,2]T(1,0)}"}) -> tensor<8x8xf32> {
+        %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<8x2xf32>, tensor<2x8xf32>) -> tensor<8x8xf32>
+        return %0 : tensor<8x8xf32>
+      }
+    }"""
+    module = frontdoor.import_bytes(text.encode(), "-", context).module
+    PipelineRunner(module).run(Pipeline("p").add(ShardingPropagationPass()))
+    [dot] = ops_named(module, "xhlo.dot")
+    assert str(parse_attribute(dot.attributes["xhlo.sharding"])) == "{devices=[4,1,2]<=[8] last_tile_dim_replicate}"
