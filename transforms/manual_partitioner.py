@@ -97,6 +97,8 @@ class ManualProgram:
 
 def local_shape_problem(sharding: HloSharding, global_type: ir.Type, local_type: ir.Type) -> str | None:
     """Why `local_type` is not the shard of `global_type` under `sharding` (None: it is)."""
+    if not isinstance(global_type, ir.RankedTensorType):  # a token passes through whole
+        return None if global_type == local_type else f"{local_type} is not {global_type}"
     global_shape, local_shape = list(ir.RankedTensorType(global_type).shape), list(ir.RankedTensorType(local_type).shape)
     if sharding.kind in ("replicated", "manual"):
         tiles = [1] * len(global_shape)

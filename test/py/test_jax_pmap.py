@@ -21,6 +21,7 @@ pytestmark = pytest.mark.jax
 PROGRAMS = r'''
 import sys
 import jax, jax.numpy as jnp, numpy as np
+from jax.experimental import io_callback
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 platform, path = sys.argv[1], sys.argv[2]
@@ -104,6 +105,15 @@ for name, function in chosen.items():
         results[f"jit, shardings chosen by the compiler: {name}/{k} as {leaf.sharding.spec}"] = np.asarray(leaf)
 mesh = Mesh(np.array(devices), ("d",))
 mapped = jax.jit(jax.shard_map(lambda a: (a * 2, jax.lax.psum(a, "d")), mesh=mesh, in_specs=P("d"), out_specs=(P("d"), P())))
+
+
+def ordered_callback(x, y):
+    io_callback(lambda v: None, (), x, ordered=True)  # the ordering token enters and leaves the region
+    return x + y[:, None]
+
+
+ordered = jax.jit(jax.shard_map(ordered_callback, mesh=mesh, in_specs=(P(None, "d"), P(None)), out_specs=P(None, "d")))
+results["jit of shard_map with an ordered callback"] = np.asarray(ordered(a[:2], a[0, :2]))
 for name, argument in (("numpy", a), ("committed", jax.device_put(a, NamedSharding(mesh, P(None, "d"))))):
     for k, leaf in enumerate(mapped(argument)):
         results[f"jit of shard_map, shardings chosen by the compiler, {name}/{k} as {leaf.sharding.spec}"] = np.asarray(leaf)
