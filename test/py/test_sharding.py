@@ -359,7 +359,8 @@ module @jit_g attributes {mhlo.num_partitions = 2 : i32, mhlo.num_replicas = 1 :
     %0 = sdy.manual_computation(%arg0) in_shardings=[<@mesh, [{"x"}, {}]>] out_shardings=[<@mesh, [{"x"}, {}]>]
         manual_axes={"x"} (%arg1: tensor<2x3xf32>) {
       %1 = func.call @twice_plus_index(%arg1) : (tensor<2x3xf32>) -> tensor<2x3xf32>
-      sdy.return %1 : tensor<2x3xf32>
+      %2 = stablehlo.composite "my.negate" %1 {decomposition = @negate_impl} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+      sdy.return %2 : tensor<2x3xf32>
     } : (tensor<4x3xf32>) -> tensor<4x3xf32>
     return %0 : tensor<4x3xf32>
   }
@@ -371,18 +372,23 @@ module @jit_g attributes {mhlo.num_partitions = 2 : i32, mhlo.num_replicas = 1 :
     %4 = stablehlo.add %0, %3 : tensor<2x3xf32>
     return %4 : tensor<2x3xf32>
   }
+  func.func private @negate_impl(%arg0: tensor<2x3xf32>) -> tensor<2x3xf32> {
+    %0 = stablehlo.negate %arg0 : tensor<2x3xf32>
+    return %0 : tensor<2x3xf32>
+  }
 }
 """
 
 
 @pytest.mark.jax
 def test_a_function_called_in_a_shard_map_body_runs_on_every_device():
-    """A func.call inside sdy.manual_computation (jax.random's functions in a shard_map)
-    once failed to parse: in our context the unregistered manual computation looked like a
-    symbol table of its own, where the callee was not found."""
+    """A func.call (jax.random's functions in a shard_map) and a composite (chlo.erf in a
+    portable artifact) inside sdy.manual_computation once failed to parse: in our context the
+    unregistered manual computation looked like a symbol table of its own, where the
+    functions they name were not found."""
     pytest.importorskip("jax")
     from mlirxla.runtime.client import Client
 
     x = np.arange(12, dtype=np.float32).reshape(4, 3)
     [out] = Client(device_count=2).compile(SHARD_MAP_CALLING_A_FUNCTION).execute_numpy([x])
-    np.testing.assert_array_equal(out, 2 * x + np.repeat([0.0, 1.0], 2)[:, None])
+    np.testing.assert_array_equal(out, -(2 * x + np.repeat([0.0, 1.0], 2)[:, None]))

@@ -165,13 +165,14 @@ def in_dialect(dialect: str):
 # step looking for ops of a few names runs only where the module holds one (and then finds
 # them itself, as before), so that a module without any is spared its walk.
 STEPS = (
+    # first: the ops a manual computation's body holds that name functions come renamed
+    ("sharding preparation", shardings.prepare, named("sdy.manual_computation")),
     ("composites to calls", composites_to_calls, named("stablehlo.composite")),
     ("check calls", check_calls.custom_calls_to_checks, named("stablehlo.custom_call")),
     ("interpreter prints", check_calls.prints_to_custom_calls, named("interpreter.print")),
     ("quantized types", dequantize, lambda ops: quantized(ops.module)),
     ("ApproxTopK as sort", approx_top_k.expand_approx_top_k, named("stablehlo.custom_call")),
     ("chlo compositions", chlo_to_xhlo.legalize_chlo, in_dialect("chlo")),
-    ("sharding preparation", shardings.prepare, named("sdy.manual_computation")),
     ("inlining", inline_calls, named("func.call")),
     ("sharding import", shardings.import_shardings, None),
     ("static shapes", stablehlo_to_xhlo.staticize, named(*stablehlo_to_xhlo.DYNAMIC_OPS)),

@@ -6,18 +6,20 @@ jaxlib parses the text and prints it in generic form, and our context reads that
 (chlo ops as unregistered ops for `chlo_to_xhlo`, sdy attributes as opaque attributes for
 `shardings`). Without the jax extra installed, such input is refused naming the extra.
 
-A `func.call` inside an `sdy.manual_computation` (jax puts `jax.random`'s functions there) is
-carried across as `mlirxla.region_call`: in our context the manual computation is an
-unregistered op with one region, which MLIR takes for a possible symbol table of its own, so
-the call's callee is looked up there, not found, and the module fails to verify as it
-parses. `shardings.prepare` makes it a `func.call` again once the body is inlined.
+An op inside an `sdy.manual_computation` that names a function (a `func.call` of
+`jax.random`'s functions, a `stablehlo.composite` such as `chlo.erf` in a portable artifact)
+is carried across renamed, `mlirxla.in_region.func.call`: in our context the manual
+computation is an unregistered op with one region, which MLIR takes for a possible symbol
+table of its own, so the function is looked up there, not found, and the module fails to
+verify as it parses. `shardings.prepare` gives it its name back once the body is inlined.
 """
 
 import re
 
 from mlirxla.errors import MlirxlaError, first_line
 
-REGION_CALL = "mlirxla.region_call"
+IN_REGION = "mlirxla.in_region."
+NAMING_FUNCTIONS = frozenset({"func.call", "stablehlo.composite"})
 
 # a chlo or sdy op written in custom syntax: `chlo.erfc %x ...`, `sdy.mesh @m = ...`,
 # or an sdy attribute in custom syntax (`#sdy.sharding<...>`, `#sdy.mesh<...>`)
@@ -65,26 +67,33 @@ def generic_text_in_jaxlib(read, why: str, failure: str, source: str) -> str:
         return module.operation.get_asm(print_generic_op_form=True, enable_debug_info=True)
 
 
-def calls_in_manual_computations(operation, inside: bool = False) -> list:
+def namers_in_manual_computations(operation, inside: bool = False) -> list:
+    """The ops naming a function inside the manual computations under `operation`."""
     found = []
     for region in operation.regions:
         for block in region.blocks:
             for op in block.operations:
-                if inside and op.operation.name == "func.call":
+                if inside and op.operation.name in NAMING_FUNCTIONS:
                     found.append(op.operation)
-                found.extend(calls_in_manual_computations(op.operation, inside or op.operation.name == "sdy.manual_computation"))
+                found.extend(namers_in_manual_computations(op.operation, inside or op.operation.name == "sdy.manual_computation"))
     return found
 
 
+def attributes_of(op) -> dict:
+    """`op`'s attributes by name (either MLIR build's objects)."""
+    return {op.attributes[i].name: op.attributes[i].attr for i in range(len(op.attributes))}
+
+
 def carry_calls_in_manual_computations(module, jax_ir) -> None:
-    """Each `func.call` in a manual computation becomes a `mlirxla.region_call` (module docstring)."""
-    for call in calls_in_manual_computations(module.operation):
-        with jax_ir.InsertionPoint(call), call.location:
-            carried = jax_ir.Operation.create(REGION_CALL, results=[value.type for value in call.results],
-                                              operands=list(call.operands), attributes={"callee": call.attributes["callee"]})
-        for old, new in zip(call.results, carried.results):
+    """Each op naming a function in a manual computation is renamed (module docstring)."""
+    for op in namers_in_manual_computations(module.operation):
+        with jax_ir.InsertionPoint(op), op.location:
+            carried = jax_ir.Operation.create(IN_REGION + op.name, results=[value.type for value in op.results],
+                                              operands=list(op.operands),
+                                              attributes=attributes_of(op))
+        for old, new in zip(op.results, carried.results):
             old.replace_all_uses_with(new)
-        call.erase()
+        op.erase()
 
 
 def jaxlib_mlir(why: str, source: str):

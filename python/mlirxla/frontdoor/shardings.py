@@ -46,11 +46,11 @@ from mlirxla.dialects.xhlo import SHARDING
 from mlirxla.dialects.xhlo.mesh_sharding import tiled_over_axes
 from mlirxla.dialects.xhlo.sharding import HloSharding, ShardingSyntaxError
 from mlirxla.errors import MlirxlaError, location_text
-from mlirxla.ir_queries import ops_named
+from mlirxla.ir_queries import ops_named, ops_where
 from mlirxla.mlir import ir
 from mlirxla.transforms.erasure import erase, live_ops
 
-from .jaxlib_bridge import REGION_CALL
+from .jaxlib_bridge import IN_REGION, attributes_of
 
 MHLO_SHARDING = "mhlo.sharding"
 SDY_SHARDING = "sdy.sharding"
@@ -426,19 +426,20 @@ def inline_manual_computations(module: ir.Module, importer: _Importer | None = N
 
 
 def prepare(module: ir.Module) -> None:
-    """What must happen before `func.call` inlining: inline `sdy.manual_computation`, and make
-    the calls its body held `func.call`s again (`jaxlib_bridge` carried them as
-    `mlirxla.region_call`)."""
+    """What must happen before `func.call` inlining: inline `sdy.manual_computation`, and give
+    the ops its body held that name functions their names back (`jaxlib_bridge` carried them
+    as `mlirxla.in_region.<name>`)."""
     inline_manual_computations(module)
-    restore_region_calls(module)
+    restore_renamed_ops(module)
 
 
-def restore_region_calls(module: ir.Module) -> None:
-    for carried in live_ops(ops_named(module, REGION_CALL)):
+def restore_renamed_ops(module: ir.Module) -> None:
+    for carried in live_ops(ops_where(module, lambda op: op.name.startswith(IN_REGION))):
         with ir.InsertionPoint(carried), carried.location:
-            call = ir.Operation.create("func.call", results=[value.type for value in carried.results],
-                                       operands=list(carried.operands), attributes={"callee": carried.attributes["callee"]})
-        for old, new in zip(carried.results, call.results):
+            op = ir.Operation.create(carried.name[len(IN_REGION):], results=[value.type for value in carried.results],
+                                     operands=list(carried.operands),
+                                     attributes=attributes_of(carried))
+        for old, new in zip(carried.results, op.results):
             old.replace_all_uses_with(new)
         erase(carried)
 
