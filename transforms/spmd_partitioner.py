@@ -42,7 +42,7 @@ What it decides, and why:
   slices, conditional, calls, custom calls): its operands are gathered to replicated, it runs
   whole, its results are sliced to their shardings: correct, slower; the report lists each.
 * **shard_map regions** stay as written: the value a `@SPMDFullToShardShape` makes is the
-  local tile of its operand, ops on manual values are copied (with their regions, reading
+  local tile of its operand (cut from it when a region nested in another holds it whole), ops on manual values are copied (with their regions, reading
   whole operands: a value a constraint in a partly manual region tiled over the other axes
   is gathered), `@SPMDShardToFullShape` makes its operand the tile of a value sharded as it
   says.
@@ -347,7 +347,7 @@ class _Partitioner:
         target = ir.StringAttr(target).value if target is not None else None
         fallback = False
         if target == "SPMDFullToShardShape":
-            self.define(op.results[0], self.env[op.operands[0]].value, None)
+            self.define(op.results[0], self.shard_of(op), None)
             became = "the manual region's input: the local tile of its operand"
         elif target == "SPMDShardToFullShape":
             tiling = Tiling.from_hlo(hlos[0], len(shape_of(op.results[0].type)), self.partitions)
@@ -369,6 +369,20 @@ class _Partitioner:
             if became is None:
                 became, fallback = self.fallback(op, tilings), True
         self.report.records.append(OpRecord(label, sharding, became, self.b.inserted[start:], fallback))
+
+    def shard_of(self, to_shard: ir.Operation) -> ir.Value:
+        """The local tile a `@SPMDFullToShardShape` makes. Its operand is partitioned as the
+        `@Sharding` before it says, so its local value is the tile; but inside another manual
+        region (a shard_map nested in one manual over other axes) that operand is copied as
+        written, whole, and the tile of the new manual axes is cut from it here."""
+        operand = to_shard.operands[0]
+        local = self.env[operand]
+        annotation = defining_op(operand)
+        if (local.tiling is not None or shape_of(local.value.type) == shape_of(to_shard.results[0].type)
+                or annotation is None or SHARDING not in annotation.attributes):
+            return local.value
+        tiling = self.tiling(parse_attribute(annotation.attributes[SHARDING]), local.shape)
+        return reshard(self.b, local.value, local.shape, self.replicated(operand), tiling)
 
     def whole(self, value: ir.Value) -> ir.Value:
         """The local value of `value` as an op copied as written reads it: whole, so that one

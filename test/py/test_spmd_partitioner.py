@@ -177,6 +177,36 @@ def test_a_loop_copied_as_written_in_a_partly_manual_region_reads_its_captures_a
     np.testing.assert_array_equal(out, 8 * x)
 
 
+# jax's lowering of a shard_map manual over "j" nested in one manual over "i" (x * x)
+NESTED_SHARD_MAPS = """
+module @nested_shard_maps attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32} {
+  sdy.mesh @mesh = <["i"=2, "j"=2]> {stablehlo.mesh = {axes = [{name = "i", size = 2 : i64}, {name = "j", size = 2 : i64}]}}
+  func.func public @main(%arg0: tensor<4x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"i"}, {"j"}]>}) -> (tensor<4x8xf32> {jax.result_info = "result"}) {
+    %0 = sdy.manual_computation(%arg0) in_shardings=[<@mesh, [{"i", ?}, {?}]>] out_shardings=[<@mesh, [{"i", ?}, {?}]>] manual_axes={"i"} (%arg1: tensor<2x8xf32>) {
+      %1 = sdy.manual_computation(%arg1) in_shardings=[<@mesh, [{?}, {"j", ?}]>] out_shardings=[<@mesh, [{?}, {"j", ?}]>] manual_axes={"j"} (%arg2: tensor<2x4xf32>) {
+        %2 = stablehlo.multiply %arg2, %arg2 : tensor<2x4xf32>
+        sdy.return %2 : tensor<2x4xf32>
+      } : (tensor<2x8xf32>) -> tensor<2x8xf32>
+      sdy.return %1 : tensor<2x8xf32>
+    } : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    return %0 : tensor<4x8xf32>
+  }
+}
+"""
+
+
+@pytest.mark.jax
+def test_a_shard_map_nested_in_another_cuts_its_tile_from_the_whole_value():
+    """Inside the outer region the inner one's operand is copied as written, whole in "j";
+    its @SPMDFullToShardShape once took that whole value for the tile (shard_map_test's
+    test_grad_nested_partial_auto: shapes that differ, the compile refused)."""
+    from mlirxla.runtime.client import Client
+
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    [out] = Client(device_count=4).compile(NESTED_SHARD_MAPS).execute_numpy([x])
+    np.testing.assert_array_equal(out, x * x)
+
+
 PROGRAMS = ["matmul_rows", "matmul_contracting", "matmul_2d", "mlp_2d", "elementwise_reduce", "transformer", "scan", "conv_net_height"]
 def test_uneven_shardings_are_padded_and_masked(tmp_path):
     from mlirxla.pipelines.runner import RunOptions
@@ -304,6 +334,36 @@ def test_a_loop_copied_as_written_in_a_partly_manual_region_reads_its_captures_a
     x = np.arange(8, dtype=np.float32).reshape(4, 2)
     [out] = Client(device_count=4).compile(PARTLY_MANUAL_LOOP).execute_numpy([x])
     np.testing.assert_array_equal(out, 8 * x)
+
+
+# jax's lowering of a shard_map manual over "j" nested in one manual over "i" (x * x)
+NESTED_SHARD_MAPS = """
+module @nested_shard_maps attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32} {
+  sdy.mesh @mesh = <["i"=2, "j"=2]> {stablehlo.mesh = {axes = [{name = "i", size = 2 : i64}, {name = "j", size = 2 : i64}]}}
+  func.func public @main(%arg0: tensor<4x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"i"}, {"j"}]>}) -> (tensor<4x8xf32> {jax.result_info = "result"}) {
+    %0 = sdy.manual_computation(%arg0) in_shardings=[<@mesh, [{"i", ?}, {?}]>] out_shardings=[<@mesh, [{"i", ?}, {?}]>] manual_axes={"i"} (%arg1: tensor<2x8xf32>) {
+      %1 = sdy.manual_computation(%arg1) in_shardings=[<@mesh, [{?}, {"j", ?}]>] out_shardings=[<@mesh, [{?}, {"j", ?}]>] manual_axes={"j"} (%arg2: tensor<2x4xf32>) {
+        %2 = stablehlo.multiply %arg2, %arg2 : tensor<2x4xf32>
+        sdy.return %2 : tensor<2x4xf32>
+      } : (tensor<2x8xf32>) -> tensor<2x8xf32>
+      sdy.return %1 : tensor<2x8xf32>
+    } : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    return %0 : tensor<4x8xf32>
+  }
+}
+"""
+
+
+@pytest.mark.jax
+def test_a_shard_map_nested_in_another_cuts_its_tile_from_the_whole_value():
+    """Inside the outer region the inner one's operand is copied as written, whole in "j";
+    its @SPMDFullToShardShape once took that whole value for the tile (shard_map_test's
+    test_grad_nested_partial_auto: shapes that differ, the compile refused)."""
+    from mlirxla.runtime.client import Client
+
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    [out] = Client(device_count=4).compile(NESTED_SHARD_MAPS).execute_numpy([x])
+    np.testing.assert_array_equal(out, x * x)
 
 
 PROGRAMS = ["matmul_rows", "matmul_contracting", "matmul_2d", "mlp_2d", "elementwise_reduce", "transformer", "mlp_grad", "scan"]
