@@ -34,6 +34,9 @@ What it decides, and why:
   probabilities of a transformer otherwise take the sequence axis on the key dimension from
   `v`, where XLA puts it on the query dimension (from the residual add, backward). Shardy's
   user priorities `p0..` are not modelled (the import drops them).
+* **Sharding groups** (`shard_alike`, `sdy.sharding_group`, which the front door puts on the
+  values' defining ops or arguments as `xhlo.sharding_group`): the members share one sharding
+  (identity links from the first).
 * **Control flow.** A while's operand, body and cond arguments, body results and results
   share one sharding (identity links); a conditional's operands and its branch functions'
   arguments, and the branches' returned values and its results, likewise; so do calls that
@@ -73,6 +76,7 @@ from .pass_base import ModulePass, PassReport, PassResult
 from .sharding_rules import Factor, OpRule, rule_for
 
 SHARDING = "xhlo.sharding"
+SHARDING_GROUP = "xhlo.sharding_group"  # the front door's form of `sdy.sharding_group`
 ANNOTATION = "Sharding"
 TO_SHARD, TO_FULL = "SPMDFullToShardShape", "SPMDShardToFullShape"
 CUSTOM_CALLS = ("xhlo.custom_call", "stablehlo.custom_call")
@@ -261,6 +265,7 @@ class _Propagation:
         self.conflicts: dict[tuple[str, int], str] = {}
         self.unsupported: list[str] = []
         self.annotated: list[tuple[ir.Operation, list[Tensor]]] = []
+        self.groups: dict[int, list[Tensor]] = defaultdict(list)  # shard_alike's sharding groups
         self.entry = entry_function(module)
         self.functions = {function_name(f): f for f in module_functions(module)}
         self.names: dict[str, ir.AsmState] = {}
@@ -337,7 +342,12 @@ class _Propagation:
                 self.fix(tensor, _parse(attributes[SHARDING], f"argument #{index}"), f"argument #{index} {tensor.name} of @{function_name(function)} (user)")
             else:
                 self.fix(tensor, HloSharding.replicated(), f"argument #{index} {tensor.name} of @{function_name(function)} (unannotated: replicated, as XLA for jax)")
+            if attributes is not None and SHARDING_GROUP in attributes:
+                self.groups[ir.IntegerAttr(attributes[SHARDING_GROUP]).value].append(tensor)
         self.walk_block(block, function, entry=True)
+        for group, members in sorted(self.groups.items()):
+            for member in members[1:]:
+                self.link(f"sharding group {group}", members[0], member)
         self.mark_manual()
 
     def walk_block(self, block, function, entry: bool = False) -> None:
@@ -358,6 +368,10 @@ class _Propagation:
             return
         if any(r is not None for r in results):
             self.annotated.append((op, results))
+        if SHARDING_GROUP in op.attributes:
+            for result, group in zip(results, ir.DenseI64ArrayAttr(op.attributes[SHARDING_GROUP])):
+                if result is not None and group >= 0:
+                    self.groups[group].append(result)
         target = _target(op)
         operands = [self.value_tensor(v, function) for v in op.operands]
         if SHARDING in op.attributes and target not in (TO_SHARD,):

@@ -145,3 +145,33 @@ def test_an_axis_two_factors_offer_one_tensor_goes_to_the_first(context):
     PipelineRunner(module).run(Pipeline("p").add(ShardingPropagationPass()))
     [dot] = ops_named(module, "xhlo.dot")
     assert str(parse_attribute(dot.attributes["xhlo.sharding"])) == "{devices=[4,1,2]<=[8] last_tile_dim_replicate}"
+
+
+SHARD_ALIKE = """
+module @shard_alike attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32} {
+  sdy.mesh @mesh = <["x"=2, "y"=2]>
+  func.func public @main(%arg0: tensor<8x2xi32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {"y"}]>}) -> (tensor<8x2xi32>, tensor<8x2xi32>) {
+    %0 = stablehlo.iota dim = 0 : tensor<8x2xi32>
+    sdy.sharding_group %arg0 group_id=0 : tensor<8x2xi32>
+    sdy.sharding_group %0 group_id=0 : tensor<8x2xi32>
+    %1 = stablehlo.add %0, %0 : tensor<8x2xi32>
+    return %1, %arg0 : tensor<8x2xi32>, tensor<8x2xi32>
+  }
+}
+"""
+
+
+@pytest.mark.jax
+def test_a_sharding_group_gives_its_members_one_sharding():
+    """jax's shard_alike: the iota, which nothing else shards, takes the argument's sharding
+    (sdy.sharding_group was refused as an unsupported op)."""
+    import numpy as np
+
+    from mlirxla.runtime.client import Client
+
+    executable = Client(device_count=4).compile(SHARD_ALIKE)
+    assert [str(s.hlo) for s in executable.output_shardings] == ["{devices=[2,2]<=[4]}"] * 2
+    x = np.arange(16, dtype=np.int32).reshape(8, 2)
+    doubled, same = executable.execute_numpy([x])
+    np.testing.assert_array_equal(doubled, 2 * np.repeat(np.arange(8, dtype=np.int32), 2).reshape(8, 2))
+    np.testing.assert_array_equal(same, x)

@@ -53,6 +53,7 @@ from mlirxla.transforms.erasure import erase, live_ops
 from .jaxlib_bridge import IN_REGION, attributes_of
 
 MHLO_SHARDING = "mhlo.sharding"
+SHARDING_GROUP = "xhlo.sharding_group"
 SDY_SHARDING = "sdy.sharding"
 SDY_ATTRIBUTE_PREFIX = "sdy."
 
@@ -547,6 +548,34 @@ def record_meshes(module: ir.Module, meshes: dict[str, Mesh]) -> None:
     module.operation.attributes[MESHES] = ir.DictAttr.get(entries)
 
 
+def _convert_sharding_groups(module: ir.Module) -> None:
+    """`sdy.sharding_group %v group_id = g` (jax's `shard_alike`) becomes `xhlo.sharding_group`
+    on what defines %v: an op's array with one group per result (-1: none), an entry
+    argument's attribute; sharding propagation gives a group's members one sharding. A
+    member of another kind (a loop's block argument) is left out of its group."""
+    for op in live_ops(ops_named(module, "sdy.sharding_group")):
+        group = ir.IntegerAttr(op.attributes["group_id"]).value
+        value, owner = op.operands[0], op.operands[0].owner
+        if not isinstance(owner, ir.Block):
+            definer = owner.operation
+            groups = list(ir.DenseI64ArrayAttr(definer.attributes[SHARDING_GROUP])) if SHARDING_GROUP in definer.attributes else [-1] * len(definer.results)
+            groups[ir.OpResult(value).result_number] = group
+            definer.attributes[SHARDING_GROUP] = ir.DenseI64ArrayAttr.get(groups)
+        elif owner.owner.operation.name == "func.func":
+            _set_argument_attribute(owner.owner.operation, ir.BlockArgument(value).arg_number, SHARDING_GROUP,
+                                    ir.IntegerAttr.get(ir.IntegerType.get_signless(64), group))
+        erase(op)
+
+
+def _set_argument_attribute(function, index: int, name: str, attr: ir.Attribute) -> None:
+    count = len(function.regions[0].blocks[0].arguments)
+    entries = list(ir.ArrayAttr(function.attributes["arg_attrs"])) if "arg_attrs" in function.attributes else [ir.DictAttr.get({})] * count
+    attributes = {named.name: named.attr for named in ir.DictAttr(entries[index])}
+    attributes[name] = attr
+    entries[index] = ir.DictAttr.get(attributes)
+    function.attributes["arg_attrs"] = ir.ArrayAttr.get(entries)
+
+
 def import_shardings(module: ir.Module) -> None:
     """mhlo.sharding and Shardy -> `xhlo.sharding`; sdy ops and meshes removed."""
     importer = _Importer(module)
@@ -555,6 +584,7 @@ def import_shardings(module: ir.Module) -> None:
     for function in ops_named(module, "func.func"):
         _convert_function(function, importer)
     _convert_op_attributes(module, importer)
+    _convert_sharding_groups(module)
     record_meshes(module, importer.meshes)
     for op in live_ops(module.body.operations):
         if op.name == "sdy.mesh":
