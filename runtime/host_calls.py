@@ -28,6 +28,8 @@ data (JSON), so host calls are cached and dumped like any thunk.
   singular value decomposition, in the result order of jax's primitives ((v, w) and
   (s, u, vt) or (s,)), for the custom calls the PJRT plugin emits for them; a matrix with
   a non-finite entry, or one that does not converge, gives NaNs, as XLA's does.
+- `lapack_ffi`: jax's cpu LAPACK custom calls (`lapack_ssyevd_ffi`, ...), through scipy's
+  wrappers of the same LAPACK routines (`runtime/lapack_ffi.py`).
 - `scatter`: one input and one update tensor combined by set, add, multiply, max, min, or,
   and (the combiners JAX emits), as the spec defines it, the target of every update
   element computed at once with numpy and the combiner applied in the updates' order
@@ -48,7 +50,7 @@ import numpy as np
 
 from mlirxla.errors import MlirxlaError, first_line
 
-from . import callbacks, tridiagonal_solve
+from . import callbacks, lapack_ffi, tridiagonal_solve
 
 
 def sortable(values: np.ndarray, key: dict) -> np.ndarray:
@@ -409,4 +411,4 @@ def python_callback(operands: list[np.ndarray], attributes: dict) -> list[np.nda
 CALLS = {"sort": sort, "fft": fft, "triangular_solve": triangular_solve, "cholesky": cholesky, "eigh": eigh, "svd": svd,
          "householder_qr": householder_qr, "householder_product": householder_product, "eig": eig, "schur": schur,
          "hessenberg": hessenberg, "tridiagonal": tridiagonal, "tridiagonal_solve": solve_tridiagonal,
-         "scatter": scatter, "dce_sink": dce_sink, "print": print_values, "python_callback": python_callback, "interpret": interpret}
+         "lapack_ffi": lapack_ffi.run, "scatter": scatter, "dce_sink": dce_sink, "print": print_values, "python_callback": python_callback, "interpret": interpret}
