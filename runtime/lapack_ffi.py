@@ -270,7 +270,7 @@ def gtsv(operands, config, results):
 
 
 def tridiagonal_solve_perturbed(operands, config, results):
-    return [tridiagonal_solve.solve(*operands, True)]
+    return [tridiagonal_solve.solve_perturbed(*operands)]
 
 
 ROUTINES = {"potrf": potrf, "getrf": getrf, "geqrf": geqrf, "geqp3": geqp3, "orgqr": orgqr, "ormqr": ormqr,

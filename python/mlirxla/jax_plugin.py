@@ -9,7 +9,6 @@ and `JAX_PLATFORMS=mlirxla` makes it the default backend.
 """
 
 import functools
-import json
 import os
 
 PLATFORM = "mlirxla"
@@ -166,40 +165,28 @@ def callback_name(kind: str, callback) -> str:
     return f"{kind} {getattr(function, '__qualname__', type(function).__name__)!r}"
 
 
+# jax's linear-algebra primitives that jax lowers per platform, each on cpu to jaxlib's LAPACK custom calls
+LINEAR_ALGEBRA_PRIMITIVES = ("cholesky_p", "eig_p", "eigh_p", "hessenberg_p", "householder_product_p", "ormqr_p", "lu_p",
+                             "geqrf_p", "geqp3_p", "schur_p", "svd_p", "triangular_solve_p", "tridiagonal_p",
+                             "tridiagonal_solve_p")
+
+
 def register_linear_algebra() -> None:
-    """jax's eigh, svd, eig, schur, hessenberg, tridiagonal and tridiagonal_solve on mlirxla: jax
-    lowers them per platform (LAPACK custom calls on cpu); on mlirxla they become `custom_call
-    @mlirxla.<name>` with their flags as JSON, which the cpu backend runs as numpy / scipy host calls."""
+    """jax's linear algebra on mlirxla as on jax's cpu backend: jax lowers eigh, svd, lu, qr,
+    cholesky, eig, schur, hessenberg, tridiagonal, triangular and tridiagonal solves per
+    platform, on cpu to jaxlib's LAPACK custom calls (`lapack_ssyevd_ffi`, ...), which the cpu
+    backend runs as host calls of the same LAPACK routines (`runtime/lapack_ffi.py`). The
+    plugin registers jax's own cpu rules for mlirxla, so a program gets what it gets on cpu:
+    the same results bit for bit, custom calls `jax.export` guarantees stable, and the shape
+    polymorphism and errors of jax's cpu rules."""
     from jax._src.interpreters import mlir
     from jax._src.lax import linalg
 
-    def host_call(target: str, flags: tuple[str, ...]):
-        def lowering(context, operand, *, subset_by_index=None, **parameters):
-            rank = min(context.avals_in[0].shape[-2:])
-            if subset_by_index not in (None, (0, rank)):
-                raise NotImplementedError(f"{target} with subset_by_index is not supported on mlirxla")
-            if parameters.get("sort_eig_vals"):
-                raise NotImplementedError(f"{target} with sorted eigenvalues is not supported on mlirxla")
-            config = json.dumps({flag: bool(parameters[flag]) for flag in flags})
-            result_types = [mlir.aval_to_ir_type(context.module_context, aval) for aval in context.avals_out]
-            return mlir.custom_call(target, result_types=result_types, operands=[operand], backend_config=config,
-                                    api_version=1).results
-        return lowering
-
-    mlir.register_lowering(linalg.eigh_p, host_call("mlirxla.eigh", ("lower",)), platform=PLATFORM)
-    mlir.register_lowering(linalg.svd_p, host_call("mlirxla.svd", ("full_matrices", "compute_uv")), platform=PLATFORM)
-    mlir.register_lowering(linalg.eig_p, host_call("mlirxla.eig", ("compute_left_eigenvectors", "compute_right_eigenvectors")),
-                           platform=PLATFORM)
-    mlir.register_lowering(linalg.schur_p, host_call("mlirxla.schur", ("compute_schur_vectors",)), platform=PLATFORM)
-    mlir.register_lowering(linalg.hessenberg_p, host_call("mlirxla.hessenberg", ()), platform=PLATFORM)
-    mlir.register_lowering(linalg.tridiagonal_p, host_call("mlirxla.tridiagonal", ("lower",)), platform=PLATFORM)
-
-    def tridiagonal_solve_lowering(context, dl, d, du, b, *, perturb_singular):
-        result_type = mlir.aval_to_ir_type(context.module_context, context.avals_out[0])
-        return mlir.custom_call("mlirxla.tridiagonal_solve", result_types=[result_type], operands=[dl, d, du, b],
-                                backend_config=json.dumps({"perturb_singular": bool(perturb_singular)}), api_version=1).results
-
-    mlir.register_lowering(linalg.tridiagonal_solve_p, tridiagonal_solve_lowering, platform=PLATFORM)
+    cpu_rules = mlir._platform_specific_lowerings["cpu"]
+    for name in LINEAR_ALGEBRA_PRIMITIVES:
+        primitive = getattr(linalg, name)
+        entry = cpu_rules[primitive]
+        mlir.register_lowering(primitive, entry.rule, platform=PLATFORM, inline=entry.inline)
 
 
 def register_sparse_solver(module) -> None:

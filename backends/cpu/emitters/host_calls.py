@@ -1,11 +1,9 @@
 """Host calls: sort, FFT, triangular solve, Cholesky and scatter run as numpy on views of the
 buffers (`runtime/host_calls.py`), as XLA:CPU calls runtime library functions for them, and so
-do the custom calls in `HOST_CUSTOM_CALLS` (Python callbacks, jax's cpu LAPACK calls, the
-plugin's older linear-algebra calls, XLA's QR calls, `dce_sink`, the interpreter tests' prints). A host call's attributes are plain data read off the op here.
+do the custom calls in `HOST_CUSTOM_CALLS` (Python callbacks, jax's cpu LAPACK calls, XLA's QR
+calls, `dce_sink`, the interpreter tests' prints). A host call's attributes are plain data read off the op here.
 Side-effecting Python callbacks all write one byte besides their results, so that the
 executor keeps them in program order."""
-
-import json
 
 from mlirxla.errors import MlirxlaError, location_text
 from mlirxla.mlir import ir
@@ -169,14 +167,6 @@ def python_callback_attributes(op: ir.Operation) -> dict:
     return {"callback": int(config), "results": results, "effect": has_side_effect(op)}
 
 
-def json_attributes(op: ir.Operation) -> dict:
-    """A linear-algebra custom call's flags, its backend config as JSON."""
-    try:
-        return json.loads(backend_config(op) or "{}")
-    except json.JSONDecodeError as error:
-        raise MlirxlaError(f"custom_call: backend_config is not JSON ({error.msg})", location_text(op.location)) from None
-
-
 # jax's cpu LAPACK targets, `lapack_<type letter><routine>_ffi`: the routine each names -> the
 # routine that runs it (`runtime/lapack_ffi.py`; the real and complex names share one), and the
 # letters of the element types it comes in
@@ -252,27 +242,17 @@ def lapack_ffi_attributes(op: ir.Operation) -> dict:
 
 
 # custom calls run as host calls: target -> (host call, its attributes); jax's cpu lowering
-# emits the LAPACK ones (the plugin lowers jax's linear algebra with jax's cpu rules too); the
-# PJRT plugin emitted the `mlirxla.` linear-algebra ones before (kept so that programs lowered
-# by earlier versions still run); jax's generic QR
+# emits the LAPACK ones (and so does the PJRT plugin, with jax's cpu rules); jax's generic QR
 # lowering emits XLA's `Qr` and `ProductOfElementaryHouseholderReflectors`;
 # `dce_sink` (lax.dce_sink) only keeps its operand computed, as XLA's no-op handler does
 HOST_CUSTOM_CALLS = {
     callbacks.TARGET: ("python_callback", python_callback_attributes),
     "dce_sink": ("dce_sink", lambda op: {}),
     "mlirxla.print": ("print", lambda op: {"types": [str(v.type) for v in op.operands], "effect": True}),
-    "mlirxla.eigh": ("eigh", json_attributes),
-    "mlirxla.svd": ("svd", json_attributes),
-    "mlirxla.eig": ("eig", json_attributes),
-    "mlirxla.schur": ("schur", json_attributes),
-    "mlirxla.hessenberg": ("hessenberg", json_attributes),
-    "mlirxla.tridiagonal": ("tridiagonal", json_attributes),
-    "mlirxla.tridiagonal_solve": ("tridiagonal_solve", json_attributes),
     "Qr": ("householder_qr", lambda op: {}),
     "ProductOfElementaryHouseholderReflectors": ("householder_product", lambda op: {}),
     **{target: ("lapack_ffi", lapack_ffi_attributes) for target in LAPACK_FFI_TARGETS},
 }
 
-LAPACK_CALLS = {"eigh", "svd", "eig", "schur", "hessenberg", "tridiagonal", "tridiagonal_solve", "householder_qr",
-                "householder_product", "lapack_ffi"}
+LAPACK_CALLS = {"householder_qr", "householder_product", "lapack_ffi"}
 LAPACK_ELEMENT_TYPES = {"f32", "f64", "complex<f32>", "complex<f64>"}
