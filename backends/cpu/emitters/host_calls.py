@@ -205,14 +205,16 @@ LAPACK_FFI_TARGETS = lapack_ffi_targets()
 
 def ffi_attribute_value(attribute: ir.Attribute):
     """A typed FFI attribute as plain data: an unsigned 8-bit integer is a LAPACK character
-    (`uplo = 76 : ui8` is "L"), a boolean a bool, any other integer an int."""
+    (`uplo = 76 : ui8` is "L"), a boolean a bool, any other integer an int; None for any other
+    attribute (no LAPACK call jax emits has one)."""
     if isinstance(attribute, ir.BoolAttr):
-        return bool(ir.BoolAttr(attribute).value)
-    value = ir.IntegerAttr(attribute)
-    element = ir.IntegerType(value.type)
+        return bool(attribute.value)
+    if not isinstance(attribute, ir.IntegerAttr):
+        return None
+    element = ir.IntegerType(attribute.type)
     if element.width == 8 and element.is_unsigned:
-        return chr(value.value)
-    return bool(value.value) if element.width == 1 else value.value
+        return chr(attribute.value)
+    return bool(attribute.value) if element.width == 1 else attribute.value
 
 
 def lapack_ffi_attributes(op: ir.Operation) -> dict:
@@ -230,6 +232,9 @@ def lapack_ffi_attributes(op: ir.Operation) -> dict:
     if "mhlo.backend_config" in op.attributes:
         dictionary = ir.DictAttr(op.attributes["mhlo.backend_config"])
         config = {dictionary[index].name: ffi_attribute_value(dictionary[index].attr) for index in range(len(dictionary))}
+    unread = [name for name, value in config.items() if value is None]
+    if unread:
+        raise MlirxlaError(f"custom_call @{target}: backend_config entry {unread[0]} is not an integer or boolean", where)
     for name, allowed in LAPACK_FFI_CHARACTERS.get(routine, {}).items():
         if config.get(name) not in tuple(allowed):
             raise MlirxlaError(f"custom_call @{target}: {name} = {config.get(name)!r} is not supported (runs {', '.join(allowed)})",
