@@ -45,6 +45,20 @@ def optimal_workspace(query) -> int:
     return int(np.real(query))
 
 
+def workspace_per_shape(query):
+    """The optimal workspace of `query(*matrices)` (a workspace query returning its `work`),
+    asked once per shape of the matrices: every matrix of a batch gets the same size."""
+    sizes = {}
+
+    def size(*matrices):
+        shapes = tuple(matrix.shape for matrix in matrices)
+        if shapes not in sizes:
+            sizes[shapes] = optimal_workspace(query(*matrices)[0])
+        return sizes[shapes]
+
+    return size
+
+
 def fortran(matrix: np.ndarray) -> np.ndarray:
     return np.array(matrix, order="F")
 
@@ -80,10 +94,10 @@ def getrf(operands, config, results):
 
 def geqrf(operands, config, results):
     factor = routine("geqrf", operands[0].dtype)
+    lwork = workspace_per_shape(lambda a: factor(a, lwork=-1)[2])
 
     def one(a):
-        lwork = optimal_workspace(factor(a, lwork=-1)[2][0])
-        qr, tau, _, _ = factor(fortran(a), lwork=lwork)
+        qr, tau, _, _ = factor(fortran(a), lwork=lwork(a))
         return qr, tau
 
     return over_batch(operands, results, 2, one)
@@ -94,9 +108,10 @@ def geqp3(operands, config, results):
     if np.any(operands[1]):
         raise MlirxlaError("lapack geqp3: preset column pivots (a nonzero jpvt operand) are not supported")
 
+    lwork = workspace_per_shape(lambda a: factor(a, lwork=-1)[3])
+
     def one(a, jpvt):
-        lwork = optimal_workspace(factor(a, lwork=-1)[3][0])
-        qr, pivots, tau, _, _ = factor(fortran(a), lwork=lwork)
+        qr, pivots, tau, _, _ = factor(fortran(a), lwork=lwork(a))
         return qr, pivots, tau
 
     return over_batch(operands, results, 2, one)
@@ -105,9 +120,10 @@ def geqp3(operands, config, results):
 def orgqr(operands, config, results):
     generate = routine("ungqr" if np.iscomplexobj(operands[0]) else "orgqr", operands[0].dtype)
 
+    lwork = workspace_per_shape(lambda a, tau: generate(a, tau, lwork=-1)[1])
+
     def one(a, tau):
-        lwork = optimal_workspace(generate(a, tau, lwork=-1)[1][0])
-        return [generate(fortran(a), tau, lwork=lwork)[0]]
+        return [generate(fortran(a), tau, lwork=lwork(a, tau))[0]]
 
     return over_batch(operands, results, 2, one)
 
@@ -118,9 +134,10 @@ def ormqr(operands, config, results):
     side = "L" if config["left"] else "R"
     trans = ("C" if complex_type else "T") if config["transpose"] else "N"
 
+    lwork = workspace_per_shape(lambda a, tau, c: multiply(side, trans, a, tau, c, -1)[1])
+
     def one(a, tau, c):
-        lwork = optimal_workspace(multiply(side, trans, a, tau, c, -1)[1][0])
-        return [multiply(side, trans, fortran(a), tau, fortran(c), lwork)[0]]
+        return [multiply(side, trans, fortran(a), tau, fortran(c), lwork(a, tau, c))[0]]
 
     return over_batch(operands, results, 2, one)
 
@@ -146,9 +163,9 @@ def gesdd(operands, config, results, name="gesdd"):
     lwork_query = routine(name + "_lwork", operands[0].dtype)
     compute_uv, full_matrices = svd_modes(config)
 
+    lwork = optimal_workspace(lwork_query(*operands[0].shape[-2:], compute_uv=compute_uv, full_matrices=full_matrices)[0])
+
     def one(a):
-        m, n = a.shape
-        lwork = optimal_workspace(lwork_query(m, n, compute_uv=compute_uv, full_matrices=full_matrices)[0])
         overwritten = fortran(a)
         u, s, vt, info = decompose(overwritten, compute_uv=compute_uv, full_matrices=full_matrices, lwork=lwork,
                                    overwrite_a=1)
@@ -207,12 +224,14 @@ def gees(operands, config, results):
     def no_selection(*eigenvalue):
         return 0
 
+    lwork = workspace_per_shape(lambda matrix: decompose(no_selection, matrix, compute_v=vectors, lwork=-1)[-2])
+
     def one(matrix):
-        lwork = optimal_workspace(decompose(no_selection, matrix, compute_v=vectors, lwork=-1)[-2][0])
         if np.iscomplexobj(matrix):
-            t, sdim, w, vs, _, info = decompose(no_selection, fortran(matrix), compute_v=vectors, lwork=lwork)
+            t, sdim, w, vs, _, info = decompose(no_selection, fortran(matrix), compute_v=vectors, lwork=lwork(matrix))
             return t, vs if vectors else None, w, sdim, info
-        t, sdim, real, imaginary, vs, _, info = decompose(no_selection, fortran(matrix), compute_v=vectors, lwork=lwork)
+        t, sdim, real, imaginary, vs, _, info = decompose(no_selection, fortran(matrix), compute_v=vectors,
+                                                          lwork=lwork(matrix))
         return t, vs if vectors else None, real, imaginary, sdim, info
 
     return over_batch(operands, results, 2, one)
