@@ -178,7 +178,8 @@ def register_linear_algebra() -> None:
     backend runs as host calls of the same LAPACK routines (`runtime/lapack_ffi.py`). The
     plugin registers jax's own cpu rules for mlirxla, so a program gets what it gets on cpu:
     the same results bit for bit, custom calls `jax.export` guarantees stable, and the shape
-    polymorphism and errors of jax's cpu rules."""
+    polymorphism and errors of jax's cpu rules. eigh and svd also take what the cpu rules
+    refuse (`eigh_or_svd_beyond_cpu`)."""
     from jax._src.interpreters import mlir
     from jax._src.lax import linalg
 
@@ -187,6 +188,39 @@ def register_linear_algebra() -> None:
         primitive = getattr(linalg, name)
         entry = cpu_rules[primitive]
         mlir.register_lowering(primitive, entry.rule, platform=PLATFORM, inline=entry.inline)
+    eigh_lowering, svd_lowering = eigh_or_svd_beyond_cpu(cpu_rules[linalg.eigh_p].rule, cpu_rules[linalg.svd_p].rule)
+    mlir.register_lowering(linalg.eigh_p, eigh_lowering, platform=PLATFORM)
+    mlir.register_lowering(linalg.svd_p, svd_lowering, platform=PLATFORM)
+
+
+def eigh_or_svd_beyond_cpu(cpu_eigh, cpu_svd):
+    """eigh and svd rules that take the algorithms and subsets jax's cpu rules refuse, as the
+    platform-independent jax implementations do where jax has one: QDWH eigh and eigh of a
+    subset of eigenvalues as jax's QDWH spectral divide and conquer, POLAR svd and svd of a
+    subset as jax's polar svd (TPU's lowerings, made of jax ops only); a Jacobi eigh or svd,
+    which only TPU's and cuSOLVER's libraries implement, as LAPACK's (the contract the
+    results meet is the same). Without that, jax's own eigh tests would fail on mlirxla: off
+    cpu and gpu they ask for every algorithm."""
+    from jax._src.interpreters import mlir
+    from jax._src.lax import linalg
+    from jax._src.tpu.linalg import eigh as qdwh_eigh
+
+    polar_svd = mlir._lowerings[linalg.svd_p].rule
+
+    def eigh(context, operand, *, algorithm, subset_by_index, **parameters):
+        if algorithm == linalg.EighImplementation.QDWH or subset_by_index is not None:
+            return mlir.lower_fun(qdwh_eigh._eigh_qdwh_impl, multiple_results=True)(
+                context, operand, subset_by_index=subset_by_index, **parameters)
+        algorithm = None if algorithm == linalg.EighImplementation.JACOBI else algorithm
+        return cpu_eigh(context, operand, algorithm=algorithm, subset_by_index=subset_by_index, **parameters)
+
+    def svd(context, operand, *, algorithm=None, subset_by_index, **parameters):
+        if algorithm == linalg.SvdAlgorithm.POLAR or subset_by_index is not None:
+            return polar_svd(context, operand, subset_by_index=subset_by_index, **parameters)
+        algorithm = None if algorithm == linalg.SvdAlgorithm.JACOBI else algorithm
+        return cpu_svd(context, operand, algorithm=algorithm, subset_by_index=subset_by_index, **parameters)
+
+    return eigh, svd
 
 
 def register_sparse_solver(module) -> None:

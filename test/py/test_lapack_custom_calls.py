@@ -154,3 +154,30 @@ def test_plugin_exports_with_symbolic_matrix_shapes(mlirxla_device, function):
     a = matrix(np.random.default_rng(3), (3, 4, 4) if function is jnp.linalg.inv else (3, 5, 4), np.float32)
     for result, want in zip(jax.tree.leaves(exported.call(a)), on_cpu(function, a)):
         np.testing.assert_allclose(np.asarray(result), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("algorithm", [linalg.EighImplementation.QR, linalg.EighImplementation.JACOBI,
+                                       linalg.EighImplementation.QDWH], ids=lambda a: a.name)
+def test_plugin_eigh_takes_algorithms_jax_cpu_refuses(mlirxla_device, algorithm):
+    """jax's eigh tests ask every platform but cpu and gpu for the Jacobi and QDWH eigensolvers,
+    which jax's cpu rule refuses; the plugin runs QDWH as jax's own and Jacobi as LAPACK's."""
+    a = matrix(np.random.default_rng(4), (6, 6), np.float32)
+    a = a + a.T
+    vectors, values = jax.jit(lambda m: linalg.eigh(m, implementation=algorithm))(a)
+    np.testing.assert_allclose(np.sort(values), np.linalg.eigvalsh(a), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(a @ vectors, vectors * values, rtol=1e-4, atol=1e-4)
+
+
+def test_plugin_eigh_and_svd_of_a_subset(mlirxla_device):
+    """Subsets of eigenvalues and singular values, which jax's cpu rules refuse, as jax's QDWH
+    eigh and polar svd."""
+    a = matrix(np.random.default_rng(5), (6, 6), np.float32)
+    symmetric = a + a.T
+    _, values = jax.jit(lambda m: linalg.eigh(m, subset_by_index=(0, 3)))(symmetric)
+    np.testing.assert_allclose(values, np.linalg.eigvalsh(symmetric)[:3], rtol=1e-5, atol=1e-5)
+    for algorithm in (linalg.SvdAlgorithm.POLAR, None):
+        singular = jax.jit(lambda m: linalg.svd(m, full_matrices=False, compute_uv=False, subset_by_index=(0, 2),
+                                                algorithm=algorithm))(a)
+        np.testing.assert_allclose(singular, np.linalg.svd(a, compute_uv=False)[:2], rtol=1e-5, atol=1e-5)
+    u, s, vt = jax.jit(lambda m: linalg.svd(m, algorithm=linalg.SvdAlgorithm.JACOBI))(a)
+    np.testing.assert_allclose((u * s) @ vt, a, rtol=1e-4, atol=1e-5)
