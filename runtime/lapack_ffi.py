@@ -63,12 +63,12 @@ def fortran(matrix: np.ndarray) -> np.ndarray:
     return np.array(matrix, order="F")
 
 
-def over_batch(operands: list[np.ndarray], results: list, batch_rank_of, one) -> list[np.ndarray]:
+def over_batch(operands: list[np.ndarray], results: list, matrix_rank, one) -> list[np.ndarray]:
     """`one` on each matrix of the batch (the first operand's leading dimensions, all but its
-    last `batch_rank_of` ones), its results written into arrays of the declared shapes; a
+    last `matrix_rank` ones), its results written into arrays of the declared shapes; a
     result `one` leaves as None stays zero."""
     outputs = [np.zeros(shape, dtype) for shape, dtype in results]
-    batch = operands[0].shape[: operands[0].ndim - batch_rank_of]
+    batch = operands[0].shape[: operands[0].ndim - matrix_rank]
     for index in np.ndindex(*batch):
         for output, value in zip(outputs, one(*(operand[index] for operand in operands))):
             if value is not None:
