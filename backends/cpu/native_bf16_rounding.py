@@ -11,8 +11,8 @@ where XLA's rounding, ml_dtypes' and the reference interpreter's keep denormals:
 fix-ups of the denormal lanes cost more than the integer rounding (94-100 us, measured).
 
 So an innermost loop whose body rounds f32 to bf16 runs once when it can and twice when it
-must: first with the native conversion (a NaN made the canonical 0x7FC0, as the expansion
-does), carrying the unsigned minimum of `(bits << 1) - 1` over every value it rounded, which
+must: first with the native conversion (a NaN made the quiet NaN of its sign, 0x7FC0 or
+0xFFC0, as `bf16_truncation.py` does), carrying the unsigned minimum of `(bits << 1) - 1` over every value it rounded, which
 is below 0x00FFFFFE exactly when one was a nonzero denormal (zero maps to the top; normals,
 infinities and NaNs to 0x00FFFFFF and above: a shift, an add and a minimum a vector);
 then, when one was, the original loop again, with the integer rounding, writing the same
@@ -35,8 +35,8 @@ from mlirxla.mlir import ir, scf
 from mlirxla.transforms.erasure import erase
 
 DENORMAL_KEY_BOUND = 0x00FFFFFE  # (bits << 1) - 1 of a nonzero denormal is below it
-CANONICAL_NAN = 0x7FC0
-UNSIGNED_LESS = 6  # arith.cmpi's ult
+CANONICAL_NAN, NEGATIVE_NAN = 0x7FC0, -0x0040  # quiet NaNs of either sign (0xFFC0 as an i16)
+SIGNED_LESS, UNSIGNED_LESS = 2, 6  # arith.cmpi's slt, ult
 UNORDERED = 14  # arith.cmpf's uno
 VIEWS = ("memref.subview", "memref.reinterpret_cast", "memref.collapse_shape", "memref.expand_shape",
          "memref.cast", "memref.view")
@@ -159,16 +159,20 @@ def carrying_key(copy: ir.Operation, top: ir.Value) -> ir.Operation:
 
 
 def native(rounding: ir.Operation, key: ir.Value) -> ir.Value:
-    """`rounding` replaced by the conversion (a NaN the canonical one); the key's minimum with
+    """`rounding` replaced by the conversion (a NaN the quiet one of its sign); the key's minimum with
     this value's."""
     value = rounding.operands[0]
     bf16, i1, i16, i32 = ir.BF16Type.get(), ir.IntegerType.get_signless(1), ir.IntegerType.get_signless(16), ir.IntegerType.get_signless(32)
     converted = ir.Operation.create("llvm.fptrunc", results=[bf16], operands=[value]).result
     nan = ir.Operation.create("arith.cmpf", results=[i1], operands=[value, value],
                               attributes={"predicate": predicate(UNORDERED)}).result
-    canonical = ir.Operation.create("arith.bitcast", results=[bf16], operands=[constant(i16, CANONICAL_NAN)]).result
-    rounded = ir.Operation.create("arith.select", results=[bf16], operands=[nan, canonical, converted]).result
     bits = ir.Operation.create("arith.bitcast", results=[i32], operands=[value]).result
+    negative = ir.Operation.create("arith.cmpi", results=[i1], operands=[bits, constant(i32, 0)],
+                                   attributes={"predicate": predicate(SIGNED_LESS)}).result
+    quiet = ir.Operation.create("arith.select", results=[i16],
+                                operands=[negative, constant(i16, NEGATIVE_NAN), constant(i16, CANONICAL_NAN)]).result
+    canonical = ir.Operation.create("arith.bitcast", results=[bf16], operands=[quiet]).result
+    rounded = ir.Operation.create("arith.select", results=[bf16], operands=[nan, canonical, converted]).result
     doubled = ir.Operation.create("arith.shli", results=[i32], operands=[bits, constant(i32, 1)]).result
     lowered = ir.Operation.create("arith.addi", results=[i32], operands=[doubled, constant(i32, -1)]).result
     smallest = ir.Operation.create("arith.minui", results=[i32], operands=[key, lowered]).result

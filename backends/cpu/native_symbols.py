@@ -10,11 +10,12 @@ declarations do not show them. `HELPERS` defines them in LLVM IR, compiled into 
 object of every executable whose IR holds bf16 or f16 values (`may_call_helpers`; code
 generation of the helpers costs
 more than that of a small kernel, and only such values lead to these calls):
-`__truncsfbf2` rounds to nearest even and keeps a NaN quiet (its sign and top mantissa
-bits), as `arith-expand` does for the conversions in the kernels themselves; the f64
-narrowings (`narrowing`) round the double once, to nearest even, through the target's
-subnormals, to infinity past its largest value, NaNs quiet with their sign, as compiler-rt's
-fp_trunc does (f64 -> f32 -> bf16 would round twice).
+`__truncsfbf2` rounds to nearest even and makes a NaN the quiet NaN of its sign, payload
+dropped, as `bf16_truncation.py` does for the conversions in the kernels themselves (and
+XLA and ml_dtypes do); the f64 narrowings (`narrowing`) round the double once, to nearest
+even, through the target's subnormals, to infinity past its largest value, as compiler-rt's
+fp_trunc does (f64 -> f32 -> bf16 would round twice), NaNs the quiet NaN of their sign as
+jax's cpu backend gives.
 
 `undefined_symbols` lists what an ELF object still needs from outside; what no object of the
 executable defines (a driver's kernels, a forwarder's original, the helpers are in other objects)
@@ -39,7 +40,8 @@ define bfloat @__truncsfbf2(float %value) {
   %bias = add i32 %lowest_kept, 32767
   %rounded = add i32 %bits, %bias
   %rounded_upper = lshr i32 %rounded, 16
-  %quiet_nan = or i32 %upper, 64
+  %sign = and i32 %upper, 32768
+  %quiet_nan = or i32 %sign, 32704
   %result = select i1 %is_nan, i32 %quiet_nan, i32 %rounded_upper
   %narrow = trunc i32 %result to i16
   %as_bfloat = bitcast i16 %narrow to bfloat
@@ -88,9 +90,7 @@ define {target} @{name}(double %value) {{
   %is_infinite_source = icmp eq i64 %exponent, 2047
   %infinite = or i1 %overflows, %is_infinite_source
   %bounded = select i1 %infinite, i64 {target_max << mantissa_bits}, i64 %finite
-  %payload = lshr i64 %mantissa, {shift}
-  %quiet_payload = or i64 %payload, {(target_max << mantissa_bits) | (1 << (mantissa_bits - 1))}
-  %unsigned = select i1 %is_nan, i64 %quiet_payload, i64 %bounded
+  %unsigned = select i1 %is_nan, i64 {(target_max << mantissa_bits) | (1 << (mantissa_bits - 1))}, i64 %bounded
   %sign_bit = shl i64 %sign, 15
   %result = or i64 %unsigned, %sign_bit
   %narrow = trunc i64 %result to i16

@@ -82,7 +82,7 @@ def test_exponentials_round_as_the_integer_rounding_does(monkeypatch, tmp_path):
 @pytest.mark.parametrize("denormal_rows", [[], [3], list(range(ROWS))])
 def test_a_convert_rounds_as_ml_dtypes(monkeypatch, denormal_rows):
     """Random bit patterns and the edges, denormals in no row, one row or every row: ml_dtypes'
-    rounding, and a NaN the canonical 0x7FC0."""
+    rounding, a NaN the quiet NaN of its sign (0x7FC0 or 0xFFC0)."""
     rng = np.random.default_rng(9)
     bits = rng.integers(0, 2**32, (ROWS, COLUMNS), dtype=np.uint64).astype(np.uint32)
     bits[(bits & 0x7F800000) == 0] |= 0x00800000  # no denormal unless placed
@@ -92,10 +92,10 @@ def test_a_convert_rounds_as_ml_dtypes(monkeypatch, denormal_rows):
         bits[0, :len(EDGES)] = [edge if edge & 0x7F800000 else edge | 0x00800000 for edge in EDGES]
     x = bits.view(np.float32)
     got = compiled(CONVERT, monkeypatch, True).execute_numpy([x])[0].view(np.uint16)
-    nan = np.isnan(x)
-    expected = np.where(nan, 0, x).astype(BF16).view(np.uint16)
-    assert got[~nan].tolist() == expected[~nan].tolist()
-    assert (got[nan] == 0x7FC0).all()
+    with np.errstate(invalid="ignore"):
+        expected = x.astype(BF16).view(np.uint16)
+    assert got.tolist() == expected.tolist()
+    assert {0x7FC0, 0xFFC0} <= set(got[np.isnan(x)].tolist())
 
 
 LOOPS = """func.func @k(%a: memref<64xf32>, %out: memref<64xbf16> {llvm.noalias}, %shared: memref<64xbf16>,
@@ -133,5 +133,5 @@ def test_only_loops_that_may_run_twice_change(monkeypatch):
         assert native_bf16_rounding.round_bf16_natively(module) == 1
         text = str(module)
     assert text.count("llvm.fptrunc") == 1 and text.count("arith.truncf") == 3, text
-    assert re.search(r"llvm.fptrunc .*\n(.*\n){0,12}.*memref.store .*%arg1", text), text
+    assert re.search(r"llvm.fptrunc .*\n(.*\n){0,16}.*memref.store .*%arg1", text), text
     assert re.search(r"arith.cmpi ult, .*\n\s*scf.if .*\n\s*scf.for .*\n.*\n.*arith.truncf", text), text
