@@ -114,6 +114,10 @@ define internal i64 @round_half_even(i64 %kept, i64 %dropped, i64 %half) {
 """
 HELPERS += ROUND_HALF_EVEN + narrowing("__truncdfbf2", "bfloat", 8, 7) + narrowing("__truncdfhf2", "half", 5, 10)
 _PROCESS = ctypes.CDLL(None)  # the symbols native code may call: libc, libm and what Python loaded
+# dlsym itself, looked up once: `_PROCESS[name]` makes a function object that ctypes ties into a
+# reference cycle, garbage for the collector at every lookup
+_DLSYM = _PROCESS.dlsym
+_DLSYM.restype, _DLSYM.argtypes = ctypes.c_void_p, (ctypes.c_void_p, ctypes.c_char_p)
 _ELF_MAGIC = b"\x7fELF"
 _SYMBOL_TABLE = 2
 _UNDEFINED_SECTION = 0
@@ -132,19 +136,20 @@ def may_call_helpers(ir_text: str) -> bool:
 def helpers_module(machine: "llvm.TargetMachine", needed: bool = True, context=None) -> "llvm.ModuleRef":
     """The module of an executable's shared object (in `context`; None: the global one), with
     the helpers when `needed`."""
-    module = llvm.parse_assembly(HELPERS if needed else "", context)
-    module.triple = machine.triple
-    module.data_layout = str(machine.target_data)
-    return module
+    return llvm.parse_assembly(target_header(machine) + (HELPERS if needed else ""), context)
+
+
+def target_header(machine: "llvm.TargetMachine") -> str:
+    """The IR lines that give a module `machine`'s triple and data layout. Written into the text
+    rather than set on the parsed module: llvmlite's setters copy the string through a ctypes
+    array type made for its length, which dies in a reference cycle, garbage each compile
+    leaves to the collector (jax's core_test checks a jit leaves none)."""
+    return f'target datalayout = "{machine.target_data}"\ntarget triple = "{machine.triple}"\n'
 
 
 def process_address(name: str) -> int | None:
     """Where this process has function `name`, or None."""
-    try:
-        function = _PROCESS[name]
-    except AttributeError:
-        return None
-    return ctypes.cast(function, ctypes.c_void_p).value
+    return _DLSYM(_PROCESS._handle, name.encode())
 
 
 def _symbols(object_code: bytes):

@@ -8,7 +8,6 @@ when JAX allows zero copy (it keeps that memory until the C side says the buffer
 else a copy; the C side copies results out of the array's memory itself.
 """
 
-import ctypes
 import dataclasses
 import os
 
@@ -19,6 +18,7 @@ from mlirxla.backends import registry
 from mlirxla.errors import MlirxlaError
 from mlirxla.mlir import stablehlo
 from mlirxla.runtime.client import Client, LoadedExecutable
+from mlirxla.runtime.ctypes_arrays import bytes_at
 from mlirxla.runtime.devices import DeviceGrid, DeviceRun, execute_on_devices
 from mlirxla.runtime.mpi_exchange import MpiExchange
 
@@ -197,7 +197,7 @@ def buffer_from_host(address: int, dtype_name: str, dims: tuple, byte_strides: t
     strides = tuple(byte_strides) if byte_strides is not None else row_major
     below = sum((size - 1) * stride for size, stride in zip(shape, strides) if stride < 0)
     above = sum((size - 1) * stride for size, stride in zip(shape, strides) if stride > 0) + dtype.itemsize
-    memory = (ctypes.c_char * (above - below)).from_address(address + below)
+    memory = bytes_at(address + below, above - below)
     host = np.ndarray(shape, dtype, buffer=memory, offset=-below, strides=strides)
     if zero_copy and strides == row_major and address % dtype.alignment == 0:
         host.flags.writeable = False
