@@ -153,12 +153,13 @@ def cost_analysis(program: bytes, options: bytes) -> list[tuple[str, float]]:
 
 
 def executable_info(executable: LoadedExecutable) -> tuple[str, str, list, tuple[int, ...], int, int]:
-    """(name, fingerprint, [(element type name, dims)] per output, donatable parameters,
-    replica count, partition count). Donatable are the parameters the program marks donated,
-    and any an output is computed in: as on XLA, jax's donated buffer is gone after the call
-    even where no output took its memory."""
+    """(name, fingerprint, [(element type name, dims, memory kind)] per output, donatable
+    parameters, replica count, partition count). Donatable are the parameters the program marks
+    donated, and any an output is computed in: as on XLA, jax's donated buffer is gone after the
+    call even where no output took its memory."""
     plan = executable.executable.plan
-    outputs = [(np.dtype(spec.dtype).name, tuple(spec.shape)) for _, spec in plan.outputs]
+    outputs = [(np.dtype(spec.dtype).name, tuple(spec.shape), plan.memory_kind_of_output(index))
+               for index, (_, spec) in enumerate(plan.outputs)]
     donatable = executable.executable.written_parameters | frozenset(plan.donated_parameters)
     return ("main", executable.fingerprint, outputs, tuple(sorted(donatable)),
             plan.replica_count, plan.partition_count)
