@@ -46,6 +46,12 @@ VIEWS = ("memref.subview", "memref.reinterpret_cast", "memref.collapse_shape", "
 # native loop asks for 16, one AVX-512 vector of f32, which the back end converts in one
 # instruction (`convert-scf-to-cf` carries the annotation to the loop's branch)
 WHOLE_VECTORS = "#llvm.loop_annotation<vectorize = <width = 16 : i32>>"
+# math that becomes LLVM intrinsics, which the vectorizer widens (or calls lane by lane); the
+# rest becomes libm calls (cbrt, erf, atan2, ...), and a loop asked to vectorize around one
+# makes LLVM print "loop not vectorized" to the user's terminal: such a loop keeps LLVM's choice
+VECTORIZED_MATH = frozenset({"math.sqrt", "math.rsqrt", "math.absf", "math.fma", "math.floor", "math.ceil", "math.copysign",
+                             "math.roundeven", "math.round", "math.trunc", "math.exp", "math.exp2", "math.log", "math.log2",
+                             "math.log10", "math.sin", "math.cos", "math.powf", "math.fpowi"})
 BODY_OPS = ("memref.load", "memref.store", "scf.yield", "llvm.intr.ldexp", "llvm.intr.fma", "llvm.intr.fmuladd")
 
 
@@ -141,7 +147,8 @@ def carrying_keys(copy: ir.Operation, least: ir.Value, greatest: ir.Value) -> ir
     `least` and `greatest`, its roundings native."""
     carried = list(copy.operands)[3:]
     fast = scf.ForOp(copy.operands[0], copy.operands[1], copy.operands[2], carried + [least, greatest])
-    fast.operation.attributes["loop_annotation"] = ir.Attribute.parse(WHOLE_VECTORS)
+    if widened(copy):
+        fast.operation.attributes["loop_annotation"] = ir.Attribute.parse(WHOLE_VECTORS)
     old_body, body = copy.regions[0].blocks[0], fast.body
     for old, new in zip(old_body.arguments, list(body.arguments)[:-2]):
         old.replace_all_uses_with(new)
@@ -159,6 +166,12 @@ def carrying_keys(copy: ir.Operation, least: ir.Value, greatest: ir.Value) -> ir
         scf.YieldOp(list(new_yield.operands) + list(keys))
     erase(new_yield)
     return fast
+
+
+def widened(loop: ir.Operation) -> bool:
+    """Whether the vectorizer can widen `loop`'s body: its math is all LLVM intrinsics."""
+    names = (op.operation.name for op in loop.regions[0].blocks[0].operations)
+    return all(name in VECTORIZED_MATH for name in names if name.startswith("math."))
 
 
 def native(rounding: ir.Operation, least: ir.Value, greatest: ir.Value) -> tuple[ir.Value, ir.Value]:

@@ -136,3 +136,18 @@ def test_only_loops_that_may_run_twice_change(monkeypatch):
     assert re.search(r"llvm.fptrunc .*\n(.*\n){0,16}.*memref.store .*%arg1", text), text
     assert re.search(r"arith.cmpi ult, .*\n.*\n.*arith.cmpi ugt, .*\n.*arith.ori .*\n\s*scf.if .*\n\s*scf.for .*\n.*\n.*arith.truncf",
                      text), text
+
+
+@needs_the_conversion
+def test_a_loop_calling_libm_is_not_forced_to_vectorize(capfd):
+    """bf16 cbrt is a call of libm's cbrtf, which no vector width can widen: asked for 16
+    lanes, LLVM printed "loop not vectorized" on the user's terminal. The loop is left to
+    LLVM's own choice, and its results are ml_dtypes' roundings of cbrt."""
+    text = CONVERT.replace("%0 = stablehlo.convert %x : (tensor<16x256xf32>) -> tensor<16x256xbf16>",
+                           "%b = stablehlo.convert %x : (tensor<16x256xf32>) -> tensor<16x256xbf16>\n"
+                           "  %0 = stablehlo.cbrt %b : tensor<16x256xbf16>")
+    x = np.random.default_rng(3).uniform(-8, 8, (ROWS, COLUMNS)).astype(np.float32)
+    got = Client().compile(text).execute_numpy([x])[0]
+    expected = np.cbrt(x.astype(BF16).astype(np.float32)).astype(BF16)
+    assert np.abs(got.astype(np.float32) - expected.astype(np.float32)).max() <= np.abs(expected.astype(np.float32)).max() / 128
+    assert "not vectorized" not in capfd.readouterr().err
