@@ -540,5 +540,22 @@ def test_compiler_options_reach_the_dump(devices, tmp_path):
         assert list(tmp_path.glob("*thunk-sequence.txt"))
         ledger = next(tmp_path.glob("*pass-ledger.tsv")).read_text()
         assert "xhlo-algsimp" not in ledger and "xhlo-constant-folding" in ledger
-        with pytest.raises(Exception, match="unknown compile option 'xla_no_such_option'"):
+        with pytest.raises(Exception, match="No such compile option: 'xla_no_such_option'"):
             lowered.compile(compiler_options={"xla_no_such_option": True})
+
+
+def test_xla_options_are_taken_as_xla_takes_them(devices):
+    """Fields of XLA's DebugOptions that mlirxla has no equivalent for are accepted without
+    effect (as XLA:CPU takes the GPU ones), as are XLA's effort and level settings; a name that
+    is no option, or a bool option given a word, gets XLA's error."""
+    mlirxla, _ = devices
+    with jax.default_device(mlirxla):
+        lowered = jax.jit(lambda a: jnp.sqrt(a ** 2) + 1).lower(X)
+        compiled = lowered.compile(compiler_options={"xla_embed_ir_in_executable": True, "xla_dump_max_hlo_modules": 200,
+                                                     "xla_gpu_auto_spmd_partitioning_memory_budget_ratio": 0.5,
+                                                     "exec_time_optimization_effort": 0.0, "optimization_level": 1})
+        np.testing.assert_allclose(np.asarray(compiled(X)), np.abs(X) + 1, rtol=1e-6)
+        with pytest.raises(Exception, match="No such compile option: 'exec_time_compilation_effort'"):
+            lowered.compile(compiler_options={"exec_time_compilation_effort": 0.0})
+        with pytest.raises(Exception, match="is not a valid bool value"):
+            lowered.compile(compiler_options={"xla_embed_ir_in_executable": "invalid_value"})
