@@ -12,6 +12,8 @@ import functools
 import json
 import os
 
+from mlirxla import jax_dlpack
+
 PLATFORM = "mlirxla"
 # below jax's own cpu backend (0): installing mlirxla never changes jax's default device;
 # JAX_PLATFORMS=mlirxla (or jax.devices("mlirxla")) asks for it
@@ -43,6 +45,7 @@ def initialize() -> None:
         mlir._platforms_with_donation.append(PLATFORM)
     register_host_callbacks()
     register_linear_algebra()
+    jax_dlpack.register()
     when_imported(SPARSE_SOLVER_MODULE, register_sparse_solver)
 
 
