@@ -102,11 +102,48 @@ def register_host_callbacks() -> None:
     # not cacheable, as jax registers its own: every lowering registers its callback anew
     mlir.register_lowering(jax_callback.pure_callback_p, pure_lowering, platform=PLATFORM, cacheable=False)
     mlir.register_lowering(jax_callback.io_callback_p, io_lowering, platform=PLATFORM, cacheable=False)
+    register_python_callback_emitter()
 
 
-def emit(context, arguments, function, name: str, has_side_effect: bool) -> list:
+def register_python_callback_emitter() -> None:
+    """`emit_python_callback` on mlirxla: jax's lowering helper for a Python function called
+    from a program (public as `jax.interpreters.mlir.emit_python_callback`, used by
+    `checkify.check`, jax's own rules and other libraries' primitives) refuses every platform
+    but cpu, cuda, rocm and tpu. On mlirxla it emits the plugin's host callback; the function
+    gets numpy arrays, as on every platform, and its results are checked against
+    `result_avals`. A token passes through: the executor keeps side effects in program order.
+    jax's `check` rule is registered for mlirxla too (jax registers it for cpu and gpu)."""
+    import numpy as np
+    from jax._src import callback as jax_callback
+    from jax._src import checkify, dtypes
+    from jax._src.interpreters import mlir
+    from jax.interpreters import mlir as public_mlir
+
+    jax_emit = jax_callback.emit_python_callback
+
+    def emit_python_callback(context, callback, token, operands, operand_avals, result_avals, *, has_side_effect,
+                             returns_token=True, partitioned=False, sharding=None):
+        if tuple(context.module_context.platforms) != (PLATFORM,):
+            return jax_emit(context, callback, token, operands, operand_avals, result_avals,
+                            has_side_effect=has_side_effect, returns_token=returns_token, partitioned=partitioned,
+                            sharding=sharding)
+        if partitioned and result_avals:
+            raise ValueError("Partitioned callback not supported with return values.")
+
+        def run(*arrays):
+            return [dtypes.canonicalize_value(np.asarray(result)) for result in callback(*arrays)]
+
+        results = emit(context, operands, run, callback_name("Python callback", callback), has_side_effect,
+                       result_avals=result_avals)
+        return results, token, run
+
+    jax_callback.emit_python_callback = public_mlir.emit_python_callback = emit_python_callback
+    mlir.register_lowering(checkify.check_p, checkify.check_lowering_rule, platform=PLATFORM)
+
+
+def emit(context, arguments, function, name: str, has_side_effect: bool, result_avals=None) -> list:
     """A `custom_call @mlirxla.python_callback` calling `function` (arrays in, a list of arrays
-    out) on the host, with the lowered primitive's results as its results."""
+    out) on the host, with the lowered primitive's results (or `result_avals`) as its results."""
     from jax._src.interpreters import mlir
 
     from mlirxla.runtime import callbacks
@@ -115,7 +152,8 @@ def emit(context, arguments, function, name: str, has_side_effect: bool) -> list
     # jax keeps it with the executable, and dispatches a program with host callbacks on
     # its path that threads ordered effects' tokens (its ahead-of-time fast path does not)
     context.module_context.add_host_callback(function)
-    result_types = [mlir.aval_to_ir_type(context.module_context, aval) for aval in context.avals_out]
+    avals = context.avals_out if result_avals is None else result_avals
+    result_types = [mlir.aval_to_ir_type(context.module_context, aval) for aval in avals]
     call = mlir.custom_call(callbacks.TARGET, result_types=result_types, operands=list(arguments),
                             backend_config=str(identifier), has_side_effect=has_side_effect, api_version=1)
     return list(call.results)

@@ -275,3 +275,52 @@ def test_debug_prints_outside_jit_and_in_a_loop_without_results():
                           timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.splitlines() == ["eager [0 1 2]", "mapped 0", "mapped 1", "step 0", "step 1", "step 2", "step 3"]
+
+
+def host_halves_and_counts(calls):
+    """A primitive lowered through jax's public `mlir.emit_python_callback`, as libraries write
+    their own host primitives: numpy halves its operand and records the call."""
+    from jax.extend import core as jax_core
+    from jax.interpreters import mlir
+
+    primitive = jax_core.Primitive("host_halves")
+    primitive.def_abstract_eval(lambda x: x)
+
+    def halve(x):
+        calls.append(type(x))
+        return (np.asarray(x / 2, x.dtype),)
+
+    def lowering(context, x):
+        results, _, _ = mlir.emit_python_callback(context, halve, None, [x], context.avals_in, context.avals_out,
+                                                  has_side_effect=False)
+        return results
+
+    mlir.register_lowering(primitive, lowering)
+    return primitive
+
+
+def test_emit_python_callback_lowers_on_mlirxla(devices):
+    """jax's helper refused every platform but cpu, cuda, rocm and tpu."""
+    calls = []
+    primitive = host_halves_and_counts(calls)
+    assert_same_as_cpu(devices, lambda x: primitive.bind(jnp.sin(x)) + 1, X)
+    assert calls == [np.ndarray, np.ndarray]  # numpy arrays on every platform
+
+
+def test_checkify_check_under_jit_raises_at_run_time(devices):
+    """`checkify.check` staged without `checkify.checkify` (jax's unsafe runtime errors) lowers
+    to a host callback, which jax registers for cpu and gpu only."""
+    from jax._src import config as jax_config
+    from jax.experimental import checkify
+
+    mlirxla, cpu = devices
+
+    def program(x):
+        checkify.check(jnp.all(x > -3), "x must exceed -3, got {}", x)
+        return jnp.exp(x)
+
+    with jax_config.xla_runtime_errors(True):
+        assert_same_as_cpu(devices, program, X)
+        for device in (mlirxla, cpu):
+            with pytest.raises(jax.errors.JaxRuntimeError, match=r"x must exceed -3, got \[\[-4"):
+                on(device, program, X - 2).block_until_ready()
