@@ -98,6 +98,8 @@ def imports_onto_mlirxla(external_array, device, cpu_device_type) -> bool:
     from jax._src import xla_bridge
     from jax.sharding import Sharding
 
+    from mlirxla.jax_plugin import has_cpu_backend
+
     if isinstance(device, Sharding):
         devices = device.device_set
         return len(devices) == 1 and next(iter(devices)).platform == PLATFORM
@@ -106,13 +108,3 @@ def imports_onto_mlirxla(external_array, device, cpu_device_type) -> bool:
     if not hasattr(external_array, "__dlpack_device__") or external_array.__dlpack_device__()[0] != cpu_device_type:
         return False
     return xla_bridge.default_backend() == PLATFORM and not has_cpu_backend()
-
-
-def has_cpu_backend() -> bool:
-    from jax._src import xla_bridge
-
-    try:
-        xla_bridge.get_backend("cpu")
-    except RuntimeError:
-        return False
-    return True

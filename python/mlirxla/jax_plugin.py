@@ -97,8 +97,7 @@ def register_host_callbacks() -> None:
 
     mlir.register_lowering(debugging.debug_callback_p, debug_lowering, platform=PLATFORM)
     mlir.register_lowering(debugging.debug_print_p, print_lowering, platform=PLATFORM)
-    run_eagerly_without_a_cpu_backend(debugging.debug_callback_p)
-    run_eagerly_without_a_cpu_backend(debugging.debug_print_p)
+    run_eagerly_without_a_cpu_backend(debugging)
     # not cacheable, as jax registers its own: every lowering registers its callback anew
     mlir.register_lowering(jax_callback.pure_callback_p, pure_lowering, platform=PLATFORM, cacheable=False)
     mlir.register_lowering(jax_callback.io_callback_p, io_lowering, platform=PLATFORM, cacheable=False)
@@ -159,25 +158,40 @@ def emit(context, arguments, function, name: str, has_side_effect: bool, result_
     return list(call.results)
 
 
-def run_eagerly_without_a_cpu_backend(primitive) -> None:
-    """`jax.debug.print` / `jax.debug.callback` outside jit: jax's implementation calls the
-    callback on the cpu device and fails in a process without a cpu backend
-    (JAX_PLATFORMS=mlirxla); there the primitive runs as a one-op program instead, as under
-    jit (pure_callback and io_callback always run that way). With a cpu backend, or another
-    default backend than mlirxla, jax's own."""
-    from jax._src import dispatch, xla_bridge
+def run_eagerly_without_a_cpu_backend(debugging) -> None:
+    """`jax.debug.print` / `jax.debug.callback` outside jit: jax's implementation puts the
+    arguments on the cpu device, and fails in a process without a cpu backend
+    (JAX_PLATFORMS=mlirxla) where mlirxla is the default backend. There the callback gets the
+    arguments as they are, jax arrays on the mlirxla device, and runs in the caller as jax's
+    does: what it raises reaches the caller unchanged (`jax.debug.breakpoint`'s quit is a
+    SystemExit). jax's print implementation calls the module's `debug_callback_impl`, so
+    replacing that covers both."""
+    from jax._src import mesh as mesh_lib
+    from jax._src import sharding_impls, xla_bridge
 
-    jax_impl = primitive.impl
+    jax_impl = debugging.debug_callback_impl
 
-    def impl(*arguments, **parameters):
-        try:
-            xla_bridge.local_devices(backend="cpu")
-        except RuntimeError:
-            if xla_bridge.default_backend() == PLATFORM:
-                return dispatch.apply_primitive(primitive, *arguments, **parameters)
-        return jax_impl(*arguments, **parameters)
+    def impl(*arguments, callback, effect, partitioned):
+        if has_cpu_backend() or xla_bridge.default_backend() != PLATFORM:
+            return jax_impl(*arguments, callback=callback, effect=effect, partitioned=partitioned)
+        with (sharding_impls._internal_use_concrete_mesh(mesh_lib.empty_concrete_mesh),
+              mesh_lib.use_abstract_mesh(mesh_lib.empty_abstract_mesh)):
+            callback(*arguments)
+        return ()
 
-    primitive.def_impl(impl)
+    debugging.debug_callback_impl = impl
+    debugging.debug_callback_p.def_impl(impl)
+
+
+def has_cpu_backend() -> bool:
+    """Whether jax started its own cpu backend in this process."""
+    from jax._src import xla_bridge
+
+    try:
+        xla_bridge.get_backend("cpu")
+    except RuntimeError:
+        return False
+    return True
 
 
 def host_function(jax_impl, callback, **parameters):
@@ -186,15 +200,13 @@ def host_function(jax_impl, callback, **parameters):
     this process has no cpu backend (JAX_PLATFORMS=mlirxla), where jax's would fail. Results
     are canonicalized as jax's cpu callbacks canonicalize them (float64 is float32 without x64)."""
     import numpy as np
-    from jax._src import dtypes, xla_bridge
+    from jax._src import dtypes
 
     def run(*arrays):
-        try:
-            xla_bridge.local_devices(backend="cpu")
-        except RuntimeError:
-            results = callback(*arrays)
-        else:
+        if has_cpu_backend():
             results = jax_impl(*arrays, callback=callback, **parameters)
+        else:
+            results = callback(*arrays)
         return [dtypes.canonicalize_value(np.asarray(result)) for result in results]
     return run
 

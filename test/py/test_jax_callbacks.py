@@ -324,3 +324,30 @@ def test_checkify_check_under_jit_raises_at_run_time(devices):
         for device in (mlirxla, cpu):
             with pytest.raises(jax.errors.JaxRuntimeError, match=r"x must exceed -3, got \[\[-4"):
                 on(device, program, X - 2).block_until_ready()
+
+
+EAGER_WITHOUT_CPU = """
+import jax, jax.numpy as jnp
+seen = []
+jax.debug.callback(lambda v: seen.append((type(v).__name__, v.devices() == set(jax.devices()), int(v.sum()))),
+                   jnp.arange(4))
+def refuse(v):
+    raise KeyError("the host refuses")
+try:
+    jax.debug.callback(refuse, jnp.ones(2))
+except KeyError as error:
+    seen.append(str(error))
+print(seen)
+jax.debug.callback(lambda: exit(3))
+"""
+
+
+def test_eager_debug_callbacks_without_a_cpu_backend_run_in_the_caller():
+    """Outside jit, as jax's own implementation does: the callback gets jax arrays (here on the
+    mlirxla device) and what it raises reaches the caller unchanged, SystemExit included
+    (`jax.debug.breakpoint`'s quit); it had become an INTERNAL runtime error."""
+    environment = dict(os.environ, JAX_PLATFORMS="mlirxla")
+    done = subprocess.run([sys.executable, "-c", EAGER_WITHOUT_CPU], env=environment, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 3, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "[('ArrayImpl', True, 6), \"'the host refuses'\"]"
