@@ -47,6 +47,8 @@ def initialize() -> None:
     register_linear_algebra()
     jax_dlpack.register()
     when_imported(SPARSE_SOLVER_MODULE, register_sparse_solver)
+    when_imported("jax._src.checkify", register_check)
+    when_imported("jax._src.buffer_callback", register_buffer_callback)
 
 
 def register_host_callbacks() -> None:
@@ -110,12 +112,10 @@ def register_python_callback_emitter() -> None:
     `checkify.check`, jax's own rules and other libraries' primitives) refuses every platform
     but cpu, cuda, rocm and tpu. On mlirxla it emits the plugin's host callback; the function
     gets numpy arrays, as on every platform, and its results are checked against
-    `result_avals`. A token passes through: the executor keeps side effects in program order.
-    jax's `check` rule is registered for mlirxla too (jax registers it for cpu and gpu)."""
+    `result_avals`. A token passes through: the executor keeps side effects in program order."""
     import numpy as np
     from jax._src import callback as jax_callback
-    from jax._src import checkify, dtypes
-    from jax._src.interpreters import mlir
+    from jax._src import dtypes
     from jax.interpreters import mlir as public_mlir
 
     jax_emit = jax_callback.emit_python_callback
@@ -137,7 +137,21 @@ def register_python_callback_emitter() -> None:
         return results, token, run
 
     jax_callback.emit_python_callback = public_mlir.emit_python_callback = emit_python_callback
+
+
+def register_check(checkify) -> None:
+    """`checkify.check` staged out under jax's unsafe runtime errors: jax's rule (registered for
+    cpu and gpu) emits a Python callback, which `emit_python_callback` lowers on mlirxla."""
+    from jax._src.interpreters import mlir
+
     mlir.register_lowering(checkify.check_p, checkify.check_lowering_rule, platform=PLATFORM)
+
+
+def register_buffer_callback(module) -> None:
+    """`jax.experimental.buffer_callback` on mlirxla (`jax_buffer_callback.py`)."""
+    from mlirxla import jax_buffer_callback
+
+    jax_buffer_callback.register(module)
 
 
 def emit(context, arguments, function, name: str, has_side_effect: bool, result_avals=None) -> list:

@@ -351,3 +351,25 @@ def test_eager_debug_callbacks_without_a_cpu_backend_run_in_the_caller():
                           timeout=300)
     assert done.returncode == 3, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "[('ArrayImpl', True, 6), \"'the host refuses'\"]"
+
+
+def test_buffer_callback_fills_its_outputs_in_place(devices):
+    """jax lowers `buffer_callback` for cpu, cuda and rocm only."""
+    from jax.experimental import buffer_callback
+
+    def add_into(context, out, x, *, y):
+        assert context.stage == buffer_callback.ExecutionStage.EXECUTE
+        assert out.writeable and not x.writeable and x.shape == out.shape
+        result = np.asarray(out)
+        result[...] = np.asarray(x)
+        result += np.from_dlpack(y)
+
+    add = buffer_callback.buffer_callback(add_into, jax.ShapeDtypeStruct(X.shape[1:], X.dtype), vmap_method="sequential")
+    assert_same_as_cpu(devices, lambda x: jax.vmap(lambda row: add(row, y=jnp.cos(row)))(x) * 2, X)
+
+    def same_memory(context, out, x):
+        np.asarray(out)[0] += np.asarray(x).ctypes.data == np.asarray(out).ctypes.data
+
+    aliased = buffer_callback.buffer_callback(same_memory, jax.ShapeDtypeStruct(X.shape, X.dtype),
+                                              input_output_aliases={0: 0})
+    assert_same_as_cpu(devices, aliased, X)
