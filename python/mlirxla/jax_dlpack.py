@@ -21,7 +21,8 @@ The plugin takes these over when jax starts its backends (the first jax operatio
 
 import numpy as np
 
-PLATFORM = "mlirxla"
+from mlirxla.jax_plugin import PLATFORM, has_cpu_backend
+
 VERSION_THAT_MARKS_READ_ONLY = (1, 0)
 
 
@@ -57,9 +58,9 @@ def register() -> None:
         # without a device, uncommitted on the default one, as jnp.asarray leaves a host array
         imported = jax.device_put(host, device)
         if copy is False and not np.may_share_memory(np.asarray(imported), host):
-            raise ValueError("Specified input which requires a copy since the source data buffer is not aligned "
-                             "as mlirxla keeps host memory. However copy=False. Set copy=True or copy=None to "
-                             "perform the requested operation.")
+            raise ValueError("Specified input which requires a copy, since mlirxla keeps host memory without one "
+                             "only when it is row-major and aligned to its elements. However copy=False. Set "
+                             "copy=True or copy=None to perform the requested operation.")
         return imported
 
     jax_dlpack.to_dlpack = to_dlpack
@@ -97,8 +98,6 @@ def imports_onto_mlirxla(external_array, device, cpu_device_type) -> bool:
     is mlirxla's, or there is none and a CPU tensor has nowhere else to go."""
     from jax._src import xla_bridge
     from jax.sharding import Sharding
-
-    from mlirxla.jax_plugin import has_cpu_backend
 
     if isinstance(device, Sharding):
         devices = device.device_set

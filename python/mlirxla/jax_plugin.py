@@ -12,8 +12,6 @@ import functools
 import json
 import os
 
-from mlirxla import jax_dlpack
-
 PLATFORM = "mlirxla"
 # below jax's own cpu backend (0): installing mlirxla never changes jax's default device;
 # JAX_PLATFORMS=mlirxla (or jax.devices("mlirxla")) asks for it
@@ -45,10 +43,17 @@ def initialize() -> None:
         mlir._platforms_with_donation.append(PLATFORM)
     register_host_callbacks()
     register_linear_algebra()
-    jax_dlpack.register()
+    register_dlpack()
     when_imported(SPARSE_SOLVER_MODULE, register_sparse_solver)
     when_imported("jax._src.checkify", register_check)
     when_imported("jax._src.buffer_callback", register_buffer_callback)
+
+
+def register_dlpack() -> None:
+    """DLPack exports of mlirxla arrays and imports onto mlirxla (`jax_dlpack.py`)."""
+    from mlirxla import jax_dlpack
+
+    jax_dlpack.register()
 
 
 def register_host_callbacks() -> None:
