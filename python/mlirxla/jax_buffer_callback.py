@@ -12,7 +12,7 @@ the execute stage and no stream, as on cpu.
 
 import numpy as np
 
-from mlirxla.jax_plugin import PLATFORM, callback_name, emit
+from mlirxla.jax_host_calls import PLATFORM, callback_name, emit
 
 
 class HostBuffer:

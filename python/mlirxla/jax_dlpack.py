@@ -21,7 +21,7 @@ The plugin takes these over when jax starts its backends (the first jax operatio
 
 import numpy as np
 
-from mlirxla.jax_plugin import PLATFORM, has_cpu_backend
+from mlirxla.jax_host_calls import PLATFORM, has_cpu_backend
 
 VERSION_THAT_MARKS_READ_ONLY = (1, 0)
 

@@ -12,7 +12,8 @@ import functools
 import json
 import os
 
-PLATFORM = "mlirxla"
+from mlirxla.jax_host_calls import PLATFORM, callback_name, emit, has_cpu_backend
+
 # below jax's own cpu backend (0): installing mlirxla never changes jax's default device;
 # JAX_PLATFORMS=mlirxla (or jax.devices("mlirxla")) asks for it
 PRIORITY = -100
@@ -159,23 +160,6 @@ def register_buffer_callback(module) -> None:
     jax_buffer_callback.register(module)
 
 
-def emit(context, arguments, function, name: str, has_side_effect: bool, result_avals=None) -> list:
-    """A `custom_call @mlirxla.python_callback` calling `function` (arrays in, a list of arrays
-    out) on the host, with the lowered primitive's results (or `result_avals`) as its results."""
-    from jax._src.interpreters import mlir
-
-    from mlirxla.runtime import callbacks
-
-    identifier = callbacks.register(function, name)
-    # jax keeps it with the executable, and dispatches a program with host callbacks on
-    # its path that threads ordered effects' tokens (its ahead-of-time fast path does not)
-    context.module_context.add_host_callback(function)
-    avals = context.avals_out if result_avals is None else result_avals
-    result_types = [mlir.aval_to_ir_type(context.module_context, aval) for aval in avals]
-    call = mlir.custom_call(callbacks.TARGET, result_types=result_types, operands=list(arguments),
-                            backend_config=str(identifier), has_side_effect=has_side_effect, api_version=1)
-    return list(call.results)
-
 
 def run_eagerly_without_a_cpu_backend(debugging) -> None:
     """`jax.debug.print` / `jax.debug.callback` outside jit: jax's implementation puts the
@@ -202,16 +186,6 @@ def run_eagerly_without_a_cpu_backend(debugging) -> None:
     debugging.debug_callback_p.def_impl(impl)
 
 
-def has_cpu_backend() -> bool:
-    """Whether jax started its own cpu backend in this process."""
-    from jax._src import xla_bridge
-
-    try:
-        xla_bridge.get_backend("cpu")
-    except RuntimeError:
-        return False
-    return True
-
 
 def host_function(jax_impl, callback, **parameters):
     """What the program calls: jax's own implementation of the callback primitive, which
@@ -229,13 +203,6 @@ def host_function(jax_impl, callback, **parameters):
         return [dtypes.canonicalize_value(np.asarray(result)) for result in results]
     return run
 
-
-def callback_name(kind: str, callback) -> str:
-    """How errors name a callback: its kind and the Python function jax wraps."""
-    function = getattr(callback, "callback_func", callback)
-    while isinstance(function, functools.partial):
-        function = function.func
-    return f"{kind} {getattr(function, '__qualname__', type(function).__name__)!r}"
 
 
 def register_linear_algebra() -> None:
