@@ -30,7 +30,8 @@ registers by vector shuffles (`tiling.py`); sibling loop nests over the same row
 softmax's max, exp, sum and divide passes) become one nest that takes each row through all
 of them while it is in cache (`row_fusion.py`); an innermost loop's index cast to i32 (a
 mask's positions) is an i32 counter the loop carries, which the vectorizer keeps in i32
-lanes (`narrow_induction.py`);
+lanes (`narrow_induction.py`); a float sum over several dimensions adds each row into a
+partial sum of its own, not into the running total (`partial_sums.py`: XLA's accuracy);
 an f32 NHWC convolution becomes a call of the runtime library's register-tiled direct
 convolution after bufferization (`convolution_library.py`). Functions take bare pointers
 (`use-bare-ptr-memref-call-conv`): a kernel is `void k(ptr, ptr, ...)`, operands then results.
@@ -43,7 +44,7 @@ from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir, linalg, llvm, stablehlo
 
-from . import bf16_truncation, concatenation, convolution_library, dot_algorithms, excess_precision, generated_broadcasts, integer_order_reductions, kernel_scratch, llvm_text, loop_order, materialization, math_approximations, narrow_induction, narrow_reductions, native_bf16_rounding, row_fusion, tiling
+from . import bf16_truncation, concatenation, convolution_library, dot_algorithms, excess_precision, generated_broadcasts, integer_order_reductions, kernel_scratch, llvm_text, loop_order, materialization, math_approximations, narrow_induction, narrow_reductions, native_bf16_rounding, partial_sums, row_fusion, tiling
 
 TO_LINALG = [
     "func.func(stablehlo-legalize-to-linalg)",
@@ -187,6 +188,7 @@ def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None, allow
             if buffer_loops is None:  # a GPU kernel's math goes to libdevice instead
                 row_fusion.fuse_rows(module)
                 with ir.Location.unknown():
+                    partial_sums.add_rows_into_partial_sums(module)
                     narrow_induction.count_in_narrow_integers(module)
                     # after bf16 and f16 math became f32 math, so that it is approximated too
                     math_approximations.approximate(module)
