@@ -24,7 +24,7 @@ import jax
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cpu_vs_xla import WORKLOADS, example, medians, random_arguments, timed  # noqa: E402
+from cpu_vs_xla import WORKLOADS, Side, add, medians, named_workload, timed  # noqa: E402
 
 from mlirxla.runtime.client import Client  # noqa: E402
 
@@ -39,10 +39,9 @@ def jitted_side(function, arguments, device):
 
 
 def dispatch(calls: int, generator) -> dict:
-    function, shapes = example("add")
-    arguments = random_arguments(shapes, generator)
-    sides = {"plugin": jitted_side(function, arguments, jax.devices("mlirxla")[0]),
-             "cpu": jitted_side(function, arguments, jax.devices("cpu")[0])}
+    arguments = tuple((0.1 * generator.standard_normal(4)).astype(np.float32) for _ in range(2))
+    sides = {"plugin": jitted_side(add, arguments, jax.devices("mlirxla")[0]),
+             "cpu": jitted_side(add, arguments, jax.devices("cpu")[0])}
     times = {name: [] for name in sides}
     for _ in range(calls):
         for name, run in sides.items():
@@ -51,28 +50,23 @@ def dispatch(calls: int, generator) -> dict:
     return {"plugin_us": plugin * 1e6, "cpu_us": cpu * 1e6, "ratio": plugin / cpu}
 
 
-class Runner:
-    def __init__(self, run):
-        self.run = run
-
-
 def workload(name: str, repeats: int, generator) -> dict:
-    function, shapes = example(name)
-    arguments = random_arguments(shapes, generator)
+    function = named_workload(name).function
+    arguments = named_workload(name).random_arguments(generator)
     leaves = jax.tree_util.tree_leaves(arguments)
-    executable = Client().compile(jax.jit(function).lower(*arguments).as_text())
+    executable = Client().compile(jax.jit(function, keep_unused=True).lower(*arguments).as_text())
     plugin = jitted_side(function, arguments, jax.devices("mlirxla")[0])
     direct = lambda: executable.execute_numpy(leaves)
     got = [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(plugin())]
     same = all(np.allclose(a, b, rtol=1e-5, atol=1e-6) for a, b in zip(got, direct()))
-    seconds = medians({"plugin": Runner(plugin), "direct": Runner(direct)}, repeats)
+    seconds = medians({"plugin": Side(plugin, None), "direct": Side(direct, None)}, repeats)
     return {"workload": name, "plugin_ms": seconds["plugin"] * 1e3, "direct_ms": seconds["direct"] * 1e3,
             "ratio": seconds["plugin"] / seconds["direct"], "same": same}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    parser.add_argument("--workloads", default=",".join(workload.name for workload in WORKLOADS))
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--json", action="store_true", help="end with one JSON line of all figures")

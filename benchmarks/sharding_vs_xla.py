@@ -17,6 +17,7 @@ Runs in its own process: XLA reads its dump flags once per process.
 
 from __future__ import annotations
 
+import argparse
 import glob
 import json
 import os
@@ -185,14 +186,18 @@ def compare(name: str, stablehlo: str, xla_text: str) -> dict:
 
 
 def main(argv) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="end with one JSON line of every program's comparison")
+    parser.add_argument("--show-disagreements", action="store_true", help="list the ops whose shardings differ")
+    options = parser.parse_args(argv)
     directory = tempfile.mkdtemp(prefix="sharding_vs_xla_")
     try:
-        return report(directory, argv)
+        return report(directory, options)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def report(directory: str, argv) -> int:
+def report(directory: str, options: argparse.Namespace) -> int:
     # read when XLA:CPU starts, at the first compile below
     os.environ["XLA_FLAGS"] = f"--xla_dump_to={directory} --xla_dump_hlo_pass_re=shardy-xla|sharding-propagation"
     results = {}
@@ -205,10 +210,10 @@ def report(directory: str, argv) -> int:
     jax.config.update("jax_use_shardy_partitioner", True)
     for name, result in results.items():
         print(f"{name:28} {result['agree']:3} of {result['compared']:3} ops agree with XLA")
-        if "--show-disagreements" in argv:
+        if options.show_disagreements:
             for line in result["differ"]:
                 print(f"    {line}")
-    if "--json" in argv:
+    if options.json:
         print(json.dumps({"programs": results}))
     return 0
 

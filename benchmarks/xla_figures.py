@@ -12,6 +12,7 @@ total (the memory the executable needs at its peak).
 XLA reads XLA_FLAGS once, when jax starts its CPU backend: import this module first.
 """
 
+import argparse
 import atexit
 import glob
 import json
@@ -103,7 +104,13 @@ def xla_figures(name: str) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    print(json.dumps({name: xla_figures(name) for name in argv or PROGRAMS}))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("programs", nargs="*", metavar="program",
+                        help=f"programs to compile with XLA:CPU (default: all of {', '.join(PROGRAMS)})")
+    names = parser.parse_args(argv).programs or PROGRAMS
+    if unknown := sorted(set(names) - set(PROGRAMS)):
+        parser.error(f"unknown program(s) {', '.join(unknown)} (known: {', '.join(PROGRAMS)})")
+    print(json.dumps({name: xla_figures(name) for name in names}))
     return 0
 
 

@@ -31,6 +31,7 @@ from .native_drivers import NativeDriver
 from .thunks import BufferSlice
 
 TOKEN_TYPE = "!stablehlo.token"  # xhlo keeps StableHLO's token type
+DEVICE_MEMORY = "device"  # the memory kind of an output that names none
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,12 @@ class ExecutablePlan:
     # the parameters the caller donates (`tf.aliasing_output` / `jax.buffer_donor`): consumed by
     # an execution that is handed them as donated, whether or not an output took their memory
     donated_parameters: tuple[int, ...] = ()
+    # per output, the memory kind the caller asked it in (`mhlo.memory_kind`: jax's host
+    # offloading returns arrays in `pinned_host`); empty when every output is in `device`
+    output_memory_kinds: tuple[str, ...] = ()
+
+    def memory_kind_of_output(self, index: int) -> str:
+        return self.output_memory_kinds[index] if self.output_memory_kinds else DEVICE_MEMORY
 
     def to_json(self) -> dict:
         return {
@@ -98,7 +105,8 @@ class ExecutablePlan:
             "grid": [self.replica_count, self.partition_count],
             "global_entry": [[v.to_json() for v in self.global_parameters], [v.to_json() for v in self.global_outputs]],
         } | ({} if self.driver is None else {"driver": self.driver.to_json()}) | (
-            {"donated": list(self.donated_parameters)} if self.donated_parameters else {})
+            {"donated": list(self.donated_parameters)} if self.donated_parameters else {}) | (
+            {"memory_kinds": list(self.output_memory_kinds)} if self.output_memory_kinds else {})
 
     @classmethod
     def from_json(cls, data: dict) -> "ExecutablePlan":
@@ -115,6 +123,7 @@ class ExecutablePlan:
             *([GlobalValue.from_json(v) for v in values] for values in data.get("global_entry", ([], []))),
             NativeDriver.from_json(data.get("driver")),
             tuple(data.get("donated", ())),
+            tuple(data.get("memory_kinds", ())),
         )
 
     def describe(self, decisions: list[str] = ()) -> str:

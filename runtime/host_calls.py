@@ -19,15 +19,9 @@ data (JSON), so host calls are cached and dumped like any thunk.
 - `householder_qr`, `householder_product`: XLA's `Qr` and
   `ProductOfElementaryHouseholderReflectors` custom calls (jax's QR on platforms without
   LAPACK calls): LAPACK's geqrf and orgqr forms.
-- `eig`, `schur`, `hessenberg`, `tridiagonal`: the plugin's custom calls for jax's
-  nonsymmetric eigendecomposition, Schur, Hessenberg and tridiagonal reductions, through
-  scipy's LAPACK (scipy comes with jax), in the forms jax's cpu lowering returns.
-- `tridiagonal_solve`: jax's tridiagonal solve, pivoted (LAPACK gtsv) or with singular
-  pivots perturbed (`runtime/tridiagonal_solve.py`).
-- `eigh`, `svd`: symmetric (Hermitian) eigendecomposition, eigenvalues ascending, and
-  singular value decomposition, in the result order of jax's primitives ((v, w) and
-  (s, u, vt) or (s,)), for the custom calls the PJRT plugin emits for them; a matrix with
-  a non-finite entry, or one that does not converge, gives NaNs, as XLA's does.
+- `lapack_ffi`: jax's cpu LAPACK custom calls (`lapack_ssyevd_ffi`, ...), through scipy's
+  wrappers of the same LAPACK routines, and its perturbed tridiagonal solve
+  (`runtime/lapack_ffi.py`, `runtime/tridiagonal_solve.py`).
 - `scatter`: one input and one update tensor combined by set, add, multiply, max, min, or,
   and (the combiners JAX emits), as the spec defines it, the target of every update
   element computed at once with numpy and the combiner applied in the updates' order
@@ -48,7 +42,7 @@ import numpy as np
 
 from mlirxla.errors import MlirxlaError, first_line
 
-from . import callbacks, tridiagonal_solve
+from . import callbacks, lapack_ffi
 
 
 def sortable(values: np.ndarray, key: dict) -> np.ndarray:
@@ -188,97 +182,6 @@ def householder_product(operands: list[np.ndarray], attributes: dict) -> list[np
     return [product]
 
 
-def per_matrix(function, *arrays):
-    """`function` on each matrix of a batch (its leading dimensions), results stacked back."""
-    batch = arrays[0].shape[:-2]
-    results = [function(*(array[index] for array in arrays)) for index in np.ndindex(*batch)]
-    return [np.stack(parts).reshape(batch + parts[0].shape) for parts in zip(*results)]
-
-
-def eig(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
-    """Nonsymmetric eigendecomposition (LAPACK geev through scipy): eigenvalues, then the left
-    and right eigenvectors asked for, unit-norm with their largest component real."""
-    import scipy.linalg
-
-    a = operands[0]
-    complex_type = np.result_type(a.dtype, np.complex64)
-    left, right = attributes["compute_left_eigenvectors"], attributes["compute_right_eigenvectors"]
-
-    def one(matrix):
-        w, vl, vr = scipy.linalg.eig(matrix, left=True, right=True)
-        return [w] + ([vl] if left else []) + ([vr] if right else [])
-
-    return [x.astype(complex_type) for x in per_matrix(one, a)]
-
-
-def schur(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
-    import scipy.linalg
-
-    output = "complex" if np.iscomplexobj(operands[0]) else "real"
-    parts = per_matrix(lambda matrix: scipy.linalg.schur(matrix, output=output), operands[0])
-    return [x.astype(operands[0].dtype) for x in parts[: 2 if attributes["compute_schur_vectors"] else 1]]
-
-
-def lapack(name: str, dtype: np.dtype):
-    import scipy.linalg.lapack
-
-    return getattr(scipy.linalg.lapack, {"float32": "s", "float64": "d", "complex64": "c", "complex128": "z"}[np.dtype(dtype).name] + name)
-
-
-def hessenberg(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
-    """LAPACK gehrd: the Hessenberg form with its reflectors below the subdiagonal, and their scales."""
-    reduce = lapack("gehrd", operands[0].dtype)
-    return per_matrix(lambda matrix: reduce(matrix)[:2], operands[0])
-
-
-def tridiagonal(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
-    """LAPACK sytrd / hetrd: the reduced matrix with its reflectors, the diagonal, the
-    off-diagonal and the reflectors' scales."""
-    a = operands[0]
-    reduce = lapack("hetrd" if np.iscomplexobj(a) else "sytrd", a.dtype)
-    return per_matrix(lambda matrix: reduce(matrix, lower=int(attributes["lower"]))[:4], a)
-
-
-def nan_where_undefined(decompose, a: np.ndarray) -> list[np.ndarray]:
-    """`decompose` on a batch of matrices, whose results are NaN for every matrix that has a
-    non-finite entry or does not converge, as XLA's eigh and svd give (LAPACK raises there).
-    The finite matrices are decomposed together; a convergence failure among them is found
-    by decomposing them one at a time."""
-    finite = np.isfinite(a).all(axis=(-2, -1))
-    if finite.all():
-        try:
-            return list(decompose(a))
-        except np.linalg.LinAlgError:
-            pass
-    results = [np.full_like(part, np.nan) for part in decompose(np.zeros_like(a))]
-    for index in np.ndindex(*a.shape[:-2]):
-        if not finite[index]:
-            continue
-        try:
-            parts = decompose(a[index])
-        except np.linalg.LinAlgError:
-            continue
-        for result, part in zip(results, parts):
-            result[index] = part
-    return results
-
-
-def solve_tridiagonal(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
-    return [tridiagonal_solve.solve(*operands, attributes["perturb_singular"])]
-
-
-def eigh(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
-    values, vectors = nan_where_undefined(lambda a: np.linalg.eigh(a, UPLO="L" if attributes["lower"] else "U"), operands[0])
-    return [vectors, values]
-
-
-def svd(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
-    if not attributes["compute_uv"]:
-        return nan_where_undefined(lambda a: [np.linalg.svd(a, compute_uv=False)], operands[0])
-    u, s, vt = nan_where_undefined(lambda a: np.linalg.svd(a, full_matrices=attributes["full_matrices"]), operands[0])
-    return [s, u, vt]
-
-
 COMBINERS = {
     "set": lambda old, new: new,
     "add": lambda old, new: old + new,
@@ -406,7 +309,7 @@ def python_callback(operands: list[np.ndarray], attributes: dict) -> list[np.nda
     return values + [EFFECT_ORDER_MARK] if attributes["effect"] else values
 
 
-CALLS = {"sort": sort, "fft": fft, "triangular_solve": triangular_solve, "cholesky": cholesky, "eigh": eigh, "svd": svd,
-         "householder_qr": householder_qr, "householder_product": householder_product, "eig": eig, "schur": schur,
-         "hessenberg": hessenberg, "tridiagonal": tridiagonal, "tridiagonal_solve": solve_tridiagonal,
-         "scatter": scatter, "dce_sink": dce_sink, "print": print_values, "python_callback": python_callback, "interpret": interpret}
+CALLS = {"sort": sort, "fft": fft, "triangular_solve": triangular_solve, "cholesky": cholesky,
+         "householder_qr": householder_qr, "householder_product": householder_product, "lapack_ffi": lapack_ffi.run,
+         "scatter": scatter, "dce_sink": dce_sink, "print": print_values, "python_callback": python_callback,
+         "interpret": interpret}

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from mlirxla.errors import MlirxlaError
 
 from . import blas
+from .ctypes_arrays import int64_table
 
 PYTHON = "python"  # the import that calls back into Python
 GEMMS = {"cblas_sgemm": "f32", "cblas_dgemm": "f64"}  # import -> the BLAS GEMM's element type
@@ -84,11 +85,11 @@ class NativeDriver:
     def bind(self, engine, walk: list) -> None:
         """Bind to the loaded code; `walk` is the owner's `every_thunk` order."""
         self.function = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)(engine.address(self.symbol))
-        self.imported = (ctypes.c_int64 * max(len(self.imports), 1))(*map(import_address, self.imports))
+        self.imported = int64_table(map(import_address, self.imports))
         self.called_back = [walk[position] for position in self.python_thunks]
 
     def run(self, bases: list[int], pool) -> None:
-        table = (ctypes.c_int64 * len(bases))(*bases)
+        table = int64_table(bases)
         if not self.called_back:
             self.function(table, self.imported)
             return

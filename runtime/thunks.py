@@ -41,6 +41,7 @@ import numpy as np
 from mlirxla.errors import MlirxlaError
 
 from . import blas, collectives, host_calls
+from .ctypes_arrays import array_at, bytes_at
 from .native_drivers import NativeDriver
 
 
@@ -156,12 +157,6 @@ class SlicedKernelThunk(KernelThunk):
 # GEMM element types BLAS has no routine for: computed by the f32 GEMM on operands widened
 # to f32, accumulating in f32 and rounding once to the result type, as XLA:CPU does
 WIDENED_GEMMS = {"bf16": (ml_dtypes.bfloat16, ml_dtypes.bfloat16), "bf16 to f32": (ml_dtypes.bfloat16, np.float32)}
-
-
-def array_at(address: int, count: int, dtype) -> np.ndarray:
-    """The `count` elements of `dtype` at `address`, as a numpy view."""
-    memory = (ctypes.c_char * max(count * np.dtype(dtype).itemsize, 1)).from_address(address)
-    return np.frombuffer(memory, dtype, count=count)
 
 
 @dataclass
@@ -305,7 +300,7 @@ class ArraysOnSlices:
 
     @staticmethod
     def view(bases: list[int], at: BufferSlice, shape, dtype) -> np.ndarray:
-        memory = (ctypes.c_char * max(at.size, 1)).from_address(bases[at.allocation] + at.offset)
+        memory = bytes_at(bases[at.allocation] + at.offset, at.size)
         return np.frombuffer(memory, np.dtype(dtype), count=int(np.prod(shape, dtype=np.int64))).reshape(shape)
 
     def slices_text(self) -> str:

@@ -1,36 +1,26 @@
-"""Tridiagonal solves on the host: jax's `tridiagonal_solve` (its cpu lowering's forms).
+"""jax's tridiagonal solve with `perturb_singular` on the host (jaxlib's
+`tridiagonal_solve_perturbed_ffi`; without perturbation jax's cpu lowering calls LAPACK's gtsv,
+`runtime/lapack_ffi.py`).
 
 A x = b for a batch of tridiagonal A given by three diagonals of length m, `dl` (below, its
 first element unused), `d` and `du` (above, its last element unused), and b of m rows and
-any number of columns.
-
-- Without perturbation: LAPACK's gtsv (Gaussian elimination with partial pivoting, through
-  scipy); a singular matrix gives NaNs, as jax's cpu lowering makes of gtsv's `info`.
-- With `perturb_singular`: the same elimination, and pivots of the back substitution that
-  are too small for the solution to stay finite are moved away from zero by multiples of
-  eps * max|U| (doubling until the quotient cannot overflow), or scaled up with the row when
-  they underflow: the scheme of jaxlib's `tridiagonal_solve_perturbed` (from TensorFlow),
-  which inverse iteration in jax's `eigh_tridiagonal` relies on to get finite vectors out of
-  singular shifted matrices. Each step works on one row of every right-hand side at once.
+any number of columns: gtsv's Gaussian elimination with partial pivoting, and pivots of the
+back substitution that are too small for the solution to stay finite moved away from zero by
+multiples of eps * max|U| (doubling until the quotient cannot overflow), or scaled up with the
+row when they underflow: the scheme of jaxlib's `tridiagonal_solve_perturbed` (from
+TensorFlow), which inverse iteration in jax's `eigh_tridiagonal` relies on to get finite
+vectors out of singular shifted matrices. Each step works on one row of every right-hand side
+at once.
 """
 
 import numpy as np
 
 
-def solve(dl: np.ndarray, d: np.ndarray, du: np.ndarray, b: np.ndarray, perturb_singular: bool) -> np.ndarray:
-    one = perturbed if perturb_singular else pivoted
+def solve_perturbed(dl: np.ndarray, d: np.ndarray, du: np.ndarray, b: np.ndarray) -> np.ndarray:
     x = np.empty_like(b)
     for index in np.ndindex(*b.shape[:-2]):
-        x[index] = one(dl[index], d[index], du[index], b[index])
+        x[index] = perturbed(dl[index], d[index], du[index], b[index])
     return x
-
-
-def pivoted(dl: np.ndarray, d: np.ndarray, du: np.ndarray, b: np.ndarray) -> np.ndarray:
-    import scipy.linalg.lapack
-
-    gtsv = getattr(scipy.linalg.lapack, {"float32": "s", "float64": "d", "complex64": "c", "complex128": "z"}[b.dtype.name] + "gtsv")
-    *_, x, info = gtsv(dl[1:], d, du[:-1], b)
-    return x if info == 0 else np.full_like(b, np.nan)
 
 
 def perturbed(dl: np.ndarray, d: np.ndarray, du: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -55,7 +55,7 @@ from mlirxla.pipelines import named_pipeline
 from mlirxla.pipelines.dumps import DumpWriter
 from mlirxla.pipelines.runner import PipelineRunner, RunOptions
 from mlirxla.backends.backend import CompiledProgram
-from mlirxla.runtime.executable import ExecutablePlan, runs_in_order
+from mlirxla.runtime.executable import DEVICE_MEMORY, ExecutablePlan, runs_in_order
 from mlirxla.runtime.threads import compile_threads
 from mlirxla.runtime.thunks import BufferSlice, KernelThunk, SlicedKernelThunk, every_thunk
 from mlirxla.transforms import copy_insertion, erasure
@@ -66,6 +66,8 @@ from mlirxla.transforms.sharding_remover import partitioning_need
 from . import driver_emitter, excess_precision, interpreter_fallback, kernel_scratch, kernel_source, llvm_jit, lowering
 from .emitters.kernels import KernelSpec
 from .thunk_emitter import Emission, ThunkEmitter
+
+MEMORY_KIND = "mhlo.memory_kind"  # jax's result attribute for the memory an output goes to
 
 
 @dataclass
@@ -466,7 +468,19 @@ def plan_of(emission: Emission, module: ir.Module) -> ExecutablePlan:
         global_parameters=global_parameters,
         global_outputs=global_outputs,
         donated_parameters=donated_parameters(module),
+        output_memory_kinds=output_memory_kinds(module),
     )
+
+
+def output_memory_kinds(module: ir.Module) -> tuple[str, ...]:
+    """Per output of the entry, the memory kind its `mhlo.memory_kind` result attribute names
+    (`device` where none); () when all are `device`."""
+    entry = entry_function(module)
+    if entry is None or "res_attrs" not in entry.attributes:
+        return ()
+    kinds = tuple(ir.StringAttr(ir.DictAttr(attributes)[MEMORY_KIND]).value if MEMORY_KIND in ir.DictAttr(attributes)
+                  else DEVICE_MEMORY for attributes in ir.ArrayAttr(entry.attributes["res_attrs"]))
+    return kinds if any(kind != DEVICE_MEMORY for kind in kinds) else ()
 
 
 def donated_parameters(module: ir.Module) -> tuple[int, ...]:

@@ -111,12 +111,10 @@ def optimize(name: str, ir_text: str, linked: frozenset[str], context: "llvm.Con
 
 def parsed(name: str, ir_text: str, context: "llvm.ContextRef", machine: "llvm.TargetMachine") -> "llvm.ModuleRef":
     try:
-        module = llvm.parse_assembly(ir_text, context)
+        module = llvm.parse_assembly(native_symbols.target_header(machine) + ir_text, context)
         module.verify()
     except RuntimeError as error:
         raise MlirxlaError(f"kernel {name}: LLVM rejected its IR: {' '.join(line.strip() for line in str(error).splitlines() if line.strip())}") from None
-    module.triple = machine.triple
-    module.data_layout = str(machine.target_data)
     return module
 
 
@@ -133,11 +131,10 @@ def compile_native(name: str, ir_text: str, linked: frozenset[str] = frozenset()
     own, then compiled into its own object (its optimized IR printed first when `keep_ir`:
     code generation rewrites the module)."""
     module = optimize(name, ir_text, linked, llvm.create_context())
-    function_type = module.get_function(name).global_value_type
+    function = module.get_function(name)
+    signature = str(function.global_value_type.get_function_return()), tuple(str(argument.type) for argument in function.arguments)
     optimized_ir = str(module) if keep_ir else ""
-    return OptimizedKernel(name, ir_text, emit_object(target_machine(), module), optimized_ir,
-                           str(function_type.get_function_return()),
-                           tuple(str(parameter) for parameter in function_type.get_function_parameters()))
+    return OptimizedKernel(name, ir_text, emit_object(target_machine(), module), optimized_ir, *signature)
 
 
 def _unlocked(function: str):
@@ -193,9 +190,7 @@ def shared_objects(kernels: list[OptimizedKernel]) -> list[bytes]:
         machine = target_machine(opt=0)
         module = native_symbols.helpers_module(machine, False, context)
         for forwarder in forwarders:
-            part = llvm.parse_assembly(forwarder.ir_without_opt, context)
-            part.triple = machine.triple
-            part.data_layout = str(machine.target_data)
+            part = llvm.parse_assembly(native_symbols.target_header(machine) + forwarder.ir_without_opt, context)
             part.verify()
             module.link_in(part)
         objects.append(machine.emit_object(module))
@@ -277,8 +272,7 @@ class JitEngine:
 
     def __init__(self, object_code: bytes):
         machine = target_machine()
-        self.empty = llvm.parse_assembly("")  # the engine owns it; kept referenced for its lifetime
-        self.empty.triple = machine.triple
+        self.empty = llvm.parse_assembly(native_symbols.target_header(machine))  # the engine owns it; kept referenced for its lifetime
         self.engine = llvm.create_mcjit_compiler(self.empty, machine)
         objects = object_archive.unpack(object_code)
         native_symbols.resolve(objects)

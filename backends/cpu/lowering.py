@@ -15,7 +15,8 @@ signed and unsigned max and min of the elements' bits, decoded per row
 (`integer_order_reductions.py`: XLA's NaN and signed zeros exactly, half the
 instructions of a NaN-propagating float max); bf16 and f16 math and
 arithmetic run in f32 (the conversions
-expanded to integer ops, so no compiler-runtime helper is needed), and a bf16 value read
+expanded to integer ops, so no compiler-runtime helper is needed; f32 -> bf16 keeps a NaN's
+sign, `bf16_truncation.py`), and a bf16 value read
 again inside the kernel is not rounded (`excess_precision.py`); f32 exp, tanh, log and
 pow (those of bf16 and f16 too, by then in f32) become arithmetic the LLVM vectorizer widens
 (`math_approximations.py`), other math stays libm
@@ -29,7 +30,8 @@ registers by vector shuffles (`tiling.py`); sibling loop nests over the same row
 softmax's max, exp, sum and divide passes) become one nest that takes each row through all
 of them while it is in cache (`row_fusion.py`); an innermost loop's index cast to i32 (a
 mask's positions) is an i32 counter the loop carries, which the vectorizer keeps in i32
-lanes (`narrow_induction.py`);
+lanes (`narrow_induction.py`); a float sum over several dimensions adds each row into a
+partial sum of its own, not into the running total (`partial_sums.py`: XLA's accuracy);
 an f32 NHWC convolution becomes a call of the runtime library's register-tiled direct
 convolution after bufferization (`convolution_library.py`). Functions take bare pointers
 (`use-bare-ptr-memref-call-conv`): a kernel is `void k(ptr, ptr, ...)`, operands then results.
@@ -42,7 +44,7 @@ from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir, linalg, llvm, stablehlo
 
-from . import concatenation, convolution_library, dot_algorithms, excess_precision, generated_broadcasts, integer_order_reductions, kernel_scratch, llvm_text, loop_order, materialization, math_approximations, narrow_induction, narrow_reductions, native_bf16_rounding, row_fusion, tiling
+from . import bf16_truncation, concatenation, convolution_library, dot_algorithms, excess_precision, generated_broadcasts, integer_order_reductions, kernel_scratch, llvm_text, loop_order, materialization, math_approximations, narrow_induction, narrow_reductions, native_bf16_rounding, partial_sums, row_fusion, tiling
 
 TO_LINALG = [
     "func.func(stablehlo-legalize-to-linalg)",
@@ -186,10 +188,12 @@ def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None, allow
             if buffer_loops is None:  # a GPU kernel's math goes to libdevice instead
                 row_fusion.fuse_rows(module)
                 with ir.Location.unknown():
+                    partial_sums.add_rows_into_partial_sums(module)
                     narrow_induction.count_in_narrow_integers(module)
                     # after bf16 and f16 math became f32 math, so that it is approximated too
                     math_approximations.approximate(module)
                     native_bf16_rounding.round_bf16_natively(module)
+            bf16_truncation.expand_bf16_truncations(module)
             to_llvm = VECTORS_TO_LLVM if tiling.has_vectors(module) else TO_LLVM
             run_passes(module, to_llvm)
     except ir.MLIRError as error:

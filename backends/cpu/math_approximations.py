@@ -14,7 +14,9 @@ math is computed in f32 by then, so it is rewritten too.
   beyond it; x itself below 0.0004 in magnitude. A few ulp.
 - log: Cephes' logf: x = m 2^e with m in [sqrt(1/2), sqrt(2)) taken from the bits (a
   denormal x scaled by 2^23 first), log(1 + f) for f = m - 1 by a degree-9 polynomial, e ln 2
-  added in two parts. About 1 ulp; 0 gives -inf, +inf stays inf, negatives and NaN give NaN.
+  added in two parts. About 1 ulp; 0 gives -inf, +inf stays inf, negatives and NaN give the
+  NaN of all ones bits, as XLA's logarithm does (jax's cpu backend gives 0xFFFFFFFF, and 0xFFC0
+  in bf16).
 - pow: e^(y log|x|) computed in f64 (log by the atanh series on the mantissa, exp by a
   Taylor polynomial after Cody-Waite reduction, both about 1e-16, so y log|x| keeps the
   digits an f32 result needs even near overflow) and rounded once to f32; C's special cases
@@ -204,7 +206,8 @@ def log(b: Builder, x: ir.Value) -> ir.Value:
     result = b.fma(e, b.constant(LN2_HIGH), b.add(f, y))
     result = b.select(b.compare(ORDERED_EQUAL, x, 0.0), float("-inf"), result)
     result = b.select(b.compare(ORDERED_EQUAL, x, float("inf")), float("inf"), result)
-    return b.select(b.compare(UNORDERED_OR_LESS, x, 0.0), float("nan"), result)
+    all_ones_nan = b.op("arith.bitcast", [b.integer(-1)])
+    return b.select(b.compare(UNORDERED_OR_LESS, x, 0.0), all_ones_nan, result)
 
 
 def wide_log(w: Builder, x: ir.Value) -> ir.Value:

@@ -10,11 +10,12 @@ declarations do not show them. `HELPERS` defines them in LLVM IR, compiled into 
 object of every executable whose IR holds bf16 or f16 values (`may_call_helpers`; code
 generation of the helpers costs
 more than that of a small kernel, and only such values lead to these calls):
-`__truncsfbf2` rounds to nearest even and keeps a NaN quiet (its sign and top mantissa
-bits), as `arith-expand` does for the conversions in the kernels themselves; the f64
-narrowings (`narrowing`) round the double once, to nearest even, through the target's
-subnormals, to infinity past its largest value, NaNs quiet with their sign, as compiler-rt's
-fp_trunc does (f64 -> f32 -> bf16 would round twice).
+`__truncsfbf2` rounds to nearest even and makes a NaN the quiet NaN of its sign, payload
+dropped, as `bf16_truncation.py` does for the conversions in the kernels themselves (and
+XLA and ml_dtypes do); the f64 narrowings (`narrowing`) round the double once, to nearest
+even, through the target's subnormals, to infinity past its largest value, as compiler-rt's
+fp_trunc does (f64 -> f32 -> bf16 would round twice), NaNs the quiet NaN of their sign as
+jax's cpu backend gives.
 
 `undefined_symbols` lists what an ELF object still needs from outside; what no object of the
 executable defines (a driver's kernels, a forwarder's original, the helpers are in other objects)
@@ -39,7 +40,8 @@ define bfloat @__truncsfbf2(float %value) {
   %bias = add i32 %lowest_kept, 32767
   %rounded = add i32 %bits, %bias
   %rounded_upper = lshr i32 %rounded, 16
-  %quiet_nan = or i32 %upper, 64
+  %sign = and i32 %upper, 32768
+  %quiet_nan = or i32 %sign, 32704
   %result = select i1 %is_nan, i32 %quiet_nan, i32 %rounded_upper
   %narrow = trunc i32 %result to i16
   %as_bfloat = bitcast i16 %narrow to bfloat
@@ -88,9 +90,7 @@ define {target} @{name}(double %value) {{
   %is_infinite_source = icmp eq i64 %exponent, 2047
   %infinite = or i1 %overflows, %is_infinite_source
   %bounded = select i1 %infinite, i64 {target_max << mantissa_bits}, i64 %finite
-  %payload = lshr i64 %mantissa, {shift}
-  %quiet_payload = or i64 %payload, {(target_max << mantissa_bits) | (1 << (mantissa_bits - 1))}
-  %unsigned = select i1 %is_nan, i64 %quiet_payload, i64 %bounded
+  %unsigned = select i1 %is_nan, i64 {(target_max << mantissa_bits) | (1 << (mantissa_bits - 1))}, i64 %bounded
   %sign_bit = shl i64 %sign, 15
   %result = or i64 %unsigned, %sign_bit
   %narrow = trunc i64 %result to i16
@@ -114,6 +114,10 @@ define internal i64 @round_half_even(i64 %kept, i64 %dropped, i64 %half) {
 """
 HELPERS += ROUND_HALF_EVEN + narrowing("__truncdfbf2", "bfloat", 8, 7) + narrowing("__truncdfhf2", "half", 5, 10)
 _PROCESS = ctypes.CDLL(None)  # the symbols native code may call: libc, libm and what Python loaded
+# dlsym itself, looked up once: `_PROCESS[name]` makes a function object that ctypes ties into a
+# reference cycle, garbage for the collector at every lookup
+_DLSYM = _PROCESS.dlsym
+_DLSYM.restype, _DLSYM.argtypes = ctypes.c_void_p, (ctypes.c_void_p, ctypes.c_char_p)
 _ELF_MAGIC = b"\x7fELF"
 _SYMBOL_TABLE = 2
 _UNDEFINED_SECTION = 0
@@ -132,19 +136,20 @@ def may_call_helpers(ir_text: str) -> bool:
 def helpers_module(machine: "llvm.TargetMachine", needed: bool = True, context=None) -> "llvm.ModuleRef":
     """The module of an executable's shared object (in `context`; None: the global one), with
     the helpers when `needed`."""
-    module = llvm.parse_assembly(HELPERS if needed else "", context)
-    module.triple = machine.triple
-    module.data_layout = str(machine.target_data)
-    return module
+    return llvm.parse_assembly(target_header(machine) + (HELPERS if needed else ""), context)
+
+
+def target_header(machine: "llvm.TargetMachine") -> str:
+    """The IR lines that give a module `machine`'s triple and data layout. Written into the text
+    rather than set on the parsed module: llvmlite's setters copy the string through a ctypes
+    array type made for its length, which dies in a reference cycle, garbage each compile
+    leaves to the collector (jax's core_test checks a jit leaves none)."""
+    return f'target datalayout = "{machine.target_data}"\ntarget triple = "{machine.triple}"\n'
 
 
 def process_address(name: str) -> int | None:
     """Where this process has function `name`, or None."""
-    try:
-        function = _PROCESS[name]
-    except AttributeError:
-        return None
-    return ctypes.cast(function, ctypes.c_void_p).value
+    return _DLSYM(_PROCESS._handle, name.encode())
 
 
 def _symbols(object_code: bytes):

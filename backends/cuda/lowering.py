@@ -21,7 +21,8 @@ its host side: the upstream passes, as lists you can read.
 4. `TO_GPU`: `convert-parallel-loops-to-gpu` (one `gpu.launch` per nest),
    `gpu-kernel-outlining` (each launch a `gpu.func` in a `gpu.module`, the host a sequence
    of `gpu.launch_func`); buffer arguments marked 16-byte aligned (`aligned_pointers`).
-5. `TO_NVVM`, inside the `gpu.module`: bf16/f16 math and arithmetic in f32 and complex as
+5. `TO_F32_ARITHMETIC` and `TO_NVVM`, inside the `gpu.module`: bf16/f16 math and
+   arithmetic in f32 (f32 -> bf16 keeping a NaN's sign, `bf16_truncation.py`) and complex as
    real arithmetic (as on the CPU), loops to branches, then `convert-gpu-to-nvvm` with bare
    pointers (a kernel is `void k(ptr, ptr, ...)`, operands, results, scratch), math as
    libdevice calls (`__nv_expf`), which `ptx.py` links.
@@ -29,7 +30,7 @@ its host side: the upstream passes, as lists you can read.
 
 from dataclasses import dataclass
 
-from mlirxla.backends.cpu import kernel_scratch, lowering as cpu_lowering, materialization
+from mlirxla.backends.cpu import bf16_truncation, kernel_scratch, lowering as cpu_lowering, materialization
 from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir, passmanager
@@ -49,10 +50,13 @@ TO_GPU = [
     "canonicalize",
     "cse",
 ]
-TO_NVVM = [
+TO_F32_ARITHMETIC = [
     "gpu.module(convert-complex-to-standard)",
     "gpu.module(math-extend-to-supported-types{target-type=f32})",
     "gpu.module(arith-emulate-unsupported-floats{source-types=bf16,f16 target-type=f32})",
+]
+# after the f32 -> bf16 roundings keep their NaN's sign (`bf16_truncation.py`)
+TO_NVVM = [
     "gpu.module(arith-expand{include-bf16=true})",
     "gpu.module(lower-affine)",
     "gpu.module(convert-scf-to-cf)",
@@ -198,6 +202,9 @@ def to_nvvm(module: ir.Module, symbol: str) -> None:
             run(module, TO_GPU)
             module.operation.attributes["gpu.container_module"] = ir.UnitAttr.get()
             aligned_pointers(module)
+            run(module, TO_F32_ARITHMETIC)
+            with ir.Location.unknown():
+                bf16_truncation.expand_bf16_truncations(module)
             run(module, TO_NVVM)
     except ir.MLIRError as error:
         raise MlirxlaError(f"kernel {symbol} failed to lower to NVVM: {cpu_lowering.diagnostic_text(error)}") from None

@@ -9,10 +9,10 @@ and `JAX_PLATFORMS=mlirxla` makes it the default backend.
 """
 
 import functools
-import json
 import os
 
-PLATFORM = "mlirxla"
+from mlirxla.jax_host_calls import PLATFORM, callback_name, emit, has_cpu_backend
+
 # below jax's own cpu backend (0): installing mlirxla never changes jax's default device;
 # JAX_PLATFORMS=mlirxla (or jax.devices("mlirxla")) asks for it
 PRIORITY = -100
@@ -43,7 +43,17 @@ def initialize() -> None:
         mlir._platforms_with_donation.append(PLATFORM)
     register_host_callbacks()
     register_linear_algebra()
+    register_dlpack()
     when_imported(SPARSE_SOLVER_MODULE, register_sparse_solver)
+    when_imported("jax._src.checkify", register_check)
+    when_imported("jax._src.buffer_callback", register_buffer_callback)
+
+
+def register_dlpack() -> None:
+    """DLPack exports of mlirxla arrays and imports onto mlirxla (`jax_dlpack.py`)."""
+    from mlirxla import jax_dlpack
+
+    jax_dlpack.register()
 
 
 def register_host_callbacks() -> None:
@@ -94,49 +104,86 @@ def register_host_callbacks() -> None:
 
     mlir.register_lowering(debugging.debug_callback_p, debug_lowering, platform=PLATFORM)
     mlir.register_lowering(debugging.debug_print_p, print_lowering, platform=PLATFORM)
-    run_eagerly_without_a_cpu_backend(debugging.debug_callback_p)
-    run_eagerly_without_a_cpu_backend(debugging.debug_print_p)
+    run_eagerly_without_a_cpu_backend(debugging)
     # not cacheable, as jax registers its own: every lowering registers its callback anew
     mlir.register_lowering(jax_callback.pure_callback_p, pure_lowering, platform=PLATFORM, cacheable=False)
     mlir.register_lowering(jax_callback.io_callback_p, io_lowering, platform=PLATFORM, cacheable=False)
+    register_python_callback_emitter()
 
 
-def emit(context, arguments, function, name: str, has_side_effect: bool) -> list:
-    """A `custom_call @mlirxla.python_callback` calling `function` (arrays in, a list of arrays
-    out) on the host, with the lowered primitive's results as its results."""
+def register_python_callback_emitter() -> None:
+    """`emit_python_callback` on mlirxla: jax's lowering helper for a Python function called
+    from a program (public as `jax.interpreters.mlir.emit_python_callback`, used by
+    `checkify.check`, jax's own rules and other libraries' primitives) refuses every platform
+    but cpu, cuda, rocm and tpu. On mlirxla it emits the plugin's host callback; the function
+    gets numpy arrays, as on every platform, and its results are checked against
+    `result_avals`. A token passes through: the executor keeps side effects in program order."""
+    import numpy as np
+    from jax._src import callback as jax_callback
+    from jax._src import dtypes
+    from jax.interpreters import mlir as public_mlir
+
+    jax_emit = jax_callback.emit_python_callback
+
+    def emit_python_callback(context, callback, token, operands, operand_avals, result_avals, *, has_side_effect,
+                             returns_token=True, partitioned=False, sharding=None):
+        if tuple(context.module_context.platforms) != (PLATFORM,):
+            return jax_emit(context, callback, token, operands, operand_avals, result_avals,
+                            has_side_effect=has_side_effect, returns_token=returns_token, partitioned=partitioned,
+                            sharding=sharding)
+        if partitioned and result_avals:
+            raise ValueError("Partitioned callback not supported with return values.")
+
+        def run(*arrays):
+            return [dtypes.canonicalize_value(np.asarray(result)) for result in callback(*arrays)]
+
+        results = emit(context, operands, run, callback_name("Python callback", callback), has_side_effect,
+                       result_avals=result_avals)
+        return results, token, run
+
+    jax_callback.emit_python_callback = public_mlir.emit_python_callback = emit_python_callback
+
+
+def register_check(checkify) -> None:
+    """`checkify.check` staged out under jax's unsafe runtime errors: jax's rule (registered for
+    cpu and gpu) emits a Python callback, which `emit_python_callback` lowers on mlirxla."""
     from jax._src.interpreters import mlir
 
-    from mlirxla.runtime import callbacks
-
-    identifier = callbacks.register(function, name)
-    # jax keeps it with the executable, and dispatches a program with host callbacks on
-    # its path that threads ordered effects' tokens (its ahead-of-time fast path does not)
-    context.module_context.add_host_callback(function)
-    result_types = [mlir.aval_to_ir_type(context.module_context, aval) for aval in context.avals_out]
-    call = mlir.custom_call(callbacks.TARGET, result_types=result_types, operands=list(arguments),
-                            backend_config=str(identifier), has_side_effect=has_side_effect, api_version=1)
-    return list(call.results)
+    mlir.register_lowering(checkify.check_p, checkify.check_lowering_rule, platform=PLATFORM)
 
 
-def run_eagerly_without_a_cpu_backend(primitive) -> None:
-    """`jax.debug.print` / `jax.debug.callback` outside jit: jax's implementation calls the
-    callback on the cpu device and fails in a process without a cpu backend
-    (JAX_PLATFORMS=mlirxla); there the primitive runs as a one-op program instead, as under
-    jit (pure_callback and io_callback always run that way). With a cpu backend, or another
-    default backend than mlirxla, jax's own."""
-    from jax._src import dispatch, xla_bridge
+def register_buffer_callback(module) -> None:
+    """`jax.experimental.buffer_callback` on mlirxla (`jax_buffer_callback.py`)."""
+    from mlirxla import jax_buffer_callback
 
-    jax_impl = primitive.impl
+    jax_buffer_callback.register(module)
 
-    def impl(*arguments, **parameters):
-        try:
-            xla_bridge.local_devices(backend="cpu")
-        except RuntimeError:
-            if xla_bridge.default_backend() == PLATFORM:
-                return dispatch.apply_primitive(primitive, *arguments, **parameters)
-        return jax_impl(*arguments, **parameters)
 
-    primitive.def_impl(impl)
+
+def run_eagerly_without_a_cpu_backend(debugging) -> None:
+    """`jax.debug.print` / `jax.debug.callback` outside jit: jax's implementation puts the
+    arguments on the cpu device, and fails in a process without a cpu backend
+    (JAX_PLATFORMS=mlirxla) where mlirxla is the default backend. There the callback gets the
+    arguments as they are, jax arrays on the mlirxla device, and runs in the caller as jax's
+    does: what it raises reaches the caller unchanged (`jax.debug.breakpoint`'s quit is a
+    SystemExit). jax's print implementation calls the module's `debug_callback_impl`, so
+    replacing that covers both."""
+    from jax._src import mesh as mesh_lib
+    from jax._src import sharding_impls, xla_bridge
+
+    jax_impl = debugging.debug_callback_impl
+
+    def impl(*arguments, callback, effect, partitioned):
+        if has_cpu_backend() or xla_bridge.default_backend() != PLATFORM:
+            return jax_impl(*arguments, callback=callback, effect=effect, partitioned=partitioned)
+        with (sharding_impls._internal_use_concrete_mesh(mesh_lib.empty_concrete_mesh),
+              mesh_lib.use_abstract_mesh(mesh_lib.empty_abstract_mesh)):
+            callback(*arguments)
+        return ()
+
+    debugging.debug_callback_impl = impl
+    debugging.debug_callback_p.def_impl(impl)
+
 
 
 def host_function(jax_impl, callback, **parameters):
@@ -145,61 +192,74 @@ def host_function(jax_impl, callback, **parameters):
     this process has no cpu backend (JAX_PLATFORMS=mlirxla), where jax's would fail. Results
     are canonicalized as jax's cpu callbacks canonicalize them (float64 is float32 without x64)."""
     import numpy as np
-    from jax._src import dtypes, xla_bridge
+    from jax._src import dtypes
 
     def run(*arrays):
-        try:
-            xla_bridge.local_devices(backend="cpu")
-        except RuntimeError:
-            results = callback(*arrays)
-        else:
+        if has_cpu_backend():
             results = jax_impl(*arrays, callback=callback, **parameters)
+        else:
+            results = callback(*arrays)
         return [dtypes.canonicalize_value(np.asarray(result)) for result in results]
     return run
 
 
-def callback_name(kind: str, callback) -> str:
-    """How errors name a callback: its kind and the Python function jax wraps."""
-    function = getattr(callback, "callback_func", callback)
-    while isinstance(function, functools.partial):
-        function = function.func
-    return f"{kind} {getattr(function, '__qualname__', type(function).__name__)!r}"
+
+# jax's linear-algebra primitives that jax lowers per platform, each on cpu to jaxlib's LAPACK custom calls
+LINEAR_ALGEBRA_PRIMITIVES = ("cholesky_p", "eig_p", "eigh_p", "hessenberg_p", "householder_product_p", "ormqr_p", "lu_p",
+                             "geqrf_p", "geqp3_p", "schur_p", "svd_p", "triangular_solve_p", "tridiagonal_p",
+                             "tridiagonal_solve_p")
 
 
 def register_linear_algebra() -> None:
-    """jax's eigh, svd, eig, schur, hessenberg, tridiagonal and tridiagonal_solve on mlirxla: jax
-    lowers them per platform (LAPACK custom calls on cpu); on mlirxla they become `custom_call
-    @mlirxla.<name>` with their flags as JSON, which the cpu backend runs as numpy / scipy host calls."""
+    """jax's linear algebra on mlirxla as on jax's cpu backend: jax lowers eigh, svd, lu, qr,
+    cholesky, eig, schur, hessenberg, tridiagonal, triangular and tridiagonal solves per
+    platform, on cpu to jaxlib's LAPACK custom calls (`lapack_ssyevd_ffi`, ...), which the cpu
+    backend runs as host calls of the same LAPACK routines (`runtime/lapack_ffi.py`). The
+    plugin registers jax's own cpu rules for mlirxla, so a program gets what it gets on cpu:
+    the same results bit for bit, custom calls `jax.export` guarantees stable, and the shape
+    polymorphism and errors of jax's cpu rules. eigh and svd also take what the cpu rules
+    refuse (`eigh_or_svd_beyond_cpu`)."""
     from jax._src.interpreters import mlir
     from jax._src.lax import linalg
 
-    def host_call(target: str, flags: tuple[str, ...]):
-        def lowering(context, operand, *, subset_by_index=None, **parameters):
-            rank = min(context.avals_in[0].shape[-2:])
-            if subset_by_index not in (None, (0, rank)):
-                raise NotImplementedError(f"{target} with subset_by_index is not supported on mlirxla")
-            if parameters.get("sort_eig_vals"):
-                raise NotImplementedError(f"{target} with sorted eigenvalues is not supported on mlirxla")
-            config = json.dumps({flag: bool(parameters[flag]) for flag in flags})
-            result_types = [mlir.aval_to_ir_type(context.module_context, aval) for aval in context.avals_out]
-            return mlir.custom_call(target, result_types=result_types, operands=[operand], backend_config=config,
-                                    api_version=1).results
-        return lowering
+    cpu_rules = mlir._platform_specific_lowerings["cpu"]
+    for name in LINEAR_ALGEBRA_PRIMITIVES:
+        primitive = getattr(linalg, name)
+        entry = cpu_rules[primitive]
+        mlir.register_lowering(primitive, entry.rule, platform=PLATFORM, inline=entry.inline)
+    eigh_lowering, svd_lowering = eigh_or_svd_beyond_cpu(cpu_rules[linalg.eigh_p].rule, cpu_rules[linalg.svd_p].rule)
+    mlir.register_lowering(linalg.eigh_p, eigh_lowering, platform=PLATFORM)
+    mlir.register_lowering(linalg.svd_p, svd_lowering, platform=PLATFORM)
 
-    mlir.register_lowering(linalg.eigh_p, host_call("mlirxla.eigh", ("lower",)), platform=PLATFORM)
-    mlir.register_lowering(linalg.svd_p, host_call("mlirxla.svd", ("full_matrices", "compute_uv")), platform=PLATFORM)
-    mlir.register_lowering(linalg.eig_p, host_call("mlirxla.eig", ("compute_left_eigenvectors", "compute_right_eigenvectors")),
-                           platform=PLATFORM)
-    mlir.register_lowering(linalg.schur_p, host_call("mlirxla.schur", ("compute_schur_vectors",)), platform=PLATFORM)
-    mlir.register_lowering(linalg.hessenberg_p, host_call("mlirxla.hessenberg", ()), platform=PLATFORM)
-    mlir.register_lowering(linalg.tridiagonal_p, host_call("mlirxla.tridiagonal", ("lower",)), platform=PLATFORM)
 
-    def tridiagonal_solve_lowering(context, dl, d, du, b, *, perturb_singular):
-        result_type = mlir.aval_to_ir_type(context.module_context, context.avals_out[0])
-        return mlir.custom_call("mlirxla.tridiagonal_solve", result_types=[result_type], operands=[dl, d, du, b],
-                                backend_config=json.dumps({"perturb_singular": bool(perturb_singular)}), api_version=1).results
+def eigh_or_svd_beyond_cpu(cpu_eigh, cpu_svd):
+    """eigh and svd rules that take the algorithms and subsets jax's cpu rules refuse, as the
+    platform-independent jax implementations do where jax has one: QDWH eigh and eigh of a
+    subset of eigenvalues as jax's QDWH spectral divide and conquer, POLAR svd and svd of a
+    subset as jax's polar svd (TPU's lowerings, made of jax ops only); a Jacobi eigh or svd,
+    which only TPU's and cuSOLVER's libraries implement, as LAPACK's (the contract the
+    results meet is the same). Without that, jax's own eigh tests would fail on mlirxla: off
+    cpu and gpu they ask for every algorithm."""
+    from jax._src.interpreters import mlir
+    from jax._src.lax import linalg
+    from jax._src.tpu.linalg import eigh as qdwh_eigh
 
-    mlir.register_lowering(linalg.tridiagonal_solve_p, tridiagonal_solve_lowering, platform=PLATFORM)
+    polar_svd = mlir._lowerings[linalg.svd_p].rule
+
+    def eigh(context, operand, *, algorithm, subset_by_index, **parameters):
+        if algorithm == linalg.EighImplementation.QDWH or subset_by_index is not None:
+            return mlir.lower_fun(qdwh_eigh._eigh_qdwh_impl, multiple_results=True)(
+                context, operand, subset_by_index=subset_by_index, **parameters)
+        algorithm = None if algorithm == linalg.EighImplementation.JACOBI else algorithm
+        return cpu_eigh(context, operand, algorithm=algorithm, subset_by_index=subset_by_index, **parameters)
+
+    def svd(context, operand, *, algorithm=None, subset_by_index, **parameters):
+        if algorithm == linalg.SvdAlgorithm.POLAR or subset_by_index is not None:
+            return polar_svd(context, operand, subset_by_index=subset_by_index, **parameters)
+        algorithm = None if algorithm == linalg.SvdAlgorithm.JACOBI else algorithm
+        return cpu_svd(context, operand, algorithm=algorithm, subset_by_index=subset_by_index, **parameters)
+
+    return eigh, svd
 
 
 def register_sparse_solver(module) -> None:

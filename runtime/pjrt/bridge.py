@@ -8,7 +8,6 @@ when JAX allows zero copy (it keeps that memory until the C side says the buffer
 else a copy; the C side copies results out of the array's memory itself.
 """
 
-import ctypes
 import dataclasses
 import os
 
@@ -19,6 +18,7 @@ from mlirxla.backends import registry
 from mlirxla.errors import MlirxlaError
 from mlirxla.mlir import stablehlo
 from mlirxla.runtime.client import Client, LoadedExecutable
+from mlirxla.runtime.ctypes_arrays import bytes_at
 from mlirxla.runtime.devices import DeviceGrid, DeviceRun, execute_on_devices
 from mlirxla.runtime.mpi_exchange import MpiExchange
 
@@ -153,12 +153,13 @@ def cost_analysis(program: bytes, options: bytes) -> list[tuple[str, float]]:
 
 
 def executable_info(executable: LoadedExecutable) -> tuple[str, str, list, tuple[int, ...], int, int]:
-    """(name, fingerprint, [(element type name, dims)] per output, donatable parameters,
-    replica count, partition count). Donatable are the parameters the program marks donated,
-    and any an output is computed in: as on XLA, jax's donated buffer is gone after the call
-    even where no output took its memory."""
+    """(name, fingerprint, [(element type name, dims, memory kind)] per output, donatable
+    parameters, replica count, partition count). Donatable are the parameters the program marks
+    donated, and any an output is computed in: as on XLA, jax's donated buffer is gone after the
+    call even where no output took its memory."""
     plan = executable.executable.plan
-    outputs = [(np.dtype(spec.dtype).name, tuple(spec.shape)) for _, spec in plan.outputs]
+    outputs = [(np.dtype(spec.dtype).name, tuple(spec.shape), plan.memory_kind_of_output(index))
+               for index, (_, spec) in enumerate(plan.outputs)]
     donatable = executable.executable.written_parameters | frozenset(plan.donated_parameters)
     return ("main", executable.fingerprint, outputs, tuple(sorted(donatable)),
             plan.replica_count, plan.partition_count)
@@ -197,7 +198,7 @@ def buffer_from_host(address: int, dtype_name: str, dims: tuple, byte_strides: t
     strides = tuple(byte_strides) if byte_strides is not None else row_major
     below = sum((size - 1) * stride for size, stride in zip(shape, strides) if stride < 0)
     above = sum((size - 1) * stride for size, stride in zip(shape, strides) if stride > 0) + dtype.itemsize
-    memory = (ctypes.c_char * (above - below)).from_address(address + below)
+    memory = bytes_at(address + below, above - below)
     host = np.ndarray(shape, dtype, buffer=memory, offset=-below, strides=strides)
     if zero_copy and strides == row_major and address % dtype.alignment == 0:
         host.flags.writeable = False

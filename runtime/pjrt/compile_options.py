@@ -10,11 +10,12 @@ XLA's debug options with an equivalent here, under their XLA names:
 - `xla_dump_hlo_pass_re`: which passes dump the module they changed;
 - `xla_disable_hlo_passes`: passes (or pipelines) to skip, comma-separated.
 
-Any other option is refused by name, as XLA refuses an option it does not know. Of the
-build options the replica and partition counts and the device assignment are read
-(`build_grid`: the devices a program runs on); the rest (argument layouts among them) is not:
-executables are row-major. The proto is read with a small wire-format reader (varints and length-delimited
-fields), so no protobuf package is needed.
+Any other field of XLA's DebugOptions (and XLA's effort and level settings) is accepted
+without effect, as XLA's backends take the fields they do not read; any other name is refused
+in XLA's words (`xla_debug_options.py`). Of the build options the replica and partition
+counts and the device assignment are read (`build_grid`: the devices a program runs on); the
+rest (argument layouts among them) is not: executables are row-major. The proto is read with a
+small wire-format reader (`protobuf_wire.py`), so no protobuf package is needed.
 """
 
 import os
@@ -24,45 +25,14 @@ from dataclasses import dataclass, replace
 from mlirxla.errors import MlirxlaError
 from mlirxla.runtime.client import CompileOptions
 
+from . import xla_debug_options
+from .protobuf_wire import LENGTH_DELIMITED, VARINT, fields, read_varint
+
 BUILD_OPTIONS, ENV_OPTION_OVERRIDES = 3, 7  # CompileOptionsProto
 NUM_REPLICAS, NUM_PARTITIONS, DEVICE_ASSIGNMENT = 4, 5, 9  # ExecutableBuildOptionsProto
 COMPUTATION_DEVICES, REPLICA_DEVICE_IDS = 3, 1  # DeviceAssignmentProto, its ComputationDevice
 MAP_KEY, MAP_VALUE = 1, 2
 STRING_FIELD, BOOL_FIELD, INT_FIELD = 1, 2, 3
-VARINT, FIXED64, LENGTH_DELIMITED, FIXED32 = 0, 1, 2, 5
-
-
-def read_varint(data: bytes, position: int) -> tuple[int, int]:
-    value, shift = 0, 0
-    while True:
-        if position >= len(data):
-            raise MlirxlaError("compile options: truncated varint")
-        byte = data[position]
-        position += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            return value, position
-
-
-def fields(data: bytes):
-    """(field number, wire type, value) per field: an int for varints and fixed-size fields,
-    bytes for length-delimited ones."""
-    position = 0
-    while position < len(data):
-        key, position = read_varint(data, position)
-        number, wire_type = key >> 3, key & 7
-        if wire_type == VARINT:
-            value, position = read_varint(data, position)
-        elif wire_type in (FIXED64, FIXED32):
-            width = 8 if wire_type == FIXED64 else 4
-            value, position = int.from_bytes(data[position:position + width], "little"), position + width
-        elif wire_type == LENGTH_DELIMITED:
-            size, position = read_varint(data, position)
-            value, position = data[position:position + size], position + size
-        else:
-            raise MlirxlaError(f"compile options: unsupported wire type {wire_type}")
-        yield number, wire_type, value
 
 
 def option_overrides(proto: bytes) -> dict[str, object]:
@@ -146,10 +116,10 @@ def xla_flags() -> dict[str, str]:
 
 
 def compile_options_from_proto(proto: bytes | None) -> CompileOptions:
-    settings = xla_flags() | option_overrides(proto or b"")
-    unknown = sorted(set(settings) - set(OPTIONS))
-    if unknown:
-        raise MlirxlaError(f"unknown compile option '{unknown[0]}' (mlirxla takes {', '.join(OPTIONS)})")
+    overrides = option_overrides(proto or b"")
+    for name in sorted(set(overrides) - set(OPTIONS)):
+        xla_debug_options.checked(name, overrides[name])
+    settings = xla_flags() | {name: value for name, value in overrides.items() if name in OPTIONS}
     disabled = settings.get("xla_disable_hlo_passes") or ""
     return CompileOptions(dump_to=settings.get("xla_dump_to") or None, dump_pass_re=settings.get("xla_dump_hlo_pass_re") or None,
                           disable_passes=tuple(name for name in str(disabled).split(",") if name))

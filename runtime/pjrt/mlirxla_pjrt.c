@@ -54,7 +54,11 @@
   } while (0)
 
 static const char kPlatformName[] = "mlirxla";
-static const char kMemoryKind[] = "device";
+/* The memories of every device, as XLA:CPU has them: all host memory, so one array serves any
+ * kind; a buffer and an executable's output only say which kind they are in (jax's host
+ * offloading places arrays in `pinned_host`). The first is the default. */
+static const char* const kMemoryKinds[] = {"device", "pinned_host", "unpinned_host"};
+#define MEMORY_KIND_COUNT (sizeof(kMemoryKinds) / sizeof(kMemoryKinds[0]))
 
 /* ---------------------------------------------------------------- errors */
 
@@ -253,6 +257,12 @@ static PJRT_Buffer_Type element_type_of(const char* name) {
   return PJRT_Buffer_Type_INVALID;
 }
 
+static int memory_kind_id_of(const char* kind) {
+  for (size_t k = 0; kind && k < MEMORY_KIND_COUNT; ++k)
+    if (strcmp(kMemoryKinds[k], kind) == 0) return (int)k;
+  return -1;
+}
+
 /* ------------------------------------------------------ devices, memories */
 
 struct PJRT_DeviceDescription {
@@ -265,6 +275,7 @@ struct PJRT_DeviceDescription {
 
 struct PJRT_Memory {
   int id;
+  int kind_id; /* its index in kMemoryKinds */
   PJRT_Device* device;
   char debug_string[64];
   char to_string[64];
@@ -281,8 +292,8 @@ typedef struct {
 
 struct PJRT_Device {
   PJRT_DeviceDescription description;
-  PJRT_Memory memory;
-  PJRT_Memory* memories[1];
+  PJRT_Memory spaces[MEMORY_KIND_COUNT];
+  PJRT_Memory* memories[MEMORY_KIND_COUNT];
   PJRT_Device* self[1]; /* the one device this device's memory is addressable by */
   int local_hardware_id;  /* its index among this process's devices; -1: another process's */
   MemoryUsage usage;
@@ -298,7 +309,7 @@ struct PJRT_Client {
   size_t addressable_count;
   PJRT_Device* devices;
   PJRT_Device** device_list;
-  PJRT_Memory** memory_list;
+  PJRT_Memory** memory_list; /* device i's memories at i * MEMORY_KIND_COUNT .. */
 };
 
 
@@ -540,11 +551,15 @@ static void init_device(PJRT_Device* device, int id, int process_index, const ch
   snprintf(device->description.kind, sizeof(device->description.kind), "%s", kind);
   snprintf(device->description.debug_string, sizeof(device->description.debug_string), "mlirxla:%s:%d", kind, id);
   snprintf(device->description.to_string, sizeof(device->description.to_string), "MlirxlaDevice(id=%d)", id);
-  device->memory.id = id;
-  device->memory.device = device;
-  snprintf(device->memory.debug_string, sizeof(device->memory.debug_string), "mlirxla:%s:%d:device", kind, id);
-  snprintf(device->memory.to_string, sizeof(device->memory.to_string), "MlirxlaMemory(device=%d)", id);
-  device->memories[0] = &device->memory;
+  for (size_t k = 0; k < MEMORY_KIND_COUNT; ++k) {
+    PJRT_Memory* memory = &device->spaces[k];
+    memory->id = id * (int)MEMORY_KIND_COUNT + (int)k;
+    memory->kind_id = (int)k;
+    memory->device = device;
+    snprintf(memory->debug_string, sizeof(memory->debug_string), "mlirxla:%s:%d:%s", kind, id, kMemoryKinds[k]);
+    snprintf(memory->to_string, sizeof(memory->to_string), "MlirxlaMemory(device=%d, kind=%s)", id, kMemoryKinds[k]);
+    device->memories[k] = memory;
+  }
   device->self[0] = device;
 }
 
@@ -576,12 +591,12 @@ static PJRT_Error* client_create(PJRT_Client_Create_Args* args) {
   client->first_addressable = (size_t)process_index * (size_t)local_count;
   client->devices = calloc(client->device_count, sizeof(PJRT_Device));
   client->device_list = calloc(client->device_count, sizeof(PJRT_Device*));
-  client->memory_list = calloc(client->device_count, sizeof(PJRT_Memory*));
+  client->memory_list = calloc(client->device_count * MEMORY_KIND_COUNT, sizeof(PJRT_Memory*));
   for (size_t i = 0; i < client->device_count; ++i) {
     init_device(&client->devices[i], (int)i, (int)(i / (size_t)local_count), device_kind);
     client->devices[i].local_hardware_id = i / (size_t)local_count == (size_t)process_index ? (int)(i % (size_t)local_count) : -1;
     client->device_list[i] = &client->devices[i];
-    client->memory_list[i] = &client->devices[i].memory;
+    for (size_t k = 0; k < MEMORY_KIND_COUNT; ++k) client->memory_list[i * MEMORY_KIND_COUNT + k] = &client->devices[i].spaces[k];
   }
   SET(args, client, client);
   return NULL;
@@ -654,8 +669,8 @@ static PJRT_Error* client_lookup_addressable_device(PJRT_Client_LookupAddressabl
 }
 
 static PJRT_Error* client_addressable_memories(PJRT_Client_AddressableMemories_Args* args) {
-  SET(args, addressable_memories, args->client->memory_list + args->client->first_addressable);
-  SET(args, num_addressable_memories, args->client->addressable_count);
+  SET(args, addressable_memories, args->client->memory_list + args->client->first_addressable * MEMORY_KIND_COUNT);
+  SET(args, num_addressable_memories, args->client->addressable_count * MEMORY_KIND_COUNT);
   return NULL;
 }
 
@@ -721,12 +736,12 @@ static PJRT_Error* device_local_hardware_id(PJRT_Device_LocalHardwareId_Args* ar
 
 static PJRT_Error* device_addressable_memories(PJRT_Device_AddressableMemories_Args* args) {
   SET(args, memories, args->device->memories);
-  SET(args, num_memories, 1);
+  SET(args, num_memories, MEMORY_KIND_COUNT);
   return NULL;
 }
 
 static PJRT_Error* device_default_memory(PJRT_Device_DefaultMemory_Args* args) {
-  SET(args, memory, &args->device->memory);
+  SET(args, memory, &args->device->spaces[0]);
   return NULL;
 }
 
@@ -768,13 +783,14 @@ static PJRT_Error* memory_id(PJRT_Memory_Id_Args* args) {
 }
 
 static PJRT_Error* memory_kind(PJRT_Memory_Kind_Args* args) {
-  SET(args, kind, kMemoryKind);
-  SET(args, kind_size, strlen(kMemoryKind));
+  const char* kind = kMemoryKinds[args->memory->kind_id];
+  SET(args, kind, kind);
+  SET(args, kind_size, strlen(kind));
   return NULL;
 }
 
 static PJRT_Error* memory_kind_id(PJRT_Memory_Kind_Id_Args* args) {
-  SET(args, kind_id, 0);
+  SET(args, kind_id, args->memory->kind_id);
   return NULL;
 }
 
@@ -807,6 +823,7 @@ struct PJRT_Buffer {
   size_t bytes;
   uintptr_t address;
   PJRT_Device* device;
+  PJRT_Memory* memory; /* one of the device's: which kind the buffer is in */
   PJRT_Event* host_release; /* a zero-copy buffer's done_with_host_buffer: fired when the array goes */
   int external_references; /* views JAX holds on the memory: freeing waits for them */
   bool deleted;
@@ -831,6 +848,7 @@ static PJRT_Buffer* new_buffer(PyObject* array, PJRT_Buffer_Type type, PJRT_Devi
   buffer->address = (uintptr_t)view.buf;
   buffer->bytes = (size_t)view.len;
   buffer->device = device;
+  buffer->memory = &device->spaces[0];
   PyBuffer_Release(&view);
   count_allocation(&device->usage, (int64_t)buffer->bytes);
   return buffer;
@@ -895,7 +913,10 @@ static PJRT_Error* client_buffer_from_host_buffer(PJRT_Client_BufferFromHostBuff
   if (made != NULL && PyArg_ParseTuple(made, "Op", &array, &is_view)) {
     Py_INCREF(array);
     buffer = new_buffer(array, args->type, device);
-    if (buffer == NULL) Py_DECREF(array);
+    if (buffer == NULL)
+      Py_DECREF(array);
+    else if (HAS_FIELD(args, memory) && args->memory)
+      buffer->memory = args->memory;
   }
   if (buffer == NULL) error = python_error();
   Py_XDECREF(made);
@@ -936,6 +957,8 @@ static PJRT_Error* client_create_uninitialized_buffer(PJRT_Client_CreateUninitia
   if (buffer == NULL) {
     Py_XDECREF(array);
     error = python_error();
+  } else if (args->memory) {
+    buffer->memory = args->memory;
   }
   leave_python(state);
   if (error) return error;
@@ -1048,7 +1071,7 @@ static PJRT_Error* buffer_device(PJRT_Buffer_Device_Args* args) {
 }
 
 static PJRT_Error* buffer_memory(PJRT_Buffer_Memory_Args* args) {
-  SET(args, memory, &args->buffer->device->memory);
+  SET(args, memory, args->buffer->memory);
   return NULL;
 }
 
@@ -1112,6 +1135,7 @@ static PJRT_Error* buffer_copy_to_device(PJRT_Buffer_CopyToDevice_Args* args) {
 static PJRT_Error* buffer_copy_to_memory(PJRT_Buffer_CopyToMemory_Args* args) {
   PJRT_Buffer* copy = NULL;
   PJRT_Error* error = copy_buffer(args->buffer, args->dst_memory->device, &copy);
+  if (copy) copy->memory = args->dst_memory;
   SET(args, dst_buffer, copy);
   return error;
 }
@@ -1128,6 +1152,7 @@ struct PJRT_Executable {
   size_t* output_ranks;
   const char** memory_kinds;
   size_t* memory_kind_sizes;
+  int* output_memory; /* per output, the index of its memory kind */
   int64_t* donatable; /* parameters whose buffer an output may take over, in order */
   size_t donatable_count;
   char* program; /* the StableHLO it was compiled from, in format "mlir" */
@@ -1177,6 +1202,7 @@ static void free_executable(PJRT_Executable* executable) {
   free(executable->output_ranks);
   free(executable->memory_kinds);
   free(executable->memory_kind_sizes);
+  free(executable->output_memory);
   free(executable->donatable);
   free(executable->program);
   free(executable->options);
@@ -1204,6 +1230,7 @@ static bool describe_executable(PJRT_Executable* executable) {
   executable->output_ranks = calloc(count + 1, sizeof(size_t));
   executable->memory_kinds = calloc(count + 1, sizeof(char*));
   executable->memory_kind_sizes = calloc(count + 1, sizeof(size_t));
+  executable->output_memory = calloc(count + 1, sizeof(int));
   for (size_t i = 0; i < count; ++i) total += (size_t)PyTuple_Size(PyTuple_GetItem(PyList_GetItem(outputs, (Py_ssize_t)i), 1));
   executable->output_dims = calloc(total + 1, sizeof(int64_t));
   size_t position = 0;
@@ -1219,8 +1246,16 @@ static bool describe_executable(PJRT_Executable* executable) {
     }
     executable->output_ranks[i] = (size_t)PyTuple_Size(dims);
     for (Py_ssize_t k = 0; k < PyTuple_Size(dims); ++k) executable->output_dims[position++] = PyLong_AsLongLong(PyTuple_GetItem(dims, k));
-    executable->memory_kinds[i] = kMemoryKind;
-    executable->memory_kind_sizes[i] = strlen(kMemoryKind);
+    int kind_id = memory_kind_id_of(PyUnicode_AsUTF8(PyTuple_GetItem(output, 2)));
+    if (kind_id < 0) {
+      PyErr_Format(PyExc_ValueError, "output %zu is in memory kind %s, which mlirxla devices do not have", i,
+                   PyUnicode_AsUTF8(PyTuple_GetItem(output, 2)));
+      Py_DECREF(info);
+      return false;
+    }
+    executable->output_memory[i] = kind_id;
+    executable->memory_kinds[i] = kMemoryKinds[kind_id];
+    executable->memory_kind_sizes[i] = strlen(kMemoryKinds[kind_id]);
   }
   executable->donatable_count = (size_t)PyTuple_Size(donatable);
   executable->donatable = calloc(executable->donatable_count + 1, sizeof(int64_t));
@@ -1680,6 +1715,7 @@ static PJRT_Error* output_buffers(const PJRT_Executable* executable, PyObject* r
     PyObject* array = PyList_GetItem(results, (Py_ssize_t)k);
     Py_INCREF(array);
     outputs[k] = new_buffer(array, executable->output_types[k], device);
+    if (outputs[k]) outputs[k]->memory = &device->spaces[executable->output_memory[k]];
     if (outputs[k] == NULL) {
       Py_DECREF(array);
       PJRT_Error* error = python_error();

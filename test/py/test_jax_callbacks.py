@@ -275,3 +275,101 @@ def test_debug_prints_outside_jit_and_in_a_loop_without_results():
                           timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.splitlines() == ["eager [0 1 2]", "mapped 0", "mapped 1", "step 0", "step 1", "step 2", "step 3"]
+
+
+def host_halves_and_counts(calls):
+    """A primitive lowered through jax's public `mlir.emit_python_callback`, as libraries write
+    their own host primitives: numpy halves its operand and records the call."""
+    from jax.extend import core as jax_core
+    from jax.interpreters import mlir
+
+    primitive = jax_core.Primitive("host_halves")
+    primitive.def_abstract_eval(lambda x: x)
+
+    def halve(x):
+        calls.append(type(x))
+        return (np.asarray(x / 2, x.dtype),)
+
+    def lowering(context, x):
+        results, _, _ = mlir.emit_python_callback(context, halve, None, [x], context.avals_in, context.avals_out,
+                                                  has_side_effect=False)
+        return results
+
+    mlir.register_lowering(primitive, lowering)
+    return primitive
+
+
+def test_emit_python_callback_lowers_on_mlirxla(devices):
+    """jax's helper refused every platform but cpu, cuda, rocm and tpu."""
+    calls = []
+    primitive = host_halves_and_counts(calls)
+    assert_same_as_cpu(devices, lambda x: primitive.bind(jnp.sin(x)) + 1, X)
+    assert calls == [np.ndarray, np.ndarray]  # numpy arrays on every platform
+
+
+def test_checkify_check_under_jit_raises_at_run_time(devices):
+    """`checkify.check` staged without `checkify.checkify` (jax's unsafe runtime errors) lowers
+    to a host callback, which jax registers for cpu and gpu only."""
+    from jax._src import config as jax_config
+    from jax.experimental import checkify
+
+    mlirxla, cpu = devices
+
+    def program(x):
+        checkify.check(jnp.all(x > -3), "x must exceed -3, got {}", x)
+        return jnp.exp(x)
+
+    with jax_config.xla_runtime_errors(True):
+        assert_same_as_cpu(devices, program, X)
+        for device in (mlirxla, cpu):
+            with pytest.raises(jax.errors.JaxRuntimeError, match=r"x must exceed -3, got \[\[-4"):
+                on(device, program, X - 2).block_until_ready()
+
+
+EAGER_WITHOUT_CPU = """
+import jax, jax.numpy as jnp
+seen = []
+jax.debug.callback(lambda v: seen.append((type(v).__name__, v.devices() == set(jax.devices()), int(v.sum()))),
+                   jnp.arange(4))
+def refuse(v):
+    raise KeyError("the host refuses")
+try:
+    jax.debug.callback(refuse, jnp.ones(2))
+except KeyError as error:
+    seen.append(str(error))
+print(seen)
+jax.debug.callback(lambda: exit(3))
+"""
+
+
+def test_eager_debug_callbacks_without_a_cpu_backend_run_in_the_caller():
+    """Outside jit, as jax's own implementation does: the callback gets jax arrays (here on the
+    mlirxla device) and what it raises reaches the caller unchanged, SystemExit included
+    (`jax.debug.breakpoint`'s quit); it had become an INTERNAL runtime error."""
+    environment = dict(os.environ, JAX_PLATFORMS="mlirxla")
+    done = subprocess.run([sys.executable, "-c", EAGER_WITHOUT_CPU], env=environment, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 3, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "[('ArrayImpl', True, 6), \"'the host refuses'\"]"
+
+
+def test_buffer_callback_fills_its_outputs_in_place(devices):
+    """jax lowers `buffer_callback` for cpu, cuda and rocm only."""
+    from jax.experimental import buffer_callback
+
+    def add_into(context, out, x, *, y):
+        assert context.stage == buffer_callback.ExecutionStage.EXECUTE
+        assert out.writeable and not x.writeable and x.shape == out.shape
+        result = np.asarray(out)
+        result[...] = np.asarray(x)
+        result += np.from_dlpack(y)
+
+    add = buffer_callback.buffer_callback(add_into, jax.ShapeDtypeStruct(X.shape[1:], X.dtype), vmap_method="sequential")
+    assert_same_as_cpu(devices, lambda x: jax.vmap(lambda row: add(row, y=jnp.cos(row)))(x) * 2, X)
+
+    def same_memory(context, out, x):
+        np.asarray(out)[0] += np.asarray(x).ctypes.data == np.asarray(out).ctypes.data
+
+    aliased = buffer_callback.buffer_callback(same_memory, jax.ShapeDtypeStruct(X.shape, X.dtype),
+                                              input_output_aliases={0: 0})
+    assert_same_as_cpu(devices, aliased, X)

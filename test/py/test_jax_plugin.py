@@ -18,6 +18,7 @@ import pytest
 
 jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
+from jax.ad_checkpoint import checkpoint_name  # noqa: E402
 
 from mlirxla import jax_plugin  # noqa: E402
 
@@ -119,6 +120,42 @@ def test_devices_and_memories(devices):
     np.testing.assert_array_equal(np.asarray(x), np.arange(6).reshape(2, 3))
     x.delete()
     assert x.is_deleted()
+
+
+def sharding_in(device, kind: str):
+    return jax.sharding.SingleDeviceSharding(device, memory_kind=kind)
+
+
+def test_memory_kinds_are_those_of_xla_cpu(devices):
+    """Arrays placed in host memory, jitted functions taking and returning them, and placements
+    inside a program, as jax's cpu backend has them: the same kinds and values."""
+    for device in devices:
+        assert [memory.kind for memory in device.addressable_memories()] == ["device", "pinned_host", "unpinned_host"]
+
+    def placed(device):
+        host, on_device = sharding_in(device, "pinned_host"), sharding_in(device, "device")
+        x = jax.device_put(np.arange(4, dtype=np.float32), sharding_in(device, "unpinned_host"))
+        doubled = jax.jit(lambda v: v * 2, out_shardings=host)(x)
+        added = jax.jit(lambda v: v + 1, in_shardings=host, out_shardings=on_device)(doubled)
+        moved = jax.jit(lambda v: jax.device_put(jax.device_put(v * 3, jax.memory.Space.Host), jax.memory.Space.Device) + 1)(added)
+        both = jax.jit(lambda v: (v - 1, jax.device_put(v, jax.memory.Space.Host)), out_shardings=(on_device, host))(moved)
+        return [(array.sharding.memory_kind, np.asarray(array).tolist()) for array in (x, doubled, added, moved, *both)]
+
+    mlirxla, cpu = devices
+    assert placed(mlirxla) == placed(cpu)
+    assert [kind for kind, _ in placed(mlirxla)] == ["unpinned_host", "pinned_host", "device", "device", "device", "pinned_host"]
+
+
+def test_offloading_remat_policy_matches_cpu(devices):
+    """A checkpoint policy that offloads a residual to pinned host memory (jax's host offloading,
+    as large models use it): the gradient jax's cpu backend computes."""
+    def loss(x):
+        y = checkpoint_name(jnp.sin(x) * x, "residual")
+        return jnp.sum(jnp.cos(y) ** 2)
+
+    policy = jax.checkpoint_policies.save_and_offload_only_these_names(
+        names_which_can_be_saved=[], names_which_can_be_offloaded=["residual"], offload_src="device", offload_dst="pinned_host")
+    assert_same_as_cpu(devices, jax.grad(jax.checkpoint(loss, policy=policy)), np.linspace(-2, 2, 64, dtype=np.float32))
 
 
 RNG = np.random.default_rng(0)
@@ -503,5 +540,22 @@ def test_compiler_options_reach_the_dump(devices, tmp_path):
         assert list(tmp_path.glob("*thunk-sequence.txt"))
         ledger = next(tmp_path.glob("*pass-ledger.tsv")).read_text()
         assert "xhlo-algsimp" not in ledger and "xhlo-constant-folding" in ledger
-        with pytest.raises(Exception, match="unknown compile option 'xla_no_such_option'"):
+        with pytest.raises(Exception, match="No such compile option: 'xla_no_such_option'"):
             lowered.compile(compiler_options={"xla_no_such_option": True})
+
+
+def test_xla_options_are_taken_as_xla_takes_them(devices):
+    """Fields of XLA's DebugOptions that mlirxla has no equivalent for are accepted without
+    effect (as XLA:CPU takes the GPU ones), as are XLA's effort and level settings; a name that
+    is no option, or a bool option given a word, gets XLA's error."""
+    mlirxla, _ = devices
+    with jax.default_device(mlirxla):
+        lowered = jax.jit(lambda a: jnp.sqrt(a ** 2) + 1).lower(X)
+        compiled = lowered.compile(compiler_options={"xla_embed_ir_in_executable": True, "xla_dump_max_hlo_modules": 200,
+                                                     "xla_gpu_auto_spmd_partitioning_memory_budget_ratio": 0.5,
+                                                     "exec_time_optimization_effort": 0.0, "optimization_level": 1})
+        np.testing.assert_allclose(np.asarray(compiled(X)), np.abs(X) + 1, rtol=1e-6)
+        with pytest.raises(Exception, match="No such compile option: 'exec_time_compilation_effort'"):
+            lowered.compile(compiler_options={"exec_time_compilation_effort": 0.0})
+        with pytest.raises(Exception, match="is not a valid bool value"):
+            lowered.compile(compiler_options={"xla_embed_ir_in_executable": "invalid_value"})

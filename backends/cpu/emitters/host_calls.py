@@ -1,11 +1,9 @@
 """Host calls: sort, FFT, triangular solve, Cholesky and scatter run as numpy on views of the
 buffers (`runtime/host_calls.py`), as XLA:CPU calls runtime library functions for them, and so
-do the custom calls in `HOST_CUSTOM_CALLS` (Python callbacks, the plugin's linear algebra,
-XLA's QR calls, `dce_sink`, the interpreter tests' prints). A host call's attributes are plain data read off the op here.
+do the custom calls in `HOST_CUSTOM_CALLS` (Python callbacks, jax's cpu LAPACK calls, XLA's QR
+calls, `dce_sink`, the interpreter tests' prints). A host call's attributes are plain data read off the op here.
 Side-effecting Python callbacks all write one byte besides their results, so that the
 executor keeps them in program order."""
-
-import json
 
 from mlirxla.errors import MlirxlaError, location_text
 from mlirxla.mlir import ir
@@ -169,33 +167,97 @@ def python_callback_attributes(op: ir.Operation) -> dict:
     return {"callback": int(config), "results": results, "effect": has_side_effect(op)}
 
 
-def json_attributes(op: ir.Operation) -> dict:
-    """A linear-algebra custom call's flags, its backend config as JSON."""
-    try:
-        return json.loads(backend_config(op) or "{}")
-    except json.JSONDecodeError as error:
-        raise MlirxlaError(f"custom_call: backend_config is not JSON ({error.msg})", location_text(op.location)) from None
+# jax's cpu LAPACK targets, `lapack_<type letter><routine>_ffi`: the routine each names -> the
+# routine that runs it (`runtime/lapack_ffi.py`; the real and complex names share one), and the
+# letters of the element types it comes in
+LAPACK_FFI_ROUTINES = {
+    "potrf": ("potrf", "sdcz"), "getrf": ("getrf", "sdcz"), "geqrf": ("geqrf", "sdcz"), "geqp3": ("geqp3", "sdcz"),
+    "orgqr": ("orgqr", "sd"), "ungqr": ("orgqr", "cz"), "ormqr": ("ormqr", "sd"), "unmqr": ("ormqr", "cz"),
+    "syevd": ("syevd", "sd"), "heevd": ("syevd", "cz"), "gesdd": ("gesdd", "sdcz"), "gesvd": ("gesvd", "sdcz"),
+    "geev": ("geev", "sdcz"), "gees": ("gees", "sdcz"), "gehrd": ("gehrd", "sdcz"), "sytrd": ("sytrd", "sd"),
+    "hetrd": ("sytrd", "cz"), "trsm": ("trsm", "sdcz"), "gtsv": ("gtsv", "sdcz"),
+}
+LAPACK_TYPE_LETTERS = {"s": "f32", "d": "f64", "c": "complex<f32>", "z": "complex<f64>"}
+PERTURBED_TRIDIAGONAL_SOLVE_TARGET = "tridiagonal_solve_perturbed_ffi"
+# the backend_config characters each routine takes, and the values run here; jax's cpu lowering
+# emits only these (gesdd's `O` overwrites the input with u, which jaxlib refuses too; gees's
+# sort needs a selection function no custom call carries)
+LAPACK_FFI_CHARACTERS = {
+    "potrf": {"uplo": "LU"}, "syevd": {"mode": "V", "uplo": "LU"}, "gesdd": {"mode": "ASN"},
+    "gesvd": {"mode": "ASN"}, "geev": {"compute_left": "NV", "compute_right": "NV"},
+    "gees": {"mode": "NV", "sort": "N"}, "sytrd": {"uplo": "LU"},
+    "trsm": {"side": "LR", "uplo": "LU", "trans_x": "NTC", "diag": "NU"},
+}
+LAPACK_FFI_NUMBERS = {"gehrd": ("low", "high"), "ormqr": ("left", "transpose")}
 
 
-# custom calls run as host calls: target -> (host call, its attributes); the PJRT plugin emits
-# the `mlirxla.` linear-algebra ones (jax lowers those per platform); jax's generic QR
+def lapack_ffi_targets() -> dict:
+    """Every jax cpu LAPACK target -> (the routine run here, the element type its name says)."""
+    targets = {PERTURBED_TRIDIAGONAL_SOLVE_TARGET: ("tridiagonal_solve_perturbed", None)}
+    for name, (runs_as, letters) in LAPACK_FFI_ROUTINES.items():
+        for letter in letters:
+            targets[f"lapack_{letter}{name}_ffi"] = (runs_as, LAPACK_TYPE_LETTERS[letter])
+    return targets
+
+
+LAPACK_FFI_TARGETS = lapack_ffi_targets()
+
+
+def ffi_attribute_value(attribute: ir.Attribute):
+    """A typed FFI attribute as plain data: an unsigned 8-bit integer is a LAPACK character
+    (`uplo = 76 : ui8` is "L"), a boolean a bool, any other integer an int; None for any other
+    attribute (no LAPACK call jax emits has one)."""
+    if isinstance(attribute, ir.BoolAttr):
+        return bool(attribute.value)
+    if not isinstance(attribute, ir.IntegerAttr):
+        return None
+    element = ir.IntegerType(attribute.type)
+    if element.width == 8 and element.is_unsigned:
+        return chr(attribute.value)
+    return bool(attribute.value) if element.width == 1 else attribute.value
+
+
+def lapack_ffi_attributes(op: ir.Operation) -> dict:
+    """A jax cpu LAPACK call as a host call: its routine, its `mhlo.backend_config` as plain
+    data, and each result's [shape, dtype]; a variant not run here, or an element type other
+    than the target's name says, is refused with the op's location."""
+    target = custom_call_target(op)
+    routine, element = LAPACK_FFI_TARGETS[target]
+    where = location_text(op.location)
+    operand_element = str(ir.RankedTensorType(op.operands[-1 if routine == "gtsv" else 0].type).element_type)
+    if element is not None and operand_element != element:
+        raise MlirxlaError(f"custom_call @{target}: operand element type {operand_element}, where the target takes {element}",
+                           where)
+    config = {}
+    if "mhlo.backend_config" in op.attributes:
+        dictionary = ir.DictAttr(op.attributes["mhlo.backend_config"])
+        config = {dictionary[index].name: ffi_attribute_value(dictionary[index].attr) for index in range(len(dictionary))}
+    unread = [name for name, value in config.items() if value is None]
+    if unread:
+        raise MlirxlaError(f"custom_call @{target}: backend_config entry {unread[0]} is not an integer or boolean", where)
+    for name, allowed in LAPACK_FFI_CHARACTERS.get(routine, {}).items():
+        if config.get(name) not in tuple(allowed):
+            raise MlirxlaError(f"custom_call @{target}: {name} = {config.get(name)!r} is not supported (runs {', '.join(allowed)})",
+                               where)
+    for name in LAPACK_FFI_NUMBERS.get(routine, ()):
+        if name not in config:
+            raise MlirxlaError(f"custom_call @{target}: backend_config has no {name}", where)
+    results = [[list(ir.RankedTensorType(r.type).shape), TensorSpec.of(r.type).dtype] for r in op.results]
+    return {"routine": routine, "config": config, "results": results}
+
+
+# custom calls run as host calls: target -> (host call, its attributes); jax's cpu lowering
+# emits the LAPACK ones (and so does the PJRT plugin, with jax's cpu rules); jax's generic QR
 # lowering emits XLA's `Qr` and `ProductOfElementaryHouseholderReflectors`;
 # `dce_sink` (lax.dce_sink) only keeps its operand computed, as XLA's no-op handler does
 HOST_CUSTOM_CALLS = {
     callbacks.TARGET: ("python_callback", python_callback_attributes),
     "dce_sink": ("dce_sink", lambda op: {}),
     "mlirxla.print": ("print", lambda op: {"types": [str(v.type) for v in op.operands], "effect": True}),
-    "mlirxla.eigh": ("eigh", json_attributes),
-    "mlirxla.svd": ("svd", json_attributes),
-    "mlirxla.eig": ("eig", json_attributes),
-    "mlirxla.schur": ("schur", json_attributes),
-    "mlirxla.hessenberg": ("hessenberg", json_attributes),
-    "mlirxla.tridiagonal": ("tridiagonal", json_attributes),
-    "mlirxla.tridiagonal_solve": ("tridiagonal_solve", json_attributes),
     "Qr": ("householder_qr", lambda op: {}),
     "ProductOfElementaryHouseholderReflectors": ("householder_product", lambda op: {}),
+    **{target: ("lapack_ffi", lapack_ffi_attributes) for target in LAPACK_FFI_TARGETS},
 }
 
-LAPACK_CALLS = {"eigh", "svd", "eig", "schur", "hessenberg", "tridiagonal", "tridiagonal_solve", "householder_qr",
-                "householder_product"}
+LAPACK_CALLS = {"householder_qr", "householder_product", "lapack_ffi"}
 LAPACK_ELEMENT_TYPES = {"f32", "f64", "complex<f32>", "complex<f64>"}
