@@ -159,7 +159,6 @@ def register_buffer_callback(module) -> None:
     jax_buffer_callback.register(module)
 
 
-
 def run_eagerly_without_a_cpu_backend(debugging) -> None:
     """`jax.debug.print` / `jax.debug.callback` outside jit: jax's implementation puts the
     arguments on the cpu device, and fails in a process without a cpu backend
@@ -185,7 +184,6 @@ def run_eagerly_without_a_cpu_backend(debugging) -> None:
     debugging.debug_callback_p.def_impl(impl)
 
 
-
 def host_function(jax_impl, callback, **parameters):
     """What the program calls: jax's own implementation of the callback primitive, which
     hands the callback jax arrays on the cpu device, as jax does on cpu; numpy arrays when
@@ -201,7 +199,6 @@ def host_function(jax_impl, callback, **parameters):
             results = callback(*arrays)
         return [dtypes.canonicalize_value(np.asarray(result)) for result in results]
     return run
-
 
 
 # jax's linear-algebra primitives that jax lowers per platform, each on cpu to jaxlib's LAPACK custom calls
@@ -225,8 +222,9 @@ def register_linear_algebra() -> None:
     cpu_rules = mlir._platform_specific_lowerings["cpu"]
     for name in LINEAR_ALGEBRA_PRIMITIVES:
         primitive = getattr(linalg, name)
-        entry = cpu_rules[primitive]
-        mlir.register_lowering(primitive, entry.rule, platform=PLATFORM, inline=entry.inline)
+        if primitive not in (linalg.eigh_p, linalg.svd_p):
+            entry = cpu_rules[primitive]
+            mlir.register_lowering(primitive, entry.rule, platform=PLATFORM, inline=entry.inline)
     eigh_lowering, svd_lowering = eigh_or_svd_beyond_cpu(cpu_rules[linalg.eigh_p].rule, cpu_rules[linalg.svd_p].rule)
     mlir.register_lowering(linalg.eigh_p, eigh_lowering, platform=PLATFORM)
     mlir.register_lowering(linalg.svd_p, svd_lowering, platform=PLATFORM)
