@@ -1,29 +1,33 @@
 """jax's cpu LAPACK custom calls on the host: the `lapack_<t><routine>_ffi` targets jax's cpu
 lowering emits (and `jax.export` guarantees stable), and `tridiagonal_solve_perturbed_ffi`.
 
-jaxlib's kernels call the LAPACK and BLAS routines scipy ships (`scipy.linalg.cython_lapack`);
-each call here runs scipy's wrapper of the same routine on the same matrix, with the workspace
-sizes jaxlib asks for (the optimal size from a workspace query; syevd's and heevd's minimal
-sizes, scipy's defaults), so the results match jax's cpu backend bit for bit. Like jaxlib's
-kernels, a call runs matrix by matrix over the leading (batch) dimensions and returns every
-result the custom call declares, in jaxlib's order and forms: the overwritten input where
-jaxlib aliases it, 1-based pivots, `info` per matrix (the program turns a nonzero one into
-NaNs), a real geev's eigenvectors unpacked into complex ones, and `info = -4` without calling
-geev for a matrix with a non-finite entry. Outputs a mode does not compute (gesdd's u and vt
-for mode N, gees's Schur vectors for mode N) are zeros, where jaxlib leaves them unwritten.
+Each runs as jaxlib's kernel does: the same routine of scipy's LAPACK or BLAS (the function
+`scipy.linalg.cython_lapack` exports, which jaxlib calls), with the same arguments (leading
+dimensions, workspace sizes: the optimal size of a workspace query where jaxlib asks for one,
+its fixed formulas elsewhere, such as syevd's and heevd's minimal sizes), once per matrix of
+the batch by one native loop (`runtime/lapack_batches.py`), so the results match jax's cpu
+backend bit for bit and a batch of small matrices costs what jaxlib's loop costs. Every
+result the custom call declares is returned, in jaxlib's order and forms: the overwritten
+input where jaxlib aliases it, 1-based pivots, `info` per matrix (the program turns a nonzero
+one into NaNs), a real geev's eigenvectors unpacked into complex ones, and `info = -4`
+without calling geev for a matrix with a non-finite entry. Outputs a mode does not compute
+(gesdd's u and vt for mode N, gees's Schur vectors for mode N) and geev's vectors where it
+failed are zeros, where jaxlib leaves them unwritten. A leading dimension is at least 1, as
+LAPACK requires: jaxlib passes 0 for an empty matrix, which LAPACK refuses (with a message
+on stderr) without touching anything.
 
 Operands arrive as row-major numpy views with their logical shapes; the custom call's
-column-major `operand_layouts` say how jaxlib reads the same logical matrices, so each matrix
-is copied into Fortran order for the routine, and its results are written back by value.
+column-major `operand_layouts` say how jaxlib reads the same logical matrices, so the batch
+is copied at once into one array holding each matrix in Fortran order (`column_major`), the
+routine works on that copy, and its results are returned as views with the logical shapes.
 `attributes`: the routine, its `mhlo.backend_config` (characters as one-letter strings), and
 the declared [shape, dtype] of each result (`backends/cpu/emitters/host_calls.py` reads them
 off the op and refuses the variants not run here)."""
 
 import numpy as np
 
-from mlirxla.errors import MlirxlaError
-
 from . import tridiagonal_solve
+from .lapack_batches import PerMatrix, call, lapack_int
 
 TYPE_LETTERS = {"float32": "s", "float64": "d", "complex64": "c", "complex128": "z"}
 GEEV_NON_FINITE_INFO = -4  # what jaxlib reports, without calling geev, for a matrix with a NaN or infinity
@@ -34,258 +38,315 @@ def run(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
     return ROUTINES[attributes["routine"]](operands, attributes["config"], results)
 
 
-def routine(name: str, dtype: np.dtype):
-    import scipy.linalg.lapack
-
-    return getattr(scipy.linalg.lapack, TYPE_LETTERS[np.dtype(dtype).name] + name)
-
-
-def optimal_workspace(query) -> int:
-    """The workspace size a LAPACK workspace query (lwork = -1) reports, as jaxlib reads it."""
-    return int(np.real(query))
+def named(routine: str, dtype: np.dtype) -> str:
+    """The routine for `dtype`'s elements (`potrf` of complex64 is `cpotrf`)."""
+    return TYPE_LETTERS[np.dtype(dtype).name] + routine
 
 
-def workspace_per_shape(query):
-    """The optimal workspace of `query(*matrices)` (a workspace query returning its `work`),
-    asked once per shape of the matrices: every matrix of a batch gets the same size."""
-    sizes = {}
-
-    def size(*matrices):
-        shapes = tuple(matrix.shape for matrix in matrices)
-        if shapes not in sizes:
-            sizes[shapes] = optimal_workspace(query(*matrices)[0])
-        return sizes[shapes]
-
-    return size
+def real_type(dtype: np.dtype) -> np.dtype:
+    return np.finfo(dtype).dtype
 
 
-def fortran(matrix: np.ndarray) -> np.ndarray:
-    return np.array(matrix, order="F")
+def integer(value: int) -> np.ndarray:
+    return np.array([value], lapack_int())
 
 
-def over_batch(operands: list[np.ndarray], results: list, matrix_rank, one) -> list[np.ndarray]:
-    """`one` on each matrix of the batch (the first operand's leading dimensions, all but its
-    last `matrix_rank` ones), its results written into arrays of the declared shapes; a
-    result `one` leaves as None stays zero."""
-    outputs = [np.zeros(shape, dtype) for shape, dtype in results]
-    batch = operands[0].shape[: operands[0].ndim - matrix_rank]
-    for index in np.ndindex(*batch):
-        for output, value in zip(outputs, one(*(operand[index] for operand in operands))):
-            if value is not None:
-                output[index] = value
-    return outputs
+def character(letter: str) -> np.ndarray:
+    return np.array([ord(letter)], np.uint8)
+
+
+def leading(rows: int) -> np.ndarray:
+    """A leading dimension: at least 1, as LAPACK requires even of an empty matrix."""
+    return integer(max(rows, 1))
+
+
+def batch_of(array: np.ndarray, rank: int) -> tuple[int, ...]:
+    return array.shape[: array.ndim - rank]
+
+
+def count_of(batch: tuple[int, ...]) -> int:
+    return int(np.prod(batch, dtype=np.int64))
+
+
+def column_major(matrices: np.ndarray) -> np.ndarray:
+    """The batch as one C-contiguous array holding each matrix in Fortran order (the batch of
+    transposes), the memory jaxlib's column-major buffers hold."""
+    return np.ascontiguousarray(np.swapaxes(matrices, -1, -2))
+
+
+def logical(buffer: np.ndarray) -> np.ndarray:
+    """A `column_major` batch seen with its matrices' logical shapes again."""
+    return np.swapaxes(buffer, -1, -2)
+
+
+def column_major_zeros(batch: tuple[int, ...], shape, dtype) -> np.ndarray:
+    """A `column_major` batch of zero matrices of logical shape `shape`."""
+    return np.zeros(batch + (shape[-1], shape[-2]), dtype)
+
+
+def infos(batch: tuple[int, ...]) -> np.ndarray:
+    return np.zeros(batch, lapack_int())
+
+
+def optimal_workspace(name: str, dtype: np.dtype, arguments_of) -> int:
+    """The workspace size LAPACK's workspace query (lwork = -1) reports, as jaxlib reads it
+    (the real part, truncated); `arguments_of(size, lwork)` are the query's arguments."""
+    size = np.zeros(1, dtype)
+    call(name, 1, arguments_of(size, integer(-1)))
+    return int(np.real(size[0]))
+
+
+def workspace(size: int, dtype) -> np.ndarray:
+    return np.zeros(max(size, 1), dtype)
 
 
 def potrf(operands, config, results):
-    factor = routine("potrf", operands[0].dtype)
-    # clean=0: the other triangle keeps the input, as LAPACK leaves it
-    return over_batch(operands, results, 2, lambda a: factor(fortran(a), lower=config["uplo"] == "L", clean=0))
+    batch, n = batch_of(operands[0], 2), operands[0].shape[-1]
+    a, info = column_major(operands[0]), infos(batch)
+    call(named("potrf", a.dtype), count_of(batch),
+         [character(config["uplo"]), integer(n), PerMatrix(a), leading(n), PerMatrix(info)])
+    return [logical(a), info]
 
 
 def getrf(operands, config, results):
-    factor = routine("getrf", operands[0].dtype)
-
-    def one(a):
-        lu, pivots, info = factor(fortran(a))
-        return lu, pivots + 1, info  # scipy's pivots are 0-based, LAPACK's (and jaxlib's) 1-based
-
-    return over_batch(operands, results, 2, one)
+    batch, (m, n) = batch_of(operands[0], 2), operands[0].shape[-2:]
+    a, pivots, info = column_major(operands[0]), np.zeros(batch + (min(m, n),), lapack_int()), infos(batch)
+    call(named("getrf", a.dtype), count_of(batch),
+         [integer(m), integer(n), PerMatrix(a), leading(m), PerMatrix(pivots), PerMatrix(info)])
+    return [logical(a), pivots, info]
 
 
 def geqrf(operands, config, results):
-    factor = routine("geqrf", operands[0].dtype)
-    lwork = workspace_per_shape(lambda a: factor(a, lwork=-1)[2])
-
-    def one(a):
-        qr, tau, _, _ = factor(fortran(a), lwork=lwork(a))
-        return qr, tau
-
-    return over_batch(operands, results, 2, one)
+    batch, (m, n) = batch_of(operands[0], 2), operands[0].shape[-2:]
+    a, tau, name = column_major(operands[0]), np.zeros(batch + (min(m, n),), operands[0].dtype), named("geqrf", operands[0].dtype)
+    size = optimal_workspace(name, a.dtype, lambda work, lwork: [integer(m), integer(n), None, leading(m), None, work,
+                                                                 lwork, integer(0)])
+    call(name, count_of(batch), [integer(m), integer(n), PerMatrix(a), leading(m), PerMatrix(tau), workspace(size, a.dtype),
+                                 integer(size), integer(0)])
+    return [logical(a), tau]
 
 
 def geqp3(operands, config, results):
-    factor = routine("geqp3", operands[0].dtype)
-    if np.any(operands[1]):
-        raise MlirxlaError("lapack geqp3: preset column pivots (a nonzero jpvt operand) are not supported")
-
-    lwork = workspace_per_shape(lambda a: factor(a, lwork=-1)[3])
-
-    def one(a, jpvt):
-        qr, pivots, tau, _, _ = factor(fortran(a), lwork=lwork(a))
-        return qr, pivots, tau
-
-    return over_batch(operands, results, 2, one)
+    batch, (m, n) = batch_of(operands[0], 2), operands[0].shape[-2:]
+    dtype = operands[0].dtype
+    a, tau, name = column_major(operands[0]), np.zeros(batch + (min(m, n),), dtype), named("geqp3", dtype)
+    pivots = np.array(operands[1], lapack_int())  # preset pivots, LAPACK's 1-based columns, as jaxlib passes them
+    complex_type = np.iscomplexobj(a)
+    size = optimal_workspace(name, dtype, lambda work, lwork: [integer(m), integer(n), None, leading(m), None, None, work, lwork]
+                             + [None] * complex_type + [integer(0)])
+    real_work = [workspace(2 * n, real_type(dtype))] if complex_type else []
+    call(name, count_of(batch), [integer(m), integer(n), PerMatrix(a), leading(m), PerMatrix(pivots), PerMatrix(tau),
+                                 workspace(size, dtype), integer(size)] + real_work + [integer(0)])
+    return [logical(a), pivots, tau]
 
 
 def orgqr(operands, config, results):
-    generate = routine("ungqr" if np.iscomplexobj(operands[0]) else "orgqr", operands[0].dtype)
-
-    lwork = workspace_per_shape(lambda a, tau: generate(a, tau, lwork=-1)[1])
-
-    def one(a, tau):
-        return [generate(fortran(a), tau, lwork=lwork(a, tau))[0]]
-
-    return over_batch(operands, results, 2, one)
+    batch, (m, n), k = batch_of(operands[0], 2), operands[0].shape[-2:], operands[1].shape[-1]
+    dtype = operands[0].dtype
+    a, tau, name = column_major(operands[0]), np.ascontiguousarray(operands[1]), named("ungqr" if np.iscomplexobj(operands[0])
+                                                                                      else "orgqr", dtype)
+    size = optimal_workspace(name, dtype, lambda work, lwork: [integer(m), integer(n), integer(k), None, leading(m), None,
+                                                               work, lwork, integer(0)])
+    call(name, count_of(batch), [integer(m), integer(n), integer(k), PerMatrix(a), leading(m), PerMatrix(tau),
+                                 workspace(size, dtype), integer(size), integer(0)])
+    return [logical(a)]
 
 
 def ormqr(operands, config, results):
-    complex_type = np.iscomplexobj(operands[0])
-    multiply = routine("unmqr" if complex_type else "ormqr", operands[0].dtype)
-    side = "L" if config["left"] else "R"
-    trans = ("C" if complex_type else "T") if config["transpose"] else "N"
-
-    lwork = workspace_per_shape(lambda a, tau, c: multiply(side, trans, a, tau, c, -1)[1])
-
-    def one(a, tau, c):
-        return [multiply(side, trans, fortran(a), tau, fortran(c), lwork(a, tau, c))[0]]
-
-    return over_batch(operands, results, 2, one)
+    batch, (m, n), k = batch_of(operands[2], 2), operands[2].shape[-2:], operands[1].shape[-1]
+    dtype = operands[2].dtype
+    complex_type = np.iscomplexobj(operands[2])
+    name = named("unmqr" if complex_type else "ormqr", dtype)
+    side = character("L" if config["left"] else "R")
+    trans = character(("C" if complex_type else "T") if config["transpose"] else "N")
+    lda = leading(operands[0].shape[-2] if config["left"] else n)
+    a, tau, c = column_major(operands[0]), np.ascontiguousarray(operands[1]), column_major(operands[2])
+    size = optimal_workspace(name, dtype, lambda work, lwork: [side, trans, integer(m), integer(n), integer(k), None, lda,
+                                                               None, None, leading(m), work, lwork, integer(0)])
+    call(name, count_of(batch), [side, trans, integer(m), integer(n), integer(k), PerMatrix(a), lda, PerMatrix(tau),
+                                 PerMatrix(c), leading(m), workspace(size, dtype), integer(size), integer(0)])
+    return [logical(c)]
 
 
 def syevd(operands, config, results):
-    decompose = routine("heevd" if np.iscomplexobj(operands[0]) else "syevd", operands[0].dtype)
+    """jaxlib's fixed workspaces: LAPACK's minimal sizes for eigenvectors."""
+    batch, n = batch_of(operands[0], 2), operands[0].shape[-1]
+    dtype = operands[0].dtype
+    a, values, info = column_major(operands[0]), np.zeros(batch + (n,), real_type(dtype)), infos(batch)
+    start = [character("V"), character(config["uplo"]), integer(n), PerMatrix(a), leading(n), PerMatrix(values)]
+    integer_work = [workspace(3 + 5 * n, lapack_int()), integer(3 + 5 * n), PerMatrix(info)]
+    if np.iscomplexobj(a):
+        work_size, real_size = 2 * n + n * n, 1 + 5 * n + 2 * n * n
+        works = [workspace(work_size, dtype), integer(work_size), workspace(real_size, real_type(dtype)), integer(real_size)]
+        call(named("heevd", dtype), count_of(batch), start + works + integer_work)
+    else:
+        work_size = 1 + 6 * n + 2 * n * n
+        call(named("syevd", dtype), count_of(batch), start + [workspace(work_size, dtype), integer(work_size)] + integer_work)
+    return [logical(a), values, info]
 
-    def one(a):
-        values, vectors, info = decompose(fortran(a), compute_v=1, lower=int(config["uplo"] == "L"))
-        return vectors, values, info
 
-    return over_batch(operands, results, 2, one)
-
-
-def svd_modes(config) -> tuple[int, int]:
-    """(compute_uv, full_matrices) of gesdd / gesvd's job letter: A all, S the leading
-    min(m, n) vectors, N none."""
-    return int(config["mode"] != "N"), int(config["mode"] == "A")
+def svd_real_workspace(m: int, n: int, mode: str) -> int:
+    """jaxlib's rwork size for a complex gesdd."""
+    small, large = min(m, n), max(m, n)
+    if mode == "N":
+        return 7 * small
+    return max(5 * small * small + 5 * small, 2 * large * small + 2 * small * small + small)
 
 
-def gesdd(operands, config, results, name="gesdd"):
-    decompose = routine(name, operands[0].dtype)
-    lwork_query = routine(name + "_lwork", operands[0].dtype)
-    compute_uv, full_matrices = svd_modes(config)
-
-    lwork = optimal_workspace(lwork_query(*operands[0].shape[-2:], compute_uv=compute_uv, full_matrices=full_matrices)[0])
-
-    def one(a):
-        overwritten = fortran(a)
-        u, s, vt, info = decompose(overwritten, compute_uv=compute_uv, full_matrices=full_matrices, lwork=lwork,
-                                   overwrite_a=1)
-        return overwritten, s, u if compute_uv else None, vt if compute_uv else None, info
-
-    return over_batch(operands, results, 2, one)
+def gesdd(operands, config, results, method="gesdd"):
+    """gesdd (divide and conquer) or gesvd (QR iteration, `method`): jaxlib's u and vt of the
+    declared shapes, their leading dimensions m and vt's rows (m or min(m, n) in the query)."""
+    batch, (m, n) = batch_of(operands[0], 2), operands[0].shape[-2:]
+    dtype, mode = operands[0].dtype, config["mode"]
+    name, complex_type = named(method, dtype), np.iscomplexobj(operands[0])
+    a, info = column_major(operands[0]), infos(batch)
+    singular_values = np.zeros(batch + (min(m, n),), real_type(dtype))
+    (u_shape, _), (vt_shape, _) = results[2], results[3]
+    u, vt = column_major_zeros(batch, u_shape, dtype), column_major_zeros(batch, vt_shape, dtype)
+    jobs = [character(mode)] * (2 if method == "gesvd" else 1)
+    query_vt_rows = n if mode == "A" else min(m, n)
+    after_work = [None] * complex_type + ([None] if method == "gesdd" else []) + [integer(0)]
+    size = optimal_workspace(name, dtype, lambda work, lwork: jobs + [integer(m), integer(n), None, leading(m), None, None,
+                                                                      leading(m), None, leading(query_vt_rows), work, lwork]
+                             + after_work)
+    if method == "gesdd":
+        real_work = [workspace(svd_real_workspace(m, n, mode), real_type(dtype))] if complex_type else []
+        extra = real_work + [workspace(8 * min(m, n), lapack_int())]
+    else:
+        extra = [workspace(5 * min(m, n), real_type(dtype))] if complex_type else []
+    call(name, count_of(batch), jobs + [integer(m), integer(n), PerMatrix(a), leading(m), PerMatrix(singular_values),
+                                        PerMatrix(u), leading(m), PerMatrix(vt), leading(vt_shape[-2]),
+                                        workspace(size, dtype), integer(size)] + extra + [PerMatrix(info)])
+    return [logical(a), singular_values, logical(u), logical(vt), info]
 
 
 def gesvd(operands, config, results):
-    return gesdd(operands, config, results, name="gesvd")
+    return gesdd(operands, config, results, method="gesvd")
 
 
 def unpack_eigenvectors(imaginary: np.ndarray, packed: np.ndarray) -> np.ndarray:
-    """A real geev's eigenvectors as complex ones (jaxlib's `UnpackEigenvectors`): a complex
-    conjugate pair's two columns hold the real and imaginary parts of the first."""
+    """A real geev's eigenvectors as complex ones (jaxlib's `UnpackEigenvectors`), over a
+    batch: a complex conjugate pair's two columns hold the real and imaginary parts of the
+    first; column j starts a pair where its eigenvalue has a nonzero (not NaN) imaginary part
+    and column j - 1 did not start one."""
     unpacked = packed.astype(np.result_type(packed.dtype, np.complex64))
-    j = 0
-    while j < len(imaginary):
-        if imaginary[j] == 0 or np.isnan(imaginary[j]):
-            j += 1
-            continue
-        unpacked[:, j] = packed[:, j] + 1j * packed[:, j + 1]
-        unpacked[:, j + 1] = packed[:, j] - 1j * packed[:, j + 1]
-        j += 2
+    started = np.zeros(imaginary.shape[:-1], bool)
+    for j in range(imaginary.shape[-1] - 1):
+        starts = ~started & (imaginary[..., j] != 0) & ~np.isnan(imaginary[..., j])
+        real_part, imaginary_part = packed[..., :, j], packed[..., :, j + 1]
+        pair = starts[..., None]
+        unpacked[..., :, j] = np.where(pair, real_part + 1j * imaginary_part, unpacked[..., :, j])
+        unpacked[..., :, j + 1] = np.where(pair, real_part - 1j * imaginary_part, unpacked[..., :, j + 1])
+        started = starts
     return unpacked
 
 
 def geev(operands, config, results):
+    """Matrices with a non-finite entry are left out (`info = -4`), the others decomposed as
+    one batch; a real geev's packed vectors are unpacked where it succeeded."""
     a = operands[0]
+    batch, n, dtype = batch_of(a, 2), a.shape[-1], a.dtype
     complex_type = np.iscomplexobj(a)
-    decompose = routine("geev", a.dtype)
-    lwork_query = routine("geev_lwork", a.dtype)
-    left, right = int(config["compute_left"] == "V"), int(config["compute_right"] == "V")
-    lwork = optimal_workspace(lwork_query(a.shape[-1], compute_vl=left, compute_vr=right)[0])
-    info_only = (None,) * (len(results) - 1)
-
-    def one(matrix):
-        if not np.isfinite(matrix).all():
-            return info_only + (GEEV_NON_FINITE_INFO,)
-        if complex_type:
-            return decompose(fortran(matrix), compute_vl=left, compute_vr=right, lwork=lwork)
-        real, imaginary, vl, vr, info = decompose(fortran(matrix), compute_vl=left, compute_vr=right, lwork=lwork)
-        if info != 0:
-            return real, imaginary, None, None, info
-        return (real, imaginary, unpack_eigenvectors(imaginary, vl) if left else None,
-                unpack_eigenvectors(imaginary, vr) if right else None, info)
-
-    return over_batch(operands, results, 2, one)
+    name = named("geev", dtype)
+    left, right = character(config["compute_left"]), character(config["compute_right"])
+    finite = np.isfinite(a).all(axis=(-2, -1))
+    chosen = column_major(a[finite])
+    count = chosen.shape[0]
+    info = np.zeros(count, lapack_int())
+    vectors = [np.zeros((count, n, n), dtype) for _ in range(2)]
+    if complex_type:
+        size = optimal_workspace(name, dtype, lambda work, lwork: [left, right, integer(n), None, leading(n), None, None,
+                                                                   leading(n), None, leading(n), work, lwork,
+                                                                   np.zeros(1, real_type(dtype)), integer(0)])
+        values = [np.zeros((count, n), dtype)]
+        real_work = [workspace(2 * n, real_type(dtype))]
+    else:
+        size = optimal_workspace(name, dtype, lambda work, lwork: [left, right, integer(n), None, leading(n), None, None, None,
+                                                                   leading(n), None, leading(n), work, lwork, integer(0)])
+        values = [np.zeros((count, n), dtype), np.zeros((count, n), dtype)]
+        real_work = []
+    call(name, count, [left, right, integer(n), PerMatrix(chosen), leading(n)] + [PerMatrix(v) for v in values]
+         + [PerMatrix(vectors[0]), leading(n), PerMatrix(vectors[1]), leading(n), workspace(size, dtype), integer(size)]
+         + real_work + [PerMatrix(info)])
+    vectors = [logical(v) for v in vectors]
+    if not complex_type:
+        succeeded = (info == 0)[:, None, None]
+        vectors = [np.where(succeeded, unpack_eigenvectors(values[1], v), 0) for v in vectors]
+    outputs = [np.zeros(batch + value.shape[1:], value.dtype) for value in values + vectors]
+    for output, value in zip(outputs, values + vectors):
+        output[finite] = value
+    all_info = np.full(batch, GEEV_NON_FINITE_INFO, lapack_int())
+    all_info[finite] = info
+    return outputs + [all_info]
 
 
 def gees(operands, config, results):
-    a = operands[0]
-    decompose = routine("gees", a.dtype)
-    vectors = int(config["mode"] == "V")
-
-    def no_selection(*eigenvalue):
-        return 0
-
-    lwork = workspace_per_shape(lambda matrix: decompose(no_selection, matrix, compute_v=vectors, lwork=-1)[-2])
-
-    def one(matrix):
-        if np.iscomplexobj(matrix):
-            t, sdim, w, vs, _, info = decompose(no_selection, fortran(matrix), compute_v=vectors, lwork=lwork(matrix))
-            return t, vs if vectors else None, w, sdim, info
-        t, sdim, real, imaginary, vs, _, info = decompose(no_selection, fortran(matrix), compute_v=vectors,
-                                                          lwork=lwork(matrix))
-        return t, vs if vectors else None, real, imaginary, sdim, info
-
-    return over_batch(operands, results, 2, one)
+    """No eigenvalue ordering (jaxlib's `select` is null): sdim is 0."""
+    batch, n, dtype = batch_of(operands[0], 2), operands[0].shape[-1], operands[0].dtype
+    complex_type = np.iscomplexobj(operands[0])
+    name = named("gees", dtype)
+    mode, sort = character(config["mode"]), character(config["sort"])
+    a, vectors, selected, info = column_major(operands[0]), np.zeros(batch + (n, n), dtype), infos(batch), infos(batch)
+    values = [np.zeros(batch + (n,), dtype) for _ in range(1 if complex_type else 2)]
+    size = optimal_workspace(name, dtype, lambda work, lwork: [mode, sort, None, integer(n), None, leading(n), None]
+                             + [None] * len(values) + [None, leading(n), work, lwork] + [None] * complex_type
+                             + [None, integer(0)])
+    real_work = [workspace(n, real_type(dtype))] if complex_type else []
+    call(name, count_of(batch), [mode, sort, None, integer(n), PerMatrix(a), leading(n), PerMatrix(selected)]
+         + [PerMatrix(v) for v in values] + [PerMatrix(vectors), leading(n), workspace(size, dtype), integer(size)]
+         + real_work + [None, PerMatrix(info)])
+    return [logical(a), logical(vectors)] + values + [selected, info]
 
 
 def gehrd(operands, config, results):
-    a = operands[0]
-    reduce = routine("gehrd", a.dtype)
-    lwork_query = routine("gehrd_lwork", a.dtype)
-    low, high = config["low"] - 1, config["high"] - 1  # jaxlib passes LAPACK's 1-based ilo, ihi; scipy takes 0-based
-    lwork = optimal_workspace(lwork_query(a.shape[-1], lo=low, hi=high)[0])
-
-    def one(matrix):
-        reduced, tau, info = reduce(fortran(matrix), lo=low, hi=high, lwork=lwork)
-        return reduced, tau[: max(matrix.shape[-1] - 1, 0)], info
-
-    return over_batch(operands, results, 2, one)
+    """ilo and ihi are jaxlib's `low` and `high`, 1-based as LAPACK takes them."""
+    batch, (m, n), dtype = batch_of(operands[0], 2), operands[0].shape[-2:], operands[0].dtype
+    name, low, high = named("gehrd", dtype), integer(config["low"]), integer(config["high"])
+    a, tau, info = column_major(operands[0]), np.zeros(batch + (max(n - 1, 0),), dtype), infos(batch)
+    size = optimal_workspace(name, dtype, lambda work, lwork: [integer(n), low, high, None, leading(m), None, work, lwork,
+                                                               integer(0)])
+    call(name, count_of(batch), [integer(n), low, high, PerMatrix(a), leading(m), PerMatrix(tau), workspace(size, dtype),
+                                 integer(size), PerMatrix(info)])
+    return [logical(a), tau, info]
 
 
 def sytrd(operands, config, results):
-    a = operands[0]
-    name = "hetrd" if np.iscomplexobj(a) else "sytrd"
-    reduce = routine(name, a.dtype)
-    lower = int(config["uplo"] == "L")
-    lwork = optimal_workspace(routine(name + "_lwork", a.dtype)(a.shape[-1], lower=lower)[0])
-    return over_batch(operands, results, 2, lambda matrix: reduce(fortran(matrix), lower=lower, lwork=lwork))
-
-
-TRANSPOSES = {"N": 0, "T": 1, "C": 2}
+    """The workspace query asks for the lower triangle whatever `uplo` is, as jaxlib's does."""
+    batch, (m, n), dtype = batch_of(operands[0], 2), operands[0].shape[-2:], operands[0].dtype
+    name = named("hetrd" if np.iscomplexobj(operands[0]) else "sytrd", dtype)
+    a, info = column_major(operands[0]), infos(batch)
+    diagonal, off_diagonal = np.zeros(batch + (n,), real_type(dtype)), np.zeros(batch + (max(n - 1, 0),), real_type(dtype))
+    tau = np.zeros(results[3][0], dtype)
+    size = optimal_workspace(name, dtype, lambda work, lwork: [character("L"), integer(n), None, leading(m), None, None, None,
+                                                               work, lwork, integer(0)])
+    call(name, count_of(batch), [character(config["uplo"]), integer(n), PerMatrix(a), leading(m), PerMatrix(diagonal),
+                                 PerMatrix(off_diagonal), PerMatrix(tau), workspace(size, dtype), integer(size),
+                                 PerMatrix(info)])
+    return [logical(a), diagonal, off_diagonal, tau, info]
 
 
 def trsm(operands, config, results):
-    import scipy.linalg.blas
-
-    a = operands[0]
-    solve = getattr(scipy.linalg.blas, TYPE_LETTERS[a.dtype.name] + "trsm")
-    flags = {"side": int(config["side"] == "R"), "lower": int(config["uplo"] == "L"),
-             "trans_a": TRANSPOSES[config["trans_x"]], "diag": int(config["diag"] == "U")}
-    return over_batch(operands, results, 2, lambda matrix, b: [solve(1, fortran(matrix), fortran(b), **flags)])
+    """BLAS's trsm with alpha = 1: the triangular operand first, the right-hand sides,
+    overwritten, second."""
+    triangular, b = operands
+    batch, (m, n), dtype = batch_of(b, 2), b.shape[-2:], b.dtype
+    a, solution = column_major(triangular), column_major(b)
+    letters = [character(config[name]) for name in ("side", "uplo", "trans_x", "diag")]
+    call(named("trsm", dtype), count_of(batch), letters + [integer(m), integer(n), np.ones(1, dtype), PerMatrix(a),
+                                                            leading(m if config["side"] == "L" else n), PerMatrix(solution),
+                                                            leading(m)])
+    return [logical(solution)]
 
 
 def gtsv(operands, config, results):
-    """jaxlib's gtsv: jax's sub-diagonal starts with a padding zero (dl[0]), so LAPACK gets dl[1:];
-    the factorization overwrites the three diagonals in place, as in jaxlib."""
-    solve = routine("gtsv", operands[3].dtype)
-
-    def one(dl, d, du, b):
-        dl, d, du, x = dl.copy(), d.copy(), du.copy(), fortran(b)
-        if len(d) == 0:
-            return dl, d, du, x, 0
-        *_, info = solve(dl[1:], d, du[:-1], x, overwrite_dl=1, overwrite_d=1, overwrite_du=1, overwrite_b=1)
-        return dl, d, du, x, info
-
-    return over_batch(operands, results, 1, one)
+    """jaxlib's gtsv: jax's sub-diagonal starts with a padding zero (dl[0]), so LAPACK gets
+    dl + 1; the factorization overwrites the three diagonals in place, as in jaxlib."""
+    dl, d, du = (np.array(diagonal, order="C") for diagonal in operands[:3])
+    batch, (m, n) = batch_of(operands[3], 2), operands[3].shape[-2:]
+    b, info = column_major(operands[3]), infos(batch)
+    call(named("gtsv", b.dtype), count_of(batch), [integer(m), integer(n), PerMatrix(dl, offset=1), PerMatrix(d),
+                                                   PerMatrix(du), PerMatrix(b), leading(m), PerMatrix(info)])
+    return [dl, d, du, logical(b), info]
 
 
 def tridiagonal_solve_perturbed(operands, config, results):

@@ -104,6 +104,72 @@ def test_cpu_export_runs_bit_for_bit_as_on_jax_cpu(x64, name, dtype):
         np.testing.assert_array_equal(result, want)
 
 
+def with_failures(rng, shape, dtype):
+    """A batch whose matrix [0, 1] is all NaN and [1, 0] singular (zeros): the matrices the
+    routines fail on, or that jaxlib's geev leaves out, among ones they decompose."""
+    a = matrix(rng, shape, dtype)
+    a[0, 1] = np.nan
+    a[1, 0] = 0
+    return a
+
+
+def not_positive_definite_at_one(rng, shape, dtype):
+    a = positive_definite(rng, shape, dtype)
+    a[1, 2] = -a[1, 2]
+    return a
+
+
+# name -> (function, its operands over a batch of two dimensions, the routine its cpu export calls, the element types tested)
+BATCHED_CASES = {
+    "eigh": (jnp.linalg.eigh, lambda rng, t: [matrix(rng, (3, 7, 6, 6), t)], "evd", ALL_TYPES),
+    "svd": (jnp.linalg.svd, lambda rng, t: [matrix(rng, (3, 7, 6, 4), t)], "gesdd", ALL_TYPES),
+    "svd_failing": (jnp.linalg.svd, lambda rng, t: [with_failures(rng, (2, 3, 4, 4), t)], "gesdd", TWO_TYPES),
+    "svd_qr": (lambda a: linalg.svd(a, algorithm=linalg.SvdAlgorithm.QR), lambda rng, t: [matrix(rng, (3, 7, 4, 6), t)],
+               "gesvd", TWO_TYPES),
+    "qr": (jnp.linalg.qr, lambda rng, t: [matrix(rng, (3, 7, 6, 4), t)], "gqr", ALL_TYPES),
+    "lu": (linalg.lu, lambda rng, t: [with_failures(rng, (3, 7, 5, 5), t)], "getrf", ALL_TYPES),
+    "cholesky": (jnp.linalg.cholesky, lambda rng, t: [not_positive_definite_at_one(rng, (3, 7, 5, 5), t)], "potrf",
+                 ALL_TYPES),
+    "solve": (jnp.linalg.solve, lambda rng, t: [matrix(rng, (3, 7, 5, 5), t), matrix(rng, (3, 7, 5, 2), t)], "trsm",
+              ALL_TYPES),
+    "eig": (jnp.linalg.eig, lambda rng, t: [with_failures(rng, (3, 7, 5, 5), t)], "geev", ALL_TYPES),
+    "eig_left": (lambda a: linalg.eig(a, compute_left_eigenvectors=True), lambda rng, t: [matrix(rng, (3, 7, 5, 5), t)],
+                 "geev", TWO_TYPES),
+    "schur": (linalg.schur, lambda rng, t: [matrix(rng, (3, 7, 5, 5), t)], "gees", TWO_TYPES),
+    "hessenberg": (linalg.hessenberg, lambda rng, t: [matrix(rng, (3, 7, 5, 5), t)], "gehrd", TWO_TYPES),
+    "tridiagonal": (lambda a: linalg.tridiagonal(a, lower=True), lambda rng, t: [matrix(rng, (3, 7, 5, 5), t)], "trd",
+                    TWO_TYPES),
+    "qr_pivoting": (lambda a: jax.scipy.linalg.qr(a, pivoting=True), lambda rng, t: [matrix(rng, (3, 7, 6, 5), t)],
+                    "geqp3", TWO_TYPES),
+    "ormqr": (lambda a, c: linalg.ormqr(*linalg.geqrf(a), c, left=False, transpose=False),
+              lambda rng, t: [matrix(rng, (3, 7, 5, 3), t), matrix(rng, (3, 7, 4, 5), t)], "mqr", TWO_TYPES),
+    "tridiagonal_solve": (linalg.tridiagonal_solve,
+                          lambda rng, t: [matrix(rng, (3, 7, 5), t), matrix(rng, (3, 7, 5), t) + 4, matrix(rng, (3, 7, 5), t),
+                                          matrix(rng, (3, 7, 5, 2), t)], "gtsv", TWO_TYPES),
+    "eigh_empty_batch": (jnp.linalg.eigh, lambda rng, t: [matrix(rng, (0, 4, 4), t)], "evd", TWO_TYPES),
+    "qr_empty_matrices": (jnp.linalg.qr, lambda rng, t: [matrix(rng, (3, 0, 0), t)], "gqr", TWO_TYPES),
+}
+
+
+@pytest.mark.parametrize("name, dtype", [(name, dtype) for name, case in BATCHED_CASES.items() for dtype in case[3]],
+                         ids=lambda value: value if isinstance(value, str) else np.dtype(value).name)
+def test_batches_run_bit_for_bit_as_on_jax_cpu(x64, name, dtype):
+    """Each matrix of a batch of two dimensions gets what jax cpu gives it, the ones a routine
+    fails on (NaN, singular, not positive definite) included, and empty batches and matrices
+    run."""
+    function, operands_of, routine, _ = BATCHED_CASES[name]
+    operands = operands_of(np.random.default_rng(6), dtype)
+    module = cpu_export(function, operands)
+    expected = on_cpu(function, *operands)
+    if "empty" not in name:
+        assert f"{routine}_ffi" in module
+    results = Client().compile(module).execute_numpy(operands)
+    assert len(results) == len(expected)
+    for result, want in zip(results, expected):
+        assert result.dtype == want.dtype and result.shape == want.shape
+        np.testing.assert_array_equal(result, want)
+
+
 def test_perturbed_tridiagonal_solve_of_a_singular_system_matches_jax_cpu(x64):
     rng = np.random.default_rng(1)
     dl, d, du, b = tridiagonal_operands(rng, np.float64)
