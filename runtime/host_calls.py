@@ -19,9 +19,9 @@ data (JSON), so host calls are cached and dumped like any thunk.
 - `householder_qr`, `householder_product`: XLA's `Qr` and
   `ProductOfElementaryHouseholderReflectors` custom calls (jax's QR on platforms without
   LAPACK calls): LAPACK's geqrf and orgqr forms.
-- `lapack_ffi`: jax's cpu LAPACK custom calls (`lapack_ssyevd_ffi`, ...), through scipy's
-  wrappers of the same LAPACK routines, and its perturbed tridiagonal solve
-  (`runtime/lapack_ffi.py`, `runtime/tridiagonal_solve.py`).
+- `lapack_ffi`: jax's cpu LAPACK custom calls (`lapack_ssyevd_ffi`, ...), the same LAPACK
+  routines jaxlib calls, by one native loop over the batch, and its perturbed tridiagonal
+  solve (`runtime/lapack_ffi.py`, `runtime/lapack_batches.py`, `runtime/tridiagonal_solve.py`).
 - `scatter`: one input and one update tensor combined by set, add, multiply, max, min, or,
   and (the combiners JAX emits), as the spec defines it, the target of every update
   element computed at once with numpy and the combiner applied in the updates' order
