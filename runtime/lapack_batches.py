@@ -37,6 +37,7 @@ class PerMatrix:
     offset: int = 0
 
 
+@functools.cache
 def lapack_int() -> np.dtype:
     """The integer type of scipy's LAPACK (4 bytes unless its `_blas_int_size` says 8, as
     jaxlib reads it)."""
@@ -90,8 +91,8 @@ _LOOPS: dict = {}
 def batch_loop(arity: int):
     """The native loop over a batch for routines of `arity` arguments (all arities compiled
     together on first use: one small module, about as cheap as one)."""
-    if arity > MAX_ARITY:
-        raise MlirxlaError(f"a LAPACK routine of {arity} arguments: the batch loops take at most {MAX_ARITY}")
+    if not 1 <= arity <= MAX_ARITY:
+        raise MlirxlaError(f"a LAPACK routine of {arity} arguments: the batch loops take 1 to {MAX_ARITY}")
     with _COMPILING:
         if not _LOOPS:
             from mlirxla.backends.cpu import llvm_jit
@@ -109,6 +110,7 @@ def call(name: str, count: int, arguments: list) -> None:
     """scipy's routine `name` on each of `count` matrices: an argument is a `PerMatrix`, an
     array passed at the same address to every call (a dimension, a character, a workspace),
     or None (a null pointer, as jaxlib's workspace queries pass for the matrices)."""
+    routine = routine_address(name)
     if count <= 0:
         return
     bases, steps = [], []
@@ -118,11 +120,12 @@ def call(name: str, count: int, arguments: list) -> None:
             steps.append(0)
         elif isinstance(argument, PerMatrix):
             array = argument.array
-            if not array.flags.c_contiguous or array.nbytes % count:
-                raise MlirxlaError(f"lapack {name}: a per-matrix argument of shape {array.shape} does not split into {count} matrices")
+            if not array.flags.c_contiguous or array.size % count:
+                raise MlirxlaError(f"lapack {name}: a per-matrix argument of shape {array.shape} does not split into "
+                                   f"{count} matrices")
             bases.append(array.ctypes.data + argument.offset * array.itemsize)
             steps.append(array.nbytes // count)
         else:
             bases.append(argument.ctypes.data)
             steps.append(0)
-    batch_loop(len(arguments))(routine_address(name), count, int64_table(bases), int64_table(steps))
+    batch_loop(len(arguments))(routine, count, int64_table(bases), int64_table(steps))

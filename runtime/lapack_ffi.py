@@ -118,7 +118,8 @@ def getrf(operands, config, results):
 
 def geqrf(operands, config, results):
     batch, (m, n) = batch_of(operands[0], 2), operands[0].shape[-2:]
-    a, tau, name = column_major(operands[0]), np.zeros(batch + (min(m, n),), operands[0].dtype), named("geqrf", operands[0].dtype)
+    name = named("geqrf", operands[0].dtype)
+    a, tau = column_major(operands[0]), np.zeros(batch + (min(m, n),), operands[0].dtype)
     size = optimal_workspace(name, a.dtype, lambda work, lwork: [integer(m), integer(n), None, leading(m), None, work,
                                                                  lwork, integer(0)])
     call(name, count_of(batch), [integer(m), integer(n), PerMatrix(a), leading(m), PerMatrix(tau), workspace(size, a.dtype),
@@ -143,8 +144,8 @@ def geqp3(operands, config, results):
 def orgqr(operands, config, results):
     batch, (m, n), k = batch_of(operands[0], 2), operands[0].shape[-2:], operands[1].shape[-1]
     dtype = operands[0].dtype
-    a, tau, name = column_major(operands[0]), np.ascontiguousarray(operands[1]), named("ungqr" if np.iscomplexobj(operands[0])
-                                                                                      else "orgqr", dtype)
+    name = named("ungqr" if np.iscomplexobj(operands[0]) else "orgqr", dtype)
+    a, tau = column_major(operands[0]), np.ascontiguousarray(operands[1])
     size = optimal_workspace(name, dtype, lambda work, lwork: [integer(m), integer(n), integer(k), None, leading(m), None,
                                                                work, lwork, integer(0)])
     call(name, count_of(batch), [integer(m), integer(n), integer(k), PerMatrix(a), leading(m), PerMatrix(tau),
