@@ -69,9 +69,12 @@ def count_of(batch: tuple[int, ...]) -> int:
 
 
 def column_major(matrices: np.ndarray) -> np.ndarray:
-    """The batch as one C-contiguous array holding each matrix in Fortran order (the batch of
-    transposes), the memory jaxlib's column-major buffers hold."""
-    return np.ascontiguousarray(np.swapaxes(matrices, -1, -2))
+    """A copy of the batch as one C-contiguous array holding each matrix in Fortran order (the
+    batch of transposes), the memory jaxlib's column-major buffers hold. Always a copy: the
+    routines overwrite it, and for matrices of one row or column the transposes are already
+    contiguous (`np.ascontiguousarray` would hand back the operand's own buffer, which the
+    program may read again: jax's lstsq of a column read its overwritten input)."""
+    return np.array(np.swapaxes(matrices, -1, -2), order="C")
 
 
 def logical(buffer: np.ndarray) -> np.ndarray:

@@ -18,6 +18,7 @@ pytestmark = pytest.mark.jax
 
 ALL_TYPES = (np.float32, np.float64, np.complex64, np.complex128)
 TWO_TYPES = (np.float32, np.complex128)
+REAL_TYPES = (np.float32, np.float64)  # where the program's complex arithmetic around the call rounds otherwise than XLA's
 # targets jax emits on cpu that are not in its list of stable ones, which export checks
 UNSTABLE_TARGETS = ["tridiagonal_solve_perturbed_ffi"] + [f"lapack_{t}{r}_ffi" for t in "sdcz"
                                                           for r in ("gesvd", "ormqr", "unmqr", "geqp3")]
@@ -146,6 +147,12 @@ BATCHED_CASES = {
     "tridiagonal_solve": (linalg.tridiagonal_solve,
                           lambda rng, t: [matrix(rng, (3, 7, 5), t), matrix(rng, (3, 7, 5), t) + 4, matrix(rng, (3, 7, 5), t),
                                           matrix(rng, (3, 7, 5, 2), t)], "gtsv", TWO_TYPES),
+    # matrices of one column, whose transposes are already contiguous, and inputs the programs read again after the call
+    "lstsq_of_a_column": (jnp.linalg.lstsq, lambda rng, t: [matrix(rng, (3, 1), t), matrix(rng, (3,), t)], "gesdd",
+                          REAL_TYPES),
+    "triangular_solve_jvp": (lambda a, b: jax.jvp(lambda x: linalg.triangular_solve(a, x, left_side=True, transpose_a=True,
+                                                                                    unit_diagonal=True), (b,), (b,)),
+                             lambda rng, t: [matrix(rng, (3, 4, 4), t), matrix(rng, (3, 4, 1), t)], "trsm", TWO_TYPES),
     "eigh_empty_batch": (jnp.linalg.eigh, lambda rng, t: [matrix(rng, (0, 4, 4), t)], "evd", TWO_TYPES),
     "qr_empty_matrices": (jnp.linalg.qr, lambda rng, t: [matrix(rng, (3, 0, 0), t)], "gqr", TWO_TYPES),
 }
