@@ -9,9 +9,10 @@ the next: a matrix, its pivots, its `info` step by their size, a dimension or a 
 shared by every call steps by 0, as in jaxlib's loops. `batch_loop(arity)` is that loop in
 native code, `void loop(routine, count, i64 *bases, i64 *steps)` for routines of `arity`
 pointer arguments, LLVM IR compiled by llvmlite once per process for every arity up to
-`MAX_ARITY`: a batch of a thousand 8x8 matrices costs the routine's own time and one ctypes
-call, where calling scipy's Python wrapper matrix by matrix cost 5-15 us each (a 1000x8x8
-eigh 18 ms against jax cpu's 5). ctypes releases the GIL for the call.
+`MAX_ARITY` (`compiled`, about 70 ms): a batch of a thousand 8x8 matrices costs the
+routine's own time and one ctypes call, where calling scipy's Python wrapper matrix by
+matrix cost 5-15 us each (a 1000x8x8 eigh 18 ms against jax cpu's 5). ctypes releases the
+GIL for the call.
 """
 
 import ctypes
@@ -95,15 +96,30 @@ def batch_loop(arity: int):
         raise MlirxlaError(f"a LAPACK routine of {arity} arguments: the batch loops take 1 to {MAX_ARITY}")
     with _COMPILING:
         if not _LOOPS:
-            from mlirxla.backends.cpu import llvm_jit
-
-            text = "".join(loop_ir(arity) for arity in range(1, MAX_ARITY + 1))
-            kernel = llvm_jit.compile_native("lapack_batch_1", text)
-            engine = llvm_jit.JitEngine(llvm_jit.object_code([kernel], []))
+            engine = compiled("".join(loop_ir(arity) for arity in range(1, MAX_ARITY + 1)))
             _LOOPS["engine"] = engine  # the loops' code lives as long as the engine
             for size in range(1, MAX_ARITY + 1):
-                _LOOPS[size] = _LOOP_TYPE(engine.address(f"lapack_batch_{size}"))
+                _LOOPS[size] = _LOOP_TYPE(engine.get_function_address(f"lapack_batch_{size}"))
     return _LOOPS[arity]
+
+
+def compiled(text: str):
+    """An MCJIT engine holding `text` compiled for the host (llvmlite directly: the runtime
+    reaches no backend but through the registry, and a loop around a call needs none of the
+    cpu backend's kernel optimizations). The triple and data layout are written into the
+    text, as the cpu backend's JIT does, rather than set through llvmlite's setters, whose
+    ctypes string types would be garbage for the cyclic collector."""
+    import llvmlite.binding as llvm
+
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    machine = llvm.Target.from_default_triple().create_target_machine(opt=2, jit=True)
+    header = f'target datalayout = "{machine.target_data}"\ntarget triple = "{machine.triple}"\n'
+    module = llvm.parse_assembly(header + text, llvm.create_context())
+    module.verify()
+    engine = llvm.create_mcjit_compiler(module, machine)  # owns the module and the machine
+    engine.finalize_object()
+    return engine
 
 
 def call(name: str, count: int, arguments: list) -> None:
