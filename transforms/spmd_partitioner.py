@@ -234,6 +234,7 @@ class _Partitioner:
         self.env: dict = {}
         self.report = PartitionerReport(config.partition_count)
         self.counter = 0
+        self.scaling = False
 
     # ------------------------------------------------------------ values
 
@@ -246,10 +247,13 @@ class _Partitioner:
         return tensor_type(tiling.shard_shape(shape_of(value_type)), element_of(value_type))
 
     def get(self, value: ir.Value, target: Tiling | None) -> ir.Value:
-        """The local value of `value` tiled as `target`."""
+        """The local value of `value` tiled as `target`. A whole operand of an op that scales
+        an unreduced one (`scaling` below) is read whole on every partition, not made partial."""
         local = self.env[value]
         if local.tiling is None or target is None:
             return local.value
+        if self.scaling and target.partial is not None and local.tiling.partial is None:
+            target = target.with_partial(None)
         return reshard(self.b, local.value, local.shape, local.tiling, target)
 
     def replicated(self, value: ir.Value) -> Tiling:
@@ -362,13 +366,45 @@ class _Partitioner:
             self.define(op.results[0], self.get(op.operands[0], tilings[0]), tilings[0])
             became = "annotation: a reshard of its operand"
         else:
-            handler = HANDLERS.get(op.name)
-            if handler is None and op.name in ELEMENTWISE_OPS:
-                handler = _Partitioner.elementwise
-            became = handler(self, op, tilings) if handler is not None else None
-            if became is None:
-                became, fallback = self.fallback(op, tilings), True
+            tilings = [self.unreduced_user(result) or tiling for result, tiling in zip(op.results, tilings)]
+            became, fallback = self.partition_computation(op, tilings)
         self.report.records.append(OpRecord(label, sharding, became, self.b.inserted[start:], fallback))
+
+    def partition_computation(self, op: ir.Operation, tilings) -> tuple[str, bool]:
+        """An op that computes, by its handler or the fallback (what it became, whether it
+        fell back). Results unreduced where no operand is are computed whole and then made
+        partial, but for a dot's or a reduce's, whose partial sums may be left unsummed; an op that scales an unreduced operand by others (a product, a quotient, a
+        dot) reads the others whole."""
+        partial_operands = [v for v in op.operands if _ranked(v) and (local := self.env.get(v)) is not None
+                            and local.tiling is not None and local.tiling.partial is not None]
+        if not partial_operands and op.name not in REDUCING_OPS and any(t is not None and t.partial is not None for t in tilings):
+            became, fallback = self.partition_computation(op, [None if t is None else t.with_partial(None) for t in tilings])
+            for result, tiling in zip(op.results, tilings):
+                if tiling is not None and tiling.partial is not None:
+                    local = self.env[result]
+                    self.define(result, reshard(self.b, local.value, local.shape, local.tiling, tiling), tiling)
+            return became + ", then made unreduced", fallback
+        handler = HANDLERS.get(op.name)
+        if handler is None and op.name in ELEMENTWISE_OPS:
+            handler = _Partitioner.elementwise
+        self.scaling = bool(partial_operands) and op.name in SCALING_OPS
+        try:
+            became = handler(self, op, tilings) if handler is not None else None
+        finally:
+            self.scaling = False
+        if became is None:
+            return self.fallback(op, tilings), True
+        return became, False
+
+    def unreduced_user(self, result: ir.Value) -> Tiling | None:
+        """The unreduced tiling of the one annotation reading `result`, if that is its only
+        user: jax follows every op whose value is unreduced by such a constraint, and
+        producing the partial sums in place (a dot's, left unsummed) is what it asks for."""
+        users = [use.owner for use in result.uses]
+        if len(users) != 1 or not is_annotation(users[0]) or SHARDING not in users[0].attributes or not _ranked(result):
+            return None
+        tiling = self.tiling(parse_attribute(users[0].attributes[SHARDING]), shape_of(result.type))
+        return tiling if tiling is not None and tiling.partial is not None else None
 
     def shard_of(self, to_shard: ir.Operation) -> ir.Value:
         """The local tile a `@SPMDFullToShardShape` makes. Its operand is partitioned as the
@@ -499,7 +535,9 @@ class _Partitioner:
         rhs_factor = {**{d: i for i, d in enumerate(rb)}, **{d: len(lb) + len(lf) + j for j, d in enumerate(rf)}, **{d: nout + c for c, d in enumerate(rc)}}
         L, R = self.env[lhs].tiling, self.env[rhs].tiling
         contracting = [L.restrict(lc), R.restrict(rc), Tiling.replicated(len(lc), self.partitions)]
-        outputs = [out, L.restrict(lb + lf).concat(R.restrict(rf)), Tiling.replicated(nout, self.partitions)]
+        # an unreduced operand's partial sums stay its own, the result's before its finish
+        partial = next((t.partial for t in (L, R) if t.partial is not None), None)
+        outputs = [t.with_partial(partial) for t in (out, L.restrict(lb + lf).concat(R.restrict(rf)), Tiling.replicated(nout, self.partitions))]
         element = element_of(op.results[0].type)
         best = None
         for out_tiling in outputs:
@@ -609,6 +647,14 @@ def reshape_source(source_shape, target_shape, tiling: Tiling) -> Tiling | None:
         dims[candidates[0]] = d
     return tiling.restrict(dims)
 
+
+# Ops linear in each operand separately: an unreduced operand's partial sums times the
+# others whole are the partial sums of the result.
+SCALING_OPS = ("xhlo.multiply", "xhlo.divide", "xhlo.dot", "xhlo.convolution")
+
+# Ops whose handlers leave the partial sums of reduced dims unsummed where the result is
+# unreduced over them.
+REDUCING_OPS = ("xhlo.dot", "xhlo.reduce")
 
 HANDLERS = {
     "xhlo.constant": _Partitioner.constant,
