@@ -22,8 +22,7 @@ partitioner compare strategies by bytes moved per device before emitting any.
 Unreduced values (partial sums, `Tiling.partial`) keep their value through a reshard: a
 partial source becomes whole by an all-reduce over the partitions holding its summands of one
 tile, and a whole value becomes partial by keeping it on the partitions of label 0 and zeros
-on the others (what XLA does for a replicated -> unreduced reshard; jax's tests expect those
-zeros). Between two tilings partial alike, tiles move among partitions of one label only. A
+on the others, each partition keeping what its source tile held (`transforms/spmd_unreduced.py`). Between two tilings partial alike, tiles move among partitions of one label only. A
 reduction whose partial sums lie over exactly the target's unreduced partitions leaves them
 unsummed (`finish_partial`): a dot contracting over an axis its result is unreduced on
 needs no collective.
@@ -44,6 +43,7 @@ from mlirxla.mlir import ir
 from .spmd_builder import SpmdBuilder, byte_size
 from .spmd_padding import pad_to, slice_off_padding
 from .spmd_tiling import Tiling
+from .spmd_unreduced import make_partial
 
 
 @dataclass(frozen=True)
@@ -154,8 +154,8 @@ def reshard(b: SpmdBuilder, value: ir.Value, shape, source: Tiling, target: Tili
         if source.partial is not None:
             value = b.all_reduce(value, source.summand_groups(), summing(element_of(value.type)))
             source = source.with_partial(None)
-        value = reshard(b, value, shape, source, target.with_partial(None))
-        return value if target.partial is None else b.keep_on(value, [label == 0 for label in target.partial])
+        whole = reshard(b, value, shape, source, target.with_partial(None))
+        return whole if target.partial is None else make_partial(b, whole, shape, source, target)
     current = source
     for step in plan(source, target, shape):
         if step.kind == "all-to-all":
