@@ -593,7 +593,16 @@ class _Partitioner:
             self.define(result, reshard(self.b, local, shape_of(result.type), result_tiling, tiling), tiling)
         return "local reduce" + (" after gathering the reduced dims" if sharded else "")
 
+    def carried(self, value: ir.Value, tiling: Tiling | None) -> Tiling | None:
+        """A loop carries an unreduced operand unreduced (an accumulator of partial sums, as
+        a scan over microbatches keeps its gradients), where its tiling can hold the labels."""
+        local = self.env[value]
+        if tiling is None or local.tiling is None or local.tiling.partial is None or tiling.partial is not None:
+            return tiling
+        return tiling.with_partial(local.tiling.partial) if tiling.holds_every_label(local.tiling.partial) else tiling
+
     def while_loop(self, op: ir.Operation, tilings) -> str:
+        tilings = [self.carried(v, t) for v, t in zip(op.operands, tilings)]
         operands = [self.get(v, t) if t is not None else self.env[v].value for v, t in zip(op.operands, tilings)]
         new = self.b.rebuild(op, operands, [self.local_type(r.type, t) for r, t in zip(op.results, tilings)])
         cond, body = new.regions[0].blocks[0], new.regions[1].blocks[0]

@@ -138,6 +138,15 @@ class Tiling:
     def with_partial(self, partial: tuple[int, ...] | None) -> "Tiling":
         return Tiling(self.tiles, self.index, partial)
 
+    def holds_every_label(self, partial: tuple[int, ...]) -> bool:
+        """Whether, labelled by `partial`, the holders of each tile have every label equally
+        often (a partial value tiled so can be summed tile by tile)."""
+        labels = sorted(set(partial))
+        counts: dict[tuple, list[int]] = {}
+        for partition, vector in enumerate(self.index):
+            counts.setdefault(vector, [0] * (max(labels) + 1))[partial[partition]] += 1
+        return all(len({row[label] for label in labels}) == 1 and row[labels[0]] > 0 for row in counts.values())
+
     def summand_groups(self) -> list[list[int]]:
         """Groups of partitions holding one tile, one member per label: the partial sums an
         all-reduce over each group totals."""

@@ -63,6 +63,21 @@ with jax.set_mesh(mesh):
     keep("shard_map out_specs unreduced", local_products(x, w))
     keep("grad of a sum over a row-sharded batch", jax.jit(jax.grad(lambda w, x: jnp.sum(jnp.tanh(x @ w))))(
         jax.device_put(b, P(reduced={"x"})), jax.device_put(a, P("x", None))))
+
+    def accumulate(ws, xs):
+        """Gradients of microbatches summed unreduced through a scan, reduced once after it."""
+        def body(total, batch):
+            grads = jax.grad(lambda ws: jnp.sum(jnp.tanh(batch @ ws[0]) @ ws[1]))(ws)
+            return jax.tree.map(jnp.add, total, grads), None
+
+        total = reshard(jax.tree.map(jnp.zeros_like, ws), P(unreduced={"x"}))
+        total, _ = jax.lax.scan(body, total, xs)
+        return jax.tree.map(lambda g: reshard(g, P()), total)
+
+    ws = tuple(jax.device_put(rng.standard_normal((4, 4)).astype(np.float32), P(reduced={"x"})) for _ in range(2))
+    xs = jax.device_put(rng.standard_normal((3, 8, 4)).astype(np.float32), P(None, "x", None))
+    for k, g in enumerate(jax.jit(accumulate)(ws, xs)):
+        keep(f"scan accumulating unreduced gradients/{k}", g)
 np.savez(path, **results)
 print("ok")
 '''
