@@ -46,6 +46,12 @@ What it decides, and why:
   whole operands: a value a constraint in a partly manual region tiled over the other axes
   is gathered), `@SPMDShardToFullShape` makes its operand the tile of a value sharded as it
   says.
+* **Unreduced values** (an `unreduced` subgroup: partial sums, `Tiling.partial`): reshards
+  keep their value (`transforms/resharding.py`); a dot or reduce feeding only an unreduced
+  constraint leaves its partial sums unsummed where they are that constraint's summands; a
+  product, quotient or dot reads its whole operands whole next to an unreduced one; any
+  other op with an unreduced result and whole operands computes it whole and makes it
+  partial (`transforms/spmd_unreduced.py`); a loop carries an unreduced operand unreduced.
 * **Uneven shardings** (a dim its tiles do not divide) are padded, as XLA pads them
   (`transforms/spmd_padding.py`): each partition holds ceil(n/k) elements of the dim, entry
   parameters and results included (the caller's per-device buffers are padded tiles); a
