@@ -51,7 +51,8 @@ What it decides, and why:
   constraint leaves its partial sums unsummed where they are that constraint's summands; a
   product, quotient or dot reads its whole operands whole next to an unreduced one; any
   other op with an unreduced result and whole operands computes it whole and makes it
-  partial (`transforms/spmd_unreduced.py`); a loop carries an unreduced operand unreduced.
+  partial, but a scatter-add whose updates are split across the result's labels scatters
+  each partition's own (`transforms/spmd_unreduced.py`); a loop carries an unreduced operand unreduced.
 * **Uneven shardings** (a dim its tiles do not divide) are padded, as XLA pads them
   (`transforms/spmd_padding.py`): each partition holds ceil(n/k) elements of the dim, entry
   parameters and results included (the caller's per-device buffers are padded tiles); a
@@ -599,6 +600,42 @@ class _Partitioner:
             self.define(result, reshard(self.b, local, shape_of(result.type), result_tiling, tiling), tiling)
         return "local reduce" + (" after gathering the reduced dims" if sharded else "")
 
+    def scatter(self, op: ir.Operation, tilings) -> str | None:
+        """A scatter-add whose result is unreduced over the partitions its updates are split
+        across (a `segment_sum` or `bincount` of sharded data with an unreduced result, as
+        XLA partitions it): each partition scatters its own updates into the operand's
+        partial sums; None (the fallback) otherwise."""
+        target = tilings[0]
+        if len(op.operands) != 3 or target is None or target.partial is None or not target.is_replicated():
+            return None
+        n = _numbers(op, "dimension_numbers")
+        operand, indices, updates = op.operands
+        I, U = self.env[indices].tiling, self.env[updates].tiling
+        if (reducer_kind(op.regions[0]) != "add" or n.get("input_batching_dims") or I is None or U is None
+                or I.partial is not None or U.partial is not None):
+            return None
+        update_shape, index_rank = self.env[updates].shape, len(self.env[indices].shape)
+        window = n.get("update_window_dims", [])
+        vector_dim = n.get("index_vector_dim", index_rank)
+        batch = [d for d in range(index_rank) if d != vector_dim]
+        scattered = [u for u in range(len(update_shape)) if u not in window]
+        if any(U.tiles[u] > 1 for u in window) or (vector_dim < index_rank and I.tiles[vector_dim] > 1):
+            return None
+        if any(update_shape[u] % U.tiles[u] for u in scattered):
+            return None
+        for i, u in zip(batch, scattered):
+            if I.tiles[i] != U.tiles[u] or any(I.index[p][i] != U.index[p][u] for p in range(self.partitions)):
+                return None
+        pieces: dict[int, tuple] = {}
+        if any(pieces.setdefault(target.label(p), U.index[p]) != U.index[p] for p in range(self.partitions)):
+            return None
+        if len(set(pieces.values())) != len(pieces) or len(pieces) != int(np.prod(U.tiles, dtype=np.int64)):
+            return None
+        local = [self.get(operand, target), self.env[indices].value, self.env[updates].value]
+        new = self.b.rebuild(op, local, [self.local_type(op.results[0].type, target)])
+        self.finish_results(op, new, tilings)
+        return "local scatter-add of each partition's updates: the result's partial sums"
+
     def carried(self, value: ir.Value, tiling: Tiling | None) -> Tiling | None:
         """A loop carries an unreduced operand unreduced (an accumulator of partial sums, as
         a scan over microbatches keeps its gradients), where its tiling can hold the labels."""
@@ -667,9 +704,9 @@ def reshape_source(source_shape, target_shape, tiling: Tiling) -> Tiling | None:
 # others whole are the partial sums of the result.
 SCALING_OPS = ("xhlo.multiply", "xhlo.divide", "xhlo.dot", "xhlo.convolution")
 
-# Ops whose handlers leave the partial sums of reduced dims unsummed where the result is
-# unreduced over them.
-REDUCING_OPS = ("xhlo.dot", "xhlo.reduce")
+# Ops whose handlers leave the partial sums of reduced dims (a scatter-add's updates)
+# unsummed where the result is unreduced over them.
+REDUCING_OPS = ("xhlo.dot", "xhlo.reduce", "xhlo.scatter")
 
 HANDLERS = {
     "xhlo.constant": _Partitioner.constant,
@@ -682,6 +719,7 @@ HANDLERS = {
     "xhlo.dot": _Partitioner.dot,
     "xhlo.reduce": _Partitioner.reduce,
     "xhlo.while": _Partitioner.while_loop,
+    "xhlo.scatter": _Partitioner.scatter,
     "xhlo.convolution": convolution,
     "xhlo.reduce_window": reduce_window,
 }

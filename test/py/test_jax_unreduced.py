@@ -3,8 +3,9 @@ jax.jit and jax.shard_map on 8 plugin devices, against jax's cpu backend on 8 de
 
 An unreduced array holds partial sums: each device's shard is a summand, so the test keeps
 every device's shard (in device order), not only the logical value, and both sides must
-agree on each: a dot's partial sums where its contraction is sharded, a value made
-unreduced kept where its source tile was and zeros elsewhere. Each side runs in a fresh
+agree on each: a dot's partial sums where its contraction is sharded, a segment sum's
+where its data is, a value made unreduced kept where its source tile was and zeros
+elsewhere. Each side runs in a fresh
 process (jax creates its clients once).
 """
 
@@ -63,6 +64,10 @@ with jax.set_mesh(mesh):
     keep("shard_map out_specs unreduced", local_products(x, w))
     keep("grad of a sum over a row-sharded batch", jax.jit(jax.grad(lambda w, x: jnp.sum(jnp.tanh(x @ w))))(
         jax.device_put(b, P(reduced={"x"})), jax.device_put(a, P("x", None))))
+    data = jax.device_put(np.arange(8, dtype=np.int32), P("y"))
+    segments = jax.device_put(np.array([0, 0, 1, 1, 1, 2, 2, 3]), P("y"))
+    keep("segment_sum of sharded data, unreduced", jax.jit(
+        lambda d, s: jax.ops.segment_sum(d, s, num_segments=4, out_sharding=P(unreduced={"y"})))(data, segments))
 
     def accumulate(ws, xs):
         """Gradients of microbatches summed unreduced through a scan, reduced once after it."""
