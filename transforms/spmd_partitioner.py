@@ -380,8 +380,9 @@ class _Partitioner:
     def partition_computation(self, op: ir.Operation, tilings) -> tuple[str, bool]:
         """An op that computes, by its handler or the fallback (what it became, whether it
         fell back). Results unreduced where no operand is are computed whole and then made
-        partial, but for a dot's or a reduce's, whose partial sums may be left unsummed; an op that scales an unreduced operand by others (a product, a quotient, a
-        dot) reads the others whole."""
+        partial, but for a dot's, a reduce's or a scatter's, whose partial sums may be left
+        unsummed; an op that scales an unreduced operand by others (a product, a quotient, a
+        dot) reads the others whole, and sums a second unreduced operand first."""
         partial_operands = [v for v in op.operands if _ranked(v) and (local := self.env.get(v)) is not None
                             and local.tiling is not None and local.tiling.partial is not None]
         if not partial_operands and op.name not in REDUCING_OPS and any(t is not None and t.partial is not None for t in tilings):
@@ -391,6 +392,16 @@ class _Partitioner:
                     local = self.env[result]
                     self.define(result, reshard(self.b, local.value, local.shape, local.tiling, tiling), tiling)
             return became + ", then made unreduced", fallback
+        if op.name in SCALING_OPS and len(partial_operands) > 1:
+            # a product of two partial sums is no partial sum of the product: sum them first
+            kept = {v: self.env[v] for v in partial_operands}
+            for value, local in kept.items():
+                whole = local.tiling.with_partial(None)
+                self.env[value] = Local(reshard(self.b, local.value, local.shape, local.tiling, whole), whole, local.shape)
+            try:
+                return self.partition_computation(op, tilings)
+            finally:
+                self.env.update(kept)
         handler = HANDLERS.get(op.name)
         if handler is None and op.name in ELEMENTWISE_OPS:
             handler = _Partitioner.elementwise

@@ -39,6 +39,21 @@ module attributes {{mhlo.num_partitions = 8 : i32}} {{
   }}
 }}"""
 
+# two unreduced arguments multiplied (a product of partial sums is summed first), and one
+# scaled by a whole argument, both left unreduced
+PRODUCTS = f"""
+module attributes {{mhlo.num_partitions = 8 : i32}} {{
+  func.func @main(%u: tensor<8x4xf32> {{mhlo.sharding = "{ROWS_UNREDUCED_Y}"}}, %v: tensor<8x4xf32> {{mhlo.sharding = "{ROWS_UNREDUCED_Y}"}},
+                  %w: tensor<8x4xf32> {{mhlo.sharding = "{ROWS}"}})
+      -> (tensor<8x4xf32> {{mhlo.sharding = "{ROWS_UNREDUCED_Y}"}}, tensor<8x4xf32> {{mhlo.sharding = "{ROWS_UNREDUCED_Y}"}}) {{
+    %0 = stablehlo.multiply %u, %v : tensor<8x4xf32>
+    %1 = stablehlo.custom_call @Sharding(%0) {{mhlo.sharding = "{ROWS_UNREDUCED_Y}"}} : (tensor<8x4xf32>) -> tensor<8x4xf32>
+    %2 = stablehlo.multiply %u, %w : tensor<8x4xf32>
+    %3 = stablehlo.custom_call @Sharding(%2) {{mhlo.sharding = "{ROWS_UNREDUCED_Y}"}} : (tensor<8x4xf32>) -> tensor<8x4xf32>
+    return %1, %3 : tensor<8x4xf32>, tensor<8x4xf32>
+  }}
+}}"""
+
 # a value tiled 2x4 made unreduced over both axes, and a replicated one over y
 MADE_UNREDUCED = """
 module attributes {mhlo.num_partitions = 8 : i32} {
@@ -141,3 +156,27 @@ def test_whole_values_made_unreduced_keep_their_source_tiles(client):
         np.testing.assert_array_equal(shard.buffer.to_numpy(), r[rows] if device % 4 == 0 else np.zeros((4, 4), np.float32))
     np.testing.assert_array_equal(tiled.to_numpy(), a)
     np.testing.assert_array_equal(replicated.to_numpy(), r)
+
+
+def test_products_of_unreduced_values(client):
+    rng = np.random.default_rng(4)
+    u, v, w = (rng.standard_normal((8, 4)).astype(np.float32) for _ in range(3))
+    devices = client.devices()
+    unreduced = Sharding.from_hlo(ROWS_UNREDUCED_Y, devices)
+
+    def spread(value):
+        """`value` as partial sums that differ on every device."""
+        parts = [rng.standard_normal((4, 4)).astype(np.float32) for _ in range(8)]
+        for row_tile in (0, 1):
+            rows = slice(4 * row_tile, 4 * row_tile + 4)
+            parts[4 * row_tile] += value[rows] - sum(parts[4 * row_tile:4 * row_tile + 4])
+        return Array(value.shape, value.dtype, unreduced, [client.buffer_from_pyval(p, d) for p, d in zip(parts, devices)])
+
+    arguments = [spread(u), spread(v), Array.from_numpy(w, Sharding.from_hlo(ROWS, devices))]
+    np.testing.assert_allclose(arguments[0].to_numpy(), u, rtol=1e-5, atol=1e-5)
+    both, scaled = client.compile(PRODUCTS).execute(arguments)
+    np.testing.assert_allclose(both.to_numpy(), u * v, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(scaled.to_numpy(), u * w, rtol=1e-4, atol=1e-4)
+    # scaled in place: each device's partial sum times the whole value, no collective
+    for shard, part in zip(scaled.addressable_shards, arguments[0].addressable_shards):
+        np.testing.assert_allclose(shard.buffer.to_numpy(), part.buffer.to_numpy() * w[shard.index], rtol=1e-5, atol=1e-5)
