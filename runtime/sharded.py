@@ -17,7 +17,9 @@ same shape: a dimension its tiles do not divide is padded, as XLA's SPMD partiti
 padding), so a device's buffer is the executable's parameter, as in XLA, where the padded
 shard is the parameter's shape (jax's `device_put` refuses such shardings; this API takes
 them). Shardings that say nothing of how an array is split (manual, maximal, tuple) are
-refused.
+refused. An unreduced sharding (`last_tile_dims={unreduced}`) says each device along the
+subgroup holds a partial sum: `from_numpy` puts the value on the first of them and zeros on
+the others, `to_numpy` adds their parts up.
 
 `Array.from_numpy` splits on the host (a shard that is a contiguous part of the caller's
 array is a read-only view of it, as `Client.buffer_from_pyval` makes; a padded shard is a
@@ -238,9 +240,8 @@ class Array:
             if key not in seen:
                 parts[label][index] = buffer.to_numpy()[tuple(slice(0, s.stop - s.start) for s in index)]
                 seen.add(key)
-        if len(parts) == 1:
-            return parts[0]
-        return np.sum(list(parts.values()), axis=0, dtype=self.dtype) if self.dtype != np.bool_ else np.any(list(parts.values()), axis=0)
+        stacked = np.stack(list(parts.values()))
+        return stacked.any(axis=0) if self.dtype == np.bool_ else stacked.sum(axis=0, dtype=self.dtype)
 
     def reshard(self, sharding: Sharding) -> "Array":
         """The same values placed by `sharding`, gathered and split again on the host."""

@@ -21,11 +21,12 @@ partitioner compare strategies by bytes moved per device before emitting any.
 
 Unreduced values (partial sums, `Tiling.partial`) keep their value through a reshard: a
 partial source becomes whole by an all-reduce over the partitions holding its summands of one
-tile, and a whole value becomes partial by keeping it on the partitions of label 0 and zeros
-on the others, each partition keeping what its source tile held (`transforms/spmd_unreduced.py`). Between two tilings partial alike, tiles move among partitions of one label only. A
-reduction whose partial sums lie over exactly the target's unreduced partitions leaves them
-unsummed (`finish_partial`): a dot contracting over an axis its result is unreduced on
-needs no collective.
+tile; a whole value becomes partial by each partition keeping the part its source tile held
+(label 0 what several held) and zeros elsewhere (`transforms/spmd_unreduced.py`). Between
+two tilings partial alike, tiles move among partitions of one label only. A reduction whose
+partial sums lie over exactly the target's unreduced partitions leaves them unsummed
+(`finish_partial`): a dot contracting over an axis its result is unreduced on needs no
+collective.
 
 Uneven tiles (`transforms/spmd_padding.py`) are padded: an all-gather of a padded dim slices
 the padding off, a slice into finer tiles pads to whole tiles first, an all-to-all is only
