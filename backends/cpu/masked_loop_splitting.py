@@ -28,9 +28,11 @@ loop: the first in program order.
 
 from dataclasses import dataclass
 
-from mlirxla.ir_queries import defining_op, nested_ops, ops_named
+from mlirxla.ir_queries import defining_op, is_inside, nested_ops, ops_named
 from mlirxla.mlir import ir
 from mlirxla.transforms.erasure import erase
+
+from .native_bf16_rounding import root_of
 
 BLOCK = 64
 EXPENSIVE = ("arith.divf",)
@@ -79,25 +81,23 @@ def split_of(loop: ir.Operation) -> MaskSplit | None:
         return None
     if not any(op.name.startswith("math.") or op.name in EXPENSIVE for op in body_ops):
         return None
-    written = written_memory(body_ops)
-    if written is None:
-        return None
+    stored = stored_memory(body_ops)
     induction = loop.regions[0].blocks[0].arguments[0]
     for op in body_ops:
         if op.name == "arith.cmpi" and any(use.owner.name == "arith.select" for use in op.results[0].uses):
-            plan = mask_split(op, induction, loop, lower, upper, written)
+            plan = mask_split(op, induction, loop, lower, upper, stored)
             if plan is not None:
                 return plan
     return None
 
 
 def mask_split(comparison: ir.Operation, induction: ir.Value, loop: ir.Operation, lower: int, upper: int,
-               written: set) -> MaskSplit | None:
+               stored: set | None) -> MaskSplit | None:
     predicate = PREDICATE_NAMES[ir.IntegerAttr(comparison.attributes["predicate"]).value]
     left, right = comparison.operands[0], comparison.operands[1]
-    if is_position(left, induction, lower, upper) and invariant(right, loop, written):
+    if is_position(left, induction, lower, upper) and invariant(right, loop, stored):
         bound = right
-    elif is_position(right, induction, lower, upper) and invariant(left, loop, written):
+    elif is_position(right, induction, lower, upper) and invariant(left, loop, stored):
         bound, predicate = left, SWAPPED.get(predicate)
     else:
         return None
@@ -119,43 +119,47 @@ def is_position(value: ir.Value, induction: ir.Value, lower: int, upper: int) ->
     return -(1 << (width - 1)) <= lower and upper - 1 < (1 << (width - 1))
 
 
-def invariant(value: ir.Value, loop: ir.Operation, written: set) -> bool:
-    """`value` is the same in every iteration of `loop`: defined outside it, or computed in
-    it by arithmetic or by loads of memory the loop does not write, from such values."""
+def invariant(value: ir.Value, loop: ir.Operation, stored: set | None) -> bool:
+    """`value` is the same in every iteration of `loop`: defined outside it, or computed at the
+    top of its body (run every iteration, so computing it once before the loop runs nothing
+    the loop would not) by arithmetic, or by loads of memory no store of the loop can reach
+    (`stored`: the memory the loop stores to, None when that is not known), from such values."""
     op = defining_op(value)
     if op is None:
         return value.owner != loop.regions[0].blocks[0]  # not the loop's own position or carried values
-    if not inside(op, loop):
+    if not is_inside(op, loop):
         return True
-    if not (op.name.startswith("arith.") or (op.name == "memref.load" and op.operands[0] not in written)):
+    if op.parent != loop:
         return False
-    return all(invariant(operand, loop, written) for operand in op.operands)
+    if op.name == "memref.load":
+        root = root_of(op.operands[0])
+        if stored is None or root is None or root in stored:
+            return False
+    elif not op.name.startswith("arith."):
+        return False
+    return all(invariant(operand, loop, stored) for operand in op.operands)
 
 
-def inside(op: ir.Operation, loop: ir.Operation) -> bool:
-    parent = op.parent
-    while parent is not None:
-        if parent == loop:
-            return True
-        parent = parent.parent
-    return False
-
-
-def written_memory(body_ops: list[ir.Operation]) -> set | None:
-    """The memrefs the loop stores to; None when an op may write memory otherwise."""
-    written = set()
+def stored_memory(body_ops: list[ir.Operation]) -> set | None:
+    """The memory the loop stores to (`native_bf16_rounding.root_of`), when no other memory
+    can overlap it (`llvm.noalias` arguments and allocations); None when an op may write
+    memory otherwise or a store's memory may be another argument's."""
+    stored = set()
     for op in body_ops:
         if op.name == "memref.store":
-            written.add(op.operands[1])
+            root = root_of(op.operands[1])
+            if root is None or root[0] not in ("private", "allocation"):
+                return None
+            stored.add(root)
         elif not (op.name.startswith(("arith.", "math.")) or op.name in ("memref.load", "scf.yield", "scf.if")):
             return None
-    return written
+    return stored
 
 
 def hoisted(value: ir.Value, loop: ir.Operation) -> ir.Value:
     """`value` (invariant in `loop`) computed before the loop: its ops inside copied there."""
     op = defining_op(value)
-    if op is None or not inside(op, loop):
+    if op is None or not is_inside(op, loop):
         return value
     copy = op.clone(ip=ir.InsertionPoint(loop))
     for index, operand in enumerate(op.operands):
