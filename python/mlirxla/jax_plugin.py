@@ -164,10 +164,10 @@ def run_eagerly_without_a_cpu_backend(debugging) -> None:
     """`jax.debug.print` / `jax.debug.callback` outside jit: jax's implementation puts the
     arguments on the cpu device, and fails in a process without a cpu backend
     (JAX_PLATFORMS=mlirxla) where mlirxla is the default backend. There the callback gets the
-    arguments as they are, jax arrays on the mlirxla device, and runs in the caller as jax's
-    does: what it raises reaches the caller unchanged (`jax.debug.breakpoint`'s quit is a
-    SystemExit). jax's print implementation calls the module's `debug_callback_impl`, so
-    replacing that covers both."""
+    arguments on the first mlirxla device (`on_plugin_device`: Python scalars become jax
+    arrays, as jax's put makes them) and runs in the caller as jax's does: what it raises
+    reaches the caller unchanged (`jax.debug.breakpoint`'s quit is a SystemExit). jax's print
+    implementation calls the module's `debug_callback_impl`, so replacing that covers both."""
     from jax._src import xla_bridge
 
     jax_impl = debugging.debug_callback_impl
@@ -175,8 +175,7 @@ def run_eagerly_without_a_cpu_backend(debugging) -> None:
     def impl(*arguments, callback, effect, partitioned):
         if has_cpu_backend() or xla_bridge.default_backend() != PLATFORM:
             return jax_impl(*arguments, callback=callback, effect=effect, partitioned=partitioned)
-        with outside_any_mesh():
-            callback(*arguments)
+        on_plugin_device(callback, arguments)
         return ()
 
     debugging.debug_callback_impl = impl
