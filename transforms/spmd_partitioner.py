@@ -38,8 +38,12 @@ What it decides, and why:
 * **while** keeps each carried value's sharding across the loop: operands reshard to it,
   the body and cond are partitioned in place with local block arguments, the body's results
   reshard back to it and the cond's predicate is replicated.
+* **conditional** hands its operands to the branch functions as they are sharded, partitions
+  each branch in place (a shard_map inside a `lax.cond`, `pmap` under `cond`, becomes local
+  there), reshards what they return to the conditional's results and replicates the branch
+  index; a branch function another op also calls falls back.
 * **Fallback**, for every other op (gather, scatter, sort, slice, pad, concatenate, dynamic
-  slices, conditional, calls, custom calls): its operands are gathered to replicated, it runs
+  slices, calls, custom calls): its operands are gathered to replicated, it runs
   whole, its results are sliced to their shardings: correct, slower; the report lists each.
 * **shard_map regions** stay as written: the value a `@SPMDFullToShardShape` makes is the
   local tile of its operand (cut from it when a region nested in another holds it whole), ops on manual values are copied (with their regions, reading
@@ -82,7 +86,7 @@ from mlirxla.dialects.xhlo.process_groups import channel_id
 from mlirxla.dialects.xhlo.sharding import HloSharding, parse_attribute
 from mlirxla.dialects.xhlo.types import element_of, shape_of
 from mlirxla.errors import location_text
-from mlirxla.ir_queries import defining_op, entry_function, module_functions, nested_ops
+from mlirxla.ir_queries import defining_op, entry_function, function_name, module_functions, nested_ops
 from mlirxla.mlir import ir
 from mlirxla.runtime import literals
 
@@ -677,6 +681,50 @@ class _Partitioner:
         self.finish_results(op, new, tilings)
         return "while: carried values keep their shardings, body and cond partitioned"
 
+    def conditional(self, op: ir.Operation, tilings) -> str | None:
+        """Each branch function partitioned in place, as a while's body is: its arguments keep
+        the tilings of the operands handed to them, its returned values reshard to the
+        conditional's results. A branch function another op calls too is left to the
+        fallback (partitioned here, the other caller would get local shapes it did not ask for)."""
+        branches = [ir.FlatSymbolRefAttr(b).value for b in ir.ArrayAttr(op.attributes["branch_computations"])]
+        functions = {function_name(f): f for f in module_functions(self.module)}
+        if len(set(branches)) != len(branches) or any(self.callers(name) != 1 for name in branches):
+            return None
+        index = op.operands[0]
+        operands = [self.get(index, self.replicated(index))] + [self.env[v].value for v in op.operands[1:]]
+        result_types = [self.local_type(r.type, t) for r, t in zip(op.results, tilings)]
+        new = self.b.rebuild(op, operands, result_types)
+        counts = list(ir.DenseI64ArrayAttr(op.attributes["branch_operand_counts"]))
+        starts = np.cumsum([1] + counts)
+        for name, start, count in zip(branches, starts, counts):
+            function = functions[name]
+            block = function.regions[0].blocks[0]
+            for argument, value in zip(block.arguments, op.operands[start:start + count]):
+                local = self.env[value]
+                self.define(argument, argument, local.tiling)
+                argument.set_type(local.value.type)
+
+            def finish(terminator):
+                for position, value in enumerate(list(terminator.operands)):
+                    terminator.operands[position] = self.get(value, tilings[position]) if tilings[position] is not None else self.env[value].value
+
+            self.partition_block(block, finish)
+            function.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get([a.type for a in block.arguments], result_types))
+        self.finish_results(op, new, tilings)
+        return "conditional: operands keep their shardings into the branches, each branch partitioned"
+
+    def callers(self, name: str) -> int:
+        """How many ops of the module name the function `name` as a branch or a callee."""
+        count = 0
+        for op in nested_ops(self.module.operation):
+            for key in ("branch_computations", "callee"):
+                if key not in op.attributes:
+                    continue
+                attribute = op.attributes[key]
+                symbols = list(ir.ArrayAttr(attribute)) if isinstance(attribute, ir.ArrayAttr) else [attribute]
+                count += sum(1 for symbol in symbols if ir.FlatSymbolRefAttr(symbol).value == name)
+        return count
+
 
 def captured_values(op: ir.Operation) -> list[ir.Value]:
     """The values the ops in `op`'s regions read that are defined outside `op`."""
@@ -731,6 +779,7 @@ HANDLERS = {
     "xhlo.reduce": _Partitioner.reduce,
     "xhlo.while": _Partitioner.while_loop,
     "xhlo.scatter": _Partitioner.scatter,
+    "xhlo.conditional": _Partitioner.conditional,
     "xhlo.convolution": convolution,
     "xhlo.reduce_window": reduce_window,
 }

@@ -79,6 +79,7 @@ class CompiledKernel:
     tiled_loop_nests: int = 0
     register_tiled_convolutions: int = 0
     bf16_kept_in_f32: int = 0  # bf16 roundings of values read in the kernel left out (`excess_precision.py`)
+    masked_loops_split: int = 0  # loops split where their mask changes (`masked_loop_splitting.py`)
     same_as: str | None = None  # the kernel whose code this one runs (its StableHLO is the same)
     native: Future | None = None  # its LLVM work on the compile threads
     source_key: str = ""  # its StableHLO without its symbol (`kernel_stablehlo`)
@@ -166,6 +167,9 @@ def finish_kernels(started: list[tuple[KernelSpec, "CompiledKernel | MlirxlaErro
             if compiled.bf16_kept_in_f32:
                 emission.decisions.append(f"{compiled.symbol}: {compiled.bf16_kept_in_f32} bf16 rounding(s) of values read in the kernel "
                                           "left out, computed in f32 (excess precision)")
+            if compiled.masked_loops_split:
+                emission.decisions.append(f"{compiled.symbol}: {compiled.masked_loops_split} loop(s) split where their mask of "
+                                          "positions changes, each part computing only the branch it selects")
     return kernels
 
 
@@ -349,7 +353,7 @@ def compile_kernel(spec: KernelSpec, lowered_kernels: LoweredKernels, codegen: l
     native = codegen.native(spec.symbol, lowering.translate(kernel_module, spec.symbol))
     compiled = CompiledKernel(spec.symbol, stablehlo_text, None, tuple(lowered.scratch.get(spec.symbol, ())),
                               lowered.tiled_loop_nests, lowered.register_tiled_convolutions, lowered.bf16_kept_in_f32,
-                              native=native, source_key=source_key)
+                              lowered.masked_loops_split, native=native, source_key=source_key)
     lowered_kernels.lowered(spec, structure, compiled)
     return compiled
 
@@ -357,7 +361,7 @@ def compile_kernel(spec: KernelSpec, lowered_kernels: LoweredKernels, codegen: l
 def same_code_as(first: CompiledKernel, symbol: str, stablehlo_text: str) -> CompiledKernel:
     """Kernel `symbol`, which runs `first`'s code (the same StableHLO but for the symbol)."""
     return CompiledKernel(symbol, stablehlo_text, None, first.scratch, first.tiled_loop_nests, first.register_tiled_convolutions,
-                          first.bf16_kept_in_f32, same_as=first.symbol, source_key=first.source_key)
+                          first.bf16_kept_in_f32, first.masked_loops_split, same_as=first.symbol, source_key=first.source_key)
 
 
 def finish_kernel(spec: KernelSpec, start: "CompiledKernel | MlirxlaError", finished_by_source: dict[str, CompiledKernel],

@@ -28,7 +28,9 @@ innermost runs along contiguous memory (`loop_order.py`), and a kernel reading a
 operand across its innermost loop (a transpose) is tiled into cache blocks, transposed in
 registers by vector shuffles (`tiling.py`); sibling loop nests over the same rows (a
 softmax's max, exp, sum and divide passes) become one nest that takes each row through all
-of them while it is in cache (`row_fusion.py`); an innermost loop's index cast to i32 (a
+of them while it is in cache (`row_fusion.py`); a loop whose mask compares its position with
+a bound (a causal mask) is split where the mask changes, each part computing only what it
+selects (`masked_loop_splitting.py`); an innermost loop's index cast to i32 (a
 mask's positions) is an i32 counter the loop carries, which the vectorizer keeps in i32
 lanes (`narrow_induction.py`); a float sum over several dimensions adds each row into a
 partial sum of its own, not into the running total (`partial_sums.py`: XLA's accuracy);
@@ -44,7 +46,7 @@ from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir, linalg, llvm, stablehlo
 
-from . import bf16_truncation, concatenation, convolution_library, dot_algorithms, excess_precision, generated_broadcasts, integer_order_reductions, kernel_scratch, llvm_text, loop_order, materialization, math_approximations, narrow_induction, narrow_reductions, native_bf16_rounding, partial_sums, row_fusion, tiling
+from . import bf16_truncation, concatenation, convolution_library, dot_algorithms, excess_precision, generated_broadcasts, integer_order_reductions, kernel_scratch, llvm_text, loop_order, masked_loop_splitting, materialization, math_approximations, narrow_induction, narrow_reductions, native_bf16_rounding, partial_sums, row_fusion, splat_constants, tiling
 
 TO_LINALG = [
     "func.func(stablehlo-legalize-to-linalg)",
@@ -125,13 +127,15 @@ def verify(module: ir.Module) -> None:
 class Lowered:
     """What the lowering decided: the scratch arguments each function takes after its results
     (their sizes and what they hold), how many loop nests it tiled for the caches (transposes),
-    how many convolutions it tiled for registers, and how many bf16 roundings of values read in
-    the kernel it left out (`excess_precision.py`)."""
+    how many convolutions it tiled for registers, how many bf16 roundings of values read in
+    the kernel it left out (`excess_precision.py`) and how many loops it split where their
+    mask changes (`masked_loop_splitting.py`)."""
 
     scratch: dict[str, list[kernel_scratch.ScratchArgument]]
     tiled_loop_nests: int
     register_tiled_convolutions: int = 0
     bf16_kept_in_f32: int = 0
+    masked_loops_split: int = 0
 
 
 def keep_narrow_roundings(module: ir.Module) -> None:
@@ -169,6 +173,8 @@ def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None, allow
             if buffer_loops is None:
                 materialization.write_padded_in_place(module)
                 convolution_library.mark_library_convolutions(module)
+            with ir.Location.unknown():
+                splat_constants.fill_splat_constants(module)
             run_passes(module, BUFFERIZE)
             scratch = kernel_scratch.scratch_from_arguments(module)
             with ir.Location.unknown():
@@ -185,9 +191,11 @@ def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None, allow
             run_passes(module, TO_LOOPS_IN_F32)
             keep_narrow_roundings(module)
             kept_in_f32 = excess_precision.keep_fused_bf16_in_f32(module) if allow_excess_precision else 0
+            masked_loops_split = 0
             if buffer_loops is None:  # a GPU kernel's math goes to libdevice instead
                 row_fusion.fuse_rows(module)
                 with ir.Location.unknown():
+                    masked_loops_split = masked_loop_splitting.split_masked_loops(module)
                     partial_sums.add_rows_into_partial_sums(module)
                     narrow_induction.count_in_narrow_integers(module)
                     # after bf16 and f16 math became f32 math, so that it is approximated too
@@ -198,7 +206,7 @@ def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None, allow
             run_passes(module, to_llvm)
     except ir.MLIRError as error:
         raise MlirxlaError(f"kernel {name} failed to lower to LLVM: {diagnostic_text(error)}") from None
-    return Lowered(scratch, tiled, library_convolutions, kept_in_f32)
+    return Lowered(scratch, tiled, library_convolutions, kept_in_f32, masked_loops_split)
 
 
 def fold_unit_dimensions_of_reshaped_results(module: ir.Module) -> None:

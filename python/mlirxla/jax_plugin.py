@@ -8,6 +8,7 @@ and `JAX_PLATFORMS=mlirxla` makes it the default backend.
 "jax_pjrt_client_create_options", "num_devices:8")` before the first use of jax does too.
 """
 
+import contextlib
 import functools
 import os
 
@@ -163,21 +164,18 @@ def run_eagerly_without_a_cpu_backend(debugging) -> None:
     """`jax.debug.print` / `jax.debug.callback` outside jit: jax's implementation puts the
     arguments on the cpu device, and fails in a process without a cpu backend
     (JAX_PLATFORMS=mlirxla) where mlirxla is the default backend. There the callback gets the
-    arguments as they are, jax arrays on the mlirxla device, and runs in the caller as jax's
-    does: what it raises reaches the caller unchanged (`jax.debug.breakpoint`'s quit is a
-    SystemExit). jax's print implementation calls the module's `debug_callback_impl`, so
-    replacing that covers both."""
-    from jax._src import mesh as mesh_lib
-    from jax._src import sharding_impls, xla_bridge
+    arguments on the first mlirxla device (`on_plugin_device`: Python scalars become jax
+    arrays, as jax's put makes them) and runs in the caller as jax's does: what it raises
+    reaches the caller unchanged (`jax.debug.breakpoint`'s quit is a SystemExit). jax's print
+    implementation calls the module's `debug_callback_impl`, so replacing that covers both."""
+    from jax._src import xla_bridge
 
     jax_impl = debugging.debug_callback_impl
 
     def impl(*arguments, callback, effect, partitioned):
         if has_cpu_backend() or xla_bridge.default_backend() != PLATFORM:
             return jax_impl(*arguments, callback=callback, effect=effect, partitioned=partitioned)
-        with (sharding_impls._internal_use_concrete_mesh(mesh_lib.empty_concrete_mesh),
-              mesh_lib.use_abstract_mesh(mesh_lib.empty_abstract_mesh)):
-            callback(*arguments)
+        on_plugin_device(callback, arguments)
         return ()
 
     debugging.debug_callback_impl = impl
@@ -186,9 +184,11 @@ def run_eagerly_without_a_cpu_backend(debugging) -> None:
 
 def host_function(jax_impl, callback, **parameters):
     """What the program calls: jax's own implementation of the callback primitive, which
-    hands the callback jax arrays on the cpu device, as jax does on cpu; numpy arrays when
-    this process has no cpu backend (JAX_PLATFORMS=mlirxla), where jax's would fail. Results
-    are canonicalized as jax's cpu callbacks canonicalize them (float64 is float32 without x64)."""
+    hands the callback jax arrays on the cpu device, as jax does on cpu; where this process
+    has no cpu backend (JAX_PLATFORMS=mlirxla) and jax's would fail, jax arrays on the first
+    mlirxla device, the default device while the callback runs (jax's implementation with
+    that device for the cpu one). Results are canonicalized as jax's cpu callbacks
+    canonicalize them (float64 is float32 without x64)."""
     import numpy as np
     from jax._src import dtypes
 
@@ -196,9 +196,31 @@ def host_function(jax_impl, callback, **parameters):
         if has_cpu_backend():
             results = jax_impl(*arrays, callback=callback, **parameters)
         else:
-            results = callback(*arrays)
+            results = on_plugin_device(callback, arrays)
         return [dtypes.canonicalize_value(np.asarray(result)) for result in results]
     return run
+
+
+def on_plugin_device(callback, arrays):
+    """`callback` called on `arrays` put on the first mlirxla device, that device the default
+    one and no mesh around (a callback runs outside the program's sharding). The put goes
+    through the plugin while it runs the program that calls back: the plugin takes it."""
+    import jax
+    from jax._src import config, xla_bridge
+
+    device = xla_bridge.local_devices(backend=PLATFORM)[0]
+    with config.default_device(device), outside_any_mesh():
+        return callback(*jax.device_put(arrays, device))
+
+
+@contextlib.contextmanager
+def outside_any_mesh():
+    from jax._src import mesh as mesh_lib
+    from jax._src import sharding_impls
+
+    with (sharding_impls._internal_use_concrete_mesh(mesh_lib.empty_concrete_mesh),
+          mesh_lib.use_abstract_mesh(mesh_lib.empty_abstract_mesh)):
+        yield
 
 
 # jax's linear-algebra primitives that jax lowers per platform, each on cpu to jaxlib's LAPACK custom calls

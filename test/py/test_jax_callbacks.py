@@ -240,17 +240,19 @@ from jax.experimental import io_callback
 seen = []
 def program(x):
     y = jax.pure_callback(lambda v: np.cos(v), jax.ShapeDtypeStruct(x.shape, x.dtype), x)
-    io_callback(lambda v: seen.append(type(v).__name__), None, y, ordered=True)
+    io_callback(lambda v: seen.append((type(v).__name__, [d.platform for d in v.devices()], float(v.sum()))), None, y,
+                ordered=True)
     return y + 1
 result = jax.jit(program)(np.zeros(3, np.float32))
-assert seen == ["ndarray"], seen
+assert seen == [("ArrayImpl", ["mlirxla"], 3.0)], seen
 print(np.asarray(result).tolist())
 """
 
 
-def test_callbacks_without_a_cpu_backend_get_numpy_arrays():
+def test_callbacks_without_a_cpu_backend_get_jax_arrays_on_mlirxla():
     """JAX_PLATFORMS=mlirxla leaves jax no cpu device to put the arguments on (its own
-    callbacks fail there); mlirxla's pass numpy arrays."""
+    callbacks fail there); mlirxla's put them on its first device, as jax's put them on the
+    cpu device, so that the callback gets jax arrays it can compute with."""
     environment = dict(os.environ, JAX_PLATFORMS="mlirxla")
     done = subprocess.run([sys.executable, "-c", WITHOUT_CPU], env=environment, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -117,6 +117,11 @@ results["jit of shard_map with an ordered callback"] = np.asarray(ordered(a[:2],
 for name, argument in (("numpy", a), ("committed", jax.device_put(a, NamedSharding(mesh, P(None, "d"))))):
     for k, leaf in enumerate(mapped(argument)):
         results[f"jit of shard_map, shardings chosen by the compiler, {name}/{k} as {leaf.sharding.spec}"] = np.asarray(leaf)
+# pmap under lax.cond (each branch a manual region of its own), the predicate an argument
+doubled, summed = jax.pmap(lambda v: v * 2, axis_name="d"), jax.pmap(lambda v: jax.lax.psum(v, "d"), axis_name="d")
+switched = jax.jit(lambda p, v: jax.lax.cond(p, doubled, summed, v))
+for taken in (True, False):
+    results[f"pmap under lax.cond, {taken}"] = np.asarray(switched(taken, a[:8]))
 np.savez(path, **results)
 print("ok")
 '''
