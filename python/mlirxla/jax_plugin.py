@@ -73,7 +73,8 @@ def register_host_callbacks() -> None:
             context.set_tokens_out(context.tokens_in.update_tokens(mlir.TokenSet({effect: context.tokens_in.get(effect)})))
 
     def debug_lowering(context, *arguments, effect, partitioned, callback):
-        function = host_function(debugging.debug_callback_impl, callback, effect=effect, partitioned=partitioned)
+        function = once_where_jax_runs_it_once(
+            context, host_function(debugging.debug_callback_impl, callback, effect=effect, partitioned=partitioned))
         emit(context, arguments, function, "jax.debug.callback", has_side_effect=True)
         pass_token(context, effect)
         return []
@@ -85,7 +86,8 @@ def register_host_callbacks() -> None:
                                        logging_record)
         callback = debugging._make_flat_callback(in_tree, formatting, static_args)
         effect = debugging.ordered_debug_effect if ordered else debugging.debug_effect
-        function = host_function(debugging.debug_callback_impl, callback, effect=effect, partitioned=partitioned)
+        function = once_where_jax_runs_it_once(
+            context, host_function(debugging.debug_callback_impl, callback, effect=effect, partitioned=partitioned))
         emit(context, arguments, function, f"jax.debug.print {fmt!r}", has_side_effect=True)
         pass_token(context, effect)
         return []
@@ -98,6 +100,8 @@ def register_host_callbacks() -> None:
     def io_lowering(context, *arguments, callback, sharding, result_avals, ordered):
         function = host_function(jax_callback.io_callback_impl, callback, result_avals=result_avals, sharding=None,
                                  ordered=ordered)
+        if not result_avals:
+            function = once_where_jax_runs_it_once(context, function)
         results = emit(context, arguments, function, callback_name("io_callback", callback), has_side_effect=True)
         if ordered:
             pass_token(context, jax_callback._OrderedIOEffect)
@@ -180,6 +184,25 @@ def run_eagerly_without_a_cpu_backend(debugging) -> None:
 
     debugging.debug_callback_impl = impl
     debugging.debug_callback_p.def_impl(impl)
+
+
+def once_where_jax_runs_it_once(context, function):
+    """`function`, run on the first device only when jax would run it once: in a jit over
+    several devices with automatic sharding (jax's `ShardingContext`), jax gives a callback
+    without results the sharding `{maximal device=0}`, so that it runs once, on the whole
+    value. The partitioner hands every device the whole value (its fallback for custom
+    calls), and the other devices skip the call. Under shard_map (each device its own
+    program) and pmap, every device runs it, as with jax."""
+    from jax._src import sharding_impls
+
+    from mlirxla.runtime import collectives
+
+    if not isinstance(context.module_context.axis_context, sharding_impls.ShardingContext):
+        return function
+
+    def on_first_device(*arrays):
+        return function(*arrays) if collectives.current().device == 0 else []
+    return on_first_device
 
 
 def host_function(jax_impl, callback, **parameters):
