@@ -14,6 +14,8 @@ import sys
 import numpy as np
 import pytest
 
+from .conftest import saved_results_of
+
 pytest.importorskip("jax")
 
 pytestmark = pytest.mark.jax
@@ -128,11 +130,7 @@ print("ok")
 
 
 def run_programs(platform: str, path, environment: dict) -> dict:
-    done = subprocess.run([sys.executable, "-c", PROGRAMS, platform, str(path)], env=dict(os.environ, **environment),
-                          capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
-    with np.load(path) as results:
-        return dict(results)
+    return saved_results_of(PROGRAMS, platform, path, environment)
 
 
 def test_pmap_and_shard_map_collectives_match_jax_cpu_on_8_devices(tmp_path):
