@@ -8,7 +8,6 @@ and `JAX_PLATFORMS=mlirxla` makes it the default backend.
 "jax_pjrt_client_create_options", "num_devices:8")` before the first use of jax does too.
 """
 
-import contextlib
 import functools
 import os
 
@@ -229,21 +228,14 @@ def on_plugin_device(callback, arrays):
     one and no mesh around (a callback runs outside the program's sharding). The put goes
     through the plugin while it runs the program that calls back: the plugin takes it."""
     import jax
-    from jax._src import config, xla_bridge
+    from jax._src import config
+    from jax._src import mesh as mesh_lib
+    from jax._src import sharding_impls, xla_bridge
 
     device = xla_bridge.local_devices(backend=PLATFORM)[0]
-    with config.default_device(device), outside_any_mesh():
-        return callback(*jax.device_put(arrays, device))
-
-
-@contextlib.contextmanager
-def outside_any_mesh():
-    from jax._src import mesh as mesh_lib
-    from jax._src import sharding_impls
-
-    with (sharding_impls._internal_use_concrete_mesh(mesh_lib.empty_concrete_mesh),
+    with (config.default_device(device), sharding_impls._internal_use_concrete_mesh(mesh_lib.empty_concrete_mesh),
           mesh_lib.use_abstract_mesh(mesh_lib.empty_abstract_mesh)):
-        yield
+        return callback(*jax.device_put(arrays, device))
 
 
 # jax's linear-algebra primitives that jax lowers per platform, each on cpu to jaxlib's LAPACK custom calls
