@@ -96,6 +96,7 @@ from .resharding import cost, finish_cost, finish_partial, reshard
 from .sharding_remover import forward_annotations, is_annotation, partitioning_need
 from .spmd_builder import REDUCER_OPS, Collective, SpmdBuilder, tensor_type
 from .spmd_padding import mask_padding
+from .sharding_rules import batch_dims_of_call
 from .spmd_tiling import Tiling
 from .spmd_windowed import convolution, reduce_window
 
@@ -713,6 +714,26 @@ class _Partitioner:
         self.finish_results(op, new, tilings)
         return "conditional: operands keep their shardings into the branches, each branch partitioned"
 
+    def custom_call(self, op: ir.Operation, tilings) -> str | None:
+        """A call that runs matrix by matrix over its batch (jax's LAPACK calls, `num_batch_dims`)
+        with results sharded on batch dims only runs on each partition's batch, as XLA does:
+        operands resharded to the results' batch tiling, no gather. None (the fallback) for any
+        other call or sharding."""
+        count = batch_dims_of_call(op)
+        first = tilings[0] if tilings else None
+        if count is None or first is None or first.partial is not None or any(t > 1 for t in first.tiles[count:]) \
+                or all(t == 1 for t in first.tiles[:count]):
+            return None
+
+        def batch_tiling(value) -> Tiling:
+            return first.restrict(list(range(count)) + [None] * (len(shape_of(value.type)) - count))
+
+        operands = [self.get(v, batch_tiling(v)) for v in op.operands]
+        new = self.b.rebuild(op, operands, [self.local_type(r.type, batch_tiling(r)) for r in op.results])
+        for result, local, tiling in zip(op.results, new.results, tilings):
+            self.define(result, reshard(self.b, local, shape_of(result.type), batch_tiling(result), tiling), tiling)
+        return f"local: the call on each partition's part of its {count} batch dim(s)"
+
     def callers(self, name: str) -> int:
         """How many ops of the module name the function `name` as a branch or a callee."""
         count = 0
@@ -780,6 +801,7 @@ HANDLERS = {
     "xhlo.while": _Partitioner.while_loop,
     "xhlo.scatter": _Partitioner.scatter,
     "xhlo.conditional": _Partitioner.conditional,
+    "xhlo.custom_call": _Partitioner.custom_call,
     "xhlo.convolution": convolution,
     "xhlo.reduce_window": reduce_window,
 }
