@@ -8,8 +8,9 @@ dimension numbers). Its StableHLO (`jax.jit(f).lower(...).as_text()`) is what ml
 compiles (`Client().compile(text).execute_numpy`), and jax.jit runs the same function on
 XLA:CPU, on the same random inputs (0.1 * standard normal).
 
-Per workload: both sides are warmed up, then run --repeats times taking turns so that the
-machine's noise hits both; it prints the medians, their ratio (mlirxla / XLA; below 1 is
+Per workload: both sides run --repeats times taking turns in blocks, each begun once the other
+side's threads have gone to sleep (`cpu_vs_xla.medians`), so that the machine's noise hits
+both and neither side's spinning threads slow the other; it prints the medians, their ratio (mlirxla / XLA; below 1 is
 faster), whether the outputs match XLA's (rtol = atol = 1e-3, batch normalization divides
 by a standard deviation) and the largest absolute difference, the strategy each
 convolution took (the thunk sequence's decisions), then the geometric mean of the ratios.
@@ -26,10 +27,8 @@ import json
 import math
 import os
 import shutil
-import statistics
 import sys
 import tempfile
-import time
 
 import jax
 import jax.numpy as jnp
@@ -38,8 +37,10 @@ import numpy as np
 from mlirxla.runtime.client import Client, CompileOptions
 from mlirxla.transforms import convolution_strategy
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cpu_vs_xla import BLOCK_RUNS, SETTLE_S, medians  # noqa: E402
+
 RTOL = ATOL = 1e-3
-WARMUP = 2
 NHWC = ("NHWC", "HWIO", "NHWC")
 NCHW = ("NCHW", "OIHW", "NCHW")
 
@@ -110,19 +111,6 @@ def random_arguments(abstract, generator):
     return [(0.1 * generator.standard_normal(value.shape)).astype(value.dtype) for value in abstract]
 
 
-def median_seconds(run, repeats_other, repeats):
-    """Medians of `run` and `repeats_other`, called in turns `repeats` times."""
-    ours, theirs = [], []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        ours.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        repeats_other()
-        theirs.append(time.perf_counter() - start)
-    return statistics.median(ours), statistics.median(theirs)
-
-
 def convolution_decisions(dump: str) -> list[str]:
     """The thunk sequence's decisions about convolutions (dumped as `thunk-sequence.txt`)."""
     path = next(name for name in os.listdir(dump) if name.endswith("thunk-sequence.txt"))
@@ -147,10 +135,8 @@ def measure(name: str, repeats: int, client: Client) -> dict:
     on_device = jax.device_put(arguments, jax.devices("cpu")[0])
     ours = lambda: executable.execute_numpy(arguments)
     theirs = lambda: jax.block_until_ready(jitted(*on_device))
-    for _ in range(WARMUP):
-        ours()
-        theirs()
-    mine, xla = median_seconds(ours, theirs, repeats)
+    seconds = medians({"mlirxla": ours, "xla": theirs}, repeats, BLOCK_RUNS, SETTLE_S)
+    mine, xla = seconds["mlirxla"], seconds["xla"]
     got = [np.asarray(value) for value in ours()]
     expected = [np.asarray(value) for value in jax.tree_util.tree_leaves(theirs())]
     matches = all(np.allclose(g, e, rtol=RTOL, atol=ATOL) for g, e in zip(got, expected))

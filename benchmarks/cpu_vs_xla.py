@@ -19,8 +19,9 @@ fractions of the scan workloads are lower bounds; a workload whose data fit in t
 cache (batch norm's 16 MiB on a large-L3 server) can pass 100% of the triad, which streams
 from memory.
 
-Per workload: each side is warmed up, then run --repeats times, mlirxla and XLA taking turns
-so that the machine's noise hits both; it prints the medians, their ratio (mlirxla / XLA;
+Per workload: each side runs --repeats times, mlirxla and XLA taking turns in blocks of a
+few runs so that the machine's noise hits both, each block started after a pause that lets
+the other side's spinning threads sleep, and its first run not timed; it prints the medians, their ratio (mlirxla / XLA;
 below 1 is faster), whether the outputs match XLA's (rtol = atol = 1e-4) and the largest
 absolute difference, then the geometric mean of the ratios over the workloads that ran.
 Then the per-call overhead (a 4-element f32 add, the median of single calls: mlirxla's
@@ -71,6 +72,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 from benchmark_workloads import WORKLOADS, Workload, workload as named_workload  # noqa: E402
 
 WARMUP = 2
+# The sides' thread pools keep spinning after a run before they sleep: OpenBLAS's workers
+# (mlirxla's GEMMs) for 2^28 cycles (OPENBLAS_THREAD_TIMEOUT's default), about 0.1 s. Runs
+# taking turns one by one had each XLA run share a core with mlirxla's spinning workers (on 2
+# cores: XLA's mlp 8.4 ms that way, 5.8 ms with the workers sleeping at once), so the sides
+# take turns in blocks, each begun after the other side's threads went to sleep (the
+# per-call overhead's 4-element add runs no GEMM: its calls alternate one by one).
+SETTLE_S = 0.25
+BLOCK_RUNS = 5
 CACHED_COMPILES = 3
 OVERHEAD_CALLS = 1000
 
@@ -252,15 +261,18 @@ def timed(action) -> float:
     return time.perf_counter() - start
 
 
-def medians(sides: dict, repeats: int) -> dict:
-    """Median seconds per side, the sides taking turns run by run."""
-    for side in sides.values():
-        for _ in range(WARMUP):
-            side.run()
-    times = {name: [] for name in sides}
-    for _ in range(repeats):
-        for name, side in sides.items():
-            times[name].append(timed(side.run))
+def medians(runs: dict, repeats: int, block_runs: int = 1, settle_s: float = 0.0) -> dict:
+    """Median seconds of each of `runs` (name -> a function running a side once), the sides
+    taking turns in blocks of `block_runs` timed runs, each block begun after `settle_s`
+    seconds of rest (so that the other side's threads have gone to sleep, `SETTLE_S`) and
+    with one run not timed."""
+    times = {name: [] for name in runs}
+    while len(times[next(iter(runs))]) < repeats:
+        for name, run in runs.items():
+            time.sleep(settle_s)
+            run()
+            for _ in range(min(block_runs, repeats - len(times[name]))):
+                times[name].append(timed(run))
     return {name: statistics.median(values) for name, values in times.items()}
 
 
@@ -330,7 +342,7 @@ def measure(name: str, repeats: int, with_iree: bool, machine: dict, generator) 
             except Exception as error:
                 sides.pop(side, None)
                 row[f"{side}_error"] = one_line(error)
-    seconds = medians(sides, repeats)
+    seconds = medians({name: side.run for name, side in sides.items()}, repeats, BLOCK_RUNS, SETTLE_S)
     row.update({f"{side}_ms": value * 1e3 for side, value in seconds.items()})
     row["ratio"] = seconds["mlirxla"] / seconds["xla"]
     results = jax.tree_util.tree_leaves(jax.eval_shape(function, *arguments))
@@ -352,7 +364,7 @@ def overhead(generator) -> dict:
     executable = Client().compile(jax.jit(function).lower(*arguments).as_text())
     sides = {"mlirxla": mlirxla_side(executable, arguments),
              "xla": xla_side(function, arguments)}
-    seconds = medians(sides, OVERHEAD_CALLS)
+    seconds = medians({name: side.run for name, side in sides.items()}, OVERHEAD_CALLS)
     return {"mlirxla_us": seconds["mlirxla"] * 1e6, "xla_us": seconds["xla"] * 1e6, "ratio": seconds["mlirxla"] / seconds["xla"]}
 
 

@@ -24,7 +24,7 @@ import jax
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cpu_vs_xla import WORKLOADS, Side, add, medians, named_workload, timed  # noqa: E402
+from cpu_vs_xla import WORKLOADS, add, medians, named_workload, timed  # noqa: E402
 
 from mlirxla.runtime.client import Client  # noqa: E402
 
@@ -59,7 +59,7 @@ def workload(name: str, repeats: int, generator) -> dict:
     direct = lambda: executable.execute_numpy(leaves)
     got = [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(plugin())]
     same = all(np.allclose(a, b, rtol=1e-5, atol=1e-6) for a, b in zip(got, direct()))
-    seconds = medians({"plugin": Side(plugin, None), "direct": Side(direct, None)}, repeats)
+    seconds = medians({"plugin": plugin, "direct": direct}, repeats)
     return {"workload": name, "plugin_ms": seconds["plugin"] * 1e3, "direct_ms": seconds["direct"] * 1e3,
             "ratio": seconds["plugin"] / seconds["direct"], "same": same}
 

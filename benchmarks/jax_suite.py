@@ -4,6 +4,7 @@ the plugin, matched by pytest node id.
     python benchmarks/jax_suite.py --tests ~/jax/tests            # the five files of issue 11
     python benchmarks/jax_suite.py --tests DIR --files fft_test.py --reuse cpu
     python benchmarks/jax_suite.py --tests DIR --failures         # list what fails on mlirxla
+    python benchmarks/jax_suite.py --tests DIR --files linalg_sharding_test.py --as-cpu   # cpu-only cases too
 
 `--tests` is the `tests/` folder of jax-ml/jax at tag `jax-v0.10.2` (the installed jax's
 version; fetch it, never commit it; `MLIRXLA_JAX_TESTS` works too). Needs the `jax-suite` extra
@@ -25,6 +26,11 @@ from dataclasses import dataclass, field
 
 FILES = ["lax_test.py", "lax_numpy_test.py", "lax_numpy_indexing_test.py", "lax_vmap_test.py", "fft_test.py"]
 PLATFORMS = ("cpu", "mlirxla")
+# pytest with jax's test utilities told that the device under test is a cpu (`jax_test_dut`,
+# a flag of jax's test_util that pytest's command line cannot set): a case that
+# `jtu.run_on_devices("cpu")` keeps to jax's cpu backend runs on the plugin instead of skipping
+AS_CPU = ("import sys, jax, pytest; from jax._src import test_util; "
+          "jax.config.update('jax_test_dut', 'cpu'); sys.exit(pytest.main(sys.argv[1:]))")
 
 
 @dataclass
@@ -42,7 +48,8 @@ def results_path(results: str, platform: str, file: str) -> str:
 def run_file(tests: str, file: str, platform: str, results: str, arguments: argparse.Namespace) -> float:
     """Run one test file on one platform; the seconds it took."""
     environment = dict(os.environ, JAX_PLATFORMS=platform, JAX_NUM_GENERATED_CASES=str(arguments.cases))
-    command = [sys.executable, "-m", "pytest", file, "-q", "-p", "no:cacheprovider", "--junitxml",
+    runner = ["-c", AS_CPU] if arguments.as_cpu and platform == "mlirxla" else ["-m", "pytest"]
+    command = [sys.executable, *runner, file, "-q", "-p", "no:cacheprovider", "--junitxml",
                os.path.abspath(results_path(results, platform, file)), f"--timeout={arguments.timeout}"]
     if arguments.jobs > 1:
         command += ["-n", str(arguments.jobs)]
@@ -90,6 +97,9 @@ def main(argv=None) -> int:
     parser.add_argument("-k", help="pytest -k expression, to run a slice")
     parser.add_argument("--failures", action="store_true", help="list every case lost on mlirxla with its message")
     parser.add_argument("--json", help="write the table and the lost cases as JSON")
+    parser.add_argument("--as-cpu", action="store_true",
+                        help="on the plugin side, jax's test utilities take the device for a cpu (jax_test_dut=cpu): "
+                             "cases that run on the cpu only (run_on_devices('cpu')) run on mlirxla instead of skipping")
     arguments = parser.parse_args(argv)
     if not arguments.tests or not os.path.isdir(arguments.tests):
         print("jax_suite: give --tests, the tests/ folder of jax-ml/jax at tag jax-v0.10.2 (or set MLIRXLA_JAX_TESTS)", file=sys.stderr)

@@ -4,8 +4,9 @@ Programs whose time goes to control flow rather than to large kernels, where run
 loop from Python (a round trip per iteration) shows: a 64-step RNN `lax.scan`, a `fori_loop`
 of 100 small updates, a `while_loop` whose trip count depends on the data (Collatz steps of
 its argument), and a `lax.cond` inside a 64-step scan. Each is compiled by mlirxla from its
-StableHLO (`Client.compile`, run through `execute_numpy`) and jitted on XLA:CPU; both sides are
-warmed up and then run --repeats times in turns. Per program it prints the medians, their
+StableHLO (`Client.compile`, run through `execute_numpy`) and jitted on XLA:CPU; both sides
+run --repeats times, taking turns in blocks each begun once the other side's threads have
+gone to sleep (`cpu_vs_xla.medians`). Per program it prints the medians, their
 ratio (mlirxla / XLA; below 1 is faster), whether the outputs match XLA's (rtol = atol =
 1e-4), and which control flow the executable runs in a native driver (the thunk sequence's
 "native driver" lines), then the geometric mean of the ratios.
@@ -28,9 +29,9 @@ import numpy as np
 from mlirxla.runtime.client import Client
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cpu_vs_xla import compare, timed  # noqa: E402
+from cpu_vs_xla import SETTLE_S, compare, medians  # noqa: E402
 
-WARMUP = 5
+LOOP_BLOCK_RUNS = 20  # short runs: blocks of 20, so that the pauses between blocks stay few
 TOLERANCE = SimpleNamespace(rtol=1e-4, atol=1e-4)  # f32 loops against XLA's, as cpu_vs_xla's f32 workloads
 
 
@@ -89,14 +90,8 @@ def measure(name: str, function, arguments, repeats: int) -> dict:
     ours = [np.asarray(value) for value in sides["mlirxla"]()]
     theirs = [np.asarray(value) for value in jax.tree_util.tree_leaves(sides["xla"]())]
     same, difference = compare(ours, theirs, TOLERANCE)
-    for run in sides.values():
-        for _ in range(WARMUP):
-            run()
-    times = {side: [] for side in sides}
-    for _ in range(repeats):
-        for side, run in sides.items():
-            times[side].append(timed(run))
-    mlirxla, xla = (statistics.median(times[side]) for side in ("mlirxla", "xla"))
+    seconds = medians(sides, repeats, LOOP_BLOCK_RUNS, SETTLE_S)
+    mlirxla, xla = seconds["mlirxla"], seconds["xla"]
     return {"program": name, "mlirxla_us": mlirxla * 1e6, "xla_us": xla * 1e6, "ratio": mlirxla / xla,
             "same": same, "max_abs_diff": difference, "native": native_lines(executable)}
 

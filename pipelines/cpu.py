@@ -35,6 +35,7 @@ from mlirxla.transforms.copy_insertion import CopyInsertionPass
 from mlirxla.transforms.convolution_layout import ConvolutionLayoutPass
 from mlirxla.transforms.copy_removal import CopyRemovalPass
 from mlirxla.transforms.layout_assignment import LayoutAssignmentPass
+from mlirxla.transforms.inspect_sharding import InspectShardingPass
 from mlirxla.transforms.manual_partitioner import ManualPartitionerPass
 from mlirxla.transforms.multi_output_fusion import MultiOutputFusionPass
 from mlirxla.transforms.output_fusion import OutputFusionPass
@@ -69,6 +70,7 @@ def compiler_pipeline(name: str, alignment: int, fusion_cost_model: str, batch_s
         .add(ShardingRemoverPass())
         .add(ManualPartitionerPass())
         .add(ShardingPropagationPass())
+        .add(InspectShardingPass())
         .add(SpmdPartitionerPass())
         .add(RngBitGeneratorExpanderPass())
         .fixed_point(simplification_pipeline(), max_iterations=25)

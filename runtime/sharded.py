@@ -17,7 +17,9 @@ same shape: a dimension its tiles do not divide is padded, as XLA's SPMD partiti
 padding), so a device's buffer is the executable's parameter, as in XLA, where the padded
 shard is the parameter's shape (jax's `device_put` refuses such shardings; this API takes
 them). Shardings that say nothing of how an array is split (manual, maximal, tuple) are
-refused.
+refused. An unreduced sharding (`last_tile_dims={unreduced}`) says each device along the
+subgroup holds a partial sum: `from_numpy` puts the value on the first of them and zeros on
+the others, `to_numpy` adds their parts up.
 
 `Array.from_numpy` splits on the host (a shard that is a contiguous part of the caller's
 array is a read-only view of it, as `Client.buffer_from_pyval` makes; a padded shard is a
@@ -77,8 +79,8 @@ class Sharding:
             return f"{hlo} puts an array on one device: use Sharding.replicated([device])"
         if hlo.kind != "tiled":
             return f"an array cannot be sharded {hlo}: it does not say which part of the array each device holds"
-        if hlo.subgroup_types:
-            return f"an array cannot be sharded {hlo}: only a replicated last tile dimension says which part each device holds"
+        if set(hlo.subgroup_types) - {"unreduced", "replicated"}:
+            return f"an array cannot be sharded {hlo}: only replicated and unreduced last tile dimensions say what each device holds"
         if problem := hlo.problem(device_count=len(ids)):
             return problem
         if hlo.devices().size != len(ids):
@@ -134,7 +136,12 @@ class Sharding:
     # ------------------------------------------------------------ queries
 
     def is_fully_replicated(self) -> bool:
-        return self.hlo.kind == "replicated" or all(t == 1 for t in self.hlo.tile_dims[:self.hlo.data_rank])
+        return self.hlo.kind == "replicated" or (all(t == 1 for t in self.hlo.tile_dims[:self.hlo.data_rank])
+                                                  and not self.is_unreduced())
+
+    def is_unreduced(self) -> bool:
+        """Whether the devices hold partial sums of the array (an `unreduced` subgroup)."""
+        return "unreduced" in self.hlo.subgroup_types
 
     def tiling(self, shape) -> Tiling:
         """Per device, its tile index along each dimension of an array of `shape`."""
@@ -154,9 +161,16 @@ class Sharding:
         sizes = tiling.shard_shape(shape)
         return [tuple(slice(min(i * s, n), min((i + 1) * s, n)) for i, s, n in zip(vector, sizes, shape)) for vector in tiling.index]
 
-    def placement(self, shape) -> dict[int, tuple[tuple[int, int], ...]]:
-        """Device id -> the (start, stop) per dimension it holds."""
-        return {device.id: tuple((s.start, s.stop) for s in index) for device, index in zip(self.devices, self.indices(shape))}
+    def labels(self, shape) -> list[int]:
+        """Per device, which of the partial sums of an unreduced array it holds (all 0 for an
+        array that is not unreduced)."""
+        tiling = self.tiling(shape)
+        return [tiling.label(p) for p in range(len(self.devices))]
+
+    def placement(self, shape) -> dict[int, tuple]:
+        """Device id -> the (start, stop) per dimension it holds, and which partial sum."""
+        return {device.id: tuple((s.start, s.stop) for s in index) + (label,)
+                for device, index, label in zip(self.devices, self.indices(shape), self.labels(shape))}
 
     def is_equivalent_to(self, other: "Sharding", shape) -> bool:
         """Whether both put the same part of an array of `shape` on the same devices."""
@@ -192,11 +206,13 @@ class Array:
 
     @staticmethod
     def from_numpy(value, sharding: Sharding) -> "Array":
-        """Split `value` into each device's shard of `sharding`."""
+        """Split `value` into each device's shard of `sharding` (unreduced: the devices of
+        partial sum 0 hold it, the others zeros)."""
         array = np.asarray(value)
         shard_shape = sharding.shard_shape(array.shape)
-        buffers = [device.client.buffer_from_pyval(padded(array[index], shard_shape), device)
-                   for device, index in zip(sharding.devices, sharding.indices(array.shape))]
+        labels = sharding.labels(array.shape)
+        buffers = [device.client.buffer_from_pyval(padded(array[index] if label == 0 else np.zeros_like(array[index]), shard_shape), device)
+                   for device, index, label in zip(sharding.devices, sharding.indices(array.shape), labels)]
         return Array(array.shape, array.dtype, sharding, buffers)
 
     @property
@@ -211,18 +227,21 @@ class Array:
         return list(self._buffers)
 
     def to_numpy(self) -> np.ndarray:
-        """The global array, each part taken from the first device holding it."""
+        """The global array, each part taken from the first device holding it (unreduced: the
+        partial sums added up)."""
         buffers = self.buffers()
         if self.sharding.is_fully_replicated():
             return buffers[0].to_numpy()
-        out = np.empty(self.shape, self.dtype)
+        labels = self.sharding.labels(self.shape)
+        parts = {label: np.empty(self.shape, self.dtype) for label in sorted(set(labels))}
         seen = set()
-        for index, buffer in zip(self.sharding.indices(self.shape), buffers):
-            key = tuple((s.start, s.stop) for s in index)
+        for index, buffer, label in zip(self.sharding.indices(self.shape), buffers, labels):
+            key = tuple((s.start, s.stop) for s in index) + (label,)
             if key not in seen:
-                out[index] = buffer.to_numpy()[tuple(slice(0, s.stop - s.start) for s in index)]
+                parts[label][index] = buffer.to_numpy()[tuple(slice(0, s.stop - s.start) for s in index)]
                 seen.add(key)
-        return out
+        stacked = np.stack(list(parts.values()))
+        return stacked.any(axis=0) if self.dtype == np.bool_ else stacked.sum(axis=0, dtype=self.dtype)
 
     def reshard(self, sharding: Sharding) -> "Array":
         """The same values placed by `sharding`, gathered and split again on the host."""

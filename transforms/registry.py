@@ -27,6 +27,7 @@ PASSES = {
     "xhlo-sharding-remover": "sharding_remover:ShardingRemoverPass",
     "xhlo-manual-partitioner": "manual_partitioner:ManualPartitionerPass",
     "xhlo-sharding-propagation": "sharding_propagation:ShardingPropagationPass",
+    "xhlo-inspect-sharding": "inspect_sharding:InspectShardingPass",
     "xhlo-spmd-partitioner": "spmd_partitioner:SpmdPartitionerPass",
     "xhlo-all-reduce-combiner": "all_reduce_combiner:AllReduceCombinerPass",
     "xhlo-all-gather-combiner": "all_gather_combiner:AllGatherCombinerPass",

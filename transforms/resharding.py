@@ -19,6 +19,15 @@ partitions that hold the partial sums, a reduce-scatter (XLA's all-reduce + dyna
 clean-up, done at once); else an all-reduce, then resharding. `plan` and `cost` let the
 partitioner compare strategies by bytes moved per device before emitting any.
 
+Unreduced values (partial sums, `Tiling.partial`) keep their value through a reshard: a
+partial source becomes whole by an all-reduce over the partitions holding its summands of one
+tile; a whole value becomes partial by each partition keeping the part its source tile held
+(label 0 what several held) and zeros elsewhere (`transforms/spmd_unreduced.py`). Between
+two tilings partial alike, tiles move among partitions of one label only. A reduction whose
+partial sums lie over exactly the target's unreduced partitions leaves them unsummed
+(`finish_partial`): a dot contracting over an axis its result is unreduced on needs no
+collective.
+
 Uneven tiles (`transforms/spmd_padding.py`) are padded: an all-gather of a padded dim slices
 the padding off, a slice into finer tiles pads to whole tiles first, an all-to-all is only
 taken when both dims divide evenly, and a tile refines another only when it lies inside it
@@ -29,12 +38,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mlirxla.dialects.xhlo.types import shape_of
+from mlirxla.dialects.xhlo.types import element_of, shape_of
 from mlirxla.mlir import ir
 
 from .spmd_builder import SpmdBuilder, byte_size
 from .spmd_padding import pad_to, slice_off_padding
 from .spmd_tiling import Tiling
+from .spmd_unreduced import make_partial
 
 
 @dataclass(frozen=True)
@@ -42,6 +52,11 @@ class Step:
     kind: str  # all-to-all | permute | gather | slice
     dims: tuple[int, ...] = ()
     groups: tuple[tuple[int, ...], ...] = ()
+
+
+def summing(element: ir.Type) -> str:
+    """The reducer that totals partial values of `element` (or for booleans)."""
+    return "or" if isinstance(element, ir.IntegerType) and ir.IntegerType(element).width == 1 else "add"
 
 
 def refines(source: Tiling, target: Tiling, dim: int, shape) -> bool:
@@ -63,8 +78,8 @@ def all_to_all_dims(source: Tiling, target: Tiling, shape) -> tuple[int, int] | 
     a, b = moved_from[0], moved_to[0]
     if source.tiles[a] != target.tiles[b] or shape[a] % source.tiles[a] or shape[b] % target.tiles[b]:
         return None
-    for s, t in zip(source.index, target.index):
-        if s[a] != t[b] or any(s[d] != t[d] for d in range(source.rank) if d not in (a, b)):
+    for p, (s, t) in enumerate(zip(source.index, target.index)):
+        if s[a] != t[b] or any(s[d] != t[d] for d in range(source.rank) if d not in (a, b)) or source.label(p) != target.label(p):
             return None
     if any(source.tiles[d] != target.tiles[d] for d in range(source.rank) if d not in (a, b)):
         return None
@@ -75,18 +90,19 @@ def permute_pairs(source: Tiling, target: Tiling) -> list[tuple[int, int]]:
     """(source partition, target partition): each partition gets its target tile from a
     distinct holder of it (the holders of a tile are as many in both tilings)."""
     holders: dict[tuple, list[int]] = {}
-    for partition, vector in enumerate(source.index):
-        holders.setdefault(vector, []).append(partition)
+    for partition, key in enumerate(source.keys()):
+        holders.setdefault(key, []).append(partition)
     # a partition that already holds its tile keeps it
     pairs, waiting = [], []
-    for partition, vector in enumerate(target.index):
-        if partition in holders.get(vector, []):
-            holders[vector].remove(partition)
+    target_keys = target.keys()
+    for partition, key in enumerate(target_keys):
+        if partition in holders.get(key, []):
+            holders[key].remove(partition)
             pairs.append((partition, partition))
         else:
             waiting.append(partition)
     for partition in waiting:
-        pairs.append((holders[target.index[partition]].pop(0), partition))
+        pairs.append((holders[target_keys[partition]].pop(0), partition))
     return sorted(pairs, key=lambda p: p[1])
 
 
@@ -115,6 +131,11 @@ def plan(source: Tiling, target: Tiling, shape) -> list[Step]:
 def cost(shape, element, source: Tiling, target: Tiling) -> float:
     """Bytes each device sends to reshard a value of global `shape` from `source` to `target`."""
     total, current = 0.0, source
+    if source.partial != target.partial:
+        if source.partial is not None:
+            size = len(set(source.partial))
+            total += 2 * byte_size(source.shard_shape(shape), element) * (size - 1) / size
+        return total + cost(shape, element, source.with_partial(None), target.with_partial(None))
     for step in plan(source, target, shape):
         local = current.shard_shape(shape)
         size = byte_size(local, element)
@@ -130,6 +151,12 @@ def cost(shape, element, source: Tiling, target: Tiling) -> float:
 
 def reshard(b: SpmdBuilder, value: ir.Value, shape, source: Tiling, target: Tiling) -> ir.Value:
     """`value`, the local part of a value of global `shape` tiled by `source`, as `target`'s."""
+    if source.partial != target.partial:
+        if source.partial is not None:
+            value = b.all_reduce(value, source.summand_groups(), summing(element_of(value.type)))
+            source = source.with_partial(None)
+        whole = reshard(b, value, shape, source, target.with_partial(None))
+        return whole if target.partial is None else make_partial(b, whole, shape, source, target)
     current = source
     for step in plan(source, target, shape):
         if step.kind == "all-to-all":
@@ -164,7 +191,13 @@ def slice_to(b: SpmdBuilder, value: ir.Value, shape, current: Tiling, target: Ti
 def finish_partial(b: SpmdBuilder, value: ir.Value, shape, current: Tiling, groups: list[list[int]], reducer: str,
                    target: Tiling) -> ir.Value:
     """Sum the partial results held by each of `groups` (partitions holding `current`'s tile
-    of the partial value), then reshard to `target`."""
+    of the partial value, ordered by the tile of the reduced dims they hold), then reshard to
+    `target`; or, when `target` is unreduced over exactly those partials, leave them."""
+    if target.partial is not None:
+        if reducer == "add" and current.partial is None and summands_are_labels(current, groups, target):
+            return reshard(b, value, shape, current.with_partial(target.partial), target)
+        whole = finish_partial(b, value, shape, current, groups, reducer, target.with_partial(None))
+        return reshard(b, whole, shape, target.with_partial(None), target)
     scatter = scatter_dim(current, groups, target, shape)
     if scatter is not None:
         dim, ordered = scatter
@@ -172,6 +205,23 @@ def finish_partial(b: SpmdBuilder, value: ir.Value, shape, current: Tiling, grou
         padded[dim] = target.shard_shape(shape)[dim] * len(ordered[0])
         return b.reduce_scatter(pad_to(value, padded), dim, ordered, reducer)
     return reshard(b, b.all_reduce(value, groups, reducer), shape, current, target)
+
+
+def summands_are_labels(current: Tiling, groups: list[list[int]], target: Tiling) -> bool:
+    """Whether the partial results of `groups` are summands of the target's unreduced value
+    as they lie: each group has one member per target label, and the partitions holding one
+    tile and label hold the same summand (their place in their group, which is the tile of
+    the reduced dims they hold, is the same)."""
+    labels = len(set(target.partial))
+    summand: dict[tuple, int] = {}
+    for group in groups:
+        if len(group) != labels or sorted(target.partial[p] for p in group) != list(range(labels)):
+            return False
+        for place, partition in enumerate(group):
+            key = (current.index[partition], target.partial[partition])
+            if summand.setdefault(key, place) != place:
+                return False
+    return True
 
 
 def scatter_dim(current: Tiling, groups: list[list[int]], target: Tiling, shape) -> tuple[int, list[list[int]]] | None:
@@ -204,6 +254,10 @@ def scatter_dim(current: Tiling, groups: list[list[int]], target: Tiling, shape)
 
 def finish_cost(shape, element, current: Tiling, groups: list[list[int]], target: Tiling) -> float:
     size = len(groups[0])
+    if target.partial is not None:
+        if current.partial is None and summands_are_labels(current, groups, target):
+            return cost(shape, element, current.with_partial(target.partial), target)
+        return finish_cost(shape, element, current, groups, target.with_partial(None))
     buffer = byte_size(current.shard_shape(shape), element)
     if scatter_dim(current, groups, target, shape) is not None:
         return buffer * (size - 1) / size

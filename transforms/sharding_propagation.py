@@ -78,6 +78,7 @@ from .sharding_rules import Factor, OpRule, rule_for
 SHARDING = "xhlo.sharding"
 SHARDING_GROUP = "xhlo.sharding_group"  # the front door's form of `sdy.sharding_group`
 ANNOTATION = "Sharding"
+INSPECTION = "InspectSharding"  # returns its operand, whose sharding `inspect_sharding.py` reports
 TO_SHARD, TO_FULL = "SPMDFullToShardShape", "SPMDShardToFullShape"
 CUSTOM_CALLS = ("xhlo.custom_call", "stablehlo.custom_call")
 
@@ -376,7 +377,7 @@ class _Propagation:
         operands = [self.value_tensor(v, function) for v in op.operands]
         if SHARDING in op.attributes and target not in (TO_SHARD,):
             self.fix_op(op, results, label)
-        if target == ANNOTATION and operands[0] is not None and results[0] is not None:
+        if target in (ANNOTATION, INSPECTION) and operands[0] is not None and results[0] is not None:
             self.sites.append(Site(label, [operands[0]], [results[0]], _identity(operands[0].shape)))
             return
         if target in (TO_SHARD, TO_FULL):

@@ -445,6 +445,38 @@ def trailing_replicated(count: int):
     return rule
 
 
+def batch_dims_of_call(op) -> int | None:
+    """How many leading dims every operand and result of a custom call shares as a batch (the
+    `num_batch_dims` jax's LAPACK calls carry in their frontend attributes); None for a call
+    that says nothing of it."""
+    if op.name != "xhlo.custom_call" or "mhlo.frontend_attributes" not in op.attributes:
+        return None
+    attributes = ir.DictAttr(op.attributes["mhlo.frontend_attributes"])
+    if "num_batch_dims" not in attributes:
+        return None
+    count = int(ir.StringAttr(attributes["num_batch_dims"]).value)
+    tensors = list(op.operands) + list(op.results)
+    if count < 1 or not all(is_ranked(v) and shape(v)[:count] == shape(op.results[0])[:count] for v in tensors):
+        return None
+    return count
+
+
+def batched_call(op) -> OpRule | None:
+    """A call that runs matrix by matrix over its batch (jax's LAPACK calls): the batch dims are
+    shared factors of every operand and result, the matrix dims need replication."""
+    count = batch_dims_of_call(op)
+    if count is None:
+        return None
+    b = _builder(op)
+    tensors = [("operand", i, v) for i, v in enumerate(op.operands)] + [("result", i, v) for i, v in enumerate(op.results)]
+    for dim in range(count):
+        b.add(shape(op.results[0])[dim], [(kind, index, dim) for kind, index, _ in tensors])
+    for kind, index, value in tensors:
+        for dim, size in enumerate(shape(value)[count:], count):
+            b.add(size, [(kind, index, dim)], "replication")
+    return b.rule()
+
+
 def fft(op) -> OpRule:
     return trailing_replicated(len(ints(op, "fft_length")))(op)
 
@@ -493,6 +525,7 @@ RULES = {
     "xhlo.map": pointwise,
     "xhlo.cholesky": trailing_replicated(2),
     "xhlo.triangular_solve": trailing_replicated(2),
+    "xhlo.custom_call": batched_call,
     "xhlo.fft": fft,
 }
 

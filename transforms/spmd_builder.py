@@ -179,6 +179,22 @@ class SpmdBuilder:
         return create_op("xhlo.collective_permute", [value], [value.type], {
             "source_target_pairs": groups_attribute([list(p) for p in pairs]), "channel_handle": self.next_channel()}).result
 
+    def keep_on(self, value: ir.Value, kept: list[bool]) -> ir.Value:
+        """`value` on the partitions `kept` marks, zeros on the others (a whole value made the
+        partial sums of an unreduced one)."""
+        value_type = ir.RankedTensorType(value.type)
+        if all(kept):
+            return value
+        i32, predicate = ir.IntegerType.get_signless(32), ir.IntegerType.get_signless(1)
+        scalar_predicate = self.emit("xhlo.compare", [self.table([int(k) for k in kept]), self.constant(np.array(1, np.int32), i32)],
+                                     tensor_type([], predicate), comparison_direction=ir.StringAttr.get("EQ"),
+                                     compare_type=ir.StringAttr.get("SIGNED"))
+        spread = ir.DenseI64ArrayAttr.get([])
+        mask = self.emit("xhlo.broadcast", [scalar_predicate], tensor_type(value_type.shape, predicate), dimensions=spread)
+        zero = self.emit("xhlo.convert", [self.constant(np.array(0, np.int32), i32)], tensor_type([], value_type.element_type))
+        zeros = self.emit("xhlo.broadcast", [zero], value_type, dimensions=spread)
+        return self.emit("xhlo.select", [mask, value, zeros], value_type)
+
     # ------------------------------------------------------------ rebuilding ops
 
     def emit(self, name: str, operands: list[ir.Value], result_type: ir.Type, **attributes) -> ir.Value:

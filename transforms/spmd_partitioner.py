@@ -38,14 +38,25 @@ What it decides, and why:
 * **while** keeps each carried value's sharding across the loop: operands reshard to it,
   the body and cond are partitioned in place with local block arguments, the body's results
   reshard back to it and the cond's predicate is replicated.
+* **conditional** hands its operands to the branch functions as they are sharded, partitions
+  each branch in place (a shard_map inside a `lax.cond`, `pmap` under `cond`, becomes local
+  there), reshards what they return to the conditional's results and replicates the branch
+  index; a branch function another op also calls falls back.
 * **Fallback**, for every other op (gather, scatter, sort, slice, pad, concatenate, dynamic
-  slices, conditional, calls, custom calls): its operands are gathered to replicated, it runs
+  slices, calls, custom calls): its operands are gathered to replicated, it runs
   whole, its results are sliced to their shardings: correct, slower; the report lists each.
 * **shard_map regions** stay as written: the value a `@SPMDFullToShardShape` makes is the
   local tile of its operand (cut from it when a region nested in another holds it whole), ops on manual values are copied (with their regions, reading
   whole operands: a value a constraint in a partly manual region tiled over the other axes
   is gathered), `@SPMDShardToFullShape` makes its operand the tile of a value sharded as it
   says.
+* **Unreduced values** (an `unreduced` subgroup: partial sums, `Tiling.partial`): reshards
+  keep their value (`transforms/resharding.py`); a dot or reduce feeding only an unreduced
+  constraint leaves its partial sums unsummed where they are that constraint's summands; a
+  product, quotient or dot reads its whole operands whole next to an unreduced one; any
+  other op with an unreduced result and whole operands computes it whole and makes it
+  partial, but a scatter-add whose updates are split across the result's labels scatters
+  each partition's own (`transforms/spmd_unreduced.py`); a loop carries an unreduced operand unreduced.
 * **Uneven shardings** (a dim its tiles do not divide) are padded, as XLA pads them
   (`transforms/spmd_padding.py`): each partition holds ceil(n/k) elements of the dim, entry
   parameters and results included (the caller's per-device buffers are padded tiles); a
@@ -75,7 +86,7 @@ from mlirxla.dialects.xhlo.process_groups import channel_id
 from mlirxla.dialects.xhlo.sharding import HloSharding, parse_attribute
 from mlirxla.dialects.xhlo.types import element_of, shape_of
 from mlirxla.errors import location_text
-from mlirxla.ir_queries import defining_op, entry_function, module_functions, nested_ops
+from mlirxla.ir_queries import defining_op, entry_function, function_name, module_functions, nested_ops
 from mlirxla.mlir import ir
 from mlirxla.runtime import literals
 
@@ -85,6 +96,7 @@ from .resharding import cost, finish_cost, finish_partial, reshard
 from .sharding_remover import forward_annotations, is_annotation, partitioning_need
 from .spmd_builder import REDUCER_OPS, Collective, SpmdBuilder, tensor_type
 from .spmd_padding import mask_padding
+from .sharding_rules import batch_dims_of_call
 from .spmd_tiling import Tiling
 from .spmd_windowed import convolution, reduce_window
 
@@ -234,6 +246,7 @@ class _Partitioner:
         self.env: dict = {}
         self.report = PartitionerReport(config.partition_count)
         self.counter = 0
+        self.scaling = False
 
     # ------------------------------------------------------------ values
 
@@ -246,10 +259,13 @@ class _Partitioner:
         return tensor_type(tiling.shard_shape(shape_of(value_type)), element_of(value_type))
 
     def get(self, value: ir.Value, target: Tiling | None) -> ir.Value:
-        """The local value of `value` tiled as `target`."""
+        """The local value of `value` tiled as `target`. A whole operand of an op that scales
+        an unreduced one (`scaling` below) is read whole on every partition, not made partial."""
         local = self.env[value]
         if local.tiling is None or target is None:
             return local.value
+        if self.scaling and target.partial is not None and local.tiling.partial is None:
+            target = target.with_partial(None)
         return reshard(self.b, local.value, local.shape, local.tiling, target)
 
     def replicated(self, value: ir.Value) -> Tiling:
@@ -362,13 +378,56 @@ class _Partitioner:
             self.define(op.results[0], self.get(op.operands[0], tilings[0]), tilings[0])
             became = "annotation: a reshard of its operand"
         else:
-            handler = HANDLERS.get(op.name)
-            if handler is None and op.name in ELEMENTWISE_OPS:
-                handler = _Partitioner.elementwise
-            became = handler(self, op, tilings) if handler is not None else None
-            if became is None:
-                became, fallback = self.fallback(op, tilings), True
+            tilings = [self.unreduced_user(result) or tiling for result, tiling in zip(op.results, tilings)]
+            became, fallback = self.partition_computation(op, tilings)
         self.report.records.append(OpRecord(label, sharding, became, self.b.inserted[start:], fallback))
+
+    def partition_computation(self, op: ir.Operation, tilings) -> tuple[str, bool]:
+        """An op that computes, by its handler or the fallback (what it became, whether it
+        fell back). Results unreduced where no operand is are computed whole and then made
+        partial, but for a dot's, a reduce's or a scatter's, whose partial sums may be left
+        unsummed; an op that scales an unreduced operand by others (a product, a quotient, a
+        dot) reads the others whole, and sums a second unreduced operand first."""
+        partial_operands = [v for v in op.operands if _ranked(v) and (local := self.env.get(v)) is not None
+                            and local.tiling is not None and local.tiling.partial is not None]
+        if not partial_operands and op.name not in REDUCING_OPS and any(t is not None and t.partial is not None for t in tilings):
+            became, fallback = self.partition_computation(op, [None if t is None else t.with_partial(None) for t in tilings])
+            for result, tiling in zip(op.results, tilings):
+                if tiling is not None and tiling.partial is not None:
+                    local = self.env[result]
+                    self.define(result, reshard(self.b, local.value, local.shape, local.tiling, tiling), tiling)
+            return became + ", then made unreduced", fallback
+        if op.name in SCALING_OPS and len(partial_operands) > 1:
+            # a product of two partial sums is no partial sum of the product: sum them first
+            kept = {v: self.env[v] for v in partial_operands}
+            for value, local in kept.items():
+                whole = local.tiling.with_partial(None)
+                self.env[value] = Local(reshard(self.b, local.value, local.shape, local.tiling, whole), whole, local.shape)
+            try:
+                return self.partition_computation(op, tilings)
+            finally:
+                self.env.update(kept)
+        handler = HANDLERS.get(op.name)
+        if handler is None and op.name in ELEMENTWISE_OPS:
+            handler = _Partitioner.elementwise
+        self.scaling = bool(partial_operands) and op.name in SCALING_OPS
+        try:
+            became = handler(self, op, tilings) if handler is not None else None
+        finally:
+            self.scaling = False
+        if became is None:
+            return self.fallback(op, tilings), True
+        return became, False
+
+    def unreduced_user(self, result: ir.Value) -> Tiling | None:
+        """The unreduced tiling of the one annotation reading `result`, if that is its only
+        user: jax follows every op whose value is unreduced by such a constraint, and
+        producing the partial sums in place (a dot's, left unsummed) is what it asks for."""
+        users = [use.owner for use in result.uses]
+        if len(users) != 1 or not is_annotation(users[0]) or SHARDING not in users[0].attributes or not _ranked(result):
+            return None
+        tiling = self.tiling(parse_attribute(users[0].attributes[SHARDING]), shape_of(result.type))
+        return tiling if tiling is not None and tiling.partial is not None else None
 
     def shard_of(self, to_shard: ir.Operation) -> ir.Value:
         """The local tile a `@SPMDFullToShardShape` makes. Its operand is partitioned as the
@@ -499,7 +558,9 @@ class _Partitioner:
         rhs_factor = {**{d: i for i, d in enumerate(rb)}, **{d: len(lb) + len(lf) + j for j, d in enumerate(rf)}, **{d: nout + c for c, d in enumerate(rc)}}
         L, R = self.env[lhs].tiling, self.env[rhs].tiling
         contracting = [L.restrict(lc), R.restrict(rc), Tiling.replicated(len(lc), self.partitions)]
-        outputs = [out, L.restrict(lb + lf).concat(R.restrict(rf)), Tiling.replicated(nout, self.partitions)]
+        # an unreduced operand's partial sums stay its own, the result's before its finish
+        partial = next((t.partial for t in (L, R) if t.partial is not None), None)
+        outputs = [t.with_partial(partial) for t in (out, L.restrict(lb + lf).concat(R.restrict(rf)), Tiling.replicated(nout, self.partitions))]
         element = element_of(op.results[0].type)
         best = None
         for out_tiling in outputs:
@@ -555,7 +616,52 @@ class _Partitioner:
             self.define(result, reshard(self.b, local, shape_of(result.type), result_tiling, tiling), tiling)
         return "local reduce" + (" after gathering the reduced dims" if sharded else "")
 
+    def scatter(self, op: ir.Operation, tilings) -> str | None:
+        """A scatter-add whose result is unreduced over the partitions its updates are split
+        across (a `segment_sum` or `bincount` of sharded data with an unreduced result, as
+        XLA partitions it): each partition scatters its own updates into the operand's
+        partial sums; None (the fallback) otherwise."""
+        target = tilings[0]
+        if len(op.operands) != 3 or target is None or target.partial is None or not target.is_replicated():
+            return None
+        n = _numbers(op, "dimension_numbers")
+        operand, indices, updates = op.operands
+        I, U = self.env[indices].tiling, self.env[updates].tiling
+        if (reducer_kind(op.regions[0]) != "add" or n.get("input_batching_dims") or I is None or U is None
+                or I.partial is not None or U.partial is not None):
+            return None
+        update_shape, index_rank = self.env[updates].shape, len(self.env[indices].shape)
+        window = n.get("update_window_dims", [])
+        vector_dim = n.get("index_vector_dim", index_rank)
+        batch = [d for d in range(index_rank) if d != vector_dim]
+        scattered = [u for u in range(len(update_shape)) if u not in window]
+        if any(U.tiles[u] > 1 for u in window) or (vector_dim < index_rank and I.tiles[vector_dim] > 1):
+            return None
+        if any(update_shape[u] % U.tiles[u] for u in scattered):
+            return None
+        for i, u in zip(batch, scattered):
+            if I.tiles[i] != U.tiles[u] or any(I.index[p][i] != U.index[p][u] for p in range(self.partitions)):
+                return None
+        pieces: dict[int, tuple] = {}
+        if any(pieces.setdefault(target.label(p), U.index[p]) != U.index[p] for p in range(self.partitions)):
+            return None
+        if len(set(pieces.values())) != len(pieces) or len(pieces) != int(np.prod(U.tiles, dtype=np.int64)):
+            return None
+        local = [self.get(operand, target), self.env[indices].value, self.env[updates].value]
+        new = self.b.rebuild(op, local, [self.local_type(op.results[0].type, target)])
+        self.finish_results(op, new, tilings)
+        return "local scatter-add of each partition's updates: the result's partial sums"
+
+    def carried(self, value: ir.Value, tiling: Tiling | None) -> Tiling | None:
+        """A loop carries an unreduced operand unreduced (an accumulator of partial sums, as
+        a scan over microbatches keeps its gradients), where its tiling can hold the labels."""
+        local = self.env[value]
+        if tiling is None or local.tiling is None or local.tiling.partial is None or tiling.partial is not None:
+            return tiling
+        return tiling.with_partial(local.tiling.partial) if tiling.holds_every_label(local.tiling.partial) else tiling
+
     def while_loop(self, op: ir.Operation, tilings) -> str:
+        tilings = [self.carried(v, t) for v, t in zip(op.operands, tilings)]
         operands = [self.get(v, t) if t is not None else self.env[v].value for v, t in zip(op.operands, tilings)]
         new = self.b.rebuild(op, operands, [self.local_type(r.type, t) for r, t in zip(op.results, tilings)])
         cond, body = new.regions[0].blocks[0], new.regions[1].blocks[0]
@@ -575,6 +681,70 @@ class _Partitioner:
         self.partition_block(body, finish_body)
         self.finish_results(op, new, tilings)
         return "while: carried values keep their shardings, body and cond partitioned"
+
+    def conditional(self, op: ir.Operation, tilings) -> str | None:
+        """Each branch function partitioned in place, as a while's body is: its arguments keep
+        the tilings of the operands handed to them, its returned values reshard to the
+        conditional's results. A branch function another op calls too is left to the
+        fallback (partitioned here, the other caller would get local shapes it did not ask for)."""
+        branches = [ir.FlatSymbolRefAttr(b).value for b in ir.ArrayAttr(op.attributes["branch_computations"])]
+        functions = {function_name(f): f for f in module_functions(self.module)}
+        if len(set(branches)) != len(branches) or any(self.callers(name) != 1 for name in branches):
+            return None
+        index = op.operands[0]
+        operands = [self.get(index, self.replicated(index))] + [self.env[v].value for v in op.operands[1:]]
+        result_types = [self.local_type(r.type, t) for r, t in zip(op.results, tilings)]
+        new = self.b.rebuild(op, operands, result_types)
+        counts = list(ir.DenseI64ArrayAttr(op.attributes["branch_operand_counts"]))
+        starts = np.cumsum([1] + counts)
+        for name, start, count in zip(branches, starts, counts):
+            function = functions[name]
+            block = function.regions[0].blocks[0]
+            for argument, value in zip(block.arguments, op.operands[start:start + count]):
+                local = self.env[value]
+                self.define(argument, argument, local.tiling)
+                argument.set_type(local.value.type)
+
+            def finish(terminator):
+                for position, value in enumerate(list(terminator.operands)):
+                    terminator.operands[position] = self.get(value, tilings[position]) if tilings[position] is not None else self.env[value].value
+
+            self.partition_block(block, finish)
+            function.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get([a.type for a in block.arguments], result_types))
+        self.finish_results(op, new, tilings)
+        return "conditional: operands keep their shardings into the branches, each branch partitioned"
+
+    def custom_call(self, op: ir.Operation, tilings) -> str | None:
+        """A call that runs matrix by matrix over its batch (jax's LAPACK calls, `num_batch_dims`)
+        with results sharded on batch dims only runs on each partition's batch, as XLA does:
+        operands resharded to the results' batch tiling, no gather. None (the fallback) for any
+        other call or sharding."""
+        count = batch_dims_of_call(op)
+        first = tilings[0] if tilings else None
+        if count is None or first is None or first.partial is not None or any(t > 1 for t in first.tiles[count:]) \
+                or all(t == 1 for t in first.tiles[:count]):
+            return None
+
+        def batch_tiling(value) -> Tiling:
+            return first.restrict(list(range(count)) + [None] * (len(shape_of(value.type)) - count))
+
+        operands = [self.get(v, batch_tiling(v)) for v in op.operands]
+        new = self.b.rebuild(op, operands, [self.local_type(r.type, batch_tiling(r)) for r in op.results])
+        for result, local, tiling in zip(op.results, new.results, tilings):
+            self.define(result, reshard(self.b, local, shape_of(result.type), batch_tiling(result), tiling), tiling)
+        return f"local: the call on each partition's part of its {count} batch dim(s)"
+
+    def callers(self, name: str) -> int:
+        """How many ops of the module name the function `name` as a branch or a callee."""
+        count = 0
+        for op in nested_ops(self.module.operation):
+            for key in ("branch_computations", "callee"):
+                if key not in op.attributes:
+                    continue
+                attribute = op.attributes[key]
+                symbols = list(ir.ArrayAttr(attribute)) if isinstance(attribute, ir.ArrayAttr) else [attribute]
+                count += sum(1 for symbol in symbols if ir.FlatSymbolRefAttr(symbol).value == name)
+        return count
 
 
 def captured_values(op: ir.Operation) -> list[ir.Value]:
@@ -610,6 +780,14 @@ def reshape_source(source_shape, target_shape, tiling: Tiling) -> Tiling | None:
     return tiling.restrict(dims)
 
 
+# Ops linear in each operand separately: an unreduced operand's partial sums times the
+# others whole are the partial sums of the result.
+SCALING_OPS = ("xhlo.multiply", "xhlo.divide", "xhlo.dot", "xhlo.convolution")
+
+# Ops whose handlers leave the partial sums of reduced dims (a scatter-add's updates)
+# unsummed where the result is unreduced over them.
+REDUCING_OPS = ("xhlo.dot", "xhlo.reduce", "xhlo.scatter")
+
 HANDLERS = {
     "xhlo.constant": _Partitioner.constant,
     "xhlo.iota": _Partitioner.iota,
@@ -621,6 +799,9 @@ HANDLERS = {
     "xhlo.dot": _Partitioner.dot,
     "xhlo.reduce": _Partitioner.reduce,
     "xhlo.while": _Partitioner.while_loop,
+    "xhlo.scatter": _Partitioner.scatter,
+    "xhlo.conditional": _Partitioner.conditional,
+    "xhlo.custom_call": _Partitioner.custom_call,
     "xhlo.convolution": convolution,
     "xhlo.reduce_window": reduce_window,
 }

@@ -14,6 +14,12 @@ friends): `groups_over(dims)` is the partitions that hold the same tile on every
 dimension, one member per index combination of `dims`, ordered by that combination
 (row-major), so that an all-gather's or all-to-all's concatenation order is the tile order.
 Replicas of one tile are dealt to separate groups by their rank among partitions holding it.
+
+An *unreduced* value (an `unreduced` subgroup in its HloSharding, Shardy's `unreduced={"y"}`)
+is held as partial sums: `partial` gives each partition its place in the unreduced subgroup,
+its *label*, and the value is the sum, over the labels, of the tiles the partitions holding
+each label have. Partitions with the same tile and label hold the same summand, so moving
+tiles between partitions of one label keeps a partial value partial: groups never mix labels.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ class Tiling:
 
     tiles: tuple[int, ...]
     index: tuple[tuple[int, ...], ...]
+    partial: tuple[int, ...] | None = None
 
     @staticmethod
     def replicated(rank: int, partitions: int) -> "Tiling":
@@ -48,12 +55,15 @@ class Tiling:
             return None
         devices = hlo.devices().reshape(hlo.tile_dims)
         tiles = tuple(int(t) for t in hlo.tile_dims[:rank])
-        index = [None] * partitions
+        unreduced = rank + hlo.subgroup_types.index("unreduced") if "unreduced" in hlo.subgroup_types else None
+        index, labels = [None] * partitions, [0] * partitions
         for position in itertools.product(*(range(t) for t in hlo.tile_dims)):
             index[int(devices[position])] = tuple(int(i) for i in position[:rank])
+            if unreduced is not None:
+                labels[int(devices[position])] = int(position[unreduced])
         if any(i is None for i in index):
             return None
-        return Tiling(tiles, tuple(index))
+        return Tiling(tiles, tuple(index), None if unreduced is None else tuple(labels))
 
     # ------------------------------------------------------------ queries
 
@@ -68,14 +78,23 @@ class Tiling:
     def is_replicated(self) -> bool:
         return all(t == 1 for t in self.tiles)
 
+    def label(self, partition: int) -> int:
+        """The partition's place in the unreduced subgroup (0 for a value that is not partial)."""
+        return 0 if self.partial is None else self.partial[partition]
+
+    def keys(self) -> list[tuple]:
+        """Per partition, what it holds: its tile index and its label."""
+        return [vector + (self.label(p),) for p, vector in enumerate(self.index)]
+
     def valid(self) -> bool:
-        """Every index combination held by the same number of partitions."""
+        """Every index combination (and label) held by the same number of partitions."""
         combinations = int(np.prod(self.tiles, dtype=np.int64)) if self.tiles else 1
+        combinations *= len(set(self.partial)) if self.partial is not None else 1
         if self.partitions % combinations:
             return False
         counts: dict[tuple[int, ...], int] = {}
-        for vector in self.index:
-            counts[vector] = counts.get(vector, 0) + 1
+        for key in self.keys():
+            counts[key] = counts.get(key, 0) + 1
         return len(counts) == combinations and len(set(counts.values())) == 1
 
     def shard_shape(self, shape) -> list[int]:
@@ -93,7 +112,7 @@ class Tiling:
         return [vector[dim] * size for vector in self.index]
 
     def same_placement(self, other: "Tiling") -> bool:
-        return self.tiles == other.tiles and self.index == other.index
+        return self.tiles == other.tiles and self.index == other.index and self.partial == other.partial
 
     # ------------------------------------------------------------ derived tilings
 
@@ -102,18 +121,44 @@ class Tiling:
         (None: a dimension kept whole)."""
         tiles = tuple(1 if d is None else self.tiles[d] for d in dims)
         index = tuple(tuple(0 if d is None else vector[d] for d in dims) for vector in self.index)
-        return Tiling(tiles, index)
+        return Tiling(tiles, index, self.partial)
 
     def without(self, dims) -> "Tiling":
         """The tiling once `dims` are whole (gathered) on every partition."""
         dims = set(dims)
         tiles = tuple(1 if d in dims else t for d, t in enumerate(self.tiles))
         index = tuple(tuple(0 if d in dims else i for d, i in enumerate(vector)) for vector in self.index)
-        return Tiling(tiles, index)
+        return Tiling(tiles, index, self.partial)
 
     def concat(self, other: "Tiling") -> "Tiling":
-        """This tiling's dims followed by `other`'s, each partition's indices side by side."""
-        return Tiling(self.tiles + other.tiles, tuple(a + b for a, b in zip(self.index, other.index)))
+        """This tiling's dims followed by `other`'s, each partition's indices side by side
+        (partial as this tiling is)."""
+        return Tiling(self.tiles + other.tiles, tuple(a + b for a, b in zip(self.index, other.index)), self.partial)
+
+    def with_partial(self, partial: tuple[int, ...] | None) -> "Tiling":
+        return Tiling(self.tiles, self.index, partial)
+
+    def holds_every_label(self, partial: tuple[int, ...]) -> bool:
+        """Whether, labelled by `partial`, the holders of each tile have every label equally
+        often (a partial value tiled so can be summed tile by tile)."""
+        labels = sorted(set(partial))
+        counts: dict[tuple, list[int]] = {}
+        for partition, vector in enumerate(self.index):
+            counts.setdefault(vector, [0] * (max(labels) + 1))[partial[partition]] += 1
+        return all(len({row[label] for label in labels}) == 1 and row[labels[0]] > 0 for row in counts.values())
+
+    def summand_groups(self) -> list[list[int]]:
+        """Groups of partitions holding one tile, one member per label: the partial sums an
+        all-reduce over each group totals."""
+        holders: dict[tuple, dict[int, list[int]]] = {}
+        for partition, vector in enumerate(self.index):
+            holders.setdefault(vector, {}).setdefault(self.label(partition), []).append(partition)
+        groups = []
+        for vector in sorted(holders):
+            by_label = holders[vector]
+            for rank in range(min(len(members) for members in by_label.values())):
+                groups.append([by_label[label][rank] for label in sorted(by_label)])
+        return groups
 
     # ------------------------------------------------------------ groups
 
@@ -124,7 +169,7 @@ class Tiling:
         others = [d for d in range(self.rank) if d not in dims]
         buckets: dict[tuple, dict[tuple, list[int]]] = {}
         for partition, vector in enumerate(self.index):
-            key = tuple(vector[d] for d in others)
+            key = tuple(vector[d] for d in others) + (self.label(partition),)
             inner = tuple(vector[d] for d in dims)
             buckets.setdefault(key, {}).setdefault(inner, []).append(partition)
         combinations = list(itertools.product(*(range(self.tiles[d]) for d in dims)))

@@ -27,11 +27,17 @@ XHLO_ONLY_ATTRIBUTES = ("result_layouts", "xhlo.sharding")
 def stablehlo_attributes(op: ir.Operation, shlo_name: str, renames: dict[str, str]) -> dict:
     result = {}
     for name in op.attributes:
-        if name in SEGMENT_ATTRIBUTES or name in XHLO_ONLY_ATTRIBUTES:
+        if name in SEGMENT_ATTRIBUTES or (name in XHLO_ONLY_ATTRIBUTES and not custom_call_layouts(op, name)):
             continue
         target = renames.get(name, name)
         result[target] = attributes.to_stablehlo(shlo_name, target, op.attributes[name])
     return result
+
+
+def custom_call_layouts(op: ir.Operation, name: str) -> bool:
+    """Whether `name` is a custom call's StableHLO `result_layouts`, which StableHLO requires
+    together with its `operand_layouts` (other ops' `result_layouts` are layout assignment's)."""
+    return name == "result_layouts" and op.name == "xhlo.custom_call" and "operand_layouts" in op.attributes
 
 
 def lower_generic(op: ir.Operation, shlo_name: str, renames: dict[str, str]) -> None:

@@ -46,7 +46,7 @@ from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir, linalg, llvm, stablehlo
 
-from . import bf16_truncation, concatenation, convolution_library, dot_algorithms, excess_precision, generated_broadcasts, integer_order_reductions, kernel_scratch, llvm_text, loop_order, masked_loop_splitting, materialization, math_approximations, narrow_induction, narrow_reductions, native_bf16_rounding, partial_sums, row_fusion, tiling
+from . import bf16_truncation, concatenation, convolution_library, dot_algorithms, excess_precision, generated_broadcasts, integer_order_reductions, kernel_scratch, llvm_text, loop_order, masked_loop_splitting, materialization, math_approximations, narrow_induction, narrow_reductions, native_bf16_rounding, partial_sums, row_fusion, splat_constants, tiling
 
 TO_LINALG = [
     "func.func(stablehlo-legalize-to-linalg)",
@@ -173,6 +173,8 @@ def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None, allow
             if buffer_loops is None:
                 materialization.write_padded_in_place(module)
                 convolution_library.mark_library_convolutions(module)
+            with ir.Location.unknown():
+                splat_constants.fill_splat_constants(module)
             run_passes(module, BUFFERIZE)
             scratch = kernel_scratch.scratch_from_arguments(module)
             with ir.Location.unknown():

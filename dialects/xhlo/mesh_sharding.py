@@ -12,7 +12,8 @@ Printing groups an axis's consecutive primes back into Shardy's names (`{"x"}`,
 `to_hlo` is exact: the device array (the mesh's devices shaped by the prime axes) transposed
 so that dimension 0's axes come first, then dimension 1's, ..., then manual axes, then the
 rest (the replicated subgroup), as the front door converts `sdy.sharding` and as XLA exports
-Shardy. `from_hlo` inverts it by searching the orders of the prime axes for one whose
+Shardy (an `unreduced` subgroup between the manual and the replicated axes). `from_hlo`
+inverts it by searching the orders of the prime axes for one whose
 transposed device array is the tile assignment, so explicit device lists convert as well as
 iota ones; a tile assignment no order of the axes produces has no mesh form (None).
 """
@@ -153,27 +154,29 @@ def to_hlo(sharding: MeshSharding, mesh: DeviceMesh) -> HloSharding:
 
 
 def tiled_over_axes(tile_dims: list[int], sizes: list[int], used: list[int], manual: list[int], rest: list[int],
-                    device_ids=None) -> HloSharding:
+                    device_ids=None, unreduced: list[int] = ()) -> HloSharding:
     """The HloSharding whose data dims take `tile_dims` from the mesh axes `used` (in order),
-    the `manual` axes forming a manual subgroup and the `rest` a replicated one, over a mesh
-    of axis `sizes` whose devices are `device_ids` in row-major order (None: 0..n-1, an iota)."""
+    the `manual` axes forming a manual subgroup, the `unreduced` axes an unreduced one (the
+    devices along it hold partial sums of the value) and the `rest` a replicated one, over a
+    mesh of axis `sizes` whose devices are `device_ids` in row-major order (None: 0..n-1, an
+    iota)."""
     def product(axes) -> int:
         return int(np.prod([sizes[a] for a in axes], dtype=np.int64))
 
-    manual_size, rest_size = product(manual), product(rest)
+    unreduced = [a for a in unreduced if a not in used and a not in manual]
+    rest = [a for a in rest if a not in unreduced]
+    manual_size, unreduced_size, rest_size = product(manual), product(unreduced), product(rest)
     data_size = int(np.prod(tile_dims, dtype=np.int64)) if tile_dims else 1
-    if data_size == 1 and manual_size == 1:
+    if data_size == 1 and manual_size == 1 and unreduced_size == 1:
         return HloSharding.replicated()
-    if data_size == 1 and rest_size == 1:
+    if data_size == 1 and rest_size == 1 and unreduced_size == 1:
         return HloSharding.manual()
     tile_dims, subgroups = list(tile_dims), []
-    if manual_size > 1:
-        tile_dims.append(manual_size)
-        subgroups.append("manual")
-    if rest_size > 1:
-        tile_dims.append(rest_size)
-        subgroups.append("replicated")
-    perm = list(used) + list(manual) + list(rest)
+    for size, kind in ((manual_size, "manual"), (unreduced_size, "unreduced"), (rest_size, "replicated")):
+        if size > 1:
+            tile_dims.append(size)
+            subgroups.append(kind)
+    perm = list(used) + list(manual) + list(unreduced) + list(rest)
     if device_ids is None or list(device_ids) == list(range(product(range(len(sizes))))):
         return HloSharding.tiled(tile_dims, iota=Iota(tuple(sizes), tuple(perm)), subgroup_types=subgroups)
     devices = np.array(device_ids, dtype=np.int64).reshape(sizes).transpose(perm).reshape(-1)
@@ -204,7 +207,7 @@ def from_hlo(hlo: HloSharding, mesh: DeviceMesh, rank: int) -> MeshSharding | No
         return MeshSharding(tuple(() for _ in range(rank)), tuple(range(len(mesh.axes))))
     if hlo.kind != "tiled" or hlo.data_rank != rank or int(np.prod(hlo.tile_dims)) != mesh.size:
         return None
-    if any(t not in ("manual", "replicated") for t in hlo.subgroup_types):
+    if any(t not in ("manual", "unreduced", "replicated") for t in hlo.subgroup_types):
         return None
     target = hlo.devices()
     sizes = list(hlo.tile_dims)
@@ -219,7 +222,8 @@ def from_hlo(hlo: HloSharding, mesh: DeviceMesh, rank: int) -> MeshSharding | No
             continue
         dims = tuple(groups[:rank])
         manual = groups[rank + hlo.subgroup_types.index("manual")] if "manual" in hlo.subgroup_types else ()
-        return MeshSharding(dims, tuple(manual))
+        unreduced = groups[rank + hlo.subgroup_types.index("unreduced")] if "unreduced" in hlo.subgroup_types else ()
+        return MeshSharding(dims, tuple(manual), tuple(unreduced))
     return None
 
 

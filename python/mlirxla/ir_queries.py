@@ -83,6 +83,16 @@ def defining_op(value: ir.Value) -> ir.Operation | None:
     return None if isinstance(owner, ir.Block) else owner.operation
 
 
+def is_inside(op: ir.Operation, ancestor: ir.Operation) -> bool:
+    """Whether `op` is nested (at any depth) in a region of `ancestor`."""
+    parent = op.parent
+    while parent is not None:
+        if parent == ancestor:
+            return True
+        parent = parent.parent
+    return False
+
+
 def module_functions(module: ir.Module) -> list[ir.Operation]:
     """The `func.func` ops at the top of `module`, in order."""
     return [op.operation for op in module.body.operations if op.operation.name == "func.func"]

@@ -72,7 +72,8 @@ def register_host_callbacks() -> None:
             context.set_tokens_out(context.tokens_in.update_tokens(mlir.TokenSet({effect: context.tokens_in.get(effect)})))
 
     def debug_lowering(context, *arguments, effect, partitioned, callback):
-        function = host_function(debugging.debug_callback_impl, callback, effect=effect, partitioned=partitioned)
+        function = once_where_jax_runs_it_once(
+            context, host_function(debugging.debug_callback_impl, callback, effect=effect, partitioned=partitioned))
         emit(context, arguments, function, "jax.debug.callback", has_side_effect=True)
         pass_token(context, effect)
         return []
@@ -84,7 +85,8 @@ def register_host_callbacks() -> None:
                                        logging_record)
         callback = debugging._make_flat_callback(in_tree, formatting, static_args)
         effect = debugging.ordered_debug_effect if ordered else debugging.debug_effect
-        function = host_function(debugging.debug_callback_impl, callback, effect=effect, partitioned=partitioned)
+        function = once_where_jax_runs_it_once(
+            context, host_function(debugging.debug_callback_impl, callback, effect=effect, partitioned=partitioned))
         emit(context, arguments, function, f"jax.debug.print {fmt!r}", has_side_effect=True)
         pass_token(context, effect)
         return []
@@ -97,6 +99,8 @@ def register_host_callbacks() -> None:
     def io_lowering(context, *arguments, callback, sharding, result_avals, ordered):
         function = host_function(jax_callback.io_callback_impl, callback, result_avals=result_avals, sharding=None,
                                  ordered=ordered)
+        if not result_avals:
+            function = once_where_jax_runs_it_once(context, function)
         results = emit(context, arguments, function, callback_name("io_callback", callback), has_side_effect=True)
         if ordered:
             pass_token(context, jax_callback._OrderedIOEffect)
@@ -163,32 +167,50 @@ def run_eagerly_without_a_cpu_backend(debugging) -> None:
     """`jax.debug.print` / `jax.debug.callback` outside jit: jax's implementation puts the
     arguments on the cpu device, and fails in a process without a cpu backend
     (JAX_PLATFORMS=mlirxla) where mlirxla is the default backend. There the callback gets the
-    arguments as they are, jax arrays on the mlirxla device, and runs in the caller as jax's
-    does: what it raises reaches the caller unchanged (`jax.debug.breakpoint`'s quit is a
-    SystemExit). jax's print implementation calls the module's `debug_callback_impl`, so
-    replacing that covers both."""
-    from jax._src import mesh as mesh_lib
-    from jax._src import sharding_impls, xla_bridge
+    arguments on the first mlirxla device (`on_plugin_device`: Python scalars become jax
+    arrays, as jax's put makes them) and runs in the caller as jax's does: what it raises
+    reaches the caller unchanged (`jax.debug.breakpoint`'s quit is a SystemExit). jax's print
+    implementation calls the module's `debug_callback_impl`, so replacing that covers both."""
+    from jax._src import xla_bridge
 
     jax_impl = debugging.debug_callback_impl
 
     def impl(*arguments, callback, effect, partitioned):
         if has_cpu_backend() or xla_bridge.default_backend() != PLATFORM:
             return jax_impl(*arguments, callback=callback, effect=effect, partitioned=partitioned)
-        with (sharding_impls._internal_use_concrete_mesh(mesh_lib.empty_concrete_mesh),
-              mesh_lib.use_abstract_mesh(mesh_lib.empty_abstract_mesh)):
-            callback(*arguments)
+        on_plugin_device(callback, arguments)
         return ()
 
     debugging.debug_callback_impl = impl
     debugging.debug_callback_p.def_impl(impl)
 
 
+def once_where_jax_runs_it_once(context, function):
+    """`function`, run on the first device only when jax would run it once: in a jit over
+    several devices with automatic sharding (jax's `ShardingContext`), jax gives a callback
+    without results the sharding `{maximal device=0}`, so that it runs once, on the whole
+    value. The partitioner hands every device the whole value (its fallback for custom
+    calls), and the other devices skip the call. Under shard_map (each device its own
+    program) and pmap, every device runs it, as with jax."""
+    from jax._src import sharding_impls
+
+    from mlirxla.runtime import collectives
+
+    if not isinstance(context.module_context.axis_context, sharding_impls.ShardingContext):
+        return function
+
+    def on_first_device(*arrays):
+        return function(*arrays) if collectives.current().device == 0 else []
+    return on_first_device
+
+
 def host_function(jax_impl, callback, **parameters):
     """What the program calls: jax's own implementation of the callback primitive, which
-    hands the callback jax arrays on the cpu device, as jax does on cpu; numpy arrays when
-    this process has no cpu backend (JAX_PLATFORMS=mlirxla), where jax's would fail. Results
-    are canonicalized as jax's cpu callbacks canonicalize them (float64 is float32 without x64)."""
+    hands the callback jax arrays on the cpu device, as jax does on cpu; where this process
+    has no cpu backend (JAX_PLATFORMS=mlirxla) and jax's would fail, jax arrays on the first
+    mlirxla device, the default device while the callback runs (jax's implementation with
+    that device for the cpu one). Results are canonicalized as jax's cpu callbacks
+    canonicalize them (float64 is float32 without x64)."""
     import numpy as np
     from jax._src import dtypes
 
@@ -196,9 +218,24 @@ def host_function(jax_impl, callback, **parameters):
         if has_cpu_backend():
             results = jax_impl(*arrays, callback=callback, **parameters)
         else:
-            results = callback(*arrays)
+            results = on_plugin_device(callback, arrays)
         return [dtypes.canonicalize_value(np.asarray(result)) for result in results]
     return run
+
+
+def on_plugin_device(callback, arrays):
+    """`callback` called on `arrays` put on the first mlirxla device, that device the default
+    one and no mesh around (a callback runs outside the program's sharding). The put goes
+    through the plugin while it runs the program that calls back: the plugin takes it."""
+    import jax
+    from jax._src import config
+    from jax._src import mesh as mesh_lib
+    from jax._src import sharding_impls, xla_bridge
+
+    device = xla_bridge.local_devices(backend=PLATFORM)[0]
+    with (config.default_device(device), sharding_impls._internal_use_concrete_mesh(mesh_lib.empty_concrete_mesh),
+          mesh_lib.use_abstract_mesh(mesh_lib.empty_abstract_mesh)):
+        return callback(*jax.device_put(arrays, device))
 
 
 # jax's linear-algebra primitives that jax lowers per platform, each on cpu to jaxlib's LAPACK custom calls

@@ -24,6 +24,7 @@ from mlirxla.runtime.mpi_exchange import MpiExchange
 
 from . import serialization
 from .chosen_shardings import with_chosen_shardings
+from .partitioned_program import PartitionedProgram
 from .compile_options import BuildGrid, build_grid, compile_options_from_proto
 
 NUM_DEVICES_OPTION = "num_devices"
@@ -96,8 +97,9 @@ def compile(client: Client, code: bytes, program_format: str,
     if program_format != "mlir":
         raise MlirxlaError(f"mlirxla compiles programs in format 'mlir' (StableHLO), not '{program_format}'")
     grid = build_grid(options)
-    loaded = client.compile(code, compile_options_from_proto(options))
-    return loaded, executable_devices(loaded, grid), with_chosen_shardings(code, loaded), options or b""
+    with PartitionedProgram() as partitioned:
+        loaded = client.compile(code, compile_options_from_proto(options))
+    return loaded, executable_devices(loaded, grid), with_chosen_shardings(code, loaded, partitioned.text), options or b""
 
 
 def executable_devices(loaded: LoadedExecutable, grid: BuildGrid) -> tuple[int, ...]:

@@ -33,29 +33,46 @@ def tuple_sharding(texts: list[str]) -> str:
     return texts[0] if len(texts) == 1 else "{" + ", ".join(texts) + "}"
 
 
-def with_chosen_shardings(program: bytes, loaded: LoadedExecutable) -> bytes:
-    """`program` with the module attributes that tell jax the partitioned executable's
-    parameter and output shardings; unchanged for a program of one partition (nothing was
-    chosen: replicas all hold whole arrays)."""
+def with_chosen_shardings(program: bytes, loaded: LoadedExecutable, partitioned: str | None = None) -> bytes:
+    """`program`, or the `partitioned` program each device runs when there is one
+    (`partitioned_program.py`), with the module attributes that tell jax the partitioned
+    executable's parameter and output shardings; `program` unchanged for a program of one
+    partition (nothing was chosen: replicas all hold whole arrays)."""
     if loaded.executable.plan.partition_count == 1:
         return program
     from jax._src.interpreters import mlir as jax_mlir
     from jax._src.lib.mlir import ir
-    from jaxlib.mlir.dialects import stablehlo
 
     outputs = [str(sharding.hlo) for sharding in loaded.output_shardings]
     parameters = [str(sharding.hlo) for sharding in loaded.parameter_shardings]
     with jax_mlir.make_ir_context() as context:
-        if program.startswith(b"ML\xefR"):
-            module = stablehlo.deserialize_portable_artifact(context, program)
-        else:
-            module = ir.Module.parse(program)
+        module = jaxlib_module(partitioned, program, context)
         attributes = module.operation.attributes
         if outputs:
             attributes["mhlo.spmd_output_sharding"] = ir.StringAttr.get(tuple_sharding(outputs))
         attributes["mhlo.spmd_parameters_shardings"] = ir.ArrayAttr.get([ir.StringAttr.get(text) for text in parameters])
         without_sdy_ops(module)
         return str(module).encode()
+
+
+def jaxlib_module(partitioned: str | None, program: bytes, context):
+    """The partitioned program parsed by jaxlib's MLIR, or jax's own program where there is
+    none or jaxlib cannot read it or make HLO of it (it is printed by this toolkit's MLIR, a
+    newer version; jaxlib makes HLO of the kept program for every sharded compile, to read
+    the shardings)."""
+    from jax._src.lib import xla_client
+    from jax._src.lib.mlir import ir
+    from jaxlib.mlir.dialects import stablehlo
+
+    if partitioned is not None:
+        try:
+            xla_client._xla.mlir.mlir_module_to_xla_computation(partitioned, use_tuple_args=False, return_tuple=False)
+            return ir.Module.parse(partitioned)
+        except (ir.MLIRError, xla_client.XlaRuntimeError, ValueError):
+            pass
+    if program.startswith(b"ML\xefR"):
+        return stablehlo.deserialize_portable_artifact(context, program)
+    return ir.Module.parse(program)
 
 
 def sdy_ops(operation) -> list:

@@ -111,3 +111,16 @@ def reference_outputs(module, arguments) -> list:
 
     with module.context, ir.Location.unknown():
         return [literals.to_numpy(v) for v in reference.execute(module, arguments).outputs]
+
+
+def saved_results_of(program: str, platform: str, path, environment: dict) -> dict:
+    """The arrays `program` saves (`np.savez(sys.argv[2], ...)`, then prints "ok") when run
+    in a fresh process with `sys.argv[1]` the platform and `environment` added: jax creates
+    its clients once per process, so each platform and device count gets its own."""
+    import numpy as np
+
+    done = subprocess.run([sys.executable, "-c", program, platform, str(path)], env=dict(os.environ, **environment),
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
+    with np.load(path) as results:
+        return dict(results)

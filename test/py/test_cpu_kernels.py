@@ -1854,3 +1854,25 @@ def test_a_dot_with_a_bf16_algorithm_is_a_native_kernel_on_rounded_operands():
         assert "kernel dot" in executable.thunk_sequence() and "interpreter" not in executable.thunk_sequence()
         expected = np.einsum("zihkd,zjhd->zhikj", *operands)
         np.testing.assert_allclose(executable.execute_numpy([a, b])[0], expected, rtol=1e-5, atol=1e-5)
+
+
+SPLATS = """func.func @main(%x: tensor<64x1024xf32>) -> (tensor<256x1024xi8>, tensor<128x1024xf32>) {
+  %one = stablehlo.constant dense<1> : tensor<i8>
+  %ones = stablehlo.broadcast_in_dim %one, dims = [] : (tensor<i8>) -> tensor<256x1024xi8>
+  %half = stablehlo.constant dense<2.5> : tensor<64x1024xf32>
+  %joined = stablehlo.concatenate %x, %half, dim = 0 : (tensor<64x1024xf32>, tensor<64x1024xf32>) -> tensor<128x1024xf32>
+  return %ones, %joined : tensor<256x1024xi8>, tensor<128x1024xf32>
+}"""
+
+
+def test_splat_constants_are_filled_not_spelled_out(tmp_path):
+    """A splat constant written to an output or into part of one (`jnp.ones`, a constant
+    concatenated) is its value stored by a loop: no kernel holds a global of its elements (a
+    2.2 GB `jnp.ones` made gigabytes of LLVM IR and exhausted memory before it compiled)."""
+    executable = Client().compile(SPLATS, CompileOptions(dump_to=str(tmp_path)))
+    unoptimized = "".join(path.read_text() for path in tmp_path.glob("*.ir-no-opt.ll"))
+    assert "define" in unoptimized and " constant [" not in unoptimized and len(unoptimized) < 100_000
+    x = np.random.default_rng(5).standard_normal((64, 1024)).astype(np.float32)
+    ones, joined = executable.execute_numpy([x])
+    np.testing.assert_array_equal(ones, np.ones((256, 1024), np.int8))
+    np.testing.assert_array_equal(joined, np.concatenate([x, np.full((64, 1024), 2.5, np.float32)]))

@@ -240,17 +240,19 @@ from jax.experimental import io_callback
 seen = []
 def program(x):
     y = jax.pure_callback(lambda v: np.cos(v), jax.ShapeDtypeStruct(x.shape, x.dtype), x)
-    io_callback(lambda v: seen.append(type(v).__name__), None, y, ordered=True)
+    io_callback(lambda v: seen.append((type(v).__name__, [d.platform for d in v.devices()], float(v.sum()))), None, y,
+                ordered=True)
     return y + 1
 result = jax.jit(program)(np.zeros(3, np.float32))
-assert seen == ["ndarray"], seen
+assert seen == [("ArrayImpl", ["mlirxla"], 3.0)], seen
 print(np.asarray(result).tolist())
 """
 
 
-def test_callbacks_without_a_cpu_backend_get_numpy_arrays():
+def test_callbacks_without_a_cpu_backend_get_jax_arrays_on_mlirxla():
     """JAX_PLATFORMS=mlirxla leaves jax no cpu device to put the arguments on (its own
-    callbacks fail there); mlirxla's pass numpy arrays."""
+    callbacks fail there); mlirxla's put them on its first device, as jax's put them on the
+    cpu device, so that the callback gets jax arrays it can compute with."""
     environment = dict(os.environ, JAX_PLATFORMS="mlirxla")
     done = subprocess.run([sys.executable, "-c", WITHOUT_CPU], env=environment, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -373,3 +375,32 @@ def test_buffer_callback_fills_its_outputs_in_place(devices):
     aliased = buffer_callback.buffer_callback(same_memory, jax.ShapeDtypeStruct(X.shape, X.dtype),
                                               input_output_aliases={0: 0})
     assert_same_as_cpu(devices, aliased, X)
+
+
+ONCE_OVER_DEVICES = """
+import jax, jax.numpy as jnp
+from jax.experimental import io_callback
+from jax.sharding import NamedSharding, PartitionSpec as P
+mesh = jax.make_mesh((4,), ("x",))
+calls = []
+@jax.jit
+def f(x):
+    jax.debug.print("x {}", x)
+    io_callback(lambda v: calls.append(v.shape), None, x)
+    return x * 2
+out = f(jax.device_put(jnp.arange(8.0), NamedSharding(mesh, P("x"))))
+jax.effects_barrier()
+print("calls", calls, out.tolist())
+"""
+
+
+@pytest.mark.parametrize("platform", ["cpu", "mlirxla"])
+def test_callbacks_without_results_run_once_in_a_jit_over_several_devices(platform):
+    """jax gives them `{maximal device=0}`: printed once, with the whole value, not once per device."""
+    environment = dict(os.environ, JAX_PLATFORMS=platform, MLIRXLA_NUM_DEVICES="4",
+                       XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    done = subprocess.run([sys.executable, "-c", ONCE_OVER_DEVICES], env=environment, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines() == ["x [0. 1. 2. 3. 4. 5. 6. 7.]",
+                                                "calls [(8,)] [0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 14.0]"]

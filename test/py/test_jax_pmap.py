@@ -14,6 +14,8 @@ import sys
 import numpy as np
 import pytest
 
+from .conftest import saved_results_of
+
 pytest.importorskip("jax")
 
 pytestmark = pytest.mark.jax
@@ -117,17 +119,18 @@ results["jit of shard_map with an ordered callback"] = np.asarray(ordered(a[:2],
 for name, argument in (("numpy", a), ("committed", jax.device_put(a, NamedSharding(mesh, P(None, "d"))))):
     for k, leaf in enumerate(mapped(argument)):
         results[f"jit of shard_map, shardings chosen by the compiler, {name}/{k} as {leaf.sharding.spec}"] = np.asarray(leaf)
+# pmap under lax.cond (each branch a manual region of its own), the predicate an argument
+doubled, summed = jax.pmap(lambda v: v * 2, axis_name="d"), jax.pmap(lambda v: jax.lax.psum(v, "d"), axis_name="d")
+switched = jax.jit(lambda p, v: jax.lax.cond(p, doubled, summed, v))
+for taken in (True, False):
+    results[f"pmap under lax.cond, {taken}"] = np.asarray(switched(taken, a[:8]))
 np.savez(path, **results)
 print("ok")
 '''
 
 
 def run_programs(platform: str, path, environment: dict) -> dict:
-    done = subprocess.run([sys.executable, "-c", PROGRAMS, platform, str(path)], env=dict(os.environ, **environment),
-                          capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
-    with np.load(path) as results:
-        return dict(results)
+    return saved_results_of(PROGRAMS, platform, path, environment)
 
 
 def test_pmap_and_shard_map_collectives_match_jax_cpu_on_8_devices(tmp_path):

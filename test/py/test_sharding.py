@@ -143,6 +143,13 @@ MESH = sdy.Mesh((("data", 2), ("model", 2)))
         ('#sdy.sharding<@mesh, [{"data"}, {}]>', 2, ("data", "model"), "{manual}"),
         ('#sdy.sharding<@mesh, [{"model"}]>', 1, ("data",), "{devices=[2,2]<=[2,2]T(1,0) last_tile_dims={manual}}"),
         ('#sdy.sharding<@mesh, [{}]>', 1, ("data",), "{devices=[1,2,2]<=[4] last_tile_dims={manual, replicated}}"),
+        # unreduced axes: partial sums along them, a subgroup between manual and replicated
+        ('#sdy.sharding<@mesh, [{"data"}, {}], unreduced={"model"}>', 2, (), "{devices=[2,1,2]<=[4] last_tile_dims={unreduced}}"),
+        ('#sdy.sharding<@mesh, [{}], unreduced={"data"}>', 1, (), "{devices=[1,2,2]<=[4] last_tile_dims={unreduced, replicated}}"),
+        ('#sdy.sharding<@mesh, [], unreduced={"model", "data"}>', 0, (), "{devices=[4]<=[2,2]T(1,0) last_tile_dims={unreduced}}"),
+        ('#sdy.sharding<@mesh, [{}], unreduced={"model"}>', 1, ("data",), "{devices=[1,2,2]<=[4] last_tile_dims={manual, unreduced}}"),
+        # inside shard_map, a partial sum over a manual axis is each device's own value
+        ('#sdy.sharding<@mesh, [{}], unreduced={"data"}>', 1, ("data", "model"), "{manual}"),
     ],
 )
 def test_sdy_to_hlo(text, rank, manual, expected):
@@ -168,6 +175,18 @@ def test_sdy_sub_axes_and_device_ids():
         sdy.to_hlo_sharding(sdy.parse_tensor_sharding('#sdy.sharding<@m, [{"z"}]>'), MESH, 1)
     with pytest.raises(ValueError, match="rank 1"):
         sdy.to_hlo_sharding(sdy.parse_tensor_sharding('#sdy.sharding<@m, [{}, {}]>'), MESH, 1)
+
+
+def test_unreduced_axes_read_back_on_the_mesh_and_refused_on_a_sharded_dim():
+    from mlirxla.dialects.xhlo.mesh_sharding import DeviceMesh, from_hlo
+
+    sharding = sdy.parse_tensor_sharding('#sdy.sharding<@mesh, [{"data"}, {}], replicated={"x"}, unreduced={"model"}>')
+    assert sharding.unreduced == (sdy.AxisRef("model"),) and sharding.replicated == (sdy.AxisRef("x"),)
+    hlo = sdy.to_hlo_sharding(sdy.parse_tensor_sharding('#sdy.sharding<@mesh, [{}, {"model"}], unreduced={"data"}>'), MESH, 2)
+    mesh = DeviceMesh.of(MESH.axes)
+    assert from_hlo(hlo, mesh, 2).text(mesh) == '[{}, {"model"}], unreduced={"data"}'
+    with pytest.raises(ValueError, match="both unreduced and sharding"):
+        sdy.to_hlo_sharding(sdy.parse_tensor_sharding('#sdy.sharding<@mesh, [{"data"}], unreduced={"data"}>'), MESH, 1)
 
 
 def test_sdy_per_value_and_manual_axes():

@@ -341,3 +341,81 @@ def test_benchmark_reports_collectives_of_both(tmp_path):
         # combined as XLA combines them (mlp_grad's two gradient all-reduces are one)
         assert columns["mlirxla"]["collectives"] == columns["xla"]["collectives"], name
     assert programs["mlp_grad"]["mlirxla"]["collectives_before_combining"] == {"all-reduce": 2}
+
+
+# jax's `lax.cond(p, pmap(f), pmap(g), x)` over 4 devices: each branch a manual region, one
+# doubling each row, the other summing the rows over the devices
+CONDITIONAL_OF_MANUAL_REGIONS = """
+module @cond_of_pmap attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32} {
+  func.func public @main(%index: tensor<i32>, %x: tensor<4x2xf32>) -> (tensor<4x2xf32> {mhlo.sharding = "{devices=[4,1]<=[4]}"}) {
+    %0 = "stablehlo.case"(%index) ({
+      %1 = stablehlo.custom_call @Sharding(%x) {mhlo.sharding = "{devices=[4,1]<=[4]}"} : (tensor<4x2xf32>) -> tensor<4x2xf32>
+      %2 = stablehlo.custom_call @SPMDFullToShardShape(%1) {mhlo.sharding = "{manual}"} : (tensor<4x2xf32>) -> tensor<1x2xf32>
+      %3 = stablehlo.add %2, %2 : tensor<1x2xf32>
+      %4 = stablehlo.custom_call @Sharding(%3) {mhlo.sharding = "{manual}"} : (tensor<1x2xf32>) -> tensor<1x2xf32>
+      %5 = stablehlo.custom_call @SPMDShardToFullShape(%4) {mhlo.sharding = "{devices=[4,1]<=[4]}"} : (tensor<1x2xf32>) -> tensor<4x2xf32>
+      stablehlo.return %5 : tensor<4x2xf32>
+    }, {
+      %1 = stablehlo.custom_call @Sharding(%x) {mhlo.sharding = "{devices=[4,1]<=[4]}"} : (tensor<4x2xf32>) -> tensor<4x2xf32>
+      %2 = stablehlo.custom_call @SPMDFullToShardShape(%1) {mhlo.sharding = "{manual}"} : (tensor<4x2xf32>) -> tensor<1x2xf32>
+      %3 = "stablehlo.all_reduce"(%2) ({
+      ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+        %s = stablehlo.add %a, %b : tensor<f32>
+        stablehlo.return %s : tensor<f32>
+      }) {channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>, replica_groups = dense<[[0, 1, 2, 3]]> : tensor<1x4xi64>, use_global_device_ids} : (tensor<1x2xf32>) -> tensor<1x2xf32>
+      %4 = stablehlo.custom_call @Sharding(%3) {mhlo.sharding = "{manual}"} : (tensor<1x2xf32>) -> tensor<1x2xf32>
+      %5 = stablehlo.custom_call @SPMDShardToFullShape(%4) {mhlo.sharding = "{devices=[4,1]<=[4]}"} : (tensor<1x2xf32>) -> tensor<4x2xf32>
+      stablehlo.return %5 : tensor<4x2xf32>
+    }) : (tensor<i32>) -> tensor<4x2xf32>
+    return %0 : tensor<4x2xf32>
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("index", [0, 1])
+def test_a_conditional_partitions_the_manual_regions_of_its_branches(index):
+    """A manual region inside a conditional's branch (pmap under `lax.cond`, pmap_test's
+    test_num_replicas_with_switch) is partitioned there: the conditional once fell back to
+    running whole, its branches left unpartitioned, and the compile was refused."""
+    from mlirxla.runtime.client import Client
+
+    x = np.arange(8, dtype=np.float32).reshape(4, 2)
+    [out] = Client(device_count=4).compile(CONDITIONAL_OF_MANUAL_REGIONS).execute_numpy([np.int32(index), x])
+    expected = 2 * x if index == 0 else np.broadcast_to(x.sum(axis=0), (4, 2))
+    np.testing.assert_array_equal(out, expected)
+
+
+# a conditional over sharded values: rows in, columns out, a reduce over the sharded rows
+SHARDED_BRANCHES = """
+module @sharded_branches attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32} {
+  func.func public @main(%index: tensor<i32>, %x: tensor<8x4xf32> {mhlo.sharding = "{devices=[4,1]<=[4]}"}, %y: tensor<8x4xf32>) -> (tensor<8x4xf32> {mhlo.sharding = "{devices=[1,4]<=[4]}"}, tensor<4xf32>) {
+    %0:2 = "stablehlo.case"(%index) ({
+      %n = stablehlo.negate %x : tensor<8x4xf32>
+      %a = stablehlo.add %n, %y : tensor<8x4xf32>
+      %z = stablehlo.constant dense<0.0> : tensor<f32>
+      %r = stablehlo.reduce(%x init: %z) applies stablehlo.add across dimensions = [0] : (tensor<8x4xf32>, tensor<f32>) -> tensor<4xf32>
+      stablehlo.return %a, %r : tensor<8x4xf32>, tensor<4xf32>
+    }, {
+      %m = stablehlo.multiply %x, %y : tensor<8x4xf32>
+      %z = stablehlo.constant dense<0xFF800000> : tensor<f32>
+      %r = stablehlo.reduce(%y init: %z) applies stablehlo.maximum across dimensions = [0] : (tensor<8x4xf32>, tensor<f32>) -> tensor<4xf32>
+      stablehlo.return %m, %r : tensor<8x4xf32>, tensor<4xf32>
+    }) : (tensor<i32>) -> (tensor<8x4xf32>, tensor<4xf32>)
+    return %0#0, %0#1 : tensor<8x4xf32>, tensor<4xf32>
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("index", [0, 1, 5])
+def test_a_conditional_over_sharded_values_matches_numpy(index):
+    """Branches partitioned in place read their operands as sharded and reshard what they
+    return to the conditional's results (an index out of range takes the last branch)."""
+    from mlirxla.runtime.client import Client
+
+    rng = np.random.default_rng(3)
+    x, y = (rng.standard_normal((8, 4)).astype(np.float32) for _ in range(2))
+    summed, reduced = Client(device_count=4).compile(SHARDED_BRANCHES).execute_numpy([np.int32(index), x, y])
+    np.testing.assert_allclose(summed, -x + y if index == 0 else x * y, rtol=1e-6)
+    np.testing.assert_allclose(reduced, x.sum(axis=0) if index == 0 else y.max(axis=0), rtol=1e-5)

@@ -20,7 +20,7 @@ from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir, passmanager, stablehlo
 from mlirxla.transforms import call_inliner, erasure
 
-from . import approx_top_k, check_calls, chlo_to_xhlo, memory_placements, newer_ops, shardings, stablehlo_to_xhlo
+from . import approx_top_k, check_calls, chlo_to_xhlo, layout_constraints, memory_placements, newer_ops, shardings, stablehlo_to_xhlo
 from .load import Loaded, load_bytes, load_file, load_text
 
 __all__ = ["Imported", "import_file", "import_bytes", "import_text", "import_loaded"]
@@ -173,6 +173,7 @@ STEPS = (
     ("quantized types", dequantize, lambda ops: quantized(ops.module)),
     ("ApproxTopK as sort", approx_top_k.expand_approx_top_k, named("stablehlo.custom_call")),
     ("memory placements", memory_placements.placements_to_values, named("stablehlo.custom_call")),
+    ("layout constraints", layout_constraints.constraints_to_values, named("stablehlo.custom_call")),
     ("chlo compositions", chlo_to_xhlo.legalize_chlo, in_dialect("chlo")),
     ("inlining", inline_calls, named("func.call")),
     ("sharding import", shardings.import_shardings, None),

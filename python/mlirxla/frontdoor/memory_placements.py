@@ -29,11 +29,16 @@ def placements_to_values(module: ir.Module) -> None:
         if kind is not None and kind not in MEMORY_KINDS:
             raise MlirxlaError(f"custom_call @{target_name(op)}: memory kind '{kind}' (mlirxla devices have "
                                f"{', '.join(MEMORY_KINDS)})", location_text(op.location))
-        if len(op.operands) != len(op.results) or any(a.type != r.type for a, r in zip(op.operands, op.results)):
-            raise MlirxlaError(f"custom_call @{target_name(op)}: must return its operands as they are", location_text(op.location))
-        for operand, result in zip(op.operands, op.results):
-            result.replace_all_uses_with(operand)
-        erase(op)
+        replace_by_operands(op)
+
+
+def replace_by_operands(op: ir.Operation) -> None:
+    """Replace custom call `op`, which returns its operands as they are, by them."""
+    if len(op.operands) != len(op.results) or any(a.type != r.type for a, r in zip(op.operands, op.results)):
+        raise MlirxlaError(f"custom_call @{target_name(op)}: must return its operands as they are", location_text(op.location))
+    for operand, result in zip(op.operands, op.results):
+        result.replace_all_uses_with(operand)
+    erase(op)
 
 
 def placement_kind(op: ir.Operation) -> str | None:

@@ -14,9 +14,11 @@ generic form for us):
 * `#sdy.sharding<@m, [{"x"}, {}], replicated={"y"}>` on an argument, result or op becomes a
   tiled HloSharding over the mesh's devices: the device array reshaped to the axis sizes
   (sub-axes `"x":(k)n` split an axis) is transposed so that the axes of dimension 0 come
-  first, then those of dimension 1, ..., then manual axes, then every unused axis, and
-  reshaped to the tile dims; unused axes of size > 1 form the `last_tile_dim_replicate`
-  dim (`last_tile_dims={manual, replicated}` with manual axes). An iota mesh gives
+  first, then those of dimension 1, ..., then manual axes, then unreduced axes, then every
+  unused axis, and reshaped to the tile dims; unused axes of size > 1 form the
+  `last_tile_dim_replicate` dim (`last_tile_dims={manual, unreduced, replicated}` with
+  manual or unreduced axes: `unreduced={"y"}` says the devices along "y" hold partial sums
+  whose total is the value, XLA's UNREDUCED subgroup). An iota mesh gives
   `<=[sizes]T(perm)`, canonicalized like XLA (`<=[4]` when no transpose is left). A sharding
   that tiles nothing is `{replicated}`; a mesh of one device `{maximal device=d}`.
 * `sdy.sharding_constraint %v <@m, ...>` becomes `stablehlo.custom_call @Sharding(%v)`
@@ -130,11 +132,13 @@ class AxisRef:
 
 @dataclass(frozen=True)
 class TensorSharding:
-    """`<@mesh, [{axes}, ...], replicated={...}>`."""
+    """`<@mesh, [{axes}, ...], replicated={...}, unreduced={...}>`: the unreduced axes are
+    those along which the devices hold partial sums of the value."""
 
     mesh: str | Mesh
     dims: tuple[tuple[AxisRef, ...], ...]
     replicated: tuple[AxisRef, ...] = ()
+    unreduced: tuple[AxisRef, ...] = ()
 
 
 def _mesh_body(tokens: _Tokens) -> Mesh:
@@ -215,18 +219,14 @@ def _tensor_sharding(tokens: _Tokens) -> TensorSharding:
         if (priority := tokens.peek()) is not None and re.fullmatch(r"p\d+", priority):
             tokens.next()
         tokens.accept(",")
-    replicated: tuple[AxisRef, ...] = ()
+    lists: dict[str, tuple[AxisRef, ...]] = {}
     while tokens.accept(","):
         key = tokens.next()
         tokens.expect("=")
         tokens.expect("{")
-        refs, _ = _axis_refs(tokens)
-        if key == "replicated":
-            replicated = refs
-        elif key == "unreduced" and refs:
-            raise ValueError(f"unreduced axes are not supported: '{tokens.text}'")
+        lists[key], _ = _axis_refs(tokens)
     tokens.expect(">")
-    return TensorSharding(mesh, tuple(dims), replicated)
+    return TensorSharding(mesh, tuple(dims), lists.get("replicated", ()), lists.get("unreduced", ()))
 
 
 def parse_tensor_sharding(text: str) -> TensorSharding:
@@ -296,7 +296,9 @@ def _factors(mesh: Mesh, refs: list[AxisRef]) -> tuple[list[tuple[str, int, int]
 def to_hlo_sharding(sharding: TensorSharding, mesh: Mesh, rank: int | None, manual_axes: tuple[str, ...] = ()) -> HloSharding:
     """The HloSharding of an sdy tensor sharding over `mesh` (see the module docstring).
 
-    Axes in `manual_axes` form a `manual` subgroup and are dropped from the dimensions.
+    Axes in `manual_axes` form a `manual` subgroup and are dropped from the dimensions and
+    the unreduced axes (inside shard_map a partial sum over a manual axis is each device's
+    own value); the other unreduced axes form an `unreduced` subgroup.
     """
     if rank is not None and len(sharding.dims) != rank:
         raise ValueError(f"sharding has {len(sharding.dims)} dimensions for a value of rank {rank}")
@@ -306,7 +308,8 @@ def to_hlo_sharding(sharding: TensorSharding, mesh: Mesh, rank: int | None, manu
         return HloSharding.manual() if manual_axes else HloSharding.replicated()
     manual = [AxisRef(name) for name in manual_axes]
     dims = [[r for r in refs if r.name not in manual_axes] for refs in sharding.dims]
-    all_refs = [r for refs in dims for r in refs] + manual + list(sharding.replicated)
+    unreduced = [r for r in sharding.unreduced if r.name not in manual_axes]
+    all_refs = [r for refs in dims for r in refs] + manual + unreduced + list(sharding.replicated)
     factors, covered = _factors(mesh, all_refs)
     sizes = [size for _, _, size in factors]
     used: list[int] = []
@@ -316,10 +319,13 @@ def to_hlo_sharding(sharding: TensorSharding, mesh: Mesh, rank: int | None, manu
         used.extend(indices)
         tile_dims.append(int(np.prod([sizes[i] for i in indices], dtype=np.int64)))
     manual_indices = [i for r in manual for i in covered[r] if i not in used]
-    rest = [i for i in range(len(factors)) if i not in used and i not in manual_indices]
+    unreduced_indices = [i for r in unreduced for i in covered[r]]
     if len(set(used)) != len(used):
         raise ValueError("a mesh axis shards more than one dimension")
-    return tiled_over_axes(tile_dims, sizes, used, manual_indices, rest, mesh.device_ids)
+    if set(unreduced_indices) & set(used):
+        raise ValueError("a mesh axis is both unreduced and sharding a dimension")
+    rest = [i for i in range(len(factors)) if i not in used and i not in manual_indices and i not in unreduced_indices]
+    return tiled_over_axes(tile_dims, sizes, used, manual_indices, rest, mesh.device_ids, unreduced_indices)
 
 
 # ---------------------------------------------------------------- the module

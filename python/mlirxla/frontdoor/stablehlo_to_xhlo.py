@@ -11,7 +11,7 @@ An op with no xhlo equivalent is refused with its name and location.
 
 from mlirxla.dialects.xhlo.builder import create_op, op_classes
 from mlirxla.errors import MlirxlaError, location_text
-from mlirxla.ir_queries import ops_in_dialect, ops_named
+from mlirxla.ir_queries import is_inside, ops_in_dialect, ops_named
 from mlirxla.mlir import func, ir
 from mlirxla.transforms.erasure import erase, live_ops
 
@@ -93,15 +93,6 @@ def legalize_broadcast(op: ir.Operation) -> None:
     with ir.InsertionPoint(op):
         new = create_op("xhlo.broadcast", op.operands, [op.results[0].type], attrs, op.location)
     replace_op(op, new)
-
-
-def is_inside(op: ir.Operation, ancestor: ir.Operation) -> bool:
-    parent = op.parent
-    while parent is not None:
-        if parent == ancestor:
-            return True
-        parent = parent.parent
-    return False
 
 
 def captured_values(op: ir.Operation, region: ir.Region) -> list[ir.Value]:

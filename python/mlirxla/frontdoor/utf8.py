@@ -14,6 +14,9 @@ from mlirxla.mlir import ir
 
 # what the bindings raise on a string that is not UTF-8
 UNREADABLE = (RuntimeError, UnicodeDecodeError)
+# custom calls whose backend config is bytes by design: jaxlib copies a struct of two
+# pointers into InspectSharding's (`transforms/inspect_sharding.py` reads it)
+BINARY_BACKEND_CONFIGS = frozenset({"InspectSharding"})
 # an escape of a byte above 0x7f in a string of MLIR text: only such text can make a string
 # that is not UTF-8 (the text itself was read as UTF-8)
 _HIGH_BYTE_ESCAPE = re.compile(r"\\[89A-Fa-f][0-9A-Fa-f]")
@@ -42,10 +45,18 @@ def unreadable_string(op: ir.Operation, source: str) -> MlirxlaError | None:
         names = list(op.attributes)  # (a NamedAttribute's `name` aborts the process instead of raising)
     except UNREADABLE:
         return MlirxlaError(f"{name}: an attribute's name is not UTF-8", where)
+    binary = binary_backend_config(op, name)
     for index, attribute_name in enumerate(names):
-        if not readable(op.attributes[index].attr):
+        if not (attribute_name == "backend_config" and binary) and not readable(op.attributes[index].attr):
             return MlirxlaError(f"{name}: attribute '{attribute_name}' holds a string that is not UTF-8", where)
     return None
+
+
+def binary_backend_config(op: ir.Operation, name: str) -> bool:
+    if name != "stablehlo.custom_call" or "call_target_name" not in op.attributes:
+        return False
+    target = op.attributes["call_target_name"]
+    return readable(target) and ir.StringAttr(target).value in BINARY_BACKEND_CONFIGS
 
 
 def readable(attribute: ir.Attribute) -> bool:
