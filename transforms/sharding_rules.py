@@ -445,18 +445,24 @@ def trailing_replicated(count: int):
     return rule
 
 
-def batch_dims_of_call(op) -> int | None:
-    """How many leading dims every operand and result of a custom call shares as a batch (the
-    `num_batch_dims` jax's LAPACK calls carry in their frontend attributes); None for a call
-    that says nothing of it."""
+def declared_batch_dims(op) -> int | None:
+    """The `num_batch_dims` a custom call carries in its frontend attributes (jax's LAPACK
+    calls: that many leading dims of every operand and result are a batch it runs matrix by
+    matrix); None for a call that says nothing of it."""
     if op.name != "xhlo.custom_call" or "mhlo.frontend_attributes" not in op.attributes:
         return None
     attributes = ir.DictAttr(op.attributes["mhlo.frontend_attributes"])
     if "num_batch_dims" not in attributes:
         return None
     count = int(ir.StringAttr(attributes["num_batch_dims"]).value)
+    return count if count >= 1 else None
+
+
+def batch_dims_of_call(op) -> int | None:
+    """`declared_batch_dims`, when every operand and result does have those leading dims."""
+    count = declared_batch_dims(op)
     tensors = list(op.operands) + list(op.results)
-    if count < 1 or not all(is_ranked(v) and shape(v)[:count] == shape(op.results[0])[:count] for v in tensors):
+    if count is None or not all(is_ranked(v) and shape(v)[:count] == shape(op.results[0])[:count] for v in tensors):
         return None
     return count
 

@@ -96,7 +96,7 @@ from .resharding import cost, finish_cost, finish_partial, reshard
 from .sharding_remover import forward_annotations, is_annotation, partitioning_need
 from .spmd_builder import REDUCER_OPS, Collective, SpmdBuilder, tensor_type
 from .spmd_padding import mask_padding
-from .sharding_rules import batch_dims_of_call
+from .sharding_rules import declared_batch_dims
 from .spmd_tiling import Tiling
 from .spmd_windowed import convolution, reduce_window
 
@@ -715,24 +715,32 @@ class _Partitioner:
         return "conditional: operands keep their shardings into the branches, each branch partitioned"
 
     def custom_call(self, op: ir.Operation, tilings) -> str | None:
-        """A call that runs matrix by matrix over its batch (jax's LAPACK calls, `num_batch_dims`)
-        with results sharded on batch dims only runs on each partition's batch, as XLA does:
-        operands resharded to the results' batch tiling, no gather. None (the fallback) for any
-        other call or sharding."""
-        count = batch_dims_of_call(op)
+        """A call that runs matrix by matrix over its batch (jax's LAPACK calls, `num_batch_dims`):
+        `batch_parallel`; None (the fallback) for any other call."""
+        count = declared_batch_dims(op)  # the operands may be local values already: their shapes say nothing
+        return None if count is None else self.batch_parallel(op, tilings, count, "the call")
+
+    def batch_parallel(self, op: ir.Operation, tilings, count: int, what: str) -> str | None:
+        """An op whose operands and results share `count` leading batch dims and that computes
+        each batch element on its own, its results sharded on batch dims only, runs on each
+        partition's part of the batch, as XLA does: operands resharded to the results' batch
+        tiling, no gather. None (the fallback) for any other sharding."""
         first = tilings[0] if tilings else None
-        if count is None or first is None or first.partial is not None or any(t > 1 for t in first.tiles[count:]) \
+        if count < 1 or first is None or first.partial is not None or any(t > 1 for t in first.tiles[count:]) \
                 or all(t == 1 for t in first.tiles[:count]):
             return None
 
-        def batch_tiling(value) -> Tiling:
-            return first.restrict(list(range(count)) + [None] * (len(shape_of(value.type)) - count))
+        def batch_tiling(rank: int) -> Tiling:
+            return first.restrict(list(range(count)) + [None] * (rank - count))
 
-        operands = [self.get(v, batch_tiling(v)) for v in op.operands]
-        new = self.b.rebuild(op, operands, [self.local_type(r.type, batch_tiling(r)) for r in op.results])
-        for result, local, tiling in zip(op.results, new.results, tilings):
-            self.define(result, reshard(self.b, local, shape_of(result.type), batch_tiling(result), tiling), tiling)
-        return f"local: the call on each partition's part of its {count} batch dim(s)"
+        if any(list(self.env[v].shape)[:count] != shape_of(op.results[0].type)[:count] for v in op.operands):
+            return None
+        operands = [self.get(v, batch_tiling(len(self.env[v].shape))) for v in op.operands]
+        result_tilings = [batch_tiling(len(shape_of(r.type))) for r in op.results]
+        new = self.b.rebuild(op, operands, [self.local_type(r.type, t) for r, t in zip(op.results, result_tilings)])
+        for result, local, local_tiling, tiling in zip(op.results, new.results, result_tilings, tilings):
+            self.define(result, reshard(self.b, local, shape_of(result.type), local_tiling, tiling), tiling)
+        return f"local: {what} on each partition's part of its {count} batch dim(s)"
 
     def callers(self, name: str) -> int:
         """How many ops of the module name the function `name` as a branch or a callee."""
