@@ -84,6 +84,13 @@ def on_cpu(function, *operands) -> list[np.ndarray]:
         return [np.asarray(x) for x in jax.tree.leaves(jax.jit(function)(*operands))]
 
 
+def assert_same_bits(results: list, expected: list) -> None:
+    assert len(results) == len(expected)
+    for result, want in zip(results, expected):
+        assert result.dtype == want.dtype and result.shape == want.shape
+        np.testing.assert_array_equal(result, want)
+
+
 def cpu_export(function, operands) -> str:
     specs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in operands]
     disabled = [export.DisabledSafetyCheck.custom_call(target) for target in UNSTABLE_TARGETS]
@@ -98,11 +105,7 @@ def test_cpu_export_runs_bit_for_bit_as_on_jax_cpu(x64, name, dtype):
     module = cpu_export(function, operands)
     expected = on_cpu(function, *operands)
     assert f"{routine}_ffi" in module
-    results = Client().compile(module).execute_numpy(operands)
-    assert len(results) == len(expected)
-    for result, want in zip(results, expected):
-        assert result.dtype == want.dtype and result.shape == want.shape
-        np.testing.assert_array_equal(result, want)
+    assert_same_bits(Client().compile(module).execute_numpy(operands), expected)
 
 
 def with_failures(rng, shape, dtype):
@@ -170,11 +173,7 @@ def test_batches_run_bit_for_bit_as_on_jax_cpu(x64, name, dtype):
     expected = on_cpu(function, *operands)
     if "empty" not in name:
         assert f"{routine}_ffi" in module
-    results = Client().compile(module).execute_numpy(operands)
-    assert len(results) == len(expected)
-    for result, want in zip(results, expected):
-        assert result.dtype == want.dtype and result.shape == want.shape
-        np.testing.assert_array_equal(result, want)
+    assert_same_bits(Client().compile(module).execute_numpy(operands), expected)
 
 
 def test_perturbed_tridiagonal_solve_of_a_singular_system_matches_jax_cpu(x64):
