@@ -97,7 +97,7 @@ def compile(client: Client, code: bytes, program_format: str,
     if program_format != "mlir":
         raise MlirxlaError(f"mlirxla compiles programs in format 'mlir' (StableHLO), not '{program_format}'")
     grid = build_grid(options)
-    with PartitionedProgram() as partitioned:
+    with PartitionedProgram(grid.partition_count) as partitioned:
         loaded = client.compile(code, compile_options_from_proto(options))
     return loaded, executable_devices(loaded, grid), with_chosen_shardings(code, loaded, partitioned.text), options or b""
 

@@ -29,17 +29,21 @@ PRIVATE_ATTRIBUTE = "xhlo."  # mlirxla's module, argument and result attributes
 
 class PartitionedProgram(phases.Listener):
     """While listening, keeps the StableHLO text of the module as the last of `SNAPSHOTS` to
-    change it left it."""
+    change it left it. A compile for one partition (`partitions` 1; 0 when the options do
+    not say) is not listened to: a listener makes every phase of the compile report itself."""
 
-    def __init__(self):
+    def __init__(self, partitions: int):
         self.text: str | None = None
+        self.listening = partitions != 1
 
     def __enter__(self) -> "PartitionedProgram":
-        phases.add_listener(self)
+        if self.listening:
+            phases.add_listener(self)
         return self
 
     def __exit__(self, *exception) -> None:
-        phases.remove_listener(self)
+        if self.listening:
+            phases.remove_listener(self)
 
     def published(self, kind: str, value) -> None:
         if kind != "module-changed" or not value.ledger.rows or value.ledger.rows[-1].pass_name not in SNAPSHOTS:
