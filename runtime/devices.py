@@ -2,9 +2,8 @@
 executions), each running its executable as that device (`collectives.on_device`), all
 meeting at one rendezvous (XLA's PjRtCpuClient running a replicated or partitioned
 executable: one execute per device, the collectives in between). The devices run side by
-side, so their GEMMs take one OpenBLAS thread each (`blas.gemm_threads`), and when there are
-at least as many devices as pool workers each runs its thunks on its own thread
-(`executor.without_pool`).
+side, so when there are at least as many devices as pool workers each runs its thunks on its
+own thread (`executor.without_pool`).
 
 Devices are numbered by flattened id, `replica * partition_count + partition`. The
 executables may all be one (SPMD: the same program on every device) or differ per device
@@ -20,7 +19,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import blas
 from .collectives import DeviceContext, DeviceFailed, Rendezvous, on_device
 from .executor import ThreadPool, without_pool
 
@@ -140,14 +138,13 @@ def execute_on_devices(executables: list, arguments: list[list[np.ndarray]], gri
                                 deque(infeeds[index]) if infeeds else deque(),
                                 outfeeds[index] if outfeeds else [])
         try:
-            with on_device(context), blas.held(), without_pool(alone):
+            with on_device(context), without_pool(alone):
                 outputs[index] = executables[index].execute(arguments[index])
         except BaseException as error:  # every device's failure is reported after all have stopped
             errors[device] = error
             rendezvous.fail(device, error)
 
-    with blas.gemm_threads(1 if grid.device_count > 1 else None):  # the same bits on any split into processes
-        THREADS.run([functools.partial(run, index) for index in range(count)])
+    THREADS.run([functools.partial(run, index) for index in range(count)])
     if errors:
         first_cause = [error for _, error in sorted(errors.items()) if not isinstance(error, DeviceFailed)]
         raise (first_cause or [errors[min(errors)]])[0]

@@ -268,8 +268,8 @@ class Executable:
         for index, array in storage.items():
             bases[index] = address(array)
         try:
-            if self.calls_blas:  # on OpenBLAS's own thread count, or the grid's on a device's thread
-                with blas.gemm_threads(None):
+            if self.calls_blas:
+                with blas.one_thread():
                     run_thunks(self.plan.thunks, bases, self.pool, self.graph, self.plan.driver)
             else:
                 run_thunks(self.plan.thunks, bases, self.pool, self.graph, self.plan.driver)

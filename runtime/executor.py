@@ -5,8 +5,7 @@ scheduling overhead). Otherwise the executor builds a dependency graph from each
 declared reads and writes (an edge wherever one thunk writes a slice another reads or
 writes, in sequence order), keeps a pending-input count per node, and runs ready nodes on
 the thread pool: native kernels and BLAS calls release the GIL, so independent thunks do
-run in parallel. `ThreadPool.run_split` spreads the slices of one sliced kernel over the
-caller and the pool's split helpers. A thread inside `without_pool` (a device of a grid that has as many devices as the
+run in parallel. A thread inside `without_pool` (a device of a grid that has as many devices as the
 pool has workers) runs its executions in order and its sliced kernels whole: the devices
 already keep every core busy, and a pool they all fed would only add hand-offs.
 
@@ -45,46 +44,10 @@ def without_pool(alone: bool = True):
         _local.alone = previous
 
 
-class SplitHelper:
-    """A thread that runs one range of a sliced kernel at a time: the caller hands it over by
-    releasing a lock the thread waits on, and waits for it on another. A no-op split over two
-    threads took 20-28 us (median of 3000, 2-core machine under other sessions' load) through
-    the executor's submit and future, 13-15 us this way (`docs/decisions.md`)."""
-
-    def __init__(self, index: int):
-        self.wake, self.finished = threading.Lock(), threading.Lock()
-        self.wake.acquire()
-        self.finished.acquire()
-        self.task = None
-        self.error: BaseException | None = None
-        threading.Thread(target=self.serve, name=f"mlirxla-split-{index}", daemon=True).start()
-
-    def serve(self) -> None:
-        while True:
-            self.wake.acquire()
-            function, arguments = self.task
-            try:
-                function(*arguments)
-            except BaseException as error:  # handed to the caller, which raises it
-                self.error = error
-            self.task = None
-            self.finished.release()
-
-    def start(self, function, *arguments) -> None:
-        self.task = (function, arguments)
-        self.wake.release()
-
-    def wait(self) -> BaseException | None:
-        """Wait for the range to finish; the exception it raised, if any."""
-        self.finished.acquire()
-        error, self.error = self.error, None
-        return error
-
-
 class ThreadPool:
     """A fixed pool of worker threads (`threads.cpu_threads()` by default: one per core, or
-    MLIRXLA_CPU_THREADS), and workers - 1 split helpers (started at the first split) that run
-    the other ranges of a sliced kernel while the caller runs the first."""
+    MLIRXLA_CPU_THREADS) that runs independent thunks side by side; a sliced kernel's slices
+    and a GEMM's parts run on the native pool's threads (`native_pool.py`)."""
 
     _shared: "ThreadPool | None" = None
     _lock = threading.Lock()
@@ -92,8 +55,6 @@ class ThreadPool:
     def __init__(self, workers: int | None = None):
         self.workers = workers or cpu_threads()
         self.executor = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="mlirxla")
-        self.helpers: list[SplitHelper] = []
-        self.splitting = threading.Lock()  # held by the one caller the helpers serve
 
     @classmethod
     def shared(cls) -> "ThreadPool":
@@ -101,47 +62,6 @@ class ThreadPool:
             if cls._shared is None:
                 cls._shared = cls()
             return cls._shared
-
-    def run_split(self, function, count: int, most: int | None = None) -> None:
-        """Call function(part, first, last) over `count` items split in one range per worker,
-        `most` ranges at most (`part` numbers the range, so that each can use memory of its
-        own: a sliced kernel's scratch holds `most` ranges); the
-        calling thread runs the first range. Called from a worker (a thunk the graph runs on
-        the pool), it runs everything itself: a worker that waited for other workers could
-        wait for itself."""
-        if threading.current_thread().name.startswith("mlirxla"):
-            function(0, 0, count)
-            return
-        parts = min(self.workers, count, most or count)
-        bounds = [count * i // parts for i in range(parts + 1)]
-        if parts > 1 and self.splitting.acquire(blocking=False):
-            self.split_on_helpers(function, bounds)
-            return
-        # another thread's split holds the helpers: this one goes through the executor
-        futures = [self.executor.submit(function, i, bounds[i], bounds[i + 1]) for i in range(1, parts)]
-        function(0, bounds[0], bounds[1])
-        for future in futures:
-            future.result()
-
-    def split_on_helpers(self, function, bounds: list[int]) -> None:
-        """Ranges 1.. of `bounds` on the split helpers and range 0 here, with `splitting` held
-        (released here): every helper is waited for before an exception leaves."""
-        errors = []
-        try:
-            while len(self.helpers) < self.workers - 1:
-                self.helpers.append(SplitHelper(len(self.helpers)))
-            helpers = self.helpers[:len(bounds) - 2]
-            for index, helper in enumerate(helpers, 1):
-                helper.start(function, index, bounds[index], bounds[index + 1])
-            try:
-                function(0, bounds[0], bounds[1])
-            finally:
-                errors = [helper.wait() for helper in helpers]
-        finally:
-            self.splitting.release()
-        for error in errors:
-            if error is not None:
-                raise error
 
 
 def overlaps(a: BufferSlice, b: BufferSlice) -> bool:

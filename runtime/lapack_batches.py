@@ -25,6 +25,7 @@ import numpy as np
 from mlirxla.errors import MlirxlaError
 
 from .ctypes_arrays import int64_table
+from .llvm_host import compiled
 
 MAX_ARITY = 16  # gesdd and gesvd of complex matrices take 15 arguments, the most of any routine run here
 
@@ -101,25 +102,6 @@ def batch_loop(arity: int):
             for size in range(1, MAX_ARITY + 1):
                 _LOOPS[size] = _LOOP_TYPE(engine.get_function_address(f"lapack_batch_{size}"))
     return _LOOPS[arity]
-
-
-def compiled(text: str):
-    """An MCJIT engine holding `text` compiled for the host (llvmlite directly: the runtime
-    reaches no backend but through the registry, and a loop around a call needs none of the
-    cpu backend's kernel optimizations). The triple and data layout are written into the
-    text, as the cpu backend's JIT does, rather than set through llvmlite's setters, whose
-    ctypes string types would be garbage for the cyclic collector."""
-    import llvmlite.binding as llvm
-
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
-    machine = llvm.Target.from_default_triple().create_target_machine(opt=2, jit=True)
-    header = f'target datalayout = "{machine.target_data}"\ntarget triple = "{machine.triple}"\n'
-    module = llvm.parse_assembly(header + text, llvm.create_context())
-    module.verify()
-    engine = llvm.create_mcjit_compiler(module, machine)  # owns the module and the machine
-    engine.finalize_object()
-    return engine
 
 
 def call(name: str, count: int, arguments: list) -> None:

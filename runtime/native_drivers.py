@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from mlirxla.errors import MlirxlaError
 
-from . import blas
+from . import native_pool
 from .ctypes_arrays import int64_table
 
 PYTHON = "python"  # the import that calls back into Python
@@ -62,7 +62,7 @@ def import_address(name: str) -> int:
     if name == PYTHON:
         return _CALLBACK_ADDRESS
     if name in GEMMS:
-        return ctypes.cast(blas.gemm(GEMMS[name]), ctypes.c_void_p).value
+        return native_pool.shared().gemms[GEMMS[name]]
     raise MlirxlaError(f"a native driver imports '{name}', which the runtime does not provide")
 
 

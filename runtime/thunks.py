@@ -40,8 +40,8 @@ import numpy as np
 
 from mlirxla.errors import MlirxlaError
 
-from . import blas, collectives, host_calls
-from .ctypes_arrays import array_at, bytes_at
+from . import blas, collectives, host_calls, native_pool
+from .ctypes_arrays import array_at, bytes_at, int64_table
 from .native_drivers import NativeDriver
 
 
@@ -132,20 +132,23 @@ class SlicedKernelThunk(KernelThunk):
     slices: int = 1
     strides: tuple[int, ...] = ()  # bytes to move each argument's pointer per slice (0: read whole)
     kind: str = "sliced_kernel"
+    address: int = field(default=0, repr=False, compare=False)
+
+    def bind(self, engine) -> None:
+        super().bind(engine)
+        self.address = engine.address(self.symbol)
 
     def run(self, bases: list[int], pool) -> None:
-        starts = [bases[s.allocation] + s.offset for s in self.arguments]
-        function, strides = self.function, self.strides
-
-        def run_range(part: int, first: int, last: int) -> None:
-            scratch = self.scratch_arguments(bases, part)
-            for index in range(first, last):
-                function(*[start + index * stride for start, stride in zip(starts, strides)], *scratch)
-
-        if pool is None or pool.workers < 2 or self.slices < 2:
-            run_range(0, 0, self.slices)
-        else:
-            pool.run_split(run_range, self.slices, self.scratch_parts if self.scratch is not None else None)
+        """The slices on the native pool (`native_pool.py`), each call with its slice's
+        pointers and its thread's scratch; on the calling thread alone without a pool (a
+        device of a grid as wide as the machine)."""
+        scratch = self.scratch_arguments(bases)
+        arguments = [(bases[s.allocation] + s.offset, stride, 0) for s, stride in zip(self.arguments, self.strides)]
+        arguments += [(start, 0, self.scratch.size) for start in scratch]
+        parts = 1 if pool is None else min(pool.workers, self.scratch_parts if scratch else self.slices)
+        context = int64_table([self.address, *(word for argument in arguments for word in argument)])
+        threads = native_pool.shared()
+        threads.run(threads.slices_function(len(arguments)), ctypes.addressof(context), self.slices, parts)
 
     def to_json(self) -> dict:
         return super().to_json() | {"slices": self.slices, "strides": list(self.strides)}
@@ -186,7 +189,7 @@ class GemmThunk:
         return (self.out,)
 
     def bind(self, engine) -> None:
-        self.function = blas.gemm("f32" if self.element in WIDENED_GEMMS else self.element)
+        self.function = native_pool.pooled_gemm("f32" if self.element in WIDENED_GEMMS else self.element)
 
     def run(self, bases: list[int], pool) -> None:
         a, b, c = (bases[s.allocation] + s.offset for s in (self.lhs, self.rhs, self.out))

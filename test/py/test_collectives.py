@@ -7,7 +7,6 @@ devices; a device that fails ends the others' meetings; `mlirxla-run --devices`,
 each, never overlapping executions on another count; device threads kept between executions;
 devices that fill the cores running their thunks on their own threads."""
 
-import ctypes
 import pathlib
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -18,7 +17,7 @@ import pytest
 from mlirxla import frontdoor
 from mlirxla.context import new_context
 from mlirxla.errors import MlirxlaError
-from mlirxla.runtime import blas, driver, thunks
+from mlirxla.runtime import driver, thunks
 from mlirxla.runtime.devices import DeviceGrid, execute_on_devices
 from mlirxla.runtime.executor import ThreadPool
 from mlirxla.tools import run as run_tool
@@ -239,20 +238,14 @@ def test_mlirxla_run_partitions_a_sharded_module_and_assembles_its_results(name,
     np.testing.assert_allclose(np.load(tmp_path / "outputs.npz")["result0"], compute(*arguments), rtol=1e-4, atol=1e-4)
 
 
-def openblas_threads() -> int:
-    get = blas._library().scipy_openblas_get_num_threads64_
-    get.restype = ctypes.c_int
-    return get()
-
-
 class Probe:
-    """Runs `executable` as a device and notes, meanwhile, its thread and OpenBLAS's count."""
+    """Runs `executable` as a device and notes its thread."""
 
     def __init__(self, executable, seen: list):
         self.executable, self.seen = executable, seen
 
     def execute(self, arguments):
-        self.seen.append((threading.get_ident(), openblas_threads()))
+        self.seen.append(threading.get_ident())
         return self.executable.execute(arguments)
 
 
@@ -261,42 +254,18 @@ DOT = ("  %r = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : (ten
 DOT_SIGNATURE = "(%x: tensor<64x500xf32>, %w: tensor<500x64xf32>) -> tensor<64x64xf32>"
 
 
-def test_a_grids_gemms_run_on_one_blas_thread_each_and_keep_their_bits():
-    """A 64x64x500 GEMM's last bits depend on OpenBLAS's thread count: every device of a grid
-    runs it on one thread, on every run, and OpenBLAS is left with the count it had."""
+def test_a_grids_gemms_keep_the_bits_of_one_device():
+    """A 64x64x500 GEMM's last bits depend on how it is split: every device of a grid, run
+    side by side with the others, gets the bits one device alone gets, on every run."""
     grid = DeviceGrid(4, 1)
     executable = compile_program(DOT, grid, DOT_SIGNATURE)
     rng = np.random.default_rng(5)
     arguments = [[rng.standard_normal((64, 500)).astype(np.float32), rng.standard_normal((500, 64)).astype(np.float32)]
                  for _ in range(4)]
-    before = openblas_threads()
-    with blas.gemm_threads(1):
-        want = [executable.execute(a)[0] for a in arguments]
+    want = [executable.execute(a)[0] for a in arguments]
     for _ in range(3):
-        seen: list = []
-        outputs = execute_on_devices([Probe(executable, seen)] * 4, arguments, grid)
-        assert [count for _, count in seen] == [1] * 4
+        outputs = execute_on_devices([executable] * 4, arguments, grid)
         assert all(o[0].tobytes() == w.tobytes() for o, w in zip(outputs, want))
-    assert openblas_threads() == before
-
-
-def test_executions_on_different_blas_thread_counts_never_overlap():
-    """While a grid holds OpenBLAS at one thread, a single-device execution waits for it, then
-    runs on OpenBLAS's own count."""
-    own = openblas_threads()
-    entered, seen = threading.Event(), []
-
-    def single_device():
-        with blas.gemm_threads(None):
-            seen.append(openblas_threads())
-            entered.set()
-
-    with blas.gemm_threads(1):
-        waiting = threading.Thread(target=single_device)
-        waiting.start()
-        assert not entered.wait(0.2)
-    waiting.join()
-    assert seen == [own]
 
 
 def test_device_threads_are_kept_and_concurrent_grids_each_get_all_their_devices():
@@ -311,7 +280,7 @@ def test_device_threads_are_kept_and_concurrent_grids_each_get_all_their_devices
     for _ in range(2):
         seen: list = []
         execute_on_devices([Probe(executable, seen)] * 4, [[v] for v in values], grid)
-        runs.append({thread for thread, _ in seen})
+        runs.append(set(seen))
     assert len(runs[0]) == 4 and runs[0] == runs[1]
     with ThreadPoolExecutor(3) as callers:
         results = list(callers.map(lambda _: execute_on_devices([executable] * 4, [[v] for v in values], grid), range(3)))
@@ -350,7 +319,7 @@ def test_devices_that_fill_the_cores_run_their_thunks_on_their_own_thread():
         execute_on_devices([Probe(executable, devices_threads)] * devices, arguments, grid)
     finally:
         thunks.observe(None)
-    assert thunk_threads == {thread for thread, _ in devices_threads}
+    assert thunk_threads == set(devices_threads)
 
 
 @pytest.mark.parametrize("variadic", [False, True], ids=["forty-combined", "one-of-forty"])

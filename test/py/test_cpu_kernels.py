@@ -8,7 +8,6 @@ import os
 import re
 import subprocess
 import sys
-import threading
 
 import llvmlite.binding as llvm
 import ml_dtypes
@@ -367,57 +366,6 @@ def test_dependency_graph_has_an_edge_exactly_where_two_thunks_conflict():
     for j, later in enumerate(thunks):
         assert graph[j].successors == [k for k in range(j + 1, len(thunks)) if conflict(later, thunks[k])]
         assert graph[j].pending == sum(conflict(thunks[i], later) for i in range(j))
-
-
-def test_sliced_kernels_split_over_the_pool_from_the_caller_only():
-    pool = ThreadPool(2)
-    seen = []
-    lock = threading.Lock()
-
-    def record(part, first, last):
-        with lock:
-            seen.append((threading.current_thread().name.startswith("mlirxla"), part, first, last))
-
-    pool.run_split(record, 10)
-    assert sorted((part, first, last) for _, part, first, last in seen) == [(0, 0, 5), (1, 5, 10)]
-    seen.clear()
-    pool.executor.submit(pool.run_split, record, 10).result()  # inside a worker: no nested waits
-    assert seen == [(True, 0, 0, 10)]
-
-
-def test_a_split_runs_its_other_ranges_on_the_helpers_and_raises_what_they_raise():
-    """Over three workers the caller runs the first range and two split helpers the others;
-    a range's exception reaches the caller once every range is done, and the pool splits
-    again afterwards; two threads splitting at once (the second through the executor) each
-    get all their ranges."""
-    pool = ThreadPool(3)
-    seen = []
-    lock = threading.Lock()
-
-    def record(part, first, last):
-        with lock:
-            seen.append((threading.current_thread().name, part, first, last))
-
-    pool.run_split(record, 10)
-    assert sorted(entry[1:] for entry in seen) == [(0, 0, 3), (1, 3, 6), (2, 6, 10)]
-    assert sorted(name for name, *_ in seen if name.startswith("mlirxla-split")) == ["mlirxla-split-0", "mlirxla-split-1"]
-
-    def failing(part, first, last):
-        record(part, first, last)
-        if part == 2:
-            raise ValueError("range 2")
-
-    seen.clear()
-    with pytest.raises(ValueError, match="range 2"):
-        pool.run_split(failing, 10)
-    assert len(seen) == 3
-    seen.clear()
-    callers = [threading.Thread(target=pool.run_split, args=(record, 30)) for _ in range(2)]
-    for caller in callers:
-        caller.start()
-    for caller in callers:
-        caller.join()
-    assert sorted(entry[1:] for entry in seen) == sorted([(0, 0, 10), (1, 10, 20), (2, 20, 30)] * 2)
 
 
 @pytest.fixture

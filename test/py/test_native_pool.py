@@ -1,0 +1,120 @@
+"""The native thread pool (`runtime/native_pool.py`): every index of a job runs once, on the
+parts it allows; a caller that finds the helpers busy runs its job alone; pooled GEMMs give
+BLAS's answer, the same bits however their parts were run; OpenBLAS is held at one thread
+while executions run and given back its own count after."""
+
+import ctypes
+import threading
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+
+from mlirxla.runtime import blas, native_pool
+from mlirxla.runtime.threads import cpu_threads
+
+JOB = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+
+
+class Recorder:
+    """A job whose calls (index, part, thread) are recorded; index 0 sets `entered`, then
+    waits for `hold`."""
+
+    def __init__(self):
+        self.calls, self.lock = [], threading.Lock()
+        self.entered, self.hold = threading.Event(), threading.Event()
+        self.function = JOB(self.call)
+
+    def call(self, context, index, part):
+        if index == 0:
+            self.entered.set()
+            self.hold.wait(10)
+        with self.lock:
+            self.calls.append((index, part, threading.current_thread().name))
+
+    @property
+    def address(self) -> int:
+        return ctypes.cast(self.function, ctypes.c_void_p).value
+
+
+@contextmanager
+def helpers_busy():
+    """The pool's helpers held by another caller's job for the body."""
+    job = Recorder()
+    holder = threading.Thread(target=native_pool.shared().run, args=(job.address, 0, 2, 2))
+    holder.start()
+    job.entered.wait(10)
+    try:
+        yield
+    finally:
+        job.hold.set()
+        holder.join()
+
+
+@pytest.mark.skipif(cpu_threads() < 2, reason="one thread: the pool has no helpers")
+def test_every_index_runs_once_on_the_parts_the_job_allows():
+    pool = native_pool.shared()
+    for parts in (1, 2):
+        job = Recorder()
+        threading.Timer(0.05, job.hold.set).start()  # index 0 waits: a helper has time to take the others
+        helped = pool.run(job.address, 0, 40, parts)
+        assert sorted(index for index, _, _ in job.calls) == list(range(40))
+        assert {part for _, part, _ in job.calls} == set(range(parts))
+        assert helped == (parts > 1)
+        assert all(name.startswith("mlirxla-split-") for _, part, name in job.calls if part > 0)
+
+
+def test_a_caller_that_finds_the_helpers_busy_runs_its_job_alone():
+    job = Recorder()
+    job.hold.set()
+    with helpers_busy():
+        assert native_pool.shared().run(job.address, 0, 10, 2) is False
+    assert sorted(index for index, _, _ in job.calls) == list(range(10))
+    assert {(part, name) for _, part, name in job.calls} == {(0, threading.current_thread().name)}
+
+
+@pytest.mark.parametrize("element", ["f32", "f64"])
+@pytest.mark.parametrize("m, n, k, transpose_a, transpose_b", [
+    (300, 200, 100, False, False),  # rows split
+    (100, 300, 200, False, True),  # columns split
+    (257, 63, 129, True, False),
+    (8, 700, 400, True, True),
+    (32, 32, 32, False, False),  # below the split: BLAS on the caller
+])
+def test_a_pooled_gemm_gives_blas_answer_and_the_same_bits_run_alone(element, m, n, k, transpose_a, transpose_b):
+    dtype = np.float32 if element == "f32" else np.float64
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((k, m) if transpose_a else (m, k)).astype(dtype)
+    b = rng.standard_normal((n, k) if transpose_b else (k, n)).astype(dtype)
+    gemm = native_pool.pooled_gemm(element)
+
+    def product() -> np.ndarray:
+        out = np.full((m, n), np.nan, dtype)
+        gemm(blas.ROW_MAJOR, blas.TRANSPOSE if transpose_a else blas.NO_TRANSPOSE,
+             blas.TRANSPOSE if transpose_b else blas.NO_TRANSPOSE, m, n, k, 1.0, a.ctypes.data, a.shape[1],
+             b.ctypes.data, b.shape[1], 0.0, out.ctypes.data, n)
+        return out
+
+    with blas.one_thread():
+        shared = product()
+        with helpers_busy():
+            alone = product()  # every part on this thread
+    want = (a.T if transpose_a else a) @ (b.T if transpose_b else b)
+    np.testing.assert_allclose(shared, want, rtol=1e-4 if element == "f32" else 1e-10, atol=1e-4 if element == "f32" else 1e-10)
+    assert shared.tobytes() == alone.tobytes()
+
+
+def openblas_threads() -> int:
+    library = blas._library()
+    library.scipy_openblas_get_num_threads64_.restype = ctypes.c_int
+    return library.scipy_openblas_get_num_threads64_()
+
+
+def test_executions_hold_openblas_at_one_thread_and_give_its_count_back():
+    own = openblas_threads()
+    with blas.one_thread():
+        assert openblas_threads() == 1
+        with blas.one_thread():  # a nested or concurrent execution
+            assert openblas_threads() == 1
+        assert openblas_threads() == 1
+    assert openblas_threads() == own
