@@ -4,7 +4,8 @@ by one compiled function instead of the Python walk of its thunks
 
 A driver is `i32 driver(i64 *bases, i64 *imports)`: it reads its buffers' addresses from the
 execution's address table, calls the kernels directly (they are in the same object), GEMMs
-through the BLAS function the runtime puts in `imports`, copies with memmove, reads
+through the BLAS function the runtime puts in `imports` (OpenBLAS's, or the GEMM in parts
+over the native pool), copies with memmove, reads
 predicates and selectors from their buffers, and loops or branches in native code, so an
 iteration costs its kernels and not a Python round trip per thunk. A thunk it does not run
 itself (a host call, a collective, a sliced kernel whose slices the thread pool spreads)
@@ -26,11 +27,12 @@ from dataclasses import dataclass, field
 
 from mlirxla.errors import MlirxlaError
 
-from . import native_pool
+from . import blas, native_pool
 from .ctypes_arrays import int64_table
 
 PYTHON = "python"  # the import that calls back into Python
 GEMMS = {"cblas_sgemm": "f32", "cblas_dgemm": "f64"}  # import -> the BLAS GEMM's element type
+POOLED_GEMMS = {"mlirxla_gemm_f32": "f32", "mlirxla_gemm_f64": "f64"}  # import -> the GEMM in parts' element type
 
 _CALLBACK_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int64)
 
@@ -62,7 +64,9 @@ def import_address(name: str) -> int:
     if name == PYTHON:
         return _CALLBACK_ADDRESS
     if name in GEMMS:
-        return native_pool.shared().gemms[GEMMS[name]]
+        return ctypes.cast(blas.gemm(GEMMS[name]), ctypes.c_void_p).value
+    if name in POOLED_GEMMS:
+        return native_pool.shared().gemms[POOLED_GEMMS[name]]
     raise MlirxlaError(f"a native driver imports '{name}', which the runtime does not provide")
 
 

@@ -177,6 +177,9 @@ class GemmThunk:
     transpose_lhs: bool
     transpose_rhs: bool
     batch: int = 1
+    # in parts over the native pool (`native_pool.pooled_gemm`), else whole on the calling
+    # thread: the compiler's decision for the program (`compiler.gemms_in_parts`)
+    in_parts: bool = False
     kind: str = "gemm"
     function: object = field(default=None, repr=False, compare=False)
 
@@ -189,7 +192,8 @@ class GemmThunk:
         return (self.out,)
 
     def bind(self, engine) -> None:
-        self.function = native_pool.pooled_gemm("f32" if self.element in WIDENED_GEMMS else self.element)
+        element = "f32" if self.element in WIDENED_GEMMS else self.element
+        self.function = native_pool.pooled_gemm(element) if self.in_parts else blas.gemm(element)
 
     def run(self, bases: list[int], pool) -> None:
         a, b, c = (bases[s.allocation] + s.offset for s in (self.lhs, self.rhs, self.out))
@@ -219,12 +223,14 @@ class GemmThunk:
     def to_json(self) -> dict:
         return {"kind": self.kind, "name": self.name, "element": self.element, "lhs": self.lhs.to_json(),
                 "rhs": self.rhs.to_json(), "out": self.out.to_json(), "m": self.m, "n": self.n, "k": self.k,
-                "transpose_lhs": self.transpose_lhs, "transpose_rhs": self.transpose_rhs, "batch": self.batch}
+                "transpose_lhs": self.transpose_lhs, "transpose_rhs": self.transpose_rhs, "batch": self.batch,
+                "in_parts": self.in_parts}
 
     def describe(self) -> str:
         shape = f"{self.batch}x" if self.batch > 1 else ""
         flags = ("T" if self.transpose_lhs else "N") + ("T" if self.transpose_rhs else "N")
-        return (f"gemm {self.name} {self.element} {shape}{self.m}x{self.n}x{self.k} {flags} "
+        parts = " in parts" if self.in_parts else ""
+        return (f"gemm {self.name} {self.element} {shape}{self.m}x{self.n}x{self.k} {flags}{parts} "
                 f"({self.lhs.text()}, {self.rhs.text()}) -> {self.out.text()}")
 
 
@@ -570,7 +576,7 @@ def from_json(data: dict):
     if kind == "gemm":
         return GemmThunk(data["name"], data["element"], BufferSlice.from_json(data["lhs"]), BufferSlice.from_json(data["rhs"]),
                          BufferSlice.from_json(data["out"]), data["m"], data["n"], data["k"], data["transpose_lhs"],
-                         data["transpose_rhs"], data["batch"])
+                         data["transpose_rhs"], data["batch"], data.get("in_parts", False))
     if kind == "copy":
         return CopyThunk(data["name"], BufferSlice.from_json(data["source"]), BufferSlice.from_json(data["destination"]))
     if kind == "host":

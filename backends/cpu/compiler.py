@@ -6,7 +6,8 @@ code) out (XLA's CpuCompiler: RunHloPasses, then RunBackend).
    writes them.
 2. Thunk emission (`thunk_emitter.py`) over the assignment the pipeline made (its
    `xhlo-buffer-assignment` report; when the pipeline did not run that pass, the backend runs
-   it): the thunk sequence and the kernels it needs.
+   it): the thunk sequence and the kernels it needs; a single device's GEMMs are marked to
+   run in parts over the runtime's native pool (`gemms_in_parts`).
 3. Per kernel: its StableHLO function in destination-passing style (`kernel_source.py`),
    lowered to the LLVM dialect (`lowering.py`) and translated to LLVM IR on the calling
    thread (the toolkit's context is not shared with other threads), then optimized and
@@ -56,8 +57,8 @@ from mlirxla.pipelines.dumps import DumpWriter
 from mlirxla.pipelines.runner import PipelineRunner, RunOptions
 from mlirxla.backends.backend import CompiledProgram
 from mlirxla.runtime.executable import DEVICE_MEMORY, ExecutablePlan, runs_in_order
-from mlirxla.runtime.threads import compile_threads
-from mlirxla.runtime.thunks import BufferSlice, KernelThunk, SlicedKernelThunk, every_thunk
+from mlirxla.runtime.threads import compile_threads, cpu_threads
+from mlirxla.runtime.thunks import BufferSlice, GemmThunk, KernelThunk, SlicedKernelThunk, every_thunk
 from mlirxla.transforms import copy_insertion, erasure
 from mlirxla.transforms.buffer_assignment import Assignment, BufferAssignmentPass, BufferAssignmentReport, place_scratch, write_summary
 from mlirxla.transforms.pass_base import PassResult
@@ -121,6 +122,7 @@ def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pi
             with erasure.stage("cpu backend thunk emission"), phases.phase("backend", "thunk emission"):
                 emission = ThunkEmitter(module, assignment, slice_rows=variant.slice_rows).emit()
             plan = plan_of(emission, module)
+            gemms_in_parts(plan, variant)
             phases.publish("kernel-count", len(emission.kernels))
             with llvm_jit.CodegenPool(compile_threads(), keep_ir=runner.dumps.directory is not None) as codegen:
                 started: list[tuple[KernelSpec, CompiledKernel | MlirxlaError | None]] = []
@@ -453,6 +455,17 @@ def dump_kernels(dumps: DumpWriter, kernels: list[CompiledKernel]) -> None:
         dumps.write(f"{kernel.symbol}.stablehlo.mlir", kernel.stablehlo)
         dumps.write(f"{kernel.symbol}.ir-no-opt.ll", kernel.optimized.ir_without_opt)
         dumps.write(f"{kernel.symbol}.ir-with-opt.ll", kernel.optimized.ir_with_opt)
+
+
+def gemms_in_parts(plan: ExecutablePlan, variant: Variant) -> None:
+    """A single device's GEMMs run in parts over the native pool (`native_pool.pooled_gemm`);
+    a grid's whole, on each device's thread: its devices already run side by side, and parts
+    they ran on their own threads repacked an operand per part (the 8-device transformer
+    block 69-74 ms whole, 75-78 in parts; `benchmarks/spmd_vs_xla.py`)."""
+    if plan.replica_count * plan.partition_count == 1 and variant.slice_rows and cpu_threads() > 1:
+        for thunk in every_thunk(plan.thunks):
+            if isinstance(thunk, GemmThunk):
+                thunk.in_parts = True
 
 
 def plan_of(emission: Emission, module: ir.Module) -> ExecutablePlan:

@@ -13,8 +13,9 @@ What the driver does for each thunk inside:
 - `kernel`: a direct call (the kernels are linked into the same object), its pointers the
   execution's base addresses plus the slices' offsets, its scratch arguments those of the
   first concurrent call (the driver calls it alone);
-- `gemm`: `cblas_?gemm` through a pointer the runtime imports (the BLAS numpy ships), once
-  per matrix of a batch of at most `UNROLLED_GEMMS`;
+- `gemm`: `cblas_?gemm` through a pointer the runtime imports (the BLAS numpy ships, or for a
+  GEMM in parts the runtime's `mlirxla_gemm_?`, which has its signature), once per matrix of
+  a batch of at most `UNROLLED_GEMMS`;
 - `copy`: memmove; `parallel_copy`: memmoves in an order where no copy overwrites what a
   later one reads, the copies caught in a cycle through stack buffers, `STACK_BYTES` at
   most per driver (a cycle past that is called back);
@@ -41,6 +42,7 @@ MANY_THUNKS = 3  # a sequence this long (or holding control flow) runs faster in
 UNROLLED_GEMMS = 16
 STACK_BYTES = 64 << 10
 BLAS = {"f32": ("cblas_sgemm", "float"), "f64": ("cblas_dgemm", "double")}
+POOLED_BLAS = {"f32": "mlirxla_gemm_f32", "f64": "mlirxla_gemm_f64"}  # the runtime's GEMMs in parts
 ROW_MAJOR, NO_TRANSPOSE, TRANSPOSE = 101, 111, 112
 
 
@@ -202,7 +204,7 @@ class DriverWriter:
     def emit_gemm(self, thunk: GemmThunk) -> None:
         name, scalar = BLAS[thunk.element]
         width = 4 if thunk.element == "f32" else 8
-        function = self.imported(name)
+        function = self.imported(POOLED_BLAS[thunk.element] if thunk.in_parts else name)
         lda = thunk.m if thunk.transpose_lhs else thunk.k
         ldb = thunk.k if thunk.transpose_rhs else thunk.n
         ta = TRANSPOSE if thunk.transpose_lhs else NO_TRANSPOSE

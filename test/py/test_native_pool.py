@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from mlirxla.runtime import blas, native_pool
+from mlirxla.runtime.client import Client
 from mlirxla.runtime.threads import cpu_threads
 
 JOB = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
@@ -118,3 +119,19 @@ def test_executions_hold_openblas_at_one_thread_and_give_its_count_back():
             assert openblas_threads() == 1
         assert openblas_threads() == 1
     assert openblas_threads() == own
+
+
+DOT = """func.func @main(%x: tensor<64x500xf32>, %w: tensor<500x64xf32>) -> tensor<64x64xf32> {
+  %r = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : (tensor<64x500xf32>, tensor<500x64xf32>) -> tensor<64x64xf32>
+  return %r : tensor<64x64xf32>
+}"""
+
+
+@pytest.mark.parametrize("threads, in_parts", [("2", True), ("1", False)])
+def test_a_single_devices_gemms_run_in_parts_over_several_threads(monkeypatch, threads, in_parts):
+    monkeypatch.setenv("MLIRXLA_CPU_THREADS", threads)
+    executable = Client().compile(DOT)
+    assert (" NN in parts " in executable.thunk_sequence()) == in_parts
+    rng = np.random.default_rng(1)
+    x, w = rng.standard_normal((64, 500)).astype(np.float32), rng.standard_normal((500, 64)).astype(np.float32)
+    np.testing.assert_allclose(executable.execute_numpy([x, w])[0], x @ w, rtol=1e-4, atol=1e-4)
