@@ -10,15 +10,15 @@ thread slowed by anything else on its core runs fewer of them. Only `parts` thre
 part. One caller at a time has the helpers; a second caller meanwhile runs its own job alone,
 with the same indices, so a job's results never depend on who ran it.
 
-Why native and spinning: on the 2-core VMs these figures come from, waking a sleeping thread
-costs 50-70 us (an interrupt to the other virtual CPU), and Linux woke the Python split helper
-this replaces on its caller's own CPU in most splits, where the two ran one after the other.
-A helper spins (`pause`) for `SPIN_S` after each job before it sleeps on a futex, so the jobs
-of one execution find it awake. OpenBLAS's workers did the same for 0.1 s after each GEMM,
-and competed with the kernels that followed: so GEMMs run on OpenBLAS's single-threaded
-path, their rows (or columns) in parts over this pool (`pooled_gemm`), and only this pool's
-threads ever spin. transformer_bf16's masked exponential (4 slices after the attention
-GEMMs): 170-280 us with the Python helpers and OpenBLAS's threads, 94-125 us this way
+Why native and spinning: on the 2-core VM these figures come from, a Python split helper
+woken from sleep had not started when its caller had run a 170 us kernel's every slice,
+and while an OpenBLAS worker spun on the other CPU, Linux woke the helper on its caller's
+own CPU, where the two ran one after the other. A helper here spins (`pause`) for `SPIN_S`
+after each job before it sleeps on a futex, so the jobs of one execution find it awake.
+OpenBLAS's workers spin too, for 0.1 s after each GEMM, on the cores the kernels after it
+need: so GEMMs run on OpenBLAS's single-threaded path, their rows (or columns) in parts over
+this pool (`pooled_gemm`), and only this pool's threads ever spin. transformer_bf16's masked
+exponential (3 MiB, after the attention GEMMs) went from 58-66% of the triad to 98-108%
 (`docs/decisions.md`).
 
 A job is a function pointer and a context the caller keeps alive until `run` returns: the
@@ -39,7 +39,9 @@ from mlirxla.errors import MlirxlaError
 from .llvm_host import compiled
 from .threads import cpu_threads
 
-SPIN_S = 2e-3  # a helper spins this long after a job: 0.2 ms left the exponential at 123-205 us, 2 ms at 94-149
+# a helper spins this long after a job: the masked exponential took 123-205 us (best to median)
+# with 0.2 ms, 94-149 with 2 ms (a prototype, OpenBLAS single-threaded)
+SPIN_S = 2e-3
 # a GEMM of fewer multiply-adds runs whole on the caller: OpenBLAS's own threshold for threading
 GEMM_SPLIT_WORK = 1 << 18
 FUTEX = {"x86_64": 202, "aarch64": 98, "arm64": 98}

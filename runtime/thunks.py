@@ -135,7 +135,6 @@ class SlicedKernelThunk(KernelThunk):
     address: int = field(default=0, repr=False, compare=False)
 
     def bind(self, engine) -> None:
-        super().bind(engine)
         self.address = engine.address(self.symbol)
 
     def run(self, bases: list[int], pool) -> None:
