@@ -75,8 +75,9 @@ def pool_ir() -> str:
     relax = f"call void @{hint}({argument})"
     declared = f"declare void @{hint}({argument.split()[0] if argument else ''})"
 
-    def slot(name: str, which: Slot, pool: str = "%pool") -> str:
-        return f"  %{name} = getelementptr i64, ptr {pool}, i64 {int(which)}"
+    def slots(*which: Slot) -> str:
+        """`%<slot>_at`, the address of each slot in `%pool`."""
+        return "\n".join(f"  %{slot.name.lower()}_at = getelementptr i64, ptr %pool, i64 {int(slot)}" for slot in which)
 
     return f"""
 declare i64 @syscall(i64, ...)
@@ -99,11 +100,7 @@ entry:
 ; claims and runs indices of the job of `epoch` until none is left
 define internal void @work(ptr %pool, i64 %epoch, i64 %part) {{
 entry:
-{slot("claim_at", Slot.CLAIM)}
-{slot("done_at", Slot.DONE)}
-{slot("count_at", Slot.COUNT)}
-{slot("function_at", Slot.FUNCTION)}
-{slot("context_at", Slot.CONTEXT)}
+{slots(Slot.CLAIM, Slot.DONE, Slot.COUNT, Slot.FUNCTION, Slot.CONTEXT)}
   br label %claim
 claim:
   %word = load atomic i64, ptr %claim_at acquire, align 8
@@ -132,10 +129,7 @@ out:
 
 define void @mlirxla_pool_serve(ptr %pool, i64 %part) {{
 entry:
-{slot("generation_at", Slot.GENERATION)}
-{slot("sleepers_at", Slot.SLEEPERS)}
-{slot("parts_at", Slot.PARTS)}
-{slot("spin_at", Slot.SPIN_NS)}
+{slots(Slot.GENERATION, Slot.SLEEPERS, Slot.PARTS, Slot.SPIN_NS)}
   %seen_at = alloca i32, align 4
   %spins_at = alloca i64, align 8
   %since_at = alloca i64, align 8
@@ -164,7 +158,7 @@ clock:
   %now = call i64 @now_ns()
   %since = load i64, ptr %since_at
   %spun = sub i64 %now, %since
-  %spin_ns = load atomic i64, ptr %spin_at monotonic, align 8
+  %spin_ns = load atomic i64, ptr %spin_ns_at monotonic, align 8
   %enough = icmp sgt i64 %spun, %spin_ns
   br i1 %enough, label %sleep, label %spin
 sleep:
@@ -187,15 +181,7 @@ working:
 ; 1 when the helpers took part, 0 when the caller ran the job alone
 define i32 @mlirxla_pool_run(ptr %pool, ptr %function, ptr %context, i64 %count, i64 %parts) {{
 entry:
-{slot("claim_at", Slot.CLAIM)}
-{slot("done_at", Slot.DONE)}
-{slot("generation_at", Slot.GENERATION)}
-{slot("sleepers_at", Slot.SLEEPERS)}
-{slot("function_at", Slot.FUNCTION)}
-{slot("context_at", Slot.CONTEXT)}
-{slot("count_at", Slot.COUNT)}
-{slot("parts_at", Slot.PARTS)}
-{slot("busy_at", Slot.BUSY)}
+{slots(Slot.CLAIM, Slot.DONE, Slot.GENERATION, Slot.SLEEPERS, Slot.FUNCTION, Slot.CONTEXT, Slot.COUNT, Slot.PARTS, Slot.BUSY)}
   %several = icmp sgt i64 %parts, 1
   br i1 %several, label %lock, label %alone
 lock:
