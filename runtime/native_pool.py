@@ -48,6 +48,9 @@ FUTEX = {"x86_64": 202, "aarch64": 98, "arm64": 98}
 # a spinning thread's hint to the core (x86's `pause`, Arm's `yield`), and its declaration
 RELAX = {"x86_64": ("llvm.x86.sse2.pause", ""), "aarch64": ("llvm.aarch64.hint", "i32 1"), "arm64": ("llvm.aarch64.hint", "i32 1")}
 FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 128, 129
+# a caller waiting this long for the helpers' last indices yields its CPU at every look: a
+# helper Linux placed on the caller's own CPU gets to finish them
+CALLER_YIELDS_AFTER_NS = 20_000
 ROW_MAJOR, NO_TRANSPOSE = 101, 111
 
 
@@ -218,7 +221,7 @@ pause:
   {relax}
   %now = call i64 @now_ns()
   %waited = sub i64 %now, %since
-  %long = icmp sgt i64 %waited, 20000
+  %long = icmp sgt i64 %waited, {CALLER_YIELDS_AFTER_NS}
   br i1 %long, label %yield, label %wait
 yield:
   call i32 @sched_yield()
@@ -239,7 +242,6 @@ out:
   ret i32 0
 }}
 """
-
 
 
 GEMM_ELEMENTS = {"f32": "float", "f64": "double"}
