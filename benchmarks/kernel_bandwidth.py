@@ -16,10 +16,14 @@ cache between calls (a few MiB on a large-L3 server) can pass 100% of the triad,
 streams from memory. Under a profile the thunks are walked from Python (native drivers step
 aside), so each kernel's time includes its call (~1 us).
 
+With --rounds R the triad and every workload are measured R times, one after the other, and
+each kernel's best rate is set against the best triad and the best peak (`best_of_rounds`):
+on a shared machine a burst of other load lasts seconds and took whole runs' figures down.
+
 Per kernel: workload, kernel, MiB per call, calls, GB/s and the fraction of the triad; then
 the geometric mean of the fractions, the least, and how many reach 70%.
 
-    python benchmarks/kernel_bandwidth.py [--workloads softmax,layernorm] [--repeats 20] [--min-bytes 1048576] [--json] [--best]
+    python benchmarks/kernel_bandwidth.py [--workloads softmax,layernorm] [--repeats 20] [--min-bytes 1048576] [--json] [--best] [--rounds 3]
 """
 
 import argparse
@@ -55,6 +59,19 @@ def kernel_rows(name: str, repeats: int, machine: dict, min_bytes: int, small: b
     """The memory-bound kernels of workload `name` (at its small size with `small`) moving at
     least `min_bytes` per call; with `best`, at the rate of their fastest call instead of the
     mean (on a machine others load, what the kernel does when it gets the cores)."""
+    return memory_bound(kernel_rates(name, repeats, min_bytes, small, best), machine)
+
+
+def memory_bound(rows: list[dict], machine: dict) -> list[dict]:
+    """The rows whose flops per byte are below the machine's balance, with their fraction of
+    its triad."""
+    return [row | {"fraction": row["gbps"] / machine["triad_gbps"]} for row in rows
+            if row["flops_per_byte"] < machine["balance_flops_per_byte"]]
+
+
+def kernel_rates(name: str, repeats: int, min_bytes: int, small: bool = False, best: bool = False) -> list[dict]:
+    """Every kernel of workload `name` moving at least `min_bytes` per call: its rate (GB/s)
+    and its flops per byte."""
     workload = named_workload(name)
     structured = workload.random_arguments(np.random.default_rng(0), small)
     arguments = jax.tree_util.tree_leaves(structured)
@@ -75,12 +92,30 @@ def kernel_rows(name: str, repeats: int, machine: dict, min_bytes: int, small: b
         info = row.info
         if info.kind not in ("kernel", "sliced_kernel") or info.bytes < min_bytes:
             continue
-        if info.flops / info.bytes >= machine["balance_flops_per_byte"]:
-            continue
         gbps = info.bytes / fastest[(info.module, info.name, info.kind, info.routine)] if best else row.gb_per_s
         rows.append({"workload": name, "kernel": info.name, "bytes": info.bytes, "calls": row.calls // repeats,
-                     "gbps": gbps, "fraction": gbps / machine["triad_gbps"]})
+                     "gbps": gbps, "flops_per_byte": info.flops / info.bytes})
     return rows
+
+
+def best_of_rounds(names: list[str], rounds: int, repeats: int, min_bytes: int, best: bool) -> tuple[dict, list[dict]]:
+    """The machine's best limits and each kernel's best rate over `rounds` rounds, each
+    measuring the triad and every workload once: a burst of other load on a shared machine
+    lasts seconds, longer than one workload's calls, and decided a whole run's figures (a run
+    with its triad at 26 GB/s and the next at 41; a 2 MiB kernel at 16 GB/s in one run, 75 in
+    the next)."""
+    machines, best_rows = [], {}
+    for _ in range(rounds):
+        machines.append(machine_limits())
+        for name in names:
+            for row in kernel_rates(name, repeats, min_bytes, best=best):
+                key = (row["workload"], row["kernel"])
+                if key not in best_rows or row["gbps"] > best_rows[key]["gbps"]:
+                    best_rows[key] = row
+    triad = max(m["triad_gbps"] for m in machines)
+    peak = max(m["peak_gflops"] for m in machines)
+    machine = machines[0] | {"triad_gbps": triad, "peak_gflops": peak, "balance_flops_per_byte": peak / triad}
+    return machine, memory_bound(list(best_rows.values()), machine)
 
 
 def summary(rows: list[dict]) -> dict:
@@ -98,21 +133,21 @@ def main(argv=None) -> int:
     parser.add_argument("--min-bytes", type=int, default=1 << 20)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--best", action="store_true", help="each kernel's fastest call, not its mean (a loaded machine)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="measure the triad and every workload this many times; keep the best of each")
     args = parser.parse_args(argv)
     known = [w.name for w in WORKLOADS]
     names = args.workloads.split(",") if args.workloads else known
     if unknown := sorted(set(names) - set(known)):
         parser.error(f"unknown workloads {','.join(unknown)} (known: {','.join(known)})")
-    machine = machine_limits()
+    machine, rows = best_of_rounds(names, args.rounds, args.repeats, args.min_bytes, args.best)
+    rounds = f", best of {args.rounds} rounds" if args.rounds > 1 else ""
     print(f"machine: {machine['cpu']}, {machine['cores']} cores; triad {machine['triad_gbps']:.1f} GB/s,"
-          f" balance {machine['balance_flops_per_byte']:.1f} flop/B; kernels moving >= {args.min_bytes / 2**20:g} MiB per call")
+          f" balance {machine['balance_flops_per_byte']:.1f} flop/B; kernels moving >= {args.min_bytes / 2**20:g} MiB per call{rounds}")
     print(f"{'workload':<17} {'kernel':<44} {'MiB':>7} {'calls':>5} {'GB/s':>6} {'triad':>6}")
-    rows = []
-    for name in names:
-        for row in kernel_rows(name, args.repeats, machine, args.min_bytes, best=args.best):
-            rows.append(row)
-            print(f"{row['workload']:<17} {row['kernel'][:44]:<44} {row['bytes'] / 2**20:7.2f} {row['calls']:5}"
-                  f" {row['gbps']:6.1f} {row['fraction']:6.0%}", flush=True)
+    for row in rows:
+        print(f"{row['workload']:<17} {row['kernel'][:44]:<44} {row['bytes'] / 2**20:7.2f} {row['calls']:5}"
+              f" {row['gbps']:6.1f} {row['fraction']:6.0%}")
     totals = summary(rows)
     if totals["kernels"]:
         print(f"memory-bound kernels: {totals['kernels']}; fraction of the triad: geomean {totals['geomean']:.0%},"
