@@ -93,8 +93,8 @@ def kernel_rates(name: str, repeats: int, min_bytes: int, small: bool = False, b
         if info.kind not in ("kernel", "sliced_kernel") or info.bytes < min_bytes:
             continue
         gbps = info.bytes / fastest[(info.module, info.name, info.kind, info.routine)] if best else row.gb_per_s
-        rows.append({"workload": name, "kernel": info.name, "bytes": info.bytes, "calls": row.calls // repeats,
-                     "gbps": gbps, "flops_per_byte": info.flops / info.bytes})
+        rows.append({"workload": name, "kernel": info.name, "routine": info.routine, "bytes": info.bytes,
+                     "calls": row.calls // repeats, "gbps": gbps, "flops_per_byte": info.flops / info.bytes})
     return rows
 
 
@@ -109,7 +109,7 @@ def best_of_rounds(names: list[str], rounds: int, repeats: int, min_bytes: int, 
         machines.append(machine_limits())
         for name in names:
             for row in kernel_rates(name, repeats, min_bytes, best=best):
-                key = (row["workload"], row["kernel"])
+                key = (row["workload"], row["kernel"], row["routine"])  # kernels of one name may differ
                 if key not in best_rows or row["gbps"] > best_rows[key]["gbps"]:
                     best_rows[key] = row
     triad = max(m["triad_gbps"] for m in machines)

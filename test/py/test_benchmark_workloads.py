@@ -87,12 +87,14 @@ def test_kernel_bandwidth_rounds_keep_each_kernels_best_against_the_best_triad(m
 
     machines = iter([{"triad_gbps": 20.0, "peak_gflops": 100.0, "cpu": "c", "cores": 2},
                      {"triad_gbps": 40.0, "peak_gflops": 80.0, "cpu": "c", "cores": 2}])
-    rates = iter([[{"workload": "w", "kernel": "k", "gbps": 30.0, "flops_per_byte": 1.0},
-                   {"workload": "w", "kernel": "dense", "gbps": 1.0, "flops_per_byte": 3.0}],
-                  [{"workload": "w", "kernel": "k", "gbps": 10.0, "flops_per_byte": 1.0},
-                   {"workload": "w", "kernel": "dense", "gbps": 1.0, "flops_per_byte": 3.0}]])
+    rates = iter([[{"workload": "w", "kernel": "k", "routine": "k", "gbps": 30.0, "flops_per_byte": 1.0},
+                   {"workload": "w", "kernel": "k", "routine": "k_1", "gbps": 20.0, "flops_per_byte": 1.0},
+                   {"workload": "w", "kernel": "dense", "routine": "dense", "gbps": 1.0, "flops_per_byte": 3.0}],
+                  [{"workload": "w", "kernel": "k", "routine": "k", "gbps": 10.0, "flops_per_byte": 1.0},
+                   {"workload": "w", "kernel": "k", "routine": "k_1", "gbps": 32.0, "flops_per_byte": 1.0},
+                   {"workload": "w", "kernel": "dense", "routine": "dense", "gbps": 1.0, "flops_per_byte": 3.0}]])
     monkeypatch.setattr(kernel_bandwidth, "machine_limits", lambda: next(machines))
     monkeypatch.setattr(kernel_bandwidth, "kernel_rates", lambda *arguments, **options: next(rates))
     machine, rows = kernel_bandwidth.best_of_rounds(["w"], 2, 1, 0, True)
     assert machine["triad_gbps"] == 40.0 and machine["balance_flops_per_byte"] == pytest.approx(2.5)
-    assert [(row["kernel"], row["gbps"], row["fraction"]) for row in rows] == [("k", 30.0, 0.75)]
+    assert [(row["routine"], row["gbps"], row["fraction"]) for row in rows] == [("k", 30.0, 0.75), ("k_1", 32.0, 0.8)]
