@@ -3,8 +3,9 @@ integers, under the `scipy_` prefix), called through ctypes on raw pointers into
 so a GEMM writes its result in place into a slice of the slab or an output, as XLA:CPU's
 library thunks do. ctypes releases the GIL for the call.
 
-GEMMs run on OpenBLAS's single-threaded path, in parts over mlirxla's own pool
-(`native_pool.pooled_gemm`), as XLA:CPU runs its GEMMs on its own threads. OpenBLAS's thread
+GEMMs run on OpenBLAS's single-threaded path: a single device's in parts over mlirxla's own
+pool (`native_pool.pooled_gemm`), as XLA:CPU runs its GEMMs on its own threads, a grid's
+whole on each device's thread (its devices already run side by side). OpenBLAS's thread
 count is one process-wide setting (its pthreads build has no per-thread count), so an
 execution holds it at one thread (`one_thread`) and gives numpy back its own count after the
 last execution leaves. Its threads spin for about 0.1 s after each multithreaded GEMM: left to
