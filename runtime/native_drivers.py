@@ -8,8 +8,7 @@ through the BLAS function the runtime puts in `imports` (OpenBLAS's, or the GEMM
 over the native pool), copies with memmove, reads
 predicates and selectors from their buffers, and loops or branches in native code, so an
 iteration costs its kernels and not a Python round trip per thunk. A thunk it does not run
-itself (a host call, a collective, a sliced kernel whose slices the thread pool spreads)
-it hands back to Python through the first import, a callback `i32 (i64 index)` that runs
+itself (a host call, a collective, a grid's sliced kernel) it hands back to Python through the first import, a callback `i32 (i64 index)` that runs
 the `index`th of its `python_thunks` and returns non-zero when that raised: the driver then
 returns at once, and the error is raised from the call that ran the driver.
 
@@ -33,6 +32,7 @@ from .ctypes_arrays import int64_table
 PYTHON = "python"  # the import that calls back into Python
 GEMMS = {"cblas_sgemm": "f32", "cblas_dgemm": "f64"}  # import -> the BLAS GEMM's element type
 POOLED_GEMMS = {"mlirxla_gemm_f32": "f32", "mlirxla_gemm_f64": "f64"}  # import -> the GEMM in parts' element type
+POOL, POOL_RUN = "mlirxla_pool", "mlirxla_pool_run"  # the native pool's words, and its run function
 
 _CALLBACK_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int64)
 
@@ -67,6 +67,10 @@ def import_address(name: str) -> int:
         return ctypes.cast(blas.gemm(GEMMS[name]), ctypes.c_void_p).value
     if name in POOLED_GEMMS:
         return native_pool.shared().gemms[POOLED_GEMMS[name]]
+    if name == POOL:
+        return native_pool.shared().address
+    if name == POOL_RUN:
+        return native_pool.shared().run_address
     raise MlirxlaError(f"a native driver imports '{name}', which the runtime does not provide")
 
 

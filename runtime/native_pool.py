@@ -363,8 +363,9 @@ class NativePool:
         routines = {element: ctypes.cast(blas.gemm(element), ctypes.c_void_p).value for element in GEMM_ELEMENTS}
         self.engine = compiled(pool_ir() + "".join(gemm_ir(element, routine, self.address, helpers + 1)
                                                    for element, routine in routines.items()))
+        self.run_address = self.engine.get_function_address("mlirxla_pool_run")
         self.run_function = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                                             ctypes.c_int64, ctypes.c_int64)(self.engine.get_function_address("mlirxla_pool_run"))
+                                             ctypes.c_int64, ctypes.c_int64)(self.run_address)
         self.gemms = {element: self.engine.get_function_address(f"mlirxla_gemm_{element}") for element in GEMM_ELEMENTS}
         serve = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)(self.engine.get_function_address("mlirxla_pool_serve"))
         for part in range(1, helpers + 1):

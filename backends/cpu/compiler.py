@@ -183,9 +183,9 @@ def compile_drivers(plan: ExecutablePlan, kernels: list[CompiledKernel], decisio
     used = {kernel.symbol for kernel in kernels}
     with phases.phase("backend", "native drivers"):
         if runs_in_order(plan) and driver_emitter.worth_one_driver(plan.thunks):
-            sources = driver_emitter.drive_executable(plan, used, decisions)
+            sources = driver_emitter.drive_executable(plan, used, decisions, pool_threads(plan))
         else:
-            sources = driver_emitter.attach_drivers(plan.thunks, used, decisions)
+            sources = driver_emitter.attach_drivers(plan.thunks, used, decisions, pool_threads(plan))
         natives = [codegen.native(source.symbol, source.ir_text, frozenset(source.calls)) for source in sources]
         return [native.result() for native in natives]
 
@@ -457,12 +457,20 @@ def dump_kernels(dumps: DumpWriter, kernels: list[CompiledKernel]) -> None:
         dumps.write(f"{kernel.symbol}.ir-with-opt.ll", kernel.optimized.ir_with_opt)
 
 
+def pool_threads(plan: ExecutablePlan) -> int:
+    """The native pool's threads a single device's program runs its GEMMs in parts on and its
+    drivers run its sliced kernels on (`runtime/native_pool.py`); 0 for a grid's: its devices
+    already run side by side, and GEMM parts they ran on their own threads repacked an operand
+    per part (the 8-device transformer block 69-74 ms whole, 75-78 in parts;
+    `benchmarks/spmd_vs_xla.py`)."""
+    threads = cpu_threads()
+    return threads if plan.replica_count * plan.partition_count == 1 and threads > 1 else 0
+
+
 def gemms_in_parts(plan: ExecutablePlan, variant: Variant) -> None:
-    """A single device's GEMMs run in parts over the native pool (`native_pool.pooled_gemm`);
-    a grid's whole, on each device's thread: its devices already run side by side, and parts
-    they ran on their own threads repacked an operand per part (the 8-device transformer
-    block 69-74 ms whole, 75-78 in parts; `benchmarks/spmd_vs_xla.py`)."""
-    if plan.replica_count * plan.partition_count == 1 and variant.slice_rows and cpu_threads() > 1:
+    """A single device's GEMMs run in parts over the native pool (`native_pool.pooled_gemm`), a
+    grid's whole on each device's thread (`pool_threads`)."""
+    if pool_threads(plan) and variant.slice_rows:
         for thunk in every_thunk(plan.thunks):
             if isinstance(thunk, GemmThunk):
                 thunk.in_parts = True

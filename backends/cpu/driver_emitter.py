@@ -22,8 +22,12 @@ What the driver does for each thunk inside:
 - `while` and `conditional` inside: native loops and switches, the predicate or index read
   from its buffer as the Python walk reads it (a byte unsigned, 4 or 8 bytes signed; an
   index out of range takes the last branch);
-- anything else (host calls, collectives, sliced kernels, whose slices the thread pool
-  spreads, larger GEMM batches): a call back into Python for that thunk alone.
+- `sliced_kernel`, in a single device's program: `mlirxla_pool_run` over a function of the
+  driver's module that calls the kernel on one slice, so the native pool's threads run the
+  slices with no Python between them (a grid's are called back: its devices' threads may run
+  them whole);
+- anything else (host calls, collectives, larger GEMM batches): a call back into Python for
+  that thunk alone.
 
 A control-flow thunk with nothing native inside keeps the Python walk: a driver would only
 call back. Every choice is recorded in the decisions (the thunk-sequence dump).
@@ -100,8 +104,10 @@ class DriverWriter:
     """The LLVM IR of one driver, written as text: `entry` loads what every iteration uses
     (base addresses, imports) and holds the stack buffers; `body` is the control flow."""
 
-    def __init__(self, symbol: str, thunks: list):
+    def __init__(self, symbol: str, thunks: list, pool_threads: int = 0):
         self.symbol = symbol
+        self.pool_threads = pool_threads  # sliced kernels run on the native pool's threads (0: called back)
+        self.slice_functions: list[str] = []
         self.positions = {id(thunk): index for index, thunk in enumerate(every_thunk(thunks))}
         self.entry: list[str] = []
         self.body: list[str] = []
@@ -164,7 +170,7 @@ class DriverWriter:
             self.emit(thunk)
 
     def emit(self, thunk) -> None:
-        reason = python_reason(thunk)
+        reason = None if isinstance(thunk, SlicedKernelThunk) and self.pool_threads else python_reason(thunk)
         if isinstance(thunk, ParallelCopyThunk) and self.stack_bytes + cycle_bytes(thunk) > STACK_BYTES:
             reason = f"{thunk.name} (copy cycles over the driver's {STACK_BYTES} bytes of stack)"
         if reason is not None:
@@ -173,6 +179,8 @@ class DriverWriter:
             self.emit_while(thunk)
         elif isinstance(thunk, ConditionalThunk):
             self.emit_conditional(thunk)
+        elif isinstance(thunk, SlicedKernelThunk):
+            self.emit_sliced_kernel(thunk)
         elif isinstance(thunk, KernelThunk):
             self.emit_kernel(thunk)
         elif isinstance(thunk, GemmThunk):
@@ -199,6 +207,30 @@ class DriverWriter:
             pointers += [self.address(thunk.scratch, offset) for offset in thunk.scratch_offsets]
         self.kernels[thunk.symbol] = len(pointers)
         self.body.append(f"  call void @{thunk.symbol}({', '.join(f'ptr {p}' for p in pointers)})")
+        self.counts.native += 1
+
+    def emit_sliced_kernel(self, thunk: SlicedKernelThunk) -> None:
+        """The slices on the native pool: a function of this module calls the kernel on one
+        slice (`index`) with its thread's scratch (`part`), and `mlirxla_pool_run` spreads the
+        slices over the pool's threads as `SlicedKernelThunk.run` does."""
+        function = f"@{self.symbol}_slices{len(self.slice_functions)}"
+        lines = [f"define internal void {function}(ptr %bases, i64 %index, i64 %part) {{", "entry:"]
+        pointers = []
+        steps = [(at, at.offset, stride, 0) for at, stride in zip(thunk.arguments, thunk.strides)]
+        if thunk.scratch is not None:
+            steps += [(thunk.scratch, thunk.scratch.offset + offset, 0, thunk.scratch.size) for offset in thunk.scratch_offsets]
+        for k, (at, offset, stride, part_step) in enumerate(steps):
+            lines += [f"  %slot{k} = getelementptr i64, ptr %bases, i64 {at.allocation}", f"  %base{k} = load ptr, ptr %slot{k}",
+                      f"  %stepped{k} = mul i64 %index, {stride}", f"  %parted{k} = mul i64 %part, {part_step}",
+                      f"  %moved{k} = add i64 %stepped{k}, %parted{k}", f"  %offset{k} = add i64 %moved{k}, {offset}",
+                      f"  %pointer{k} = getelementptr i8, ptr %base{k}, i64 %offset{k}"]
+            pointers.append(f"ptr %pointer{k}")
+        lines += [f"  call void @{thunk.symbol}({', '.join(pointers)})", "  ret void", "}"]
+        self.slice_functions.append("\n".join(lines))
+        self.kernels[thunk.symbol] = len(pointers)
+        parts = min(self.pool_threads, thunk.scratch_parts if thunk.scratch is not None else thunk.slices)
+        run, pool = self.imported(native_drivers.POOL_RUN), self.imported(native_drivers.POOL)
+        self.body.append(f"  call i32 {run}(ptr {pool}, ptr {function}, ptr %bases, i64 {thunk.slices}, i64 {parts})")
         self.counts.native += 1
 
     def emit_gemm(self, thunk: GemmThunk) -> None:
@@ -289,11 +321,11 @@ class DriverWriter:
             f"define i32 @{self.symbol}(ptr noalias %bases, ptr noalias %imports) {{",
             "entry:", *self.entry, "  br label %start",
             "start:", *self.body, "  ret i32 0",
-            "fail:", "  ret i32 1", "}", ""])
+            "fail:", "  ret i32 1", "}", "", *self.slice_functions, ""])
 
 
-def written(name: str, thunks: list, used: set[str]) -> DriverWriter:
-    writer = DriverWriter(symbol_for(f"driver_{name}", used), thunks)
+def written(name: str, thunks: list, used: set[str], pool_threads: int) -> DriverWriter:
+    writer = DriverWriter(symbol_for(f"driver_{name}", used), thunks, pool_threads)
     writer.emit_sequence(thunks)
     return writer
 
@@ -306,10 +338,10 @@ def called_back(writer: DriverWriter) -> str:
     return f"; back into Python for {', '.join(writer.counts.python)}" if writer.counts.python else ""
 
 
-def drive(thunk, used: set[str]) -> tuple[DriverSource | None, str]:
+def drive(thunk, used: set[str], pool_threads: int) -> tuple[DriverSource | None, str]:
     """The driver of control-flow thunk `thunk` and the decision that says what it runs
     natively; (None, why not) when nothing inside could run natively."""
-    writer = written(thunk.name, [thunk], used)
+    writer = written(thunk.name, [thunk], used, pool_threads)
     what = f"{thunk.kind} {thunk.name}"
     if writer.counts.native == 0:
         used.discard(writer.symbol)
@@ -320,13 +352,14 @@ def drive(thunk, used: set[str]) -> tuple[DriverSource | None, str]:
     return DriverSource(writer.symbol, writer.text(), list(writer.kernels)), decision
 
 
-def attach_drivers(thunks: list, used: set[str], decisions: list[str]) -> list[DriverSource]:
+def attach_drivers(thunks: list, used: set[str], decisions: list[str], pool_threads: int = 0) -> list[DriverSource]:
     """Give every top-level control-flow thunk of `thunks` its driver where one helps; their
-    sources, to compile with the kernels."""
+    sources, to compile with the kernels. With `pool_threads`, sliced kernels run on that many
+    of the native pool's threads, else they are called back."""
     sources = []
     for thunk in thunks:
         if isinstance(thunk, (WhileThunk, ConditionalThunk)):
-            source, decision = drive(thunk, used)
+            source, decision = drive(thunk, used, pool_threads)
             decisions.append(decision)
             if source is not None:
                 sources.append(source)
@@ -339,15 +372,15 @@ def worth_one_driver(thunks: list) -> bool:
     return len(thunks) >= MANY_THUNKS or any(isinstance(t, (WhileThunk, ConditionalThunk)) for t in thunks)
 
 
-def drive_executable(plan, used: set[str], decisions: list[str]) -> list[DriverSource]:
+def drive_executable(plan, used: set[str], decisions: list[str], pool_threads: int = 0) -> list[DriverSource]:
     """One driver for the plan's whole thunk sequence (`plan.driver`), control flow inlined;
     the caller has made sure the sequence runs in order. Nothing when nothing in it is
-    native, or when the sequence is too short to gain."""
+    native, or when the sequence is too short to gain. `pool_threads` as `attach_drivers`."""
     if not worth_one_driver(plan.thunks):
         decisions.append(f"executable: the thunk sequence is walked in Python ({len(plan.thunks)} thunk(s): "
                          "one call each costs less than handing a driver the address table)")
         return []
-    writer = written("executable", plan.thunks, used)
+    writer = written("executable", plan.thunks, used, pool_threads)
     if writer.counts.native == 0:
         used.discard(writer.symbol)
         decisions.append("executable: the thunk sequence is walked in Python (nothing in it runs natively)")

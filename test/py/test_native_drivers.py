@@ -469,3 +469,39 @@ def test_callbacks_inside_a_loop_run_in_order_and_their_errors_reach_the_caller(
 
     with jax.default_device(device), pytest.raises(jax.errors.JaxRuntimeError, match="no third step"):
         jax.jit(failing)(np.int32(0)).block_until_ready()
+
+
+EXPONENTIAL_LOOP = """func.func @main(%x: tensor<1024x512xf32>) -> tensor<1024x512xf32> {
+  %zero = stablehlo.constant dense<0> : tensor<i32>
+  %0:2 = stablehlo.while(%i = %zero, %a = %x) : tensor<i32>, tensor<1024x512xf32>
+  cond {
+    %trips = stablehlo.constant dense<3> : tensor<i32>
+    %lt = stablehlo.compare LT, %i, %trips, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %lt : tensor<i1>
+  } do {
+    %one = stablehlo.constant dense<1> : tensor<i32>
+    %next = stablehlo.add %i, %one : tensor<i32>
+    %half = stablehlo.constant dense<0.5> : tensor<1024x512xf32>
+    %e = stablehlo.exponential %a : tensor<1024x512xf32>
+    %scaled = stablehlo.multiply %e, %half : tensor<1024x512xf32>
+    stablehlo.return %next, %scaled : tensor<i32>, tensor<1024x512xf32>
+  }
+  return %0#1 : tensor<1024x512xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_a_single_devices_sliced_kernel_runs_on_the_native_pool_from_its_driver(monkeypatch, threads):
+    """A large exponential in a loop, split over two threads: its driver runs the slices on the
+    native pool itself, with nothing called back into Python; on one thread nothing is split."""
+    monkeypatch.setenv("MLIRXLA_CPU_THREADS", threads)
+    executable = Client().compile(EXPONENTIAL_LOOP)
+    (driver,) = drivers(executable)
+    assert len(thunks_of(executable, thunks.SlicedKernelThunk)) == (threads == "2")
+    assert driver.python_thunks == ()
+    x = np.random.default_rng(4).uniform(-2, 1, (1024, 512)).astype(np.float32)
+    want = x
+    for _ in range(3):
+        want = np.exp(want) * np.float32(0.5)
+    np.testing.assert_allclose(executable.execute_numpy([x])[0], want, rtol=1e-5)
