@@ -21,6 +21,11 @@ this pool (`pooled_gemm`), and only this pool's threads ever spin. transformer_b
 exponential (3 MiB, after the attention GEMMs) went from 58-66% of the triad to 98-108%
 (`docs/decisions.md`).
 
+Who calls it: `SlicedKernelThunk.run` with `mlirxla_slices_<arity>` (compiled per arity on
+first use) over a table of the kernel's pointers; a single device's native drivers with
+functions of their own module (`driver_emitter.emit_sliced_kernel`); GEMMs in parts through
+`mlirxla_gemm_<element>`, which has `cblas_?gemm`'s signature.
+
 A job is a function pointer and a context the caller keeps alive until `run` returns: the
 pool's state is one block of 64-bit words (`Slot`), written in the caller's job order and
 read by the helpers with the acquire and release orderings the IR spells out. The claim word
@@ -30,12 +35,12 @@ cannot claim from a later job.
 
 import ctypes
 import enum
-import functools
 import platform
 import threading
 
 from mlirxla.errors import MlirxlaError
 
+from . import blas
 from .llvm_host import compiled
 from .threads import cpu_threads
 
@@ -354,8 +359,6 @@ class NativePool:
     """The pool's words, its compiled code and its helper threads (`helpers` of them)."""
 
     def __init__(self, helpers: int):
-        from . import blas
-
         self.helpers = helpers
         self.words = (ctypes.c_int64 * int(Slot.WORDS))()
         self.words[Slot.SPIN_NS] = int(SPIN_S * 1e9)
@@ -389,14 +392,18 @@ class NativePool:
             return self.slices[arity]
 
 
-@functools.cache
+_SHARED: list[NativePool] = []
+_MAKING = threading.Lock()
+
+
 def shared() -> NativePool:
     """The process's pool: a helper for each of `cpu_threads()` but the caller's."""
-    return NativePool(cpu_threads() - 1)
+    with _MAKING:
+        if not _SHARED:
+            _SHARED.append(NativePool(cpu_threads() - 1))
+        return _SHARED[0]
 
 
 def pooled_gemm(element: str):
     """`mlirxla_gemm_<element>` typed as `blas.gemm(element)` is."""
-    from . import blas
-
     return blas.gemm_prototype(element)(shared().gemms[element])
