@@ -27,9 +27,11 @@ import llvmlite.binding as llvm
 from mlirxla.mlir import ir
 from mlirxla.transforms.cost_analysis import kernel_cost
 
-# handing one range to a split helper and waiting for it, GIL hand-offs included: a no-op split
-# takes 7-15 us (min-median), but an elementwise kernel of 0.2-3 MiB split over 2 threads took
-# 17-40 us more than half its whole time (2 shared cores, 2026-12-02; docs/decisions.md)
+# handing slices to the other threads and waiting for them: on the Python split helpers a no-op
+# split took 7-15 us (min-median), and an elementwise kernel of 0.2-3 MiB split over 2 threads
+# took 17-40 us more than half its whole time (2 shared cores, 2026-12-02; docs/decisions.md).
+# On the native pool (`runtime/native_pool.py`) a no-op split takes about 1 us while its helper
+# spins and 12-77 us once it sleeps, as it does at an execution's first split: kept at 50 us
 THREAD_START_S = 50e-6
 CORE_BANDWIDTH_BYTES_PER_S = 8e9  # what one core streams from memory
 # what one core reads from the last-level cache and writes back into it: kernels of 1-4 MiB ran

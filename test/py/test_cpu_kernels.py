@@ -379,7 +379,7 @@ def streamed(monkeypatch):
 @pytest.mark.parametrize("threads", ["1", "2", "3"])
 def test_sliced_kernels_give_the_same_results_on_any_thread_count(threads, monkeypatch, streamed):
     """A masked exponential and a row softmax split over MLIRXLA_CPU_THREADS (one: whole; two
-    and three: row blocks on the caller and the split helpers) give numpy's results."""
+    and three: row blocks on the caller and the native pool's helpers) give numpy's results."""
     monkeypatch.setenv("MLIRXLA_CPU_THREADS", threads)
     x = np.random.default_rng(4).standard_normal((48, 64, 256)).astype(np.float32)
     executable = Client().compile(MASKED_SOFTMAX_NUMERATOR)
