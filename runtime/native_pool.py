@@ -36,6 +36,7 @@ cannot claim from a later job.
 import ctypes
 import enum
 import platform
+import sys
 import threading
 
 from mlirxla.errors import MlirxlaError
@@ -49,9 +50,9 @@ from .threads import cpu_threads
 SPIN_S = 2e-3
 # a GEMM of fewer multiply-adds runs whole on the caller: OpenBLAS's own threshold for threading
 GEMM_SPLIT_WORK = 1 << 18
-FUTEX = {"x86_64": 202, "aarch64": 98, "arm64": 98}
+FUTEX = {"x86_64": 202, "aarch64": 98}  # Linux's futex system call, per machine
 # a spinning thread's hint to the core (x86's `pause`, Arm's `yield`), and its declaration
-RELAX = {"x86_64": ("llvm.x86.sse2.pause", ""), "aarch64": ("llvm.aarch64.hint", "i32 1"), "arm64": ("llvm.aarch64.hint", "i32 1")}
+RELAX = {"x86_64": ("llvm.x86.sse2.pause", ""), "aarch64": ("llvm.aarch64.hint", "i32 1")}
 FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 128, 129
 # a caller waiting this long for the helpers' last indices yields its CPU at every look: a
 # helper Linux placed on the caller's own CPU gets to finish them
@@ -77,8 +78,9 @@ class Slot(enum.IntEnum):
 
 def pool_ir() -> str:
     machine = platform.machine()
-    if machine not in FUTEX:
-        raise MlirxlaError(f"the native thread pool knows no futex system call for {machine}")
+    if sys.platform != "linux" or machine not in FUTEX:
+        raise MlirxlaError(f"the native thread pool needs Linux on {' or '.join(FUTEX)} (its futex system call); "
+                           f"this host is {sys.platform} on {machine}")
     hint, argument = RELAX[machine]
     relax = f"call void @{hint}({argument})"
     declared = f"declare void @{hint}({argument.split()[0] if argument else ''})"
