@@ -113,6 +113,18 @@ def reference_outputs(module, arguments) -> list:
         return [literals.to_numpy(v) for v in reference.execute(module, arguments).outputs]
 
 
+# the start of a program for `saved_results_of` on eight devices of `platform` (jax's cpu
+# backend made to have eight)
+EIGHT_DEVICE_PROGRAM = r'''
+import sys
+import jax, jax.numpy as jnp, numpy as np
+
+platform, path = sys.argv[1], sys.argv[2]
+if platform == "cpu":
+    jax.config.update("jax_num_cpu_devices", 8)
+'''
+
+
 def saved_results_of(program: str, platform: str, path, environment: dict) -> dict:
     """The arrays `program` saves (`np.savez(sys.argv[2], ...)`, then prints "ok") when run
     in a fresh process with `sys.argv[1]` the platform and `environment` added: jax creates
@@ -124,3 +136,9 @@ def saved_results_of(program: str, platform: str, path, environment: dict) -> di
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
     with np.load(path) as results:
         return dict(results)
+
+
+def saved_on_mlirxla_and_cpu(program: str, folder) -> tuple[dict, dict]:
+    """`saved_results_of` the program on eight mlirxla devices, then on jax's cpu backend."""
+    return (saved_results_of(program, "mlirxla", folder / "mlirxla.npz", {"MLIRXLA_NUM_DEVICES": "8", "JAX_PLATFORMS": "mlirxla"}),
+            saved_results_of(program, "cpu", folder / "cpu.npz", {"JAX_PLATFORMS": "cpu"}))

@@ -14,21 +14,15 @@ import sys
 import numpy as np
 import pytest
 
-from .conftest import saved_results_of
+from .conftest import EIGHT_DEVICE_PROGRAM, saved_on_mlirxla_and_cpu
 
 pytest.importorskip("jax")
 
 pytestmark = pytest.mark.jax
 
-PROGRAMS = r'''
-import sys
-import jax, jax.numpy as jnp, numpy as np
+PROGRAMS = EIGHT_DEVICE_PROGRAM + r'''
 from jax.experimental import io_callback
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
-
-platform, path = sys.argv[1], sys.argv[2]
-if platform == "cpu":
-    jax.config.update("jax_num_cpu_devices", 8)
 devices = jax.devices(platform)
 assert len(devices) == 8, devices
 rng = np.random.default_rng(0)
@@ -129,13 +123,8 @@ print("ok")
 '''
 
 
-def run_programs(platform: str, path, environment: dict) -> dict:
-    return saved_results_of(PROGRAMS, platform, path, environment)
-
-
 def test_pmap_and_shard_map_collectives_match_jax_cpu_on_8_devices(tmp_path):
-    got = run_programs("mlirxla", tmp_path / "mlirxla.npz", {"MLIRXLA_NUM_DEVICES": "8", "JAX_PLATFORMS": "mlirxla"})
-    want = run_programs("cpu", tmp_path / "cpu.npz", {"JAX_PLATFORMS": "cpu"})
+    got, want = saved_on_mlirxla_and_cpu(PROGRAMS, tmp_path)
     assert sorted(got) == sorted(want) and len(got) > 30
     for name, expected in want.items():
         assert got[name].dtype == expected.dtype and got[name].shape == expected.shape, name

@@ -12,20 +12,14 @@ process (jax creates its clients once).
 import numpy as np
 import pytest
 
-from .conftest import saved_results_of
+from .conftest import EIGHT_DEVICE_PROGRAM, saved_on_mlirxla_and_cpu
 
 pytest.importorskip("jax")
 
 pytestmark = pytest.mark.jax
 
-PROGRAMS = r'''
-import sys
-import jax, jax.numpy as jnp, numpy as np
+PROGRAMS = EIGHT_DEVICE_PROGRAM + r'''
 from jax.sharding import AxisType, PartitionSpec as P, reshard
-
-platform, path = sys.argv[1], sys.argv[2]
-if platform == "cpu":
-    jax.config.update("jax_num_cpu_devices", 8)
 results = {}
 
 
@@ -86,13 +80,8 @@ print("ok")
 '''
 
 
-def run_programs(platform: str, path, environment: dict) -> dict:
-    return saved_results_of(PROGRAMS, platform, path, environment)
-
-
 def test_unreduced_values_and_shards_match_jax_cpu_on_8_devices(tmp_path):
-    got = run_programs("mlirxla", tmp_path / "mlirxla.npz", {"MLIRXLA_NUM_DEVICES": "8", "JAX_PLATFORMS": "mlirxla"})
-    want = run_programs("cpu", tmp_path / "cpu.npz", {"JAX_PLATFORMS": "cpu"})
+    got, want = saved_on_mlirxla_and_cpu(PROGRAMS, tmp_path)
     assert sorted(got) == sorted(want)
     for name in want:
         np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5, err_msg=name)
