@@ -14,6 +14,8 @@
  -> bf16 dot upcast (a bf16 dot as an f32 dot between converts: the CPU's GEMMs are f32)
  -> top-k rewriting (a sort of (x, iota) read only in its first k positions, which is what
     lax.top_k becomes, as one TopK custom call: the CPU's selection kernel)
+ -> custom call layouts (a custom call's column-major operands and results, which jax's
+    LAPACK calls ask for, as transposes around it that fusion folds into their neighbours)
  -> layout assignment, then removal of the copies it made unnecessary
  -> priority fusion (what becomes a kernel), then multi-output fusion (siblings sharing an
     operand, producers kept as an extra output of the reduction that reads them), then
@@ -34,6 +36,7 @@ from mlirxla.transforms.buffer_assignment import BufferAssignmentPass
 from mlirxla.transforms.copy_insertion import CopyInsertionPass
 from mlirxla.transforms.convolution_layout import ConvolutionLayoutPass
 from mlirxla.transforms.copy_removal import CopyRemovalPass
+from mlirxla.transforms.custom_call_layouts import CustomCallLayoutsPass
 from mlirxla.transforms.layout_assignment import LayoutAssignmentPass
 from mlirxla.transforms.inspect_sharding import InspectShardingPass
 from mlirxla.transforms.manual_partitioner import ManualPartitionerPass
@@ -82,7 +85,7 @@ def compiler_pipeline(name: str, alignment: int, fusion_cost_model: str, batch_s
         pipeline.add(Bf16DotUpcastPass())
     if top_k_calls:
         pipeline.add(TopKRewriterPass())
-    pipeline.add(LayoutAssignmentPass()).add(CopyRemovalPass())
+    pipeline.add(CustomCallLayoutsPass()).add(LayoutAssignmentPass()).add(CopyRemovalPass())
     pipeline.add(PriorityFusionPass(backend=fusion_cost_model)).add(MultiOutputFusionPass()).add(OutputFusionPass())
     if batch_slices:
         pipeline.add(BatchSliceFusionPass())

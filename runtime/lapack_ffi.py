@@ -16,10 +16,13 @@ failed are zeros, where jaxlib leaves them unwritten. A leading dimension is at 
 LAPACK requires: jaxlib passes 0 for an empty matrix, which LAPACK refuses (with a message
 on stderr) without touching anything.
 
-Operands arrive as row-major numpy views with their logical shapes; the custom call's
-column-major `operand_layouts` say how jaxlib reads the same logical matrices, so the batch
-is copied at once into one array holding each matrix in Fortran order (`column_major`), the
-routine works on that copy, and its results are returned as views with the logical shapes.
+Operands arrive as numpy views with their logical shapes. The custom call's column-major
+`operand_layouts` say how jaxlib reads the same logical matrices; the compiler made them
+transposes around the call (`transforms/custom_call_layouts.py`), so the views are of
+buffers that already hold each matrix in Fortran order, and the batch is copied at once,
+a plain copy, into one array holding them so (`column_major`). The routine works on that
+copy, and its results are returned as views with the logical shapes, which the host call
+writes into buffers of the same order.
 `attributes`: the routine, its `mhlo.backend_config` (characters as one-letter strings), and
 the declared [shape, dtype] of each result (`backends/cpu/emitters/host_calls.py` reads them
 off the op and refuses the variants not run here)."""

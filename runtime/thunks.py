@@ -318,7 +318,10 @@ class ArraysOnSlices:
 @dataclass
 class HostThunk(ArraysOnSlices):
     """A library call computed on the host with numpy (`host_calls.py`): sort, FFT,
-    triangular solve, scatter. Operands and results are (slice, shape, dtype)."""
+    triangular solve, scatter. Operands and results are (slice, shape, dtype); where the
+    attributes give `operand_orders` / `result_orders` (a custom call's column-major
+    layouts), a buffer holds its tensor's dimensions in that order and the call sees it with
+    the logical shape."""
 
     name: str
     call: str
@@ -332,13 +335,16 @@ class HostThunk(ArraysOnSlices):
         pass
 
     def run(self, bases: list[int], pool) -> None:
-        operands = [self.view(bases, *spec) for spec in self.operands]
+        operand_orders = self.attributes.get("operand_orders") or [None] * len(self.operands)
+        operands = [logical_view(self.view(bases, *spec), order) for spec, order in zip(self.operands, operand_orders)]
         values = self.calls[self.call](operands, self.attributes)
-        for (at, shape, dtype), value in zip(self.results, values):
+        result_orders = self.attributes.get("result_orders") or [None] * len(self.results)
+        for (at, shape, dtype), value, order in zip(self.results, values, result_orders):
             value = np.asarray(value)
+            target = logical_view(self.view(bases, at, shape, dtype), order)
             # a call may compute only a leading block of a result, the part the program reads (a partial sort)
-            block = tuple(slice(0, extent) for extent in value.shape) if value.shape != tuple(shape) else ...
-            self.view(bases, at, shape, dtype)[block] = value.astype(dtype, copy=False)
+            block = tuple(slice(0, extent) for extent in value.shape) if value.shape != target.shape else ...
+            target[block] = value.astype(dtype, copy=False)
 
     def to_json(self) -> dict:
         return {"kind": self.kind, "name": self.name, "call": self.call, "operands": _specs_json(self.operands),
@@ -387,6 +393,12 @@ class FunctionThunk(ArraysOnSlices):
 
     def describe(self) -> str:
         return f"function {self.name} {self.attributes} {self.slices_text()}"
+
+
+def logical_view(buffer: np.ndarray, order: list[int] | None) -> np.ndarray:
+    """A buffer holding a tensor's logical dimensions in `order` (major to minor), seen with
+    the logical shape; the buffer itself where `order` is None."""
+    return buffer if order is None else np.transpose(buffer, np.argsort(order))
 
 
 def _specs_json(specs) -> list:

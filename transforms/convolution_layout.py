@@ -26,7 +26,7 @@ convolution that is not NHWC). Changed: any convolution rewritten.
 from dataclasses import dataclass
 from typing import ClassVar
 
-from mlirxla.dialects.xhlo.builder import create_op
+from mlirxla.dialects.xhlo.builder import create_op, transposed
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir
 
@@ -49,16 +49,6 @@ def canonical_numbers() -> ir.Attribute:
         "kernel_input_feature_dimension": _i64(2), "kernel_output_feature_dimension": _i64(3), "kernel_spatial_dimensions": spatial([0, 1]),
         "output_batch_dimension": _i64(0), "output_feature_dimension": _i64(3), "output_spatial_dimensions": spatial([1, 2]),
     })
-
-
-def transposed(value: ir.Value, permutation: list[int], location: ir.Location) -> ir.Value:
-    """`value` with its dimensions in `permutation`'s order (itself when that is the identity)."""
-    if permutation == list(range(len(permutation))):
-        return value
-    value_type = ir.RankedTensorType(value.type)
-    shape = [value_type.shape[d] for d in permutation]
-    result_type = ir.RankedTensorType.get(shape, value_type.element_type)
-    return create_op("xhlo.transpose", [value], [result_type], {"permutation": ir.DenseI64ArrayAttr.get(permutation)}, location).results[0]
 
 
 def canonicalize(op: ir.Operation) -> None:

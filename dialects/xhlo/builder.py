@@ -108,6 +108,16 @@ def create_op(name: str, operands, result_types, attributes: dict, location=None
     )
 
 
+def transposed(value: ir.Value, permutation: list[int], location: ir.Location) -> ir.Value:
+    """`value` with its dimensions in `permutation`'s order (itself when that is the identity)."""
+    if permutation == list(range(len(permutation))):
+        return value
+    value_type = ir.RankedTensorType(value.type)
+    shape = [value_type.shape[d] for d in permutation]
+    result_type = ir.RankedTensorType.get(shape, value_type.element_type)
+    return create_op("xhlo.transpose", [value], [result_type], {"permutation": ir.DenseI64ArrayAttr.get(permutation)}, location).results[0]
+
+
 def i1_like(value: ir.Value) -> ir.Type:
     return ir.RankedTensorType.get(shape_of(value.type), ir.IntegerType.get_signless(1))
 

@@ -10,6 +10,7 @@ from mlirxla.mlir import ir
 from mlirxla.runtime import callbacks
 from mlirxla.runtime.executable import TensorSpec
 from mlirxla.runtime.thunks import BufferSlice, HostThunk
+from mlirxla.transforms.custom_call_layouts import OPERAND_ORDERS, RESULT_ORDERS
 from mlirxla.transforms.dead_code_elimination import has_side_effect
 from mlirxla.transforms.fusion_legality import kind_of
 
@@ -25,7 +26,30 @@ def emit_custom_call(emitter, op: ir.Operation) -> list:
     call, attributes_of = HOST_CUSTOM_CALLS[custom_call_target(op)]
     if call in LAPACK_CALLS:
         check_lapack_element_type(op)
-    return [host_thunk(emitter, op, call, attributes_of(op))]
+    return [host_thunk(emitter, op, call, attributes_of(op) | buffer_orders(op))]
+
+
+def buffer_orders(op: ir.Operation) -> dict:
+    """The logical dimensions in the order each operand's and result's buffer holds them,
+    where `transforms/custom_call_layouts.py` made them other than row-major: the host call
+    views those buffers with the logical shapes again."""
+    if OPERAND_ORDERS not in op.attributes:
+        return {}
+    return {key: [list(ir.DenseI64ArrayAttr(order)) for order in ir.ArrayAttr(op.attributes[name])]
+            for key, name in (("operand_orders", OPERAND_ORDERS), ("result_orders", RESULT_ORDERS))}
+
+
+def declared_results(op: ir.Operation) -> list:
+    """The [shape, dtype] of each result the call computes, with its logical shape."""
+    orders = buffer_orders(op).get("result_orders") or [list(range(ir.RankedTensorType(r.type).rank)) for r in op.results]
+    results = []
+    for result, order in zip(op.results, orders):
+        physical = ir.RankedTensorType(result.type).shape
+        logical = [0] * len(order)
+        for position, dimension in enumerate(order):
+            logical[dimension] = physical[position]
+        results.append([logical, TensorSpec.of(result.type).dtype])
+    return results
 
 
 def check_lapack_element_type(op: ir.Operation) -> None:
@@ -163,8 +187,7 @@ def python_callback_attributes(op: ir.Operation) -> dict:
     if not config.isdigit():
         raise MlirxlaError(f"custom_call @{callbacks.TARGET}: backend_config must be a callback id, got '{config}'",
                            location_text(op.location))
-    results = [[list(ir.RankedTensorType(r.type).shape), TensorSpec.of(r.type).dtype] for r in op.results]
-    return {"callback": int(config), "results": results, "effect": has_side_effect(op)}
+    return {"callback": int(config), "results": declared_results(op), "effect": has_side_effect(op)}
 
 
 # jax's cpu LAPACK targets, `lapack_<type letter><routine>_ffi`: the routine each names -> the
@@ -242,8 +265,7 @@ def lapack_ffi_attributes(op: ir.Operation) -> dict:
     for name in LAPACK_FFI_NUMBERS.get(routine, ()):
         if name not in config:
             raise MlirxlaError(f"custom_call @{target}: backend_config has no {name}", where)
-    results = [[list(ir.RankedTensorType(r.type).shape), TensorSpec.of(r.type).dtype] for r in op.results]
-    return {"routine": routine, "config": config, "results": results}
+    return {"routine": routine, "config": config, "results": declared_results(op)}
 
 
 # custom calls run as host calls: target -> (host call, its attributes); jax's cpu lowering
