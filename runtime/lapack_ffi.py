@@ -30,7 +30,7 @@ off the op and refuses the variants not run here)."""
 import numpy as np
 
 from . import tridiagonal_solve
-from .lapack_batches import PerMatrix, call, lapack_int
+from .lapack_batches import PerMatrix, Workspace, call, lapack_int
 
 TYPE_LETTERS = {"float32": "s", "float64": "d", "complex64": "c", "complex128": "z"}
 GEEV_NON_FINITE_INFO = -4  # what jaxlib reports, without calling geev, for a matrix with a NaN or infinity
@@ -102,8 +102,8 @@ def optimal_workspace(name: str, dtype: np.dtype, arguments_of) -> int:
     return int(np.real(size[0]))
 
 
-def workspace(size: int, dtype) -> np.ndarray:
-    return np.zeros(max(size, 1), dtype)
+def workspace(size: int, dtype) -> Workspace:
+    return Workspace(np.zeros(max(size, 1), dtype))
 
 
 def potrf(operands, config, results):

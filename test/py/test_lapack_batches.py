@@ -1,6 +1,7 @@
 """The native loop over a batch (`runtime/lapack_batches.py`): scipy's routine at jaxlib's
 address, called once per matrix with each per-matrix argument stepping by its share, gives
-what scipy's own wrapper gives matrix by matrix."""
+what scipy's own wrapper gives matrix by matrix; a batch of small matrices runs in parts over
+the native pool, each part with its own workspaces, with the bits of one thread."""
 
 import numpy as np
 import pytest
@@ -8,7 +9,9 @@ import pytest
 scipy_lapack = pytest.importorskip("scipy.linalg.lapack")
 
 from mlirxla.errors import MlirxlaError  # noqa: E402
-from mlirxla.runtime.lapack_batches import PerMatrix, call, lapack_int  # noqa: E402
+from mlirxla.runtime import lapack_batches  # noqa: E402
+from mlirxla.runtime.lapack_batches import PerMatrix, Workspace, call, lapack_int  # noqa: E402
+from mlirxla.runtime.threads import cpu_threads  # noqa: E402
 
 
 def integer(value):
@@ -39,3 +42,37 @@ def test_a_per_matrix_argument_must_split_into_the_batch():
 def test_an_unknown_routine_is_refused():
     with pytest.raises(MlirxlaError, match="no LAPACK or BLAS routine qpotrf"):
         call("qpotrf", 1, [])
+
+
+def eigendecompositions(symmetric: np.ndarray) -> tuple:
+    """dsyevd on every matrix of the batch, with jaxlib's workspace sizes."""
+    count, n = symmetric.shape[0], symmetric.shape[-1]
+    vectors, values, info = symmetric.copy(), np.zeros((count, n)), np.zeros(count, lapack_int())
+    work, integer_work = 1 + 6 * n + 2 * n * n, 3 + 5 * n
+    call("dsyevd", count, [np.array([ord("V")], np.uint8), np.array([ord("L")], np.uint8), integer(n), PerMatrix(vectors),
+                           integer(n), PerMatrix(values), Workspace(np.zeros(work)), integer(work),
+                           Workspace(np.zeros(integer_work, lapack_int())), integer(integer_work), PerMatrix(info)])
+    return vectors, values, info
+
+
+@pytest.mark.skipif(cpu_threads() < 2, reason="one thread: the pool has no helpers")
+def test_a_batch_of_small_matrices_runs_in_parts_with_the_bits_of_one_thread(monkeypatch):
+    rng = np.random.default_rng(1)
+    matrices = rng.standard_normal((60, 40, 40))
+    symmetric = matrices + np.swapaxes(matrices, -1, -2)  # its own Fortran order
+    assert lapack_batches.batch_parts("dsyevd", 60, 40 * 40) >= 2
+    in_parts = eigendecompositions(symmetric)
+    monkeypatch.setattr(lapack_batches, "batch_parts", lambda routine, count, largest: 1)
+    alone = eigendecompositions(symmetric)
+    for parted, whole in zip(in_parts, alone):
+        assert parted.tobytes() == whole.tobytes()
+    np.testing.assert_allclose(in_parts[1], np.linalg.eigvalsh(symmetric), rtol=1e-12, atol=1e-12)
+    assert not in_parts[2].any()
+
+
+def test_large_matrices_small_batches_and_blas_stay_on_one_thread():
+    assert lapack_batches.batch_parts("dsyevd", 4, 512 * 512) == 1
+    assert lapack_batches.batch_parts("dsyevd", 1000, 64 * 64) == 1
+    assert lapack_batches.batch_parts("dgetrf", 10, 8 * 8) == 1
+    assert lapack_batches.batch_parts("spotrf", 1000, 8 * 8) == 1
+    assert lapack_batches.batch_parts("strsm", 1000, 32 * 32) == 1
