@@ -20,6 +20,11 @@ at 62% of the triad). Those arrays come from `LargeBlocks`: anonymous mappings o
 boundaries with transparent huge pages asked for (a fault per 2 MiB where the kernel allows
 it), and kept, when the last view of an array made in one dies, for the next array of that
 size, up to the same retention budget as the heap's.
+
+Arrays of 64 KiB or more start on 64 bytes (`ALIGNMENT`; the large blocks on 2 MiB), as
+XLA:CPU aligns its buffers: the iree backend imports such an argument into IREE without a
+copy (`backends/iree/loaded_module.py`), so one execution's output passed to the next costs
+nothing, where malloc's large blocks start 16 bytes into their mapping and were copied.
 """
 
 import ctypes
@@ -35,6 +40,10 @@ M_TRIM_THRESHOLD = -1  # glibc's malloc.h
 M_MMAP_THRESHOLD = -3
 LARGEST_HEAP_ALLOCATION = 32 << 20  # glibc's DEFAULT_MMAP_THRESHOLD_MAX on 64-bit machines
 LARGEST_KEPT = 1 << 30
+# XLA:CPU's buffer alignment: a cache line and the widest vector, and what IREE's heap buffers
+# need to be imported without a copy (the iree backend's arguments)
+ALIGNMENT = 64
+ALIGNED_FROM = 1 << 16  # smaller arrays keep numpy's own allocation: they are on every call's fast path
 
 
 class _Retention:
@@ -102,7 +111,7 @@ class LargeBlocks:
         dtype = np.dtype(dtype)
         count = math.prod(shape)
         if count * dtype.itemsize < LARGEST_HEAP_ALLOCATION or None in (self.mmap, self.munmap, self.madvise):
-            return np.empty(shape, dtype)
+            return heap_empty(shape, dtype, count * dtype.itemsize)
         size = -(-count * dtype.itemsize // HUGE_PAGE) * HUGE_PAGE
         with self.lock:
             spare = self.free.get(size)
@@ -140,6 +149,16 @@ class LargeBlocks:
                 self.held += size
                 return
         self.munmap(address, size)
+
+
+def heap_empty(shape: tuple, dtype: np.dtype, size: int) -> np.ndarray:
+    """An array from the heap; one of `ALIGNED_FROM` bytes or more starts on `ALIGNMENT`
+    (malloc's large blocks start 16 bytes into their mapping)."""
+    if size < ALIGNED_FROM:
+        return np.empty(shape, dtype)
+    raw = np.empty(size + ALIGNMENT, np.uint8)
+    start = -ctypes.addressof(ctypes.c_char.from_buffer(raw)) % ALIGNMENT
+    return raw[start:start + size].view(dtype).reshape(shape)
 
 
 _RETENTION = _Retention()
