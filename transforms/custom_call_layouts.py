@@ -42,9 +42,17 @@ def layouts(op: ir.Operation, name: str) -> list[list[int]] | None:
     return [[int(d) for d in ir.DenseIntElementsAttr(layout)] for layout in ir.ArrayAttr(op.attributes[name])]
 
 
-def order_of(layout: list[int]) -> list[int]:
-    """The logical dimensions major to minor: the buffer's row-major order."""
-    return list(reversed(layout))
+def orders(values, layouts_: list[list[int]]) -> list[list[int]] | None:
+    """Each value's logical dimensions major to minor (its buffer's row-major order: the
+    layout reversed); None unless every value is a ranked tensor with a layout of its rank
+    (a token or a tuple is left to the call as it is)."""
+    values = list(values)
+    if len(values) != len(layouts_):
+        return None
+    for value, layout in zip(values, layouts_):
+        if not isinstance(value.type, ir.RankedTensorType) or sorted(layout) != list(range(ir.RankedTensorType(value.type).rank)):
+            return None
+    return [list(reversed(layout)) for layout in layouts_]
 
 
 def is_identity(order: list[int]) -> bool:
@@ -134,7 +142,9 @@ class CustomCallLayoutsPass(ModulePass):
                 operand_layouts, result_layouts = layouts(op, "operand_layouts"), layouts(op, "result_layouts")
                 if operand_layouts is None or result_layouts is None:
                     continue
-                operand_orders, result_orders = [order_of(l) for l in operand_layouts], [order_of(l) for l in result_layouts]
+                operand_orders, result_orders = orders(op.operands, operand_layouts), orders(op.results, result_layouts)
+                if operand_orders is None or result_orders is None:
+                    continue
                 if all(is_identity(order) for order in operand_orders + result_orders):
                     continue
                 rewrite(op, operand_orders, result_orders, made)

@@ -44,3 +44,14 @@ func.func @row_major(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
   %0 = stablehlo.custom_call @xla_python_cpu_callback(%x) {backend_config = "7", operand_layouts = [dense<[1, 0]> : tensor<2xindex>], result_layouts = [dense<[1, 0]> : tensor<2xindex>]} : (tensor<2x3xf32>) -> tensor<2x3xf32>
   return %0 : tensor<2x3xf32>
 }
+
+// -----
+
+/// A token among the operands: the call is left as it is, whatever its matrix's layout.
+// CHECK-LABEL: func.func @with_token
+// CHECK-NOT: xhlo.transpose
+// CHECK: operand_layouts = [dense<> : tensor<0xindex>, dense<[0, 1]> : tensor<2xindex>]
+func.func @with_token(%t: !stablehlo.token, %x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %0 = stablehlo.custom_call @some_target(%t, %x) {operand_layouts = [dense<> : tensor<0xindex>, dense<[0, 1]> : tensor<2xindex>], result_layouts = [dense<[0, 1]> : tensor<2xindex>]} : (!stablehlo.token, tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
