@@ -154,8 +154,14 @@ class LargeBlocks:
 def heap_empty(shape: tuple, dtype: np.dtype, size: int) -> np.ndarray:
     """An array from the heap; one of `ALIGNED_FROM` bytes or more starts on `ALIGNMENT`
     (malloc's large blocks start 16 bytes into their mapping)."""
-    if size < ALIGNED_FROM:
-        return np.empty(shape, dtype)
+    return np.empty(shape, dtype) if size < ALIGNED_FROM else aligned_empty(shape, dtype)
+
+
+def aligned_empty(shape: tuple, dtype) -> np.ndarray:
+    """An uninitialized array from the heap starting on `ALIGNMENT`: a view into one a little
+    larger."""
+    dtype = np.dtype(dtype)
+    size = math.prod(shape) * dtype.itemsize
     raw = np.empty(size + ALIGNMENT, np.uint8)
     start = -ctypes.addressof(ctypes.c_char.from_buffer(raw)) % ALIGNMENT
     return raw[start:start + size].view(dtype).reshape(shape)

@@ -20,10 +20,11 @@ import threading
 import numpy as np
 
 from mlirxla.errors import MlirxlaError, first_line
+from mlirxla.runtime import freed_memory
 
 from . import toolchain
 
-HEAP_ALIGNMENT = 64
+HEAP_ALIGNMENT = freed_memory.ALIGNMENT  # IREE's heap buffers' (and mlirxla's large arrays')
 IMPORTED_BYTES = 1 << 16  # below this IREE's own copy costs less than the import's calls
 HOST_DRIVERS = {"local-task", "local-sync"}
 
@@ -99,9 +100,7 @@ def staged(array: np.ndarray, staging: dict[int, np.ndarray], index: int) -> np.
     """`array` copied into the aligned staging array kept for argument `index`."""
     kept = staging.get(index)
     if kept is None or kept.shape != array.shape or kept.dtype != array.dtype:
-        raw = np.empty(array.nbytes + HEAP_ALIGNMENT, np.uint8)
-        start = -raw.ctypes.data % HEAP_ALIGNMENT
-        kept = staging[index] = raw[start:start + array.nbytes].view(array.dtype).reshape(array.shape)
+        kept = staging[index] = freed_memory.aligned_empty(array.shape, array.dtype)
     np.copyto(kept, array)
     return kept
 
