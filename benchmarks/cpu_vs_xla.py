@@ -8,6 +8,12 @@ jax.jit runs the same function on XLA:CPU, so both sides run the same program on
 random inputs (floats 0.1 * standard normal, so the outputs stay well away from overflow and
 cancellation; integers below the workload's bound).
 
+OpenBLAS, whose GEMMs mlirxla calls and numpy's matmul measures the peak with, takes its
+kernels when it is loaded, from the CPU or from `OPENBLAS_CORETYPE`: a machine that sets it
+to an older core (`Haswell` on an AVX-512 CPU) runs mlirxla's GEMMs at that core's speed
+while XLA:CPU's own are unaffected. The machine line names the kernels; the figures in
+`docs/` were taken with `OPENBLAS_CORETYPE` unset.
+
 The machine's limits are measured first: copy bandwidth by STREAM's triad (a = b + s * c over
 float64 arrays far larger than the caches, split over the cores; bytes counted as STREAM
 counts them) and peak flops by a large f32 matmul in numpy's BLAS. Each workload's flops
@@ -65,7 +71,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mlirxla.runtime import thunks
+from mlirxla.runtime import blas, thunks
 from mlirxla.runtime.client import Client
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
@@ -146,7 +152,7 @@ def machine_limits() -> dict:
     triad = triad_bandwidth()
     peak = peak_flops()
     return {"triad_gbps": triad / 1e9, "peak_gflops": peak / 1e9, "balance_flops_per_byte": peak / triad, "cpu": cpu_model(),
-            "cores": os.cpu_count()}
+            "cores": os.cpu_count(), "openblas_kernels": blas.core_name()}
 
 
 def roofline(cost: dict, io_bytes: int, seconds: dict, machine: dict) -> dict:
@@ -456,7 +462,8 @@ def main(argv=None) -> int:
     per_call = overhead(generator)
     machine = machine_limits()
     print(f"machine: {machine['cpu']}, {machine['cores']} cores; triad {machine['triad_gbps']:.1f} GB/s,"
-          f" f32 GEMM {machine['peak_gflops']:.1f} GFLOP/s (balance {machine['balance_flops_per_byte']:.1f} flop/B)")
+          f" f32 GEMM {machine['peak_gflops']:.1f} GFLOP/s (balance {machine['balance_flops_per_byte']:.1f} flop/B);"
+          f" OpenBLAS kernels {machine['openblas_kernels']}")
     rows = [measure(name, arguments.repeats, with_iree, machine, generator) for name in names]
     print_table(rows, with_iree)
     mean = geometric_mean(rows)

@@ -39,6 +39,14 @@ def _library() -> ctypes.CDLL:
     return _GEMMS["library"]
 
 
+def core_name() -> str:
+    """The kernel set OpenBLAS took for this CPU when it was loaded (`OPENBLAS_CORETYPE`, when
+    set then, names it instead): a Zen 4 machine told `Haswell` runs its GEMMs at AVX2 speed."""
+    function = _library().scipy_openblas_get_corename64_
+    function.restype = ctypes.c_char_p
+    return function().decode()
+
+
 def gemm_prototype(element: str):
     """The ctypes type of `cblas_?gemm` for `element` ("f32" or "f64")."""
     scalar = {"f32": ctypes.c_float, "f64": ctypes.c_double}[element]

@@ -1,9 +1,13 @@
 """The native thread pool (`runtime/native_pool.py`): every index of a job runs once, on the
 parts it allows; a caller that finds the helpers busy runs its job alone; pooled GEMMs give
 BLAS's answer, the same bits however their parts were run; OpenBLAS is held at one thread
-while executions run and given back its own count after."""
+while executions run and given back its own count after, and names the kernels it took."""
 
 import ctypes
+import os
+import platform
+import subprocess
+import sys
 import threading
 from contextlib import contextmanager
 
@@ -135,3 +139,12 @@ def test_a_single_devices_gemms_run_in_parts_over_several_threads(monkeypatch, t
     rng = np.random.default_rng(1)
     x, w = rng.standard_normal((64, 500)).astype(np.float32), rng.standard_normal((500, 64)).astype(np.float32)
     np.testing.assert_allclose(executable.execute_numpy([x, w])[0], x @ w, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="OpenBLAS's x86-64 kernel names")
+def test_openblas_names_the_kernels_it_took():
+    """What the benchmarks' machine line prints: the core `OPENBLAS_CORETYPE` asked for."""
+    script = "from mlirxla.runtime import blas; print(blas.core_name())"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=dict(os.environ, OPENBLAS_CORETYPE="Haswell"), timeout=120)
+    assert done.stdout.split() == ["Haswell"], done.stderr
