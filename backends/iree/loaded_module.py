@@ -24,7 +24,6 @@ from mlirxla.runtime import freed_memory
 
 from . import toolchain
 
-HEAP_ALIGNMENT = freed_memory.ALIGNMENT  # IREE's heap buffers' (and mlirxla's large arrays')
 IMPORTED_BYTES = 1 << 16  # below this IREE's own copy costs less than the import's calls
 HOST_DRIVERS = {"local-task", "local-sync"}
 
@@ -85,7 +84,7 @@ class LoadedModule:
         element_type = map_dtype_to_element_type(array.dtype)
         if element_type is None:
             return array
-        if not array.flags.c_contiguous or array.ctypes.data % HEAP_ALIGNMENT:
+        if not array.flags.c_contiguous or array.ctypes.data % freed_memory.ALIGNMENT:  # IREE's heap buffers' alignment
             array = staged(array, staging, index)
         buffer = self.device.allocator.import_host_allocation(
             writable_alias(array), memory_type=int(iree.runtime.MemoryType.HOST_LOCAL | iree.runtime.MemoryType.DEVICE_VISIBLE),

@@ -10,7 +10,7 @@ from mlirxla.mlir import ir
 from mlirxla.runtime import callbacks
 from mlirxla.runtime.executable import TensorSpec
 from mlirxla.runtime.thunks import BufferSlice, HostThunk
-from mlirxla.transforms.custom_call_layouts import OPERAND_ORDERS, RESULT_ORDERS
+from mlirxla.transforms.custom_call_layouts import OPERAND_ORDERS, RESULT_ORDERS, inverse
 from mlirxla.transforms.dead_code_elimination import has_side_effect
 from mlirxla.transforms.fusion_legality import kind_of
 
@@ -45,10 +45,7 @@ def declared_results(op: ir.Operation) -> list:
     results = []
     for result, order in zip(op.results, orders):
         physical = ir.RankedTensorType(result.type).shape
-        logical = [0] * len(order)
-        for position, dimension in enumerate(order):
-            logical[dimension] = physical[position]
-        results.append([logical, TensorSpec.of(result.type).dtype])
+        results.append([[physical[position] for position in inverse(order)], TensorSpec.of(result.type).dtype])
     return results
 
 
