@@ -44,6 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mlirxla import sources
 from mlirxla.errors import MlirxlaError
 from mlirxla.report import progress
 
@@ -291,6 +292,7 @@ def write_dumped_report(recording, executable: Executable) -> None:
 
 
 def environment(backend: Backend) -> str:
-    """What else decides the compiled code: the backend, versions, and what the backend says
-    of its target."""
-    return f"mlirxla={Client.platform_version};python={platform.python_version()};backend={backend.name};{backend.environment()}"
+    """What else decides the compiled code: the backend, versions (of the sources themselves
+    too), and what the backend says of its target."""
+    return (f"mlirxla={Client.platform_version};{sources.fingerprint()};python={platform.python_version()}"
+            f";backend={backend.name};{backend.environment()}")

@@ -5,7 +5,7 @@ not once per process.
 
 An object is a file `<directory>/<key>.o` (`directory`: `MLIRXLA_LIBRARY_CACHE`, else
 `$XDG_CACHE_HOME/mlirxla/runtime-library`, `~/.cache` without it). The key is a SHA-256 of the
-function's name, what its LLVM IR is made from (`source_fingerprint`: the package's Python
+function's name, what its LLVM IR is made from (`mlirxla/sources.py`: the package's Python
 sources and the MLIR toolkit's version), the host CPU with the LLVM options it is compiled
 with, and the versions of LLVM and llvmlite. The key is taken over the IR's sources rather
 than the IR text itself: lowering the engine to LLVM IR costs 0.5-0.9 s, a process would pay
@@ -22,17 +22,15 @@ used files (each source edit makes new keys; the engine's object is about 300 KB
 
 import contextlib
 import hashlib
-import importlib.metadata
-import importlib.util
 import os
 import tempfile
+
+from mlirxla import sources
 
 VARIABLE = "MLIRXLA_LIBRARY_CACHE"
 FORMAT = 1
 MAGIC = b"mlirxla runtime library object\n"
 LIMIT = 128
-# The package's source roots (pyproject.toml's package-dir): what lowers a library function
-PACKAGES = ("mlirxla", "mlirxla.dialects", "mlirxla.transforms", "mlirxla.pipelines", "mlirxla.runtime", "mlirxla.backends")
 
 
 def directory() -> str:
@@ -43,46 +41,11 @@ def directory() -> str:
     return os.path.join(base, "mlirxla", "runtime-library")
 
 
-def source_roots() -> list[str]:
-    """The folders of `PACKAGES`, none inside another (an installed wheel nests them)."""
-    folders = sorted({os.path.realpath(folder) for name in PACKAGES for folder in importlib.util.find_spec(name).submodule_search_locations})
-    return [folder for folder in folders if not any(folder.startswith(other + os.sep) for other in folders)]
-
-
-def hash_sources(roots: list[str]) -> str:
-    """SHA-256 of every Python file under `roots`: its path below its root and its bytes."""
-    digest = hashlib.sha256()
-    for root in roots:
-        for folder, subfolders, files in os.walk(root):
-            subfolders[:] = sorted(name for name in subfolders if name != "__pycache__")
-            for name in sorted(files):
-                if name.endswith(".py"):
-                    path = os.path.join(folder, name)
-                    with open(path, "rb") as stream:
-                        digest.update(f"{os.path.relpath(path, root)}\0".encode() + stream.read() + b"\0")
-    return digest.hexdigest()
-
-
-def source_fingerprint() -> str:
-    """What a library function's LLVM IR is made from: this package's sources (about 2 MB,
-    hashed in 10-25 ms) and the MLIR toolkit that lowers them."""
-    try:
-        toolkit = importlib.metadata.version("torch-mlir")
-    except importlib.metadata.PackageNotFoundError:  # the toolkit found without its metadata: its sources still key
-        toolkit = "unknown"
-    return f"{hash_sources(source_roots())};torch-mlir={toolkit}"
-
-
-# Taken when the package is imported, not when a function is first built: a source edited
-# while a process runs must not name the object that process builds from its older code.
-SOURCES = source_fingerprint()
-
-
 def key(function: str, toolchain: str) -> str:
     """The file name of `function`'s object compiled by `toolchain` (host CPU, LLVM options and
     versions)."""
     digest = hashlib.sha256()
-    for part in (str(FORMAT), function, SOURCES, toolchain):
+    for part in (str(FORMAT), function, sources.fingerprint(), toolchain):
         digest.update(part.encode() + b"\0")
     return digest.hexdigest()
 
