@@ -10,6 +10,9 @@ from mlirxla.errors import MlirxlaError
 
 VARIABLE = "MLIRXLA_CPU_THREADS"
 COMPILE_VARIABLE = "MLIRXLA_COMPILE_THREADS"
+# a sliced kernel's concurrent calls, each with scratch of its own: the shared thread pool's
+# workers on this host (part of the compile cache's key, `backends/cpu/__init__.environment`)
+CONCURRENT_CALLS = os.cpu_count() or 1
 
 
 def cpu_threads() -> int:

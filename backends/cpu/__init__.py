@@ -20,9 +20,8 @@ def load_code(object_code: bytes):
 def environment() -> str:
     import llvmlite
 
-    from mlirxla.runtime.threads import cpu_threads
+    from mlirxla.runtime.threads import CONCURRENT_CALLS, cpu_threads
 
-    from .compiler import CONCURRENT_CALLS
     from .excess_precision import allowed
     from .llvm_jit import host_cpu
 

@@ -57,7 +57,7 @@ from mlirxla.pipelines.dumps import DumpWriter
 from mlirxla.pipelines.runner import PipelineRunner, RunOptions
 from mlirxla.backends.backend import CompiledProgram
 from mlirxla.runtime.executable import DEVICE_MEMORY, ExecutablePlan, runs_in_order
-from mlirxla.runtime.threads import compile_threads, cpu_threads
+from mlirxla.runtime.threads import CONCURRENT_CALLS, compile_threads, cpu_threads
 from mlirxla.runtime.thunks import BufferSlice, GemmThunk, KernelThunk, SlicedKernelThunk, every_thunk
 from mlirxla.transforms import copy_insertion, erasure
 from mlirxla.transforms.buffer_assignment import Assignment, BufferAssignmentPass, BufferAssignmentReport, place_scratch, write_summary
@@ -84,11 +84,6 @@ class CompiledKernel:
     same_as: str | None = None  # the kernel whose code this one runs (its StableHLO is the same)
     native: Future | None = None  # its LLVM work on the compile threads
     source_key: str = ""  # its StableHLO without its symbol (`kernel_stablehlo`)
-
-
-# a sliced kernel's concurrent calls, each with scratch of its own: the shared thread pool's
-# workers on this host (part of the compile cache's key, `backends/cpu/__init__.environment`)
-CONCURRENT_CALLS = os.cpu_count() or 1
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,11 @@ import llvmlite.binding as llvm
 
 from mlirxla.errors import MlirxlaError
 
-from . import library_cache, native_symbols, object_archive, runtime_library
+from . import library_cache, native_symbols, object_archive
+
+# `runtime_library` (which imports the lowering and the MLIR toolkit's dialects, 0.2 s) is
+# imported by the functions that compile: loading an executable's objects (`JitEngine`, all
+# that a cached executable needs) does without it.
 
 _INITIALIZED = threading.Lock()
 _STATE: dict = {}
@@ -96,6 +100,8 @@ def optimize(name: str, ir_text: str, linked: frozenset[str], context: "llvm.Con
     """Parse and optimize one kernel's LLVM IR at O3 for the host, in `context` (one no other
     thread uses: O3 runs without llvmlite's lock); `linked` are the functions it calls that
     other objects of the executable define (a native driver calls the kernels)."""
+    from . import runtime_library
+
     machine = target_machine()
     for slp, loops in ((True, True), (False, True), (False, False)):
         module = parsed(name, ir_text, context, machine)
@@ -181,6 +187,8 @@ def shared_objects(kernels: list[OptimizedKernel]) -> list[bytes]:
     the library), compiled at code-generation level 0: a forwarder is one jump (or call)
     either way, and LLVM's level 3 took half a millisecond per forwarder (15 ms for the 30
     of an optimizer update over 30 parameters, against 3 ms)."""
+    from . import runtime_library
+
     objects = [helpers_object()] if any(native_symbols.may_call_helpers(kernel.ir_without_opt) for kernel in kernels) else []
     called = {name for kernel in kernels for name in runtime_library.called_functions(kernel.ir_without_opt)}
     objects += [library_object(name) for name in sorted(called)]
@@ -215,6 +223,8 @@ def library_object(function: str) -> bytes:
 
 
 def build_library_object(function: str) -> bytes:
+    from . import runtime_library
+
     return emit_object(target_machine(), optimize(function, runtime_library.function_ir(function), frozenset(), llvm.create_context()))
 
 
