@@ -238,6 +238,18 @@ def test_mlirxla_run_partitions_a_sharded_module_and_assembles_its_results(name,
     np.testing.assert_allclose(np.load(tmp_path / "outputs.npz")["result0"], compute(*arguments), rtol=1e-4, atol=1e-4)
 
 
+def test_an_async_all_reduce_runs_as_the_all_reduce_it_wraps(tmp_path, capsys):
+    """jax's `psum_start(x, 'i').done()` in a shard_map over 2 devices (the front door inlines
+    the async pair): each device's half is the sum of both halves, doubled after the done."""
+    values = np.arange(8, dtype=np.float32)
+    np.savez(tmp_path / "inputs.npz", values)
+    status = run_tool.main([str(pathlib.Path(REPOSITORY) / "test" / "lit" / "frontdoor" / "async-regions.mlir"),
+                            "--inputs", str(tmp_path / "inputs.npz"), "-o", str(tmp_path / "outputs.npz")])
+    assert status == 0 and "on 2 devices" in capsys.readouterr().out
+    halves = (values[:4] + values[4:]) * 2
+    np.testing.assert_array_equal(np.load(tmp_path / "outputs.npz")["result0"], np.concatenate([halves, halves]))
+
+
 class Probe:
     """Runs `executable` as a device and notes its thread."""
 
