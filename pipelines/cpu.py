@@ -2,8 +2,9 @@
 
     sharding removal (one partition: sharding annotations are identities; a program manual over
     every device takes its per-device parameters and results); on several partitions with
-    shardings, sharding propagation then the SPMD partitioner (each partition's program, local
-    shapes and collectives); rng_bit_generator expansion (Threefry and Philox as integer
+    shardings, sharding propagation, jax's custom_partitioning calls partitioned by their own
+    Python callbacks, then the SPMD partitioner (each partition's program, local shapes and
+    collectives); rng_bit_generator expansion (Threefry and Philox as integer
     arithmetic, XLA:CPU's bits)
  -> simplification (to a fixed point)
  -> collective combining (independent all-reduces, then all-gathers, of one kind become one
@@ -37,6 +38,7 @@ from mlirxla.transforms.copy_insertion import CopyInsertionPass
 from mlirxla.transforms.convolution_layout import ConvolutionLayoutPass
 from mlirxla.transforms.copy_removal import CopyRemovalPass
 from mlirxla.transforms.custom_call_layouts import CustomCallLayoutsPass
+from mlirxla.transforms.custom_partitioning import CustomPartitioningPass
 from mlirxla.transforms.layout_assignment import LayoutAssignmentPass
 from mlirxla.transforms.inspect_sharding import InspectShardingPass
 from mlirxla.transforms.manual_partitioner import ManualPartitionerPass
@@ -74,6 +76,7 @@ def compiler_pipeline(name: str, alignment: int, fusion_cost_model: str, batch_s
         .add(ManualPartitionerPass())
         .add(ShardingPropagationPass())
         .add(InspectShardingPass())
+        .add(CustomPartitioningPass())
         .add(SpmdPartitionerPass())
         .add(RngBitGeneratorExpanderPass())
         .fixed_point(simplification_pipeline(), max_iterations=25)

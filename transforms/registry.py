@@ -28,6 +28,7 @@ PASSES = {
     "xhlo-manual-partitioner": "manual_partitioner:ManualPartitionerPass",
     "xhlo-sharding-propagation": "sharding_propagation:ShardingPropagationPass",
     "xhlo-inspect-sharding": "inspect_sharding:InspectShardingPass",
+    "xhlo-custom-partitioning": "custom_partitioning:CustomPartitioningPass",
     "xhlo-spmd-partitioner": "spmd_partitioner:SpmdPartitionerPass",
     "xhlo-all-reduce-combiner": "all_reduce_combiner:AllReduceCombinerPass",
     "xhlo-all-gather-combiner": "all_gather_combiner:AllGatherCombinerPass",

@@ -25,6 +25,7 @@ collectives get no sharding from their neighbours). `OpRule.text()` prints Shard
 from __future__ import annotations
 
 import math
+import re
 import string
 from dataclasses import dataclass
 
@@ -483,6 +484,47 @@ def batched_call(op) -> OpRule | None:
     return b.rule()
 
 
+# Shardy's `#sdy.op_sharding_rule<([i, j], [j, k])->([i, k]) {i=8, j=16, k=32} reduction={j}, custom>`
+_DECLARED = re.compile(r"^#sdy\.op_sharding_rule<\((?P<operands>[^)]*)\)->\((?P<results>[^)]*)\)\s*\{(?P<sizes>[^}]*)\}(?P<kinds>.*)>$")
+_DECLARED_KINDS = {"reduction": "reduction", "need_replication": "replication", "permutation": "permutation",
+                   "blocked_propagation": "replication"}
+
+
+def declared_rule(op) -> OpRule | None:
+    """The rule a call declares in Shardy's notation (`sdy.sharding_rule`: jax's
+    `custom_partitioning(sharding_rule=...)`), when it parses and fits the call's shapes.
+    Blocked factors, which Shardy keeps from propagating, are taken as needing replication."""
+    if "sdy.sharding_rule" not in op.attributes:
+        return None
+    match = _DECLARED.match(str(op.attributes["sdy.sharding_rule"]))
+    if match is None:
+        return None
+    sizes = [entry.split("=") for entry in match["sizes"].split(",") if entry.strip()]
+    names = {name.strip(): index for index, (name, _) in enumerate(sizes)}
+    kinds = ["pass"] * len(sizes)
+    for kind, listed in re.findall(r"(\w+)=\{([^}]*)\}", match["kinds"]):
+        for name in re.findall(r"z_\d+|[a-z]", listed):
+            if kind in _DECLARED_KINDS and name in names:
+                kinds[names[name]] = _DECLARED_KINDS[kind]
+    factors = tuple(Factor(int(size), kind) for (_, size), kind in zip(sizes, kinds))
+
+    def tensors(text: str, values) -> tuple | None:
+        mapped = tuple(tuple(tuple(names.get(name, -1) for name in re.findall(r"z_\d+|[a-z]", dim)) for dim in tensor.split(",") if dim.strip())
+                       for tensor in re.findall(r"\[([^\]]*)\]", text))
+        fits = len(mapped) == len(values) and all(
+            len(dims) == len(shape(value)) and all(-1 not in dim and math.prod(factors[f].size for f in dim) == size
+                                                    for dim, size in zip(dims, shape(value)))
+            for dims, value in zip(mapped, values))
+        return mapped if fits else None
+
+    operands, results = tensors(match["operands"], op.operands), tensors(match["results"], op.results)
+    return OpRule(factors, operands, results) if operands is not None and results is not None else None
+
+
+def custom_call(op) -> OpRule | None:
+    return declared_rule(op) or batched_call(op)
+
+
 def fft(op) -> OpRule:
     return trailing_replicated(len(ints(op, "fft_length")))(op)
 
@@ -531,7 +573,7 @@ RULES = {
     "xhlo.map": pointwise,
     "xhlo.cholesky": trailing_replicated(2),
     "xhlo.triangular_solve": trailing_replicated(2),
-    "xhlo.custom_call": batched_call,
+    "xhlo.custom_call": custom_call,
     "xhlo.fft": fft,
 }
 

@@ -201,3 +201,17 @@ module attributes {mhlo.num_partitions = 8 : i32} {
     return %4, %6 : tensor<16x32xf32>, tensor<16x32xf32>
   }
 }
+
+// -----
+
+/// a custom call's declared Shardy rule (jax's custom_partitioning): the rows factor takes the
+/// first operand's sharding to the result; a rule that does not fit the shapes is ignored
+// CHECK: call_target_name = "CustomSPMDPartitioning"{{.*}}xhlo.sharding = "{devices=[8,1]<=[8]}"
+// CHECK: call_target_name = "Unfitting"{{.*}}xhlo.sharding = "{replicated}"
+module attributes {mhlo.num_partitions = 8 : i32} {
+  func.func @main(%a: tensor<16x8xf32> {mhlo.sharding = "{devices=[8,1]<=[8]}"}, %b: tensor<8x32xf32>) -> (tensor<16x32xf32>, tensor<16x32xf32>) {
+    %0 = stablehlo.custom_call @CustomSPMDPartitioning(%a, %b) {backend_config = "1", sdy.sharding_rule = #sdy.op_sharding_rule<([i, j], [j, k])->([i, k]) {i=16, j=8, k=32} reduction={j}, custom>} : (tensor<16x8xf32>, tensor<8x32xf32>) -> tensor<16x32xf32>
+    %1 = stablehlo.custom_call @Unfitting(%a, %b) {sdy.sharding_rule = #sdy.op_sharding_rule<([i, j], [j, k])->([i, k]) {i=4, j=8, k=32}, custom>} : (tensor<16x8xf32>, tensor<8x32xf32>) -> tensor<16x32xf32>
+    return %0, %1 : tensor<16x32xf32>, tensor<16x32xf32>
+  }
+}

@@ -1,0 +1,83 @@
+"""jax's `custom_partitioning` on several devices (`transforms/custom_partitioning.py`): the
+user's partition callback gets the shardings jax's cpu backend gives it, and its device
+program, collectives included, computes what jax's cpu backend computes; a call whose
+callbacks are not alive here, or whose callback raises, is refused in one line."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from mlirxla.errors import MlirxlaError
+from mlirxla.runtime.client import Client
+
+PARTITIONED_CALL = """module attributes {mhlo.num_partitions = 2 : i32} {
+func.func @main(%x: tensor<8x4xf32> {mhlo.sharding = "{devices=[2,1]<=[2]}"}) -> tensor<8xf32> {
+  %y = stablehlo.custom_call @CustomSPMDPartitioning(%x) {backend_config = "1", sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i]) {i=8, j=4}, custom>} : (tensor<8x4xf32>) -> tensor<8xf32>
+  return %y : tensor<8xf32>
+}
+}"""
+
+
+def test_a_call_whose_callbacks_are_not_alive_here_is_refused():
+    pytest.importorskip("jax")
+    with pytest.raises(MlirxlaError, match=r"^<text>:3:8: custom_call @CustomSPMDPartitioning: its callbacks are not alive "
+                                           r"in this process \(the program was lowered by jax in another process"):
+        Client(device_count=2).compile(PARTITIONED_CALL)
+
+
+ROW_SUMS = """
+import sys
+import jax, jax.numpy as jnp, numpy as np
+from jax.sharding import NamedSharding, PartitionSpec as P
+from jax.experimental.custom_partitioning import custom_partitioning
+mesh = jax.make_mesh((4, 2), ("x", "y"))
+seen = []
+
+@custom_partitioning
+def row_sums(x):
+    return jnp.sum(x, axis=1)
+
+def partition(mesh, arg_shapes, result_shape):
+    seen.append((str(arg_shapes[0].sharding.spec), str(result_shape.sharding.spec)))
+    if sys.argv[1] == "raise":
+        raise ValueError("no partitioning for this layout")
+    def per_device(block):
+        return jax.lax.psum(jnp.sum(block, axis=1), "y")
+    return mesh, per_device, NamedSharding(mesh, P("x")), (NamedSharding(mesh, P("x", "y")),)
+
+row_sums.def_partition(partition=partition, sharding_rule="i j -> i",
+                       infer_sharding_from_operands=lambda mesh, arg_shapes, result_shape: NamedSharding(mesh, P("x")))
+x = jax.device_put(jnp.arange(32.0).reshape(8, 4), NamedSharding(mesh, P("x", "y")))
+out = jax.jit(lambda x: row_sums(x) * 2)(x)
+print(seen, np.asarray(out).tolist(), out.sharding.spec)
+"""
+
+
+def run_row_sums(platform: str, mode: str) -> subprocess.CompletedProcess:
+    environment = dict(os.environ, JAX_PLATFORMS=platform, MLIRXLA_NUM_DEVICES="8",
+                       XLA_FLAGS="--xla_force_host_platform_device_count=8")
+    return subprocess.run([sys.executable, "-c", ROW_SUMS, mode], env=environment, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.jax
+def test_the_partition_callback_sees_and_computes_what_it_does_on_cpu():
+    """Propagation gives the call's result the rows of its operand (the declared rule `i j -> i`),
+    the callback asks for the operand whole along "y", and its psum over "y" runs on the
+    plugin's 8 devices."""
+    pytest.importorskip("jax")
+    outputs = [run_row_sums(platform, "compute") for platform in ("cpu", "mlirxla")]
+    for done in outputs:
+        assert done.returncode == 0, done.stderr[-2000:]
+    expected = "[(\"P('x', 'y')\", \"P('x',)\")] [12.0, 44.0, 76.0, 108.0, 140.0, 172.0, 204.0, 236.0] P('x',)"
+    assert [done.stdout.strip().splitlines()[-1] for done in outputs] == [expected, expected]
+
+
+@pytest.mark.jax
+def test_a_callback_that_raises_ends_the_compile_in_one_line():
+    pytest.importorskip("jax")
+    done = run_row_sums("mlirxla", "raise")
+    assert done.returncode != 0
+    assert ("custom_call @CustomSPMDPartitioning: the partition callback raised ValueError: no partitioning for this "
+            "layout") in done.stderr
