@@ -3,7 +3,8 @@
     load (text / bytecode / portable artifact, version clamp)
  -> quantized types as integer arithmetic (StableHLO's own passes, as XLA runs them)
  -> ApproxTopK as an exact sort and slice (as XLA:CPU computes it)
- -> inline func.call and stablehlo.composite, async_start/async_done as what they wrap
+ -> inline func.call and stablehlo.composite, control_dep scheduling hints dropped,
+    async_start/async_done as what they wrap
  -> chlo compositions, sharding import
  -> static shapes, constants sunk into computations, ops newer than the toolkit
  -> StableHLO -> xhlo, module config
@@ -20,7 +21,7 @@ from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir, passmanager, stablehlo
 from mlirxla.transforms import call_inliner, erasure
 
-from . import approx_top_k, async_regions, check_calls, chlo_to_xhlo, layout_constraints, memory_placements, newer_ops, shardings, stablehlo_to_xhlo
+from . import approx_top_k, async_regions, check_calls, chlo_to_xhlo, control_dependencies, layout_constraints, memory_placements, newer_ops, shardings, stablehlo_to_xhlo
 from .load import Loaded, load_bytes, load_file, load_text
 
 __all__ = ["Imported", "import_file", "import_bytes", "import_text", "import_loaded"]
@@ -168,6 +169,8 @@ STEPS = (
     # first: the ops a manual computation's body holds that name functions come renamed
     ("sharding preparation", shardings.prepare, named("sdy.manual_computation")),
     ("composites to calls", composites_to_calls, named("stablehlo.composite")),
+    # before the async regions: a hint may name a future
+    ("control dependencies", control_dependencies.drop_control_dependencies, named("stablehlo.custom_call")),
     ("async regions", async_regions.inline_async_regions, named(async_regions.START)),
     ("check calls", check_calls.custom_calls_to_checks, named("stablehlo.custom_call")),
     ("interpreter prints", check_calls.prints_to_custom_calls, named("interpreter.print")),
