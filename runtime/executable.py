@@ -172,7 +172,13 @@ def calls_blas(plan: ExecutablePlan) -> bool:
 
 
 def talks_to_devices(plan: ExecutablePlan) -> bool:
-    return any(isinstance(thunk, thunk_kinds.CollectiveThunk) for thunk in thunk_kinds.every_thunk(plan.thunks))
+    """Whether a thunk may meet the other devices: a collective, or on several partitions a
+    Python callback (jax runs one of a jit over automatic shardings on one device, which hands
+    its results to the others: `jax_plugin.once_where_jax_runs_it_once`). Every device must
+    meet them in the same order, the program's."""
+    return any(isinstance(thunk, thunk_kinds.CollectiveThunk)
+               or (plan.partition_count > 1 and isinstance(thunk, thunk_kinds.HostThunk) and thunk.call == "python_callback")
+               for thunk in thunk_kinds.every_thunk(plan.thunks))
 
 
 def address(array: np.ndarray) -> int:

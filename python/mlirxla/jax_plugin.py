@@ -92,16 +92,18 @@ def register_host_callbacks() -> None:
         return []
 
     def pure_lowering(context, *arguments, callback, sharding, result_avals, vmap_method):
-        function = host_function(jax_callback.pure_callback_impl, callback, result_avals=result_avals, sharding=None,
-                                 vmap_method=vmap_method)
-        return emit(context, arguments, function, callback_name("jax.pure_callback", callback), has_side_effect=False)
+        name = callback_name("jax.pure_callback", callback)
+        function = once_where_jax_runs_it_once(context, host_function(
+            jax_callback.pure_callback_impl, callback, result_avals=result_avals, sharding=None, vmap_method=vmap_method),
+            sharding, name)
+        return emit(context, arguments, function, name, has_side_effect=False)
 
     def io_lowering(context, *arguments, callback, sharding, result_avals, ordered):
-        function = host_function(jax_callback.io_callback_impl, callback, result_avals=result_avals, sharding=None,
-                                 ordered=ordered)
-        if not result_avals:
-            function = once_where_jax_runs_it_once(context, function)
-        results = emit(context, arguments, function, callback_name("io_callback", callback), has_side_effect=True)
+        name = callback_name("io_callback", callback)
+        function = once_where_jax_runs_it_once(context, host_function(
+            jax_callback.io_callback_impl, callback, result_avals=result_avals, sharding=None, ordered=ordered),
+            sharding, name)
+        results = emit(context, arguments, function, name, has_side_effect=True)
         if ordered:
             pass_token(context, jax_callback._OrderedIOEffect)
         return results
@@ -185,23 +187,35 @@ def run_eagerly_without_a_cpu_backend(debugging) -> None:
     debugging.debug_callback_p.def_impl(impl)
 
 
-def once_where_jax_runs_it_once(context, function):
-    """`function`, run on the first device only when jax would run it once: in a jit over
-    several devices with automatic sharding (jax's `ShardingContext`), jax gives a callback
-    without results the sharding `{maximal device=0}`, so that it runs once, on the whole
-    value. The partitioner hands every device the whole value (its fallback for custom
-    calls), and the other devices skip the call. Under shard_map (each device its own
+def once_where_jax_runs_it_once(context, function, sharding=None, what: str = "a host callback"):
+    """`function`, run by one device only when jax would run it once: in a jit over several
+    devices with automatic sharding (jax's `ShardingContext`), jax gives a callback the
+    sharding `{maximal device=i}`, device 0 unless the callback's `sharding` names another,
+    so that XLA runs it once, on the whole value, and hands its results to every device. The
+    partitioner hands every device the whole value (its fallback for custom calls); the other
+    devices skip the call and take the results of the device that ran it from the
+    execution's rendezvous (`runtime/collectives.py`). Under shard_map (each device its own
     program) and pmap, every device runs it, as with jax."""
     from jax._src import sharding_impls
 
     from mlirxla.runtime import collectives
 
-    if not isinstance(context.module_context.axis_context, sharding_impls.ShardingContext):
+    axis_context = context.module_context.axis_context
+    if not isinstance(axis_context, sharding_impls.ShardingContext):
         return function
+    runner = 0 if sharding is None else axis_context.device_assignment.index(next(iter(sharding.device_set)))
 
-    def on_first_device(*arrays):
-        return function(*arrays) if collectives.current().device == 0 else []
-    return on_first_device
+    def on_one_device(*arrays):
+        device = collectives.current()
+        if device.partition_count == 1:
+            return function(*arrays)
+        results = function(*arrays) if device.partition == runner else []
+        if not context.avals_out:
+            return results
+        group = tuple(device.replica * device.partition_count + partition for partition in range(device.partition_count))
+        return device.rendezvous.meet("host callback", device.device, group, results, what,
+                                      lambda everyone: everyone[runner])
+    return on_one_device
 
 
 def host_function(jax_impl, callback, **parameters):

@@ -404,3 +404,43 @@ def test_callbacks_without_results_run_once_in_a_jit_over_several_devices(platfo
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines() == ["x [0. 1. 2. 3. 4. 5. 6. 7.]",
                                                 "calls [(8,)] [0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 14.0]"]
+
+
+RESULTS_ONCE_OVER_DEVICES = """
+import jax, jax.numpy as jnp, numpy as np
+from jax.experimental import io_callback
+from jax.sharding import NamedSharding, PartitionSpec as P
+mesh = jax.make_mesh((4,), ("x",))
+calls = []
+def tripled(v):
+    calls.append(("tripled", v.shape))
+    return np.asarray(v * 3, np.float32)
+def negated(v):
+    calls.append(("negated", v.shape))
+    return np.asarray(-v, np.float32)
+def plus_one(v):
+    calls.append(("plus_one", v.shape))
+    return np.asarray(v + 1, np.float32)
+@jax.jit
+def f(x):
+    like = jax.ShapeDtypeStruct(x.shape, x.dtype)
+    a = io_callback(tripled, like, x)
+    b = io_callback(negated, like, jnp.sin(x))
+    return jax.pure_callback(plus_one, like, a) * 2 + b
+x = jnp.arange(16.0).reshape(8, 2)
+out = f(jax.device_put(x, NamedSharding(mesh, P("x"))))
+np.testing.assert_allclose(np.asarray(out), (np.asarray(x) * 3 + 1) * 2 - np.sin(np.asarray(x)), rtol=1e-6)
+print(sorted(calls))
+"""
+
+
+@pytest.mark.parametrize("platform", ["cpu", "mlirxla"])
+def test_callbacks_with_results_run_once_in_a_jit_over_several_devices(platform):
+    """One device runs each callback on the whole value and the others take its results (two
+    independent io_callbacks, which every device must meet in the same order, and a pure_callback)."""
+    environment = dict(os.environ, JAX_PLATFORMS=platform, MLIRXLA_NUM_DEVICES="4",
+                       XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    done = subprocess.run([sys.executable, "-c", RESULTS_ONCE_OVER_DEVICES], env=environment, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "[('negated', (8, 2)), ('plus_one', (8, 2)), ('tripled', (8, 2))]"
