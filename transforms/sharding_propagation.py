@@ -12,9 +12,12 @@ What it decides, and why:
 * **Seeds win.** Entry arguments, results and ops that carry `xhlo.sharding`, and the
   `@Sharding` custom calls that `with_sharding_constraint` and `sdy.sharding_constraint`
   become, are fixed: propagation never changes them, and where an inferred sharding would
-  conflict with one, the user's wins. Entry arguments without a sharding are replicated and
-  fixed, as XLA does for jax (`allow_spmd_sharding_propagation_to_parameters=false`);
-  unannotated entry results are open (`..._to_output=true`).
+  conflict with one, the user's wins. A constraint's open dims (Shardy's `{?}` and
+  `{"x", ?}`, jax's unconstrained dims and automatic axes: `xhlo.open_dims`) stay open: they
+  keep the user's axes as a prefix and grow like inferred dims. Entry arguments without a
+  sharding are replicated and fixed, as XLA does for jax
+  (`allow_spmd_sharding_propagation_to_parameters=false`); unannotated entry results are
+  open (`..._to_output=true`).
 * **Factor rules** (`transforms/sharding_rules.py`): each op maps its operand and result
   dims to factors; a factor sharded on some axes in one tensor is proposed to every tensor that
   has it. Per factor, the proposal is the longest axis list every tensor's axes are a prefix
@@ -77,6 +80,7 @@ from .sharding_rules import Factor, OpRule, rule_for
 
 SHARDING = "xhlo.sharding"
 SHARDING_GROUP = "xhlo.sharding_group"  # the front door's form of `sdy.sharding_group`
+OPEN_DIMS = "xhlo.open_dims"  # the front door's form of a constraint's open dims (`{?}`)
 ANNOTATION = "Sharding"
 INSPECTION = "InspectSharding"  # returns its operand, whose sharding `inspect_sharding.py` reports
 TO_SHARD, TO_FULL = "SPMDFullToShardShape", "SPMDShardToFullShape"
@@ -116,6 +120,7 @@ class Tensor:
     dims: list[tuple[int, ...]]
     fixed: bool = False
     seed: str | None = None  # why it is fixed
+    open: frozenset[int] = frozenset()  # a fixed tensor's dims propagation may still shard further
     manual: tuple[int, ...] | None = None  # inside shard_map: manual on these axes
     hlo: HloSharding | None = None  # a fixed sharding with no mesh form
     origins: list[Origin | None] = field(default_factory=list)
@@ -189,6 +194,12 @@ def explain(report: ShardingReport, query: str) -> str:
         lines += [f"  conflict: {c}" for c in clashes]
         lines += [f"  partial sum: {p}" for p in report.partial_sums if short in p]
     return "\n".join(lines)
+
+
+def fixed_for(tensor: Tensor, dims, factor: int) -> bool:
+    """Whether `factor` sits on a dim of `tensor` that propagation must not change: a fixed
+    tensor's dims, but for its open ones."""
+    return tensor.fixed and not any(factor in dims[d] for d in tensor.open)
 
 
 def _matches(name: str, query: str) -> bool:
@@ -414,6 +425,9 @@ class _Propagation:
         for result, leaf in zip(results, leaves):
             if result is not None:
                 self.fix(result, leaf, f"{label} (user)")
+        if OPEN_DIMS in op.attributes and len(results) == 1 and results[0] is not None and results[0].hlo is None:
+            results[0].open = frozenset(ir.DenseI64ArrayAttr(op.attributes[OPEN_DIMS]))
+            self.seeds[-1] += f" (dims {', '.join(map(str, sorted(results[0].open)))} open)"
 
     def link_entry_results(self, op, function) -> None:
         res_attrs = list(ir.ArrayAttr(function.attributes["res_attrs"])) if "res_attrs" in function.attributes else []
@@ -545,7 +559,7 @@ class _Propagation:
         for f, factor in enumerate(rule.factors):
             if factor.kind in skipped:
                 continue
-            entries = [(t, side, index, axes[f]) for t, dims, side, index, axes in projected if f in axes]
+            entries = [(t, side, index, axes[f], fixed_for(t, dims, f)) for t, dims, side, index, axes in projected if f in axes]
             chosen = self.compatible(site, f, entries)
             if chosen is None:
                 continue
@@ -580,7 +594,7 @@ class _Propagation:
                     if a in others:
                         break
                     cut.append(a)
-                if len(cut) < len(proposals[f][0]) and not t.fixed and (site.label, -1 - f) not in self.conflicts:
+                if len(cut) < len(proposals[f][0]) and not fixed_for(t, dims, f) and (site.label, -1 - f) not in self.conflicts:
                     self.conflicts[(site.label, -1 - f)] = (
                         f"{site.label}: factor {f} would take {self.axes(proposals[f][0])} but {t.name.split(' at ')[0]} "
                         f"has (or is offered) {self.axes(sorted(others & set(proposals[f][0])))} on another dim: it propagates {self.axes(cut)}"
@@ -588,7 +602,7 @@ class _Propagation:
                 proposals[f] = (tuple(cut), proposals[f][1])
         changed = False
         for t, dims, side, index, axes in projected:
-            if t.fixed or t.manual is not None:
+            if (t.fixed and not t.open) or t.manual is not None:
                 continue
             changed |= self.update(site, t, dims, side, index, axes, proposals, rule)
         self.note_partial_sums(site, projected)
@@ -607,24 +621,24 @@ class _Propagation:
 
     def compatible(self, site: Site, factor: int, entries):
         """The longest axes every entry agrees with, fixed entries first; (axes, contributor)."""
-        ordered = [e for e in entries if e[0].fixed] + [e for e in entries if not e[0].fixed]
+        ordered = [e for e in entries if e[4]] + [e for e in entries if not e[4]]
         chain: tuple[int, ...] = ()
         contributor = None
         fixed_chain = False
-        for t, side, index, axes in ordered:
+        for t, side, index, axes, fixed in ordered:
             if not axes:
                 continue
             if axes[: len(chain)] == chain:
                 if len(axes) > len(chain):
                     chain, contributor = axes, (t, side, index)
-                    fixed_chain = t.fixed
+                    fixed_chain = fixed
                 continue
             if chain[: len(axes)] == axes:
                 continue
             key = (site.label, factor)
             if key not in self.conflicts:
                 held = contributor[0].name if contributor else "?"
-                if fixed_chain and not t.fixed:
+                if fixed_chain and not fixed:
                     verdict = f"kept {self.axes(chain)} from {held} (user sharding wins); {t.name} is resharded"
                     self.conflicts[key] = f"{site.label}: factor {factor} is {self.axes(chain)} on {held} but {self.axes(axes)} on {t.name}: {verdict}"
                 else:
@@ -633,7 +647,7 @@ class _Propagation:
                         f"{site.label}: factor {factor} is {self.axes(chain)} on {held} but {self.axes(axes)} on {t.name}: "
                         f"only the common prefix {self.axes(common)} propagates; the partitioner reshards the rest"
                     )
-            if not (fixed_chain and not t.fixed):
+            if not (fixed_chain and not fixed):
                 chain = self.common(chain, axes)
                 if not chain:
                     contributor = None
@@ -657,6 +671,8 @@ class _Propagation:
         used_elsewhere = lambda dim: {a for d, axes in enumerate(t.dims) if d != dim for a in axes}
         changed = False
         for dim, factors in enumerate(dims):
+            if t.fixed and dim not in t.open:
+                continue
             new_axes: list[int] = []
             source = None
             for f in factors:
@@ -707,7 +723,7 @@ class _Propagation:
     def write(self) -> bool:
         changed = False
         for op, results in self.annotated:
-            if any(r is not None and r.fixed for r in results) and SHARDING in op.attributes:
+            if any(r is not None and r.fixed and not r.open for r in results) and SHARDING in op.attributes:
                 continue
             leaves = [self.final(r) if r is not None else HloSharding.replicated() for r in results]
             sharding = leaves[0] if len(leaves) == 1 else HloSharding.tuple_of(leaves)

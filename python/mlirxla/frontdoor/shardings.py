@@ -22,7 +22,9 @@ generic form for us):
   `<=[sizes]T(perm)`, canonicalized like XLA (`<=[4]` when no transpose is left). A sharding
   that tiles nothing is `{replicated}`; a mesh of one device `{maximal device=d}`.
 * `sdy.sharding_constraint %v <@m, ...>` becomes `stablehlo.custom_call @Sharding(%v)`
-  carrying the sharding, as XLA's own Shardy export does (and then `xhlo.custom_call`).
+  carrying the sharding, as XLA's own Shardy export does (and then `xhlo.custom_call`); its
+  open dims (`{?}`, `{"x", ?}`: jax's unconstrained dims and its automatic mesh axes) are
+  listed in `xhlo.open_dims`, for propagation to shard further.
   Choice: a separate op rather than the sharding put on %v's producer, because %v may be a
   block argument or have other users that the constraint must not re-shard. `sdy.reshard`
   is imported the same way.
@@ -56,6 +58,8 @@ from .jaxlib_bridge import IN_REGION, attributes_of
 
 MHLO_SHARDING = "mhlo.sharding"
 SHARDING_GROUP = "xhlo.sharding_group"
+# a constraint's dims that propagation may shard further (Shardy's open dims, `{?}`)
+OPEN_DIMS = "xhlo.open_dims"
 SDY_SHARDING = "sdy.sharding"
 SDY_ATTRIBUTE_PREFIX = "sdy."
 
@@ -139,6 +143,7 @@ class TensorSharding:
     dims: tuple[tuple[AxisRef, ...], ...]
     replicated: tuple[AxisRef, ...] = ()
     unreduced: tuple[AxisRef, ...] = ()
+    open_dims: tuple[int, ...] = ()  # dims written `{?}` or `{"x", ?}`: the compiler may shard them further
 
 
 def _mesh_body(tokens: _Tokens) -> Mesh:
@@ -211,10 +216,12 @@ def _tensor_sharding(tokens: _Tokens) -> TensorSharding:
         raise ValueError(f"expected a mesh but got '{token}' in '{tokens.text}'")
     tokens.expect(",")
     tokens.expect("[")
-    dims = []
+    dims, open_dims = [], []
     while not tokens.accept("]"):
         tokens.expect("{")
-        refs, _ = _axis_refs(tokens)
+        refs, open_ = _axis_refs(tokens)
+        if open_:
+            open_dims.append(len(dims))
         dims.append(refs)
         if (priority := tokens.peek()) is not None and re.fullmatch(r"p\d+", priority):
             tokens.next()
@@ -226,7 +233,7 @@ def _tensor_sharding(tokens: _Tokens) -> TensorSharding:
         tokens.expect("{")
         lists[key], _ = _axis_refs(tokens)
     tokens.expect(">")
-    return TensorSharding(mesh, tuple(dims), lists.get("replicated", ()), lists.get("unreduced", ()))
+    return TensorSharding(mesh, tuple(dims), lists.get("replicated", ()), lists.get("unreduced", ()), tuple(open_dims))
 
 
 def parse_tensor_sharding(text: str) -> TensorSharding:
@@ -503,11 +510,14 @@ def _convert_constraints(module: ir.Module, importer: _Importer) -> None:
     for name in ("sdy.sharding_constraint", "sdy.reshard"):
         for op in live_ops(ops_named(module, name)):
             try:
-                sharding = importer.convert(parse_tensor_sharding(str(op.attributes["sharding"])), op.operands[0].type)
+                parsed = parse_tensor_sharding(str(op.attributes["sharding"]))
+                sharding = importer.convert(parsed, op.operands[0].type)
             except (ValueError, KeyError) as error:
                 raise _fail(op, str(error)) from None
             with ir.InsertionPoint(op):
                 value = _custom_call("Sharding", op.operands[0], op.results[0].type, sharding, op.location)
+            if parsed.open_dims and name == "sdy.sharding_constraint":
+                value.owner.attributes[OPEN_DIMS] = ir.DenseI64ArrayAttr.get(list(parsed.open_dims))
             op.results[0].replace_all_uses_with(value)
             erase(op)
 

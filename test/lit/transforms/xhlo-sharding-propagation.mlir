@@ -215,3 +215,21 @@ module attributes {mhlo.num_partitions = 8 : i32} {
     return %0, %1 : tensor<16x32xf32>, tensor<16x32xf32>
   }
 }
+
+// -----
+
+/// a constraint's open dims (jax's unconstrained dims, `{?}`, and automatic mesh axes,
+/// `{"x", ?}`) take what propagation brings them, here "y" on dim 1 from the argument; a
+/// closed one keeps the user's sharding and the value is resharded to it
+// CHECK: "xhlo.multiply"(%arg0, %arg0) {xhlo.sharding = "{devices=[2,2]<=[4]}"}
+// CHECK: call_target_name = "Sharding"{{.*}}xhlo.open_dims = array<i64: 0, 1>, xhlo.sharding = "{devices=[2,2]<=[4]}"
+// CHECK: call_target_name = "Sharding"{{.*}}xhlo.sharding = "{devices=[2,1,2]<=[4] last_tile_dim_replicate}"
+module attributes {mhlo.num_partitions = 4 : i32} {
+  sdy.mesh @mesh = <["x"=2, "y"=2]>
+  func.func @main(%a: tensor<8x2xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {"y"}]>}) -> (tensor<8x2xf32>, tensor<8x2xf32>) {
+    %0 = stablehlo.multiply %a, %a : tensor<8x2xf32>
+    %1 = sdy.sharding_constraint %0 <@mesh, [{"x", ?}, {?}]> : tensor<8x2xf32>
+    %2 = sdy.sharding_constraint %0 <@mesh, [{"x"}, {}]> : tensor<8x2xf32>
+    return %1, %2 : tensor<8x2xf32>, tensor<8x2xf32>
+  }
+}
