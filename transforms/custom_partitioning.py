@@ -20,10 +20,11 @@ shard_map:
 so the SPMD partitioner reshards each operand to S_arg, runs the program on each device's
 tiles and hands each result on as S_result (resharded where a user wants another sharding).
 
-The callbacks are found only in the process that lowered the program: a module saved and read
-back, or lowered elsewhere, is refused in one line, as is a call inside a loop or branch (whose
-operands' shardings live on the loop). What the user's callback raises ends the compile with
-its first line. Runs after propagation, before the partitioner; a program of one partition
+A call inside a loop body (a `custom_partitioning` function in a scan over layers) is
+partitioned the same way: a carried operand's sharding is the loop's. The callbacks are found
+only in the process that lowered the program: a module saved and read back, or lowered
+elsewhere, is refused in one line. What the user's callback raises ends the compile with its
+first line. Runs after propagation, before the partitioner; a program of one partition
 has no such call (jax inlines the function at lowering). Changed: any call replaced.
 """
 
@@ -57,14 +58,8 @@ class CustomPartitioningPass(ModulePass):
 
     def run(self, module: ir.Module) -> bool:
         calls = list(live_ops(ops_where(module, is_custom_partitioning)))
-        entry = entry_function(module)
         for call in calls:
-            where = location_text(call.location)
-            if entry is None or call.parent.name != "func.func" or ir.StringAttr(call.parent.attributes["sym_name"]).value != ir.StringAttr(entry.attributes["sym_name"]).value:
-                raise MlirxlaError(f"custom_call @{TARGET}: a custom_partitioning call inside a loop or branch is not "
-                                   "partitioned (call it outside the loop)", where)
-            partitioned = partition(call, argument_shardings(entry), where)
-            replace(module, call, partitioned)
+            replace(module, call, partition(call, location_text(call.location)))
         return bool(calls)
 
 
@@ -78,28 +73,26 @@ class Partitioned:
     result_shardings: list[str]
 
 
-def argument_shardings(entry: ir.Operation) -> dict[int, str]:
-    if "arg_attrs" not in entry.attributes:
-        return {}
-    entries = ir.ArrayAttr(entry.attributes["arg_attrs"])
-    return {index: ir.StringAttr(ir.DictAttr(attrs)[SHARDING]).value for index, attrs in enumerate(entries) if SHARDING in ir.DictAttr(attrs)}
-
-
-def value_sharding(value: ir.Value, arguments: dict[int, str]) -> str:
-    """The sharding propagation gave `value`, as XLA's text (a tuple's element for one result
-    of several); replicated when it gave none."""
+def value_sharding(value: ir.Value) -> str:
+    """The sharding propagation gave `value`, as XLA's text: its op's (a tuple's element for
+    one result of several), a function argument's attribute, or a loop's carried value's, the
+    loop's; replicated where it gave none."""
     if isinstance(value, ir.BlockArgument):
-        return arguments.get(value.arg_number, "{replicated}")
-    owner = value.owner
-    if SHARDING not in owner.attributes:
+        holder, index = value.owner.owner.operation, value.arg_number
+        if holder.name == "func.func":
+            if "arg_attrs" not in holder.attributes:
+                return "{replicated}"
+            attributes = ir.DictAttr(ir.ArrayAttr(holder.attributes["arg_attrs"])[index])
+            return ir.StringAttr(attributes[SHARDING]).value if SHARDING in attributes else "{replicated}"
+    else:
+        holder, index = value.owner.operation, ir.OpResult(value).result_number
+    if SHARDING not in holder.attributes:
         return "{replicated}"
-    sharding = parse_attribute(owner.attributes[SHARDING])
-    if sharding.kind == "tuple":
-        sharding = sharding.elements[ir.OpResult(value).result_number]
-    return str(sharding)
+    sharding = parse_attribute(holder.attributes[SHARDING])
+    return str(sharding.elements[index] if sharding.kind == "tuple" else sharding)
 
 
-def partition(call: ir.Operation, arguments: dict[int, str], where: str) -> Partitioned:
+def partition(call: ir.Operation, where: str) -> Partitioned:
     """Call jax's partition entry point for `call` with jaxlib's shapes and shardings."""
     try:
         from jax._src import custom_partitioning as jax_custom_partitioning
@@ -123,7 +116,7 @@ def partition(call: ir.Operation, arguments: dict[int, str], where: str) -> Part
     result_sharding = (ir.StringAttr(call.attributes[SHARDING]).value if SHARDING in call.attributes else "{replicated}")
     try:
         program, operand_shardings, result_sharding = jax_custom_partitioning._custom_partitioning_partition(
-            operand_shapes, [xla_client.HloSharding.from_string(value_sharding(operand, arguments)) for operand in call.operands],
+            operand_shapes, [xla_client.HloSharding.from_string(value_sharding(operand)) for operand in call.operands],
             result_shape, xla_client.HloSharding.from_string(result_sharding), key)
     except Exception as error:  # the user's callback: its failure ends the compile, named
         raise MlirxlaError(f"custom_call @{TARGET}: the partition callback raised {type(error).__name__}: "

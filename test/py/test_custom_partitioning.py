@@ -1,6 +1,7 @@
 """jax's `custom_partitioning` on several devices (`transforms/custom_partitioning.py`): the
 user's partition callback gets the shardings jax's cpu backend gives it, and its device
-program, collectives included, computes what jax's cpu backend computes; a call whose
+program, collectives included, computes what jax's cpu backend computes, inside a scan
+too; a call whose
 callbacks are not alive here, or whose callback raises, is refused in one line."""
 
 import os
@@ -81,3 +82,35 @@ def test_a_callback_that_raises_ends_the_compile_in_one_line():
     assert done.returncode != 0
     assert ("custom_call @CustomSPMDPartitioning: the partition callback raised ValueError: no partitioning for this "
             "layout") in done.stderr
+
+
+SCANNED = """
+import jax, jax.numpy as jnp, numpy as np
+from jax.sharding import NamedSharding, PartitionSpec as P
+from jax.experimental.custom_partitioning import custom_partitioning
+mesh = jax.make_mesh((4, 2), ("x", "y"))
+
+@custom_partitioning
+def doubled(x):
+    return x * 2
+
+def partition(mesh, arg_shapes, result_shape):
+    sharding = arg_shapes[0].sharding
+    return mesh, lambda block: block * 2, sharding, (sharding,)
+
+doubled.def_partition(partition=partition, sharding_rule="i j -> i j",
+                      infer_sharding_from_operands=lambda mesh, arg_shapes, result_shape: arg_shapes[0].sharding)
+x = jax.device_put(jnp.arange(32.0).reshape(8, 4), NamedSharding(mesh, P("x", "y")))
+out = jax.jit(lambda x: jax.lax.scan(lambda carry, _: (doubled(carry) + 1, None), x, None, length=3)[0])(x)
+print(np.asarray(out).tolist(), out.sharding.spec)
+"""
+
+
+@pytest.mark.jax
+def test_a_call_in_a_scan_is_partitioned_with_the_loops_sharding():
+    pytest.importorskip("jax")
+    environment = dict(os.environ, JAX_PLATFORMS="mlirxla", MLIRXLA_NUM_DEVICES="8")
+    done = subprocess.run([sys.executable, "-c", SCANNED], env=environment, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    expected = [[float(value * 8 + 7) for value in range(row * 4, row * 4 + 4)] for row in range(8)]
+    assert done.stdout.strip().splitlines()[-1] == f"{expected} P('x', 'y')"
