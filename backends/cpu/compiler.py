@@ -40,7 +40,6 @@ code) out (XLA's CpuCompiler: RunHloPasses, then RunBackend).
    dumped as `thunk-sequence.txt`.
 """
 
-import os
 import re
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
