@@ -21,7 +21,8 @@ so the SPMD partitioner reshards each operand to S_arg, runs the program on each
 tiles and hands each result on as S_result (resharded where a user wants another sharding).
 
 A call inside a loop body (a `custom_partitioning` function in a scan over layers) is
-partitioned the same way: a carried operand's sharding is the loop's. The callbacks are found
+partitioned the same way: a carried operand's sharding is the loop's. The device program's
+other functions (a `lax.cond`'s branches) join the module, renamed where it has the name. The callbacks are found
 only in the process that lowered the program: a module saved and read back, or lowered
 elsewhere, is refused in one line. What the user's callback raises ends the compile with its
 first line. Runs after propagation, before the partitioner; a program of one partition
@@ -136,7 +137,9 @@ def replace(module: ir.Module, call: ir.Operation, partitioned: Partitioned) -> 
     # the program runs on the devices of the module holding the call (its collectives name them)
     loaded.module.operation.attributes[CONFIG] = module.operation.attributes[CONFIG]
     program = frontdoor.import_loaded(loaded).module
-    body = entry_function(program).regions[0].blocks[0]
+    entry = entry_function(program)
+    adopt_functions(module, program, entry)
+    body = entry.regions[0].blocks[0]
     if len(body.arguments) != len(call.operands) or len(list(body.operations)[-1].operands) != len(call.results):
         raise MlirxlaError(f"custom_call @{TARGET}: the device program takes {len(body.arguments)} and returns "
                            f"{len(list(body.operations)[-1].operands)} values; the call has {len(call.operands)} and "
@@ -155,6 +158,28 @@ def replace(module: ir.Module, call: ir.Operation, partitioned: Partitioned) -> 
             manual = annotation("Sharding", local, local.type, MANUAL)
             result.replace_all_uses_with(annotation("SPMDShardToFullShape", manual, result.type, sharding))
     erase(call)
+
+
+def adopt_functions(module: ir.Module, program: ir.Module, entry: ir.Operation) -> None:
+    """The device program's functions but its entry (a `lax.cond`'s branches) move to
+    `module`, renamed where `module` has the name already."""
+    def names(holder: ir.Module) -> set[str]:
+        return {ir.StringAttr(op.attributes["sym_name"]).value for op in holder.body.operations if "sym_name" in op.attributes}
+
+    taken, program_names = names(module), names(program)
+    anchor = list(module.body.operations)[-1]
+    for function in [op.operation for op in program.body.operations if op.operation.name == "func.func" and op.operation != entry.operation]:
+        name = fresh = ir.StringAttr(function.attributes["sym_name"]).value
+        suffix = 0
+        while fresh in taken or (fresh != name and fresh in program_names):
+            suffix += 1
+            fresh = f"{name}.{TARGET}.{suffix}"
+        if fresh != name:
+            ir.SymbolTable.replace_all_symbol_uses(name, fresh, program.operation)
+            function.attributes["sym_name"] = ir.StringAttr.get(fresh)
+        taken.add(fresh)
+        function.move_after(anchor)
+        anchor = function
 
 
 def annotation(target: str, operand: ir.Value, result_type: ir.Type, sharding: str) -> ir.Value:

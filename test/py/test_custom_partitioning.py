@@ -1,7 +1,7 @@
 """jax's `custom_partitioning` on several devices (`transforms/custom_partitioning.py`): the
 user's partition callback gets the shardings jax's cpu backend gives it, and its device
 program, collectives included, computes what jax's cpu backend computes, inside a scan
-too; a call whose
+too and with branches of its own; a call whose
 callbacks are not alive here, or whose callback raises, is refused in one line."""
 
 import os
@@ -114,3 +114,42 @@ def test_a_call_in_a_scan_is_partitioned_with_the_loops_sharding():
     assert done.returncode == 0, done.stderr[-2000:]
     expected = [[float(value * 8 + 7) for value in range(row * 4, row * 4 + 4)] for row in range(8)]
     assert done.stdout.strip().splitlines()[-1] == f"{expected} P('x', 'y')"
+
+
+WITH_BRANCHES = """
+import jax, jax.numpy as jnp, numpy as np
+from jax.sharding import NamedSharding, PartitionSpec as P
+from jax.experimental.custom_partitioning import custom_partitioning
+mesh = jax.make_mesh((4, 2), ("x", "y"))
+
+@custom_partitioning
+def branchy(x):
+    return x
+
+def partition(mesh, arg_shapes, result_shape):
+    def per_device(block):
+        return jax.lax.cond(block.sum() > 0, lambda b: b * 2, lambda b: b - 1, block)
+    sharding = arg_shapes[0].sharding
+    return mesh, per_device, sharding, (sharding,)
+
+branchy.def_partition(partition=partition, sharding_rule="i j -> i j")
+x = jax.device_put(jnp.arange(32.0).reshape(8, 4) - 10, NamedSharding(mesh, P("x", "y")))
+out = jax.jit(lambda x: branchy(x) + jax.lax.cond(x.sum() > 0, lambda b: b * 3, lambda b: b, x))(x)
+print(np.asarray(out).tolist())
+"""
+
+
+@pytest.mark.jax
+def test_a_device_program_with_branches_beside_the_programs_own():
+    """The device program's `lax.cond` branch functions join the program, which has branch
+    functions of the same names: each device's block takes its own branch, as on cpu."""
+    pytest.importorskip("jax")
+    outputs = []
+    for platform in ("cpu", "mlirxla"):
+        environment = dict(os.environ, JAX_PLATFORMS=platform, MLIRXLA_NUM_DEVICES="8",
+                           XLA_FLAGS="--xla_force_host_platform_device_count=8")
+        done = subprocess.run([sys.executable, "-c", WITH_BRANCHES], env=environment, capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        outputs.append(done.stdout.strip().splitlines()[-1])
+    assert outputs[0] == outputs[1]
