@@ -426,7 +426,7 @@ class _Propagation:
             if result is not None:
                 self.fix(result, leaf, f"{label} (user)")
         if OPEN_DIMS in op.attributes and len(results) == 1 and results[0] is not None and results[0].hlo is None:
-            results[0].open = frozenset(ir.DenseI64ArrayAttr(op.attributes[OPEN_DIMS]))
+            results[0].open = frozenset(d for d in ir.DenseI64ArrayAttr(op.attributes[OPEN_DIMS]) if 0 <= d < len(results[0].shape))
             self.seeds[-1] += f" (dims {', '.join(map(str, sorted(results[0].open)))} open)"
 
     def link_entry_results(self, op, function) -> None:

@@ -24,7 +24,8 @@ generic form for us):
 * `sdy.sharding_constraint %v <@m, ...>` becomes `stablehlo.custom_call @Sharding(%v)`
   carrying the sharding, as XLA's own Shardy export does (and then `xhlo.custom_call`); its
   open dims (`{?}`, `{"x", ?}`: jax's unconstrained dims and its automatic mesh axes) are
-  listed in `xhlo.open_dims`, for propagation to shard further.
+  listed in `xhlo.open_dims`, for propagation to shard further, as are GSPMD's
+  (`backend_config = "unspecified_dims=[...]"` on a `@Sharding` call).
   Choice: a separate op rather than the sharding put on %v's producer, because %v may be a
   block argument or have other users that the constraint must not re-shard. `sdy.reshard`
   is imported the same way.
@@ -531,6 +532,8 @@ def _convert_op_attributes(module: ir.Module, importer: _Importer) -> None:
         if (text := _mhlo_sharding_text(attributes)) is not None:
             sharding = _canonical(text, op, MHLO_SHARDING)
             attributes[SHARDING] = ir.StringAttr.get(str(sharding))
+            if (unspecified := _unspecified_dims(operation)) is not None:
+                attributes[OPEN_DIMS] = ir.DenseI64ArrayAttr.get(unspecified)
         if SDY_SHARDING in attributes:
             try:
                 sharding = importer.from_attribute(attributes[SDY_SHARDING], [r.type for r in operation.results])
@@ -541,6 +544,16 @@ def _convert_op_attributes(module: ir.Module, importer: _Importer) -> None:
         return ir.WalkResult.ADVANCE
 
     module.operation.walk(visit)
+
+
+def _unspecified_dims(op) -> list[int] | None:
+    """The dims a GSPMD constraint leaves to propagation: jax writes them in the `@Sharding`
+    call's backend config (`unspecified_dims=[0,1]`), Shardy's open dims in GSPMD's form."""
+    if op.name != "stablehlo.custom_call" or ir.StringAttr(op.attributes["call_target_name"]).value != "Sharding":
+        return None
+    config = ir.StringAttr(op.attributes["backend_config"]).value if "backend_config" in op.attributes else ""
+    match = re.fullmatch(r"unspecified_dims=\[([\d,\s]*)\]", config.strip())
+    return [int(dim) for dim in match[1].split(",") if dim.strip()] if match else None
 
 
 MESHES = "xhlo.meshes"

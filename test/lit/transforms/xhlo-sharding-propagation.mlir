@@ -224,12 +224,15 @@ module attributes {mhlo.num_partitions = 8 : i32} {
 // CHECK: "xhlo.multiply"(%arg0, %arg0) {xhlo.sharding = "{devices=[2,2]<=[4]}"}
 // CHECK: call_target_name = "Sharding"{{.*}}xhlo.open_dims = array<i64: 0, 1>, xhlo.sharding = "{devices=[2,2]<=[4]}"
 // CHECK: call_target_name = "Sharding"{{.*}}xhlo.sharding = "{devices=[2,1,2]<=[4] last_tile_dim_replicate}"
+/// GSPMD's form of open dims: jax's `unspecified_dims` in the constraint's backend config
+// CHECK: backend_config = "unspecified_dims=[1]"{{.*}}xhlo.open_dims = array<i64: 1>, xhlo.sharding = "{devices=[2,2]<=[4]}"
 module attributes {mhlo.num_partitions = 4 : i32} {
   sdy.mesh @mesh = <["x"=2, "y"=2]>
-  func.func @main(%a: tensor<8x2xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {"y"}]>}) -> (tensor<8x2xf32>, tensor<8x2xf32>) {
+  func.func @main(%a: tensor<8x2xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {"y"}]>}) -> (tensor<8x2xf32>, tensor<8x2xf32>, tensor<8x2xf32>) {
     %0 = stablehlo.multiply %a, %a : tensor<8x2xf32>
     %1 = sdy.sharding_constraint %0 <@mesh, [{"x", ?}, {?}]> : tensor<8x2xf32>
     %2 = sdy.sharding_constraint %0 <@mesh, [{"x"}, {}]> : tensor<8x2xf32>
-    return %1, %2 : tensor<8x2xf32>, tensor<8x2xf32>
+    %3 = stablehlo.custom_call @Sharding(%0) {backend_config = "unspecified_dims=[1]", mhlo.sharding = "{devices=[2,1,2]<=[4] last_tile_dim_replicate}"} : (tensor<8x2xf32>) -> tensor<8x2xf32>
+    return %1, %2, %3 : tensor<8x2xf32>, tensor<8x2xf32>, tensor<8x2xf32>
   }
 }
