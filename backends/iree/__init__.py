@@ -16,9 +16,10 @@ def compile_program(module, options) -> CompiledProgram:
 
 
 def load_code(object_code: bytes):
-    from .loaded_module import load
+    from .loaded_module import held_past_exit, load
 
     toolchain.require()
+    held_past_exit()
     return load(object_code)
 
 

@@ -123,10 +123,12 @@ def writable_alias(array: np.ndarray) -> np.ndarray:
 
 @functools.lru_cache(maxsize=64)
 def held_past_exit() -> None:
-    """Say that IREE's objects may outlive Python: the PJRT plugin's executables, and the
-    modules, contexts and devices they hold, live until jaxlib's C++ runtime lets go of them,
-    after Python's finalization, where nanobind's leak checker would list every one of them
-    on stderr (about 200 lines at each exit of a jax program on the iree backend)."""
+    """Say that IREE's objects may outlive Python: an executable the PJRT plugin hands jax,
+    and the modules, contexts and devices it holds, lives until jaxlib's C++ runtime lets go
+    of it, after Python's finalization, where nanobind's leak checker would list every one
+    of them on stderr (about 200 lines at each exit of a jax program on the iree backend).
+    Called whenever an IREE module is loaded: which process a module ends up in is not
+    known here."""
     from iree.runtime import _binding
 
     _binding.disable_leak_checker()

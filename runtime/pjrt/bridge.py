@@ -81,10 +81,6 @@ def create_client(options: dict) -> tuple[Client, int, str, int, int]:
     if count < 1:
         raise MlirxlaError(f"the {NUM_DEVICES_OPTION} option must be at least 1, got {count}")
     backend = registry.from_environment()
-    if backend == "iree" and registry.backend(backend).unavailable() is None:
-        from mlirxla.backends.iree.loaded_module import held_past_exit
-
-        held_past_exit()
     from mlirxla.report import profile
 
     profile.record_from_environment()  # MLIRXLA_PROFILE=DIR: a trace of the whole process, written at exit
