@@ -10,8 +10,14 @@ atomic: a concurrent writer of the same fingerprint either wins or finds the ent
 and a reader never sees half an entry. A reader checks the manifest's hashes; an entry
 that fails (truncated, edited, unreadable) is removed and reported as a miss, so it is
 compiled again and written anew.
+
+Beside an entry, outside its manifest, a caller may keep views of the compile that nothing
+executes (`attach`): the PJRT plugin keeps the partitioned program jax's `as_text()` shows,
+so that a compile served from the cache shows it too. One that is missing or unreadable is
+simply not there.
 """
 
+import contextlib
 import hashlib
 import json
 import os
@@ -92,3 +98,25 @@ class CompileCache:
                 pass  # another writer stored the same entry first
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+
+    def attach(self, key: str, name: str, data: bytes) -> None:
+        """File `name` beside entry `key`, written whole or not at all (nothing without the entry)."""
+        folder = self.path(key)
+        try:
+            handle, staging = tempfile.mkstemp(prefix=".staging-", dir=folder)
+        except OSError:
+            return
+        try:
+            with os.fdopen(handle, "wb") as stream:
+                stream.write(data)
+            os.replace(staging, os.path.join(folder, name))
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(staging)
+
+    def attached(self, key: str, name: str) -> bytes | None:
+        try:
+            with open(os.path.join(self.path(key), name), "rb") as stream:
+                return stream.read()
+        except OSError:
+            return None

@@ -28,6 +28,7 @@ from .partitioned_program import PartitionedProgram
 from .compile_options import BuildGrid, build_grid, compile_options_from_proto
 
 NUM_DEVICES_OPTION = "num_devices"
+PARTITIONED_PROGRAM = "partitioned.mlir"  # kept beside a compile-cache entry (`kept_partitioned_program`)
 NODE_ID_OPTION, NUM_NODES_OPTION = "node_id", "num_nodes"  # jax.distributed.initialize's
 
 
@@ -99,7 +100,20 @@ def compile(client: Client, code: bytes, program_format: str,
     grid = build_grid(options)
     with PartitionedProgram(grid.partition_count) as partitioned:
         loaded = client.compile(code, compile_options_from_proto(options))
-    return loaded, executable_devices(loaded, grid), with_chosen_shardings(code, loaded, partitioned.text), options or b""
+    shown = with_chosen_shardings(code, loaded, kept_partitioned_program(client, loaded, partitioned.text))
+    return loaded, executable_devices(loaded, grid), shown, options or b""
+
+
+def kept_partitioned_program(client: Client, loaded: LoadedExecutable, text: str | None) -> str | None:
+    """The partitioned program this compile made, kept beside its compile-cache entry; or,
+    for a compile the cache served, the one kept by the compile that filled the entry."""
+    if client.cache is None:
+        return text
+    if text is not None:
+        client.cache.attach(loaded.fingerprint, PARTITIONED_PROGRAM, text.encode())
+        return text
+    kept = client.cache.attached(loaded.fingerprint, PARTITIONED_PROGRAM)
+    return kept.decode(errors="replace") if kept is not None else None
 
 
 def executable_devices(loaded: LoadedExecutable, grid: BuildGrid) -> tuple[int, ...]:

@@ -14,8 +14,10 @@ collective combiner changed the module, a copy of it is lowered to StableHLO
 dropped; the last one kept is what jax gets (one all-reduce of four gradients where the
 combiner made one, as XLA's optimized HLO shows). The bridge then hands jax that text
 with the chosen shardings as module attributes, parsed and printed by jaxlib's MLIR as
-`chosen_shardings.py` does; where there is none (one partition, a compile served by the
-cache, a module the lowering cannot take back to StableHLO) jax's own program is kept.
+`chosen_shardings.py` does; where there is none (one partition, a module the lowering
+cannot take back to StableHLO) jax's own program is kept. With a compile cache the text is
+kept beside the entry (`bridge.kept_partitioned_program`), so a compile the cache serves
+shows it too.
 The cost analysis compiles the kept program again: a partitioned one gives each device's
 cost, as XLA's does for a partitioned module.
 """

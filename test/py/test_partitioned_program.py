@@ -33,6 +33,20 @@ print("all-" in compiled.as_text(), compiled(a).tolist()[3], tuple(compiled(a).s
 """
 
 
+def test_a_compile_the_cache_serves_shows_the_partitioned_program_too(tmp_path):
+    """The second process's compile is a compile-cache hit (`MLIRXLA_CACHE_DIR`): it compiles
+    nothing, and its `as_text()` is the partitioned program the first one kept beside the entry."""
+    pytest.importorskip("jax")
+    environment = dict(os.environ, JAX_PLATFORMS="mlirxla", MLIRXLA_NUM_DEVICES="4", MLIRXLA_CACHE_DIR=str(tmp_path))
+    lines = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", PROGRAM], env=environment, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        lines.append(done.stdout.strip().splitlines()[-1])
+    assert lines == ["True True P('y',) [56.0, 64.0] True"] * 2
+    assert any(os.path.isfile(os.path.join(tmp_path, entry, "partitioned.mlir")) for entry in os.listdir(tmp_path))
+
+
 @pytest.mark.parametrize("platform", ["cpu", "mlirxla"])
 def test_as_text_shows_each_devices_program_with_its_collectives(platform):
     pytest.importorskip("jax")
