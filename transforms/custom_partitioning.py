@@ -114,11 +114,11 @@ def partition(call: ir.Operation, where: str) -> Partitioned:
     operand_shapes = [shape_of(operand) for operand in call.operands]
     result_shapes = [shape_of(result) for result in call.results]
     result_shape = result_shapes[0] if len(result_shapes) == 1 else xla_client.Shape.tuple_shape(result_shapes)
-    result_sharding = (ir.StringAttr(call.attributes[SHARDING]).value if SHARDING in call.attributes else "{replicated}")
+    propagated = ir.StringAttr(call.attributes[SHARDING]).value if SHARDING in call.attributes else "{replicated}"
     try:
         program, operand_shardings, result_sharding = jax_custom_partitioning._custom_partitioning_partition(
             operand_shapes, [xla_client.HloSharding.from_string(value_sharding(operand)) for operand in call.operands],
-            result_shape, xla_client.HloSharding.from_string(result_sharding), key)
+            result_shape, xla_client.HloSharding.from_string(propagated), key)
     except Exception as error:  # the user's callback: its failure ends the compile, named
         raise MlirxlaError(f"custom_call @{TARGET}: the partition callback raised {type(error).__name__}: "
                            f"{first_line(str(error))}", where) from None

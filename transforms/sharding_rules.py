@@ -486,6 +486,7 @@ def batched_call(op) -> OpRule | None:
 
 # Shardy's `#sdy.op_sharding_rule<([i, j], [j, k])->([i, k]) {i=8, j=16, k=32} reduction={j}, custom>`
 _DECLARED = re.compile(r"^#sdy\.op_sharding_rule<\((?P<operands>[^)]*)\)->\((?P<results>[^)]*)\)\s*\{(?P<sizes>[^}]*)\}(?P<kinds>.*)>$")
+_FACTOR_NAME = re.compile(r"z_\d+|[a-z]")  # Shardy's factor names: i, j, ..., z_1, z_2, ...
 _DECLARED_KINDS = {"reduction": "reduction", "need_replication": "replication", "permutation": "permutation",
                    "blocked_propagation": "replication"}
 
@@ -503,13 +504,13 @@ def declared_rule(op) -> OpRule | None:
     names = {name.strip(): index for index, (name, _) in enumerate(sizes)}
     kinds = ["pass"] * len(sizes)
     for kind, listed in re.findall(r"(\w+)=\{([^}]*)\}", match["kinds"]):
-        for name in re.findall(r"z_\d+|[a-z]", listed):
+        for name in _FACTOR_NAME.findall(listed):
             if kind in _DECLARED_KINDS and name in names:
                 kinds[names[name]] = _DECLARED_KINDS[kind]
     factors = tuple(Factor(int(size), kind) for (_, size), kind in zip(sizes, kinds))
 
     def tensors(text: str, values) -> tuple | None:
-        mapped = tuple(tuple(tuple(names.get(name, -1) for name in re.findall(r"z_\d+|[a-z]", dim)) for dim in tensor.split(",") if dim.strip())
+        mapped = tuple(tuple(tuple(names.get(name, -1) for name in _FACTOR_NAME.findall(dim)) for dim in tensor.split(",") if dim.strip())
                        for tensor in re.findall(r"\[([^\]]*)\]", text))
         fits = len(mapped) == len(values) and all(
             len(dims) == len(shape(value)) and all(-1 not in dim and math.prod(factors[f].size for f in dim) == size
