@@ -72,11 +72,15 @@ class CompileOptions:
     # bf16 values read inside a cpu kernel kept in f32 (XLA's xla_allow_excess_precision);
     # None: MLIRXLA_ALLOW_EXCESS_PRECISION's setting (`backends/cpu/excess_precision.py`)
     allow_excess_precision: bool | None = None
+    # entry parameters without a sharding whose sharding propagation may choose (XLA's
+    # allow_spmd_sharding_propagation_to_parameters); the others without one are replicated
+    open_parameters: tuple[int, ...] = ()
 
     def key(self) -> str:
         flags = f";iree_flags={' '.join(self.iree_flags)}" if self.iree_flags else ""
         excess = "" if self.allow_excess_precision is None else f";excess_precision={int(self.allow_excess_precision)}"
-        return f"disable={','.join(sorted(self.disable_passes))}{flags}{excess}"
+        opened = f";open_parameters={','.join(map(str, self.open_parameters))}" if self.open_parameters else ""
+        return f"disable={','.join(sorted(self.disable_passes))}{flags}{excess}{opened}"
 
 
 class LoadedExecutable:
@@ -250,6 +254,7 @@ def compile_bytes(data: bytes, source: str, options: CompileOptions, backend: Ba
     still run concurrently)."""
     from mlirxla import frontdoor
     from mlirxla.context import compile_context
+    from mlirxla.dialects.xhlo.config import open_parameters
     from mlirxla.pipelines.runner import RunOptions
 
     run_options = RunOptions(dump_to=options.dump_to, dump_pass_re=options.dump_pass_re,
@@ -259,6 +264,8 @@ def compile_bytes(data: bytes, source: str, options: CompileOptions, backend: Ba
     with _COMPILING, reported(options, source, backend) as recording, progress.compiling(source):
         try:
             imported = frontdoor.import_bytes(data, source, compile_context(len(data)))
+            with imported.module.context:
+                open_parameters(imported.module, options.open_parameters)
             executable = Executable.of(backend.compile(imported.module, run_options))
         except MlirxlaError as error:
             raise error.with_source(source) from None

@@ -15,9 +15,12 @@ What it decides, and why:
   conflict with one, the user's wins. A constraint's open dims (Shardy's `{?}` and
   `{"x", ?}`, jax's unconstrained dims and automatic axes: `xhlo.open_dims`) stay open: they
   keep the user's axes as a prefix and grow like inferred dims. Entry arguments without a
-  sharding are replicated and fixed, as XLA does for jax
-  (`allow_spmd_sharding_propagation_to_parameters=false`); unannotated entry results are
-  open (`..._to_output=true`).
+  sharding are replicated and fixed, as XLA does with
+  `allow_spmd_sharding_propagation_to_parameters=false`, but for those the module config
+  opens (`xhlo.config`'s `open_parameters`: jax's unspecified `in_shardings`, an argument
+  not yet placed): propagation chooses theirs like any inferred value's, and the caller
+  shards the argument as chosen (`shard_alike(x, numpy_array)` shards the numpy array like
+  `x`). Unannotated entry results are open (`..._to_output=true`).
 * **Factor rules** (`transforms/sharding_rules.py`): each op maps its operand and result
   dims to factors; a factor sharded on some axes in one tensor is proposed to every tensor that
   has it. Per factor, the proposal is the longest axis list every tensor's axes are a prefix
@@ -278,6 +281,7 @@ class _Propagation:
         self.unsupported: list[str] = []
         self.annotated: list[tuple[ir.Operation, list[Tensor]]] = []
         self.groups: dict[int, list[Tensor]] = defaultdict(list)  # shard_alike's sharding groups
+        self.open_arguments: dict[int, Tensor] = {}  # unannotated entry arguments propagation shards
         self.entry = entry_function(module)
         self.functions = {function_name(f): f for f in module_functions(module)}
         self.names: dict[str, ir.AsmState] = {}
@@ -352,6 +356,8 @@ class _Propagation:
             attributes = ir.DictAttr(arg_attrs[index]) if index < len(arg_attrs) else None
             if attributes is not None and SHARDING in attributes:
                 self.fix(tensor, _parse(attributes[SHARDING], f"argument #{index}"), f"argument #{index} {tensor.name} of @{function_name(function)} (user)")
+            elif index in self.config.open_parameters:
+                self.open_arguments[index] = tensor
             else:
                 self.fix(tensor, HloSharding.replicated(), f"argument #{index} {tensor.name} of @{function_name(function)} (unannotated: replicated, as XLA for jax)")
             if attributes is not None and SHARDING_GROUP in attributes:
@@ -732,7 +738,23 @@ class _Propagation:
                 op.attributes[SHARDING] = ir.StringAttr.get(text)
                 changed = True
         changed |= self.write_results()
+        changed |= self.write_arguments()
         return changed
+
+    def write_arguments(self) -> bool:
+        """The shardings chosen for open entry arguments, in `arg_attrs`; a replicated one is
+        written too, so that the entry says what the caller must pass."""
+        if not self.open_arguments:
+            return False
+        function = self.entry
+        count = len(function.regions[0].blocks[0].arguments)
+        entries = list(ir.ArrayAttr(function.attributes["arg_attrs"])) if "arg_attrs" in function.attributes else [ir.DictAttr.get({}) for _ in range(count)]
+        for index, tensor in self.open_arguments.items():
+            names = {named.name: named.attr for named in ir.DictAttr(entries[index])}
+            names[SHARDING] = ir.StringAttr.get(str(self.final(tensor)))
+            entries[index] = ir.DictAttr.get(names)
+        function.attributes["arg_attrs"] = ir.ArrayAttr.get(entries)
+        return True
 
     def write_results(self) -> bool:
         function = self.entry

@@ -23,7 +23,13 @@ by its operand (what it annotates is in the module attributes already), a region
 an op without results dropped. Only the signature and the attributes are read from it.
 """
 
+import functools
+import threading
+
 from mlirxla.runtime.client import LoadedExecutable
+
+JAXLIB_CONTEXT_IN_USE = threading.Lock()
+LAYOUT_MODE = "mhlo.layout_mode"  # jax's layout request on an entry argument or result
 
 # what stands for a removed sdy region in the program jax reads the shardings from
 REGION_STANDIN = "mlirxla.sdy_region"
@@ -36,23 +42,65 @@ def tuple_sharding(texts: list[str]) -> str:
 def with_chosen_shardings(program: bytes, loaded: LoadedExecutable, partitioned: str | None = None) -> bytes:
     """`program`, or the `partitioned` program each device runs when there is one
     (`partitioned_program.py`), with the module attributes that tell jax the partitioned
-    executable's parameter and output shardings; `program` unchanged for a program of one
-    partition (nothing was chosen: replicas all hold whole arrays)."""
-    if loaded.executable.plan.partition_count == 1:
-        return program
-    from jax._src.interpreters import mlir as jax_mlir
+    executable's parameter and output shardings (none on one partition: replicas all hold
+    whole arrays) and its entry layouts."""
     from jax._src.lib.mlir import ir
 
-    outputs = [str(sharding.hlo) for sharding in loaded.output_shardings]
-    parameters = [str(sharding.hlo) for sharding in loaded.parameter_shardings]
-    with jax_mlir.make_ir_context() as context:
-        module = jaxlib_module(partitioned, program, context)
-        attributes = module.operation.attributes
-        if outputs:
-            attributes["mhlo.spmd_output_sharding"] = ir.StringAttr.get(tuple_sharding(outputs))
-        attributes["mhlo.spmd_parameters_shardings"] = ir.ArrayAttr.get([ir.StringAttr.get(text) for text in parameters])
-        without_sdy_ops(module)
+    with JAXLIB_CONTEXT_IN_USE, jaxlib_context() as context:
+        if loaded.executable.plan.partition_count == 1:
+            module = jaxlib_module(None, program, context)
+        else:
+            module = jaxlib_module(partitioned, program, context)
+            attributes = module.operation.attributes
+            outputs = [str(sharding.hlo) for sharding in loaded.output_shardings]
+            parameters = [str(sharding.hlo) for sharding in loaded.parameter_shardings]
+            if outputs:
+                attributes["mhlo.spmd_output_sharding"] = ir.StringAttr.get(tuple_sharding(outputs))
+            attributes["mhlo.spmd_parameters_shardings"] = ir.ArrayAttr.get([ir.StringAttr.get(text) for text in parameters])
+            without_sdy_ops(module)
+        with_row_major_entry(module)
         return str(module).encode()
+
+
+@functools.cache
+def jaxlib_context():
+    """One jaxlib MLIR context for the process: making one registers every dialect jax uses
+    (6 ms here), which every compile would pay; the lock keeps it to one user at a time."""
+    from jax._src.interpreters import mlir as jax_mlir
+
+    return jax_mlir.make_ir_context()
+
+
+def with_row_major_entry(module) -> None:
+    """The entry's parameter and result layouts said: row-major, as every buffer here is.
+    jaxlib reads an executable's layouts off the HLO it makes of this program, and without
+    them HLO's shape inference gives a transpose the layout that makes it a bitcast, so a
+    returned `x.T` was reported column-major (`compiled.output_formats`) and a user asking
+    for the row-major layout was refused. Results are left to that inference where jax
+    asked for a layout of its own (`mhlo.layout_mode`: `Layout.AUTO` or a concrete one),
+    and a signature holding tokens or tuples keeps HLO's default."""
+    from jax._src.lib.mlir import ir
+
+    entry = next((op for op in module.body.operations if op.operation.name == "func.func" and
+                  ir.StringAttr(op.attributes["sym_name"]).value == "main"), None)
+    if entry is None:
+        return
+    signature = ir.FunctionType(ir.TypeAttr(entry.attributes["function_type"]).value)
+    result_attributes = [ir.DictAttr(a) for a in ir.ArrayAttr(entry.attributes["res_attrs"])] if "res_attrs" in entry.attributes else []
+    declared = {"mhlo.xla_entry_computation_parameter_layouts": signature.inputs}
+    if not any(LAYOUT_MODE in attributes for attributes in result_attributes):
+        declared["mhlo.xla_entry_computation_result_layout"] = signature.results
+    for key, types in declared.items():
+        if all(isinstance(value_type, ir.RankedTensorType) for value_type in types):
+            module.operation.attributes[key] = ir.ArrayAttr.get([row_major(ir.RankedTensorType(t).rank) for t in types])
+
+
+def row_major(rank: int):
+    """HLO's minor-to-major order of a row-major array of `rank` dims, as MLIR's HLO export reads it."""
+    from jax._src.lib.mlir import ir
+
+    dims = ", ".join(str(d) for d in reversed(range(rank)))
+    return ir.Attribute.parse(f"dense<[{dims}]> : tensor<{rank}xindex>" if rank else "dense<> : tensor<0xindex>")
 
 
 def jaxlib_module(partitioned: str | None, program: bytes, context):

@@ -13,8 +13,10 @@ XLA's debug options with an equivalent here, under their XLA names:
 Any other field of XLA's DebugOptions (and XLA's effort and level settings) is accepted
 without effect, as XLA's backends take the fields they do not read; any other name is refused
 in XLA's words (`xla_debug_options.py`). Of the build options the replica and partition
-counts and the device assignment are read (`build_grid`: the devices a program runs on); the
-rest (argument layouts among them) is not: executables are row-major. The proto is read with a
+counts and the device assignment are read (`build_grid`: the devices a program runs on), and
+`allow_spmd_sharding_propagation_to_parameters` (`open_parameters`: jax sets it for the
+arguments a jit leaves unspecified, and reads back the shardings propagation chose); the rest
+(argument layouts among them) is not: executables are row-major. The proto is read with a
 small wire-format reader (`protobuf_wire.py`), so no protobuf package is needed.
 """
 
@@ -30,6 +32,7 @@ from .protobuf_wire import LENGTH_DELIMITED, VARINT, fields, read_varint
 
 BUILD_OPTIONS, ENV_OPTION_OVERRIDES = 3, 7  # CompileOptionsProto
 NUM_REPLICAS, NUM_PARTITIONS, DEVICE_ASSIGNMENT = 4, 5, 9  # ExecutableBuildOptionsProto
+PROPAGATION_TO_PARAMETERS = 18  # ExecutableBuildOptionsProto: repeated bool, one per parameter
 COMPUTATION_DEVICES, REPLICA_DEVICE_IDS = 3, 1  # DeviceAssignmentProto, its ComputationDevice
 MAP_KEY, MAP_VALUE = 1, 2
 STRING_FIELD, BOOL_FIELD, INT_FIELD = 1, 2, 3
@@ -104,6 +107,16 @@ def packed_varints(data: bytes) -> list[int]:
 OPTIONS = ("xla_dump_to", "xla_dump_hlo_pass_re", "xla_disable_hlo_passes")
 
 
+def open_parameters(proto: bytes | None) -> tuple[int, ...]:
+    """The parameters whose sharding the build options leave to the compiler."""
+    allowed = []
+    for build in submessages(proto or b"", BUILD_OPTIONS):
+        for number, wire_type, value in fields(build):
+            if number == PROPAGATION_TO_PARAMETERS:
+                allowed += packed_varints(value) if wire_type == LENGTH_DELIMITED else [value]
+    return tuple(index for index, allow in enumerate(allowed) if allow)
+
+
 def xla_flags() -> dict[str, str]:
     """The `--name=value` settings of XLA_FLAGS that have an equivalent here (XLA_FLAGS is
     shared with jax's own backends, so the others are theirs, not errors)."""
@@ -122,4 +135,5 @@ def compile_options_from_proto(proto: bytes | None) -> CompileOptions:
     settings = xla_flags() | {name: value for name, value in overrides.items() if name in OPTIONS}
     disabled = settings.get("xla_disable_hlo_passes") or ""
     return CompileOptions(dump_to=settings.get("xla_dump_to") or None, dump_pass_re=settings.get("xla_dump_hlo_pass_re") or None,
-                          disable_passes=tuple(name for name in str(disabled).split(",") if name))
+                          disable_passes=tuple(name for name in str(disabled).split(",") if name),
+                          open_parameters=open_parameters(proto))

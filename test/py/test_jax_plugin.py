@@ -375,6 +375,24 @@ def test_tokens_made_returned_and_passed_through_jit(devices):
         assert float(value) == 9.0
 
 
+def test_entry_layouts_are_row_major_as_on_cpu(devices):
+    """The layouts jax reads off a compiled executable are those of its buffers, as on jax's
+    cpu backend: a returned transpose was reported column-major, and a user asking for the
+    row-major layout was refused ("Unexpected XLA layout override")."""
+    from jax.experimental.layout import Format, Layout
+
+    def layouts(device):
+        with jax.default_device(device):
+            compiled = jax.jit(lambda x: (x.T, x + 1)).lower(np.zeros((4, 3, 2), np.int32)).compile()
+        return [compiled.input_formats[0][0].layout.major_to_minor] + [f.layout.major_to_minor for f in compiled.output_formats]
+
+    mlirxla, cpu = devices
+    assert layouts(mlirxla) == layouts(cpu) == [(0, 1, 2)] * 3
+    row_major = Format(Layout(major_to_minor=(0, 1)), jax.sharding.SingleDeviceSharding(mlirxla))
+    out = jax.jit(lambda x: x.T, out_shardings=row_major)(jax.device_put(np.arange(6.0).reshape(2, 3), mlirxla))
+    np.testing.assert_array_equal(np.asarray(out), np.arange(6.0).reshape(2, 3).T)
+
+
 def test_host_arrays_are_viewed_without_copy_and_never_written(devices):
     """device_put of a numpy array views its memory (JAX asks for zero copy); donating that
     buffer computes into a copy, so the host array keeps its values; once the buffer is gone

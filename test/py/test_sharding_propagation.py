@@ -175,3 +175,60 @@ def test_a_sharding_group_gives_its_members_one_sharding():
     doubled, same = executable.execute_numpy([x])
     np.testing.assert_array_equal(doubled, 2 * np.repeat(np.arange(8, dtype=np.int32), 2).reshape(8, 2))
     np.testing.assert_array_equal(same, x)
+
+
+SHARD_ALIKE_ARGUMENTS = """
+module @shard_alike_arguments attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32} {
+  sdy.mesh @mesh = <["x"=2, "y"=2]>
+  func.func public @main(%arg0: tensor<8x2xi32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {"y"}]>}, %arg1: tensor<8x2xi32>) -> (tensor<8x2xi32>, tensor<8x2xi32>) {
+    sdy.sharding_group %arg0 group_id=0 : tensor<8x2xi32>
+    sdy.sharding_group %arg1 group_id=0 : tensor<8x2xi32>
+    %0 = stablehlo.multiply %arg1, %arg1 : tensor<8x2xi32>
+    return %arg0, %0 : tensor<8x2xi32>, tensor<8x2xi32>
+  }
+}
+"""
+
+
+@pytest.mark.jax
+@pytest.mark.parametrize("opened, expected", [((1,), "{devices=[2,2]<=[4]}"), ((), "{replicated}")])
+def test_an_open_parameter_takes_the_sharding_propagation_chooses(opened, expected):
+    """jax leaves an argument it has not placed to the compiler
+    (allow_spmd_sharding_propagation_to_parameters): `shard_alike(x, numpy_array)` shards the
+    numpy array like x, and the executable says so; a closed one stays replicated."""
+    import numpy as np
+
+    from mlirxla.runtime.client import Client, CompileOptions
+
+    executable = Client(device_count=4).compile(SHARD_ALIKE_ARGUMENTS, CompileOptions(open_parameters=opened))
+    assert [str(s.hlo) for s in executable.parameter_shardings] == ["{devices=[2,2]<=[4]}", expected]
+    assert str(executable.output_shardings[1].hlo) == expected
+    x, y = np.arange(16, dtype=np.int32).reshape(8, 2), np.arange(16, 32, dtype=np.int32).reshape(8, 2)
+    same, squared = executable.execute_numpy([x, y])
+    np.testing.assert_array_equal(same, x)
+    np.testing.assert_array_equal(squared, y * y)
+
+
+UNPLACED_ARGUMENTS_IN_JAX = """
+import jax, numpy as np
+from jax.experimental.shard_alike import shard_alike
+from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
+mesh = jax.make_mesh((2,), ("x",), axis_types=(AxisType.Auto,))
+s = NamedSharding(mesh, P("x"))
+x = np.arange(8.0)
+placed, unplaced = jax.jit(shard_alike)(jax.device_put(x, s), 2 * x)
+constrained = jax.jit(lambda y: shard_alike(y, jax.lax.with_sharding_constraint(y, s) * 2))(x)
+print(*(str(a.sharding.spec) for a in (placed, unplaced, *constrained)), float(unplaced.sum() + constrained[1].sum()))
+"""
+
+
+@pytest.mark.jax
+@pytest.mark.parametrize("platform", ["cpu", "mlirxla"])
+def test_jax_arguments_a_jit_leaves_unspecified_are_sharded_as_on_cpu(platform):
+    pytest.importorskip("jax")
+    environment = dict(os.environ, JAX_PLATFORMS=platform, MLIRXLA_NUM_DEVICES="8",
+                       XLA_FLAGS="--xla_force_host_platform_device_count=8")
+    done = subprocess.run([sys.executable, "-c", UNPLACED_ARGUMENTS_IN_JAX], env=environment, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "P('x',) P('x',) P('x',) P('x',) 112.0"

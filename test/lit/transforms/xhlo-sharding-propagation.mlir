@@ -236,3 +236,18 @@ module attributes {mhlo.num_partitions = 4 : i32} {
     return %1, %2, %3 : tensor<8x2xf32>, tensor<8x2xf32>, tensor<8x2xf32>
   }
 }
+
+// -----
+
+/// an open parameter (the config's open_parameters: jax's unspecified in_shardings) takes the
+/// sharding propagation chooses, written on the entry for the caller; a closed one without a
+/// sharding stays replicated, and its user reshards it
+// CHECK: func.func @main(%arg0: {{.*}}"{devices=[8,1]<=[8]}"}, %arg1: tensor<16x32xf32> {xhlo.sharding = "{devices=[8,1]<=[8]}"}, %arg2: tensor<16x32xf32>)
+// CHECK: "xhlo.add"(%0, %arg2) {xhlo.sharding = "{devices=[8,1]<=[8]}"}
+module attributes {xhlo.config = {replica_count = 1 : i64, partition_count = 8 : i64, open_parameters = array<i64: 1>}} {
+  func.func @main(%a: tensor<16x32xf32> {mhlo.sharding = "{devices=[8,1]<=[8]}"}, %b: tensor<16x32xf32>, %c: tensor<16x32xf32>) -> tensor<16x32xf32> {
+    %0 = stablehlo.add %a, %b : tensor<16x32xf32>
+    %1 = stablehlo.add %0, %c : tensor<16x32xf32>
+    return %1 : tensor<16x32xf32>
+  }
+}
