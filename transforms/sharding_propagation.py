@@ -42,7 +42,8 @@ What it decides, and why:
   user priorities `p0..` are not modelled (the import drops them).
 * **Sharding groups** (`shard_alike`, `sdy.sharding_group`, which the front door puts on the
   values' defining ops or arguments as `xhlo.sharding_group`): the members share one sharding
-  (identity links from the first).
+  (identity links from the first), followed after every change anywhere, so that a member's
+  new axes reach the others before their own ops offer them other axes.
 * **Control flow.** A while's operand, body and cond arguments, body results and results
   share one sharding (identity links); a conditional's operands and its branch functions'
   arguments, and the branches' returned values and its results, likewise; so do calls that
@@ -282,6 +283,7 @@ class _Propagation:
         self.annotated: list[tuple[ir.Operation, list[Tensor]]] = []
         self.groups: dict[int, list[Tensor]] = defaultdict(list)  # shard_alike's sharding groups
         self.open_arguments: dict[int, Tensor] = {}  # unannotated entry arguments propagation shards
+        self.group_sites: list[Site] = []  # sharding groups' links, followed after every change
         self.entry = entry_function(module)
         self.functions = {function_name(f): f for f in module_functions(module)}
         self.names: dict[str, ir.AsmState] = {}
@@ -365,7 +367,8 @@ class _Propagation:
         self.walk_block(block, function, entry=True)
         for group, members in sorted(self.groups.items()):
             for member in members[1:]:
-                self.link(f"sharding group {group}", members[0], member)
+                if member.shape == members[0].shape:
+                    self.group_sites.append(Site(f"sharding group {group}", [members[0]], [member], _identity(member.shape)))
         self.mark_manual()
 
     def walk_block(self, block, function, entry: bool = False) -> None:
@@ -526,11 +529,27 @@ class _Propagation:
             changed = True
             while changed:
                 self.rounds += 1
-                changed = False
+                changed = self.follow_groups(skipped)
                 for site in self.sites:
-                    changed |= self.propagate(site, skipped)
+                    changed |= self.propagate_then_groups(site, skipped)
                 for site in reversed(self.sites):
-                    changed |= self.propagate(site, skipped)
+                    changed |= self.propagate_then_groups(site, skipped)
+
+    def propagate_then_groups(self, site: Site, skipped: tuple[str, ...]) -> bool:
+        """`site`, and when it changed a sharding, the sharding groups at once: a member's
+        new axes reach the others before their own ops offer them any (Shardy keeps a group
+        as one sharding), so `shard_alike(y, z)` gives z y's sharding where z's dot alone
+        would have put y's minor axis on another dim."""
+        if not self.propagate(site, skipped):
+            return False
+        self.follow_groups(skipped)
+        return True
+
+    def follow_groups(self, skipped: tuple[str, ...]) -> bool:
+        changed = False
+        while any([self.propagate(link, skipped) for link in self.group_sites]):
+            changed = True
+        return changed
 
     def factor_axes(self, tensor: Tensor, dims_factors, rule: OpRule) -> dict[int, tuple[int, ...]] | None:
         """The tensor's axes per factor: each dim's axes dealt to its factors, major first; None

@@ -251,3 +251,23 @@ module attributes {xhlo.config = {replica_count = 1 : i64, partition_count = 8 :
     return %1 : tensor<16x32xf32>
   }
 }
+
+// -----
+
+/// a sharding group (jax's shard_alike(y, z)) is one sharding as propagation goes: z's dot
+/// would put "y" on its rows (from the transposed operand), but y's axes reach z first
+// CHECK: %[[Y:.*]] = "xhlo.dot"(%arg0, %0) {{.*}}xhlo.sharding = "{devices=[4,2]<=[8]}"
+// CHECK: %[[Z:.*]] = "xhlo.dot"(%{{.*}}, %arg1) {{.*}}xhlo.sharding = "{devices=[4,2]<=[8]}"
+module attributes {mhlo.num_partitions = 8 : i32} {
+  sdy.mesh @mesh = <["x"=4, "y"=2]>
+  func.func @main(%a: tensor<8x2xi32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {"y"}]>}, %b: tensor<2x8xi32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"y"}]>}) -> (tensor<8x8xi32>, tensor<8x8xi32>) {
+    %0 = stablehlo.transpose %a, dims = [1, 0] : (tensor<8x2xi32>) -> tensor<2x8xi32>
+    %1 = stablehlo.dot_general %a, %0, contracting_dims = [1] x [0] : (tensor<8x2xi32>, tensor<2x8xi32>) -> tensor<8x8xi32>
+    %2 = sdy.sharding_constraint %1 <@mesh, [{"x"}, {"y"}]> : tensor<8x8xi32>
+    %3 = stablehlo.transpose %b, dims = [1, 0] : (tensor<2x8xi32>) -> tensor<8x2xi32>
+    %4 = stablehlo.dot_general %3, %b, contracting_dims = [1] x [0] : (tensor<8x2xi32>, tensor<2x8xi32>) -> tensor<8x8xi32>
+    sdy.sharding_group %1 group_id=0 : tensor<8x8xi32>
+    sdy.sharding_group %4 group_id=0 : tensor<8x8xi32>
+    return %2, %4 : tensor<8x8xi32>, tensor<8x8xi32>
+  }
+}
