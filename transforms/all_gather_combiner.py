@@ -4,10 +4,12 @@ variadic all-gather (XLA's `AllGatherCombiner`), after the SPMD partitioner.
 What it decides, and why:
 
 * **Which may combine**: all-gathers in one block along the same dimension (XLA's
-  `combine_by_dim`: one `all_gather_dim` per op), with the same groups, the same channel
-  kind and the same `use_global_device_ids`; element types may differ (each operand is
-  gathered on its own). One rendezvous then does the work of several and every result is
-  the same concatenation as before. The mechanics (independence, placement, one group at a
+  `combine_by_dim`: one `all_gather_dim` per op), of one element type, with the same groups,
+  the same channel kind and the same `use_global_device_ids`. One rendezvous then does the
+  work of several and every result is the same concatenation as before. The runtime would
+  gather mixed types too, but MHLO's all_gather takes one element type, and jax makes HLO of
+  the partitioned program through MHLO (`compiled.as_text()` failed with "failed to convert
+  to MHLO" on the jvp of a batch-sharded `lu`, whose int32 pivots met f32 tangents). The mechanics (independence, placement, one group at a
   time) are `transforms/collective_combining.py`'s.
 * **How many**: up to `threshold_bytes` of results (30 MiB, XLA's GPU default
   `xla_gpu_all_gather_combine_threshold_bytes`) and `threshold_count` ops (256).
@@ -21,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Hashable
 
+from mlirxla.dialects.xhlo.types import element_of
 from mlirxla.mlir import ir
 
 from .all_reduce_combiner import THRESHOLD_BYTES, THRESHOLD_COUNT, channel_kind
@@ -29,9 +32,10 @@ from .pass_base import ModulePass, PassResult
 
 
 def all_gather_key(op: ir.Operation) -> Hashable | None:
-    if any(not isinstance(v.type, ir.RankedTensorType) for v in op.operands):
+    elements = {str(element_of(v.type)) for v in op.operands}
+    if len(elements) != 1 or any(not isinstance(v.type, ir.RankedTensorType) for v in op.operands):
         return None
-    return ir.IntegerAttr(op.attributes["all_gather_dim"]).value, str(op.attributes["replica_groups"]), channel_kind(op)
+    return ir.IntegerAttr(op.attributes["all_gather_dim"]).value, elements.pop(), str(op.attributes["replica_groups"]), channel_kind(op)
 
 
 @dataclass(frozen=True)
