@@ -42,8 +42,15 @@ What it decides, and why:
   each branch in place (a shard_map inside a `lax.cond`, `pmap` under `cond`, becomes local
   there), reshards what they return to the conditional's results and replicates the branch
   index; a branch function another op also calls falls back.
-* **Fallback**, for every other op (gather, scatter, sort, slice, pad, concatenate, dynamic
-  slices, calls, custom calls): its operands are gathered to replicated, it runs
+* **Slices, pads, concatenates, reverses, sorts and dynamic (update-)slices** tiled only on
+  dims they do not touch (a full-range slice, no padding, another dim than the one they
+  concatenate, reverse or sort, a full-size dynamic slice) run on each partition's tile.
+* **Gathers and scatters** tiled only on dims they take whole (a gather's fully sliced
+  offset dims, a scatter's fully covered window dims) or batch dims of their indices (tied
+  to the operand's batching dims, or, for a gather, any indices batch dim: the operand is
+  then whole) run on each partition's tile.
+* **Fallback**, for every other op (gathers and scatters tiled otherwise, the ops above
+  tiled on a dim they touch, calls, custom calls): its operands are gathered to replicated, it runs
   whole, its results are sliced to their shardings: correct, slower; the report lists each.
 * **shard_map regions** stay as written: the value a `@SPMDFullToShardShape` makes is the
   local tile of its operand (cut from it when a region nested in another holds it whole), ops on manual values are copied (with their regions, reading
@@ -191,6 +198,32 @@ def _numbers(op: ir.Operation, name: str) -> dict[str, list[int]]:
 
 def _ints(op: ir.Operation, name: str) -> list[int]:
     return list(ir.DenseI64ArrayAttr(op.attributes[name])) if name in op.attributes else []
+
+
+def passthrough_dims(op: ir.Operation, operand_shapes: list[list[int]]) -> set[int] | None:
+    """The dims of an op's (first) result that it copies from the same dim of its array
+    operands untouched, element for element; None for an op without such dims.
+    `operand_shapes` are the operands' global shapes (the op may read local values already)."""
+    shape = shape_of(op.results[0].type)
+    everything = set(range(len(shape)))
+    if op.name == "xhlo.slice":
+        operand = operand_shapes[0]
+        return {d for d, (start, limit, stride) in enumerate(zip(_ints(op, "start_indices"), _ints(op, "limit_indices"), _ints(op, "strides")))
+                if start == 0 and limit == operand[d] and stride == 1}
+    if op.name == "xhlo.pad":
+        return {d for d, edges in enumerate(zip(_ints(op, "edge_padding_low"), _ints(op, "edge_padding_high"), _ints(op, "interior_padding")))
+                if edges == (0, 0, 0)}
+    if op.name in ("xhlo.concatenate", "xhlo.sort"):
+        return everything - {ir.IntegerAttr(op.attributes["dimension"]).value}
+    if op.name == "xhlo.reverse":
+        return everything - set(_ints(op, "dimensions"))
+    if op.name == "xhlo.dynamic_slice":
+        operand = operand_shapes[0]
+        return {d for d, size in enumerate(_ints(op, "slice_sizes")) if size == operand[d]}
+    if op.name == "xhlo.dynamic_update_slice":
+        update = operand_shapes[1]
+        return {d for d in everything if update[d] == shape[d]}
+    return None
 
 
 def reducer_kind(region: ir.Region) -> str | None:
@@ -622,7 +655,9 @@ class _Partitioner:
         XLA partitions it): each partition scatters its own updates into the operand's
         partial sums; None (the fallback) otherwise."""
         target = tilings[0]
-        if len(op.operands) != 3 or target is None or target.partial is None or not target.is_replicated():
+        if target is not None and target.partial is None:
+            return self.scatter_passing_through(op, tilings)
+        if len(op.operands) != 3 or target is None or not target.is_replicated():
             return None
         n = _numbers(op, "dimension_numbers")
         operand, indices, updates = op.operands
@@ -651,6 +686,74 @@ class _Partitioner:
         new = self.b.rebuild(op, local, [self.local_type(op.results[0].type, target)])
         self.finish_results(op, new, tilings)
         return "local scatter-add of each partition's updates: the result's partial sums"
+
+    def scatter_passing_through(self, op: ir.Operation, tilings) -> str | None:
+        """A scatter tiled only on operand dims its updates cover whole (window dims) or index
+        by batch (batching dims, tied to the indices' and updates' batch dims) runs on each
+        partition's tile: every update lands in the tile its partition holds. None (the
+        fallback) for any other tiling."""
+        target = tilings[0]
+        if target.is_replicated() or any(t != target for t in tilings):
+            return None
+        count = (len(op.operands) - 1) // 2
+        n = _numbers(op, "dimension_numbers")
+        operand_shape, indices_shape, update_shape = (list(self.env[op.operands[k]].shape) for k in (0, count, count + 1))
+        window, inserted = n.get("update_window_dims", []), n.get("inserted_window_dims", [])
+        input_batching, indices_batching = n.get("input_batching_dims", []), n.get("scatter_indices_batching_dims", [])
+        vector_dim = n.get("index_vector_dim", len(indices_shape))
+        update_of: list[int | None] = [None] * len(update_shape)  # the operand dim each update dim follows
+        indices_of: list[int | None] = [None] * len(indices_shape)
+        window_operand_dims = [d for d in range(len(operand_shape)) if d not in inserted and d not in input_batching]
+        for d, u in zip(window_operand_dims, window):
+            if update_shape[u] == operand_shape[d]:
+                update_of[u] = d
+        scattered = [u for u in range(len(update_shape)) if u not in window]
+        for i, u in zip([i for i in range(len(indices_shape)) if i != vector_dim], scattered):
+            if i in indices_batching:
+                update_of[u] = indices_of[i] = input_batching[indices_batching.index(i)]
+        if any(t > 1 and d not in update_of for d, t in enumerate(target.tiles)):
+            return None
+        operands = ([self.get(v, target) for v in op.operands[:count]] + [self.get(op.operands[count], target.restrict(indices_of))]
+                    + [self.get(v, target.restrict(update_of)) for v in op.operands[count + 1:]])
+        new = self.b.rebuild(op, operands, [self.local_type(r.type, t) for r, t in zip(op.results, tilings)])
+        self.finish_results(op, new, tilings)
+        return "local: each partition's updates land in its tile (window or batching dims)"
+
+    def gather(self, op: ir.Operation, tilings) -> str | None:
+        """A gather tiled only on result dims that are operand dims it slices whole (offset
+        dims) or batch dims of its indices (with the operand's batching dims tied to them)
+        runs on each partition's tile: the indices of its batch, the operand's tile of those
+        dims (whole elsewhere), those slices made local. None (the fallback) for any other
+        tiling: the permutation loop of a batch-sharded `lu` gathered its pivots."""
+        target = tilings[0]
+        if target is None or target.partial is not None or target.is_replicated():
+            return None
+        n = _numbers(op, "dimension_numbers")
+        operand_shape, indices_shape = list(self.env[op.operands[0]].shape), list(self.env[op.operands[1]].shape)
+        result_shape, sizes = shape_of(op.results[0].type), _ints(op, "slice_sizes")
+        offset_dims, collapsed = n.get("offset_dims", []), n.get("collapsed_slice_dims", [])
+        operand_batching, indices_batching = n.get("operand_batching_dims", []), n.get("start_indices_batching_dims", [])
+        vector_dim = n.get("index_vector_dim", len(indices_shape))
+        operand_of: list[int | None] = [None] * len(operand_shape)  # the result dim each operand dim follows
+        indices_of: list[int | None] = [None] * len(indices_shape)
+        window = [d for d in range(len(operand_shape)) if d not in collapsed and d not in operand_batching]
+        for d, r in zip(window, offset_dims):
+            if sizes[d] == operand_shape[d]:
+                operand_of[d] = r
+        batch_results = [r for r in range(len(result_shape)) if r not in offset_dims]
+        for i, r in zip([i for i in range(len(indices_shape)) if i != vector_dim], batch_results):
+            indices_of[i] = r
+            if i in indices_batching:
+                operand_of[operand_batching[indices_batching.index(i)]] = r
+        if any(t > 1 and r not in operand_of + indices_of for r, t in enumerate(target.tiles)):
+            return None
+        operand = self.get(op.operands[0], target.restrict(operand_of))
+        local_operand = shape_of(operand.type)
+        local_sizes = [local_operand[d] if d in window and operand_of[d] is not None else size for d, size in enumerate(sizes)]
+        new = self.b.rebuild(op, [operand, self.get(op.operands[1], target.restrict(indices_of))],
+                             [self.local_type(op.results[0].type, target)], slice_sizes=ir.DenseI64ArrayAttr.get(local_sizes))
+        self.finish_results(op, new, tilings)
+        return "local: tiled on dims it slices whole or batch dims of its indices"
 
     def carried(self, value: ir.Value, tiling: Tiling | None) -> Tiling | None:
         """A loop carries an unreduced operand unreduced (an accumulator of partial sums, as
@@ -713,6 +816,34 @@ class _Partitioner:
             function.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get([a.type for a in block.arguments], result_types))
         self.finish_results(op, new, tilings)
         return "conditional: operands keep their shardings into the branches, each branch partitioned"
+
+    def passthrough(self, op: ir.Operation, tilings) -> str | None:
+        """A slice, pad, concatenate, reverse, sort or dynamic (update-)slice whose tiled dims
+        are dims it does not touch (`passthrough_dims`: a full-range slice, no padding, not the
+        concatenated, reversed or sorted dim, a full-size dynamic slice) runs on each
+        partition's tile, as XLA's partitioner keeps such dims: operands resharded to the
+        result's tiling, scalars whole, and the sizes the op names for those dims made local.
+        None (the fallback) for any other sharding: qr's `pad` of its Householder vectors
+        gathered a batch-sharded stack."""
+        first = tilings[0]
+        kept = passthrough_dims(op, [list(self.env[v].shape) if _ranked(v) else [] for v in op.operands])
+        if first is None or first.partial is not None or any(t != first for t in tilings) or kept is None \
+                or all(t == 1 for t in first.tiles) or any(t > 1 for d, t in enumerate(first.tiles) if d not in kept):
+            return None
+        operands = [self.get(v, first if len(self.env[v].shape) == first.rank else self.replicated(v)) if _ranked(v)
+                    else self.env[v].value for v in op.operands]
+        result_types = [self.local_type(r.type, t) for r, t in zip(op.results, tilings)]
+        local_shape = shape_of(result_types[0])
+        changed = {}
+        if op.name == "xhlo.slice":
+            changed["limit_indices"] = ir.DenseI64ArrayAttr.get(
+                [local_shape[d] if first.tiles[d] > 1 else limit for d, limit in enumerate(_ints(op, "limit_indices"))])
+        elif op.name == "xhlo.dynamic_slice":
+            changed["slice_sizes"] = ir.DenseI64ArrayAttr.get(
+                [local_shape[d] if first.tiles[d] > 1 else size for d, size in enumerate(_ints(op, "slice_sizes"))])
+        new = self.b.rebuild(op, operands, result_types, **changed)
+        self.finish_results(op, new, tilings)
+        return f"local: dims {', '.join(str(d) for d, t in enumerate(first.tiles) if t > 1)} pass through"
 
     def custom_call(self, op: ir.Operation, tilings) -> str | None:
         """A call that runs matrix by matrix over its batch (jax's LAPACK calls, `num_batch_dims`):
@@ -808,8 +939,11 @@ HANDLERS = {
     "xhlo.reduce": _Partitioner.reduce,
     "xhlo.while": _Partitioner.while_loop,
     "xhlo.scatter": _Partitioner.scatter,
+    "xhlo.gather": _Partitioner.gather,
     "xhlo.conditional": _Partitioner.conditional,
     "xhlo.custom_call": _Partitioner.custom_call,
+    **{name: _Partitioner.passthrough for name in ("xhlo.slice", "xhlo.pad", "xhlo.concatenate", "xhlo.reverse", "xhlo.sort",
+                                                   "xhlo.dynamic_slice", "xhlo.dynamic_update_slice")},
     "xhlo.convolution": convolution,
     "xhlo.reduce_window": reduce_window,
 }

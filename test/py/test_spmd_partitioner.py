@@ -91,6 +91,62 @@ def test_reshards_reductions_and_fallbacks_match_numpy():
     np.testing.assert_array_equal(sliced, np.sort(a, axis=0)[4:12])
 
 
+PASSING_THROUGH = """
+module attributes {mhlo.num_partitions = 4 : i32} {
+  func.func @main(%a: tensor<8x6xf32> {mhlo.sharding = "{devices=[4,1]<=[4]}"}, %i: tensor<8x1xi32> {mhlo.sharding = "{devices=[4,1]<=[4]}"}) -> (tensor<8x8xf32>, tensor<8x4xf32>, tensor<8x12xf32>, tensor<8x6xf32>, tensor<8x6xf32>, tensor<8xf32>, tensor<8x6xf32>) {
+    %zero = stablehlo.constant dense<0.0> : tensor<f32>
+    %c0 = stablehlo.constant dense<0> : tensor<i32>
+    %c3 = stablehlo.constant dense<3> : tensor<i32>
+    %two = stablehlo.constant dense<[2]> : tensor<1xi32>
+    %0 = stablehlo.pad %a, %zero, low = [0, 1], high = [0, 1], interior = [0, 0] : (tensor<8x6xf32>, tensor<f32>) -> tensor<8x8xf32>
+    %1 = stablehlo.slice %a [0:8, 1:5] : (tensor<8x6xf32>) -> tensor<8x4xf32>
+    %2 = stablehlo.concatenate %a, %a, dim = 1 : (tensor<8x6xf32>, tensor<8x6xf32>) -> tensor<8x12xf32>
+    %3 = stablehlo.reverse %a, dims = [1] : tensor<8x6xf32>
+    %4 = "stablehlo.sort"(%a) ({
+    ^bb0(%x: tensor<f32>, %y: tensor<f32>):
+      %lt = stablehlo.compare LT, %x, %y : (tensor<f32>, tensor<f32>) -> tensor<i1>
+      stablehlo.return %lt : tensor<i1>
+    }) {dimension = 1 : i64} : (tensor<8x6xf32>) -> tensor<8x6xf32>
+    %5 = "stablehlo.gather"(%a, %i) <{dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [1], operand_batching_dims = [0], start_indices_batching_dims = [0], start_index_map = [1], index_vector_dim = 1>, slice_sizes = array<i64: 1, 1>}> : (tensor<8x6xf32>, tensor<8x1xi32>) -> tensor<8xf32>
+    %6 = "stablehlo.scatter"(%a, %two, %5) <{scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [0], inserted_window_dims = [1], scatter_dims_to_operand_dims = [1]>}> ({
+    ^bb0(%x: tensor<f32>, %y: tensor<f32>):
+      stablehlo.return %y : tensor<f32>
+    }) : (tensor<8x6xf32>, tensor<1xi32>, tensor<8xf32>) -> tensor<8x6xf32>
+    %7 = stablehlo.dynamic_slice %a, %c0, %c3, sizes = [8, 2] : (tensor<8x6xf32>, tensor<i32>, tensor<i32>) -> tensor<8x2xf32>
+    %8 = stablehlo.dynamic_update_slice %6, %7, %c0, %c0 : (tensor<8x6xf32>, tensor<8x2xf32>, tensor<i32>, tensor<i32>) -> tensor<8x6xf32>
+    return %0, %1, %2, %3, %4, %5, %8 : tensor<8x8xf32>, tensor<8x4xf32>, tensor<8x12xf32>, tensor<8x6xf32>, tensor<8x6xf32>, tensor<8xf32>, tensor<8x6xf32>
+  }
+}"""
+
+
+def test_ops_tiled_on_dims_they_pass_through_run_on_each_tile(tmp_path):
+    """Pads, slices, concatenates, reverses, sorts, gathers, scatters and dynamic
+    (update-)slices of a batch-sharded value, each touching only the other dim, give numpy's
+    values and run on each partition's rows: none gathers its operands (XLA keeps such dims
+    sharded; qr's pad and lu's pivot loop gathered whole batches)."""
+    a = np.random.default_rng(1).standard_normal((8, 6)).astype(np.float32)
+    i = np.array([[5], [0], [3], [3], [1], [2], [4], [0]], dtype=np.int32)
+    padded, sliced, joined, reversed_, ordered, picked, updated = run(PASSING_THROUGH, [a, i])
+    np.testing.assert_array_equal(padded, np.pad(a, ((0, 0), (1, 1))))
+    np.testing.assert_array_equal(sliced, a[:, 1:5])
+    np.testing.assert_array_equal(joined, np.concatenate([a, a], axis=1))
+    np.testing.assert_array_equal(reversed_, a[:, ::-1])
+    np.testing.assert_array_equal(ordered, np.sort(a, axis=1))
+    np.testing.assert_array_equal(picked, a[np.arange(8), i[:, 0]])
+    expected = a.copy()
+    expected[:, 2] = a[np.arange(8), i[:, 0]]
+    expected[:, 0:2] = a[:, 3:5]
+    np.testing.assert_array_equal(updated, expected)
+    source = tmp_path / "passing.mlir"
+    source.write_text(PASSING_THROUGH)
+    done = subprocess.run([sys.executable, "-m", "mlirxla.tools.opt", str(source), "-p", "xhlo-sharding-propagation,xhlo-spmd-partitioner",
+                           f"--dump-to={tmp_path / 'dump'}"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "all_gather" not in done.stdout and "all_to_all" not in done.stdout
+    [report] = [p for p in (tmp_path / "dump").iterdir() if p.name.endswith("spmd-partitioner.txt")]
+    assert report.read_text().split("fallbacks")[1].split("ops (")[0].splitlines()[1:] == ["  none", ""]
+
+
 def test_the_dump_says_what_each_op_became_and_what_fell_back(tmp_path):
     source = tmp_path / "reshards.mlir"
     source.write_text(RESHARDS)
