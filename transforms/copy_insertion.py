@@ -5,9 +5,12 @@ loop's carried values share one buffer across iterations, and an entry output ma
 donated parameter's buffer. Where that sharing would clobber a value still needed, or a
 buffer that is read-only, a copy gives the writer a fresh buffer:
 - in-place ops (`dynamic_update_slice` operand 0, `scatter` inputs) whose operand is a
-  parameter or constant (read-only buffers), or has another use (it stays live);
-- while-loop init values that are constants or parameters, that have another use (live after
-  the loop), or that are passed twice, unless the body passes the value through unchanged
+  parameter or constant (read-only buffers), or has another use (it stays live); for a
+  scatter, which no fusion takes in, only a use that may run after it (one the scatter
+  depends on has read the buffer already: a permutation loop's swap reads both rows, then
+  scatters them back);
+- while-loop init values that are constants or parameters, that have another use the loop
+  does not depend on (live after the loop), or that are passed twice, unless the body passes the value through unchanged
   (the loop never writes that buffer, so it may stay the parameter's); a body result
   returned twice, that is a constant, or that comes from outside the loop (CSE shares a loop
   invariant with the enclosing computation); a body result whose definition could overwrite the
@@ -83,12 +86,23 @@ def defined_outside(value: ir.Value, block: ir.Block) -> bool:
     return ancestor_in_block(value.owner, block) is None
 
 
-def other_uses(value: ir.Value, op: ir.Operation) -> int:
+def other_uses(value: ir.Value, op: ir.Operation, ordered: bool = False) -> int:
     """The uses of `value`'s buffer other than `op`'s: of the value and of the values whose
-    buffer it is, the forwarding ops between them left out."""
+    buffer it is, the forwarding ops between them left out. With `ordered`, the uses `op`
+    depends on (through the ops of its block) are left out too: they read the buffer before
+    `op` can write it (XLA's copy insertion orders readers before an in-place writer the same
+    way). Only for writers no fusion takes in (a scatter, a loop): a fused
+    dynamic-update-slice may read its operand in the same kernel that writes it."""
     chain = buffer_chain(value)
     forwarding = [link.owner for link in chain[:-1]]
-    return sum(1 for link in chain for use in link.uses if use.owner != op and all(use.owner != f for f in forwarding))
+    return sum(1 for link in chain for use in link.uses
+               if use.owner != op and all(use.owner != f for f in forwarding) and not (ordered and runs_before(use.owner, op)))
+
+
+def runs_before(user: ir.Operation, op: ir.Operation) -> bool:
+    """Whether `op` depends on `user` (or on the op of `op`'s block that holds it)."""
+    holder = ancestor_in_block(user, op.operation.block)
+    return holder is not None and holder != op.operation and reachable(holder, op.operation)
 
 
 def is_donated(func, index: int) -> bool:
@@ -233,7 +247,7 @@ class CopyInserter:
                 self._copy(op, i, "in-place update of a parameter (read-only buffer)", fname)
             elif is_constant(value):
                 self._copy(op, i, "in-place update of a constant (read-only buffer)", fname)
-            elif other_uses(value, op) > 0:
+            elif other_uses(value, op, ordered=op.name == "xhlo.scatter") > 0:
                 self._copy(op, i, "in-place update of a value that is still live", fname)
 
     def _while(self, op: ir.Operation, fname: str) -> None:
@@ -249,7 +263,7 @@ class CopyInserter:
                 self._copy(op, i, "while init is a parameter (the loop writes its buffer)", fname)
             elif is_constant(value):
                 self._copy(op, i, "while init is a constant (the loop writes its buffer)", fname)
-            elif other_uses(value, op) > 0:
+            elif other_uses(value, op, ordered=True) > 0:
                 self._copy(op, i, "while init is live after the loop", fname)
             seen.append(value)
         body = op.regions[1].blocks[0]

@@ -247,3 +247,32 @@ module {
     return %y : tensor<4xf32>
   }
 }
+
+// -----
+
+/// A scatter whose operand is read only by ops the scatter depends on updates it in place (a
+/// permutation swap: both rows read, then written back); read afterwards, it gets a copy.
+// CHECK-LABEL: func.func @scatter_after_its_reads
+// CHECK-NOT: xhlo.copy
+// CHECK: "xhlo.scatter"(%[[A:.*]], %arg1, %[[R:.*]])
+// CHECK-LABEL: func.func @scatter_read_afterwards
+// CHECK: %[[C:.*]] = "xhlo.copy"(%[[A:.*]])
+// CHECK: "xhlo.scatter"(%[[C]],
+func.func @scatter_after_its_reads(%x: tensor<4xf32>, %i: tensor<1xi32>, %j: tensor<1xi32>) -> tensor<4xf32> {
+  %a = "xhlo.negate"(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  %r = "xhlo.gather"(%a, %j) {dimension_numbers = {collapsed_slice_dims = array<i64: 0>, start_index_map = array<i64: 0>, index_vector_dim = 0 : i64}, slice_sizes = array<i64: 1>} : (tensor<4xf32>, tensor<1xi32>) -> tensor<f32>
+  %s = "xhlo.scatter"(%a, %i, %r) ({
+  ^bb0(%old: tensor<f32>, %new: tensor<f32>):
+    "xhlo.return"(%new) : (tensor<f32>) -> ()
+  }) {dimension_numbers = {inserted_window_dims = array<i64: 0>, scatter_dims_to_operand_dims = array<i64: 0>, index_vector_dim = 0 : i64}} : (tensor<4xf32>, tensor<1xi32>, tensor<f32>) -> tensor<4xf32>
+  return %s : tensor<4xf32>
+}
+func.func @scatter_read_afterwards(%x: tensor<4xf32>, %i: tensor<1xi32>, %u: tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %a = "xhlo.negate"(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  %s = "xhlo.scatter"(%a, %i, %u) ({
+  ^bb0(%old: tensor<f32>, %new: tensor<f32>):
+    "xhlo.return"(%new) : (tensor<f32>) -> ()
+  }) {dimension_numbers = {inserted_window_dims = array<i64: 0>, scatter_dims_to_operand_dims = array<i64: 0>, index_vector_dim = 0 : i64}} : (tensor<4xf32>, tensor<1xi32>, tensor<f32>) -> tensor<4xf32>
+  %b = "xhlo.exponential"(%a) : (tensor<4xf32>) -> tensor<4xf32>
+  return %s, %b : tensor<4xf32>, tensor<4xf32>
+}
