@@ -142,3 +142,15 @@ def saved_on_mlirxla_and_cpu(program: str, folder) -> tuple[dict, dict]:
     """`saved_results_of` the program on eight mlirxla devices, then on jax's cpu backend."""
     return (saved_results_of(program, "mlirxla", folder / "mlirxla.npz", {"MLIRXLA_NUM_DEVICES": "8", "JAX_PLATFORMS": "mlirxla"}),
             saved_results_of(program, "cpu", folder / "cpu.npz", {"JAX_PLATFORMS": "cpu"}))
+
+
+def printed_by_jax_on(platform: str, devices: int, script: str, *arguments: str) -> list[str]:
+    """The lines `script` prints when jax runs it in a fresh process on `platform` with
+    `devices` devices (the plugin's `MLIRXLA_NUM_DEVICES`, or jax's cpu host devices); the
+    test fails with the script's stderr when it exits non-zero."""
+    environment = dict(os.environ, JAX_PLATFORMS=platform, MLIRXLA_NUM_DEVICES=str(devices),
+                       XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
+    done = subprocess.run([sys.executable, "-c", script, *arguments], env=environment, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip().splitlines()

@@ -13,6 +13,8 @@ import pytest
 from mlirxla.errors import MlirxlaError
 from mlirxla.runtime.client import Client
 
+from .conftest import printed_by_jax_on
+
 PARTITIONED_CALL = """module attributes {mhlo.num_partitions = 2 : i32} {
 func.func @main(%x: tensor<8x4xf32> {mhlo.sharding = "{devices=[2,1]<=[2]}"}) -> tensor<8xf32> {
   %y = stablehlo.custom_call @CustomSPMDPartitioning(%x) {backend_config = "1", sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i]) {i=8, j=4}, custom>} : (tensor<8x4xf32>) -> tensor<8xf32>
@@ -144,12 +146,4 @@ def test_a_device_program_with_branches_beside_the_programs_own():
     """The device program's `lax.cond` branch functions join the program, which has branch
     functions of the same names: each device's block takes its own branch, as on cpu."""
     pytest.importorskip("jax")
-    outputs = []
-    for platform in ("cpu", "mlirxla"):
-        environment = dict(os.environ, JAX_PLATFORMS=platform, MLIRXLA_NUM_DEVICES="8",
-                           XLA_FLAGS="--xla_force_host_platform_device_count=8")
-        done = subprocess.run([sys.executable, "-c", WITH_BRANCHES], env=environment, capture_output=True, text=True,
-                              timeout=300)
-        assert done.returncode == 0, done.stderr[-2000:]
-        outputs.append(done.stdout.strip().splitlines()[-1])
-    assert outputs[0] == outputs[1]
+    assert printed_by_jax_on("cpu", 8, WITH_BRANCHES)[-1] == printed_by_jax_on("mlirxla", 8, WITH_BRANCHES)[-1]

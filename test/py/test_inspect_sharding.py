@@ -3,15 +3,14 @@
 found by the id the backend config carries; a config naming no live object is refused in one
 line, not followed."""
 
-import os
 import struct
-import subprocess
-import sys
 
 import pytest
 
 from mlirxla.errors import MlirxlaError
 from mlirxla.runtime.client import Client
+
+from .conftest import printed_by_jax_on
 
 INSPECTED = """func.func @main(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {{
   %y = stablehlo.sine %x : tensor<8x4xf32>
@@ -57,9 +56,4 @@ print(seen, out.sharding.spec)
 @pytest.mark.parametrize("platform", ["cpu", "mlirxla"])
 def test_the_callback_gets_the_propagated_sharding_as_on_cpu(platform):
     pytest.importorskip("jax")
-    environment = dict(os.environ, JAX_PLATFORMS=platform, MLIRXLA_NUM_DEVICES="8",
-                       XLA_FLAGS="--xla_force_host_platform_device_count=8")
-    done = subprocess.run([sys.executable, "-c", INSPECT_IN_JAX], env=environment, capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip().splitlines()[-1] == "[\"P('x', 'y')\", \"P('x',)\"] P('x', 'y')"
+    assert printed_by_jax_on(platform, 8, INSPECT_IN_JAX)[-1] == "[\"P('x', 'y')\", \"P('x',)\"] P('x', 'y')"

@@ -16,6 +16,8 @@ jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 from jax.experimental import io_callback  # noqa: E402
 
+from .conftest import printed_by_jax_on  # noqa: E402
+
 pytestmark = pytest.mark.jax
 
 X = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
@@ -397,12 +399,7 @@ print("calls", calls, out.tolist())
 @pytest.mark.parametrize("platform", ["cpu", "mlirxla"])
 def test_callbacks_without_results_run_once_in_a_jit_over_several_devices(platform):
     """jax gives them `{maximal device=0}`: printed once, with the whole value, not once per device."""
-    environment = dict(os.environ, JAX_PLATFORMS=platform, MLIRXLA_NUM_DEVICES="4",
-                       XLA_FLAGS="--xla_force_host_platform_device_count=4")
-    done = subprocess.run([sys.executable, "-c", ONCE_OVER_DEVICES], env=environment, capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip().splitlines() == ["x [0. 1. 2. 3. 4. 5. 6. 7.]",
+    assert printed_by_jax_on(platform, 4, ONCE_OVER_DEVICES) == ["x [0. 1. 2. 3. 4. 5. 6. 7.]",
                                                 "calls [(8,)] [0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 14.0]"]
 
 
@@ -438,9 +435,4 @@ print(sorted(calls))
 def test_callbacks_with_results_run_once_in_a_jit_over_several_devices(platform):
     """One device runs each callback on the whole value and the others take its results (two
     independent io_callbacks, which every device must meet in the same order, and a pure_callback)."""
-    environment = dict(os.environ, JAX_PLATFORMS=platform, MLIRXLA_NUM_DEVICES="4",
-                       XLA_FLAGS="--xla_force_host_platform_device_count=4")
-    done = subprocess.run([sys.executable, "-c", RESULTS_ONCE_OVER_DEVICES], env=environment, capture_output=True,
-                          text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip().splitlines()[-1] == "[('negated', (8, 2)), ('plus_one', (8, 2)), ('tripled', (8, 2))]"
+    assert printed_by_jax_on(platform, 4, RESULTS_ONCE_OVER_DEVICES)[-1] == "[('negated', (8, 2)), ('plus_one', (8, 2)), ('tripled', (8, 2))]"

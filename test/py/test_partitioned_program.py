@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from .conftest import printed_by_jax_on
+
 pytestmark = pytest.mark.jax
 
 PROGRAM = """
@@ -50,11 +52,7 @@ def test_a_compile_the_cache_serves_shows_the_partitioned_program_too(tmp_path):
 @pytest.mark.parametrize("platform", ["cpu", "mlirxla"])
 def test_as_text_shows_each_devices_program_with_its_collectives(platform):
     pytest.importorskip("jax")
-    environment = dict(os.environ, JAX_PLATFORMS=platform, MLIRXLA_NUM_DEVICES="4",
-                       XLA_FLAGS="--xla_force_host_platform_device_count=4")
-    done = subprocess.run([sys.executable, "-c", PROGRAM], env=environment, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip().splitlines()[-1] == "True True P('y',) [56.0, 64.0] True"
+    assert printed_by_jax_on(platform, 4, PROGRAM)[-1] == "True True P('y',) [56.0, 64.0] True"
 
 
 def test_a_lapack_call_sharded_on_its_batch_runs_without_a_gather():

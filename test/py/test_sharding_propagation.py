@@ -11,7 +11,7 @@ import pytest
 from mlirxla.dialects.xhlo.mesh_sharding import DeviceMesh, MeshSharding, from_hlo, to_hlo
 from mlirxla.dialects.xhlo.sharding import HloSharding
 
-from .conftest import JAX_PROGRAMS, REPOSITORY
+from .conftest import JAX_PROGRAMS, REPOSITORY, printed_by_jax_on
 
 SHARDED = os.path.join(JAX_PROGRAMS, "03_sharded_namedsharding.stablehlo.mlir")
 
@@ -226,9 +226,4 @@ print(*(str(a.sharding.spec) for a in (placed, unplaced, *constrained)), float(u
 @pytest.mark.parametrize("platform", ["cpu", "mlirxla"])
 def test_jax_arguments_a_jit_leaves_unspecified_are_sharded_as_on_cpu(platform):
     pytest.importorskip("jax")
-    environment = dict(os.environ, JAX_PLATFORMS=platform, MLIRXLA_NUM_DEVICES="8",
-                       XLA_FLAGS="--xla_force_host_platform_device_count=8")
-    done = subprocess.run([sys.executable, "-c", UNPLACED_ARGUMENTS_IN_JAX], env=environment, capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip().splitlines()[-1] == "P('x',) P('x',) P('x',) P('x',) 112.0"
+    assert printed_by_jax_on(platform, 8, UNPLACED_ARGUMENTS_IN_JAX)[-1] == "P('x',) P('x',) P('x',) P('x',) 112.0"
