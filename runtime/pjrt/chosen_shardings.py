@@ -30,6 +30,7 @@ from mlirxla.runtime.client import LoadedExecutable
 
 JAXLIB_CONTEXT_IN_USE = threading.Lock()
 LAYOUT_MODE = "mhlo.layout_mode"  # jax's layout request on an entry argument or result
+TRANSPOSE = b"transpose"  # in an op's name, as text, bytecode or a portable artifact spells it
 
 # what stands for a removed sdy region in the program jax reads the shardings from
 REGION_STANDIN = "mlirxla.sdy_region"
@@ -43,9 +44,14 @@ def with_chosen_shardings(program: bytes, loaded: LoadedExecutable, partitioned:
     """`program`, or the `partitioned` program each device runs when there is one
     (`partitioned_program.py`), with the module attributes that tell jax the partitioned
     executable's parameter and output shardings (none on one partition: replicas all hold
-    whole arrays) and its entry layouts."""
+    whole arrays) and its entry layouts. A program of one partition without a transpose is
+    returned as it is: only a transpose gets a layout of its own from HLO's shape inference,
+    and the text jaxlib prints of a program holding large constants is twice its bytecode
+    (a 64 MB constant: 0.6 s to print, 10 s more for jax to read back)."""
     from jax._src.lib.mlir import ir
 
+    if loaded.executable.plan.partition_count == 1 and TRANSPOSE not in program:
+        return program
     with JAXLIB_CONTEXT_IN_USE, jaxlib_context() as context:
         if loaded.executable.plan.partition_count == 1:
             module = jaxlib_module(None, program, context)
