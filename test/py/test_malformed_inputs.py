@@ -140,6 +140,8 @@ def test_text_nesting_is_measured_outside_strings_and_comments():
     brackets = "[" * 600 + "]" * 600
     text = f'func.func @main(%a: tensor<f32>) -> tensor<f32> attributes {{note = "{brackets}"}} {{\n  // {brackets}\n  return %a : tensor<f32>\n}}\n'
     frontdoor.import_text(text, "quoted.mlir", new_context())
+    escaped = f'\\"{brackets}\\\\'  # an escaped quote, brackets, an escaped backslash: all inside one string
+    frontdoor.import_text(text.replace(f'"{brackets}"', f'"{escaped}"'), "escaped.mlir", new_context())
     with pytest.raises(MlirxlaError, match=r"deep\.mlir:1:\d+: brackets nest 60\d deep"):
         frontdoor.import_text(malformed_inputs.nested_array_attribute(600), "deep.mlir", new_context())
 
