@@ -44,7 +44,9 @@ What it decides, and why:
   index; a branch function another op also calls falls back.
 * **Slices, pads, concatenates, reverses, sorts and dynamic (update-)slices** tiled only on
   dims they do not touch (a full-range slice, no padding, another dim than the one they
-  concatenate, reverse or sort, a full-size dynamic slice) run on each partition's tile.
+  concatenate, reverse or sort, a full-size dynamic slice) run on each partition's tile;
+  those linear in their operands together (all but pad and sort) take partial sums and give
+  partial sums, so a gradient written into an unreduced accumulator is not summed first.
 * **Gathers and scatters** tiled only on dims they take whole (a gather's fully sliced
   offset dims, a scatter's fully covered window dims) or batch dims of their indices (tied
   to the operand's batching dims, or, for a gather, any indices batch dim: the operand is
@@ -198,6 +200,11 @@ def _numbers(op: ir.Operation, name: str) -> dict[str, list[int]]:
 
 def _ints(op: ir.Operation, name: str) -> list[int]:
     return list(ir.DenseI64ArrayAttr(op.attributes[name])) if name in op.attributes else []
+
+
+# pass-through ops linear in their array operands together: on partial sums they give the
+# partial sums of their result (a gradient written into an unreduced accumulator stays unreduced)
+LINEAR_PASSTHROUGH = ("xhlo.slice", "xhlo.concatenate", "xhlo.reverse", "xhlo.dynamic_slice", "xhlo.dynamic_update_slice")
 
 
 def passthrough_dims(op: ir.Operation, operand_shapes: list[list[int]]) -> set[int] | None:
@@ -827,8 +834,9 @@ class _Partitioner:
         gathered a batch-sharded stack."""
         first = tilings[0]
         kept = passthrough_dims(op, [list(self.env[v].shape) if _ranked(v) else [] for v in op.operands])
-        if first is None or first.partial is not None or any(t != first for t in tilings) or kept is None \
-                or all(t == 1 for t in first.tiles) or any(t > 1 for d, t in enumerate(first.tiles) if d not in kept):
+        if first is None or (first.partial is not None and op.name not in LINEAR_PASSTHROUGH) or any(t != first for t in tilings) \
+                or kept is None or (first.partial is None and all(t == 1 for t in first.tiles)) \
+                or any(t > 1 for d, t in enumerate(first.tiles) if d not in kept):
             return None
         operands = [self.get(v, first if len(self.env[v].shape) == first.rank else self.replicated(v)) if _ranked(v)
                     else self.env[v].value for v in op.operands]

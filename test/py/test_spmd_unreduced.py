@@ -180,3 +180,42 @@ def test_products_of_unreduced_values(client):
     # scaled in place: each device's partial sum times the whole value, no collective
     for shard, part in zip(scaled.addressable_shards, arguments[0].addressable_shards):
         np.testing.assert_allclose(shard.buffer.to_numpy(), part.buffer.to_numpy() * w[shard.index], rtol=1e-5, atol=1e-5)
+
+
+ROWS_8x8_UNREDUCED_Y = "{devices=[2,1,4]<=[8] last_tile_dims={unreduced}}"
+# a dot's partial sums written into an unreduced accumulator (a layer's gradient into the
+# scan's stacked gradients), summed once at the end
+WRITTEN_INTO_AN_ACCUMULATOR = f"""
+module attributes {{mhlo.num_partitions = 8 : i32}} {{
+  func.func @main(%a: tensor<8x16xf32> {{mhlo.sharding = "{{devices=[2,4]<=[8]}}"}},
+                  %b: tensor<16x4xf32> {{mhlo.sharding = "{{devices=[4,1,2]<=[2,4]T(1,0) last_tile_dim_replicate}}"}},
+                  %acc: tensor<8x8xf32> {{mhlo.sharding = "{{replicated}}"}}) -> (tensor<8x8xf32> {{mhlo.sharding = "{ROWS}"}}) {{
+    %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
+    %1 = stablehlo.custom_call @Sharding(%0) {{mhlo.sharding = "{ROWS_UNREDUCED_Y}"}} : (tensor<8x4xf32>) -> tensor<8x4xf32>
+    %2 = stablehlo.custom_call @Sharding(%acc) {{mhlo.sharding = "{ROWS_8x8_UNREDUCED_Y}"}} : (tensor<8x8xf32>) -> tensor<8x8xf32>
+    %zero = stablehlo.constant dense<0> : tensor<i32>
+    %four = stablehlo.constant dense<4> : tensor<i32>
+    %3 = stablehlo.dynamic_update_slice %2, %1, %zero, %four : (tensor<8x8xf32>, tensor<8x4xf32>, tensor<i32>, tensor<i32>) -> tensor<8x8xf32>
+    %4 = stablehlo.custom_call @Sharding(%3) {{mhlo.sharding = "{ROWS_8x8_UNREDUCED_Y}"}} : (tensor<8x8xf32>) -> tensor<8x8xf32>
+    %5 = stablehlo.custom_call @Sharding(%4) {{mhlo.sharding = "{ROWS}"}} : (tensor<8x8xf32>) -> tensor<8x8xf32>
+    return %5 : tensor<8x8xf32>
+  }}
+}}"""
+
+
+def test_partial_sums_written_into_an_unreduced_accumulator_are_summed_once(client):
+    """A dynamic-update-slice is linear in its operand and update together: partial sums
+    written into partial sums stay partial, and only the final reshard all-reduces (the
+    microbatch loop of jax's `test_scan_over_layers_minibatch_unreduced` all-reduced every
+    layer's gradient before writing it)."""
+    from mlirxla.ir_queries import nested_ops
+
+    module = partitioned(WRITTEN_INTO_AN_ACCUMULATOR)  # held: the module owns the ops walked
+    names = [op.name for op in nested_ops(module.operation)]
+    assert names.count("xhlo.all_reduce") == 1
+    a, b = operands()
+    accumulator = np.random.default_rng(4).standard_normal((8, 8)).astype(np.float32)
+    [result] = client.compile(WRITTEN_INTO_AN_ACCUMULATOR).execute_numpy([a, b, accumulator])
+    expected = accumulator.copy()
+    expected[:, 4:] = a @ b
+    np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-5)
