@@ -367,8 +367,7 @@ class _Propagation:
         self.walk_block(block, function, entry=True)
         for group, members in sorted(self.groups.items()):
             for member in members[1:]:
-                if member.shape == members[0].shape:
-                    self.group_sites.append(Site(f"sharding group {group}", [members[0]], [member], _identity(member.shape)))
+                self.link(f"sharding group {group}", members[0], member, into=self.group_sites)
         self.mark_manual()
 
     def walk_block(self, block, function, entry: bool = False) -> None:
@@ -450,9 +449,9 @@ class _Propagation:
                 self.fix(slot, _parse(attributes[SHARDING], f"result #{index}"), f"result #{index} of @{function_name(function)} (user)")
             self.sites.append(Site(f"return #{index} of @{function_name(function)}", [returned], [slot], _identity(slot.shape)))
 
-    def link(self, label: str, source: Tensor | None, target: Tensor | None) -> None:
+    def link(self, label: str, source: Tensor | None, target: Tensor | None, into: list[Site] | None = None) -> None:
         if source is not None and target is not None and source.shape == target.shape:
-            self.sites.append(Site(label, [source], [target], _identity(source.shape)))
+            (self.sites if into is None else into).append(Site(label, [source], [target], _identity(source.shape)))
 
     def link_while(self, op, function, label, operands, results) -> None:
         cond, body = op.regions[0].blocks[0], op.regions[1].blocks[0]
@@ -765,14 +764,8 @@ class _Propagation:
         written too, so that the entry says what the caller must pass."""
         if not self.open_arguments:
             return False
-        function = self.entry
-        count = len(function.regions[0].blocks[0].arguments)
-        entries = list(ir.ArrayAttr(function.attributes["arg_attrs"])) if "arg_attrs" in function.attributes else [ir.DictAttr.get({}) for _ in range(count)]
-        for index, tensor in self.open_arguments.items():
-            names = {named.name: named.attr for named in ir.DictAttr(entries[index])}
-            names[SHARDING] = ir.StringAttr.get(str(self.final(tensor)))
-            entries[index] = ir.DictAttr.get(names)
-        function.attributes["arg_attrs"] = ir.ArrayAttr.get(entries)
+        count = len(self.entry.regions[0].blocks[0].arguments)
+        self.write_entry("arg_attrs", count, self.open_arguments)
         return True
 
     def write_results(self) -> bool:
@@ -780,19 +773,20 @@ class _Propagation:
         if function is None:
             return False
         count = len(ir.FunctionType(ir.TypeAttr(function.attributes["function_type"]).value).results)
-        entries = list(ir.ArrayAttr(function.attributes["res_attrs"])) if "res_attrs" in function.attributes else [ir.DictAttr.get({}) for _ in range(count)]
-        changed = False
-        for index in range(count):
-            slot = self.tensors.get(("result", index))
-            if slot is None or slot.fixed:
-                continue
+        chosen = {index: slot for index in range(count) if (slot := self.tensors.get(("result", index))) is not None and not slot.fixed}
+        if chosen:
+            self.write_entry("res_attrs", count, chosen)
+        return bool(chosen)
+
+    def write_entry(self, key: str, count: int, chosen: dict[int, Tensor]) -> None:
+        """The entry's `arg_attrs` or `res_attrs` with the final sharding of each `chosen` slot."""
+        function = self.entry
+        entries = list(ir.ArrayAttr(function.attributes[key])) if key in function.attributes else [ir.DictAttr.get({}) for _ in range(count)]
+        for index, tensor in chosen.items():
             names = {named.name: named.attr for named in ir.DictAttr(entries[index])}
-            names[SHARDING] = ir.StringAttr.get(str(self.final(slot)))
+            names[SHARDING] = ir.StringAttr.get(str(self.final(tensor)))
             entries[index] = ir.DictAttr.get(names)
-            changed = True
-        if changed:
-            function.attributes["res_attrs"] = ir.ArrayAttr.get(entries)
-        return changed
+        function.attributes[key] = ir.ArrayAttr.get(entries)
 
     def report(self) -> ShardingReport:
         values = {}

@@ -207,6 +207,10 @@ def _ints(op: ir.Operation, name: str) -> list[int]:
 LINEAR_PASSTHROUGH = ("xhlo.slice", "xhlo.concatenate", "xhlo.reverse", "xhlo.dynamic_slice", "xhlo.dynamic_update_slice")
 
 
+def tiled_only_on(tiling: Tiling, dims: set[int]) -> bool:
+    return all(t == 1 or d in dims for d, t in enumerate(tiling.tiles))
+
+
 def passthrough_dims(op: ir.Operation, operand_shapes: list[list[int]]) -> set[int] | None:
     """The dims of an op's (first) result that it copies from the same dim of its array
     operands untouched, element for element; None for an op without such dims.
@@ -834,9 +838,9 @@ class _Partitioner:
         gathered a batch-sharded stack."""
         first = tilings[0]
         kept = passthrough_dims(op, [list(self.env[v].shape) if _ranked(v) else [] for v in op.operands])
-        if first is None or (first.partial is not None and op.name not in LINEAR_PASSTHROUGH) or any(t != first for t in tilings) \
-                or kept is None or (first.partial is None and all(t == 1 for t in first.tiles)) \
-                or any(t > 1 for d, t in enumerate(first.tiles) if d not in kept):
+        if first is None or kept is None or any(t != first for t in tilings) or not tiled_only_on(first, kept):
+            return None
+        if (first.partial is None and first.is_replicated()) or (first.partial is not None and op.name not in LINEAR_PASSTHROUGH):
             return None
         operands = [self.get(v, first if len(self.env[v].shape) == first.rank else self.replicated(v)) if _ranked(v)
                     else self.env[v].value for v in op.operands]
