@@ -21,7 +21,7 @@ from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir, passmanager, stablehlo
 from mlirxla.transforms import call_inliner, erasure
 
-from . import approx_top_k, async_regions, check_calls, chlo_to_xhlo, control_dependencies, layout_constraints, memory_placements, newer_ops, shardings, stablehlo_to_xhlo
+from . import approx_top_k, async_regions, bytecode, check_calls, chlo_to_xhlo, control_dependencies, layout_constraints, memory_placements, newer_ops, shardings, stablehlo_to_xhlo
 from .load import Loaded, load_bytes, load_file, load_text
 
 __all__ = ["Imported", "import_file", "import_bytes", "import_text", "import_loaded"]
@@ -115,12 +115,12 @@ def quantized(module: ir.Module) -> bool:
 
 
 def mentions_quant_dialect(module: ir.Module) -> bool:
-    """Whether the module's bytecode names the quant dialect: a quantized type is written under
-    its dialect's name (or as its text), so a module without that name holds none. Writing the
+    """Whether the module's bytecode names the quant dialect among its strings: a quantized
+    type is written under its dialect's name, so a module without that name holds none. Writing the
     bytecode is a tenth of printing the module, which every import paid to look for `!quant.`."""
     data = io.BytesIO()
     module.operation.write_bytecode(data)
-    return b"quant" in data.getvalue()
+    return bytecode.names_dialect(data.getvalue(), "quant")
 
 
 def configure(module: ir.Module) -> None:

@@ -17,6 +17,7 @@ verify as it parses. `shardings.prepare` gives it its name back once the body is
 import re
 
 from mlirxla.errors import MlirxlaError, first_line
+from mlirxla.frontdoor import bytecode
 
 IN_REGION = "mlirxla.in_region."
 NAMING_FUNCTIONS = frozenset({"func.call", "stablehlo.composite"})
@@ -38,7 +39,7 @@ def needs_jaxlib(text: str) -> bool:
 def artifact_needs_jaxlib(data: bytes) -> bool:
     """Whether a portable artifact holds sdy ops or attributes (JAX's shardings), whose
     bytecode only jaxlib's MLIR reads."""
-    return b"sdy" in data
+    return bytecode.names_dialect(data, "sdy")
 
 
 def artifact_to_generic_text(data: bytes, source: str) -> str:

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from mlirxla.errors import MlirxlaError, first_line, text_location
 from mlirxla.mlir import ir, stablehlo
 
-from . import check_syntax, jaxlib_bridge, nesting, newer_ops, segments, utf8
+from . import bytecode, check_syntax, jaxlib_bridge, nesting, newer_ops, segments, utf8
 
-BYTECODE_MAGIC = b"ML\xefR"
+BYTECODE_MAGIC = bytecode.MAGIC
 _PRODUCER = re.compile(rb"StableHLO_v(\d+)\.(\d+)\.(\d+)")
 _STATIC_DIMENSIONS = re.compile(r"tensor<((?:\d+x)+)")
 
@@ -70,7 +70,7 @@ def holds_vhlo(data: bytes) -> bool:
     """Whether bytecode is a portable artifact: its producer is StableHLO, or it names the
     VHLO dialect. Read as plain bytecode, VHLO ops need the version the artifact path sets
     first: without it a damaged artifact crashes the reader instead of failing."""
-    return data[len(BYTECODE_MAGIC) + 1:].startswith(b"StableHLO") or b"vhlo\0" in data
+    return data[len(BYTECODE_MAGIC) + 1:].startswith(b"StableHLO") or bytecode.names_dialect(data, "vhlo")
 
 
 def load_artifact(data: bytes, source: str, context: ir.Context) -> Loaded:
