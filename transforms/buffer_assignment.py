@@ -19,7 +19,9 @@ see xhlo-scheduling). While loops and conditional branches are flattened, as XLA
 does: the condition, then the body (or each branch in turn) take the time steps just before
 their op. A value lives from its definition to its last use; a use inside an opaque region
 counts at the enclosing op, and a use inside a loop or branch of a value defined outside it
-counts at the loop or conditional op itself, so outer values stay live for the whole loop.
+counts at the loop or conditional op itself, so outer values stay live for the whole loop. A
+while's own operands are read at the loop's first step: the carried buffer they alias holds
+the condition's and body's arguments from there on.
 Values inside loop bodies and branches are temps like any other, packed in the same slab by
 their (flattened) live ranges — the choice XLA makes too.
 
@@ -228,6 +230,7 @@ class Analysis:
     def number_op(self, op: ir.Operation, scope: tuple) -> None:
         name = self.op_name(op)
         inner_scope = scope + (op,)
+        first_step = len(self.sequence)
         if op.name == "xhlo.while":
             for region in op.regions:
                 block = region.blocks[0]
@@ -244,8 +247,9 @@ class Analysis:
         time = self.tick(name)
         self.op_time[op] = time
         self.op_times.setdefault(op, []).append(time)  # a branch shared by two conditionals runs twice
+        read_at = first_step if op.name == "xhlo.while" else time  # its init becomes the carried values there
         for value in self.opaque_operands(op):
-            self.pending_uses.append((value, time, scope))
+            self.pending_uses.append((value, read_at, scope))
         for k, result in enumerate(op.results):
             record = self.define(result, name if len(op.results) == 1 else f"{name}#{k}", time, scope)
             if op.name == "xhlo.constant":
@@ -342,18 +346,23 @@ class Analysis:
         return buffers
 
     def share_in_place(self) -> None:
-        """A result takes over an operand's buffer when that buffer (neither a parameter nor
-        a constant; a live-out one never dies) has its last use at this op (XLA's
-        CanShareOperandBufferWithUser), and no value already sharing the result's buffer (a
-        loop-carried value, say, whose buffer the result is written back into) is live while
-        the operand's buffer holds it: the two buffers must not interfere."""
-        members: dict[int, list[tuple[int, int]]] = defaultdict(list)
+        """A result takes over an operand's buffer (XLA's CanShareOperandBufferWithUser) when
+        the two buffers do not interfere: no value of one is live while a value of the other
+        is, but for an op reading a value last and writing another in place of it, this op
+        or a later one of the same buffers (a loop body's second in-place update into the
+        carried buffer, say). Parameters and constants are never written in place. Values are
+        compared, not whole buffers: a loop-carried buffer holds values defined before and
+        after the in-place op, and its parameter may still be dead there."""
+        members: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
         pinned: set[int] = set()
         for v in self.values.values():
             root = self.unions.find(v.id)
-            members[root].append((v.defined, self.last_use(v)))
-            if v.id in self.parameters or v.id in self.constants:  # never written in place
+            members[root].append((v.id, v.defined, self.last_use(v)))
+            if v.id in self.parameters or v.id in self.constants:
                 pinned.add(root)
+        in_place = {(self.values[operand].id, self.values[result].id)
+                    for candidates, result, _ in self.in_place if result in self.values
+                    for operand in candidates if operand in self.values}
         for candidates, result, time in sorted(self.in_place, key=lambda c: c[2]):
             if result not in self.values:
                 continue
@@ -361,21 +370,19 @@ class Analysis:
                 if operand not in self.values or self.values[operand].size != self.values[result].size:
                     continue
                 a, b = self.unions.find(self.values[operand].id), self.unions.find(self.values[result].id)
-                if a == b or a in pinned or b in pinned or not self.free_for(members[a], members[b], time):
+                if a == b or a in pinned or b in pinned or not self.disjoint(members[a], members[b], in_place):
                     continue
                 self.unions.union(a, b)
                 members[self.unions.find(a)] = members.pop(a) + members.pop(b)
                 break
 
     @staticmethod
-    def free_for(operand: list[tuple[int, int]], result: list[tuple[int, int]], time: int) -> bool:
-        """Whether the operand's buffer, last read at `time`, may become the result's: it
-        dies there, and every value of the result's buffer defined earlier is dead before the
-        operand's buffer is first written."""
-        if max(last for _, last in operand) > time:
-            return False
-        first_write = min(defined for defined, _ in operand)
-        return all(last < first_write for defined, last in result if defined < time)
+    def disjoint(first: list[tuple[int, int, int]], second: list[tuple[int, int, int]], in_place: set[tuple[int, int]]) -> bool:
+        """Whether no value (id, defined, last use) of `first` is live while one of `second`
+        is; a value read last by the op that defines the other in place of it is not."""
+        def apart(earlier, later) -> bool:
+            return earlier[2] < later[1] or (earlier[2] == later[1] and (earlier[0], later[0]) in in_place)
+        return all(apart(x, y) or apart(y, x) for x in first for y in second)
 
     def donate(self, parameter: int, output: int) -> None:
         """Output `output` joins donated parameter `parameter`'s buffer (XLA's input/output
