@@ -131,8 +131,25 @@ def transposed_loops(generic: ir.Operation) -> tuple[int, int, dict[int, int]] |
     return None
 
 
+def decreasing(expression: ir.AffineExpr) -> bool:
+    """Whether an index expression runs backwards along some loop (a reverse: `-d0 + 2`)."""
+    if isinstance(expression, ir.AffineMulExpr):
+        factors = (expression.lhs, expression.rhs)
+        if any(isinstance(factor, ir.AffineConstantExpr) and factor.value < 0 for factor in factors):
+            return True
+    if isinstance(expression, (ir.AffineAddExpr, ir.AffineMulExpr)):
+        return decreasing(expression.lhs) or decreasing(expression.rhs)
+    return False
+
+
 def blocking(generic: ir.Operation) -> Blocking | None:
-    """The blocking of `generic`, or None when it needs none."""
+    """The blocking of `generic`, or None when it needs none or cannot have one: upstream's
+    tiling sizes an operand's slice by its index at a tile's first and last iteration, which
+    gives a dimension read backwards (a transposed reverse) one element, and the tiled
+    generic no longer verifies."""
+    maps = [ir.AffineMapAttr(attr).value for attr in ir.ArrayAttr(generic.attributes["indexing_maps"])]
+    if any(decreasing(expression) for indexing in maps for expression in indexing.results):
+        return None
     found = transposed_loops(generic)
     if found is None:
         return None

@@ -879,6 +879,25 @@ def test_transposed_read_is_tiled_into_cache_blocks(n, m, tiled, tmp_path):
     np.testing.assert_array_equal(executable.execute_numpy([x, y])[0], x.T + y)
 
 
+# a convolution kernel's gradient: reversed in its window, input and output features swapped
+REVERSED_TRANSPOSE = """func.func @main(%w: tensor<3x3x64x64xf32>) -> tensor<3x3x64x64xf32> {
+  %r = stablehlo.reverse %w, dims = [0, 1] : tensor<3x3x64x64xf32>
+  %t = stablehlo.transpose %r, dims = [0, 1, 3, 2] : (tensor<3x3x64x64xf32>) -> tensor<3x3x64x64xf32>
+  return %t : tensor<3x3x64x64xf32>
+}"""
+
+
+def test_a_reversed_transpose_is_generated_without_cache_blocks(tmp_path):
+    """Upstream's tiling gives a dimension read backwards a one-element slice, and the tiled
+    generic did not verify: the kernel ran on the reference interpreter. It keeps its plain
+    loops now, compiled."""
+    executable = Client().compile(REVERSED_TRANSPOSE, CompileOptions(dump_to=str(tmp_path)))
+    decisions = next(tmp_path.glob("*thunk-sequence.txt")).read_text()
+    assert "reference interpreter" not in decisions and "cache blocks" not in decisions
+    w = np.random.default_rng(9).standard_normal((3, 3, 64, 64)).astype(np.float32)
+    np.testing.assert_array_equal(executable.execute_numpy([w])[0], w[::-1, ::-1].transpose(0, 1, 3, 2))
+
+
 TRANSPOSE = """func.func @main(%x: tensor<{source}x{dtype}>) -> tensor<{target}x{dtype}> {{
   %r = stablehlo.transpose %x, dims = [{dims}] : (tensor<{source}x{dtype}>) -> tensor<{target}x{dtype}>
   return %r : tensor<{target}x{dtype}>
