@@ -2,9 +2,9 @@
 
 Each workload is a jax function around a convolution: alone in NHWC and in NCHW, followed by
 a training-mode batch normalization (batch statistics), with bias, relu and a 2x2 max pool,
-depthwise, 1x1, strided, and the gradients of a convolution with respect to its input and
-its weights (`jax.grad`, which jax lowers to convolutions with dilations and swapped
-dimension numbers). Its StableHLO (`jax.jit(f).lower(...).as_text()`) is what mlirxla
+depthwise, 1x1, strided, and the gradients of a convolution and of a strided one with
+respect to its input and its weights (`jax.grad`, which jax lowers to convolutions with
+swapped dimension numbers; a strided layer's, with its input or its window dilated). Its StableHLO (`jax.jit(f).lower(...).as_text()`) is what mlirxla
 compiles (`Client().compile(text).execute_numpy`), and jax.jit runs the same function on
 XLA:CPU, on the same random inputs (0.1 * standard normal).
 
@@ -89,6 +89,14 @@ def weight_gradient(x, w):
     return jax.grad(lambda w: jnp.sum(jnp.square(convolve(x, w))))(w)
 
 
+def strided_input_gradient(x, w):
+    return jax.grad(lambda x: jnp.sum(jnp.square(convolve(x, w, stride=2))))(x)
+
+
+def strided_weight_gradient(x, w):
+    return jax.grad(lambda w: jnp.sum(jnp.square(convolve(x, w, stride=2))))(w)
+
+
 def tensor(*shape):
     return jax.ShapeDtypeStruct(shape, jnp.float32)
 
@@ -104,6 +112,8 @@ WORKLOADS = {
     "strided": (strided, (tensor(N, S, S, C), tensor(3, 3, C, F))),
     "input_grad": (input_gradient, (tensor(N, S, S, C), tensor(3, 3, C, F))),
     "weight_grad": (weight_gradient, (tensor(N, S, S, C), tensor(3, 3, C, F))),
+    "strided_input_grad": (strided_input_gradient, (tensor(N, S, S, C), tensor(3, 3, C, F))),
+    "strided_weight_grad": (strided_weight_gradient, (tensor(N, S, S, C), tensor(3, 3, C, F))),
 }
 
 

@@ -1,7 +1,7 @@
 """Convolutions as im2col + BLAS GEMM (XLA:CPU's library convolutions do the same job with
 Eigen or oneDNN).
 
-A 2-D convolution in NHWC layout with an HWIO kernel (stride, padding, no dilation, no
+A 2-D convolution in NHWC layout with an HWIO kernel (stride, padding, dilations, no
 groups, f32 or f64) is `im2col(input) @ kernel`: the im2col kernel lays every output
 position's receptive field out as one row, [N*OH*OW, KH*KW*C] (kh, kw major, channels
 minor, so the HWIO kernel read as [KH*KW*C, F] is already the GEMM's right-hand side), and
@@ -23,15 +23,20 @@ def im2col_module_text(symbol: str, shape: Geometry) -> str:
     """The im2col kernel, in destination-passing style: input memref -> rows memref. One loop
     nest copies the padded input's windows straight into the rows, seen as [N, OH, OW, KH,
     KW, C] (`memref.expand_shape`, a view): a concatenation of one slice per window position
-    was materialized whole and then copied into the rows, a second pass over them."""
+    was materialized whole and then copied into the rows, a second pass over them. An input
+    dilation is interior padding of the padded input; a window dilation, the step between a
+    window's taps."""
     s = shape
     (top, bottom), (left, right) = s.padding
-    padded = [s.batch, s.height + top + bottom, s.width + left + right, s.channels]
+    (dilate_height, dilate_width), (tap_height, tap_width) = s.lhs_dilation, s.rhs_dilation
+    dilated = [(s.height - 1) * dilate_height + 1, (s.width - 1) * dilate_width + 1]
+    padded = [s.batch, dilated[0] + top + bottom, dilated[1] + left + right, s.channels]
     input_type, padded_type = tensor([s.batch, s.height, s.width, s.channels], s.element), tensor(padded, s.element)
     fields = [s.batch, s.out_height, s.out_width, s.kernel_height, s.kernel_width, s.channels]
     fields_type, rows_type = tensor(fields, s.element), tensor([s.m, s.k], s.element)
     fields_memref, rows_memref = fields_type.replace("tensor", "memref"), rows_type.replace("tensor", "memref")
-    window = f"affine_map<(n, i, j, p, q, c) -> (n, i * {s.strides[0]} + p, j * {s.strides[1]} + q, c)>"
+    window = (f"affine_map<(n, i, j, p, q, c) -> (n, i * {s.strides[0]} + p * {tap_height}, "
+              f"j * {s.strides[1]} + q * {tap_width}, c)>")
     identity = "affine_map<(n, i, j, p, q, c) -> (n, i, j, p, q, c)>"
     parallel = ", ".join(['"parallel"'] * 6)
     return "\n".join([
@@ -39,7 +44,7 @@ def im2col_module_text(symbol: str, shape: Geometry) -> str:
         f"  %x = bufferization.to_tensor %input restrict : {input_type.replace('tensor', 'memref')} to {input_type}",
         f"  %zero = stablehlo.constant dense<0.0> : tensor<{s.element}>",
         f'  %padded = "stablehlo.pad"(%x, %zero) {{edge_padding_low = array<i64: 0, {top}, {left}, 0>, '
-        f"edge_padding_high = array<i64: 0, {bottom}, {right}, 0>, interior_padding = array<i64: 0, 0, 0, 0>}} "
+        f"edge_padding_high = array<i64: 0, {bottom}, {right}, 0>, interior_padding = array<i64: 0, {dilate_height - 1}, {dilate_width - 1}, 0>}} "
         f": ({input_type}, tensor<{s.element}>) -> {padded_type}",
         f"  %fields_view = memref.expand_shape %rows [[0, 1, 2], [3, 4, 5]] output_shape [{', '.join(map(str, fields))}] : {rows_memref} into {fields_memref}",
         f"  %empty = tensor.empty() : {fields_type}",

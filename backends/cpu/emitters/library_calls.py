@@ -133,14 +133,21 @@ def convolution_as_gemm(emitter, convolution: ir.Operation, owner: ir.Operation,
     if emitter.slice_rows and shape.batch > 1 and threads > 1 and thread_split.estimate_moving(shape.input_bytes + rows_bytes, 0, threads).pays:
         # one image's rows per call, spread over the thread pool (the GEMM after it is threaded too)
         image = dataclasses.replace(shape, batch=1)
-        emitter.kernels.append(KernelSpec(symbol, convolution, source=im2col_module_text(symbol, image), library_call=im2col_call(symbol, image)))
+        emitter.kernels.append(im2col_kernel(symbol, convolution, image))
         strides = (image.input_bytes, rows_bytes // shape.batch)
         im2col = SlicedKernelThunk(f"{name}.im2col", symbol, arguments, 1, slices=shape.batch, strides=strides)
     else:
-        emitter.kernels.append(KernelSpec(symbol, convolution, source=im2col_module_text(symbol, shape), library_call=im2col_call(symbol, shape)))
+        emitter.kernels.append(im2col_kernel(symbol, convolution, shape))
         im2col = KernelThunk(f"{name}.im2col", symbol, arguments, 1)
     gemm = GemmThunk(name, shape.element, rows, emitter.slice_of(rhs), out, shape.m, shape.features, shape.k, False, False)
     return [im2col, gemm]
+
+
+def im2col_kernel(symbol: str, convolution: ir.Operation, shape: strategy.Geometry) -> KernelSpec:
+    """The im2col kernel of `shape`: a call of the runtime library's, whose whole-window
+    copies take no dilation; a dilated convolution's rows are generated from its source."""
+    library_call = None if shape.dilated else im2col_call(symbol, shape)
+    return KernelSpec(symbol, convolution, source=im2col_module_text(symbol, shape), library_call=library_call)
 
 
 def gemm_for(emitter, dot: ir.Operation, owner: ir.Operation, out: ir.Value, lhs=None, rhs=None) -> GemmThunk | None:
