@@ -4,7 +4,7 @@ time, as host calls: correct, slow, and said in the dump.
 A kernel falls back when its lowering fails (an op the linalg lowering does not take: a dot
 with an algorithm, f8 dots, complex cbrt) or when the emitter knows the lowering would crash,
 miscompute or does not exist (complex bitcast_convert, reduce_precision to 0 mantissa bits,
-select_and_scatter). A kernel the interpreter cannot run in process either (ops it
+a select_and_scatter whose select is not one compare). A kernel the interpreter cannot run in process either (ops it
 aborts on, integer division it may trap on) is refused with the original reason. The kernel's
 op (a fusion or a single op) becomes a StableHLO function `@main` of its operands; the host
 call evaluates it with the interpreter on views of the buffers. Everything else in the

@@ -7,15 +7,12 @@ from mlirxla.transforms.fusion_legality import kind_of
 from mlirxla.transforms.sort_comparator import comparator_keys
 from mlirxla.transforms.top_k_rewriter import TARGET as TOP_K_TARGET
 
+from . import select_and_scatter_kernel
 from .emitters.host_calls import custom_call_target, is_host_custom_call, scatter_combiner
 
 UNSUPPORTED = {
     "rng": "rng is not implemented in the cpu backend yet",
     "rng_bit_generator": "rng_bit_generator reaches the cpu backend only when xhlo-rng-bit-generator-expander is disabled",
-}
-# ops with no native lowering: the interpreter evaluates them
-INTERPRETED = {
-    "select_and_scatter": "select_and_scatter has no native lowering",
 }
 
 
@@ -29,8 +26,8 @@ def unsupported_reason(op: ir.Operation) -> str | None:
 def interpreted_reason(op: ir.Operation) -> str | None:
     """Why the interpreter, not native code, runs `op`, or None."""
     kind = kind_of(op)
-    if kind in INTERPRETED:
-        return INTERPRETED[kind]
+    if kind == "select_and_scatter":
+        return select_and_scatter_kernel.kernel_reason(op)
     if kind == "bitcast_convert" and any("complex" in str(v.type) for v in list(op.operands) + list(op.results)):
         return "the toolkit's lowering of a complex bitcast_convert crashes"
     if kind == "reduce_precision" and ir.IntegerAttr(op.attributes["mantissa_bits"]).value == 0:

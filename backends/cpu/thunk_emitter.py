@@ -95,6 +95,7 @@ EMITTERS = {
     "conditional": control_flow.emit_conditional,
     **{kind: host_calls.emit_host_call for kind in host_calls.HOST_CALLS},
     "scatter": loop_kernels.emit_scatter,
+    "select_and_scatter": loop_kernels.emit_select_and_scatter,
     "sort": loop_kernels.emit_sort,
     **{kind: collectives.emit_collective for kind in collectives.ATTRIBUTES},
 }

@@ -1,12 +1,14 @@
-"""Scatter and top-k as generated loop kernels (`backends/cpu/scatter_kernel.py`,
-`top_k_kernel.py`): they take the kernel path, not the host call, and give the reference
-interpreter's results (scatter: duplicate indices combined in the updates' order, windows out
+"""Scatter, select-and-scatter and top-k as generated loop kernels (`backends/cpu/scatter_kernel.py`,
+`select_and_scatter_kernel.py`, `top_k_kernel.py`): they take the kernel path, not the host
+call or the interpreter, and give the reference interpreter's results (select-and-scatter:
+ties, padding, every direction and combiner) (scatter: duplicate indices combined in the updates' order, windows out
 of bounds skipped, every combiner, batching dimensions) and jax CPU's (top_k: ties, NaN,
 signed zeros, k = 1 and k = n; scatter windows partly out of bounds, which XLA skips whole)."""
 
 import os
 import re
 import sys
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -14,7 +16,7 @@ import pytest
 from mlirxla import frontdoor
 from mlirxla.runtime.client import Client
 
-from .conftest import reference_outputs
+from .conftest import printed_by_jax_on, reference_outputs
 
 
 def scatter_text(operand: str, indices: str, updates: str, numbers: str, combiner: str, element: str) -> str:
@@ -339,3 +341,95 @@ def test_an_8_bit_float_argsort_sorts_on_the_host(element, dtype):
     executable = Client().compile(text)
     assert "host sort" in executable.thunk_sequence()
     np.testing.assert_array_equal(executable.execute_numpy([x])[0], np.argsort(x.astype(np.float32), kind="stable"))
+
+
+@dataclass(frozen=True)
+class SelectAndScatter:
+    operand: tuple[int, ...]
+    source: tuple[int, ...]
+    element: str
+    window: tuple[int, ...]
+    strides: tuple[int, ...]
+    select: str  # the compare's direction
+    combiner: str
+    padding: tuple[tuple[int, int], ...] = ((0, 0), (0, 0))
+
+    def text(self) -> str:
+        element = self.element
+        compare_type = "FLOAT" if element.startswith("f") else ("UNSIGNED" if element.startswith("ui") else "SIGNED")
+        operand, source = (f"tensor<{'x'.join(map(str, shape))}x{element}>" for shape in (self.operand, self.source))
+        padding = ", ".join(f"[{low}, {high}]" for low, high in self.padding)
+        return f"""func.func @main(%x: {operand}, %s: {source}, %init: tensor<{element}>) -> {operand} {{
+  %0 = "stablehlo.select_and_scatter"(%x, %s, %init) <{{window_dimensions = array<i64: {", ".join(map(str, self.window))}>, window_strides = array<i64: {", ".join(map(str, self.strides))}>, padding = dense<[{padding}]> : tensor<2x2xi64>}}> ({{
+  ^bb0(%a: tensor<{element}>, %b: tensor<{element}>):
+    %c = stablehlo.compare {self.select}, %a, %b, {compare_type} : (tensor<{element}>, tensor<{element}>) -> tensor<i1>
+    stablehlo.return %c : tensor<i1>
+  }}, {{
+  ^bb0(%a: tensor<{element}>, %b: tensor<{element}>):
+    %r = stablehlo.{self.combiner} %a, %b : tensor<{element}>
+    stablehlo.return %r : tensor<{element}>
+  }}) : ({operand}, {source}, tensor<{element}>) -> {operand}
+  return %0 : {operand}
+}}
+"""
+
+    def expected(self, operand, source, init):
+        """The spec in numpy: per source element, its window's first valid position, replaced
+        by each later one the select rejects the selected one for; the result is init,
+        combined with every source element selecting it."""
+        select = {"GE": np.greater_equal, "GT": np.greater, "LE": np.less_equal, "LT": np.less}[self.select]
+        combine = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum}[self.combiner]
+        result = np.full(operand.shape, init, operand.dtype)
+        for source_index in np.ndindex(source.shape):
+            selected = None
+            for offset in np.ndindex(self.window):
+                at = tuple(i * s + o - low for i, s, o, (low, _) in zip(source_index, self.strides, offset, self.padding))
+                inside = all(0 <= a < n for a, n in zip(at, operand.shape))
+                if inside and (selected is None or not select(operand[selected], operand[at])):
+                    selected = at
+            if selected is not None:
+                result[selected] = combine(result[selected], source[source_index])
+        return result
+
+
+SELECT_AND_SCATTERS = {
+    # max pooling's gradient over windows overlapping by one, many equal maxima: the first wins
+    "max pool, overlapping windows, ties": (SelectAndScatter((7, 9), (3, 4), "f32", (3, 3), (2, 2), "GE", "add"), np.float32),
+    # SAME pooling: padded positions are never selected; the last row's windows hold padding
+    "max pool, padded": (SelectAndScatter((5, 6), (3, 3), "f32", (3, 2), (2, 2), "GE", "add", ((1, 1), (0, 0))), np.float32),
+    "min pool, strict, i32": (SelectAndScatter((6, 6), (3, 3), "i32", (2, 2), (2, 2), "LT", "add"), np.int32),
+    "max of ui8, multiply": (SelectAndScatter((4, 6), (2, 3), "ui8", (2, 2), (2, 2), "GT", "multiply"), np.uint8),
+    "f64, maximum into the result": (SelectAndScatter((6, 5), (4, 4), "f64", (3, 2), (1, 1), "GE", "maximum"), np.float64),
+}
+
+
+@pytest.mark.parametrize("name", list(SELECT_AND_SCATTERS))
+def test_select_and_scatter_kernel_matches_the_spec(name):
+    """Against the spec in numpy, not the reference interpreter: the toolkit's interpreter
+    combines the init value into a selected position twice (a 2x2 window over [[0, 1], [2, 3]]
+    with init 1 and source 4 gives 6 at the 3; XLA:CPU and the spec give 5)."""
+    case, dtype = SELECT_AND_SCATTERS[name]
+    executable = Client().compile(case.text())
+    assert "kernel select_and_scatter" in executable.thunk_sequence() and "interpret" not in executable.thunk_sequence()
+    operand, source, init = values(case.operand, dtype, 3) * (values(case.operand, dtype, 4) > 0), values(case.source, dtype, 5), np.array(1, dtype)
+    np.testing.assert_array_equal(executable.execute_numpy([operand, source, init])[0], case.expected(operand, source, init))
+
+
+def test_select_and_scatter_with_another_select_stays_on_the_interpreter():
+    text = SelectAndScatter((4, 4), (2, 2), "f32", (2, 2), (2, 2), "GE", "add").text().replace(
+        "stablehlo.compare GE, %a, %b", "stablehlo.compare GE, %b, %a")
+    assert "host interpret select_and_scatter" in Client().compile(text).thunk_sequence()
+
+
+@pytest.mark.jax
+def test_max_pooling_gradient_matches_jax_cpu():
+    """Max pooling's gradient over relu'd values: ties of zeros in most windows."""
+    code = r'''
+import jax, jax.numpy as jnp, numpy as np
+x = jnp.maximum(jnp.asarray(np.random.default_rng(0).standard_normal((2, 9, 9, 3)), jnp.float32), 0)
+pool = lambda x: jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, (1, 3, 3, 1), (1, 2, 2, 1), "SAME")
+grad = jax.jit(jax.grad(lambda x: jnp.sum(pool(x) * jnp.arange(75.0).reshape(1, 5, 5, 3))))(x)
+print(np.asarray(grad).tobytes().hex())
+'''
+    printed = {platform: printed_by_jax_on(platform, 1, code)[-1] for platform in ("cpu", "mlirxla")}
+    assert printed["cpu"] == printed["mlirxla"]

@@ -1,5 +1,6 @@
 """Generated loop kernels for the ops that were host calls: a scatter XLA:CPU would emit a
-loop for (`scatter_kernel.py`), and a sort that is a top-k or a `TopK` custom call
+loop for (`scatter_kernel.py`), a select_and_scatter (`select_and_scatter_kernel.py`; it ran
+on the interpreter), and a sort that is a top-k or a `TopK` custom call
 (`top_k_kernel.py`). What they cannot take stays a host call (`host_calls.py`); the decisions
 say which path each took."""
 
@@ -12,6 +13,7 @@ from mlirxla.transforms.batch_slice_fusion import leading_size
 from mlirxla.transforms.scheduling import type_bytes
 
 from ..scatter_kernel import kernel_reason, scatter_module_text
+from ..select_and_scatter_kernel import select_and_scatter_module_text
 from mlirxla.transforms.top_k_rewriter import TARGET as TOP_K_TARGET
 
 from .. import runtime_library, thread_split
@@ -28,6 +30,13 @@ def emit_scatter(emitter, op: ir.Operation) -> list:
     in_place = emitter.slice_of(op.operands[0]) == emitter.slice_of(op.results[0])
     emitter.decisions.append(f"{name}: scatter as a loop kernel, {'in place on its operand' if in_place else 'the operand copied into the result first'}")
     return [loop_kernel(emitter, op, lambda symbol: scatter_module_text(symbol, op, in_place))]
+
+
+def emit_select_and_scatter(emitter, op: ir.Operation) -> list:
+    """One the kernel cannot take never reaches here: `op_support.interpreted_reason` sent it
+    to the interpreter."""
+    emitter.decisions.append(f"{emitter.name_of(op)}: select_and_scatter as a loop kernel")
+    return [loop_kernel(emitter, op, lambda symbol: select_and_scatter_module_text(symbol, op))]
 
 
 def emit_sort(emitter, op: ir.Operation) -> list:
