@@ -96,6 +96,7 @@ EMITTERS = {
     **{kind: host_calls.emit_host_call for kind in host_calls.HOST_CALLS},
     "scatter": loop_kernels.emit_scatter,
     "select_and_scatter": loop_kernels.emit_select_and_scatter,
+    "reduce_window": loop_kernels.emit_reduce_window,
     "sort": loop_kernels.emit_sort,
     **{kind: collectives.emit_collective for kind in collectives.ATTRIBUTES},
 }

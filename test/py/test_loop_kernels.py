@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from mlirxla import frontdoor
-from mlirxla.runtime.client import Client
+from mlirxla.runtime.client import Client, CompileOptions
 
 from .conftest import printed_by_jax_on, reference_outputs
 
@@ -433,3 +433,69 @@ print(np.asarray(grad).tobytes().hex())
 '''
     printed = {platform: printed_by_jax_on(platform, 1, code)[-1] for platform in ("cpu", "mlirxla")}
     assert printed["cpu"] == printed["mlirxla"]
+
+
+def cumulative_text(shape: tuple[int, ...], axis: int, element: str, combiner: str, reverse: bool, init: str) -> str:
+    """A cumulative reduction as jax writes it (init: the combiner's identity, as jax's)."""
+    tensor = f"tensor<{'x'.join(map(str, shape))}x{element}>"
+    window = ", ".join(str(n if d == axis else 1) for d, n in enumerate(shape))
+    low, high = (0, shape[axis] - 1) if reverse else (shape[axis] - 1, 0)
+    padding = ", ".join(f"[{low}, {high}]" if d == axis else "[0, 0]" for d in range(len(shape)))
+    return f"""func.func @main(%x: {tensor}) -> {tensor} {{
+  %init = stablehlo.constant dense<{init}> : tensor<{element}>
+  %0 = "stablehlo.reduce_window"(%x, %init) <{{window_dimensions = array<i64: {window}>, padding = dense<[{padding}]> : tensor<{len(shape)}x2xi64>}}> ({{
+  ^bb0(%a: tensor<{element}>, %b: tensor<{element}>):
+    %r = stablehlo.{combiner} %a, %b : tensor<{element}>
+    stablehlo.return %r : tensor<{element}>
+  }}) : ({tensor}, tensor<{element}>) -> {tensor}
+  return %0 : {tensor}
+}}
+"""
+
+
+CUMULATIVE = {
+    "cumsum f32 along the last axis": ((4, 37), 1, "f32", "add", False, "0.0", np.float32),
+    "reverse cumsum f32 along a middle axis": ((3, 9, 5), 1, "f32", "add", True, "-0.0", np.float32),
+    "cumprod i32 along the first axis": ((6, 4), 0, "i32", "multiply", False, "1", np.int32),
+    "cummax f32, reverse": ((5, 8), 1, "f32", "maximum", True, "0xFF800000", np.float32),
+    "cummin ui8": ((33,), 0, "ui8", "minimum", False, "255", np.uint8),
+}
+
+
+@pytest.mark.parametrize("name", list(CUMULATIVE))
+def test_cumulative_reduce_window_is_a_scan_kernel(context, name, tmp_path):
+    """One pass along the axis, with the reference interpreter's values (exactly: the window's
+    own order is the sequential one)."""
+    shape, axis, element, combiner, reverse, init, dtype = CUMULATIVE[name]
+    text = cumulative_text(shape, axis, element, combiner, reverse, init)
+    executable = Client().compile(text, CompileOptions(dump_to=str(tmp_path)))
+    assert f"reduce_window is a cumulative {combiner}" in next(tmp_path.glob("*thunk-sequence.txt")).read_text()
+    module = frontdoor.import_text(text, "test", context).module
+    arguments = [values(shape, dtype, 7)]
+    got = executable.execute_numpy(arguments)[0]
+    np.testing.assert_array_equal(got, reference_outputs(module, arguments)[0])
+    if combiner == "add":
+        expected = np.flip(np.cumsum(np.flip(arguments[0], axis), axis), axis) if reverse else np.cumsum(arguments[0], axis)
+        np.testing.assert_array_equal(got, expected)
+
+
+def test_a_window_shorter_than_its_axis_keeps_its_loops(tmp_path):
+    """A window of 36 over 37 elements, padded by 35: sums of the last 36, not a scan."""
+    text = cumulative_text((4, 37), 1, "f32", "add", False, "0.0").replace("array<i64: 1, 37>", "array<i64: 1, 36>").replace("[36, 0]", "[35, 0]")
+    executable = Client().compile(text, CompileOptions(dump_to=str(tmp_path)))
+    assert "cumulative" not in next(tmp_path.glob("*thunk-sequence.txt")).read_text()
+    x = values((4, 37), np.float32, 8)
+    expected = np.array([[x[r, max(0, k - 35):k + 1].sum() for k in range(37)] for r in range(4)])
+    np.testing.assert_allclose(executable.execute_numpy([x])[0], expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_cumulative_window_whose_init_shows_through_its_padding_keeps_its_loops(context, tmp_path):
+    """The spec pads with the init value: with 2 as an add's init each window adds it once per
+    padded position, which a scan would not."""
+    text = cumulative_text((3, 6), 1, "f32", "add", False, "2.0")
+    executable = Client().compile(text, CompileOptions(dump_to=str(tmp_path)))
+    assert "cumulative" not in next(tmp_path.glob("*thunk-sequence.txt")).read_text()
+    x = values((3, 6), np.float32, 9)
+    expected = reference_outputs(frontdoor.import_text(text, "test", context).module, [x])[0]
+    np.testing.assert_allclose(executable.execute_numpy([x])[0], expected, rtol=1e-6)
+    np.testing.assert_allclose(expected[:, 0], 2.0 * 6 + x[:, 0])

@@ -1,6 +1,7 @@
 """Generated loop kernels for the ops that were host calls: a scatter XLA:CPU would emit a
 loop for (`scatter_kernel.py`), a select_and_scatter (`select_and_scatter_kernel.py`; it ran
-on the interpreter), and a sort that is a top-k or a `TopK` custom call
+on the interpreter), a reduce_window that is a cumulative reduction (`scan_kernel.py`), and
+a sort that is a top-k or a `TopK` custom call
 (`top_k_kernel.py`). What they cannot take stays a host call (`host_calls.py`); the decisions
 say which path each took."""
 
@@ -12,6 +13,7 @@ from mlirxla.runtime.thunks import KernelThunk, SlicedKernelThunk
 from mlirxla.transforms.batch_slice_fusion import leading_size
 from mlirxla.transforms.scheduling import type_bytes
 
+from ..scan_kernel import scan_module_text, scan_of
 from ..scatter_kernel import kernel_reason, scatter_module_text
 from ..select_and_scatter_kernel import select_and_scatter_module_text
 from mlirxla.transforms.top_k_rewriter import TARGET as TOP_K_TARGET
@@ -19,7 +21,7 @@ from mlirxla.transforms.top_k_rewriter import TARGET as TOP_K_TARGET
 from .. import runtime_library, thread_split
 from ..top_k_kernel import MAX_SELECTED, selected_count, top_k_call_text, top_k_module_text
 from .host_calls import custom_call_target, emit_custom_call, emit_host_call
-from .kernels import KernelSpec
+from .kernels import KernelSpec, emit_kernel
 
 
 def emit_scatter(emitter, op: ir.Operation) -> list:
@@ -37,6 +39,16 @@ def emit_select_and_scatter(emitter, op: ir.Operation) -> list:
     to the interpreter."""
     emitter.decisions.append(f"{emitter.name_of(op)}: select_and_scatter as a loop kernel")
     return [loop_kernel(emitter, op, lambda symbol: select_and_scatter_module_text(symbol, op))]
+
+
+def emit_reduce_window(emitter, op: ir.Operation) -> list:
+    """A cumulative reduction (a cumsum) as one pass along its axis; any other window, loops."""
+    scan = scan_of(op)
+    if scan is None:
+        return emit_kernel(emitter, op)
+    emitter.decisions.append(f"{emitter.name_of(op)}: reduce_window is a cumulative {scan.combiner} along dimension {scan.axis}"
+                             f"{' from its end' if scan.reverse else ''}: a scan kernel, one pass")
+    return [loop_kernel(emitter, op, lambda symbol: scan_module_text(symbol, op, scan))]
 
 
 def emit_sort(emitter, op: ir.Operation) -> list:
