@@ -96,29 +96,20 @@ def kernel_reason(op: ir.Operation) -> str | None:
 
 
 def select_and_scatter_module_text(symbol: str, op: ir.Operation) -> str:
-    """The kernel: (operand, source, init) -> result."""
+    """The kernel: (operand, source, init) -> result. The selection is carried through the
+    window loops as loop values (whether one is selected, its value, its position): no
+    memory, so the loops map to a GPU thread as they are."""
     window = Window.of(op)
     element = element_text(op.operands[0].type)
     memrefs = {name: memref_text(value.type) for name, value in
                (("operand", op.operands[0]), ("source", op.operands[1]), ("init", op.operands[2]), ("result", op.results[0]))}
     text = LoopText(symbol, list(memrefs.items()))
-    rank = len(window.operand_shape)
     fill_value(text, memrefs, window.operand_shape)
-    text.line(f"%selected = memref.alloca() : memref<{rank}xindex>")
-    text.line(f"%best = memref.alloca() : memref<{element}>")
-    text.line("%found = memref.alloca() : memref<i1>")
     source_index = [text.loop(size, "s") for size in window.source_shape]
-    text.line(f"memref.store {text.constant(0, 'i1')}, %found[] : memref<i1>")
-    position = window_positions(text, window, source_index)
-    inside = inside_operand(text, window, position)
-    if inside is not None:
-        text.open(f"scf.if {inside}")
-    select_if_preferred(text, op, memrefs, position)
-    if inside is not None:
-        text.close()
-    for _ in window.dimensions:
-        text.close()
-    scatter_into_selected(text, op, memrefs, source_index, rank)
+    state = [text.constant(0, "i1"), text.constant(0 if not is_float(element) else "0.0", element)]
+    state += [text.constant(0)] * len(window.operand_shape)
+    found, _, *target = select_in_window(text, op, window, memrefs, source_index, state)
+    scatter_into_selected(text, op, memrefs, source_index, found, target)
     for _ in window.source_shape:
         text.close()
     return text.text()
@@ -126,23 +117,38 @@ def select_and_scatter_module_text(symbol: str, op: ir.Operation) -> str:
 
 def fill_value(text: LoopText, memrefs: dict, shape: tuple[int, ...]) -> None:
     """Every element of the result is the init value."""
-    value = text.load("%init", memrefs["init"], [])
     index = [text.loop(size, "f") for size in shape]
-    text.store(value, "%result", memrefs["result"], index)
+    text.store(text.load("%init", memrefs["init"], []), "%result", memrefs["result"], index)
     for _ in shape:
         text.close()
 
 
-def window_positions(text: LoopText, window: Window, source_index: list[str]) -> list[str]:
-    """Open the loops over the window; each operand dimension's position (padding counted
-    below 0 and past the end)."""
-    position = []
+def select_in_window(text: LoopText, op: ir.Operation, window: Window, memrefs: dict, source_index: list[str],
+                     state: list[str]) -> list[str]:
+    """The selection after the window's positions in row-major order, from `state` (found,
+    value, position): one `scf.for` per window dimension carrying it."""
+    element = element_text(op.operands[0].type)
+    types = ", ".join(["i1", element] + ["index"] * len(window.operand_shape))
+    count = len(state)
+    position, levels = [], []
     for d, (extent, stride, low) in enumerate(zip(window.dimensions, window.strides, window.padding_low)):
-        offset = text.loop(extent, "w")
+        results, offset = text.fresh("r"), text.fresh("w")
+        carried = [text.fresh("c") for _ in state]
+        pairs = ", ".join(f"{c} = {v}" for c, v in zip(carried, state))
+        text.open(f"{results}:{count} = scf.for {offset} = {text.constant(0)} to {text.constant(extent)} step {text.constant(1)} "
+                  f"iter_args({pairs}) -> ({types})")
         start = source_index[d] if stride == 1 else text.value(f"arith.muli {source_index[d]}, {text.constant(stride)} : index")
         at = text.value(f"arith.addi {start}, {offset} : index")
         position.append(at if low == 0 else text.value(f"arith.subi {at}, {text.constant(low)} : index"))
-    return position
+        state = carried
+        levels.append(results)
+    inside = inside_operand(text, window, position)
+    updated = preferred(text, op, memrefs, position, state, inside)
+    for results in reversed(levels):
+        text.line(f"scf.yield {', '.join(updated)} : {types}")
+        text.close()
+        updated = [f"{results}#{k}" for k in range(count)]
+    return updated
 
 
 def inside_operand(text: LoopText, window: Window, position: list[str]) -> str | None:
@@ -159,30 +165,33 @@ def inside_operand(text: LoopText, window: Window, position: list[str]) -> str |
     return inside
 
 
-def select_if_preferred(text: LoopText, op: ir.Operation, memrefs: dict, position: list[str]) -> None:
-    """The candidate at `position` becomes the selected one when none is selected yet or the
-    select computation does not prefer the selected one to it."""
+def preferred(text: LoopText, op: ir.Operation, memrefs: dict, position: list[str], state: list[str], inside: str | None) -> list[str]:
+    """The state once the candidate at `position` is seen: it is selected when it is an
+    operand element and none is selected yet or the select computation does not prefer the
+    selected one to it. A padded position is not read (its clamped index keeps the load in
+    bounds)."""
     element = element_text(op.operands[0].type)
+    found, best, *selected = state
+    read_at = position if inside is None else [clamped(text, at, size) for at, size in zip(position, Window.of(op).operand_shape)]
+    candidate = text.load("%operand", memrefs["operand"], read_at)
     compare = "arith.cmpf" if is_float(element) else "arith.cmpi"
-    candidate = text.load("%operand", memrefs["operand"], position)
-    found = text.load("%found", "memref<i1>", [])
-    best = text.load("%best", f"memref<{element}>", [])
     kept = text.value(f"{compare} {select_predicate(op)}, {best}, {candidate} : {element}")
     keep = text.value(f"arith.andi {found}, {kept} : i1")
-    replace = text.value(f"arith.xori {keep}, {text.constant(1, 'i1')} : i1")
-    text.open(f"scf.if {replace}")
-    text.store(candidate, "%best", f"memref<{element}>", [])
-    for d, at in enumerate(position):
-        text.store(at, "%selected", f"memref<{len(position)}xindex>", [text.constant(d)])
-    text.store(text.constant(1, "i1"), "%found", "memref<i1>", [])
-    text.close()
+    take = text.value(f"arith.xori {keep}, {text.constant(1, 'i1')} : i1")
+    if inside is not None:
+        take = text.value(f"arith.andi {take}, {inside} : i1")
+    return ([text.value(f"arith.ori {found}, {take} : i1"), text.value(f"arith.select {take}, {candidate}, {best} : {element}")]
+            + [text.value(f"arith.select {take}, {at}, {old} : index") for at, old in zip(position, selected)])
 
 
-def scatter_into_selected(text: LoopText, op: ir.Operation, memrefs: dict, source_index: list[str], rank: int) -> None:
+def clamped(text: LoopText, at: str, size: int) -> str:
+    low = text.value(f"arith.maxsi {at}, {text.constant(0)} : index")
+    return text.value(f"arith.minsi {low}, {text.constant(size - 1)} : index")
+
+
+def scatter_into_selected(text: LoopText, op: ir.Operation, memrefs: dict, source_index: list[str], found: str, target: list[str]) -> None:
     """The source element combined into the result at the selected position, if any."""
-    found = text.load("%found", "memref<i1>", [])
     text.open(f"scf.if {found}")
-    target = [text.load("%selected", f"memref<{rank}xindex>", [text.constant(d)]) for d in range(rank)]
     new = text.load("%source", memrefs["source"], source_index)
     combiner = scatter_combiner(op)
     if combiner != "set":
