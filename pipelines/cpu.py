@@ -35,6 +35,7 @@ from mlirxla.transforms.batch_slice_fusion import BatchSliceFusionPass
 from mlirxla.transforms.bf16_dot_upcast import Bf16DotUpcastPass
 from mlirxla.transforms.buffer_assignment import BufferAssignmentPass
 from mlirxla.transforms.copy_insertion import CopyInsertionPass
+from mlirxla.transforms.convolution_1d_to_2d import Convolution1dTo2dPass
 from mlirxla.transforms.convolution_layout import ConvolutionLayoutPass
 from mlirxla.transforms.copy_removal import CopyRemovalPass
 from mlirxla.transforms.custom_call_layouts import CustomCallLayoutsPass
@@ -82,6 +83,7 @@ def compiler_pipeline(name: str, alignment: int, fusion_cost_model: str, batch_s
         .fixed_point(simplification_pipeline(), max_iterations=25)
         .add(AllReduceCombinerPass())
         .add(AllGatherCombinerPass())
+        .add(Convolution1dTo2dPass())
         .add(ConvolutionLayoutPass())
     )
     if f32_gemms_only:

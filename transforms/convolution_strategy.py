@@ -200,7 +200,8 @@ def _array(op: ir.Operation, name: str, default: list[int]) -> list[int]:
     return list(ir.DenseI64ArrayAttr(op.attributes[name])) if name in op.attributes else default
 
 
-def _padding(op: ir.Operation, spatial: int) -> tuple[tuple[int, ...], ...]:
+def window_padding(op: ir.Operation, spatial: int) -> tuple[tuple[int, ...], ...]:
+    """(low, high) padding per spatial dimension of a convolution (its attribute may be a splat)."""
     if "padding" not in op.attributes:
         return tuple((0, 0) for _ in range(spatial))
     attribute = ir.DenseElementsAttr(op.attributes["padding"])
@@ -222,7 +223,7 @@ def geometry(op: ir.Operation) -> Geometry | None:
     element = str(ir.RankedTensorType(op.results[0].type).element_type)
     groups = [ir.IntegerAttr(op.attributes[name]).value for name in ("feature_group_count", "batch_group_count")]
     reversed_window = "window_reversal" in op.attributes and any(ir.DenseBoolArrayAttr(op.attributes["window_reversal"]))
-    padding = _padding(op, 2)
+    padding = window_padding(op, 2)
     blas_ready = (groups == [1, 1] and not reversed_window and element in ("f32", "f64")
                   and all(str(ir.RankedTensorType(v.type).element_type) == element for v in op.operands)
                   and all(p >= 0 for side in padding for p in side))

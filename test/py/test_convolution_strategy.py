@@ -385,3 +385,49 @@ def test_a_strided_layers_input_gradient_runs_as_a_gemm():
     as loops, which the model estimated at 44 ms; a GEMM between transposes now."""
     executable, decisions = compiled(dilated(4, 4, 1, 2, 1, lhs=(2, 2), rhs=(1, 1), hwoi=True, n=16, c=256, f=128))
     assert "strategy im2col_gemm;" in strategy_line(decisions), decisions
+
+
+# --- 1-D convolutions -------------------------------------------------------------------------
+
+ONE_DIMENSIONAL = {
+    "nwc, strided, padded, input-dilated": "func.func @main(%x: tensor<2x9x3xf32>, %w: tensor<3x3x4xf32>) -> tensor<2x9x4xf32> {\n"
+        "  %0 = stablehlo.convolution(%x, %w) dim_numbers = [b, 0, f]x[0, i, o]->[b, 0, f], window = {stride = [2], pad = [[1, 1]], lhs_dilate = [2]} "
+        "{batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<2x9x3xf32>, tensor<3x3x4xf32>) -> tensor<2x9x4xf32>\n"
+        "  return %0 : tensor<2x9x4xf32>\n}",
+    "ncw x oiw, window-dilated": "func.func @main(%x: tensor<2x3x9xf32>, %w: tensor<4x3x3xf32>) -> tensor<2x4x5xf32> {\n"
+        "  %0 = stablehlo.convolution(%x, %w) dim_numbers = [b, f, 0]x[o, i, 0]->[b, f, 0], window = {rhs_dilate = [2]} "
+        "{batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<2x3x9xf32>, tensor<4x3x3xf32>) -> tensor<2x4x5xf32>\n"
+        "  return %0 : tensor<2x4x5xf32>\n}",
+    "depthwise": "func.func @main(%x: tensor<2x8x4xf32>, %w: tensor<3x1x4xf32>) -> tensor<2x8x4xf32> {\n"
+        "  %0 = stablehlo.convolution(%x, %w) dim_numbers = [b, 0, f]x[0, i, o]->[b, 0, f], window = {pad = [[1, 1]]} "
+        "{batch_group_count = 1 : i64, feature_group_count = 4 : i64} : (tensor<2x8x4xf32>, tensor<3x1x4xf32>) -> tensor<2x8x4xf32>\n"
+        "  return %0 : tensor<2x8x4xf32>\n}",
+    "reversed window": "func.func @main(%x: tensor<2x8x3xf32>, %w: tensor<3x3x4xf32>) -> tensor<2x8x4xf32> {\n"
+        "  %0 = stablehlo.convolution(%x, %w) dim_numbers = [b, 0, f]x[0, i, o]->[b, 0, f], window = {pad = [[1, 1]], reverse = [true]} "
+        "{batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<2x8x3xf32>, tensor<3x3x4xf32>) -> tensor<2x8x4xf32>\n"
+        "  return %0 : tensor<2x8x4xf32>\n}",
+}
+
+
+@pytest.mark.parametrize("name", list(ONE_DIMENSIONAL))
+def test_one_dimensional_convolutions_run_as_two_dimensional_ones(name, context):
+    """`xhlo-convolution-1d-to-2d` gives each a unit first spatial dimension; the values stay
+    the reference interpreter's, under every strategy the model may pick."""
+    text = ONE_DIMENSIONAL[name]
+    executable, decisions = compiled(text)
+    assert "estimated" in strategy_line(decisions)  # a 2-D geometry: the model chose
+    module = frontdoor.import_text(text, "one_dimensional.mlir", context).module
+    arguments = random_arguments(module, 11)
+    [expected] = reference_outputs(module, arguments)
+    np.testing.assert_allclose(executable.execute(arguments)[0], expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_large_one_dimensional_convolution_leaves_the_plain_loops():
+    """A 5-wide window over 16x1024x64: the register-tiled convolution or a GEMM, which the
+    model reaches only for 2-D geometries."""
+    text = ("func.func @main(%x: tensor<16x1024x64xf32>, %w: tensor<5x64x64xf32>) -> tensor<16x1024x64xf32> {\n"
+            "  %0 = stablehlo.convolution(%x, %w) dim_numbers = [b, 0, f]x[0, i, o]->[b, 0, f], window = {pad = [[2, 2]]} "
+            "{batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<16x1024x64xf32>, tensor<5x64x64xf32>) -> tensor<16x1024x64xf32>\n"
+            "  return %0 : tensor<16x1024x64xf32>\n}")
+    _, decisions = compiled(text)
+    assert any("register-tiled convolution" in line or "im2col + BLAS GEMM" in line for line in decisions), decisions
