@@ -280,6 +280,43 @@ def small_mlp_of(width, classes):
     return lambda: (tensor(1, width), tensor(width, width), tensor(width), tensor(width, classes), tensor(classes))
 
 
+# ---------------------------------------------------------------- strided convolutions, pooling, scans: training gradients
+
+
+def strided_convnet_loss(parameters, x, labels):
+    """A stride-2 3x3 convolution, relu, 2x2 max pooling, a second convolution, global
+    average pooling and a dense layer's cross entropy."""
+    first, second, dense = parameters
+    x = jax.nn.relu(lax.conv_general_dilated(x, first, (2, 2), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")))
+    x = lax.reduce_window(x, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+    x = jax.nn.relu(lax.conv_general_dilated(x, second, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")))
+    logits = jnp.mean(x, axis=(1, 2)) @ dense
+    return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), labels[:, None], axis=1))
+
+
+def strided_convnet_gradient(parameters, x, labels):
+    """The gradient of `strided_convnet_loss` with respect to its parameters: the input
+    gradient of a strided convolution (an input dilation), max pooling's (a
+    select_and_scatter), kernel gradients (window dilations, reversed kernels)."""
+    return jax.grad(strided_convnet_loss)(parameters, x, labels)
+
+
+def strided_convnet_of(batch, size, channels):
+    return lambda: ((tensor(3, 3, 3, channels), tensor(3, 3, channels, 2 * channels), tensor(2 * channels, 10)),
+                    tensor(batch, size, size, 3), jax.ShapeDtypeStruct((batch,), jnp.int32))
+
+
+def cumsum_gradient(x):
+    """jnp.cumsum along the rows and its gradient (a reverse cumsum): reduce_windows spanning the axis."""
+    return jax.grad(lambda x: jnp.sum(jnp.cumsum(x, axis=1) ** 2))(x)
+
+
+def conv1d_gradient(x, w):
+    """The input and kernel gradients of a stride-2 1-D convolution over NWC sequences."""
+    convolve = lambda x, w: lax.conv_general_dilated(x, w, (2,), "SAME", dimension_numbers=("NWC", "WIO", "NWC"))
+    return jax.grad(lambda x, w: jnp.sum(convolve(x, w) ** 2), argnums=(0, 1))(x, w)
+
+
 WORKLOADS = [
     Workload("matmul", matmul, lambda: (tensor(1024, 1024),) * 2, lambda: (tensor(64, 48), tensor(48, 32))),
     Workload("mlp", mlp3, mlp3_of(256, 1024), mlp3_of(8, 32)),
@@ -307,6 +344,9 @@ WORKLOADS = [
     Workload("small_mlp", small_mlp, small_mlp_of(256, 10), small_mlp_of(16, 4)),
     Workload("mlp_bf16", mlp3, mlp3_of(256, 1024, BF16), mlp3_of(8, 32, BF16), tolerance=BF16_TOLERANCE),
     Workload("transformer_bf16", block, transformer_of(BF16, 256, 512, 2048), transformer_of(BF16, 16, 64, 128), tolerance=BF16_TOLERANCE),
+    Workload("strided_convnet_grad", strided_convnet_gradient, strided_convnet_of(16, 64, 32), strided_convnet_of(2, 8, 4), integer_high=10),
+    Workload("cumsum_grad", cumsum_gradient, lambda: (tensor(256, 4096),), lambda: (tensor(4, 37),)),
+    Workload("conv1d_grad", conv1d_gradient, lambda: (tensor(16, 1024, 64), tensor(5, 64, 64)), lambda: (tensor(2, 17, 3), tensor(5, 3, 4))),
 ]
 
 
