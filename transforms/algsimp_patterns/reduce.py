@@ -3,8 +3,8 @@ or some reduced dimension has size 0.
 
 With size-1 dimensions each result element reduces exactly one input element x, and the
 reducer sees it once: body(init, x). When the body is a plain add, multiply, maximum or
-minimum this is init (op) x, and just x when init is the op's identity. Only single-input
-reduces are rewritten.
+minimum (or a bitwise or, and: jnp.any and jnp.all over no axis) this is init (op) x, and
+just x when init is the op's identity. Only single-input reduces are rewritten.
 """
 
 import math
@@ -26,7 +26,7 @@ from .common import (
     splat_number,
 )
 
-COMBINERS = ("xhlo.add", "xhlo.multiply", "xhlo.maximum", "xhlo.minimum")
+COMBINERS = ("xhlo.add", "xhlo.multiply", "xhlo.maximum", "xhlo.minimum", "xhlo.or", "xhlo.and")
 
 
 def reducer_op(op: ir.Operation) -> str | None:
@@ -56,11 +56,12 @@ def is_identity(name: str, init: ir.Value) -> bool:
             low, high = 0, (1 << width) - 1
         else:
             low, high = -(1 << (width - 1)), (1 << (width - 1)) - 1
-        return number == {"xhlo.add": 0, "xhlo.multiply": 1, "xhlo.maximum": low, "xhlo.minimum": high}[name]
+        ones = -1 if low < 0 else high  # every bit set
+        return number == {"xhlo.add": 0, "xhlo.multiply": 1, "xhlo.maximum": low, "xhlo.minimum": high, "xhlo.or": 0, "xhlo.and": ones}[name]
     if is_float(element):
         if name == "xhlo.add":
             return is_negative_zero(number)
-        return number == {"xhlo.multiply": 1.0, "xhlo.maximum": -math.inf, "xhlo.minimum": math.inf}[name]
+        return number == {"xhlo.multiply": 1.0, "xhlo.maximum": -math.inf, "xhlo.minimum": math.inf}.get(name)
     return False
 
 

@@ -925,6 +925,31 @@ func.func @fold_reduce_unit_dimension_with_init(%x: tensor<1x3xf32>) -> tensor<3
 
 // -----
 
+/// reduce(or) over no dimension with init false -> x (jnp.any over no axis, as jnp.unique
+/// writes it; the linalg lowering of such a reduce fails, and the kernel ran on the
+/// interpreter); reduce(and) with init true over a size-1 dimension -> reshape(x).
+// CHECK-LABEL: func.func @fold_reduce_or_and
+// CHECK-NOT: xhlo.reduce
+// CHECK: %[[R:.*]] = "xhlo.reshape"(%arg1) : (tensor<4x1xi1>) -> tensor<4xi1>
+// CHECK-NEXT: return %arg0, %[[R]]
+func.func @fold_reduce_or_and(%x: tensor<5xi1>, %y: tensor<4x1xi1>) -> (tensor<5xi1>, tensor<4xi1>) {
+  %false = "xhlo.constant"() {value = dense<false> : tensor<i1>} : () -> tensor<i1>
+  %true = "xhlo.constant"() {value = dense<true> : tensor<i1>} : () -> tensor<i1>
+  %0 = "xhlo.reduce"(%x, %false) ({
+  ^bb0(%a: tensor<i1>, %b: tensor<i1>):
+    %s = "xhlo.or"(%a, %b) : (tensor<i1>, tensor<i1>) -> tensor<i1>
+    "xhlo.return"(%s) : (tensor<i1>) -> ()
+  }) {dimensions = array<i64>} : (tensor<5xi1>, tensor<i1>) -> tensor<5xi1>
+  %1 = "xhlo.reduce"(%y, %true) ({
+  ^bb0(%a: tensor<i1>, %b: tensor<i1>):
+    %s = "xhlo.and"(%a, %b) : (tensor<i1>, tensor<i1>) -> tensor<i1>
+    "xhlo.return"(%s) : (tensor<i1>) -> ()
+  }) {dimensions = array<i64: 1>} : (tensor<4x1xi1>, tensor<i1>) -> tensor<4xi1>
+  return %0, %1 : tensor<5xi1>, tensor<4xi1>
+}
+
+// -----
+
 /// reduce over a dimension of size 3 stays.
 // CHECK-LABEL: func.func @no_fold_reduce
 // CHECK: "xhlo.reduce"(%arg0, %0)
