@@ -33,6 +33,9 @@ from jax_programs import block, block_arguments, convnet, layer_norm, mlp3, rnn_
 BF16 = jnp.bfloat16
 F32_TOLERANCE = {"rtol": 1e-4, "atol": 1e-4}
 BF16_TOLERANCE = {"rtol": 3e-2, "atol": 3e-2}
+# sums of 4096 f32 terms whose partial sums reach 8e4, in XLA's order and in ours: each is
+# within 0.03 of float64, so an element near zero may differ by that much between the two
+SCAN_TOLERANCE = {"rtol": 1e-4, "atol": 0.1}
 
 
 @dataclass(frozen=True)
@@ -345,7 +348,7 @@ WORKLOADS = [
     Workload("mlp_bf16", mlp3, mlp3_of(256, 1024, BF16), mlp3_of(8, 32, BF16), tolerance=BF16_TOLERANCE),
     Workload("transformer_bf16", block, transformer_of(BF16, 256, 512, 2048), transformer_of(BF16, 16, 64, 128), tolerance=BF16_TOLERANCE),
     Workload("strided_convnet_grad", strided_convnet_gradient, strided_convnet_of(16, 64, 32), strided_convnet_of(2, 8, 4), integer_high=10),
-    Workload("cumsum_grad", cumsum_gradient, lambda: (tensor(256, 4096),), lambda: (tensor(4, 37),)),
+    Workload("cumsum_grad", cumsum_gradient, lambda: (tensor(256, 4096),), lambda: (tensor(4, 37),), tolerance=SCAN_TOLERANCE),
     Workload("conv1d_grad", conv1d_gradient, lambda: (tensor(16, 1024, 64), tensor(5, 64, 64)), lambda: (tensor(2, 17, 3), tensor(5, 3, 4))),
 ]
 
