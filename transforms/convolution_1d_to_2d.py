@@ -1,6 +1,6 @@
 """xhlo-convolution-1d-to-2d: a convolution with one spatial dimension becomes the same
-convolution with two, the first of size 1, between reshapes (XLA's GPU compiler does the
-same before its library convolutions; a reshape adding a unit dimension is a bitcast here).
+convolution with two, the first of size 1, between reshapes (a reshape adding a unit
+dimension moves no data).
 
 The CPU backend's GEMM strategies, its cost model and the layout pass take 2-D convolutions
 only (`convolution_strategy.geometry`), so a 1-D one (audio, text: `lax.conv_general_dilated`
@@ -26,7 +26,7 @@ from .convolution_strategy import dimension_numbers, window_padding
 from .pass_base import ModulePass, PassResult
 from .sharding_remover import SHARDING
 
-WINDOW_ARRAYS = {"window_strides": 1, "lhs_dilation": 1, "rhs_dilation": 1}
+WINDOW_ARRAYS = ("window_strides", "lhs_dilation", "rhs_dilation")  # each 1 along the unit dimension
 
 
 def with_unit_dimension(value: ir.Value, position: int, location: ir.Location) -> ir.Value:
@@ -63,9 +63,9 @@ def two_dimensional_numbers(op: ir.Operation) -> ir.Attribute:
 def two_dimensional_window(op: ir.Operation) -> dict[str, ir.Attribute]:
     """The window attributes with a trivial first spatial dimension."""
     attributes = {}
-    for name, trivial in WINDOW_ARRAYS.items():
+    for name in WINDOW_ARRAYS:
         if name in op.attributes:
-            attributes[name] = ir.DenseI64ArrayAttr.get([trivial, *ir.DenseI64ArrayAttr(op.attributes[name])])
+            attributes[name] = ir.DenseI64ArrayAttr.get([1, *ir.DenseI64ArrayAttr(op.attributes[name])])
     if "padding" in op.attributes:
         attributes["padding"] = ir.DenseElementsAttr.get(np.array([(0, 0), *window_padding(op, 1)], dtype=np.int64))
     if "window_reversal" in op.attributes:

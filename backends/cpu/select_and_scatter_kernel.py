@@ -143,7 +143,7 @@ def select_in_window(text: LoopText, op: ir.Operation, window: Window, memrefs: 
         state = carried
         levels.append(results)
     inside = inside_operand(text, window, position)
-    updated = preferred(text, op, memrefs, position, state, inside)
+    updated = preferred(text, op, window, memrefs, position, state, inside)
     for results in reversed(levels):
         text.line(f"scf.yield {', '.join(updated)} : {types}")
         text.close()
@@ -165,14 +165,15 @@ def inside_operand(text: LoopText, window: Window, position: list[str]) -> str |
     return inside
 
 
-def preferred(text: LoopText, op: ir.Operation, memrefs: dict, position: list[str], state: list[str], inside: str | None) -> list[str]:
+def preferred(text: LoopText, op: ir.Operation, window: Window, memrefs: dict, position: list[str], state: list[str],
+              inside: str | None) -> list[str]:
     """The state once the candidate at `position` is seen: it is selected when it is an
     operand element and none is selected yet or the select computation does not prefer the
     selected one to it. A padded position is not read (its clamped index keeps the load in
     bounds)."""
     element = element_text(op.operands[0].type)
     found, best, *selected = state
-    read_at = position if inside is None else [clamped(text, at, size) for at, size in zip(position, Window.of(op).operand_shape)]
+    read_at = position if inside is None else [clamped(text, at, size) for at, size in zip(position, window.operand_shape)]
     candidate = text.load("%operand", memrefs["operand"], read_at)
     compare = "arith.cmpf" if is_float(element) else "arith.cmpi"
     kept = text.value(f"{compare} {select_predicate(op)}, {best}, {candidate} : {element}")
