@@ -402,6 +402,10 @@ ONE_DIMENSIONAL = {
         "  %0 = stablehlo.convolution(%x, %w) dim_numbers = [b, 0, f]x[0, i, o]->[b, 0, f], window = {pad = [[1, 1]]} "
         "{batch_group_count = 1 : i64, feature_group_count = 4 : i64} : (tensor<2x8x4xf32>, tensor<3x1x4xf32>) -> tensor<2x8x4xf32>\n"
         "  return %0 : tensor<2x8x4xf32>\n}",
+    "depthwise, reversed window": "func.func @main(%x: tensor<2x8x4xf32>, %w: tensor<3x1x4xf32>) -> tensor<2x8x4xf32> {\n"
+        "  %0 = stablehlo.convolution(%x, %w) dim_numbers = [b, 0, f]x[0, i, o]->[b, 0, f], window = {pad = [[1, 1]], reverse = [true]} "
+        "{batch_group_count = 1 : i64, feature_group_count = 4 : i64} : (tensor<2x8x4xf32>, tensor<3x1x4xf32>) -> tensor<2x8x4xf32>\n"
+        "  return %0 : tensor<2x8x4xf32>\n}",
     "reversed window": "func.func @main(%x: tensor<2x8x3xf32>, %w: tensor<3x3x4xf32>) -> tensor<2x8x4xf32> {\n"
         "  %0 = stablehlo.convolution(%x, %w) dim_numbers = [b, 0, f]x[0, i, o]->[b, 0, f], window = {pad = [[1, 1]], reverse = [true]} "
         "{batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<2x8x3xf32>, tensor<3x3x4xf32>) -> tensor<2x8x4xf32>\n"

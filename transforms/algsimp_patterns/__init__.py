@@ -6,7 +6,7 @@ first that matches wins. See `common.py` for the contract of a rewrite.
 
 from types import MappingProxyType
 
-from . import dot, elementwise, reduce, shape
+from . import convolution, dot, elementwise, reduce, shape
 from .common import NO_MATCH
 
 REWRITES = MappingProxyType(
@@ -31,6 +31,7 @@ REWRITES = MappingProxyType(
         "xhlo.concatenate": (shape.fold_concatenate_single, shape.fold_concatenate_empty_inputs),
         "xhlo.convert": (shape.fold_convert_identity, shape.fold_convert_of_convert),
         "xhlo.dot": (dot.fold_dot_unit_contraction,),
+        "xhlo.convolution": (convolution.reverse_window_into_kernel,),
         "xhlo.reduce": (reduce.fold_reduce_empty_dimension, reduce.fold_reduce_unit_dimensions),
     }
 )
