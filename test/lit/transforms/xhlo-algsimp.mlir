@@ -1088,11 +1088,11 @@ func.func @fold_zero_elements(%x: tensor<2x0xf32>, %p: tensor<f32>) -> tensor<2x
 
 /// A reversed window is the kernel reversed along those spatial dimensions (the generated
 /// loops computed a depthwise convolution with a reversed window wrongly).
-// CHECK-LABEL: func.func @reverse_window_into_kernel
+// CHECK-LABEL: func.func @fold_reverse_window_into_kernel
 // CHECK: %[[K:.*]] = "xhlo.reverse"(%arg1) {dimensions = array<i64: 1>}
 // CHECK: "xhlo.convolution"(%arg0, %[[K]])
 // CHECK-NOT: window_reversal
-func.func @reverse_window_into_kernel(%x: tensor<2x1x8x4xf32>, %w: tensor<1x3x1x4xf32>) -> tensor<2x1x8x4xf32> {
+func.func @fold_reverse_window_into_kernel(%x: tensor<2x1x8x4xf32>, %w: tensor<1x3x1x4xf32>) -> tensor<2x1x8x4xf32> {
   %0 = "xhlo.convolution"(%x, %w) {batch_group_count = 1 : i64, dimension_numbers = {input_batch_dimension = 0 : i64, input_feature_dimension = 3 : i64, input_spatial_dimensions = array<i64: 1, 2>, kernel_input_feature_dimension = 2 : i64, kernel_output_feature_dimension = 3 : i64, kernel_spatial_dimensions = array<i64: 0, 1>, output_batch_dimension = 0 : i64, output_feature_dimension = 3 : i64, output_spatial_dimensions = array<i64: 1, 2>}, feature_group_count = 4 : i64, padding = dense<[[0, 0], [1, 1]]> : tensor<2x2xi64>, window_reversal = array<i1: false, true>} : (tensor<2x1x8x4xf32>, tensor<1x3x1x4xf32>) -> tensor<2x1x8x4xf32>
   return %0 : tensor<2x1x8x4xf32>
 }
