@@ -16,8 +16,6 @@ Changed: any convolution rewritten.
 from dataclasses import dataclass
 from typing import ClassVar
 
-import numpy as np
-
 from mlirxla.dialects.xhlo.builder import create_op
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir
@@ -25,6 +23,7 @@ from mlirxla.mlir import ir
 from .convolution_strategy import dimension_numbers, window_padding
 from .pass_base import ModulePass, PassResult
 from .sharding_remover import SHARDING
+from .spmd_windowed import padding_attribute
 
 WINDOW_ARRAYS = ("window_strides", "lhs_dilation", "rhs_dilation")  # each 1 along the unit dimension
 
@@ -67,7 +66,7 @@ def two_dimensional_window(op: ir.Operation) -> dict[str, ir.Attribute]:
         if name in op.attributes:
             attributes[name] = ir.DenseI64ArrayAttr.get([1, *ir.DenseI64ArrayAttr(op.attributes[name])])
     if "padding" in op.attributes:
-        attributes["padding"] = ir.DenseElementsAttr.get(np.array([(0, 0), *window_padding(op, 1)], dtype=np.int64))
+        attributes["padding"] = padding_attribute([[0, 0], *window_padding(op, 1)])
     if "window_reversal" in op.attributes:
         attributes["window_reversal"] = ir.DenseBoolArrayAttr.get([False, *ir.DenseBoolArrayAttr(op.attributes["window_reversal"])])
     return attributes

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from mlirxla.mlir import ir
 from mlirxla.transforms.algsimp_patterns.common import splat_number
 from mlirxla.transforms.algsimp_patterns.reduce import is_identity
+from mlirxla.transforms.cost_analysis import integer_list
 
 from .emitters.host_calls import SCATTER_COMBINERS, computation_combiner
 from .loop_text import LoopText, element_text, is_unsigned, memref_text
@@ -45,19 +46,15 @@ class Scan:
     combiner: str
 
 
-def attribute_list(op: ir.Operation, name: str, rank: int, default: int) -> list[int]:
-    return list(ir.DenseI64ArrayAttr(op.attributes[name])) if name in op.attributes else [default] * rank
-
-
 def scan_of(op: ir.Operation) -> Scan | None:
     """The cumulative reduction `op` is, or None."""
     if len(op.operands) != 2 or len(op.results) != 1:
         return None
     shape = tuple(ir.RankedTensorType(op.operands[0].type).shape)
     rank = len(shape)
-    window = attribute_list(op, "window_dimensions", rank, 1)
-    padding = list(ir.DenseIntElementsAttr(op.attributes["padding"])) if "padding" in op.attributes else [0] * (2 * rank)
-    if any(attribute_list(op, name, rank, 1) != [1] * rank for name in ("window_strides", "base_dilations", "window_dilations")):
+    window = integer_list(op, "window_dimensions", [1] * rank)
+    padding = integer_list(op, "padding", [0] * (2 * rank))
+    if any(integer_list(op, name, [1] * rank) != [1] * rank for name in ("window_strides", "base_dilations", "window_dilations")):
         return None
     scanned = [d for d in range(rank) if window[d] != 1 or padding[2 * d] or padding[2 * d + 1]]
     if len(scanned) != 1:

@@ -19,6 +19,7 @@ stay on the interpreter (`op_support.interpreted_reason`)."""
 from dataclasses import dataclass
 
 from mlirxla.mlir import ir
+from mlirxla.transforms.cost_analysis import integer_list
 
 from .emitters.host_calls import SCATTER_COMBINERS, computation_combiner
 from .loop_text import LoopText, element_text, is_float, is_unsigned, memref_text
@@ -40,11 +41,10 @@ class Window:
     @staticmethod
     def of(op: ir.Operation) -> "Window":
         rank = ir.RankedTensorType(op.operands[0].type).rank
-        dimensions = tuple(ir.DenseI64ArrayAttr(op.attributes["window_dimensions"])) if "window_dimensions" in op.attributes else (1,) * rank
-        strides = tuple(ir.DenseI64ArrayAttr(op.attributes["window_strides"])) if "window_strides" in op.attributes else (1,) * rank
-        padding = list(ir.DenseIntElementsAttr(op.attributes["padding"])) if "padding" in op.attributes else [0] * (2 * rank)
+        padding = integer_list(op, "padding", [0] * (2 * rank))
         return Window(tuple(ir.RankedTensorType(op.operands[0].type).shape), tuple(ir.RankedTensorType(op.operands[1].type).shape),
-                      dimensions, strides, tuple(padding[0::2]))
+                      tuple(integer_list(op, "window_dimensions", [1] * rank)), tuple(integer_list(op, "window_strides", [1] * rank)),
+                      tuple(padding[0::2]))
 
     def always_inside(self, d: int) -> bool:
         """Whether every window position along `d` lies in the operand (no padding reached)."""

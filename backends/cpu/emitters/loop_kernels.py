@@ -42,12 +42,12 @@ def emit_select_and_scatter(emitter, op: ir.Operation) -> list:
 
 
 def emit_reduce_window(emitter, op: ir.Operation) -> list:
-    """A cumulative reduction (a cumsum) as one pass along its axis; any other window, loops."""
+    """A cumulative reduction (a cumsum) as the blocked scan kernel; any other window, loops."""
     scan = scan_of(op)
     if scan is None:
         return emit_kernel(emitter, op)
     emitter.decisions.append(f"{emitter.name_of(op)}: reduce_window is a cumulative {scan.combiner} along dimension {scan.axis}"
-                             f"{' from its end' if scan.reverse else ''}: a scan kernel, one pass")
+                             f"{' from its end' if scan.reverse else ''}: a scan kernel, blocks then their carries")
     return [loop_kernel(emitter, op, lambda symbol: scan_module_text(symbol, op, scan))]
 
 
