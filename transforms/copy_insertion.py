@@ -5,7 +5,9 @@ loop's carried values share one buffer across iterations, and an entry output ma
 donated parameter's buffer. Where that sharing would clobber a value still needed, or a
 buffer that is read-only, a copy gives the writer a fresh buffer:
 - in-place ops (`dynamic_update_slice` operand 0, `scatter` inputs) whose operand is a
-  parameter or constant (read-only buffers), or has another use (it stays live); for a
+  parameter or constant (read-only buffers), or has another use (it stays live); a dynamic
+  slice fused with the update that reads the very window it writes is no such use (XLA's
+  rule: jax's `x.at[i].set(f(x[i]))` in a loop updates the row in place); for a
   scatter, which no fusion takes in, only a use that may run after it (one the scatter
   depends on has read the buffer already: a permutation loop's swap reads both rows, then
   scatters them back);
@@ -86,17 +88,32 @@ def defined_outside(value: ir.Value, block: ir.Block) -> bool:
     return ancestor_in_block(value.owner, block) is None
 
 
-def other_uses(value: ir.Value, op: ir.Operation, ordered: bool = False) -> int:
-    """The uses of `value`'s buffer other than `op`'s: of the value and of the values whose
-    buffer it is, the forwarding ops between them left out. With `ordered`, the uses `op`
-    depends on (through the ops of its block) are left out too: they read the buffer before
-    `op` can write it (XLA's copy insertion orders readers before an in-place writer the same
-    way). Only for writers no fusion takes in (a scatter, a loop): a fused
-    dynamic-update-slice may read its operand in the same kernel that writes it."""
+def other_uses(value: ir.Value, op: ir.Operation, ordered: bool = False, exempt: tuple = ()) -> int:
+    """The uses of `value`'s buffer other than `op`'s and the `exempt` readers': of the value
+    and of the values whose buffer it is, the forwarding ops between them left out. With
+    `ordered`, the uses `op` depends on (through the ops of its block) are left out too: they
+    read the buffer before `op` can write it (XLA's copy insertion orders readers before an
+    in-place writer the same way). Only for writers no fusion takes in (a scatter, a loop): a
+    fused dynamic-update-slice may read its operand in the same kernel that writes it."""
     chain = buffer_chain(value)
-    forwarding = [link.owner for link in chain[:-1]]
+    skipped = [op] + [link.owner for link in chain[:-1]] + list(exempt)
     return sum(1 for link in chain for use in link.uses
-               if use.owner != op and all(use.owner != f for f in forwarding) and not (ordered and runs_before(use.owner, op)))
+               if all(use.owner != s for s in skipped) and not (ordered and runs_before(use.owner, op)))
+
+
+def same_window_reads(update: ir.Operation) -> list[ir.Operation]:
+    """The dynamic slices in `update`'s fusion that read the window a dynamic-update-slice
+    writes: its operand at its start indices, the update's shape. XLA updates such a fusion's
+    operand in place (CanEmitFusedDynamicUpdateSliceInPlace): each element of the window is
+    read before it is written, and the kernel's bufferization copies the window where the
+    update reads it other than elementwise (a reversed row, a row minus its maximum)."""
+    if update.operation.parent.name != "xhlo.fusion":
+        return []
+    operand, starts = update.operands[0], list(update.operands[2:])
+    sizes = list(ir.RankedTensorType(update.operands[1].type).shape)
+    return [use.owner for use in operand.uses
+            if use.owner.name == "xhlo.dynamic_slice" and list(use.owner.operands[1:]) == starts
+            and list(ir.RankedTensorType(use.owner.results[0].type).shape) == sizes]
 
 
 def runs_before(user: ir.Operation, op: ir.Operation) -> bool:
@@ -179,11 +196,13 @@ def forwarded_buffers(value: ir.Value) -> list[ir.Value]:
 
 def reads_in_place(op: ir.Operation, value: ir.Value) -> bool:
     """Whether `op` reads `value` only elementwise at the index it writes, or is the
-    `dynamic_update_slice` (or a fusion rooted in one) updating it (so it may write its
-    result over it)."""
+    `dynamic_update_slice` (or a fusion rooted in one) or the scatter updating it (so it may
+    write its result over it)."""
+    operands = list(op.operands)
     if (pair := in_place_pair(op)) is not None:
-        operands = list(op.operands)
         return operands[pair[0]] == value and operands.count(value) == 1
+    if op.name == "xhlo.scatter":
+        return value in operands[:(len(operands) - 1) // 2] and operands.count(value) == 1
     if kind_of(op) in ELEMENTWISE:
         return len(op.results) == 1 and op.results[0].type == value.type
     return op.name == "xhlo.fusion" and len(op.results) == 1 and value in elementwise_read_operands(op)
@@ -247,7 +266,8 @@ class CopyInserter:
                 self._copy(op, i, "in-place update of a parameter (read-only buffer)", fname)
             elif is_constant(value):
                 self._copy(op, i, "in-place update of a constant (read-only buffer)", fname)
-            elif other_uses(value, op, ordered=op.name == "xhlo.scatter") > 0:
+            elif other_uses(value, op, ordered=op.name == "xhlo.scatter",
+                            exempt=same_window_reads(op) if op.name == "xhlo.dynamic_update_slice" else ()) > 0:
                 self._copy(op, i, "in-place update of a value that is still live", fname)
 
     def _while(self, op: ir.Operation, fname: str) -> None:
