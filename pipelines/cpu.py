@@ -22,6 +22,7 @@
     operand, producers kept as an extra output of the reduction that reads them), then
     output fusion (a dot or convolution with its elementwise epilogue) and batch-slice fusion
     (chains around convolutions that keep batch elements apart run slice by slice)
+ -> reshape to bitcast (a reshape no fusion took in shares its operand's buffer)
  -> copy insertion (what in-place updates, loops and outputs need for correctness)
  -> scheduling (a sequential order per computation, minimizing peak memory)
  -> buffer assignment (where every value lives; analysis only), at the backend's alignment:
@@ -46,6 +47,7 @@ from mlirxla.transforms.manual_partitioner import ManualPartitionerPass
 from mlirxla.transforms.multi_output_fusion import MultiOutputFusionPass
 from mlirxla.transforms.output_fusion import OutputFusionPass
 from mlirxla.transforms.priority_fusion import PriorityFusionPass
+from mlirxla.transforms.reshape_to_bitcast import ReshapeToBitcastPass
 from mlirxla.transforms.rng_bit_generator_expander import RngBitGeneratorExpanderPass
 from mlirxla.transforms.scheduling import SchedulingPass
 from mlirxla.transforms.sharding_propagation import ShardingPropagationPass
@@ -96,6 +98,7 @@ def compiler_pipeline(name: str, alignment: int, fusion_cost_model: str, batch_s
         pipeline.add(BatchSliceFusionPass())
     return (
         pipeline
+        .add(ReshapeToBitcastPass())
         .add(CopyInsertionPass())
         .add(SchedulingPass())
         .add(BufferAssignmentPass(alignment=alignment))

@@ -16,14 +16,14 @@ buffer that is read-only, a copy gives the writer a fresh buffer:
   (the loop never writes that buffer, so it may stay the parameter's); a body result
   returned twice, that is a constant, or that comes from outside the loop (CSE shares a loop
   invariant with the enclosing computation); a body result whose definition could overwrite the
-  carried value while the body still reads it (`overwrites_live_parameter`); a parameter or
-  constant seen through the bitcasts and optimization barriers that forward its buffer;
+  carried value while the body still reads it (`overwrites_live_parameter`); each value
+  seen through the bitcasts and optimization barriers that forward its buffer;
 - conditional branch results that are constants, branch parameters or returned twice, also
   seen through bitcasts and optimization barriers (the branches' results share the
   conditional's result buffers);
-- entry results that are parameters or constants, or a value returned twice (distinct output
-  buffers, XLA's AddSpecialCaseCopies); a donated parameter returned as its own output needs
-  none.
+- entry results that are parameters or constants, or a value returned twice, also seen
+  through bitcasts (distinct output buffers, XLA's AddSpecialCaseCopies); a donated
+  parameter returned as its own output needs none.
 Donated parameters (`tf.aliasing_output` / `jax.buffer_donor`) get no copy, unlike XLA's
 AddCopiesForAliasedInputOutputs: buffer assignment gives the output the parameter's buffer
 only when nothing reads the parameter afterwards, and a fresh buffer otherwise. A fresh
@@ -275,7 +275,7 @@ class CopyInserter:
         for i, value in enumerate(list(op.operands)):
             if not is_tensor(value):
                 continue
-            if any(value == s for s in seen):
+            if any(buffer_chain(value)[-1] == s for s in seen):
                 self._copy(op, i, "while init passed twice (carried buffers would alias)", fname)
             elif passes_through(op, i):
                 pass  # never written by the loop: it may keep the init's buffer
@@ -285,21 +285,21 @@ class CopyInserter:
                 self._copy(op, i, "while init is a constant (the loop writes its buffer)", fname)
             elif other_uses(value, op, ordered=True) > 0:
                 self._copy(op, i, "while init is live after the loop", fname)
-            seen.append(value)
+            seen.append(buffer_chain(value)[-1])
         body = op.regions[1].blocks[0]
         terminator = body.operations[len(body.operations) - 1].operation
         seen = []
         for i, value in enumerate(list(terminator.operands)):
-            if is_tensor(value) and any(value == s for s in seen):
+            if is_tensor(value) and any(buffer_chain(value)[-1] == s for s in seen):
                 self._copy(terminator, i, "while body returns a value twice (carried buffers would alias)", fname)
             elif is_tensor(value) and is_constant(value):
                 self._copy(terminator, i, "while body returns a constant (the loop writes its carried buffer)", fname)
-            elif is_tensor(value) and defined_outside(value, body):
+            elif is_tensor(value) and defined_outside(buffer_chain(value)[-1], body):
                 self._copy(terminator, i, "while body returns a value from outside the loop (the loop writes its carried buffer)",
                            fname)
             elif is_tensor(value) and not passes_through(op, i) and overwrites_live_parameter(body, i):
                 self._copy(terminator, i, "while body result would overwrite its carried value while the body still reads it", fname)
-            seen.append(value)
+            seen.append(buffer_chain(value)[-1])
 
     def _conditional(self, op: ir.Operation) -> None:
         """Each branch's results share the conditional's result buffers: a branch returning a
@@ -343,9 +343,9 @@ class CopyInserter:
                 self._copy(terminator, i, "parameter returned as an output (distinct output buffer)", fname)
             elif is_constant(value):
                 self._copy(terminator, i, "constant live out (read-only buffer)", fname)
-            elif any(value == s for s in seen):
+            elif any(buffer_chain(value)[-1] == s for s in seen):
                 self._copy(terminator, i, "value returned twice (distinct output buffers)", fname)
-            seen.append(value)
+            seen.append(buffer_chain(value)[-1])
 
     def render(self, module: ir.Module) -> list[str]:
         state = ir.AsmState(module.operation)

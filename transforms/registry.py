@@ -38,6 +38,7 @@ PASSES = {
     "xhlo-bf16-dot-upcast": "bf16_dot_upcast:Bf16DotUpcastPass",
     "xhlo-top-k-rewriter": "top_k_rewriter:TopKRewriterPass",
     "xhlo-layout-assignment": "layout_assignment:LayoutAssignmentPass",
+    "xhlo-reshape-to-bitcast": "reshape_to_bitcast:ReshapeToBitcastPass",
     "xhlo-copy-insertion": "copy_insertion:CopyInsertionPass",
     "xhlo-copy-removal": "copy_removal:CopyRemovalPass",
     "xhlo-scheduling": "scheduling:SchedulingPass",
