@@ -320,6 +320,13 @@ def conv1d_gradient(x, w):
     return jax.grad(lambda x, w: jnp.sum(convolve(x, w) ** 2), argnums=(0, 1))(x, w)
 
 
+def normalize_rows_in_a_loop(x):
+    """A fori_loop dividing each row of its carried array by the row's norm, in place
+    (`x.at[i].set(f(x[i]))`: a dynamic slice and a scatter of the same row)."""
+    normalized = lambda i, x: x.at[i].set(x[i] / jnp.sqrt(jnp.sum(x[i] * x[i])))
+    return lax.fori_loop(0, x.shape[0], normalized, x)
+
+
 WORKLOADS = [
     Workload("matmul", matmul, lambda: (tensor(1024, 1024),) * 2, lambda: (tensor(64, 48), tensor(48, 32))),
     Workload("mlp", mlp3, mlp3_of(256, 1024), mlp3_of(8, 32)),
@@ -350,6 +357,7 @@ WORKLOADS = [
     Workload("strided_convnet_grad", strided_convnet_gradient, strided_convnet_of(16, 64, 32), strided_convnet_of(2, 8, 4), integer_high=10),
     Workload("cumsum_grad", cumsum_gradient, lambda: (tensor(256, 4096),), lambda: (tensor(4, 37),), tolerance=SCAN_TOLERANCE),
     Workload("conv1d_grad", conv1d_gradient, lambda: (tensor(16, 1024, 64), tensor(5, 64, 64)), lambda: (tensor(2, 17, 3), tensor(5, 3, 4))),
+    Workload("row_update_loop", normalize_rows_in_a_loop, lambda: (tensor(512, 256),), lambda: (tensor(8, 16),)),
 ]
 
 
