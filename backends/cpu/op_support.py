@@ -7,7 +7,7 @@ from mlirxla.transforms.fusion_legality import kind_of
 from mlirxla.transforms.sort_comparator import comparator_keys
 from mlirxla.transforms.top_k_rewriter import TARGET as TOP_K_TARGET
 
-from . import select_and_scatter_kernel
+from . import scatter_kernel, select_and_scatter_kernel
 from .emitters.host_calls import custom_call_target, is_host_custom_call, scatter_combiner
 
 UNSUPPORTED = {
@@ -36,6 +36,6 @@ def interpreted_reason(op: ir.Operation) -> str | None:
         return "the toolkit's lowering of a dynamic_slice without start indices (a 0-d one) crashes"
     if kind == "sort" and comparator_keys(op) is None:
         return "the host sort takes comparators that are lexicographic chains of compares"
-    if kind == "scatter" and scatter_combiner(op) is None:
-        return "the host scatter takes one input combined by set, add, multiply, max, min, or, and"
+    if kind == "scatter" and scatter_combiner(op) is None and (reason := scatter_kernel.kernel_reason(op)) is not None:
+        return f"neither the scatter kernel ({reason}) nor the host scatter (one input combined by set, add, multiply, max, min, or, and) takes it"
     return None

@@ -15,14 +15,21 @@ sum of 4096 f32 terms erred 15 times as much as XLA's against float64.
 The loops run over the dimensions before the scanned one, then along it, then over the
 dimensions after it, innermost: there each step combines whole rows of the previous result,
 which vectorize. One input, a reducer that is one combiner of both arguments (add, multiply,
-maximum, minimum, or, and), one window dimension spanning its axis with stride 1 and no
+maximum, minimum, or, and) or, for f32, f64 and integer elements, any computation the kernel
+text can inline (`scalar_regions.py`: jax's cumlogsumexp reduces by log-add-exp, 7.3 s for a
+256x4096 one as window loops), one window dimension spanning its axis with stride 1 and no
 dilation, the others trivial, and an init value the padding cannot show through: the spec
 pads with the init value, so each window combines it once per padded position, which a scan
-does not; with the combiner's identity (any zero for an add) that changes nothing. Anything
-else keeps the window loops (`kernels.emit_kernel`).
+does not; with the combiner's identity (any zero for an add) that changes nothing. A
+computation's identity is found by evaluating it on the init value and probe values of every
+kind (zeros, infinities, NaN, extremes). The scan reassociates the reduction, which the spec
+allows (its order of reduction is implementation-defined) and XLA's rewrite does for any
+reducer. Anything else keeps the window loops (`kernels.emit_kernel`).
 """
 
 from dataclasses import dataclass
+
+import numpy as np
 
 from mlirxla.mlir import ir
 from mlirxla.transforms.algsimp_patterns.common import splat_number
@@ -31,7 +38,10 @@ from mlirxla.transforms.cost_analysis import integer_list
 
 from .emitters.host_calls import SCATTER_COMBINERS, computation_combiner
 from .loop_text import LoopText, element_text, is_unsigned, memref_text
+from .scalar_regions import emit_region, evaluate_region, numpy_type, region_reason, returned
 from .scatter_kernel import combiner_op
+
+COMPUTATION = "computation"  # a scan's combiner when the reducer is inlined as it is
 
 # the block of each step's first pass: XLA:CPU's ReduceWindowRewriter scans blocks of 128 and
 # then the blocks' totals, so a prefix's rounding spans two short chains, not one long one
@@ -65,11 +75,39 @@ def scan_of(op: ir.Operation) -> Scan | None:
         return None
     combiner = computation_combiner(op.regions[0])
     element = element_text(op.operands[0].type)
-    if combiner not in SCATTER_COMBINERS or combiner_op(combiner, element, is_unsigned(op.operands[0].type)) is None:
+    if combiner in SCATTER_COMBINERS and combiner_op(combiner, element, is_unsigned(op.operands[0].type)) is not None:
+        return Scan(shape, axis, low == 0, combiner) if padding_shows_nothing(op.operands[1], combiner) else None
+    if element in ("f16", "bf16") or len(returned(op.regions[0])) != 1 or region_reason(op.regions[0]) is not None:
         return None
-    if not padding_shows_nothing(op.operands[1], combiner):
-        return None
-    return Scan(shape, axis, low == 0, combiner)
+    return Scan(shape, axis, low == 0, COMPUTATION) if init_is_identity(op) else None
+
+
+def probe_values(value: ir.Value) -> np.ndarray:
+    """Values of every kind of `value`'s element type: zeros, ones, extremes, infinities, NaN."""
+    dtype = numpy_type(value)
+    if dtype.kind == "f":
+        info = np.finfo(dtype)
+        return np.array([0.0, -0.0, 1.0, -1.0, 2.5, -3.75, info.max, info.min, info.tiny, info.eps, np.inf, -np.inf, np.nan], dtype)
+    if dtype.kind == "b":
+        return np.array([False, True])
+    info = np.iinfo(dtype)
+    return np.array(sorted({0, 1, 7, info.max, info.min, info.min + 1, info.max // 3, -1 if info.min else 2}), dtype)
+
+
+def init_is_identity(op: ir.Operation) -> bool:
+    """Whether the reducer leaves every probe value as it is when combined with the init
+    value, on either side."""
+    init = splat_number(op.operands[1])
+    if init is None:
+        return False
+    probes = probe_values(op.operands[0])
+    init_values = np.full(probes.shape, init, probes.dtype)
+    region = op.regions[0]
+    for arguments in ((init_values, probes), (probes, init_values)):
+        [combined] = evaluate_region(region, list(arguments))
+        if not np.array_equal(combined, probes, equal_nan=probes.dtype.kind == "f"):
+            return False
+    return True
 
 
 def padding_shows_nothing(init: ir.Value, combiner: str) -> bool:
@@ -91,10 +129,15 @@ def scan_module_text(symbol: str, op: ir.Operation, scan: Scan) -> str:
     combining the init value; then each block's elements combined with the last element of
     the block before, which is final by then."""
     element = element_text(op.operands[0].type)
-    combine = combiner_op(scan.combiner, element, is_unsigned(op.operands[0].type))
     memrefs = {name: memref_text(value.type) for name, value in
                (("input", op.operands[0]), ("init", op.operands[1]), ("result", op.results[0]))}
     text = LoopText(symbol, list(memrefs.items()))
+
+    def combine(accumulated: str, value: str) -> str:
+        if scan.combiner == COMPUTATION:
+            return emit_region(text, op.regions[0], [accumulated, value])[0]
+        return text.value(f"{combiner_op(scan.combiner, element, is_unsigned(op.operands[0].type))} {accumulated}, {value} : {element}")
+
     init = text.load("%init", memrefs["init"], [])
     length = scan.shape[scan.axis]
     outer = [text.loop(size, "o") for size in scan.shape[:scan.axis]]
@@ -111,7 +154,7 @@ def scan_module_text(symbol: str, op: ir.Operation, scan: Scan) -> str:
         text.open(f"scf.for {step} = {start} to {end} step {text.constant(1)}")
         inner = [text.loop(size, "n") for size in inner_shape]
         at = outer + [physical(step)] + inner
-        value = text.value(f"{combine} {first_of_block(step, inner)}, {second_of_block(at)} : {element}")
+        value = combine(first_of_block(step, inner), second_of_block(at))
         text.store(value, "%result", memrefs["result"], at)
         for _ in inner:
             text.close()
@@ -122,7 +165,7 @@ def scan_module_text(symbol: str, op: ir.Operation, scan: Scan) -> str:
     inner = [text.loop(size, "n") for size in inner_shape]
     at = outer + [physical(block)] + inner
     value = text.load("%input", memrefs["input"], at)
-    with_init = text.value(f"{combine} {init}, {value} : {element}")
+    with_init = combine(init, value)
     first = text.value(f"arith.cmpi eq, {block}, {text.constant(0)} : index")
     text.store(text.value(f"arith.select {first}, {with_init}, {value} : {element}"), "%result", memrefs["result"], at)
     for _ in inner:

@@ -8,15 +8,16 @@ reads the index vector once, builds the window's start in the operand (the index
 components at `scatter_dims_to_operand_dims`, the batching dimensions' positions at
 `input_batching_dims`) and skips the whole window unless it lies in bounds (start in
 [0, dimension - window size]), as XLA does; inside, each update element is combined into
-its target: stored (`set`) or read, combined (add, multiply, maximum, minimum, or, and) and
-written back.
+its target: stored (`set`) or read, combined (add, multiply, maximum, minimum, or, and, or
+any update computation `scalar_regions.py` inlines, for f32, f64 and integers: jax's
+`x.at[i].apply(f)`, `.divide`, `.power`) and written back.
 
 The result starts as the operand: buffer assignment lets a scatter's result take over its
 operand's buffer (XLA's scatter is in place), and then the kernel writes only the targets;
 otherwise it copies the operand into the result first.
 
-One input and one update tensor, real or integer elements (complex ones, several inputs and
-other update computations stay host calls or run on the interpreter)."""
+One input and one update tensor, real or integer elements (complex ones and several inputs
+stay host calls; other update computations run on the interpreter)."""
 
 from dataclasses import dataclass
 
@@ -24,6 +25,7 @@ from mlirxla.mlir import ir
 
 from .emitters.host_calls import scatter_attributes
 from .loop_text import LoopText, element_text, is_float, is_unsigned, memref_text
+from .scalar_regions import emit_region, region_reason
 
 FLOAT_COMBINERS = {"add": "arith.addf", "multiply": "arith.mulf", "maximum": "arith.maximumf", "minimum": "arith.minimumf"}
 INTEGER_COMBINERS = {"add": "arith.addi", "multiply": "arith.muli", "maximum": "arith.maxsi", "minimum": "arith.minsi",
@@ -79,14 +81,20 @@ def combiner_op(combiner: str, element: str, unsigned: bool) -> str | None:
 
 
 def kernel_reason(op: ir.Operation) -> str | None:
-    """Why this scatter cannot be the loop kernel (then it stays a host call), or None."""
-    combiner = scatter_attributes(op)["combiner"] if len(op.operands) == 3 else None
-    if combiner is None:
-        return "not one input combined by set, add, multiply, maximum, minimum, or, and"
+    """Why this scatter cannot be the loop kernel (then it stays a host call, or runs on the
+    interpreter when its update computation is no one-op combiner), or None."""
+    if len(op.operands) != 3:
+        return "not one input"
     operand_type = op.operands[0].type
     element = str(ir.RankedTensorType(operand_type).element_type)
     if "complex" in element or not (is_float(element) or element.lstrip("u").startswith("i")):
         return f"element type {element}"
+    combiner = scatter_attributes(op)["combiner"]
+    if combiner is None:
+        if element in ("f16", "bf16"):
+            return f"an update computation on {element}"
+        reason = region_reason(op.regions[0])
+        return f"update computation: {reason}" if reason else None
     if combiner != "set" and combiner_op(combiner, element_text(operand_type), is_unsigned(operand_type)) is None:
         return f"{combiner} of {element}"
     return None
@@ -123,7 +131,9 @@ def scatter_module_text(symbol: str, op: ir.Operation, in_place: bool) -> str:
     update_position = [scatter_index.get(d) or window_index[d] for d in range(len(geometry.updates_shape))]
     new = text.load("%updates", memrefs["updates"], update_position)
     combiner = scatter_attributes(op)["combiner"]
-    if combiner != "set":
+    if combiner is None:
+        new = emit_region(text, op.regions[0], [text.load("%result", memrefs["result"], target), new])[0]
+    elif combiner != "set":
         element = element_text(operand_type)
         old = text.load("%result", memrefs["result"], target)
         new = text.value(f"{combiner_op(combiner, element, is_unsigned(operand_type))} {old}, {new} : {element}")

@@ -68,6 +68,25 @@ SCATTERS = {
 }
 
 
+def computation_scatter(element: str, body: str) -> str:
+    """A scatter of rows whose update computation is `body` (ending in %r) of %a (old), %b (update)."""
+    text = scatter_text(f"6x4x{element}", "8x1xi32", f"8x4x{element}", ROWS, "add", element)
+    return text.replace(f"%r = stablehlo.add %a, %b : tensor<{element}>", body)
+
+
+# update computations no one-op combiner is: inlined into the kernel (they ran on the interpreter)
+SCATTERS |= {
+    "update computation expm1(old) * update, f32": (computation_scatter("f32", """%e = stablehlo.exponential_minus_one %a : tensor<f32>
+    %r = stablehlo.multiply %e, %b : tensor<f32>"""), np.float32, ROW_INDICES),
+    "update computation max(old - update, 0), i32": (computation_scatter("i32", """%d = stablehlo.subtract %a, %b : tensor<i32>
+    %z = stablehlo.constant dense<0> : tensor<i32>
+    %r = stablehlo.maximum %d, %z : tensor<i32>"""), np.int32, ROW_INDICES),
+    "update computation exp(old) - 1 (jax's apply), f64": (computation_scatter("f64", """%e = stablehlo.exponential %a : tensor<f64>
+    %one = stablehlo.constant dense<1.0> : tensor<f64>
+    %r = stablehlo.subtract %e, %one : tensor<f64>"""), np.float64, ROW_INDICES),
+}
+
+
 @pytest.mark.parametrize("name", list(SCATTERS))
 def test_scatter_kernel_matches_the_reference(context, name):
     text, dtype, indices = SCATTERS[name]
@@ -78,7 +97,10 @@ def test_scatter_kernel_matches_the_reference(context, name):
     updates_shape = [int(d) for d in text.split("%u: tensor<")[1].split(">")[0].split("x")[:-1]]
     arguments = [values(operand_shape, dtype, 1), indices, values(updates_shape, dtype, 2)]
     got = executable.execute_numpy(arguments)
-    np.testing.assert_array_equal(got[0], reference_outputs(module, arguments)[0])
+    if "expm1" in name:
+        np.testing.assert_allclose(got[0], reference_outputs(module, arguments)[0], rtol=2e-7, atol=0)
+    else:
+        np.testing.assert_array_equal(got[0], reference_outputs(module, arguments)[0])
 
 
 SCATTER_OF_A_TEMP = """func.func @main(%x: tensor<6x4xf32>, %i: tensor<8x1xi32>, %u: tensor<8x4xf32>) -> tensor<6x4xf32> {
@@ -511,3 +533,50 @@ def test_a_cumulative_window_whose_init_shows_through_its_padding_keeps_its_loop
     expected = reference_outputs(frontdoor.import_text(text, "test", context).module, [x])[0]
     np.testing.assert_allclose(executable.execute_numpy([x])[0], expected, rtol=1e-6)
     np.testing.assert_allclose(expected[:, 0], 2.0 * 6 + x[:, 0])
+
+
+def log_add_exp_text(shape: tuple[int, ...], reverse: bool, init: str = "0xFF800000") -> str:
+    """jax's cumlogsumexp along the last axis: a cumulative reduce_window whose reducer is
+    log-add-exp, NaN where a - b is."""
+    reducer = """^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %max = stablehlo.maximum %a, %b : tensor<f32>
+    %d = stablehlo.subtract %a, %b : tensor<f32>
+    %nan = stablehlo.compare NE, %d, %d, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    %sum = stablehlo.add %a, %b : tensor<f32>
+    %abs = stablehlo.abs %d : tensor<f32>
+    %neg = stablehlo.negate %abs : tensor<f32>
+    %e = stablehlo.exponential %neg : tensor<f32>
+    %l = stablehlo.log_plus_one %e : tensor<f32>
+    %m = stablehlo.add %max, %l : tensor<f32>
+    %r = stablehlo.select %nan, %sum, %m : tensor<i1>, tensor<f32>
+    stablehlo.return %r : tensor<f32>"""
+    text = cumulative_text(shape, len(shape) - 1, "f32", "add", reverse, init)
+    return re.sub(r"\^bb0.*?stablehlo.return %r : tensor<f32>", reducer, text, flags=re.S)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_a_cumulative_log_add_exp_is_a_scan_kernel(reverse, tmp_path):
+    """The reducer inlined into the scan: float64's values to f32 rounding over three blocks,
+    infinities and NaN as the reducer makes them, and log1p's digits near 0 (log(1 + x) made
+    logaddexp(0, -23) zero)."""
+    x = values((3, 300), np.float32, 11)
+    x[1, 5], x[1, 9], x[2, :2] = -np.inf, np.nan, (0.0, -23.0)
+    executable = Client().compile(log_add_exp_text((3, 300), reverse), CompileOptions(dump_to=str(tmp_path)))
+    assert "reduce_window is a cumulative computation" in next(tmp_path.glob("*thunk-sequence.txt")).read_text()
+    got = executable.execute_numpy([x])[0]
+    along = (lambda a: np.flip(np.logaddexp.accumulate(np.flip(a, 1), 1), 1)) if reverse else (lambda a: np.logaddexp.accumulate(a, 1))
+    expected = along(x.astype(np.float64))
+    np.testing.assert_allclose(got, expected, rtol=2e-6, atol=0)
+    assert np.isnan(got[1, 9:]).all() if not reverse else np.isnan(got[1, :10]).all()
+    if not reverse:
+        np.testing.assert_allclose(got[2, 1], np.log1p(np.exp(-23.0)), rtol=1e-6)
+
+
+def test_a_computation_whose_init_is_no_identity_keeps_its_loops(context, tmp_path):
+    """log-add-exp from 0, not -inf: each window combines the init once per padded position."""
+    text = log_add_exp_text((2, 7), False, init="0.0")
+    executable = Client().compile(text, CompileOptions(dump_to=str(tmp_path)))
+    assert "cumulative" not in next(tmp_path.glob("*thunk-sequence.txt")).read_text()
+    x = values((2, 7), np.float32, 12)
+    expected = reference_outputs(frontdoor.import_text(text, "test", context).module, [x])[0]
+    np.testing.assert_allclose(executable.execute_numpy([x])[0], expected, rtol=1e-6)
