@@ -206,3 +206,25 @@ def test_sample_keeps_results(name):
     entry = public_entry_name(before)
     for seed in range(2):
         assert_same_results(before, after, entry, seed)
+
+
+@pytest.mark.parametrize("element, dtype", [("i8", np.int8), ("ui8", np.uint8)])
+def test_integer_division_by_powers_of_two_is_exact_for_every_value(element, dtype):
+    """Every 8-bit value divided by every power of two the rewrite takes: the shifts give
+    division's values (rounded toward zero, INT8_MIN included), and so do the masks the
+    remainder's."""
+    x = np.arange(np.iinfo(dtype).min, np.iinfo(dtype).max + 1).astype(dtype)
+    for exponent in range(1, 7 if element == "i8" else 8):
+        text = f"""func.func @main(%x: tensor<256x{element}>) -> (tensor<256x{element}>, tensor<256x{element}>) {{
+  %c = "xhlo.constant"() {{value = dense<{1 << exponent}> : tensor<256x{element}>}} : () -> tensor<256x{element}>
+  %0 = "xhlo.divide"(%x, %c) : (tensor<256x{element}>, tensor<256x{element}>) -> tensor<256x{element}>
+  %1 = "xhlo.remainder"(%x, %c) : (tensor<256x{element}>, tensor<256x{element}>) -> tensor<256x{element}>
+  return %0, %1 : tensor<256x{element}>, tensor<256x{element}>
+}}"""
+        module = load(text)
+        assert AlgebraicSimplifierPass().run(module)
+        assert "xhlo.divide" not in str(module)
+        quotient, remainder = outputs(module, "main", [x])
+        wide = x.astype(np.int64)
+        np.testing.assert_array_equal(quotient, (np.sign(wide) * (np.abs(wide) // (1 << exponent))).astype(dtype))
+        np.testing.assert_array_equal(remainder, np.fmod(wide, 1 << exponent).astype(dtype))

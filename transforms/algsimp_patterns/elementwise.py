@@ -1,5 +1,6 @@
 """Rewrites of elementwise ops: identities, involutions, compare and select, and XLA's
-division by a constant.
+division by a constant (a float's reciprocal; an integer power of two's shifts, and the mask
+of an unsigned remainder).
 
 Each one but `divide_by_constant_as_multiply` is exact for the element types it accepts.
 Floats are the usual trap: x + 0.0 is not x when x is -0.0 (-0.0 + 0.0 = +0.0), but
@@ -18,8 +19,10 @@ from .common import (
     NO_MATCH,
     bool_constant,
     broadcast,
+    int_width,
     is_float,
     is_integer,
+    is_unsigned,
     is_negative_zero,
     is_positive_zero,
     produced_by,
@@ -126,6 +129,60 @@ def divide_by_constant_as_multiply(op: ir.Operation, options):
     scalar = splat_constant(ir.FloatAttr.get(element, reciprocal), ir.RankedTensorType.get([], element), op.location)
     multiplier = broadcast(scalar, [], op.result.type, op.location)  # a splat of the whole shape would be a buffer
     return create_op("xhlo.multiply", [lhs, multiplier], [op.result.type], {}, op.location).results[0]
+
+
+def power_of_two_exponent(value: ir.Value, signed: bool, width: int) -> int | None:
+    """k where `value` is a splat of 2^k, k >= 1 (below the sign bit for a signed type)."""
+    number = splat_number(value)
+    if not isinstance(number, int) or number < 2 or number & (number - 1):
+        return None
+    exponent = number.bit_length() - 1
+    return exponent if exponent < width - (1 if signed else 0) else None
+
+
+def shift_amount(amount: int, like: ir.Value, location) -> ir.Value:
+    """A splat of `amount` shaped like `like`, through a broadcast of a scalar."""
+    element = element_of(like.type)
+    scalar = splat_constant(ir.IntegerAttr.get(element, amount), ir.RankedTensorType.get([], element), location)
+    return broadcast(scalar, [], like.type, location)
+
+
+def integer_op(name: str, lhs: ir.Value, rhs: ir.Value, location) -> ir.Value:
+    return create_op(f"xhlo.{name}", [lhs, rhs], [lhs.type], {}, location).results[0]
+
+
+def divide_by_power_of_two_as_shift(op: ir.Operation, options):
+    """x / 2^k -> shifts for integers (XLA's HandleDivide): x >> k (logical) unsigned; signed,
+    (x + ((x >> (w - 1)) >>> (w - k))) >> k (arithmetic), which adds 2^k - 1 to a negative x
+    so that the shift rounds toward zero as division does. Exact. A shift is cheap where a
+    division is not: fusion duplicates it into every consumer (jax's binary searches halve an
+    unsigned interval each step)."""
+    lhs, rhs = op.operands
+    element = element_of(op.result.type)
+    if not is_integer(element) or int_width(element) == 1:
+        return NO_MATCH
+    signed, width = not is_unsigned(element), int_width(element)
+    exponent = power_of_two_exponent(rhs, signed, width)
+    if exponent is None:
+        return NO_MATCH
+    location = op.location
+    if not signed:
+        return integer_op("shift_right_logical", lhs, shift_amount(exponent, lhs, location), location)
+    sign = integer_op("shift_right_arithmetic", lhs, shift_amount(width - 1, lhs, location), location)
+    bias = integer_op("shift_right_logical", sign, shift_amount(width - exponent, lhs, location), location)
+    return integer_op("shift_right_arithmetic", integer_op("add", lhs, bias, location), shift_amount(exponent, lhs, location), location)
+
+
+def remainder_by_power_of_two_as_mask(op: ir.Operation, options):
+    """x % 2^k -> x & (2^k - 1) for unsigned integers (XLA's HandleRemainder). Exact."""
+    lhs, rhs = op.operands
+    element = element_of(op.result.type)
+    if not is_unsigned(element):
+        return NO_MATCH
+    exponent = power_of_two_exponent(rhs, False, int_width(element))
+    if exponent is None:
+        return NO_MATCH
+    return integer_op("and", lhs, shift_amount((1 << exponent) - 1, lhs, op.location), op.location)
 
 
 def fold_double_negate(op: ir.Operation, options):

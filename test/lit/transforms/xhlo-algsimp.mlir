@@ -184,11 +184,12 @@ func.func @fold_divide_by_constant(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
-/// Integer x / c stays: it rounds toward zero.
+/// Integer x / c stays no multiply: it rounds toward zero (by a power of two it becomes
+/// shifts, below).
 // CHECK-LABEL: func.func @no_fold_int_divide_by_constant
 // CHECK: "xhlo.divide"(%arg0, %0)
 func.func @no_fold_int_divide_by_constant(%x: tensor<4xi32>) -> tensor<4xi32> {
-  %c = "xhlo.constant"() {value = dense<4> : tensor<4xi32>} : () -> tensor<4xi32>
+  %c = "xhlo.constant"() {value = dense<5> : tensor<4xi32>} : () -> tensor<4xi32>
   %0 = "xhlo.divide"(%x, %c) : (tensor<4xi32>, tensor<4xi32>) -> tensor<4xi32>
   return %0 : tensor<4xi32>
 }
@@ -1095,4 +1096,59 @@ func.func @fold_zero_elements(%x: tensor<2x0xf32>, %p: tensor<f32>) -> tensor<2x
 func.func @fold_reverse_window_into_kernel(%x: tensor<2x1x8x4xf32>, %w: tensor<1x3x1x4xf32>) -> tensor<2x1x8x4xf32> {
   %0 = "xhlo.convolution"(%x, %w) {batch_group_count = 1 : i64, dimension_numbers = {input_batch_dimension = 0 : i64, input_feature_dimension = 3 : i64, input_spatial_dimensions = array<i64: 1, 2>, kernel_input_feature_dimension = 2 : i64, kernel_output_feature_dimension = 3 : i64, kernel_spatial_dimensions = array<i64: 0, 1>, output_batch_dimension = 0 : i64, output_feature_dimension = 3 : i64, output_spatial_dimensions = array<i64: 1, 2>}, feature_group_count = 4 : i64, padding = dense<[[0, 0], [1, 1]]> : tensor<2x2xi64>, window_reversal = array<i1: false, true>} : (tensor<2x1x8x4xf32>, tensor<1x3x1x4xf32>) -> tensor<2x1x8x4xf32>
   return %0 : tensor<2x1x8x4xf32>
+}
+
+// -----
+
+/// A signed integer divided by 2^k: an arithmetic shift of x plus 2^k - 1 when x is negative
+/// (division rounds toward zero), the sign's bits shifted down into that bias.
+// CHECK-LABEL: func.func @fold_signed_divide_by_power_of_two
+// CHECK: %[[S:.*]] = "xhlo.shift_right_arithmetic"(%arg0,
+// CHECK: %[[B:.*]] = "xhlo.shift_right_logical"(%[[S]],
+// CHECK: %[[A:.*]] = "xhlo.add"(%arg0, %[[B]])
+// CHECK: "xhlo.shift_right_arithmetic"(%[[A]],
+// CHECK-NOT: xhlo.divide
+func.func @fold_signed_divide_by_power_of_two(%x: tensor<64xi32>, %y: tensor<64xi8>) -> (tensor<64xi32>, tensor<64xi8>) {
+  %c8 = "xhlo.constant"() {value = dense<8> : tensor<64xi32>} : () -> tensor<64xi32>
+  %c64 = "xhlo.constant"() {value = dense<64> : tensor<64xi8>} : () -> tensor<64xi8>
+  %0 = "xhlo.divide"(%x, %c8) : (tensor<64xi32>, tensor<64xi32>) -> tensor<64xi32>
+  %1 = "xhlo.divide"(%y, %c64) : (tensor<64xi8>, tensor<64xi8>) -> tensor<64xi8>
+  return %0, %1 : tensor<64xi32>, tensor<64xi8>
+}
+
+// -----
+
+/// Unsigned: a logical shift for a division, a mask for a remainder (2^7 too, the top bit).
+// CHECK-LABEL: func.func @fold_unsigned_divide_and_remainder_by_power_of_two
+// CHECK: "xhlo.shift_right_logical"(%arg0,
+// CHECK: "xhlo.and"(%arg0,
+// CHECK: "xhlo.shift_right_logical"(%arg1,
+// CHECK-NOT: xhlo.divide
+// CHECK-NOT: xhlo.remainder
+func.func @fold_unsigned_divide_and_remainder_by_power_of_two(%x: tensor<64xui32>, %y: tensor<64xui8>) -> (tensor<64xui32>, tensor<64xui32>, tensor<64xui8>) {
+  %c2 = "xhlo.constant"() {value = dense<2> : tensor<ui32>} : () -> tensor<ui32>
+  %b2 = "xhlo.broadcast"(%c2) {dimensions = array<i64>} : (tensor<ui32>) -> tensor<64xui32>
+  %c16 = "xhlo.constant"() {value = dense<16> : tensor<64xui32>} : () -> tensor<64xui32>
+  %c128 = "xhlo.constant"() {value = dense<128> : tensor<64xui8>} : () -> tensor<64xui8>
+  %0 = "xhlo.divide"(%x, %b2) : (tensor<64xui32>, tensor<64xui32>) -> tensor<64xui32>
+  %1 = "xhlo.remainder"(%x, %c16) : (tensor<64xui32>, tensor<64xui32>) -> tensor<64xui32>
+  %2 = "xhlo.divide"(%y, %c128) : (tensor<64xui8>, tensor<64xui8>) -> tensor<64xui8>
+  return %0, %1, %2 : tensor<64xui32>, tensor<64xui32>, tensor<64xui8>
+}
+
+// -----
+
+/// Negative twins: a divisor that is no power of two, a signed remainder, a negative divisor.
+// CHECK-LABEL: func.func @no_fold_integer_division_by_other_constants
+// CHECK-COUNT-2: xhlo.divide
+// CHECK: xhlo.remainder
+// CHECK-NOT: xhlo.shift
+func.func @no_fold_integer_division_by_other_constants(%x: tensor<64xi32>) -> (tensor<64xi32>, tensor<64xi32>, tensor<64xi32>) {
+  %c6 = "xhlo.constant"() {value = dense<6> : tensor<64xi32>} : () -> tensor<64xi32>
+  %cm8 = "xhlo.constant"() {value = dense<-8> : tensor<64xi32>} : () -> tensor<64xi32>
+  %c8 = "xhlo.constant"() {value = dense<8> : tensor<64xi32>} : () -> tensor<64xi32>
+  %0 = "xhlo.divide"(%x, %c6) : (tensor<64xi32>, tensor<64xi32>) -> tensor<64xi32>
+  %1 = "xhlo.divide"(%x, %cm8) : (tensor<64xi32>, tensor<64xi32>) -> tensor<64xi32>
+  %2 = "xhlo.remainder"(%x, %c8) : (tensor<64xi32>, tensor<64xi32>) -> tensor<64xi32>
+  return %0, %1, %2 : tensor<64xi32>, tensor<64xi32>, tensor<64xi32>
 }
