@@ -12,6 +12,8 @@
     that dead collectives are gone before they are bundled with live ones)
  -> convolution layout (a convolution in another layout than NHWC x HWIO -> NHWC becomes
     one between transposes when the convolution cost model says its GEMM then pays)
+ -> dot canonicalization (a float dot no GEMM takes, its batch dimensions not leading, say,
+    becomes one between transposes of its operands: XLA's DotDecomposer)
  -> bf16 dot upcast (a bf16 dot as an f32 dot between converts: the CPU's GEMMs are f32)
  -> top-k rewriting (a sort of (x, iota) read only in its first k positions, which is what
     lax.top_k becomes, as one TopK custom call: the CPU's selection kernel)
@@ -41,6 +43,7 @@ from mlirxla.transforms.convolution_layout import ConvolutionLayoutPass
 from mlirxla.transforms.copy_removal import CopyRemovalPass
 from mlirxla.transforms.custom_call_layouts import CustomCallLayoutsPass
 from mlirxla.transforms.custom_partitioning import CustomPartitioningPass
+from mlirxla.transforms.dot_canonicalizer import DotCanonicalizerPass
 from mlirxla.transforms.layout_assignment import LayoutAssignmentPass
 from mlirxla.transforms.inspect_sharding import InspectShardingPass
 from mlirxla.transforms.manual_partitioner import ManualPartitionerPass
@@ -87,6 +90,7 @@ def compiler_pipeline(name: str, alignment: int, fusion_cost_model: str, batch_s
         .add(AllGatherCombinerPass())
         .add(Convolution1dTo2dPass())
         .add(ConvolutionLayoutPass())
+        .add(DotCanonicalizerPass())
     )
     if f32_gemms_only:
         pipeline.add(Bf16DotUpcastPass())

@@ -18,6 +18,7 @@ from mlirxla.mlir import ir
 from mlirxla.runtime.threads import cpu_threads
 from mlirxla.runtime.thunks import WIDENED_GEMMS, GemmThunk, KernelThunk, SlicedKernelThunk
 from mlirxla.transforms import convolution_strategy as strategy
+from mlirxla.transforms.dot_canonicalizer import gemm_shape
 from mlirxla.transforms.fusion_legality import LIBRARY_CALLS, fused_ops, kind_of
 from mlirxla.transforms.scheduling import type_bytes
 
@@ -169,39 +170,3 @@ def gemm_for(emitter, dot: ir.Operation, owner: ir.Operation, out: ir.Value, lhs
     return GemmThunk(name, element, emitter.slice_of(lhs), emitter.slice_of(rhs), emitter.slice_of(out), m, n, k,
                      transpose_lhs, transpose_rhs, batch)
 
-
-def gemm_shape(dot: ir.Operation) -> tuple[int, int, int, int, bool, bool] | None:
-    """(batch, m, n, k, transpose lhs, transpose rhs) when the dot is a (batched) GEMM over
-    row-major buffers, else None. An operand's free dimensions may be several when they lie
-    together on one side of its contracting dimension: row-major, they are one dimension of
-    their product (a [2,64,128] x [128,32] dot is a 128x32x128 GEMM), as XLA's dot
-    decomposition reshapes them, and the result [batch, lhs free, rhs free] is the [batch, m,
-    n] matrix. Batch dimensions leading both operands likewise are one batch of their
-    product (attention's [batch, heads, ...] dots)."""
-    numbers = ir.DictAttr(dot.attributes["dot_dimension_numbers"])
-
-    def dims(name):
-        return list(ir.DenseI64ArrayAttr(numbers[name])) if name in numbers else []
-
-    lhs_shape = list(ir.RankedTensorType(dot.operands[0].type).shape)
-    rhs_shape = list(ir.RankedTensorType(dot.operands[1].type).shape)
-    lhs_batch, rhs_batch = dims("lhs_batching_dimensions"), dims("rhs_batching_dimensions")
-    lhs_contracting, rhs_contracting = dims("lhs_contracting_dimensions"), dims("rhs_contracting_dimensions")
-    if len(lhs_contracting) != 1 or len(rhs_contracting) != 1:
-        return None
-    batched = len(lhs_batch)
-    if lhs_batch != rhs_batch or lhs_batch != list(range(batched)):
-        return None
-    if len(lhs_shape) < 2 + batched or len(rhs_shape) < 2 + batched:
-        return None
-    # contracting first among the non-batch dimensions: the operand is [k, free] (transposed
-    # for the lhs); last: [free, k] (transposed for the rhs); elsewhere the free ones are apart
-    if lhs_contracting[0] not in (batched, len(lhs_shape) - 1) or rhs_contracting[0] not in (batched, len(rhs_shape) - 1):
-        return None
-    batch = prod(lhs_shape[:batched])
-    transpose_lhs = lhs_contracting[0] == batched
-    transpose_rhs = rhs_contracting[0] == len(rhs_shape) - 1
-    k = lhs_shape[lhs_contracting[0]]
-    m = prod(size for d, size in enumerate(lhs_shape) if d >= batched and d != lhs_contracting[0])
-    n = prod(size for d, size in enumerate(rhs_shape) if d >= batched and d != rhs_contracting[0])
-    return batch, m, n, k, transpose_lhs, transpose_rhs
