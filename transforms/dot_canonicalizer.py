@@ -15,7 +15,9 @@ copy kernel, one of an elementwise producer fuses into it).
 
 Only dots of float elements with a contracting dimension and a free dimension on each side
 change (the others, a matrix times a vector or an integer dot, stay generated kernels); a dot
-carrying a sharding keeps its own. Runs before layout assignment. Changed: any dot rewritten.
+carrying a sharding keeps its own, and one carrying a precision algorithm stays the kernel
+that rounds its operands to the algorithm's type (`backends/cpu/dot_algorithms.py`: a GEMM
+would not). Runs before layout assignment. Changed: any dot rewritten.
 """
 
 from dataclasses import dataclass
@@ -86,7 +88,7 @@ def free_dimensions(rank: int, batch: list[int], contracting: list[int]) -> list
 
 
 def wants_canonical_form(dot: ir.Operation) -> bool:
-    if SHARDING in dot.attributes or gemm_shape(dot) is not None:
+    if SHARDING in dot.attributes or "algorithm" in dot.attributes or gemm_shape(dot) is not None:
         return False
     if not isinstance(ir.RankedTensorType(dot.results[0].type).element_type, ir.FloatType):
         return False

@@ -114,7 +114,7 @@ def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pi
             check_layouts(module)
             assignment = pipeline_assignment(runner)
             with erasure.stage("cpu backend thunk emission"), phases.phase("backend", "thunk emission"):
-                emission = ThunkEmitter(module, assignment, slice_rows=variant.slice_rows).emit()
+                emission = ThunkEmitter(module, assignment, slice_rows=variant.slice_rows, excess_precision=variant.excess_precision).emit()
             plan = plan_of(emission, module)
             gemms_in_parts(plan, variant)
             phases.publish("kernel-count", len(emission.kernels))

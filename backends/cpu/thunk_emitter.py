@@ -146,10 +146,11 @@ class ThunkEmitter:
     """The state one emission shares with the emitters: the buffers (values' slices, the
     allocations), the kernels to compile and their symbols, the decisions."""
 
-    def __init__(self, module: ir.Module, assignment: Assignment, slice_rows: bool = True):
+    def __init__(self, module: ir.Module, assignment: Assignment, slice_rows: bool = True, excess_precision: bool = True):
         self.module = module
         self.assignment = assignment
         self.slice_rows = slice_rows  # spread large row-wise kernels over host threads (the cuda backend's grids do that)
+        self.excess_precision = excess_precision  # a GEMM may ignore a dot's precision algorithm (its operands not rounded)
         self.functions = {ir.StringAttr(op.attributes["sym_name"]).value: op.operation
                           for op in module.body.operations if op.operation.name == "func.func"}
         self.symbols: set[str] = set()

@@ -1855,6 +1855,29 @@ def test_a_dot_with_a_bf16_algorithm_is_a_native_kernel_on_rounded_operands():
         np.testing.assert_allclose(executable.execute_numpy([a, b])[0], expected, rtol=1e-5, atol=1e-5)
 
 
+BF16_ALGORITHM_GEMM = """func.func @main(%a: tensor<8x16xf32>, %b: tensor<16x8xf32>) -> tensor<8x8xf32> {
+  %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0],
+         algorithm = <lhs_precision_type = bf16, rhs_precision_type = bf16, accumulation_type = f32,
+                      lhs_component_count = 1, rhs_component_count = 1, num_primitive_operations = 1,
+                      allow_imprecise_accumulation = false>
+       : (tensor<8x16xf32>, tensor<16x8xf32>) -> tensor<8x8xf32>
+  return %0 : tensor<8x8xf32>
+}"""
+
+
+def test_a_gemm_shaped_dot_with_a_bf16_algorithm_rounds_its_operands_without_excess_precision():
+    """A BLAS GEMM would multiply the f32 operands as they are (0.04 off the rounded
+    operands' dot): without excess precision the dot is the kernel that rounds them; with
+    it, the GEMM."""
+    rng = np.random.default_rng(13)
+    a, b = rng.standard_normal((8, 16)).astype(np.float32), rng.standard_normal((16, 8)).astype(np.float32)
+    rounded = [x.astype(ml_dtypes.bfloat16).astype(np.float32) for x in (a, b)]
+    for excess_precision, operands, path in ((False, rounded, "kernel dot"), (True, [a, b], "gemm dot")):
+        executable = Client().compile(BF16_ALGORITHM_GEMM, CompileOptions(allow_excess_precision=excess_precision))
+        assert path in executable.thunk_sequence()
+        np.testing.assert_allclose(executable.execute_numpy([a, b])[0], operands[0] @ operands[1], rtol=1e-5, atol=1e-5)
+
+
 SPLATS = """func.func @main(%x: tensor<64x1024xf32>) -> (tensor<256x1024xi8>, tensor<128x1024xf32>) {
   %one = stablehlo.constant dense<1> : tensor<i8>
   %ones = stablehlo.broadcast_in_dim %one, dims = [] : (tensor<i8>) -> tensor<256x1024xi8>

@@ -165,6 +165,9 @@ def gemm_for(emitter, dot: ir.Operation, owner: ir.Operation, out: ir.Value, lhs
     if shape is None or element not in ("f32", "f64", *WIDENED_GEMMS):
         emitter.decisions.append(f"{name}: dot generated as a kernel ({'element type ' + element if shape else 'dimension numbers BLAS cannot take'})")
         return None
+    if "algorithm" in dot.attributes and not emitter.excess_precision:
+        emitter.decisions.append(f"{name}: dot generated as a kernel (its precision algorithm rounds the operands, and excess precision is not allowed)")
+        return None
     batch, m, n, k, transpose_lhs, transpose_rhs = shape
     emitter.decisions.append(f"{name}: dot as a BLAS GEMM {element} {batch}x{m}x{n}x{k}")
     return GemmThunk(name, element, emitter.slice_of(lhs), emitter.slice_of(rhs), emitter.slice_of(out), m, n, k,
