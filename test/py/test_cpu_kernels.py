@@ -1831,11 +1831,11 @@ def test_an_epilogue_over_its_gemms_output_writes_a_noalias_result(monkeypatch):
     assert epilogue.count("noalias") == 1 and epilogue.split(", ")[-1].startswith("ptr noalias"), epilogue
 
 
-BF16_ALGORITHM_DOT = """func.func @main(%a: tensor<1x8x2x1x16xf32>, %b: tensor<1x8x2x16xf32>) -> tensor<1x2x8x1x8xf32> {
-  %0 = stablehlo.dot_general %a, %b, batching_dims = [0, 2] x [0, 2], contracting_dims = [4] x [3],
-         algorithm = <lhs_precision_type = bf16, rhs_precision_type = bf16, accumulation_type = f32,
+BF16_BF16_F32 = """algorithm = <lhs_precision_type = bf16, rhs_precision_type = bf16, accumulation_type = f32,
                       lhs_component_count = 1, rhs_component_count = 1, num_primitive_operations = 1,
-                      allow_imprecise_accumulation = false>
+                      allow_imprecise_accumulation = false>"""
+BF16_ALGORITHM_DOT = """func.func @main(%a: tensor<1x8x2x1x16xf32>, %b: tensor<1x8x2x16xf32>) -> tensor<1x2x8x1x8xf32> {
+  %0 = stablehlo.dot_general %a, %b, batching_dims = [0, 2] x [0, 2], contracting_dims = [4] x [3], """ + BF16_BF16_F32 + """
        : (tensor<1x8x2x1x16xf32>, tensor<1x8x2x16xf32>) -> tensor<1x2x8x1x8xf32>
   return %0 : tensor<1x2x8x1x8xf32>
 }"""
@@ -1856,10 +1856,7 @@ def test_a_dot_with_a_bf16_algorithm_is_a_native_kernel_on_rounded_operands():
 
 
 BF16_ALGORITHM_GEMM = """func.func @main(%a: tensor<8x16xf32>, %b: tensor<16x8xf32>) -> tensor<8x8xf32> {
-  %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0],
-         algorithm = <lhs_precision_type = bf16, rhs_precision_type = bf16, accumulation_type = f32,
-                      lhs_component_count = 1, rhs_component_count = 1, num_primitive_operations = 1,
-                      allow_imprecise_accumulation = false>
+  %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0], """ + BF16_BF16_F32 + """
        : (tensor<8x16xf32>, tensor<16x8xf32>) -> tensor<8x8xf32>
   return %0 : tensor<8x8xf32>
 }"""

@@ -193,9 +193,10 @@ def test_a_carried_value_read_through_a_barrier_after_its_update_gets_a_copy(con
         np.testing.assert_allclose(value, want, rtol=1e-5, atol=1e-6)
 
 
-# `x.at[i].set(f(x[i]))` in a fori_loop: the fusion slicing the row and updating it reads
-# and writes the same window of the carried array
-ROW_UPDATE_LOOP = """
+def row_loop(body: str) -> str:
+    """A loop over the 8 rows of an 8x16 array: `body` computes %u, the next array, from the
+    carried one %a, the row index %i and a zero %z."""
+    return """
 func.func @main(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
   %zero = stablehlo.constant dense<0> : tensor<i32>
   %r:2 = stablehlo.while(%i = %zero, %a = %x) : tensor<i32>, tensor<8x16xf32>
@@ -205,11 +206,7 @@ func.func @main(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
     stablehlo.return %p : tensor<i1>
   } do {
     %z = stablehlo.constant dense<0> : tensor<i32>
-    %start = stablehlo.constant dense<ROW_OFFSET> : tensor<i32>
-    %row_start = stablehlo.add %i, %start : tensor<i32>
-    %row = stablehlo.dynamic_slice %a, %row_start, %z, sizes = [ROWS, 16] : (tensor<8x16xf32>, tensor<i32>, tensor<i32>) -> tensor<ROWSx16xf32>
-    UPDATE
-    %u = stablehlo.dynamic_update_slice %a, %new, %i, %z : (tensor<8x16xf32>, tensor<ROWSx16xf32>, tensor<i32>, tensor<i32>) -> tensor<8x16xf32>
+    """ + body + """
     %one = stablehlo.constant dense<1> : tensor<i32>
     %j = stablehlo.add %i, %one : tensor<i32>
     stablehlo.return %j, %u : tensor<i32>, tensor<8x16xf32>
@@ -217,6 +214,28 @@ func.func @main(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
   return %r#1 : tensor<8x16xf32>
 }
 """
+
+
+def copies_of_a_checked_loop(text: str, context) -> str:
+    """The copy insertion report of `text` through the cpu pipeline, once its results were
+    checked against the reference interpreter's."""
+    module = frontdoor.import_text(text, "test", context).module
+    runner = PipelineRunner(module)
+    runner.run(named_pipeline("cpu"))
+    x = np.random.default_rng(3).standard_normal((8, 16)).astype(np.float32)
+    [got] = Client().compile(text).execute_numpy([x])
+    [expected] = reference_outputs(frontdoor.import_text(text, "test", context).module, [x])
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+    return runner.reports["xhlo-copy-insertion"].dump_files()["copy-insertion.txt"]
+
+
+# `x.at[i].set(f(x[i]))` in a fori_loop: the fusion slicing the row and updating it reads
+# and writes the same window of the carried array
+ROW_UPDATE = """%start = stablehlo.constant dense<ROW_OFFSET> : tensor<i32>
+    %row_start = stablehlo.add %i, %start : tensor<i32>
+    %row = stablehlo.dynamic_slice %a, %row_start, %z, sizes = [ROWS, 16] : (tensor<8x16xf32>, tensor<i32>, tensor<i32>) -> tensor<ROWSx16xf32>
+    UPDATE
+    %u = stablehlo.dynamic_update_slice %a, %new, %i, %z : (tensor<8x16xf32>, tensor<ROWSx16xf32>, tensor<i32>, tensor<i32>) -> tensor<8x16xf32>"""
 
 ROW_UPDATES = {
     "sine": ("%new = stablehlo.sine %row : tensor<ROWSx16xf32>", 1, 0),
@@ -236,31 +255,14 @@ def test_a_fused_row_update_reading_its_own_window_writes_in_place(update, conte
     place (XLA's rule); bufferization keeps the results right where the update reads the
     window other than elementwise, and a slice at other indices still gets its copy."""
     body, rows, offset = ROW_UPDATES[update]
-    text = ROW_UPDATE_LOOP.replace("UPDATE", body).replace("ROWS", str(rows)).replace("ROW_OFFSET", str(offset))
-    module = frontdoor.import_text(text, "test", context).module
-    runner = PipelineRunner(module)
-    runner.run(named_pipeline("cpu"))
-    report = runner.reports["xhlo-copy-insertion"].dump_files()["copy-insertion.txt"]
+    text = row_loop(ROW_UPDATE.replace("UPDATE", body).replace("ROWS", str(rows)).replace("ROW_OFFSET", str(offset)))
+    report = copies_of_a_checked_loop(text, context)
     assert ("in-place update of a value that is still live" in report) == (offset != 0), report
-    x = np.random.default_rng(3).standard_normal((8, 16)).astype(np.float32)
-    [got] = Client().compile(text).execute_numpy([x])
-    [expected] = reference_outputs(frontdoor.import_text(text, "test", context).module, [x])
-    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
 
 
 # jax's `x.at[i].set(jnp.sin(x[i]))` in a fori_loop: a scatter of one row, its update read
 # from the carried array by a slice that runs before it
-ROW_SCATTER_LOOP = """
-func.func @main(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
-  %zero = stablehlo.constant dense<0> : tensor<i32>
-  %r:2 = stablehlo.while(%i = %zero, %a = %x) : tensor<i32>, tensor<8x16xf32>
-  cond {
-    %n = stablehlo.constant dense<8> : tensor<i32>
-    %p = stablehlo.compare LT, %i, %n, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
-    stablehlo.return %p : tensor<i1>
-  } do {
-    %z = stablehlo.constant dense<0> : tensor<i32>
-    %row = stablehlo.dynamic_slice %a, %i, %z, sizes = [1, 16] : (tensor<8x16xf32>, tensor<i32>, tensor<i32>) -> tensor<1x16xf32>
+ROW_SCATTER = """%row = stablehlo.dynamic_slice %a, %i, %z, sizes = [1, 16] : (tensor<8x16xf32>, tensor<i32>, tensor<i32>) -> tensor<1x16xf32>
     %flat = stablehlo.reshape %row : (tensor<1x16xf32>) -> tensor<16xf32>
     %new = stablehlo.sine %flat : tensor<16xf32>
     %index = stablehlo.reshape %i : (tensor<i32>) -> tensor<1xi32>
@@ -268,25 +270,11 @@ func.func @main(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
         scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [0], inserted_window_dims = [0], scatter_dims_to_operand_dims = [0]>}> ({
       ^bb0(%old: tensor<f32>, %update: tensor<f32>):
         stablehlo.return %update : tensor<f32>
-    }) : (tensor<8x16xf32>, tensor<1xi32>, tensor<16xf32>) -> tensor<8x16xf32>
-    %one = stablehlo.constant dense<1> : tensor<i32>
-    %j = stablehlo.add %i, %one : tensor<i32>
-    stablehlo.return %j, %u : tensor<i32>, tensor<8x16xf32>
-  }
-  return %r#1 : tensor<8x16xf32>
-}
-"""
+    }) : (tensor<8x16xf32>, tensor<1xi32>, tensor<16xf32>) -> tensor<8x16xf32>"""
 
 
 def test_a_loop_scattering_into_its_carried_array_writes_it_in_place(context):
     """The scatter is the last reader of the carried array: the body's result needs no copy
     (it was one, and the loop copied it back: 13x XLA:CPU at 512 rows of 256)."""
-    module = frontdoor.import_text(ROW_SCATTER_LOOP, "test", context).module
-    runner = PipelineRunner(module)
-    runner.run(named_pipeline("cpu"))
-    report = runner.reports["xhlo-copy-insertion"].dump_files()["copy-insertion.txt"]
+    report = copies_of_a_checked_loop(row_loop(ROW_SCATTER), context)
     assert "xhlo.scatter -> xhlo.return" not in report, report
-    x = np.random.default_rng(4).standard_normal((8, 16)).astype(np.float32)
-    [got] = Client().compile(ROW_SCATTER_LOOP).execute_numpy([x])
-    [expected] = reference_outputs(frontdoor.import_text(ROW_SCATTER_LOOP, "test", context).module, [x])
-    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
