@@ -8,7 +8,8 @@ its window loops, n * n / 2 evaluations per row. Any computation of the ops belo
 into the kernel's loop. expm1 and log1p are written as XLA's elemental emitter computes them
 (`elemental_math.py`'s algorithms: `math.log1p` would become log(1 + x), which loses every
 digit near 0); the math functions take f32 and f64 only; float division only (an integer one
-must define division by zero as XLA does).
+must define division by zero as XLA does); booleans only and, or, xor, select and equality
+(arith's i1 add is a xor, StableHLO's an or).
 """
 
 import numpy as np
@@ -79,6 +80,8 @@ def op_reason(op: ir.Operation) -> str | None:
         return None
     if kind == "select":
         return None
+    if element == "i1" and kind not in ("and", "or", "xor", "select", "constant") and not (kind == "compare" and direction(op) in ("EQ", "NE")):
+        return f"{kind} of booleans"  # arith's i1 add is a xor and its signed max a min: StableHLO's are or and or
     if kind == "compare":
         return None if compare_type(op) in ("FLOAT", "SIGNED", "UNSIGNED") else f"a {compare_type(op)} compare"
     if kind in FLOAT_BINARY or kind in INTEGER_BINARY:

@@ -580,3 +580,15 @@ def test_a_computation_whose_init_is_no_identity_keeps_its_loops(context, tmp_pa
     x = values((2, 7), np.float32, 12)
     expected = reference_outputs(frontdoor.import_text(text, "test", context).module, [x])[0]
     np.testing.assert_allclose(executable.execute_numpy([x])[0], expected, rtol=1e-6)
+
+
+def test_a_boolean_computation_of_adds_and_maxima_keeps_its_loops(tmp_path):
+    """StableHLO's boolean add and maximum are or; arith's i1 add is a xor and its signed
+    max a min, so such a reducer is not inlined (the scan gave wrong values)."""
+    text = cumulative_text((3, 10), 1, "i1", "add", False, "false").replace(
+        "stablehlo.return %r : tensor<i1>",
+        "%t = stablehlo.maximum %r, %a : tensor<i1>\n    stablehlo.return %t : tensor<i1>")
+    executable = Client().compile(text, CompileOptions(dump_to=str(tmp_path)))
+    assert "cumulative" not in next(tmp_path.glob("*thunk-sequence.txt")).read_text()
+    x = values((3, 10), np.bool_, 14)
+    np.testing.assert_array_equal(executable.execute_numpy([x])[0], np.logical_or.accumulate(x, 1))
