@@ -25,6 +25,7 @@ from math import prod
 from typing import ClassVar
 
 from mlirxla.dialects.xhlo.builder import create_op, transposed
+from mlirxla.dialects.xhlo.types import shape_of
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir
 
@@ -50,10 +51,6 @@ class DotNumbers:
                           dims("lhs_contracting_dimensions"), dims("rhs_contracting_dimensions"))
 
 
-def shape_of(value: ir.Value) -> list[int]:
-    return list(ir.RankedTensorType(value.type).shape)
-
-
 def gemm_shape(dot: ir.Operation) -> tuple[int, int, int, int, bool, bool] | None:
     """(batch, m, n, k, transpose lhs, transpose rhs) when the dot is a (batched) GEMM over
     row-major buffers, else None. An operand's free dimensions may be several when they lie
@@ -63,7 +60,7 @@ def gemm_shape(dot: ir.Operation) -> tuple[int, int, int, int, bool, bool] | Non
     n] matrix. Batch dimensions leading both operands likewise are one batch of their
     product (attention's [batch, heads, ...] dots)."""
     numbers = DotNumbers.of(dot)
-    lhs_shape, rhs_shape = shape_of(dot.operands[0]), shape_of(dot.operands[1])
+    lhs_shape, rhs_shape = shape_of(dot.operands[0].type), shape_of(dot.operands[1].type)
     if len(numbers.lhs_contracting) != 1 or len(numbers.rhs_contracting) != 1:
         return None
     batched = len(numbers.lhs_batch)
@@ -93,7 +90,7 @@ def wants_canonical_form(dot: ir.Operation) -> bool:
     if not isinstance(ir.RankedTensorType(dot.results[0].type).element_type, ir.FloatType):
         return False
     numbers = DotNumbers.of(dot)
-    lhs_rank, rhs_rank = len(shape_of(dot.operands[0])), len(shape_of(dot.operands[1]))
+    lhs_rank, rhs_rank = len(shape_of(dot.operands[0].type)), len(shape_of(dot.operands[1].type))
     return bool(numbers.lhs_contracting and free_dimensions(lhs_rank, numbers.lhs_batch, numbers.lhs_contracting)
                 and free_dimensions(rhs_rank, numbers.rhs_batch, numbers.rhs_contracting))
 
@@ -102,7 +99,7 @@ def collapsed(value: ir.Value, first: int, count: int, location: ir.Location) ->
     """`value` with its `count` dimensions from `first` on reshaped into one."""
     if count == 1:
         return value
-    shape = shape_of(value)
+    shape = shape_of(value.type)
     merged = shape[:first] + [prod(shape[first:first + count])] + shape[first + count:]
     result_type = ir.RankedTensorType.get(merged, ir.RankedTensorType(value.type).element_type)
     return create_op("xhlo.reshape", [value], [result_type], {}, location).results[0]
@@ -122,8 +119,8 @@ def canonicalize(dot: ir.Operation) -> None:
     """Replace `dot` by the GEMM-form dot of transposed (and reshaped) operands."""
     numbers = DotNumbers.of(dot)
     lhs, rhs = dot.operands
-    lhs_free = free_dimensions(len(shape_of(lhs)), numbers.lhs_batch, numbers.lhs_contracting)
-    rhs_free = free_dimensions(len(shape_of(rhs)), numbers.rhs_batch, numbers.rhs_contracting)
+    lhs_free = free_dimensions(len(shape_of(lhs.type)), numbers.lhs_batch, numbers.lhs_contracting)
+    rhs_free = free_dimensions(len(shape_of(rhs.type)), numbers.rhs_batch, numbers.rhs_contracting)
     batched, contracting = len(numbers.lhs_batch), len(numbers.lhs_contracting)
     location = dot.location
     with ir.InsertionPoint(dot):
@@ -132,7 +129,7 @@ def canonicalize(dot: ir.Operation) -> None:
         rhs = collapsed(transposed(rhs, numbers.rhs_batch + numbers.rhs_contracting + rhs_free, location),
                         batched, contracting, location)
         attributes = {name: dot.attributes[name] for name in dot.attributes if name != "dot_dimension_numbers"}
-        attributes["dot_dimension_numbers"] = canonical_numbers(batched, len(shape_of(lhs)))
+        attributes["dot_dimension_numbers"] = canonical_numbers(batched, len(shape_of(lhs.type)))
         replacement = create_op("xhlo.dot", [lhs, rhs], [dot.results[0].type], attributes, location)
     dot.results[0].replace_all_uses_with(replacement.results[0])
     dot.erase()

@@ -15,6 +15,7 @@ must define division by zero as XLA does); booleans only and, or, xor, select an
 import numpy as np
 
 from mlirxla.mlir import ir
+from mlirxla.runtime.literals import storage_dtype
 from mlirxla.transforms.algsimp_patterns.common import splat_number
 from mlirxla.transforms.fusion_legality import kind_of
 
@@ -205,9 +206,4 @@ def evaluate_region(region: ir.Region, arguments: list[np.ndarray]) -> list[np.n
 
 
 def numpy_type(value: ir.Value) -> np.dtype:
-    element = element_of(value)
-    if element == "i1":
-        return np.dtype(np.bool_)
-    if is_float(element):
-        return np.dtype(f"float{element[1:]}")
-    return np.dtype(f"{'u' if is_unsigned(value.type) else ''}int{element[1:]}")
+    return np.dtype(storage_dtype(ir.RankedTensorType(value.type).element_type))

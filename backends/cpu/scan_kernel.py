@@ -133,10 +133,12 @@ def scan_module_text(symbol: str, op: ir.Operation, scan: Scan) -> str:
                (("input", op.operands[0]), ("init", op.operands[1]), ("result", op.results[0]))}
     text = LoopText(symbol, list(memrefs.items()))
 
+    one_op = None if scan.combiner == COMPUTATION else combiner_op(scan.combiner, element, is_unsigned(op.operands[0].type))
+
     def combine(accumulated: str, value: str) -> str:
-        if scan.combiner == COMPUTATION:
+        if one_op is None:
             return emit_region(text, op.regions[0], [accumulated, value])[0]
-        return text.value(f"{combiner_op(scan.combiner, element, is_unsigned(op.operands[0].type))} {accumulated}, {value} : {element}")
+        return text.value(f"{one_op} {accumulated}, {value} : {element}")
 
     init = text.load("%init", memrefs["init"], [])
     length = scan.shape[scan.axis]
