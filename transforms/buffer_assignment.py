@@ -9,8 +9,9 @@ conditional branch's arguments share the conditional's operands and its returned
 conditional's results; an in-place `dynamic_update_slice` (or a fusion rooted in one) or
 one-input `scatter` (XLA's scatter is in place too; the operand must not be its indices or
 updates as well) shares its operand's buffer when the operand is a temp with no later use,
-and so may an elementwise op's result take over a same-size operand's buffer (option
-`share-elementwise`, on by default, as XLA's CanShareOperandBufferWithUser). Copies never
+and so may an elementwise op's result, or each result of a loop fusion reading the operand
+elementwise, take over a same-size operand's buffer (option `share-elementwise`, on by
+default, as XLA's CanShareOperandBufferWithUser). Copies never
 alias. Fusion and other region bodies (reducers, sort comparators, ...) are opaque: one
 kernel, their inner values get no buffers.
 
@@ -307,10 +308,10 @@ class Analysis:
             self.in_place.append(([operands[0]], results[0], self.op_time[op]))
         elif self.share_elementwise and kind_of(op) in ELEMENTWISE and len(results) == 1:
             self.in_place.append((operands, results[0], self.op_time[op]))
-        elif self.share_elementwise and op.name == "xhlo.fusion" and len(results) == 1:
-            readable = elementwise_read_operands(op)
-            if readable:
-                self.in_place.append((readable, results[0], self.op_time[op]))
+        elif self.share_elementwise and op.name == "xhlo.fusion":
+            for index, result in enumerate(results):
+                if readable := elementwise_read_operands(op, index):
+                    self.in_place.append((readable, result, self.op_time[op]))
 
     def use_time(self, value: ir.Value, time: int, user_scope: tuple) -> int:
         defined = self.values[value].scope

@@ -16,7 +16,9 @@ buffer that is read-only, a copy gives the writer a fresh buffer:
   (the loop never writes that buffer, so it may stay the parameter's); a body result
   returned twice, that is a constant, or that comes from outside the loop (CSE shares a loop
   invariant with the enclosing computation); a body result whose definition could overwrite the
-  carried value while the body still reads it (`overwrites_live_parameter`); each value
+  carried value while the body still reads it (`overwrites_live_parameter`: a loop fusion
+  reading carried values elementwise writes its results over them, one result or several,
+  as jax's binary search moves both bounds in one fusion); each value
   seen through the bitcasts and optimization barriers that forward its buffer;
 - conditional branch results that are constants, branch parameters or returned twice, also
   seen through bitcasts and optimization barriers (the branches' results share the
@@ -205,7 +207,7 @@ def reads_in_place(op: ir.Operation, value: ir.Value) -> bool:
         return value in operands[:(len(operands) - 1) // 2] and operands.count(value) == 1
     if kind_of(op) in ELEMENTWISE:
         return len(op.results) == 1 and op.results[0].type == value.type
-    return op.name == "xhlo.fusion" and len(op.results) == 1 and value in elementwise_read_operands(op)
+    return op.name == "xhlo.fusion" and any(value in elementwise_read_operands(op, index) for index in range(len(op.results)))
 
 
 @dataclass(frozen=True)

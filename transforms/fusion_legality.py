@@ -479,7 +479,7 @@ def fused_operand_count(producer: ir.Operation, consumer: ir.Operation) -> int:
     return len(values) - len(producer.results)
 
 
-def elementwise_read_operands(fusion: ir.Operation) -> list[ir.Value]:
+def elementwise_read_operands(fusion: ir.Operation, index: int = 0) -> list[ir.Value]:
     """Operands of a loop fusion that it reads only elementwise at the index it writes: every
     path of uses from the parameter to the fusion's root goes through elementwise ops of the
     result's shape (XLA's AreTransitiveUsesElementwiseOrTuple; an elementwise op feeding a
@@ -490,8 +490,10 @@ def elementwise_read_operands(fusion: ir.Operation) -> list[ir.Value]:
     an operand (`READ_WHERE_WRITTEN`): its kernel may keep a value it materializes (a
     reduction, a transpose) in the result's buffer before the root reads the operand there
     (`jnp.ptp`'s max - min read the minimum back as the maximum, `jax.scipy.special.spence`'s
-    polynomial returned garbage)."""
-    result_type = fusion.results[0].type
+    polynomial returned garbage). `index` picks the result of a multi-output fusion: its
+    kernel reads an operand before any loop nest overwrites it (`overwritten_operands.py`
+    joins sibling nests or reads a copy)."""
+    result_type = fusion.results[index].type
     if ("kind" not in fusion.attributes or ir.StringAttr(fusion.attributes["kind"]).value != "loop"
             or not isinstance(result_type, ir.RankedTensorType)):
         return []

@@ -4,7 +4,8 @@ as a list you can read (and `--dump` shows the module between each, with `dump_p
 StableHLO becomes linalg on tensors (the toolkit's `stablehlo-legalize-to-linalg`; a
 concatenate written to a result first becomes its operands inserted into slices of it,
 `concatenation.py`); elementwise linalg ops fuse into one loop nest; an elementwise loop
-nest writes over an operand that dies there (`materialization.py`); empty-tensor elimination and one-shot
+nest writes over an operand that dies there (`materialization.py`); an operand a result overwrites is
+read before any loop nest writes that result's memory (`overwritten_operands.py`); empty-tensor elimination and one-shot
 bufferization write results into the destination memrefs the kernel was given
 (`kernel_source.py`), so nothing is allocated for results; what bufferization still
 allocates (a reduction's results, one slice of a batch-slice kernel's convolutions) becomes
@@ -46,7 +47,7 @@ from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir, linalg, llvm, stablehlo
 
-from . import bf16_truncation, concatenation, convolution_library, dot_algorithms, excess_precision, generated_broadcasts, integer_order_reductions, kernel_scratch, llvm_text, loop_order, masked_loop_splitting, materialization, math_approximations, narrow_induction, narrow_reductions, native_bf16_rounding, partial_sums, row_fusion, splat_constants, tiling
+from . import bf16_truncation, concatenation, convolution_library, dot_algorithms, excess_precision, generated_broadcasts, integer_order_reductions, kernel_scratch, llvm_text, loop_order, masked_loop_splitting, materialization, math_approximations, narrow_induction, narrow_reductions, native_bf16_rounding, overwritten_operands, partial_sums, row_fusion, splat_constants, tiling
 
 TO_LINALG = [
     "func.func(stablehlo-legalize-to-linalg)",
@@ -175,6 +176,7 @@ def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None, allow
                 convolution_library.mark_library_convolutions(module)
             with ir.Location.unknown():
                 splat_constants.fill_splat_constants(module)
+                overwritten_operands.keep_overwritten_operands_readable(module)
             run_passes(module, BUFFERIZE)
             scratch = kernel_scratch.scratch_from_arguments(module)
             with ir.Location.unknown():
