@@ -29,24 +29,36 @@ MEMREF_VIEWS = ("memref.expand_shape", "memref.collapse_shape", "memref.subview"
 
 
 def keep_overwritten_operands_readable(module: ir.Module) -> tuple[int, int]:
-    """Merge or copy as above in every kernel of `module`: (loop nests merged, operands copied)."""
+    """Merge or copy as above in every kernel of `module`: (loop nests merged, operands copied).
+    Until nothing changes: a join moves a writer to its sibling's place, which may put a read
+    of another overwritten operand after that operand's writer."""
     merged = copied = 0
     for function in ops_named(module, "func.func"):
         if not function.regions[0].blocks:
             continue
         block = function.regions[0].blocks[0]
-        for operand, argument in overwritten_operands(block):
-            late = []
-            while (value := materialized_value(block, argument)) is not None:
-                writer, first = top_level(defining_op(value), block), first_writer(value, block)
-                late = late_readers(operand, first)
-                if not late or first != writer or (joined := join_siblings(writer, late[0], operand)) is None:
-                    break
-                merged += 1
-            if late:
-                read_copy(operand, late)
-                copied += 1
+        changed = True
+        while changed:
+            changed = False
+            for operand, argument in overwritten_operands(block):
+                joins, copy = keep_readable(block, operand, argument)
+                merged, copied, changed = merged + joins, copied + copy, changed or joins + copy > 0
     return merged, copied
+
+
+def keep_readable(block: ir.Block, operand: ir.Value, argument: ir.Value) -> tuple[int, int]:
+    """Join the writer of `argument` with its later siblings reading `operand`, then let the
+    other later readers read a copy: (nests joined, copies made)."""
+    joins, late = 0, []
+    while (value := materialized_value(block, argument)) is not None:
+        writer, first = top_level(defining_op(value), block), first_writer(value, block)
+        late = late_readers(operand, first)
+        if not late or first != writer or (joined := join_siblings(writer, late[0], operand)) is None:
+            break
+        joins += 1
+    if late:
+        read_copy(operand, late)
+    return joins, int(bool(late))
 
 
 def overwritten_operands(block: ir.Block) -> list[tuple[ir.Value, ir.Value]]:
@@ -118,13 +130,14 @@ def late_readers(operand: ir.Value, writer: ir.Operation) -> list[ir.Operation]:
     return sorted(readers, key=lambda op: sum(1 for other in readers if other.is_before_in_block(op)))
 
 
-def uses_through_views(value: ir.Value) -> list[ir.OpOperand]:
+def uses_through_views(value: ir.Value, all_uses: bool = False) -> list[ir.OpOperand]:
+    """The uses of `value` and of the views of it, the views' own uses only with `all_uses`."""
     found, work = [], [value]
     while work:
         for use in work.pop().uses:
             if use.owner.name in VIEWS:
                 work.append(use.owner.results[0])
-            else:
+            if all_uses or use.owner.name not in VIEWS:
                 found.append(use)
     return found
 
@@ -192,8 +205,9 @@ def is_elementwise_nest(op: ir.Operation, operand: ir.Value) -> bool:
     inputs, outputs = split_operands(op)
     maps = maps_of(op)
     identity = ir.AffineMap.get_identity(len(ir.ArrayAttr(op.attributes["iterator_types"])))
+    views = {use.owner.results[0] for use in uses_through_views(operand, all_uses=True) if use.owner.name in VIEWS}
     return (all(m == identity for m in maps[len(inputs):])
-            and all(m == identity for value, m in zip(inputs, maps) if value == operand))
+            and all(value == operand and m == identity for value, m in zip(inputs, maps) if value == operand or value in views))
 
 
 def split_operands(op: ir.Operation) -> tuple[list[ir.Value], list[ir.Value]]:
