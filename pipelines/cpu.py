@@ -7,6 +7,8 @@
     collectives); rng_bit_generator expansion (Threefry and Philox as integer
     arithmetic, XLA:CPU's bits)
  -> simplification (to a fixed point)
+ -> while-loop constant sinking (a loop recomputes the constants and broadcasts of constants it
+    reads, which CSE shared with the computation around it: fusion folds them into its kernels)
  -> collective combining (independent all-reduces, then all-gathers, of one kind become one
     variadic op: XLA's AllReduceCombiner and AllGatherCombiner, run after simplification so
     that dead collectives are gone before they are bundled with live ones)
@@ -57,6 +59,7 @@ from mlirxla.transforms.sharding_propagation import ShardingPropagationPass
 from mlirxla.transforms.sharding_remover import ShardingRemoverPass
 from mlirxla.transforms.spmd_partitioner import SpmdPartitionerPass
 from mlirxla.transforms.top_k_rewriter import TopKRewriterPass
+from mlirxla.transforms.while_loop_constant_sinking import WhileLoopConstantSinkingPass
 
 from .pipeline import Pipeline
 from .simplification import simplification_pipeline
@@ -86,6 +89,7 @@ def compiler_pipeline(name: str, alignment: int, fusion_cost_model: str, batch_s
         .add(SpmdPartitionerPass())
         .add(RngBitGeneratorExpanderPass())
         .fixed_point(simplification_pipeline(), max_iterations=25)
+        .add(WhileLoopConstantSinkingPass())
         .add(AllReduceCombinerPass())
         .add(AllGatherCombinerPass())
         .add(Convolution1dTo2dPass())

@@ -40,6 +40,7 @@ PASSES = {
     "xhlo-top-k-rewriter": "top_k_rewriter:TopKRewriterPass",
     "xhlo-layout-assignment": "layout_assignment:LayoutAssignmentPass",
     "xhlo-reshape-to-bitcast": "reshape_to_bitcast:ReshapeToBitcastPass",
+    "xhlo-while-loop-constant-sinking": "while_loop_constant_sinking:WhileLoopConstantSinkingPass",
     "xhlo-copy-insertion": "copy_insertion:CopyInsertionPass",
     "xhlo-copy-removal": "copy_removal:CopyRemovalPass",
     "xhlo-scheduling": "scheduling:SchedulingPass",
