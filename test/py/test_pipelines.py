@@ -310,7 +310,7 @@ def test_cli_cpu_pipeline_dump_of_the_jax_mlp(tmp_path):
         "simplification.after_xhlo-algsimp.before_xhlo-constant-folding.mlir",
         "simplification.after_cse.before_xhlo-dce.mlir",
         "simplification.after_pipeline-start.before_xhlo-call-inliner.mlir",
-        "cpu.after_simplification.before_xhlo-all-reduce-combiner.mlir",
+        "cpu.after_simplification.before_xhlo-while-loop-constant-sinking.mlir",
         "cpu.after_xhlo-layout-assignment.before_xhlo-copy-removal.mlir",
         "cpu.after_xhlo-priority-fusion.before_xhlo-multi-output-fusion.mlir",
         "cpu.after_xhlo-output-fusion.before_xhlo-batch-slice-fusion.mlir",
