@@ -33,7 +33,8 @@ of them while it is in cache (`row_fusion.py`); a loop whose mask compares its p
 a bound (a causal mask) is split where the mask changes, each part computing only what it
 selects (`masked_loop_splitting.py`); an innermost loop's index cast to i32 (a
 mask's positions) is an i32 counter the loop carries, which the vectorizer keeps in i32
-lanes (`narrow_induction.py`); a float sum over several dimensions adds each row into a
+lanes (`narrow_induction.py`); an innermost loop of at most four iterations is unrolled, so that
+the loop around it is the one the vectorizer widens (`short_loop_unrolling.py`); a float sum over several dimensions adds each row into a
 partial sum of its own, not into the running total (`partial_sums.py`: XLA's accuracy);
 an f32 NHWC convolution becomes a call of the runtime library's register-tiled direct
 convolution after bufferization (`convolution_library.py`). Functions take bare pointers
@@ -47,7 +48,7 @@ from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir, linalg, llvm, stablehlo
 
-from . import bf16_truncation, concatenation, convolution_library, dot_algorithms, excess_precision, generated_broadcasts, integer_order_reductions, kernel_scratch, llvm_text, loop_order, masked_loop_splitting, materialization, math_approximations, narrow_induction, narrow_reductions, native_bf16_rounding, overwritten_operands, partial_sums, row_fusion, splat_constants, tiling
+from . import bf16_truncation, concatenation, convolution_library, dot_algorithms, excess_precision, generated_broadcasts, integer_order_reductions, kernel_scratch, llvm_text, loop_order, masked_loop_splitting, materialization, math_approximations, narrow_induction, narrow_reductions, native_bf16_rounding, overwritten_operands, partial_sums, row_fusion, short_loop_unrolling, splat_constants, tiling
 
 TO_LINALG = [
     "func.func(stablehlo-legalize-to-linalg)",
@@ -200,6 +201,7 @@ def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None, allow
                     masked_loops_split = masked_loop_splitting.split_masked_loops(module)
                     partial_sums.add_rows_into_partial_sums(module)
                     narrow_induction.count_in_narrow_integers(module)
+                    short_loop_unrolling.unroll_short_loops(module)
                     # after bf16 and f16 math became f32 math, so that it is approximated too
                     math_approximations.approximate(module)
                     native_bf16_rounding.round_bf16_natively(module)

@@ -1895,3 +1895,38 @@ def test_splat_constants_are_filled_not_spelled_out(tmp_path):
     ones, joined = executable.execute_numpy([x])
     np.testing.assert_array_equal(ones, np.ones((256, 1024), np.int8))
     np.testing.assert_array_equal(joined, np.concatenate([x, np.full((64, 1024), 2.5, np.float32)]))
+
+
+# threefry over a key's two words, one key per element (jax's vmapped keys): the words of
+# (n, 2) arrays, mixed with a value per element broadcast from (n, 1), rotated in rounds
+def key_pairs(words: int, rounds: int = 20) -> str:
+    shape = f"tensor<4096x{words}xui32>"
+    lines = [f"%b = stablehlo.broadcast_in_dim %k, dims = [0, 1] : (tensor<4096x1xui32>) -> {shape}",
+             f"%v0 = stablehlo.add %x, %b : {shape}"]
+    for n in range(rounds):
+        left, right = 13 + n % 7, 19 - n % 7
+        lines += [f"%cl{n} = stablehlo.constant dense<{left}> : {shape}",
+                  f"%cr{n} = stablehlo.constant dense<{right}> : {shape}",
+                  f"%l{n} = stablehlo.shift_left %v{n}, %cl{n} : {shape}",
+                  f"%r{n} = stablehlo.shift_right_logical %v{n}, %cr{n} : {shape}",
+                  f"%o{n} = stablehlo.or %l{n}, %r{n} : {shape}",
+                  f"%a{n} = stablehlo.add %o{n}, %b : {shape}",
+                  f"%v{n + 1} = stablehlo.xor %a{n}, %v{n} : {shape}"]
+    body = "\n  ".join(lines)
+    return (f"func.func @main(%x: {shape}, %k: tensor<4096x1xui32>) -> {shape} {{\n  {body}\n"
+            f"  return %v{rounds} : {shape}\n}}\n")
+
+
+@pytest.mark.parametrize("words", [2, 4])
+def test_a_loop_around_a_short_innermost_one_is_vectorized(tmp_path, words):
+    """The loop over a key's words is unrolled, and the vectorizer widens the loop over the
+    keys (interleaved loads and stores): LLVM left a 2-iteration loop of 20 rounds as it was,
+    and the kernel ran scalar (jax.random.gamma's threefry, 4x to 7x slower). The results are
+    the interpreter's."""
+    text = key_pairs(words)
+    arguments = random_arguments(frontdoor.import_text(text, "test", new_context()).module, np.random.default_rng(2))
+    [got] = Client().compile(text, CompileOptions(dump_to=str(tmp_path))).execute_numpy(arguments)
+    [expected] = reference_outputs(frontdoor.import_text(text, "test", new_context()).module, arguments)
+    np.testing.assert_array_equal(got, expected)
+    optimized = "".join(path.read_text() for path in tmp_path.glob("*.ir-with-opt.ll"))
+    assert re.search(r"<(8|16) x i32>", optimized)
