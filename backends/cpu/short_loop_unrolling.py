@@ -23,18 +23,20 @@ def unroll_short_loops(module: ir.Module) -> int:
     unrolled = 0
     for loop in ops_named(module, "scf.for"):
         trips = trip_values(loop)
-        if trips is not None and len(trips) <= MAX_TRIPS and is_plain_innermost(loop):
+        if trips is not None and is_plain_innermost(loop):
             unroll(loop, trips)
             unrolled += 1
     return unrolled
 
 
-def trip_values(loop: ir.Operation) -> list[int] | None:
-    """The induction variable's values, when the bounds and step are constants."""
+def trip_values(loop: ir.Operation) -> range | None:
+    """The induction variable's values, when the bounds and step are constants and they are
+    at most `MAX_TRIPS`."""
     bounds = [constant_index(loop.operands[i]) for i in range(3)]
     if None in bounds or bounds[2] <= 0:
         return None
-    return list(range(*bounds))
+    trips = range(*bounds)
+    return trips if len(trips) <= MAX_TRIPS else None
 
 
 def constant_index(value: ir.Value) -> int | None:
@@ -50,7 +52,7 @@ def is_plain_innermost(loop: ir.Operation) -> bool:
     return len(loop.results) == 0 and all(len(op.operation.regions) == 0 for op in body.operations)
 
 
-def unroll(loop: ir.Operation, trips: list[int]) -> None:
+def unroll(loop: ir.Operation, trips: range) -> None:
     body = loop.regions[0].blocks[0]
     ops = [op.operation for op in body.operations][:-1]  # the scf.yield left out
     index = ir.IndexType.get()
