@@ -434,7 +434,10 @@ def fusion_refusal(
     elif kernels.creates_cycle(producer, consumer):
         return "fusion would create a cycle"
     size = len(producer_body.kinds) + len(consumer_body.kinds)
-    if size > limits.max_fused_ops:
+    # a constant taken in is a number in the kernel instead of an operand loaded from memory:
+    # jax's randint divides by its span, which as an operand LLVM could not turn into a
+    # multiply, and the kernel ran a scalar division per element
+    if size > limits.max_fused_ops and set(producer_body.kinds) != {"constant"}:
         return f"the fusion would hold {size} ops, more than the maximum of {limits.max_fused_ops}"
     operands = kernels.operand_count(producer, consumer)
     if operands > limits.max_operands:

@@ -180,3 +180,37 @@ def test_row_fusion_makes_a_layer_norm_one_kernel_with_the_same_results(context)
     the same in every row, still work row by row: its two reductions join one kernel, which
     computes the same."""
     assert_one_kernel_with_the_same_results(frontdoor.import_text(LAYER_NORM, "layer_norm.mlir", context).module)
+
+
+def long_chain_divided_by_a_constant(length: int) -> str:
+    """`length` elementwise ops on x, then the remainder by a constant (jax's randint: threefry
+    rounds, then the bits modulo the span)."""
+    lines = ["%v0 = stablehlo.add %x, %x : tensor<1024xui32>"]
+    for n in range(length):
+        op = ("xor", "add", "or")[n % 3]
+        lines.append(f"%v{n + 1} = stablehlo.{op} %v{n}, %x : tensor<1024xui32>")
+    body = "\n  ".join(lines)
+    return f"""func.func @main(%x: tensor<1024xui32>) -> tensor<1024xui32> {{
+  {body}
+  %span = stablehlo.constant dense<1000> : tensor<1xui32>
+  %spans = stablehlo.broadcast_in_dim %span, dims = [0] : (tensor<1xui32>) -> tensor<1024xui32>
+  %r = stablehlo.remainder %v{length}, %spans : tensor<1024xui32>
+  return %r : tensor<1024xui32>
+}}
+"""
+
+
+def test_a_full_fusion_still_takes_in_a_constant(context):
+    """A kernel at the size limit takes in a constant all the same: it is a number in the
+    code instead of an operand loaded from memory (dividing by one, the kernel ran a scalar
+    division per element)."""
+    # 125 ops: the kernel reaches the size limit just before the constant is considered
+    module = frontdoor.import_text(long_chain_divided_by_a_constant(125), "chain.mlir", context).module
+    arguments = random_arguments(module, 5)
+    before = reference_outputs(module, arguments)
+    PipelineRunner(module).run(Pipeline("p").add(named_pipeline("simplification")).add(PriorityFusionPass()))
+    main = module.body.operations[0]
+    top = [op.operation.name for op in main.regions[0].blocks[0].operations]
+    assert "xhlo.constant" not in top, top
+    for a, b in zip(reference_outputs(module, arguments), before):
+        np.testing.assert_array_equal(a, b)
