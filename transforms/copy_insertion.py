@@ -207,7 +207,8 @@ def reads_in_place(op: ir.Operation, value: ir.Value) -> bool:
         return value in operands[:(len(operands) - 1) // 2] and operands.count(value) == 1
     if kind_of(op) in ELEMENTWISE:
         return len(op.results) == 1 and op.results[0].type == value.type
-    return op.name == "xhlo.fusion" and any(value in elementwise_read_operands(op, index) for index in range(len(op.results)))
+    return op.name == "xhlo.fusion" and any(value in elementwise_read_operands(op, index, positional=True)
+                                            for index in range(len(op.results)))
 
 
 @dataclass(frozen=True)

@@ -482,7 +482,7 @@ def fused_operand_count(producer: ir.Operation, consumer: ir.Operation) -> int:
     return len(values) - len(producer.results)
 
 
-def elementwise_read_operands(fusion: ir.Operation, index: int = 0) -> list[ir.Value]:
+def elementwise_read_operands(fusion: ir.Operation, index: int = 0, positional: bool = False) -> list[ir.Value]:
     """Operands of a loop fusion that it reads only elementwise at the index it writes: every
     path of uses from the parameter to the fusion's root goes through elementwise ops of the
     result's shape (XLA's AreTransitiveUsesElementwiseOrTuple; an elementwise op feeding a
@@ -495,17 +495,23 @@ def elementwise_read_operands(fusion: ir.Operation, index: int = 0) -> list[ir.V
     (`jnp.ptp`'s max - min read the minimum back as the maximum, `jax.scipy.special.spence`'s
     polynomial returned garbage). `index` picks the result of a multi-output fusion: its
     kernel reads an operand before any loop nest overwrites it (`overwritten_operands.py`
-    joins sibling nests or reads a copy)."""
+    joins sibling nests or reads a copy). With `positional`, a path may also go through
+    reshapes and unit-dimension broadcasts, which keep each element at its position in
+    row-major order, and through a gather's indices, one element gathered per index (jax's
+    binary search gathers the midpoints of its bounds): the element at a position is still
+    read only to compute the result there."""
     result_type = fusion.results[index].type
     if ("kind" not in fusion.attributes or ir.StringAttr(fusion.attributes["kind"]).value != "loop"
             or not isinstance(result_type, ir.RankedTensorType)):
         return []
     block = fusion.regions[0].blocks[0]
-    if any(kind_of(op) not in READ_WHERE_WRITTEN for op in block.operations):
+    allowed = READ_WHERE_WRITTEN | {"gather"} if positional else READ_WHERE_WRITTEN
+    if any(kind_of(op) not in allowed for op in block.operations):
         return []
     shape = ir.RankedTensorType(result_type).shape
+    reaches = reaches_root_at_its_position if positional else reaches_root_elementwise
     return [operand for argument, operand in zip(block.arguments, fusion.operands)
-            if argument.type == result_type and reaches_root_elementwise(argument, shape)]
+            if argument.type == result_type and reaches(argument, shape)]
 
 
 def reaches_root_elementwise(value: ir.Value, shape: list[int]) -> bool:
@@ -524,3 +530,44 @@ def reaches_root_elementwise(value: ir.Value, shape: list[int]) -> bool:
             seen.add(user)
             work.append(user.results[0])
     return True
+
+
+def reaches_root_at_its_position(value: ir.Value, shape: list[int]) -> bool:
+    """Whether every path of uses from `value` to a root keeps each element at its row-major
+    position (`elementwise_read_operands`' `positional`)."""
+    count = element_count(value.type)
+    work, seen = [value], set()
+    while work:
+        current = work.pop()
+        uses = list(current.uses)
+        if not uses:
+            return False
+        for use in uses:
+            user = use.owner
+            if user.name == "xhlo.return" or user in seen:
+                continue
+            if not keeps_positions(user, use.operand_number, count):
+                return False
+            seen.add(user)
+            work.append(user.results[0])
+    return True
+
+
+def keeps_positions(user: ir.Operation, operand: int, count: int) -> bool:
+    """Whether `user`'s result element at each row-major position depends on its operand
+    `operand` only at that position, and there are `count` of each."""
+    result_type = user.results[0].type
+    if not isinstance(result_type, ir.RankedTensorType) or element_count(result_type) != count:
+        return False
+    kind = kind_of(user)
+    if kind in ELEMENTWISE:
+        return list(ir.RankedTensorType(result_type).shape) == list(ir.RankedTensorType(user.operands[operand].type).shape)
+    if kind in ("reshape", "bitcast"):
+        return True
+    if kind == "broadcast":
+        dimensions = list(ir.DenseI64ArrayAttr(user.attributes["dimensions"]))
+        return dimensions == sorted(dimensions)
+    if kind == "gather":
+        return operand == 1 and user.operands[0] != user.operands[1] and all(
+            size == 1 for size in ir.DenseI64ArrayAttr(user.attributes["slice_sizes"]))
+    return False

@@ -231,6 +231,7 @@ class MergeBlock:
         self.unprofitable: set = set()
         self.describe = Descriptions()
         self.graph = MultiOutputGraph(block)
+        self.sibling_fusions: set = set()  # the fusions sibling fusion made (see `producer_consumer_step`)
 
     # what each kernel is never changes (a merge makes a new kernel): asked once each
 
@@ -349,6 +350,7 @@ class MergeBlock:
         per layer) becomes one fusion in one scan, not one merge and rescan per kernel."""
         exposed = [result for member in group for result in member.results]
         fusion = self.graph.merge(group, exposed, self.namer)
+        self.sibling_fusions.add(fusion)
         if self.log is None:
             return
         texts = [self.description(member) for member in group]
@@ -362,6 +364,10 @@ class MergeBlock:
         graph = self.graph
         for producer in list(graph.order):
             users = graph.users(producer)
+            if len(users) == 1 and users[0] in self.sibling_fusions and not self.problem(producer):
+                if self.fuse_into_siblings(producer, users[0]):
+                    return True
+                continue
             if len(users) < 2 or self.problem(producer):
                 continue
             if graph.kind(producer) in ("broadcast", "iota", "reshape", "transpose", "slice", "convert"):
@@ -386,6 +392,27 @@ class MergeBlock:
                                                 self.description(consumer), fusion=self.description(fusion)))
                 return True
         return False
+
+    def fuse_into_siblings(self, producer: Kernel, consumer: Kernel) -> bool:
+        """Fuse `producer` into the sibling fusion `consumer`, its only user. Priority fusion
+        refused it while the siblings were apart: it would have been duplicated into each,
+        an expensive producer (jax's binary search: the compare of a gathered midpoint, read
+        by the select of each bound; fused, one kernel a step reads and writes the bounds
+        once). True when fused."""
+        reason = self.problem(consumer)
+        reason = f"the consumer cannot be fused ({reason})" if reason else None
+        reason = reason or fusion_refusal(producer, consumer, duplicate=False, limits=self.limits, kernels=self.graph)
+        reason = reason or size_problem([producer, consumer], self.op_count(producer) + self.op_count(consumer),
+                                        len(consumer.results), self.limits)
+        if reason:
+            self.refuse("producer-consumer", producer, consumer, reason)
+            return False
+        fusion = self.graph.merge([producer, consumer], list(consumer.results), self.namer)
+        self.sibling_fusions.add(fusion)
+        if self.log is not None:
+            self.log.append(MofDecision("fused", "producer-consumer", self.description(producer),
+                                        self.description(consumer), fusion=self.description(fusion)))
+        return True
 
     def loop_pc_problem(self, producer: Kernel, consumer: Kernel) -> str | None:
         """Why `producer` may not become extra outputs of the loop `consumer` (an optimizer's

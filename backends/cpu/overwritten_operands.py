@@ -25,7 +25,7 @@ from mlirxla.mlir import ir
 
 RESHAPES = ("tensor.expand_shape", "tensor.collapse_shape", "builtin.unrealized_conversion_cast")
 VIEWS = RESHAPES + ("tensor.extract_slice",)
-MEMREF_VIEWS = ("memref.expand_shape", "memref.collapse_shape", "memref.subview")
+MEMREF_VIEWS = ("memref.expand_shape", "memref.collapse_shape", "memref.subview", "memref.reinterpret_cast")
 
 
 def keep_overwritten_operands_readable(module: ir.Module) -> tuple[int, int]:

@@ -15,13 +15,15 @@ from mlirxla.mlir import ir
 
 N = 64
 
-# B is read-only; A's memory is r0's; r1 is fresh. `BODY` computes %x (into r0) and %y.
+# B is read-only; A's memory is r0's; r1 is fresh. `BODY` computes %x (into r0, through a view
+# of it, as `materialization.unreshaped_result` writes a reshaped result) and %y.
 KERNEL = """
 func.func @k(%a: memref<64xf32>, %b: memref<64xf32>, %r0: memref<64xf32> {llvm.noalias}, %r1: memref<64xf32> {llvm.noalias}) {
   %A = bufferization.to_tensor %r0 restrict writable : memref<64xf32> to tensor<64xf32>
   %B = bufferization.to_tensor %b restrict : memref<64xf32> to tensor<64xf32>
   BODY
-  bufferization.materialize_in_destination %x in restrict writable %r0 : (tensor<64xf32>, memref<64xf32>) -> ()
+  %view = memref.reinterpret_cast %r0 to offset: [0], sizes: [64], strides: [1] : memref<64xf32> to memref<64xf32, strided<[1]>>
+  bufferization.materialize_in_destination %x in restrict writable %view : (tensor<64xf32>, memref<64xf32, strided<[1]>>) -> ()
   bufferization.materialize_in_destination %y in restrict writable %r1 : (tensor<64xf32>, memref<64xf32>) -> ()
   return
 }
