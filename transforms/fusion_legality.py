@@ -509,9 +509,9 @@ def elementwise_read_operands(fusion: ir.Operation, index: int = 0, positional: 
     if any(kind_of(op) not in allowed for op in block.operations):
         return []
     shape = ir.RankedTensorType(result_type).shape
-    reaches = reaches_root_at_its_position if positional else reaches_root_elementwise
     return [operand for argument, operand in zip(block.arguments, fusion.operands)
-            if argument.type == result_type and reaches(argument, shape)]
+            if argument.type == result_type
+            and (reaches_root_at_its_position(argument) if positional else reaches_root_elementwise(argument, shape))]
 
 
 def reaches_root_elementwise(value: ir.Value, shape: list[int]) -> bool:
@@ -532,7 +532,7 @@ def reaches_root_elementwise(value: ir.Value, shape: list[int]) -> bool:
     return True
 
 
-def reaches_root_at_its_position(value: ir.Value, shape: list[int]) -> bool:
+def reaches_root_at_its_position(value: ir.Value) -> bool:
     """Whether every path of uses from `value` to a root keeps each element at its row-major
     position (`elementwise_read_operands`' `positional`)."""
     count = element_count(value.type)

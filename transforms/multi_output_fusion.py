@@ -23,7 +23,10 @@ bodies) until nothing changes:
   new moments, returned and read by the parameter update, then come out of the update's
   kernel, which reads gradient, moments and parameter once and writes the three results,
   instead of a second kernel reading back both moments it just wrote. Refused on a path of
-  uses between them other than the direct one (a cycle) and by the size rule.
+  uses between them other than the direct one (a cycle) and by the size rule. A producer
+  whose only user is a fusion of siblings joins it (no extra output): priority fusion kept
+  it apart because it would have been duplicated into each sibling (jax's binary search:
+  the compare of the gathered midpoints, read by the select of each bound).
 
 The scans and merges run on a Python graph of the block (`multi_output_graph.py`: kernels,
 values, use lists and block order as merging one fusion at a time in MLIR left them), and
