@@ -22,6 +22,7 @@ writing that result must be the last reader of the operand:
 
 from mlirxla.ir_queries import defining_op, ops_named
 from mlirxla.mlir import ir
+from mlirxla.transforms.fusion_legality import ancestor_in_block
 
 RESHAPES = ("tensor.expand_shape", "tensor.collapse_shape", "builtin.unrealized_conversion_cast")
 VIEWS = RESHAPES + ("tensor.extract_slice",)
@@ -51,7 +52,7 @@ def keep_readable(block: ir.Block, operand: ir.Value, argument: ir.Value) -> tup
     other later readers read a copy: (nests joined, copies made)."""
     joins, late = 0, []
     while (value := materialized_value(block, argument)) is not None:
-        writer, first = top_level(defining_op(value), block), first_writer(value, block)
+        writer, first = ancestor_in_block(defining_op(value), block), first_writer(value, block)
         late = late_readers(operand, first)
         if not late or first != writer or (joined := join_siblings(writer, late[0], operand)) is None:
             break
@@ -85,7 +86,7 @@ def first_writer(value: ir.Value, block: ir.Block) -> ir.Operation:
     operands chain loop nests into one buffer (`materialization.write_over_dying_operands`,
     a DUS's `insert_slice`), and empty-tensor elimination gives the whole chain the kernel's
     destination, so it is written from the chain's first op on."""
-    op, index = top_level(defining_op(value), block), ir.OpResult(value).result_number
+    op, index = ancestor_in_block(defining_op(value), block), ir.OpResult(value).result_number
     while True:
         if op.name.startswith("linalg.") and len(op.results) > 0:
             destination = op.operands[len(op.operands) - len(op.results) + index]
@@ -112,19 +113,12 @@ def root_memref(value: ir.Value) -> ir.Value:
     return value
 
 
-def top_level(op: ir.Operation, block: ir.Block) -> ir.Operation:
-    op = op.operation
-    while op.block != block:
-        op = op.parent.operation
-    return op
-
-
 def late_readers(operand: ir.Value, writer: ir.Operation) -> list[ir.Operation]:
     """The top-level ops after `writer` that read `operand` (or a view of it), in block order."""
     block = writer.block
     readers = []
     for use in uses_through_views(operand):
-        reader = top_level(use.owner, block)
+        reader = ancestor_in_block(use.owner, block)
         if writer.is_before_in_block(reader) and reader not in readers:
             readers.append(reader)
     return sorted(readers, key=lambda op: sum(1 for other in readers if other.is_before_in_block(op)))
@@ -150,7 +144,7 @@ def join_siblings(first: ir.Operation, second: ir.Operation, operand: ir.Value) 
         return None
     if first.attributes["iterator_types"] != second.attributes["iterator_types"]:
         return None
-    if any(not second.is_before_in_block(top_level(use.owner, second.block))
+    if any(not second.is_before_in_block(ancestor_in_block(use.owner, second.block))
            for result in first.results for use in result.uses):
         return None
     first_inputs, first_outputs = split_operands(first)
@@ -233,7 +227,7 @@ def read_copy(operand: ir.Value, readers: list[ir.Operation]) -> None:
                                    attributes={"operandSegmentSizes": ir.DenseI32ArrayAttr.get([0, 1, 0])}).result
     block = readers[0].block
     for use in uses_through_views(operand):
-        if top_level(use.owner, block) in readers:
+        if ancestor_in_block(use.owner, block) in readers:
             redirect(use, operand, copy)
 
 

@@ -12,8 +12,10 @@ values and no regions in its body is replaced by its body once per iteration, th
 variable a constant in each.
 """
 
-from mlirxla.ir_queries import defining_op, ops_named
+from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir
+
+from .masked_loop_splitting import constant_index
 
 MAX_TRIPS = 4
 
@@ -37,13 +39,6 @@ def trip_values(loop: ir.Operation) -> range | None:
         return None
     trips = range(*bounds)
     return trips if len(trips) <= MAX_TRIPS else None
-
-
-def constant_index(value: ir.Value) -> int | None:
-    op = defining_op(value)
-    if op is None or op.name != "arith.constant" or not isinstance(op.attributes["value"], ir.IntegerAttr):
-        return None
-    return ir.IntegerAttr(op.attributes["value"]).value
 
 
 def is_plain_innermost(loop: ir.Operation) -> bool:
