@@ -48,7 +48,7 @@ from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir, linalg, llvm, stablehlo
 
-from . import bf16_truncation, concatenation, convolution_library, dot_algorithms, excess_precision, generated_broadcasts, integer_order_reductions, kernel_scratch, llvm_text, loop_order, masked_loop_splitting, materialization, math_approximations, narrow_induction, narrow_reductions, native_bf16_rounding, overwritten_operands, partial_sums, row_fusion, short_loop_unrolling, splat_constants, tiling
+from . import bf16_truncation, concatenation, convolution_library, dot_algorithms, excess_precision, fused_multiply_adds, generated_broadcasts, integer_order_reductions, kernel_scratch, llvm_text, loop_order, masked_loop_splitting, materialization, math_approximations, narrow_induction, narrow_reductions, native_bf16_rounding, overwritten_operands, partial_sums, row_fusion, short_loop_unrolling, splat_constants, tiling
 
 TO_LINALG = [
     "func.func(stablehlo-legalize-to-linalg)",
@@ -194,6 +194,7 @@ def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None, allow
             run_passes(module, TO_LOOPS_IN_F32)
             keep_narrow_roundings(module)
             kept_in_f32 = excess_precision.keep_fused_bf16_in_f32(module) if allow_excess_precision else 0
+            fused_multiply_adds.allow_contraction(module)
             masked_loops_split = 0
             if buffer_loops is None:  # a GPU kernel's math goes to libdevice instead
                 row_fusion.fuse_rows(module)

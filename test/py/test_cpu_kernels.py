@@ -1667,7 +1667,7 @@ def test_a_result_computed_with_a_unit_dimension_is_written_into_its_destination
     holds the row sums only, not a copy of the result. The sum of negated elements (a
     subtraction from the accumulator) reassociates, so it is a vector reduction. numpy agrees."""
     executable = Client().compile(KEEPDIMS_GRADIENT, CompileOptions(dump_to=str(tmp_path)))
-    assert "fsub reassoc <" in next(tmp_path.glob("*.ir-with-opt.ll")).read_text()
+    assert re.search(r"fsub reassoc[a-z ]* <", next(tmp_path.glob("*.ir-with-opt.ll")).read_text())
     scratch = [int(end) - int(start) for start, end in re.findall(r"scratch #\d+\[(\d+):(\d+)\]", executable.thunk_sequence())]
     assert scratch and max(scratch) < 64 * 128 * 4, executable.thunk_sequence()
     rng = np.random.default_rng(10)
@@ -1930,3 +1930,27 @@ def test_a_loop_around_a_short_innermost_one_is_vectorized(tmp_path, words):
     np.testing.assert_array_equal(got, expected)
     optimized = "".join(path.read_text() for path in tmp_path.glob("*.ir-with-opt.ll"))
     assert re.search(r"<(8|16) x i32>", optimized)
+
+
+MULTIPLY_ADD = """func.func @main(%a: tensor<1024x{t}>, %b: tensor<1024x{t}>, %c: tensor<1024x{t}>) -> tensor<1024x{t}> {{
+  %product = stablehlo.multiply %a, %b : tensor<1024x{t}>
+  %sum = stablehlo.add %product, %c : tensor<1024x{t}>
+  return %sum : tensor<1024x{t}>
+}}"""
+
+
+@pytest.mark.skipif("+fma" not in llvm.get_host_cpu_features().flatten().split(","), reason="the host has no fused multiply-add")
+@pytest.mark.parametrize("element, dtype, step, rounded_once", [
+    ("f32", np.float32, 2.0 ** -13, 2.0 ** -26),
+    ("f64", np.float64, 2.0 ** -30, 2.0 ** -60),
+    ("bf16", ml_dtypes.bfloat16, 2.0 ** -5, 0.0),
+])
+def test_a_product_meeting_a_sum_is_rounded_once(element, dtype, step, rounded_once):
+    """(1 + e)(1 + e) - (1 + 2e) is e^2 rounded once (a fused multiply-add, as XLA:CPU
+    computes it: LLVM's AllowFPOpFusion there) and 0 when the product is rounded first, as a
+    bf16 multiply without excess precision must be (its rounding stays between the two)."""
+    a = np.full(1024, 1.0 + step, dtype)
+    c = np.full(1024, -(1.0 + 2.0 * step), dtype)
+    options = CompileOptions(allow_excess_precision=False)
+    [got] = Client().compile(MULTIPLY_ADD.format(t=element), options).execute_numpy([a, a, c])
+    np.testing.assert_array_equal(got.astype(np.float64), np.full(1024, rounded_once))
