@@ -75,10 +75,12 @@ def target_machine(opt: int = 3) -> "llvm.TargetMachine":
 
 
 def host_cpu() -> str:
-    """The host CPU and its features, as LLVM sees them, and the LLVM options the kernels are
-    compiled with (part of the compile cache's key)."""
+    """The host CPU and its features, as LLVM sees them, the LLVM options the kernels are
+    compiled with and whether they may call the vector math library (part of the compile
+    cache's key)."""
     target_machine()
-    return f"{_STATE['cpu']}:{_STATE['features']}:{' '.join(LLVM_OPTIONS)}"
+    vector_math = native_symbols.VECTOR_MATH_LIBRARY if native_symbols.load_vector_math() else "no vector math"
+    return f"{_STATE['cpu']}:{_STATE['features']}:{' '.join(LLVM_OPTIONS)}:{vector_math}"
 
 
 @dataclass

@@ -48,7 +48,7 @@ from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir, linalg, llvm, stablehlo
 
-from . import bf16_truncation, concatenation, convolution_library, dot_algorithms, excess_precision, fused_multiply_adds, generated_broadcasts, integer_order_reductions, kernel_scratch, llvm_text, loop_order, masked_loop_splitting, materialization, math_approximations, narrow_induction, narrow_reductions, native_bf16_rounding, overwritten_operands, partial_sums, row_fusion, short_loop_unrolling, splat_constants, tiling
+from . import bf16_truncation, byte_booleans, concatenation, convolution_library, dot_algorithms, excess_precision, fused_multiply_adds, generated_broadcasts, integer_order_reductions, kernel_scratch, llvm_text, loop_order, masked_loop_splitting, materialization, math_approximations, narrow_induction, narrow_reductions, native_bf16_rounding, overwritten_operands, partial_sums, row_fusion, short_loop_unrolling, splat_constants, tiling, vector_math
 
 TO_LINALG = [
     "func.func(stablehlo-legalize-to-linalg)",
@@ -209,6 +209,8 @@ def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None, allow
             bf16_truncation.expand_bf16_truncations(module)
             to_llvm = VECTORS_TO_LLVM if tiling.has_vectors(module) else TO_LLVM
             run_passes(module, to_llvm)
+            with ir.Location.unknown():
+                byte_booleans.access_booleans_as_bytes(module)
     except ir.MLIRError as error:
         raise MlirxlaError(f"kernel {name} failed to lower to LLVM: {diagnostic_text(error)}") from None
     return Lowered(scratch, tiled, library_convolutions, kept_in_f32, masked_loops_split)
@@ -269,4 +271,4 @@ def translate(module: ir.Module, name: str) -> str:
     if allocators:
         raise MlirxlaError(f"kernel {name} would call {allocators[0]}: kernels get their memory from the caller")
     with module.context:
-        return llvm_text.downgrade(str(llvm.translate_module_to_llvmir(module.operation)))
+        return vector_math.with_vector_variants(llvm_text.downgrade(str(llvm.translate_module_to_llvmir(module.operation))))

@@ -24,6 +24,7 @@ are refused at compile time: MCJIT would otherwise bind it to address 0 and cras
 """
 
 import ctypes
+import functools
 import re
 import struct
 
@@ -119,6 +120,8 @@ _PROCESS = ctypes.CDLL(None)  # the symbols native code may call: libc, libm and
 _DLSYM = _PROCESS.dlsym
 _DLSYM.restype, _DLSYM.argtypes = ctypes.c_void_p, (ctypes.c_void_p, ctypes.c_char_p)
 _ELF_MAGIC = b"\x7fELF"
+VECTOR_MATH_LIBRARY = "libmvec.so.1"
+VECTOR_FUNCTION_PREFIX = "_ZGV"  # the vector function ABI's names
 _SYMBOL_TABLE = 2
 _UNDEFINED_SECTION = 0
 _LOCAL_BINDING = 0
@@ -148,8 +151,22 @@ def target_header(machine: "llvm.TargetMachine") -> str:
 
 
 def process_address(name: str) -> int | None:
-    """Where this process has function `name`, or None."""
+    """Where this process has function `name`, or None. A vector math function
+    (`vector_math.py`) is looked for after glibc's vector math library is loaded."""
+    if name.startswith(VECTOR_FUNCTION_PREFIX):
+        load_vector_math()
     return _DLSYM(_PROCESS._handle, name.encode())
+
+
+@functools.cache
+def load_vector_math() -> bool:
+    """Load glibc's vector math library into the process, its symbols global as libm's are;
+    whether there is one."""
+    try:
+        ctypes.CDLL(VECTOR_MATH_LIBRARY, mode=ctypes.RTLD_GLOBAL)
+    except OSError:
+        return False
+    return True
 
 
 def _symbols(object_code: bytes):

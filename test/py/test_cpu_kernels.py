@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from mlirxla import frontdoor
-from mlirxla.backends.cpu import native_symbols, llvm_jit, llvm_text, loop_order, thread_split
+from mlirxla.backends.cpu import native_symbols, llvm_jit, llvm_text, loop_order, thread_split, vector_math
 from mlirxla.errors import MlirxlaError
 from mlirxla.context import new_context
 from mlirxla.mlir import ir
@@ -1954,3 +1954,42 @@ def test_a_product_meeting_a_sum_is_rounded_once(element, dtype, step, rounded_o
     options = CompileOptions(allow_excess_precision=False)
     [got] = Client().compile(MULTIPLY_ADD.format(t=element), options).execute_numpy([a, a, c])
     np.testing.assert_array_equal(got.astype(np.float64), np.full(1024, rounded_once))
+
+
+@pytest.mark.skipif(not native_symbols.load_vector_math() or not vector_math.host_isas(), reason="no glibc vector math library for this host")
+@pytest.mark.parametrize("op, reference", [("sine", np.sin), ("cosine", np.cos), ("tan", np.tan)])
+def test_math_without_an_approximation_calls_the_vector_library(tmp_path, op, reference):
+    """sin, cos and tan of f32 are glibc's vector functions in the vectorized loop (a scalar
+    libm call per lane before), within 4 ulp of the f64 result rounded, huge arguments
+    (reduced exactly, as the scalar functions do), infinities and NaN included."""
+    x = np.concatenate([np.linspace(-100.0, 100.0, 4001, dtype=np.float32),
+                        np.array([0.0, -0.0, 1e-30, 1e6, -3e7, 1e30, 3.4e38, np.inf, -np.inf, np.nan], np.float32)])
+    executable = Client().compile(UNARY.format(op=op, n=x.size), CompileOptions(dump_to=str(tmp_path)))
+    got = executable.execute_numpy([x])[0]
+    assert re.search(r"call <\d+ x float> @_ZGV[bde]N\d+v_", next(tmp_path.glob("*.ir-with-opt.ll")).read_text())
+    with np.errstate(invalid="ignore"):
+        expected = reference(x.astype(np.float64)).astype(np.float32)
+    finite = np.isfinite(x)
+    assert ulp_distance(got[finite], expected[finite]).max() <= 4
+    assert np.isnan(got[~finite]).all()
+
+
+def test_boolean_operands_and_results_are_vector_accesses(tmp_path):
+    """A kernel reading and writing `pred` buffers loads and stores them as bytes, which the
+    vectorizer widens (an i1 access was one scalar load or store per lane, and the mask built
+    lane by lane). The results are the interpreter's."""
+    text = """func.func @main(%a: tensor<4096xi1>, %b: tensor<4096xi1>, %x: tensor<4096xf32>) -> (tensor<4096xi1>, tensor<4096xf32>) {
+  %both = stablehlo.and %a, %b : tensor<4096xi1>
+  %zero = stablehlo.constant dense<0.0> : tensor<4096xf32>
+  %positive = stablehlo.compare GT, %x, %zero : (tensor<4096xf32>, tensor<4096xf32>) -> tensor<4096xi1>
+  %either = stablehlo.or %both, %positive : tensor<4096xi1>
+  %kept = stablehlo.select %a, %x, %zero : tensor<4096xi1>, tensor<4096xf32>
+  return %either, %kept : tensor<4096xi1>, tensor<4096xf32>
+}"""
+    arguments = random_arguments(frontdoor.import_text(text, "test", new_context()).module, np.random.default_rng(3))
+    got = Client().compile(text, CompileOptions(dump_to=str(tmp_path))).execute_numpy(arguments)
+    for actual, expected in zip(got, reference_outputs(frontdoor.import_text(text, "test", new_context()).module, arguments)):
+        np.testing.assert_array_equal(actual, expected)
+    optimized = "".join(path.read_text() for path in tmp_path.glob("*.ir-with-opt.ll"))
+    assert not re.search(r"load i1,|store i1 ", optimized)
+    assert re.search(r"load <\d+ x i8>", optimized) and re.search(r"store <\d+ x i8>", optimized)
