@@ -11,7 +11,7 @@ data (JSON), so host calls are cached and dumped like any thunk.
   off the comparator); every operand follows the permutation. When the program reads only
   the first `leading` positions of each row (a top-k: sort then slice), a one-key sort
   selects those first and sorts only them, and writes only them.
-- `fft`: FFT, IFFT, RFFT, IRFFT over the trailing `fft_length` dimensions.
+- `fft`: FFT, IFFT, RFFT, IRFFT over the trailing `fft_length` dimensions (scipy's pocketfft).
 - `triangular_solve`: op(a) x = b or x op(a) = b for triangular a, with unit diagonals,
   transposes and adjoints, batched over leading dimensions.
 - `cholesky`: the lower (or upper) factor of a batch of positive definite matrices; a matrix
@@ -42,7 +42,7 @@ import numpy as np
 
 from mlirxla.errors import MlirxlaError, first_line
 
-from . import callbacks, lapack_ffi
+from . import callbacks, lapack_ffi, threads
 
 
 def sortable(values: np.ndarray, key: dict) -> np.ndarray:
@@ -93,17 +93,22 @@ def leading_order(key: np.ndarray, leading: int, dimension: int) -> np.ndarray:
 
 
 def fft(operands: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
+    """scipy's pocketfft, which transforms several rows at once in the lanes of a vector
+    (numpy's takes one row at a time: an f32 rfft of 256 rows of 4096 was 3-6x slower), over
+    the runtime's threads; f32 and complex64 stay single precision, as XLA's DUCC FFT."""
+    import scipy.fft
+
     kind, lengths = attributes["fft_type"], attributes["fft_length"]
     axes = tuple(range(-len(lengths), 0))
-    x = operands[0]
+    x, workers = operands[0], threads.cpu_threads()
     if kind == "FFT":
-        return [np.fft.fftn(x, axes=axes)]
+        return [scipy.fft.fftn(x, axes=axes, workers=workers)]
     if kind == "IFFT":
-        return [np.fft.ifftn(x, axes=axes)]
+        return [scipy.fft.ifftn(x, axes=axes, workers=workers)]
     if kind == "RFFT":
-        return [np.fft.rfftn(x, s=lengths, axes=axes)]
+        return [scipy.fft.rfftn(x, s=lengths, axes=axes, workers=workers)]
     if kind == "IRFFT":
-        return [np.fft.irfftn(x, s=lengths, axes=axes)]
+        return [scipy.fft.irfftn(x, s=lengths, axes=axes, workers=workers)]
     raise MlirxlaError(f"unknown fft_type {kind}")
 
 
