@@ -8,13 +8,19 @@ entry parameter) was a copy kernel of its own: the 1-D convolution rewrite's res
 layer's weights, say. After layout assignment every reshape reads and writes row-major
 buffers (`layout_assignment.py`), and a row-major reshape keeps every element at its byte
 offset. Copy insertion, run after this pass, sees parameters, constants and values returned
-twice through bitcasts. Changed: any reshape replaced.
+twice through bitcasts. A broadcast that only adds unit dimensions, in order, is such a
+reshape too (jax's `segment_max` widens its 2^20 indices to [2^20, 1] for the scatter: a
+4 MB copy kernel before the scatter); XLA's algebraic simplifier makes it one before fusion,
+but here the broadcast fuses into its consumers as a broadcast, where a reshape would stand
+between a reduction and the ops after it. Changed: any reshape replaced.
 """
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
 from mlirxla.dialects.xhlo.builder import create_op
+from mlirxla.dialects.xhlo.types import shape_of
 from mlirxla.mlir import ir
 
 from .layout_assignment import layout_of, rank_of, row_major
@@ -23,11 +29,22 @@ from .pass_base import ModulePass, PassResult
 CONTROL_FLOW = ("xhlo.while", "xhlo.conditional")
 
 
+def is_reshape(op: ir.Operation) -> bool:
+    """A reshape, or a broadcast that only adds unit dimensions and keeps its operand's
+    dimensions in order."""
+    if op.name == "xhlo.reshape":
+        return True
+    if op.name != "xhlo.broadcast":
+        return False
+    dimensions = list(ir.DenseI64ArrayAttr(op.attributes["dimensions"]))
+    return dimensions == sorted(dimensions) and math.prod(shape_of(op.operands[0].type)) == math.prod(shape_of(op.results[0].type))
+
+
 def unfused_reshapes(block: ir.Block) -> list[ir.Operation]:
     """The reshapes of `block` and of the loop and branch bodies in it, fusions left out."""
     found = []
     for op in block.operations:
-        if op.operation.name == "xhlo.reshape":
+        if is_reshape(op.operation):
             found.append(op.operation)
         elif op.operation.name in CONTROL_FLOW:
             for region in op.regions:
@@ -51,10 +68,10 @@ def replace_with_bitcast(reshape: ir.Operation) -> None:
 
 @dataclass(frozen=True)
 class ReshapeToBitcastPass(ModulePass):
-    """Replaces the reshapes no fusion took in with bitcasts."""
+    """Replaces the reshapes (and unit-dimension broadcasts) no fusion took in with bitcasts."""
 
     name: ClassVar[str] = "xhlo-reshape-to-bitcast"
-    summary: ClassVar[str] = "reshape to bitcast: an unfused row-major reshape shares its operand's buffer"
+    summary: ClassVar[str] = "reshape to bitcast: an unfused row-major reshape (or unit-dimension broadcast) shares its operand's buffer"
 
     def run(self, module: ir.Module) -> PassResult:
         reshapes = [reshape for func in module.body.operations if func.operation.name == "func.func"

@@ -61,3 +61,22 @@ func.func @carried_twice(%x: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<16xf32
   }
   return %r#1, %r#2 : tensor<4x4xf32>, tensor<16xf32>
 }
+
+// -----
+
+/// A broadcast that only adds a unit dimension and feeds a scatter's indices (jax's
+/// segment_max) is a bitcast too; one that repeats elements stays a broadcast.
+// CHECK-LABEL: func.func @unit_broadcast
+// CHECK: %[[I:.*]] = "xhlo.bitcast"(%arg1) : (tensor<64xi32>) -> tensor<64x1xi32>
+// CHECK: "xhlo.scatter"(%{{.*}}, %[[I]], %arg2)
+// CHECK: "xhlo.broadcast"(%arg1) {{.*}} -> tensor<64x3xi32>
+func.func @unit_broadcast(%target: tensor<8xf32>, %segments: tensor<64xi32>, %x: tensor<64xf32>) -> (tensor<8xf32>, tensor<64x3xi32>) {
+  %indices = stablehlo.broadcast_in_dim %segments, dims = [0] : (tensor<64xi32>) -> tensor<64x1xi32>
+  %max = "stablehlo.scatter"(%target, %indices, %x) ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %m = stablehlo.maximum %a, %b : tensor<f32>
+    stablehlo.return %m : tensor<f32>
+  }) {scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>} : (tensor<8xf32>, tensor<64x1xi32>, tensor<64xf32>) -> tensor<8xf32>
+  %repeated = stablehlo.broadcast_in_dim %segments, dims = [0] : (tensor<64xi32>) -> tensor<64x3xi32>
+  return %max, %repeated : tensor<8xf32>, tensor<64x3xi32>
+}
