@@ -38,6 +38,8 @@ from mlirxla.transforms.all_gather_combiner import AllGatherCombinerPass
 from mlirxla.transforms.all_reduce_combiner import AllReduceCombinerPass
 from mlirxla.transforms.batch_slice_fusion import BatchSliceFusionPass
 from mlirxla.transforms.bf16_dot_upcast import Bf16DotUpcastPass
+from mlirxla.transforms.integer_dot_as_float import IntegerDotAsFloatPass
+from mlirxla.transforms.transposed_convolution_phases import TransposedConvolutionPhasesPass
 from mlirxla.transforms.buffer_assignment import BufferAssignmentPass
 from mlirxla.transforms.copy_insertion import CopyInsertionPass
 from mlirxla.transforms.convolution_1d_to_2d import Convolution1dTo2dPass
@@ -93,11 +95,12 @@ def compiler_pipeline(name: str, alignment: int, fusion_cost_model: str, batch_s
         .add(AllReduceCombinerPass())
         .add(AllGatherCombinerPass())
         .add(Convolution1dTo2dPass())
+        .add(TransposedConvolutionPhasesPass())
         .add(ConvolutionLayoutPass())
         .add(DotCanonicalizerPass())
     )
     if f32_gemms_only:
-        pipeline.add(Bf16DotUpcastPass())
+        pipeline.add(Bf16DotUpcastPass()).add(IntegerDotAsFloatPass())
     if top_k_calls:
         pipeline.add(TopKRewriterPass())
     pipeline.add(CustomCallLayoutsPass()).add(LayoutAssignmentPass()).add(CopyRemovalPass())

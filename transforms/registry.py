@@ -37,6 +37,8 @@ PASSES = {
     "xhlo-dot-canonicalizer": "dot_canonicalizer:DotCanonicalizerPass",
     "xhlo-custom-call-layouts": "custom_call_layouts:CustomCallLayoutsPass",
     "xhlo-bf16-dot-upcast": "bf16_dot_upcast:Bf16DotUpcastPass",
+    "xhlo-integer-dot-as-float": "integer_dot_as_float:IntegerDotAsFloatPass",
+    "xhlo-transposed-convolution-phases": "transposed_convolution_phases:TransposedConvolutionPhasesPass",
     "xhlo-top-k-rewriter": "top_k_rewriter:TopKRewriterPass",
     "xhlo-layout-assignment": "layout_assignment:LayoutAssignmentPass",
     "xhlo-reshape-to-bitcast": "reshape_to_bitcast:ReshapeToBitcastPass",

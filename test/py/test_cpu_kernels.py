@@ -1993,3 +1993,30 @@ def test_boolean_operands_and_results_are_vector_accesses(tmp_path):
     optimized = "".join(path.read_text() for path in tmp_path.glob("*.ir-with-opt.ll"))
     assert not re.search(r"load i1,|store i1 ", optimized)
     assert re.search(r"load <\d+ x i8>", optimized) and re.search(r"store <\d+ x i8>", optimized)
+
+
+@pytest.mark.parametrize("lhs, rhs, k, gemm", [("i8", "i8", 512, "f32"), ("i8", "i8", 2048, "f64"), ("ui8", "i8", 256, "f32"),
+                                               ("i16", "i8", 2, "f32"), ("i16", "i8", 64, "f64"), ("i16", "i16", 4, None)])
+def test_a_narrow_integer_dot_is_an_exact_float_gemm(lhs, rhs, k, gemm):
+    """An integer dot whose sums a float holds exactly runs as that float's GEMM, one whose
+    sums may pass 2^31 (and wrap) stays an integer dot: the results equal numpy's integer
+    dot, the extremes included (the first batch all the most negative value: the largest
+    sums the bound allows)."""
+    dtypes = {"i8": np.int8, "ui8": np.uint8, "i16": np.int16}
+    text = f"""func.func @main(%a: tensor<3x16x{k}x{lhs}>, %b: tensor<3x{k}x8x{rhs}>) -> tensor<3x16x8xi32> {{
+  %0 = stablehlo.dot_general %a, %b, batching_dims = [0] x [0], contracting_dims = [2] x [1] : (tensor<3x16x{k}x{lhs}>, tensor<3x{k}x8x{rhs}>) -> tensor<3x16x8xi32>
+  return %0 : tensor<3x16x8xi32>
+}}"""
+    rng = np.random.default_rng(4)
+
+    def operand(name, shape):
+        info = np.iinfo(dtypes[name])
+        values = rng.integers(info.min, info.max + 1, shape).astype(dtypes[name])
+        values[0] = info.min if info.min < 0 else info.max
+        return values
+
+    a, b = operand(lhs, (3, 16, k)), operand(rhs, (3, k, 8))
+    executable = Client().compile(text)
+    [got] = executable.execute_numpy([a, b])
+    np.testing.assert_array_equal(got, np.einsum("bik,bkj->bij", a.astype(np.int64), b.astype(np.int64)).astype(np.int32))
+    assert (f"gemm dot {gemm} " if gemm else "kernel dot") in executable.thunk_sequence()
