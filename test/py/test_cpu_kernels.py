@@ -2020,3 +2020,20 @@ def test_a_narrow_integer_dot_is_an_exact_float_gemm(lhs, rhs, k, gemm):
     [got] = executable.execute_numpy([a, b])
     np.testing.assert_array_equal(got, np.einsum("bik,bkj->bij", a.astype(np.int64), b.astype(np.int64)).astype(np.int32))
     assert (f"gemm dot {gemm} " if gemm else "kernel dot") in executable.thunk_sequence()
+
+
+def test_a_boolean_byte_other_than_one_is_true_and_converts_to_itself():
+    """A `pred` byte of 96 or 255 (a bool array viewed from other bytes, as jax's tests make
+    them) is true in logic, as numpy and XLA take it, and its conversion to an 8-bit
+    integer (jax's `view` of bools) is the byte itself."""
+    text = """func.func @main(%p: tensor<64xi1>) -> (tensor<64xi1>, tensor<64xui8>, tensor<64xi32>) {
+  %not = stablehlo.not %p : tensor<64xi1>
+  %bytes = stablehlo.convert %p : (tensor<64xi1>) -> tensor<64xui8>
+  %wide = stablehlo.convert %p : (tensor<64xi1>) -> tensor<64xi32>
+  return %not, %bytes, %wide : tensor<64xi1>, tensor<64xui8>, tensor<64xi32>
+}"""
+    raw = np.tile(np.array([96, 0, 1, 255], np.uint8), 16)
+    negated, bytes_, wide = Client().compile(text).execute_numpy([raw.view(np.bool_)])
+    np.testing.assert_array_equal(negated, raw == 0)
+    np.testing.assert_array_equal(bytes_, raw)
+    np.testing.assert_array_equal(wide, (raw != 0).astype(np.int32))
