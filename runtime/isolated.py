@@ -1,9 +1,11 @@
 """Run the reference interpreter in a child process, for modules that may crash it.
 
 The interpreter evaluates integer `divide` / `remainder` with the machine's instructions, so
-a zero divisor (or INT_MIN / -1) kills the process with SIGFPE. Modules holding those ops
-are evaluated in a child: the module and the arguments go over as MLIR text, the outputs
-come back as MLIR text, and a crash becomes a one-line error instead of a dead process.
+a zero divisor (or INT_MIN / -1) kills the process with SIGFPE; a convolution with an
+operand of no elements aborts it ("Incompatible index and shape found while flattening
+index"). Modules holding those ops are evaluated in a child: the module and the arguments go
+over as MLIR text, the outputs come back as MLIR text, and a crash becomes a one-line error
+instead of a dead process.
 """
 
 import os
@@ -21,12 +23,17 @@ SEPARATOR = "\n// ----- value\n"
 
 
 def may_crash(module: ir.Module) -> bool:
-    """Whether `module` (StableHLO) divides integers, which can kill the interpreter."""
-    return first_op_where(module, divides_integers) is not None
+    """Whether `module` (StableHLO) divides integers or convolves an empty operand, which can
+    kill the interpreter."""
+    return first_op_where(module, lambda op: divides_integers(op) or convolves_nothing(op)) is not None
 
 
 def divides_integers(op: ir.Operation) -> bool:
     return op.name in CRASHY_INTEGER_OPS and isinstance(ir.RankedTensorType(op.results[0].type).element_type, ir.IntegerType)
+
+
+def convolves_nothing(op: ir.Operation) -> bool:
+    return op.name == "stablehlo.convolution" and any(0 in ir.RankedTensorType(v.type).shape for v in op.operands)
 
 
 def evaluate_in_child(module: ir.Module, arguments: list[ir.Attribute]) -> list[ir.Attribute]:

@@ -32,8 +32,8 @@ REWRITES = MappingProxyType(
         "xhlo.pad": (shape.fold_pad_zero,),
         "xhlo.concatenate": (shape.fold_concatenate_single, shape.fold_concatenate_empty_inputs),
         "xhlo.convert": (shape.fold_convert_identity, shape.fold_convert_of_convert),
-        "xhlo.dot": (dot.fold_dot_unit_contraction,),
-        "xhlo.convolution": (convolution.reverse_window_into_kernel,),
+        "xhlo.dot": (convolution.zeros_for_an_empty_operand, dot.fold_dot_unit_contraction),
+        "xhlo.convolution": (convolution.zeros_for_an_empty_operand, convolution.reverse_window_into_kernel),
         "xhlo.reduce": (reduce.fold_reduce_empty_dimension, reduce.fold_reduce_unit_dimensions),
     }
 )

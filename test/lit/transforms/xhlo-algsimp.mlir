@@ -1152,3 +1152,19 @@ func.func @no_fold_integer_division_by_other_constants(%x: tensor<64xi32>) -> (t
   %2 = "xhlo.remainder"(%x, %c8) : (tensor<64xi32>, tensor<64xi32>) -> tensor<64xi32>
   return %0, %1, %2 : tensor<64xi32>, tensor<64xi32>, tensor<64xi32>
 }
+
+// -----
+
+/// A convolution or dot with an operand of no elements sums no products: zeros (a weight
+/// gradient over an empty input went to the reference interpreter, which aborted on it).
+// CHECK-LABEL: func.func @fold_empty_operands
+// CHECK-NOT: xhlo.convolution
+// CHECK-NOT: xhlo.dot
+// CHECK-DAG: "xhlo.constant"() {value = dense<0.000000e+00> : tensor<1x1x4x3xf32>}
+// CHECK-DAG: %[[C:.*]] = "xhlo.constant"() {value = dense<(0.000000e+00,0.000000e+00)> : tensor<complex<f32>>}
+// CHECK-DAG: "xhlo.broadcast"(%[[C]]) {{.*}} -> tensor<3x5xcomplex<f32>>
+func.func @fold_empty_operands(%x: tensor<1x0x4x2xf32>, %k: tensor<1x2x2x3xf32>, %a: tensor<3x0xcomplex<f32>>, %b: tensor<0x5xcomplex<f32>>) -> (tensor<1x1x4x3xf32>, tensor<3x5xcomplex<f32>>) {
+  %0 = stablehlo.convolution(%x, %k) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], window = {stride = [1, 1], pad = [[1, 0], [0, 1]]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<1x0x4x2xf32>, tensor<1x2x2x3xf32>) -> tensor<1x1x4x3xf32>
+  %1 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<3x0xcomplex<f32>>, tensor<0x5xcomplex<f32>>) -> tensor<3x5xcomplex<f32>>
+  return %0, %1 : tensor<1x1x4x3xf32>, tensor<3x5xcomplex<f32>>
+}
