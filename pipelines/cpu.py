@@ -38,8 +38,6 @@ from mlirxla.transforms.all_gather_combiner import AllGatherCombinerPass
 from mlirxla.transforms.all_reduce_combiner import AllReduceCombinerPass
 from mlirxla.transforms.batch_slice_fusion import BatchSliceFusionPass
 from mlirxla.transforms.bf16_dot_upcast import Bf16DotUpcastPass
-from mlirxla.transforms.integer_dot_as_float import IntegerDotAsFloatPass
-from mlirxla.transforms.transposed_convolution_phases import TransposedConvolutionPhasesPass
 from mlirxla.transforms.buffer_assignment import BufferAssignmentPass
 from mlirxla.transforms.copy_insertion import CopyInsertionPass
 from mlirxla.transforms.convolution_1d_to_2d import Convolution1dTo2dPass
@@ -50,6 +48,7 @@ from mlirxla.transforms.custom_partitioning import CustomPartitioningPass
 from mlirxla.transforms.dot_canonicalizer import DotCanonicalizerPass
 from mlirxla.transforms.layout_assignment import LayoutAssignmentPass
 from mlirxla.transforms.inspect_sharding import InspectShardingPass
+from mlirxla.transforms.integer_dot_as_float import IntegerDotAsFloatPass
 from mlirxla.transforms.manual_partitioner import ManualPartitionerPass
 from mlirxla.transforms.multi_output_fusion import MultiOutputFusionPass
 from mlirxla.transforms.output_fusion import OutputFusionPass
@@ -61,6 +60,7 @@ from mlirxla.transforms.sharding_propagation import ShardingPropagationPass
 from mlirxla.transforms.sharding_remover import ShardingRemoverPass
 from mlirxla.transforms.spmd_partitioner import SpmdPartitionerPass
 from mlirxla.transforms.top_k_rewriter import TopKRewriterPass
+from mlirxla.transforms.transposed_convolution_phases import TransposedConvolutionPhasesPass
 from mlirxla.transforms.while_loop_constant_sinking import WhileLoopConstantSinkingPass
 
 from .pipeline import Pipeline
