@@ -123,8 +123,12 @@ def i1_like(value: ir.Value) -> ir.Type:
 
 
 def dense_splat(value, like_type: ir.Type) -> ir.Attribute:
+    """`value` in every element of `like_type` (a complex element gets it as its real part:
+    the bindings build no complex splat, so it is parsed)."""
     element = element_of(like_type)
     shaped = ir.RankedTensorType(like_type)
+    if isinstance(element, ir.ComplexType):
+        return ir.Attribute.parse(f"dense<({float(value)!r}, 0.0)> : {shaped}")
     if isinstance(element, ir.IntegerType):
         if ir.IntegerType(element).width == 1:
             return ir.DenseElementsAttr.get_splat(shaped, ir.BoolAttr.get(bool(value)))

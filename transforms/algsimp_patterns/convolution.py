@@ -37,8 +37,6 @@ def zeros_for_an_empty_operand(op: ir.Operation, options):
     """convolution(x, k) or dot(x, y) with an operand of no elements -> broadcast(0)."""
     if all(0 not in shape_of(operand.type) for operand in op.operands) or 0 in shape_of(op.results[0].type):
         return NO_MATCH
-    element = element_of(op.results[0].type)
-    scalar = ir.RankedTensorType.get([], element)
-    value = ir.Attribute.parse(f"dense<(0.0, 0.0)> : {scalar}") if isinstance(element, ir.ComplexType) else dense_splat(0, scalar)
-    zero = create_op("xhlo.constant", [], [scalar], {"value": value}, op.location).results[0]
+    scalar = ir.RankedTensorType.get([], element_of(op.results[0].type))
+    zero = create_op("xhlo.constant", [], [scalar], {"value": dense_splat(0, scalar)}, op.location).results[0]
     return broadcast(zero, [], op.results[0].type, op.location)
