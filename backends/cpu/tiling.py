@@ -18,7 +18,11 @@ its two loops are tiled again into VECTOR x VECTOR blocks (other loops into 1s),
 read as VECTOR rows of VECTOR contiguous elements, transposed in registers
 (`vector.transpose` lowered to one flat shuffle, which LLVM's x86 backend turns into
 unpacks and permutes; upstream's AVX2 sequence emits inline assembly, which llvmlite's
-object emission cannot assemble) and written as VECTOR contiguous rows. Loops whose extent
+object emission cannot assemble) and written as VECTOR contiguous rows. The reads'
+permutations are lowered before their unit dimensions are dropped: a block between unit block
+dimensions (1x8x1x8 of the operand of a [0, 2, 3, 1] transpose, jax's attention heads) read
+as 8x8 through the map (d3, d1) is no permutation of the minor dimensions, which upstream's
+lowering needs, and was read element by element. Loops whose extent
 is not a multiple of VECTOR are split first (`transform.structured.split`): the multiple
 gets the vector blocks, the remaining strip (fewer than VECTOR rows or columns) keeps the
 plain loops. Such a nest is vectorized from two vector blocks along each loop (16 elements)
@@ -74,6 +78,9 @@ TILE_AND_VECTORIZE = """    %cached, %cache_loops:{cache_count} = transform.stru
     %block, %block_loops:{block_count} = transform.structured.tile_using_for %cached tile_sizes [{block_sizes}] : (!transform.any_op) -> (!transform.any_op{block_types})
     transform.structured.vectorize %block : !transform.any_op
     %function = transform.structured.match ops{{["func.func"]}} in %root : (!transform.any_op) -> !transform.any_op
+    transform.apply_patterns to %function {{
+      transform.apply_patterns.vector.transfer_permutation_patterns
+    }} : !transform.any_op
     transform.apply_patterns to %function {{
       transform.apply_patterns.vector.cast_away_vector_leading_one_dim
       transform.apply_patterns.vector.drop_unit_dims_with_shape_cast
