@@ -5,10 +5,12 @@ earlier step (a composite's call, inlined next) are seen."""
 
 import os
 
+import numpy as np
 import pytest
 
 from mlirxla import frontdoor, printing
 from mlirxla.mlir import ir
+from mlirxla.runtime.client import Client
 
 from .conftest import JAX_PROGRAMS
 
@@ -44,6 +46,30 @@ def test_a_composite_becomes_a_call_that_is_inlined(context):
     names = [op.operation.name for op in module.body.operations[0].regions[0].blocks[0].operations]
     assert names == ["xhlo.add", "func.return"]
     assert [op.operation.name for op in module.body.operations] == ["func.func"]
+
+
+# jax serializes chlo.top_k for a plugin as a composite; this decomposition is deliberately
+# not one (it returns the operand's first three elements), so that the test sees which ran.
+CHLO_COMPOSITE = """func.func @main(%x: tensor<6xf32>) -> (tensor<3xf32>, tensor<3xi32>) {
+  %0:2 = stablehlo.composite "chlo.top_k" %x {composite_attributes = {k = 3 : i64}, decomposition = @not_top_k} : (tensor<6xf32>) -> (tensor<3xf32>, tensor<3xi32>)
+  return %0#0, %0#1 : tensor<3xf32>, tensor<3xi32>
+}
+func.func private @not_top_k(%x: tensor<6xf32>) -> (tensor<3xf32>, tensor<3xi32>) {
+  %0 = stablehlo.slice %x [0:3] : (tensor<6xf32>) -> tensor<3xf32>
+  %1 = stablehlo.iota dim = 0 : tensor<3xi32>
+  return %0, %1 : tensor<3xf32>, tensor<3xi32>
+}
+"""
+
+
+def test_a_composite_of_a_chlo_op_is_composed_by_its_rule():
+    """A composite named after a chlo op with a rule is that op again (XLA's
+    chlo-recompose-ops), its composite attributes its attributes: the plugin computes it as
+    the module's text would have (jax's erf and sinh differed), not by jaxlib's decomposition."""
+    values = np.array([3, 9, 1, 7, 5, 8], np.float32)
+    top, indices = Client().compile(CHLO_COMPOSITE).execute_numpy([values])
+    np.testing.assert_array_equal(top, [9, 8, 7])
+    np.testing.assert_array_equal(indices, [1, 5, 3])
 
 
 @pytest.mark.parametrize("name", PROGRAMS)

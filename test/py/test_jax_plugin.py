@@ -294,6 +294,17 @@ def test_gamma_samples_of_a_large_batch_are_xla_cpus(devices):
     assert_same_as_cpu(devices, sample, key, alphas, rtol=1e-5, atol=1e-5)
 
 
+def test_erf_gives_xla_cpu_bits(devices):
+    """f32 erf is XLA:CPU's own rational approximation (Eigen's interpolant), saturating to +-1
+    at 3.8325: its bits, with NaN, infinities and signed zeros, and for bf16 (computed in
+    f32). Results below the smallest normal are left out: XLA:CPU flushes them to zero."""
+    x = np.concatenate([np.linspace(-5, 5, 20001), [np.nan, np.inf, -np.inf, -0.0, 0.0, 3.8325068, 3.8325069, 1e-30]])
+    for dtype in (np.float32, jnp.bfloat16):
+        values = x.astype(dtype)
+        got, want = (np.asarray(on(device, jax.scipy.special.erf, values)) for device in devices)
+        assert got.tobytes() == want.tobytes()
+
+
 def test_sorts_match_cpu_bit_for_bit(devices):
     """Several keys (`num_keys`, lexsort), descending with NaNs and signed zeros, complex keys,
     top_k and approx_max_k / approx_min_k (exact on CPU): the host sort reads every comparator

@@ -21,7 +21,7 @@ from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir, passmanager, stablehlo
 from mlirxla.transforms import call_inliner, erasure
 
-from . import approx_top_k, async_regions, bytecode, check_calls, chlo_to_xhlo, control_dependencies, layout_constraints, memory_placements, newer_ops, shardings, stablehlo_to_xhlo
+from . import approx_top_k, async_regions, bytecode, check_calls, chlo_rules, chlo_to_xhlo, control_dependencies, layout_constraints, memory_placements, newer_ops, shardings, stablehlo_to_xhlo
 from .load import Loaded, load_bytes, load_file, load_text
 
 __all__ = ["Imported", "import_file", "import_bytes", "import_text", "import_loaded"]
@@ -38,14 +38,28 @@ class Imported:
 
 
 def composites_to_calls(module: ir.Module) -> None:
-    """stablehlo.composite -> func.call of its decomposition, so that inlining takes it."""
+    """stablehlo.composite -> func.call of its decomposition, so that inlining takes it; a
+    composite of a chlo op this front door composes (jax serializes erf, sinh, cosh, asin,
+    asinh, acosh, atanh and top_k so for a plugin) becomes that chlo op again, as XLA's
+    `chlo-recompose-ops` does: the plugin computes them as a module's text does and as
+    XLA:CPU does (its erf intrinsic's bits, where jaxlib's decomposition clamps)."""
     from mlirxla.mlir import func
 
     for op in ops_named(module, "stablehlo.composite"):
-        callee = ir.FlatSymbolRefAttr(op.attributes["decomposition"]).value
+        name = ir.StringAttr(op.attributes["name"]).value
         with ir.InsertionPoint(op), op.location:
-            call = func.CallOp([r.type for r in op.results], callee, list(op.operands))
-        stablehlo_to_xhlo.replace_op(op, call.operation)
+            if name in chlo_rules.CHLO_RULES:
+                replacement = ir.Operation.create(name, [r.type for r in op.results], list(op.operands), composite_attributes(op))
+            else:
+                callee = ir.FlatSymbolRefAttr(op.attributes["decomposition"]).value
+                replacement = func.CallOp([r.type for r in op.results], callee, list(op.operands)).operation
+        stablehlo_to_xhlo.replace_op(op, replacement)
+
+
+def composite_attributes(op: ir.Operation) -> dict[str, ir.Attribute]:
+    if "composite_attributes" not in op.attributes:
+        return {}
+    return {named.name: named.attr for named in ir.DictAttr(op.attributes["composite_attributes"])}
 
 
 def inline_calls(module: ir.Module) -> None:

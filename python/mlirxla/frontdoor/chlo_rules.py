@@ -511,11 +511,13 @@ def complex_atan(b, z):
 
 # ---------------------------------------------------------------- erf family
 
-# Eigen's / XLA's f32 rational approximation erf(x) ~ x P(x^2) / Q(x^2) on [-4, 4].
-ERF32_P = [-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
-           -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02]
-ERF32_Q = [-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
-           -1.42647390514189e-02]
+# Eigen's rational interpolant, which XLA:CPU's erf intrinsic emits for f32
+# (xla/codegen/intrinsic/erf.cc): erf(x) ~ x A(x^2) / B(x^2), and +-1 from ERF32_SATURATED on.
+ERF32_A = [0.00022905065861350646, 0.0034082910107109506, 0.050955695062380861, 0.18520832239976145,
+           1.128379143519084]
+ERF32_B = [-1.1791602954361697e-7, 0.000023547966471313185, 0.0010179625278914885, 0.014070470171167667,
+           0.11098505178285362, 0.49746925110067538, 1.0]
+ERF32_SATURATED = 3.832506856900711  # erf(x) rounds to 1 in f32 from here on
 # Cephes erff: erf(x) ~ x T(x^2) for |x| < 1 (single precision).
 ERFF_T = [7.853861353153693e-5, -8.010193625184903e-4, 5.188327685732524e-3, -2.685381193529856e-2,
           1.128358514861418e-1, -3.761262582423300e-1, 1.128379165726710e0]
@@ -547,11 +549,12 @@ LOG_MIN_F64 = -709.78271289338397
 
 
 def erf_f32(b, x):
-    """erf(x) ~ x P(x^2)/Q(x^2) with x clamped to [-4, 4], result clamped to [-1, 1]."""
-    x = clamp(b, -4.0, x, 4.0)
+    """erf(x) ~ x A(x^2)/B(x^2), its sign beyond ERF32_SATURATED: XLA:CPU's bits, where
+    jaxlib's older decomposition clamped x to [-4, 4] and the result to [-1, 1]."""
     x2 = b.multiply(x, x)
-    value = b.divide(b.multiply(x, horner(b, x2, ERF32_P)), horner(b, x2, ERF32_Q))
-    return clamp(b, -1.0, value, 1.0)
+    value = b.divide(b.multiply(x, horner(b, x2, ERF32_A)), horner(b, x2, ERF32_B))
+    saturated = b.compare(abs_(b, x), const(b, ERF32_SATURATED, x), "GE")
+    return b.select(saturated, b.unary("sign", x), value)
 
 
 def erf_small_f64(b, x):
