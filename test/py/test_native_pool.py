@@ -69,6 +69,21 @@ def test_every_index_runs_once_on_the_parts_the_job_allows():
         assert all(name.startswith("mlirxla-split-") for _, part, name in job.calls if part > 0)
 
 
+@pytest.mark.skipif(cpu_threads() < 2, reason="one thread: the pool has no helpers")
+def test_a_job_records_the_cpus_its_caller_and_helpers_run_on():
+    """The caller's CPU and a bit for each helper's: a spinning helper yields only on its
+    caller's CPU, and a waiting caller only to a helper on its own (a yield on a CPU shared
+    with another process gave that process the core for a time slice, and a kernel split over
+    two threads ran as slow as on one)."""
+    pool = native_pool.shared()
+    job = Recorder()
+    threading.Timer(0.05, job.hold.set).start()
+    pool.run(job.address, 0, 40, 2)
+    assert 0 <= pool.words[native_pool.Slot.CALLER_CPU] < os.cpu_count()
+    helper_bits = pool.words[native_pool.Slot.HELPER_CPUS]
+    assert helper_bits != 0 and helper_bits & ~((1 << min(os.cpu_count(), 64)) - 1) == 0
+
+
 def test_a_caller_that_finds_the_helpers_busy_runs_its_job_alone():
     job = Recorder()
     job.hold.set()
