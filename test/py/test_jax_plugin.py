@@ -227,6 +227,19 @@ def test_float64_with_x64(devices):
         jax.config.update("jax_enable_x64", previous)
 
 
+def test_f64_exp_gives_xla_cpu_bits(devices):
+    """f64 exp is XLA:CPU's own (Cephes' rational form after the ln 2 reduction): its bits
+    across the whole range, 0 and inf past its bounds, NaN kept."""
+    previous = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    try:
+        values = np.concatenate([np.linspace(-750.0, 750.0, 30001), [np.nan, np.inf, -np.inf, -0.0, 709.78, -708.39]])
+        got, want = (np.asarray(on(device, jnp.exp, values)) for device in devices)
+        assert got.tobytes() == want.tobytes()
+    finally:
+        jax.config.update("jax_enable_x64", previous)
+
+
 def test_training_steps_give_cpu_losses(devices):
     def step(params, x):
         loss, grads = jax.value_and_grad(mlp_loss)(params, x)
