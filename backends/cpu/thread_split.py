@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import llvmlite.binding as llvm
 
 from mlirxla.mlir import ir
-from mlirxla.transforms.cost_analysis import kernel_cost
+from mlirxla.transforms.cost_analysis import Cost, kernel_cost
 
 # handing slices to the other threads and waiting for them: on the Python split helpers a no-op
 # split took 7-15 us (min-median), and an elementwise kernel of 0.2-3 MiB split over 2 threads
@@ -71,7 +71,7 @@ def estimate(op: ir.Operation, threads: int, bandwidth: float | None = None) -> 
     return estimate_moving(cost.bytes_accessed, lane_work(op, cost), threads, bandwidth)
 
 
-def lane_work(op: ir.Operation, cost) -> float:
+def lane_work(op: ir.Operation, cost: Cost) -> float:
     """The kernel's arithmetic in flops of f32 lanes: a vector holds half as many f64 lanes, so
     f64 work counts twice (an f64 tanh of 2^19 elements, 8 MiB, took 1.48 ms whole where its
     work counted once made it 0.13 ms, and it was not split)."""
