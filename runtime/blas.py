@@ -26,6 +26,8 @@ import numpy as np
 from mlirxla.errors import MlirxlaError
 
 ROW_MAJOR, NO_TRANSPOSE, TRANSPOSE = 101, 111, 112
+# `cblas_?gemm` by element type, as the library names them
+GEMM_ROUTINES = {"f32": "scipy_cblas_sgemm64_", "f64": "scipy_cblas_dgemm64_"}
 _GEMMS: dict[str, object] = {}
 
 
@@ -58,9 +60,13 @@ def gemm_prototype(element: str):
 def gemm(element: str):
     """`cblas_sgemm` (element "f32") or `cblas_dgemm` ("f64"), typed for ctypes."""
     if element not in _GEMMS:
-        function = getattr(_library(), {"f32": "scipy_cblas_sgemm64_", "f64": "scipy_cblas_dgemm64_"}[element])
-        _GEMMS[element] = gemm_prototype(element)(ctypes.cast(function, ctypes.c_void_p).value)
+        _GEMMS[element] = gemm_prototype(element)(routine_address(GEMM_ROUTINES[element]))
     return _GEMMS[element]
+
+
+def routine_address(name: str) -> int:
+    """Where this process has BLAS routine `name` (native code calling it is linked to it)."""
+    return ctypes.cast(getattr(_library(), name), ctypes.c_void_p).value
 
 
 class _Gate:

@@ -168,7 +168,8 @@ def runs_in_order(plan: ExecutablePlan) -> bool:
 
 
 def calls_blas(plan: ExecutablePlan) -> bool:
-    return any(isinstance(thunk, thunk_kinds.GemmThunk) for thunk in thunk_kinds.every_thunk(plan.thunks))
+    return any(isinstance(thunk, thunk_kinds.GemmThunk) or getattr(thunk, "calls_blas", False)
+               for thunk in thunk_kinds.every_thunk(plan.thunks))
 
 
 def talks_to_devices(plan: ExecutablePlan) -> bool:

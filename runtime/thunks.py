@@ -9,8 +9,9 @@ executor needs to order them. Kinds:
   scratch arguments (working memory in the temp slab, one range per concurrent call, which
   the thunk declares it writes) when it needs any;
 - `sliced_kernel`: a kernel that computes one slice of dimension 0 (an image of a
-  batch-slice fusion, a block of rows of a large kernel), called once per slice with the
-  sliced pointers moved along, slices spread over the thread pool;
+  batch-slice fusion, a block of rows of a large kernel, a block of a convolution's images
+  as im2col + GEMM), called once per slice with the sliced pointers moved along, slices
+  spread over the thread pool;
 - `gemm`: a BLAS GEMM (row-major, optionally transposed operands, a batch of them);
 - `copy`: a memmove between slices; `parallel_copy`: copies that read all their sources
   before writing (a loop's carried values swapped or rotated);
@@ -131,6 +132,9 @@ class KernelThunk:
 class SlicedKernelThunk(KernelThunk):
     slices: int = 1
     strides: tuple[int, ...] = ()  # bytes to move each argument's pointer per slice (0: read whole)
+    # the kernel calls BLAS itself (a convolution's blocks of im2col + GEMM), which must then
+    # run single-threaded, each slice's GEMM on its slice's thread
+    calls_blas: bool = False
     kind: str = "sliced_kernel"
     address: int = field(default=0, repr=False, compare=False)
 
@@ -150,7 +154,7 @@ class SlicedKernelThunk(KernelThunk):
         threads.run(threads.slices_function(len(arguments)), ctypes.addressof(context), self.slices, parts)
 
     def to_json(self) -> dict:
-        return super().to_json() | {"slices": self.slices, "strides": list(self.strides)}
+        return super().to_json() | {"slices": self.slices, "strides": list(self.strides), "calls_blas": self.calls_blas}
 
     def describe(self) -> str:
         return super().describe().replace("kernel ", f"sliced kernel x{self.slices} ", 1)
@@ -583,7 +587,8 @@ def from_json(data: dict):
         return KernelThunk(data["name"], data["symbol"], _slices(data["arguments"]), data["result_count"], **scratch)
     if kind == "sliced_kernel":
         return SlicedKernelThunk(data["name"], data["symbol"], _slices(data["arguments"]), data["result_count"],
-                                 slices=data["slices"], strides=tuple(data["strides"]), **scratch)
+                                 slices=data["slices"], strides=tuple(data["strides"]), calls_blas=data.get("calls_blas", False),
+                                 **scratch)
     if kind == "gemm":
         return GemmThunk(data["name"], data["element"], BufferSlice.from_json(data["lhs"]), BufferSlice.from_json(data["rhs"]),
                          BufferSlice.from_json(data["out"]), data["m"], data["n"], data["k"], data["transpose_lhs"],

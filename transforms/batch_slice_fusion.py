@@ -72,6 +72,7 @@ from .fusion_legality import (
     users_in_block,
 )
 from .pass_base import ModulePass, PassResult
+from .reshape_to_bitcast import is_reshape
 from .priority_fusion import TERMINATORS, Decision, FusionDecisions, Namer, build_fusion, describe, fusible_blocks
 
 CUSTOM_KIND = "batch_slices"
@@ -317,6 +318,8 @@ class BatchSliceFusionPass(ModulePass):
         result = producer.results[0]
         n = leading_size(result)
         size = byte_size(result.type)
+        if is_reshape(producer):
+            return "the producer is a reshape, a bitcast once alone: merging it saves no memory traffic"
         if n is None or n < 2:
             return "the producer's result has no batch dimension to slice"
         if size <= self.min_intermediate_bytes:

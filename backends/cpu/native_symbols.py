@@ -31,6 +31,7 @@ import struct
 import llvmlite.binding as llvm
 
 from mlirxla.errors import MlirxlaError
+from mlirxla.runtime import blas
 
 HELPERS = """
 define bfloat @__truncsfbf2(float %value) {
@@ -152,7 +153,10 @@ def target_header(machine: "llvm.TargetMachine") -> str:
 
 def process_address(name: str) -> int | None:
     """Where this process has function `name`, or None. A vector math function
-    (`vector_math.py`) is looked for after glibc's vector math library is loaded."""
+    (`vector_math.py`) is looked for after glibc's vector math library is loaded; a GEMM
+    routine (a convolution's blocks call it) in numpy's OpenBLAS, whose symbols are local."""
+    if name in blas.GEMM_ROUTINES.values():
+        return blas.routine_address(name)
     if name.startswith(VECTOR_FUNCTION_PREFIX):
         load_vector_math()
     return _DLSYM(_PROCESS._handle, name.encode())

@@ -9,6 +9,8 @@ the layout): for each output position and filter row, the filter row's window of
 `kw` pixels of `c` channels, is one `memcpy` when it lies inside the input (stride along
 the width does not matter: the window's pixels are adjacent) and pixel by pixel otherwise,
 zeros for the padding. Its element size is an argument too: one function for f32 and f64.
+A batch's convolution in blocks calls it from a kernel of its own that then calls BLAS's
+GEMM on the block's rows (`im2col_gemm_call`; the JIT links the routine in numpy's OpenBLAS).
 The generated kernel it replaces (the input padded into scratch, then one loop nest over the
 windows) cost about 40 ms of the lowering and LLVM of conv_bn_pool's cold compile and ran
 no faster (16 images of 32x32x32, 3x3: 0.50-0.59 ms generated, 0.52-0.60 here).
@@ -39,6 +41,7 @@ the forwarders, unoptimized: it is one call.
 
 from mlirxla import context
 from mlirxla.mlir import ir
+from mlirxla.runtime.blas import NO_TRANSPOSE, ROW_MAJOR
 
 from . import convolution_library, lowering
 from .row_engine import BUFFERS, cases_kept_apart, engine_library_text
@@ -156,6 +159,27 @@ def im2col_call(symbol: str, shape) -> str:
     what = (f"im2col of {shape.batch}x{shape.height}x{shape.width}x{shape.channels} {shape.element}, "
             f"a {shape.kernel_height}x{shape.kernel_width} window")
     return call_text(symbol, what, IM2COL, 2, sizes)
+
+
+def im2col_gemm_call(symbol: str, block, routine: str) -> str:
+    """LLVM IR of kernel `symbol` (input, kernel, output, rows): one block of images of a
+    convolution (`block`, a `convolution_strategy.Geometry` of the block's images), laid out as
+    GEMM rows by `mlirxla_im2col` into `rows` and multiplied by the kernel with BLAS `routine`
+    (`cblas_?gemm`) into the block's output, while the rows are still in the core's cache."""
+    (top, _), (left, _) = block.padding
+    sizes = (block.width_bytes, block.batch, block.height, block.width, block.channels, block.kernel_height,
+             block.kernel_width, block.out_height, block.out_width, *block.strides, top, left)
+    scalar = "float" if block.element == "f32" else "double"
+    m, n, k = block.m, block.features, block.k
+    return (f"; kernel {symbol}: im2col of {block.batch}x{block.height}x{block.width}x{block.channels} {block.element}, "
+            f"a {block.kernel_height}x{block.kernel_width} window, then a {m}x{n}x{k} GEMM, in the runtime library and BLAS\n"
+            f"declare void @{IM2COL}(ptr, ptr{', i64' * len(sizes)})\n"
+            f"declare void @{routine}(i32, i32, i32, i64, i64, i64, {scalar}, ptr, i64, ptr, i64, {scalar}, ptr, i64)\n\n"
+            f"define void @{symbol}(ptr %input, ptr %kernel, ptr %output, ptr %rows) {{\n"
+            f"  call void @{IM2COL}(ptr %input, ptr %rows{''.join(f', i64 {size}' for size in sizes)})\n"
+            f"  call void @{routine}(i32 {ROW_MAJOR}, i32 {NO_TRANSPOSE}, i32 {NO_TRANSPOSE}, i64 {m}, i64 {n}, i64 {k}, {scalar} 1.0, ptr %rows, i64 {k}, "
+            f"ptr %kernel, i64 {n}, {scalar} 0.0, ptr %output, i64 {n})\n"
+            f"  ret void\n}}\n")
 
 
 def top_k_function(largest: bool, canonical: bool) -> str:

@@ -55,11 +55,59 @@ def strategy_line(decisions: list[str]) -> str:
 
 
 def test_large_convolution_takes_im2col_and_gemm():
-    text, _, _ = layer(8, 32, 32, 64, 3)
+    text, _, _ = layer(1, 64, 32, 64, 3)
     executable, decisions = compiled(text)
     line = strategy_line(decisions)
     assert line.startswith("convolution: convolution strategy im2col_gemm; estimated im2col_gemm"), line
-    assert "loop_nest" in line and "im2col" in executable.plan.describe()
+    thunks = executable.plan.describe()
+    assert "loop_nest" in line and "kernel convolution.im2col" in thunks and "gemm convolution f32 4096x64x288 NN" in thunks
+
+
+def test_a_batch_of_images_runs_in_blocks_of_im2col_and_gemm():
+    """Each block's rows (one 32x32 image's, 1.1 MiB) are laid out and multiplied on one
+    thread, in one kernel: no whole-batch rows, no GEMM thunk."""
+    text, x_shape, k_shape = layer(8, 32, 32, 64, 3)
+    executable, decisions = compiled(text)
+    assert "convolution: convolution as 8 blocks of 1 image(s), each im2col + BLAS GEMM f32 1024x64x288 on one thread" in decisions
+    thunks = executable.plan.describe()
+    assert "sliced kernel x8 convolution [convolution_blocks]" in thunks and "gemm convolution" not in thunks
+    rng = np.random.default_rng(3)
+    x, k = (rng.standard_normal(shape).astype(np.float32) for shape in (x_shape, k_shape))
+    np.testing.assert_allclose(executable.execute([x, k])[0], numpy_convolution(x, k, 1, ((1, 1), (1, 1))), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("element", ["f32", "f64"])
+@pytest.mark.parametrize("shape, blocks", [
+    (dict(n=6, h=12, c=8, f=16, k=3), "2 blocks of 3 image(s)"),
+    (dict(n=4, h=17, c=5, f=12, k=3, stride=2, padding=((1, 0), (0, 1))), "2 blocks of 2 image(s)"),
+    (dict(n=3, h=10, c=4, f=8, k=5, padding=((2, 2), (2, 2))), "3 blocks of 1 image(s)"),
+], ids=["3-per-block", "strided-asymmetric", "odd-batch-5x5"])
+def test_convolution_blocks_match_numpy(shape, blocks, element):
+    text, x_shape, k_shape = layer(**shape)
+    with strategy.forcing(strategy.IM2COL_GEMM):
+        executable, decisions = compiled(text.replace("f32", element))
+    assert any(f"convolution as {blocks}, each im2col + BLAS GEMM {element}" in line for line in decisions), decisions
+    rng = np.random.default_rng(4)
+    dtype = np.float32 if element == "f32" else np.float64
+    x, k = (rng.standard_normal(s).astype(dtype) for s in (x_shape, k_shape))
+    expected = numpy_convolution(x, k, shape.get("stride", 1), shape.get("padding", ((1, 1), (1, 1))))
+    tolerance = 1e-4 if element == "f32" else 1e-10
+    np.testing.assert_allclose(executable.execute([x, k])[0], expected, rtol=tolerance, atol=tolerance)
+
+
+@pytest.mark.parametrize("batch, rows, images", [
+    (8, 32, 1),  # one image's rows (1.1 MiB) already fill a block
+    (16, 8, 8),  # 72 KiB an image: as many as leave each of two threads a block
+    (1, 32, None),  # one image: the whole GEMM over the threads
+    (64, 2, 32),  # 4 rows an image: 32 images give each thread a block of 128 GEMM rows
+    (4, 2, None),  # two images a block at most, 8 GEMM rows: too few
+])
+def test_images_per_block(batch, rows, images):
+    from mlirxla.backends.cpu.convolution_gemm import images_per_block
+
+    shape = strategy.Geometry(batch, rows, rows, 32, 3, 3, 64, rows, rows, (1, 1), ((1, 1), (1, 1)), "f32", True,
+                              (False, False, False), True, True, 64)
+    assert images_per_block(shape, threads=2) == images
 
 
 def test_large_pointwise_convolution_is_one_gemm_over_its_input():

@@ -131,6 +131,27 @@ def test_output_and_batch_slice_fusion_keep_results(context):
         np.testing.assert_allclose(a, b, rtol=1e-6)
 
 
+RESHAPED_CONVOLUTION = """
+func.func @main(%x: tensor<4x64x8xf32>, %k: tensor<1x3x8x8xf32>) -> tensor<4x1x64x8xf32> {
+  %0 = stablehlo.reshape %x : (tensor<4x64x8xf32>) -> tensor<4x1x64x8xf32>
+  %1 = stablehlo.convolution(%0, %k) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], window = {stride = [1, 1], pad = [[0, 0], [1, 1]]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<4x1x64x8xf32>, tensor<1x3x8x8xf32>) -> tensor<4x1x64x8xf32>
+  return %1 : tensor<4x1x64x8xf32>
+}
+"""
+
+
+def test_batch_slice_fusion_leaves_a_reshape_to_become_a_bitcast(context):
+    """A reshape alone moves no bytes once it is a bitcast: merged into the convolution it
+    would save nothing and make the convolution a loop nest in slices (a 1-D convolution's
+    reshape to 2-D, jax's conv1d)."""
+    module = frontdoor.import_text(RESHAPED_CONVOLUTION, "reshaped_convolution.mlir", context).module
+    runner = PipelineRunner(module)
+    runner.run(Pipeline("batch slices").add(BatchSliceFusionPass(min_intermediate_bytes=64, max_slice_bytes=4096)).add("xhlo-verify"))
+    decisions = runner.reports["xhlo-batch-slice-fusion"].dump_files()["batch-slice-fusion-decisions.txt"]
+    assert "0 fused" in decisions and "the producer is a reshape, a bitcast once alone" in decisions, decisions
+    assert "xhlo.fusion" not in str(module)
+
+
 def test_row_fusion_makes_softmax_one_kernel_with_the_same_results(context):
     """Reductions over the same rows join one kernel; the fused module computes the same."""
     text = open(os.path.join(JAX_PROGRAMS, "programs", "softmax.stablehlo.mlir")).read()

@@ -4,7 +4,8 @@ operands widened to f32 for the f32 GEMM, accumulating in f32, as XLA:CPU does);
 becomes what the convolution cost model picks (`transforms/convolution_strategy.py`): a
 `gemm` straight over its buffers (1x1), an im2col kernel (on the CPU a call into the runtime
 library, `runtime_library.py`; its module, `convolution_gemm.py`, for other backends) and a
-`gemm`, or a generated kernel; an output fusion rooted
+`gemm`, a batch of images in blocks of im2col + GEMM on the threads (one sliced kernel
+calling both, `convolution_gemm.images_per_block`), or a generated kernel; an output fusion rooted
 in such a dot or convolution becomes that library call writing the fusion's output, then its
 epilogue as a kernel reading the output elementwise and writing it in place. A softmax fusion
 of f32 rows (`softmax_rows.py`) is a call into the runtime library, its rows in blocks over
@@ -16,17 +17,18 @@ from math import prod
 
 from mlirxla.mlir import ir
 from mlirxla.runtime.threads import cpu_threads
-from mlirxla.runtime.thunks import WIDENED_GEMMS, GemmThunk, KernelThunk, SlicedKernelThunk
+from mlirxla.runtime import blas
+from mlirxla.runtime.thunks import WIDENED_GEMMS, BufferSlice, GemmThunk, KernelThunk, SlicedKernelThunk
 from mlirxla.transforms import convolution_strategy as strategy
 from mlirxla.transforms.dot_canonicalizer import gemm_shape
 from mlirxla.transforms.fusion_legality import LIBRARY_CALLS, fused_ops, kind_of
 from mlirxla.transforms.scheduling import type_bytes
 
 from .. import thread_split
-from ..convolution_gemm import im2col_module_text
+from ..convolution_gemm import im2col_module_text, images_per_block
 from ..row_programs import PER_ROW, ROWS, RowProgram
 from ..runtime_library import ROWS as ROW_ENGINE
-from ..runtime_library import SOFTMAX, im2col_call, rows_call, softmax_call
+from ..runtime_library import SOFTMAX, im2col_call, im2col_gemm_call, rows_call, softmax_call
 from .kernels import KernelSpec, emit_kernel, epilogue_thunk, kernel_thunk
 
 
@@ -125,6 +127,9 @@ def convolution_as_gemm(emitter, convolution: ir.Operation, owner: ir.Operation,
     if choice.strategy == strategy.GEMM:
         emitter.decisions.append(f"{name}: convolution as a BLAS GEMM over its input {shape.element} {shape.m}x{shape.features}x{shape.k}")
         return [GemmThunk(name, shape.element, emitter.slice_of(lhs), emitter.slice_of(rhs), out, shape.m, shape.features, shape.k, False, False)]
+    images = images_per_block(shape, cpu_threads()) if emitter.slice_rows else None
+    if images is not None:
+        return [convolution_in_blocks(emitter, name, convolution, shape, images, (lhs, rhs, owner.results[0]))]
     symbol = emitter.symbol(f"{name}_im2col")
     rows_bytes = shape.m * shape.k * shape.width_bytes
     rows = emitter.allocate(rows_bytes, owner, symbol, f"im2col rows {shape.m}x{shape.k} {shape.element} for the GEMM")
@@ -142,6 +147,26 @@ def convolution_as_gemm(emitter, convolution: ir.Operation, owner: ir.Operation,
         im2col = KernelThunk(f"{name}.im2col", symbol, arguments, 1)
     gemm = GemmThunk(name, shape.element, rows, emitter.slice_of(rhs), out, shape.m, shape.features, shape.k, False, False)
     return [im2col, gemm]
+
+
+def convolution_in_blocks(emitter, name: str, convolution: ir.Operation, shape: strategy.Geometry, images: int,
+                          values: tuple[ir.Value, ir.Value, ir.Value]) -> SlicedKernelThunk:
+    """The convolution as blocks of `images` images, each laid out as im2col rows in its
+    thread's scratch and multiplied by the kernel at once (`convolution_gemm.py`)."""
+    block = dataclasses.replace(shape, batch=images)
+    slices = shape.batch // images
+    symbol = emitter.symbol(f"{name}_blocks")
+    threads = min(cpu_threads(), slices)
+    rows_bytes = block.m * block.k * block.width_bytes
+    rows = emitter.allocate(rows_bytes * threads, convolution, symbol,
+                            f"im2col rows {block.m}x{block.k} {shape.element} of a block, x{threads} concurrent calls")
+    emitter.decisions.append(f"{name}: convolution as {slices} blocks of {images} image(s), each im2col + BLAS GEMM "
+                             f"{shape.element} {block.m}x{shape.features}x{block.k} on one thread")
+    emitter.kernels.append(KernelSpec(symbol, convolution, library_call=im2col_gemm_call(symbol, block, blas.GEMM_ROUTINES[shape.element])))
+    strides = (block.input_bytes, 0, block.output_bytes)
+    return SlicedKernelThunk(name, symbol, tuple(emitter.slice_of(value) for value in values), 1, slices=slices, strides=strides,
+                             calls_blas=True, scratch=BufferSlice(rows.allocation, rows.offset, rows_bytes), scratch_offsets=(0,),
+                             scratch_parts=threads)
 
 
 def im2col_kernel(symbol: str, convolution: ir.Operation, shape: strategy.Geometry) -> KernelSpec:
