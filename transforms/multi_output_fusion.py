@@ -63,6 +63,7 @@ from .fusion_legality import (
 from .multi_output_graph import Kernel, MultiOutputGraph, Value
 from .pass_base import ModulePass, PassReport, PassResult, rendering_reports
 from .priority_fusion import Descriptions, Namer, fusible_blocks
+from .reshape_to_bitcast import is_reshape
 
 MAX_RESULTS = FUSION_SLOTS  # the xhlo.fusion op's result slots
 # what a loop consumer and its producer may hold: elementwise work over one index space, so
@@ -165,6 +166,8 @@ def kernel_problem(op: ir.Operation, limits: FusionLimits) -> str | None:
         return "it is rooted in an in-place dynamic-update-slice"
     if contiguous_copy(op) is not None:
         return "it copies a contiguous range of its operand (a memcpy, no kernel)"
+    if is_reshape(op):
+        return "it is a reshape, a bitcast once alone (no kernel)"
     return None
 
 

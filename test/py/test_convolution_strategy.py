@@ -170,6 +170,53 @@ def test_register_tiled_loop_nest_matches_numpy(shape, tiled):
     np.testing.assert_allclose(executable.execute([x, k])[0], expected, rtol=1e-4, atol=1e-4)
 
 
+# the kernel gradient of an NHWC x HWIO layer with stride s, as jax emits it
+LAYER_KERNEL_GRADIENT = """func.func @main(%x: tensor<{n}x{h}x{h}x{c}x{e}>, %dy: tensor<{n}x{oh}x{oh}x{f}x{e}>) -> tensor<{k}x{k}x{c}x{f}x{e}> {{
+  %0 = stablehlo.convolution(%x, %dy) dim_numbers = [f, 0, 1, b]x[i, 0, 1, o]->[0, 1, b, f], window = {{stride = [1, 1], pad = [[{low}, {high}], [{low}, {high}]], rhs_dilate = [{s}, {s}]}} {{batch_group_count = 1 : i64, feature_group_count = 1 : i64}} : (tensor<{n}x{h}x{h}x{c}x{e}>, tensor<{n}x{oh}x{oh}x{f}x{e}>) -> tensor<{k}x{k}x{c}x{f}x{e}>
+  return %0 : tensor<{k}x{k}x{c}x{f}x{e}>
+}}"""
+
+
+def kernel_gradient(n, h, c, f, k, s, low, element="f32"):
+    oh = (h + 2 * low - k) // s + 1
+    high = (k - 1) + (oh - 1) * s - (h - 1) - low
+    text = LAYER_KERNEL_GRADIENT.format(n=n, h=h, c=c, f=f, k=k, s=s, oh=oh, low=low, high=high, e=element)
+    rng = np.random.default_rng(8)
+    dtype = np.float32 if element == "f32" else np.float64
+    x, dy = rng.standard_normal((n, h, h, c)).astype(dtype), rng.standard_normal((n, oh, oh, f)).astype(dtype)
+    padded = np.pad(x.astype(np.float64), ((0, 0), (low, high), (low, high), (0, 0)))
+    expected = np.stack([np.stack([np.einsum("nhwc,nhwf->cf", padded[:, i:i + (oh - 1) * s + 1:s, j:j + (oh - 1) * s + 1:s], dy)
+                                   for j in range(k)]) for i in range(k)])
+    return text, (x, dy), expected
+
+
+def test_a_layer_kernel_gradient_is_its_im2col_rows_transposed_times_the_output_gradient():
+    """jax's kernel gradient of a stride-2 3x3 layer (16 images of 32x32x16 -> 32) is the
+    layer's im2col rows, transposed, times the output gradient as it lies: no transposes,
+    and the model prefers it to them."""
+    text, arguments, expected = kernel_gradient(16, 32, 16, 32, 3, 2, 1)
+    executable, decisions = compiled(text)
+    assert "convolution strategy weight_gradient_gemm;" in strategy_line(decisions), decisions
+    thunks = executable.plan.describe()
+    assert "gemm convolution f32 144x32x4096 TN" in thunks and "kernel convolution.im2col" in thunks and "transpose" not in thunks
+    np.testing.assert_allclose(executable.execute(list(arguments))[0], expected, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("element", ["f32", "f64"])
+@pytest.mark.parametrize("shape", [
+    dict(n=3, h=9, c=5, f=7, k=3, s=2, low=0),
+    dict(n=2, h=8, c=4, f=6, k=3, s=1, low=1),
+    dict(n=4, h=11, c=3, f=8, k=5, s=3, low=2),
+], ids=["stride-2-unpadded", "stride-1-same", "5x5-stride-3"])
+def test_kernel_gradients_forced_as_gemms_match_numpy(shape, element):
+    text, arguments, expected = kernel_gradient(**shape, element=element)
+    with strategy.forcing(strategy.WEIGHT_GRADIENT_GEMM):
+        executable, decisions = compiled(text)
+    assert "strategy weight_gradient_gemm (forced)" in strategy_line(decisions)
+    tolerance = 1e-4 if element == "f32" else 1e-10
+    np.testing.assert_allclose(executable.execute(list(arguments))[0], expected, rtol=tolerance, atol=tolerance)
+
+
 def test_forcing_an_unknown_strategy_is_refused():
     with pytest.raises(ValueError, match="unknown convolution strategy 'winograd'"):
         with strategy.forcing("winograd"):

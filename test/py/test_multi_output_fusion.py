@@ -94,6 +94,25 @@ def test_sibling_merge_keeps_results(context):
         np.testing.assert_array_equal(a, b)
 
 
+def test_reshapes_of_one_value_stay_apart(context):
+    """Two reshapes of one parameter (jax's 1-D convolution reads its input as 2-D twice)
+    are bitcasts once alone: as siblings of one fusion they would be a kernel copying it."""
+    text = """func.func @main(%x: tensor<16x64xf32>, %w: tensor<64x8xf32>, %v: tensor<16x8xf32>) -> (tensor<16x8xf32>, tensor<64x8xf32>) {
+  %a = stablehlo.reshape %x : (tensor<16x64xf32>) -> tensor<16x1x64xf32>
+  %b = stablehlo.reshape %x : (tensor<16x64xf32>) -> tensor<16x1x64xf32>
+  %c = stablehlo.dot_general %a, %w, contracting_dims = [2] x [0] : (tensor<16x1x64xf32>, tensor<64x8xf32>) -> tensor<16x1x8xf32>
+  %d = stablehlo.reshape %c : (tensor<16x1x8xf32>) -> tensor<16x8xf32>
+  %e = stablehlo.dot_general %b, %v, contracting_dims = [0] x [0] : (tensor<16x1x64xf32>, tensor<16x8xf32>) -> tensor<1x64x8xf32>
+  %f = stablehlo.reshape %e : (tensor<1x64x8xf32>) -> tensor<64x8xf32>
+  return %d, %f : tensor<16x8xf32>, tensor<64x8xf32>
+}
+"""
+    module = frontdoor.import_text(text, "reshapes.mlir", context).module
+    runner = PipelineRunner(module)
+    runner.run(Pipeline("mof").add("xhlo-priority-fusion").add(MultiOutputFusionPass()).add("xhlo-verify"))
+    assert fusion_count(module) == 0, str(module)
+
+
 ADAM_STEP = """func.func @main(%p: tensor<64x32xf32>, %g: tensor<64x32xf32>, %m: tensor<64x32xf32>, %v: tensor<64x32xf32>, %rate: tensor<f32>) -> (tensor<64x32xf32>, tensor<64x32xf32>, tensor<64x32xf32>) {
   %b1 = stablehlo.constant dense<0.9> : tensor<64x32xf32>
   %c1 = stablehlo.constant dense<0.1> : tensor<64x32xf32>

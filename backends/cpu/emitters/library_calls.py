@@ -115,25 +115,40 @@ def emit_output_fusion(emitter, op: ir.Operation) -> list:
 
 def convolution_as_gemm(emitter, convolution: ir.Operation, owner: ir.Operation, lhs: ir.Value, rhs: ir.Value) -> list | None:
     """The thunks writing `owner`'s result for `convolution` when the cost model picks a GEMM
-    (a `gemm` alone for a 1x1 convolution; an im2col kernel, then a `gemm`), else None (a
-    generated kernel); the choice and the estimates behind it are recorded either way."""
+    (a `gemm` alone for a 1x1 convolution; blocks of im2col + GEMM, or an im2col kernel then
+    a `gemm`; a kernel gradient's layer's im2col kernel, then a `gemm` of its rows
+    transposed), else None (a generated kernel); the choice and the estimates behind it are
+    recorded either way."""
     name = emitter.name_of(owner)
     choice = strategy.choose(convolution)
     emitter.decisions.append(f"{name}: convolution strategy {choice.describe()}")
-    if choice.strategy not in (strategy.GEMM, strategy.IM2COL_GEMM):
+    if choice.strategy not in (strategy.GEMM, strategy.IM2COL_GEMM, strategy.WEIGHT_GRADIENT_GEMM):
         return None
-    shape = strategy.geometry(convolution)
     out = emitter.slice_of(owner.results[0])
+    if choice.strategy == strategy.WEIGHT_GRADIENT_GEMM:
+        layer = strategy.weight_gradient(convolution)
+        emitter.decisions.append(f"{name}: kernel gradient as the layer's im2col rows, transposed, times the output gradient: "
+                                 f"BLAS GEMM {layer.element} {layer.k}x{layer.features}x{layer.m}")
+        rows, im2col = im2col_rows(emitter, name, convolution, owner, layer, lhs)
+        return [im2col, GemmThunk(name, layer.element, rows, emitter.slice_of(rhs), out, layer.k, layer.features, layer.m, True, False)]
+    shape = strategy.geometry(convolution)
     if choice.strategy == strategy.GEMM:
         emitter.decisions.append(f"{name}: convolution as a BLAS GEMM over its input {shape.element} {shape.m}x{shape.features}x{shape.k}")
         return [GemmThunk(name, shape.element, emitter.slice_of(lhs), emitter.slice_of(rhs), out, shape.m, shape.features, shape.k, False, False)]
     images = images_per_block(shape, cpu_threads()) if emitter.slice_rows else None
     if images is not None:
         return [convolution_in_blocks(emitter, name, convolution, shape, images, (lhs, rhs, owner.results[0]))]
+    emitter.decisions.append(f"{name}: convolution as im2col + BLAS GEMM {shape.element} {shape.m}x{shape.features}x{shape.k}")
+    rows, im2col = im2col_rows(emitter, name, convolution, owner, shape, lhs)
+    return [im2col, GemmThunk(name, shape.element, rows, emitter.slice_of(rhs), out, shape.m, shape.features, shape.k, False, False)]
+
+
+def im2col_rows(emitter, name: str, convolution: ir.Operation, owner: ir.Operation, shape: strategy.Geometry, lhs: ir.Value):
+    """The scratch rows of the whole batch of `shape` and the im2col thunk writing them from
+    `lhs`: one image per call over the threads where that pays."""
     symbol = emitter.symbol(f"{name}_im2col")
     rows_bytes = shape.m * shape.k * shape.width_bytes
     rows = emitter.allocate(rows_bytes, owner, symbol, f"im2col rows {shape.m}x{shape.k} {shape.element} for the GEMM")
-    emitter.decisions.append(f"{name}: convolution as im2col + BLAS GEMM {shape.element} {shape.m}x{shape.features}x{shape.k}")
     arguments = (emitter.slice_of(lhs), rows)
     threads = cpu_threads()
     if emitter.slice_rows and shape.batch > 1 and threads > 1 and thread_split.estimate_moving(shape.input_bytes + rows_bytes, 0, threads).pays:
@@ -145,8 +160,7 @@ def convolution_as_gemm(emitter, convolution: ir.Operation, owner: ir.Operation,
     else:
         emitter.kernels.append(im2col_kernel(symbol, convolution, shape))
         im2col = KernelThunk(f"{name}.im2col", symbol, arguments, 1)
-    gemm = GemmThunk(name, shape.element, rows, emitter.slice_of(rhs), out, shape.m, shape.features, shape.k, False, False)
-    return [im2col, gemm]
+    return rows, im2col
 
 
 def convolution_in_blocks(emitter, name: str, convolution: ir.Operation, shape: strategy.Geometry, images: int,
