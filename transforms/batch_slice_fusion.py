@@ -28,7 +28,10 @@ not stay in cache between two kernels) while one slice of it is at most `max-sli
 (it does), the weights the convolutions and dots read whole for every slice fit in
 `max-slice-bytes` too (so slicing a matmul into matrix-vector products that stream their
 weights again per row is refused), the consumer reads the producer's result slice by slice, both keep their slices
-apart with the same N, and no other path leads from producer to consumer. Merges repeat to a
+apart with the same N, and no other path leads from producer to consumer. A lone reshape
+never merges: alone it becomes a bitcast, which moves no bytes, so merging it would save
+nothing and make its consumer's convolution a loop nest in slices (jax's 1-D convolutions
+read their input through one). Merges repeat to a
 fixed point, so a chain of such kernels becomes one.
 
 With `convolutions-as-gemms`, a merge is also refused when the convolutions of the two lose
@@ -72,8 +75,8 @@ from .fusion_legality import (
     users_in_block,
 )
 from .pass_base import ModulePass, PassResult
-from .reshape_to_bitcast import is_reshape
 from .priority_fusion import TERMINATORS, Decision, FusionDecisions, Namer, build_fusion, describe, fusible_blocks
+from .reshape_to_bitcast import is_reshape
 
 CUSTOM_KIND = "batch_slices"
 # the largest value on whole operands each slice computes again: the work repeated per slice

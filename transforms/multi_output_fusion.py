@@ -11,8 +11,9 @@ bodies) until nothing changes:
   fusion would create a cycle), when the shared operand is not worth sharing (a constant or a
   scalar), when their shapes are incompatible (the same loop shape: a loop root's shape, or
   the input shape of the reduce a fusion holds; two reductions must also reduce the same dimensions to the same
-  shape), when either is rooted in an in-place dynamic-update-slice, or when the merge is
-  too large (ops, operands, results).
+  shape), when either is rooted in an in-place dynamic-update-slice or is a lone reshape
+  (a bitcast once alone: as a sibling it would become a copy), or when the merge is too
+  large (ops, operands, results).
 - **Producer-consumer fusion.** A producer with other users is fused into a consumer that is
   a reduce (or a fusion holding a reduce: its hero) reducing data of the producer's shape; the producer's value
   becomes an extra output of the fusion, which its other users read, so it is computed once

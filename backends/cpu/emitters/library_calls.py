@@ -16,8 +16,8 @@ import dataclasses
 from math import prod
 
 from mlirxla.mlir import ir
-from mlirxla.runtime.threads import cpu_threads
 from mlirxla.runtime import blas
+from mlirxla.runtime.threads import cpu_threads
 from mlirxla.runtime.thunks import WIDENED_GEMMS, BufferSlice, GemmThunk, KernelThunk, SlicedKernelThunk
 from mlirxla.transforms import convolution_strategy as strategy
 from mlirxla.transforms.dot_canonicalizer import gemm_shape
