@@ -11,14 +11,17 @@ scratch memory of their own, allocated per execution.
 The emitter takes this path when the cost model (`transforms/convolution_strategy.py`) picks
 `im2col_gemm`; the geometry is the model's `Geometry`.
 
-A batch of images runs in blocks of whole images (`images_per_block`), as Eigen's and
-YNNPACK's convolutions pack their patches block by block: each block's rows are laid out in
-its thread's scratch and multiplied at once by a single-threaded GEMM (one kernel,
-`runtime_library.im2col_gemm_call`), the blocks spread over the threads. The rows of the
+A convolution runs in blocks (`convolution_blocks`), as Eigen's and YNNPACK's convolutions
+pack their patches block by block: whole images, or the output rows of a large image in
+parts. Each block's rows are laid out in its thread's scratch and multiplied at once by a
+single-threaded GEMM (one kernel, `runtime_library.im2col_gemm_call`), the blocks spread
+over the threads. The rows of the
 whole batch, written to memory and read back (an 8x32x32x32 -> 64 3x3 layer's 9 MiB), cost
 the copy about 1 ms and the GEMM its reads from the last-level cache; a block's rows stay in
 the core's L2 cache between the two.
 """
+
+from dataclasses import dataclass
 
 from mlirxla.transforms.convolution_strategy import Geometry
 
@@ -74,20 +77,38 @@ BLOCK_ROWS_BYTES = 1 << 20
 LEAST_BLOCK_ROWS = 64
 
 
-def images_per_block(shape: Geometry, threads: int) -> int | None:
-    """How many images one block of `shape` holds, or None where blocks do not pay: a single
-    image, a dilated convolution (its rows come from a generated kernel, not the library's
-    im2col) or images too small to give a GEMM rows enough. The most images whose rows fit
-    `BLOCK_ROWS_BYTES` that still leave a block for every thread; one image when even one
-    does not fit."""
-    if shape.batch < 2 or shape.dilated:
+@dataclass(frozen=True)
+class Blocks:
+    """How a convolution's batch splits into blocks: `images` whole images a block, or (one
+    image a block) `rows` of each image's output rows; `count` blocks in all."""
+
+    images: int
+    rows: int
+    count: int
+
+
+def convolution_blocks(shape: Geometry, threads: int) -> Blocks | None:
+    """The blocks of `shape`, or None where blocks do not pay: a dilated convolution (its rows
+    come from a generated kernel, not the library's im2col), a single image whose rows fit one
+    block, or blocks too small to give a GEMM rows enough. Images whose rows fit
+    `BLOCK_ROWS_BYTES` group, as many as still leave a block for every thread; an image whose
+    rows do not splits into blocks of output rows, the most that fit (a divisor of its output
+    height, so that every block is one GEMM of the same size)."""
+    if shape.dilated:
         return None
-    rows_per_image = shape.out_height * shape.out_width
-    image_bytes = rows_per_image * shape.k * shape.width_bytes
-    fitting = [images for images in divisors(shape.batch) if images * image_bytes <= BLOCK_ROWS_BYTES
-               and shape.batch // images >= min(threads, shape.batch)]
-    images = max(fitting, default=1)
-    return images if images * rows_per_image >= LEAST_BLOCK_ROWS else None
+    row_bytes = shape.out_width * shape.k * shape.width_bytes  # one output row's im2col rows
+    if shape.out_height * row_bytes > BLOCK_ROWS_BYTES:
+        fitting = [rows for rows in divisors(shape.out_height) if rows * row_bytes <= BLOCK_ROWS_BYTES]
+        rows = max(fitting, default=1)
+        blocks = Blocks(1, rows, shape.batch * (shape.out_height // rows))
+    elif shape.batch >= 2:
+        fitting = [images for images in divisors(shape.batch) if images * shape.out_height * row_bytes <= BLOCK_ROWS_BYTES
+                   and shape.batch // images >= min(threads, shape.batch)]
+        images = max(fitting, default=1)
+        blocks = Blocks(images, shape.out_height, shape.batch // images)
+    else:
+        return None
+    return blocks if blocks.images * blocks.rows * shape.out_width >= LEAST_BLOCK_ROWS else None
 
 
 def divisors(count: int) -> list[int]:

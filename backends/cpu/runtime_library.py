@@ -161,25 +161,48 @@ def im2col_call(symbol: str, shape) -> str:
     return call_text(symbol, what, IM2COL, 2, sizes)
 
 
-def im2col_gemm_call(symbol: str, block, routine: str) -> str:
-    """LLVM IR of kernel `symbol` (input, kernel, output, rows): one block of images of a
-    convolution (`block`, a `convolution_strategy.Geometry` of the block's images), laid out as
-    GEMM rows by `mlirxla_im2col` into `rows` and multiplied by the kernel with BLAS `routine`
-    (`cblas_?gemm`) into the block's output, while the rows are still in the core's cache."""
-    (top, _), (left, _) = block.padding
-    sizes = (block.width_bytes, block.batch, block.height, block.width, block.channels, block.kernel_height,
-             block.kernel_width, block.out_height, block.out_width, *block.strides, top, left)
-    scalar = "float" if block.element == "f32" else "double"
-    m, n, k = block.m, block.features, block.k
-    return (f"; kernel {symbol}: im2col of {block.batch}x{block.height}x{block.width}x{block.channels} {block.element}, "
-            f"a {block.kernel_height}x{block.kernel_width} window, then a {m}x{n}x{k} GEMM, in the runtime library and BLAS\n"
-            f"declare void @{IM2COL}(ptr, ptr{', i64' * len(sizes)})\n"
-            f"declare void @{routine}(i32, i32, i32, i64, i64, i64, {scalar}, ptr, i64, ptr, i64, {scalar}, ptr, i64)\n\n"
-            f"define void @{symbol}(ptr %input, ptr %kernel, ptr %output, ptr %rows) {{\n"
-            f"  call void @{IM2COL}(ptr %input, ptr %rows{''.join(f', i64 {size}' for size in sizes)})\n"
-            f"  call void @{routine}(i32 {ROW_MAJOR}, i32 {NO_TRANSPOSE}, i32 {NO_TRANSPOSE}, i64 {m}, i64 {n}, i64 {k}, {scalar} 1.0, ptr %rows, i64 {k}, "
-            f"ptr %kernel, i64 {n}, {scalar} 0.0, ptr %output, i64 {n})\n"
-            f"  ret void\n}}\n")
+def im2col_gemm_call(symbol: str, shape, blocks, routine: str) -> str:
+    """LLVM IR of kernel `symbol`: one block of a convolution (`shape`, a
+    `convolution_strategy.Geometry`, in `blocks`, a `convolution_gemm.Blocks`), laid out as GEMM
+    rows by `mlirxla_im2col` into `rows` and multiplied by the kernel with BLAS `routine`
+    (`cblas_?gemm`) into the block's output, while the rows are still in the core's cache.
+    A block of whole images takes (input, kernel, output, rows), each pointer at its block.
+    A block of an image's output rows takes (input, kernel, output base, output, rows): the
+    input whole and the output at the block, whose distance from the output's base says
+    which image and which rows it is, so the input is read from that image with the top
+    padding moved up past the rows before."""
+    (top, _), (left, _) = shape.padding
+    scalar = "float" if shape.element == "f32" else "double"
+    m, n, k = blocks.images * blocks.rows * shape.out_width, shape.features, shape.k
+    fixed = (shape.height, shape.width, shape.channels, shape.kernel_height, shape.kernel_width, blocks.rows, shape.out_width,
+             *shape.strides)
+    lines = [f"; kernel {symbol}: im2col of {blocks.images} {shape.height}x{shape.width}x{shape.channels} {shape.element} image(s), "
+             f"{blocks.rows} output row(s) each, a {shape.kernel_height}x{shape.kernel_width} window, then a {m}x{n}x{k} GEMM, "
+             "in the runtime library and BLAS",
+             f"declare void @{IM2COL}(ptr, ptr{', i64' * 13})",
+             f"declare void @{routine}(i32, i32, i32, i64, i64, i64, {scalar}, ptr, i64, ptr, i64, {scalar}, ptr, i64)", ""]
+    image, image_top = "%input", str(top)
+    if blocks.rows == shape.out_height:
+        lines += [f"define void @{symbol}(ptr %input, ptr %kernel, ptr %output, ptr %rows) {{"]
+    else:
+        image, image_top = "%image", "%top"
+        per_image = shape.out_height // blocks.rows
+        block_bytes = m * n * shape.width_bytes
+        image_bytes = shape.height * shape.width * shape.channels * shape.width_bytes
+        lines += [f"define void @{symbol}(ptr %input, ptr %kernel, ptr %base, ptr %output, ptr %rows) {{",
+                  "  %at = ptrtoint ptr %output to i64", "  %from = ptrtoint ptr %base to i64",
+                  "  %offset = sub i64 %at, %from", f"  %block = udiv i64 %offset, {block_bytes}",
+                  f"  %which = udiv i64 %block, {per_image}", f"  %part = urem i64 %block, {per_image}",
+                  f"  %image_offset = mul i64 %which, {image_bytes}",
+                  "  %image = getelementptr i8, ptr %input, i64 %image_offset",
+                  f"  %rows_before = mul i64 %part, {blocks.rows * shape.strides[0]}",
+                  f"  %top = sub i64 {top}, %rows_before"]
+    sizes = "".join(f", i64 {size}" for size in fixed)
+    lines += [f"  call void @{IM2COL}(ptr {image}, ptr %rows, i64 {shape.width_bytes}, i64 {blocks.images}{sizes}, i64 {image_top}, i64 {left})",
+              f"  call void @{routine}(i32 {ROW_MAJOR}, i32 {NO_TRANSPOSE}, i32 {NO_TRANSPOSE}, i64 {m}, i64 {n}, i64 {k}, {scalar} 1.0, "
+              f"ptr %rows, i64 {k}, ptr %kernel, i64 {n}, {scalar} 0.0, ptr %output, i64 {n})",
+              "  ret void", "}", ""]
+    return "\n".join(lines)
 
 
 def top_k_function(largest: bool, canonical: bool) -> str:

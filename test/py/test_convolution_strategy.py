@@ -55,22 +55,28 @@ def strategy_line(decisions: list[str]) -> str:
 
 
 def test_large_convolution_takes_im2col_and_gemm():
-    text, _, _ = layer(1, 64, 32, 64, 3)
+    """One 64x64 image, whose rows (4.5 MiB) would leave the cache: 8 blocks of 8 output rows,
+    each laid out and multiplied on one thread, in one kernel."""
+    text, x_shape, k_shape = layer(1, 64, 32, 64, 3)
     executable, decisions = compiled(text)
     line = strategy_line(decisions)
     assert line.startswith("convolution: convolution strategy im2col_gemm; estimated im2col_gemm"), line
+    assert "convolution: convolution as 8 blocks of 8 output rows of an image, each im2col + BLAS GEMM f32 512x64x288 on one thread" in decisions
     thunks = executable.plan.describe()
-    assert "loop_nest" in line and "kernel convolution.im2col" in thunks and "gemm convolution f32 4096x64x288 NN" in thunks
+    assert "loop_nest" in line and "sliced kernel x8 convolution [convolution_blocks]" in thunks and "gemm convolution" not in thunks
+    rng = np.random.default_rng(2)
+    x, k = (rng.standard_normal(shape).astype(np.float32) for shape in (x_shape, k_shape))
+    np.testing.assert_allclose(executable.execute([x, k])[0], numpy_convolution(x, k, 1, ((1, 1), (1, 1))), rtol=1e-4, atol=1e-3)
 
 
 def test_a_batch_of_images_runs_in_blocks_of_im2col_and_gemm():
-    """Each block's rows (one 32x32 image's, 1.1 MiB) are laid out and multiplied on one
-    thread, in one kernel: no whole-batch rows, no GEMM thunk."""
-    text, x_shape, k_shape = layer(8, 32, 32, 64, 3)
+    """Two 16x16 images' rows (0.6 MiB) make a block, laid out and multiplied on one thread,
+    in one kernel: no whole-batch rows, no GEMM thunk."""
+    text, x_shape, k_shape = layer(8, 16, 32, 64, 3)
     executable, decisions = compiled(text)
-    assert "convolution: convolution as 8 blocks of 1 image(s), each im2col + BLAS GEMM f32 1024x64x288 on one thread" in decisions
+    assert "convolution: convolution as 4 blocks of 2 image(s), each im2col + BLAS GEMM f32 512x64x288 on one thread" in decisions
     thunks = executable.plan.describe()
-    assert "sliced kernel x8 convolution [convolution_blocks]" in thunks and "gemm convolution" not in thunks
+    assert "sliced kernel x4 convolution [convolution_blocks]" in thunks and "gemm convolution" not in thunks
     rng = np.random.default_rng(3)
     x, k = (rng.standard_normal(shape).astype(np.float32) for shape in (x_shape, k_shape))
     np.testing.assert_allclose(executable.execute([x, k])[0], numpy_convolution(x, k, 1, ((1, 1), (1, 1))), rtol=1e-4, atol=1e-3)
@@ -95,34 +101,41 @@ def test_convolution_blocks_match_numpy(shape, blocks, element):
     np.testing.assert_allclose(executable.execute([x, k])[0], expected, rtol=tolerance, atol=tolerance)
 
 
-@pytest.mark.parametrize("batch, rows, images", [
-    (8, 32, 1),  # one image's rows (1.1 MiB) already fill a block
-    (16, 8, 8),  # 72 KiB an image: as many as leave each of two threads a block
-    (1, 32, None),  # one image: the whole GEMM over the threads
-    (64, 2, 32),  # 4 rows an image: 32 images give each thread a block of 128 GEMM rows
+@pytest.mark.parametrize("batch, size, blocks", [
+    (8, 32, (1, 16, 16)),  # one image's rows (1.1 MiB) exceed a block: two blocks of 16 output rows
+    (16, 8, (8, 8, 2)),  # 72 KiB an image: as many as leave each of two threads a block
+    (1, 8, None),  # one small image: the whole GEMM over the threads
+    (64, 2, (32, 2, 2)),  # 4 rows an image: 32 images give each thread a block of 128 GEMM rows
     (4, 2, None),  # two images a block at most, 8 GEMM rows: too few
+    (1, 112, (1, 8, 14)),  # 126 KiB of rows an output row: 8 (the most dividing 112 that fit)
+    (2, 60, (1, 15, 8)),  # 60 rows: blocks of 15, four an image
 ])
-def test_images_per_block(batch, rows, images):
-    from mlirxla.backends.cpu.convolution_gemm import images_per_block
+def test_convolution_blocks(batch, size, blocks):
+    from mlirxla.backends.cpu.convolution_gemm import Blocks, convolution_blocks
 
-    shape = strategy.Geometry(batch, rows, rows, 32, 3, 3, 64, rows, rows, (1, 1), ((1, 1), (1, 1)), "f32", True,
+    shape = strategy.Geometry(batch, size, size, 32, 3, 3, 64, size, size, (1, 1), ((1, 1), (1, 1)), "f32", True,
                               (False, False, False), True, True, 64)
-    assert images_per_block(shape, threads=2) == images
+    assert convolution_blocks(shape, threads=2) == (Blocks(*blocks) if blocks else None)
 
 
-def test_large_pointwise_convolution_is_one_gemm_over_its_input():
-    text, _, _ = layer(8, 32, 64, 64, 1, padding=((0, 0), (0, 0)))
-    executable, decisions = compiled(text)
-    assert "strategy gemm;" in strategy_line(decisions)
-    thunks = executable.plan.describe()
-    assert "gemm convolution f32 8192x64x64 NN" in thunks and "im2col" not in thunks
-
-
-def test_tiny_convolution_takes_the_loop_nest():
-    text, _, _ = layer(1, 8, 4, 8, 3)
-    executable, decisions = compiled(text)
-    assert "strategy loop_nest;" in strategy_line(decisions)
-    assert "gemm" not in executable.plan.describe()
+@pytest.mark.parametrize("element", ["f32", "f64"])
+@pytest.mark.parametrize("shape, blocks", [
+    (dict(n=1, h=40, c=32, f=16, k=3), "output rows of an image"),
+    (dict(n=2, h=96, c=32, f=8, k=3, stride=2, padding=((1, 0), (0, 1))), "output rows of an image"),
+], ids=["one-image", "strided-asymmetric"])
+def test_blocks_of_output_rows_match_numpy(shape, blocks, element):
+    """An image whose rows do not fit a block is split by output rows: each block reads the
+    image at its rows, the top padding moved past the rows before it."""
+    text, x_shape, k_shape = layer(**shape)
+    with strategy.forcing(strategy.IM2COL_GEMM):
+        executable, decisions = compiled(text.replace("f32", element))
+    assert any(f"{blocks}, each im2col + BLAS GEMM {element}" in line for line in decisions), decisions
+    rng = np.random.default_rng(10)
+    dtype = np.float32 if element == "f32" else np.float64
+    x, k = (rng.standard_normal(s).astype(dtype) for s in (x_shape, k_shape))
+    expected = numpy_convolution(x, k, shape.get("stride", 1), shape.get("padding", ((1, 1), (1, 1))))
+    tolerance = 1e-4 if element == "f32" else 1e-10
+    np.testing.assert_allclose(executable.execute([x, k])[0], expected, rtol=tolerance, atol=tolerance)
 
 
 def test_model_orders_the_estimates_as_measured():

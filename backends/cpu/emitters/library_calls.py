@@ -5,7 +5,7 @@ becomes what the convolution cost model picks (`transforms/convolution_strategy.
 `gemm` straight over its buffers (1x1), an im2col kernel (on the CPU a call into the runtime
 library, `runtime_library.py`; its module, `convolution_gemm.py`, for other backends) and a
 `gemm`, a batch of images in blocks of im2col + GEMM on the threads (one sliced kernel
-calling both, `convolution_gemm.images_per_block`), or a generated kernel; an output fusion rooted
+calling both, `convolution_gemm.convolution_blocks`), or a generated kernel; an output fusion rooted
 in such a dot or convolution becomes that library call writing the fusion's output, then its
 epilogue as a kernel reading the output elementwise and writing it in place. A softmax fusion
 of f32 rows (`softmax_rows.py`) is a call into the runtime library, its rows in blocks over
@@ -25,7 +25,7 @@ from mlirxla.transforms.fusion_legality import LIBRARY_CALLS, fused_ops, kind_of
 from mlirxla.transforms.scheduling import type_bytes
 
 from .. import thread_split
-from ..convolution_gemm import im2col_module_text, images_per_block
+from ..convolution_gemm import Blocks, convolution_blocks, im2col_module_text
 from ..row_programs import PER_ROW, ROWS, RowProgram
 from ..runtime_library import ROWS as ROW_ENGINE
 from ..runtime_library import SOFTMAX, im2col_call, im2col_gemm_call, rows_call, softmax_call
@@ -135,9 +135,9 @@ def convolution_as_gemm(emitter, convolution: ir.Operation, owner: ir.Operation,
     if choice.strategy == strategy.GEMM:
         emitter.decisions.append(f"{name}: convolution as a BLAS GEMM over its input {shape.element} {shape.m}x{shape.features}x{shape.k}")
         return [GemmThunk(name, shape.element, emitter.slice_of(lhs), emitter.slice_of(rhs), out, shape.m, shape.features, shape.k, False, False)]
-    images = images_per_block(shape, cpu_threads()) if emitter.slice_rows else None
-    if images is not None:
-        return [convolution_in_blocks(emitter, name, convolution, shape, images, (lhs, rhs, owner.results[0]))]
+    blocks = convolution_blocks(shape, cpu_threads()) if emitter.slice_rows else None
+    if blocks is not None:
+        return [convolution_in_blocks(emitter, name, convolution, shape, blocks, (lhs, rhs, owner.results[0]))]
     emitter.decisions.append(f"{name}: convolution as im2col + BLAS GEMM {shape.element} {shape.m}x{shape.features}x{shape.k}")
     rows, im2col = im2col_rows(emitter, name, convolution, owner, shape, lhs)
     return [im2col, GemmThunk(name, shape.element, rows, emitter.slice_of(rhs), out, shape.m, shape.features, shape.k, False, False)]
@@ -163,24 +163,28 @@ def im2col_rows(emitter, name: str, convolution: ir.Operation, owner: ir.Operati
     return rows, im2col
 
 
-def convolution_in_blocks(emitter, name: str, convolution: ir.Operation, shape: strategy.Geometry, images: int,
+def convolution_in_blocks(emitter, name: str, convolution: ir.Operation, shape: strategy.Geometry, blocks: Blocks,
                           values: tuple[ir.Value, ir.Value, ir.Value]) -> SlicedKernelThunk:
-    """The convolution as blocks of `images` images, each laid out as im2col rows in its
-    thread's scratch and multiplied by the kernel at once (`convolution_gemm.py`)."""
-    block = dataclasses.replace(shape, batch=images)
-    slices = shape.batch // images
+    """The convolution as `blocks`, each laid out as im2col rows in its thread's scratch and
+    multiplied by the kernel at once (`convolution_gemm.py`)."""
+    m = blocks.images * blocks.rows * shape.out_width
     symbol = emitter.symbol(f"{name}_blocks")
-    threads = min(cpu_threads(), slices)
-    rows_bytes = block.m * block.k * block.width_bytes
+    threads = min(cpu_threads(), blocks.count)
+    rows_bytes = m * shape.k * shape.width_bytes
     rows = emitter.allocate(rows_bytes * threads, convolution, symbol,
-                            f"im2col rows {block.m}x{block.k} {shape.element} of a block, x{threads} concurrent calls")
-    emitter.decisions.append(f"{name}: convolution as {slices} blocks of {images} image(s), each im2col + BLAS GEMM "
-                             f"{shape.element} {block.m}x{shape.features}x{block.k} on one thread")
-    emitter.kernels.append(KernelSpec(symbol, convolution, library_call=im2col_gemm_call(symbol, block, blas.GEMM_ROUTINES[shape.element])))
-    strides = (block.input_bytes, 0, block.output_bytes)
-    return SlicedKernelThunk(name, symbol, tuple(emitter.slice_of(value) for value in values), 1, slices=slices, strides=strides,
-                             calls_blas=True, scratch=BufferSlice(rows.allocation, rows.offset, rows_bytes), scratch_offsets=(0,),
-                             scratch_parts=threads)
+                            f"im2col rows {m}x{shape.k} {shape.element} of a block, x{threads} concurrent calls")
+    what = f"{blocks.images} image(s)" if blocks.rows == shape.out_height else f"{blocks.rows} output rows of an image"
+    emitter.decisions.append(f"{name}: convolution as {blocks.count} blocks of {what}, each im2col + BLAS GEMM "
+                             f"{shape.element} {m}x{shape.features}x{shape.k} on one thread")
+    emitter.kernels.append(KernelSpec(symbol, convolution, library_call=im2col_gemm_call(symbol, shape, blocks, blas.GEMM_ROUTINES[shape.element])))
+    lhs, rhs, out = (emitter.slice_of(value) for value in values)
+    block_output = m * shape.features * shape.width_bytes
+    if blocks.rows == shape.out_height:
+        arguments, strides = (lhs, rhs, out), (blocks.images * shape.input_bytes // shape.batch, 0, block_output)
+    else:
+        arguments, strides = (lhs, rhs, out, out), (0, 0, 0, block_output)
+    return SlicedKernelThunk(name, symbol, arguments, 1, slices=blocks.count, strides=strides, calls_blas=True,
+                             scratch=BufferSlice(rows.allocation, rows.offset, rows_bytes), scratch_offsets=(0,), scratch_parts=threads)
 
 
 def im2col_kernel(symbol: str, convolution: ir.Operation, shape: strategy.Geometry) -> KernelSpec:
