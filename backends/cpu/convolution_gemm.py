@@ -15,10 +15,9 @@ A convolution runs in blocks (`convolution_blocks`), as Eigen's and YNNPACK's co
 pack their patches block by block: whole images, or the output rows of a large image in
 parts. Each block's rows are laid out in its thread's scratch and multiplied at once by a
 single-threaded GEMM (one kernel, `runtime_library.im2col_gemm_call`), the blocks spread
-over the threads. The rows of the
-whole batch, written to memory and read back (an 8x32x32x32 -> 64 3x3 layer's 9 MiB), cost
-the copy about 1 ms and the GEMM its reads from the last-level cache; a block's rows stay in
-the core's L2 cache between the two.
+over the threads. The rows of the whole batch, written to memory and read back (an
+8x32x32x32 -> 64 3x3 layer's 9 MiB), cost the copy about 1 ms and the GEMM its reads from
+the last-level cache; a block's rows stay in the core's L2 cache between the two.
 """
 
 from dataclasses import dataclass
