@@ -150,12 +150,18 @@ def call_text(symbol: str, what: str, function: str, buffers: int, sizes) -> str
             f"  ret void\n}}\n")
 
 
+def im2col_sizes(shape, images: int, out_rows: int, top) -> tuple:
+    """The sizes `mlirxla_im2col` takes after its two pointers, in its order: `images` of
+    `shape`'s, `out_rows` of their output rows, `top` rows of padding above them (a number,
+    or an LLVM value the kernel computes)."""
+    return (shape.width_bytes, images, shape.height, shape.width, shape.channels, shape.kernel_height, shape.kernel_width,
+            out_rows, shape.out_width, *shape.strides, top, shape.padding[1][0])
+
+
 def im2col_call(symbol: str, shape) -> str:
     """LLVM IR of kernel `symbol` (input, rows): `mlirxla_im2col` with `shape`'s sizes (a
     `convolution_strategy.Geometry`)."""
-    (top, _), (left, _) = shape.padding
-    sizes = (shape.width_bytes, shape.batch, shape.height, shape.width, shape.channels, shape.kernel_height,
-             shape.kernel_width, shape.out_height, shape.out_width, *shape.strides, top, left)
+    sizes = im2col_sizes(shape, shape.batch, shape.out_height, shape.padding[0][0])
     what = (f"im2col of {shape.batch}x{shape.height}x{shape.width}x{shape.channels} {shape.element}, "
             f"a {shape.kernel_height}x{shape.kernel_width} window")
     return call_text(symbol, what, IM2COL, 2, sizes)
@@ -171,17 +177,15 @@ def im2col_gemm_call(symbol: str, shape, blocks, routine: str) -> str:
     input whole and the output at the block, whose distance from the output's base says
     which image and which rows it is, so the input is read from that image with the top
     padding moved up past the rows before."""
-    (top, _), (left, _) = shape.padding
+    top = shape.padding[0][0]
     scalar = "float" if shape.element == "f32" else "double"
     m, n, k = blocks.images * blocks.rows * shape.out_width, shape.features, shape.k
-    fixed = (shape.height, shape.width, shape.channels, shape.kernel_height, shape.kernel_width, blocks.rows, shape.out_width,
-             *shape.strides)
     lines = [f"; kernel {symbol}: im2col of {blocks.images} {shape.height}x{shape.width}x{shape.channels} {shape.element} image(s), "
              f"{blocks.rows} output row(s) each, a {shape.kernel_height}x{shape.kernel_width} window, then a {m}x{n}x{k} GEMM, "
              "in the runtime library and BLAS",
              f"declare void @{IM2COL}(ptr, ptr{', i64' * 13})",
              f"declare void @{routine}(i32, i32, i32, i64, i64, i64, {scalar}, ptr, i64, ptr, i64, {scalar}, ptr, i64)", ""]
-    image, image_top = "%input", str(top)
+    image, image_top = "%input", top
     if blocks.rows == shape.out_height:
         lines += [f"define void @{symbol}(ptr %input, ptr %kernel, ptr %output, ptr %rows) {{"]
     else:
@@ -197,8 +201,8 @@ def im2col_gemm_call(symbol: str, shape, blocks, routine: str) -> str:
                   "  %image = getelementptr i8, ptr %input, i64 %image_offset",
                   f"  %rows_before = mul i64 %part, {blocks.rows * shape.strides[0]}",
                   f"  %top = sub i64 {top}, %rows_before"]
-    sizes = "".join(f", i64 {size}" for size in fixed)
-    lines += [f"  call void @{IM2COL}(ptr {image}, ptr %rows, i64 {shape.width_bytes}, i64 {blocks.images}{sizes}, i64 {image_top}, i64 {left})",
+    sizes = "".join(f", i64 {size}" for size in im2col_sizes(shape, blocks.images, blocks.rows, image_top))
+    lines += [f"  call void @{IM2COL}(ptr {image}, ptr %rows{sizes})",
               f"  call void @{routine}(i32 {ROW_MAJOR}, i32 {NO_TRANSPOSE}, i32 {NO_TRANSPOSE}, i64 {m}, i64 {n}, i64 {k}, {scalar} 1.0, "
               f"ptr %rows, i64 {k}, ptr %kernel, i64 {n}, {scalar} 0.0, ptr %output, i64 {n})",
               "  ret void", "}", ""]
