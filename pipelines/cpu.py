@@ -62,6 +62,7 @@ from mlirxla.transforms.spmd_partitioner import SpmdPartitionerPass
 from mlirxla.transforms.top_k_rewriter import TopKRewriterPass
 from mlirxla.transforms.transposed_convolution_phases import TransposedConvolutionPhasesPass
 from mlirxla.transforms.while_loop_constant_sinking import WhileLoopConstantSinkingPass
+from mlirxla.transforms.widening_gemm_fusion import WideningGemmFusionPass
 
 from .pipeline import Pipeline
 from .simplification import simplification_pipeline
@@ -79,7 +80,8 @@ def compiler_pipeline(name: str, alignment: int, fusion_cost_model: str, batch_s
                       f32_gemms_only: bool = False, top_k_calls: bool = False) -> Pipeline:
     """The stages above, named `name`, fusing by the cost model `fusion_cost_model`
     (`transforms/cost_model.py`); batch-slice fusion only for a backend that runs slices;
-    bf16 dots upcast to f32 for a backend whose GEMMs are f32 only; top-k sorts as TopK
+    bf16 dots upcast to f32 for a backend whose GEMMs are f32 only, a weight's widening then
+    taken into its GEMM; top-k sorts as TopK
     calls for a backend that runs them."""
     pipeline = (
         Pipeline(name)
@@ -105,6 +107,8 @@ def compiler_pipeline(name: str, alignment: int, fusion_cost_model: str, batch_s
         pipeline.add(TopKRewriterPass())
     pipeline.add(CustomCallLayoutsPass()).add(LayoutAssignmentPass()).add(CopyRemovalPass())
     pipeline.add(PriorityFusionPass(backend=fusion_cost_model)).add(MultiOutputFusionPass()).add(OutputFusionPass())
+    if f32_gemms_only:
+        pipeline.add(WideningGemmFusionPass())
     if batch_slices:
         pipeline.add(BatchSliceFusionPass())
     return (

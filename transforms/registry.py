@@ -22,6 +22,7 @@ PASSES = {
     "xhlo-priority-fusion": "priority_fusion:PriorityFusionPass",
     "xhlo-multi-output-fusion": "multi_output_fusion:MultiOutputFusionPass",
     "xhlo-output-fusion": "output_fusion:OutputFusionPass",
+    "xhlo-widening-gemm-fusion": "widening_gemm_fusion:WideningGemmFusionPass",
     "xhlo-batch-slice-fusion": "batch_slice_fusion:BatchSliceFusionPass",
     "xhlo-rng-bit-generator-expander": "rng_bit_generator_expander:RngBitGeneratorExpanderPass",
     "xhlo-sharding-remover": "sharding_remover:ShardingRemoverPass",

@@ -15,6 +15,11 @@ The generated kernel it replaces (the input padded into scratch, then one loop n
 windows) cost about 40 ms of the lowering and LLVM of conv_bn_pool's cold compile and ran
 no faster (16 images of 32x32x32, 3x3: 0.50-0.59 ms generated, 0.52-0.60 here).
 
+`mlirxla_widen_bf16` widens a bf16 matrix (rows of `columns` elements, `stride` apart) to a
+dense f32 one: a GEMM whose operand is a bf16 weight widens it panel by panel, each panel
+into its thread's scratch right before BLAS's f32 GEMM reads it (`widening_gemm_call`;
+`transforms/widening_gemm_fusion.py` says when).
+
 `mlirxla_top_k_f32_*` is XLA's runtime TopK (`__xla_cpu_runtime_TopKF32`, the only type XLA's
 runtime takes too): a `TopK` custom call of f32 rows with i32 positions
 (`transforms/top_k_rewriter.py`), the selection of `top_k_kernel.py` with the rows, their
@@ -41,7 +46,7 @@ the forwarders, unoptimized: it is one call.
 
 from mlirxla import context
 from mlirxla.mlir import ir
-from mlirxla.runtime.blas import NO_TRANSPOSE, ROW_MAJOR
+from mlirxla.runtime.blas import NO_TRANSPOSE, ROW_MAJOR, TRANSPOSE
 
 from . import convolution_library, lowering
 from .row_engine import BUFFERS, cases_kept_apart, engine_library_text
@@ -136,6 +141,46 @@ done:
 }
 """
 
+WIDEN_BF16 = "mlirxla_widen_bf16"
+WIDEN_BF16_TEXT = """
+define void @mlirxla_widen_bf16(ptr noalias nocapture readonly %source, ptr noalias nocapture writeonly %destination, i64 %rows, i64 %columns, i64 %stride) {
+entry:
+  %any_rows = icmp sgt i64 %rows, 0
+  %any_columns = icmp sgt i64 %columns, 0
+  %any = and i1 %any_rows, %any_columns
+  br i1 %any, label %row, label %done
+
+row:
+  %r = phi i64 [ 0, %entry ], [ %r_next, %row_done ]
+  %source_row = mul i64 %r, %stride
+  %destination_row = mul i64 %r, %columns
+  br label %column
+
+column:
+  %c = phi i64 [ 0, %row ], [ %c_next, %column ]
+  %source_index = add i64 %source_row, %c
+  %source_at = getelementptr i16, ptr %source, i64 %source_index
+  %bits = load i16, ptr %source_at, align 2
+  %wide = zext i16 %bits to i32
+  %high = shl i32 %wide, 16
+  %value = bitcast i32 %high to float
+  %destination_index = add i64 %destination_row, %c
+  %destination_at = getelementptr float, ptr %destination, i64 %destination_index
+  store float %value, ptr %destination_at, align 4
+  %c_next = add i64 %c, 1
+  %columns_left = icmp slt i64 %c_next, %columns
+  br i1 %columns_left, label %column, label %row_done
+
+row_done:
+  %r_next = add i64 %r, 1
+  %rows_left = icmp slt i64 %r_next, %rows
+  br i1 %rows_left, label %row, label %done
+
+done:
+  ret void
+}
+"""
+
 
 def call_text(symbol: str, what: str, function: str, buffers: int, sizes) -> str:
     """LLVM IR of kernel `symbol`, whose arguments are `buffers` pointers: a tail call of library
@@ -209,6 +254,36 @@ def im2col_gemm_call(symbol: str, shape, blocks, routine: str) -> str:
     return "\n".join(lines)
 
 
+def widening_gemm_call(symbol: str, panels, routine: str) -> str:
+    """LLVM IR of kernel `symbol` (lhs, rhs, output, panel), each pointer at its panel: one
+    panel of a GEMM's bf16 operand (`panels`, a `widening_gemm_fusion.Panels`) widened by
+    `mlirxla_widen_bf16` into `panel` (scratch) and multiplied with the other operand by BLAS
+    `routine` (`cblas_sgemm`) into the output's panel of rows (lhs) or columns (rhs). A panel
+    of rows of a row-major [m, k] lhs, or of columns of a transposed [n, k] rhs, is contiguous;
+    of columns of a [k, m] or [k, n] operand, `k` rows of `width` a row apart."""
+    p = panels
+    m, n = (p.width, p.n) if p.side == 0 else (p.m, p.width)
+    if p.side == 0:
+        rows, columns, stride = (p.k, p.width, p.m) if p.transpose_lhs else (p.width, p.k, p.k)
+        source, lhs, rhs = "%lhs", "%panel", "%rhs"
+        lda, ldb = (p.width if p.transpose_lhs else p.k), (p.k if p.transpose_rhs else p.n)
+    else:
+        rows, columns, stride = (p.width, p.k, p.k) if p.transpose_rhs else (p.k, p.width, p.n)
+        source, lhs, rhs = "%rhs", "%lhs", "%panel"
+        lda, ldb = (p.m if p.transpose_lhs else p.k), (p.k if p.transpose_rhs else p.width)
+    transposes = (TRANSPOSE if p.transpose_lhs else NO_TRANSPOSE, TRANSPOSE if p.transpose_rhs else NO_TRANSPOSE)
+    return "\n".join([
+        f"; kernel {symbol}: a {rows}x{columns} bf16 panel of the {'lhs' if p.side == 0 else 'rhs'} widened to f32, then a "
+        f"{m}x{n}x{p.k} GEMM, in the runtime library and BLAS",
+        f"declare void @{WIDEN_BF16}(ptr, ptr, i64, i64, i64)",
+        f"declare void @{routine}(i32, i32, i32, i64, i64, i64, float, ptr, i64, ptr, i64, float, ptr, i64)", "",
+        f"define void @{symbol}(ptr %lhs, ptr %rhs, ptr %output, ptr %panel) {{",
+        f"  call void @{WIDEN_BF16}(ptr {source}, ptr %panel, i64 {rows}, i64 {columns}, i64 {stride})",
+        f"  call void @{routine}(i32 {ROW_MAJOR}, i32 {transposes[0]}, i32 {transposes[1]}, i64 {m}, i64 {n}, i64 {p.k}, float 1.0, "
+        f"ptr {lhs}, i64 {lda}, ptr {rhs}, i64 {ldb}, float 0.0, ptr %output, i64 {p.n})",
+        "  ret void", "}", ""])
+
+
 def top_k_function(largest: bool, canonical: bool) -> str:
     return f"mlirxla_top_k_f32_{'largest' if largest else 'smallest'}{'_canonical' if canonical else ''}"
 
@@ -249,7 +324,7 @@ def rows_call(symbol: str, program, rows: int, buffers: int) -> str:
             f"  ret void\n}}\n")
 
 
-FUNCTIONS = (IM2COL, *TOP_K_FUNCTIONS, SOFTMAX, ROWS, *convolution_library.FUNCTIONS)
+FUNCTIONS = (IM2COL, WIDEN_BF16, *TOP_K_FUNCTIONS, SOFTMAX, ROWS, *convolution_library.FUNCTIONS)
 
 
 def called_functions(ir_text: str) -> list[str]:
@@ -258,10 +333,12 @@ def called_functions(ir_text: str) -> list[str]:
 
 
 def function_ir(name: str) -> str:
-    """The LLVM IR of library function `name`: im2col's as written, the others lowered from
-    their loops in a context of its own."""
+    """The LLVM IR of library function `name`: im2col's and the widening's as written, the
+    others lowered from their loops in a context of its own."""
     if name == IM2COL:
         return LIBRARY
+    if name == WIDEN_BF16:
+        return WIDEN_BF16_TEXT
     if name in convolution_library.FUNCTIONS:
         return convolution_library.function_text(*convolution_library.block_of(name))
     texts = {SOFTMAX: softmax_library_text, ROWS: engine_library_text}

@@ -23,12 +23,14 @@ from mlirxla.transforms import convolution_strategy as strategy
 from mlirxla.transforms.dot_canonicalizer import gemm_shape
 from mlirxla.transforms.fusion_legality import LIBRARY_CALLS, fused_ops, kind_of
 from mlirxla.transforms.scheduling import type_bytes
+from mlirxla.transforms.widening_gemm_fusion import panels as widening_panels
+from mlirxla.transforms.widening_gemm_fusion import widened_side
 
 from .. import thread_split
 from ..convolution_gemm import Blocks, convolution_blocks, im2col_module_text
 from ..row_programs import PER_ROW, ROWS, RowProgram
 from ..runtime_library import ROWS as ROW_ENGINE
-from ..runtime_library import SOFTMAX, im2col_call, im2col_gemm_call, rows_call, softmax_call
+from ..runtime_library import SOFTMAX, im2col_call, im2col_gemm_call, rows_call, softmax_call, widening_gemm_call
 from .kernels import KernelSpec, emit_kernel, epilogue_thunk, kernel_thunk
 
 
@@ -96,21 +98,61 @@ def overlaps(a, b) -> bool:
 
 
 def emit_output_fusion(emitter, op: ir.Operation) -> list:
-    roots = [inner for inner in fused_ops(op) if kind_of(inner) in LIBRARY_CALLS]
-    call = roots[0]
+    """The library call of an output fusion (its operand widened panel by panel where the
+    fusion holds the convert, `widening_gemm_fusion.py`), then its epilogue, if any."""
+    call = next(inner for inner in fused_ops(op) if kind_of(inner) in LIBRARY_CALLS)
     block = op.regions[0].blocks[0]
-    operands = {argument: value for argument, value in zip(block.arguments, op.operands)}
-    lhs, rhs = operands.get(call.operands[0]), operands.get(call.operands[1])
-    if lhs is not None and rhs is not None:
-        if kind_of(call) == "dot":
-            gemm = gemm_for(emitter, call, op, op.results[0], lhs, rhs)
+    outer = {argument: value for argument, value in zip(block.arguments, op.operands)}
+    side = widened_side(call) if kind_of(call) == "dot" else None
+    if side is not None:
+        widened = call.operands[side].owner.operands[0]
+        values = [outer.get(widened if index == side else value) for index, value in enumerate(call.operands)]
+    else:
+        values = [outer.get(value) for value in call.operands]
+    library = None
+    if all(value is not None for value in values):
+        if side is not None:
+            library = widening_gemm(emitter, call, op, side, values)
+        elif kind_of(call) == "dot":
+            gemm = gemm_for(emitter, call, op, op.results[0], *values)
             library = [gemm] if gemm is not None else None
         else:
-            library = convolution_as_gemm(emitter, call, op, lhs, rhs)
-        if library:
-            return library + [epilogue_thunk(emitter, op, call.results[0])]
+            library = convolution_as_gemm(emitter, call, op, *values)
+    if library:
+        has_epilogue = list(block.operations)[-1].operands[0] != call.results[0]
+        return library + [epilogue_thunk(emitter, op, call.results[0])] if has_epilogue else library
     emitter.decisions.append(f"{emitter.name_of(op)}: {kind_of(call)} generated with its epilogue in one kernel")
     return [kernel_thunk(emitter, op)]
+
+
+def widening_gemm(emitter, dot: ir.Operation, owner: ir.Operation, side: int, values: list[ir.Value]) -> list | None:
+    """`dot` with its operand `side` bf16 (`values`: the operands as `owner` reads them) as
+    panels of that operand, each widened into its thread's scratch and multiplied by BLAS's
+    f32 GEMM there (one sliced kernel, `runtime_library.widening_gemm_call`), or None when it
+    does not split into panels."""
+    name = emitter.name_of(owner)
+    choice = widening_panels(dot, side, cpu_threads())
+    if isinstance(choice, str):
+        emitter.decisions.append(f"{name}: the widened operand generated with the dot: {choice}")
+        return None
+    p = choice
+    panel_bytes = p.width * p.k * 4
+    threads = min(cpu_threads(), p.count)
+    symbol = emitter.symbol(f"{name}_panels")
+    scratch = emitter.allocate(panel_bytes * threads, owner, symbol, f"f32 panel {p.width}x{p.k} of the widened operand, x{threads} concurrent calls")
+    emitter.kernels.append(KernelSpec(symbol, owner, library_call=widening_gemm_call(symbol, p, blas.GEMM_ROUTINES["f32"])))
+    what = "rows of the lhs" if side == 0 else "columns of the rhs"
+    emitter.decisions.append(f"{name}: dot as {p.count} panels of {p.width} bf16 {what}, each widened to f32 and multiplied "
+                             f"by BLAS GEMM f32 {p.m if side else p.width}x{p.width if side else p.n}x{p.k} on one thread")
+    transposed = p.transpose_lhs if side == 0 else p.transpose_rhs
+    # a panel of an operand's rows is `width` rows on; of its columns, `width` elements on
+    along_rows = transposed if side == 1 else not transposed
+    source_stride = p.width * (p.k if along_rows else 1) * 2
+    output_stride = p.width * (p.n if side == 0 else 1) * 4
+    strides = (source_stride, 0, output_stride) if side == 0 else (0, source_stride, output_stride)
+    arguments = (*(emitter.slice_of(value) for value in values), emitter.slice_of(owner.results[0]))
+    return [SlicedKernelThunk(name, symbol, arguments, 1, slices=p.count, strides=strides, calls_blas=True,
+                              scratch=BufferSlice(scratch.allocation, scratch.offset, panel_bytes), scratch_offsets=(0,), scratch_parts=threads)]
 
 
 def convolution_as_gemm(emitter, convolution: ir.Operation, owner: ir.Operation, lhs: ir.Value, rhs: ir.Value) -> list | None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from mlirxla.transforms.priority_fusion import describe
 
-FUSION_REPORTS = ("xhlo-priority-fusion", "xhlo-multi-output-fusion", "xhlo-output-fusion", "xhlo-batch-slice-fusion")
+FUSION_REPORTS = ("xhlo-priority-fusion", "xhlo-multi-output-fusion", "xhlo-output-fusion", "xhlo-widening-gemm-fusion", "xhlo-batch-slice-fusion")
 
 
 @dataclass(frozen=True)

@@ -164,12 +164,13 @@ def reported(arguments, data: bytes, source: str):
 
 def fusion_passes(step) -> list:
     """The fusion passes of a pipeline whose decisions `--explain-fusion` reads (priority,
-    output and batch-slice fusion), in order, nested pipelines included."""
+    output, widening-GEMM and batch-slice fusion), in order, nested pipelines included."""
     from mlirxla.transforms.batch_slice_fusion import BatchSliceFusionPass
     from mlirxla.transforms.output_fusion import OutputFusionPass
     from mlirxla.transforms.priority_fusion import PriorityFusionPass
+    from mlirxla.transforms.widening_gemm_fusion import WideningGemmFusionPass
 
-    if isinstance(step, (PriorityFusionPass, OutputFusionPass, BatchSliceFusionPass)):
+    if isinstance(step, (PriorityFusionPass, OutputFusionPass, WideningGemmFusionPass, BatchSliceFusionPass)):
         return [step]
     if isinstance(step, Pipeline):
         return [found for inner in step.steps for found in fusion_passes(inner)]
