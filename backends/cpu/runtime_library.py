@@ -10,7 +10,9 @@ the layout): for each output position and filter row, the filter row's window of
 the width does not matter: the window's pixels are adjacent) and pixel by pixel otherwise,
 zeros for the padding. Its element size is an argument too: one function for f32 and f64.
 A batch's convolution in blocks calls it from a kernel of its own that then calls BLAS's
-GEMM on the block's rows (`im2col_gemm_call`; the JIT links the routine in numpy's OpenBLAS).
+GEMM on the block's rows (`im2col_gemm_call`; the JIT links the routine in numpy's OpenBLAS);
+so does a layer's kernel gradient, each block's rows transposed times its output gradient
+into a part of its own, which `mlirxla_sum_parts_<f32|f64>` then add up in order.
 The generated kernel it replaces (the input padded into scratch, then one loop nest over the
 windows) cost about 40 ms of the lowering and LLVM of conv_bn_pool's cold compile and ran
 no faster (16 images of 32x32x32, 3x3: 0.50-0.59 ms generated, 0.52-0.60 here).
@@ -181,6 +183,60 @@ done:
 }
 """
 
+SUM_PARTS = {"f32": "mlirxla_sum_parts_f32", "f64": "mlirxla_sum_parts_f64"}
+
+
+def sum_parts_text(name: str) -> str:
+    """`name(parts, sum, count, n)`: sum[j] = the sum over i < count of parts[i * n + j], in
+    order (the first part copied, each next one added: one vectorized pass over each)."""
+    scalar = "float" if name.endswith("f32") else "double"
+    return f"""
+define void @{name}(ptr noalias nocapture readonly %parts, ptr noalias nocapture %sum, i64 %count, i64 %n) {{
+entry:
+  %any = icmp sgt i64 %n, 0
+  br i1 %any, label %first, label %done
+
+first:
+  %j = phi i64 [ 0, %entry ], [ %j_next, %first ]
+  %first_at = getelementptr {scalar}, ptr %parts, i64 %j
+  %first_value = load {scalar}, ptr %first_at
+  %sum_at = getelementptr {scalar}, ptr %sum, i64 %j
+  store {scalar} %first_value, ptr %sum_at
+  %j_next = add i64 %j, 1
+  %first_left = icmp slt i64 %j_next, %n
+  br i1 %first_left, label %first, label %parts_loop
+
+parts_loop:
+  %i = phi i64 [ 1, %first ], [ %i_next, %part_done ]
+  %more_parts = icmp slt i64 %i, %count
+  br i1 %more_parts, label %part, label %done
+
+part:
+  %part_start = mul i64 %i, %n
+  br label %add
+
+add:
+  %c = phi i64 [ 0, %part ], [ %c_next, %add ]
+  %index = add i64 %part_start, %c
+  %part_at = getelementptr {scalar}, ptr %parts, i64 %index
+  %value = load {scalar}, ptr %part_at
+  %total_at = getelementptr {scalar}, ptr %sum, i64 %c
+  %total = load {scalar}, ptr %total_at
+  %added = fadd {scalar} %total, %value
+  store {scalar} %added, ptr %total_at
+  %c_next = add i64 %c, 1
+  %add_left = icmp slt i64 %c_next, %n
+  br i1 %add_left, label %add, label %part_done
+
+part_done:
+  %i_next = add i64 %i, 1
+  br label %parts_loop
+
+done:
+  ret void
+}}
+"""
+
 
 def call_text(symbol: str, what: str, function: str, buffers: int, sizes) -> str:
     """LLVM IR of kernel `symbol`, whose arguments are `buffers` pointers: a tail call of library
@@ -212,47 +268,63 @@ def im2col_call(symbol: str, shape) -> str:
     return call_text(symbol, what, IM2COL, 2, sizes)
 
 
-def im2col_gemm_call(symbol: str, shape, blocks, routine: str) -> str:
+def im2col_gemm_call(symbol: str, shape, blocks, routine: str, kernel_gradient: bool = False) -> str:
     """LLVM IR of kernel `symbol`: one block of a convolution (`shape`, a
     `convolution_strategy.Geometry`, in `blocks`, a `convolution_gemm.Blocks`), laid out as GEMM
-    rows by `mlirxla_im2col` into `rows` and multiplied by the kernel with BLAS `routine`
-    (`cblas_?gemm`) into the block's output, while the rows are still in the core's cache.
-    A block of whole images takes (input, kernel, output, rows), each pointer at its block.
-    A block of an image's output rows takes (input, kernel, output base, output, rows): the
-    input whole and the output at the block, whose distance from the output's base says
-    which image and which rows it is, so the input is read from that image with the top
-    padding moved up past the rows before."""
+    rows by `mlirxla_im2col` into `rows` and multiplied with BLAS `routine` (`cblas_?gemm`)
+    while the rows are still in the core's cache: by the kernel into the block's output, or
+    (`kernel_gradient`) transposed, by the block's output gradient, into the block's part of
+    the kernel gradient (`rows^T @ dy`, the parts summed afterwards).
+    A block of whole images takes (input, kernel, output, rows), or (input, output gradient,
+    part, rows), each pointer at its block.
+    A block of an image's output rows takes (input, kernel, base, output, rows), or (input,
+    base, output gradient, part, rows): the input whole, and the output (or output gradient)
+    at the block, whose distance from its base says which image and which rows it is, so the
+    input is read from that image with the top padding moved up past the rows before."""
     top = shape.padding[0][0]
     scalar = "float" if shape.element == "f32" else "double"
     m, n, k = blocks.images * blocks.rows * shape.out_width, shape.features, shape.k
+    gemm = f"{k}x{n}x{m} GEMM of the rows transposed into the kernel gradient's part" if kernel_gradient else f"{m}x{n}x{k} GEMM"
     lines = [f"; kernel {symbol}: im2col of {blocks.images} {shape.height}x{shape.width}x{shape.channels} {shape.element} image(s), "
-             f"{blocks.rows} output row(s) each, a {shape.kernel_height}x{shape.kernel_width} window, then a {m}x{n}x{k} GEMM, "
+             f"{blocks.rows} output row(s) each, a {shape.kernel_height}x{shape.kernel_width} window, then a {gemm}, "
              "in the runtime library and BLAS",
              f"declare void @{IM2COL}(ptr, ptr{', i64' * 13})",
              f"declare void @{routine}(i32, i32, i32, i64, i64, i64, {scalar}, ptr, i64, ptr, i64, {scalar}, ptr, i64)", ""]
     image, image_top = "%input", top
-    if blocks.rows == shape.out_height:
-        lines += [f"define void @{symbol}(ptr %input, ptr %kernel, ptr %output, ptr %rows) {{"]
-    else:
+    # the GEMM's other operand and its output; the pointer that says where a row block is
+    operand, result = ("%gradient", "%part") if kernel_gradient else ("%kernel", "%output")
+    blocked = operand if kernel_gradient else result
+    parameters = ["%input", operand, result, "%rows"]
+    if blocks.rows != shape.out_height:
+        parameters.insert(1 if kernel_gradient else 2, "%base")
+    lines.append(f"define void @{symbol}({', '.join(f'ptr {parameter}' for parameter in parameters)}) {{")
+    if blocks.rows != shape.out_height:
         image, image_top = "%image", "%top"
         per_image = shape.out_height // blocks.rows
         block_bytes = m * n * shape.width_bytes
         image_bytes = shape.height * shape.width * shape.channels * shape.width_bytes
-        lines += [f"define void @{symbol}(ptr %input, ptr %kernel, ptr %base, ptr %output, ptr %rows) {{",
-                  "  %at = ptrtoint ptr %output to i64", "  %from = ptrtoint ptr %base to i64",
+        lines += [f"  %at = ptrtoint ptr {blocked} to i64", "  %from = ptrtoint ptr %base to i64",
                   "  %offset = sub i64 %at, %from", f"  %block = udiv i64 %offset, {block_bytes}",
-                  f"  %which = udiv i64 %block, {per_image}", f"  %part = urem i64 %block, {per_image}",
+                  f"  %which = udiv i64 %block, {per_image}", f"  %part_of_image = urem i64 %block, {per_image}",
                   f"  %image_offset = mul i64 %which, {image_bytes}",
                   "  %image = getelementptr i8, ptr %input, i64 %image_offset",
-                  f"  %rows_before = mul i64 %part, {blocks.rows * shape.strides[0]}",
+                  f"  %rows_before = mul i64 %part_of_image, {blocks.rows * shape.strides[0]}",
                   f"  %top = sub i64 {top}, %rows_before"]
     sizes = "".join(f", i64 {size}" for size in im2col_sizes(shape, blocks.images, blocks.rows, image_top))
-    lines += [f"  call void @{IM2COL}(ptr {image}, ptr %rows{sizes})",
-              f"  call void @{routine}(i32 {ROW_MAJOR}, i32 {NO_TRANSPOSE}, i32 {NO_TRANSPOSE}, i64 {m}, i64 {n}, i64 {k}, {scalar} 1.0, "
-              f"ptr %rows, i64 {k}, ptr %kernel, i64 {n}, {scalar} 0.0, ptr %output, i64 {n})",
-              "  ret void", "}", ""]
+    lines.append(f"  call void @{IM2COL}(ptr {image}, ptr %rows{sizes})")
+    if kernel_gradient:
+        lines.append(f"  call void @{routine}(i32 {ROW_MAJOR}, i32 {TRANSPOSE}, i32 {NO_TRANSPOSE}, i64 {k}, i64 {n}, i64 {m}, {scalar} 1.0, "
+                     f"ptr %rows, i64 {k}, ptr %gradient, i64 {n}, {scalar} 0.0, ptr %part, i64 {n})")
+    else:
+        lines.append(f"  call void @{routine}(i32 {ROW_MAJOR}, i32 {NO_TRANSPOSE}, i32 {NO_TRANSPOSE}, i64 {m}, i64 {n}, i64 {k}, {scalar} 1.0, "
+                     f"ptr %rows, i64 {k}, ptr %kernel, i64 {n}, {scalar} 0.0, ptr %output, i64 {n})")
+    lines += ["  ret void", "}", ""]
     return "\n".join(lines)
 
+
+def sum_parts_call(symbol: str, element: str, count: int, n: int) -> str:
+    """LLVM IR of kernel `symbol` (parts, sum): the library's sum of `count` parts of `n`."""
+    return call_text(symbol, f"the sum of {count} parts of {n} {element}", SUM_PARTS[element], 2, (count, n))
 
 def widening_gemm_call(symbol: str, panels, routine: str) -> str:
     """LLVM IR of kernel `symbol` (lhs, rhs, output, panel), each pointer at its panel: one
@@ -324,7 +396,7 @@ def rows_call(symbol: str, program, rows: int, buffers: int) -> str:
             f"  ret void\n}}\n")
 
 
-FUNCTIONS = (IM2COL, WIDEN_BF16, *TOP_K_FUNCTIONS, SOFTMAX, ROWS, *convolution_library.FUNCTIONS)
+FUNCTIONS = (IM2COL, WIDEN_BF16, *SUM_PARTS.values(), *TOP_K_FUNCTIONS, SOFTMAX, ROWS, *convolution_library.FUNCTIONS)
 
 
 def called_functions(ir_text: str) -> list[str]:
@@ -333,12 +405,14 @@ def called_functions(ir_text: str) -> list[str]:
 
 
 def function_ir(name: str) -> str:
-    """The LLVM IR of library function `name`: im2col's and the widening's as written, the
-    others lowered from their loops in a context of its own."""
+    """The LLVM IR of library function `name`: im2col's, the widening's and the sums of parts
+    as written, the others lowered from their loops in a context of its own."""
     if name == IM2COL:
         return LIBRARY
     if name == WIDEN_BF16:
         return WIDEN_BF16_TEXT
+    if name in SUM_PARTS.values():
+        return sum_parts_text(name)
     if name in convolution_library.FUNCTIONS:
         return convolution_library.function_text(*convolution_library.block_of(name))
     texts = {SOFTMAX: softmax_library_text, ROWS: engine_library_text}

@@ -187,16 +187,39 @@ def kernel_gradient(n, h, c, f, k, s, low, element="f32"):
     return text, (x, dy), expected
 
 
-def test_a_layer_kernel_gradient_is_its_im2col_rows_transposed_times_the_output_gradient():
+def test_a_layer_kernel_gradient_is_its_im2col_rows_transposed_times_the_output_gradient(monkeypatch):
     """jax's kernel gradient of a stride-2 3x3 layer (16 images of 32x32x16 -> 32) is the
     layer's im2col rows, transposed, times the output gradient as it lies: no transposes,
-    and the model prefers it to them."""
+    and the model prefers it to them. On two threads it runs in 4 blocks of 4 images, each
+    block's rows in cache for its GEMM into a part of its own, the parts summed."""
+    monkeypatch.setenv("MLIRXLA_CPU_THREADS", "2")
     text, arguments, expected = kernel_gradient(16, 32, 16, 32, 3, 2, 1)
     executable, decisions = compiled(text)
     assert "convolution strategy weight_gradient_gemm;" in strategy_line(decisions), decisions
+    assert ("convolution: kernel gradient as 4 blocks of 4 image(s), each its im2col rows, transposed, times its output gradient, "
+            "BLAS GEMM f32 144x32x1024 on one thread, the parts summed") in decisions, decisions
     thunks = executable.plan.describe()
-    assert "gemm convolution f32 144x32x4096 TN" in thunks and "kernel convolution.im2col" in thunks and "transpose" not in thunks
+    assert "sliced kernel x4 convolution.blocks" in thunks and "kernel convolution.sum" in thunks and "transpose" not in thunks, thunks
     np.testing.assert_allclose(executable.execute(list(arguments))[0], expected, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("element", ["f32", "f64"])
+@pytest.mark.parametrize("shape, blocks", [
+    (dict(n=4, h=16, c=4, f=8, k=3, s=1, low=1), "2 blocks of 2 image(s)"),
+    (dict(n=1, h=64, c=32, f=16, k=3, s=1, low=1), {"f32": "8 blocks of 8 output rows", "f64": "16 blocks of 4 output rows"}),
+    (dict(n=2, h=96, c=16, f=8, k=3, s=2, low=1), {"f32": "4 blocks of 24 output rows", "f64": "6 blocks of 16 output rows"}),
+], ids=["image-blocks", "row-blocks", "strided-row-blocks"])
+def test_kernel_gradients_in_blocks_match_numpy(monkeypatch, shape, blocks, element):
+    """A kernel gradient's blocks of whole images and of an image's output rows (stride 1,
+    and stride 2 with padding, whose later blocks start past the top padding), f32 and f64,
+    on two threads: the parts summed match numpy's float64 sums."""
+    monkeypatch.setenv("MLIRXLA_CPU_THREADS", "2")
+    text, arguments, expected = kernel_gradient(**shape, element=element)
+    executable, decisions = compiled(text)
+    wanted = blocks if isinstance(blocks, str) else blocks[element]
+    assert any(f"kernel gradient as {wanted}" in line for line in decisions), decisions
+    tolerance = 1e-3 if element == "f32" else 1e-10
+    np.testing.assert_allclose(executable.execute(list(arguments))[0], expected, rtol=tolerance, atol=tolerance)
 
 
 @pytest.mark.parametrize("element", ["f32", "f64"])

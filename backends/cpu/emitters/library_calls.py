@@ -30,7 +30,7 @@ from .. import thread_split
 from ..convolution_gemm import Blocks, convolution_blocks, im2col_module_text
 from ..row_programs import PER_ROW, ROWS, RowProgram
 from ..runtime_library import ROWS as ROW_ENGINE
-from ..runtime_library import SOFTMAX, im2col_call, im2col_gemm_call, rows_call, softmax_call, widening_gemm_call
+from ..runtime_library import SOFTMAX, im2col_call, im2col_gemm_call, rows_call, softmax_call, sum_parts_call, widening_gemm_call
 from .kernels import KernelSpec, emit_kernel, epilogue_thunk, kernel_thunk
 
 
@@ -169,6 +169,9 @@ def convolution_as_gemm(emitter, convolution: ir.Operation, owner: ir.Operation,
     out = emitter.slice_of(owner.results[0])
     if choice.strategy == strategy.WEIGHT_GRADIENT_GEMM:
         layer = strategy.weight_gradient(convolution)
+        blocks = convolution_blocks(layer, cpu_threads()) if emitter.slice_rows else None
+        if blocks is not None and blocks.count * layer.features <= layer.m:
+            return kernel_gradient_in_blocks(emitter, name, convolution, layer, blocks, (lhs, rhs, owner.results[0]))
         emitter.decisions.append(f"{name}: kernel gradient as the layer's im2col rows, transposed, times the output gradient: "
                                  f"BLAS GEMM {layer.element} {layer.k}x{layer.features}x{layer.m}")
         rows, im2col = im2col_rows(emitter, name, convolution, owner, layer, lhs)
@@ -228,6 +231,40 @@ def convolution_in_blocks(emitter, name: str, convolution: ir.Operation, shape: 
     return SlicedKernelThunk(name, symbol, arguments, 1, slices=blocks.count, strides=strides, calls_blas=True,
                              scratch=BufferSlice(rows.allocation, rows.offset, rows_bytes), scratch_offsets=(0,), scratch_parts=threads)
 
+
+def kernel_gradient_in_blocks(emitter, name: str, convolution: ir.Operation, layer: strategy.Geometry, blocks: Blocks,
+                              values: tuple[ir.Value, ir.Value, ir.Value]) -> list:
+    """A layer's kernel gradient as `blocks` of the layer: each block's im2col rows laid out in
+    its thread's scratch and multiplied, transposed, by the block's output gradient into a part
+    of its own (`runtime_library.im2col_gemm_call`), then the parts summed into the gradient.
+    Taken where the parts are no larger than the layer's rows would be (blocks x features at
+    most the layer's output positions)."""
+    m = blocks.images * blocks.rows * layer.out_width
+    symbol = emitter.symbol(f"{name}_blocks")
+    threads = min(cpu_threads(), blocks.count)
+    rows_bytes = m * layer.k * layer.width_bytes
+    part_bytes = layer.k * layer.features * layer.width_bytes
+    rows = emitter.allocate(rows_bytes * threads, convolution, symbol,
+                            f"im2col rows {m}x{layer.k} {layer.element} of a block, x{threads} concurrent calls")
+    parts = emitter.allocate(part_bytes * blocks.count, convolution, f"{symbol}_parts",
+                             f"{blocks.count} parts {layer.k}x{layer.features} {layer.element} of the kernel gradient")
+    what = f"{blocks.images} image(s)" if blocks.rows == layer.out_height else f"{blocks.rows} output rows of an image"
+    emitter.decisions.append(f"{name}: kernel gradient as {blocks.count} blocks of {what}, each its im2col rows, transposed, times its "
+                             f"output gradient, BLAS GEMM {layer.element} {layer.k}x{layer.features}x{m} on one thread, the parts summed")
+    routine = blas.GEMM_ROUTINES[layer.element]
+    emitter.kernels.append(KernelSpec(symbol, convolution, library_call=im2col_gemm_call(symbol, layer, blocks, routine, kernel_gradient=True)))
+    lhs, gradient, out = (emitter.slice_of(value) for value in values)
+    gradient_block = m * layer.features * layer.width_bytes
+    if blocks.rows == layer.out_height:
+        arguments, strides = (lhs, gradient, parts), (blocks.images * layer.input_bytes // layer.batch, gradient_block, part_bytes)
+    else:
+        arguments, strides = (lhs, gradient, gradient, parts), (0, 0, gradient_block, part_bytes)
+    sum_symbol = emitter.symbol(f"{name}_sum")
+    emitter.kernels.append(KernelSpec(sum_symbol, convolution, library_call=sum_parts_call(sum_symbol, layer.element, blocks.count,
+                                                                                           layer.k * layer.features)))
+    return [SlicedKernelThunk(f"{name}.blocks", symbol, arguments, 1, slices=blocks.count, strides=strides, calls_blas=True,
+                              scratch=BufferSlice(rows.allocation, rows.offset, rows_bytes), scratch_offsets=(0,), scratch_parts=threads),
+            KernelThunk(f"{name}.sum", sum_symbol, (parts, out), 1)]
 
 def im2col_kernel(symbol: str, convolution: ir.Operation, shape: strategy.Geometry) -> KernelSpec:
     """The im2col kernel of `shape`: a call of the runtime library's, whose whole-window
