@@ -53,6 +53,7 @@ from mlirxla.transforms.manual_partitioner import ManualPartitionerPass
 from mlirxla.transforms.multi_output_fusion import MultiOutputFusionPass
 from mlirxla.transforms.output_fusion import OutputFusionPass
 from mlirxla.transforms.priority_fusion import PriorityFusionPass
+from mlirxla.transforms.reshape_sinking import ReshapeSinkingPass
 from mlirxla.transforms.reshape_to_bitcast import ReshapeToBitcastPass
 from mlirxla.transforms.rng_bit_generator_expander import RngBitGeneratorExpanderPass
 from mlirxla.transforms.scheduling import SchedulingPass
@@ -97,6 +98,7 @@ def compiler_pipeline(name: str, alignment: int, fusion_cost_model: str, batch_s
         .add(AllReduceCombinerPass())
         .add(AllGatherCombinerPass())
         .add(Convolution1dTo2dPass())
+        .add(ReshapeSinkingPass())
         .add(TransposedConvolutionPhasesPass())
         .add(ConvolutionLayoutPass())
         .add(DotCanonicalizerPass())

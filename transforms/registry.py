@@ -35,6 +35,7 @@ PASSES = {
     "xhlo-all-gather-combiner": "all_gather_combiner:AllGatherCombinerPass",
     "xhlo-convolution-layout": "convolution_layout:ConvolutionLayoutPass",
     "xhlo-convolution-1d-to-2d": "convolution_1d_to_2d:Convolution1dTo2dPass",
+    "xhlo-reshape-sinking": "reshape_sinking:ReshapeSinkingPass",
     "xhlo-dot-canonicalizer": "dot_canonicalizer:DotCanonicalizerPass",
     "xhlo-custom-call-layouts": "custom_call_layouts:CustomCallLayoutsPass",
     "xhlo-bf16-dot-upcast": "bf16_dot_upcast:Bf16DotUpcastPass",
