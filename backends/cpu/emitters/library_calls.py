@@ -212,24 +212,10 @@ def convolution_in_blocks(emitter, name: str, convolution: ir.Operation, shape: 
                           values: tuple[ir.Value, ir.Value, ir.Value]) -> SlicedKernelThunk:
     """The convolution as `blocks`, each laid out as im2col rows in its thread's scratch and
     multiplied by the kernel at once (`convolution_gemm.py`)."""
-    m = blocks.images * blocks.rows * shape.out_width
-    symbol = emitter.symbol(f"{name}_blocks")
-    threads = min(cpu_threads(), blocks.count)
-    rows_bytes = m * shape.k * shape.width_bytes
-    rows = emitter.allocate(rows_bytes * threads, convolution, symbol,
-                            f"im2col rows {m}x{shape.k} {shape.element} of a block, x{threads} concurrent calls")
     what = f"{blocks.images} image(s)" if blocks.rows == shape.out_height else f"{blocks.rows} output rows of an image"
     emitter.decisions.append(f"{name}: convolution as {blocks.count} blocks of {what}, each im2col + BLAS GEMM "
-                             f"{shape.element} {m}x{shape.features}x{shape.k} on one thread")
-    emitter.kernels.append(KernelSpec(symbol, convolution, library_call=im2col_gemm_call(symbol, shape, blocks, blas.GEMM_ROUTINES[shape.element])))
-    lhs, rhs, out = (emitter.slice_of(value) for value in values)
-    block_output = m * shape.features * shape.width_bytes
-    if blocks.rows == shape.out_height:
-        arguments, strides = (lhs, rhs, out), (blocks.images * shape.input_bytes // shape.batch, 0, block_output)
-    else:
-        arguments, strides = (lhs, rhs, out, out), (0, 0, 0, block_output)
-    return SlicedKernelThunk(name, symbol, arguments, 1, slices=blocks.count, strides=strides, calls_blas=True,
-                             scratch=BufferSlice(rows.allocation, rows.offset, rows_bytes), scratch_offsets=(0,), scratch_parts=threads)
+                             f"{shape.element} {block_rows(shape, blocks)}x{shape.features}x{shape.k} on one thread")
+    return blocks_kernel(emitter, name, convolution, shape, blocks, tuple(emitter.slice_of(value) for value in values))
 
 
 def kernel_gradient_in_blocks(emitter, name: str, convolution: ir.Operation, layer: strategy.Geometry, blocks: Blocks,
@@ -239,32 +225,54 @@ def kernel_gradient_in_blocks(emitter, name: str, convolution: ir.Operation, lay
     of its own (`runtime_library.im2col_gemm_call`), then the parts summed into the gradient.
     Taken where the parts are no larger than the layer's rows would be (blocks x features at
     most the layer's output positions)."""
-    m = blocks.images * blocks.rows * layer.out_width
-    symbol = emitter.symbol(f"{name}_blocks")
-    threads = min(cpu_threads(), blocks.count)
-    rows_bytes = m * layer.k * layer.width_bytes
     part_bytes = layer.k * layer.features * layer.width_bytes
-    rows = emitter.allocate(rows_bytes * threads, convolution, symbol,
-                            f"im2col rows {m}x{layer.k} {layer.element} of a block, x{threads} concurrent calls")
-    parts = emitter.allocate(part_bytes * blocks.count, convolution, f"{symbol}_parts",
+    symbol = emitter.symbol(f"{name}_sum")
+    parts = emitter.allocate(part_bytes * blocks.count, convolution, symbol,
                              f"{blocks.count} parts {layer.k}x{layer.features} {layer.element} of the kernel gradient")
     what = f"{blocks.images} image(s)" if blocks.rows == layer.out_height else f"{blocks.rows} output rows of an image"
     emitter.decisions.append(f"{name}: kernel gradient as {blocks.count} blocks of {what}, each its im2col rows, transposed, times its "
-                             f"output gradient, BLAS GEMM {layer.element} {layer.k}x{layer.features}x{m} on one thread, the parts summed")
-    routine = blas.GEMM_ROUTINES[layer.element]
-    emitter.kernels.append(KernelSpec(symbol, convolution, library_call=im2col_gemm_call(symbol, layer, blocks, routine, kernel_gradient=True)))
+                             f"output gradient, BLAS GEMM {layer.element} {layer.k}x{layer.features}x{block_rows(layer, blocks)} on one thread, "
+                             "the parts summed")
     lhs, gradient, out = (emitter.slice_of(value) for value in values)
-    gradient_block = m * layer.features * layer.width_bytes
-    if blocks.rows == layer.out_height:
-        arguments, strides = (lhs, gradient, parts), (blocks.images * layer.input_bytes // layer.batch, gradient_block, part_bytes)
+    emitter.kernels.append(KernelSpec(symbol, convolution, library_call=sum_parts_call(symbol, layer.element, blocks.count, layer.k * layer.features)))
+    return [blocks_kernel(emitter, name, convolution, layer, blocks, (lhs, gradient, parts), part_bytes),
+            KernelThunk(f"{name}.sum", symbol, (parts, out), 1)]
+
+
+def block_rows(shape: strategy.Geometry, blocks: Blocks) -> int:
+    """The GEMM rows of one block: its output positions."""
+    return blocks.images * blocks.rows * shape.out_width
+
+
+def blocks_kernel(emitter, name: str, convolution: ir.Operation, shape: strategy.Geometry, blocks: Blocks,
+                  slices: tuple[BufferSlice, BufferSlice, BufferSlice], part_bytes: int | None = None) -> SlicedKernelThunk:
+    """The sliced kernel of `blocks` of `shape` (`runtime_library.im2col_gemm_call`), each call
+    with im2col rows of its own in scratch. `slices`: the input, the kernel and the output; or,
+    for a kernel gradient (`part_bytes`, the size of a part), the input, the output gradient
+    and the parts."""
+    m = block_rows(shape, blocks)
+    gradient = part_bytes is not None
+    symbol = emitter.symbol(f"{name}_blocks")
+    threads = min(cpu_threads(), blocks.count)
+    rows_bytes = m * shape.k * shape.width_bytes
+    rows = emitter.allocate(rows_bytes * threads, convolution, symbol,
+                            f"im2col rows {m}x{shape.k} {shape.element} of a block, x{threads} concurrent calls")
+    emitter.kernels.append(KernelSpec(symbol, convolution, library_call=im2col_gemm_call(
+        symbol, shape, blocks, blas.GEMM_ROUTINES[shape.element], kernel_gradient=gradient)))
+    lhs, other, written = slices
+    block_output = m * shape.features * shape.width_bytes  # a block's output, or its output gradient
+    written_stride = part_bytes if gradient else block_output
+    if blocks.rows == shape.out_height:
+        arguments = (lhs, other, written)
+        strides = (blocks.images * shape.input_bytes // shape.batch, block_output if gradient else 0, written_stride)
+    elif gradient:
+        arguments, strides = (lhs, other, other, written), (0, 0, block_output, written_stride)
     else:
-        arguments, strides = (lhs, gradient, gradient, parts), (0, 0, gradient_block, part_bytes)
-    sum_symbol = emitter.symbol(f"{name}_sum")
-    emitter.kernels.append(KernelSpec(sum_symbol, convolution, library_call=sum_parts_call(sum_symbol, layer.element, blocks.count,
-                                                                                           layer.k * layer.features)))
-    return [SlicedKernelThunk(f"{name}.blocks", symbol, arguments, 1, slices=blocks.count, strides=strides, calls_blas=True,
-                              scratch=BufferSlice(rows.allocation, rows.offset, rows_bytes), scratch_offsets=(0,), scratch_parts=threads),
-            KernelThunk(f"{name}.sum", sum_symbol, (parts, out), 1)]
+        arguments, strides = (lhs, other, written, written), (0, 0, 0, block_output)
+    return SlicedKernelThunk(f"{name}.blocks" if gradient else name, symbol, arguments, 1, slices=blocks.count, strides=strides,
+                             calls_blas=True, scratch=BufferSlice(rows.allocation, rows.offset, rows_bytes), scratch_offsets=(0,),
+                             scratch_parts=threads)
+
 
 def im2col_kernel(symbol: str, convolution: ir.Operation, shape: strategy.Geometry) -> KernelSpec:
     """The im2col kernel of `shape`: a call of the runtime library's, whose whole-window
