@@ -83,7 +83,7 @@ def sink(op: ir.Operation, shape: list[int]) -> None:
     with ir.InsertionPoint(op):
         operands = [reshaped_operand(value, shape, location) for value in old_operands]
         result_type = ir.RankedTensorType.get(shape, ir.RankedTensorType(op.results[0].type).element_type)
-        attributes = {named.name: named.attr for named in op.attributes}
+        attributes = {name: op.attributes[name] for name in op.attributes}
         computed = create_op(op.name, operands, [result_type], attributes, location).results[0]
         reshaped = create_op("xhlo.reshape", [computed], [op.results[0].type], {}, location).results[0]
     op.results[0].replace_all_uses_with(reshaped)
@@ -106,8 +106,10 @@ def fold_reshape_of_reshape(op: ir.Operation) -> None:
 
 
 def erase_unused(ops) -> None:
-    for op in ops:
-        if op is not None and kind_of(op) in ("reshape", "broadcast", "constant") and all(not list(r.uses) for r in op.results):
+    """Erase those of `ops` (an op may come twice: `x * x`) that are reshapes, broadcasts or
+    constants without users."""
+    for op in dict.fromkeys(op for op in ops if op is not None):
+        if kind_of(op) in ("reshape", "broadcast", "constant") and all(not list(r.uses) for r in op.results):
             erase(op)
 
 

@@ -55,3 +55,33 @@ func.func @kept(%a: tensor<4x6xf32>, %v: tensor<24xf32>) -> (tensor<2x12xf32>, t
   %n = stablehlo.negate %r : tensor<24xf32>
   return %back, %n : tensor<2x12xf32>, tensor<24xf32>
 }
+
+// -----
+
+/// An op with attributes keeps them: a comparison sinks with its direction, and the select
+/// reading it sinks after it.
+// CHECK-LABEL: func.func @compare_and_select
+// CHECK: %[[C:.*]] = "xhlo.compare"(%arg0, %{{.*}}) {comparison_direction = "GT"} : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xi1>
+// CHECK: %[[S:.*]] = "xhlo.select"(%[[C]], %arg0, %{{.*}}) : (tensor<4x6xi1>, tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>
+// CHECK: "xhlo.reshape"(%[[S]]) : (tensor<4x6xf32>) -> tensor<2x12xf32>
+func.func @compare_and_select(%a: tensor<4x6xf32>) -> tensor<2x12xf32> {
+  %r = stablehlo.reshape %a : (tensor<4x6xf32>) -> tensor<24xf32>
+  %zero = stablehlo.constant dense<0.0> : tensor<24xf32>
+  %positive = stablehlo.compare GT, %r, %zero : (tensor<24xf32>, tensor<24xf32>) -> tensor<24xi1>
+  %relu = stablehlo.select %positive, %r, %zero : tensor<24xi1>, tensor<24xf32>
+  %back = stablehlo.reshape %relu : (tensor<24xf32>) -> tensor<2x12xf32>
+  return %back : tensor<2x12xf32>
+}
+
+// -----
+
+/// A reshape read twice by one op (a square) is erased once.
+// CHECK-LABEL: func.func @squared
+// CHECK-NEXT: %[[M:.*]] = "xhlo.multiply"(%arg0, %arg0) : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>
+// CHECK-NEXT: return %[[M]]
+func.func @squared(%a: tensor<4x6xf32>) -> tensor<4x6xf32> {
+  %r = stablehlo.reshape %a : (tensor<4x6xf32>) -> tensor<24xf32>
+  %m = stablehlo.multiply %r, %r : tensor<24xf32>
+  %back = stablehlo.reshape %m : (tensor<24xf32>) -> tensor<4x6xf32>
+  return %back : tensor<4x6xf32>
+}
