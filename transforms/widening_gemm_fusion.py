@@ -22,8 +22,7 @@ when
   f32 copy they spare (its write and its read, 8 bytes an element).
 
 Of two converted operands, the larger fuses (the other stays a kernel). The fusion is of kind
-`output` (a library call and its epilogue, if any), named `<convert>_<dot>_fusion` when the dot
-was bare. Every merge and refusal is logged (`widening-gemm-fusion-decisions.txt`; `mlirxla-opt
+`output` (a library call and its epilogue, if any: `convert_dot_fusion` for a bare dot). Every merge and refusal is logged (`widening-gemm-fusion-decisions.txt`; `mlirxla-opt
 --explain-fusion` reads it). Changed: any fusion made.
 """
 
@@ -112,7 +111,8 @@ def widening_convert(value: ir.Value, user: ir.Operation) -> ir.Operation | None
     if not isinstance(owner, (ir.Operation, ir.OpView)) or kind_of(owner.operation) != "convert":
         return None
     convert = owner.operation
-    if str(ir.RankedTensorType(convert.operands[0].type).element_type) != "bf16" or users_in_block(convert) != [user]:
+    widens = str(ir.RankedTensorType(convert.operands[0].type).element_type) == "bf16" and f32(convert.results[0])
+    if not widens or users_in_block(convert) != [user]:
         return None
     return convert
 
@@ -144,9 +144,13 @@ class WideningGemmFusionPass(ModulePass):
 
 def fuse_widening(owner: ir.Operation, dot: ir.Operation, threads: int, namer: Namer, decisions: list[Decision]) -> bool:
     """Fuse the larger widened operand of `dot` (computed by `owner`, the dot or its fusion)."""
-    block_values = dot.operands if owner == dot else [dict(zip(owner.regions[0].blocks[0].arguments, owner.operands)).get(v) for v in dot.operands]
+    if owner == dot:
+        outer = list(dot.operands)
+    else:
+        arguments = dict(zip(owner.regions[0].blocks[0].arguments, owner.operands))
+        outer = [arguments.get(value) for value in dot.operands]
     candidates = []
-    for side, value in enumerate(block_values):
+    for side, value in enumerate(outer):
         convert = widening_convert(value, owner) if value is not None else None
         if convert is not None and f32(dot.operands[1 - side]):
             candidates.append((size_of(value), side, convert))
