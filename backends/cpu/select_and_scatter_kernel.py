@@ -16,6 +16,9 @@ The select computation must be one compare of its two arguments, in order (any d
 float, signed or unsigned); other computations, total-order compares and complex elements
 stay on the interpreter (`op_support.interpreted_reason`)."""
 
+import dataclasses
+import itertools
+import math
 from dataclasses import dataclass
 
 from mlirxla.mlir import ir
@@ -25,6 +28,8 @@ from .emitters.host_calls import SCATTER_COMBINERS, computation_combiner
 from .loop_text import LoopText, element_text, is_float, is_unsigned, memref_text
 from .scatter_kernel import combiner_op
 
+# a tiled window's positions are unrolled in the kernel: max pooling's are 4 or 9
+MAX_TILED_POSITIONS = 16
 FLOAT_PREDICATES = {"EQ": "oeq", "NE": "une", "GE": "oge", "GT": "ogt", "LE": "ole", "LT": "olt"}
 SIGNED_PREDICATES = {"EQ": "eq", "NE": "ne", "GE": "sge", "GT": "sgt", "LE": "sle", "LT": "slt"}
 UNSIGNED_PREDICATES = {"EQ": "eq", "NE": "ne", "GE": "uge", "GT": "ugt", "LE": "ule", "LT": "ult"}
@@ -45,6 +50,12 @@ class Window:
         return Window(tuple(ir.RankedTensorType(op.operands[0].type).shape), tuple(ir.RankedTensorType(op.operands[1].type).shape),
                       tuple(integer_list(op, "window_dimensions", [1] * rank)), tuple(integer_list(op, "window_strides", [1] * rank)),
                       tuple(padding[0::2]))
+
+    def tiles(self) -> bool:
+        """Whether the windows tile the operand: side by side, without padding or gaps, each
+        position in one window, at most `MAX_TILED_POSITIONS` of them a window."""
+        return (self.strides == self.dimensions and not any(self.padding_low) and math.prod(self.dimensions) <= MAX_TILED_POSITIONS
+                and all(size == count * extent for size, count, extent in zip(self.operand_shape, self.source_shape, self.dimensions)))
 
     def always_inside(self, d: int) -> bool:
         """Whether every window position along `d` lies in the operand (no padding reached)."""
@@ -95,15 +106,23 @@ def kernel_reason(op: ir.Operation) -> str | None:
     return None
 
 
-def select_and_scatter_module_text(symbol: str, op: ir.Operation) -> str:
-    """The kernel: (operand, source, init) -> result. The selection is carried through the
-    window loops as loop values (whether one is selected, its value, its position): no
-    memory, so the loops map to a GPU thread as they are."""
+def select_and_scatter_module_text(symbol: str, op: ir.Operation, leading: int | None = None) -> str:
+    """The kernel: (operand, source, init) -> result (with `leading`: a block of that many of
+    the leading dimension's entries, which windows must not span). Windows that tile the
+    operand take `tiled_windows_text`. Otherwise the selection is carried through the window
+    loops as loop values (whether one is selected, its value, its position): no memory, so
+    the loops map to a GPU thread as they are."""
     window = Window.of(op)
     element = element_text(op.operands[0].type)
-    memrefs = {name: memref_text(value.type) for name, value in
-               (("operand", op.operands[0]), ("source", op.operands[1]), ("init", op.operands[2]), ("result", op.results[0]))}
+    values = {"operand": op.operands[0], "source": op.operands[1], "init": op.operands[2], "result": op.results[0]}
+    memrefs = {name: memref_text(value.type if leading is None or name == "init" else with_leading(value.type, leading))
+               for name, value in values.items()}
+    if leading is not None:
+        window = dataclasses.replace(window, operand_shape=(leading, *window.operand_shape[1:]), source_shape=(leading, *window.source_shape[1:]))
     text = LoopText(symbol, list(memrefs.items()))
+    if window.tiles():
+        tiled_windows(text, op, window, memrefs)
+        return text.text()
     fill_value(text, memrefs, window.operand_shape)
     source_index = [text.loop(size, "s") for size in window.source_shape]
     state = [text.constant(0, "i1"), text.constant(0 if not is_float(element) else "0.0", element)]
@@ -113,6 +132,18 @@ def select_and_scatter_module_text(symbol: str, op: ir.Operation) -> str:
     for _ in window.source_shape:
         text.close()
     return text.text()
+
+
+def with_leading(tensor_type: ir.Type, leading: int) -> ir.Type:
+    """`tensor_type` with `leading` entries of its leading dimension."""
+    shaped = ir.RankedTensorType(tensor_type)
+    return ir.RankedTensorType.get([leading, *shaped.shape[1:]], shaped.element_type)
+
+
+def batch_apart(window: Window) -> bool:
+    """Whether no window spans the leading dimension (its entries can run apart)."""
+    return window.dimensions[0] == 1 and window.strides[0] == 1 and window.padding_low[0] == 0 \
+        and window.source_shape[0] == window.operand_shape[0]
 
 
 def fill_value(text: LoopText, memrefs: dict, shape: tuple[int, ...]) -> None:
@@ -201,3 +232,37 @@ def scatter_into_selected(text: LoopText, op: ir.Operation, memrefs: dict, sourc
         new = text.value(f"{combiner_op(combiner, element, is_unsigned(op.operands[0].type))} {old}, {new} : {element}")
     text.store(new, "%result", memrefs["result"], target)
     text.close()
+
+
+def tiled_windows(text: LoopText, op: ir.Operation, window: Window, memrefs: dict) -> None:
+    """Windows that tile the operand (max pooling's gradient: 2x2 windows, stride 2): every
+    result element is in one window, so each is written once, with no fill and no scatter.
+    Per source element, the window's positions (unrolled) are read, the selection kept as
+    values (the first, replaced by each later one the select computation does not prefer to
+    it), and each position written: the source combined with the init value where selected,
+    the init value elsewhere. The innermost loop reads and writes consecutive elements with
+    no store at a computed position, so it vectorizes."""
+    element = element_text(op.operands[0].type)
+    compare = "arith.cmpf" if is_float(element) else "arith.cmpi"
+    source_index = [text.loop(size, "s") for size in window.source_shape]
+    corner = [index if extent == 1 else text.value(f"arith.muli {index}, {text.constant(extent)} : index")
+              for index, extent in zip(source_index, window.dimensions)]
+    positions = [[at if offset == 0 else text.value(f"arith.addi {at}, {text.constant(offset)} : index")
+                  for at, offset in zip(corner, offsets)]
+                 for offsets in itertools.product(*(range(extent) for extent in window.dimensions))]
+    best, selected = text.load("%operand", memrefs["operand"], positions[0]), text.constant(0)
+    for k, position in enumerate(positions[1:], start=1):
+        candidate = text.load("%operand", memrefs["operand"], position)
+        kept = text.value(f"{compare} {select_predicate(op)}, {best}, {candidate} : {element}")
+        best = text.value(f"arith.select {kept}, {best}, {candidate} : {element}")
+        selected = text.value(f"arith.select {kept}, {selected}, {text.constant(k)} : index")
+    init = text.load("%init", memrefs["init"], [])
+    new = text.load("%source", memrefs["source"], source_index)
+    combiner = scatter_combiner(op)
+    if combiner != "set":
+        new = text.value(f"{combiner_op(combiner, element, is_unsigned(op.operands[0].type))} {init}, {new} : {element}")
+    for k, position in enumerate(positions):
+        chosen = text.value(f"arith.cmpi eq, {selected}, {text.constant(k)} : index")
+        text.store(text.value(f"arith.select {chosen}, {new}, {init} : {element}"), "%result", memrefs["result"], position)
+    for _ in window.source_shape:
+        text.close()

@@ -14,7 +14,11 @@ import numpy as np
 import pytest
 
 from mlirxla import frontdoor
+from mlirxla.backends.cpu.compiler import compile_module
+from mlirxla.backends.cpu.emitters import loop_kernels
+from mlirxla.context import new_context
 from mlirxla.runtime.client import Client, CompileOptions
+from mlirxla.runtime.executable import Executable
 
 from .conftest import printed_by_jax_on, reference_outputs
 
@@ -422,7 +426,11 @@ SELECT_AND_SCATTERS = {
     "min pool, strict, i32": (SelectAndScatter((6, 6), (3, 3), "i32", (2, 2), (2, 2), "LT", "add"), np.int32),
     "max of ui8, multiply": (SelectAndScatter((4, 6), (2, 3), "ui8", (2, 2), (2, 2), "GT", "multiply"), np.uint8),
     "f64, maximum into the result": (SelectAndScatter((6, 5), (4, 4), "f64", (3, 2), (1, 1), "GE", "maximum"), np.float64),
+    # windows tiling the operand: each result element written once, no fill, no scatter
+    "max pool, tiled, ties": (SelectAndScatter((8, 6), (4, 3), "f32", (2, 2), (2, 2), "GE", "add"), np.float32),
+    "3x3 tiled, f64, strict, maximum": (SelectAndScatter((9, 6), (3, 2), "f64", (3, 3), (3, 3), "GT", "maximum"), np.float64),
 }
+TILED = ("min pool, strict, i32", "max of ui8, multiply", "max pool, tiled, ties", "3x3 tiled, f64, strict, maximum")
 
 
 @pytest.mark.parametrize("name", list(SELECT_AND_SCATTERS))
@@ -431,9 +439,22 @@ def test_select_and_scatter_kernel_matches_the_spec(name):
     combines the init value into a selected position twice (a 2x2 window over [[0, 1], [2, 3]]
     with init 1 and source 4 gives 6 at the 3; XLA:CPU and the spec give 5)."""
     case, dtype = SELECT_AND_SCATTERS[name]
-    executable = Client().compile(case.text())
-    assert "kernel select_and_scatter" in executable.thunk_sequence() and "interpret" not in executable.thunk_sequence()
+    program = compile_module(frontdoor.import_text(case.text(), "select_and_scatter", new_context()).module)
+    assert any(line.endswith("select_and_scatter as a loop kernel, windows tiling the operand") for line in program.decisions) == (name in TILED)
+    executable = Executable.of(program)
+    assert "kernel select_and_scatter" in executable.plan.describe() and "interpret" not in executable.plan.describe()
     operand, source, init = values(case.operand, dtype, 3) * (values(case.operand, dtype, 4) > 0), values(case.source, dtype, 5), np.array(1, dtype)
+    np.testing.assert_array_equal(executable.execute([operand, source, init])[0], case.expected(operand, source, init))
+
+
+def test_tiled_windows_in_blocks_of_the_leading_dimension_match_the_spec(monkeypatch):
+    """Windows that do not span the leading dimension run in blocks of it over the threads
+    when that pays (here made to): each block the same kernel at its rows."""
+    monkeypatch.setattr(loop_kernels, "select_and_scatter_slices", lambda op, window: 4)
+    case = SelectAndScatter((8, 6), (8, 3), "f32", (1, 2), (1, 2), "GE", "add")
+    executable = Client().compile(case.text())
+    assert "sliced kernel x4 select_and_scatter" in executable.thunk_sequence(), executable.thunk_sequence()
+    operand, source, init = values(case.operand, np.float32, 3) * (values(case.operand, np.float32, 4) > 0), values(case.source, np.float32, 5), np.array(1, np.float32)
     np.testing.assert_array_equal(executable.execute_numpy([operand, source, init])[0], case.expected(operand, source, init))
 
 

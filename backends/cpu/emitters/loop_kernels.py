@@ -15,7 +15,7 @@ from mlirxla.transforms.scheduling import type_bytes
 
 from ..scan_kernel import scan_module_text, scan_of
 from ..scatter_kernel import kernel_reason, scatter_module_text
-from ..select_and_scatter_kernel import select_and_scatter_module_text
+from ..select_and_scatter_kernel import Window, batch_apart, select_and_scatter_module_text
 from mlirxla.transforms.top_k_rewriter import TARGET as TOP_K_TARGET
 
 from .. import runtime_library, thread_split
@@ -36,9 +36,40 @@ def emit_scatter(emitter, op: ir.Operation) -> list:
 
 def emit_select_and_scatter(emitter, op: ir.Operation) -> list:
     """One the kernel cannot take never reaches here: `op_support.interpreted_reason` sent it
-    to the interpreter."""
-    emitter.decisions.append(f"{emitter.name_of(op)}: select_and_scatter as a loop kernel")
-    return [loop_kernel(emitter, op, lambda symbol: select_and_scatter_module_text(symbol, op))]
+    to the interpreter. Windows that tile the operand write each result element once
+    (`select_and_scatter_kernel.tiled_windows`), in blocks of the leading dimension over the
+    threads when that pays."""
+    name = emitter.name_of(op)
+    window = Window.of(op)
+    how = "a loop kernel, windows tiling the operand" if window.tiles() else "a loop kernel"
+    slices = select_and_scatter_slices(op, window) if emitter.slice_rows else None
+    if slices is None:
+        emitter.decisions.append(f"{name}: select_and_scatter as {how}")
+        return [loop_kernel(emitter, op, lambda symbol: select_and_scatter_module_text(symbol, op))]
+    leading = leading_size(op.results[0]) // slices
+    emitter.decisions.append(f"{name}: select_and_scatter as {how}, parallel blocks, {slices} slices of {leading} of its leading dimension")
+    symbol = emitter.symbol(name)
+    emitter.kernels.append(KernelSpec(symbol, op, source=select_and_scatter_module_text(symbol, op, leading)))
+    values = [op.operands[0], op.operands[1], op.operands[2], op.results[0]]
+    strides = tuple(0 if index == 2 else type_bytes(value.type) // slices for index, value in enumerate(values))
+    return [SlicedKernelThunk(name, symbol, tuple(emitter.slice_of(value) for value in values), 1, slices=slices, strides=strides)]
+
+
+# what a tiled window's selection costs an operand element: a load, a compare, two selects
+# and a store
+SELECT_AND_SCATTER_FLOPS_PER_ELEMENT = 5
+
+
+def select_and_scatter_slices(op: ir.Operation, window: Window) -> int | None:
+    """How many blocks of the leading dimension tiled windows run in over the threads, when
+    no window spans it and `thread_split` says it pays; None to run whole."""
+    threads = cpu_threads()
+    if threads < 2 or not window.tiles() or not batch_apart(window):
+        return None
+    slices = thread_split.slice_count(window.operand_shape[0], threads)
+    moved = type_bytes(op.operands[0].type) + type_bytes(op.operands[1].type) + type_bytes(op.results[0].type)
+    work = SELECT_AND_SCATTER_FLOPS_PER_ELEMENT * math.prod(window.operand_shape)
+    return slices if slices is not None and thread_split.estimate_moving(moved, work, threads).pays else None
 
 
 def emit_reduce_window(emitter, op: ir.Operation) -> list:
