@@ -10,7 +10,9 @@ then replaced by each later one the select computation does not prefer to it
 (`select(selected, candidate)` false), as the spec says; max pooling's `GE` keeps the first
 of equal maxima. The source element is then combined into the result at the selected
 position (add, multiply, maximum, minimum, or, and) or stored there (set). A window holding
-only padding selects nothing.
+only padding selects nothing. Windows that tile the operand (max pooling with its stride
+equal to its window) skip the fill and the scatter: each result element is written once from
+its window's selection (`tiled_windows`).
 
 The select computation must be one compare of its two arguments, in order (any direction,
 float, signed or unsigned); other computations, total-order compares and complex elements
@@ -30,6 +32,7 @@ from .scatter_kernel import combiner_op
 
 # a tiled window's positions are unrolled in the kernel: max pooling's are 4 or 9
 MAX_TILED_POSITIONS = 16
+
 FLOAT_PREDICATES = {"EQ": "oeq", "NE": "une", "GE": "oge", "GT": "ogt", "LE": "ole", "LT": "olt"}
 SIGNED_PREDICATES = {"EQ": "eq", "NE": "ne", "GE": "sge", "GT": "sgt", "LE": "sle", "LT": "slt"}
 UNSIGNED_PREDICATES = {"EQ": "eq", "NE": "ne", "GE": "uge", "GT": "ugt", "LE": "ule", "LT": "ult"}
@@ -109,7 +112,7 @@ def kernel_reason(op: ir.Operation) -> str | None:
 def select_and_scatter_module_text(symbol: str, op: ir.Operation, leading: int | None = None) -> str:
     """The kernel: (operand, source, init) -> result (with `leading`: a block of that many of
     the leading dimension's entries, which windows must not span). Windows that tile the
-    operand take `tiled_windows_text`. Otherwise the selection is carried through the window
+    operand take `tiled_windows`. Otherwise the selection is carried through the window
     loops as loop values (whether one is selected, its value, its position): no memory, so
     the loops map to a GPU thread as they are."""
     window = Window.of(op)
