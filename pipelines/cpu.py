@@ -82,8 +82,7 @@ def compiler_pipeline(name: str, alignment: int, fusion_cost_model: str, batch_s
     """The stages above, named `name`, fusing by the cost model `fusion_cost_model`
     (`transforms/cost_model.py`); batch-slice fusion only for a backend that runs slices;
     bf16 dots upcast to f32 for a backend whose GEMMs are f32 only, a weight's widening then
-    taken into its GEMM; top-k sorts as TopK
-    calls for a backend that runs them."""
+    taken into its GEMM; top-k sorts as TopK calls for a backend that runs them."""
     pipeline = (
         Pipeline(name)
         .add(ShardingRemoverPass())
