@@ -14,7 +14,8 @@ scalar or a splat constant, at least one is a reshape, and a reshape (which then
 the one sunk) or an elementwise op (which may sink it further) reads its result: it is rebuilt over the reshapes' operands (the scalars broadcast, the constants splat, to their
 shape) and followed by one reshape to its old shape. A reshape of a reshape is then one
 reshape of the first operand, or that operand itself when the shapes agree. Reshapes,
-broadcasts and constants left without users are erased. Changed: any op sunk or reshape
+broadcasts and constants left without users are erased. An op carrying a sharding (written
+for its own shape) stays. Changed: any op sunk or reshape
 folded.
 """
 
@@ -28,6 +29,7 @@ from .erasure import erase, live_ops
 from .fusion_legality import ELEMENTWISE, is_splat_constant, kind_of
 from .pass_base import ModulePass
 from .priority_fusion import fusible_blocks
+from .sharding_remover import SHARDING
 
 
 def defining(value: ir.Value) -> ir.Operation | None:
@@ -143,7 +145,7 @@ class ReshapeSinkingPass(ModulePass):
                 fold_reshape_of_reshape(op)
                 return True
             return False
-        if kind in ELEMENTWISE and len(op.results) == 1 and read_by_a_reshape_or_elementwise(op):
+        if kind in ELEMENTWISE and len(op.results) == 1 and SHARDING not in op.attributes and read_by_a_reshape_or_elementwise(op):
             shape = reshape_source_shape(op)
             if shape is not None:
                 sink(op, shape)
