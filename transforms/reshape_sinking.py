@@ -11,12 +11,12 @@ its kernel gradient of the same size in blocks of im2col + GEMM).
 
 An elementwise op sinks when every operand is a reshape from one shape, a broadcast of a
 scalar or a splat constant, at least one is a reshape, and a reshape (which then folds with
-the one sunk) or an elementwise op (which may sink it further) reads its result: it is rebuilt over the reshapes' operands (the scalars broadcast, the constants splat, to their
+the one sunk) or an elementwise op (which may sink it further) reads its result: it is
+rebuilt over the reshapes' operands (the scalars broadcast, the constants splat, to their
 shape) and followed by one reshape to its old shape. A reshape of a reshape is then one
 reshape of the first operand, or that operand itself when the shapes agree. Reshapes,
 broadcasts and constants left without users are erased. An op carrying a sharding (written
-for its own shape) stays. Changed: any op sunk or reshape
-folded.
+for its own shape) stays. Changed: any op sunk or reshape folded.
 """
 
 from dataclasses import dataclass
