@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from mlirxla.dialects.xhlo.builder import create_op
+from mlirxla.ir_queries import defining_op
 from mlirxla.mlir import ir
 
 from .erasure import erase, live_ops
@@ -30,11 +31,6 @@ from .fusion_legality import ELEMENTWISE, is_splat_constant, kind_of
 from .pass_base import ModulePass
 from .priority_fusion import fusible_blocks
 from .sharding_remover import SHARDING
-
-
-def defining(value: ir.Value) -> ir.Operation | None:
-    owner = value.owner
-    return owner.operation if isinstance(owner, (ir.Operation, ir.OpView)) else None
 
 
 def shape_of(value: ir.Value) -> list[int]:
@@ -54,7 +50,7 @@ def reshape_source_shape(op: ir.Operation) -> list[int] | None:
     scalar broadcast or a splat constant; else None."""
     shapes = []
     for value in op.operands:
-        producer = defining(value)
+        producer = defining_op(value)
         if producer is not None and kind_of(producer) == "reshape":
             shapes.append(shape_of(producer.operands[0]))
         elif not (is_scalar_broadcast(producer) or is_splat(producer)):
@@ -66,7 +62,7 @@ def reshape_source_shape(op: ir.Operation) -> list[int] | None:
 
 def reshaped_operand(value: ir.Value, shape: list[int], location: ir.Location) -> ir.Value:
     """`value` (a reshape, a scalar broadcast or a splat constant) in `shape`."""
-    producer = defining(value)
+    producer = defining_op(value)
     element = ir.RankedTensorType(value.type).element_type
     result_type = ir.RankedTensorType.get(shape, element)
     if kind_of(producer) == "reshape":
@@ -90,12 +86,12 @@ def sink(op: ir.Operation, shape: list[int]) -> None:
         reshaped = create_op("xhlo.reshape", [computed], [op.results[0].type], {}, location).results[0]
     op.results[0].replace_all_uses_with(reshaped)
     erase(op)
-    erase_unused(defining(value) for value in old_operands)
+    erase_unused(defining_op(value) for value in old_operands)
 
 
 def fold_reshape_of_reshape(op: ir.Operation) -> None:
     """A reshape of a reshape as one reshape of the first's operand (or that operand)."""
-    inner = defining(op.operands[0])
+    inner = defining_op(op.operands[0])
     source = inner.operands[0]
     if source.type == op.results[0].type:
         op.results[0].replace_all_uses_with(source)
@@ -140,7 +136,7 @@ class ReshapeSinkingPass(ModulePass):
     def visit(op: ir.Operation) -> bool:
         kind = kind_of(op)
         if kind == "reshape":
-            inner = defining(op.operands[0])
+            inner = defining_op(op.operands[0])
             if inner is not None and kind_of(inner) == "reshape":
                 fold_reshape_of_reshape(op)
                 return True

@@ -27,15 +27,16 @@ Of two converted operands, the larger fuses (the other stays a kernel). The fusi
 """
 
 from dataclasses import dataclass
-from math import prod
 from typing import ClassVar
 
+from mlirxla.ir_queries import defining_op
 from mlirxla.mlir import ir
 from mlirxla.runtime.threads import cpu_threads
 
+from .bf16_dot_upcast import element_of
 from .dot_canonicalizer import gemm_shape
 from .erasure import live_ops
-from .fusion_legality import fused_ops, fusion_kind, kind_of, users_in_block
+from .fusion_legality import element_count, fused_ops, fusion_kind, kind_of, users_in_block
 from .pass_base import ModulePass, PassResult
 from .priority_fusion import Decision, FusionDecisions, Namer, build_fusion, describe, fusible_blocks
 
@@ -65,8 +66,8 @@ class Panels:
 def widened_side(dot: ir.Operation) -> int | None:
     """The operand of `dot` (0 or 1) that a convert inside its fusion widens, if any."""
     for side, value in enumerate(dot.operands):
-        owner = value.owner
-        if isinstance(owner, (ir.Operation, ir.OpView)) and kind_of(owner.operation) == "convert":
+        producer = defining_op(value)
+        if producer is not None and kind_of(producer) == "convert":
             return side
     return None
 
@@ -102,23 +103,18 @@ def library_call(op: ir.Operation) -> ir.Operation | None:
 
 
 def f32(value: ir.Value) -> bool:
-    return str(ir.RankedTensorType(value.type).element_type) == "f32"
+    return element_of(value) == "f32"
 
 
 def widening_convert(value: ir.Value, user: ir.Operation) -> ir.Operation | None:
     """The bare bf16 -> f32 convert producing `value`, when `user` is its only user."""
-    owner = value.owner
-    if not isinstance(owner, (ir.Operation, ir.OpView)) or kind_of(owner.operation) != "convert":
+    convert = defining_op(value)
+    if convert is None or kind_of(convert) != "convert":
         return None
-    convert = owner.operation
-    widens = str(ir.RankedTensorType(convert.operands[0].type).element_type) == "bf16" and f32(convert.results[0])
+    widens = element_of(convert.operands[0]) == "bf16" and f32(convert.results[0])
     if not widens or users_in_block(convert) != [user]:
         return None
     return convert
-
-
-def size_of(value: ir.Value) -> int:
-    return prod(ir.RankedTensorType(value.type).shape)
 
 
 @dataclass(frozen=True)
@@ -153,7 +149,7 @@ def fuse_widening(owner: ir.Operation, dot: ir.Operation, threads: int, namer: N
     for side, value in enumerate(outer):
         convert = widening_convert(value, owner) if value is not None else None
         if convert is not None and f32(dot.operands[1 - side]):
-            candidates.append((size_of(value), side, convert))
+            candidates.append((element_count(value.type), side, convert))
     if not candidates:
         return False
     _, side, convert = max(candidates, key=lambda candidate: candidate[0])
