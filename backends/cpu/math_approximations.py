@@ -9,8 +9,12 @@ then, so it is rewritten too.
   1 + r + r^2 (...), and y 2^n scaled in one rounding: `llvm.ldexp` where the host has
   AVX-512 (one vscalefps), else two factors built in the exponent bits (2^(n>>1) 2^(n - n>>1),
   both normal). About 1 ulp, denormal results within 1 ulp. x is first clamped to
-  [-110, 100], past both ends of the f32 range, so the scaling itself overflows to inf and
-  underflows to 0 (no compares and selects after it); NaN stays NaN through the clamp.
+  [-110, 100], past both ends of the f32 range, so the scaling itself overflows to inf; NaN
+  stays NaN through the clamp. Results under 2^-125 (denormals, and 0 past 2^-150) are built
+  from their bits instead, y 2^(n + 149) rounded to an integer: a scaling whose result is
+  denormal or underflows costs x86 a microcode assist (a causal attention mask's exp of
+  -1e30 ran 20x slower than exp(-1), and jax's softmax gradient of it took a tenth of a
+  transformer block's step).
 - tanh: Eigen's (and XLA's) rational approximation on x clamped to [-7.9053, 7.9053], +-1
   beyond it; x itself below 0.0004 in magnitude. A few ulp.
 - log: Cephes' logf: x = m 2^e with m in [sqrt(1/2), sqrt(2)) taken from the bits (a
@@ -50,6 +54,11 @@ EXP_POLYNOMIAL = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.166579589
 # 2^-150 is e^-103.97): y 2^n at the clamps is inf and 0, and 2^(n/2) stays normal
 EXP_CLAMP_HIGH = 100.0
 EXP_CLAMP_LOW = -110.0
+# n = round(x log2 e) below it (n <= -126, y in [0.7, 1.42]): e^x is under 2^-125, built from
+# its bits in units of 2^-149, the smallest denormal
+EXP_TINY_BOUND = -125.5
+SMALLEST_DENORMAL_EXPONENT = 149
+SMALLEST_NORMAL_EXPONENT = 126
 LOG2E = 1.44269504088896341
 LN2_HIGH = 0.693359375
 LN2_LOW = -2.12194440e-4
@@ -189,10 +198,25 @@ def exp(b: Builder, x_input: ir.Value) -> ir.Value:
     r = b.fma(n, b.constant(-LN2_LOW), b.fma(n, b.constant(-LN2_HIGH), x))
     y = b.polynomial(r, EXP_POLYNOMIAL + (1.0, 1.0))
     whole = b.op("arith.fptosi", [n], b.integer_type)
+    tiny = b.less(n, EXP_TINY_BOUND)
+    # each path's exponent is clamped to where its own arithmetic stays normal (a select
+    # would not do: LLVM sees through it to the lanes the final select takes)
+    normal = scaled_by_power_of_two(b, y, b.integer_op("arith.maxsi", whole, b.integer(-SMALLEST_NORMAL_EXPONENT + 1)))
+    # below 2^-125 the result's bits are y 2^n in units of the smallest denormal, rounded to
+    # the nearest integer (evenly, as the scaling rounds): no floating-point op has a denormal
+    # result, which x86 cores take a microcode assist for (20x slower: masked softmax rows)
+    to_units = b.integer_op("arith.addi", whole, b.integer(SMALLEST_DENORMAL_EXPONENT))
+    units = b.mul(y, b.power_of_two(b.integer_op("arith.minsi", to_units, b.integer(SMALLEST_DENORMAL_EXPONENT - SMALLEST_NORMAL_EXPONENT))))
+    units_bits = b.op("arith.fptosi", [b.op("math.roundeven", [units])], b.integer_type)
+    return b.select(tiny, b.op("arith.bitcast", [units_bits]), normal)
+
+
+def scaled_by_power_of_two(b: Builder, y: ir.Value, exponent: ir.Value) -> ir.Value:
+    """y 2^exponent rounded once, for y near 1 and exponent within [-126, 145]."""
     if scales_in_one_instruction() and not isinstance(y.type, ir.VectorType):
-        return b.op("llvm.intr.ldexp", [y, whole])
-    half = b.op("arith.shrsi", [whole, b.integer(1)], b.integer_type)
-    rest = b.op("arith.subi", [whole, half], b.integer_type)
+        return b.op("llvm.intr.ldexp", [y, exponent])
+    half = b.op("arith.shrsi", [exponent, b.integer(1)], b.integer_type)
+    rest = b.op("arith.subi", [exponent, half], b.integer_type)
     return b.mul(b.mul(y, b.power_of_two(half)), b.power_of_two(rest))
 
 
