@@ -23,7 +23,7 @@ from mlirxla.mlir import ir
 from mlirxla.runtime import thunks as thunk_kinds
 from mlirxla.runtime.client import Client, CompileOptions
 from mlirxla.runtime.executable import ExecutablePlan
-from mlirxla.runtime.executor import ThreadPool, dependency_graph, is_chain, overlaps, run_graph
+from mlirxla.runtime.executor import ThreadPool, dependency_graph, is_chain, overlaps, run_graph, spans_the_pool
 from mlirxla.runtime.thunks import BufferSlice
 from mlirxla.transforms import convolution_strategy
 from mlirxla.transforms.cost_analysis import kernel_cost
@@ -383,6 +383,34 @@ def test_dependency_graph_orders_conflicts_and_runs_every_thunk_once():
         position = {name: index for index, name in enumerate(log)}
         assert position["write a"] < position["a to c"] < position["overwrite a"]
         assert position["b to d"] < position["c+d"] and position["a to c"] < position["c+d"]
+
+
+def independent_dots(size: int) -> str:
+    """Eight independent dots of x with eight weights, summed in a chain."""
+    shape = f"tensor<{size}x{size}xf32>"
+    lines = [f"  %d{i} = stablehlo.dot %x, %w{i} : ({shape}, {shape}) -> {shape}" for i in range(8)]
+    lines += [f"  %s{i} = stablehlo.add %{'d0' if i == 1 else f's{i - 1}'}, %d{i} : {shape}" for i in range(1, 8)]
+    weights = ", ".join(f"%w{i}: {shape}" for i in range(8))
+    return (f"func.func @main(%x: {shape}, {weights}) -> {shape} {{\n" + "\n".join(lines)
+            + f"\n  return %s7 : {shape}\n}}")
+
+
+def test_a_sequence_with_a_thunk_that_spans_the_pool_runs_in_order(monkeypatch, context):
+    """Independent GEMMs big enough to run in parts over the native pool leave no graph (each
+    already takes every core; kernels beside them took cores from their parts), while the
+    same program with GEMMs too small for parts keeps its graph; both compute the reference's
+    result."""
+    monkeypatch.setenv("MLIRXLA_CPU_THREADS", "2")
+    for size, graph in ((64, False), (16, True)):
+        text = independent_dots(size)
+        executable = Client().compile(text)
+        thunks = executable.executable.plan.thunks
+        assert any(spans_the_pool(t) for t in thunks) != graph
+        assert (executable.executable.graph is not None) == graph
+        module = frontdoor.import_text(text, "test", context).module
+        arguments = random_arguments(module, 3)
+        np.testing.assert_allclose(executable.execute_numpy(arguments)[0], reference_outputs(module, arguments)[0],
+                                   rtol=1e-4, atol=1e-4)
 
 
 def test_dependency_graph_has_an_edge_exactly_where_two_thunks_conflict():
