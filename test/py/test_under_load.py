@@ -25,22 +25,23 @@ EXECUTIONS = 100_000
 WARM_UP_EXECUTIONS = 2_000
 
 # Four GEMMs, two epilogues and a reduction: the executor runs them as a dependency graph on
-# its thread pool (not the sequential path), so concurrent executions share the pool too.
-BRANCHES = """func.func @main(%x: tensor<64x64xf32>, %w1: tensor<64x64xf32>, %w2: tensor<64x64xf32>, %w3: tensor<64x64xf32>, %w4: tensor<64x64xf32>) -> (tensor<64x64xf32>, tensor<64xf32>) {
-  %a = stablehlo.dot_general %x, %w1, contracting_dims = [1] x [0] : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
-  %b = stablehlo.dot_general %x, %w2, contracting_dims = [1] x [0] : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
-  %c = stablehlo.dot_general %x, %w3, contracting_dims = [1] x [0] : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
-  %d = stablehlo.dot_general %x, %w4, contracting_dims = [1] x [0] : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
-  %ta = stablehlo.tanh %a : tensor<64x64xf32>
-  %tb = stablehlo.logistic %b : tensor<64x64xf32>
-  %tc = stablehlo.sine %c : tensor<64x64xf32>
-  %td = stablehlo.cosine %d : tensor<64x64xf32>
-  %s1 = stablehlo.add %ta, %tb : tensor<64x64xf32>
-  %s2 = stablehlo.multiply %tc, %td : tensor<64x64xf32>
-  %e = stablehlo.dot_general %s1, %s2, contracting_dims = [1] x [0] : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+# its thread pool (not the sequential path; the GEMMs are too small to run in parts over the
+# native pool, which would keep it sequential), so concurrent executions share the pool too.
+BRANCHES = """func.func @main(%x: tensor<48x48xf32>, %w1: tensor<48x48xf32>, %w2: tensor<48x48xf32>, %w3: tensor<48x48xf32>, %w4: tensor<48x48xf32>) -> (tensor<48x48xf32>, tensor<48xf32>) {
+  %a = stablehlo.dot_general %x, %w1, contracting_dims = [1] x [0] : (tensor<48x48xf32>, tensor<48x48xf32>) -> tensor<48x48xf32>
+  %b = stablehlo.dot_general %x, %w2, contracting_dims = [1] x [0] : (tensor<48x48xf32>, tensor<48x48xf32>) -> tensor<48x48xf32>
+  %c = stablehlo.dot_general %x, %w3, contracting_dims = [1] x [0] : (tensor<48x48xf32>, tensor<48x48xf32>) -> tensor<48x48xf32>
+  %d = stablehlo.dot_general %x, %w4, contracting_dims = [1] x [0] : (tensor<48x48xf32>, tensor<48x48xf32>) -> tensor<48x48xf32>
+  %ta = stablehlo.tanh %a : tensor<48x48xf32>
+  %tb = stablehlo.logistic %b : tensor<48x48xf32>
+  %tc = stablehlo.sine %c : tensor<48x48xf32>
+  %td = stablehlo.cosine %d : tensor<48x48xf32>
+  %s1 = stablehlo.add %ta, %tb : tensor<48x48xf32>
+  %s2 = stablehlo.multiply %tc, %td : tensor<48x48xf32>
+  %e = stablehlo.dot_general %s1, %s2, contracting_dims = [1] x [0] : (tensor<48x48xf32>, tensor<48x48xf32>) -> tensor<48x48xf32>
   %zero = stablehlo.constant dense<0.0> : tensor<f32>
-  %r = stablehlo.reduce(%e init: %zero) applies stablehlo.add across dimensions = [1] : (tensor<64x64xf32>, tensor<f32>) -> tensor<64xf32>
-  return %e, %r : tensor<64x64xf32>, tensor<64xf32>
+  %r = stablehlo.reduce(%e init: %zero) applies stablehlo.add across dimensions = [1] : (tensor<48x48xf32>, tensor<f32>) -> tensor<48xf32>
+  return %e, %r : tensor<48x48xf32>, tensor<48xf32>
 }
 """
 
@@ -71,7 +72,7 @@ def growth_over(calls: int, call) -> tuple[int, float]:
 
 def branch_arguments(seed: int) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
-    return [rng.standard_normal((64, 64)).astype(np.float32) * 0.2 for _ in range(5)]
+    return [rng.standard_normal((48, 48)).astype(np.float32) * 0.2 for _ in range(5)]
 
 
 def test_threads_sharing_an_executable_get_the_serial_results():
