@@ -32,6 +32,7 @@ from .ctypes_arrays import int64_table
 PYTHON = "python"  # the import that calls back into Python
 GEMMS = {"cblas_sgemm": "f32", "cblas_dgemm": "f64"}  # import -> the BLAS GEMM's element type
 POOLED_GEMMS = {"mlirxla_gemm_f32": "f32", "mlirxla_gemm_f64": "f64"}  # import -> the GEMM in parts' element type
+POOLED_GEMM_BATCHES = {"mlirxla_gemm_batch_f32": "f32", "mlirxla_gemm_batch_f64": "f64"}  # and a batch of them
 POOL, POOL_RUN = "mlirxla_pool", "mlirxla_pool_run"  # the native pool's words, and its run function
 
 _CALLBACK_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int64)
@@ -67,6 +68,8 @@ def import_address(name: str) -> int:
         return ctypes.cast(blas.gemm(GEMMS[name]), ctypes.c_void_p).value
     if name in POOLED_GEMMS:
         return native_pool.shared().gemms[POOLED_GEMMS[name]]
+    if name in POOLED_GEMM_BATCHES:
+        return native_pool.shared().gemm_batches[POOLED_GEMM_BATCHES[name]]
     if name == POOL:
         return native_pool.shared().address
     if name == POOL_RUN:

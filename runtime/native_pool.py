@@ -31,7 +31,8 @@ exponential (3 MiB, after the attention GEMMs) went from 58-66% of the triad to 
 Who calls it: `SlicedKernelThunk.run` with `mlirxla_slices_<arity>` (compiled per arity on
 first use) over a table of the kernel's pointers; a single device's native drivers with
 functions of their own module (`driver_emitter.emit_sliced_kernel`); GEMMs in parts through
-`mlirxla_gemm_<element>`, which has `cblas_?gemm`'s signature.
+`mlirxla_gemm_<element>`, which has `cblas_?gemm`'s signature, and batches of them through
+`mlirxla_gemm_batch_<element>`.
 
 A job is a function pointer and a context the caller keeps alive until `run` returns: the
 pool's state is one block of 64-bit words (`Slot`), written in the caller's job order and
@@ -382,6 +383,79 @@ split:
 """
 
 
+BATCH_FIELDS = (("ta", "i32"), ("tb", "i32"), ("m", "i64"), ("n", "i64"), ("k", "i64"), ("a", "ptr"), ("lda", "i64"),
+                ("b", "ptr"), ("ldb", "i64"), ("c", "ptr"), ("ldc", "i64"), ("stride_a", "i64"), ("stride_b", "i64"),
+                ("stride_c", "i64"))
+
+
+def gemm_batch_ir(element: str, routine: int, pool: int, parts: int) -> str:
+    """`mlirxla_gemm_batch_<element>(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, batch, stride_a,
+    stride_b, stride_c)`: c[i] = op(a[i]) op(b[i]) for i below `batch`, row-major, the matrices
+    `stride_*` elements apart. A batch that deals out evenly over the `parts` threads (a
+    multiple of them, or at least four matrices a thread) runs whole matrices on each thread,
+    each by the BLAS `routine` alone: splitting every matrix made one pool job and one
+    synchronization per matrix, its halves half as efficient (an attention's 64 GEMMs of
+    256x256x64: 115-130 GFLOP/s where the large GEMMs beside them ran 180-200). Other batches
+    run matrix by matrix through `mlirxla_gemm_<element>`."""
+    scalar = GEMM_ELEMENTS[element]
+    kinds = [kind for _, kind in BATCH_FIELDS]
+    record = f"%gemm_batch_{element}"
+    fields = lambda verb: "\n".join(
+        f"  %{name}_at = getelementptr {record}, ptr %context, i32 0, i32 {index}\n"
+        + (f"  %{name} = load {kind}, ptr %{name}_at" if verb == "load" else f"  store {kind} %{name}, ptr %{name}_at")
+        for index, (name, kind) in enumerate(BATCH_FIELDS))
+
+    def matrix(index: str) -> str:
+        """%a_i, %b_i, %c_i: the pointers of matrix `index`."""
+        return "\n".join(f"  %{x}_offset = mul i64 {index}, %stride_{x}\n  %{x}_i = getelementptr {scalar}, ptr %{x}, i64 %{x}_offset"
+                         for x in "abc")
+
+    call = (f"i32 {ROW_MAJOR}, i32 %ta, i32 %tb, i64 %m, i64 %n, i64 %k, {scalar} 1.0, ptr %a_i, i64 %lda, ptr %b_i, "
+            f"i64 %ldb, {scalar} 0.0, ptr %c_i, i64 %ldc")
+    arguments = ", ".join(f"{kind} %{name}" for name, kind in BATCH_FIELDS[:11])
+    return f"""
+{record} = type {{ {", ".join(kinds)} }}
+
+define internal void @gemm_matrix_{element}(ptr %context, i64 %index, i64 %part) {{
+entry:
+  %routine = inttoptr i64 {routine} to ptr
+{fields("load")}
+{matrix("%index")}
+  call void %routine({call})
+  ret void
+}}
+
+define void @mlirxla_gemm_batch_{element}({arguments}, i64 %batch, i64 %stride_a, i64 %stride_b, i64 %stride_c) {{
+entry:
+  %many = icmp sge i64 %batch, {4 * parts}
+  %remainder = urem i64 %batch, {parts}
+  %even = icmp eq i64 %remainder, 0
+  %enough = icmp sge i64 %batch, {parts}
+  %dealt = or i1 %many, %even
+  %by_matrix = and i1 %enough, %dealt
+  br i1 %by_matrix, label %pooled, label %each
+pooled:
+  %context = alloca {record}, align 8
+{fields("store")}
+  %pool = inttoptr i64 {pool} to ptr
+  call i32 @mlirxla_pool_run(ptr %pool, ptr @gemm_matrix_{element}, ptr %context, i64 %batch, i64 {parts})
+  ret void
+each:
+  %none = icmp sle i64 %batch, 0
+  br i1 %none, label %out, label %loop
+loop:
+  %index = phi i64 [ 0, %each ], [ %next, %loop ]
+{matrix("%index")}
+  call void @mlirxla_gemm_{element}({call})
+  %next = add i64 %index, 1
+  %more = icmp slt i64 %next, %batch
+  br i1 %more, label %loop, label %out
+out:
+  ret void
+}}
+"""
+
+
 def slices_ir(arity: int) -> str:
     """`mlirxla_slices_<arity>(ctx, index, part)`: the kernel at ctx[0] called with `arity`
     pointers, the k-th ctx[1 + 3k] + index * ctx[2 + 3k] + part * ctx[3 + 3k] (its slice's
@@ -409,11 +483,14 @@ class NativePool:
         self.address = ctypes.addressof(self.words)
         routines = {element: ctypes.cast(blas.gemm(element), ctypes.c_void_p).value for element in GEMM_ELEMENTS}
         self.engine = compiled(pool_ir() + "".join(gemm_ir(element, routine, self.address, helpers + 1)
+                                                   + gemm_batch_ir(element, routine, self.address, helpers + 1)
                                                    for element, routine in routines.items()))
         self.run_address = self.engine.get_function_address("mlirxla_pool_run")
         self.run_function = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                                              ctypes.c_int64, ctypes.c_int64)(self.run_address)
         self.gemms = {element: self.engine.get_function_address(f"mlirxla_gemm_{element}") for element in GEMM_ELEMENTS}
+        self.gemm_batches = {element: self.engine.get_function_address(f"mlirxla_gemm_batch_{element}")
+                             for element in GEMM_ELEMENTS}
         serve = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)(self.engine.get_function_address("mlirxla_pool_serve"))
         for part in range(1, helpers + 1):
             threading.Thread(target=serve, args=(self.address, part), name=f"mlirxla-split-{part}", daemon=True).start()
@@ -451,3 +528,10 @@ def shared() -> NativePool:
 def pooled_gemm(element: str):
     """`mlirxla_gemm_<element>` typed as `blas.gemm(element)` is."""
     return blas.gemm_prototype(element)(shared().gemms[element])
+
+
+def pooled_gemm_batch(element: str):
+    """`mlirxla_gemm_batch_<element>`, typed for ctypes."""
+    i32, i64, pointer = ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p
+    prototype = ctypes.CFUNCTYPE(None, i32, i32, i64, i64, i64, pointer, i64, pointer, i64, pointer, i64, i64, i64, i64, i64)
+    return prototype(shared().gemm_batches[element])

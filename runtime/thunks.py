@@ -185,6 +185,7 @@ class GemmThunk:
     in_parts: bool = False
     kind: str = "gemm"
     function: object = field(default=None, repr=False, compare=False)
+    batched: object = field(default=None, repr=False, compare=False)  # a batch in parts: one call for all of it
 
     @property
     def reads(self):
@@ -197,6 +198,7 @@ class GemmThunk:
     def bind(self, engine) -> None:
         element = "f32" if self.element in WIDENED_GEMMS else self.element
         self.function = native_pool.pooled_gemm(element) if self.in_parts else blas.gemm(element)
+        self.batched = native_pool.pooled_gemm_batch(element) if self.in_parts and self.batch > 1 else None
 
     def run(self, bases: list[int], pool) -> None:
         a, b, c = (bases[s.allocation] + s.offset for s in (self.lhs, self.rhs, self.out))
@@ -218,6 +220,10 @@ class GemmThunk:
         ldb = self.k if self.transpose_rhs else self.n
         ta = blas.TRANSPOSE if self.transpose_lhs else blas.NO_TRANSPOSE
         tb = blas.TRANSPOSE if self.transpose_rhs else blas.NO_TRANSPOSE
+        if self.batched is not None:
+            self.batched(ta, tb, self.m, self.n, self.k, a, lda, b, ldb, c, self.n, self.batch, self.m * self.k,
+                         self.k * self.n, self.m * self.n)
+            return
         for index in range(self.batch):
             self.function(blas.ROW_MAJOR, ta, tb, self.m, self.n, self.k, 1.0,
                           a + index * self.m * self.k * width, lda, b + index * self.k * self.n * width, ldb,

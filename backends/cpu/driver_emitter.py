@@ -15,7 +15,8 @@ What the driver does for each thunk inside:
   first concurrent call (the driver calls it alone);
 - `gemm`: `cblas_?gemm` through a pointer the runtime imports (the BLAS numpy ships, or for a
   GEMM in parts the runtime's `mlirxla_gemm_?`, which has its signature), once per matrix of
-  a batch of at most `UNROLLED_GEMMS`;
+  a batch of at most `UNROLLED_GEMMS`; a batch in parts, any size, is one call of the
+  runtime's `mlirxla_gemm_batch_?`;
 - `copy`: memmove; `parallel_copy`: memmoves in an order where no copy overwrites what a
   later one reads, the copies caught in a cycle through stack buffers, `STACK_BYTES` at
   most per driver (a cycle past that is called back);
@@ -47,6 +48,7 @@ UNROLLED_GEMMS = 16
 STACK_BYTES = 64 << 10
 BLAS = {"f32": ("cblas_sgemm", "float"), "f64": ("cblas_dgemm", "double")}
 POOLED_BLAS = {"f32": "mlirxla_gemm_f32", "f64": "mlirxla_gemm_f64"}  # the runtime's GEMMs in parts
+POOLED_BATCHES = {"f32": "mlirxla_gemm_batch_f32", "f64": "mlirxla_gemm_batch_f64"}  # and their batches
 ROW_MAJOR, NO_TRANSPOSE, TRANSPOSE = 101, 111, 112
 
 
@@ -72,7 +74,8 @@ def python_reason(thunk) -> str | None:
     if isinstance(thunk, GemmThunk):
         if thunk.element not in BLAS:
             return f"{thunk.name} (a {thunk.element} GEMM)"
-        return None if thunk.batch <= UNROLLED_GEMMS else f"{thunk.name} (a batch of {thunk.batch} GEMMs)"
+        native = thunk.batch <= UNROLLED_GEMMS or thunk.in_parts
+        return None if native else f"{thunk.name} (a batch of {thunk.batch} GEMMs)"
     if isinstance(thunk, ParallelCopyThunk):
         return None
     return f"{thunk.name} ({thunk.kind} thunk)"
@@ -236,11 +239,19 @@ class DriverWriter:
     def emit_gemm(self, thunk: GemmThunk) -> None:
         name, scalar = BLAS[thunk.element]
         width = 4 if thunk.element == "f32" else 8
-        function = self.imported(POOLED_BLAS[thunk.element] if thunk.in_parts else name)
         lda = thunk.m if thunk.transpose_lhs else thunk.k
         ldb = thunk.k if thunk.transpose_rhs else thunk.n
         ta = TRANSPOSE if thunk.transpose_lhs else NO_TRANSPOSE
         tb = TRANSPOSE if thunk.transpose_rhs else NO_TRANSPOSE
+        if thunk.in_parts and thunk.batch > 1:
+            batched = self.imported(POOLED_BATCHES[thunk.element])
+            a, b, c = (self.address(at) for at in (thunk.lhs, thunk.rhs, thunk.out))
+            self.body.append(f"  call void {batched}(i32 {ta}, i32 {tb}, i64 {thunk.m}, i64 {thunk.n}, i64 {thunk.k}, "
+                             f"ptr {a}, i64 {lda}, ptr {b}, i64 {ldb}, ptr {c}, i64 {thunk.n}, i64 {thunk.batch}, "
+                             f"i64 {thunk.m * thunk.k}, i64 {thunk.k * thunk.n}, i64 {thunk.m * thunk.n})")
+            self.counts.native += 1
+            return
+        function = self.imported(POOLED_BLAS[thunk.element] if thunk.in_parts else name)
         for index in range(thunk.batch):
             a = self.address(thunk.lhs, index * thunk.m * thunk.k * width)
             b = self.address(thunk.rhs, index * thunk.k * thunk.n * width)

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from mlirxla import frontdoor
-from mlirxla.backends.cpu import native_symbols, llvm_jit, llvm_text, loop_order, thread_split, vector_math
+from mlirxla.backends.cpu import driver_emitter, native_symbols, llvm_jit, llvm_text, loop_order, thread_split, vector_math
 from mlirxla.errors import MlirxlaError
 from mlirxla.context import new_context
 from mlirxla.mlir import ir
@@ -1473,6 +1473,42 @@ def test_a_batched_dot_blas_can_run_stays_a_gemm_after_its_softmax():
     s, v = rng.standard_normal((8, 256, 256)).astype(np.float32), rng.standard_normal((8, 256, 64)).astype(np.float32)
     weights = np.exp(s) / np.exp(s).sum(axis=2, keepdims=True)
     np.testing.assert_allclose(executable.execute_numpy([s, v])[0], weights @ v, rtol=1e-4, atol=1e-4)
+
+
+BATCHED_DOT = """func.func @main(%a: tensor<{batch}x{lhs}x{element}>, %b: tensor<{batch}x{k}x{n}x{element}>) -> tensor<{batch}x{m}x{n}x{element}> {{
+  %scaled = stablehlo.multiply %a, %a : tensor<{batch}x{lhs}x{element}>
+  %d = stablehlo.dot_general %scaled, %b, batching_dims = [0] x [0], contracting_dims = [{contracting}] x [1] : (tensor<{batch}x{lhs}x{element}>, tensor<{batch}x{k}x{n}x{element}>) -> tensor<{batch}x{m}x{n}x{element}>
+  %t = stablehlo.tanh %d : tensor<{batch}x{m}x{n}x{element}>
+  %s = stablehlo.add %t, %d : tensor<{batch}x{m}x{n}x{element}>
+  return %s : tensor<{batch}x{m}x{n}x{element}>
+}}"""
+
+
+@pytest.mark.parametrize("batch", [3, 4, 9])
+@pytest.mark.parametrize("element, transposed", [("f32", False), ("f32", True), ("f64", False)])
+def test_a_batch_of_gemms_in_parts_is_one_call_by_matrix_or_matrix_by_matrix(monkeypatch, batch, element, transposed):
+    """A batched GEMM in parts is one call of `mlirxla_gemm_batch_<element>`, from Python and
+    from a native driver: 4 and 9 matrices on 2 threads run whole matrices over the pool, 3
+    run one by one, each split; every way gives numpy's product."""
+    monkeypatch.setenv("MLIRXLA_CPU_THREADS", "2")
+    m, k, n = 96, 80, 72  # each matrix large enough to split: m n k >= GEMM_SPLIT_WORK
+    lhs = f"{k}x{m}" if transposed else f"{m}x{k}"
+    text = BATCHED_DOT.format(batch=batch, lhs=lhs, m=m, k=k, n=n, element=element, contracting=1 if transposed else 2)
+    dtype = np.float32 if element == "f32" else np.float64
+    rng = np.random.default_rng(batch)
+    a = rng.standard_normal((batch, *map(int, lhs.split("x")))).astype(dtype)
+    b = rng.standard_normal((batch, k, n)).astype(dtype)
+    product = np.einsum("bkm,bkn->bmn" if transposed else "bmk,bkn->bmn", a * a, b)
+    for driven in (False, True):
+        monkeypatch.setattr(driver_emitter, "MANY_THUNKS", 2 if driven else 100)
+        executable = Client().compile(text)
+        (gemm,) = [t for t in executable.executable.plan.thunks if t.kind == "gemm"]
+        assert gemm.in_parts and gemm.batch == batch and gemm.transpose_lhs == transposed
+        driver = executable.executable.plan.driver
+        assert gemm.batched is not None and (driver is not None) == driven
+        assert not driven or f"mlirxla_gemm_batch_{element}" in driver.imports
+        got = executable.execute_numpy([a, b])[0]
+        np.testing.assert_allclose(got, np.tanh(product) + product, rtol=1e-4 if element == "f32" else 1e-10, atol=1e-4)
 
 
 ROW_LOOPS = """func.func @k(%x: memref<8x16xf32>, %y: memref<8x16xf32>, %m: memref<8xf32> {{llvm.noalias}}) {{
