@@ -126,7 +126,7 @@ class Geometry:
     element: str
     canonical: bool  # NHWC x HWIO -> NHWC
     out_of_place: tuple[bool, bool, bool]  # input, kernel, output: not in the canonical order
-    blas_ready: bool  # no groups or reversal; f32 or f64; no negative padding
+    blas_ready: bool  # no groups or reversal; f32 or f64; no negative padding before (after: unread rows and columns)
     innermost_features: bool  # the output's last dimension is its features
     innermost_extent: int  # the size of the output's last dimension
     groups: int = 1  # feature groups (a depthwise convolution: as many as channels)
@@ -239,7 +239,7 @@ def geometry(op: ir.Operation) -> Geometry | None:
     padding = window_padding(op, 2)
     blas_ready = (groups == [1, 1] and not reversed_window and element in ("f32", "f64")
                   and all(str(ir.RankedTensorType(v.type).element_type) == element for v in op.operands)
-                  and all(p >= 0 for side in padding for p in side))
+                  and all(low >= 0 for low, _ in padding))
     last = len(output_shape) - 1
     return Geometry(
         batch=input_shape[ib], height=input_shape[isp[0]], width=input_shape[isp[1]], channels=input_shape[if_],
