@@ -115,6 +115,34 @@ def test_report_graph_has_a_node_per_thunk_of_the_sequence(run_report):
     assert expected["library"] > 0  # the MLP's dots are BLAS calls
 
 
+def copy_chain(count: int) -> tuple[list, list]:
+    """The facts and flows of `count` copies, each reading the one before."""
+    from mlirxla.report.thunk_facts import Flow, ThunkFacts
+    from mlirxla.runtime.thunks import BufferSlice, CopyThunk
+
+    facts = [ThunkFacts(index, CopyThunk(f"copy.{index}", BufferSlice(0, 16 * index, 16), BufferSlice(0, 16 * index + 16, 16)), None)
+             for index in range(count)]
+    return facts, [Flow(index - 1, index, 16, "") for index in range(1, count)]
+
+
+def test_a_graph_too_large_or_too_slow_for_graphviz_is_left_out_with_the_reason(monkeypatch):
+    """Past `LAYOUT_THUNKS` thunks the report does not ask Graphviz (a GPT training step's
+    473 thunks took it past ten minutes, in every dumped compile); a layout past
+    `LAYOUT_TIMEOUT_S` is cut off. Either way the page says why, in one line."""
+    from mlirxla.errors import MlirxlaError
+    from mlirxla.report import graph
+
+    facts, flows = copy_chain(graph.LAYOUT_THUNKS + 1)
+    with pytest.raises(MlirxlaError, match=f"the graph of {graph.LAYOUT_THUNKS + 1} thunks is left out: Graphviz lays out at most"):
+        graph.render_svg(facts, flows)
+    needs_graphviz()
+    facts, flows = copy_chain(40)
+    assert graph.render_svg(facts, flows).startswith("<svg")
+    monkeypatch.setattr(graph, "LAYOUT_TIMEOUT_S", 1e-4)
+    with pytest.raises(MlirxlaError, match="the graph of 40 thunks is left out: Graphviz's layout took over 0.0001 s"):
+        graph.render_svg(facts, flows)
+
+
 def test_every_node_has_its_decision_panel(run_report):
     needs_graphviz()
     folder, _ = run_report
