@@ -2,8 +2,8 @@
 dot between transposes that put each operand in GEMM form (XLA's DotDecomposer).
 
 A library GEMM (BLAS on the CPU, cuBLAS on CUDA) takes a dot over row-major buffers whose
-batch dimensions lead both operands in one order and whose one contracting dimension is the
-first or the last of each operand's other dimensions (`gemm_shape`). Any other dot was a
+batch dimensions lead both operands in one order and whose contracting dimensions lie
+together, in one order, first or last among each operand's other dimensions (`gemm_shape`). Any other dot was a
 generated loop nest: jax's `dot_product_attention` over (batch, sequence, heads, depth)
 arrays batches over dimensions 0 and 2, and its second dot ran at 0.9 GFLOP/s, 1.2 s of a
 call XLA:CPU finishes in 50 ms. Each operand is transposed to
@@ -54,30 +54,43 @@ class DotNumbers:
 def gemm_shape(dot: ir.Operation) -> tuple[int, int, int, int, bool, bool] | None:
     """(batch, m, n, k, transpose lhs, transpose rhs) when the dot is a (batched) GEMM over
     row-major buffers, else None. An operand's free dimensions may be several when they lie
-    together on one side of its contracting dimension: row-major, they are one dimension of
+    together on one side of its contracting dimensions: row-major, they are one dimension of
     their product (a [2,64,128] x [128,32] dot is a 128x32x128 GEMM), as XLA's dot
     decomposition reshapes them, and the result [batch, lhs free, rhs free] is the [batch, m,
-    n] matrix. Batch dimensions leading both operands likewise are one batch of their
+    n] matrix. Several contracting dimensions are one likewise when they lie together and in
+    the same order on both sides (a layer's weight gradient over [batch, sequence, features]
+    activations contracts the batch and the sequence: h^T dy is one GEMM with the lhs
+    transposed, where transposing h into [features, batch * sequence] first cost a copy as
+    large as h). Batch dimensions leading both operands likewise are one batch of their
     product (attention's [batch, heads, ...] dots)."""
     numbers = DotNumbers.of(dot)
     lhs_shape, rhs_shape = shape_of(dot.operands[0].type), shape_of(dot.operands[1].type)
-    if len(numbers.lhs_contracting) != 1 or len(numbers.rhs_contracting) != 1:
+    contracting = len(numbers.lhs_contracting)
+    if not contracting or contracting != len(numbers.rhs_contracting):
+        return None
+    if not (together(numbers.lhs_contracting) and together(numbers.rhs_contracting)):
         return None
     batched = len(numbers.lhs_batch)
     if numbers.lhs_batch != numbers.rhs_batch or numbers.lhs_batch != list(range(batched)):
         return None
-    if len(lhs_shape) < 2 + batched or len(rhs_shape) < 2 + batched:
+    if len(lhs_shape) < 1 + batched + contracting or len(rhs_shape) < 1 + batched + contracting:
         return None
     # contracting first among the non-batch dimensions: the operand is [k, free] (transposed
     # for the lhs); last: [free, k] (transposed for the rhs); elsewhere the free ones are apart
-    lhs_contracting, rhs_contracting = numbers.lhs_contracting[0], numbers.rhs_contracting[0]
-    if lhs_contracting not in (batched, len(lhs_shape) - 1) or rhs_contracting not in (batched, len(rhs_shape) - 1):
+    lhs_first, rhs_first = numbers.lhs_contracting[0], numbers.rhs_contracting[0]
+    lhs_last, rhs_last = numbers.lhs_contracting[-1], numbers.rhs_contracting[-1]
+    if lhs_first != batched and lhs_last != len(lhs_shape) - 1 or rhs_first != batched and rhs_last != len(rhs_shape) - 1:
         return None
     batch = prod(lhs_shape[:batched])
-    k = lhs_shape[lhs_contracting]
-    m = prod(size for d, size in enumerate(lhs_shape) if d >= batched and d != lhs_contracting)
-    n = prod(size for d, size in enumerate(rhs_shape) if d >= batched and d != rhs_contracting)
-    return batch, m, n, k, lhs_contracting == batched, rhs_contracting == len(rhs_shape) - 1
+    k = prod(lhs_shape[d] for d in numbers.lhs_contracting)
+    m = prod(size for d, size in enumerate(lhs_shape) if d >= batched and d not in numbers.lhs_contracting)
+    n = prod(size for d, size in enumerate(rhs_shape) if d >= batched and d not in numbers.rhs_contracting)
+    return batch, m, n, k, lhs_first == batched, rhs_last == len(rhs_shape) - 1
+
+
+def together(dimensions: list[int]) -> bool:
+    """Whether `dimensions` are adjacent and in increasing order."""
+    return dimensions == list(range(dimensions[0], dimensions[0] + len(dimensions)))
 
 
 def free_dimensions(rank: int, batch: list[int], contracting: list[int]) -> list[int]:

@@ -30,6 +30,25 @@ func.func @two_contracting(%a: tensor<5x4x6x3xf32>, %b: tensor<6x7x5xf32>) -> te
 
 // -----
 
+/// Two contracting dimensions adjacent and in one order on both sides are one GEMM
+/// dimension already (a layer's weight gradient over [batch, sequence, features]): left
+/// alone; adjacent but paired crosswise, they are not.
+// CHECK-LABEL: func.func @adjacent_contracting
+// CHECK: %[[A:.*]] = "xhlo.transpose"(%arg0) {permutation = array<i64: 2, 0, 1>}
+// CHECK: %[[B:.*]] = "xhlo.transpose"(%arg1) {permutation = array<i64: 1, 0, 2>}
+// CHECK: "xhlo.dot"(%{{.*}}, %{{.*}})
+// CHECK-NOT: xhlo.transpose
+// CHECK: "xhlo.dot"(%arg0, %arg1)
+// CHECK-SAME: lhs_contracting_dimensions = array<i64: 0, 1>
+// CHECK-SAME: rhs_contracting_dimensions = array<i64: 0, 1>
+func.func @adjacent_contracting(%h: tensor<4x4x8xf32>, %dy: tensor<4x4x6xf32>) -> (tensor<8x6xf32>, tensor<8x6xf32>) {
+  %0 = stablehlo.dot_general %h, %dy, contracting_dims = [0, 1] x [1, 0] : (tensor<4x4x8xf32>, tensor<4x4x6xf32>) -> tensor<8x6xf32>
+  %1 = stablehlo.dot_general %h, %dy, contracting_dims = [0, 1] x [0, 1] : (tensor<4x4x8xf32>, tensor<4x4x6xf32>) -> tensor<8x6xf32>
+  return %0, %1 : tensor<8x6xf32>, tensor<8x6xf32>
+}
+
+// -----
+
 /// Negative twins: a dot in GEMM form already, a matrix times a vector, an integer dot.
 // CHECK-LABEL: func.func @left_alone
 // CHECK-NOT: xhlo.transpose
