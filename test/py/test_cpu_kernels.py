@@ -1876,6 +1876,57 @@ def test_a_concatenated_result_is_written_slice_by_slice(m, k, tmp_path):
     np.testing.assert_allclose(head, concatenated.sum(axis=0)[:k], rtol=1e-5, atol=1e-4)
 
 
+PLAIN_TRANSPOSES = """func.func @main(%a: tensor<4x64x32xf32>, %b: tensor<4x64x32xf32>) -> tensor<4x32x128xf32> {
+  %ta = stablehlo.transpose %a, dims = [0, 2, 1] : (tensor<4x64x32xf32>) -> tensor<4x32x64xf32>
+  %tb = stablehlo.transpose %b, dims = [0, 2, 1] : (tensor<4x64x32xf32>) -> tensor<4x32x64xf32>
+  %nb = stablehlo.negate %tb : tensor<4x32x64xf32>
+  %cat = stablehlo.concatenate %ta, %nb, dim = 2 : (tensor<4x32x64xf32>, tensor<4x32x64xf32>) -> tensor<4x32x128xf32>
+  return %cat : tensor<4x32x128xf32>
+}"""
+
+
+def test_a_concatenate_only_written_out_is_inserted_into_the_result_itself():
+    """Slices inserted into the kernel argument, not into an empty tensor: empty-tensor
+    elimination anchored the first operand on the empty tensor, and bufferization allocated
+    the whole result as scratch for it and copied the slice over. No scratch; numpy's bits."""
+    executable = Client().compile(PLAIN_TRANSPOSES)
+    assert "scratch" not in executable.thunk_sequence(), executable.thunk_sequence()
+    rng = np.random.default_rng(13)
+    a, b = (rng.standard_normal((4, 64, 32), dtype=np.float32) for _ in range(2))
+    want = np.concatenate([a.transpose(0, 2, 1), -b.transpose(0, 2, 1)], axis=2)
+    np.testing.assert_array_equal(executable.execute_numpy([a, b])[0], want)
+
+
+MERGED_HEADS = """func.func @main(%q: tensor<2x{hq}x16x{d}xf32>, %k: tensor<2x{hk}x16x{d}xf32>, %v: tensor<2x{hk}x16x{dv}xf32>) -> tensor<2x16x{width}xf32> {{
+  %tq = stablehlo.transpose %q, dims = [0, 2, 1, 3] : (tensor<2x{hq}x16x{d}xf32>) -> tensor<2x16x{hq}x{d}xf32>
+  %rq = stablehlo.reshape %tq : (tensor<2x16x{hq}x{d}xf32>) -> tensor<2x16x{wq}xf32>
+  %tk = stablehlo.transpose %k, dims = [0, 2, 1, 3] : (tensor<2x{hk}x16x{d}xf32>) -> tensor<2x16x{hk}x{d}xf32>
+  %rk = stablehlo.reshape %tk : (tensor<2x16x{hk}x{d}xf32>) -> tensor<2x16x{wk}xf32>
+  %tv = stablehlo.transpose %v, dims = [0, 2, 1, 3] : (tensor<2x{hk}x16x{dv}xf32>) -> tensor<2x16x{hk}x{dv}xf32>
+  %rv = stablehlo.reshape %tv : (tensor<2x16x{hk}x{dv}xf32>) -> tensor<2x16x{wv}xf32>
+  %cat = stablehlo.concatenate %rq, %rk, %rv, dim = 2 : (tensor<2x16x{wq}xf32>, tensor<2x16x{wk}xf32>, tensor<2x16x{wv}xf32>) -> tensor<2x16x{width}xf32>
+  return %cat : tensor<2x16x{width}xf32>
+}}"""
+
+
+@pytest.mark.parametrize("hq, hk, d, dv, direct", [(8, 8, 32, 32, True), (8, 2, 16, 16, True), (4, 4, 8, 12, False)],
+                         ids=["heads", "grouped-heads", "unequal-depths"])
+def test_merged_heads_concatenated_into_the_result_need_no_scratch(hq, hk, d, dv, direct):
+    """A concatenate only written out goes straight into the kernel argument: head transposes
+    reshaped to [b, s, heads * depth] with one depth for all are concatenated before the
+    reshapes into the argument seen as [b, s, heads, depth], each written there directly, no
+    kernel scratch (through the reshapes, each was materialized and copied). Of unequal
+    depths they are inserted as they are (the transposes through scratch). numpy's bits."""
+    wq, wk, wv = hq * d, hk * d, hk * dv
+    text = MERGED_HEADS.format(hq=hq, hk=hk, d=d, dv=dv, wq=wq, wk=wk, wv=wv, width=wq + wk + wv)
+    executable = Client().compile(text)
+    assert ("scratch" not in executable.thunk_sequence()) == direct, executable.thunk_sequence()
+    rng = np.random.default_rng(12)
+    q, k, v = (rng.standard_normal(shape, dtype=np.float32) for shape in ((2, hq, 16, d), (2, hk, 16, d), (2, hk, 16, dv)))
+    merged = lambda x: x.transpose(0, 2, 1, 3).reshape(2, 16, -1)
+    np.testing.assert_array_equal(executable.execute_numpy([q, k, v])[0], np.concatenate([merged(q), merged(k), merged(v)], axis=2))
+
+
 @pytest.mark.parametrize("shape, dtype", [((2048, 512), "f32"), ((512, 1024), "f64"), ((1024, 256), "i8"), ((256, 512), "bf16"),
                                           ((1000, 1030), "f32"), ((136, 72), "f32"), ((97, 250), "i8")])
 def test_transposes_tiled_a_cache_line_wide_match_numpy(shape, dtype):
