@@ -162,7 +162,8 @@ def run_planned(thunks: list, bases: list[int], pool: ThreadPool | None, graph: 
 
 def spans_the_pool(thunk) -> bool:
     """Whether `thunk`, or a thunk inside it, runs on every thread of the pool by itself."""
-    return any(t.kind == "gemm" and t.in_parts and t.m * t.n * t.k >= native_pool.GEMM_SPLIT_WORK
+    parts = cpu_threads()
+    return any(t.kind == "gemm" and t.in_parts and native_pool.gemm_spans_the_pool(t.m, t.n, t.k, t.batch, parts)
                or t.kind == "sliced_kernel" and t.slices > 1 for t in every_thunk([thunk]))
 
 

@@ -391,12 +391,13 @@ BATCH_FIELDS = (("ta", "i32"), ("tb", "i32"), ("m", "i64"), ("n", "i64"), ("k", 
 def gemm_batch_ir(element: str, routine: int, pool: int, parts: int) -> str:
     """`mlirxla_gemm_batch_<element>(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, batch, stride_a,
     stride_b, stride_c)`: c[i] = op(a[i]) op(b[i]) for i below `batch`, row-major, the matrices
-    `stride_*` elements apart. A batch that deals out evenly over the `parts` threads (a
-    multiple of them, or at least four matrices a thread) runs whole matrices on each thread,
-    each by the BLAS `routine` alone: splitting every matrix made one pool job and one
-    synchronization per matrix, its halves half as efficient (an attention's 64 GEMMs of
-    256x256x64: 115-130 GFLOP/s where the large GEMMs beside them ran 180-200). Other batches
-    run matrix by matrix through `mlirxla_gemm_<element>`."""
+    `stride_*` elements apart. A batch of `GEMM_SPLIT_WORK` multiply-adds or more that deals
+    out evenly over the `parts` threads (a multiple of them, or at least four matrices a
+    thread) runs whole matrices on each thread, each by the BLAS `routine` alone: splitting
+    every matrix made one pool job and one synchronization per matrix, its halves half as
+    efficient (an attention's 64 GEMMs of 256x256x64: 115-130 GFLOP/s where the large GEMMs
+    beside them ran 180-200). Other batches run matrix by matrix through
+    `mlirxla_gemm_<element>` (`batch_by_matrix` says which, for the executor)."""
     scalar = GEMM_ELEMENTS[element]
     kinds = [kind for _, kind in BATCH_FIELDS]
     record = f"%gemm_batch_{element}"
@@ -432,7 +433,12 @@ entry:
   %even = icmp eq i64 %remainder, 0
   %enough = icmp sge i64 %batch, {parts}
   %dealt = or i1 %many, %even
-  %by_matrix = and i1 %enough, %dealt
+  %mn = mul i64 %m, %n
+  %mnk = mul i64 %mn, %k
+  %work = mul i64 %mnk, %batch
+  %large = icmp sge i64 %work, {GEMM_SPLIT_WORK}
+  %spread = and i1 %enough, %dealt
+  %by_matrix = and i1 %spread, %large
   br i1 %by_matrix, label %pooled, label %each
 pooled:
   %context = alloca {record}, align 8
@@ -528,6 +534,19 @@ def shared() -> NativePool:
 def pooled_gemm(element: str):
     """`mlirxla_gemm_<element>` typed as `blas.gemm(element)` is."""
     return blas.gemm_prototype(element)(shared().gemms[element])
+
+
+def batch_by_matrix(m: int, n: int, k: int, batch: int, parts: int) -> bool:
+    """Whether `mlirxla_gemm_batch_?` deals the batch's whole matrices out to `parts` threads
+    (its IR's test, for the executor)."""
+    dealt = batch >= parts and (batch % parts == 0 or batch >= 4 * parts)
+    return dealt and m * n * k * batch >= GEMM_SPLIT_WORK
+
+
+def gemm_spans_the_pool(m: int, n: int, k: int, batch: int, parts: int) -> bool:
+    """Whether a GEMM in parts runs on every thread of the pool: split itself, or its batch
+    dealt out by matrix."""
+    return m * n * k >= GEMM_SPLIT_WORK or batch > 1 and batch_by_matrix(m, n, k, batch, parts)
 
 
 def pooled_gemm_batch(element: str):

@@ -78,7 +78,8 @@ def writable_tensor(memref: ir.Value, materialize: ir.Operation) -> ir.Value:
     """`memref` as a tensor to write into; `materialize`, its write, no longer claims to be
     the buffer's only view (one `restrict` per buffer)."""
     shape = ir.MemRefType(memref.type)
-    del materialize.attributes["restrict"]
+    if "restrict" in materialize.attributes:
+        del materialize.attributes["restrict"]
     return ir.Operation.create("bufferization.to_tensor", results=[ir.RankedTensorType.get(shape.shape, shape.element_type)],
                                operands=[memref], attributes={"restrict": ir.UnitAttr.get(), "writable": ir.UnitAttr.get()}).results[0]
 

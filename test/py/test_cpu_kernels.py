@@ -20,6 +20,7 @@ from mlirxla.backends.cpu import driver_emitter, native_symbols, llvm_jit, llvm_
 from mlirxla.errors import MlirxlaError
 from mlirxla.context import new_context
 from mlirxla.mlir import ir
+from mlirxla.runtime import native_pool
 from mlirxla.runtime import thunks as thunk_kinds
 from mlirxla.runtime.client import Client, CompileOptions
 from mlirxla.runtime.executable import ExecutablePlan
@@ -1506,14 +1507,17 @@ BATCHED_DOT = """func.func @main(%a: tensor<{batch}x{lhs}x{element}>, %b: tensor
 }}"""
 
 
-@pytest.mark.parametrize("batch", [3, 4, 9])
+@pytest.mark.parametrize("batch, size, by_matrix", [(3, (96, 80, 72), False), (4, (96, 80, 72), True), (9, (96, 80, 72), True),
+                                                    (8, (8, 8, 8), False)], ids=["3-split", "4", "9", "8-small"])
 @pytest.mark.parametrize("element, transposed", [("f32", False), ("f32", True), ("f64", False)])
-def test_a_batch_of_gemms_in_parts_is_one_call_by_matrix_or_matrix_by_matrix(monkeypatch, batch, element, transposed):
+def test_a_batch_of_gemms_in_parts_is_one_call_by_matrix_or_matrix_by_matrix(monkeypatch, batch, size, by_matrix, element, transposed):
     """A batched GEMM in parts is one call of `mlirxla_gemm_batch_<element>`, from Python and
-    from a native driver: 4 and 9 matrices on 2 threads run whole matrices over the pool, 3
-    run one by one, each split; every way gives numpy's product."""
+    from a native driver: 4 and 9 matrices of 96x72x80 on 2 threads run whole matrices over
+    the pool, 3 run one by one, each split, and 8 small ones one by one on the caller (too
+    little work for the pool); every way gives numpy's product."""
     monkeypatch.setenv("MLIRXLA_CPU_THREADS", "2")
-    m, k, n = 96, 80, 72  # each matrix large enough to split: m n k >= GEMM_SPLIT_WORK
+    m, k, n = size
+    assert native_pool.batch_by_matrix(m, n, k, batch, 2) == by_matrix
     lhs = f"{k}x{m}" if transposed else f"{m}x{k}"
     text = BATCHED_DOT.format(batch=batch, lhs=lhs, m=m, k=k, n=n, element=element, contracting=1 if transposed else 2)
     dtype = np.float32 if element == "f32" else np.float64
