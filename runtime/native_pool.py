@@ -401,15 +401,18 @@ def gemm_batch_ir(element: str, routine: int, pool: int, parts: int) -> str:
     scalar = GEMM_ELEMENTS[element]
     kinds = [kind for _, kind in BATCH_FIELDS]
     record = f"%gemm_batch_{element}"
-    fields = lambda verb: "\n".join(
-        f"  %{name}_at = getelementptr {record}, ptr %context, i32 0, i32 {index}\n"
-        + (f"  %{name} = load {kind}, ptr %{name}_at" if verb == "load" else f"  store {kind} %{name}, ptr %{name}_at")
-        for index, (name, kind) in enumerate(BATCH_FIELDS))
+
+    def fields(verb: str) -> str:
+        """Every field of the job's record loaded into its name, or stored from it."""
+        return "\n".join(f"  %{name}_at = getelementptr {record}, ptr %context, i32 0, i32 {index}\n"
+                         + (f"  %{name} = load {kind}, ptr %{name}_at" if verb == "load"
+                            else f"  store {kind} %{name}, ptr %{name}_at")
+                         for index, (name, kind) in enumerate(BATCH_FIELDS))
 
     def matrix(index: str) -> str:
         """%a_i, %b_i, %c_i: the pointers of matrix `index`."""
-        return "\n".join(f"  %{x}_offset = mul i64 {index}, %stride_{x}\n  %{x}_i = getelementptr {scalar}, ptr %{x}, i64 %{x}_offset"
-                         for x in "abc")
+        return "\n".join(f"  %{x}_offset = mul i64 {index}, %stride_{x}\n"
+                         f"  %{x}_i = getelementptr {scalar}, ptr %{x}, i64 %{x}_offset" for x in "abc")
 
     call = (f"i32 {ROW_MAJOR}, i32 %ta, i32 %tb, i64 %m, i64 %n, i64 %k, {scalar} 1.0, ptr %a_i, i64 %lda, ptr %b_i, "
             f"i64 %ldb, {scalar} 0.0, ptr %c_i, i64 %ldc")

@@ -80,8 +80,9 @@ def writable_tensor(memref: ir.Value, materialize: ir.Operation) -> ir.Value:
     shape = ir.MemRefType(memref.type)
     if "restrict" in materialize.attributes:
         del materialize.attributes["restrict"]
-    return ir.Operation.create("bufferization.to_tensor", results=[ir.RankedTensorType.get(shape.shape, shape.element_type)],
-                               operands=[memref], attributes={"restrict": ir.UnitAttr.get(), "writable": ir.UnitAttr.get()}).results[0]
+    tensor_type = ir.RankedTensorType.get(shape.shape, shape.element_type)
+    return ir.Operation.create("bufferization.to_tensor", results=[tensor_type], operands=[memref],
+                               attributes={"restrict": ir.UnitAttr.get(), "writable": ir.UnitAttr.get()}).results[0]
 
 
 def split_reshapes(op: ir.Operation) -> tuple[list[ir.Value], list[int]] | None:

@@ -206,7 +206,8 @@ def exp(b: Builder, x_input: ir.Value) -> ir.Value:
     # the nearest integer (evenly, as the scaling rounds): no floating-point op has a denormal
     # result, which x86 cores take a microcode assist for (20x slower: masked softmax rows)
     to_units = b.integer_op("arith.addi", whole, b.integer(SMALLEST_DENORMAL_EXPONENT))
-    units = b.mul(y, b.power_of_two(b.integer_op("arith.minsi", to_units, b.integer(SMALLEST_DENORMAL_EXPONENT - SMALLEST_NORMAL_EXPONENT))))
+    largest_units_exponent = b.integer(SMALLEST_DENORMAL_EXPONENT - SMALLEST_NORMAL_EXPONENT)
+    units = b.mul(y, b.power_of_two(b.integer_op("arith.minsi", to_units, largest_units_exponent)))
     units_bits = b.op("arith.fptosi", [b.op("math.roundeven", [units])], b.integer_type)
     return b.select(tiny, b.op("arith.bitcast", [units_bits]), normal)
 

@@ -91,6 +91,6 @@ def render_svg(facts: list[ThunkFacts], flows: list[Flow]) -> str:
         raise MlirxlaError(f"the graph of {thunks} thunks is left out: Graphviz's layout took over "
                            f"{LAYOUT_TIMEOUT_S:g} s") from None
     except subprocess.CalledProcessError as error:
-        reason = (error.stderr or "").strip().splitlines()
-        raise MlirxlaError(f"Graphviz could not lay out the graph: {reason[0] if reason else f'exit status {error.returncode}'}") from None
+        reason = (error.stderr or "").strip().splitlines() or [f"exit status {error.returncode}"]
+        raise MlirxlaError(f"Graphviz could not lay out the graph: {reason[0]}") from None
     return laid_out.stdout[laid_out.stdout.index("<svg"):]
