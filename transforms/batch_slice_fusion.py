@@ -9,7 +9,7 @@ values it reads (or on values it reads whole):
 
 - elementwise ops read their operands slice by slice;
 - a broadcast either maps its operand's dimension 0 onto dimension 0 or makes dimension 0
-  new (its operand is read whole);
+  new or expands a dimension of size 1 into it (its operand is read whole);
 - a convolution with batch dimension 0 in and out and no feature or batch groups reads its
   input slice by slice and its kernel whole;
 - a dot whose lhs keeps dimension 0 as its first free dimension (no batch dimensions) reads
@@ -18,6 +18,9 @@ values it reads (or on values it reads whole):
   (attention's [batch, heads] dots that BLAS cannot take) reads both slice by slice;
 - a reshape keeping dimension 0 (both shapes start with N) reads its operand slice by slice;
 - a reduce that keeps dimension 0 reads its input slice by slice and its init whole;
+- an iota along another dimension is the same in every slice; one along dimension 0 counts
+  from the slice's first row, which the kernel is then given (`SliceCheck.positions`);
+- a bitcast_convert keeping dimension 0 reads its operand slice by slice;
 - constants are read whole or sliced; small elementwise, iota and broadcast work on whole
   values only (at most 16 KiB of results, whose dimension 0 is not N) is done again in
   every slice; anything else mixes slices.
@@ -110,6 +113,7 @@ class SliceCheck:
         self.reread_bytes = 0  # what convolutions and dots read whole, again for every slice
         self.read_sliced: set = set()  # values from outside the slices (operands, constants) read slice by slice
         self.read_whole: set = set()  # ... and read whole
+        self.positions = False  # an iota along dimension 0 counts from each slice's first row
 
     def sliceable(self, value: ir.Value) -> bool:
         """Can `value` be read slice by slice? (Values from outside are then read so.)"""
@@ -166,6 +170,8 @@ class SliceCheck:
             return f"xhlo.{kind} reads a value it cannot slice"
         if kind == "broadcast":
             dims = _dims(op, "dimensions")
+            if 0 in dims and ir.RankedTensorType(operands[0].type).shape[dims.index(0)] == 1 and self.n != 1:
+                return None if self.whole(operands[0]) else "a broadcast repeats a sliced value along dimension 0"
             if 0 in dims:
                 return None if dims.index(0) == 0 and self.sliceable(operands[0]) else "a broadcast moves dimension 0"
             return None if self.whole(operands[0]) else "a broadcast repeats a sliced value along dimension 0"
@@ -175,6 +181,11 @@ class SliceCheck:
             return None if self.sliceable(operands[0]) else "a copy reads a value it cannot slice"
         if kind == "reshape":  # dimension 0 kept: row-major, each slice's elements stay its own
             return None if self.sliceable(operands[0]) else "a reshape reads a value it cannot slice"
+        if kind == "bitcast_convert":  # between widths only the last dimension changes
+            return None if self.sliceable(operands[0]) else "a bitcast_convert reads a value it cannot slice"
+        if kind == "iota":
+            self.positions = self.positions or ir.IntegerAttr(op.attributes["iota_dimension"]).value == 0
+            return None
         if kind == "convolution":
             numbers = ir.DictAttr(op.attributes["dimension_numbers"])
             batch_in = ir.IntegerAttr(numbers["input_batch_dimension"]).value

@@ -68,6 +68,7 @@ class SlicePlan:
     sliced_operands: tuple[bool, ...]
     types: dict = field(default_factory=dict, compare=False)
     read_across: tuple[int, ...] = ()  # per operand read slice by slice, the dimension it is sliced along (a transposed read: not 0)
+    positions: bool = False  # the kernel counts rows (an iota along dimension 0): it is given its slice's first row
 
     def across(self, operand: int) -> int:
         return self.read_across[operand] if self.read_across else 0
@@ -90,7 +91,7 @@ def plan_of_check(kernel: ir.Operation, rows: int, check: SliceCheck) -> SlicePl
     types = {value: one_slice(value.type, rows) for value in check.sliced | check.read_sliced}
     types.update({value: one_slice(value.type, rows, across) for value, across in check.read_across.items()})
     sliced = tuple(value in check.read_sliced or value in check.read_across for value in inputs)
-    return SlicePlan(n // rows, rows, sliced, types, tuple(check.read_across.get(value, 0) for value in inputs))
+    return SlicePlan(n // rows, rows, sliced, types, tuple(check.read_across.get(value, 0) for value in inputs), check.positions)
 
 
 def one_slice(tensor_type: ir.Type, rows: int = 1, across: int = 0) -> ir.Type:
@@ -128,6 +129,8 @@ def kernel_function(module: ir.Module, kernel: ir.Operation, symbol: str, plan: 
     operand_types = [types.get(inner, inner.type) for inner in inner_arguments]
     if library_result is not None:
         operand_types.append(types.get(library_result, library_result.type))
+    if plan and plan.positions:
+        operand_types.append(first_row_type())
     result_types = [one_slice(r.type, plan.rows) if plan else r.type for r in kernel.results]
     for value_type in operand_types + result_types:
         if not isinstance(value_type, ir.RankedTensorType):
@@ -154,7 +157,8 @@ def kernel_function(module: ir.Module, kernel: ir.Operation, symbol: str, plan: 
             loaded = ir.Operation.create("bufferization.to_tensor", results=[signless(tensor_type)], operands=[argument],
                                          attributes=attributes).result
             tensors.append(cast(loaded, tensor_type))
-        values = clone_kernel(kernel, tensors, types, library_result)
+        first_row = tensors.pop() if plan and plan.positions else None
+        values = clone_kernel(kernel, tensors, types, library_result, first_row)
         for value, destination in zip(values, list(entry.arguments)[len(operand_types):]):
             value, destination = materialization.unreshaped_result(value, destination, memref_of, values)
             ir.Operation.create("bufferization.materialize_in_destination", operands=[cast(value, signless(value.type)), destination],
@@ -163,12 +167,14 @@ def kernel_function(module: ir.Module, kernel: ir.Operation, symbol: str, plan: 
     return function
 
 
-def clone_kernel(kernel: ir.Operation, operands: list[ir.Value], types: dict, library_result: ir.Value | None = None) -> list[ir.Value]:
+def clone_kernel(kernel: ir.Operation, operands: list[ir.Value], types: dict, library_result: ir.Value | None = None,
+                 first_row: ir.Value | None = None) -> list[ir.Value]:
     """Clone `kernel` at the insertion point reading `operands`, giving the values in `types`
     their new (one-slice) types; `library_result` is not computed but read from the last
-    operand. Returns the kernel's results."""
+    operand; an iota along dimension 0 of one slice counts from `first_row`
+    (`first_row_type`). Returns the kernel's results."""
     if kernel.name != "xhlo.fusion":
-        return list(cloned(kernel, operands, types).results)
+        return list(cloned(kernel, operands, types, first_row).results)
     ops, returned, _ = body_of(kernel)
     mapping = dict(zip(kernel.regions[0].blocks[0].arguments, operands))
     if library_result is not None:
@@ -176,15 +182,17 @@ def clone_kernel(kernel: ir.Operation, operands: list[ir.Value], types: dict, li
     for op in ops:
         if library_result is not None and library_result in op.results:
             continue
-        clone = cloned(op, [mapping[v] for v in op.operands], types)
+        clone = cloned(op, [mapping[v] for v in op.operands], types, first_row)
         for old, new in zip(op.results, clone.results):
             mapping[old] = new
     return [mapping[v] for v in returned]
 
 
-def cloned(op: ir.Operation, operands: list[ir.Value], types: dict) -> ir.Operation:
+def cloned(op: ir.Operation, operands: list[ir.Value], types: dict, first_row: ir.Value | None = None) -> ir.Operation:
     """`op` at the insertion point reading `operands`, its results retyped as `types` says,
     its location naming the fused op it is (what the dump says a kernel's scratch holds)."""
+    if first_row is not None and op.name == "xhlo.iota" and op.results[0] in types and counts_rows(op):
+        return counted_from(op, types[op.results[0]], first_row)
     if any(r in types for r in op.results):
         clone = retyped_clone(op, operands, [types.get(r, r.type) for r in op.results])
     else:
@@ -193,6 +201,29 @@ def cloned(op: ir.Operation, operands: list[ir.Value], types: dict) -> ir.Operat
             clone.operands[index] = value
     clone.location = materialization.describe(op)
     return clone
+
+
+def first_row_type() -> ir.Type:
+    """A sliced kernel's first row, its last operand when it counts rows (`SlicePlan.positions`)."""
+    return ir.RankedTensorType.get([1], ir.IntegerType.get_signless(64))
+
+
+def counts_rows(iota: ir.Operation) -> bool:
+    return ir.IntegerAttr(iota.attributes["iota_dimension"]).value == 0
+
+
+def counted_from(iota: ir.Operation, slice_type: ir.Type, first_row: ir.Value) -> ir.Operation:
+    """The iota along dimension 0 of one slice, counting from `first_row`: in i64, then
+    converted to its own type."""
+    i64 = ir.IntegerType.get_signless(64)
+    wide = ir.RankedTensorType.get(list(ir.RankedTensorType(slice_type).shape), i64)
+    local = create_op("xhlo.iota", [], [wide], {"iota_dimension": iota.attributes["iota_dimension"]}, iota.location)
+    start = create_op("xhlo.reshape", [first_row], [ir.RankedTensorType.get([], i64)], {}, iota.location)
+    start = create_op("xhlo.broadcast", [start.results[0]], [wide], {"dimensions": ir.DenseI64ArrayAttr.get([])}, iota.location)
+    counted = create_op("xhlo.add", [local.results[0], start.results[0]], [wide], {}, iota.location)
+    if ir.RankedTensorType(slice_type).element_type == i64:
+        return counted
+    return create_op("xhlo.convert", [counted.results[0]], [slice_type], {}, iota.location)
 
 
 def retyped_clone(op: ir.Operation, operands: list[ir.Value], result_types: list[ir.Type]) -> ir.Operation:

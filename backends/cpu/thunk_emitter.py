@@ -158,12 +158,14 @@ class ThunkEmitter:
         self.decisions: list[str] = []
         self.slices: dict = {}
         self.effect_order: BufferSlice | None = None
+        self.tables: dict[bytes, BufferSlice] = {}
 
     def emit(self) -> Emission:
         entry = entry_function(self.module)
         if entry is None:
             raise MlirxlaError("the module has no entry function")
         sizes, kinds, constants = self.assign_allocations(entry, self.assignment)
+        self.allocations = (sizes, kinds, constants)
         self.slab = len(entry.regions[0].blocks[0].arguments)
         block = entry.regions[0].blocks[0]
         thunks = self.emit_block(block)
@@ -217,6 +219,19 @@ class ThunkEmitter:
         `op` runs (None: for the whole program)."""
         start, end = self.assignment.time_span(op) if op is not None else (0, max(len(self.assignment.sequence) - 1, 0))
         return BufferSlice(self.slab, place_scratch(self.assignment, name, size, start, end, holds), size)
+
+    def constant(self, array: np.ndarray) -> BufferSlice:
+        """An allocation of the executable's own holding `array` (the emitters' own tables:
+        each slice's first row for a sliced kernel that counts rows), one per distinct array."""
+        data = np.ascontiguousarray(array).view(np.uint8).reshape(-1)
+        key = data.tobytes()
+        if key not in self.tables:
+            sizes, kinds, constants = self.allocations
+            constants[len(sizes)] = data.copy()
+            self.tables[key] = BufferSlice(len(sizes), 0, data.size)
+            sizes.append(data.size)
+            kinds.append("constant")
+        return self.tables[key]
 
     def symbol(self, name: str) -> str:
         return symbol_for(name, self.symbols)

@@ -1435,6 +1435,53 @@ def masked_attention_program(batch: int, heads: int, sequence: int, depth: int) 
 }}"""
 
 
+COUNTER_HASH = """func.func @main(%key: tensor<1x1xui32>) -> tensor<1024x1024xf32> {
+  %row = stablehlo.iota dim = 0 : tensor<1024x1024xui32>
+  %column = stablehlo.iota dim = 1 : tensor<1024x1024xui32>
+  %width = stablehlo.constant dense<1024> : tensor<1024x1024xui32>
+  %k = stablehlo.broadcast_in_dim %key, dims = [0, 1] : (tensor<1x1xui32>) -> tensor<1024x1024xui32>
+  %odd = stablehlo.constant dense<2654435761> : tensor<1024x1024xui32>
+  %s13 = stablehlo.constant dense<13> : tensor<1024x1024xui32>
+  %s9 = stablehlo.constant dense<9> : tensor<1024x1024xui32>
+  %one = stablehlo.constant dense<1065353216> : tensor<1024x1024xui32>
+  %onef = stablehlo.constant dense<1.0> : tensor<1024x1024xf32>
+  %0 = stablehlo.multiply %row, %width : tensor<1024x1024xui32>
+  %1 = stablehlo.add %0, %column : tensor<1024x1024xui32>
+  %2 = stablehlo.xor %1, %k : tensor<1024x1024xui32>
+  %3 = stablehlo.multiply %2, %odd : tensor<1024x1024xui32>
+  %4 = stablehlo.shift_right_logical %3, %s13 : tensor<1024x1024xui32>
+  %5 = stablehlo.xor %3, %4 : tensor<1024x1024xui32>
+  %6 = stablehlo.multiply %5, %odd : tensor<1024x1024xui32>
+  %7 = stablehlo.shift_right_logical %6, %s13 : tensor<1024x1024xui32>
+  %8 = stablehlo.xor %6, %7 : tensor<1024x1024xui32>
+  %9 = stablehlo.multiply %8, %odd : tensor<1024x1024xui32>
+  %10 = stablehlo.shift_right_logical %9, %s9 : tensor<1024x1024xui32>
+  %11 = stablehlo.or %10, %one : tensor<1024x1024xui32>
+  %12 = stablehlo.bitcast_convert %11 : (tensor<1024x1024xui32>) -> tensor<1024x1024xf32>
+  %13 = stablehlo.subtract %12, %onef : tensor<1024x1024xf32>
+  return %13 : tensor<1024x1024xf32>
+}"""
+
+
+def test_a_kernel_counting_rows_runs_in_row_blocks_each_told_its_first_row(monkeypatch):
+    """Random bits as jax's threefry makes them: a hash of each element's position (an iota
+    along dimension 0 and one along dimension 1), keyed by a 1x1 value broadcast over both,
+    made floats by a bitcast_convert. Each row block's iota along dimension 0 counts from the
+    block's first row, read from a table of the executable's own; the results are numpy's."""
+    monkeypatch.setenv("MLIRXLA_CPU_THREADS", "2")
+    executable = Client().compile(COUNTER_HASH)
+    text = executable.thunk_sequence()
+    assert [line.split(" [")[0].rsplit(" ", 1)[0] for line in sliced_kernels(text)] == ["sliced kernel x2"], text
+    assert "constant 16 bytes" in text, text
+    key = np.array([[0x9E3779B9]], np.uint32)
+    with np.errstate(over="ignore"):
+        h = (np.arange(1024 * 1024, dtype=np.uint32).reshape(1024, 1024) ^ key[0, 0]) * np.uint32(2654435761)
+        h = (h ^ (h >> np.uint32(13))) * np.uint32(2654435761)
+        h = (h ^ (h >> np.uint32(13))) * np.uint32(2654435761)
+    expected = ((h >> np.uint32(9)) | np.uint32(0x3F800000)).view(np.float32) - np.float32(1)
+    np.testing.assert_array_equal(executable.execute_numpy([key])[0], expected)
+
+
 def test_masked_attention_splits_its_mask_kernel_and_its_batched_dots_are_gemms(streamed):
     """The mask's iota over key positions is computed again in every slice, so the masked
     softmax row kernel (its 1M exps' work, whatever the cache holds) runs in row blocks over

@@ -25,7 +25,7 @@ REWRITES = MappingProxyType(
         "xhlo.transpose": (shape.fold_transpose_identity, shape.fold_transpose_of_transpose, dot.fold_transpose_of_dot),
         "xhlo.broadcast": (shape.fold_broadcast_identity, shape.fold_broadcast_of_splat, shape.fold_broadcast_of_broadcast),
         "xhlo.iota": (shape.fold_iota_unit_dimension,),
-        "xhlo.slice": (shape.fold_slice_full, shape.fold_slice_of_slice),
+        "xhlo.slice": (shape.fold_slice_full, shape.fold_slice_of_slice, shape.fold_slice_of_concatenate),
         "xhlo.dynamic_slice": (shape.fold_dynamic_slice_full,),
         "xhlo.dynamic_update_slice": (shape.fold_update_with_nothing, shape.fold_dynamic_update_slice_full),
         "xhlo.scatter": (shape.fold_update_with_nothing,),

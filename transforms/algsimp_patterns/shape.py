@@ -180,6 +180,28 @@ def fold_slice_of_slice(op: ir.Operation, options):
     return create_op("xhlo.slice", [inner.operands[0]], [op.result.type], attrs, op.location).results[0]
 
 
+def fold_slice_of_concatenate(op: ir.Operation, options):
+    """slice(concatenate(a, b, ...)) -> slice(b) when the slice reads one input only (XLA's
+    HandleSlice). jax's threefry builds its key schedule by concatenating scalars and slicing
+    them out again; left in, each random-bits kernel held a concatenate, which kept
+    multi-output fusion from merging the rounds' kernels."""
+    concatenate = produced_by(op.operands[0], "concatenate")
+    if concatenate is None:
+        return NO_MATCH
+    dimension = ir.IntegerAttr(concatenate.attributes["dimension"]).value
+    starts, limits = int_list(op, "start_indices"), int_list(op, "limit_indices")
+    offset = 0
+    for operand in concatenate.operands:
+        size = shape_of(operand.type)[dimension]
+        if offset <= starts[dimension] and limits[dimension] <= offset + size:
+            starts[dimension] -= offset
+            limits[dimension] -= offset
+            attrs = {"start_indices": _i64s(starts), "limit_indices": _i64s(limits), "strides": op.attributes["strides"]}
+            return create_op("xhlo.slice", [operand], [op.result.type], attrs, op.location).results[0]
+        offset += size
+    return NO_MATCH
+
+
 # ---------------------------------------------------------------- pad, concatenate
 
 

@@ -5,6 +5,8 @@ kernel that keeps the rows of dimension 0 apart, spread over the thread pool).""
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from mlirxla.mlir import ir
 from mlirxla.runtime.threads import cpu_threads
 from mlirxla.runtime.thunks import KernelThunk, SlicedKernelThunk
@@ -121,6 +123,9 @@ def emit_sliced(emitter, op: ir.Operation, plan: SlicePlan, why: str, library_re
     if library_result is not None:
         arguments.append(emitter.slice_of(op.results[0]))
         strides.append(type_bytes(op.results[0].type) // plan.count)
+    if plan.positions:
+        arguments.append(emitter.constant(np.arange(plan.count, dtype=np.int64) * plan.rows))
+        strides.append(np.dtype(np.int64).itemsize)
     results = [emitter.slice_of(r) for r in op.results]
     emitter.kernels.append(KernelSpec(symbol, op, plan=plan, library_result=library_result, in_place=in_place,
                                       private_results=private_results(emitter, arguments, results, in_place)))

@@ -614,6 +614,29 @@ func.func @fold_slice_full(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
 
 // -----
 
+/// A slice inside one input of a concatenate slices that input (jax's threefry key schedule).
+// CHECK-LABEL: func.func @fold_slice_of_concatenate
+// CHECK-NEXT: %[[S:.*]] = "xhlo.slice"(%arg1) {limit_indices = array<i64: 2, 3>, start_indices = array<i64: 0, 1>, strides = array<i64: 1, 2>}
+// CHECK-NEXT: return %[[S]]
+func.func @fold_slice_of_concatenate(%a: tensor<2x2xf32>, %b: tensor<2x3xf32>) -> tensor<2x1xf32> {
+  %0 = "xhlo.concatenate"(%a, %b) {dimension = 1 : i64} : (tensor<2x2xf32>, tensor<2x3xf32>) -> tensor<2x5xf32>
+  %1 = "xhlo.slice"(%0) {start_indices = array<i64: 0, 3>, limit_indices = array<i64: 2, 5>, strides = array<i64: 1, 2>} : (tensor<2x5xf32>) -> tensor<2x1xf32>
+  return %1 : tensor<2x1xf32>
+}
+
+// -----
+
+/// A slice across two inputs of a concatenate stays.
+// CHECK-LABEL: func.func @no_fold_slice_across_concatenated_inputs
+// CHECK: "xhlo.slice"(%0)
+func.func @no_fold_slice_across_concatenated_inputs(%a: tensor<2x2xf32>, %b: tensor<2x3xf32>) -> tensor<2x2xf32> {
+  %0 = "xhlo.concatenate"(%a, %b) {dimension = 1 : i64} : (tensor<2x2xf32>, tensor<2x3xf32>) -> tensor<2x5xf32>
+  %1 = "xhlo.slice"(%0) {start_indices = array<i64: 0, 1>, limit_indices = array<i64: 2, 3>, strides = array<i64: 1, 1>} : (tensor<2x5xf32>) -> tensor<2x2xf32>
+  return %1 : tensor<2x2xf32>
+}
+
+// -----
+
 /// A slice that drops elements stays.
 // CHECK-LABEL: func.func @no_fold_slice_partial
 // CHECK: "xhlo.slice"(%arg0)
