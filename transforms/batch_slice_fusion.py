@@ -17,7 +17,7 @@ values it reads (or on values it reads whole):
   which would take a BLAS GEMM's place) one batched over dimension 0 of both operands
   (attention's [batch, heads] dots that BLAS cannot take) reads both slice by slice;
 - a reshape keeping dimension 0 (both shapes start with N) reads its operand slice by slice;
-- a reduce that keeps dimension 0 reads its input slice by slice and its init whole;
+- a reduce that keeps dimension 0 reads its inputs slice by slice and its inits whole;
 - an iota along another dimension is the same in every slice; one along dimension 0 counts
   from the slice's first row, which the kernel is then given (`SliceCheck.positions`);
 - a bitcast_convert keeping dimension 0 reads its operand slice by slice;
@@ -206,9 +206,12 @@ class SliceCheck:
             self.reread_bytes += byte_size(operands[1].type)
             return None if self.sliceable(operands[0]) and self.whole(operands[1]) else "the dot reads its rhs slice by slice"
         if kind == "reduce":
-            if len(operands) != 2 or 0 in _dims(op, "dimensions"):
-                return "the reduce reduces dimension 0 or has several inputs"
-            return None if self.sliceable(operands[0]) and self.whole(operands[1]) else "the reduce reads its init slice by slice"
+            if 0 in _dims(op, "dimensions"):
+                return "the reduce reduces dimension 0"
+            inputs, inits = operands[:len(operands) // 2], operands[len(operands) // 2:]
+            if not all(self.sliceable(value) for value in inputs):
+                return "the reduce reads an input it cannot slice"
+            return None if all(self.whole(value) for value in inits) else "the reduce reads its init slice by slice"
         return f"xhlo.{kind} mixes slices"
 
     def transpose_problem(self, op: ir.Operation, operand: ir.Value) -> str | None:

@@ -32,6 +32,7 @@ from mlirxla.transforms.xhlo_to_stablehlo import lower_module
 
 from . import materialization
 from .elemental_math import rewrite_elemental_math
+from .lane_reductions import reduce_rows_in_lanes
 
 
 def signless(tensor_type: ir.Type) -> ir.Type:
@@ -261,6 +262,7 @@ def finish(module: ir.Module) -> None:
     materialization.sink_slices(module)
     rewrite_elemental_math(module)
     lower_module(module)
+    reduce_rows_in_lanes(module)
     for op in ops_named(module, "stablehlo.add"):
         if str(ir.RankedTensorType(op.results[0].type).element_type) == "i1":
             with ir.InsertionPoint(op), op.location:

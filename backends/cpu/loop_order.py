@@ -64,6 +64,11 @@ def move_innermost(generic: ir.Operation, dimension: int) -> None:
     new_maps = [ir.AffineMap.get(count, 0, [expression.compose(substitution) for expression in indexing.results]) for indexing in maps]
     generic.attributes["indexing_maps"] = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in new_maps])
     generic.attributes["iterator_types"] = ir.ArrayAttr.get([iterators[d] for d in order])
+    index_type = ir.IntegerType.get_signless(64)
+    for inner in generic.regions[0].blocks[0].operations:
+        if inner.operation.name == "linalg.index":
+            old = ir.IntegerAttr(inner.operation.attributes["dim"]).value
+            inner.operation.attributes["dim"] = ir.IntegerAttr.get(index_type, position[old])
 
 
 def reassociate_reductions(generic: ir.Operation) -> None:
@@ -77,12 +82,10 @@ def reassociate_reductions(generic: ir.Operation) -> None:
 
 
 def reorder_loops(module: ir.Module) -> None:
-    """Apply the rule to every buffer-semantics `linalg.generic` without `linalg.index` in it,
-    and let reductions reassociate."""
+    """Apply the rule to every buffer-semantics `linalg.generic` (its `linalg.index` ops
+    renumbered with its loops), and let reductions reassociate."""
     for generic in ops_named(module, "linalg.generic"):
         reassociate_reductions(generic)
-        if any(inner.operation.name == "linalg.index" for inner in generic.regions[0].blocks[0].operations):
-            continue
         dimension = innermost_candidate(generic)
         if dimension is not None:
             move_innermost(generic, dimension)

@@ -25,7 +25,9 @@ calls (expm1 and log1p never get here: convert-math-to-llvm would make them exp(
 log(1 + x), so the kernel source computes them as XLA does, `elemental_math.py`, as it does
 complex expm1, log1p, tan and tanh, which convert-complex-to-standard computes inaccurately);
 copies between strided views become loops (`copies_as_loops`); loops are ordered so that the
-innermost runs along contiguous memory (`loop_order.py`), and a kernel reading an
+innermost runs along contiguous memory (`loop_order.py`; a reduce of several inputs, an
+argmax, was first split into lanes along its rows by the kernel source, `lane_reductions.py`,
+so that the lanes are that loop), and a kernel reading an
 operand across its innermost loop (a transpose) is tiled into cache blocks, transposed in
 registers by vector shuffles (`tiling.py`); sibling loop nests over the same rows (a
 softmax's max, exp, sum and divide passes) become one nest that takes each row through all

@@ -2322,3 +2322,57 @@ def test_a_boolean_byte_other_than_one_is_true_and_converts_to_itself():
     np.testing.assert_array_equal(negated, raw == 0)
     np.testing.assert_array_equal(bytes_, raw)
     np.testing.assert_array_equal(wide, (raw != 0).astype(np.int32))
+
+
+ARGMAX_ROWS = """func.func @main(%x: tensor<{rows}x{k}xf32>) -> (tensor<{rows}xf32>, tensor<{rows}xi32>) {{
+  %position = stablehlo.iota dim = 1 : tensor<{rows}x{k}xi32>
+  %lowest = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %zero = stablehlo.constant dense<0> : tensor<i32>
+  %0:2 = stablehlo.reduce(%x init: %lowest), (%position init: %zero) across dimensions = [1] : (tensor<{rows}x{k}xf32>, tensor<{rows}x{k}xi32>, tensor<f32>, tensor<i32>) -> (tensor<{rows}xf32>, tensor<{rows}xi32>)
+   reducer(%a: tensor<f32>, %b: tensor<f32>) (%i: tensor<i32>, %j: tensor<i32>) {{
+    %greater = stablehlo.compare GT, %a, %b, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    %nan = stablehlo.compare NE, %a, %a, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    %keep = stablehlo.or %greater, %nan : tensor<i1>
+    %equal = stablehlo.compare EQ, %a, %b, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    %earlier = stablehlo.compare LT, %i, %j, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    %tie = stablehlo.and %equal, %earlier : tensor<i1>
+    %keep_position = stablehlo.or %keep, %tie : tensor<i1>
+    %value = stablehlo.select %keep, %a, %b : tensor<i1>, tensor<f32>
+    %index = stablehlo.select %keep_position, %i, %j : tensor<i1>, tensor<i32>
+    stablehlo.return %value, %index : tensor<f32>, tensor<i32>
+  }}
+  return %0#0, %0#1 : tensor<{rows}xf32>, tensor<{rows}xi32>
+}}"""
+
+
+@pytest.mark.parametrize("k, in_lanes", [(4096, True), (4000, True), (50257, True), (4001, False), (96, False)])
+def test_an_argmax_row_is_reduced_in_lanes_then_across_them(tmp_path, k, in_lanes):
+    """jax's argmax (a reduce of values and positions, the larger value kept, on a tie the
+    earlier position, a NaN above all) along rows at least 128 long with a divisor between 16
+    and 64 (32 for 4096 and 4000, 29 for GPT-2's vocabulary of 50257; 4001 is prime): in
+    lanes first, which the vectorizer widens, then across the lanes. Many ties, NaNs and rows
+    of -inf: the first position of the maximum, numpy's answer, whatever the lanes."""
+    rows = 16
+    executable = Client().compile(ARGMAX_ROWS.format(rows=rows, k=k), CompileOptions(dump_to=str(tmp_path)))
+    optimized = "".join(path.read_text() for path in tmp_path.glob("*.ir-with-opt.ll"))
+    assert bool(re.search(r"select <\d+ x i1> .*, <\d+ x i32>", optimized)) == in_lanes
+    x = np.random.default_rng(7).integers(-3, 4, (rows, k)).astype(np.float32)
+    x[1, k // 3] = x[1, k - 1] = np.nan
+    x[2] = -np.inf
+    x[3, -1] = 9.0
+    x[4, 0] = 9.0
+    value, position = executable.execute_numpy([x])
+    np.testing.assert_array_equal(position, np.argmax(x, axis=1).astype(np.int32))
+    np.testing.assert_array_equal(value, np.max(x, axis=1))
+
+
+def test_an_argmax_over_large_rows_runs_in_row_blocks(monkeypatch):
+    """A reduce of several inputs keeping dimension 0 (an argmax of 8 MiB of rows) runs in
+    row blocks over the threads, as a reduce of one input does."""
+    monkeypatch.setenv("MLIRXLA_CPU_THREADS", "2")
+    executable = Client().compile(ARGMAX_ROWS.format(rows=256, k=8192))
+    assert [line.split(" [")[0].rsplit(" ", 1)[0] for line in sliced_kernels(executable.thunk_sequence())] == ["sliced kernel x2"]
+    x = np.random.default_rng(8).standard_normal((256, 8192)).astype(np.float32)
+    value, position = executable.execute_numpy([x])
+    np.testing.assert_array_equal(position, np.argmax(x, axis=1).astype(np.int32))
+    np.testing.assert_array_equal(value, np.max(x, axis=1))
