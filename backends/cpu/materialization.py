@@ -62,7 +62,9 @@ def materialized_op(location: ir.Location) -> str | None:
 
 def sink_slices(function) -> None:
     """Rewrite slices of elementwise ops and broadcasts (read by slices only) into those ops
-    over slices of their operands, until no such slice is left."""
+    over slices of their operands, until no such slice is left: one copy of an op per
+    distinct slice of it, however many ops read it (a copy per reader doubled a threefry's
+    rounds at every level)."""
     while any(sink_one_value(op) for op in erasure.live_ops(ops_named(function, "xhlo.slice"))):
         pass
 
@@ -76,10 +78,13 @@ def sink_one_value(slice_op: ir.Operation) -> bool:
     readers = [use.owner.operation for use in source.results[0].uses]
     if not all(reader.name == "xhlo.slice" for reader in readers):
         return False
+    copies = {}
     for reader in readers:
-        with ir.InsertionPoint(reader), reader.location:
-            sliced = sliced_copy(source, reader)
-        reader.results[0].replace_all_uses_with(sliced)
+        bounds = tuple(slice_bounds(reader))
+        if bounds not in copies:  # one copy per slice taken: a value two ops read, each sliced alike, is sliced once
+            with ir.InsertionPoint(source), reader.location:
+                copies[bounds] = sliced_copy(source, reader)
+        reader.results[0].replace_all_uses_with(copies[bounds])
         erasure.erase(reader)
     erasure.erase(source)
     return True
