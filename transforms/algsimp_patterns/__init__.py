@@ -11,7 +11,7 @@ from .common import NO_MATCH
 
 REWRITES = MappingProxyType(
     {
-        "xhlo.add": (elementwise.fold_add_zero,),
+        "xhlo.add": (elementwise.fold_add_zero, shape.add_of_adjacent_pads_as_concatenate),
         "xhlo.subtract": (elementwise.fold_subtract_zero,),
         "xhlo.multiply": (elementwise.fold_multiply_one, elementwise.fold_multiply_zero),
         "xhlo.divide": (elementwise.fold_divide_one, elementwise.divide_by_constant_as_multiply,

@@ -19,6 +19,7 @@ from .common import (
     produced_by,
     splat_attribute,
     splat_constant,
+    splat_number,
 )
 
 
@@ -203,6 +204,67 @@ def fold_slice_of_concatenate(op: ir.Operation, options):
 
 
 # ---------------------------------------------------------------- pad, concatenate
+
+
+def add_of_adjacent_pads_as_concatenate(op: ir.Operation, options):
+    """add(pad(a, z), pad(b, w)) -> pad(concatenate(a + w, z + b), z + w), z and w zeros,
+    when the two pad along one dimension only and a's place ends where b's begins (or b's
+    where a's): jax's gradient of slices of one value (a gated activation's halves, an LSTM's
+    gates) adds one zero-padded gradient per slice, and each padded value went through memory
+    before the add, where a concatenate writes each part where it goes. The adds of the other
+    pad's zero stay (-0.0 + 0.0 is +0.0), elementwise work in the concatenate's loops; the
+    outer pad goes when the two cover the dimension."""
+    pads = [_zero_pad_along_one_dimension(value) for value in op.operands]
+    if None in pads or pads[0][0] != pads[1][0]:
+        return NO_MATCH
+    dimension = pads[0][0]
+    (_, first_low, first, first_zero), (_, second_low, second, second_zero) = pads
+    first_size, second_size = shape_of(first.type)[dimension], shape_of(second.type)[dimension]
+    if first_low + first_size != second_low and second_low + second_size != first_low:
+        return NO_MATCH
+    first_part = _elementwise("add", [first, _broadcast_scalar(second_zero, first.type, op.location)], op.location)
+    second_part = _elementwise("add", [_broadcast_scalar(first_zero, second.type, op.location), second], op.location)
+    if first_low + first_size == second_low:
+        low, parts = first_low, [first_part, second_part]
+    else:
+        low, parts = second_low, [second_part, first_part]
+    shape = shape_of(op.result.type)
+    joined_shape = list(shape)
+    joined_shape[dimension] = first_size + second_size
+    joined_type = ir.RankedTensorType.get(joined_shape, element_of(op.result.type))
+    dimension_attr = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), dimension)
+    joined = create_op("xhlo.concatenate", parts, [joined_type], {"dimension": dimension_attr}, op.location).results[0]
+    if joined_shape == list(shape):
+        return joined
+    low_padding, high_padding = [0] * len(shape), [0] * len(shape)
+    low_padding[dimension], high_padding[dimension] = low, shape[dimension] - low - joined_shape[dimension]
+    zero = _elementwise("add", [first_zero, second_zero], op.location)
+    attrs = {"edge_padding_low": _i64s(low_padding), "edge_padding_high": _i64s(high_padding),
+             "interior_padding": _i64s([0] * len(shape))}
+    return create_op("xhlo.pad", [joined, zero], [op.result.type], attrs, op.location).results[0]
+
+
+def _zero_pad_along_one_dimension(value: ir.Value):
+    """(dimension, low, operand, padding value) when `value` is its operand padded with a zero
+    (no interior, nothing cut off) along that dimension only; else None."""
+    pad = produced_by(value, "pad")
+    if pad is None or splat_number(pad.operands[1]) != 0:
+        return None
+    lows, highs = int_list(pad, "edge_padding_low"), int_list(pad, "edge_padding_high")
+    if any(int_list(pad, "interior_padding")) or min(lows + highs) < 0:
+        return None
+    padded = [d for d, (low, high) in enumerate(zip(lows, highs)) if low or high]
+    if len(padded) != 1:
+        return None
+    return padded[0], lows[padded[0]], pad.operands[0], pad.operands[1]
+
+
+def _broadcast_scalar(scalar: ir.Value, result_type: ir.Type, location) -> ir.Value:
+    return create_op("xhlo.broadcast", [scalar], [result_type], {"dimensions": _i64s([])}, location).results[0]
+
+
+def _elementwise(name: str, operands: list[ir.Value], location) -> ir.Value:
+    return create_op(f"xhlo.{name}", operands, [operands[0].type], {}, location).results[0]
 
 
 def fold_pad_zero(op: ir.Operation, options):

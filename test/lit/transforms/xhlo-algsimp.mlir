@@ -614,6 +614,56 @@ func.func @fold_slice_full(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
 
 // -----
 
+/// Two zero-padded values side by side along one dimension, added: their concatenation, each
+/// part plus the other pad's zero (jax's gradient of two slices of one value).
+// CHECK-LABEL: func.func @fold_add_of_adjacent_pads
+// CHECK-NEXT: %[[ZA:.*]] = "xhlo.constant"() {value = dense<0.000000e+00> : tensor<2x3xf32>}
+// CHECK-NEXT: %[[A:.*]] = "xhlo.add"(%arg0, %[[ZA]])
+// CHECK-NEXT: %[[ZB:.*]] = "xhlo.constant"() {value = dense<0.000000e+00> : tensor<2x2xf32>}
+// CHECK-NEXT: %[[B:.*]] = "xhlo.add"(%[[ZB]], %arg1)
+// CHECK-NEXT: %[[C:.*]] = "xhlo.concatenate"(%[[A]], %[[B]]) {dimension = 1 : i64}
+// CHECK-NEXT: return %[[C]]
+func.func @fold_add_of_adjacent_pads(%a: tensor<2x3xf32>, %b: tensor<2x2xf32>) -> tensor<2x5xf32> {
+  %z = "xhlo.constant"() {value = dense<0.0> : tensor<f32>} : () -> tensor<f32>
+  %0 = "xhlo.pad"(%a, %z) {edge_padding_low = array<i64: 0, 0>, edge_padding_high = array<i64: 0, 2>, interior_padding = array<i64: 0, 0>} : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x5xf32>
+  %1 = "xhlo.pad"(%b, %z) {edge_padding_low = array<i64: 0, 3>, edge_padding_high = array<i64: 0, 0>, interior_padding = array<i64: 0, 0>} : (tensor<2x2xf32>, tensor<f32>) -> tensor<2x5xf32>
+  %2 = "xhlo.add"(%0, %1) : (tensor<2x5xf32>, tensor<2x5xf32>) -> tensor<2x5xf32>
+  return %2 : tensor<2x5xf32>
+}
+
+// -----
+
+/// Adjacent but not covering the dimension (two of an LSTM's four gates): the concatenation,
+/// padded with the sum of the two zeros.
+// CHECK-LABEL: func.func @fold_add_of_adjacent_pads_inside
+// CHECK: %[[C:.*]] = "xhlo.concatenate"(%{{.*}}, %{{.*}}) {dimension = 0 : i64} : (tensor<2x4xi32>, tensor<3x4xi32>) -> tensor<5x4xi32>
+// CHECK: "xhlo.pad"(%[[C]], %{{.*}}) {edge_padding_high = array<i64: 1, 0>, edge_padding_low = array<i64: 2, 0>, interior_padding = array<i64: 0, 0>}
+func.func @fold_add_of_adjacent_pads_inside(%a: tensor<3x4xi32>, %b: tensor<2x4xi32>) -> tensor<8x4xi32> {
+  %z = "xhlo.constant"() {value = dense<0> : tensor<i32>} : () -> tensor<i32>
+  %0 = "xhlo.pad"(%a, %z) {edge_padding_low = array<i64: 4, 0>, edge_padding_high = array<i64: 1, 0>, interior_padding = array<i64: 0, 0>} : (tensor<3x4xi32>, tensor<i32>) -> tensor<8x4xi32>
+  %1 = "xhlo.pad"(%b, %z) {edge_padding_low = array<i64: 2, 0>, edge_padding_high = array<i64: 4, 0>, interior_padding = array<i64: 0, 0>} : (tensor<2x4xi32>, tensor<i32>) -> tensor<8x4xi32>
+  %2 = "xhlo.add"(%0, %1) : (tensor<8x4xi32>, tensor<8x4xi32>) -> tensor<8x4xi32>
+  return %2 : tensor<8x4xi32>
+}
+
+// -----
+
+/// Padded values with a gap between them, or padded along two dimensions, stay.
+// CHECK-LABEL: func.func @no_fold_add_of_pads_apart
+// CHECK: "xhlo.add"(%1, %2)
+// CHECK: "xhlo.add"(%1, %4)
+func.func @no_fold_add_of_pads_apart(%a: tensor<2x2xf32>, %b: tensor<2x2xf32>, %c: tensor<1x2xf32>) -> (tensor<2x5xf32>, tensor<2x5xf32>) {
+  %z = "xhlo.constant"() {value = dense<0.0> : tensor<f32>} : () -> tensor<f32>
+  %0 = "xhlo.pad"(%a, %z) {edge_padding_low = array<i64: 0, 0>, edge_padding_high = array<i64: 0, 3>, interior_padding = array<i64: 0, 0>} : (tensor<2x2xf32>, tensor<f32>) -> tensor<2x5xf32>
+  %1 = "xhlo.pad"(%b, %z) {edge_padding_low = array<i64: 0, 3>, edge_padding_high = array<i64: 0, 0>, interior_padding = array<i64: 0, 0>} : (tensor<2x2xf32>, tensor<f32>) -> tensor<2x5xf32>
+  %2 = "xhlo.add"(%0, %1) : (tensor<2x5xf32>, tensor<2x5xf32>) -> tensor<2x5xf32>
+  %3 = "xhlo.pad"(%c, %z) {edge_padding_low = array<i64: 1, 2>, edge_padding_high = array<i64: 0, 1>, interior_padding = array<i64: 0, 0>} : (tensor<1x2xf32>, tensor<f32>) -> tensor<2x5xf32>
+  %4 = "xhlo.add"(%0, %3) : (tensor<2x5xf32>, tensor<2x5xf32>) -> tensor<2x5xf32>
+  return %2, %4 : tensor<2x5xf32>, tensor<2x5xf32>
+}
+
+// -----
+
 /// A slice inside one input of a concatenate slices that input (jax's threefry key schedule).
 // CHECK-LABEL: func.func @fold_slice_of_concatenate
 // CHECK-NEXT: %[[S:.*]] = "xhlo.slice"(%arg1) {limit_indices = array<i64: 2, 3>, start_indices = array<i64: 0, 1>, strides = array<i64: 1, 2>}
