@@ -18,7 +18,9 @@ the dot's result becomes one more operand of the epilogue kernel.
 Slices: `slice_plan` retypes a kernel that keeps the rows of dimension 0 apart (a batch-slice
 fusion, an elementwise or row-reduction kernel) so that every value computed slice by slice
 has `rows` rows: the kernel then computes one slice, and the thunk calls it once per slice
-with its pointers moved along (spreading the slices over the threads).
+with its pointers moved along (spreading the slices over the threads). A kernel counting rows
+(an iota along dimension 0) takes one more operand, its slice's first row, which the thunk
+points into a table of them (`SlicePlan.positions`).
 """
 
 from dataclasses import dataclass, field
