@@ -15,8 +15,8 @@ loop do not wait on each other), else the divisor of K between 16 and 64 nearest
 multiple of 8 first (GPT-2's vocabulary of 50257 is 29 x 1733); a row with none stays
 whole. In the first every lane's step is independent of its neighbours', so the loop along
 the lanes (innermost, along contiguous memory: `loop_order.py`) is what the vectorizer
-widens, the whole per-element computation with it. Ties keep their answer: each lane keeps its first extreme, and the
-lanes' reduction its smallest position, as the row's did.
+widens, the whole per-element computation with it. Ties keep their answer: each lane keeps
+its first extreme, and the lanes' reduction its smallest position, as the row's did.
 
 Runs on a kernel's StableHLO (`kernel_source.finish`), so that fusion, slicing and the
 thunks see the reduce they decided about. One-input reductions are left alone: LLVM widens a
@@ -25,6 +25,7 @@ sum or a product, `integer_order_reductions.py` a maximum or a minimum.
 
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir
+from mlirxla.transforms.fusion_graph import clone_into
 
 LANES = 32
 FEWEST_LANES, MOST_LANES = 16, 64
@@ -96,10 +97,5 @@ def reduce_like(reduce: ir.Operation, operands: list[ir.Value], results: list[ir
     mapping = dict(zip(source.arguments, block.arguments))
     with ir.InsertionPoint(block):
         for op in source.operations:
-            clone = op.clone()
-            for index, value in enumerate(op.operands):
-                if value in mapping:
-                    clone.operands[index] = mapping[value]
-            for old, new in zip(op.results, clone.results):
-                mapping[old] = new
+            clone_into(op.operation, mapping)
     return copy

@@ -158,6 +158,7 @@ class ThunkEmitter:
         self.decisions: list[str] = []
         self.slices: dict = {}
         self.effect_order: BufferSlice | None = None
+        self.allocations: tuple[list[int], list[str], dict[int, np.ndarray]] = ([], [], {})  # sizes, kinds, constants
         self.tables: dict[bytes, BufferSlice] = {}
 
     def emit(self) -> Emission:
