@@ -58,7 +58,7 @@ class FusionLimits:
     """Size limits of one fusion (XLA: kMaxOperandsAndOutputsPerFusion, the code-duplication
     guard in InstructionFusion, the 'large constant' rule)."""
 
-    max_fused_ops: int = 512
+    max_fused_ops: int = 512  # jax's unrolled threefry with its consumer fits (about 290 ops); XLA caps operands, not ops
     max_operands: int = FUSION_SLOTS  # the xhlo.fusion op's operand slots
     max_duplicated_ops: int = 16  # a duplicated producer may hold at most this many ops
     max_constant_elements: int = 1024  # larger non-splat constants stay buffers
