@@ -95,6 +95,11 @@ def leading_size(value: ir.Value) -> int | None:
     return ir.RankedTensorType(value_type).shape[0]
 
 
+def counts_rows(iota: ir.Operation) -> bool:
+    """Whether an iota counts along dimension 0 (in a slice, from the slice's first row)."""
+    return ir.IntegerAttr(iota.attributes["iota_dimension"]).value == 0
+
+
 def _dims(op: ir.Operation, name: str) -> list[int]:
     return list(ir.DenseI64ArrayAttr(op.attributes[name])) if name in op.attributes else []
 
@@ -184,7 +189,7 @@ class SliceCheck:
         if kind == "bitcast_convert":  # between widths only the last dimension changes
             return None if self.sliceable(operands[0]) else "a bitcast_convert reads a value it cannot slice"
         if kind == "iota":
-            self.positions = self.positions or ir.IntegerAttr(op.attributes["iota_dimension"]).value == 0
+            self.positions = self.positions or counts_rows(op)
             return None
         if kind == "convolution":
             numbers = ir.DictAttr(op.attributes["dimension_numbers"])

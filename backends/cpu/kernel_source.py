@@ -29,7 +29,7 @@ from mlirxla.errors import MlirxlaError, location_text
 from mlirxla.dialects.xhlo.builder import create_op
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import func, ir
-from mlirxla.transforms.batch_slice_fusion import RECOMPUTED_WHOLE_BYTES, SliceCheck, body_of, leading_size, slice_problem
+from mlirxla.transforms.batch_slice_fusion import RECOMPUTED_WHOLE_BYTES, SliceCheck, body_of, counts_rows, leading_size, slice_problem
 from mlirxla.transforms.xhlo_to_stablehlo import lower_module
 
 from . import materialization
@@ -209,10 +209,6 @@ def cloned(op: ir.Operation, operands: list[ir.Value], types: dict, first_row: i
 def first_row_type() -> ir.Type:
     """A sliced kernel's first row, its last operand when it counts rows (`SlicePlan.positions`)."""
     return ir.RankedTensorType.get([1], ir.IntegerType.get_signless(64))
-
-
-def counts_rows(iota: ir.Operation) -> bool:
-    return ir.IntegerAttr(iota.attributes["iota_dimension"]).value == 0
 
 
 def counted_from(iota: ir.Operation, slice_type: ir.Type, first_row: ir.Value) -> ir.Operation:
