@@ -27,10 +27,11 @@ for the op's results (`materialized_op`).
 """
 
 import re
+from dataclasses import dataclass
 
 from mlirxla.dialects.xhlo.builder import create_op
 from mlirxla.errors import jax_primitive
-from mlirxla.ir_queries import defining_op, ops_named
+from mlirxla.ir_queries import defining_op, nested_ops, ops_named
 from mlirxla.mlir import ir, linalg
 from mlirxla.transforms import erasure
 from mlirxla.transforms.fusion_legality import ELEMENTWISE, kind_of
@@ -60,23 +61,48 @@ def materialized_op(location: ir.Location) -> str | None:
 # --- slices ---------------------------------------------------------------------------------
 
 
+SINK_BUDGET_FLOOR = 256  # ops sinking may add to a kernel of fewer ops than this
+
+
+@dataclass
+class SinkBudget:
+    """Ops sinking may still add to a kernel."""
+    ops_left: int
+
+    def take(self, ops: int) -> bool:
+        """Charge `ops` when they fit; whether they did."""
+        if ops > self.ops_left:
+            return False
+        self.ops_left -= ops
+        return True
+
+
 def sink_slices(function) -> None:
     """Rewrite slices of elementwise ops and broadcasts (read by slices only) into those ops
-    over slices of their operands, until no such slice is left: one copy of an op per
-    distinct slice of it, however many ops read it (a copy per reader doubled a threefry's
-    rounds at every level)."""
-    while any(sink_one_value(op) for op in erasure.live_ops(ops_named(function, "xhlo.slice"))):
-        pass
+    over slices of their operands, until no such slice is left or the ops added reach the
+    kernel's own op count (at least `SINK_BUDGET_FLOOR`): one copy of an op per distinct
+    slice of it, however many ops read it (a copy per reader doubled a threefry's rounds at
+    every level). The budget stops a lattice of strided slices (jax's associative_scan halves
+    its operands at every level and reads each level twice) from cutting every value into
+    one op per element: sinking there never ended; what is left unsunk goes through memory."""
+    budget = SinkBudget(max(SINK_BUDGET_FLOOR, len(nested_ops(function))))
+    sunk = True
+    while sunk:
+        sunk = False
+        for slice_op in erasure.live_ops(ops_named(function, "xhlo.slice")):
+            sunk |= sink_one_value(slice_op, budget)
 
 
-def sink_one_value(slice_op: ir.Operation) -> bool:
-    """Sink every slice of the value `slice_op` reads, when that value's op takes it; whether
-    it did."""
+def sink_one_value(slice_op: ir.Operation, budget: SinkBudget) -> bool:
+    """Sink every slice of the value `slice_op` reads, when that value's op takes it and the
+    copies and their operands' slices fit in `budget`; whether it did."""
     source = defining_op(slice_op.operands[0])
     if source is None or len(source.results) != 1 or not sinkable(source):
         return False
     readers = [use.owner.operation for use in source.results[0].uses]
     if not all(reader.name == "xhlo.slice" for reader in readers):
+        return False
+    if not budget.take(len({tuple(slice_bounds(reader)) for reader in readers}) * (1 + len(source.operands))):
         return False
     copies = {}
     for reader in readers:

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from mlirxla import frontdoor
-from mlirxla.backends.cpu import driver_emitter, native_symbols, llvm_jit, llvm_text, loop_order, thread_split, vector_math
+from mlirxla.backends.cpu import driver_emitter, native_symbols, llvm_jit, llvm_text, loop_order, materialization, thread_split, vector_math
 from mlirxla.errors import MlirxlaError
 from mlirxla.context import new_context
 from mlirxla.mlir import ir
@@ -1261,7 +1261,6 @@ def test_fused_values_stay_out_of_scratch(text, rewrite, most, monkeypatch, tmp_
     stay, the maximum as three integer reductions and their decode, `integer_order_reductions.py`,
     named by their op in the dump), the kernel computes what the interpreter does, and
     without the rewrite that value would take scratch."""
-    from mlirxla.backends.cpu import materialization
     from mlirxla.backends.cpu.compiler import compile_module
     from mlirxla.pipelines.runner import RunOptions
     from mlirxla.runtime.executable import Executable
@@ -1314,6 +1313,37 @@ def test_a_slice_sinks_once_per_value_whatever_reads_it(tmp_path):
     np.testing.assert_allclose(executable.execute_numpy([x])[0], reference_outputs(module, [x])[0], rtol=1e-5)  # contracted into FMAs
 
 
+def pairwise_sum_tree(levels: int) -> str:
+    """The sum of 2^`levels` numbers as a tree: each level adds the previous one's even and odd
+    elements (strided slices), so a value at depth d is read through 2^d distinct slices of it
+    once the slices above it have sunk (jax's associative_scan slices its levels alike)."""
+    size = 2 ** levels
+    lines = [f"func.func @main(%v0: tensor<{size}xf32>) -> tensor<1xf32> {{"]
+    for level in range(levels):
+        half = size >> (level + 1)
+        whole, part = f"tensor<{2 * half}xf32>", f"tensor<{half}xf32>"
+        lines.append(f"  %e{level} = stablehlo.slice %v{level} [0:{2 * half}:2] : ({whole}) -> {part}")
+        lines.append(f"  %o{level} = stablehlo.slice %v{level} [1:{2 * half}:2] : ({whole}) -> {part}")
+        lines.append(f"  %v{level + 1} = stablehlo.add %e{level}, %o{level} : {part}")
+    lines.append(f"  return %v{levels} : tensor<1xf32>\n}}")
+    return "\n".join(lines)
+
+
+def test_sinking_slices_stops_at_the_kernels_own_size(tmp_path):
+    """A lattice of strided slices is sunk only until the ops sinking added reach the kernel's
+    own count (at least 256): sunk to its inputs, a tree of eight levels becomes one add per
+    element and level, some 2,000 ops (jax's associative_scan over 2048 elements never
+    finished compiling); what is left unsunk goes through scratch, and the sum is the
+    interpreter's."""
+    text = pairwise_sum_tree(8)
+    executable = Client().compile(text, CompileOptions(dump_to=str(tmp_path)))
+    kernels = [path.read_text() for path in tmp_path.glob("*.stablehlo.mlir")]
+    assert len(kernels) == 1 and kernels[0].count("stablehlo.add") <= 8 + materialization.SINK_BUDGET_FLOOR // 3, kernels
+    module = frontdoor.import_text(text, "kernel.mlir", new_context()).module
+    x = np.random.default_rng(5).uniform(-1, 1, 256).astype(np.float32)
+    np.testing.assert_allclose(executable.execute_numpy([x])[0], reference_outputs(module, [x])[0], rtol=1e-5)
+
+
 HEADS_MERGED_IN_BF16 = """func.func @main(%x: tensor<8x16x4xf32>) -> tensor<16x32xf32> {
   %0 = stablehlo.add %x, %x : tensor<8x16x4xf32>
   %1 = stablehlo.convert %0 : (tensor<8x16x4xf32>) -> tensor<8x16x4xbf16>
@@ -1329,7 +1359,6 @@ def test_a_conversion_of_a_reshaped_result_is_written_before_the_reshape(monkeyp
     the conversion is computed in the transpose's shape and written through a reshaped view of
     the destination, so the transposed value takes no scratch (it was written there and
     copied out whole); the result is the interpreter's (values exact in bf16)."""
-    from mlirxla.backends.cpu import materialization
 
     def scratch(executable) -> int:
         return sum(t.scratch.size for t in thunk_kinds.every_thunk(executable.executable.plan.thunks)

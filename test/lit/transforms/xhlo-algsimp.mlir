@@ -666,7 +666,7 @@ func.func @no_fold_add_of_pads_apart(%a: tensor<2x2xf32>, %b: tensor<2x2xf32>, %
 
 /// A slice inside one input of a concatenate slices that input (jax's threefry key schedule).
 // CHECK-LABEL: func.func @fold_slice_of_concatenate
-// CHECK-NEXT: %[[S:.*]] = "xhlo.slice"(%arg1) {limit_indices = array<i64: 2, 3>, start_indices = array<i64: 0, 1>, strides = array<i64: 1, 2>}
+// CHECK-NEXT: %[[S:.*]] = "xhlo.slice"(%arg1) {limit_indices = array<i64: 2, 2>, start_indices = array<i64: 0, 1>, strides = array<i64: 1, 2>}
 // CHECK-NEXT: return %[[S]]
 func.func @fold_slice_of_concatenate(%a: tensor<2x2xf32>, %b: tensor<2x3xf32>) -> tensor<2x1xf32> {
   %0 = "xhlo.concatenate"(%a, %b) {dimension = 1 : i64} : (tensor<2x2xf32>, tensor<2x3xf32>) -> tensor<2x5xf32>
@@ -676,13 +676,32 @@ func.func @fold_slice_of_concatenate(%a: tensor<2x2xf32>, %b: tensor<2x3xf32>) -
 
 // -----
 
-/// A slice across two inputs of a concatenate stays.
-// CHECK-LABEL: func.func @no_fold_slice_across_concatenated_inputs
-// CHECK: "xhlo.slice"(%0)
-func.func @no_fold_slice_across_concatenated_inputs(%a: tensor<2x2xf32>, %b: tensor<2x3xf32>) -> tensor<2x2xf32> {
+/// A slice across two inputs of a concatenate is their slices concatenated (jnp.pad's reflect
+/// mode and jnp.roll slice their own concatenates).
+// CHECK-LABEL: func.func @fold_slice_across_concatenated_inputs
+// CHECK-NEXT: %[[A:.*]] = "xhlo.slice"(%arg0) {limit_indices = array<i64: 2, 2>, start_indices = array<i64: 0, 1>, strides = array<i64: 1, 1>} : (tensor<2x2xf32>) -> tensor<2x1xf32>
+// CHECK-NEXT: %[[B:.*]] = "xhlo.slice"(%arg1) {limit_indices = array<i64: 2, 1>, start_indices = array<i64: 0, 0>, strides = array<i64: 1, 1>} : (tensor<2x3xf32>) -> tensor<2x1xf32>
+// CHECK-NEXT: %[[C:.*]] = "xhlo.concatenate"(%[[A]], %[[B]]) {dimension = 1 : i64}
+// CHECK-NEXT: return %[[C]]
+func.func @fold_slice_across_concatenated_inputs(%a: tensor<2x2xf32>, %b: tensor<2x3xf32>) -> tensor<2x2xf32> {
   %0 = "xhlo.concatenate"(%a, %b) {dimension = 1 : i64} : (tensor<2x2xf32>, tensor<2x3xf32>) -> tensor<2x5xf32>
   %1 = "xhlo.slice"(%0) {start_indices = array<i64: 0, 1>, limit_indices = array<i64: 2, 3>, strides = array<i64: 1, 1>} : (tensor<2x5xf32>) -> tensor<2x2xf32>
   return %1 : tensor<2x2xf32>
+}
+
+// -----
+
+/// A strided slice across three inputs reads two: elements 1, 4, 7 and 10 of a (5) ++ b (7) ++ c
+/// (3) are a's 1 and 4, b's 2 and 5; each part keeps the stride.
+// CHECK-LABEL: func.func @fold_strided_slice_across_concatenated_inputs
+// CHECK-NEXT: %[[A:.*]] = "xhlo.slice"(%arg0) {limit_indices = array<i64: 5>, start_indices = array<i64: 1>, strides = array<i64: 3>} : (tensor<5xf32>) -> tensor<2xf32>
+// CHECK-NEXT: %[[B:.*]] = "xhlo.slice"(%arg1) {limit_indices = array<i64: 6>, start_indices = array<i64: 2>, strides = array<i64: 3>} : (tensor<7xf32>) -> tensor<2xf32>
+// CHECK-NEXT: %[[C:.*]] = "xhlo.concatenate"(%[[A]], %[[B]]) {dimension = 0 : i64}
+// CHECK-NEXT: return %[[C]]
+func.func @fold_strided_slice_across_concatenated_inputs(%a: tensor<5xf32>, %b: tensor<7xf32>, %c: tensor<3xf32>) -> tensor<4xf32> {
+  %0 = "xhlo.concatenate"(%a, %b, %c) {dimension = 0 : i64} : (tensor<5xf32>, tensor<7xf32>, tensor<3xf32>) -> tensor<15xf32>
+  %1 = "xhlo.slice"(%0) {start_indices = array<i64: 1>, limit_indices = array<i64: 12>, strides = array<i64: 3>} : (tensor<15xf32>) -> tensor<4xf32>
+  return %1 : tensor<4xf32>
 }
 
 // -----
@@ -761,14 +780,16 @@ func.func @fold_slice_of_slice(%x: tensor<12xf32>) -> tensor<2xf32> {
 
 // -----
 
-/// slice(reverse(x)) stays.
-// CHECK-LABEL: func.func @no_fold_slice_of_reverse
-// CHECK: "xhlo.reverse"(%arg0)
-// CHECK: "xhlo.slice"
-func.func @no_fold_slice_of_reverse(%x: tensor<12xf32>) -> tensor<4xf32> {
+/// slice(reverse(x)) -> reverse(slice(x)): [1:8:3] of the reverse takes x's 10, 7 and 4, so
+/// x's [4:11:3] reversed.
+// CHECK-LABEL: func.func @fold_slice_of_reverse
+// CHECK-NEXT: %[[S:.*]] = "xhlo.slice"(%arg0) {limit_indices = array<i64: 11>, start_indices = array<i64: 4>, strides = array<i64: 3>} : (tensor<12xf32>) -> tensor<3xf32>
+// CHECK-NEXT: %[[R:.*]] = "xhlo.reverse"(%[[S]]) {dimensions = array<i64: 0>}
+// CHECK-NEXT: return %[[R]]
+func.func @fold_slice_of_reverse(%x: tensor<12xf32>) -> tensor<3xf32> {
   %0 = "xhlo.reverse"(%x) {dimensions = array<i64: 0>} : (tensor<12xf32>) -> tensor<12xf32>
-  %1 = "xhlo.slice"(%0) {start_indices = array<i64: 1>, limit_indices = array<i64: 5>, strides = array<i64: 1>} : (tensor<12xf32>) -> tensor<4xf32>
-  return %1 : tensor<4xf32>
+  %1 = "xhlo.slice"(%0) {start_indices = array<i64: 1>, limit_indices = array<i64: 8>, strides = array<i64: 3>} : (tensor<12xf32>) -> tensor<3xf32>
+  return %1 : tensor<3xf32>
 }
 
 // -----
@@ -889,6 +910,23 @@ func.func @fold_concatenate_single(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
 func.func @fold_concatenate_empty_inputs(%e: tensor<2x0xf32>, %x: tensor<2x3xf32>) -> tensor<2x3xf32> {
   %0 = "xhlo.concatenate"(%e, %x, %e) {dimension = 1 : i64} : (tensor<2x0xf32>, tensor<2x3xf32>, tensor<2x0xf32>) -> tensor<2x3xf32>
   return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+/// A concatenate of a concatenate along the same dimension is one concatenate; along another
+/// it stays.
+// CHECK-LABEL: func.func @fold_concatenate_of_concatenate
+// CHECK-NEXT: %[[J:.*]] = "xhlo.concatenate"(%arg0, %arg1, %arg0, %arg1) {dimension = 1 : i64} : (tensor<2x3xf32>, tensor<2x1xf32>, tensor<2x3xf32>, tensor<2x1xf32>) -> tensor<2x8xf32>
+// CHECK-NEXT: %[[K:.*]] = "xhlo.concatenate"(%arg0, %arg0) {dimension = 0 : i64}
+// CHECK-NEXT: %[[L:.*]] = "xhlo.concatenate"(%[[K]], %[[K]]) {dimension = 1 : i64}
+// CHECK-NEXT: return %[[J]], %[[L]]
+func.func @fold_concatenate_of_concatenate(%x: tensor<2x3xf32>, %y: tensor<2x1xf32>) -> (tensor<2x8xf32>, tensor<4x6xf32>) {
+  %0 = "xhlo.concatenate"(%x, %y) {dimension = 1 : i64} : (tensor<2x3xf32>, tensor<2x1xf32>) -> tensor<2x4xf32>
+  %1 = "xhlo.concatenate"(%0, %0) {dimension = 1 : i64} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x8xf32>
+  %2 = "xhlo.concatenate"(%x, %x) {dimension = 0 : i64} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<4x3xf32>
+  %3 = "xhlo.concatenate"(%2, %2) {dimension = 1 : i64} : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x6xf32>
+  return %1, %3 : tensor<2x8xf32>, tensor<4x6xf32>
 }
 
 // -----
