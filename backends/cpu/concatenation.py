@@ -55,23 +55,43 @@ def concatenated_results_as_slices(module: ir.Module) -> int:
     return rewritten
 
 
-def only_destination(op: ir.Operation) -> tuple[ir.Operation, ir.BlockArgument] | None:
-    """(its write, the kernel argument) when concatenate `op` goes only to that argument."""
+def only_destination(op: ir.Operation) -> tuple[ir.Operation, ir.Value] | None:
+    """(its write, the destination) when concatenate `op` goes only to a kernel argument or
+    to a reshaped view of one (`materialization.unreshaped_result`: a concatenate reshaped
+    into a result, a gated activation's gradient, went through scratch and was copied out)."""
     uses = list(op.results[0].uses)
-    if len(uses) != 1 or not isinstance(uses[0].owner.operands[1], ir.BlockArgument):
+    if len(uses) != 1:
         return None
-    return uses[0].owner, ir.BlockArgument(uses[0].owner.operands[1])
+    destination = uses[0].owner.operands[1]
+    if isinstance(destination, ir.BlockArgument):
+        return uses[0].owner, destination
+    view = destination.owner
+    if view.name == "memref.reinterpret_cast" and isinstance(view.operands[0], ir.BlockArgument):
+        return uses[0].owner, destination
+    return None
+
+
+def after_definition(value: ir.Value) -> ir.InsertionPoint:
+    """Where ops reading destination `value` may go, before any op of the kernel: the start of
+    the block for an argument; right after its view, moved to the start of the block (it
+    reads only an argument, and was made where the result is written, after the ops
+    computing it), for a view."""
+    if isinstance(value, ir.BlockArgument):
+        return ir.InsertionPoint.at_block_begin(value.owner)
+    view = value.owner
+    view.move_before(ir.BlockArgument(view.operands[0]).owner.operations[0])
+    return ir.InsertionPoint.after(view)
 
 
 def destination_tensor(op: ir.Operation) -> ir.Value | None:
-    """The kernel argument concatenate `op` only goes to, as the tensor the slices are
-    inserted into (made first); None when it goes elsewhere too."""
+    """The kernel argument (or view of one) concatenate `op` only goes to, as the tensor the
+    slices are inserted into (made first); None when it goes elsewhere too."""
     found = only_destination(op)
     if found is None:
         return None
-    materialize, argument = found
-    with ir.InsertionPoint.at_block_begin(argument.owner):
-        return writable_tensor(argument, materialize)
+    materialize, destination = found
+    with after_definition(destination):
+        return writable_tensor(destination, materialize)
 
 
 def writable_tensor(memref: ir.Value, materialize: ir.Operation) -> ir.Value:
@@ -114,14 +134,14 @@ def concatenated_before_the_reshapes(op: ir.Operation, sources: list[ir.Value], 
     """Insert `sources` along the concatenate's dimension into its kernel argument seen with
     that dimension split into `split`, and write them there."""
     dimension = ir.IntegerAttr(op.attributes["dimension"]).value
-    materialize, argument = only_destination(op)
+    materialize, destination = only_destination(op)
     result_type = ir.RankedTensorType(op.results[0].type)
     expanded = result_type.shape[:dimension] + split + result_type.shape[dimension + 1:]
     groups = [[axis] for axis in range(dimension)] + [list(range(dimension, dimension + len(split)))]
     groups += [[axis + len(split) - 1] for axis in range(dimension + 1, len(result_type.shape))]
-    with ir.InsertionPoint.at_block_begin(argument.owner):
+    with after_definition(destination):
         view = ir.Operation.create("memref.expand_shape", results=[ir.MemRefType.get(expanded, result_type.element_type)],
-                                   operands=[argument], attributes={
+                                   operands=[destination], attributes={
                                        "reassociation": ir.ArrayAttr.get([ir.ArrayAttr.get(
                                            [ir.IntegerAttr.get(ir.IntegerType.get_signless(64), axis) for axis in group])
                                            for group in groups]),

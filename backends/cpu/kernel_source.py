@@ -258,6 +258,7 @@ def finish(module: ir.Module) -> None:
     meaning (logical or) before the linalg lowering turns it into an integer add (which is xor
     on i1), and complex maximum and minimum their lexicographic order."""
     materialization.sink_slices(module)
+    materialization.concatenates_moved_below(module)
     rewrite_elemental_math(module)
     lower_module(module)
     reduce_rows_in_lanes(module)

@@ -1238,6 +1238,13 @@ RESHAPED = """func.func @main(%x: tensor<64x64xf32>, %y: tensor<64x64xf32>) -> t
   return %2 : tensor<4096xf32>
 }"""
 
+PADDED_INPUT = """func.func @main(%x: tensor<8x64x32xf32>) -> tensor<8x1x66x32xf32> {
+  %z = stablehlo.constant dense<0.0> : tensor<f32>
+  %0 = stablehlo.pad %x, %z, low = [0, 2, 0], high = [0, 0, 0], interior = [0, 0, 0] : (tensor<8x64x32xf32>, tensor<f32>) -> tensor<8x66x32xf32>
+  %1 = stablehlo.reshape %0 : (tensor<8x66x32xf32>) -> tensor<8x1x66x32xf32>
+  return %1 : tensor<8x1x66x32xf32>
+}"""
+
 SOFTMAX_ROWS = """func.func @main(%x: tensor<64x256xf32>) -> tensor<64x256xf32> {
   %init = stablehlo.constant dense<0xFF800000> : tensor<f32>
   %zero = stablehlo.constant dense<0.0> : tensor<f32>
@@ -1253,14 +1260,16 @@ SOFTMAX_ROWS = """func.func @main(%x: tensor<64x256xf32>) -> tensor<64x256xf32> 
 
 
 @pytest.mark.parametrize("text, rewrite, most", [(SLICED_SUM, "sink_slices", 0), (RESHAPED, "unreshaped_result", 0),
-                                                 (SOFTMAX_ROWS, "write_over_dying_operands", 5 * 64 * 4)])
+                                                 (SOFTMAX_ROWS, "write_over_dying_operands", 5 * 64 * 4),
+                                                 (PADDED_INPUT, "write_padded_in_place", 0)])
 def test_fused_values_stay_out_of_scratch(text, rewrite, most, monkeypatch, tmp_path, generated_row_kernels):
     """Each rewrite keeps a fused value out of the kernel's scratch (an exponential two slices
     of which a row sum reads, a
     transposed sum before its reshape, a softmax's exponentials: only the two row reductions
     stay, the maximum as three integer reductions and their decode, `integer_order_reductions.py`,
-    named by their op in the dump), the kernel computes what the interpreter does, and
-    without the rewrite that value would take scratch."""
+    named by their op in the dump; an input padded into a reshaped result), the kernel
+    computes what the interpreter does, and without the rewrite that value would take
+    scratch."""
     from mlirxla.backends.cpu.compiler import compile_module
     from mlirxla.pipelines.runner import RunOptions
     from mlirxla.runtime.executable import Executable
@@ -1279,7 +1288,7 @@ def test_fused_values_stay_out_of_scratch(text, rewrite, most, monkeypatch, tmp_
     for got, want in zip(Executable.of(program).execute(arguments), expected):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     identity = {"sink_slices": lambda function: None, "unreshaped_result": lambda value, destination, memref_of, results: (value, destination),
-                "write_over_dying_operands": lambda module: None}[rewrite]
+                "write_over_dying_operands": lambda module: None, "write_padded_in_place": lambda module: 0}[rewrite]
     monkeypatch.setattr(materialization, rewrite, identity)
     without = compile_module(frontdoor.import_text(text, "kernel.mlir", new_context()).module)
     assert scratch(without) > most
@@ -1993,16 +2002,57 @@ PLAIN_TRANSPOSES = """func.func @main(%a: tensor<4x64x32xf32>, %b: tensor<4x64x3
 }"""
 
 
-def test_a_concatenate_only_written_out_is_inserted_into_the_result_itself():
-    """Slices inserted into the kernel argument, not into an empty tensor: empty-tensor
-    elimination anchored the first operand on the empty tensor, and bufferization allocated
-    the whole result as scratch for it and copied the slice over. No scratch; numpy's bits."""
-    executable = Client().compile(PLAIN_TRANSPOSES)
+PLAIN_TRANSPOSES_RESHAPED = PLAIN_TRANSPOSES.replace("-> tensor<4x32x128xf32> {", "-> tensor<4x1x32x128xf32> {").replace(
+    "  return %cat : tensor<4x32x128xf32>",
+    "  %r = stablehlo.reshape %cat : (tensor<4x32x128xf32>) -> tensor<4x1x32x128xf32>\n  return %r : tensor<4x1x32x128xf32>")
+
+
+@pytest.mark.parametrize("text", [PLAIN_TRANSPOSES, PLAIN_TRANSPOSES_RESHAPED], ids=["result", "reshaped-result"])
+def test_a_concatenate_only_written_out_is_inserted_into_the_result_itself(text):
+    """Slices inserted into the kernel argument (or the reshaped view of it the result is
+    written through), not into an empty tensor: empty-tensor elimination anchored the first
+    operand on the empty tensor, and bufferization allocated the whole result as scratch for
+    it and copied the slice over (through a reshape: a gated activation's gradient). No
+    scratch; numpy's bits."""
+    executable = Client().compile(text)
     assert "scratch" not in executable.thunk_sequence(), executable.thunk_sequence()
     rng = np.random.default_rng(13)
     a, b = (rng.standard_normal((4, 64, 32), dtype=np.float32) for _ in range(2))
     want = np.concatenate([a.transpose(0, 2, 1), -b.transpose(0, 2, 1)], axis=2)
-    np.testing.assert_array_equal(executable.execute_numpy([a, b])[0], want)
+    np.testing.assert_array_equal(executable.execute_numpy([a, b])[0].reshape(want.shape), want)
+
+
+GATED_GRADIENT_TRANSPOSED = """func.func @main(%a: tensor<4x64x32xf32>, %b: tensor<4x64x32xf32>) -> (tensor<1x64x4x64xf32>, tensor<4x64x64xf32>) {
+  %p = stablehlo.multiply %a, %b : tensor<4x64x32xf32>
+  %s = stablehlo.add %a, %b : tensor<4x64x32xf32>
+  %cat = stablehlo.concatenate %p, %s, dim = 2 : (tensor<4x64x32xf32>, tensor<4x64x32xf32>) -> tensor<4x64x64xf32>
+  %r = stablehlo.reshape %cat : (tensor<4x64x64xf32>) -> tensor<4x1x64x64xf32>
+  %t = stablehlo.transpose %r, dims = [1, 2, 0, 3] : (tensor<4x1x64x64xf32>) -> tensor<1x64x4x64xf32>
+  %n = stablehlo.negate %cat : tensor<4x64x64xf32>
+  return %t, %n : tensor<1x64x4x64xf32>, tensor<4x64x64xf32>
+}"""
+
+
+def test_a_transposed_concatenate_is_its_parts_transposed(tmp_path):
+    """A concatenate reshaped and transposed into a result (the halves of a gated activation's
+    gradient, for the weight gradient) and read by another op too: fusion copies it into each
+    kernel, and in the transposing one the reshape and transpose move to its parts
+    (`materialization.concatenates_moved_below`), each written into its slice of the result,
+    where the concatenate went through scratch. That kernel takes no scratch; numpy's bits."""
+    executable = Client().compile(GATED_GRADIENT_TRANSPOSED, CompileOptions(dump_to=str(tmp_path)))
+    sequence = executable.thunk_sequence()
+    transposed_at = re.search(r"f32\[1,64,4,64\] at (#\d+)", sequence).group(1)
+    [transposing] = [line for line in sequence.splitlines() if f"-> {transposed_at}[" in line]
+    assert "scratch" not in transposing, sequence
+    symbol = transposing.split()[1].replace(".", "_")
+    [kernel] = [path.read_text() for path in tmp_path.glob(f"*.{symbol}.stablehlo.mlir")]
+    assert kernel.count("stablehlo.transpose") == 2, kernel
+    rng = np.random.default_rng(17)
+    a, b = (rng.standard_normal((4, 64, 32), dtype=np.float32) for _ in range(2))
+    cat = np.concatenate([a * b, a + b], axis=2)
+    transposed, negated = executable.execute_numpy([a, b])
+    np.testing.assert_array_equal(transposed, cat[:, None].transpose(1, 2, 0, 3))
+    np.testing.assert_array_equal(negated, -cat)
 
 
 MERGED_HEADS = """func.func @main(%q: tensor<2x{hq}x16x{d}xf32>, %k: tensor<2x{hk}x16x{d}xf32>, %v: tensor<2x{hk}x16x{dv}xf32>) -> tensor<2x16x{width}xf32> {{

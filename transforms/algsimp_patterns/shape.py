@@ -53,6 +53,44 @@ def fold_reshape_of_reshape(op: ir.Operation, options):
     return create_op("xhlo.reshape", [source], [op.result.type], {}, op.location).results[0]
 
 
+def reshape_of_concatenate_as_concatenate(op: ir.Operation, options):
+    """reshape(concatenate(a, b, d)) -> concatenate(reshape(a), reshape(b)) when the reshape
+    only adds or drops dimensions of size 1, d not among them, and is the concatenate's only
+    reader: the concatenate then reaches a transpose after the reshape
+    (`transpose_of_concatenate_as_concatenate`), or the kernel result it is written to."""
+    concatenate = produced_by(op.operands[0], "concatenate")
+    if concatenate is None or _read_elsewhere(concatenate):
+        return NO_MATCH
+    dimension = ir.IntegerAttr(concatenate.attributes["dimension"]).value
+    moved = _unit_dimensions_only(op, [dimension])
+    if moved is None:
+        return NO_MATCH
+    parts = [_reshaped_alike(operand, op, {moved[dimension]: shape_of(operand.type)[dimension]}) for operand in concatenate.operands]
+    return _concatenate(parts, moved[dimension], op)
+
+
+def _unit_dimensions_only(reshape: ir.Operation, dimensions: list[int]) -> dict[int, int] | None:
+    """Where each dimension of the reshape's operand other than size 1 goes in its result,
+    when the reshape only adds or drops dimensions of size 1 and none of `dimensions` is
+    dropped; else None."""
+    source_shape, result_shape = shape_of(reshape.operands[0].type), shape_of(reshape.result.type)
+    source_kept = [axis for axis, size in enumerate(source_shape) if size != 1]
+    result_kept = [axis for axis, size in enumerate(result_shape) if size != 1]
+    if any(source_shape[axis] == 1 for axis in dimensions) \
+            or [source_shape[axis] for axis in source_kept] != [result_shape[axis] for axis in result_kept]:
+        return None
+    return dict(zip(source_kept, result_kept))
+
+
+def _reshaped_alike(value: ir.Value, reshape: ir.Operation, sizes: dict[int, int]) -> ir.Value:
+    """`value` reshaped to `reshape`'s result shape with the dimensions of `sizes` resized."""
+    shape = shape_of(reshape.result.type)
+    for axis, size in sizes.items():
+        shape[axis] = size
+    result_type = ir.RankedTensorType.get(shape, element_of(value.type))
+    return create_op("xhlo.reshape", [value], [result_type], {}, reshape.location).results[0]
+
+
 # ---------------------------------------------------------------- transpose
 
 
@@ -75,6 +113,35 @@ def fold_transpose_of_transpose(op: ir.Operation, options):
     if composed == list(range(len(composed))):
         return source
     return create_op("xhlo.transpose", [source], [op.result.type], {"permutation": _i64s(composed)}, op.location).results[0]
+
+
+def transpose_of_concatenate_as_concatenate(op: ir.Operation, options):
+    """transpose(concatenate(a, b, d), p) -> concatenate(transpose(a, p), transpose(b, p)) along
+    the dimension d moves to, when the transpose is the concatenate's only reader. A kernel
+    writes a concatenate into its result slice by slice, each part's loop nest reading its
+    operands transposed; a transposed concatenate went through scratch first (jax's weight
+    gradient of a convolution over a gated activation's two halves: 8 MiB a layer)."""
+    concatenate = produced_by(op.operands[0], "concatenate")
+    if concatenate is None or _read_elsewhere(concatenate):
+        return NO_MATCH
+    permutation = int_list(op, "permutation")
+    dimension = ir.IntegerAttr(concatenate.attributes["dimension"]).value
+    parts = []
+    for operand in concatenate.operands:
+        shape = shape_of(operand.type)
+        part_type = ir.RankedTensorType.get([shape[axis] for axis in permutation], element_of(operand.type))
+        parts.append(create_op("xhlo.transpose", [operand], [part_type], {"permutation": op.attributes["permutation"]},
+                               op.location).results[0])
+    return _concatenate(parts, permutation.index(dimension), op)
+
+
+def _read_elsewhere(op: ir.Operation) -> bool:
+    return len(list(op.results[0].uses)) != 1
+
+
+def _concatenate(parts: list[ir.Value], dimension: int, like: ir.Operation) -> ir.Value:
+    attrs = {"dimension": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), dimension)}
+    return create_op("xhlo.concatenate", parts, [like.result.type], attrs, like.location).results[0]
 
 
 # ---------------------------------------------------------------- broadcast
@@ -313,6 +380,30 @@ def fold_pad_zero(op: ir.Operation, options):
     if any(p != 0 for name in names for p in int_list(op, name)):
         return NO_MATCH
     return op.operands[0]
+
+
+def pad_with_negative_edges_as_slice(op: ir.Operation, options):
+    """pad(x, low, high) with a negative edge -> slice(pad(x, max(low, 0), max(high, 0))), the
+    inner pad gone when nothing is left of it (XLA's HandlePad). jax's gradient of a padded
+    value (a causal convolution's left pad) is a pad cutting the edges off; the lowering
+    builds a pad in a new buffer, where a slice of a kernel input is a view of it."""
+    lows, highs = int_list(op, "edge_padding_low"), int_list(op, "edge_padding_high")
+    interiors = int_list(op, "interior_padding")
+    if min(lows + highs) >= 0:
+        return NO_MATCH
+    kept_lows, kept_highs = [max(low, 0) for low in lows], [max(high, 0) for high in highs]
+    padded = op.operands[0]
+    if any(kept_lows + kept_highs + interiors):
+        shape = [size + max(size - 1, 0) * interior + low + high
+                 for size, interior, low, high in zip(shape_of(padded.type), interiors, kept_lows, kept_highs)]
+        attrs = {"edge_padding_low": _i64s(kept_lows), "edge_padding_high": _i64s(kept_highs),
+                 "interior_padding": op.attributes["interior_padding"]}
+        padded_type = ir.RankedTensorType.get(shape, element_of(op.result.type))
+        padded = create_op("xhlo.pad", [padded, op.operands[1]], [padded_type], attrs, op.location).results[0]
+    starts = [max(-low, 0) for low in lows]
+    limits = [size - max(-high, 0) for size, high in zip(shape_of(padded.type), highs)]
+    attrs = {"start_indices": _i64s(starts), "limit_indices": _i64s(limits), "strides": _i64s([1] * len(starts))}
+    return create_op("xhlo.slice", [padded], [op.result.type], attrs, op.location).results[0]
 
 
 def fold_concatenate_single(op: ir.Operation, options):

@@ -884,12 +884,30 @@ func.func @fold_pad_zero(%x: tensor<2x3xf32>, %v: tensor<f32>) -> tensor<2x3xf32
 
 // -----
 
-/// pad with a negative low edge and a positive high edge stays (same shape, shifted).
-// CHECK-LABEL: func.func @no_fold_pad_shift
-// CHECK: "xhlo.pad"(%arg0, %arg1)
-func.func @no_fold_pad_shift(%x: tensor<2x3xf32>, %v: tensor<f32>) -> tensor<2x3xf32> {
+/// pad with a negative low edge and a positive high edge (a shift) -> the positive part
+/// padded, then sliced (XLA's HandlePad).
+// CHECK-LABEL: func.func @fold_pad_shift_as_pad_then_slice
+// CHECK-NEXT: %[[P:.*]] = "xhlo.pad"(%arg0, %arg1) {edge_padding_high = array<i64: 0, 1>, edge_padding_low = array<i64: 0, 0>, interior_padding = array<i64: 0, 0>} : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x4xf32>
+// CHECK-NEXT: %[[S:.*]] = "xhlo.slice"(%[[P]]) {limit_indices = array<i64: 2, 4>, start_indices = array<i64: 0, 1>, strides = array<i64: 1, 1>}
+// CHECK-NEXT: return %[[S]]
+func.func @fold_pad_shift_as_pad_then_slice(%x: tensor<2x3xf32>, %v: tensor<f32>) -> tensor<2x3xf32> {
   %0 = "xhlo.pad"(%x, %v) {edge_padding_low = array<i64: 0, -1>, edge_padding_high = array<i64: 0, 1>, interior_padding = array<i64: 0, 0>} : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
   return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+/// A pad only cutting edges off is a slice (jax's gradient of a causal convolution's pad); with
+/// interior padding the interior stays a pad: [a, v, b, v, c] without its first two.
+// CHECK-LABEL: func.func @fold_pad_cutting_edges_as_slice
+// CHECK-NEXT: %[[S:.*]] = "xhlo.slice"(%arg0) {limit_indices = array<i64: 8, 4100, 32>, start_indices = array<i64: 0, 4, 0>, strides = array<i64: 1, 1, 1>} : (tensor<8x4100x32xf32>) -> tensor<8x4096x32xf32>
+// CHECK-NEXT: %[[P:.*]] = "xhlo.pad"(%arg2, %arg1) {edge_padding_high = array<i64: 0>, edge_padding_low = array<i64: 0>, interior_padding = array<i64: 1>} : (tensor<3xf32>, tensor<f32>) -> tensor<5xf32>
+// CHECK-NEXT: %[[T:.*]] = "xhlo.slice"(%[[P]]) {limit_indices = array<i64: 5>, start_indices = array<i64: 2>, strides = array<i64: 1>}
+// CHECK-NEXT: return %[[S]], %[[T]]
+func.func @fold_pad_cutting_edges_as_slice(%x: tensor<8x4100x32xf32>, %v: tensor<f32>, %y: tensor<3xf32>) -> (tensor<8x4096x32xf32>, tensor<3xf32>) {
+  %0 = "xhlo.pad"(%x, %v) {edge_padding_low = array<i64: 0, -4, 0>, edge_padding_high = array<i64: 0, 0, 0>, interior_padding = array<i64: 0, 0, 0>} : (tensor<8x4100x32xf32>, tensor<f32>) -> tensor<8x4096x32xf32>
+  %1 = "xhlo.pad"(%y, %v) {edge_padding_low = array<i64: -2>, edge_padding_high = array<i64: 0>, interior_padding = array<i64: 1>} : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
+  return %0, %1 : tensor<8x4096x32xf32>, tensor<3xf32>
 }
 
 // -----
@@ -927,6 +945,40 @@ func.func @fold_concatenate_of_concatenate(%x: tensor<2x3xf32>, %y: tensor<2x1xf
   %2 = "xhlo.concatenate"(%x, %x) {dimension = 0 : i64} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<4x3xf32>
   %3 = "xhlo.concatenate"(%2, %2) {dimension = 1 : i64} : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x6xf32>
   return %1, %3 : tensor<2x8xf32>, tensor<4x6xf32>
+}
+
+// -----
+
+/// A transpose or a reshape adding a unit dimension, the only reader of a concatenate, is the
+/// concatenate of its parts transposed or reshaped; a concatenate read by another op too stays.
+// CHECK-LABEL: func.func @fold_transposed_concatenate
+// CHECK-NEXT: %[[RA:.*]] = "xhlo.reshape"(%arg0) : (tensor<2x3x4xf32>) -> tensor<2x1x3x4xf32>
+// CHECK-NEXT: %[[RB:.*]] = "xhlo.reshape"(%arg1) : (tensor<2x3x5xf32>) -> tensor<2x1x3x5xf32>
+// CHECK-NEXT: %[[TA:.*]] = "xhlo.transpose"(%[[RA]]) {permutation = array<i64: 1, 2, 0, 3>} : (tensor<2x1x3x4xf32>) -> tensor<1x3x2x4xf32>
+// CHECK-NEXT: %[[TB:.*]] = "xhlo.transpose"(%[[RB]]) {permutation = array<i64: 1, 2, 0, 3>} : (tensor<2x1x3x5xf32>) -> tensor<1x3x2x5xf32>
+// CHECK-NEXT: %[[C:.*]] = "xhlo.concatenate"(%[[TA]], %[[TB]]) {dimension = 3 : i64} : (tensor<1x3x2x4xf32>, tensor<1x3x2x5xf32>) -> tensor<1x3x2x9xf32>
+// CHECK-NEXT: %[[D:.*]] = "xhlo.concatenate"(%arg0, %arg0) {dimension = 0 : i64}
+// CHECK-NEXT: %[[T:.*]] = "xhlo.transpose"(%[[D]])
+// CHECK-NEXT: return %[[C]], %[[T]], %[[D]]
+func.func @fold_transposed_concatenate(%a: tensor<2x3x4xf32>, %b: tensor<2x3x5xf32>) -> (tensor<1x3x2x9xf32>, tensor<3x4x4xf32>, tensor<4x3x4xf32>) {
+  %0 = "xhlo.concatenate"(%a, %b) {dimension = 2 : i64} : (tensor<2x3x4xf32>, tensor<2x3x5xf32>) -> tensor<2x3x9xf32>
+  %1 = "xhlo.reshape"(%0) : (tensor<2x3x9xf32>) -> tensor<2x1x3x9xf32>
+  %2 = "xhlo.transpose"(%1) {permutation = array<i64: 1, 2, 0, 3>} : (tensor<2x1x3x9xf32>) -> tensor<1x3x2x9xf32>
+  %3 = "xhlo.concatenate"(%a, %a) {dimension = 0 : i64} : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<4x3x4xf32>
+  %4 = "xhlo.transpose"(%3) {permutation = array<i64: 1, 2, 0>} : (tensor<4x3x4xf32>) -> tensor<3x4x4xf32>
+  return %2, %4, %3 : tensor<1x3x2x9xf32>, tensor<3x4x4xf32>, tensor<4x3x4xf32>
+}
+
+// -----
+
+/// A reshape merging dimensions of a concatenate stays.
+// CHECK-LABEL: func.func @no_fold_merged_concatenate
+// CHECK: "xhlo.concatenate"
+// CHECK-NEXT: "xhlo.reshape"
+func.func @no_fold_merged_concatenate(%a: tensor<2x3x4xf32>, %b: tensor<2x3x5xf32>) -> tensor<6x9xf32> {
+  %0 = "xhlo.concatenate"(%a, %b) {dimension = 2 : i64} : (tensor<2x3x4xf32>, tensor<2x3x5xf32>) -> tensor<2x3x9xf32>
+  %1 = "xhlo.reshape"(%0) : (tensor<2x3x9xf32>) -> tensor<6x9xf32>
+  return %1 : tensor<6x9xf32>
 }
 
 // -----
