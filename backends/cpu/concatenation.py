@@ -120,9 +120,11 @@ def split_reshapes(op: ir.Operation) -> tuple[list[ir.Value], list[int]] | None:
             return None
         shape, source = ir.RankedTensorType(operand.type).shape, ir.RankedTensorType(reshape.operands[0].type).shape
         extra = len(source) - len(shape)
+        if extra < 1:  # a reshape adding dimensions (a unit one, `concatenates_moved_below`)
+            return None
         split = source[dimension + 1:dimension + 2 + extra]
         kept = source[:dimension] + [source[dimension] * prod(split)] + source[dimension + 2 + extra:]
-        if extra < 1 or kept != shape or trailing not in (None, split):
+        if kept != shape or trailing not in (None, split):
             return None
         sources.append(reshape.operands[0])
         trailing = split
