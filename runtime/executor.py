@@ -36,6 +36,11 @@ from . import native_pool
 from .thunks import BufferSlice, every_thunk, observer, run_sequence
 
 SEQUENTIAL_BELOW = 8  # thunk sequences shorter than this always run in order
+# thunk sequences whose thunks (those inside loops and conditionals too) read and write less
+# than this in all run in order: each hand-off to a pool worker costs 10-80 us, more than
+# such thunks take side by side (jnp.linalg.solve of 16 x 16: 1.04 ms as a graph, its three
+# LAPACK calls and pivot loop)
+SEQUENTIAL_BYTES_BELOW = 256 << 10
 
 
 class _Alone(threading.local):
@@ -169,11 +174,17 @@ def spans_the_pool(thunk) -> bool:
 
 def plan_graph(thunks: list) -> list[Node] | None:
     """The dependency graph worth running on the pool, or None for the sequential path (short
-    sequences, chains, and sequences with a thunk that spans the pool)."""
-    if len(thunks) < SEQUENTIAL_BELOW or any(spans_the_pool(t) for t in thunks):
+    sequences, chains, sequences moving few bytes, and sequences with a thunk that spans the
+    pool)."""
+    if len(thunks) < SEQUENTIAL_BELOW or moved_bytes(thunks) < SEQUENTIAL_BYTES_BELOW or any(spans_the_pool(t) for t in thunks):
         return None
     nodes = dependency_graph(thunks)
     return None if is_chain(nodes) else nodes
+
+
+def moved_bytes(thunks: list) -> int:
+    """The bytes `thunks` and the thunks inside them read and write, each access counted."""
+    return sum(access.size for thunk in every_thunk(thunks) for access in (*thunk.reads, *thunk.writes))
 
 
 def run_graph(nodes: list[Node], bases: list[int], pool: ThreadPool) -> None:

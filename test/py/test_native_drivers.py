@@ -308,41 +308,53 @@ def test_while_a_profile_records_the_loop_is_walked_from_python(monkeypatch):
     assert ran.count("while") == 1 + 4  # the outer loop, then the inner one per outer iteration
 
 
-def independent_sorts_and_a_loop(count: int) -> str:
+def independent_sorts_and_a_loop(count: int, length: int) -> str:
     """`count` sorts of independent arguments (kernels the executor can run side by side)
-    beside a loop: a sequence the executor runs as a dependency graph."""
-    parameters = ", ".join(f"%a{i}: tensor<8xf32>" for i in range(count))
+    of `length` elements beside a loop: a sequence the executor runs as a dependency graph
+    when it moves enough bytes (`executor.SEQUENTIAL_BYTES_BELOW`)."""
+    parameters = ", ".join(f"%a{i}: tensor<{length}xf32>" for i in range(count))
     sorts = "".join(f"""  %s{i} = "stablehlo.sort"(%a{i}) ({{
   ^bb0(%l: tensor<f32>, %r: tensor<f32>):
     %c = stablehlo.compare LT, %l, %r, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
     stablehlo.return %c : tensor<i1>
-  }}) {{dimension = 0 : i64, is_stable = true}} : (tensor<8xf32>) -> tensor<8xf32>
+  }}) {{dimension = 0 : i64, is_stable = true}} : (tensor<{length}xf32>) -> tensor<{length}xf32>
 """ for i in range(count))
     results = ", ".join(f"%s{i}" for i in range(count))
-    types = ", ".join(["tensor<8xf32>"] * count)
-    return f"""func.func @main({parameters}, %n: tensor<i32>) -> ({types}, tensor<8xf32>) {{
+    types = ", ".join([f"tensor<{length}xf32>"] * count)
+    return f"""func.func @main({parameters}, %n: tensor<i32>) -> ({types}, tensor<{length}xf32>) {{
 {sorts}  %zero = stablehlo.constant dense<0> : tensor<i32>
-  %0:2 = stablehlo.while(%j = %zero, %y = %a0) : tensor<i32>, tensor<8xf32>
+  %0:2 = stablehlo.while(%j = %zero, %y = %a0) : tensor<i32>, tensor<{length}xf32>
   cond {{
     %lt = stablehlo.compare LT, %j, %n, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
     stablehlo.return %lt : tensor<i1>
   }} do {{
     %one = stablehlo.constant dense<1> : tensor<i32>
     %jn = stablehlo.add %j, %one : tensor<i32>
-    %t = stablehlo.sine %y : tensor<8xf32>
-    stablehlo.return %jn, %t : tensor<i32>, tensor<8xf32>
+    %t = stablehlo.sine %y : tensor<{length}xf32>
+    stablehlo.return %jn, %t : tensor<i32>, tensor<{length}xf32>
   }}
-  return {results}, %0#1 : {types}, tensor<8xf32>
+  return {results}, %0#1 : {types}, tensor<{length}xf32>
 }}
 """
 
 
 def test_in_a_sequence_run_as_a_graph_each_loop_gets_its_own_driver():
-    text = independent_sorts_and_a_loop(8)
+    text = independent_sorts_and_a_loop(8, 8192)
     executable = Client().compile(text)
     assert executable.executable.graph is not None and executable.executable.plan.driver is None
     (loop,) = [t for t in executable.executable.plan.thunks if isinstance(t, WhileThunk)]
     assert loop.driver is not None and "in native driver driver_while" in executable.thunk_sequence()
+    rng = np.random.default_rng(0)
+    arguments = [rng.standard_normal(8192).astype(np.float32) for _ in range(8)] + [np.int32(2)]
+    matches_reference(executable, text, arguments)
+
+
+def test_a_sequence_moving_few_bytes_runs_in_order_by_one_driver():
+    """The same program on 8 elements moves a few KiB: hand-offs to the pool's workers would
+    cost more than its thunks take side by side, so one native driver runs it in order."""
+    text = independent_sorts_and_a_loop(8, 8)
+    executable = Client().compile(text)
+    assert executable.executable.graph is None and executable.executable.plan.driver is not None
     rng = np.random.default_rng(0)
     arguments = [rng.standard_normal(8).astype(np.float32) for _ in range(8)] + [np.int32(2)]
     matches_reference(executable, text, arguments)
