@@ -38,9 +38,9 @@ from .thunks import BufferSlice, every_thunk, observer, run_sequence
 SEQUENTIAL_BELOW = 8  # thunk sequences shorter than this always run in order
 # thunk sequences whose thunks (those inside loops and conditionals too) read and write less
 # than this in all run in order: each hand-off to a pool worker costs 10-80 us, more than
-# such thunks take side by side (jnp.linalg.solve of 16 x 16: 1.04 ms as a graph, its three
-# LAPACK calls and pivot loop)
-SEQUENTIAL_BYTES_BELOW = 256 << 10
+# such thunks take side by side (jnp.linalg.solve of 16 x 16, 19 KiB: 1.04 ms as a graph,
+# its three LAPACK calls and pivot loop; of 128 x 128, 1.1 MiB)
+SEQUENTIAL_BYTES_BELOW = 4 << 20
 
 
 class _Alone(threading.local):

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from mlirxla.errors import MlirxlaError
 
-from . import blas, native_pool
+from . import blas, lapack_batches, native_pool
 from .ctypes_arrays import int64_table
 
 PYTHON = "python"  # the import that calls back into Python
@@ -34,6 +34,7 @@ GEMMS = {"cblas_sgemm": "f32", "cblas_dgemm": "f64"}  # import -> the BLAS GEMM'
 POOLED_GEMMS = {"mlirxla_gemm_f32": "f32", "mlirxla_gemm_f64": "f64"}  # import -> the GEMM in parts' element type
 POOLED_GEMM_BATCHES = {"mlirxla_gemm_batch_f32": "f32", "mlirxla_gemm_batch_f64": "f64"}  # and a batch of them
 POOL, POOL_RUN = "mlirxla_pool", "mlirxla_pool_run"  # the native pool's words, and its run function
+LAPACK_PREFIX = "lapack:"  # "lapack:sgetrf": scipy's LAPACK or BLAS routine of that name
 
 _CALLBACK_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int64)
 
@@ -74,6 +75,8 @@ def import_address(name: str) -> int:
         return native_pool.shared().address
     if name == POOL_RUN:
         return native_pool.shared().run_address
+    if name.startswith(LAPACK_PREFIX):
+        return lapack_batches.routine_address(name[len(LAPACK_PREFIX):])
     raise MlirxlaError(f"a native driver imports '{name}', which the runtime does not provide")
 
 

@@ -20,6 +20,12 @@ What the driver does for each thunk inside:
 - `copy`: memmove; `parallel_copy`: memmoves in an order where no copy overwrites what a
   later one reads, the copies caught in a cycle through stack buffers, `STACK_BYTES` at
   most per driver (a cycle past that is called back);
+- `host` calls of jax's cpu LAPACK routines getrf, potrf and trsm (`lapack_ffi`) on at most
+  `UNROLLED_GEMMS` matrices of f32 or f64 in column-major buffers: the operand overwritten
+  is copied to its result buffer (memmove), then scipy's routine, imported by address, is
+  called on each matrix as `runtime/lapack_ffi.py` calls it, its scalar arguments on the
+  driver's stack (a small solve in a loop, a Kalman filter's, called back three times an
+  iteration, took 120 us a call);
 - `while` and `conditional` inside: native loops and switches, the predicate or index read
   from its buffer as the Python walk reads it (a byte unsigned, 4 or 8 bytes signed; an
   index out of range takes the last branch);
@@ -27,8 +33,8 @@ What the driver does for each thunk inside:
   driver's module that calls the kernel on one slice, so the native pool's threads run the
   slices with no Python between them (a grid's are called back: its devices' threads may run
   them whole);
-- anything else (host calls, collectives, larger GEMM batches): a call back into Python for
-  that thunk alone.
+- anything else (other host calls, collectives, larger GEMM batches): a call back into
+  Python for that thunk alone.
 
 A control-flow thunk with nothing native inside keeps the Python walk: a driver would only
 call back. Every choice is recorded in the decisions (the thunk-sequence dump).
@@ -36,10 +42,15 @@ call back. Every choice is recorded in the decisions (the thunk-sequence dump).
 
 from dataclasses import dataclass, field
 
+from math import prod
+
+import numpy as np
+
 from mlirxla.runtime import native_drivers
+from mlirxla.runtime.lapack_batches import lapack_int
 from mlirxla.runtime.native_drivers import NativeDriver
-from mlirxla.runtime.thunks import (BufferSlice, ConditionalThunk, CopyThunk, GemmThunk, KernelThunk, ParallelCopyThunk,
-                                    SlicedKernelThunk, WhileThunk, every_thunk)
+from mlirxla.runtime.thunks import (BufferSlice, ConditionalThunk, CopyThunk, GemmThunk, HostThunk, KernelThunk,
+                                    ParallelCopyThunk, SlicedKernelThunk, WhileThunk, every_thunk)
 
 from .thunk_emitter import symbol_for
 
@@ -50,6 +61,8 @@ BLAS = {"f32": ("cblas_sgemm", "float"), "f64": ("cblas_dgemm", "double")}
 POOLED_BLAS = {"f32": "mlirxla_gemm_f32", "f64": "mlirxla_gemm_f64"}  # the runtime's GEMMs in parts
 POOLED_BATCHES = {"f32": "mlirxla_gemm_batch_f32", "f64": "mlirxla_gemm_batch_f64"}  # and their batches
 ROW_MAJOR, NO_TRANSPOSE, TRANSPOSE = 101, 111, 112
+NATIVE_LAPACK = ("getrf", "potrf", "trsm")  # jax's cpu LAPACK calls a driver makes itself
+LAPACK_TYPES = {"float32": ("s", "float", 4), "float64": ("d", "double", 8)}  # letter, LLVM type, bytes
 
 
 @dataclass
@@ -78,7 +91,31 @@ def python_reason(thunk) -> str | None:
         return None if native else f"{thunk.name} (a batch of {thunk.batch} GEMMs)"
     if isinstance(thunk, ParallelCopyThunk):
         return None
+    if isinstance(thunk, HostThunk) and type(thunk) is HostThunk and lapack_problem(thunk) is None:
+        return None
     return f"{thunk.name} ({thunk.kind} thunk)"
+
+
+def lapack_problem(thunk: HostThunk) -> str | None:
+    """Why the driver does not call the host call `thunk`'s LAPACK routine itself (None: it
+    does)."""
+    attributes = thunk.attributes
+    if thunk.call != "lapack_ffi" or attributes["routine"] not in NATIVE_LAPACK:
+        return "not one of the LAPACK routines a driver calls"
+    _, shape, dtype = thunk.operands[-1]
+    if dtype not in LAPACK_TYPES or np.dtype(lapack_int()) != np.int32:
+        return f"{dtype} matrices, or LAPACK integers of {np.dtype(lapack_int()).itemsize} bytes"
+    if prod(shape[:-2]) > UNROLLED_GEMMS or 0 in shape:
+        return f"a batch of {prod(shape[:-2])} matrices of {shape[-2:]}"
+    matrices = list(zip(thunk.operands, attributes["operand_orders"])) + [(thunk.results[0], attributes["result_orders"][0])]
+    if any(order != column_major_order(len(matrix_shape)) for (_, matrix_shape, _), order in matrices):
+        return "a matrix not in column-major order"
+    return None
+
+
+def column_major_order(rank: int) -> list[int]:
+    """The major-to-minor order of a batch of column-major matrices."""
+    return list(range(rank - 2)) + [rank - 1, rank - 2]
 
 
 def overlaps(a: BufferSlice, b: BufferSlice) -> bool:
@@ -123,6 +160,7 @@ class DriverWriter:
         self.python_reasons: list[str] = []
         self.counts = _Counts()
         self.stack_bytes = 0  # what the parallel copies' cycles keep on the stack
+        self.constants: dict[tuple[str, str], str] = {}  # scalars passed by reference, on the stack
 
     def fresh(self, stem: str) -> str:
         self.names += 1
@@ -190,6 +228,8 @@ class DriverWriter:
             self.emit_gemm(thunk)
         elif isinstance(thunk, CopyThunk):
             self.emit_copy(thunk.source, thunk.destination)
+        elif isinstance(thunk, HostThunk):
+            self.emit_lapack(thunk)
         else:
             self.emit_parallel_copy(thunk)
 
@@ -260,6 +300,45 @@ class DriverWriter:
                              f"i64 {thunk.k}, {scalar} 1.0, ptr {a}, i64 {lda}, ptr {b}, i64 {ldb}, {scalar} 0.0, "
                              f"ptr {c}, i64 {thunk.n})")
         self.counts.native += 1
+
+    def emit_lapack(self, thunk: HostThunk) -> None:
+        """scipy's routine on each matrix of the batch, as `lapack_ffi` calls it: getrf (m, n,
+        a, lda, pivots, info) and potrf (uplo, n, a, lda, info) factor the operand copied to
+        their first result, trsm (side, uplo, trans, diag, m, n, alpha = 1, a, lda, b, ldb)
+        solves in the right-hand sides copied to its result."""
+        routine, config = thunk.attributes["routine"], thunk.attributes["config"]
+        overwritten, _, dtype = thunk.operands[-1]
+        letter, scalar, width = LAPACK_TYPES[dtype]
+        self.emit_copy(overwritten, thunk.results[0][0])
+        (n, m), count = thunk.operands[-1][1][-2:], prod(thunk.operands[-1][1][:-2])  # buffers of column-major matrices
+        integer, character = (lambda value: self.constant("i32", value)), (lambda key: self.constant("i8", ord(config[key])))
+        if routine == "getrf":
+            scalars, steps = [integer(m), integer(n), None, integer(max(m, 1)), None, None], [0, 0, m * n * width, 0, min(m, n) * 4, 4]
+            matrices = [None, None, thunk.results[0][0], None, thunk.results[1][0], thunk.results[2][0]]
+        elif routine == "potrf":
+            scalars, steps = [character("uplo"), integer(n), None, integer(max(n, 1)), None], [0, 0, n * n * width, 0, 4]
+            matrices = [None, None, thunk.results[0][0], None, thunk.results[1][0]]
+        else:
+            order = thunk.operands[0][1][-1]
+            scalars = [character("side"), character("uplo"), character("trans_x"), character("diag"), integer(m), integer(n),
+                       self.constant(scalar, "1.0"), None, integer(max(order, 1)), None, integer(max(m, 1))]
+            steps = [0] * 7 + [order * order * width, 0, m * n * width, 0]
+            matrices = [None] * 7 + [thunk.operands[0][0], None, thunk.results[0][0], None]
+        function = self.imported(native_drivers.LAPACK_PREFIX + letter + routine)
+        for index in range(count):
+            arguments = [scalar_at if at is None else self.address(at, index * step)
+                         for scalar_at, at, step in zip(scalars, matrices, steps)]
+            self.body.append(f"  call void {function}({', '.join(f'ptr {a}' for a in arguments)})")
+        self.counts.native += 1
+
+    def constant(self, llvm_type: str, value) -> str:
+        """A pointer to `value` on the driver's stack, for an argument passed by reference."""
+        key = (llvm_type, str(value))
+        if key not in self.constants:
+            at = "%" + self.fresh("constant")
+            self.entry += [f"  {at} = alloca {llvm_type}", f"  store {llvm_type} {value}, ptr {at}"]
+            self.constants[key] = at
+        return self.constants[key]
 
     def emit_copy(self, source: BufferSlice, destination: BufferSlice) -> None:
         if source.size:

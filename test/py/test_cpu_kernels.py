@@ -20,7 +20,7 @@ from mlirxla.backends.cpu import driver_emitter, native_symbols, llvm_jit, llvm_
 from mlirxla.errors import MlirxlaError
 from mlirxla.context import new_context
 from mlirxla.mlir import ir
-from mlirxla.runtime import native_pool
+from mlirxla.runtime import executor, native_pool
 from mlirxla.runtime import thunks as thunk_kinds
 from mlirxla.runtime.client import Client, CompileOptions
 from mlirxla.runtime.executable import ExecutablePlan
@@ -399,9 +399,11 @@ def independent_dots(size: int) -> str:
 def test_a_sequence_with_a_thunk_that_spans_the_pool_runs_in_order(monkeypatch, context):
     """Independent GEMMs big enough to run in parts over the native pool leave no graph (each
     already takes every core; kernels beside them took cores from their parts), while the
-    same program with GEMMs too small for parts keeps its graph; both compute the reference's
-    result."""
+    same program with GEMMs too small for parts keeps its graph (whatever bytes it moves:
+    that rule, `executor.SEQUENTIAL_BYTES_BELOW`, is `test_native_drivers`'); both compute
+    the reference's result."""
     monkeypatch.setenv("MLIRXLA_CPU_THREADS", "2")
+    monkeypatch.setattr(executor, "SEQUENTIAL_BYTES_BELOW", 0)
     for size, graph in ((64, False), (16, True)):
         text = independent_dots(size)
         executable = Client().compile(text)

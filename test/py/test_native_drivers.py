@@ -339,13 +339,13 @@ def independent_sorts_and_a_loop(count: int, length: int) -> str:
 
 
 def test_in_a_sequence_run_as_a_graph_each_loop_gets_its_own_driver():
-    text = independent_sorts_and_a_loop(8, 8192)
+    text = independent_sorts_and_a_loop(8, 1 << 17)
     executable = Client().compile(text)
     assert executable.executable.graph is not None and executable.executable.plan.driver is None
     (loop,) = [t for t in executable.executable.plan.thunks if isinstance(t, WhileThunk)]
     assert loop.driver is not None and "in native driver driver_while" in executable.thunk_sequence()
     rng = np.random.default_rng(0)
-    arguments = [rng.standard_normal(8192).astype(np.float32) for _ in range(8)] + [np.int32(2)]
+    arguments = [rng.standard_normal(1 << 17).astype(np.float32) for _ in range(8)] + [np.int32(2)]
     matches_reference(executable, text, arguments)
 
 
@@ -517,3 +517,59 @@ def test_a_single_devices_sliced_kernel_runs_on_the_native_pool_from_its_driver(
     for _ in range(3):
         want = np.exp(want) * np.float32(0.5)
     np.testing.assert_allclose(executable.execute_numpy([x])[0], want, rtol=1e-5)
+
+
+# `count` solves of a diagonally dominant system in a loop, as jax's cpu lowering calls LAPACK:
+# getrf, then trsm with the unit lower factor, then with the upper one (no row exchanges
+# happen: the diagonal leads every column)
+SOLVES_IN_LOOP = """func.func @main(%a: tensor<3x4x4x{t}>, %b: tensor<3x4x2x{t}>, %count: tensor<i32>) -> (tensor<3x4x2x{t}>, tensor<3x4xi32>) {{
+  %zero = stablehlo.constant dense<0> : tensor<i32>
+  %pivots0 = stablehlo.constant dense<0> : tensor<3x4xi32>
+  %0:3 = stablehlo.while(%i = %zero, %x = %b, %p = %pivots0) : tensor<i32>, tensor<3x4x2x{t}>, tensor<3x4xi32>
+  cond {{
+    %lt = stablehlo.compare LT, %i, %count, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %lt : tensor<i1>
+  }} do {{
+    %lu:3 = stablehlo.custom_call @lapack_{letter}getrf_ffi(%a) {{mhlo.backend_config = {{}}, api_version = 4 : i32,
+        operand_layouts = [dense<[1, 2, 0]> : tensor<3xindex>],
+        result_layouts = [dense<[1, 2, 0]> : tensor<3xindex>, dense<[1, 0]> : tensor<2xindex>, dense<0> : tensor<1xindex>]}}
+        : (tensor<3x4x4x{t}>) -> (tensor<3x4x4x{t}>, tensor<3x4xi32>, tensor<3xi32>)
+    %y = stablehlo.custom_call @lapack_{letter}trsm_ffi(%lu#0, %x) {{mhlo.backend_config = {{diag = 85 : ui8, side = 76 : ui8, trans_x = 78 : ui8, uplo = 76 : ui8}},
+        operand_layouts = [dense<[1, 2, 0]> : tensor<3xindex>, dense<[1, 2, 0]> : tensor<3xindex>], result_layouts = [dense<[1, 2, 0]> : tensor<3xindex>]}}
+        : (tensor<3x4x4x{t}>, tensor<3x4x2x{t}>) -> tensor<3x4x2x{t}>
+    %z = stablehlo.custom_call @lapack_{letter}trsm_ffi(%lu#0, %y) {{mhlo.backend_config = {{diag = 78 : ui8, side = 76 : ui8, trans_x = 78 : ui8, uplo = 85 : ui8}},
+        operand_layouts = [dense<[1, 2, 0]> : tensor<3xindex>, dense<[1, 2, 0]> : tensor<3xindex>], result_layouts = [dense<[1, 2, 0]> : tensor<3xindex>]}}
+        : (tensor<3x4x4x{t}>, tensor<3x4x2x{t}>) -> tensor<3x4x2x{t}>
+    %one = stablehlo.constant dense<1> : tensor<i32>
+    %next = stablehlo.add %i, %one : tensor<i32>
+    stablehlo.return %next, %z, %lu#1 : tensor<i32>, tensor<3x4x2x{t}>, tensor<3x4xi32>
+  }}
+  return %0#1, %0#2 : tensor<3x4x2x{t}>, tensor<3x4xi32>
+}}"""
+
+
+@pytest.mark.parametrize("element, letter, dtype", [("f32", "s", np.float32), ("f64", "d", np.float64)])
+def test_lapack_solves_in_a_loop_run_in_the_driver(element, letter, dtype, monkeypatch):
+    """getrf and trsm inside a loop are called by the driver itself (scipy's routines, by
+    address), not back into Python (120 us a call): the loop has no Python thunk left, and
+    its results are the Python path's bit for bit, and A^-count b."""
+    from mlirxla.backends.cpu import driver_emitter
+
+    text = SOLVES_IN_LOOP.format(t=element, letter=letter)
+    rng = np.random.default_rng(4)
+    a = (rng.standard_normal((3, 4, 4)) + 8 * np.eye(4)).astype(dtype)
+    b = rng.standard_normal((3, 4, 2)).astype(dtype)
+    arguments = [a, b, np.int32(3)]
+    executable = Client().compile(text)
+    assert "back into Python" not in executable.thunk_sequence(), executable.thunk_sequence()
+    solved, pivots = executable.execute_numpy(arguments)
+    monkeypatch.setattr(driver_emitter, "NATIVE_LAPACK", ())
+    called_back = Client().compile(text)
+    assert "back into Python for custom_call" in called_back.thunk_sequence()
+    for native, python in zip((solved, pivots), called_back.execute_numpy(arguments)):
+        np.testing.assert_array_equal(native, python)
+    np.testing.assert_array_equal(pivots, np.tile(np.arange(1, 5, dtype=np.int32), (3, 1)))
+    expected = b
+    for _ in range(3):
+        expected = np.linalg.solve(a, expected)
+    np.testing.assert_allclose(solved, expected, rtol=1e-4 if dtype == np.float32 else 1e-12)
