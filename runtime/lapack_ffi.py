@@ -27,6 +27,8 @@ writes into buffers of the same order.
 the declared [shape, dtype] of each result (`backends/cpu/emitters/host_calls.py` reads them
 off the op and refuses the variants not run here)."""
 
+import math
+
 import numpy as np
 
 from . import tridiagonal_solve
@@ -68,7 +70,7 @@ def batch_of(array: np.ndarray, rank: int) -> tuple[int, ...]:
 
 
 def count_of(batch: tuple[int, ...]) -> int:
-    return int(np.prod(batch, dtype=np.int64))
+    return math.prod(batch)
 
 
 def column_major(matrices: np.ndarray) -> np.ndarray:

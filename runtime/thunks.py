@@ -34,6 +34,7 @@ executable's thunk sequence can be dumped and cached without pickle.
 """
 
 import ctypes
+import math
 from dataclasses import dataclass, field
 
 import ml_dtypes
@@ -319,7 +320,7 @@ class ArraysOnSlices:
     @staticmethod
     def view(bases: list[int], at: BufferSlice, shape, dtype) -> np.ndarray:
         memory = bytes_at(bases[at.allocation] + at.offset, at.size)
-        return np.frombuffer(memory, np.dtype(dtype), count=int(np.prod(shape, dtype=np.int64))).reshape(shape)
+        return np.frombuffer(memory, np.dtype(dtype), count=math.prod(shape)).reshape(shape)
 
     def slices_text(self) -> str:
         return f"({', '.join(s.text() for s in self.reads)}) -> {', '.join(s.text() for s in self.writes)}"
@@ -408,7 +409,7 @@ class FunctionThunk(ArraysOnSlices):
 def logical_view(buffer: np.ndarray, order: list[int] | None) -> np.ndarray:
     """A buffer holding a tensor's logical dimensions in `order` (major to minor), seen with
     the logical shape; the buffer itself where `order` is None."""
-    return buffer if order is None else np.transpose(buffer, np.argsort(order))
+    return buffer if order is None else buffer.transpose(sorted(range(len(order)), key=order.__getitem__))
 
 
 def _specs_json(specs) -> list:

@@ -17,7 +17,7 @@ import pytest
 from mlirxla import frontdoor
 from mlirxla.context import new_context
 from mlirxla.errors import MlirxlaError
-from mlirxla.runtime import driver, thunks
+from mlirxla.runtime import driver, executor, thunks
 from mlirxla.runtime.devices import DeviceGrid, execute_on_devices
 from mlirxla.runtime.executor import ThreadPool
 from mlirxla.tools import run as run_tool
@@ -300,9 +300,10 @@ def test_device_threads_are_kept_and_concurrent_grids_each_get_all_their_devices
     assert all(o[0].tobytes() == want.tobytes() for outputs in results for o in outputs)
 
 
-def test_devices_that_fill_the_cores_run_their_thunks_on_their_own_thread():
-    """A program that would run as a graph on the pool runs in order on each device's thread
-    when the grid has a device per worker of the pool."""
+def test_devices_that_fill_the_cores_run_their_thunks_on_their_own_thread(monkeypatch):
+    """A program that would run as a graph on the pool (whatever bytes it moves) runs in
+    order on each device's thread when the grid has a device per worker of the pool."""
+    monkeypatch.setattr(executor, "SEQUENTIAL_BYTES_BELOW", 0)
     devices = max(ThreadPool.shared().workers, 2)
     grid = DeviceGrid(devices, 1)
     lines = [f"  %d{i} = stablehlo.dot_general %x, %w{i}, contracting_dims = [1] x [0] : (tensor<64x500xf32>, tensor<500x64xf32>) "

@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
+from mlirxla.runtime import executor
 from mlirxla.runtime.client import Client
 
 THREADS = 8
@@ -75,7 +76,8 @@ def branch_arguments(seed: int) -> list[np.ndarray]:
     return [rng.standard_normal((48, 48)).astype(np.float32) * 0.2 for _ in range(5)]
 
 
-def test_threads_sharing_an_executable_get_the_serial_results():
+def test_threads_sharing_an_executable_get_the_serial_results(monkeypatch):
+    monkeypatch.setattr(executor, "SEQUENTIAL_BYTES_BELOW", 0)  # a graph whatever bytes it moves
     executable = Client().compile(BRANCHES)
     assert executable.executable.graph is not None, "the program should run as a graph on the pool"
     inputs = [branch_arguments(seed) for seed in range(THREADS)]
