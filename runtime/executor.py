@@ -176,7 +176,8 @@ def plan_graph(thunks: list) -> list[Node] | None:
     """The dependency graph worth running on the pool, or None for the sequential path (short
     sequences, chains, sequences moving few bytes, and sequences with a thunk that spans the
     pool)."""
-    if len(thunks) < SEQUENTIAL_BELOW or moved_bytes(thunks) < SEQUENTIAL_BYTES_BELOW or any(spans_the_pool(t) for t in thunks):
+    if (len(thunks) < SEQUENTIAL_BELOW or moved_bytes(thunks) < SEQUENTIAL_BYTES_BELOW
+            or any(spans_the_pool(t) for t in thunks)):
         return None
     nodes = dependency_graph(thunks)
     return None if is_chain(nodes) else nodes

@@ -41,7 +41,6 @@ call back. Every choice is recorded in the decisions (the thunk-sequence dump).
 """
 
 from dataclasses import dataclass, field
-
 from math import prod
 
 import numpy as np
@@ -91,7 +90,7 @@ def python_reason(thunk) -> str | None:
         return None if native else f"{thunk.name} (a batch of {thunk.batch} GEMMs)"
     if isinstance(thunk, ParallelCopyThunk):
         return None
-    if isinstance(thunk, HostThunk) and type(thunk) is HostThunk and lapack_problem(thunk) is None:
+    if isinstance(thunk, HostThunk) and lapack_problem(thunk) is None:
         return None
     return f"{thunk.name} ({thunk.kind} thunk)"
 
@@ -313,7 +312,8 @@ class DriverWriter:
         (n, m), count = thunk.operands[-1][1][-2:], prod(thunk.operands[-1][1][:-2])  # buffers of column-major matrices
         integer, character = (lambda value: self.constant("i32", value)), (lambda key: self.constant("i8", ord(config[key])))
         if routine == "getrf":
-            scalars, steps = [integer(m), integer(n), None, integer(max(m, 1)), None, None], [0, 0, m * n * width, 0, min(m, n) * 4, 4]
+            scalars = [integer(m), integer(n), None, integer(max(m, 1)), None, None]
+            steps = [0, 0, m * n * width, 0, min(m, n) * 4, 4]  # pivots and info: LAPACK's 4-byte integers
             matrices = [None, None, thunk.results[0][0], None, thunk.results[1][0], thunk.results[2][0]]
         elif routine == "potrf":
             scalars, steps = [character("uplo"), integer(n), None, integer(max(n, 1)), None], [0, 0, n * n * width, 0, 4]

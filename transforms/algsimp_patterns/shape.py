@@ -65,7 +65,8 @@ def reshape_of_concatenate_as_concatenate(op: ir.Operation, options):
     moved = _unit_dimensions_only(op, [dimension])
     if moved is None:
         return NO_MATCH
-    parts = [_reshaped_alike(operand, op, {moved[dimension]: shape_of(operand.type)[dimension]}) for operand in concatenate.operands]
+    parts = [_reshaped_alike(operand, op, {moved[dimension]: shape_of(operand.type)[dimension]})
+             for operand in concatenate.operands]
     return _concatenate(parts, moved[dimension], op)
 
 
@@ -273,10 +274,7 @@ def fold_slice_of_concatenate(op: ir.Operation, options):
             taken = (min(last, offset + size - 1) - first) // stride + 1
             pieces.append(_slice_along(op, operand, dimension, first - offset, taken))
         offset += size
-    if len(pieces) == 1:
-        return pieces[0]
-    attrs = {"dimension": concatenate.attributes["dimension"]}
-    return create_op("xhlo.concatenate", pieces, [op.result.type], attrs, op.location).results[0]
+    return pieces[0] if len(pieces) == 1 else _concatenate(pieces, dimension, op)
 
 
 def _slice_along(op: ir.Operation, operand: ir.Value, dimension: int, start: int, count: int) -> ir.Value:
@@ -307,7 +305,8 @@ def fold_slice_of_reverse(op: ir.Operation, options):
         limits[dimension] = first_taken + 1
     attrs = {"start_indices": _i64s(starts), "limit_indices": _i64s(limits), "strides": _i64s(strides)}
     sliced = create_op("xhlo.slice", [source], [op.result.type], attrs, op.location).results[0]
-    return create_op("xhlo.reverse", [sliced], [op.result.type], {"dimensions": reverse.attributes["dimensions"]}, op.location).results[0]
+    attrs = {"dimensions": reverse.attributes["dimensions"]}
+    return create_op("xhlo.reverse", [sliced], [op.result.type], attrs, op.location).results[0]
 
 
 # ---------------------------------------------------------------- pad, concatenate
@@ -425,8 +424,7 @@ def fold_concatenate_of_concatenate(op: ir.Operation, options):
         inputs.extend(inner.operands if flattened else [value])
     if len(inputs) == len(op.operands):
         return NO_MATCH
-    attrs = {"dimension": op.attributes["dimension"]}
-    return create_op("xhlo.concatenate", inputs, [op.result.type], attrs, op.location).results[0]
+    return _concatenate(inputs, dimension, op)
 
 
 def fold_concatenate_empty_inputs(op: ir.Operation, options):
