@@ -304,31 +304,30 @@ class DriverWriter:
         """scipy's routine on each matrix of the batch, as `lapack_ffi` calls it: getrf (m, n,
         a, lda, pivots, info) and potrf (uplo, n, a, lda, info) factor the operand copied to
         their first result, trsm (side, uplo, trans, diag, m, n, alpha = 1, a, lda, b, ldb)
-        solves in the right-hand sides copied to its result."""
+        solves in the right-hand sides copied to its result. An argument is a constant on the
+        stack, or (slice, bytes from one matrix's to the next)."""
         routine, config = thunk.attributes["routine"], thunk.attributes["config"]
         overwritten, _, dtype = thunk.operands[-1]
         letter, scalar, width = LAPACK_TYPES[dtype]
         self.emit_copy(overwritten, thunk.results[0][0])
         (n, m), count = thunk.operands[-1][1][-2:], prod(thunk.operands[-1][1][:-2])  # buffers of column-major matrices
         integer, character = (lambda value: self.constant("i32", value)), (lambda key: self.constant("i8", ord(config[key])))
-        if routine == "getrf":
-            scalars = [integer(m), integer(n), None, integer(max(m, 1)), None, None]
-            steps = [0, 0, m * n * width, 0, min(m, n) * 4, 4]  # pivots and info: LAPACK's 4-byte integers
-            matrices = [None, None, thunk.results[0][0], None, thunk.results[1][0], thunk.results[2][0]]
+        result = [at for at, _, _ in thunk.results]
+        if routine == "getrf":  # pivots and info: LAPACK's 4-byte integers
+            arguments = [integer(m), integer(n), (result[0], m * n * width), integer(max(m, 1)),
+                         (result[1], min(m, n) * 4), (result[2], 4)]
         elif routine == "potrf":
-            scalars, steps = [character("uplo"), integer(n), None, integer(max(n, 1)), None], [0, 0, n * n * width, 0, 4]
-            matrices = [None, None, thunk.results[0][0], None, thunk.results[1][0]]
+            arguments = [character("uplo"), integer(n), (result[0], n * n * width), integer(max(n, 1)), (result[1], 4)]
         else:
             order = thunk.operands[0][1][-1]
-            scalars = [character("side"), character("uplo"), character("trans_x"), character("diag"), integer(m), integer(n),
-                       self.constant(scalar, "1.0"), None, integer(max(order, 1)), None, integer(max(m, 1))]
-            steps = [0] * 7 + [order * order * width, 0, m * n * width, 0]
-            matrices = [None] * 7 + [thunk.operands[0][0], None, thunk.results[0][0], None]
+            arguments = [character("side"), character("uplo"), character("trans_x"), character("diag"), integer(m), integer(n),
+                         self.constant(scalar, "1.0"), (thunk.operands[0][0], order * order * width), integer(max(order, 1)),
+                         (result[0], m * n * width), integer(max(m, 1))]
         function = self.imported(native_drivers.LAPACK_PREFIX + letter + routine)
         for index in range(count):
-            arguments = [scalar_at if at is None else self.address(at, index * step)
-                         for scalar_at, at, step in zip(scalars, matrices, steps)]
-            self.body.append(f"  call void {function}({', '.join(f'ptr {a}' for a in arguments)})")
+            pointers = [argument if isinstance(argument, str) else self.address(argument[0], index * argument[1])
+                        for argument in arguments]
+            self.body.append(f"  call void {function}({', '.join(f'ptr {p}' for p in pointers)})")
         self.counts.native += 1
 
     def constant(self, llvm_type: str, value) -> str:
