@@ -6,6 +6,7 @@ DCE, constant folding feeds algsimp, inlining exposes everything to all of them)
 
 from mlirxla.transforms.algebraic_simplifier import AlgebraicSimplifierPass
 from mlirxla.transforms.call_inliner import CallInlinerPass
+from mlirxla.transforms.computation_cse import ComputationCsePass
 from mlirxla.transforms.constant_folding import ConstantFoldingPass
 from mlirxla.transforms.dead_code_elimination import DeadCodeEliminationPass
 from mlirxla.transforms.tuple_simplifier import TupleSimplifierPass
@@ -23,5 +24,6 @@ def simplification_pipeline() -> Pipeline:
         .add(TupleSimplifierPass())
         .add(WhileLoopSimplifierPass())
         .add("cse")
+        .add(ComputationCsePass())
         .add(DeadCodeEliminationPass())
     )

@@ -177,19 +177,25 @@ def ormqr(operands, config, results):
     return [logical(c)]
 
 
+def syevd_workspaces(n: int) -> tuple[int, int]:
+    """jaxlib's work and iwork sizes for syevd with eigenvectors, in elements: LAPACK's minimal
+    ones (heevd's iwork too)."""
+    return 1 + 6 * n + 2 * n * n, 3 + 5 * n
+
+
 def syevd(operands, config, results):
     """jaxlib's fixed workspaces: LAPACK's minimal sizes for eigenvectors."""
     batch, n = batch_of(operands[0], 2), operands[0].shape[-1]
     dtype = operands[0].dtype
     a, values, info = column_major(operands[0]), np.zeros(batch + (n,), real_type(dtype)), infos(batch)
     start = [character("V"), character(config["uplo"]), integer(n), PerMatrix(a), leading(n), PerMatrix(values)]
-    integer_work = [workspace(3 + 5 * n, lapack_int()), integer(3 + 5 * n), PerMatrix(info)]
+    work_size, integer_size = syevd_workspaces(n)
+    integer_work = [workspace(integer_size, lapack_int()), integer(integer_size), PerMatrix(info)]
     if np.iscomplexobj(a):
-        work_size, real_size = 2 * n + n * n, 1 + 5 * n + 2 * n * n
-        works = [workspace(work_size, dtype), integer(work_size), workspace(real_size, real_type(dtype)), integer(real_size)]
+        complex_size, real_size = 2 * n + n * n, 1 + 5 * n + 2 * n * n
+        works = [workspace(complex_size, dtype), integer(complex_size), workspace(real_size, real_type(dtype)), integer(real_size)]
         call(named("heevd", dtype), count_of(batch), start + works + integer_work)
     else:
-        work_size = 1 + 6 * n + 2 * n * n
         call(named("syevd", dtype), count_of(batch), start + [workspace(work_size, dtype), integer(work_size)] + integer_work)
     return [logical(a), values, info]
 

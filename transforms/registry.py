@@ -17,6 +17,7 @@ PASSES = {
     "xhlo-dce": "dead_code_elimination:DeadCodeEliminationPass",
     "xhlo-call-inliner": "call_inliner:CallInlinerPass",
     "xhlo-tuple-simplifier": "tuple_simplifier:TupleSimplifierPass",
+    "xhlo-computation-cse": "computation_cse:ComputationCsePass",
     "xhlo-while-loop-simplifier": "while_loop_simplifier:WhileLoopSimplifierPass",
     "xhlo-verify": "verifier:VerifierPass",
     "xhlo-priority-fusion": "priority_fusion:PriorityFusionPass",

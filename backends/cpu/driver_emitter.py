@@ -20,10 +20,11 @@ What the driver does for each thunk inside:
 - `copy`: memmove; `parallel_copy`: memmoves in an order where no copy overwrites what a
   later one reads, the copies caught in a cycle through stack buffers, `STACK_BYTES` at
   most per driver (a cycle past that is called back);
-- `host` calls of jax's cpu LAPACK routines getrf, potrf and trsm (`lapack_ffi`) on at most
-  `UNROLLED_GEMMS` matrices of f32 or f64 in column-major buffers: the operand overwritten
-  is copied to its result buffer (memmove), then scipy's routine, imported by address, is
-  called on each matrix as `runtime/lapack_ffi.py` calls it, its scalar arguments on the
+- `host` calls of jax's cpu LAPACK routines getrf, potrf, trsm and syevd (`lapack_ffi`) on at
+  most `UNROLLED_GEMMS` matrices of f32 or f64 in column-major buffers: the operand
+  overwritten is copied to its result buffer (memmove), then scipy's routine, imported by
+  address, is called on each matrix as `runtime/lapack_ffi.py` calls it, its scalar
+  arguments and syevd's fixed workspaces (`WORKSPACE_BYTES` at most per driver) on the
   driver's stack (a small solve in a loop, a Kalman filter's, called back three times an
   iteration, took 120 us a call);
 - `while` and `conditional` inside: native loops and switches, the predicate or index read
@@ -47,6 +48,7 @@ import numpy as np
 
 from mlirxla.runtime import native_drivers
 from mlirxla.runtime.lapack_batches import lapack_int
+from mlirxla.runtime.lapack_ffi import syevd_workspaces
 from mlirxla.runtime.native_drivers import NativeDriver
 from mlirxla.runtime.thunks import (BufferSlice, ConditionalThunk, CopyThunk, GemmThunk, HostThunk, KernelThunk,
                                     ParallelCopyThunk, SlicedKernelThunk, WhileThunk, every_thunk)
@@ -60,7 +62,8 @@ BLAS = {"f32": ("cblas_sgemm", "float"), "f64": ("cblas_dgemm", "double")}
 POOLED_BLAS = {"f32": "mlirxla_gemm_f32", "f64": "mlirxla_gemm_f64"}  # the runtime's GEMMs in parts
 POOLED_BATCHES = {"f32": "mlirxla_gemm_batch_f32", "f64": "mlirxla_gemm_batch_f64"}  # and their batches
 ROW_MAJOR, NO_TRANSPOSE, TRANSPOSE = 101, 111, 112
-NATIVE_LAPACK = ("getrf", "potrf", "trsm")  # jax's cpu LAPACK calls a driver makes itself
+NATIVE_LAPACK = ("getrf", "potrf", "trsm", "syevd")  # jax's cpu LAPACK calls a driver makes itself
+WORKSPACE_BYTES = 512 << 10  # the LAPACK workspaces a driver keeps on its stack at most
 LAPACK_TYPES = {"float32": ("s", "float", 4), "float64": ("d", "double", 8)}  # letter, LLVM type, bytes
 
 
@@ -112,6 +115,14 @@ def lapack_problem(thunk: HostThunk) -> str | None:
     return None
 
 
+def workspace_bytes(thunk: HostThunk) -> int:
+    """What a LAPACK host call the driver makes takes of its stack for workspaces."""
+    if thunk.call != "lapack_ffi" or thunk.attributes["routine"] != "syevd":
+        return 0
+    work, integer_work = syevd_workspaces(thunk.operands[0][1][-1])
+    return work * LAPACK_TYPES[thunk.operands[0][2]][2] + integer_work * 4
+
+
 def column_major_order(rank: int) -> list[int]:
     """The major-to-minor order of a batch of column-major matrices."""
     return list(range(rank - 2)) + [rank - 1, rank - 2]
@@ -159,6 +170,7 @@ class DriverWriter:
         self.python_reasons: list[str] = []
         self.counts = _Counts()
         self.stack_bytes = 0  # what the parallel copies' cycles keep on the stack
+        self.workspace_bytes = 0  # what LAPACK's workspaces take of the stack
         self.constants: dict[tuple[str, str], str] = {}  # scalars passed by reference, on the stack
 
     def fresh(self, stem: str) -> str:
@@ -213,6 +225,8 @@ class DriverWriter:
         reason = None if isinstance(thunk, SlicedKernelThunk) and self.pool_threads else python_reason(thunk)
         if isinstance(thunk, ParallelCopyThunk) and self.stack_bytes + cycle_bytes(thunk) > STACK_BYTES:
             reason = f"{thunk.name} (copy cycles over the driver's {STACK_BYTES} bytes of stack)"
+        if isinstance(thunk, HostThunk) and reason is None and self.workspace_bytes + workspace_bytes(thunk) > WORKSPACE_BYTES:
+            reason = f"{thunk.name} (LAPACK workspaces over the driver's {WORKSPACE_BYTES} bytes of stack)"
         if reason is not None:
             self.emit_call_back(thunk, reason)
         elif isinstance(thunk, WhileThunk):
@@ -304,8 +318,10 @@ class DriverWriter:
         """scipy's routine on each matrix of the batch, as `lapack_ffi` calls it: getrf (m, n,
         a, lda, pivots, info) and potrf (uplo, n, a, lda, info) factor the operand copied to
         their first result, trsm (side, uplo, trans, diag, m, n, alpha = 1, a, lda, b, ldb)
-        solves in the right-hand sides copied to its result. An argument is a constant on the
-        stack, or (slice, bytes from one matrix's to the next)."""
+        solves in the right-hand sides copied to its result, syevd (jobz = V, uplo, n, a, lda, w,
+        work, lwork, iwork, liwork, info) decomposes the operand copied to its first result in
+        jaxlib's fixed workspaces. An argument is a pointer on the stack (a constant, a
+        workspace), or (slice, bytes from one matrix's to the next)."""
         routine, config = thunk.attributes["routine"], thunk.attributes["config"]
         overwritten, _, dtype = thunk.operands[-1]
         letter, scalar, width = LAPACK_TYPES[dtype]
@@ -318,6 +334,12 @@ class DriverWriter:
                          (result[1], min(m, n) * 4), (result[2], 4)]
         elif routine == "potrf":
             arguments = [character("uplo"), integer(n), (result[0], n * n * width), integer(max(n, 1)), (result[1], 4)]
+        elif routine == "syevd":
+            work, integer_work = syevd_workspaces(n)
+            arguments = [self.constant("i8", ord("V")), character("uplo"), integer(n), (result[0], n * n * width),
+                         integer(max(n, 1)), (result[1], n * width), self.stack_buffer(work * width), integer(work),
+                         self.stack_buffer(integer_work * 4), integer(integer_work), (result[2], 4)]
+            self.workspace_bytes += workspace_bytes(thunk)
         else:
             order = thunk.operands[0][1][-1]
             arguments = [character("side"), character("uplo"), character("trans_x"), character("diag"), integer(m), integer(n),
@@ -339,6 +361,12 @@ class DriverWriter:
             self.constants[key] = at
         return self.constants[key]
 
+    def stack_buffer(self, size: int) -> str:
+        """A pointer to `size` bytes of the driver's stack, for the whole run."""
+        at = "%" + self.fresh("stack")
+        self.entry.append(f"  {at} = alloca [{size} x i8], align 64")
+        return at
+
     def emit_copy(self, source: BufferSlice, destination: BufferSlice) -> None:
         if source.size:
             to, of = self.address(destination), self.address(source)
@@ -358,9 +386,8 @@ class DriverWriter:
         """Copy the sources of `copies` to a stack buffer; where each one is kept."""
         if not copies:
             return []
-        stack = "%" + self.fresh("saved")
         self.stack_bytes += sum(c.source.size for c in copies)
-        self.entry.append(f"  {stack} = alloca [{sum(c.source.size for c in copies)} x i8], align 64")
+        stack = self.stack_buffer(sum(c.source.size for c in copies))
         kept, offset = [], 0
         for copy in copies:
             at = "%" + self.fresh("kept")

@@ -573,3 +573,40 @@ def test_lapack_solves_in_a_loop_run_in_the_driver(element, letter, dtype, monke
     for _ in range(3):
         expected = np.linalg.solve(a, expected)
     np.testing.assert_allclose(solved, expected, rtol=1e-4 if dtype == np.float32 else 1e-12)
+
+
+# jnp.linalg.eigh of a batch as jax's cpu lowering writes it, the values and vectors read by
+# two more kernels
+EIGH = """func.func @main(%a: tensor<3x8x8x{t}>) -> (tensor<3x8x8x{t}>, tensor<3x8x{t}>, tensor<3xi32>) {{
+  %e:3 = stablehlo.custom_call @lapack_{letter}syevd_ffi(%a) {{mhlo.backend_config = {{mode = 86 : ui8, uplo = 76 : ui8}},
+      api_version = 4 : i32, operand_layouts = [dense<[1, 2, 0]> : tensor<3xindex>],
+      result_layouts = [dense<[1, 2, 0]> : tensor<3xindex>, dense<[1, 0]> : tensor<2xindex>, dense<0> : tensor<1xindex>]}}
+      : (tensor<3x8x8x{t}>) -> (tensor<3x8x8x{t}>, tensor<3x8x{t}>, tensor<3xi32>)
+  %two = stablehlo.constant dense<2.0> : tensor<3x8x{t}>
+  %w = stablehlo.multiply %e#1, %two : tensor<3x8x{t}>
+  %v = stablehlo.negate %e#0 : tensor<3x8x8x{t}>
+  return %v, %w, %e#2 : tensor<3x8x8x{t}>, tensor<3x8x{t}>, tensor<3xi32>
+}}"""
+
+
+@pytest.mark.parametrize("element, letter, dtype", [("f32", "s", np.float32), ("f64", "d", np.float64)])
+def test_eigh_runs_in_the_driver_in_jaxlibs_workspaces(element, letter, dtype, monkeypatch):
+    """syevd is called by the driver itself, its workspaces on the driver's stack: results the
+    Python path's bit for bit, the eigenvalues numpy's; past the stack budget it is called back,
+    and the thunk sequence says why."""
+    from mlirxla.backends.cpu import driver_emitter
+
+    text = EIGH.format(t=element, letter=letter)
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((3, 8, 8)).astype(dtype)
+    a = a + np.swapaxes(a, -1, -2)
+    executable = Client().compile(text)
+    assert "back into Python" not in executable.thunk_sequence(), executable.thunk_sequence()
+    native = executable.execute_numpy([a])
+    monkeypatch.setattr(driver_emitter, "WORKSPACE_BYTES", 256)
+    called_back = Client().compile(text)
+    assert "LAPACK workspaces over the driver's 256 bytes of stack" in called_back.thunk_sequence()
+    for ours, python in zip(native, called_back.execute_numpy([a])):
+        np.testing.assert_array_equal(ours, python)
+    np.testing.assert_array_equal(native[2], np.zeros(3, np.int32))
+    np.testing.assert_allclose(native[1], 2 * np.linalg.eigvalsh(a), rtol=1e-5, atol=1e-5)
