@@ -16,7 +16,7 @@
     one between transposes when the convolution cost model says its GEMM then pays)
  -> dot canonicalization (a float dot no GEMM takes, its batch dimensions not leading, say,
     becomes one between transposes of its operands: XLA's DotDecomposer)
- -> bf16 dot upcast (a bf16 dot as an f32 dot between converts: the CPU's GEMMs are f32)
+ -> half dot upcast (a bf16 or f16 dot as an f32 dot between converts: the CPU's GEMMs are f32)
  -> top-k rewriting (a sort of (x, iota) read only in its first k positions, which is what
     lax.top_k becomes, as one TopK custom call: the CPU's selection kernel)
  -> custom call layouts (a custom call's column-major operands and results, which jax's
@@ -37,7 +37,6 @@
 from mlirxla.transforms.all_gather_combiner import AllGatherCombinerPass
 from mlirxla.transforms.all_reduce_combiner import AllReduceCombinerPass
 from mlirxla.transforms.batch_slice_fusion import BatchSliceFusionPass
-from mlirxla.transforms.bf16_dot_upcast import Bf16DotUpcastPass
 from mlirxla.transforms.buffer_assignment import BufferAssignmentPass
 from mlirxla.transforms.copy_insertion import CopyInsertionPass
 from mlirxla.transforms.convolution_1d_to_2d import Convolution1dTo2dPass
@@ -46,6 +45,7 @@ from mlirxla.transforms.copy_removal import CopyRemovalPass
 from mlirxla.transforms.custom_call_layouts import CustomCallLayoutsPass
 from mlirxla.transforms.custom_partitioning import CustomPartitioningPass
 from mlirxla.transforms.dot_canonicalizer import DotCanonicalizerPass
+from mlirxla.transforms.half_dot_upcast import HalfDotUpcastPass
 from mlirxla.transforms.layout_assignment import LayoutAssignmentPass
 from mlirxla.transforms.inspect_sharding import InspectShardingPass
 from mlirxla.transforms.integer_dot_as_float import IntegerDotAsFloatPass
@@ -103,7 +103,7 @@ def compiler_pipeline(name: str, alignment: int, fusion_cost_model: str, batch_s
         .add(DotCanonicalizerPass())
     )
     if f32_gemms_only:
-        pipeline.add(Bf16DotUpcastPass()).add(IntegerDotAsFloatPass())
+        pipeline.add(HalfDotUpcastPass()).add(IntegerDotAsFloatPass())
     if top_k_calls:
         pipeline.add(TopKRewriterPass())
     pipeline.add(CustomCallLayoutsPass()).add(LayoutAssignmentPass()).add(CopyRemovalPass())
