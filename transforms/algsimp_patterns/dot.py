@@ -2,9 +2,13 @@
 transposed dots as dots with their operands swapped.
 
 A dot whose contracting dimensions all have size 1 (or that has none) sums one product per
-result element, so it is a multiply of the two operands broadcast to the result shape.
-Only for integers: a float dot adds its product to a zero accumulator, which turns a -0.0
-product into +0.0, where the multiply keeps -0.0.
+result element, so it is a multiply of the two operands broadcast to the result shape
+(XLA's dot strength reduction), which fuses with its producers and consumers where a dot
+is a kernel or a GEMM of its own (a sparse matrix times a dense one, `BCOO @ x`, scales each
+gathered row by a batch dot without contraction: 10 MiB written and read again). A float
+dot adds its product to a +0.0 accumulator, which turns a -0.0 product into +0.0, so for
+floats the multiply is followed by an add of +0.0: the same value for every product, NaNs
+and infinities included. Not for complex numbers.
 
 A transpose that swaps a dot's lhs and rhs free dimensions (batch dimensions kept first) is
 the dot of the operands the other way round, (A B)^T = B^T A^T: the same products summed in
@@ -17,16 +21,17 @@ from mlirxla.dialects.xhlo.builder import create_op
 from mlirxla.dialects.xhlo.types import dot_dimension_numbers, element_of, shape_of
 from mlirxla.mlir import ir
 
-from .common import NO_MATCH, broadcast, int_list, is_integer, produced_by, reshape
+from .common import NO_MATCH, broadcast, int_list, is_float, is_integer, produced_by, reshape, splat_constant
 
 
 def fold_dot_unit_contraction(op: ir.Operation, options):
-    """dot(a, b) with every contracting size 1 -> broadcast(reshape(a)) * broadcast(reshape(b)), integers only."""
+    """dot(a, b) with every contracting size 1 -> broadcast(reshape(a)) * broadcast(reshape(b)),
+    + 0.0 for floats."""
     if not options.enable_dot_strength_reduction:
         return NO_MATCH
     lhs, rhs = op.operands
     element = element_of(op.result.type)
-    if not is_integer(element) or str(element_of(lhs.type)) != str(element) or str(element_of(rhs.type)) != str(element):
+    if not (is_integer(element) or is_float(element)) or str(element_of(lhs.type)) != str(element) or str(element_of(rhs.type)) != str(element):
         return NO_MATCH
     numbers = dot_dimension_numbers(op)
     lhs_shape, rhs_shape = shape_of(lhs.type), shape_of(rhs.type)
@@ -54,7 +59,11 @@ def fold_dot_unit_contraction(op: ir.Operation, options):
     b = reshape(rhs, [rhs_shape[d] for d in rhs_kept], location)
     a = broadcast(a, [lhs_position(d) for d in lhs_kept], op.result.type, location)
     b = broadcast(b, [rhs_position(d) for d in rhs_kept], op.result.type, location)
-    return create_op("xhlo.multiply", [a, b], [op.result.type], {}, location).results[0]
+    product = create_op("xhlo.multiply", [a, b], [op.result.type], {}, location).results[0]
+    if is_integer(element):
+        return product
+    zero = splat_constant(ir.FloatAttr.get(element, 0.0), op.result.type, location)
+    return create_op("xhlo.add", [product, zero], [op.result.type], {}, location).results[0]
 
 
 def fold_transpose_of_dot(op: ir.Operation, options):

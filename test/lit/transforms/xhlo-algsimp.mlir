@@ -1034,12 +1034,41 @@ func.func @fold_int_batch_dot_unit_contraction(%a: tensor<2x3x1xi32>, %b: tensor
 
 // -----
 
-/// A float dot contracting size 1 stays: its sum starts at +0.0, so a -0.0 product becomes +0.0.
-// CHECK-LABEL: func.func @no_fold_float_dot_unit_contraction
-// CHECK: "xhlo.dot"(%arg0, %arg1)
-func.func @no_fold_float_dot_unit_contraction(%a: tensor<3x1xf32>, %b: tensor<1x4xf32>) -> tensor<3x4xf32> {
+/// A float dot contracting size 1 is a multiply of broadcasts plus +0.0: its sum starts at
+/// +0.0, so a -0.0 product becomes +0.0.
+// CHECK-LABEL: func.func @fold_float_dot_unit_contraction
+// CHECK-NOT: "xhlo.dot"
+// CHECK: %[[M:.*]] = "xhlo.multiply"
+// CHECK: %[[Z:.*]] = "xhlo.constant"() {value = dense<0.000000e+00> : tensor<3x4xf32>}
+// CHECK: %[[S:.*]] = "xhlo.add"(%[[M]], %[[Z]])
+// CHECK: return %[[S]]
+func.func @fold_float_dot_unit_contraction(%a: tensor<3x1xf32>, %b: tensor<1x4xf32>) -> tensor<3x4xf32> {
   %0 = "xhlo.dot"(%a, %b) {dot_dimension_numbers = {lhs_contracting_dimensions = array<i64: 1>, rhs_contracting_dimensions = array<i64: 0>}} : (tensor<3x1xf32>, tensor<1x4xf32>) -> tensor<3x4xf32>
   return %0 : tensor<3x4xf32>
+}
+
+// -----
+
+/// A batch dot without contraction (BCOO @ x scales gathered rows by the values) is a
+/// multiply of broadcasts plus +0.0.
+// CHECK-LABEL: func.func @fold_float_batch_dot_without_contraction
+// CHECK-NOT: "xhlo.dot"
+// CHECK: "xhlo.broadcast"(%arg0) {dimensions = array<i64: 0>} : (tensor<5xf32>) -> tensor<5x8xf32>
+// CHECK: "xhlo.multiply"
+// CHECK: "xhlo.add"
+func.func @fold_float_batch_dot_without_contraction(%a: tensor<5xf32>, %b: tensor<5x8xf32>) -> tensor<5x8xf32> {
+  %0 = "xhlo.dot"(%a, %b) {dot_dimension_numbers = {lhs_batching_dimensions = array<i64: 0>, rhs_batching_dimensions = array<i64: 0>}} : (tensor<5xf32>, tensor<5x8xf32>) -> tensor<5x8xf32>
+  return %0 : tensor<5x8xf32>
+}
+
+// -----
+
+/// A complex dot contracting size 1 stays.
+// CHECK-LABEL: func.func @no_fold_complex_dot_unit_contraction
+// CHECK: "xhlo.dot"(%arg0, %arg1)
+func.func @no_fold_complex_dot_unit_contraction(%a: tensor<3x1xcomplex<f32>>, %b: tensor<1x4xcomplex<f32>>) -> tensor<3x4xcomplex<f32>> {
+  %0 = "xhlo.dot"(%a, %b) {dot_dimension_numbers = {lhs_contracting_dimensions = array<i64: 1>, rhs_contracting_dimensions = array<i64: 0>}} : (tensor<3x1xcomplex<f32>>, tensor<1x4xcomplex<f32>>) -> tensor<3x4xcomplex<f32>>
+  return %0 : tensor<3x4xcomplex<f32>>
 }
 
 // -----
