@@ -613,3 +613,58 @@ def test_a_boolean_computation_of_adds_and_maxima_keeps_its_loops(tmp_path):
     assert "cumulative" not in next(tmp_path.glob("*thunk-sequence.txt")).read_text()
     x = values((3, 10), np.bool_, 14)
     np.testing.assert_array_equal(executable.execute_numpy([x])[0], np.logical_or.accumulate(x, 1))
+
+
+def padded_window_text(shape, element: str, combiner: str, init: str, window, strides, padding) -> str:
+    tensor = f"tensor<{'x'.join(map(str, shape))}x{element}>"
+    out = [(size + low + high - extent) // stride + 1 for size, extent, stride, (low, high) in zip(shape, window, strides, padding)]
+    result = f"tensor<{'x'.join(map(str, out))}x{element}>"
+    pads = ", ".join(f"[{low}, {high}]" for low, high in padding)
+    return f"""func.func @main(%x: {tensor}) -> {result} {{
+  %init = stablehlo.constant dense<{init}> : tensor<{element}>
+  %0 = "stablehlo.reduce_window"(%x, %init) <{{window_dimensions = array<i64: {", ".join(map(str, window))}>,
+      window_strides = array<i64: {", ".join(map(str, strides))}>, padding = dense<[{pads}]> : tensor<{len(shape)}x2xi64>}}> ({{
+  ^bb0(%a: tensor<{element}>, %b: tensor<{element}>):
+    %r = stablehlo.{combiner} %a, %b : tensor<{element}>
+    stablehlo.return %r : tensor<{element}>
+  }}) : ({tensor}, tensor<{element}>) -> {result}
+  return %0 : {result}
+}}"""
+
+
+PADDED_WINDOWS = {
+    # jax's max_pool and avg_pool, "SAME": NHWC, 3 x 3 at stride 2, one row and column of padding
+    "max pool SAME": (((2, 9, 11, 4), "f32", "maximum", "0xFF800000", (1, 3, 3, 1), (1, 2, 2, 1), ((0, 0), (0, 1), (1, 1), (0, 0))), np.float32),
+    "sum pool SAME, stride 1": (((2, 7, 6, 3), "f32", "add", "0.0", (1, 3, 3, 1), (1, 1, 1, 1), ((0, 0), (1, 1), (1, 1), (0, 0))), np.float32),
+    # the spec pads with the init value: an add's init of 2 counts once per padded position
+    "sum with init 2, NCHW": (((2, 3, 8, 7), "f32", "add", "2.0", (1, 1, 2, 3), (1, 1, 2, 1), ((0, 0), (0, 0), (1, 0), (2, 1))), np.float32),
+    "min of i32, window over the batch": (((4, 6, 5), "i32", "minimum", "2147483647", (2, 3, 1), (1, 2, 1), ((1, 0), (1, 1), (0, 0))), np.int32),
+    "product of f64": (((3, 5, 5), "f64", "multiply", "1.0", (1, 2, 2), (1, 1, 1), ((0, 0), (0, 1), (1, 0))), np.float64),
+}
+
+
+@pytest.mark.parametrize("name", list(PADDED_WINDOWS))
+def test_a_padded_reduce_window_is_a_loop_kernel_matching_the_reference(context, name, tmp_path):
+    """A padded window reads its padding as the init value inside the kernel: no padded copy
+    of the operand in scratch, the reference interpreter's results."""
+    arguments, dtype = PADDED_WINDOWS[name]
+    text = padded_window_text(*arguments)
+    executable = Client().compile(text, CompileOptions(dump_to=str(tmp_path)))
+    sequence = next(tmp_path.glob("*thunk-sequence.txt")).read_text()
+    assert "padded reduce_window as a loop kernel" in sequence and "scratch" not in sequence, sequence
+    x = values(arguments[0], dtype, 10)
+    expected = reference_outputs(frontdoor.import_text(text, "test", context).module, [x])[0]
+    np.testing.assert_allclose(executable.execute_numpy([x])[0], expected, rtol=1e-6)
+
+
+def test_padded_windows_in_blocks_of_the_leading_dimension_match_the_reference(context, monkeypatch):
+    """Windows that do not span the leading dimension run in blocks of it over the threads when
+    that pays (here made to)."""
+    monkeypatch.setattr(loop_kernels, "reduce_window_slices", lambda op: 2)
+    arguments, dtype = PADDED_WINDOWS["max pool SAME"]
+    text = padded_window_text(*arguments)
+    executable = Client().compile(text)
+    assert "sliced kernel x2 reduce_window" in executable.thunk_sequence(), executable.thunk_sequence()
+    x = values(arguments[0], dtype, 11)
+    expected = reference_outputs(frontdoor.import_text(text, "test", context).module, [x])[0]
+    np.testing.assert_array_equal(executable.execute_numpy([x])[0], expected)

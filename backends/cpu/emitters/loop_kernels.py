@@ -1,6 +1,7 @@
 """Generated loop kernels for the ops that were host calls: a scatter XLA:CPU would emit a
 loop for (`scatter_kernel.py`), a select_and_scatter (`select_and_scatter_kernel.py`; it ran
-on the interpreter), a reduce_window that is a cumulative reduction (`scan_kernel.py`), and
+on the interpreter), a reduce_window that is a cumulative reduction (`scan_kernel.py`) or
+is padded (`reduce_window_kernel.py`; the linalg lowering padded a copy of the operand), and
 a sort that is a top-k or a `TopK` custom call
 (`top_k_kernel.py`). What they cannot take stays a host call (`host_calls.py`); the decisions
 say which path each took."""
@@ -13,6 +14,8 @@ from mlirxla.runtime.thunks import KernelThunk, SlicedKernelThunk
 from mlirxla.transforms.batch_slice_fusion import leading_size
 from mlirxla.transforms.scheduling import type_bytes
 
+from ..reduce_window_kernel import kernel_reason as reduce_window_reason
+from ..reduce_window_kernel import reduce_window_module_text, window_of
 from ..scan_kernel import scan_module_text, scan_of
 from ..scatter_kernel import kernel_reason, scatter_module_text
 from ..select_and_scatter_kernel import Window, batch_apart, select_and_scatter_module_text
@@ -73,13 +76,41 @@ def select_and_scatter_slices(op: ir.Operation, window: Window) -> int | None:
 
 
 def emit_reduce_window(emitter, op: ir.Operation) -> list:
-    """A cumulative reduction (a cumsum) as the blocked scan kernel; any other window, loops."""
-    scan = scan_of(op)
-    if scan is None:
+    """A cumulative reduction (a cumsum) as the blocked scan kernel; a padded window as the
+    window kernel, in blocks of the leading dimension over the threads when that pays; any
+    other, the linalg lowering."""
+    scan, name = scan_of(op), emitter.name_of(op)
+    if scan is not None:
+        emitter.decisions.append(f"{name}: reduce_window is a cumulative {scan.combiner} along dimension {scan.axis}"
+                                 f"{' from its end' if scan.reverse else ''}: a scan kernel, blocks then their carries")
+        return [loop_kernel(emitter, op, lambda symbol: scan_module_text(symbol, op, scan))]
+    if reduce_window_reason(op) is not None:
         return emit_kernel(emitter, op)
-    emitter.decisions.append(f"{emitter.name_of(op)}: reduce_window is a cumulative {scan.combiner} along dimension {scan.axis}"
-                             f"{' from its end' if scan.reverse else ''}: a scan kernel, blocks then their carries")
-    return [loop_kernel(emitter, op, lambda symbol: scan_module_text(symbol, op, scan))]
+    slices = reduce_window_slices(op) if emitter.slice_rows else None
+    if slices is None:
+        emitter.decisions.append(f"{name}: padded reduce_window as a loop kernel, padding read as the init value")
+        return [loop_kernel(emitter, op, lambda symbol: reduce_window_module_text(symbol, op))]
+    leading = leading_size(op.results[0]) // slices
+    emitter.decisions.append(f"{name}: padded reduce_window as a loop kernel, padding read as the init value, "
+                             f"parallel blocks, {slices} slices of {leading} of its leading dimension")
+    symbol = emitter.symbol(name)
+    emitter.kernels.append(KernelSpec(symbol, op, source=reduce_window_module_text(symbol, op, leading)))
+    values = [op.operands[0], op.operands[1], op.results[0]]
+    strides = tuple(0 if index == 1 else type_bytes(value.type) // slices for index, value in enumerate(values))
+    return [SlicedKernelThunk(name, symbol, tuple(emitter.slice_of(value) for value in values), 1, slices=slices, strides=strides)]
+
+
+def reduce_window_slices(op: ir.Operation) -> int | None:
+    """How many blocks of the leading dimension a padded reduce_window runs in over the
+    threads, when no window spans it and `thread_split` says it pays (a window position costs
+    a load, a select and the reducer); None to run whole."""
+    window, threads = window_of(op), cpu_threads()
+    if threads < 2 or not batch_apart(window):
+        return None
+    slices = thread_split.slice_count(window.operand_shape[0], threads)
+    moved = type_bytes(op.operands[0].type) + type_bytes(op.results[0].type)
+    work = 3 * math.prod(window.dimensions) * math.prod(window.source_shape)
+    return slices if slices is not None and thread_split.estimate_moving(moved, work, threads).pays else None
 
 
 def emit_sort(emitter, op: ir.Operation) -> list:
