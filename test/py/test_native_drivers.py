@@ -610,3 +610,37 @@ def test_eigh_runs_in_the_driver_in_jaxlibs_workspaces(element, letter, dtype, m
         np.testing.assert_array_equal(ours, python)
     np.testing.assert_array_equal(native[2], np.zeros(3, np.int32))
     np.testing.assert_allclose(native[1], 2 * np.linalg.eigvalsh(a), rtol=1e-5, atol=1e-5)
+
+
+# a batch of 40 LU factorizations: more matrices than the driver unrolls
+BATCHED_LU = """func.func @main(%a: tensor<40x4x4xf64>) -> (tensor<40x4x4xf64>, tensor<40x4xi32>, tensor<40xi32>) {
+  %lu:3 = stablehlo.custom_call @lapack_dgetrf_ffi(%a) {mhlo.backend_config = {}, api_version = 4 : i32,
+      operand_layouts = [dense<[1, 2, 0]> : tensor<3xindex>],
+      result_layouts = [dense<[1, 2, 0]> : tensor<3xindex>, dense<[1, 0]> : tensor<2xindex>, dense<0> : tensor<1xindex>]}
+      : (tensor<40x4x4xf64>) -> (tensor<40x4x4xf64>, tensor<40x4xi32>, tensor<40xi32>)
+  %two = stablehlo.constant dense<2.0> : tensor<40x4x4xf64>
+  %doubled = stablehlo.multiply %lu#0, %two : tensor<40x4x4xf64>
+  %one = stablehlo.constant dense<1> : tensor<40x4xi32>
+  %pivots = stablehlo.subtract %lu#1, %one : tensor<40x4xi32>
+  return %doubled, %pivots, %lu#2 : tensor<40x4x4xf64>, tensor<40x4xi32>, tensor<40xi32>
+}"""
+
+
+def test_a_batch_past_the_unrolled_calls_loops_in_the_driver(monkeypatch):
+    """40 matrices, too little work to split over the threads: the driver loops over them,
+    results the Python path's bit for bit, each factor P A = L U."""
+    from mlirxla.backends.cpu import driver_emitter
+
+    a = np.random.default_rng(8).standard_normal((40, 4, 4))
+    executable = Client().compile(BATCHED_LU)
+    assert "back into Python" not in executable.thunk_sequence(), executable.thunk_sequence()
+    native = executable.execute_numpy([a])
+    monkeypatch.setattr(driver_emitter, "NATIVE_LAPACK", ())
+    for ours, python in zip(native, Client().compile(BATCHED_LU).execute_numpy([a])):
+        np.testing.assert_array_equal(ours, python)
+    factors, pivots = native[0] / 2, native[1]
+    for matrix, lu, swaps in zip(a, factors, pivots):
+        permuted = matrix.copy()
+        for row, other in enumerate(swaps):
+            permuted[[row, other]] = permuted[[other, row]]
+        np.testing.assert_allclose((np.tril(lu, -1) + np.eye(4)) @ np.triu(lu), permuted, atol=1e-12)
