@@ -243,16 +243,17 @@ def unpack_eigenvectors(imaginary: np.ndarray, packed: np.ndarray) -> np.ndarray
     """A real geev's eigenvectors as complex ones (jaxlib's `UnpackEigenvectors`), over a
     batch: a complex conjugate pair's two columns hold the real and imaginary parts of the
     first; column j starts a pair where its eigenvalue has a nonzero (not NaN) imaginary part
-    and column j - 1 did not start one."""
-    unpacked = packed.astype(np.result_type(packed.dtype, np.complex64))
-    started = np.zeros(imaginary.shape[:-1], bool)
+    and column j - 1 did not start one. Only which columns start a pair is found column by
+    column; the columns are unpacked at once."""
+    complex_eigenvalue = (imaginary != 0) & ~np.isnan(imaginary)
+    starts = np.zeros(imaginary.shape, bool)
     for j in range(imaginary.shape[-1] - 1):
-        starts = ~started & (imaginary[..., j] != 0) & ~np.isnan(imaginary[..., j])
-        real_part, imaginary_part = packed[..., :, j], packed[..., :, j + 1]
-        pair = starts[..., None]
-        unpacked[..., :, j] = np.where(pair, real_part + 1j * imaginary_part, unpacked[..., :, j])
-        unpacked[..., :, j + 1] = np.where(pair, real_part - 1j * imaginary_part, unpacked[..., :, j + 1])
-        started = starts
+        starts[..., j] = complex_eigenvalue[..., j] & ~(starts[..., j - 1] if j else False)
+    unpacked = packed.astype(np.result_type(packed.dtype, np.complex64))
+    pair = starts[..., None, :-1]
+    real_part, imaginary_part = packed[..., :, :-1], packed[..., :, 1:]
+    unpacked[..., :, :-1] = np.where(pair, real_part + 1j * imaginary_part, unpacked[..., :, :-1])
+    unpacked[..., :, 1:] = np.where(pair, real_part - 1j * imaginary_part, unpacked[..., :, 1:])
     return unpacked
 
 
@@ -284,9 +285,10 @@ def geev(operands, config, results):
          + [PerMatrix(vectors[0]), leading(n), PerMatrix(vectors[1]), leading(n), workspace(size, dtype), integer(size)]
          + real_work + [PerMatrix(info)])
     vectors = [logical(v) for v in vectors]
-    if not complex_type:
-        succeeded = (info == 0)[:, None, None]
-        vectors = [np.where(succeeded, unpack_eigenvectors(values[1], v), 0) for v in vectors]
+    if not complex_type:  # vectors not computed stay zeros (complex ones)
+        succeeded, complex_dtype = (info == 0)[:, None, None], np.result_type(dtype, np.complex64)
+        vectors = [np.where(succeeded, unpack_eigenvectors(values[1], v), 0) if config[side] == "V" else v.astype(complex_dtype)
+                   for v, side in zip(vectors, ("compute_left", "compute_right"))]
     outputs = [np.zeros(batch + value.shape[1:], value.dtype) for value in values + vectors]
     for output, value in zip(outputs, values + vectors):
         output[finite] = value

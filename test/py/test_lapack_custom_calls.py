@@ -60,6 +60,7 @@ CASES = {
     "eig": (jnp.linalg.eig, lambda rng, t: [matrix(rng, (2, 4, 4), t)], "geev", TWO_TYPES),
     "eig_left": (lambda a: linalg.eig(a, compute_left_eigenvectors=True), lambda rng, t: [matrix(rng, (4, 4), t)], "geev",
                  TWO_TYPES),
+    "eigvals": (jnp.linalg.eigvals, lambda rng, t: [matrix(rng, (3, 5, 5), t)], "geev", TWO_TYPES),
     "schur": (linalg.schur, lambda rng, t: [matrix(rng, (2, 4, 4), t)], "gees", TWO_TYPES),
     "hessenberg": (linalg.hessenberg, lambda rng, t: [matrix(rng, (2, 4, 4), t)], "gehrd", TWO_TYPES),
     "tridiagonal": (lambda a: linalg.tridiagonal(a, lower=False), lambda rng, t: [matrix(rng, (2, 4, 4), t)], "trd",
