@@ -16,7 +16,7 @@
     one between transposes when the convolution cost model says its GEMM then pays)
  -> dot canonicalization (a float dot no GEMM takes, its batch dimensions not leading, say,
     becomes one between transposes of its operands: XLA's DotDecomposer)
- -> half dot upcast (a bf16 or f16 dot as an f32 dot between converts: the CPU's GEMMs are f32)
+ -> narrow dot upcast (a bf16, f16 or f8 dot as an f32 dot between converts: the CPU's GEMMs are f32)
  -> top-k rewriting (a sort of (x, iota) read only in its first k positions, which is what
     lax.top_k becomes, as one TopK custom call: the CPU's selection kernel)
  -> custom call layouts (a custom call's column-major operands and results, which jax's
@@ -45,7 +45,7 @@ from mlirxla.transforms.copy_removal import CopyRemovalPass
 from mlirxla.transforms.custom_call_layouts import CustomCallLayoutsPass
 from mlirxla.transforms.custom_partitioning import CustomPartitioningPass
 from mlirxla.transforms.dot_canonicalizer import DotCanonicalizerPass
-from mlirxla.transforms.half_dot_upcast import HalfDotUpcastPass
+from mlirxla.transforms.narrow_dot_upcast import NarrowDotUpcastPass
 from mlirxla.transforms.layout_assignment import LayoutAssignmentPass
 from mlirxla.transforms.inspect_sharding import InspectShardingPass
 from mlirxla.transforms.integer_dot_as_float import IntegerDotAsFloatPass
@@ -103,7 +103,7 @@ def compiler_pipeline(name: str, alignment: int, fusion_cost_model: str, batch_s
         .add(DotCanonicalizerPass())
     )
     if f32_gemms_only:
-        pipeline.add(HalfDotUpcastPass()).add(IntegerDotAsFloatPass())
+        pipeline.add(NarrowDotUpcastPass()).add(IntegerDotAsFloatPass())
     if top_k_calls:
         pipeline.add(TopKRewriterPass())
     pipeline.add(CustomCallLayoutsPass()).add(LayoutAssignmentPass()).add(CopyRemovalPass())

@@ -13,7 +13,7 @@ integer holds keeps the integer dot: XLA's integer sums wrap, a float's conversi
 saturates. So does a result narrower than 32 bits (`jnp.dot` of int8 into int8): its
 generated loops multiply 8- or 16-bit lanes, and ran faster than the GEMM and its converts.
 
-Only the cpu pipeline runs it, beside the half-precision upcast. Every rewritten dot is listed in
+Only the cpu pipeline runs it, beside the narrow float upcast. Every rewritten dot is listed in
 `integer-dot-as-float.txt`. Changed: any dot rewritten.
 """
 
@@ -26,7 +26,7 @@ from mlirxla.dialects.xhlo.types import shape_of
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir
 
-from .half_dot_upcast import converted
+from .narrow_dot_upcast import converted
 from .dot_canonicalizer import DotNumbers
 from .pass_base import ModulePass, PassResult, TextReport
 from .priority_fusion import describe

@@ -39,7 +39,7 @@ PASSES = {
     "xhlo-reshape-sinking": "reshape_sinking:ReshapeSinkingPass",
     "xhlo-dot-canonicalizer": "dot_canonicalizer:DotCanonicalizerPass",
     "xhlo-custom-call-layouts": "custom_call_layouts:CustomCallLayoutsPass",
-    "xhlo-half-dot-upcast": "half_dot_upcast:HalfDotUpcastPass",
+    "xhlo-narrow-dot-upcast": "narrow_dot_upcast:NarrowDotUpcastPass",
     "xhlo-integer-dot-as-float": "integer_dot_as_float:IntegerDotAsFloatPass",
     "xhlo-transposed-convolution-phases": "transposed_convolution_phases:TransposedConvolutionPhasesPass",
     "xhlo-top-k-rewriter": "top_k_rewriter:TopKRewriterPass",

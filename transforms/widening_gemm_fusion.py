@@ -1,7 +1,7 @@
 """xhlo-widening-gemm-fusion: a GEMM takes in the convert that widens its bf16 operand to f32.
 
 A bf16 dot reaches a backend whose GEMMs are f32 only as an f32 dot of converted operands
-(`half_dot_upcast.py`). An activation's convert joins the fusion that produces it; a weight's
+(`narrow_dot_upcast.py`). An activation's convert joins the fusion that produces it; a weight's
 stays a kernel of its own, which reads the bf16 matrix and writes it twice as wide for the
 GEMM to read back: a pass over memory at the machine's bandwidth, single-threaded
 (transformer_bf16: four such converts, 1.6 ms of a 14.5 ms step). Eigen's contraction,
@@ -33,7 +33,7 @@ from mlirxla.ir_queries import defining_op
 from mlirxla.mlir import ir
 from mlirxla.runtime.threads import cpu_threads
 
-from .half_dot_upcast import element_of
+from .narrow_dot_upcast import element_of
 from .dot_canonicalizer import gemm_shape
 from .erasure import live_ops
 from .fusion_legality import element_count, fused_ops, fusion_kind, kind_of, users_in_block

@@ -14,10 +14,10 @@ real arithmetic on the parts; bf16 and f16 max and min reductions accumulate in 
 (`narrow_reductions.py`: exact, and what the vectorizer widens), and f32 ones become the
 signed and unsigned max and min of the elements' bits, decoded per row
 (`integer_order_reductions.py`: XLA's NaN and signed zeros exactly, half the
-instructions of a NaN-propagating float max); bf16 and f16 math and
+instructions of a NaN-propagating float max); bf16, f16 and 8-bit float math and
 arithmetic run in f32 (the conversions
 expanded to integer ops, so no compiler-runtime helper is needed; f32 -> bf16 keeps a NaN's
-sign, `bf16_truncation.py`), and a bf16 value read
+sign, `bf16_truncation.py`; LLVM has no 8-bit floats, `float8_conversions.py`), and a bf16 value read
 again inside the kernel is not rounded (`excess_precision.py`); f32 exp, tanh, log and
 pow (those of bf16 and f16 too, by then in f32) become arithmetic the LLVM vectorizer widens
 (`math_approximations.py`), other math stays libm
@@ -50,7 +50,7 @@ from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir, linalg, llvm, stablehlo
 
-from . import bf16_truncation, byte_booleans, concatenation, convolution_library, dot_algorithms, excess_precision, fused_multiply_adds, generated_broadcasts, integer_order_reductions, kernel_scratch, llvm_text, loop_order, masked_loop_splitting, materialization, math_approximations, narrow_induction, narrow_reductions, native_bf16_rounding, overwritten_operands, partial_sums, row_fusion, short_loop_unrolling, splat_constants, tiling, vector_math
+from . import bf16_truncation, byte_booleans, float8_conversions, concatenation, convolution_library, dot_algorithms, excess_precision, fused_multiply_adds, generated_broadcasts, integer_order_reductions, kernel_scratch, llvm_text, loop_order, masked_loop_splitting, materialization, math_approximations, narrow_induction, narrow_reductions, native_bf16_rounding, overwritten_operands, partial_sums, row_fusion, short_loop_unrolling, splat_constants, tiling, vector_math
 
 TO_LINALG = [
     "func.func(stablehlo-legalize-to-linalg)",
@@ -75,7 +75,7 @@ TO_LOOPS_IN_F32 = [
     "func.func(convert-linalg-to-loops)",
     "func.func(convert-complex-to-standard)",
     "func.func(math-extend-to-supported-types{target-type=f32})",
-    "func.func(arith-emulate-unsupported-floats{source-types=bf16,f16 target-type=f32})",
+    "func.func(arith-emulate-unsupported-floats{source-types=bf16,f16,f8E4M3FN,f8E5M2 target-type=f32})",
 ]
 TO_LLVM = [
     "func.func(arith-expand{include-bf16=true})",
@@ -209,6 +209,7 @@ def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None, allow
                     math_approximations.approximate(module)
                     native_bf16_rounding.round_bf16_natively(module)
             bf16_truncation.expand_bf16_truncations(module)
+            float8_conversions.expand_float8_conversions(module)
             to_llvm = VECTORS_TO_LLVM if tiling.has_vectors(module) else TO_LLVM
             run_passes(module, to_llvm)
             with ir.Location.unknown():

@@ -106,7 +106,7 @@ def test_a_convert_stays_a_kernel_where_panels_do_not_pay(monkeypatch, context, 
 
 
 def test_a_bf16_layer_widens_its_weight_and_not_its_activations(monkeypatch):
-    """A bf16 dot is an f32 dot of two converts (`half_dot_upcast.py`): the weight's, the
+    """A bf16 dot is an f32 dot of two converts (`narrow_dot_upcast.py`): the weight's, the
     larger, joins the GEMM; the activations' stays a kernel, as does the rounding of the
     result. The output is the one of the pass disabled, bit for bit."""
     monkeypatch.setenv("MLIRXLA_CPU_THREADS", "2")

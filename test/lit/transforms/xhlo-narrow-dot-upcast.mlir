@@ -1,4 +1,4 @@
-// RUN: mlirxla-opt %s -p xhlo-half-dot-upcast --split-input-file | FileCheck %s
+// RUN: mlirxla-opt %s -p xhlo-narrow-dot-upcast --split-input-file | FileCheck %s
 
 /// A bf16 dot: both operands widened once (two dots read them), an f32 dot, the bf16 result
 /// rounded back; the dot asking for an f32 result is not rounded.

@@ -1,13 +1,14 @@
-"""xhlo-half-dot-upcast: a dot or convolution of half-precision floats (bf16, f16) becomes an
-f32 one between converts (XLA:CPU's FloatNormalization of the dots and convolutions its
-libraries run in f32).
+"""xhlo-narrow-dot-upcast: a dot or convolution of floats narrower than f32 (bf16, f16, the
+8-bit floats) becomes an f32 one between converts (XLA:CPU's FloatNormalization of the dots
+and convolutions its libraries run in f32).
 
 The CPU backend's GEMMs are f32 (OpenBLAS has no bf16 or f16 GEMM), and XLA:CPU computes a
 bf16 or f16 dot as an f32 one: operands widened, products accumulated in f32, the result
 rounded once; so it computes their convolutions. An f16 dot left as it was became a loop
 kernel accumulating in f16: 15x XLA:CPU's time for 512 x 512 x 512, and 30x its error
 against an exact product (a largest error of 0.88 against 0.031); a 3 x 3 convolution of
-8 x 32 x 32 x 64 in bf16 was 5x XLA's time, its largest error 8.2 against XLA's 0.25. Done
+8 x 32 x 32 x 64 in bf16 was 5x XLA's time, its largest error 8.2 against XLA's 0.25; an f8
+dot had no native kernel and ran on the reference interpreter (27 s for 256 x 256). Done
 at run time around the GEMM call, the widening and the rounding went through numpy's
 ml_dtypes conversions, several times the GEMM's own time for a 256x1024x1024 layer. Done here,
 before fusion, they are `convert` ops the fusion passes place like any other elementwise
@@ -15,9 +16,9 @@ op: the result's rounding joins the dot's epilogue, an operand's widening joins 
 producing it (the activations) or becomes one vectorized kernel (a weight parameter). It
 runs before layout assignment, which gives the converts their layouts.
 
-A dot or convolution with half-precision operands and an f32 result
+A dot or convolution with narrow operands and an f32 result
 (`preferred_element_type=f32`) only has its operands widened. Only the cpu pipeline runs it
-(cuBLASLt runs bf16 GEMMs natively). Every rewritten op is listed in `half-dot-upcast.txt`
+(cuBLASLt runs bf16 GEMMs natively). Every rewritten op is listed in `narrow-dot-upcast.txt`
 (written when there is one). Changed: any op rewritten.
 """
 
@@ -31,7 +32,8 @@ from mlirxla.mlir import ir
 from .pass_base import ModulePass, PassResult, TextReport
 from .priority_fusion import describe
 
-HALF_PRECISION = ("bf16", "f16")
+NARROW_FLOATS = ("bf16", "f16", "f8E4M3FN", "f8E5M2", "f8E4M3FNUZ", "f8E5M2FNUZ", "f8E4M3B11FNUZ", "f8E4M3", "f8E3M4",
+                 "f8E8M0FNU")
 
 
 def element_of(value: ir.Value) -> str:
@@ -60,7 +62,7 @@ def widened(value: ir.Value, widenings: dict) -> ir.Value:
 
 def upcast(op: ir.Operation, widenings: dict) -> None:
     """Replace the dot or convolution `op` by the same op in f32 on its widened operands,
-    rounded back when its result is half-precision."""
+    rounded back when its result is narrow."""
     result_type = ir.RankedTensorType(op.results[0].type)
     location = op.location
     operands = [widened(v, widenings) for v in op.operands]
@@ -68,24 +70,24 @@ def upcast(op: ir.Operation, widenings: dict) -> None:
         attributes = {name: op.attributes[name] for name in op.attributes}
         wide = create_op(op.name, operands, [ir.RankedTensorType.get(result_type.shape, ir.F32Type.get())], attributes,
                          location).results[0]
-        result = converted(wide, result_type.element_type, location) if str(result_type.element_type) in HALF_PRECISION else wide
+        result = converted(wide, result_type.element_type, location) if str(result_type.element_type) in NARROW_FLOATS else wide
     op.results[0].replace_all_uses_with(result)
     op.erase()
 
 
 def takes(op: ir.Operation) -> bool:
-    """Whether `op` has operands of one half-precision type and a result of that type or f32."""
+    """Whether `op` has operands of one narrow float type and a result of that type or f32."""
     element = element_of(op.operands[0])
-    return (element in HALF_PRECISION and all(element_of(v) == element for v in op.operands)
+    return (element in NARROW_FLOATS and all(element_of(v) == element for v in op.operands)
             and element_of(op.results[0]) in (element, "f32"))
 
 
 @dataclass(frozen=True)
-class HalfDotUpcastPass(ModulePass):
-    """Rewrites bf16 and f16 dots and convolutions as f32 ones between converts."""
+class NarrowDotUpcastPass(ModulePass):
+    """Rewrites bf16, f16 and 8-bit float dots and convolutions as f32 ones between converts."""
 
-    name: ClassVar[str] = "xhlo-half-dot-upcast"
-    summary: ClassVar[str] = "bf16 and f16 dots and convolutions in f32 between converts (the CPU's GEMMs are f32)"
+    name: ClassVar[str] = "xhlo-narrow-dot-upcast"
+    summary: ClassVar[str] = "narrow float dots and convolutions in f32 between converts (the CPU's GEMMs are f32)"
 
     def run(self, module: ir.Module) -> PassResult:
         lines, widenings = [], {}
@@ -93,6 +95,6 @@ class HalfDotUpcastPass(ModulePass):
             if takes(op):
                 result = element_of(op.results[0])
                 lines.append(f"{describe(op)}: f32 {op.name[len('xhlo.'):]}, operands widened" +
-                             (f", result rounded to {result}" if result in HALF_PRECISION else ""))
+                             (f", result rounded to {result}" if result in NARROW_FLOATS else ""))
                 upcast(op, widenings)
-        return PassResult(bool(lines), TextReport({"half-dot-upcast.txt": "\n".join(lines) + "\n"} if lines else {}))
+        return PassResult(bool(lines), TextReport({"narrow-dot-upcast.txt": "\n".join(lines) + "\n"} if lines else {}))

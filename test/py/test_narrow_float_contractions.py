@@ -1,7 +1,8 @@
-"""Dots and convolutions of bf16 or f16 accumulate in f32 and round once
-(`transforms/half_dot_upcast.py`, as XLA:CPU computes them): each result is within one
+"""Dots and convolutions of bf16, f16 or 8-bit floats accumulate in f32 and round once
+(`transforms/narrow_dot_upcast.py`, as XLA:CPU computes them): each result is within one
 rounding of the exact value, where accumulating in the narrow type was off by tens of its
-units (an f16 dot of 512 terms: 0.88 off, where a rounding is 0.03)."""
+units (an f16 dot of 512 terms: 0.88 off, where a rounding is 0.03), and an f8 dot ran on
+the interpreter."""
 
 import ml_dtypes
 import numpy as np
@@ -21,6 +22,11 @@ CONVOLUTION = """func.func @main(%x: tensor<2x10x10x64x{t}>, %w: tensor<3x3x64x8
 }}"""
 
 TYPES = {"f16": np.float16, "bf16": ml_dtypes.bfloat16}
+
+F8_DOT = """func.func @main(%a: tensor<32x512xf8E4M3FN>, %b: tensor<512x16xf8E4M3FN>) -> tensor<32x16xf32> {
+  %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<32x512xf8E4M3FN>, tensor<512x16xf8E4M3FN>) -> tensor<32x16xf32>
+  return %0 : tensor<32x16xf32>
+}"""
 
 
 def exact_convolution(x: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -56,3 +62,15 @@ def test_a_half_precision_convolution_is_an_f32_convolution_rounded_once(element
     (result,) = Client().compile(CONVOLUTION.format(t=element)).execute_numpy([x, w])
     assert result.dtype == dtype
     assert_within_one_rounding(result, exact_convolution(x.astype(np.float64), w.astype(np.float64)), dtype)
+
+
+def test_an_f8_dot_with_an_f32_result_is_an_f32_gemm_of_widened_operands():
+    """jax's `jnp.dot(a, b, preferred_element_type=f32)` of float8_e4m3fn: a GEMM on operands
+    widened natively, no interpreter; numpy's f32 product of the same values."""
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal((32, 512)).astype(ml_dtypes.float8_e4m3fn)
+    b = rng.standard_normal((512, 16)).astype(ml_dtypes.float8_e4m3fn)
+    executable = Client().compile(F8_DOT)
+    assert "gemm" in executable.thunk_sequence() and "interpret" not in executable.thunk_sequence(), executable.thunk_sequence()
+    (result,) = executable.execute_numpy([a, b])
+    np.testing.assert_allclose(result, a.astype(np.float32) @ b.astype(np.float32), rtol=1e-5, atol=1e-4)
