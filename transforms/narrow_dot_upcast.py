@@ -76,10 +76,10 @@ def upcast(op: ir.Operation, widenings: dict) -> None:
 
 
 def takes(op: ir.Operation) -> bool:
-    """Whether `op` has operands of one narrow float type and a result of that type or f32."""
-    element = element_of(op.operands[0])
-    return (element in NARROW_FLOATS and all(element_of(v) == element for v in op.operands)
-            and element_of(op.results[0]) in (element, "f32"))
+    """Whether `op` has narrow float operands and an f32 result (jax's mixed f8 dots), or
+    operands and a result of one narrow float type."""
+    elements, result = {element_of(v) for v in op.operands}, element_of(op.results[0])
+    return elements <= set(NARROW_FLOATS) and (result == "f32" or elements == {result})
 
 
 @dataclass(frozen=True)

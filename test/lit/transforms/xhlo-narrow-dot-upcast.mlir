@@ -46,8 +46,20 @@ func.func @bf16_convolution(%x: tensor<2x8x8x4xbf16>, %w: tensor<3x3x4x8xbf16>) 
 
 // -----
 
-/// Negative twins: an f32 dot, and a dot of bf16 by f16 (no jax program writes one), stay as
-/// they are.
+/// jax's mixed f8 dot (float8_e4m3fn by float8_e5m2, an f32 result): both operands widened.
+// CHECK-LABEL: func.func @mixed_f8_dot
+// CHECK-DAG: "xhlo.convert"(%arg0) : (tensor<4x8xf8E4M3FN>) -> tensor<4x8xf32>
+// CHECK-DAG: "xhlo.convert"(%arg1) : (tensor<8x2xf8E5M2>) -> tensor<8x2xf32>
+// CHECK: "xhlo.dot"({{.*}}) {{.*}} -> tensor<4x2xf32>
+// CHECK-NOT: xhlo.convert
+func.func @mixed_f8_dot(%x: tensor<4x8xf8E4M3FN>, %w: tensor<8x2xf8E5M2>) -> tensor<4x2xf32> {
+  %0 = "xhlo.dot"(%x, %w) {dot_dimension_numbers = {lhs_contracting_dimensions = array<i64: 1>, rhs_contracting_dimensions = array<i64: 0>}} : (tensor<4x8xf8E4M3FN>, tensor<8x2xf8E5M2>) -> tensor<4x2xf32>
+  return %0 : tensor<4x2xf32>
+}
+
+// -----
+
+/// Negative twins: an f32 dot, and a dot of bf16 by f16 with an f16 result, stay as they are.
 // CHECK-LABEL: func.func @other_dots
 // CHECK-NOT: xhlo.convert
 func.func @other_dots(%x: tensor<4x8xf32>, %w: tensor<8x2xf32>, %h: tensor<4x8xbf16>, %v: tensor<8x2xf16>) -> (tensor<4x2xf32>, tensor<4x2xf16>) {
