@@ -21,6 +21,10 @@ values it reads (or on values it reads whole):
 - an iota along another dimension is the same in every slice; one along dimension 0 counts
   from the slice's first row, which the kernel is then given (`SliceCheck.positions`);
 - a bitcast_convert keeping dimension 0 reads its operand slice by slice;
+- a slice keeping dimension 0 whole and a concatenate along another dimension read their
+  operands slice by slice;
+- a gather whose result's dimension 0 is its indices' dimension 0 reads its indices slice by
+  slice and its operand whole (each row gathers its own);
 - constants are read whole or sliced; small elementwise, iota and broadcast work on whole
   values only (at most 16 KiB of results, whose dimension 0 is not N) is done again in
   every slice; anything else mixes slices.
@@ -210,6 +214,15 @@ class SliceCheck:
                 return "the dot contracts or batches dimension 0 of its lhs"
             self.reread_bytes += byte_size(operands[1].type)
             return None if self.sliceable(operands[0]) and self.whole(operands[1]) else "the dot reads its rhs slice by slice"
+        if kind == "slice":
+            whole_rows = (_dims(op, "start_indices")[0], _dims(op, "limit_indices")[0], _dims(op, "strides")[0]) == (0, self.n, 1)
+            return None if whole_rows and self.sliceable(operands[0]) else "a slice cuts dimension 0"
+        if kind == "concatenate":
+            if ir.IntegerAttr(op.attributes["dimension"]).value == 0:
+                return "the concatenate joins along dimension 0"
+            return None if all(self.sliceable(value) for value in operands) else "a concatenate reads a value it cannot slice"
+        if kind == "gather":
+            return self.gather_problem(op, operands)
         if kind == "reduce":
             if 0 in _dims(op, "dimensions"):
                 return "the reduce reduces dimension 0"
@@ -218,6 +231,16 @@ class SliceCheck:
                 return "the reduce reads an input it cannot slice"
             return None if all(self.whole(value) for value in inits) else "the reduce reads its init slice by slice"
         return f"xhlo.{kind} mixes slices"
+
+    def gather_problem(self, op: ir.Operation, operands: list[ir.Value]) -> str | None:
+        """A gather whose result's dimension 0 is its indices' dimension 0 (no offset or
+        batching dimension there) reads its indices slice by slice and its operand whole."""
+        numbers = {named.name: named.attr for named in ir.DictAttr(op.attributes["dimension_numbers"])}
+        offset_dims = list(ir.DenseI64ArrayAttr(numbers["offset_dims"])) if "offset_dims" in numbers else []
+        index_vector_dim = ir.IntegerAttr(numbers["index_vector_dim"]).value
+        if 0 in offset_dims or index_vector_dim == 0 or "operand_batching_dims" in numbers:
+            return "the gather's dimension 0 is not its indices' dimension 0"
+        return None if self.sliceable(operands[1]) and self.whole(operands[0]) else "the gather reads its indices whole"
 
     def transpose_problem(self, op: ir.Operation, operand: ir.Value) -> str | None:
         """With `transposed_reads` (a kernel's row blocks, whose operands the thunk can point

@@ -232,6 +232,9 @@ def retyped_clone(op: ir.Operation, operands: list[ir.Value], result_types: list
         if not value.is_splat:
             raise MlirxlaError("the cpu backend cannot slice a constant that is not a splat", location_text(op.location))
         attributes["value"] = ir.DenseElementsAttr.get_splat(result_types[0], value.get_splat_value())
+    if op.name == "xhlo.slice":  # one keeping dimension 0 whole (`SliceCheck`): it keeps the slice's rows
+        limits = list(ir.DenseI64ArrayAttr(attributes["limit_indices"]))
+        attributes["limit_indices"] = ir.DenseI64ArrayAttr.get([ir.RankedTensorType(result_types[0]).shape[0], *limits[1:]])
     clone = create_op(op.name, operands, result_types, attributes, op.location, region_count=len(op.regions))
     for source, target in zip(op.regions, clone.regions):
         _copy_block(source.blocks[0], target)

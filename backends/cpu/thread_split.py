@@ -19,6 +19,7 @@ leading dimension.
 """
 
 import functools
+import math
 import pathlib
 from dataclasses import dataclass
 
@@ -26,6 +27,8 @@ import llvmlite.binding as llvm
 
 from mlirxla.mlir import ir
 from mlirxla.transforms.cost_analysis import Cost, kernel_cost
+from mlirxla.transforms.fusion_legality import fused_ops
+from mlirxla.transforms.scheduling import type_bytes
 
 # handing slices to the other threads and waiting for them: on the Python split helpers a no-op
 # split took 7-15 us (min-median), and an elementwise kernel of 0.2-3 MiB split over 2 threads
@@ -53,6 +56,12 @@ TRANSPOSED_CORE_BANDWIDTH_BYTES_PER_S = 20e9
 # threads and lost to the hand-off (docs/decisions.md)
 FLOPS_PER_S_PER_LANE = 5e9
 TRANSCENDENTAL_FLOPS = 20  # an exp, log or tanh polynomial, in flops
+# a gathered row of an operand past a core's own caches is a load at a computed address, its
+# latency (tens of ns from the shared cache) partly hidden by the loads in flight: 200K rows of
+# 12 bytes from a 12 MiB image took 3 ms on one core (2026-12-05), where the bytes counted
+# made it 0.3 ms and the kernel ran whole
+GATHERED_ROW_S = 10e-9
+GATHERED_FROM_BYTES = 1 << 20
 SLICE_MULTIPLES = (1, 2, 4, 8)
 
 
@@ -74,9 +83,23 @@ def estimate(op: ir.Operation, threads: int, bandwidth: float | None = None) -> 
 def lane_work(op: ir.Operation, cost: Cost) -> float:
     """The kernel's arithmetic in flops of f32 lanes: a vector holds half as many f64 lanes, so
     f64 work counts twice (an f64 tanh of 2^19 elements, 8 MiB, took 1.48 ms whole where its
-    work counted once made it 0.13 ms, and it was not split)."""
+    work counted once made it 0.13 ms, and it was not split); and its gathers' rows from
+    large operands, at `GATHERED_ROW_S` each, in the flops that take as long."""
     widest = max((element_bits(result.type) for result in op.results), default=32)
-    return (cost.flops + TRANSCENDENTAL_FLOPS * cost.transcendentals) * max(1, widest // 32)
+    arithmetic = (cost.flops + TRANSCENDENTAL_FLOPS * cost.transcendentals) * max(1, widest // 32)
+    return arithmetic + gathered_rows(op) * GATHERED_ROW_S * core_flops_per_s()
+
+
+def gathered_rows(op: ir.Operation) -> int:
+    """The rows the kernel's gathers read from operands of at least `GATHERED_FROM_BYTES`: one
+    per index vector, the result's elements over its slice's."""
+    rows = 0
+    for inner in fused_ops(op):
+        if inner.name != "xhlo.gather" or type_bytes(inner.operands[0].type) < GATHERED_FROM_BYTES:
+            continue
+        slice_elements = math.prod(ir.DenseI64ArrayAttr(inner.attributes["slice_sizes"]))
+        rows += math.prod(ir.RankedTensorType(inner.results[0].type).shape) // max(slice_elements, 1)
+    return rows
 
 
 def element_bits(value_type: ir.Type) -> int:

@@ -2491,3 +2491,32 @@ def test_an_argmax_over_large_rows_runs_in_row_blocks(monkeypatch):
     value, position = executable.execute_numpy([x])
     np.testing.assert_array_equal(position, np.argmax(x, axis=1).astype(np.int32))
     np.testing.assert_array_equal(value, np.max(x, axis=1))
+
+
+# jax's `image[y, x]` at points given as the columns of one array (`map_coordinates`' shape):
+# the columns sliced out, floored, joined into index vectors and gathered from a 4 MiB image
+GATHERED_POINTS = """func.func @main(%image: tensor<1024x1024xf32>, %points: tensor<65536x2xf32>) -> tensor<65536xf32> {
+  %y = stablehlo.slice %points [0:65536, 0:1] : (tensor<65536x2xf32>) -> tensor<65536x1xf32>
+  %x = stablehlo.slice %points [0:65536, 1:2] : (tensor<65536x2xf32>) -> tensor<65536x1xf32>
+  %yf = stablehlo.floor %y : tensor<65536x1xf32>
+  %xf = stablehlo.floor %x : tensor<65536x1xf32>
+  %yi = stablehlo.convert %yf : (tensor<65536x1xf32>) -> tensor<65536x1xi32>
+  %xi = stablehlo.convert %xf : (tensor<65536x1xf32>) -> tensor<65536x1xi32>
+  %at = stablehlo.concatenate %yi, %xi, dim = 1 : (tensor<65536x1xi32>, tensor<65536x1xi32>) -> tensor<65536x2xi32>
+  %0 = "stablehlo.gather"(%image, %at) <{dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [0, 1], start_index_map = [0, 1], index_vector_dim = 1>, slice_sizes = array<i64: 1, 1>}> : (tensor<1024x1024xf32>, tensor<65536x2xi32>) -> tensor<65536xf32>
+  return %0 : tensor<65536xf32>
+}"""
+
+
+def test_gathered_points_split_over_the_threads(monkeypatch):
+    """Each point's row holds its own slices, concatenate and gather (the image read whole), and
+    its random reads from a large image count as work (`thread_split.GATHERED_ROW_S`): the
+    kernel runs in row blocks over two threads, numpy's values."""
+    monkeypatch.setenv("MLIRXLA_CPU_THREADS", "2")
+    executable = Client().compile(GATHERED_POINTS)
+    assert "sliced kernel x2" in executable.thunk_sequence(), executable.thunk_sequence()
+    rng = np.random.default_rng(12)
+    image = rng.standard_normal((1024, 1024)).astype(np.float32)
+    points = rng.uniform(0, 1023.99, (65536, 2)).astype(np.float32)
+    (values,) = executable.execute_numpy([image, points])
+    np.testing.assert_array_equal(values, image[np.floor(points[:, 0]).astype(int), np.floor(points[:, 1]).astype(int)])
