@@ -215,7 +215,8 @@ class SliceCheck:
             self.reread_bytes += byte_size(operands[1].type)
             return None if self.sliceable(operands[0]) and self.whole(operands[1]) else "the dot reads its rhs slice by slice"
         if kind == "slice":
-            whole_rows = (_dims(op, "start_indices")[0], _dims(op, "limit_indices")[0], _dims(op, "strides")[0]) == (0, self.n, 1)
+            stride = (_dims(op, "strides") or [1])[0]
+            whole_rows = (_dims(op, "start_indices")[0], _dims(op, "limit_indices")[0], stride) == (0, self.n, 1)
             return None if whole_rows and self.sliceable(operands[0]) else "a slice cuts dimension 0"
         if kind == "concatenate":
             if ir.IntegerAttr(op.attributes["dimension"]).value == 0:

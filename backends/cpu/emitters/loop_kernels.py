@@ -14,8 +14,7 @@ from mlirxla.runtime.thunks import KernelThunk, SlicedKernelThunk
 from mlirxla.transforms.batch_slice_fusion import leading_size
 from mlirxla.transforms.scheduling import type_bytes
 
-from ..reduce_window_kernel import kernel_reason as reduce_window_reason
-from ..reduce_window_kernel import reduce_window_module_text, window_of
+from ..reduce_window_kernel import kernel_reason as reduce_window_reason, reduce_window_module_text, window_of
 from ..scan_kernel import scan_module_text, scan_of
 from ..scatter_kernel import kernel_reason, scatter_module_text
 from ..select_and_scatter_kernel import Window, batch_apart, select_and_scatter_module_text
@@ -100,16 +99,19 @@ def emit_reduce_window(emitter, op: ir.Operation) -> list:
     return [SlicedKernelThunk(name, symbol, tuple(emitter.slice_of(value) for value in values), 1, slices=slices, strides=strides)]
 
 
+# what a padded window's position costs: a load, a select and the reducer
+REDUCE_WINDOW_FLOPS_PER_POSITION = 3
+
+
 def reduce_window_slices(op: ir.Operation) -> int | None:
     """How many blocks of the leading dimension a padded reduce_window runs in over the
-    threads, when no window spans it and `thread_split` says it pays (a window position costs
-    a load, a select and the reducer); None to run whole."""
+    threads, when no window spans it and `thread_split` says it pays; None to run whole."""
     window, threads = window_of(op), cpu_threads()
     if threads < 2 or not batch_apart(window):
         return None
     slices = thread_split.slice_count(window.operand_shape[0], threads)
     moved = type_bytes(op.operands[0].type) + type_bytes(op.results[0].type)
-    work = 3 * math.prod(window.dimensions) * math.prod(window.source_shape)
+    work = REDUCE_WINDOW_FLOPS_PER_POSITION * math.prod(window.dimensions) * math.prod(window.source_shape)
     return slices if slices is not None and thread_split.estimate_moving(moved, work, threads).pays else None
 
 
