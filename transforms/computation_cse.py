@@ -6,13 +6,12 @@ Pure trait. Ops that carry a computation (reduce, reduce_window, sort, scatter, 
 select_and_scatter) and custom calls have no such trait: a custom call may have a side
 effect, and an op's trait cannot depend on its attributes. XLA's HloCSE merges them all
 unless the instruction has a side effect, comparing called computations structurally. jax
-emits such twins: `eigh(x)[0]` and `eigh(x)[1]` in one function are two LAPACK calls, the
-same reduction of the same array is written twice by `softmax` and its gradient.
+emits such twins: `eigh(x)[0]` and `eigh(x)[1]` in one function are two LAPACK calls.
 
 Two ops merge when they sit in the same block, read the same values and have the same name,
-attributes, result types and computations (compared as text). The
-later one's results become the earlier one's; neither may have a side effect (a custom call
-with `has_side_effect = true`, or one held in a region). `rng_bit_generator` merges too: the
+attributes, result types and computations (compared as text). The later one's results
+become the earlier one's; neither may have a side effect (a custom call with
+`has_side_effect = true`, or one held in a region). `rng_bit_generator` merges too: the
 same state gives the same bits. Changed: any op merged.
 """
 
