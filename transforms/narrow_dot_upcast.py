@@ -32,12 +32,14 @@ from mlirxla.mlir import ir
 from .pass_base import ModulePass, PassResult, TextReport
 from .priority_fusion import describe
 
-NARROW_FLOATS = ("bf16", "f16", "f8E4M3FN", "f8E5M2", "f8E4M3FNUZ", "f8E5M2FNUZ", "f8E4M3B11FNUZ", "f8E4M3", "f8E3M4",
-                 "f8E8M0FNU")
-
-
 def element_of(value: ir.Value) -> str:
     return str(ir.RankedTensorType(value.type).element_type)
+
+
+def is_narrow_float(value: ir.Value) -> bool:
+    """Whether `value`'s elements are floats of fewer than 32 bits (bf16, f16, the 8-bit ones)."""
+    element = ir.RankedTensorType(value.type).element_type
+    return isinstance(element, ir.FloatType) and ir.FloatType(element).width < 32
 
 
 def converted(value: ir.Value, element: ir.Type, location: ir.Location) -> ir.Value:
@@ -70,7 +72,7 @@ def upcast(op: ir.Operation, widenings: dict) -> None:
         attributes = {name: op.attributes[name] for name in op.attributes}
         wide = create_op(op.name, operands, [ir.RankedTensorType.get(result_type.shape, ir.F32Type.get())], attributes,
                          location).results[0]
-        result = converted(wide, result_type.element_type, location) if str(result_type.element_type) in NARROW_FLOATS else wide
+        result = converted(wide, result_type.element_type, location) if is_narrow_float(op.results[0]) else wide
     op.results[0].replace_all_uses_with(result)
     op.erase()
 
@@ -79,7 +81,7 @@ def takes(op: ir.Operation) -> bool:
     """Whether `op` has narrow float operands and an f32 result (jax's mixed f8 dots), or
     operands and a result of one narrow float type."""
     elements, result = {element_of(v) for v in op.operands}, element_of(op.results[0])
-    return elements <= set(NARROW_FLOATS) and (result == "f32" or elements == {result})
+    return all(is_narrow_float(v) for v in op.operands) and (result == "f32" or elements == {result})
 
 
 @dataclass(frozen=True)
@@ -93,8 +95,7 @@ class NarrowDotUpcastPass(ModulePass):
         lines, widenings = [], {}
         for op in ops_named(module, "xhlo.dot", "xhlo.convolution"):
             if takes(op):
-                result = element_of(op.results[0])
                 lines.append(f"{describe(op)}: f32 {op.name[len('xhlo.'):]}, operands widened" +
-                             (f", result rounded to {result}" if result in NARROW_FLOATS else ""))
+                             (f", result rounded to {element_of(op.results[0])}" if is_narrow_float(op.results[0]) else ""))
                 upcast(op, widenings)
         return PassResult(bool(lines), TextReport({"narrow-dot-upcast.txt": "\n".join(lines) + "\n"} if lines else {}))

@@ -22,7 +22,7 @@ import math
 from mlirxla.mlir import ir
 from mlirxla.transforms.cost_analysis import integer_list
 
-from .emitters.host_calls import SCATTER_COMBINERS, computation_combiner
+from .emitters.host_calls import computation_combiner
 from .loop_text import LoopText, element_text, is_unsigned, memref_text
 from .scatter_kernel import combiner_op
 from .select_and_scatter_kernel import Window, clamped, inside_operand, with_leading
@@ -51,8 +51,7 @@ def kernel_reason(op: ir.Operation) -> str | None:
     element = element_text(op.operands[0].type)
     if element not in ELEMENTS:
         return f"{element} elements"
-    combiner = computation_combiner(op.regions[0])
-    if combiner not in SCATTER_COMBINERS or combiner_op(combiner, element, is_unsigned(op.operands[0].type)) is None:
+    if combiner_op(computation_combiner(op.regions[0]), element, is_unsigned(op.operands[0].type)) is None:
         return "a reducer other than add, multiply, maximum, minimum, or, and"
     rank = ir.RankedTensorType(op.operands[0].type).rank
     if any(integer_list(op, name, [1] * rank) != [1] * rank for name in ("base_dilations", "window_dilations")):
