@@ -249,7 +249,7 @@ def kernel_signature(spec: KernelSpec) -> tuple:
     op, plan = spec.op, spec.plan
     body = len(list(op.regions[0].blocks[0].operations)) if op.name == "xhlo.fusion" else 0
     return (op.name, tuple(value.type for value in op.operands), tuple(value.type for value in op.results), body,
-            None if plan is None else (plan.count, plan.rows), spec.library_result is not None, spec.in_place)
+            None if plan is None else (plan.count, plan.rows, plan.columns), spec.library_result is not None, spec.in_place)
 
 
 def kernel_structure(spec: KernelSpec) -> tuple:
@@ -265,7 +265,7 @@ def kernel_structure(spec: KernelSpec) -> tuple:
     if op.name == "xhlo.fusion":
         text = without_own_attributes(text)
     values = kernel_values(op) if plan is not None or spec.library_result is not None else []
-    slicing = None if plan is None else (plan.count, plan.rows, plan.sliced_operands, plan.read_across,
+    slicing = None if plan is None else (plan.count, plan.rows, plan.columns, plan.sliced_operands, plan.read_across,
                                          tuple(plan.types.get(value) for value in values))
     library = None if spec.library_result is None else values.index(spec.library_result)
     return text, slicing, library, spec.in_place

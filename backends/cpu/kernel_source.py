@@ -62,7 +62,7 @@ def cast(value: ir.Value, target: ir.Type) -> ir.Value:
 
 @dataclass(frozen=True)
 class SlicePlan:
-    """How a kernel runs slice by slice along dimension 0: `count` slices of `rows` rows each;
+    """How a kernel runs slice by slice along dimension 0 (or its columns): `count` slices of `rows` rows each;
     which operands it reads slice by slice (the others whole); the one-slice type of every
     value computed per slice."""
 
@@ -72,9 +72,17 @@ class SlicePlan:
     types: dict = field(default_factory=dict, compare=False)
     read_across: tuple[int, ...] = ()  # per operand read slice by slice, the dimension it is sliced along (a transposed read: not 0)
     positions: bool = False  # the kernel counts rows (an iota along dimension 0): it is given its slice's first row
+    columns: bool = False  # cut along every value's last dimension instead, `rows` wide (`column_blocks.py`)
 
     def across(self, operand: int) -> int:
         return self.read_across[operand] if self.read_across else 0
+
+    def result_across(self, result_type: ir.Type) -> int:
+        """The dimension a result is cut along."""
+        return ir.RankedTensorType(result_type).rank - 1 if self.columns else 0
+
+    def result_slice_type(self, result_type: ir.Type) -> ir.Type:
+        return one_slice(result_type, self.rows, self.result_across(result_type))
 
 
 def slice_plan(kernel: ir.Operation, rows: int = 1, recomputed_whole_bytes: int = RECOMPUTED_WHOLE_BYTES) -> SlicePlan:
@@ -134,7 +142,7 @@ def kernel_function(module: ir.Module, kernel: ir.Operation, symbol: str, plan: 
         operand_types.append(types.get(library_result, library_result.type))
     if plan and plan.positions:
         operand_types.append(first_row_type())
-    result_types = [one_slice(r.type, plan.rows) if plan else r.type for r in kernel.results]
+    result_types = [plan.result_slice_type(r.type) if plan else r.type for r in kernel.results]
     for value_type in operand_types + result_types:
         if not isinstance(value_type, ir.RankedTensorType):
             raise MlirxlaError(f"the cpu backend cannot pass a {value_type} to a kernel", location_text(kernel.location))
@@ -142,6 +150,9 @@ def kernel_function(module: ir.Module, kernel: ir.Operation, symbol: str, plan: 
     for index, inner in enumerate(inner_arguments):
         if plan and plan.across(index):
             memrefs[index] = strided_view_of(operand_types[index], inner.type)
+    for index, result in enumerate(kernel.results):
+        if plan and plan.result_across(result.type):
+            memrefs[len(operand_types) + index] = strided_view_of(result_types[index], result.type)
     with ir.InsertionPoint(module.body), kernel.location:
         function = func.FuncOp(symbol, ir.FunctionType.get(memrefs, []))
         if private_results:

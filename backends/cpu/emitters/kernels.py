@@ -15,6 +15,7 @@ from mlirxla.transforms.cost_analysis import kernel_cost
 from mlirxla.transforms.scheduling import type_bytes
 
 from .. import thread_split
+from ..column_blocks import parallel_columns
 from ..kernel_source import SlicePlan, one_slice, plan_of_check, slice_plan
 
 
@@ -39,6 +40,9 @@ def emit_kernel(emitter, op: ir.Operation) -> list:
     if split:
         rows, check = split
         return [emit_sliced(emitter, op, plan_of_check(op, rows, check), "parallel row blocks")]
+    columns = parallel_columns(op) if emitter.slice_rows else None
+    if columns:
+        return [emit_sliced(emitter, op, columns, "parallel column blocks")]
     return [kernel_thunk(emitter, op)]
 
 
@@ -103,7 +107,7 @@ def updated_in_place(emitter, op: ir.Operation, plan: SlicePlan | None = None) -
     types = plan.types if plan else {}
     pairs = []
     for result_index, result in enumerate(op.results):
-        result_type = one_slice(result.type, plan.rows) if plan else result.type
+        result_type = plan.result_slice_type(result.type) if plan else result.type
         for operand_index, operand in enumerate(op.operands):
             if (emitter.slice_of(operand) == emitter.slice_of(result)
                     and types.get(inner[operand_index], inner[operand_index].type) == result_type):
@@ -130,9 +134,9 @@ def emit_sliced(emitter, op: ir.Operation, plan: SlicePlan, why: str, library_re
     emitter.kernels.append(KernelSpec(symbol, op, plan=plan, library_result=library_result, in_place=in_place,
                                       private_results=private_results(emitter, arguments, results, in_place)))
     arguments += results
-    strides += [type_bytes(r.type) // plan.count for r in op.results]
-    transposed = sum(1 for index in range(len(plan.sliced_operands)) if plan.across(index))
-    emitter.decisions.append(f"{name}: {why}, {plan.count} slices of {plan.rows} row(s), "
+    strides += [slice_bytes(r.type, plan.rows, plan.result_across(r.type)) for r in op.results]
+    transposed = 0 if plan.columns else sum(1 for index in range(len(plan.sliced_operands)) if plan.across(index))
+    emitter.decisions.append(f"{name}: {why}, {plan.count} slices of {plan.rows} {'column' if plan.columns else 'row'}(s), "
                              f"{sum(plan.sliced_operands)} operand(s) read slice by slice"
                              + (f" ({transposed} in blocks of another dimension, transposed)" if transposed else ""))
     return SlicedKernelThunk(name, symbol, tuple(arguments), len(op.results), slices=plan.count, strides=tuple(strides))
