@@ -11,12 +11,14 @@ from mlirxla.mlir import ir
 
 from .common import (
     NO_MATCH,
+    broadcast,
     int_list,
     int_width,
     is_float,
     is_integer,
     is_unsigned,
     produced_by,
+    reshape,
     splat_attribute,
     splat_constant,
     splat_number,
@@ -179,6 +181,30 @@ def fold_broadcast_of_splat(op: ir.Operation, options):
     return splat_constant(attr, op.result.type, op.location)
 
 
+def transpose_of_broadcast_as_broadcast(op: ir.Operation, options):
+    """transpose(broadcast(x, d), p) -> broadcast(x, [p^-1[d_i]]) when those stay increasing:
+    the transpose only moves copies (jax's `polyval` with coefficients broadcast against x
+    transposes a [n, k] broadcast of k constants, a 100000 x 10 copy per coefficient)."""
+    inner = produced_by(op.operands[0], "broadcast")
+    if inner is None:
+        return NO_MATCH
+    inverse = [0] * len(int_list(op, "permutation"))
+    for position, source in enumerate(int_list(op, "permutation")):
+        inverse[source] = position
+    dimensions = [inverse[d] for d in int_list(inner, "dimensions")]
+    if dimensions != sorted(dimensions):
+        return NO_MATCH
+    return broadcast(inner.operands[0], dimensions, op.result.type, op.location)
+
+
+def reshape_of_one_element_broadcast(op: ir.Operation, options):
+    """reshape(broadcast(x)) of an x holding one element -> broadcast(x as a scalar)."""
+    inner = produced_by(op.operands[0], "broadcast")
+    if inner is None or math.prod(shape_of(inner.operands[0].type)) != 1:
+        return NO_MATCH
+    return broadcast(reshape(inner.operands[0], [], op.location), [], op.result.type, op.location)
+
+
 def fold_iota_unit_dimension(op: ir.Operation, options):
     """iota along a dimension of size 1 -> splat 0 (every index along it is 0)."""
     if not options.fold_splats:
@@ -247,6 +273,29 @@ def fold_slice_of_slice(op: ir.Operation, options):
         limits.append(start + (size - 1) * stride + 1 if size > 0 else start)
     attrs = {"start_indices": _i64s(starts), "limit_indices": _i64s(limits), "strides": _i64s(strides)}
     return create_op("xhlo.slice", [inner.operands[0]], [op.result.type], attrs, op.location).results[0]
+
+
+def slice_of_broadcast_as_broadcast(op: ir.Operation, options):
+    """slice(broadcast(x, d)) -> broadcast(slice(x), d): each dimension of x cut as the result
+    dimension it maps to, one of size 1 the broadcast expands kept whole (XLA's algebraic
+    simplifier does the same)."""
+    inner = produced_by(op.operands[0], "broadcast")
+    if inner is None:
+        return NO_MATCH
+    operand, dimensions = inner.operands[0], int_list(inner, "dimensions")
+    operand_shape, expanded_shape = shape_of(operand.type), shape_of(inner.result.type)
+    starts, limits, strides = int_list(op, "start_indices"), int_list(op, "limit_indices"), int_list(op, "strides")
+    cuts = [(starts[d], limits[d], strides[d]) if size == expanded_shape[d] else (0, 1, 1)
+            for size, d in zip(operand_shape, dimensions)]
+    if cuts == [(0, size, 1) for size in operand_shape]:
+        sliced = operand
+    else:
+        sizes = [-(-(limit - start) // stride) for start, limit, stride in cuts]
+        attrs = {"start_indices": _i64s(c[0] for c in cuts), "limit_indices": _i64s(c[1] for c in cuts),
+                 "strides": _i64s(c[2] for c in cuts)}
+        sliced_type = ir.RankedTensorType.get(sizes, element_of(operand.type))
+        sliced = create_op("xhlo.slice", [operand], [sliced_type], attrs, op.location).results[0]
+    return broadcast(sliced, dimensions, op.result.type, op.location)
 
 
 def fold_slice_of_concatenate(op: ir.Operation, options):

@@ -794,6 +794,82 @@ func.func @fold_slice_of_reverse(%x: tensor<12xf32>) -> tensor<3xf32> {
 
 // -----
 
+/// slice(broadcast(x)) -> broadcast(slice(x)): x's dimension 0 is the result's dimension 1,
+/// cut [1:7:2]; its dimension 1 of size 1, which the broadcast expands into dimension 2,
+/// stays whole.
+// CHECK-LABEL: func.func @fold_slice_of_broadcast
+// CHECK-NEXT: %[[S:.*]] = "xhlo.slice"(%arg0) {limit_indices = array<i64: 7, 1>, start_indices = array<i64: 1, 0>, strides = array<i64: 2, 1>} : (tensor<8x1xf32>) -> tensor<3x1xf32>
+// CHECK-NEXT: %[[B:.*]] = "xhlo.broadcast"(%[[S]]) {dimensions = array<i64: 1, 2>} : (tensor<3x1xf32>) -> tensor<2x3x4xf32>
+// CHECK-NEXT: return %[[B]]
+func.func @fold_slice_of_broadcast(%x: tensor<8x1xf32>) -> tensor<2x3x4xf32> {
+  %0 = "xhlo.broadcast"(%x) {dimensions = array<i64: 1, 2>} : (tensor<8x1xf32>) -> tensor<5x8x6xf32>
+  %1 = "xhlo.slice"(%0) {start_indices = array<i64: 0, 1, 2>, limit_indices = array<i64: 2, 7, 6>, strides = array<i64: 1, 2, 1>} : (tensor<5x8x6xf32>) -> tensor<2x3x4xf32>
+  return %1 : tensor<2x3x4xf32>
+}
+
+// -----
+
+/// A slice cutting only the dimensions the broadcast adds slices nothing of x.
+// CHECK-LABEL: func.func @fold_slice_of_broadcast_keeping_x_whole
+// CHECK-NEXT: %[[B:.*]] = "xhlo.broadcast"(%arg0) {dimensions = array<i64: 1>} : (tensor<8xf32>) -> tensor<1x8xf32>
+// CHECK-NEXT: return %[[B]]
+func.func @fold_slice_of_broadcast_keeping_x_whole(%x: tensor<8xf32>) -> tensor<1x8xf32> {
+  %0 = "xhlo.broadcast"(%x) {dimensions = array<i64: 1>} : (tensor<8xf32>) -> tensor<100x8xf32>
+  %1 = "xhlo.slice"(%0) {start_indices = array<i64: 3, 0>, limit_indices = array<i64: 4, 8>, strides = array<i64: 1, 1>} : (tensor<100x8xf32>) -> tensor<1x8xf32>
+  return %1 : tensor<1x8xf32>
+}
+
+// -----
+
+/// transpose(broadcast(x, [1]), [1, 0]) -> broadcast(x, [0]): the transpose moves only copies.
+// CHECK-LABEL: func.func @fold_transpose_of_broadcast
+// CHECK-NEXT: %[[B:.*]] = "xhlo.broadcast"(%arg0) {dimensions = array<i64: 0>} : (tensor<10xf32>) -> tensor<10x100xf32>
+// CHECK-NEXT: return %[[B]]
+func.func @fold_transpose_of_broadcast(%x: tensor<10xf32>) -> tensor<10x100xf32> {
+  %0 = "xhlo.broadcast"(%x) {dimensions = array<i64: 1>} : (tensor<10xf32>) -> tensor<100x10xf32>
+  %1 = "xhlo.transpose"(%0) {permutation = array<i64: 1, 0>} : (tensor<100x10xf32>) -> tensor<10x100xf32>
+  return %1 : tensor<10x100xf32>
+}
+
+// -----
+
+/// A transpose swapping two of x's dimensions transposes x itself: left as it is.
+// CHECK-LABEL: func.func @transpose_of_broadcast_swapping_operand_dimensions
+// CHECK-NEXT: "xhlo.broadcast"
+// CHECK-NEXT: "xhlo.transpose"
+func.func @transpose_of_broadcast_swapping_operand_dimensions(%x: tensor<3x4xf32>) -> tensor<4x3x5xf32> {
+  %0 = "xhlo.broadcast"(%x) {dimensions = array<i64: 0, 1>} : (tensor<3x4xf32>) -> tensor<3x4x5xf32>
+  %1 = "xhlo.transpose"(%0) {permutation = array<i64: 1, 0, 2>} : (tensor<3x4x5xf32>) -> tensor<4x3x5xf32>
+  return %1 : tensor<4x3x5xf32>
+}
+
+// -----
+
+/// reshape(broadcast(x)) of a one-element x -> broadcast(x as a scalar).
+// CHECK-LABEL: func.func @fold_reshape_of_one_element_broadcast
+// CHECK-NEXT: %[[S:.*]] = "xhlo.reshape"(%arg0) : (tensor<1x1xf32>) -> tensor<f32>
+// CHECK-NEXT: %[[B:.*]] = "xhlo.broadcast"(%[[S]]) {dimensions = array<i64>} : (tensor<f32>) -> tensor<6x5xf32>
+// CHECK-NEXT: return %[[B]]
+func.func @fold_reshape_of_one_element_broadcast(%x: tensor<1x1xf32>) -> tensor<6x5xf32> {
+  %0 = "xhlo.broadcast"(%x) {dimensions = array<i64: 0, 2>} : (tensor<1x1xf32>) -> tensor<1x30x1xf32>
+  %1 = "xhlo.reshape"(%0) : (tensor<1x30x1xf32>) -> tensor<6x5xf32>
+  return %1 : tensor<6x5xf32>
+}
+
+// -----
+
+/// A reshape of a broadcast of several elements moves them: left as it is.
+// CHECK-LABEL: func.func @reshape_of_broadcast_of_several_elements
+// CHECK-NEXT: "xhlo.broadcast"
+// CHECK-NEXT: "xhlo.reshape"
+func.func @reshape_of_broadcast_of_several_elements(%x: tensor<2xf32>) -> tensor<6xf32> {
+  %0 = "xhlo.broadcast"(%x) {dimensions = array<i64: 1>} : (tensor<2xf32>) -> tensor<3x2xf32>
+  %1 = "xhlo.reshape"(%0) : (tensor<3x2xf32>) -> tensor<6xf32>
+  return %1 : tensor<6xf32>
+}
+
+// -----
+
 /// convert to the operand's own type -> x.
 // CHECK-LABEL: func.func @fold_convert_same_type
 // CHECK-NEXT: return %arg0
