@@ -232,6 +232,9 @@ def kernel_stablehlo(spec: KernelSpec) -> tuple[ir.Module, str, str]:
     the key under which kernels with the same code are compiled once."""
     if spec.source is not None:
         kernel_module = ir.Module.parse(spec.source)
+        if spec.private_results:
+            function = next(op for op in kernel_module.body.operations if op.operation.name == "func.func")
+            kernel_source.mark_private_results(function.operation, len(spec.op.operands), spec.private_results)
     else:
         kernel_module = ir.Module.create()
         kernel_source.kernel_function(kernel_module, spec.op, spec.symbol, spec.plan, spec.library_result, spec.in_place,

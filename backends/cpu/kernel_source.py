@@ -155,10 +155,7 @@ def kernel_function(module: ir.Module, kernel: ir.Operation, symbol: str, plan: 
             memrefs[len(operand_types) + index] = strided_view_of(result_types[index], result.type)
     with ir.InsertionPoint(module.body), kernel.location:
         function = func.FuncOp(symbol, ir.FunctionType.get(memrefs, []))
-        if private_results:
-            private = {len(operand_types) + result for result in private_results}
-            function.attributes["arg_attrs"] = ir.ArrayAttr.get(
-                [ir.DictAttr.get({"llvm.noalias": ir.UnitAttr.get()} if index in private else {}) for index in range(len(memrefs))])
+        mark_private_results(function, len(operand_types), private_results)
         entry = function.add_entry_block()
     with ir.InsertionPoint(entry), kernel.location:
         through_result = {operand: len(operand_types) + result for operand, result in in_place}
@@ -179,6 +176,16 @@ def kernel_function(module: ir.Module, kernel: ir.Operation, symbol: str, plan: 
                                 attributes={"restrict": ir.UnitAttr.get(), "writable": ir.UnitAttr.get()})
         func.ReturnOp([])
     return function
+
+
+def mark_private_results(function: ir.Operation, operand_count: int, private_results: tuple[int, ...]) -> None:
+    """Mark the arguments of `private_results` (after `operand_count` operands) `llvm.noalias`."""
+    if not private_results:
+        return
+    private = {operand_count + result for result in private_results}
+    count = len(ir.FunctionType(ir.TypeAttr(function.attributes["function_type"]).value).inputs)
+    function.attributes["arg_attrs"] = ir.ArrayAttr.get(
+        [ir.DictAttr.get({"llvm.noalias": ir.UnitAttr.get()} if index in private else {}) for index in range(count)])
 
 
 def clone_kernel(kernel: ir.Operation, operands: list[ir.Value], types: dict, library_result: ir.Value | None = None,

@@ -132,6 +132,23 @@ def test_scatter_writes_in_place_over_an_operand_dying_there(context):
     np.testing.assert_array_equal(executable.execute_numpy(arguments)[0], reference_outputs(module, arguments)[0])
 
 
+@pytest.mark.parametrize("in_place", [True, False])
+def test_a_scatters_result_is_noalias_and_its_window_a_vector(context, in_place, tmp_path):
+    """The scatter kernel's result overlaps no other argument (in place, it reads its operand
+    through the result's argument only), so it is marked noalias: its stores then do not keep
+    the updates' loads in order, and the window of four f32 is combined as one vector (jax's
+    `segment_max` of 500000 x 4 rows took 2.4 ms, XLA:CPU 1.0; 0.86 now). The reference's results."""
+    text = SCATTER_OF_A_TEMP if in_place else SCATTERS["add f32 rows"][0]
+    executable = Client().compile(text, CompileOptions(dump_to=str(tmp_path)))
+    optimized = next(tmp_path.glob("*.scatter.ir-with-opt.ll")).read_text()
+    signature = next(line for line in optimized.splitlines() if line.startswith("define void @scatter("))
+    assert signature.rsplit(", ", 1)[1].startswith("ptr noalias"), signature
+    assert re.search(r"fadd (\w+ )*<4 x float>", optimized)
+    module = frontdoor.import_text(text, "test", context).module
+    arguments = [values((6, 4), np.float32, 1), ROW_INDICES, values((8, 4), np.float32, 2)]
+    np.testing.assert_array_equal(executable.execute_numpy(arguments)[0], reference_outputs(module, arguments)[0])
+
+
 def test_scatter_of_a_parameter_leaves_the_parameter_alone():
     """A parameter's buffer is never written: the kernel copies the operand into its result."""
     text, dtype, indices = SCATTERS["add f32 rows"]

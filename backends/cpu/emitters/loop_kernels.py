@@ -23,7 +23,7 @@ from mlirxla.transforms.top_k_rewriter import TARGET as TOP_K_TARGET
 from .. import runtime_library, thread_split
 from ..top_k_kernel import MAX_SELECTED, selected_count, top_k_call_text, top_k_module_text
 from .host_calls import custom_call_target, emit_custom_call, emit_host_call
-from .kernels import KernelSpec, emit_kernel
+from .kernels import KernelSpec, emit_kernel, private_results
 
 
 def emit_scatter(emitter, op: ir.Operation) -> list:
@@ -33,7 +33,7 @@ def emit_scatter(emitter, op: ir.Operation) -> list:
         return emit_host_call(emitter, op)
     in_place = emitter.slice_of(op.operands[0]) == emitter.slice_of(op.results[0])
     emitter.decisions.append(f"{name}: scatter as a loop kernel, {'in place on its operand' if in_place else 'the operand copied into the result first'}")
-    return [loop_kernel(emitter, op, lambda symbol: scatter_module_text(symbol, op, in_place))]
+    return [loop_kernel(emitter, op, lambda symbol: scatter_module_text(symbol, op, in_place), in_place=((0, 0),) if in_place else ())]
 
 
 def emit_select_and_scatter(emitter, op: ir.Operation) -> list:
@@ -184,11 +184,17 @@ def top_k_slices(op: ir.Operation) -> int | None:
     return slices if thread_split.estimate_moving(type_bytes(operand), work, threads).pays else None
 
 
-def loop_kernel(emitter, op: ir.Operation, source_of, library_call_of=None) -> KernelThunk:
+def loop_kernel(emitter, op: ir.Operation, source_of, library_call_of=None, in_place: tuple[tuple[int, int], ...] = ()) -> KernelThunk:
     """The kernel thunk for `op` whose code is the module text `source_of(symbol)` gives (on
-    the CPU the call into the runtime library `library_call_of(symbol)` gives, when given)."""
+    the CPU the call into the runtime library `library_call_of(symbol)` gives, when given),
+    its arguments the op's operands and results; with `in_place`, the (operand, result) pairs
+    whose operand the code reads through the result's argument only. Results no other
+    argument overlaps are noalias (`private_results`): a scatter's stores into its result
+    then do not keep its updates' loads in order, and its window is a vector."""
     name = emitter.name_of(op)
     symbol = emitter.symbol(name)
-    emitter.kernels.append(KernelSpec(symbol, op, source=source_of(symbol), library_call=library_call_of and library_call_of(symbol)))
-    arguments = [emitter.slice_of(v) for v in op.operands] + [emitter.slice_of(r) for r in op.results]
-    return KernelThunk(name, symbol, tuple(arguments), len(op.results))
+    operands = [emitter.slice_of(v) for v in op.operands]
+    results = [emitter.slice_of(r) for r in op.results]
+    emitter.kernels.append(KernelSpec(symbol, op, source=source_of(symbol), library_call=library_call_of and library_call_of(symbol),
+                                      private_results=private_results(emitter, operands, results, in_place)))
+    return KernelThunk(name, symbol, tuple(operands + results), len(op.results))
