@@ -16,8 +16,10 @@ The result starts as the operand: buffer assignment lets a scatter's result take
 operand's buffer (XLA's scatter is in place), and then the kernel writes only the targets;
 otherwise it copies the operand into the result first.
 
-One input and one update tensor, real or integer elements (complex ones and several inputs
-stay host calls; other update computations run on the interpreter)."""
+One input and one update tensor, real, integer or complex elements (a complex scatter
+sets, adds or multiplies: jax's `sqrtm` sets complex elements one at a time in a loop nest,
+each a return to Python while it was a host call); several inputs stay host calls, other
+update computations run on the interpreter."""
 
 from dataclasses import dataclass
 
@@ -31,6 +33,7 @@ FLOAT_COMBINERS = {"add": "arith.addf", "multiply": "arith.mulf", "maximum": "ar
 INTEGER_COMBINERS = {"add": "arith.addi", "multiply": "arith.muli", "maximum": "arith.maxsi", "minimum": "arith.minsi",
                      "or": "arith.ori", "and": "arith.andi"}
 UNSIGNED_COMBINERS = INTEGER_COMBINERS | {"maximum": "arith.maxui", "minimum": "arith.minui"}
+COMPLEX_COMBINERS = {"add": "complex.add", "multiply": "complex.mul"}
 # booleans: add is or (StableHLO's boolean add), multiply is and, max and min are or and and
 BOOLEAN_COMBINERS = {"add": "arith.ori", "multiply": "arith.andi", "maximum": "arith.ori", "minimum": "arith.andi",
                      "or": "arith.ori", "and": "arith.andi"}
@@ -75,6 +78,8 @@ def combiner_op(combiner: str, element: str, unsigned: bool) -> str | None:
     """The arith op combining old and new values, None for `set` or what the kernel cannot do."""
     if element == "i1":
         return BOOLEAN_COMBINERS.get(combiner)
+    if element.startswith("complex"):
+        return COMPLEX_COMBINERS.get(combiner)
     if is_float(element):
         return FLOAT_COMBINERS.get(combiner)
     return (UNSIGNED_COMBINERS if unsigned else INTEGER_COMBINERS).get(combiner)
@@ -87,11 +92,11 @@ def kernel_reason(op: ir.Operation) -> str | None:
         return "not one input"
     operand_type = op.operands[0].type
     element = str(ir.RankedTensorType(operand_type).element_type)
-    if "complex" in element or not (is_float(element) or element.lstrip("u").startswith("i")):
+    if element not in ("complex<f32>", "complex<f64>") and not (is_float(element) or element.lstrip("u").startswith("i")):
         return f"element type {element}"
     combiner = scatter_attributes(op)["combiner"]
     if combiner is None:
-        if element in ("f16", "bf16"):
+        if element in ("f16", "bf16") or element.startswith("complex"):
             return f"an update computation on {element}"
         reason = region_reason(op.regions[0])
         return f"update computation: {reason}" if reason else None

@@ -47,6 +47,8 @@ def values(shape, dtype, seed=0):
         return rng.integers(0, 2, shape).astype(np.bool_)
     if np.dtype(dtype).kind in "iu":
         return rng.integers(0, 7, shape).astype(dtype)
+    if np.dtype(dtype).kind == "c":
+        return (rng.integers(-8, 8, shape) / 4 + 1j * rng.integers(-8, 8, shape) / 4).astype(dtype)
     return rng.integers(-8, 8, shape).astype(dtype) / 4
 
 
@@ -60,6 +62,12 @@ SCATTERS = {
     "or of booleans": (scatter_text("6x4xi1", "8x1xi64", "8x4xi1", ROWS, "or", "i1"), np.bool_, ROW_INDICES.astype(np.int64)),
     "and of booleans": (scatter_text("6x4xi1", "8x1xi32", "8x4xi1", ROWS, "and", "i1"), np.bool_, ROW_INDICES),
     "add f16": (scatter_text("6x4xf16", "8x1xi32", "8x4xf16", ROWS, "add", "f16"), np.float16, ROW_INDICES),
+    "add complex64": (scatter_text("6x4xcomplex<f32>", "8x1xi32", "8x4xcomplex<f32>", ROWS, "add", "complex<f32>"),
+                      np.complex64, ROW_INDICES),
+    "multiply complex128": (scatter_text("6x4xcomplex<f64>", "8x1xi32", "8x4xcomplex<f64>", ROWS, "multiply", "complex<f64>"),
+                            np.complex128, ROW_INDICES),
+    "set complex64, the last duplicate wins": (scatter_text("6x4xcomplex<f32>", "8x1xi32", "8x4xcomplex<f32>", ROWS, "set", "complex<f32>"),
+                                               np.complex64, ROW_INDICES),
     "add i32 elements, a two-component index vector first": (
         scatter_text("5x6xi32", "2x4xi32", "4xi32",
                      "inserted_window_dims = [0, 1], scatter_dims_to_operand_dims = [1, 0], index_vector_dim = 0", "add", "i32"),
@@ -97,8 +105,8 @@ def test_scatter_kernel_matches_the_reference(context, name):
     executable = Client().compile(text)
     assert "kernel scatter" in executable.thunk_sequence() and "host scatter" not in executable.thunk_sequence()
     module = frontdoor.import_text(text, "test", context).module
-    operand_shape = [int(d) for d in text.split("tensor<")[1].split("x")[:-1]]
-    updates_shape = [int(d) for d in text.split("%u: tensor<")[1].split(">")[0].split("x")[:-1]]
+    operand_shape = [int(d) for d in re.match(r"((?:\d+x)*)", text.split("tensor<")[1]).group(1).split("x")[:-1]]
+    updates_shape = [int(d) for d in re.match(r"((?:\d+x)*)", text.split("%u: tensor<")[1]).group(1).split("x")[:-1]]
     arguments = [values(operand_shape, dtype, 1), indices, values(updates_shape, dtype, 2)]
     got = executable.execute_numpy(arguments)
     if "exp" in name:  # the kernel's exp is XLA:CPU's approximation, the interpreter's libm's: a few ulp apart
