@@ -78,13 +78,16 @@ class AlgebraicSimplifierPass(ModulePass):
         return None
 
 
-def replace(op: ir.Operation, value: ir.Value, rewrite: str) -> None:
-    """Replace `op`'s result by `value`, erase `op` and the producers it leaves unused."""
-    result = op.results[0]
-    if str(value.type) != str(result.type):
-        raise MlirxlaError(f"xhlo-algsimp: {rewrite} replaced {result.type} by {value.type}", location_text(op.location))
+def replace(op: ir.Operation, value: ir.Value | list[ir.Value], rewrite: str) -> None:
+    """Replace `op`'s result by `value` (its results by a list of them), erase `op` and the
+    producers it leaves unused."""
+    values = value if isinstance(value, list) else [value]
+    for result, new in zip(op.results, values, strict=True):
+        if str(new.type) != str(result.type):
+            raise MlirxlaError(f"xhlo-algsimp: {rewrite} replaced {result.type} by {new.type}", location_text(op.location))
     producers = unique(defining_op(v) for v in op.operands)
-    result.replace_all_uses_with(value)
+    for result, new in zip(op.results, values):
+        result.replace_all_uses_with(new)
     erase(op)
     erase_unused(producers)
 

@@ -109,6 +109,25 @@ def fold_divide_one(op: ir.Operation, options):
     return lhs
 
 
+def is_non_negative(value: ir.Value) -> bool:
+    """Whether every element of a float `value` is +0, positive or NaN by how it is made: an
+    abs, an exp, a square x * x (not a sqrt: sqrt(-0) is -0)."""
+    for name in ("abs", "exponential"):
+        if produced_by(value, name) is not None:
+            return True
+    square = produced_by(value, "multiply")
+    return square is not None and square.operands[0] == square.operands[1]
+
+
+def power_of_half_as_sqrt(op: ir.Operation, options):
+    """pow(x, 0.5) -> sqrt(x) for a float x that is never negative nor -0 (XLA's rewrite):
+    they differ only at -0 (sqrt keeps the sign) and -inf. jax's `x ** 0.5` is a pow."""
+    base, exponent = op.operands
+    if not is_float(element_of(base.type)) or splat_number(exponent) != 0.5 or not is_non_negative(base):
+        return NO_MATCH
+    return create_op("xhlo.sqrt", [base], [op.result.type], {}, op.location).results[0]
+
+
 def divide_by_constant_as_multiply(op: ir.Operation, options):
     """x / c -> x * (1 / c) for a float splat constant c (through a broadcast too) and x not a
     constant: XLA's rewrite (AlgebraicSimplifier::HandleDivide), inexact by up to an ulp, which

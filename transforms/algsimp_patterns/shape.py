@@ -197,12 +197,20 @@ def transpose_of_broadcast_as_broadcast(op: ir.Operation, options):
     return broadcast(inner.operands[0], dimensions, op.result.type, op.location)
 
 
-def reshape_of_one_element_broadcast(op: ir.Operation, options):
-    """reshape(broadcast(x)) of an x holding one element -> broadcast(x as a scalar)."""
+def reshape_of_broadcast(op: ir.Operation, options):
+    """reshape(broadcast(x)) -> reshape(x) when the broadcast only adds dimensions of size 1
+    (in order); -> broadcast(x as a scalar) when x holds one element."""
     inner = produced_by(op.operands[0], "broadcast")
-    if inner is None or math.prod(shape_of(inner.operands[0].type)) != 1:
+    if inner is None:
         return NO_MATCH
-    return broadcast(reshape(inner.operands[0], [], op.location), [], op.result.type, op.location)
+    operand = inner.operands[0]
+    elements = math.prod(shape_of(operand.type))
+    if elements == 1:
+        return broadcast(reshape(operand, [], op.location), [], op.result.type, op.location)
+    dimensions = int_list(inner, "dimensions")
+    if elements == math.prod(shape_of(op.result.type)) and dimensions == sorted(dimensions):
+        return reshape(operand, shape_of(op.result.type), op.location)
+    return NO_MATCH
 
 
 def fold_iota_unit_dimension(op: ir.Operation, options):
@@ -296,6 +304,20 @@ def slice_of_broadcast_as_broadcast(op: ir.Operation, options):
         sliced_type = ir.RankedTensorType.get(sizes, element_of(operand.type))
         sliced = create_op("xhlo.slice", [operand], [sliced_type], attrs, op.location).results[0]
     return broadcast(sliced, dimensions, op.result.type, op.location)
+
+
+def fold_slice_of_iota(op: ir.Operation, options):
+    """slice(iota along d) keeping one index i of d -> broadcast(i) (the rows of an argmax
+    over a short dimension, unrolled, each compare with their index)."""
+    inner = produced_by(op.operands[0], "iota")
+    dimension = ir.IntegerAttr(inner.attributes["iota_dimension"]).value if inner is not None else None
+    element = element_of(op.result.type)
+    if inner is None or shape_of(op.result.type)[dimension] != 1 or not (is_integer(element) or is_float(element)):
+        return NO_MATCH
+    scalar_type = ir.RankedTensorType.get([], element)
+    value = dense_splat(int_list(op, "start_indices")[dimension], scalar_type)
+    scalar = create_op("xhlo.constant", [], [scalar_type], {"value": value}, op.location).results[0]
+    return broadcast(scalar, [], op.result.type, op.location)
 
 
 def fold_slice_of_concatenate(op: ir.Operation, options):

@@ -870,6 +870,103 @@ func.func @reshape_of_broadcast_of_several_elements(%x: tensor<2xf32>) -> tensor
 
 // -----
 
+/// reshape(broadcast(x)) adding only a dimension of size 1 -> reshape(x), which is x.
+// CHECK-LABEL: func.func @fold_reshape_of_unit_broadcast
+// CHECK-NEXT: return %arg0
+func.func @fold_reshape_of_unit_broadcast(%x: tensor<6xf32>) -> tensor<6xf32> {
+  %0 = "xhlo.broadcast"(%x) {dimensions = array<i64: 1>} : (tensor<6xf32>) -> tensor<1x6xf32>
+  %1 = "xhlo.reshape"(%0) : (tensor<1x6xf32>) -> tensor<6xf32>
+  return %1 : tensor<6xf32>
+}
+
+// -----
+
+/// slice(iota along 0) keeping index 2 of dimension 0 -> broadcast(2) (here small: a splat).
+// CHECK-LABEL: func.func @fold_slice_of_iota
+// CHECK-NEXT: %[[C:.*]] = "xhlo.constant"() {value = dense<2> : tensor<1x5xi32>} : () -> tensor<1x5xi32>
+// CHECK-NEXT: return %[[C]]
+func.func @fold_slice_of_iota() -> tensor<1x5xi32> {
+  %0 = "xhlo.iota"() {iota_dimension = 0 : i64} : () -> tensor<3x5xi32>
+  %1 = "xhlo.slice"(%0) {start_indices = array<i64: 2, 0>, limit_indices = array<i64: 3, 5>, strides = array<i64: 1, 1>} : (tensor<3x5xi32>) -> tensor<1x5xi32>
+  return %1 : tensor<1x5xi32>
+}
+
+// -----
+
+/// A slice keeping two indices of the iota's dimension is no constant: left as it is.
+// CHECK-LABEL: func.func @slice_of_iota_keeping_two_indices
+// CHECK-NEXT: "xhlo.iota"
+// CHECK-NEXT: "xhlo.slice"
+func.func @slice_of_iota_keeping_two_indices() -> tensor<2x5xi32> {
+  %0 = "xhlo.iota"() {iota_dimension = 0 : i64} : () -> tensor<3x5xi32>
+  %1 = "xhlo.slice"(%0) {start_indices = array<i64: 1, 0>, limit_indices = array<i64: 3, 5>, strides = array<i64: 1, 1>} : (tensor<3x5xi32>) -> tensor<2x5xi32>
+  return %1 : tensor<2x5xi32>
+}
+
+// -----
+
+/// pow(abs(x), 0.5) -> sqrt(abs(x)): abs is never negative nor -0.
+// CHECK-LABEL: func.func @fold_power_of_half_of_abs
+// CHECK-NEXT: %[[A:.*]] = "xhlo.abs"(%arg0)
+// CHECK-NEXT: %[[S:.*]] = "xhlo.sqrt"(%[[A]]) : (tensor<4xf32>) -> tensor<4xf32>
+// CHECK-NEXT: return %[[S]]
+func.func @fold_power_of_half_of_abs(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %h = "xhlo.constant"() {value = dense<5.000000e-01> : tensor<4xf32>} : () -> tensor<4xf32>
+  %0 = "xhlo.abs"(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  %1 = "xhlo.power"(%0, %h) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %1 : tensor<4xf32>
+}
+
+// -----
+
+/// pow(x, 0.5) of an x that may be -0 or -inf: pow gives +0 and +inf, sqrt -0 and NaN.
+// CHECK-LABEL: func.func @power_of_half_of_any_x
+// CHECK: "xhlo.power"
+func.func @power_of_half_of_any_x(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %h = "xhlo.constant"() {value = dense<5.000000e-01> : tensor<4xf32>} : () -> tensor<4xf32>
+  %0 = "xhlo.power"(%x, %h) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+/// A reduce over one dimension of 3 is its body on the three slices in turn: the argmax of
+/// stacked conditions jax's `select` takes (the iota's slices folded to their index).
+// CHECK-LABEL: func.func @fold_short_argmax_reduce
+// CHECK-NOT: "xhlo.reduce"
+// CHECK-NOT: "xhlo.iota"
+// CHECK: return
+func.func @fold_short_argmax_reduce(%x: tensor<3x5xf32>) -> (tensor<5xf32>, tensor<5xi32>) {
+  %i = "xhlo.iota"() {iota_dimension = 0 : i64} : () -> tensor<3x5xi32>
+  %ninf = "xhlo.constant"() {value = dense<0xFF800000> : tensor<f32>} : () -> tensor<f32>
+  %zero = "xhlo.constant"() {value = dense<0> : tensor<i32>} : () -> tensor<i32>
+  %0:2 = "xhlo.reduce"(%x, %i, %ninf, %zero) ({
+  ^bb0(%a: tensor<f32>, %ai: tensor<i32>, %b: tensor<f32>, %bi: tensor<i32>):
+    %gt = "xhlo.compare"(%a, %b) {comparison_direction = "GT", compare_type = "FLOAT"} : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    %v = "xhlo.select"(%gt, %a, %b) : (tensor<i1>, tensor<f32>, tensor<f32>) -> tensor<f32>
+    %j = "xhlo.select"(%gt, %ai, %bi) : (tensor<i1>, tensor<i32>, tensor<i32>) -> tensor<i32>
+    "xhlo.return"(%v, %j) : (tensor<f32>, tensor<i32>) -> ()
+  }) {dimensions = array<i64: 0>} : (tensor<3x5xf32>, tensor<3x5xi32>, tensor<f32>, tensor<i32>) -> (tensor<5xf32>, tensor<5xi32>)
+  return %0#0, %0#1 : tensor<5xf32>, tensor<5xi32>
+}
+
+// -----
+
+/// A reduced dimension of 9 is longer than SHORT_DIMENSION: the reduce stays.
+// CHECK-LABEL: func.func @reduce_over_a_long_dimension
+// CHECK: "xhlo.reduce"
+func.func @reduce_over_a_long_dimension(%x: tensor<9x5xf32>) -> tensor<5xf32> {
+  %zero = "xhlo.constant"() {value = dense<0.000000e+00> : tensor<f32>} : () -> tensor<f32>
+  %0 = "xhlo.reduce"(%x, %zero) ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %s = "xhlo.add"(%a, %b) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+    "xhlo.return"(%s) : (tensor<f32>) -> ()
+  }) {dimensions = array<i64: 0>} : (tensor<9x5xf32>, tensor<f32>) -> tensor<5xf32>
+  return %0 : tensor<5xf32>
+}
+
+// -----
+
 /// convert to the operand's own type -> x.
 // CHECK-LABEL: func.func @fold_convert_same_type
 // CHECK-NEXT: return %arg0
@@ -1219,10 +1316,11 @@ func.func @fold_reduce_or_and(%x: tensor<5xi1>, %y: tensor<4x1xi1>) -> (tensor<5
 
 // -----
 
-/// reduce over a dimension of size 3 stays.
-// CHECK-LABEL: func.func @no_fold_reduce
-// CHECK: "xhlo.reduce"(%arg0, %0)
-func.func @no_fold_reduce(%x: tensor<3x3xi32>) -> tensor<3xi32> {
+/// reduce over a dimension of size 3: the add of its three columns to the init, in order.
+// CHECK-LABEL: func.func @fold_reduce_of_three_unrolled
+// CHECK-NOT: "xhlo.reduce"
+// CHECK: return
+func.func @fold_reduce_of_three_unrolled(%x: tensor<3x3xi32>) -> tensor<3xi32> {
   %zero = "xhlo.constant"() {value = dense<0> : tensor<i32>} : () -> tensor<i32>
   %0 = "xhlo.reduce"(%x, %zero) ({
   ^bb0(%a: tensor<i32>, %b: tensor<i32>):
@@ -1250,10 +1348,12 @@ func.func @fold_reduce_max_unit_dimension(%x: tensor<2x1xf32>) -> tensor<2xf32> 
 
 // -----
 
-/// reduce(max) over a size-1 dimension with a float init that is not -inf stays.
-// CHECK-LABEL: func.func @no_fold_reduce_max_float_init
-// CHECK: "xhlo.reduce"(%arg0, %0)
-func.func @no_fold_reduce_max_float_init(%x: tensor<2x1xf32>) -> tensor<2xf32> {
+/// reduce(max) over a size-1 dimension with a float init that is not -inf is no reshape:
+/// the body once, max(init, x).
+// CHECK-LABEL: func.func @fold_reduce_max_float_init_unrolled
+// CHECK-NOT: "xhlo.reduce"
+// CHECK: "xhlo.maximum"
+func.func @fold_reduce_max_float_init_unrolled(%x: tensor<2x1xf32>) -> tensor<2xf32> {
   %init = "xhlo.constant"() {value = dense<0.0> : tensor<f32>} : () -> tensor<f32>
   %0 = "xhlo.reduce"(%x, %init) ({
   ^bb0(%a: tensor<f32>, %b: tensor<f32>):
@@ -1265,10 +1365,12 @@ func.func @no_fold_reduce_max_float_init(%x: tensor<2x1xf32>) -> tensor<2xf32> {
 
 // -----
 
-/// A reducer that is not a plain add/multiply/maximum/minimum of its arguments stays.
-// CHECK-LABEL: func.func @no_fold_reduce_unit_dimension_other_reducer
-// CHECK: "xhlo.reduce"(%arg0, %0)
-func.func @no_fold_reduce_unit_dimension_other_reducer(%x: tensor<3x1xi32>) -> tensor<3xi32> {
+/// A reducer that is not a plain add/multiply/maximum/minimum of its arguments: its body
+/// once, init - x.
+// CHECK-LABEL: func.func @fold_reduce_unit_dimension_other_reducer_unrolled
+// CHECK-NOT: "xhlo.reduce"
+// CHECK: "xhlo.subtract"
+func.func @fold_reduce_unit_dimension_other_reducer_unrolled(%x: tensor<3x1xi32>) -> tensor<3xi32> {
   %zero = "xhlo.constant"() {value = dense<0> : tensor<i32>} : () -> tensor<i32>
   %0 = "xhlo.reduce"(%x, %zero) ({
   ^bb0(%a: tensor<i32>, %b: tensor<i32>):
@@ -1295,10 +1397,12 @@ func.func @fold_reduce_empty_dimension(%x: tensor<3x0xf32>, %init: tensor<f32>) 
 
 // -----
 
-/// A two-input reduce over a size-1 dimension stays (only single-input reduces are rewritten).
-// CHECK-LABEL: func.func @no_fold_variadic_reduce
-// CHECK: "xhlo.reduce"(%arg0, %arg1, %arg2, %arg3)
-func.func @no_fold_variadic_reduce(%x: tensor<3x1xi32>, %y: tensor<3x1xi32>, %i: tensor<i32>, %j: tensor<i32>) -> (tensor<3xi32>, tensor<3xi32>) {
+/// A two-input reduce over a size-1 dimension is no reshape (only single-input reduces are):
+/// its body once, on both inputs.
+// CHECK-LABEL: func.func @fold_variadic_reduce_unrolled
+// CHECK-NOT: "xhlo.reduce"
+// CHECK: return
+func.func @fold_variadic_reduce_unrolled(%x: tensor<3x1xi32>, %y: tensor<3x1xi32>, %i: tensor<i32>, %j: tensor<i32>) -> (tensor<3xi32>, tensor<3xi32>) {
   %0:2 = "xhlo.reduce"(%x, %y, %i, %j) ({
   ^bb0(%a: tensor<i32>, %b: tensor<i32>, %c: tensor<i32>, %d: tensor<i32>):
     %s = "xhlo.add"(%a, %c) : (tensor<i32>, tensor<i32>) -> tensor<i32>
