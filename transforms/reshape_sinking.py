@@ -22,7 +22,7 @@ for its own shape) stays. Changed: any op sunk or reshape folded.
 from dataclasses import dataclass
 from typing import ClassVar
 
-from mlirxla.dialects.xhlo.builder import create_op
+from mlirxla.dialects.xhlo.builder import create_op, splat_of_type
 from mlirxla.ir_queries import defining_op
 from mlirxla.mlir import ir
 
@@ -71,7 +71,7 @@ def reshaped_operand(value: ir.Value, shape: list[int], location: ir.Location) -
         return create_op("xhlo.broadcast", [producer.operands[0]], [result_type],
                          {"dimensions": ir.DenseI64ArrayAttr.get([])}, location).results[0]
     splat = ir.DenseElementsAttr(producer.attributes["value"]).get_splat_value()
-    return create_op("xhlo.constant", [], [result_type], {"value": ir.DenseElementsAttr.get_splat(result_type, splat)}, location).results[0]
+    return create_op("xhlo.constant", [], [result_type], {"value": splat_of_type(splat, result_type)}, location).results[0]
 
 
 def sink(op: ir.Operation, shape: list[int]) -> None:

@@ -89,6 +89,7 @@ from typing import ClassVar
 import numpy as np
 
 from mlirxla.dialects.xhlo import global_entry
+from mlirxla.dialects.xhlo.builder import splat_of_type
 from mlirxla.dialects.xhlo.config import read_config
 from mlirxla.dialects.xhlo.ops import ELEMENTWISE_OPS
 from mlirxla.dialects.xhlo.process_groups import channel_id
@@ -534,7 +535,7 @@ class _Partitioner:
             return "local (replicated constant)"
         local_type = self.local_type(op.results[0].type, tiling)
         if isinstance(attr, ir.DenseElementsAttr) and ir.DenseElementsAttr(attr).is_splat:
-            splat = ir.DenseElementsAttr.get_splat(local_type, ir.DenseElementsAttr(attr).get_splat_value())
+            splat = splat_of_type(ir.DenseElementsAttr(attr).get_splat_value(), local_type)
             new = self.b.rebuild(op, [], [local_type], value=splat)
             self.define(op.results[0], new.results[0], tiling)
             return "local (the splat at the tile's shape)"

@@ -23,6 +23,7 @@ operands keeps its broadcast: recomputed per element of the larger shape, it cos
 transformer_grad's layer-norm kernels up to a third more time than its materialization.
 """
 
+from mlirxla.dialects.xhlo.builder import splat_of_type
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir
 from mlirxla.transforms import erasure
@@ -98,7 +99,7 @@ def at_shape(value: ir.Value, dimensions: list[int], shape: list[int]) -> ir.Val
             "broadcast_dimensions": ir.DenseI64ArrayAttr.get(dimensions)}).results[0]
     if op.name == "stablehlo.constant":
         return ir.Operation.create("stablehlo.constant", results=[result_type], attributes={
-            "value": ir.DenseElementsAttr.get_splat(result_type, splat_of(op))}).results[0]
+            "value": splat_of_type(splat_of(op), result_type)}).results[0]
     if op.name == "stablehlo.broadcast_in_dim":
         inner = list(ir.DenseI64ArrayAttr(op.attributes["broadcast_dimensions"]))
         return at_shape(op.operands[0], [dimensions[d] for d in inner], shape)

@@ -26,7 +26,7 @@ points into a table of them (`SlicePlan.positions`).
 from dataclasses import dataclass, field
 
 from mlirxla.errors import MlirxlaError, location_text
-from mlirxla.dialects.xhlo.builder import create_op
+from mlirxla.dialects.xhlo.builder import create_op, splat_of_type
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import func, ir
 from mlirxla.transforms.batch_slice_fusion import RECOMPUTED_WHOLE_BYTES, SliceCheck, body_of, counts_rows, leading_size, slice_problem
@@ -249,7 +249,7 @@ def retyped_clone(op: ir.Operation, operands: list[ir.Value], result_types: list
         value = ir.DenseElementsAttr(attributes["value"])
         if not value.is_splat:
             raise MlirxlaError("the cpu backend cannot slice a constant that is not a splat", location_text(op.location))
-        attributes["value"] = ir.DenseElementsAttr.get_splat(result_types[0], value.get_splat_value())
+        attributes["value"] = splat_of_type(value.get_splat_value(), result_types[0])
     if op.name == "xhlo.slice":  # one keeping dimension 0 whole (`SliceCheck`): it keeps the slice's rows
         limits = list(ir.DenseI64ArrayAttr(attributes["limit_indices"]))
         attributes["limit_indices"] = ir.DenseI64ArrayAttr.get([ir.RankedTensorType(result_types[0]).shape[0], *limits[1:]])

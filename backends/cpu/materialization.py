@@ -33,7 +33,7 @@ for the op's results (`materialized_op`).
 import re
 from dataclasses import dataclass
 
-from mlirxla.dialects.xhlo.builder import create_op
+from mlirxla.dialects.xhlo.builder import create_op, splat_of_type
 from mlirxla.errors import jax_primitive
 from mlirxla.ir_queries import defining_op, nested_ops, ops_named
 from mlirxla.mlir import ir, linalg
@@ -135,7 +135,7 @@ def sliced_copy(op: ir.Operation, slice_op: ir.Operation) -> ir.Value:
     result_type = slice_op.results[0].type
     if op.name == "xhlo.constant":
         splat = ir.DenseElementsAttr(op.attributes["value"]).get_splat_value()
-        attributes = {"value": ir.DenseElementsAttr.get_splat(result_type, splat)}
+        attributes = {"value": splat_of_type(splat, result_type)}
         return create_op("xhlo.constant", [], [result_type], attributes, op.location).results[0]
     bounds = slice_bounds(slice_op)
     if op.name == "xhlo.broadcast":

@@ -136,6 +136,16 @@ def dense_splat(value, like_type: ir.Type) -> ir.Attribute:
     return ir.DenseElementsAttr.get_splat(shaped, ir.FloatAttr.get(element, float(value)))
 
 
+def splat_of_type(element: ir.Attribute, result_type: ir.Type) -> ir.Attribute:
+    """A splat's element (`DenseElementsAttr.get_splat_value`) in every element of
+    `result_type`: a complex element comes back as its two parts, and the bindings build no
+    complex splat, so that one is parsed from the parts' own printed values."""
+    if isinstance(element, ir.ArrayAttr):
+        real, imaginary = (str(part).split(" : ")[0] for part in element)
+        return ir.Attribute.parse(f"dense<({real}, {imaginary})> : {result_type}")
+    return ir.DenseElementsAttr.get_splat(ir.RankedTensorType(result_type), element)
+
+
 class XhloBuilder:
     """Creates xhlo ops at the current insertion point, all at one location."""
 
