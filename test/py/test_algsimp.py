@@ -240,3 +240,26 @@ def test_integer_division_by_powers_of_two_is_exact_for_every_value(element, dty
         wide = x.astype(np.int64)
         np.testing.assert_array_equal(quotient, (np.sign(wide) * (np.abs(wide) // (1 << exponent))).astype(dtype))
         np.testing.assert_array_equal(remainder, np.fmod(wide, 1 << exponent).astype(dtype))
+
+
+# jax's `jnp.average(x, weights=w)` of complex values: two complex sums of 4 elements
+COMPLEX_AVERAGE = """func.func @main(%x: tensor<4xcomplex<f32>>, %w: tensor<4xcomplex<f32>>) -> tensor<complex<f32>> {
+  %zero = stablehlo.constant dense<(0.000000e+00,0.000000e+00)> : tensor<complex<f32>>
+  %0 = stablehlo.reduce(%w init: %zero) applies stablehlo.add across dimensions = [0] : (tensor<4xcomplex<f32>>, tensor<complex<f32>>) -> tensor<complex<f32>>
+  %1 = stablehlo.multiply %x, %w : tensor<4xcomplex<f32>>
+  %2 = stablehlo.reduce(%1 init: %zero) applies stablehlo.add across dimensions = [0] : (tensor<4xcomplex<f32>>, tensor<complex<f32>>) -> tensor<complex<f32>>
+  %3 = stablehlo.divide %2, %0 : tensor<complex<f32>>
+  return %3 : tensor<complex<f32>>
+}"""
+
+
+def test_short_complex_sums_unroll_through_the_cpu_pipeline():
+    """The two sums unroll into adds of slices, and their complex zero init, a rank-0 splat,
+    is rebuilt at rank 1 by reshape sinking (which failed: the bindings build no complex
+    splat, `builder.splat_of_type`): numpy's average."""
+    from mlirxla.runtime.client import Client
+
+    x = np.array([1 + 1j, 2, 2j, 1 - 1j], np.complex64)
+    w = np.array([1, 1, 2, 1j], np.complex64)
+    (average,) = Client().compile(COMPLEX_AVERAGE).execute_numpy([x, w])
+    np.testing.assert_allclose(average, np.average(x, weights=w), rtol=1e-6)

@@ -42,21 +42,20 @@ func.func @two_reshapes_and_a_constant(%a: tensor<4x6xf32>, %b: tensor<4x6xf32>)
 
 // -----
 
-/// A complex splat constant takes the operands' shape too (its parts kept, NaN's bits too: the
-/// bindings build no complex splat, so it is parsed from its parts).
-// CHECK-LABEL: func.func @two_reshapes_and_a_complex_constant
-// CHECK: %[[K:.*]] = "xhlo.constant"() {value = dense<(0x7FC00000,-2.500000e+00)> : tensor<4x6xcomplex<f32>>}
-// CHECK: %[[T:.*]] = "xhlo.add"(%{{.*}}, %[[K]]) : (tensor<4x6xcomplex<f32>>, tensor<4x6xcomplex<f32>>) -> tensor<4x6xcomplex<f32>>
-// CHECK: %[[R:.*]] = "xhlo.reshape"(%[[T]]) : (tensor<4x6xcomplex<f32>>) -> tensor<3x8xcomplex<f32>>
+/// A complex splat constant takes the operands' shape too, its parts kept (NaN's bits too).
+// CHECK-LABEL: func.func @reshapes_and_a_complex_constant
+// CHECK: %[[K:.*]] = "xhlo.constant"() {value = dense<(0x7FC00000,-2.500000e+00)> : tensor<1xcomplex<f32>>}
+// CHECK: %[[T:.*]] = "xhlo.add"(%{{.*}}, %[[K]]) : (tensor<1xcomplex<f32>>, tensor<1xcomplex<f32>>) -> tensor<1xcomplex<f32>>
+// CHECK: %[[R:.*]] = "xhlo.reshape"(%[[T]]) : (tensor<1xcomplex<f32>>) -> tensor<1x1xcomplex<f32>>
 // CHECK: return %[[R]]
-func.func @two_reshapes_and_a_complex_constant(%a: tensor<4x6xcomplex<f32>>, %b: tensor<4x6xcomplex<f32>>) -> tensor<3x8xcomplex<f32>> {
-  %ra = stablehlo.reshape %a : (tensor<4x6xcomplex<f32>>) -> tensor<24xcomplex<f32>>
-  %rb = stablehlo.reshape %b : (tensor<4x6xcomplex<f32>>) -> tensor<24xcomplex<f32>>
-  %s = stablehlo.multiply %ra, %rb : tensor<24xcomplex<f32>>
-  %k = stablehlo.constant dense<(0x7FC00000, -2.5)> : tensor<24xcomplex<f32>>
-  %t = stablehlo.add %s, %k : tensor<24xcomplex<f32>>
-  %r = stablehlo.reshape %t : (tensor<24xcomplex<f32>>) -> tensor<3x8xcomplex<f32>>
-  return %r : tensor<3x8xcomplex<f32>>
+func.func @reshapes_and_a_complex_constant(%a: tensor<1xcomplex<f32>>, %b: tensor<1xcomplex<f32>>) -> tensor<1x1xcomplex<f32>> {
+  %ra = stablehlo.reshape %a : (tensor<1xcomplex<f32>>) -> tensor<complex<f32>>
+  %rb = stablehlo.reshape %b : (tensor<1xcomplex<f32>>) -> tensor<complex<f32>>
+  %s = stablehlo.multiply %ra, %rb : tensor<complex<f32>>
+  %k = stablehlo.constant dense<(0x7FC00000, -2.5)> : tensor<complex<f32>>
+  %t = stablehlo.add %s, %k : tensor<complex<f32>>
+  %r = stablehlo.reshape %t : (tensor<complex<f32>>) -> tensor<1x1xcomplex<f32>>
+  return %r : tensor<1x1xcomplex<f32>>
 }
 
 // -----
