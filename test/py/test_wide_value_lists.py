@@ -66,3 +66,19 @@ print(Client().compile(while_loop(300)).execute_numpy(inputs(300))[299][0])
     done = subprocess.run([sys.executable, "-c", script], env=environment, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert float(done.stdout.split()[-1]) == ((299 * 1.5 + 1) * 1.5 + 1) * 1.5 + 1
+
+
+def test_a_concatenate_of_more_inputs_than_slots_joins_them_in_groups():
+    """jax's `scan(..., unroll=True)` of 300 steps stacks its 300 outputs in one concatenate:
+    the front door joins them in groups of at most the slots (algsimp does not flatten them
+    back past it); numpy's concatenate."""
+    count = DEFAULT_WIDE + 44
+    arguments = ", ".join(f"%x{i}: tensor<2x{1 + i % 3}xf32>" for i in range(count))
+    total = sum(1 + i % 3 for i in range(count))
+    text = f"""func.func @main({arguments}) -> tensor<2x{total}xf32> {{
+  %0 = stablehlo.concatenate {", ".join(f"%x{i}" for i in range(count))}, dim = 1 : ({", ".join(f"tensor<2x{1 + i % 3}xf32>" for i in range(count))}) -> tensor<2x{total}xf32>
+  return %0 : tensor<2x{total}xf32>
+}}"""
+    parts = [np.full((2, 1 + i % 3), i, np.float32) for i in range(count)]
+    (joined,) = Client().compile(text).execute_numpy(parts)
+    np.testing.assert_array_equal(joined, np.concatenate(parts, axis=1))

@@ -6,6 +6,7 @@ indices are right; converts are folded only when no value can change (see `lossl
 import math
 
 from mlirxla.dialects.xhlo.builder import create_op, dense_splat
+from mlirxla.dialects.xhlo.ops import WIDE
 from mlirxla.dialects.xhlo.types import element_of, shape_of
 from mlirxla.mlir import ir
 
@@ -486,14 +487,14 @@ def fold_concatenate_single(op: ir.Operation, options):
 def fold_concatenate_of_concatenate(op: ir.Operation, options):
     """concatenate(a, concatenate(b, c), d) -> concatenate(a, b, c, d) along one dimension
     (XLA's HandleConcatenate): one loop nest choosing among the parts, where the inner one fed
-    the outer one's choice."""
+    the outer one's choice; not past xhlo's `WIDE` input slots."""
     dimension = ir.IntegerAttr(op.attributes["dimension"]).value
     inputs = []
     for value in op.operands:
         inner = produced_by(value, "concatenate")
         flattened = inner is not None and ir.IntegerAttr(inner.attributes["dimension"]).value == dimension
         inputs.extend(inner.operands if flattened else [value])
-    if len(inputs) == len(op.operands):
+    if len(inputs) == len(op.operands) or len(inputs) > WIDE:
         return NO_MATCH
     return _concatenate(inputs, dimension, op)
 

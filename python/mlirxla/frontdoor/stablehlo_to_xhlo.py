@@ -10,6 +10,7 @@ An op with no xhlo equivalent is refused with its name and location.
 """
 
 from mlirxla.dialects.xhlo.builder import create_op, op_classes
+from mlirxla.dialects.xhlo.ops import WIDE
 from mlirxla.errors import MlirxlaError, location_text
 from mlirxla.ir_queries import is_inside, ops_in_dialect, ops_named
 from mlirxla.mlir import func, ir
@@ -93,6 +94,33 @@ def legalize_broadcast(op: ir.Operation) -> None:
     with ir.InsertionPoint(op):
         new = create_op("xhlo.broadcast", op.operands, [op.results[0].type], attrs, op.location)
     replace_op(op, new)
+
+
+def legalize_concatenate(op: ir.Operation) -> None:
+    """A concatenate of more inputs than xhlo's `WIDE` slots (jax's `scan(..., unroll=True)`
+    of 300 steps stacks 300 outputs) is a concatenate of concatenates of at most `WIDE` each,
+    which joins the same elements in the same order."""
+    dimension = ir.IntegerAttr(op.attributes["dimension"]).value
+    with ir.InsertionPoint(op):
+        new = joined(list(op.operands), dimension, op.results[0].type, op.location)
+    replace_op(op, new)
+
+
+def joined(inputs: list[ir.Value], dimension: int, result_type: ir.Type, location) -> ir.Operation:
+    """The xhlo concatenate of `inputs` along `dimension`, in groups of at most `WIDE`."""
+    if len(inputs) > WIDE:
+        group = -(-len(inputs) // WIDE)
+        parts = [inputs[start:start + group] for start in range(0, len(inputs), group)]
+        inputs = [joined(part, dimension, concatenated_type(part, dimension), location).results[0] for part in parts]
+    attrs = {"dimension": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), dimension)}
+    return create_op("xhlo.concatenate", inputs, [result_type], attrs, location)
+
+
+def concatenated_type(inputs: list[ir.Value], dimension: int) -> ir.Type:
+    first = ir.RankedTensorType(inputs[0].type)
+    shape = list(first.shape)
+    shape[dimension] = sum(ir.RankedTensorType(value.type).shape[dimension] for value in inputs)
+    return ir.RankedTensorType.get(shape, first.element_type)
 
 
 def captured_values(op: ir.Operation, region: ir.Region) -> list[ir.Value]:
@@ -301,6 +329,8 @@ def legalize_module(module: ir.Module) -> None:
             legalize_dot(op)
         elif name == "stablehlo.broadcast":
             legalize_broadcast(op)
+        elif name == "stablehlo.concatenate":
+            legalize_concatenate(op)
         elif name in RENAMED_OPS:
             legalize_generic(op, *RENAMED_OPS[name])
         elif name in DEPRECATED_SPELLINGS:
