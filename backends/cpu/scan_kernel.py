@@ -15,7 +15,7 @@ sum of 4096 f32 terms erred 15 times as much as XLA's against float64.
 The loops run over the dimensions before the scanned one, then along it, then over the
 dimensions after it, innermost: there each step combines whole rows of the previous result,
 which vectorize. One input, a reducer that is one combiner of both arguments (add, multiply,
-maximum, minimum, or, and) or, for f32, f64 and integer elements, any computation the kernel
+maximum, minimum, or, and; complex add and multiply with the init 0 or 1) or, for f32, f64 and integer elements, any computation the kernel
 text can inline (`scalar_regions.py`: jax's cumlogsumexp reduces by log-add-exp, 7.3 s for a
 256x4096 one as window loops), one window dimension spanning its axis with stride 1 and no
 dilation, the others trivial, and an init value the padding cannot show through: the spec
@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mlirxla.ir_queries import defining_op
 from mlirxla.mlir import ir
 from mlirxla.transforms.algsimp_patterns.common import splat_number
 from mlirxla.transforms.algsimp_patterns.reduce import is_identity
@@ -113,6 +114,8 @@ def init_is_identity(op: ir.Operation) -> bool:
 def padding_shows_nothing(init: ir.Value, combiner: str) -> bool:
     """Whether combining `init` once per padded position leaves a window's value as once: the
     combiner's identity, or for an add a zero of either sign (zeros added keep their sum)."""
+    if isinstance(ir.RankedTensorType(init.type).element_type, ir.ComplexType):
+        return complex_splat(init) == {"add": 0, "multiply": 1}.get(combiner)
     number = splat_number(init)
     if number is None:
         return False
@@ -121,6 +124,15 @@ def padding_shows_nothing(init: ir.Value, combiner: str) -> bool:
     if combiner == "and":
         return number in (1, -1) or number == (1 << ir.IntegerType(ir.RankedTensorType(init.type).element_type).width) - 1
     return (combiner == "add" and number == 0) or is_identity(f"xhlo.{combiner}", init)
+
+
+def complex_splat(value: ir.Value) -> complex | None:
+    """The number in every element of a complex splat constant `value`, else None."""
+    op = defining_op(value)
+    if op is None or op.name != "xhlo.constant" or not ir.DenseElementsAttr(op.attributes["value"]).is_splat:
+        return None
+    real, imaginary = (ir.FloatAttr(part).value for part in ir.ArrayAttr(ir.DenseElementsAttr(op.attributes["value"]).get_splat_value()))
+    return complex(real, imaginary)
 
 
 def scan_module_text(symbol: str, op: ir.Operation, scan: Scan) -> str:
