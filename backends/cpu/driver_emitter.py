@@ -21,7 +21,7 @@ What the driver does for each thunk inside:
   later one reads, the copies caught in a cycle through stack buffers, `STACK_BYTES` at
   most per driver (a cycle past that is called back);
 - `host` calls of jax's cpu LAPACK routines getrf, potrf, trsm and syevd (`lapack_ffi`) on
-  f32 or f64 matrices in column-major buffers, a batch the Python path would not split over
+  f32 or f64 matrices (the first three on complex64 and complex128 too) in column-major buffers, a batch the Python path would not split over
   the threads (`lapack_batches.batch_parts`): the operand overwritten is copied to its
   result buffer (memmove), then scipy's routine, imported by address, is called on each
   matrix as `runtime/lapack_ffi.py` calls it (unrolled up to `UNROLLED_GEMMS` matrices, a
@@ -66,7 +66,11 @@ POOLED_BATCHES = {"f32": "mlirxla_gemm_batch_f32", "f64": "mlirxla_gemm_batch_f6
 ROW_MAJOR, NO_TRANSPOSE, TRANSPOSE = 101, 111, 112
 NATIVE_LAPACK = ("getrf", "potrf", "trsm", "syevd")  # jax's cpu LAPACK calls a driver makes itself
 WORKSPACE_BYTES = 512 << 10  # the LAPACK workspaces a driver keeps on its stack at most
-LAPACK_TYPES = {"float32": ("s", "float", 4), "float64": ("d", "double", 8)}  # letter, LLVM type, bytes
+# letter, LLVM type, bytes; the one, trsm's alpha (passed by reference, complex ones too)
+LAPACK_TYPES = {"float32": ("s", "float", 4), "float64": ("d", "double", 8),
+                "complex64": ("c", "{ float, float }", 8), "complex128": ("z", "{ double, double }", 16)}
+LAPACK_ONES = {"float32": "1.0", "float64": "1.0", "complex64": "{ float 1.0, float 0.0 }", "complex128": "{ double 1.0, double 0.0 }"}
+REAL_ONLY = ("syevd",)  # complex matrices take heevd, another routine
 
 
 @dataclass
@@ -109,6 +113,8 @@ def lapack_problem(thunk: HostThunk) -> str | None:
     _, shape, dtype = thunk.operands[-1]
     if dtype not in LAPACK_TYPES or np.dtype(lapack_int()) != np.int32:
         return f"{dtype} matrices, or LAPACK integers of {np.dtype(lapack_int()).itemsize} bytes"
+    if attributes["routine"] in REAL_ONLY and dtype.startswith("complex"):
+        return f"{dtype} matrices for {attributes['routine']}"
     if 0 in shape:
         return f"empty matrices {shape}"
     if batch_parts(LAPACK_TYPES[dtype][0] + attributes["routine"], prod(shape[:-2]), prod(shape[-2:])) > 1:
@@ -347,7 +353,7 @@ class DriverWriter:
         else:
             order = thunk.operands[0][1][-1]
             arguments = [character("side"), character("uplo"), character("trans_x"), character("diag"), integer(m), integer(n),
-                         self.constant(scalar, "1.0"), (thunk.operands[0][0], order * order * width), integer(max(order, 1)),
+                         self.constant(scalar, LAPACK_ONES[dtype]), (thunk.operands[0][0], order * order * width), integer(max(order, 1)),
                          (result[0], m * n * width), integer(max(m, 1))]
         function = self.imported(native_drivers.LAPACK_PREFIX + letter + routine)
         if count <= UNROLLED_GEMMS:

@@ -548,17 +548,22 @@ SOLVES_IN_LOOP = """func.func @main(%a: tensor<3x4x4x{t}>, %b: tensor<3x4x2x{t}>
 }}"""
 
 
-@pytest.mark.parametrize("element, letter, dtype", [("f32", "s", np.float32), ("f64", "d", np.float64)])
+@pytest.mark.parametrize("element, letter, dtype", [("f32", "s", np.float32), ("f64", "d", np.float64),
+                                                    ("complex<f32>", "c", np.complex64), ("complex<f64>", "z", np.complex128)])
 def test_lapack_solves_in_a_loop_run_in_the_driver(element, letter, dtype, monkeypatch):
     """getrf and trsm inside a loop are called by the driver itself (scipy's routines, by
-    address), not back into Python (120 us a call): the loop has no Python thunk left, and
-    its results are the Python path's bit for bit, and A^-count b."""
+    address; a complex trsm's alpha a complex one), not back into Python (120 us a call):
+    the loop has no Python thunk left, and its results are the Python path's bit for bit,
+    and A^-count b."""
     from mlirxla.backends.cpu import driver_emitter
 
     text = SOLVES_IN_LOOP.format(t=element, letter=letter)
     rng = np.random.default_rng(4)
     a = (rng.standard_normal((3, 4, 4)) + 8 * np.eye(4)).astype(dtype)
     b = rng.standard_normal((3, 4, 2)).astype(dtype)
+    if np.dtype(dtype).kind == "c":
+        a = a + 1j * rng.standard_normal((3, 4, 4)).astype(dtype)
+        b = b + 1j * rng.standard_normal((3, 4, 2)).astype(dtype)
     arguments = [a, b, np.int32(3)]
     executable = Client().compile(text)
     assert "back into Python" not in executable.thunk_sequence(), executable.thunk_sequence()
@@ -572,7 +577,7 @@ def test_lapack_solves_in_a_loop_run_in_the_driver(element, letter, dtype, monke
     expected = b
     for _ in range(3):
         expected = np.linalg.solve(a, expected)
-    np.testing.assert_allclose(solved, expected, rtol=1e-4 if dtype == np.float32 else 1e-12)
+    np.testing.assert_allclose(solved, expected, rtol=1e-4 if dtype in (np.float32, np.complex64) else 1e-12)
 
 
 # jnp.linalg.eigh of a batch as jax's cpu lowering writes it, the values and vectors read by
