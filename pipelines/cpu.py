@@ -12,6 +12,8 @@
  -> collective combining (independent all-reduces, then all-gathers, of one kind become one
     variadic op: XLA's AllReduceCombiner and AllGatherCombiner, run after simplification so
     that dead collectives are gone before they are bundled with live ones)
+ -> convolution group split (a grouped convolution with groups of several input and output
+    features becomes one convolution per group, concatenated: the GEMM strategies take one group)
  -> convolution layout (a convolution in another layout than NHWC x HWIO -> NHWC becomes
     one between transposes when the convolution cost model says its GEMM then pays)
  -> dot canonicalization (a float dot no GEMM takes, its batch dimensions not leading, say,
@@ -40,6 +42,7 @@ from mlirxla.transforms.batch_slice_fusion import BatchSliceFusionPass
 from mlirxla.transforms.buffer_assignment import BufferAssignmentPass
 from mlirxla.transforms.copy_insertion import CopyInsertionPass
 from mlirxla.transforms.convolution_1d_to_2d import Convolution1dTo2dPass
+from mlirxla.transforms.convolution_group_split import ConvolutionGroupSplitPass
 from mlirxla.transforms.convolution_layout import ConvolutionLayoutPass
 from mlirxla.transforms.copy_removal import CopyRemovalPass
 from mlirxla.transforms.custom_call_layouts import CustomCallLayoutsPass
@@ -99,6 +102,7 @@ def compiler_pipeline(name: str, alignment: int, fusion_cost_model: str, batch_s
         .add(Convolution1dTo2dPass())
         .add(ReshapeSinkingPass())
         .add(TransposedConvolutionPhasesPass())
+        .add(ConvolutionGroupSplitPass())
         .add(ConvolutionLayoutPass())
         .add(DotCanonicalizerPass())
     )

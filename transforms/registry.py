@@ -42,6 +42,7 @@ PASSES = {
     "xhlo-narrow-dot-upcast": "narrow_dot_upcast:NarrowDotUpcastPass",
     "xhlo-integer-dot-as-float": "integer_dot_as_float:IntegerDotAsFloatPass",
     "xhlo-transposed-convolution-phases": "transposed_convolution_phases:TransposedConvolutionPhasesPass",
+    "xhlo-convolution-group-split": "convolution_group_split:ConvolutionGroupSplitPass",
     "xhlo-top-k-rewriter": "top_k_rewriter:TopKRewriterPass",
     "xhlo-layout-assignment": "layout_assignment:LayoutAssignmentPass",
     "xhlo-reshape-to-bitcast": "reshape_to_bitcast:ReshapeToBitcastPass",
