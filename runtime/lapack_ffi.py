@@ -124,12 +124,24 @@ def getrf(operands, config, results):
     return [logical(a), pivots, info]
 
 
+def geqrf_workspace(m: int, n: int, dtype) -> int:
+    """The optimal workspace of geqrf on m x n matrices of `dtype`, in elements."""
+    return optimal_workspace(named("geqrf", dtype), dtype, lambda work, lwork: [integer(m), integer(n), None, leading(m), None,
+                                                                                work, lwork, integer(0)])
+
+
+def orgqr_workspace(m: int, n: int, k: int, dtype) -> int:
+    """The optimal workspace of orgqr (ungqr) making m x n matrices of k reflectors, in elements."""
+    name = named("ungqr" if np.dtype(dtype).kind == "c" else "orgqr", dtype)
+    return optimal_workspace(name, dtype, lambda work, lwork: [integer(m), integer(n), integer(k), None, leading(m), None,
+                                                               work, lwork, integer(0)])
+
+
 def geqrf(operands, config, results):
     batch, (m, n) = batch_of(operands[0], 2), operands[0].shape[-2:]
     name = named("geqrf", operands[0].dtype)
     a, tau = column_major(operands[0]), np.zeros(batch + (min(m, n),), operands[0].dtype)
-    size = optimal_workspace(name, a.dtype, lambda work, lwork: [integer(m), integer(n), None, leading(m), None, work,
-                                                                 lwork, integer(0)])
+    size = geqrf_workspace(m, n, a.dtype)
     call(name, count_of(batch), [integer(m), integer(n), PerMatrix(a), leading(m), PerMatrix(tau), workspace(size, a.dtype),
                                  integer(size), integer(0)])
     return [logical(a), tau]
@@ -154,8 +166,7 @@ def orgqr(operands, config, results):
     dtype = operands[0].dtype
     name = named("ungqr" if np.iscomplexobj(operands[0]) else "orgqr", dtype)
     a, tau = column_major(operands[0]), np.ascontiguousarray(operands[1])
-    size = optimal_workspace(name, dtype, lambda work, lwork: [integer(m), integer(n), integer(k), None, leading(m), None,
-                                                               work, lwork, integer(0)])
+    size = orgqr_workspace(m, n, k, dtype)
     call(name, count_of(batch), [integer(m), integer(n), integer(k), PerMatrix(a), leading(m), PerMatrix(tau),
                                  workspace(size, dtype), integer(size), integer(0)])
     return [logical(a)]

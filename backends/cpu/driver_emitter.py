@@ -20,13 +20,15 @@ What the driver does for each thunk inside:
 - `copy`: memmove; `parallel_copy`: memmoves in an order where no copy overwrites what a
   later one reads, the copies caught in a cycle through stack buffers, `STACK_BYTES` at
   most per driver (a cycle past that is called back);
-- `host` calls of jax's cpu LAPACK routines getrf, potrf, trsm and syevd (`lapack_ffi`) on
-  f32 or f64 matrices (the first three on complex64 and complex128 too) in column-major buffers, a batch the Python path would not split over
-  the threads (`lapack_batches.batch_parts`): the operand overwritten is copied to its
-  result buffer (memmove), then scipy's routine, imported by address, is called on each
-  matrix as `runtime/lapack_ffi.py` calls it (unrolled up to `UNROLLED_GEMMS` matrices, a
-  loop past that), its scalar arguments and syevd's fixed workspaces (`WORKSPACE_BYTES` at
-  most per driver) on the driver's stack (a small solve in a loop, a Kalman filter's,
+- `host` calls of jax's cpu LAPACK routines getrf, potrf, trsm, syevd, geqrf and orgqr
+  (`lapack_ffi`) on f32 or f64 matrices (all but syevd on complex64 and complex128 too) in
+  column-major buffers, a batch the Python path would not split over the threads
+  (`lapack_batches.batch_parts`): the operand overwritten is copied to its result buffer
+  (memmove), then scipy's routine, imported by address, is called on each matrix as
+  `runtime/lapack_ffi.py` calls it (unrolled up to `UNROLLED_GEMMS` matrices, a loop past
+  that), its scalar arguments and workspaces (syevd's fixed ones, geqrf's and orgqr's of
+  the size LAPACK's query reports at compile time, as the Python path asks at run time;
+  `WORKSPACE_BYTES` at most per driver) on the driver's stack (a small solve in a loop, a Kalman filter's,
   called back three times an iteration, took 120 us a call; a batch of 1000 8 x 8
   triangular solves 0.36 ms, twice XLA:CPU's);
 - `while` and `conditional` inside: native loops and switches, the predicate or index read
@@ -50,7 +52,7 @@ import numpy as np
 
 from mlirxla.runtime import native_drivers
 from mlirxla.runtime.lapack_batches import batch_parts, lapack_int
-from mlirxla.runtime.lapack_ffi import syevd_workspaces
+from mlirxla.runtime.lapack_ffi import geqrf_workspace, orgqr_workspace, syevd_workspaces
 from mlirxla.runtime.native_drivers import NativeDriver
 from mlirxla.runtime.thunks import (BufferSlice, ConditionalThunk, CopyThunk, GemmThunk, HostThunk, KernelThunk,
                                     ParallelCopyThunk, SlicedKernelThunk, WhileThunk, every_thunk)
@@ -64,13 +66,25 @@ BLAS = {"f32": ("cblas_sgemm", "float"), "f64": ("cblas_dgemm", "double")}
 POOLED_BLAS = {"f32": "mlirxla_gemm_f32", "f64": "mlirxla_gemm_f64"}  # the runtime's GEMMs in parts
 POOLED_BATCHES = {"f32": "mlirxla_gemm_batch_f32", "f64": "mlirxla_gemm_batch_f64"}  # and their batches
 ROW_MAJOR, NO_TRANSPOSE, TRANSPOSE = 101, 111, 112
-NATIVE_LAPACK = ("getrf", "potrf", "trsm", "syevd")  # jax's cpu LAPACK calls a driver makes itself
+NATIVE_LAPACK = ("getrf", "potrf", "trsm", "syevd", "geqrf", "orgqr")  # jax's cpu LAPACK calls a driver makes itself
 WORKSPACE_BYTES = 512 << 10  # the LAPACK workspaces a driver keeps on its stack at most
 # letter, LLVM type, bytes; the one, trsm's alpha (passed by reference, complex ones too)
 LAPACK_TYPES = {"float32": ("s", "float", 4), "float64": ("d", "double", 8),
                 "complex64": ("c", "{ float, float }", 8), "complex128": ("z", "{ double, double }", 16)}
 LAPACK_ONES = {"float32": "1.0", "float64": "1.0", "complex64": "{ float 1.0, float 0.0 }", "complex128": "{ double 1.0, double 0.0 }"}
 REAL_ONLY = ("syevd",)  # complex matrices take heevd, another routine
+COMPLEX_NAMES = {"orgqr": "ungqr"}  # LAPACK's name of a routine for complex matrices, where it differs
+
+
+def overwritten_operand(routine: str) -> int:
+    """The operand a routine overwrites (copied to its first result): orgqr's reflectors, not
+    their scalars; trsm's right-hand sides, its last."""
+    return 0 if routine == "orgqr" else -1
+
+
+def lapack_name(routine: str, dtype: str) -> str:
+    letter = LAPACK_TYPES[dtype][0]
+    return letter + (COMPLEX_NAMES.get(routine, routine) if dtype.startswith("complex") else routine)
 
 
 @dataclass
@@ -110,7 +124,7 @@ def lapack_problem(thunk: HostThunk) -> str | None:
     attributes = thunk.attributes
     if thunk.call != "lapack_ffi" or attributes["routine"] not in NATIVE_LAPACK:
         return "not one of the LAPACK routines a driver calls"
-    _, shape, dtype = thunk.operands[-1]
+    _, shape, dtype = thunk.operands[overwritten_operand(attributes["routine"])]
     if dtype not in LAPACK_TYPES or np.dtype(lapack_int()) != np.int32:
         return f"{dtype} matrices, or LAPACK integers of {np.dtype(lapack_int()).itemsize} bytes"
     if attributes["routine"] in REAL_ONLY and dtype.startswith("complex"):
@@ -119,7 +133,8 @@ def lapack_problem(thunk: HostThunk) -> str | None:
         return f"empty matrices {shape}"
     if batch_parts(LAPACK_TYPES[dtype][0] + attributes["routine"], prod(shape[:-2]), prod(shape[-2:])) > 1:
         return f"a batch of {prod(shape[:-2])} matrices of {shape[-2:]} run in parts over the threads"
-    matrices = list(zip(thunk.operands, attributes["operand_orders"])) + [(thunk.results[0], attributes["result_orders"][0])]
+    matrices = [(operand, order) for operand, order in zip(thunk.operands, attributes["operand_orders"]) if len(operand[1]) == len(shape)]
+    matrices.append((thunk.results[0], attributes["result_orders"][0]))
     if any(order != column_major_order(len(matrix_shape)) for (_, matrix_shape, _), order in matrices):
         return "a matrix not in column-major order"
     return None
@@ -127,10 +142,24 @@ def lapack_problem(thunk: HostThunk) -> str | None:
 
 def workspace_bytes(thunk: HostThunk) -> int:
     """What a LAPACK host call the driver makes takes of its stack for workspaces."""
-    if thunk.call != "lapack_ffi" or thunk.attributes["routine"] != "syevd":
+    routine = thunk.attributes.get("routine") if thunk.call == "lapack_ffi" else None
+    if routine not in ("syevd", "geqrf", "orgqr"):
         return 0
-    work, integer_work = syevd_workspaces(thunk.operands[0][1][-1])
-    return work * LAPACK_TYPES[thunk.operands[0][2]][2] + integer_work * 4
+    _, shape, dtype = thunk.operands[overwritten_operand(routine)]
+    width = LAPACK_TYPES[dtype][2]
+    if routine == "syevd":
+        work, integer_work = syevd_workspaces(shape[-1])
+        return work * width + integer_work * 4
+    return optimal_work(thunk) * width
+
+
+def optimal_work(thunk: HostThunk) -> int:
+    """The optimal workspace of a geqrf or orgqr call, in elements, as the Python path asks
+    LAPACK for it (the blocked algorithm LAPACK then takes depends on it, and with it the bits)."""
+    (n, m), dtype = thunk.operands[overwritten_operand(thunk.attributes["routine"])][1][-2:], thunk.operands[0][2]
+    if thunk.attributes["routine"] == "geqrf":
+        return geqrf_workspace(m, n, dtype)
+    return orgqr_workspace(m, n, thunk.operands[1][1][-1], dtype)
 
 
 def column_major_order(rank: int) -> list[int]:
@@ -333,10 +362,11 @@ class DriverWriter:
         jaxlib's fixed workspaces. An argument is a pointer on the stack (a constant, a
         workspace), or (slice, bytes from one matrix's to the next)."""
         routine, config = thunk.attributes["routine"], thunk.attributes["config"]
-        overwritten, _, dtype = thunk.operands[-1]
-        letter, scalar, width = LAPACK_TYPES[dtype]
+        overwritten, _, dtype = thunk.operands[overwritten_operand(routine)]
+        _, scalar, width = LAPACK_TYPES[dtype]
         self.emit_copy(overwritten, thunk.results[0][0])
-        (n, m), count = thunk.operands[-1][1][-2:], prod(thunk.operands[-1][1][:-2])  # buffers of column-major matrices
+        matrix = thunk.operands[overwritten_operand(routine)][1]
+        (n, m), count = matrix[-2:], prod(matrix[:-2])  # buffers of column-major matrices
         integer, character = (lambda value: self.constant("i32", value)), (lambda key: self.constant("i8", ord(config[key])))
         result = [at for at, _, _ in thunk.results]
         if routine == "getrf":  # pivots and info: LAPACK's 4-byte integers
@@ -350,12 +380,20 @@ class DriverWriter:
                          integer(max(n, 1)), (result[1], n * width), self.stack_buffer(work * width), integer(work),
                          self.stack_buffer(integer_work * 4), integer(integer_work), (result[2], 4)]
             self.workspace_bytes += workspace_bytes(thunk)
+        elif routine in ("geqrf", "orgqr"):
+            work = optimal_work(thunk)
+            reflectors = min(m, n) if routine == "geqrf" else thunk.operands[1][1][-1]
+            scalars = (result[1], reflectors * width) if routine == "geqrf" else (thunk.operands[1][0], reflectors * width)
+            sizes = [integer(m), integer(n)] + ([] if routine == "geqrf" else [integer(reflectors)])
+            arguments = sizes + [(result[0], m * n * width), integer(max(m, 1)), scalars, self.stack_buffer(max(work, 1) * width),
+                                 integer(work), self.stack_buffer(4)]
+            self.workspace_bytes += workspace_bytes(thunk)
         else:
             order = thunk.operands[0][1][-1]
             arguments = [character("side"), character("uplo"), character("trans_x"), character("diag"), integer(m), integer(n),
                          self.constant(scalar, LAPACK_ONES[dtype]), (thunk.operands[0][0], order * order * width), integer(max(order, 1)),
                          (result[0], m * n * width), integer(max(m, 1))]
-        function = self.imported(native_drivers.LAPACK_PREFIX + letter + routine)
+        function = self.imported(native_drivers.LAPACK_PREFIX + lapack_name(routine, dtype))
         if count <= UNROLLED_GEMMS:
             for index in range(count):
                 pointers = [argument if isinstance(argument, str) else self.address(argument[0], index * argument[1])

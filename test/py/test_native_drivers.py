@@ -649,3 +649,38 @@ def test_a_batch_past_the_unrolled_calls_loops_in_the_driver(monkeypatch):
         for row, other in enumerate(swaps):
             permuted[[row, other]] = permuted[[other, row]]
         np.testing.assert_allclose((np.tril(lu, -1) + np.eye(4)) @ np.triu(lu), permuted, atol=1e-12)
+
+
+# jnp.linalg.qr of a batch as jax's cpu lowering writes it: geqrf, then orgqr (ungqr for
+# complex) making Q of the reflectors and their scalars
+QR = """func.func @main(%a: tensor<3x6x4x{t}>) -> (tensor<3x6x4x{t}>, tensor<3x6x4x{t}>) {{
+  %0:2 = stablehlo.custom_call @lapack_{letter}geqrf_ffi(%a) {{mhlo.backend_config = {{}}, operand_layouts = [dense<[1, 2, 0]> : tensor<3xindex>],
+      result_layouts = [dense<[1, 2, 0]> : tensor<3xindex>, dense<[1, 0]> : tensor<2xindex>]}} : (tensor<3x6x4x{t}>) -> (tensor<3x6x4x{t}>, tensor<3x4x{t}>)
+  %1 = stablehlo.custom_call @lapack_{letter}{orgqr}_ffi(%0#0, %0#1) {{mhlo.backend_config = {{}}, operand_layouts = [dense<[1, 2, 0]> : tensor<3xindex>, dense<[1, 0]> : tensor<2xindex>],
+      result_layouts = [dense<[1, 2, 0]> : tensor<3xindex>]}} : (tensor<3x6x4x{t}>, tensor<3x4x{t}>) -> tensor<3x6x4x{t}>
+  return %1, %0#0 : tensor<3x6x4x{t}>, tensor<3x6x4x{t}>
+}}"""
+
+
+@pytest.mark.parametrize("element, letter, dtype", [("f32", "s", np.float32), ("f64", "d", np.float64), ("complex<f32>", "c", np.complex64)])
+def test_qr_runs_in_the_driver_in_the_workspace_lapack_asks_for(element, letter, dtype, monkeypatch):
+    """geqrf and orgqr (ungqr) are called by the driver in the optimal workspace LAPACK's
+    query reports at compile time, as the Python path queries it at run time (the blocked
+    algorithm LAPACK takes depends on it): the Python path's bits, and Q R = A."""
+    from mlirxla.backends.cpu import driver_emitter
+
+    text = QR.format(t=element, letter=letter, orgqr="ungqr" if letter == "c" else "orgqr")
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal((3, 6, 4)).astype(dtype)
+    if np.dtype(dtype).kind == "c":
+        a = a + 1j * rng.standard_normal((3, 6, 4)).astype(dtype)
+    executable = Client().compile(text)
+    assert "back into Python" not in executable.thunk_sequence(), executable.thunk_sequence()
+    q, factored = executable.execute_numpy([a])
+    monkeypatch.setattr(driver_emitter, "NATIVE_LAPACK", ())
+    called_back = Client().compile(text)
+    assert "back into Python for custom_call" in called_back.thunk_sequence()
+    for native, python in zip((q, factored), called_back.execute_numpy([a])):
+        np.testing.assert_array_equal(native, python)
+    r = np.triu(factored[:, :4, :])
+    np.testing.assert_allclose(q @ r, a, atol=1e-5 if dtype in (np.float32, np.complex64) else 1e-12)
