@@ -219,6 +219,18 @@ def svd_real_workspace(m: int, n: int, mode: str) -> int:
     return max(5 * small * small + 5 * small, 2 * large * small + 2 * small * small + small)
 
 
+def svd_workspace(method: str, m: int, n: int, mode: str, dtype) -> int:
+    """The optimal workspace of gesdd or gesvd (`method`) on m x n matrices in `mode`, in
+    elements, queried as jaxlib queries it (vt's leading dimension n for mode A, else min(m, n))."""
+    complex_type = np.dtype(dtype).kind == "c"
+    jobs = [character(mode)] * (2 if method == "gesvd" else 1)
+    query_vt_rows = n if mode == "A" else min(m, n)
+    after_work = [None] * complex_type + ([None] if method == "gesdd" else []) + [integer(0)]
+    return optimal_workspace(named(method, dtype), dtype, lambda work, lwork: jobs + [integer(m), integer(n), None, leading(m), None, None,
+                                                                                       leading(m), None, leading(query_vt_rows), work, lwork]
+                             + after_work)
+
+
 def gesdd(operands, config, results, method="gesdd"):
     """gesdd (divide and conquer) or gesvd (QR iteration, `method`): jaxlib's u and vt of the
     declared shapes, their leading dimensions m and vt's rows (m or min(m, n) in the query)."""
@@ -230,11 +242,7 @@ def gesdd(operands, config, results, method="gesdd"):
     (u_shape, _), (vt_shape, _) = results[2], results[3]
     u, vt = column_major_zeros(batch, u_shape, dtype), column_major_zeros(batch, vt_shape, dtype)
     jobs = [character(mode)] * (2 if method == "gesvd" else 1)
-    query_vt_rows = n if mode == "A" else min(m, n)
-    after_work = [None] * complex_type + ([None] if method == "gesdd" else []) + [integer(0)]
-    size = optimal_workspace(name, dtype, lambda work, lwork: jobs + [integer(m), integer(n), None, leading(m), None, None,
-                                                                      leading(m), None, leading(query_vt_rows), work, lwork]
-                             + after_work)
+    size = svd_workspace(method, m, n, mode, dtype)
     if method == "gesdd":
         real_work = [workspace(svd_real_workspace(m, n, mode), real_type(dtype))] if complex_type else []
         extra = real_work + [workspace(8 * min(m, n), lapack_int())]

@@ -20,14 +20,14 @@ What the driver does for each thunk inside:
 - `copy`: memmove; `parallel_copy`: memmoves in an order where no copy overwrites what a
   later one reads, the copies caught in a cycle through stack buffers, `STACK_BYTES` at
   most per driver (a cycle past that is called back);
-- `host` calls of jax's cpu LAPACK routines getrf, potrf, trsm, syevd, geqrf and orgqr
-  (`lapack_ffi`) on f32 or f64 matrices (all but syevd on complex64 and complex128 too) in
+- `host` calls of jax's cpu LAPACK routines getrf, potrf, trsm, syevd, geqrf, orgqr and
+  gesdd (`lapack_ffi`) on f32 or f64 matrices (all but syevd on complex64 and complex128 too) in
   column-major buffers, a batch the Python path would not split over the threads
   (`lapack_batches.batch_parts`): the operand overwritten is copied to its result buffer
   (memmove), then scipy's routine, imported by address, is called on each matrix as
   `runtime/lapack_ffi.py` calls it (unrolled up to `UNROLLED_GEMMS` matrices, a loop past
-  that), its scalar arguments and workspaces (syevd's fixed ones, geqrf's and orgqr's of
-  the size LAPACK's query reports at compile time, as the Python path asks at run time;
+  that), its scalar arguments and workspaces (syevd's fixed ones, geqrf's, orgqr's and
+  gesdd's of the size LAPACK's query reports at compile time, as the Python path asks at run time;
   `WORKSPACE_BYTES` at most per driver) on the driver's stack (a small solve in a loop, a Kalman filter's,
   called back three times an iteration, took 120 us a call; a batch of 1000 8 x 8
   triangular solves 0.36 ms, twice XLA:CPU's);
@@ -52,7 +52,7 @@ import numpy as np
 
 from mlirxla.runtime import native_drivers
 from mlirxla.runtime.lapack_batches import batch_parts, lapack_int
-from mlirxla.runtime.lapack_ffi import geqrf_workspace, orgqr_workspace, syevd_workspaces
+from mlirxla.runtime.lapack_ffi import geqrf_workspace, orgqr_workspace, svd_real_workspace, svd_workspace, syevd_workspaces
 from mlirxla.runtime.native_drivers import NativeDriver
 from mlirxla.runtime.thunks import (BufferSlice, ConditionalThunk, CopyThunk, GemmThunk, HostThunk, KernelThunk,
                                     ParallelCopyThunk, SlicedKernelThunk, WhileThunk, every_thunk)
@@ -66,7 +66,7 @@ BLAS = {"f32": ("cblas_sgemm", "float"), "f64": ("cblas_dgemm", "double")}
 POOLED_BLAS = {"f32": "mlirxla_gemm_f32", "f64": "mlirxla_gemm_f64"}  # the runtime's GEMMs in parts
 POOLED_BATCHES = {"f32": "mlirxla_gemm_batch_f32", "f64": "mlirxla_gemm_batch_f64"}  # and their batches
 ROW_MAJOR, NO_TRANSPOSE, TRANSPOSE = 101, 111, 112
-NATIVE_LAPACK = ("getrf", "potrf", "trsm", "syevd", "geqrf", "orgqr")  # jax's cpu LAPACK calls a driver makes itself
+NATIVE_LAPACK = ("getrf", "potrf", "trsm", "syevd", "geqrf", "orgqr", "gesdd")  # jax's cpu LAPACK calls a driver makes itself
 WORKSPACE_BYTES = 512 << 10  # the LAPACK workspaces a driver keeps on its stack at most
 # letter, LLVM type, bytes; the one, trsm's alpha (passed by reference, complex ones too)
 LAPACK_TYPES = {"float32": ("s", "float", 4), "float64": ("d", "double", 8),
@@ -143,23 +143,41 @@ def lapack_problem(thunk: HostThunk) -> str | None:
 def workspace_bytes(thunk: HostThunk) -> int:
     """What a LAPACK host call the driver makes takes of its stack for workspaces."""
     routine = thunk.attributes.get("routine") if thunk.call == "lapack_ffi" else None
-    if routine not in ("syevd", "geqrf", "orgqr"):
+    if routine not in ("syevd", "geqrf", "orgqr", "gesdd"):
         return 0
     _, shape, dtype = thunk.operands[overwritten_operand(routine)]
     width = LAPACK_TYPES[dtype][2]
     if routine == "syevd":
         work, integer_work = syevd_workspaces(shape[-1])
         return work * width + integer_work * 4
+    if routine == "gesdd":
+        real_work, integer_work = svd_side_workspaces(thunk)
+        return optimal_work(thunk) * width + real_work * real_width(dtype) + integer_work * 4
     return optimal_work(thunk) * width
 
 
+def real_width(dtype: str) -> int:
+    """The bytes of one real number of `dtype` (a complex one's part)."""
+    return LAPACK_TYPES[dtype][2] // (2 if dtype.startswith("complex") else 1)
+
+
 def optimal_work(thunk: HostThunk) -> int:
-    """The optimal workspace of a geqrf or orgqr call, in elements, as the Python path asks
-    LAPACK for it (the blocked algorithm LAPACK then takes depends on it, and with it the bits)."""
-    (n, m), dtype = thunk.operands[overwritten_operand(thunk.attributes["routine"])][1][-2:], thunk.operands[0][2]
-    if thunk.attributes["routine"] == "geqrf":
+    """The optimal workspace of a geqrf, orgqr or gesdd call, in elements, as the Python path
+    asks LAPACK for it (the blocked algorithm LAPACK then takes depends on it, and with it the bits)."""
+    routine = thunk.attributes["routine"]
+    (n, m), dtype = thunk.operands[overwritten_operand(routine)][1][-2:], thunk.operands[0][2]
+    if routine == "geqrf":
         return geqrf_workspace(m, n, dtype)
+    if routine == "gesdd":
+        return svd_workspace("gesdd", m, n, thunk.attributes["config"]["mode"], dtype)
     return orgqr_workspace(m, n, thunk.operands[1][1][-1], dtype)
+
+
+def svd_side_workspaces(thunk: HostThunk) -> tuple[int, int]:
+    """gesdd's real workspace (complex matrices only) and integer workspace, in elements."""
+    (n, m), dtype = thunk.operands[0][1][-2:], thunk.operands[0][2]
+    real_work = svd_real_workspace(m, n, thunk.attributes["config"]["mode"]) if dtype.startswith("complex") else 0
+    return real_work, 8 * min(m, n)
 
 
 def column_major_order(rank: int) -> list[int]:
@@ -380,6 +398,9 @@ class DriverWriter:
                          integer(max(n, 1)), (result[1], n * width), self.stack_buffer(work * width), integer(work),
                          self.stack_buffer(integer_work * 4), integer(integer_work), (result[2], 4)]
             self.workspace_bytes += workspace_bytes(thunk)
+        elif routine == "gesdd":
+            arguments = self.svd_arguments(thunk, m, n, width)
+            self.workspace_bytes += workspace_bytes(thunk)
         elif routine in ("geqrf", "orgqr"):
             work = optimal_work(thunk)
             reflectors = min(m, n) if routine == "geqrf" else thunk.operands[1][1][-1]
@@ -402,6 +423,26 @@ class DriverWriter:
         else:
             self.emit_batch_loop(function, arguments, count)
         self.counts.native += 1
+
+    def svd_arguments(self, thunk: HostThunk, m: int, n: int, width: int) -> list:
+        """gesdd's arguments as the Python path passes them (jobz, m, n, a, lda, s, u, ldu, vt,
+        ldvt, work, lwork, [rwork,] iwork, info), u and vt zeroed first: LAPACK writes no
+        vectors in mode N, where jaxlib's are zeros."""
+        dtype, mode = thunk.operands[0][2], thunk.attributes["config"]["mode"]
+        result = [at for at, _, _ in thunk.results]
+        u_shape, vt_shape = thunk.results[2][1], thunk.results[3][1]
+        for at in result[2:4]:
+            if at.size:
+                self.body.append(f"  call void @llvm.memset.p0.i64(ptr {self.address(at)}, i8 0, i64 {at.size}, i1 false)")
+        work = optimal_work(thunk)
+        real_work, integer_work = svd_side_workspaces(thunk)
+        integer = lambda value: self.constant("i32", value)  # noqa: E731
+        side = [self.stack_buffer(real_work * real_width(dtype))] if real_work else []
+        return ([self.constant("i8", ord(mode)), integer(m), integer(n), (result[0], m * n * width), integer(max(m, 1)),
+                 (result[1], min(m, n) * real_width(dtype)), (result[2], prod(u_shape[-2:]) * width), integer(max(m, 1)),
+                 (result[3], prod(vt_shape[-2:]) * width), integer(max(vt_shape[-2], 1)),
+                 self.stack_buffer(max(work, 1) * width), integer(work)]
+                + side + [self.stack_buffer(integer_work * 4), (result[4], 4)])
 
     def emit_batch_loop(self, function: str, arguments: list, count: int) -> None:
         """`function` called on each of `count` matrices by a loop: an argument (slice, step)
@@ -504,7 +545,8 @@ class DriverWriter:
     def text(self) -> str:
         declarations = [f"declare void @{symbol}({', '.join(['ptr'] * count)})" for symbol, count in self.kernels.items()]
         declarations += ["declare void @llvm.memmove.p0.p0.i64(ptr, ptr, i64, i1)",
-                         "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)"]
+                         "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)",
+                         "declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)"]
         return "\n".join([
             f"; native driver {self.symbol}: the loop or conditional and its thunks in compiled code",
             *declarations, "",
