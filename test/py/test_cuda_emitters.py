@@ -179,7 +179,8 @@ def test_a_column_reduction_reads_coalesced_rows_and_reduces_through_a_padded_ti
 
 
 @pytest.mark.parametrize("shape, dimensions, dtype, combiner, init", [
-    ([6, 50], [0], "f32", "maximum", "0xFF800000"),  # 4 threads per column: fewer rows than a warp
+    # 8 threads per column: fewer rows than a warp (and more than the 8 a reduce is unrolled over)
+    ([12, 50], [0], "f32", "maximum", "0xFF800000"),
     ([3, 5, 7, 4], [1, 2], "f32", "add", "0.0"),  # a pool over the middle dimensions, kept ones around them
     ([100, 33], [0], "i32", "add", "0"),  # a guarded last block of columns
 ])

@@ -16,7 +16,7 @@ from mlirxla.transforms.scheduling import type_bytes
 
 from .. import thread_split
 from ..column_blocks import parallel_columns
-from ..kernel_source import SlicePlan, one_slice, plan_of_check, slice_plan
+from ..kernel_source import SlicePlan, plan_of_check, slice_plan
 
 
 @dataclass
