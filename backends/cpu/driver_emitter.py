@@ -430,7 +430,7 @@ class DriverWriter:
         vectors in mode N, where jaxlib's are zeros."""
         dtype, mode = thunk.operands[0][2], thunk.attributes["config"]["mode"]
         result = [at for at, _, _ in thunk.results]
-        u_shape, vt_shape = thunk.results[2][1], thunk.results[3][1]
+        u_shape, vt_shape = thunk.results[2][1], thunk.results[3][1]  # buffers of column-major matrices: vt's rows last
         for at in result[2:4]:
             if at.size:
                 self.body.append(f"  call void @llvm.memset.p0.i64(ptr {self.address(at)}, i8 0, i64 {at.size}, i1 false)")
@@ -440,7 +440,7 @@ class DriverWriter:
         side = [self.stack_buffer(real_work * real_width(dtype))] if real_work else []
         return ([self.constant("i8", ord(mode)), integer(m), integer(n), (result[0], m * n * width), integer(max(m, 1)),
                  (result[1], min(m, n) * real_width(dtype)), (result[2], prod(u_shape[-2:]) * width), integer(max(m, 1)),
-                 (result[3], prod(vt_shape[-2:]) * width), integer(max(vt_shape[-2], 1)),
+                 (result[3], prod(vt_shape[-2:]) * width), integer(max(vt_shape[-1], 1)),
                  self.stack_buffer(max(work, 1) * width), integer(work)]
                 + side + [self.stack_buffer(integer_work * 4), (result[4], 4)])
 

@@ -686,33 +686,36 @@ def test_qr_runs_in_the_driver_in_the_workspace_lapack_asks_for(element, letter,
     np.testing.assert_allclose(q @ r, a, atol=1e-5 if dtype in (np.float32, np.complex64) else 1e-12)
 
 
-def svd_text(element: str, letter: str, mode: str) -> str:
-    """jnp.linalg.svd of a batch of 6 x 4 as jax's cpu lowering calls gesdd: mode A (full
+def svd_text(element: str, letter: str, mode: str, m: int, n: int) -> str:
+    """jnp.linalg.svd of a batch of m x n as jax's cpu lowering calls gesdd: mode A (full
     matrices), S (thin) or N (values only: u and vt 1 x 1 placeholders)."""
-    u, vt = {"A": ("6x6", "4x4"), "S": ("6x4", "4x4"), "N": ("1x1", "1x1")}[mode]
+    k = min(m, n)
+    u, vt = {"A": (f"{m}x{m}", f"{n}x{n}"), "S": (f"{m}x{k}", f"{k}x{n}"), "N": ("1x1", "1x1")}[mode]
     real = {"complex<f32>": "f32", "complex<f64>": "f64"}.get(element, element)
-    results = f"tensor<3x6x4x{element}>, tensor<3x4x{real}>, tensor<3x{u}x{element}>, tensor<3x{vt}x{element}>, tensor<3xi32>"
-    return f"""func.func @main(%a: tensor<3x6x4x{element}>) -> ({results}) {{
+    results = f"tensor<3x{m}x{n}x{element}>, tensor<3x{k}x{real}>, tensor<3x{u}x{element}>, tensor<3x{vt}x{element}>, tensor<3xi32>"
+    return f"""func.func @main(%a: tensor<3x{m}x{n}x{element}>) -> ({results}) {{
   %0:5 = stablehlo.custom_call @lapack_{letter}gesdd_ffi(%a) {{mhlo.backend_config = {{mode = {ord(mode)} : ui8}}, operand_layouts = [dense<[1, 2, 0]> : tensor<3xindex>],
       result_layouts = [dense<[1, 2, 0]> : tensor<3xindex>, dense<[1, 0]> : tensor<2xindex>, dense<[1, 2, 0]> : tensor<3xindex>, dense<[1, 2, 0]> : tensor<3xindex>, dense<0> : tensor<1xindex>]}}
-      : (tensor<3x6x4x{element}>) -> ({results})
+      : (tensor<3x{m}x{n}x{element}>) -> ({results})
   return %0#0, %0#1, %0#2, %0#3, %0#4 : {results}
 }}"""
 
 
+@pytest.mark.parametrize("m, n", [(6, 4), (4, 9)])
 @pytest.mark.parametrize("mode", ["A", "S", "N"])
 @pytest.mark.parametrize("element, letter, dtype", [("f32", "s", np.float32), ("complex<f32>", "c", np.complex64)])
-def test_svd_runs_in_the_driver(element, letter, dtype, mode, monkeypatch):
+def test_svd_runs_in_the_driver(element, letter, dtype, mode, m, n, monkeypatch):
     """gesdd is called by the driver in the workspace LAPACK's query reports at compile time
-    (and a complex one's real workspace), u and vt zeroed first (mode N writes none): the
-    Python path's bits, and the singular values numpy's."""
+    (and a complex one's real workspace), u and vt zeroed first (mode N writes none), vt's
+    leading dimension its rows (a wide matrix's vt is k x n; with n it wrote past vt: jax's
+    `pinv` of 2 x 400000 crashed): the Python path's bits, and the singular values numpy's."""
     from mlirxla.backends.cpu import driver_emitter
 
-    text = svd_text(element, letter, mode)
+    text = svd_text(element, letter, mode, m, n)
     rng = np.random.default_rng(10)
-    a = rng.standard_normal((3, 6, 4)).astype(dtype)
+    a = rng.standard_normal((3, m, n)).astype(dtype)
     if np.dtype(dtype).kind == "c":
-        a = a + 1j * rng.standard_normal((3, 6, 4)).astype(dtype)
+        a = a + 1j * rng.standard_normal((3, m, n)).astype(dtype)
     executable = Client().compile(text)
     assert "back into Python" not in executable.thunk_sequence(), executable.thunk_sequence()
     native = executable.execute_numpy([a])
