@@ -33,6 +33,7 @@ from .convolution_strategy import dimension_numbers
 from .pass_base import ModulePass, PassResult
 from .sharding_remover import SHARDING
 from .spmd_builder import tensor_type
+from .transposed_convolution_phases import sliced
 
 MAX_GROUPS = 64
 MIN_GROUP_DEPTH = 32  # multiply-adds per output element of a group: its window times its input features
@@ -58,17 +59,6 @@ def grouping(op: ir.Operation) -> tuple[str, int, int] | None:
     return name, groups, split
 
 
-def sliced_along(value: ir.Value, dimension: int, start: int, size: int) -> ir.Value:
-    """`value[..., start:start + size, ...]` along `dimension`."""
-    shape = shape_of(value.type)
-    starts = [start if d == dimension else 0 for d in range(len(shape))]
-    limits = [start + size if d == dimension else extent for d, extent in enumerate(shape)]
-    sliced = [size if d == dimension else extent for d, extent in enumerate(shape)]
-    return create_op("xhlo.slice", [value], [tensor_type(sliced, element_of(value.type))], {
-        "start_indices": ir.DenseI64ArrayAttr.get(starts), "limit_indices": ir.DenseI64ArrayAttr.get(limits),
-        "strides": ir.DenseI64ArrayAttr.get([1] * len(shape))}).result
-
-
 def split_into_groups(op: ir.Operation, name: str, groups: int, split: int) -> None:
     """Replace `op` by one convolution per group, concatenated along the output features: the
     input cut along `split` (its features, or for batch groups its batch) and the kernel's
@@ -82,8 +72,8 @@ def split_into_groups(op: ir.Operation, name: str, groups: int, split: int) -> N
     attributes[name] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 1)
     with ir.InsertionPoint(op), op.location:
         parts = [create_op("xhlo.convolution",
-                           [sliced_along(op.operands[0], split, g * inputs, inputs),
-                            sliced_along(op.operands[1], kernel_output, g * outputs, outputs)],
+                           [sliced(op.operands[0], [split], [g * inputs], [(g + 1) * inputs], [1]),
+                            sliced(op.operands[1], [kernel_output], [g * outputs], [(g + 1) * outputs], [1])],
                            [tensor_type(result_shape, element_of(op.results[0].type))], attributes).result
                  for g in range(groups)]
         joined = create_op("xhlo.concatenate", parts, [op.results[0].type],

@@ -130,12 +130,7 @@ def column_plan(kernel: ir.Operation, count: int, check: ColumnCheck) -> SlicePl
 def parallel_columns(op: ir.Operation) -> SlicePlan | None:
     """The plan spreading `op` over the threads in blocks of its columns, when that pays
     (`thread_split.py`) and it keeps them apart, else None."""
-    if op.name == "xhlo.fusion":
-        if ir.StringAttr(op.attributes["kind"]).value not in ("loop", "input"):
-            return None
-    elif op.regions and op.name != "xhlo.reduce":
-        return None
-    if not op.results or not all(isinstance(result.type, ir.RankedTensorType) for result in op.results):
+    if not thread_split.splittable(op):
         return None
     threads = cpu_threads()
     columns = last_size(op.results[0])

@@ -70,6 +70,17 @@ GATHERED_FROM_BYTES = 1 << 20
 SLICE_MULTIPLES = (1, 2, 4, 8)
 
 
+def splittable(op: ir.Operation) -> bool:
+    """Whether `op` is a kernel generated from its ops that blocks over the threads can take: a
+    loop or input fusion, a lone reduce or an op without regions, with ranked tensor results."""
+    if op.name == "xhlo.fusion":
+        if ir.StringAttr(op.attributes["kind"]).value not in ("loop", "input"):
+            return False
+    elif op.regions and op.name != "xhlo.reduce":
+        return False
+    return bool(op.results) and all(isinstance(result.type, ir.RankedTensorType) for result in op.results)
+
+
 @dataclass(frozen=True)
 class SplitEstimate:
     single_thread_s: float

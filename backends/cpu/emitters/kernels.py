@@ -168,12 +168,7 @@ def parallel_rows(op: ir.Operation) -> tuple[int, SliceCheck] | None:
     """Rows per slice, and the slice check that kept them apart, when the kernel is worth
     spreading over the threads by blocks of dimension 0 (`thread_split.py` estimates that it
     pays, and it keeps its rows apart), else None."""
-    if op.name == "xhlo.fusion":
-        if ir.StringAttr(op.attributes["kind"]).value not in ("loop", "input"):
-            return None
-    elif op.regions and op.name != "xhlo.reduce":
-        return None
-    if not op.results or not all(isinstance(r.type, ir.RankedTensorType) for r in op.results):
+    if not thread_split.splittable(op):
         return None
     threads = cpu_threads()
     n = leading_size(op.results[0])
