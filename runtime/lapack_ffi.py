@@ -27,6 +27,7 @@ writes into buffers of the same order.
 the declared [shape, dtype] of each result (`backends/cpu/emitters/host_calls.py` reads them
 off the op and refuses the variants not run here)."""
 
+import functools
 import math
 
 import numpy as np
@@ -124,12 +125,15 @@ def getrf(operands, config, results):
     return [logical(a), pivots, info]
 
 
+@functools.cache
 def geqrf_workspace(m: int, n: int, dtype) -> int:
-    """The optimal workspace of geqrf on m x n matrices of `dtype`, in elements."""
+    """The optimal workspace of geqrf on m x n matrices of `dtype`, in elements (asked once per
+    shape: the native driver's compile asks it again for its stack, the Python path per call)."""
     return optimal_workspace(named("geqrf", dtype), dtype, lambda work, lwork: [integer(m), integer(n), None, leading(m), None,
                                                                                 work, lwork, integer(0)])
 
 
+@functools.cache
 def orgqr_workspace(m: int, n: int, k: int, dtype) -> int:
     """The optimal workspace of orgqr (ungqr) making m x n matrices of k reflectors, in elements."""
     name = named("ungqr" if np.dtype(dtype).kind == "c" else "orgqr", dtype)
@@ -219,6 +223,7 @@ def svd_real_workspace(m: int, n: int, mode: str) -> int:
     return max(5 * small * small + 5 * small, 2 * large * small + 2 * small * small + small)
 
 
+@functools.cache
 def svd_workspace(method: str, m: int, n: int, mode: str, dtype) -> int:
     """The optimal workspace of gesdd or gesvd (`method`) on m x n matrices in `mode`, in
     elements, queried as jaxlib queries it (vt's leading dimension n for mode A, else min(m, n))."""

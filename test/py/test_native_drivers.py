@@ -688,9 +688,10 @@ def test_qr_runs_in_the_driver_in_the_workspace_lapack_asks_for(element, letter,
 
 def svd_text(element: str, letter: str, mode: str, m: int, n: int) -> str:
     """jnp.linalg.svd of a batch of m x n as jax's cpu lowering calls gesdd: mode A (full
-    matrices), S (thin) or N (values only: u and vt 1 x 1 placeholders)."""
+    matrices), S (thin) or N (values only, u and vt declared m x m and n x n as in mode A and
+    left zero)."""
     k = min(m, n)
-    u, vt = {"A": (f"{m}x{m}", f"{n}x{n}"), "S": (f"{m}x{k}", f"{k}x{n}"), "N": ("1x1", "1x1")}[mode]
+    u, vt = {"A": (f"{m}x{m}", f"{n}x{n}"), "S": (f"{m}x{k}", f"{k}x{n}"), "N": (f"{m}x{m}", f"{n}x{n}")}[mode]
     real = {"complex<f32>": "f32", "complex<f64>": "f64"}.get(element, element)
     results = f"tensor<3x{m}x{n}x{element}>, tensor<3x{k}x{real}>, tensor<3x{u}x{element}>, tensor<3x{vt}x{element}>, tensor<3xi32>"
     return f"""func.func @main(%a: tensor<3x{m}x{n}x{element}>) -> ({results}) {{
