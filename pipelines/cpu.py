@@ -12,6 +12,8 @@
  -> collective combining (independent all-reduces, then all-gathers, of one kind become one
     variadic op: XLA's AllReduceCombiner and AllGatherCombiner, run after simplification so
     that dead collectives are gone before they are bundled with live ones)
+ -> selecting convolutions as slices (a convolution whose kernel is one-hot, jax's patch
+    extraction, becomes strided slices of its padded input interleaved along the features)
  -> convolution group split (a grouped convolution with groups of several input and output
     features becomes one convolution per group, concatenated: the GEMM strategies take one group)
  -> convolution layout (a convolution in another layout than NHWC x HWIO -> NHWC becomes
@@ -64,6 +66,7 @@ from mlirxla.transforms.sharding_propagation import ShardingPropagationPass
 from mlirxla.transforms.sharding_remover import ShardingRemoverPass
 from mlirxla.transforms.spmd_partitioner import SpmdPartitionerPass
 from mlirxla.transforms.top_k_rewriter import TopKRewriterPass
+from mlirxla.transforms.selecting_convolution_as_slices import SelectingConvolutionAsSlicesPass
 from mlirxla.transforms.transposed_convolution_phases import TransposedConvolutionPhasesPass
 from mlirxla.transforms.while_loop_constant_sinking import WhileLoopConstantSinkingPass
 from mlirxla.transforms.widening_gemm_fusion import WideningGemmFusionPass
@@ -101,6 +104,7 @@ def compiler_pipeline(name: str, alignment: int, fusion_cost_model: str, batch_s
         .add(AllGatherCombinerPass())
         .add(Convolution1dTo2dPass())
         .add(ReshapeSinkingPass())
+        .add(SelectingConvolutionAsSlicesPass())
         .add(TransposedConvolutionPhasesPass())
         .add(ConvolutionGroupSplitPass())
         .add(ConvolutionLayoutPass())

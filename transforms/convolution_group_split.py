@@ -16,8 +16,8 @@ It takes convolutions of f32 or f64 with one kind of groups, at most `MAX_GROUPS
 each group at least `MIN_GROUP_DEPTH` multiply-adds deep (its window times its input
 features: a per-example weight gradient's window is the output gradient's whole image) and
 `MIN_GROUP_OUTPUTS` output features wide, and no sharding; a depthwise 3x3 convolution (one
-input feature per group, 9 deep; jax's `conv_general_dilated_patches` too) keeps its loop
-nest, which vectorizes along the channels. Changed: any convolution split.
+input feature per group, 9 deep) keeps its loop nest, which vectorizes along the channels
+(jax's `conv_general_dilated_patches`, grouped so too, became slices before this pass). Changed: any convolution split.
 """
 
 import math

@@ -209,7 +209,8 @@ def dimension_numbers(op: ir.Operation) -> tuple:
             number("output_batch_dimension"), number("output_feature_dimension"), numbers_list("output_spatial_dimensions"))
 
 
-def _array(op: ir.Operation, name: str, default: list[int]) -> list[int]:
+def window_attribute(op: ir.Operation, name: str, default: list[int]) -> list[int]:
+    """A window attribute of a convolution (strides, dilations) as a list, `default` when absent."""
     return list(ir.DenseI64ArrayAttr(op.attributes[name])) if name in op.attributes else default
 
 
@@ -245,11 +246,11 @@ def geometry(op: ir.Operation) -> Geometry | None:
         batch=input_shape[ib], height=input_shape[isp[0]], width=input_shape[isp[1]], channels=input_shape[if_],
         kernel_height=kernel_shape[ksp[0]], kernel_width=kernel_shape[ksp[1]], features=kernel_shape[ko],
         out_height=output_shape[osp[0]], out_width=output_shape[osp[1]],
-        strides=tuple(_array(op, "window_strides", [1, 1])), padding=padding, element=element,
+        strides=tuple(window_attribute(op, "window_strides", [1, 1])), padding=padding, element=element,
         canonical=numbers == NHWC_NUMBERS, blas_ready=blas_ready,
         out_of_place=(list((ib, *isp, if_)) != [0, 1, 2, 3], list((*ksp, ki, ko)) != [0, 1, 2, 3], list((ob, *osp, of)) != [0, 1, 2, 3]),
         innermost_features=of == last, innermost_extent=output_shape[last], groups=groups[0] * groups[1],
-        lhs_dilation=tuple(_array(op, "lhs_dilation", [1, 1])), rhs_dilation=tuple(_array(op, "rhs_dilation", [1, 1])))
+        lhs_dilation=tuple(window_attribute(op, "lhs_dilation", [1, 1])), rhs_dilation=tuple(window_attribute(op, "rhs_dilation", [1, 1])))
 
 
 def weight_gradient(op: ir.Operation) -> Geometry | None:
