@@ -50,7 +50,9 @@ def concatenated_results_as_slices(module: ir.Module) -> int:
                 concatenated_before_the_reshapes(op, *split)
             else:
                 op.results[0].replace_all_uses_with(inserted_slices(op.operands, op, result_type, destination_tensor(op)))
+        operands = list(op.operands)
         erasure.erase(op)
+        erase_nested(operands)
         rewritten += 1
     return rewritten
 
@@ -161,20 +163,60 @@ def materialized(value: ir.Value) -> bool:
                for use in value.uses)
 
 
+def nested_concatenate(value: ir.Value, reader: ir.Operation) -> ir.Operation | None:
+    """The concatenate defining `value` when only `reader` reads it, else None."""
+    op = value.owner
+    if isinstance(op, ir.Block) or op.name != "stablehlo.concatenate" or any(use.owner != reader for use in value.uses):
+        return None
+    return op
+
+
+def placed_parts(operand: ir.Value, reader: ir.Operation, origin: list[int]) -> list[tuple[ir.Value, list[int]]]:
+    """(value, offsets) pairs writing `operand` of `reader` at `origin` of the result: a
+    concatenate only `reader` reads placed as its own operands along its dimension,
+    recursively (`jnp.block` concatenates rows of columns: the inner concatenates were a
+    select loop each)."""
+    inner = nested_concatenate(operand, reader)
+    if inner is None:
+        return [(operand, origin)]
+    dimension = ir.IntegerAttr(inner.attributes["dimension"]).value
+    placed = []
+    for part in inner.operands:
+        placed += placed_parts(part, inner, origin)
+        origin = [offset + (ir.RankedTensorType(part.type).shape[axis] if axis == dimension else 0) for axis, offset in enumerate(origin)]
+    return placed
+
+
+def erase_nested(operands) -> None:
+    """Erase the concatenates among `operands` (those `placed_parts` saw through) that
+    nothing reads any more, and theirs (each once: jnp.block reads one row twice)."""
+    unique = []
+    for operand in operands:
+        if not any(operand == seen for seen in unique):
+            unique.append(operand)
+    for operand in unique:
+        inner = operand.owner
+        if not isinstance(inner, ir.Block) and inner.name == "stablehlo.concatenate" and not list(operand.uses):
+            nested = list(inner.operands)
+            erasure.erase(inner)
+            erase_nested(nested)
+
+
 def inserted_slices(operands, op: ir.Operation, result_type: ir.RankedTensorType, into: ir.Value | None) -> ir.Value:
     """`operands` inserted one after another along concatenate `op`'s dimension into `into`,
-    or into an empty tensor of `result_type`."""
+    or into an empty tensor of `result_type`; nested concatenates as their own operands."""
     dimension = ir.IntegerAttr(op.attributes["dimension"]).value
     value = into if into is not None else ir.Operation.create("tensor.empty", results=[result_type]).results[0]
     offset = 0
     for operand in operands:
         shape = ir.RankedTensorType(operand.type).shape
-        offsets = [offset if axis == dimension else 0 for axis in range(len(shape))]
-        value = ir.Operation.create(
-            "tensor.insert_slice", results=[result_type], operands=[operand, value],
-            attributes={"static_offsets": ir.DenseI64ArrayAttr.get(offsets),
-                        "static_sizes": ir.DenseI64ArrayAttr.get(shape),
-                        "static_strides": ir.DenseI64ArrayAttr.get([1] * len(shape)),
-                        "operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, 1, 0, 0, 0])}).results[0]
+        for part, offsets in placed_parts(operand, op, [offset if axis == dimension else 0 for axis in range(len(shape))]):
+            sizes = ir.RankedTensorType(part.type).shape
+            value = ir.Operation.create(
+                "tensor.insert_slice", results=[result_type], operands=[part, value],
+                attributes={"static_offsets": ir.DenseI64ArrayAttr.get(offsets),
+                            "static_sizes": ir.DenseI64ArrayAttr.get(sizes),
+                            "static_strides": ir.DenseI64ArrayAttr.get([1] * len(sizes)),
+                            "operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, 1, 0, 0, 0])}).results[0]
         offset += shape[dimension]
     return value

@@ -175,6 +175,7 @@ def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None, allow
                     integer_order_reductions.reduce_in_integer_order(module)
             materialization.write_over_dying_operands(module)
             if buffer_loops is None:
+                tiling.reversed_reads_apart(module)
                 materialization.write_padded_in_place(module)
                 convolution_library.mark_library_convolutions(module)
             with ir.Location.unknown():
