@@ -13,6 +13,10 @@ time), the chain bufferizes into the destination: an operand's loop nest writes 
 of the result directly (empty-tensor elimination), or one contiguous copy moves it there, and
 the other ops reading the concatenate read the result.
 
+A concatenate of concatenates that only it reads (`jnp.block`: rows of columns) places the
+inner ones' operands directly, each into its own slice of the result: each inner concatenate
+was computed into scratch and copied over (a 1024 x 1024 block 0.99 -> 0.43 ms, XLA:CPU 0.58).
+
 Only concatenates whose result is a kernel result are rewritten: one feeding other ops only
 fuses into them as the select chain and is never materialized, which the slices would force.
 When the result goes nowhere else, the slices are inserted into the kernel argument itself

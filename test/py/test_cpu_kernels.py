@@ -2005,6 +2005,32 @@ def test_a_concatenated_result_is_written_slice_by_slice(m, k, tmp_path):
     np.testing.assert_allclose(head, concatenated.sum(axis=0)[:k], rtol=1e-5, atol=1e-4)
 
 
+# jnp.block([[x, y], [-x, x]]): rows of columns, a row read twice when it repeats
+BLOCK = """func.func @main(%x: tensor<48x40xf32>, %y: tensor<48x24xf32>) -> (tensor<96x64xf32>, tensor<96x80xf32>) {
+  %n = stablehlo.negate %x : tensor<48x40xf32>
+  %top = stablehlo.concatenate %x, %y, dim = 1 : (tensor<48x40xf32>, tensor<48x24xf32>) -> tensor<48x64xf32>
+  %bottom = stablehlo.concatenate %n, %y, dim = 1 : (tensor<48x40xf32>, tensor<48x24xf32>) -> tensor<48x64xf32>
+  %block = stablehlo.concatenate %top, %bottom, dim = 0 : (tensor<48x64xf32>, tensor<48x64xf32>) -> tensor<96x64xf32>
+  %pair = stablehlo.concatenate %x, %x, dim = 1 : (tensor<48x40xf32>, tensor<48x40xf32>) -> tensor<48x80xf32>
+  %tiles = stablehlo.concatenate %pair, %pair, dim = 0 : (tensor<48x80xf32>, tensor<48x80xf32>) -> tensor<96x80xf32>
+  return %block, %tiles : tensor<96x64xf32>, tensor<96x80xf32>
+}"""
+
+
+def test_a_concatenate_of_concatenates_writes_every_part_into_its_slice():
+    """jnp.block's rows of columns: the inner concatenates, read only by the outer one (one
+    of them twice), are seen through, each part written into its own slice of the result;
+    each was computed into scratch and copied over (a 1024 x 1024 block 0.99 -> 0.43 ms).
+    No kernel takes scratch; numpy's bits."""
+    executable = Client().compile(BLOCK)
+    assert "scratch" not in executable.thunk_sequence(), executable.thunk_sequence()
+    rng = np.random.default_rng(12)
+    x, y = rng.standard_normal((48, 40), dtype=np.float32), rng.standard_normal((48, 24), dtype=np.float32)
+    block, tiles = executable.execute_numpy([x, y])
+    np.testing.assert_array_equal(block, np.block([[x, y], [-x, y]]))
+    np.testing.assert_array_equal(tiles, np.block([[x, x], [x, x]]))
+
+
 PLAIN_TRANSPOSES = """func.func @main(%a: tensor<4x64x32xf32>, %b: tensor<4x64x32xf32>) -> tensor<4x32x128xf32> {
   %ta = stablehlo.transpose %a, dims = [0, 2, 1] : (tensor<4x64x32xf32>) -> tensor<4x32x64xf32>
   %tb = stablehlo.transpose %b, dims = [0, 2, 1] : (tensor<4x64x32xf32>) -> tensor<4x32x64xf32>
