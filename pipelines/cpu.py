@@ -20,6 +20,8 @@
     one between transposes when the convolution cost model says its GEMM then pays)
  -> dot canonicalization (a float dot no GEMM takes, its batch dimensions not leading, say,
     becomes one between transposes of its operands: XLA's DotDecomposer)
+ -> bf16 accumulation in f32 (a bf16 reduce, reduce_window or scatter computes in f32 between
+    converts: XLA:CPU's float normalization, its accumulator rounded once)
  -> narrow dot upcast (a bf16, f16 or f8 dot as an f32 dot between converts: the CPU's GEMMs are f32)
  -> top-k rewriting (a sort of (x, iota) read only in its first k positions, which is what
     lax.top_k becomes, as one TopK custom call: the CPU's selection kernel)
@@ -40,6 +42,7 @@
 
 from mlirxla.transforms.all_gather_combiner import AllGatherCombinerPass
 from mlirxla.transforms.all_reduce_combiner import AllReduceCombinerPass
+from mlirxla.transforms.bf16_accumulation_in_f32 import Bf16AccumulationInF32Pass
 from mlirxla.transforms.batch_slice_fusion import BatchSliceFusionPass
 from mlirxla.transforms.buffer_assignment import BufferAssignmentPass
 from mlirxla.transforms.copy_insertion import CopyInsertionPass
@@ -109,6 +112,7 @@ def compiler_pipeline(name: str, alignment: int, fusion_cost_model: str, batch_s
         .add(ConvolutionGroupSplitPass())
         .add(ConvolutionLayoutPass())
         .add(DotCanonicalizerPass())
+        .add(Bf16AccumulationInF32Pass())
     )
     if f32_gemms_only:
         pipeline.add(NarrowDotUpcastPass()).add(IntegerDotAsFloatPass())

@@ -39,6 +39,7 @@ PASSES = {
     "xhlo-reshape-sinking": "reshape_sinking:ReshapeSinkingPass",
     "xhlo-dot-canonicalizer": "dot_canonicalizer:DotCanonicalizerPass",
     "xhlo-custom-call-layouts": "custom_call_layouts:CustomCallLayoutsPass",
+    "xhlo-bf16-accumulation-in-f32": "bf16_accumulation_in_f32:Bf16AccumulationInF32Pass",
     "xhlo-narrow-dot-upcast": "narrow_dot_upcast:NarrowDotUpcastPass",
     "xhlo-integer-dot-as-float": "integer_dot_as_float:IntegerDotAsFloatPass",
     "xhlo-transposed-convolution-phases": "transposed_convolution_phases:TransposedConvolutionPhasesPass",
