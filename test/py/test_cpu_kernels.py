@@ -2031,6 +2031,32 @@ def test_a_concatenate_of_concatenates_writes_every_part_into_its_slice():
     np.testing.assert_array_equal(tiles, np.block([[x, x], [x, x]]))
 
 
+# jnp.meshgrid stacked: columns of two inputs broadcast into the halves of the result, each
+# computed with the column's unit dimension (a loop nest over [1, n, 1, m]) and reshaped
+MESHGRID = """func.func @main(%x: tensor<200x8xf32>, %y: tensor<150x8xf32>) -> tensor<2x200x150xf32> {
+  %a = stablehlo.slice %x [0:200, 0:1] : (tensor<200x8xf32>) -> tensor<200x1xf32>
+  %ar = stablehlo.reshape %a : (tensor<200x1xf32>) -> tensor<200xf32>
+  %b = stablehlo.slice %y [0:150, 0:1] : (tensor<150x8xf32>) -> tensor<150x1xf32>
+  %br = stablehlo.reshape %b : (tensor<150x1xf32>) -> tensor<150xf32>
+  %0 = stablehlo.broadcast_in_dim %ar, dims = [1] : (tensor<200xf32>) -> tensor<1x200x150xf32>
+  %1 = stablehlo.broadcast_in_dim %br, dims = [2] : (tensor<150xf32>) -> tensor<1x200x150xf32>
+  %2 = stablehlo.concatenate %0, %1, dim = 0 : (tensor<1x200x150xf32>, tensor<1x200x150xf32>) -> tensor<2x200x150xf32>
+  return %2 : tensor<2x200x150xf32>
+}"""
+
+
+def test_a_part_computed_with_unit_dimensions_is_written_into_its_slice():
+    """Each half's loop nest ran over [1, 200, 1, 150] into scratch, reshaped, then copied
+    into its slice of the result (the reshape hid the slice from empty-tensor elimination):
+    the unit dimensions are folded out of the loop nests first, and each writes its slice
+    directly (a 2 x 2000 x 1500 meshgrid 7.8 -> 4.6 ms). No scratch; numpy's bits."""
+    executable = Client().compile(MESHGRID)
+    assert "scratch" not in executable.thunk_sequence(), executable.thunk_sequence()
+    rng = np.random.default_rng(14)
+    x, y = rng.standard_normal((200, 8), dtype=np.float32), rng.standard_normal((150, 8), dtype=np.float32)
+    np.testing.assert_array_equal(executable.execute_numpy([x, y])[0], np.stack(np.meshgrid(x[:, 0], y[:, 0], indexing="ij")))
+
+
 PLAIN_TRANSPOSES = """func.func @main(%a: tensor<4x64x32xf32>, %b: tensor<4x64x32xf32>) -> tensor<4x32x128xf32> {
   %ta = stablehlo.transpose %a, dims = [0, 2, 1] : (tensor<4x64x32xf32>) -> tensor<4x32x64xf32>
   %tb = stablehlo.transpose %b, dims = [0, 2, 1] : (tensor<4x64x32xf32>) -> tensor<4x32x64xf32>

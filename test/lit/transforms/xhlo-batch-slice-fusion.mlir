@@ -48,3 +48,42 @@ func.func @reduce_over_batch(%x: tensor<4x6x6x2xf32>, %k1: tensor<3x3x2x4xf32>) 
   %2 = stablehlo.reduce(%1 init: %init) applies stablehlo.add across dimensions = [0] : (tensor<4x6x6x4xf32>, tensor<f32>) -> tensor<6x6x4xf32>
   return %2 : tensor<6x6x4xf32>
 }
+
+// -----
+
+/// A dot of [rows, features] rows feeding an epilogue with a row reduction (a pairwise
+/// distance matrix): sliced, each slice would multiply one row, a matrix-vector product
+/// streaming the rhs again; the dot stays a GEMM and the epilogue its own kernel.
+// CHECK-LABEL: func.func @row_dot
+// SMALL-LABEL: func.func @row_dot
+// CHECK: "xhlo.dot"
+// CHECK: kind = "loop"
+// CHECK-NOT: batch_slices
+func.func @row_dot(%a: tensor<64x8xf32>, %w: tensor<8x16xf32>) -> tensor<64x16xf32> {
+  %d = stablehlo.dot_general %a, %w, contracting_dims = [1] x [0] : (tensor<64x8xf32>, tensor<8x16xf32>) -> tensor<64x16xf32>
+  %sq = stablehlo.multiply %a, %a : tensor<64x8xf32>
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %n = stablehlo.reduce(%sq init: %zero) applies stablehlo.add across dimensions = [1] : (tensor<64x8xf32>, tensor<f32>) -> tensor<64xf32>
+  %nb = stablehlo.broadcast_in_dim %n, dims = [0] : (tensor<64xf32>) -> tensor<64x16xf32>
+  %r = stablehlo.subtract %nb, %d : tensor<64x16xf32>
+  %t = stablehlo.sqrt %r : tensor<64x16xf32>
+  return %t : tensor<64x16xf32>
+}
+
+// -----
+
+/// Its twin over [batch, 16, features]: each slice multiplies 16 rows, merged.
+// CHECK-LABEL: func.func @sequence_dot
+// CHECK: custom = "batch_slices"
+// SMALL-LABEL: func.func @sequence_dot
+// SMALL: custom = "batch_slices"
+func.func @sequence_dot(%a: tensor<4x16x8xf32>, %w: tensor<8x16xf32>) -> tensor<4x16x16xf32> {
+  %d = stablehlo.dot_general %a, %w, contracting_dims = [2] x [0] : (tensor<4x16x8xf32>, tensor<8x16xf32>) -> tensor<4x16x16xf32>
+  %sq = stablehlo.multiply %a, %a : tensor<4x16x8xf32>
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %n = stablehlo.reduce(%sq init: %zero) applies stablehlo.add across dimensions = [2] : (tensor<4x16x8xf32>, tensor<f32>) -> tensor<4x16xf32>
+  %nb = stablehlo.broadcast_in_dim %n, dims = [0, 1] : (tensor<4x16xf32>) -> tensor<4x16x16xf32>
+  %r = stablehlo.subtract %nb, %d : tensor<4x16x16xf32>
+  %t = stablehlo.sqrt %r : tensor<4x16x16xf32>
+  return %t : tensor<4x16x16xf32>
+}
