@@ -12,6 +12,8 @@ the same last dimension C, column j of it depending only on column j of what it 
   repeated down the rows), or repeats a scalar;
 - a reduce keeps the last dimension of its inputs, its inits scalars;
 - a reshape keeps the last dimension (row-major, it moves whole rows of C);
+- a slice, pad, concatenate, reverse or transpose leaves the last dimension as it is (jax's
+  associative scan down the rows: strided slices, interleaved again by interior padding);
 - an iota counts along another dimension; a constant is a scalar or a splat;
 - the kernel's operands are column values or scalars, its results column values.
 
@@ -93,6 +95,8 @@ class ColumnCheck:
             if dims[-1] == rank(op.results[0]) - 1 and self.column_value(operands[0]):
                 return None
             return "a broadcast moves or repeats the last dimension"
+        if kind in ("slice", "pad", "concatenate", "reverse", "transpose"):
+            return self.reshaping_problem(op, kind, operands)
         if kind == "reduce":
             inputs, inits = operands[:len(operands) // 2], operands[len(operands) // 2:]
             if rank(inputs[0]) - 1 in ir.DenseI64ArrayAttr(op.attributes["dimensions"]):
@@ -101,6 +105,31 @@ class ColumnCheck:
                 return "the reduce reads an input it cannot cut in columns"
             return None if all(last_size(value) is None for value in inits) else "the reduce's init is not a scalar"
         return f"xhlo.{kind} mixes columns"
+
+
+    def reshaping_problem(self, op: ir.Operation, kind: str, operands: list[ir.Value]) -> str | None:
+        """Slices, pads, concatenates, reverses and transposes that leave the last dimension
+        as it is keep the columns apart (jax's associative scans: strided slices of the rows,
+        interleaved again by interior padding)."""
+        last = rank(op.results[0]) - 1
+
+        def array(name: str) -> list[int]:
+            return list(ir.DenseI64ArrayAttr(op.attributes[name]))
+
+        if kind == "slice":
+            kept = (array("start_indices")[last], array("limit_indices")[last], array("strides")[last]) == (0, self.columns, 1)
+        elif kind == "pad":
+            kept = not any(array(name)[last] for name in ("edge_padding_low", "edge_padding_high", "interior_padding"))
+            operands = operands[:1]
+        elif kind == "concatenate":
+            kept = ir.IntegerAttr(op.attributes["dimension"]).value != last
+        elif kind == "reverse":
+            kept = last not in array("dimensions")
+        else:
+            kept = array("permutation")[last] == last
+        if not kept:
+            return f"xhlo.{kind} moves elements along the last dimension"
+        return None if all(self.column_value(value) for value in operands) else f"xhlo.{kind} reads a value it cannot cut in columns"
 
 
 def column_problem(kernel: ir.Operation, columns: int) -> tuple[str | None, ColumnCheck]:

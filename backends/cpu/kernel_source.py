@@ -250,9 +250,11 @@ def retyped_clone(op: ir.Operation, operands: list[ir.Value], result_types: list
         if not value.is_splat:
             raise MlirxlaError("the cpu backend cannot slice a constant that is not a splat", location_text(op.location))
         attributes["value"] = splat_of_type(value.get_splat_value(), result_types[0])
-    if op.name == "xhlo.slice":  # one keeping dimension 0 whole (`SliceCheck`): it keeps the slice's rows
+    if op.name == "xhlo.slice":  # one keeping the cut dimension whole (`SliceCheck`, `ColumnCheck`): it keeps the block
         limits = list(ir.DenseI64ArrayAttr(attributes["limit_indices"]))
-        attributes["limit_indices"] = ir.DenseI64ArrayAttr.get([ir.RankedTensorType(result_types[0]).shape[0], *limits[1:]])
+        old_shape, new_shape = ir.RankedTensorType(op.results[0].type).shape, ir.RankedTensorType(result_types[0]).shape
+        attributes["limit_indices"] = ir.DenseI64ArrayAttr.get(
+            [new if new != old else limit for limit, old, new in zip(limits, old_shape, new_shape)])
     clone = create_op(op.name, operands, result_types, attributes, op.location, region_count=len(op.regions))
     for source, target in zip(op.regions, clone.regions):
         _copy_block(source.blocks[0], target)
@@ -282,6 +284,7 @@ def finish(module: ir.Module) -> None:
     materialization.concatenates_moved_below(module)
     rewrite_elemental_math(module)
     lower_module(module)
+    materialization.merge_materialized_duplicates(module)
     reduce_rows_in_lanes(module)
     for op in ops_named(module, "stablehlo.add"):
         if str(ir.RankedTensorType(op.results[0].type).element_type) == "i1":

@@ -1,8 +1,10 @@
 """Kernels that reduce over their rows run in blocks of columns over the threads
 (`backends/cpu/column_blocks.py`): a column softmax, a batch norm over NHWC and an integer
-column sum split into column blocks, give the reference interpreter's results and the
-single-thread kernel's bits; kernels that mix columns (a reduce over the last dimension, an
-iota along it, a transpose, a reverse) and widths the threads do not divide stay whole."""
+column sum split into column blocks, and so does one moving whole rows (slices, pads,
+concatenates and reverses along dimension 0); they give the reference interpreter's results
+and the single-thread kernel's bits; kernels that mix columns (a reduce over the last
+dimension, an iota along it, a transpose, a reverse, a slice, pad or concatenate of the
+columns) and widths the threads do not divide stay whole."""
 
 import numpy as np
 import pytest
@@ -72,8 +74,25 @@ def column_max_then(tail: str, result: str = "32x64xf32") -> str:
 ROW_SOFTMAX = COLUMN_SOFTMAX.replace("across dimensions = [0]", "across dimensions = [1]").replace(
     "tensor<64xf32>", "tensor<32xf32>").replace("dims = [1]", "dims = [0]")
 
+# jax's associative scan down the rows moves whole rows: strided slices, interior padding,
+# concatenates and reverses along dimension 0, then a column maximum
+ROWS_MOVED = """func.func @main(%x: tensor<32x64xf32>) -> tensor<64x64xf32> {
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %p = stablehlo.pad %x, %zero, low = [1, 0], high = [0, 0], interior = [1, 0] : (tensor<32x64xf32>, tensor<f32>) -> tensor<64x64xf32>
+  %s = stablehlo.slice %p [1:64:2, 0:64] : (tensor<64x64xf32>) -> tensor<32x64xf32>
+  %e = stablehlo.exponential %s : tensor<32x64xf32>
+  %c = stablehlo.concatenate %e, %x, dim = 0 : (tensor<32x64xf32>, tensor<32x64xf32>) -> tensor<64x64xf32>
+  %v = stablehlo.reverse %c, dims = [0] : tensor<64x64xf32>
+  %m = stablehlo.reduce(%v init: %ninf) applies stablehlo.maximum across dimensions = [0] : (tensor<64x64xf32>, tensor<f32>) -> tensor<64xf32>
+  %mb = stablehlo.broadcast_in_dim %m, dims = [1] : (tensor<64xf32>) -> tensor<64x64xf32>
+  %r = stablehlo.subtract %v, %mb : tensor<64x64xf32>
+  return %r : tensor<64x64xf32>
+}"""
+
 SPLIT = {
     "column softmax": (COLUMN_SOFTMAX, 2),
+    "rows moved by slices, pads, concatenates and reverses": (ROWS_MOVED, 1),
     "batch norm over NHWC": (BATCH_NORM, 2),
     "integer column sum": (INTEGER_COLUMN_SUM, 1),
 }
@@ -83,6 +102,12 @@ WHOLE = {
         "%i = stablehlo.iota dim = 1 : tensor<32x64xf32>\n  %r = stablehlo.multiply %d, %i : tensor<32x64xf32>"),
     "a transpose": column_max_then("%r = stablehlo.transpose %d, dims = [1, 0] : (tensor<32x64xf32>) -> tensor<64x32xf32>", "64x32xf32"),
     "a reverse of the columns": column_max_then("%r = stablehlo.reverse %d, dims = [1] : tensor<32x64xf32>"),
+    "a slice of the columns": column_max_then("%r = stablehlo.slice %d [0:32, 0:64:2] : (tensor<32x64xf32>) -> tensor<32x32xf32>", "32x32xf32"),
+    "a pad of the columns": column_max_then(
+        "%z = stablehlo.constant dense<0.0> : tensor<f32>\n  %r = stablehlo.pad %d, %z, low = [0, 1], high = [0, 0], interior = [0, 0]"
+        " : (tensor<32x64xf32>, tensor<f32>) -> tensor<32x65xf32>", "32x65xf32"),
+    "a concatenate of the columns": column_max_then(
+        "%r = stablehlo.concatenate %d, %x, dim = 1 : (tensor<32x64xf32>, tensor<32x64xf32>) -> tensor<32x128xf32>", "32x128xf32"),
     "a row softmax (row blocks instead)": ROW_SOFTMAX,
 }
 

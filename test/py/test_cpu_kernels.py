@@ -1365,6 +1365,35 @@ def test_sinking_slices_stops_at_the_kernels_own_size(tmp_path):
     np.testing.assert_allclose(executable.execute_numpy([x])[0], reference_outputs(module, [x])[0], rtol=1e-5)
 
 
+# what fusion leaves in a kernel whose consumers each took a copy of a cheap producer: two
+# equal slices of an argument, two equal products of them, each read by a slice (as jax's
+# associative scan reads each level), and two equal differences read by elementwise ops only
+DUPLICATED = """func.func @k(%x: tensor<64x8xf32>, %y: tensor<32x8xf32>) -> (tensor<16x8xf32>, tensor<16x8xf32>, tensor<32x8xf32>) {
+  %s1 = stablehlo.slice %x [0:64:2, 0:8] : (tensor<64x8xf32>) -> tensor<32x8xf32>
+  %s2 = stablehlo.slice %x [0:64:2, 0:8] : (tensor<64x8xf32>) -> tensor<32x8xf32>
+  %m1 = stablehlo.multiply %s1, %s1 : tensor<32x8xf32>
+  %m2 = stablehlo.multiply %s2, %s2 : tensor<32x8xf32>
+  %e = stablehlo.slice %m1 [0:32:2, 0:8] : (tensor<32x8xf32>) -> tensor<16x8xf32>
+  %o = stablehlo.slice %m2 [1:32:2, 0:8] : (tensor<32x8xf32>) -> tensor<16x8xf32>
+  %d1 = stablehlo.subtract %y, %y : tensor<32x8xf32>
+  %d2 = stablehlo.subtract %y, %y : tensor<32x8xf32>
+  %p = stablehlo.multiply %d1, %d2 : tensor<32x8xf32>
+  return %e, %o, %p : tensor<16x8xf32>, tensor<16x8xf32>, tensor<32x8xf32>
+}"""
+
+
+def test_equal_ops_are_shared_where_memory_holds_them_anyway():
+    """The two slices of the argument are one view, the two products read by slices (in
+    memory either way) one value; the two differences read by a multiply stay two, each fused
+    into its reader (shared, one would be materialized)."""
+    with new_context():
+        module = ir.Module.parse(DUPLICATED)
+        assert materialization.merge_materialized_duplicates(module) == 2
+        text = str(module)
+    assert text.count("stablehlo.slice %arg0") == 1 and text.count("stablehlo.multiply") == 2, text
+    assert text.count("stablehlo.subtract") == 2, text
+
+
 HEADS_MERGED_IN_BF16 = """func.func @main(%x: tensor<8x16x4xf32>) -> tensor<16x32xf32> {
   %0 = stablehlo.add %x, %x : tensor<8x16x4xf32>
   %1 = stablehlo.convert %0 : (tensor<8x16x4xf32>) -> tensor<8x16x4xbf16>
