@@ -524,8 +524,8 @@ def cumulative_text(shape: tuple[int, ...], axis: int, element: str, combiner: s
 CUMULATIVE = {
     "cumsum f32 along the last axis": ((4, 37), 1, "f32", "add", False, "0.0", np.float32),
     "reverse cumsum f32 along a middle axis": ((3, 9, 5), 1, "f32", "add", True, "-0.0", np.float32),
-    "cumprod i32 along the first axis": ((6, 4), 0, "i32", "multiply", False, "1", np.int32),
-    "cummax f32, reverse": ((5, 8), 1, "f32", "maximum", True, "0xFF800000", np.float32),
+    "cumprod i32 along the first axis": ((12, 4), 0, "i32", "multiply", False, "1", np.int32),
+    "cummax f32, reverse": ((5, 12), 1, "f32", "maximum", True, "0xFF800000", np.float32),
     "cummin ui8": ((33,), 0, "ui8", "minimum", False, "255", np.uint8),
     "cumsum i32 over three blocks, reverse": ((3, 300, 2), 1, "i32", "add", True, "0", np.int32),
     "cumsum i64 over three blocks": ((300, 3), 0, "i64", "add", False, "0", np.int64),
@@ -578,13 +578,37 @@ def test_a_window_shorter_than_its_axis_keeps_its_loops(tmp_path):
 def test_a_cumulative_window_whose_init_shows_through_its_padding_keeps_its_loops(context, tmp_path):
     """The spec pads with the init value: with 2 as an add's init each window adds it once per
     padded position, which a scan would not."""
-    text = cumulative_text((3, 6), 1, "f32", "add", False, "2.0")
+    text = cumulative_text((3, 12), 1, "f32", "add", False, "2.0")
     executable = Client().compile(text, CompileOptions(dump_to=str(tmp_path)))
     assert "cumulative" not in next(tmp_path.glob("*thunk-sequence.txt")).read_text()
-    x = values((3, 6), np.float32, 9)
+    x = values((3, 12), np.float32, 9)
     expected = reference_outputs(frontdoor.import_text(text, "test", context).module, [x])[0]
     np.testing.assert_allclose(executable.execute_numpy([x])[0], expected, rtol=1e-6)
-    np.testing.assert_allclose(expected[:, 0], 2.0 * 6 + x[:, 0])
+    np.testing.assert_allclose(expected[:, 0], 2.0 * 12 + x[:, 0])
+
+
+SHORT_CUMULATIVE = {
+    "cumsum f32 over 3": ((3, 64), 0, "f32", "add", False, "0.0", np.float32),
+    "reverse cumprod i32 over 5": ((4, 5), 1, "i32", "multiply", True, "1", np.int32),
+    "cummax f32 over 8": ((8, 16), 0, "f32", "maximum", False, "0xFF800000", np.float32),
+    "cumsum from 2, its padding showing": ((2, 6), 1, "f32", "add", False, "2.0", np.float32),
+    "reverse cumsum from 1, its padding showing": ((2, 6), 1, "f32", "add", True, "1.0", np.float32),
+}
+
+
+@pytest.mark.parametrize("name", list(SHORT_CUMULATIVE))
+def test_a_cumulative_window_over_a_short_axis_is_unrolled(context, name, tmp_path):
+    """Along at most 8 elements the simplifier writes each position as the body over the
+    slices its window covers (`algsimp_patterns/reduce.unrolled_short_reduce_window`), an init
+    that is not inert counted once per padded position as the spec pads: no reduce_window is
+    left, and the values are the reference interpreter's, bit for bit."""
+    shape, axis, element, combiner, reverse, init, dtype = SHORT_CUMULATIVE[name]
+    text = cumulative_text(shape, axis, element, combiner, reverse, init)
+    executable = Client().compile(text, CompileOptions(dump_to=str(tmp_path)))
+    assert "reduce_window" not in next(tmp_path.glob("*cpu_after_optimizations.mlir")).read_text()
+    arguments = [values(shape, dtype, 11)]
+    expected = reference_outputs(frontdoor.import_text(text, "test", context).module, arguments)[0]
+    np.testing.assert_array_equal(executable.execute_numpy(arguments)[0], expected)
 
 
 def log_add_exp_text(shape: tuple[int, ...], reverse: bool, init: str = "0xFF800000") -> str:

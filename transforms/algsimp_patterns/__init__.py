@@ -29,7 +29,8 @@ REWRITES = MappingProxyType(
         "xhlo.broadcast": (shape.fold_broadcast_identity, shape.fold_broadcast_of_splat, shape.fold_broadcast_of_broadcast),
         "xhlo.iota": (shape.fold_iota_unit_dimension,),
         "xhlo.slice": (shape.fold_slice_full, shape.fold_slice_of_slice, shape.fold_slice_of_concatenate,
-                       shape.fold_slice_of_reverse, shape.slice_of_broadcast_as_broadcast, shape.fold_slice_of_iota),
+                       shape.fold_slice_of_reverse, shape.slice_of_broadcast_as_broadcast, shape.fold_slice_of_iota,
+                       shape.slice_of_unary_as_unary_of_slice),
         "xhlo.dynamic_slice": (shape.fold_dynamic_slice_full,),
         "xhlo.dynamic_update_slice": (shape.fold_update_with_nothing, shape.fold_dynamic_update_slice_full),
         "xhlo.scatter": (shape.fold_update_with_nothing,),
@@ -40,6 +41,7 @@ REWRITES = MappingProxyType(
         "xhlo.dot": (convolution.zeros_for_an_empty_operand, dot.fold_dot_unit_contraction),
         "xhlo.convolution": (convolution.zeros_for_an_empty_operand, convolution.reverse_window_into_kernel),
         "xhlo.reduce": (reduce.fold_reduce_empty_dimension, reduce.fold_reduce_unit_dimensions, reduce.unrolled_short_reduce),
+        "xhlo.reduce_window": (reduce.unrolled_short_reduce_window,),
     }
 )
 

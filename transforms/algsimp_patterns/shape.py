@@ -307,6 +307,29 @@ def slice_of_broadcast_as_broadcast(op: ir.Operation, options):
     return broadcast(sliced, dimensions, op.result.type, op.location)
 
 
+UNARY_ELEMENTWISE = ("convert", "negate", "not", "abs", "bitcast_convert")
+
+
+def slice_of_unary_as_unary_of_slice(op: ir.Operation, options):
+    """slice(u(x)) -> u(slice(x)) for a unary elementwise u (a convert, a negation) whose
+    readers are all slices: each computes only the part it keeps, and the slice reaches what
+    u reads (jax's piecewise converts its stacked [3, n] conditions to i32 and slices the rows
+    of its cumulative sum back out: through the convert, each row is the condition it was)."""
+    inner = op.operands[0].owner
+    if isinstance(inner, ir.Block) or not inner.name.startswith("xhlo.") or inner.name[len("xhlo."):] not in UNARY_ELEMENTWISE:
+        return NO_MATCH
+    if shape_of(inner.operands[0].type) != shape_of(inner.results[0].type):
+        return NO_MATCH
+    if any(use.owner.name != "xhlo.slice" for use in inner.results[0].uses):
+        return NO_MATCH
+    source = inner.operands[0]
+    sliced_type = ir.RankedTensorType.get(shape_of(op.result.type), element_of(source.type))
+    attrs = {name: op.attributes[name] for name in ("start_indices", "limit_indices", "strides")}
+    sliced = create_op("xhlo.slice", [source], [sliced_type], attrs, op.location).results[0]
+    kept = {name: inner.attributes[name] for name in inner.attributes if name != "result_layouts"}
+    return create_op(inner.name, [sliced], [op.result.type], kept, op.location).results[0]
+
+
 def fold_slice_of_iota(op: ir.Operation, options):
     """slice(iota along d) keeping one index i of d -> broadcast(i) (the rows of an argmax
     over a short dimension, unrolled, each compare with their index)."""

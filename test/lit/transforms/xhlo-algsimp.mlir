@@ -952,6 +952,72 @@ func.func @fold_short_argmax_reduce(%x: tensor<3x5xf32>) -> (tensor<5xf32>, tens
 
 // -----
 
+/// jax's cumsum over a dimension of 3 (a window of 3 padded by 2 in front) is, per position,
+/// the adds of the slices its window covers: x0, x0 + x1, x0 + x1 + x2, concatenated.
+// CHECK-LABEL: func.func @fold_short_cumulative_sum
+// CHECK-NOT: "xhlo.reduce_window"
+// CHECK-COUNT-3: "xhlo.add"
+// CHECK-NOT: "xhlo.add"
+// CHECK: %[[C:.*]] = "xhlo.concatenate"({{.*}}) {dimension = 0 : i64} : (tensor<1x5xf32>, tensor<1x5xf32>, tensor<1x5xf32>) -> tensor<3x5xf32>
+// CHECK: return %[[C]]
+func.func @fold_short_cumulative_sum(%x: tensor<3x5xf32>) -> tensor<3x5xf32> {
+  %zero = "xhlo.constant"() {value = dense<0.000000e+00> : tensor<f32>} : () -> tensor<f32>
+  %0 = "xhlo.reduce_window"(%x, %zero) ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %s = "xhlo.add"(%a, %b) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+    "xhlo.return"(%s) : (tensor<f32>) -> ()
+  }) {window_dimensions = array<i64: 3, 1>, padding = dense<[[2, 0], [0, 0]]> : tensor<2x2xi64>} : (tensor<3x5xf32>, tensor<f32>) -> tensor<3x5xf32>
+  return %0 : tensor<3x5xf32>
+}
+
+// -----
+
+/// A window moving along a dimension of 9 stays a reduce_window.
+// CHECK-LABEL: func.func @reduce_window_over_a_long_dimension
+// CHECK: "xhlo.reduce_window"
+func.func @reduce_window_over_a_long_dimension(%x: tensor<9x5xf32>) -> tensor<9x5xf32> {
+  %zero = "xhlo.constant"() {value = dense<0.000000e+00> : tensor<f32>} : () -> tensor<f32>
+  %0 = "xhlo.reduce_window"(%x, %zero) ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %s = "xhlo.add"(%a, %b) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+    "xhlo.return"(%s) : (tensor<f32>) -> ()
+  }) {window_dimensions = array<i64: 9, 1>, padding = dense<[[8, 0], [0, 0]]> : tensor<2x2xi64>} : (tensor<9x5xf32>, tensor<f32>) -> tensor<9x5xf32>
+  return %0 : tensor<9x5xf32>
+}
+
+// -----
+
+/// Slices of a convert that only slices read: each row converted alone, so the slice of the
+/// concatenate below it folds to the part it takes.
+// CHECK-LABEL: func.func @fold_slice_of_convert_as_convert_of_slice
+// CHECK-NOT: "xhlo.concatenate"
+// CHECK: %[[A:.*]] = "xhlo.convert"(%arg0) : (tensor<1x5xi1>) -> tensor<1x5xi32>
+// CHECK: %[[B:.*]] = "xhlo.convert"(%arg1) : (tensor<1x5xi1>) -> tensor<1x5xi32>
+// CHECK: return %[[A]], %[[B]]
+func.func @fold_slice_of_convert_as_convert_of_slice(%a: tensor<1x5xi1>, %b: tensor<1x5xi1>) -> (tensor<1x5xi32>, tensor<1x5xi32>) {
+  %c = "xhlo.concatenate"(%a, %b) {dimension = 0 : i64} : (tensor<1x5xi1>, tensor<1x5xi1>) -> tensor<2x5xi1>
+  %i = "xhlo.convert"(%c) : (tensor<2x5xi1>) -> tensor<2x5xi32>
+  %0 = "xhlo.slice"(%i) {start_indices = array<i64: 0, 0>, limit_indices = array<i64: 1, 5>, strides = array<i64: 1, 1>} : (tensor<2x5xi32>) -> tensor<1x5xi32>
+  %1 = "xhlo.slice"(%i) {start_indices = array<i64: 1, 0>, limit_indices = array<i64: 2, 5>, strides = array<i64: 1, 1>} : (tensor<2x5xi32>) -> tensor<1x5xi32>
+  return %0, %1 : tensor<1x5xi32>, tensor<1x5xi32>
+}
+
+// -----
+
+/// A convert read by a slice and by an add is left alone (its slice would compute again what
+/// the add's convert computes whole).
+// CHECK-LABEL: func.func @convert_read_whole_stays
+// CHECK: "xhlo.convert"(%arg0) : (tensor<2x5xi1>) -> tensor<2x5xi32>
+// CHECK: "xhlo.slice"
+func.func @convert_read_whole_stays(%a: tensor<2x5xi1>) -> (tensor<1x5xi32>, tensor<2x5xi32>) {
+  %i = "xhlo.convert"(%a) : (tensor<2x5xi1>) -> tensor<2x5xi32>
+  %0 = "xhlo.slice"(%i) {start_indices = array<i64: 0, 0>, limit_indices = array<i64: 1, 5>, strides = array<i64: 1, 1>} : (tensor<2x5xi32>) -> tensor<1x5xi32>
+  %1 = "xhlo.add"(%i, %i) : (tensor<2x5xi32>, tensor<2x5xi32>) -> tensor<2x5xi32>
+  return %0, %1 : tensor<1x5xi32>, tensor<2x5xi32>
+}
+
+// -----
+
 /// A reduced dimension of 9 is longer than SHORT_DIMENSION: the reduce stays.
 // CHECK-LABEL: func.func @reduce_over_a_long_dimension
 // CHECK: "xhlo.reduce"
