@@ -61,6 +61,10 @@ TRANSCENDENTAL_FLOPS = 20  # an exp, log or tanh polynomial, in flops
 # adds and multiplies issue twice a cycle. A softmax's 2M divides by column sums took 1.0 ms
 # on one core (2026-12-05) where one flop each made them 0.03 ms, and ran whole
 DIVIDE_S = 0.2e-9
+# a float remainder's time per element: LLVM scalarizes a vector `frem` into one libm `fmodf`
+# call per lane; jnp.floor_divide of 100000 floats (one remainder each) took 1.45 ms on one core
+# (2026-12-05) where one flop each made it 0.02 ms, and it ran whole
+REMAINDER_S = 12e-9
 # a gathered row of an operand past a core's own caches is a load at a computed address, its
 # latency (tens of ns from the shared cache) partly hidden by the loads in flight: 200K rows of
 # 12 bytes from a 12 MiB image took 3 ms on one core (2026-12-05), where the bytes counted
@@ -97,20 +101,21 @@ def estimate(op: ir.Operation, threads: int, bandwidth: float | None = None) -> 
 
 
 def lane_work(op: ir.Operation, cost: Cost) -> float:
-    """The kernel's arithmetic in flops of f32 lanes, a float divide as `DIVIDE_S` of them: a vector
+    """The kernel's arithmetic in flops of f32 lanes, a float divide as `DIVIDE_S` of them and a
+    remainder as `REMAINDER_S`: a vector
     holds half as many f64 lanes, so f64 work counts twice (an f64 tanh of 2^19 elements, 8 MiB, took 1.48 ms whole where its
     work counted once made it 0.13 ms, and it was not split); and its gathers' rows from
     large operands, at `GATHERED_ROW_S` each, in the flops that take as long."""
     widest = max((element_bits(result.type) for result in op.results), default=32)
-    flops = cost.flops + float_divides(op) * DIVIDE_S * core_flops_per_s()
+    flops = cost.flops + (float_elements(op, "xhlo.divide") * DIVIDE_S + float_elements(op, "xhlo.remainder") * REMAINDER_S) * core_flops_per_s()
     arithmetic = (flops + TRANSCENDENTAL_FLOPS * cost.transcendentals) * max(1, widest // 32)
     return arithmetic + gathered_rows(op) * GATHERED_ROW_S * core_flops_per_s()
 
 
-def float_divides(op: ir.Operation) -> int:
-    """The elements the kernel's float divides compute."""
+def float_elements(op: ir.Operation, name: str) -> int:
+    """The elements the kernel's float ops `name` (divides, remainders) compute."""
     return sum(math.prod(ir.RankedTensorType(inner.results[0].type).shape) for inner in fused_ops(op)
-               if inner.name == "xhlo.divide" and element_bits(inner.results[0].type))
+               if inner.name == name and element_bits(inner.results[0].type))
 
 
 def gathered_rows(op: ir.Operation) -> int:
