@@ -27,7 +27,6 @@ writes into buffers of the same order.
 the declared [shape, dtype] of each result (`backends/cpu/emitters/host_calls.py` reads them
 off the op and refuses the variants not run here)."""
 
-import functools
 import math
 
 import numpy as np
@@ -97,12 +96,20 @@ def infos(batch: tuple[int, ...]) -> np.ndarray:
     return np.zeros(batch, lapack_int())
 
 
-def optimal_workspace(name: str, dtype: np.dtype, arguments_of) -> int:
+QUERIED_WORKSPACES: dict = {}  # (routine, dtype, its scalar arguments) -> LAPACK's answer
+
+
+def optimal_workspace(name: str, dtype: np.dtype, arguments_of, key: tuple) -> int:
     """The workspace size LAPACK's workspace query (lwork = -1) reports, as jaxlib reads it
-    (the real part, truncated); `arguments_of(size, lwork)` are the query's arguments."""
-    size = np.zeros(1, dtype)
-    call(name, 1, arguments_of(size, integer(-1)))
-    return int(np.real(size[0]))
+    (the real part, truncated); `arguments_of(size, lwork)` are the query's arguments, `key`
+    the scalars they depend on: the answer is asked once per key (jaxlib asks per call; a
+    7 x 7 eig spent half its 220 us asking)."""
+    cache_key = (name, np.dtype(dtype).str, key)
+    if cache_key not in QUERIED_WORKSPACES:
+        size = np.zeros(1, dtype)
+        call(name, 1, arguments_of(size, integer(-1)))
+        QUERIED_WORKSPACES[cache_key] = int(np.real(size[0]))
+    return QUERIED_WORKSPACES[cache_key]
 
 
 def workspace(size: int, dtype) -> Workspace:
@@ -125,20 +132,17 @@ def getrf(operands, config, results):
     return [logical(a), pivots, info]
 
 
-@functools.cache
 def geqrf_workspace(m: int, n: int, dtype) -> int:
-    """The optimal workspace of geqrf on m x n matrices of `dtype`, in elements (asked once per
-    shape: the native driver's compile asks it again for its stack, the Python path per call)."""
+    """The optimal workspace of geqrf on m x n matrices of `dtype`, in elements."""
     return optimal_workspace(named("geqrf", dtype), dtype, lambda work, lwork: [integer(m), integer(n), None, leading(m), None,
-                                                                                work, lwork, integer(0)])
+                                                                                work, lwork, integer(0)], key=(m, n))
 
 
-@functools.cache
 def orgqr_workspace(m: int, n: int, k: int, dtype) -> int:
     """The optimal workspace of orgqr (ungqr) making m x n matrices of k reflectors, in elements."""
     name = named("ungqr" if np.dtype(dtype).kind == "c" else "orgqr", dtype)
     return optimal_workspace(name, dtype, lambda work, lwork: [integer(m), integer(n), integer(k), None, leading(m), None,
-                                                               work, lwork, integer(0)])
+                                                               work, lwork, integer(0)], key=(m, n, k))
 
 
 def geqrf(operands, config, results):
@@ -158,7 +162,7 @@ def geqp3(operands, config, results):
     pivots = np.array(operands[1], lapack_int())  # preset pivots, LAPACK's 1-based columns, as jaxlib passes them
     complex_type = np.iscomplexobj(a)
     size = optimal_workspace(name, dtype, lambda work, lwork: [integer(m), integer(n), None, leading(m), None, None, work, lwork]
-                             + [None] * complex_type + [integer(0)])
+                             + [None] * complex_type + [integer(0)], key=(m, n))
     real_work = [workspace(2 * n, real_type(dtype))] if complex_type else []
     call(name, count_of(batch), [integer(m), integer(n), PerMatrix(a), leading(m), PerMatrix(pivots), PerMatrix(tau),
                                  workspace(size, dtype), integer(size)] + real_work + [integer(0)])
@@ -186,7 +190,8 @@ def ormqr(operands, config, results):
     lda = leading(operands[0].shape[-2] if config["left"] else n)
     a, tau, c = column_major(operands[0]), np.ascontiguousarray(operands[1]), column_major(operands[2])
     size = optimal_workspace(name, dtype, lambda work, lwork: [side, trans, integer(m), integer(n), integer(k), None, lda,
-                                                               None, None, leading(m), work, lwork, integer(0)])
+                                                               None, None, leading(m), work, lwork, integer(0)],
+                             key=(config["left"], config["transpose"], m, n, k, operands[0].shape[-2]))
     call(name, count_of(batch), [side, trans, integer(m), integer(n), integer(k), PerMatrix(a), lda, PerMatrix(tau),
                                  PerMatrix(c), leading(m), workspace(size, dtype), integer(size), integer(0)])
     return [logical(c)]
@@ -223,7 +228,6 @@ def svd_real_workspace(m: int, n: int, mode: str) -> int:
     return max(5 * small * small + 5 * small, 2 * large * small + 2 * small * small + small)
 
 
-@functools.cache
 def svd_workspace(method: str, m: int, n: int, mode: str, dtype) -> int:
     """The optimal workspace of gesdd or gesvd (`method`) on m x n matrices in `mode`, in
     elements, queried as jaxlib queries it (vt's leading dimension n for mode A, else min(m, n))."""
@@ -233,7 +237,7 @@ def svd_workspace(method: str, m: int, n: int, mode: str, dtype) -> int:
     after_work = [None] * complex_type + ([None] if method == "gesdd" else []) + [integer(0)]
     return optimal_workspace(named(method, dtype), dtype, lambda work, lwork: jobs + [integer(m), integer(n), None, leading(m), None, None,
                                                                                        leading(m), None, leading(query_vt_rows), work, lwork]
-                             + after_work)
+                             + after_work, key=(m, n, mode))
 
 
 def gesdd(operands, config, results, method="gesdd"):
@@ -297,12 +301,14 @@ def geev(operands, config, results):
     if complex_type:
         size = optimal_workspace(name, dtype, lambda work, lwork: [left, right, integer(n), None, leading(n), None, None,
                                                                    leading(n), None, leading(n), work, lwork,
-                                                                   np.zeros(1, real_type(dtype)), integer(0)])
+                                                                   np.zeros(1, real_type(dtype)), integer(0)],
+                                 key=(config["compute_left"], config["compute_right"], n))
         values = [np.zeros((count, n), dtype)]
         real_work = [workspace(2 * n, real_type(dtype))]
     else:
         size = optimal_workspace(name, dtype, lambda work, lwork: [left, right, integer(n), None, leading(n), None, None, None,
-                                                                   leading(n), None, leading(n), work, lwork, integer(0)])
+                                                                   leading(n), None, leading(n), work, lwork, integer(0)],
+                                 key=(config["compute_left"], config["compute_right"], n))
         values = [np.zeros((count, n), dtype), np.zeros((count, n), dtype)]
         real_work = []
     call(name, count, [left, right, integer(n), PerMatrix(chosen), leading(n)] + [PerMatrix(v) for v in values]
@@ -331,7 +337,7 @@ def gees(operands, config, results):
     values = [np.zeros(batch + (n,), dtype) for _ in range(1 if complex_type else 2)]
     size = optimal_workspace(name, dtype, lambda work, lwork: [mode, sort, None, integer(n), None, leading(n), None]
                              + [None] * len(values) + [None, leading(n), work, lwork] + [None] * complex_type
-                             + [None, integer(0)])
+                             + [None, integer(0)], key=(config["mode"], config["sort"], n))
     real_work = [workspace(n, real_type(dtype))] if complex_type else []
     call(name, count_of(batch), [mode, sort, None, integer(n), PerMatrix(a), leading(n), PerMatrix(selected)]
          + [PerMatrix(v) for v in values] + [PerMatrix(vectors), leading(n), workspace(size, dtype), integer(size)]
@@ -345,7 +351,7 @@ def gehrd(operands, config, results):
     name, low, high = named("gehrd", dtype), integer(config["low"]), integer(config["high"])
     a, tau, info = column_major(operands[0]), np.zeros(batch + (max(n - 1, 0),), dtype), infos(batch)
     size = optimal_workspace(name, dtype, lambda work, lwork: [integer(n), low, high, None, leading(m), None, work, lwork,
-                                                               integer(0)])
+                                                               integer(0)], key=(n, m, config["low"], config["high"]))
     call(name, count_of(batch), [integer(n), low, high, PerMatrix(a), leading(m), PerMatrix(tau), workspace(size, dtype),
                                  integer(size), PerMatrix(info)])
     return [logical(a), tau, info]
@@ -359,7 +365,7 @@ def sytrd(operands, config, results):
     diagonal, off_diagonal = np.zeros(batch + (n,), real_type(dtype)), np.zeros(batch + (max(n - 1, 0),), real_type(dtype))
     tau = np.zeros(results[3][0], dtype)
     size = optimal_workspace(name, dtype, lambda work, lwork: [character("L"), integer(n), None, leading(m), None, None, None,
-                                                               work, lwork, integer(0)])
+                                                               work, lwork, integer(0)], key=(n, m))
     call(name, count_of(batch), [character(config["uplo"]), integer(n), PerMatrix(a), leading(m), PerMatrix(diagonal),
                                  PerMatrix(off_diagonal), PerMatrix(tau), workspace(size, dtype), integer(size),
                                  PerMatrix(info)])

@@ -9,7 +9,7 @@ import pytest
 scipy_lapack = pytest.importorskip("scipy.linalg.lapack")
 
 from mlirxla.errors import MlirxlaError  # noqa: E402
-from mlirxla.runtime import lapack_batches  # noqa: E402
+from mlirxla.runtime import lapack_batches, lapack_ffi  # noqa: E402
 from mlirxla.runtime.lapack_batches import PerMatrix, Workspace, call, lapack_int  # noqa: E402
 from mlirxla.runtime.threads import cpu_threads  # noqa: E402
 
@@ -76,3 +76,14 @@ def test_large_matrices_small_batches_and_blas_stay_on_one_thread():
     assert lapack_batches.batch_parts("dgetrf", 10, 8 * 8) == 1
     assert lapack_batches.batch_parts("spotrf", 1000, 8 * 8) == 1
     assert lapack_batches.batch_parts("strsm", 1000, 32 * 32) == 1
+
+
+def test_workspace_queries_are_asked_once_per_shape():
+    """LAPACK's workspace answer is kept per routine, dtype and scalar arguments: a second ask
+    is not a call, and another shape gets its own answer (a cache keyed too coarsely would hand
+    a large matrix a small matrix's workspace)."""
+    small = lapack_ffi.geqrf_workspace(4, 4, np.dtype(np.float32))
+    large = lapack_ffi.geqrf_workspace(300, 200, np.dtype(np.float32))
+    asked = len(lapack_ffi.QUERIED_WORKSPACES)
+    assert lapack_ffi.geqrf_workspace(300, 200, np.dtype(np.float32)) == large > small >= 4
+    assert len(lapack_ffi.QUERIED_WORKSPACES) == asked
