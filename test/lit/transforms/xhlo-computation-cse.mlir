@@ -100,3 +100,66 @@ func.func @merge_in_a_body(%x: tensor<4xf32>) -> tensor<4xf32> {
   }) : (tensor<4xf32>) -> tensor<4xf32>
   return %0 : tensor<4xf32>
 }
+
+// -----
+
+/// Two equal loops (jax's `interp` twice on the same points: two binary searches), their
+/// bodies reading the same constant from outside: one loop.
+// CHECK-LABEL: func.func @merge_equal_loops
+// CHECK-COUNT-1: "xhlo.while"
+// CHECK-NOT: "xhlo.while"
+func.func @merge_equal_loops(%x: tensor<4xf32>, %n: tensor<i32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %one = "xhlo.constant"() {value = dense<1> : tensor<i32>} : () -> tensor<i32>
+  %0:2 = "xhlo.while"(%x, %n) ({
+  ^bb0(%a: tensor<4xf32>, %i: tensor<i32>):
+    %c = "xhlo.compare"(%i, %one) {comparison_direction = "GT"} : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    "xhlo.return"(%c) : (tensor<i1>) -> ()
+  }, {
+  ^bb0(%a: tensor<4xf32>, %i: tensor<i32>):
+    %b = "xhlo.add"(%a, %a) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %j = "xhlo.subtract"(%i, %one) : (tensor<i32>, tensor<i32>) -> tensor<i32>
+    "xhlo.return"(%b, %j) : (tensor<4xf32>, tensor<i32>) -> ()
+  }) : (tensor<4xf32>, tensor<i32>) -> (tensor<4xf32>, tensor<i32>)
+  %1:2 = "xhlo.while"(%x, %n) ({
+  ^bb0(%a: tensor<4xf32>, %i: tensor<i32>):
+    %c = "xhlo.compare"(%i, %one) {comparison_direction = "GT"} : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    "xhlo.return"(%c) : (tensor<i1>) -> ()
+  }, {
+  ^bb0(%a: tensor<4xf32>, %i: tensor<i32>):
+    %b = "xhlo.add"(%a, %a) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %j = "xhlo.subtract"(%i, %one) : (tensor<i32>, tensor<i32>) -> tensor<i32>
+    "xhlo.return"(%b, %j) : (tensor<4xf32>, tensor<i32>) -> ()
+  }) : (tensor<4xf32>, tensor<i32>) -> (tensor<4xf32>, tensor<i32>)
+  return %0#0, %1#0 : tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+/// Loops that print alike but read different values from outside (2 and 3) stay two.
+// CHECK-LABEL: func.func @loops_reading_different_values
+// CHECK-COUNT-2: "xhlo.while"
+func.func @loops_reading_different_values(%x: tensor<4xf32>, %n: tensor<i32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %two = "xhlo.constant"() {value = dense<2> : tensor<i32>} : () -> tensor<i32>
+  %three = "xhlo.constant"() {value = dense<3> : tensor<i32>} : () -> tensor<i32>
+  %0:2 = "xhlo.while"(%x, %n) ({
+  ^bb0(%a: tensor<4xf32>, %i: tensor<i32>):
+    %c = "xhlo.compare"(%i, %two) {comparison_direction = "GT"} : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    "xhlo.return"(%c) : (tensor<i1>) -> ()
+  }, {
+  ^bb0(%a: tensor<4xf32>, %i: tensor<i32>):
+    %b = "xhlo.add"(%a, %a) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %j = "xhlo.subtract"(%i, %two) : (tensor<i32>, tensor<i32>) -> tensor<i32>
+    "xhlo.return"(%b, %j) : (tensor<4xf32>, tensor<i32>) -> ()
+  }) : (tensor<4xf32>, tensor<i32>) -> (tensor<4xf32>, tensor<i32>)
+  %1:2 = "xhlo.while"(%x, %n) ({
+  ^bb0(%a: tensor<4xf32>, %i: tensor<i32>):
+    %c = "xhlo.compare"(%i, %three) {comparison_direction = "GT"} : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    "xhlo.return"(%c) : (tensor<i1>) -> ()
+  }, {
+  ^bb0(%a: tensor<4xf32>, %i: tensor<i32>):
+    %b = "xhlo.add"(%a, %a) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %j = "xhlo.subtract"(%i, %three) : (tensor<i32>, tensor<i32>) -> tensor<i32>
+    "xhlo.return"(%b, %j) : (tensor<4xf32>, tensor<i32>) -> ()
+  }) : (tensor<4xf32>, tensor<i32>) -> (tensor<4xf32>, tensor<i32>)
+  return %0#0, %1#0 : tensor<4xf32>, tensor<4xf32>
+}
