@@ -34,11 +34,13 @@ convolution or dot, the producer's result is larger than `min-intermediate-bytes
 not stay in cache between two kernels) while one slice of it is at most `max-slice-bytes`
 (it does), the weights the convolutions and dots read whole for every slice fit in
 `max-slice-bytes` too (so slicing a matmul into matrix-vector products that stream their
-weights again per row is refused), every dot multiplies at least `MIN_DOT_SLICE_ROWS` rows
-of its lhs a slice (a [rows, features] lhs sliced row by row made one matrix-vector product
-per row: a pairwise distance matrix of 2000 x 1500 points, its dot merged with the epilogue
-computing the distances, ran 2000 GEMVs in 14.6 ms where the GEMM and the epilogue apart take
-about 3.5), the consumer reads the producer's result slice by slice, both keep their slices
+weights again per row is refused), the dots of fewer than `MIN_DOT_SLICE_ROWS` lhs rows a
+slice (a [rows, features] lhs sliced row by row: one matrix-vector product per row) read
+their rhs again per slice no more bytes than the producer's result or `max-slice-bytes`,
+whichever is more (a pairwise distance matrix
+of 2000 x 1500 points, its dot merged with the epilogue computing the distances, ran 2000
+GEMVs over a 384 KB rhs in 14.6 ms where the GEMM and the epilogue apart take about 3.5; a
+small conv net's last dense layer, 96 bytes of weights, still merges), the consumer reads the producer's result slice by slice, both keep their slices
 apart with the same N, and no other path leads from producer to consumer. A lone reshape
 never merges: alone it becomes a bitcast, which moves no bytes, so merging it would save
 nothing and make its consumer's convolution a loop nest in slices (jax's 1-D convolutions
@@ -95,7 +97,7 @@ CUSTOM_KIND = "batch_slices"
 # stays far below the slice's own
 RECOMPUTED_WHOLE_BYTES = 16 << 10
 SCRATCH_HEROES = LIBRARY_CALLS | {"reduce"}
-MIN_DOT_SLICE_ROWS = 16  # a dot in slices multiplies at least this many lhs rows a slice
+MIN_DOT_SLICE_ROWS = 16  # fewer lhs rows a slice make a dot's slices matrix-vector products
 
 
 def leading_size(value: ir.Value) -> int | None:
@@ -305,18 +307,19 @@ def slice_problem(kernel: ir.Operation, n: int, sliced_operands: list[ir.Value],
     return None, check
 
 
-def thinnest_dot_slice(*kernels: ir.Operation) -> int | None:
-    """The fewest lhs rows one slice of the kernels' unbatched dots multiplies: the product of
-    the lhs's free dimensions after dimension 0 (None without such a dot)."""
-    rows = []
+def thin_dot_weights(*kernels: ir.Operation) -> int:
+    """The rhs bytes of the kernels' unbatched dots whose slices multiply fewer than
+    `MIN_DOT_SLICE_ROWS` lhs rows (the product of the lhs's free dimensions after dimension 0)."""
+    weights = 0
     for kernel in kernels:
         for op in fused_ops(kernel):
             if kind_of(op) != "dot" or dot_dimension_numbers(op)["lhs_batching_dimensions"]:
                 continue
             contracting = dot_dimension_numbers(op)["lhs_contracting_dimensions"]
             shape = ir.RankedTensorType(op.operands[0].type).shape
-            rows.append(prod(shape[d] for d in range(1, len(shape)) if d not in contracting))
-    return min(rows, default=None)
+            if prod(shape[d] for d in range(1, len(shape)) if d not in contracting) < MIN_DOT_SLICE_ROWS:
+                weights += byte_size(op.operands[1].type)
+    return weights
 
 
 def scratch_bytes(fusion: ir.Operation, n: int) -> int:
@@ -399,10 +402,10 @@ class BatchSliceFusionPass(ModulePass):
         producer_reread, consumer_reread = producer_check.reread_bytes, consumer_check.reread_bytes
         if producer_problem or consumer_problem:
             return producer_problem or consumer_problem
-        thin = thinnest_dot_slice(producer, consumer)
-        if thin is not None and thin < MIN_DOT_SLICE_ROWS:
-            return (f"a dot would multiply {thin} row(s) of its lhs a slice (matrix-vector products streaming its rhs"
-                    f" again for every slice), fewer than {MIN_DOT_SLICE_ROWS}")
+        reread = thin_dot_weights(producer, consumer) * n
+        if reread > max(size, self.max_slice_bytes):
+            return (f"dots of fewer than {MIN_DOT_SLICE_ROWS} lhs rows a slice would read {reread} bytes of their rhs"
+                    f" (matrix-vector products, once per slice), more than the {size} bytes the merge keeps out of memory")
         if producer_reread + consumer_reread > self.max_slice_bytes:
             return (f"the convolutions and dots would read {producer_reread + consumer_reread} bytes of weights again for every slice,"
                     f" more than the {self.max_slice_bytes} bytes that stay in cache")

@@ -7,13 +7,18 @@ one core's vector throughput, which scales with the host's vector width) (a roof
 weighted by what their polynomial approximations cost). One core's bandwidth depends on where
 the bytes are: a kernel whose bytes fit in half the last-level cache reads operands the kernels
 before it have just written, from the cache (a 3 MiB elementwise kernel whole: 85 GB/s on one
-core); a larger one streams from memory. Split over p threads its work and the bytes it
-streams from memory take 1/p of the time, the bytes it reads from the shared cache no less
-(the threads share that cache's bandwidth), plus (p - 1) hand-offs to pool workers. So a
-kernel moving more than about 800 KB from memory splits on two threads, and one in the cache
-only for its arithmetic, instead of the fixed "writes 1 MiB" rule it replaces,
-which left large reductions (they read much, write little) and transcendental-heavy kernels
-on one thread. A kernel splits into p slices (the pool hands each worker one contiguous
+core); a larger one streams from memory. Split over p threads its work and its bytes take
+1/p of the time, wherever the bytes are, plus (p - 1) hand-offs to pool workers. So a kernel
+moving more than about 400 KB from memory or 1 MiB from the cache splits on two threads,
+instead of the fixed "writes 1 MiB" rule the model replaced, which left large reductions
+(they read much, write little) and transcendental-heavy kernels on one thread.
+
+The cache's bytes were once taken not to divide (the threads sharing its bandwidth, measured
+on 2026-12-03: Adam's 7 MiB updates faster whole); on this host, 2026-12-05, every benchmark
+kernel of 1 MiB or more ran faster split, forced, than whole (`kernel_bandwidth.py`, 43 of
+102 kernels by more than 1.25x, Adam's updates 2x; 3 slower, all under 0.4 MiB), and whole
+workloads taking turns with the old model: Adam 6.5 -> 5.4 ms, cross entropy 12.2 -> 10.3,
+an MLP gradient 20.2 -> 17.5, none slower beyond the noise. A kernel splits into p slices (the pool hands each worker one contiguous
 range, so more slices only add calls), or the smallest multiple of p that divides its
 leading dimension.
 """
@@ -34,14 +39,14 @@ from mlirxla.transforms.scheduling import type_bytes
 # split took 7-15 us (min-median), and an elementwise kernel of 0.2-3 MiB split over 2 threads
 # took 17-40 us more than half its whole time (2 shared cores, 2026-12-02; docs/decisions.md).
 # On the native pool (`runtime/native_pool.py`) a no-op split takes about 1 us while its helper
-# spins and 12-77 us once it sleeps, as it does at an execution's first split: kept at 50 us
-THREAD_START_S = 50e-6
+# spins and 12-77 us once it sleeps, as it does at an execution's first split: 50 us kept
+# kernels of 1-3 MiB whole that ran 1.3-1.7x faster split (2026-12-05); 20 us splits those
+# and keeps those under 0.5 MiB, which ran slower split, whole
+THREAD_START_S = 20e-6
 CORE_BANDWIDTH_BYTES_PER_S = 8e9  # what one core streams from memory
-# what one core reads from the last-level cache and writes back into it: kernels of 1-4 MiB ran
-# whole at 34-105 GB/s, and 1.1-1.7x slower split over two threads (2026-12-02); Adam's 7 MiB
-# updates whole at 42-53 GB/s (2026-12-03). At 40 GB/s an 8 MiB masked exponential, whose 1M
-# exps take 280 us whole and 200 split, looked bandwidth-bound and ran whole
-CACHED_CORE_BANDWIDTH_BYTES_PER_S = 60e9
+# what one core reads from the last-level cache and writes back into it: elementwise kernels of
+# 1-8 MiB ran whole at 19-24 GB/s on this host (2026-12-05; 34-105 GB/s measured on 2026-12-02)
+CACHED_CORE_BANDWIDTH_BYTES_PER_S = 25e9
 CACHE_LEVELS = pathlib.Path("/sys/devices/system/cpu/cpu0/cache")
 # a kernel reading operands transposed moves them in 8x8 vector blocks (`tiling.py`) mostly
 # from the caches (its operand was just written): 15-25 GB/s on one core, best of 300 calls
@@ -141,26 +146,19 @@ def element_bits(value_type: ir.Type) -> int:
 def estimate_at_best(op: ir.Operation, threads: int) -> SplitEstimate:
     """The estimate at the bandwidth `estimate` may be given (transposed reads, or one core's)
     that favours a split most, so that a kernel whose split does not pay here pays at none: the
-    slowest for bytes streamed from memory (they divide over the threads, so the slower they
-    come the more a split saves), the fastest for bytes in the shared cache (they do not
-    divide: the less time they take, the more the divided arithmetic counts)."""
+    slowest (bytes divide over the threads, so the slower they come the more a split saves)."""
     cost = kernel_cost(op)
     bandwidths = (core_bandwidth(cost.bytes_accessed), TRANSPOSED_CORE_BANDWIDTH_BYTES_PER_S)
-    best = max(bandwidths) if in_shared_cache(cost.bytes_accessed) else min(bandwidths)
+    best = min(bandwidths)
     return estimate_moving(cost.bytes_accessed, lane_work(op, cost), threads, best)
 
 
 def estimate_moving(bytes_moved: float, work: float, threads: int, bandwidth: float | None = None) -> SplitEstimate:
     """The estimate for a kernel moving `bytes_moved` at `bandwidth` (by default one core's
     from wherever bytes that many are: `core_bandwidth`) and doing `work` flops. Threads divide
-    the work, and the bytes streamed from memory; the bytes of a kernel the shared last-level
-    cache holds they do not: Adam's 7 MiB updates ran at 131-150% of the triad whole and at
-    62-95% split over two threads (2026-12-03), while a 64 MiB layer norm went from 69% whole
-    to 106% split."""
-    move_s = bytes_moved / (bandwidth or core_bandwidth(bytes_moved))
-    compute_s = work / core_flops_per_s()
-    moved_together = move_s if in_shared_cache(bytes_moved) else move_s / threads
-    return SplitEstimate(max(move_s, compute_s), max(moved_together, compute_s / threads) + (threads - 1) * THREAD_START_S)
+    the work and the bytes (the module docstring says what was measured)."""
+    single_thread_s = max(bytes_moved / (bandwidth or core_bandwidth(bytes_moved)), work / core_flops_per_s())
+    return SplitEstimate(single_thread_s, single_thread_s / threads + (threads - 1) * THREAD_START_S)
 
 
 @functools.cache
