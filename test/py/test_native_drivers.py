@@ -339,13 +339,16 @@ def independent_sorts_and_a_loop(count: int, length: int) -> str:
 
 
 def test_in_a_sequence_run_as_a_graph_each_loop_gets_its_own_driver():
-    text = independent_sorts_and_a_loop(8, 1 << 17)
+    """Eight sorts of 256 KiB and a loop move enough bytes for the graph, and no kernel of
+    theirs is worth splitting over the threads (a thunk spanning the pool would keep the
+    sequence in order)."""
+    text = independent_sorts_and_a_loop(8, 1 << 16)
     executable = Client().compile(text)
     assert executable.executable.graph is not None and executable.executable.plan.driver is None
     (loop,) = [t for t in executable.executable.plan.thunks if isinstance(t, WhileThunk)]
     assert loop.driver is not None and "in native driver driver_while" in executable.thunk_sequence()
     rng = np.random.default_rng(0)
-    arguments = [rng.standard_normal(1 << 17).astype(np.float32) for _ in range(8)] + [np.int32(2)]
+    arguments = [rng.standard_normal(1 << 16).astype(np.float32) for _ in range(8)] + [np.int32(2)]
     matches_reference(executable, text, arguments)
 
 
