@@ -47,17 +47,13 @@ from .convolution_group_split import group_count
 from .convolution_strategy import dimension_numbers, window_attribute, window_padding
 from .pass_base import ModulePass, PassResult
 from .sharding_remover import SHARDING
-from .spmd_builder import tensor_type
+from .spmd_builder import i64, tensor_type
 from .spmd_padding import zero_scalar
 from .transposed_convolution_phases import sliced
 
 MAX_KERNEL_ELEMENTS = 1 << 16
 MAX_SUMMED_SLICES = 64
 COMPARES = {"EQ": np.equal, "NE": np.not_equal, "LT": np.less, "LE": np.less_equal, "GT": np.greater, "GE": np.greater_equal}
-
-
-def i64_attr(value: int) -> ir.IntegerAttr:
-    return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), value)
 
 
 def broadcast_array(operand: np.ndarray, dimensions: list[int], shape: list[int]) -> np.ndarray:
@@ -224,7 +220,7 @@ def interleaved(op: ir.Operation, chosen: Interleaving) -> ir.Value:
     joined_shape = list(split_shape)
     joined_shape[unit] = len(parts)
     joined = parts[0] if len(parts) == 1 else create_op(
-        "xhlo.concatenate", parts, [tensor_type(joined_shape, element)], {"dimension": i64_attr(unit)}).result
+        "xhlo.concatenate", parts, [tensor_type(joined_shape, element)], {"dimension": i64(unit)}).result
     merged_shape = list(shape)
     merged_shape[input_feature] = math.prod(joined_shape[input_feature:input_feature + 3])
     return create_op("xhlo.reshape", [joined], [tensor_type(merged_shape, element)], {}).result
