@@ -370,7 +370,7 @@ def gather(op) -> OpRule:
     offset_dims = n.get("offset_dims", [])
     collapsed = n.get("collapsed_slice_dims", [])
     operand_batching, indices_batching = n.get("operand_batching_dims", []), n.get("start_indices_batching_dims", [])
-    index_vector_dim = n.get("index_vector_dim", len(indices_shape))
+    index_vector_dim = n["index_vector_dim"]
     window_operand_dims = [d for d in range(len(operand_shape)) if d not in collapsed and d not in operand_batching]
     for d, r in zip(window_operand_dims, offset_dims):
         if sizes[d] == operand_shape[d]:
@@ -405,7 +405,7 @@ def scatter(op) -> OpRule:
     window_dims = n.get("update_window_dims", [])
     inserted = n.get("inserted_window_dims", [])
     input_batching, indices_batching = n.get("input_batching_dims", []), n.get("scatter_indices_batching_dims", [])
-    index_vector_dim = n.get("index_vector_dim", len(indices_shape))
+    index_vector_dim = n["index_vector_dim"]
     operand_places = lambda d: [("operand", k, d) for k in range(count)] + [("result", k, d) for k in range(count)]
     update_places = lambda u: [("operand", count + 1 + k, u) for k in range(count)]
     window_operand_dims = [d for d in range(len(operand_shape)) if d not in inserted and d not in input_batching]

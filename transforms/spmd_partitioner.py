@@ -106,7 +106,7 @@ from .resharding import cost, finish_cost, finish_partial, reshard
 from .sharding_remover import forward_annotations, is_annotation, partitioning_need
 from .spmd_builder import REDUCER_OPS, Collective, SpmdBuilder, tensor_type
 from .spmd_padding import mask_padding
-from .sharding_rules import declared_batch_dims
+from .sharding_rules import declared_batch_dims, numbers
 from .spmd_tiling import Tiling
 from .spmd_windowed import convolution, reduce_window
 
@@ -193,10 +193,6 @@ def _is_manual(hlo: HloSharding) -> bool:
 
 def _ranked(value) -> bool:
     return isinstance(value.type, ir.RankedTensorType)
-
-
-def _numbers(op: ir.Operation, name: str) -> dict[str, list[int]]:
-    return {n.name: list(ir.DenseI64ArrayAttr(n.attr)) for n in ir.DictAttr(op.attributes[name]) if isinstance(n.attr, ir.DenseI64ArrayAttr)}
 
 
 def _ints(op: ir.Operation, name: str) -> list[int]:
@@ -591,7 +587,7 @@ class _Partitioner:
 
     def dot(self, op: ir.Operation, tilings) -> str:
         out = tilings[0]
-        n = _numbers(op, "dot_dimension_numbers")
+        n = numbers(op, "dot_dimension_numbers")
         lb, rb = n.get("lhs_batching_dimensions", []), n.get("rhs_batching_dimensions", [])
         lc, rc = n.get("lhs_contracting_dimensions", []), n.get("rhs_contracting_dimensions", [])
         lhs, rhs = op.operands[0], op.operands[1]
@@ -671,7 +667,7 @@ class _Partitioner:
             return self.scatter_passing_through(op, tilings)
         if len(op.operands) != 3 or target is None or not target.is_replicated():
             return None
-        n = _numbers(op, "dimension_numbers")
+        n = numbers(op, "dimension_numbers")
         operand, indices, updates = op.operands
         I, U = self.env[indices].tiling, self.env[updates].tiling
         if (reducer_kind(op.regions[0]) != "add" or n.get("input_batching_dims") or I is None or U is None
@@ -679,7 +675,7 @@ class _Partitioner:
             return None
         update_shape, index_rank = self.env[updates].shape, len(self.env[indices].shape)
         window = n.get("update_window_dims", [])
-        vector_dim = n.get("index_vector_dim", index_rank)
+        vector_dim = n["index_vector_dim"]
         batch = [d for d in range(index_rank) if d != vector_dim]
         scattered = [u for u in range(len(update_shape)) if u not in window]
         if any(U.tiles[u] > 1 for u in window) or (vector_dim < index_rank and I.tiles[vector_dim] > 1):
@@ -708,11 +704,11 @@ class _Partitioner:
         if target.is_replicated() or any(t != target for t in tilings):
             return None
         count = (len(op.operands) - 1) // 2
-        n = _numbers(op, "dimension_numbers")
+        n = numbers(op, "dimension_numbers")
         operand_shape, indices_shape, update_shape = (list(self.env[op.operands[k]].shape) for k in (0, count, count + 1))
         window, inserted = n.get("update_window_dims", []), n.get("inserted_window_dims", [])
         input_batching, indices_batching = n.get("input_batching_dims", []), n.get("scatter_indices_batching_dims", [])
-        vector_dim = n.get("index_vector_dim", len(indices_shape))
+        vector_dim = n["index_vector_dim"]
         update_of: list[int | None] = [None] * len(update_shape)  # the operand dim each update dim follows
         indices_of: list[int | None] = [None] * len(indices_shape)
         window_operand_dims = [d for d in range(len(operand_shape)) if d not in inserted and d not in input_batching]
@@ -740,12 +736,12 @@ class _Partitioner:
         target = tilings[0]
         if target is None or target.partial is not None or target.is_replicated():
             return None
-        n = _numbers(op, "dimension_numbers")
+        n = numbers(op, "dimension_numbers")
         operand_shape, indices_shape = list(self.env[op.operands[0]].shape), list(self.env[op.operands[1]].shape)
         result_shape, sizes = shape_of(op.results[0].type), _ints(op, "slice_sizes")
         offset_dims, collapsed = n.get("offset_dims", []), n.get("collapsed_slice_dims", [])
         operand_batching, indices_batching = n.get("operand_batching_dims", []), n.get("start_indices_batching_dims", [])
-        vector_dim = n.get("index_vector_dim", len(indices_shape))
+        vector_dim = n["index_vector_dim"]
         operand_of: list[int | None] = [None] * len(operand_shape)  # the result dim each operand dim follows
         indices_of: list[int | None] = [None] * len(indices_shape)
         window = [d for d in range(len(operand_shape)) if d not in collapsed and d not in operand_batching]

@@ -97,3 +97,30 @@ def test_op_names_are_read_once_until_a_step_ran(context):
     assert "func.call" not in ops.held()  # read before the step: kept until told
     ops.changed()
     assert "func.call" in ops.held() and "stablehlo.composite" not in ops.held()
+
+
+# a gather and a scatter whose index vector is the indices' dimension 0: StableHLO prints no
+# `index_vector_dim` then (jnp.median's gathers of one row of a sorted array look so)
+ROW_BY_INDEX_VECTOR = """
+func.func @main(%rows: tensor<8x16xf32>, %at: tensor<1xi32>, %row: tensor<16xf32>) -> (tensor<16xf32>, tensor<8x16xf32>) {
+  %0 = "stablehlo.gather"(%rows, %at) <{dimension_numbers = #stablehlo.gather<offset_dims = [0], collapsed_slice_dims = [0], start_index_map = [0]>, indices_are_sorted = false, slice_sizes = array<i64: 1, 16>}> : (tensor<8x16xf32>, tensor<1xi32>) -> tensor<16xf32>
+  %1 = "stablehlo.scatter"(%rows, %at, %row) <{scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [0], inserted_window_dims = [0], scatter_dims_to_operand_dims = [0]>}> ({
+  ^bb0(%old: tensor<f32>, %new: tensor<f32>):
+    %2 = stablehlo.add %old, %new : tensor<f32>
+    stablehlo.return %2 : tensor<f32>
+  }) : (tensor<8x16xf32>, tensor<1xi32>, tensor<16xf32>) -> tensor<8x16xf32>
+  return %0, %1 : tensor<16xf32>, tensor<8x16xf32>
+}
+"""
+
+
+def test_an_index_vector_dimension_left_unprinted_is_written_as_zero(context):
+    assert "index_vector_dim" not in ROW_BY_INDEX_VECTOR
+    assert imported_text(ROW_BY_INDEX_VECTOR, context).count("index_vector_dim = 0 : i64") == 2
+    rows = np.arange(128, dtype=np.float32).reshape(8, 16)
+    row = np.full(16, 0.5, np.float32)
+    gathered, scattered = Client().compile(ROW_BY_INDEX_VECTOR).execute_numpy([rows, np.array([5], np.int32), row])
+    np.testing.assert_array_equal(gathered, rows[5])
+    expected = rows.copy()
+    expected[5] += row
+    np.testing.assert_array_equal(scattered, expected)

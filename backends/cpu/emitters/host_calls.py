@@ -160,7 +160,7 @@ def scatter_attributes(op: ir.Operation) -> dict:
                  "scatter_indices_batching_dims"):
         if name in numbers:
             fields[name] = list(ir.DenseI64ArrayAttr(numbers[name]))
-    fields["index_vector_dim"] = ir.IntegerAttr(numbers["index_vector_dim"]).value if "index_vector_dim" in numbers else 0
+    fields["index_vector_dim"] = ir.IntegerAttr(numbers["index_vector_dim"]).value
     return {"dimension_numbers": fields, "combiner": scatter_combiner(op)}
 
 

@@ -38,6 +38,12 @@ CONV_FIELDS = (
     "output_spatial_dimensions",
 )
 
+# integer fields of a struct that StableHLO prints only where they differ from 0
+ZERO_DEFAULT_FIELDS = {
+    "gather": ("index_vector_dim",),
+    "scatter": ("index_vector_dim",),
+}
+
 _ENUM_TEXT = re.compile(r"#stablehlo<\w+ (\w+)>")
 _STRUCT_FIELD = re.compile(r"(\w+) = (\[[^\]]*\]|-?\d+)")
 
@@ -49,9 +55,11 @@ def enum_value(attr: ir.Attribute) -> str:
     return match.group(1)
 
 
-def struct_to_dict(attr: ir.Attribute) -> ir.Attribute:
-    """`#stablehlo.dot<lhs_batching_dimensions = [0], ...>` -> `{lhs_batching_dimensions = array<i64: 0>, ...}`."""
-    entries = {}
+def struct_to_dict(attr: ir.Attribute, zero_default_fields: tuple[str, ...] = ()) -> ir.Attribute:
+    """`#stablehlo.dot<lhs_batching_dimensions = [0], ...>` -> `{lhs_batching_dimensions = array<i64: 0>, ...}`.
+    The fields of `zero_default_fields` are written even where the text leaves them out
+    (their value is then 0), so that passes read every integer field of the struct."""
+    entries = {field: ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0) for field in zero_default_fields}
     for key, value in _STRUCT_FIELD.findall(str(attr)):
         if value.startswith("["):
             numbers = [int(v) for v in value[1:-1].split(",") if v.strip()]
@@ -99,10 +107,12 @@ def to_xhlo(op_name: str, name: str, attr: ir.Attribute) -> ir.Attribute:
         return ir.StringAttr.get(enum_value(attr))
     if name == "precision_config":
         return ir.ArrayAttr.get([ir.StringAttr.get(enum_value(a)) for a in ir.ArrayAttr(attr)])
-    if name in STRUCT_ATTRIBUTES or name == "scatter_dimension_numbers":
+    if name in STRUCT_ATTRIBUTES:
         return struct_to_dict(attr)
+    if name == "scatter_dimension_numbers":
+        return struct_to_dict(attr, ZERO_DEFAULT_FIELDS["scatter"])
     if name == "dimension_numbers":
-        return conv_to_dict(attr) if "conv" in op_name else struct_to_dict(attr)
+        return conv_to_dict(attr) if "conv" in op_name else struct_to_dict(attr, ZERO_DEFAULT_FIELDS["gather"])
     return attr
 
 
