@@ -17,8 +17,10 @@ and result the logical dimensions in the order its buffer holds them
 logical shapes again, so the routine computes on the same values and the bits stay
 jaxlib's. A call whose layouts are all row-major is left alone; `sdy.sharding_rule` is
 dropped from a rewritten call (its factors name the logical dimensions, and sharding has
-been resolved before this pass). Runs after simplification, before layout assignment and
-fusion. Changed: any call rewritten.
+been resolved before this pass). A result nothing reads gets no transpose (jax's SVD without
+vectors still returns gesdd's u and vt: simplification, which would remove a dead transpose,
+has run). Runs after simplification, before layout assignment and fusion. Changed: any call
+rewritten.
 """
 
 from dataclasses import dataclass
@@ -118,7 +120,8 @@ def rewrite(op: ir.Operation, operand_orders: list[list[int]], result_orders: li
         call = create_op("xhlo.custom_call", operands, result_types, attributes, location)
     with ir.InsertionPoint.after(call):
         for old, new, order in zip(op.results, call.results, result_orders):
-            old.replace_all_uses_with(transposed(new, inverse(order), location))
+            if list(old.uses):
+                old.replace_all_uses_with(transposed(new, inverse(order), location))
     op.erase()
     for value in bypassed:
         if not list(value.uses):

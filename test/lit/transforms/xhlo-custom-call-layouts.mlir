@@ -55,3 +55,17 @@ func.func @with_token(%t: !stablehlo.token, %x: tensor<2x3xf32>) -> tensor<2x3xf
   %0 = stablehlo.custom_call @some_target(%t, %x) {operand_layouts = [dense<> : tensor<0xindex>, dense<[0, 1]> : tensor<2xindex>], result_layouts = [dense<[0, 1]> : tensor<2xindex>]} : (!stablehlo.token, tensor<2x3xf32>) -> tensor<2x3xf32>
   return %0 : tensor<2x3xf32>
 }
+
+// -----
+
+/// An SVD without vectors (jax's `norm(x, 2)`): gesdd still returns the overwritten matrix,
+/// u and vt, which nothing reads; only the singular values and infos are used, so no
+/// transpose brings the column-major results back.
+// CHECK-LABEL: func.func @singular_values
+// CHECK-NEXT: %[[IN:.*]] = "xhlo.transpose"(%arg0) {permutation = array<i64: 1, 0>}
+// CHECK-NEXT: %[[CALL:.*]]:5 = "xhlo.custom_call"(%[[IN]])
+// CHECK-NEXT: return %[[CALL]]#1, %[[CALL]]#4
+func.func @singular_values(%a: tensor<6x4xf32>) -> (tensor<4xf32>, tensor<i32>) {
+  %0:5 = stablehlo.custom_call @lapack_sgesdd_ffi(%a) {mhlo.backend_config = {mode = 78 : ui8}, operand_layouts = [dense<[0, 1]> : tensor<2xindex>], result_layouts = [dense<[0, 1]> : tensor<2xindex>, dense<0> : tensor<1xindex>, dense<[0, 1]> : tensor<2xindex>, dense<[0, 1]> : tensor<2xindex>, dense<> : tensor<0xindex>]} : (tensor<6x4xf32>) -> (tensor<6x4xf32>, tensor<4xf32>, tensor<6x6xf32>, tensor<4x4xf32>, tensor<i32>)
+  return %0#1, %0#4 : tensor<4xf32>, tensor<i32>
+}
