@@ -69,6 +69,7 @@ class RunOptions:
     backend: str = "cpu"
     iree_flags: tuple[str, ...] = ()  # passed to iree-compile by the iree backend (after its own)
     allow_excess_precision: bool | None = None  # the cpu backend's bf16 in f32 (None: MLIRXLA_ALLOW_EXCESS_PRECISION)
+    flush_denormals: bool | None = None  # the cpu backend's kernels flush denormals (None: MLIRXLA_FLUSH_DENORMALS)
 
     def __post_init__(self):
         if self.disable_passes and self.enable_passes_only is not None:

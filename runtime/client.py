@@ -72,6 +72,9 @@ class CompileOptions:
     # bf16 values read inside a cpu kernel kept in f32 (XLA's xla_allow_excess_precision);
     # None: MLIRXLA_ALLOW_EXCESS_PRECISION's setting (`backends/cpu/excess_precision.py`)
     allow_excess_precision: bool | None = None
+    # cpu kernels flush denormals to zero, as XLA:CPU runs (`backends/cpu/denormal_flushing.py`);
+    # None: MLIRXLA_FLUSH_DENORMALS's setting
+    flush_denormals: bool | None = None
     # entry parameters without a sharding whose sharding propagation may choose (XLA's
     # allow_spmd_sharding_propagation_to_parameters); the others without one are replicated
     open_parameters: tuple[int, ...] = ()
@@ -79,8 +82,9 @@ class CompileOptions:
     def key(self) -> str:
         flags = f";iree_flags={' '.join(self.iree_flags)}" if self.iree_flags else ""
         excess = "" if self.allow_excess_precision is None else f";excess_precision={int(self.allow_excess_precision)}"
+        flushing = "" if self.flush_denormals is None else f";flush_denormals={int(self.flush_denormals)}"
         opened = f";open_parameters={','.join(map(str, self.open_parameters))}" if self.open_parameters else ""
-        return f"disable={','.join(sorted(self.disable_passes))}{flags}{excess}{opened}"
+        return f"disable={','.join(sorted(self.disable_passes))}{flags}{excess}{flushing}{opened}"
 
 
 class LoadedExecutable:
@@ -260,7 +264,7 @@ def compile_bytes(data: bytes, source: str, options: CompileOptions, backend: Ba
     run_options = RunOptions(dump_to=options.dump_to, dump_pass_re=options.dump_pass_re,
                              disable_passes=frozenset(options.disable_passes), backend=backend.name,
                              iree_flags=tuple(options.iree_flags), allow_excess_precision=options.allow_excess_precision,
-                             render_reports=False)
+                             flush_denormals=options.flush_denormals, render_reports=False)
     with _COMPILING, reported(options, source, backend) as recording, progress.compiling(source):
         try:
             imported = frontdoor.import_bytes(data, source, compile_context(len(data)))

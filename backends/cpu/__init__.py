@@ -22,11 +22,12 @@ def environment() -> str:
 
     from mlirxla.runtime.threads import CONCURRENT_CALLS, cpu_threads
 
+    from .denormal_flushing import flushed
     from .excess_precision import allowed
     from .llvm_jit import host_cpu
 
     return (f"llvmlite={llvmlite.__version__};cpu={host_cpu()};concurrent_calls={CONCURRENT_CALLS};threads={cpu_threads()}"
-            f";excess_precision={int(allowed())}")
+            f";excess_precision={int(allowed())};flush_denormals={int(flushed())}")
 
 
 BACKEND = Backend("cpu", "cpu", "native kernels for the host CPU through linalg and LLVM, GEMMs in BLAS",

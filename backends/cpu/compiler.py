@@ -63,7 +63,7 @@ from mlirxla.transforms.buffer_assignment import Assignment, BufferAssignmentPas
 from mlirxla.transforms.pass_base import PassResult
 from mlirxla.transforms.sharding_remover import partitioning_need
 
-from . import driver_emitter, excess_precision, interpreter_fallback, kernel_scratch, kernel_source, llvm_jit, lowering
+from . import denormal_flushing, driver_emitter, excess_precision, interpreter_fallback, kernel_scratch, kernel_source, llvm_jit, lowering
 from .emitters.kernels import KernelSpec
 from .thunk_emitter import Emission, ThunkEmitter
 
@@ -90,14 +90,16 @@ class Variant:
     """What another backend changes when it has its program compiled for this CPU (the cuda
     backend, to run its kernels' mapped loop nests here): the named pipeline, whether large
     row-wise kernels are split into slices, the lowering of a kernel's loops after
-    bufferization (`lowering.lower_to_llvm_dialect`'s `buffer_loops`), and whether bf16 values
-    read in a kernel may stay in f32 where the compile's options allow it (`excess_precision.py`)."""
+    bufferization (`lowering.lower_to_llvm_dialect`'s `buffer_loops`), whether bf16 values
+    read in a kernel may stay in f32 where the compile's options allow it (`excess_precision.py`),
+    and whether kernels flush denormals where the options ask it (`denormal_flushing.py`)."""
 
     pipeline: str = "cpu"
     alignment: int = kernel_scratch.ALIGNMENT
     slice_rows: bool = True
     buffer_loops: object = None
     excess_precision: bool = True
+    flush_denormals: bool = True
 
 
 def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pipeline: bool = True,
@@ -106,7 +108,8 @@ def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pi
     parsed once (`reused_pass_managers`)."""
     with reused_pass_managers(module.context):
         runner = PipelineRunner(module, options)
-        variant = replace(variant, excess_precision=variant.excess_precision and excess_precision.allowed(options.allow_excess_precision))
+        variant = replace(variant, excess_precision=variant.excess_precision and excess_precision.allowed(options.allow_excess_precision),
+                          flush_denormals=variant.flush_denormals and denormal_flushing.flushed(options.flush_denormals))
         if run_pipeline:
             runner.compile(named_pipeline(variant.pipeline, alignment=variant.alignment))
         check_partitioned(module)
@@ -349,7 +352,10 @@ def compile_kernel(spec: KernelSpec, lowered_kernels: LoweredKernels, codegen: l
         return same_code_as(first, spec.symbol, stablehlo_text)
     lowered = lowering.lower_to_llvm_dialect(kernel_module, spec.symbol, variant.buffer_loops,
                                              allow_excess_precision=variant.excess_precision)
-    native = codegen.native(spec.symbol, lowering.translate(kernel_module, spec.symbol))
+    ir_text = lowering.translate(kernel_module, spec.symbol)
+    if variant.flush_denormals:
+        ir_text = denormal_flushing.flushing_entry(ir_text, spec.symbol, llvm_jit.host_triple())
+    native = codegen.native(spec.symbol, ir_text)
     compiled = CompiledKernel(spec.symbol, stablehlo_text, None, tuple(lowered.scratch.get(spec.symbol, ())),
                               lowered.tiled_loop_nests, lowered.register_tiled_convolutions, lowered.bf16_kept_in_f32,
                               lowered.masked_loops_split, native=native, source_key=source_key)

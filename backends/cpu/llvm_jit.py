@@ -74,6 +74,11 @@ def target_machine(opt: int = 3) -> "llvm.TargetMachine":
     return _STATE["target"].create_target_machine(opt=opt, cpu=_STATE["cpu"], features=_STATE["features"], jit=True)
 
 
+def host_triple() -> str:
+    target_machine()
+    return _STATE["target"].triple
+
+
 def host_cpu() -> str:
     """The host CPU and its features, as LLVM sees them, the LLVM options the kernels are
     compiled with and whether they may call the vector math library (part of the compile
