@@ -9,6 +9,8 @@ else a copy; the C side copies results out of the array's memory itself.
 """
 
 import dataclasses
+import functools
+import math
 import os
 
 import ml_dtypes
@@ -194,6 +196,7 @@ def memory_stats(executable: LoadedExecutable) -> tuple[int, int, int, int, int]
             by_kind.get("temp", 0))
 
 
+@functools.cache
 def element_dtype(name: str) -> np.dtype:
     return np.dtype(getattr(ml_dtypes, name)) if hasattr(ml_dtypes, name) else np.dtype(name)
 
@@ -207,15 +210,16 @@ def buffer_from_host(address: int, dtype_name: str, dims: tuple, byte_strides: t
     owns."""
     dtype = element_dtype(dtype_name)
     shape = tuple(dims)
-    count = int(np.prod(shape, dtype=np.int64))
-    if count == 0:
+    if 0 in shape:
         return np.empty(shape, dtype), False
     row_major = row_major_strides(shape, dtype.itemsize)
     strides = tuple(byte_strides) if byte_strides is not None else row_major
-    below = sum((size - 1) * stride for size, stride in zip(shape, strides) if stride < 0)
-    above = sum((size - 1) * stride for size, stride in zip(shape, strides) if stride > 0) + dtype.itemsize
-    memory = bytes_at(address + below, above - below)
-    host = np.ndarray(shape, dtype, buffer=memory, offset=-below, strides=strides)
+    if strides == row_major:
+        host = np.ndarray(shape, dtype, buffer=bytes_at(address, math.prod(shape) * dtype.itemsize))
+    else:
+        below = sum((size - 1) * stride for size, stride in zip(shape, strides) if stride < 0)
+        above = sum((size - 1) * stride for size, stride in zip(shape, strides) if stride > 0) + dtype.itemsize
+        host = np.ndarray(shape, dtype, buffer=bytes_at(address + below, above - below), offset=-below, strides=strides)
     if zero_copy and strides == row_major and address % dtype.alignment == 0:
         host.flags.writeable = False
         return host, True

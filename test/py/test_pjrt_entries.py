@@ -180,6 +180,27 @@ def compiled_on(device, function, *arguments):
         return jax.jit(function).lower(*arguments).compile()
 
 
+def test_host_buffers_view_row_major_memory_and_copy_the_rest():
+    """The bridge's BufferFromHostBuffer: a read-only view of row-major memory JAX lets it
+    keep, a C-contiguous copy otherwise (strided, reversed, or when JAX keeps its memory)."""
+    from mlirxla.runtime.pjrt import bridge
+
+    x = np.arange(24, dtype=np.float32).reshape(4, 6)
+    view, is_view = bridge.buffer_from_host(x.ctypes.data, "float32", (4, 6), None, True)
+    assert is_view and np.shares_memory(view, x) and not view.flags.writeable
+    np.testing.assert_array_equal(view, x)
+    copied, is_view = bridge.buffer_from_host(x.ctypes.data, "float32", (4, 6), (24, 4), False)
+    assert not is_view and not np.shares_memory(copied, x)
+    np.testing.assert_array_equal(copied, x)
+    every_other, _ = bridge.buffer_from_host(x.ctypes.data, "float32", (4, 3), (24, 8), True)
+    np.testing.assert_array_equal(every_other, x[:, ::2])
+    assert every_other.flags.c_contiguous and not np.shares_memory(every_other, x)
+    reversed_rows, _ = bridge.buffer_from_host(x[3:].ctypes.data, "float32", (4, 6), (-24, 4), True)
+    np.testing.assert_array_equal(reversed_rows, x[::-1])
+    empty, is_view = bridge.buffer_from_host(0, "bfloat16", (0, 6), None, True)
+    assert empty.shape == (0, 6) and empty.dtype.name == "bfloat16" and not is_view
+
+
 def test_copy_raw_to_host_reads_a_byte_range(plugin):
     values = np.arange(10, dtype=np.float32)
     buffer = plugin.buffer_from(values)
