@@ -5,7 +5,8 @@ large image (112x112, 64 -> 64 channels: its im2col rows, 29 MiB, far outgrow th
 a training-mode batch normalization (batch statistics), with bias, relu and a 2x2 max pool,
 depthwise, 1x1, strided, and the gradients of a convolution and of a strided one with
 respect to its input and its weights (`jax.grad`, which jax lowers to convolutions with
-swapped dimension numbers; a strided layer's, with its input or its window dilated). Its StableHLO (`jax.jit(f).lower(...).as_text()`) is what mlirxla
+swapped dimension numbers; a strided layer's, with its input or its window dilated); and
+`jnp.convolve` of a 20000-sample signal with a 1001-tap filter (one channel, a long window). Its StableHLO (`jax.jit(f).lower(...).as_text()`) is what mlirxla
 compiles (`Client().compile(text).execute_numpy`), and jax.jit runs the same function on
 XLA:CPU, on the same random inputs (0.1 * standard normal).
 
@@ -98,6 +99,10 @@ def strided_weight_gradient(x, w):
     return jax.grad(lambda w: jnp.sum(jnp.square(convolve(x, w, stride=2))))(w)
 
 
+def signal_convolve(x, k):
+    return jnp.convolve(x, k, mode="same")
+
+
 def tensor(*shape):
     return jax.ShapeDtypeStruct(shape, jnp.float32)
 
@@ -116,6 +121,7 @@ WORKLOADS = {
     "weight_grad": (weight_gradient, (tensor(N, S, S, C), tensor(3, 3, C, F))),
     "strided_input_grad": (strided_input_gradient, (tensor(N, S, S, C), tensor(3, 3, C, F))),
     "strided_weight_grad": (strided_weight_gradient, (tensor(N, S, S, C), tensor(3, 3, C, F))),
+    "signal": (signal_convolve, (tensor(20000), tensor(1001))),
 }
 
 

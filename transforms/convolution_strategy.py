@@ -43,9 +43,13 @@ transposes), with rates measured on the development host (2 shared AMD EPYC core
 - a loop nest runs at `NEST_FLOPS_PER_S` (13 GFLOP/s measured for NHWC 3x3 convolutions with
   64 features) times its vectorization: loop order puts the output's last dimension
   innermost, so the output features vectorize in NHWC (a lane count that does not divide
-  them wastes the rest of the last vector), while a spatial dimension innermost (NCHW) reads
-  the input at a window offset and ran at a quarter of that (2.8 GFLOP/s); a shallow
-  reduction (few input channels) leaves the loop overhead exposed (`depth_efficiency`);
+  them wastes the rest of the last vector); a shallow reduction (few input channels) leaves
+  the loop overhead exposed (`depth_efficiency`). A spatial dimension innermost (NCHW, or a
+  single feature) broadcasts each tap against a row of the input at the window's offset: its
+  rate grows with the row (`SPATIAL_NEST_FLOPS_PER_S` times `spatial_efficiency`), 2.8
+  GFLOP/s for NCHW 3x3 layers of 32 columns, 28.6 for `jnp.convolve` of 20000 samples with
+  1001 taps (the model had it at 0.35, so its 80 MB of im2col rows and a GEMV ran 12.3 ms
+  against the nest's 1.4; XLA:CPU 2.2);
 - a register-tiled nest (`register_tiled`: the backend keeps a block of 4 output columns by
   16 features in registers across the window and the input channels) runs at
   `TILED_NEST_FLOPS_PER_S` times its depth efficiency. Measured on the quiet host (both
@@ -84,7 +88,12 @@ MEMORY_BYTES_PER_S = 10e9
 BLAS_CALL_S = 10e-6  # a BLAS call waking and joining its threads
 KERNEL_CALL_S = 2e-6
 VECTOR_BYTES = 32  # what LLVM's vectorizer widens to on this host (256-bit vectors preferred)
-SPATIAL_INNERMOST = 0.25  # a nest whose innermost loop walks output positions (NCHW), measured
+# a nest whose innermost loop walks output positions (NCHW, or one feature): the window's taps
+# broadcast against a row of the input; along a long row it runs above the features-innermost
+# rate (jnp.convolve of 20000 samples with 1001 taps: 28.6 GFLOP/s), on a short one far
+# below (NCHW 3x3 layers of 32 columns: 2.8), half speed at SPATIAL_HALF_EXTENT positions
+SPATIAL_NEST_FLOPS_PER_S = 30e9
+SPATIAL_HALF_EXTENT = 256
 TRANSPOSE_SLOWDOWN = 2.0  # a transpose moves its bytes at half the copy bandwidth (tiled, strided reads)
 
 NHWC_NUMBERS = (0, 3, (1, 2), 2, 3, (0, 1), 0, 3, (1, 2))
@@ -127,8 +136,8 @@ class Geometry:
     canonical: bool  # NHWC x HWIO -> NHWC
     out_of_place: tuple[bool, bool, bool]  # input, kernel, output: not in the canonical order
     blas_ready: bool  # no groups or reversal; f32 or f64; no negative padding before (after: unread rows and columns)
-    innermost_features: bool  # the output's last dimension is its features
-    innermost_extent: int  # the size of the output's last dimension
+    innermost_features: bool  # the output's last dimension (of more than one element) is its features
+    innermost_extent: int  # the size of that dimension
     groups: int = 1  # feature groups (a depthwise convolution: as many as channels)
     lhs_dilation: tuple[int, int] = (1, 1)  # the input's: a transposed convolution's (a strided layer's input gradient)
     rhs_dilation: tuple[int, int] = (1, 1)  # the window's: an atrous convolution's (a strided layer's kernel gradient)
@@ -241,7 +250,8 @@ def geometry(op: ir.Operation) -> Geometry | None:
     blas_ready = (groups == [1, 1] and not reversed_window and element in ("f32", "f64")
                   and all(str(ir.RankedTensorType(v.type).element_type) == element for v in op.operands)
                   and all(low >= 0 for low, _ in padding))
-    last = len(output_shape) - 1
+    # the loops of unit dimensions fold away: the innermost is the output's last longer one
+    last = max((d for d, size in enumerate(output_shape) if size > 1), default=len(output_shape) - 1)
     return Geometry(
         batch=input_shape[ib], height=input_shape[isp[0]], width=input_shape[isp[1]], channels=input_shape[if_],
         kernel_height=kernel_shape[ksp[0]], kernel_width=kernel_shape[ksp[1]], features=kernel_shape[ko],
@@ -294,8 +304,13 @@ def vector_efficiency(g: Geometry) -> float:
     """The fraction of vector lanes the nest's innermost loop fills."""
     lanes = VECTOR_BYTES // g.width_bytes
     extent = g.innermost_extent
-    filled = extent / (-(-extent // lanes) * lanes)
-    return filled * (1.0 if g.innermost_features else SPATIAL_INNERMOST)
+    return extent / (-(-extent // lanes) * lanes)
+
+
+def spatial_efficiency(extent: int) -> float:
+    """A nest walking `extent` output positions innermost pays its setup per tap and channel
+    once per row (half speed at SPATIAL_HALF_EXTENT)."""
+    return extent / (extent + SPATIAL_HALF_EXTENT)
 
 
 def _rate(rate: float, g: Geometry) -> float:
@@ -323,8 +338,10 @@ def register_tiled(g: Geometry) -> bool:
 def _nest_seconds(g: Geometry) -> float:
     if register_tiled(g):
         rate = TILED_NEST_FLOPS_PER_S * depth_efficiency(g.channels)
-    else:
+    elif g.innermost_features:
         rate = _rate(NEST_FLOPS_PER_S, g) * vector_efficiency(g) * depth_efficiency(g.channels)
+    else:  # the taps and channels are outer loops: their count costs no loop control per multiply-add
+        rate = _rate(SPATIAL_NEST_FLOPS_PER_S, g) * vector_efficiency(g) * spatial_efficiency(g.innermost_extent)
     moved = g.input_bytes + g.kernel_bytes + g.output_bytes
     return KERNEL_CALL_S + max(g.flops / rate, moved / MEMORY_BYTES_PER_S)
 

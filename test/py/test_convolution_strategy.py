@@ -123,10 +123,31 @@ def test_convolution_blocks(batch, size, blocks):
 
 
 def test_model_orders_the_estimates_as_measured():
-    """GEMM efficiency falls with small dimensions; a nest with its features innermost fills
-    vectors, one with a spatial dimension innermost does not."""
+    """GEMM efficiency falls with small dimensions; a nest with its features innermost slows
+    with few channels, one with output positions innermost with short rows."""
     assert strategy.gemm_efficiency(8192, 64, 288) > strategy.gemm_efficiency(8192, 8, 288) > strategy.gemm_efficiency(8192, 8, 9)
     assert strategy.depth_efficiency(64) > strategy.depth_efficiency(3)
+    assert strategy.spatial_efficiency(20000) > 0.95 > 0.15 > strategy.spatial_efficiency(32)
+
+
+# jnp.convolve(x, k, mode="same") of a signal of 4000 samples with 301 taps: one channel and
+# one feature, the window reversed into the kernel
+SIGNAL = """func.func @main(%x: tensor<1x4000x1xf32>, %k: tensor<301x1x1xf32>) -> tensor<1x4000x1xf32> {
+  %0 = stablehlo.convolution(%x, %k) dim_numbers = [b, 0, f]x[0, i, o]->[b, 0, f], window = {stride = [1], pad = [[150, 150]]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<1x4000x1xf32>, tensor<301x1x1xf32>) -> tensor<1x4000x1xf32>
+  return %0 : tensor<1x4000x1xf32>
+}"""
+
+
+def test_a_signal_convolution_runs_as_loops_not_im2col_rows():
+    """Output positions innermost along a row of 4000, each tap broadcast: the nest, not the
+    1.2 million elements of im2col rows multiplied by one column."""
+    executable, decisions = compiled(SIGNAL)
+    assert strategy_line(decisions).startswith("convolution: convolution strategy loop_nest;"), decisions
+    rng = np.random.default_rng(5)
+    x, k = rng.standard_normal(4000).astype(np.float32), rng.standard_normal(301).astype(np.float32)
+    got = executable.execute([x.reshape(1, 4000, 1), k.reshape(301, 1, 1)])[0].reshape(4000)
+    expected = np.correlate(np.pad(x.astype(np.float64), 150), k.astype(np.float64), mode="valid")
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("forced", [strategy.GEMM, strategy.IM2COL_GEMM, strategy.LOOP_NEST])
