@@ -132,7 +132,7 @@ def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pi
                     kernels = finish_kernels(started, plan, emission, assignment, codegen, variant)
                 plan.allocation_sizes[emission.slab] = assignment.heap.size
                 write_summary(module, assignment.summary)
-                drivers = compile_drivers(plan, kernels, emission.decisions, codegen)
+                drivers = compile_drivers(plan, kernels, emission.decisions, codegen, variant.flush_denormals)
             with phases.phase("backend", "shared object"):
                 optimized = [kernel.optimized for kernel in kernels] + drivers
                 object_code = llvm_jit.object_code(optimized, llvm_jit.shared_objects(optimized))
@@ -173,18 +173,25 @@ def finish_kernels(started: list[tuple[KernelSpec, "CompiledKernel | MlirxlaErro
 
 
 def compile_drivers(plan: ExecutablePlan, kernels: list[CompiledKernel], decisions: list[str],
-                    codegen: llvm_jit.CodegenPool) -> list[llvm_jit.OptimizedKernel]:
+                    codegen: llvm_jit.CodegenPool, flush_denormals: bool) -> list[llvm_jit.OptimizedKernel]:
     """The plan's native drivers, compiled: one for the whole sequence when it runs in order
     and gains from one, else one per top-level control-flow thunk. After the kernels: a
-    driver passes their scratch, placed only once they are compiled."""
+    driver passes their scratch, placed only once they are compiled. A driver flushes
+    denormals around everything it runs when the kernels do."""
     used = {kernel.symbol for kernel in kernels}
     with phases.phase("backend", "native drivers"):
         if runs_in_order(plan) and driver_emitter.worth_one_driver(plan.thunks):
             sources = driver_emitter.drive_executable(plan, used, decisions, pool_threads(plan))
         else:
             sources = driver_emitter.attach_drivers(plan.thunks, used, decisions, pool_threads(plan))
-        natives = [codegen.native(source.symbol, source.ir_text, frozenset(source.calls)) for source in sources]
+        natives = [codegen.native(source.symbol, flushing(source.ir_text, source.symbol, flush_denormals), frozenset(source.calls))
+                   for source in sources]
         return [native.result() for native in natives]
+
+
+def flushing(ir_text: str, symbol: str, flush_denormals: bool) -> str:
+    """`ir_text` with function `symbol` flushing denormals when asked (`denormal_flushing.py`)."""
+    return denormal_flushing.flushing_entry(ir_text, symbol, llvm_jit.host_triple()) if flush_denormals else ir_text
 
 
 def pipeline_assignment(runner: PipelineRunner) -> Assignment:
@@ -339,7 +346,7 @@ def compile_kernel(spec: KernelSpec, lowered_kernels: LoweredKernels, codegen: l
     own source then)."""
     if spec.library_call is not None and variant.buffer_loops is None:
         native = Future()
-        native.set_result(llvm_jit.library_call(spec.symbol, spec.library_call))
+        native.set_result(llvm_jit.library_call(spec.symbol, flushing(spec.library_call, spec.symbol, variant.flush_denormals)))
         return CompiledKernel(spec.symbol, spec.library_call, None, native=native, source_key=spec.library_call)
     structure = lowered_kernels.structure(spec)
     if structure is not None and (first := lowered_kernels.by_structure.get(structure)) is not None:
@@ -352,10 +359,7 @@ def compile_kernel(spec: KernelSpec, lowered_kernels: LoweredKernels, codegen: l
         return same_code_as(first, spec.symbol, stablehlo_text)
     lowered = lowering.lower_to_llvm_dialect(kernel_module, spec.symbol, variant.buffer_loops,
                                              allow_excess_precision=variant.excess_precision)
-    ir_text = lowering.translate(kernel_module, spec.symbol)
-    if variant.flush_denormals:
-        ir_text = denormal_flushing.flushing_entry(ir_text, spec.symbol, llvm_jit.host_triple())
-    native = codegen.native(spec.symbol, ir_text)
+    native = codegen.native(spec.symbol, flushing(lowering.translate(kernel_module, spec.symbol), spec.symbol, variant.flush_denormals))
     compiled = CompiledKernel(spec.symbol, stablehlo_text, None, tuple(lowered.scratch.get(spec.symbol, ())),
                               lowered.tiled_loop_nests, lowered.register_tiled_convolutions, lowered.bf16_kept_in_f32,
                               lowered.masked_loops_split, native=native, source_key=source_key)

@@ -75,11 +75,41 @@ def test_the_entry_sets_the_bits_after_its_label_and_restores_them_before_each_r
     kernel = text[text.index("define void @kernel"):text.index("define void @helper")]
     lines = [line.strip() for line in kernel.splitlines()]
     assert lines[1] == "entry:" and lines[2] == "%mxcsr.saved = alloca i32, align 4"
-    assert f"%mxcsr.flushed = or i32 %mxcsr.word, {0x8040}" in lines
-    assert lines[lines.index("ret void") - 1] == "call void @llvm.x86.sse.ldmxcsr(ptr %mxcsr.saved)"
+    assert lines[4] == "call void @mlirxla.flushing.enter(ptr %mxcsr.saved, ptr %mxcsr.flushing)"
+    assert lines[lines.index("ret void") - 1] == "call void @mlirxla.flushing.leave(ptr %mxcsr.saved)"
     assert "mxcsr" not in text[text.index("define void @helper"):text.index("declare void @llvm")]
     assert text.count("declare void @llvm.x86.sse.ldmxcsr(ptr)") == 1
+    # MXCSR is written only where the bits are not set (a kernel a flushing driver calls)
+    enter = text[text.index("define internal void @mlirxla.flushing.enter"):text.index("define internal void @mlirxla.flushing.leave")]
+    assert f"and i32 %word, {0x8040}" in enter and "br i1 %set, label %done, label %flush" in enter
     assert denormal_flushing.flushing_entry(KERNEL, "kernel", "aarch64-unknown-linux-gnu") == KERNEL
+
+
+def test_a_driver_flushes_around_its_kernels_and_they_leave_mxcsr_alone():
+    """A loop's kernels run inside the executable's native driver, which sets the bits once
+    (the kernels, finding them set, leave MXCSR alone): every step flushes."""
+    text = """
+func.func @main(%x: tensor<6xf32>) -> tensor<6xf32> {
+  %c0 = stablehlo.constant dense<0> : tensor<i32>
+  %0:2 = stablehlo.while(%i = %c0, %v = %x) : tensor<i32>, tensor<6xf32>
+    cond {
+      %n = stablehlo.constant dense<3> : tensor<i32>
+      %p = stablehlo.compare LT, %i, %n : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %p : tensor<i1>
+    } do {
+      %one = stablehlo.constant dense<1> : tensor<i32>
+      %half = stablehlo.constant dense<0.5> : tensor<6xf32>
+      %j = stablehlo.add %i, %one : tensor<i32>
+      %w = stablehlo.multiply %v, %half : tensor<6xf32>
+      stablehlo.return %j, %w : tensor<i32>, tensor<6xf32>
+    }
+  return %0#1 : tensor<6xf32>
+}
+"""
+    executable = Client().compile(text)
+    assert executable.executable.plan.driver is not None
+    got = executable.execute_numpy([np.array([1e-40, 8e-38, 1.6e-37, 1.0, -2.0, 4e-38], np.float32)])[0]
+    np.testing.assert_array_equal(got, [0.0, 0.0, np.float32(1.6e-37) / 8, 0.125, -0.25, 0.0])
 
 
 LOG = """
