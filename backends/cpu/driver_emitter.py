@@ -20,8 +20,8 @@ What the driver does for each thunk inside:
 - `copy`: memmove; `parallel_copy`: memmoves in an order where no copy overwrites what a
   later one reads, the copies caught in a cycle through stack buffers, `STACK_BYTES` at
   most per driver (a cycle past that is called back);
-- `host` calls of jax's cpu LAPACK routines getrf, potrf, trsm, syevd, geqrf, orgqr and
-  gesdd (`lapack_ffi`) on f32 or f64 matrices (all but syevd on complex64 and complex128 too) in
+- `host` calls of jax's cpu LAPACK routines getrf, potrf, trsm, syevd, geqrf, orgqr, gesdd
+  and gtsv (`lapack_ffi`) on f32 or f64 matrices (all but syevd on complex64 and complex128 too) in
   column-major buffers, a batch the Python path would not split over the threads
   (`lapack_batches.batch_parts`): the operand overwritten is copied to its result buffer
   (memmove), then scipy's routine, imported by address, is called on each matrix as
@@ -66,7 +66,7 @@ BLAS = {"f32": ("cblas_sgemm", "float"), "f64": ("cblas_dgemm", "double")}
 POOLED_BLAS = {"f32": "mlirxla_gemm_f32", "f64": "mlirxla_gemm_f64"}  # the runtime's GEMMs in parts
 POOLED_BATCHES = {"f32": "mlirxla_gemm_batch_f32", "f64": "mlirxla_gemm_batch_f64"}  # and their batches
 ROW_MAJOR, NO_TRANSPOSE, TRANSPOSE = 101, 111, 112
-NATIVE_LAPACK = ("getrf", "potrf", "trsm", "syevd", "geqrf", "orgqr", "gesdd")  # jax's cpu LAPACK calls a driver makes itself
+NATIVE_LAPACK = ("getrf", "potrf", "trsm", "syevd", "geqrf", "orgqr", "gesdd", "gtsv")  # jax's cpu LAPACK calls a driver makes itself
 WORKSPACE_BYTES = 512 << 10  # the LAPACK workspaces a driver keeps on its stack at most
 # letter, LLVM type, bytes; the one, trsm's alpha (passed by reference, complex ones too)
 LAPACK_TYPES = {"float32": ("s", "float", 4), "float64": ("d", "double", 8),
@@ -80,6 +80,11 @@ def overwritten_operand(routine: str) -> int:
     """The operand a routine overwrites (copied to its first result): orgqr's reflectors, not
     their scalars; trsm's right-hand sides, its last."""
     return 0 if routine == "orgqr" else -1
+
+
+def first(argument: tuple) -> int:
+    """The bytes into its slice where a stepped LAPACK argument (slice, step[, first]) starts."""
+    return argument[2] if len(argument) > 2 else 0
 
 
 def lapack_name(routine: str, dtype: str) -> str:
@@ -134,7 +139,8 @@ def lapack_problem(thunk: HostThunk) -> str | None:
     if batch_parts(LAPACK_TYPES[dtype][0] + attributes["routine"], prod(shape[:-2]), prod(shape[-2:])) > 1:
         return f"a batch of {prod(shape[:-2])} matrices of {shape[-2:]} run in parts over the threads"
     matrices = [(operand, order) for operand, order in zip(thunk.operands, attributes["operand_orders"]) if len(operand[1]) == len(shape)]
-    matrices.append((thunk.results[0], attributes["result_orders"][0]))
+    written = 3 if attributes["routine"] == "gtsv" else 0  # the result holding the overwritten matrix (gtsv's: after the diagonals)
+    matrices.append((thunk.results[written], attributes["result_orders"][written]))
     if any(order != column_major_order(len(matrix_shape)) for (_, matrix_shape, _), order in matrices):
         return "a matrix not in column-major order"
     return None
@@ -377,12 +383,16 @@ class DriverWriter:
         their first result, trsm (side, uplo, trans, diag, m, n, alpha = 1, a, lda, b, ldb)
         solves in the right-hand sides copied to its result, syevd (jobz = V, uplo, n, a, lda, w,
         work, lwork, iwork, liwork, info) decomposes the operand copied to its first result in
-        jaxlib's fixed workspaces. An argument is a pointer on the stack (a constant, a
-        workspace), or (slice, bytes from one matrix's to the next)."""
+        jaxlib's fixed workspaces, gtsv (n, nrhs, dl + 1, d, du, b, ldb, info) solves in the
+        diagonals and right-hand sides copied to its first four results. An argument is a
+        pointer on the stack (a constant, a workspace), or (slice, bytes from one matrix's to
+        the next[, bytes into the slice where the first starts])."""
         routine, config = thunk.attributes["routine"], thunk.attributes["config"]
         overwritten, _, dtype = thunk.operands[overwritten_operand(routine)]
         _, scalar, width = LAPACK_TYPES[dtype]
-        self.emit_copy(overwritten, thunk.results[0][0])
+        copied = thunk.operands if routine == "gtsv" else [thunk.operands[overwritten_operand(routine)]]
+        for (operand, _, _), (result_at, _, _) in zip(copied, thunk.results):
+            self.emit_copy(operand, result_at)
         matrix = thunk.operands[overwritten_operand(routine)][1]
         (n, m), count = matrix[-2:], prod(matrix[:-2])  # buffers of column-major matrices
         integer, character = (lambda value: self.constant("i32", value)), (lambda key: self.constant("i8", ord(config[key])))
@@ -401,6 +411,9 @@ class DriverWriter:
         elif routine == "gesdd":
             arguments = self.svd_arguments(thunk, m, n, width)
             self.workspace_bytes += workspace_bytes(thunk)
+        elif routine == "gtsv":  # jax's sub-diagonal starts with a padding element: LAPACK gets dl + 1
+            arguments = [integer(m), integer(n), (result[0], m * width, width), (result[1], m * width), (result[2], m * width),
+                         (result[3], m * n * width), integer(max(m, 1)), (result[4], 4)]
         elif routine in ("geqrf", "orgqr"):
             work = optimal_work(thunk)
             reflectors = min(m, n) if routine == "geqrf" else thunk.operands[1][1][-1]
@@ -417,7 +430,7 @@ class DriverWriter:
         function = self.imported(native_drivers.LAPACK_PREFIX + lapack_name(routine, dtype))
         if count <= UNROLLED_GEMMS:
             for index in range(count):
-                pointers = [argument if isinstance(argument, str) else self.address(argument[0], index * argument[1])
+                pointers = [argument if isinstance(argument, str) else self.address(argument[0], index * argument[1] + first(argument))
                             for argument in arguments]
                 self.body.append(f"  call void {function}({', '.join(f'ptr {p}' for p in pointers)})")
         else:
@@ -460,7 +473,7 @@ class DriverWriter:
                 continue
             step, at = "%" + self.fresh("step"), "%" + self.fresh("p")
             self.body += [f"  {step} = mul i64 {index}, {argument[1]}",
-                          f"  {at} = getelementptr i8, ptr {self.address(argument[0])}, i64 {step}"]
+                          f"  {at} = getelementptr i8, ptr {self.address(argument[0], first(argument))}, i64 {step}"]
             pointers.append(at)
         self.body += [f"  call void {function}({', '.join(f'ptr {p}' for p in pointers)})",
                       f"  {next_index} = add i64 {index}, 1", f"  store i64 {next_index}, ptr {counter}",

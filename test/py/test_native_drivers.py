@@ -727,3 +727,39 @@ def test_svd_runs_in_the_driver(element, letter, dtype, mode, m, n, monkeypatch)
     for ours, python in zip(native, Client().compile(text).execute_numpy([a])):
         np.testing.assert_array_equal(ours, python)
     np.testing.assert_allclose(native[1], np.linalg.svd(a, compute_uv=False), rtol=1e-5)
+
+
+# jax's tridiagonal solve of a batch as its cpu lowering writes it: gtsv on the three
+# diagonals (the sub-diagonal's first element padding) and column-major right-hand sides
+TRIDIAGONAL = """func.func @main(%dl: tensor<{b}x6x{t}>, %d: tensor<{b}x6x{t}>, %du: tensor<{b}x6x{t}>, %rhs: tensor<{b}x6x3x{t}>) -> (tensor<{b}x6x3x{t}>, tensor<{b}xi32>) {{
+  %0:5 = stablehlo.custom_call @lapack_{letter}gtsv_ffi(%dl, %d, %du, %rhs) {{mhlo.backend_config = {{}},
+      operand_layouts = [dense<[1, 0]> : tensor<2xindex>, dense<[1, 0]> : tensor<2xindex>, dense<[1, 0]> : tensor<2xindex>, dense<[1, 2, 0]> : tensor<3xindex>],
+      result_layouts = [dense<[1, 0]> : tensor<2xindex>, dense<[1, 0]> : tensor<2xindex>, dense<[1, 0]> : tensor<2xindex>, dense<[1, 2, 0]> : tensor<3xindex>, dense<0> : tensor<1xindex>]}}
+      : (tensor<{b}x6x{t}>, tensor<{b}x6x{t}>, tensor<{b}x6x{t}>, tensor<{b}x6x3x{t}>) -> (tensor<{b}x6x{t}>, tensor<{b}x6x{t}>, tensor<{b}x6x{t}>, tensor<{b}x6x3x{t}>, tensor<{b}xi32>)
+  return %0#3, %0#4 : tensor<{b}x6x3x{t}>, tensor<{b}xi32>
+}}"""
+
+
+@pytest.mark.parametrize("batch", [3, 20])
+@pytest.mark.parametrize("element, letter, dtype", [("f32", "s", np.float32), ("f64", "d", np.float64), ("complex<f32>", "c", np.complex64)])
+def test_tridiagonal_solves_run_in_the_driver(batch, element, letter, dtype, monkeypatch):
+    """gtsv is called by the driver on each system (unrolled, or in a loop past 16), LAPACK
+    handed the sub-diagonal from its second element: results the Python path's bit for bit,
+    each the solution of its system."""
+    from mlirxla.backends.cpu import driver_emitter
+
+    rng = np.random.default_rng(9)
+    dl, d, du = (rng.standard_normal((batch, 6)).astype(dtype) for _ in range(3))
+    d += 4
+    rhs = rng.standard_normal((batch, 6, 3)).astype(dtype)
+    text = TRIDIAGONAL.format(b=batch, t=element, letter=letter)
+    executable = Client().compile(text)
+    assert "back into Python" not in executable.thunk_sequence(), executable.thunk_sequence()
+    native = executable.execute_numpy([dl, d, du, rhs])
+    monkeypatch.setattr(driver_emitter, "NATIVE_LAPACK", ())
+    for ours, python in zip(native, Client().compile(text).execute_numpy([dl, d, du, rhs])):
+        np.testing.assert_array_equal(ours, python)
+    np.testing.assert_array_equal(native[1], np.zeros(batch, np.int32))
+    for k in range(batch):
+        matrix = np.diag(d[k]) + np.diag(dl[k, 1:], -1) + np.diag(du[k, :-1], 1)
+        np.testing.assert_allclose(matrix @ native[0][k], rhs[k], rtol=1e-4, atol=1e-4)
