@@ -32,6 +32,16 @@ def array_at(address: int, count: int, dtype) -> np.ndarray:
     return np.frombuffer(bytes_at(address, count * np.dtype(dtype).itemsize), dtype, count=count)
 
 
+def address(array: np.ndarray) -> int:
+    """The address of an array's first byte: ctypes reads a writable one's buffer in a
+    quarter of the time numpy's `.ctypes.data` takes (0.25 us against 0.87), which costs
+    a LAPACK host call's dozen arguments microseconds; a read-only one takes numpy's way."""
+    try:
+        return ctypes.addressof(ctypes.c_char.from_buffer(array))
+    except (TypeError, ValueError):
+        return array.ctypes.data
+
+
 def int64_table(values) -> ctypes.Array:
     values = list(values)
     return array_type(ctypes.c_int64, max(len(values), 1))(*values)

@@ -15,7 +15,6 @@ compile cache stores it without pickle.
 """
 
 import base64
-import ctypes
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,6 +25,7 @@ from mlirxla.errors import MlirxlaError
 
 from . import blas, freed_memory, memory
 from . import thunks as thunk_kinds
+from .ctypes_arrays import address
 from .executor import ThreadPool, plan_graph, run_thunks
 from .native_drivers import NativeDriver
 from .thunks import BufferSlice
@@ -180,14 +180,6 @@ def talks_to_devices(plan: ExecutablePlan) -> bool:
     return any(isinstance(thunk, thunk_kinds.CollectiveThunk)
                or (plan.partition_count > 1 and isinstance(thunk, thunk_kinds.HostThunk) and thunk.call == "python_callback")
                for thunk in thunk_kinds.every_thunk(plan.thunks))
-
-
-def address(array: np.ndarray) -> int:
-    """The address of an array's first byte (the cheapest way numpy offers, writable or not)."""
-    try:
-        return ctypes.addressof(ctypes.c_char.from_buffer(array))
-    except (TypeError, ValueError):
-        return array.ctypes.data
 
 
 class Executable:

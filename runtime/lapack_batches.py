@@ -34,7 +34,7 @@ import numpy as np
 from mlirxla.errors import MlirxlaError
 
 from . import native_pool
-from .ctypes_arrays import int64_table
+from .ctypes_arrays import address, int64_table
 from .llvm_host import compiled
 from .threads import cpu_threads
 
@@ -226,14 +226,14 @@ def call(name: str, count: int, arguments: list) -> None:
             if not array.flags.c_contiguous or array.size % count:
                 raise MlirxlaError(f"lapack {name}: a per-matrix argument of shape {array.shape} does not split into "
                                    f"{count} matrices")
-            base, step = array.ctypes.data + argument.offset * array.itemsize, array.nbytes // count
+            base, step = address(array) + argument.offset * array.itemsize, array.nbytes // count
         elif isinstance(argument, Workspace):
             part_step = -(-argument.array.nbytes // CACHE_LINE) * CACHE_LINE
             copies = argument.array if parts == 1 else np.zeros(parts * part_step, np.uint8)
             kept.append(copies)
-            base, step = copies.ctypes.data, 0
+            base, step = address(copies), 0
         else:
-            base, step = argument.ctypes.data, 0
+            base, step = address(argument), 0
         bases.append(base)
         steps.append(step)
         part_steps.append(part_step)
