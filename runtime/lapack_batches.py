@@ -46,6 +46,10 @@ SPLIT_WORK = 1 << 17  # a batch of fewer multiply-adds is not worth a pool job (
 WORK_PER_CUBE = {"potrf": 1 / 6, "getrf": 1 / 3, "geqrf": 2 / 3, "geqp3": 2 / 3, "orgqr": 2 / 3, "ungqr": 2 / 3,
                  "ormqr": 1, "unmqr": 1, "syevd": 4.5, "heevd": 4.5, "gesdd": 11, "gesvd": 11, "geev": 12.5,
                  "gees": 12.5, "gehrd": 5 / 3, "sytrd": 2 / 3, "hetrd": 2 / 3}
+# gesdd and gesvd without vectors (mode N): the bidiagonalization alone, 4/3 n^3 (a batch of 16
+# 16x8 singular values ran in parts over the threads at the full SVD's weight, 150-190 us
+# against 92-96 in one part, XLA:CPU 88)
+SINGULAR_VALUES_WORK_PER_CUBE = 4 / 3
 CHUNKS_PER_PART = 4  # a thread slowed by other work on its core leaves its later chunks to the others
 CACHE_LINE = 64  # the parts' workspace copies start on lines of their own
 
@@ -188,15 +192,16 @@ def batch_loop(arity: int):
     return _LOOPS[arity]
 
 
-def batch_parts(routine: str, count: int, largest_matrix: int) -> int:
+def batch_parts(routine: str, count: int, largest_matrix: int, work_per_cube: float | None = None) -> int:
     """How many threads a batch of `count` matrices of `routine` (`dgetrf`) runs on: the
     native pool's when the batch holds enough work for it (`SPLIT_WORK`, the routine's
     multiply-adds estimated from its largest matrix) and each matrix is small enough that
     OpenBLAS runs every call single-threaded (its threshold is a 64x64x64 GEMM), so the bits
     are the same whichever thread runs a matrix; else 1 (jaxlib's loop, on the calling thread).
+    `work_per_cube` replaces the routine's weight (an SVD without vectors).
     BLAS's trsm and the tridiagonal solve stay whole: OpenBLAS's level-3 routines take a
     process-wide lock for their buffers, and a batch of 8x8 trsms ran 1.3x slower in parts."""
-    weight = WORK_PER_CUBE.get(routine[1:])
+    weight = work_per_cube if work_per_cube is not None else WORK_PER_CUBE.get(routine[1:])
     if weight is None or count < 2 or largest_matrix > SPLIT_MATRIX_ELEMENTS:
         return 1
     if count * weight * largest_matrix ** 1.5 < SPLIT_WORK or cpu_threads() < 2:
@@ -207,15 +212,16 @@ def batch_parts(routine: str, count: int, largest_matrix: int) -> int:
         return 1
 
 
-def call(name: str, count: int, arguments: list) -> None:
+def call(name: str, count: int, arguments: list, work_per_cube: float | None = None) -> None:
     """scipy's routine `name` on each of `count` matrices: an argument is a `PerMatrix`, an
     array passed at the same address to every call (a dimension, a character, a workspace),
-    or None (a null pointer, as jaxlib's workspace queries pass for the matrices)."""
+    or None (a null pointer, as jaxlib's workspace queries pass for the matrices);
+    `work_per_cube` as `batch_parts` takes it."""
     routine = routine_address(name)
     if count <= 0:
         return
     per_matrix = [argument for argument in arguments if isinstance(argument, PerMatrix)]
-    parts = batch_parts(name, count, max((argument.array.size // count for argument in per_matrix), default=0))
+    parts = batch_parts(name, count, max((argument.array.size // count for argument in per_matrix), default=0), work_per_cube)
     bases, steps, part_steps, kept = [], [], [], []
     for argument in arguments:
         part_step = 0

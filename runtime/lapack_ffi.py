@@ -32,7 +32,7 @@ import math
 import numpy as np
 
 from . import tridiagonal_solve
-from .lapack_batches import PerMatrix, Workspace, call, lapack_int
+from .lapack_batches import SINGULAR_VALUES_WORK_PER_CUBE, PerMatrix, Workspace, call, lapack_int
 
 TYPE_LETTERS = {"float32": "s", "float64": "d", "complex64": "c", "complex128": "z"}
 GEEV_NON_FINITE_INFO = -4  # what jaxlib reports, without calling geev, for a matrix with a NaN or infinity
@@ -259,8 +259,14 @@ def gesdd(operands, config, results, method="gesdd"):
         extra = [workspace(5 * min(m, n), real_type(dtype))] if complex_type else []
     call(name, count_of(batch), jobs + [integer(m), integer(n), PerMatrix(a), leading(m), PerMatrix(singular_values),
                                         PerMatrix(u), leading(m), PerMatrix(vt), leading(vt_shape[-2]),
-                                        workspace(size, dtype), integer(size)] + extra + [PerMatrix(info)])
+                                        workspace(size, dtype), integer(size)] + extra + [PerMatrix(info)],
+         svd_work_per_cube(mode))
     return [logical(a), singular_values, logical(u), logical(vt), info]
+
+
+def svd_work_per_cube(mode: str) -> float | None:
+    """An SVD's weight for `lapack_batches.batch_parts`: lighter without vectors."""
+    return SINGULAR_VALUES_WORK_PER_CUBE if mode == "N" else None
 
 
 def gesvd(operands, config, results):

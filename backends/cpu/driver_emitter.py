@@ -52,7 +52,8 @@ import numpy as np
 
 from mlirxla.runtime import native_drivers
 from mlirxla.runtime.lapack_batches import batch_parts, lapack_int
-from mlirxla.runtime.lapack_ffi import geqrf_workspace, orgqr_workspace, svd_real_workspace, svd_workspace, syevd_workspaces
+from mlirxla.runtime.lapack_ffi import (geqrf_workspace, orgqr_workspace, svd_real_workspace, svd_work_per_cube, svd_workspace,
+                                        syevd_workspaces)
 from mlirxla.runtime.native_drivers import NativeDriver
 from mlirxla.runtime.thunks import (BufferSlice, ConditionalThunk, CopyThunk, GemmThunk, HostThunk, KernelThunk,
                                     ParallelCopyThunk, SlicedKernelThunk, WhileThunk, every_thunk)
@@ -136,7 +137,8 @@ def lapack_problem(thunk: HostThunk) -> str | None:
         return f"{dtype} matrices for {attributes['routine']}"
     if 0 in shape:
         return f"empty matrices {shape}"
-    if batch_parts(LAPACK_TYPES[dtype][0] + attributes["routine"], prod(shape[:-2]), prod(shape[-2:])) > 1:
+    work_per_cube = svd_work_per_cube(attributes["config"]["mode"]) if attributes["routine"] == "gesdd" else None
+    if batch_parts(LAPACK_TYPES[dtype][0] + attributes["routine"], prod(shape[:-2]), prod(shape[-2:]), work_per_cube) > 1:
         return f"a batch of {prod(shape[:-2])} matrices of {shape[-2:]} run in parts over the threads"
     matrices = [(operand, order) for operand, order in zip(thunk.operands, attributes["operand_orders"]) if len(operand[1]) == len(shape)]
     written = 3 if attributes["routine"] == "gtsv" else 0  # the result holding the overwritten matrix (gtsv's: after the diagonals)

@@ -62,12 +62,22 @@ def test_a_batch_of_small_matrices_runs_in_parts_with_the_bits_of_one_thread(mon
     symmetric = matrices + np.swapaxes(matrices, -1, -2)  # its own Fortran order
     assert lapack_batches.batch_parts("dsyevd", 60, 40 * 40) >= 2
     in_parts = eigendecompositions(symmetric)
-    monkeypatch.setattr(lapack_batches, "batch_parts", lambda routine, count, largest: 1)
+    monkeypatch.setattr(lapack_batches, "batch_parts", lambda routine, count, largest, work_per_cube=None: 1)
     alone = eigendecompositions(symmetric)
     for parted, whole in zip(in_parts, alone):
         assert parted.tobytes() == whole.tobytes()
     np.testing.assert_allclose(in_parts[1], np.linalg.eigvalsh(symmetric), rtol=1e-12, atol=1e-12)
     assert not in_parts[2].any()
+
+
+@pytest.mark.skipif(cpu_threads() < 2, reason="one thread: the pool has no helpers")
+def test_singular_values_alone_weigh_less_than_an_svd():
+    """jnp.linalg.norm(x, 2) of 16 matrices of 16 x 8: gesdd without vectors stays on one
+    thread (in a native driver), the full SVD of the same batch runs in parts."""
+    from mlirxla.runtime import lapack_ffi
+
+    assert lapack_batches.batch_parts("sgesdd", 16, 16 * 8, lapack_ffi.svd_work_per_cube("A")) >= 2
+    assert lapack_batches.batch_parts("sgesdd", 16, 16 * 8, lapack_ffi.svd_work_per_cube("N")) == 1
 
 
 def test_large_matrices_small_batches_and_blas_stay_on_one_thread():
