@@ -291,6 +291,21 @@ def unpack_eigenvectors(imaginary: np.ndarray, packed: np.ndarray) -> np.ndarray
     return unpacked
 
 
+def geev_workspace(n: int, dtype, compute_left: str, compute_right: str) -> int:
+    """The optimal workspace of geev on n x n matrices, in elements, queried as jaxlib queries
+    it (a complex geev's real workspace of 2n, an integer info after it)."""
+    left, right = character(compute_left), character(compute_right)
+    if np.dtype(dtype).kind == "c":
+        def arguments(work, lwork):
+            return [left, right, integer(n), None, leading(n), None, None, leading(n), None, leading(n), work, lwork,
+                    np.zeros(1, real_type(dtype)), integer(0)]
+    else:
+        def arguments(work, lwork):
+            return [left, right, integer(n), None, leading(n), None, None, None, leading(n), None, leading(n), work, lwork,
+                    integer(0)]
+    return optimal_workspace(named("geev", dtype), dtype, arguments, key=(compute_left, compute_right, n))
+
+
 def geev(operands, config, results):
     """Matrices with a non-finite entry are left out (`info = -4`), the others decomposed as
     one batch; a real geev's packed vectors are unpacked where it succeeded."""
@@ -304,17 +319,11 @@ def geev(operands, config, results):
     count = chosen.shape[0]
     info = np.zeros(count, lapack_int())
     vectors = [np.zeros((count, n, n), dtype) for _ in range(2)]
+    size = geev_workspace(n, dtype, config["compute_left"], config["compute_right"])
     if complex_type:
-        size = optimal_workspace(name, dtype, lambda work, lwork: [left, right, integer(n), None, leading(n), None, None,
-                                                                   leading(n), None, leading(n), work, lwork,
-                                                                   np.zeros(1, real_type(dtype)), integer(0)],
-                                 key=(config["compute_left"], config["compute_right"], n))
         values = [np.zeros((count, n), dtype)]
         real_work = [workspace(2 * n, real_type(dtype))]
     else:
-        size = optimal_workspace(name, dtype, lambda work, lwork: [left, right, integer(n), None, leading(n), None, None, None,
-                                                                   leading(n), None, leading(n), work, lwork, integer(0)],
-                                 key=(config["compute_left"], config["compute_right"], n))
         values = [np.zeros((count, n), dtype), np.zeros((count, n), dtype)]
         real_work = []
     call(name, count, [left, right, integer(n), PerMatrix(chosen), leading(n)] + [PerMatrix(v) for v in values]

@@ -20,9 +20,10 @@ What the driver does for each thunk inside:
 - `copy`: memmove; `parallel_copy`: memmoves in an order where no copy overwrites what a
   later one reads, the copies caught in a cycle through stack buffers, `STACK_BYTES` at
   most per driver (a cycle past that is called back);
-- `host` calls of jax's cpu LAPACK routines getrf, potrf, trsm, syevd, geqrf, orgqr, gesdd
-  and gtsv (`lapack_ffi`) on f32 or f64 matrices (all but syevd on complex64 and complex128 too) in
-  column-major buffers, a batch the Python path would not split over the threads
+- `host` calls of jax's cpu LAPACK routines getrf, potrf, trsm, syevd, geqrf, orgqr, gesdd,
+  gtsv and geev without vectors (`lapack_ffi`) on f32 or f64 matrices (all but syevd on
+  complex64 and complex128 too) in column-major buffers, a batch the Python path would not
+  split over the threads
   (`lapack_batches.batch_parts`): the operand overwritten is copied to its result buffer
   (memmove), then scipy's routine, imported by address, is called on each matrix as
   `runtime/lapack_ffi.py` calls it (unrolled up to `UNROLLED_GEMMS` matrices, a loop past
@@ -30,7 +31,8 @@ What the driver does for each thunk inside:
   gesdd's of the size LAPACK's query reports at compile time, as the Python path asks at run time;
   `WORKSPACE_BYTES` at most per driver) on the driver's stack (a small solve in a loop, a Kalman filter's,
   called back three times an iteration, took 120 us a call; a batch of 1000 8 x 8
-  triangular solves 0.36 ms, twice XLA:CPU's);
+  triangular solves 0.36 ms, twice XLA:CPU's); geev copies each matrix to the stack and
+  skips one with a NaN or infinity (a 7 x 7 `eigvals` 110 -> 21 us, XLA:CPU 20);
 - `while` and `conditional` inside: native loops and switches, the predicate or index read
   from its buffer as the Python walk reads it (a byte unsigned, 4 or 8 bytes signed; an
   index out of range takes the last branch);
@@ -52,8 +54,8 @@ import numpy as np
 
 from mlirxla.runtime import native_drivers
 from mlirxla.runtime.lapack_batches import batch_parts, lapack_int
-from mlirxla.runtime.lapack_ffi import (geqrf_workspace, orgqr_workspace, svd_real_workspace, svd_work_per_cube, svd_workspace,
-                                        syevd_workspaces)
+from mlirxla.runtime.lapack_ffi import (GEEV_NON_FINITE_INFO, geev_workspace, geqrf_workspace, orgqr_workspace, svd_real_workspace,
+                                        svd_work_per_cube, svd_workspace, syevd_workspaces)
 from mlirxla.runtime.native_drivers import NativeDriver
 from mlirxla.runtime.thunks import (BufferSlice, ConditionalThunk, CopyThunk, GemmThunk, HostThunk, KernelThunk,
                                     ParallelCopyThunk, SlicedKernelThunk, WhileThunk, every_thunk)
@@ -67,7 +69,7 @@ BLAS = {"f32": ("cblas_sgemm", "float"), "f64": ("cblas_dgemm", "double")}
 POOLED_BLAS = {"f32": "mlirxla_gemm_f32", "f64": "mlirxla_gemm_f64"}  # the runtime's GEMMs in parts
 POOLED_BATCHES = {"f32": "mlirxla_gemm_batch_f32", "f64": "mlirxla_gemm_batch_f64"}  # and their batches
 ROW_MAJOR, NO_TRANSPOSE, TRANSPOSE = 101, 111, 112
-NATIVE_LAPACK = ("getrf", "potrf", "trsm", "syevd", "geqrf", "orgqr", "gesdd", "gtsv")  # jax's cpu LAPACK calls a driver makes itself
+NATIVE_LAPACK = ("getrf", "potrf", "trsm", "syevd", "geqrf", "orgqr", "gesdd", "gtsv", "geev")  # jax's cpu LAPACK calls a driver makes itself
 WORKSPACE_BYTES = 512 << 10  # the LAPACK workspaces a driver keeps on its stack at most
 # letter, LLVM type, bytes; the one, trsm's alpha (passed by reference, complex ones too)
 LAPACK_TYPES = {"float32": ("s", "float", 4), "float64": ("d", "double", 8),
@@ -137,6 +139,8 @@ def lapack_problem(thunk: HostThunk) -> str | None:
         return f"{dtype} matrices for {attributes['routine']}"
     if 0 in shape:
         return f"empty matrices {shape}"
+    if attributes["routine"] == "geev":
+        return geev_problem(thunk)
     work_per_cube = svd_work_per_cube(attributes["config"]["mode"]) if attributes["routine"] == "gesdd" else None
     if batch_parts(LAPACK_TYPES[dtype][0] + attributes["routine"], prod(shape[:-2]), prod(shape[-2:]), work_per_cube) > 1:
         return f"a batch of {prod(shape[:-2])} matrices of {shape[-2:]} run in parts over the threads"
@@ -148,13 +152,31 @@ def lapack_problem(thunk: HostThunk) -> str | None:
     return None
 
 
+def geev_problem(thunk: HostThunk) -> str | None:
+    """Why the driver does not call geev itself: only eigenvalues (a real geev's vectors are
+    unpacked into complex ones in Python), of at most `UNROLLED_GEMMS` matrices, one copied to
+    the stack at a time (geev overwrites it; jax's operand is not one of its results)."""
+    config, (_, shape, _) = thunk.attributes["config"], thunk.operands[0]
+    if (config["compute_left"], config["compute_right"]) != ("N", "N"):
+        return "eigenvectors, unpacked in Python"
+    if prod(shape[:-2]) > UNROLLED_GEMMS:
+        return f"a batch of {prod(shape[:-2])} matrices, past the {UNROLLED_GEMMS} a driver unrolls"
+    if thunk.attributes["operand_orders"][0] != column_major_order(len(shape)):
+        return "a matrix not in column-major order"
+    return None
+
+
 def workspace_bytes(thunk: HostThunk) -> int:
     """What a LAPACK host call the driver makes takes of its stack for workspaces."""
     routine = thunk.attributes.get("routine") if thunk.call == "lapack_ffi" else None
-    if routine not in ("syevd", "geqrf", "orgqr", "gesdd"):
+    if routine not in ("syevd", "geqrf", "orgqr", "gesdd", "geev"):
         return 0
     _, shape, dtype = thunk.operands[overwritten_operand(routine)]
     width = LAPACK_TYPES[dtype][2]
+    if routine == "geev":
+        n = shape[-1]
+        real_work = 2 * n * real_width(dtype) if dtype.startswith("complex") else 0
+        return (n * n + geev_workspace(n, dtype, "N", "N")) * width + real_work
     if routine == "syevd":
         work, integer_work = syevd_workspaces(shape[-1])
         return work * width + integer_work * 4
@@ -306,6 +328,8 @@ class DriverWriter:
             self.emit_gemm(thunk)
         elif isinstance(thunk, CopyThunk):
             self.emit_copy(thunk.source, thunk.destination)
+        elif isinstance(thunk, HostThunk) and thunk.attributes["routine"] == "geev":
+            self.emit_geev(thunk)
         elif isinstance(thunk, HostThunk):
             self.emit_lapack(thunk)
         else:
@@ -439,6 +463,64 @@ class DriverWriter:
             self.emit_batch_loop(function, arguments, count)
         self.counts.native += 1
 
+    def emit_geev(self, thunk: HostThunk) -> None:
+        """geev without vectors (jobvl = jobvr = N) as `lapack_ffi.geev` calls it: the
+        eigenvalues and the vectors not computed zeroed, then each matrix with only finite
+        entries copied to the stack and decomposed, one with a NaN or an infinity left out with
+        info -4, as jaxlib does (LAPACK's balancing does not return on them)."""
+        a, shape, dtype = thunk.operands[0]
+        _, _, width = LAPACK_TYPES[dtype]
+        n, count = shape[-1], prod(shape[:-2])
+        results = [at for at, _, _ in thunk.results]
+        for at in results[:-1]:
+            if at.size:
+                self.body.append(f"  call void @llvm.memset.p0.i64(ptr {self.address(at)}, i8 0, i64 {at.size}, i1 false)")
+        complex_type = dtype.startswith("complex")
+        work = geev_workspace(n, dtype, "N", "N")
+        copy, workspace = self.stack_buffer(n * n * width), self.stack_buffer(max(work, 1) * width)
+        side = [self.stack_buffer(2 * n * real_width(dtype))] if complex_type else []
+        no, order, size = self.constant("i8", ord("N")), self.constant("i32", n), self.constant("i32", work)
+        function = self.imported(native_drivers.LAPACK_PREFIX + lapack_name("geev", dtype))
+        values, (left, right, info) = (results[:1] if complex_type else results[:2]), results[-3:]
+        for index in range(count):
+            matrix = self.address(a, index * n * n * width)
+            decompose, skip, after = self.fresh("decompose"), self.fresh("non_finite"), self.fresh("after_geev")
+            self.body.append(f"  br i1 {self.all_finite(matrix, n * n * (2 if complex_type else 1), real_width(dtype))}, "
+                             f"label %{decompose}, label %{skip}")
+            self.label(decompose)
+            self.body.append(f"  call void @llvm.memcpy.p0.p0.i64(ptr {copy}, ptr {matrix}, i64 {n * n * width}, i1 false)")
+            pointers = ([no, no, order, copy, order] + [self.address(at, index * n * (at.size // (count * n))) for at in values]
+                        + [self.address(left, index * left.size // count), order, self.address(right, index * right.size // count), order,
+                           workspace, size] + side + [self.address(info, index * 4)])
+            self.body += [f"  call void {function}({', '.join(f'ptr {p}' for p in pointers)})", f"  br label %{after}"]
+            self.label(skip)
+            self.body += [f"  store i32 {GEEV_NON_FINITE_INFO}, ptr {self.address(info, index * 4)}", f"  br label %{after}"]
+            self.label(after)
+        self.workspace_bytes += workspace_bytes(thunk)
+        self.counts.native += 1
+
+    def all_finite(self, start: str, count: int, width: int) -> str:
+        """An i1: whether the `count` reals of `width` bytes from `start` are all finite (a loop
+        over them, its counter and verdict on the stack)."""
+        real = "float" if width == 4 else "double"
+        counter, verdict = "%" + self.fresh("element_slot"), "%" + self.fresh("finite_slot")
+        loop, done = self.fresh("finite_check"), self.fresh("checked")
+        self.entry += [f"  {counter} = alloca i64", f"  {verdict} = alloca i1"]
+        self.body += [f"  store i64 0, ptr {counter}", f"  store i1 true, ptr {verdict}", f"  br label %{loop}"]
+        self.label(loop)
+        index, at, value, magnitude, finite, so_far, still, following, last = ("%" + self.fresh(stem) for stem in (
+            "element", "at", "value", "magnitude", "finite", "so_far", "still", "following", "last"))
+        self.body += [f"  {index} = load i64, ptr {counter}", f"  {at} = getelementptr {real}, ptr {start}, i64 {index}",
+                      f"  {value} = load {real}, ptr {at}", f"  {magnitude} = call {real} @llvm.fabs.f{width * 8}({real} {value})",
+                      f"  {finite} = fcmp olt {real} {magnitude}, 0x7FF0000000000000", f"  {so_far} = load i1, ptr {verdict}",
+                      f"  {still} = and i1 {so_far}, {finite}", f"  store i1 {still}, ptr {verdict}",
+                      f"  {following} = add i64 {index}, 1", f"  store i64 {following}, ptr {counter}",
+                      f"  {last} = icmp eq i64 {following}, {count}", f"  br i1 {last}, label %{done}, label %{loop}"]
+        self.label(done)
+        result = "%" + self.fresh("all_finite")
+        self.body.append(f"  {result} = load i1, ptr {verdict}")
+        return result
+
     def svd_arguments(self, thunk: HostThunk, m: int, n: int, width: int) -> list:
         """gesdd's arguments as the Python path passes them (jobz, m, n, a, lda, s, u, ldu, vt,
         ldvt, work, lwork, [rwork,] iwork, info), u and vt zeroed first: LAPACK writes no
@@ -561,7 +643,8 @@ class DriverWriter:
         declarations = [f"declare void @{symbol}({', '.join(['ptr'] * count)})" for symbol, count in self.kernels.items()]
         declarations += ["declare void @llvm.memmove.p0.p0.i64(ptr, ptr, i64, i1)",
                          "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)",
-                         "declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)"]
+                         "declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)",
+                         "declare float @llvm.fabs.f32(float)", "declare double @llvm.fabs.f64(double)"]
         return "\n".join([
             f"; native driver {self.symbol}: the loop or conditional and its thunks in compiled code",
             *declarations, "",

@@ -763,3 +763,64 @@ def test_tridiagonal_solves_run_in_the_driver(batch, element, letter, dtype, mon
     for k in range(batch):
         matrix = np.diag(d[k]) + np.diag(dl[k, 1:], -1) + np.diag(du[k, :-1], 1)
         np.testing.assert_allclose(matrix @ native[0][k], rhs[k], rtol=1e-4, atol=1e-4)
+
+
+# jnp.linalg.eigvals of a batch as jax's cpu lowering writes it: geev without vectors (then
+# kernels reading its results, so that the sequence gets a driver)
+EIGVALS = """func.func @main(%a: tensor<{b}x7x7x{t}>) -> ({values}, tensor<{b}x7x{t}>, tensor<{b}xi32>) {{
+  %0:{count} = stablehlo.custom_call @lapack_{letter}geev_ffi(%a) {{mhlo.backend_config = {{compute_left = 78 : ui8, compute_right = 78 : ui8}},
+      operand_layouts = [dense<[1, 2, 0]> : tensor<3xindex>],
+      result_layouts = [{value_layouts}dense<[1, 2, 0]> : tensor<3xindex>, dense<[1, 2, 0]> : tensor<3xindex>, dense<0> : tensor<1xindex>]}}
+      : (tensor<{b}x7x7x{t}>) -> ({values}, tensor<{b}x7x7x{c}>, tensor<{b}x7x7x{c}>, tensor<{b}xi32>)
+  %one = stablehlo.constant dense<1> : tensor<{b}xi32>
+  %info = stablehlo.add %0#{info}, %one : tensor<{b}xi32>
+  %negated = stablehlo.negate %0#0 : tensor<{b}x7x{t}>
+  return {returned}, %negated, %info : {values}, tensor<{b}x7x{t}>, tensor<{b}xi32>
+}}"""
+
+
+def eigvals_text(batch: int, element: str, letter: str) -> str:
+    complex_type = element.startswith("complex")
+    count = 1 if complex_type else 2
+    values = ", ".join([f"tensor<{batch}x7x{element}>"] * count)
+    complex_element = element if complex_type else f"complex<{element}>"
+    return EIGVALS.format(b=batch, t=element, letter=letter, c=complex_element, values=values, count=count + 3,
+                          value_layouts="dense<[1, 0]> : tensor<2xindex>, " * count,
+                          returned=", ".join(f"%0#{k}" for k in range(count)), info=count + 2)
+
+
+@pytest.mark.parametrize("element, letter, dtype", [("f32", "s", np.float32), ("f64", "d", np.float64), ("complex<f32>", "c", np.complex64)])
+def test_eigenvalues_run_in_the_driver_and_skip_non_finite_matrices(element, letter, dtype, monkeypatch):
+    """geev without vectors is called by the driver on a copy of each matrix (its operand is
+    not one of its results): results the Python path's bit for bit, numpy's eigenvalues, and a
+    matrix holding a NaN left out with info -4 and zeros, as jaxlib does."""
+    from mlirxla.backends.cpu import driver_emitter
+
+    rng = np.random.default_rng(12)
+    a = rng.standard_normal((3, 7, 7)).astype(dtype)
+    if np.iscomplexobj(a):
+        a += 1j * rng.standard_normal((3, 7, 7)).astype(dtype)
+    a[1, 2, 3] = np.nan
+    text = eigvals_text(3, element, letter)
+    executable = Client().compile(text)
+    assert "back into Python" not in executable.thunk_sequence(), executable.thunk_sequence()
+    kept = a.copy()
+    native = executable.execute_numpy([a])
+    np.testing.assert_array_equal(a, kept)
+    monkeypatch.setattr(driver_emitter, "NATIVE_LAPACK", ())
+    for ours, python in zip(native, Client().compile(text).execute_numpy([a])):
+        np.testing.assert_array_equal(ours, python)
+    np.testing.assert_array_equal(native[-1], [1, -3, 1])
+    np.testing.assert_array_equal(native[-2], -native[0])
+    values = native[0] if np.iscomplexobj(a) else native[0] + 1j * native[1]
+    assert not values[1].any()
+    for k in (0, 2):
+        np.testing.assert_allclose(np.sort_complex(values[k]), np.sort_complex(np.linalg.eigvals(a[k])), rtol=1e-4, atol=1e-4)
+
+
+def test_eigenvectors_are_left_to_python_for_their_unpacking():
+    from mlirxla.backends.cpu import driver_emitter
+
+    vectors = eigvals_text(2, "f32", "s").replace("compute_right = 78", "compute_right = 86")
+    (geev,) = [t for t in Client().compile(vectors).executable.plan.thunks if t.kind == "host"]
+    assert driver_emitter.lapack_problem(geev) == "eigenvectors, unpacked in Python"
