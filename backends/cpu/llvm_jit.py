@@ -118,17 +118,31 @@ def optimize(name: str, ir_text: str, linked: frozenset[str], context: "llvm.Con
     for function in module.functions:
         if function.is_declaration and not function.name.startswith("llvm.") and function.name not in linked \
                 and function.name not in runtime_library.FUNCTIONS and native_symbols.process_address(function.name) is None:
-            raise MlirxlaError(f"kernel {name} calls '{function.name}', which this process does not provide")
+            missing = function.name
+            module.close()
+            raise MlirxlaError(f"kernel {name} calls '{missing}', which this process does not provide")
     return module
 
 
 def parsed(name: str, ir_text: str, context: "llvm.ContextRef", machine: "llvm.TargetMachine") -> "llvm.ModuleRef":
+    """`ir_text` parsed and verified in `context`. A module that fails verification is
+    disposed before the error is raised: the error's frames hold both, and the collector,
+    freeing the context first, left the module to dispose itself in a freed context (a
+    segmentation fault after the error was reported)."""
     try:
         module = llvm.parse_assembly(native_symbols.target_header(machine) + ir_text, context)
+    except RuntimeError as error:
+        raise rejected(name, error) from None
+    try:
         module.verify()
     except RuntimeError as error:
-        raise MlirxlaError(f"kernel {name}: LLVM rejected its IR: {' '.join(line.strip() for line in str(error).splitlines() if line.strip())}") from None
+        module.close()
+        raise rejected(name, error) from None
     return module
+
+
+def rejected(name: str, error: RuntimeError) -> MlirxlaError:
+    return MlirxlaError(f"kernel {name}: LLVM rejected its IR: {' '.join(line.strip() for line in str(error).splitlines() if line.strip())}")
 
 
 def run_o3(machine: "llvm.TargetMachine", module: "llvm.ModuleRef", slp: bool, loops: bool) -> None:

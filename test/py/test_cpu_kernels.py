@@ -2639,3 +2639,31 @@ def test_gathered_points_split_over_the_threads(monkeypatch):
     points = rng.uniform(0, 1023.99, (65536, 2)).astype(np.float32)
     (values,) = executable.execute_numpy([image, points])
     np.testing.assert_array_equal(values, image[np.floor(points[:, 0]).astype(int), np.floor(points[:, 1]).astype(int)])
+
+
+# a kernel whose IR parses but fails verification (a value used where it is not defined)
+UNVERIFIABLE = """define void @kernel(ptr %0) {
+entry:
+  br i1 true, label %a, label %b
+a:
+  %p = getelementptr i8, ptr %0, i64 4
+  br label %c
+b:
+  store i32 -4, ptr %p
+  br label %c
+c:
+  ret void
+}
+"""
+
+
+def test_a_module_llvm_rejects_is_disposed_before_its_context(monkeypatch):
+    """The error's frames hold the module and its context; left to the collector, the
+    context could go first and the module's disposal then crash the process (a driver with
+    such a bug did, after its error was reported)."""
+    made = []
+    parse = llvm_jit.llvm.parse_assembly
+    monkeypatch.setattr(llvm_jit.llvm, "parse_assembly", lambda text, context=None: made.append(parse(text, context)) or made[-1])
+    with pytest.raises(MlirxlaError, match="kernel kernel: LLVM rejected its IR: Instruction does not dominate all uses"):
+        llvm_jit.compile_native("kernel", UNVERIFIABLE)
+    assert made and all(module.closed for module in made)
