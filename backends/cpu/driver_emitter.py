@@ -21,9 +21,9 @@ What the driver does for each thunk inside:
   later one reads, the copies caught in a cycle through stack buffers, `STACK_BYTES` at
   most per driver (a cycle past that is called back);
 - `host` calls of jax's cpu LAPACK routines getrf, potrf, trsm, syevd, geqrf, orgqr, gesdd,
-  gtsv and geev without vectors (`lapack_ffi`) on f32 or f64 matrices (all but syevd on
-  complex64 and complex128 too) in column-major buffers, a batch the Python path would not
-  split over the threads
+  gtsv and geev (`lapack_ffi`) on f32 or f64 matrices (all but syevd on complex64 and
+  complex128 too) in column-major buffers, a batch the Python path would not split over the
+  threads
   (`lapack_batches.batch_parts`): the operand overwritten is copied to its result buffer
   (memmove), then scipy's routine, imported by address, is called on each matrix as
   `runtime/lapack_ffi.py` calls it (unrolled up to `UNROLLED_GEMMS` matrices, a loop past
@@ -31,8 +31,10 @@ What the driver does for each thunk inside:
   gesdd's of the size LAPACK's query reports at compile time, as the Python path asks at run time;
   `WORKSPACE_BYTES` at most per driver) on the driver's stack (a small solve in a loop, a Kalman filter's,
   called back three times an iteration, took 120 us a call; a batch of 1000 8 x 8
-  triangular solves 0.36 ms, twice XLA:CPU's); geev copies each matrix to the stack and
-  skips one with a NaN or infinity (a 7 x 7 `eigvals` 110 -> 21 us, XLA:CPU 20);
+  triangular solves 0.36 ms, twice XLA:CPU's); geev copies each matrix to the stack, skips
+  one with a NaN or infinity, and unpacks a real one's vectors into complex ones as jaxlib
+  does (a 7 x 7 `eigvals` 110 -> 21 us, XLA:CPU 20; a batch of four 5 x 5 `eig` 155 -> 34,
+  XLA:CPU 26);
 - `while` and `conditional` inside: native loops and switches, the predicate or index read
   from its buffer as the Python walk reads it (a byte unsigned, 4 or 8 bytes signed; an
   index out of range takes the last branch);
@@ -152,13 +154,83 @@ def lapack_problem(thunk: HostThunk) -> str | None:
     return None
 
 
+def unpack_eigenvectors(real: str) -> str:
+    """jaxlib's UnpackEigenvectors for one n x n matrix of a real geev's column-major vectors:
+    column j starts a complex conjugate pair where its eigenvalue's imaginary part is nonzero
+    and not NaN and a column follows, giving columns j and j + 1 the vectors re + i im and
+    re - i im (re, im the packed columns); other columns become complex with imaginary part 0.
+    Each part is computed as numpy computes `re + 1j * im` (signed zeros included), so that
+    the driver's results are the Python path's bit for bit."""
+    t = "float" if real == "f32" else "double"
+    c = f"{{ {t}, {t} }}"
+    return f"""define internal void @mlirxla.unpack_eigenvectors.{real}(ptr %packed, ptr %imaginary, ptr %out, i64 %n) {{
+entry:
+  %last = sub i64 %n, 1
+  br label %column
+column:
+  %j = phi i64 [0, %entry], [%after_pair, %pair_done], [%after_single, %single_done]
+  %more = icmp slt i64 %j, %n
+  br i1 %more, label %classify, label %done
+classify:
+  %wi_at = getelementptr {t}, ptr %imaginary, i64 %j
+  %wi = load {t}, ptr %wi_at
+  %complex_value = fcmp one {t} %wi, 0.0
+  %has_next = icmp slt i64 %j, %last
+  %pair = and i1 %complex_value, %has_next
+  %column_start = mul i64 %j, %n
+  br i1 %pair, label %pair_rows, label %single_rows
+pair_rows:
+  %i = phi i64 [0, %classify], [%i_next, %pair_rows]
+  %re_index = add i64 %column_start, %i
+  %im_index = add i64 %re_index, %n
+  %re_at = getelementptr {t}, ptr %packed, i64 %re_index
+  %im_at = getelementptr {t}, ptr %packed, i64 %im_index
+  %re = load {t}, ptr %re_at
+  %im = load {t}, ptr %im_at
+  %zero_im = fmul {t} 0.0, %im
+  %first_re = fadd {t} %re, %zero_im
+  %first_im = fadd {t} 0.0, %im
+  %second_re = fsub {t} %re, %zero_im
+  %second_im = fsub {t} 0.0, %im
+  %first = getelementptr {c}, ptr %out, i64 %re_index, i32 0
+  %first_i = getelementptr {c}, ptr %out, i64 %re_index, i32 1
+  %second = getelementptr {c}, ptr %out, i64 %im_index, i32 0
+  %second_i = getelementptr {c}, ptr %out, i64 %im_index, i32 1
+  store {t} %first_re, ptr %first
+  store {t} %first_im, ptr %first_i
+  store {t} %second_re, ptr %second
+  store {t} %second_im, ptr %second_i
+  %i_next = add i64 %i, 1
+  %rows_left = icmp slt i64 %i_next, %n
+  br i1 %rows_left, label %pair_rows, label %pair_done
+pair_done:
+  %after_pair = add i64 %j, 2
+  br label %column
+single_rows:
+  %k = phi i64 [0, %classify], [%k_next, %single_rows]
+  %index = add i64 %column_start, %k
+  %value_at = getelementptr {t}, ptr %packed, i64 %index
+  %value = load {t}, ptr %value_at
+  %target = getelementptr {c}, ptr %out, i64 %index, i32 0
+  %target_i = getelementptr {c}, ptr %out, i64 %index, i32 1
+  store {t} %value, ptr %target
+  store {t} 0.0, ptr %target_i
+  %k_next = add i64 %k, 1
+  %more_rows = icmp slt i64 %k_next, %n
+  br i1 %more_rows, label %single_rows, label %single_done
+single_done:
+  %after_single = add i64 %j, 1
+  br label %column
+done:
+  ret void
+}}
+"""
+
+
 def geev_problem(thunk: HostThunk) -> str | None:
-    """Why the driver does not call geev itself: only eigenvalues (a real geev's vectors are
-    unpacked into complex ones in Python), of at most `UNROLLED_GEMMS` matrices, one copied to
-    the stack at a time (geev overwrites it; jax's operand is not one of its results)."""
-    config, (_, shape, _) = thunk.attributes["config"], thunk.operands[0]
-    if (config["compute_left"], config["compute_right"]) != ("N", "N"):
-        return "eigenvectors, unpacked in Python"
+    """Why the driver does not call geev itself: at most `UNROLLED_GEMMS` matrices, one copied
+    to the stack at a time (geev overwrites it; jax's operand is not one of its results)."""
+    shape = thunk.operands[0][1]
     if prod(shape[:-2]) > UNROLLED_GEMMS:
         return f"a batch of {prod(shape[:-2])} matrices, past the {UNROLLED_GEMMS} a driver unrolls"
     if thunk.attributes["operand_orders"][0] != column_major_order(len(shape)):
@@ -174,9 +246,11 @@ def workspace_bytes(thunk: HostThunk) -> int:
     _, shape, dtype = thunk.operands[overwritten_operand(routine)]
     width = LAPACK_TYPES[dtype][2]
     if routine == "geev":
-        n = shape[-1]
+        n, config = shape[-1], thunk.attributes["config"]
+        sides = (config["compute_left"], config["compute_right"])
         real_work = 2 * n * real_width(dtype) if dtype.startswith("complex") else 0
-        return (n * n + geev_workspace(n, dtype, "N", "N")) * width + real_work
+        packed = 0 if dtype.startswith("complex") else sides.count("V") * n * n
+        return (n * n + packed + geev_workspace(n, dtype, *sides)) * width + real_work
     if routine == "syevd":
         work, integer_work = syevd_workspaces(shape[-1])
         return work * width + integer_work * 4
@@ -259,6 +333,7 @@ class DriverWriter:
         self.stack_bytes = 0  # what the parallel copies' cycles keep on the stack
         self.workspace_bytes = 0  # what LAPACK's workspaces take of the stack
         self.constants: dict[tuple[str, str], str] = {}  # scalars passed by reference, on the stack
+        self.unpackers: set[str] = set()  # the real types whose eigenvector unpacking the driver calls
 
     def fresh(self, stem: str) -> str:
         self.names += 1
@@ -464,40 +539,66 @@ class DriverWriter:
         self.counts.native += 1
 
     def emit_geev(self, thunk: HostThunk) -> None:
-        """geev without vectors (jobvl = jobvr = N) as `lapack_ffi.geev` calls it: the
-        eigenvalues and the vectors not computed zeroed, then each matrix with only finite
-        entries copied to the stack and decomposed, one with a NaN or an infinity left out with
-        info -4, as jaxlib does (LAPACK's balancing does not return on them)."""
+        """geev as `lapack_ffi.geev` calls it: the results zeroed, then each matrix with only
+        finite entries copied to the stack and decomposed, one with a NaN or an infinity left
+        out with info -4, as jaxlib does (LAPACK's balancing does not return on them). A real
+        geev's vectors come packed (a complex pair's real and imaginary parts in two columns)
+        in stack buffers, and are unpacked into the complex results where it succeeded
+        (`UNPACK_EIGENVECTORS`, jaxlib's rule); a complex geev writes its results itself."""
         a, shape, dtype = thunk.operands[0]
         _, _, width = LAPACK_TYPES[dtype]
         n, count = shape[-1], prod(shape[:-2])
+        config, complex_type = thunk.attributes["config"], dtype.startswith("complex")
+        sides = (config["compute_left"], config["compute_right"])
         results = [at for at, _, _ in thunk.results]
         for at in results[:-1]:
             if at.size:
                 self.body.append(f"  call void @llvm.memset.p0.i64(ptr {self.address(at)}, i8 0, i64 {at.size}, i1 false)")
-        complex_type = dtype.startswith("complex")
-        work = geev_workspace(n, dtype, "N", "N")
+        work = geev_workspace(n, dtype, *sides)
         copy, workspace = self.stack_buffer(n * n * width), self.stack_buffer(max(work, 1) * width)
         side = [self.stack_buffer(2 * n * real_width(dtype))] if complex_type else []
-        no, order, size = self.constant("i8", ord("N")), self.constant("i32", n), self.constant("i32", work)
+        packed = [self.stack_buffer(n * n * width) if mode == "V" and not complex_type else None for mode in sides]
+        jobs = [self.constant("i8", ord(mode)) for mode in sides]
+        order, size = self.constant("i32", n), self.constant("i32", work)
         function = self.imported(native_drivers.LAPACK_PREFIX + lapack_name("geev", dtype))
-        values, (left, right, info) = (results[:1] if complex_type else results[:2]), results[-3:]
+        values, vectors, info = (results[:1] if complex_type else results[:2]), results[-3:-1], results[-1]
         for index in range(count):
-            matrix = self.address(a, index * n * n * width)
+            matrix, matrix_info = self.address(a, index * n * n * width), self.address(info, index * 4)
             decompose, skip, after = self.fresh("decompose"), self.fresh("non_finite"), self.fresh("after_geev")
             self.body.append(f"  br i1 {self.all_finite(matrix, n * n * (2 if complex_type else 1), real_width(dtype))}, "
                              f"label %{decompose}, label %{skip}")
             self.label(decompose)
             self.body.append(f"  call void @llvm.memcpy.p0.p0.i64(ptr {copy}, ptr {matrix}, i64 {n * n * width}, i1 false)")
-            pointers = ([no, no, order, copy, order] + [self.address(at, index * n * (at.size // (count * n))) for at in values]
-                        + [self.address(left, index * left.size // count), order, self.address(right, index * right.size // count), order,
-                           workspace, size] + side + [self.address(info, index * 4)])
-            self.body += [f"  call void {function}({', '.join(f'ptr {p}' for p in pointers)})", f"  br label %{after}"]
+            written = [buffer or self.address(at, index * at.size // count) for buffer, at in zip(packed, vectors)]
+            pointers = (jobs + [order, copy, order] + [self.address(at, index * at.size // count) for at in values]
+                        + [written[0], order, written[1], order, workspace, size] + side + [matrix_info])
+            self.body.append(f"  call void {function}({', '.join(f'ptr {p}' for p in pointers)})")
+            if any(packed):
+                self.emit_unpacking(packed, vectors, values[1], matrix_info, index, count, n, dtype)
+            self.body.append(f"  br label %{after}")
             self.label(skip)
-            self.body += [f"  store i32 {GEEV_NON_FINITE_INFO}, ptr {self.address(info, index * 4)}", f"  br label %{after}"]
+            self.body += [f"  store i32 {GEEV_NON_FINITE_INFO}, ptr {matrix_info}", f"  br label %{after}"]
             self.label(after)
         self.workspace_bytes += workspace_bytes(thunk)
         self.counts.native += 1
+
+    def emit_unpacking(self, packed: list, vectors: list, imaginary: BufferSlice, matrix_info: str, index: int, count: int,
+                       n: int, dtype: str) -> None:
+        """A real geev's packed vectors unpacked into matrix `index`'s complex results, where
+        its info is 0 (the results stay zeros elsewhere, as jaxlib leaves them)."""
+        real = "f32" if dtype == "float32" else "f64"
+        self.unpackers.add(real)
+        status, succeeded, unpack, done = "%" + self.fresh("geev_info"), "%" + self.fresh("succeeded"), self.fresh("unpack"), self.fresh("unpacked")
+        self.body += [f"  {status} = load i32, ptr {matrix_info}", f"  {succeeded} = icmp eq i32 {status}, 0",
+                      f"  br i1 {succeeded}, label %{unpack}, label %{done}"]
+        self.label(unpack)
+        imaginary_parts = self.address(imaginary, index * imaginary.size // count)
+        for buffer, at in zip(packed, vectors):
+            if buffer is not None:
+                self.body.append(f"  call void @mlirxla.unpack_eigenvectors.{real}(ptr {buffer}, ptr {imaginary_parts}, "
+                                 f"ptr {self.address(at, index * at.size // count)}, i64 {n})")
+        self.body.append(f"  br label %{done}")
+        self.label(done)
 
     def all_finite(self, start: str, count: int, width: int) -> str:
         """An i1: whether the `count` reals of `width` bytes from `start` are all finite (a loop
@@ -651,7 +752,8 @@ class DriverWriter:
             f"define i32 @{self.symbol}(ptr noalias %bases, ptr noalias %imports) {{",
             "entry:", *self.entry, "  br label %start",
             "start:", *self.body, "  ret i32 0",
-            "fail:", "  ret i32 1", "}", "", *self.slice_functions, ""])
+            "fail:", "  ret i32 1", "}", "", *self.slice_functions,
+            *(unpack_eigenvectors(real) for real in sorted(self.unpackers)), ""])
 
 
 def written(name: str, thunks: list, used: set[str], pool_threads: int) -> DriverWriter:

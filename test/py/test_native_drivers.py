@@ -818,9 +818,49 @@ def test_eigenvalues_run_in_the_driver_and_skip_non_finite_matrices(element, let
         np.testing.assert_allclose(np.sort_complex(values[k]), np.sort_complex(np.linalg.eigvals(a[k])), rtol=1e-4, atol=1e-4)
 
 
-def test_eigenvectors_are_left_to_python_for_their_unpacking():
+@pytest.mark.parametrize("sides", [(86, 86), (78, 86), (86, 78)])
+@pytest.mark.parametrize("element, letter, dtype", [("f32", "s", np.float32), ("f64", "d", np.float64), ("complex<f32>", "c", np.complex64)])
+def test_eigenvectors_run_in_the_driver_unpacked_as_jaxlib_does(sides, element, letter, dtype, monkeypatch):
+    """With vectors a real geev's come packed and are unpacked in the driver: each result the
+    Python path's bit for bit (complex pairs, real eigenvalues, a matrix holding a NaN left
+    zero), and A v = lambda v for the right ones."""
     from mlirxla.backends.cpu import driver_emitter
 
-    vectors = eigvals_text(2, "f32", "s").replace("compute_right = 78", "compute_right = 86")
-    (geev,) = [t for t in Client().compile(vectors).executable.plan.thunks if t.kind == "host"]
-    assert driver_emitter.lapack_problem(geev) == "eigenvectors, unpacked in Python"
+    rng = np.random.default_rng(13)
+    a = rng.standard_normal((3, 7, 7)).astype(dtype)
+    if np.iscomplexobj(a):
+        a += 1j * rng.standard_normal((3, 7, 7)).astype(dtype)
+    a[1, 0, 0] = np.inf
+    text = eigvals_text(3, element, letter).replace("compute_left = 78", f"compute_left = {sides[0]}").replace(
+        "compute_right = 78", f"compute_right = {sides[1]}")
+    values = 1 if np.iscomplexobj(a) else 2
+    text = text.replace(f"return {', '.join(f'%0#{k}' for k in range(values))},",
+                        f"return {', '.join(f'%0#{k}' for k in range(values))}, %0#{values}, %0#{values + 1},")
+    complex_element = element if np.iscomplexobj(a) else f"complex<{element}>"
+    text = text.replace(f"-> ({', '.join([f'tensor<3x7x{element}>'] * values)}, tensor<3x7x{element}>, tensor<3xi32>) {{",
+                        f"-> ({', '.join([f'tensor<3x7x{element}>'] * values)}, tensor<3x7x7x{complex_element}>, "
+                        f"tensor<3x7x7x{complex_element}>, tensor<3x7x{element}>, tensor<3xi32>) {{")
+    text = text.replace(f"  return", "  return", 1).replace(
+        f": {', '.join([f'tensor<3x7x{element}>'] * values)}, tensor<3x7x{element}>, tensor<3xi32>\n}}",
+        f": {', '.join([f'tensor<3x7x{element}>'] * values)}, tensor<3x7x7x{complex_element}>, tensor<3x7x7x{complex_element}>, "
+        f"tensor<3x7x{element}>, tensor<3xi32>\n}}")
+    executable = Client().compile(text)
+    assert "back into Python" not in executable.thunk_sequence(), executable.thunk_sequence()
+    native = executable.execute_numpy([a])
+    monkeypatch.setattr(driver_emitter, "NATIVE_LAPACK", ())
+    for ours, python in zip(native, Client().compile(text).execute_numpy([a])):
+        np.testing.assert_array_equal(ours, python)
+    eigenvalues = native[0] if np.iscomplexobj(a) else native[0] + 1j * native[1]
+    right = native[values + 1]
+    assert not right[1].any() and not native[values][1].any()
+    if sides[1] == 86:
+        for k in (0, 2):
+            np.testing.assert_allclose(a[k] @ right[k], right[k] * eigenvalues[k], rtol=1e-3, atol=1e-3)
+        assert np.iscomplexobj(a) or (eigenvalues[0].imag != 0).any()
+
+
+def test_eigenvalue_batches_past_the_unrolled_calls_are_left_to_python():
+    from mlirxla.backends.cpu import driver_emitter
+
+    (geev,) = [t for t in Client().compile(eigvals_text(20, "f32", "s")).executable.plan.thunks if t.kind == "host"]
+    assert driver_emitter.lapack_problem(geev) == "a batch of 20 matrices, past the 16 a driver unrolls"
