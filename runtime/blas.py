@@ -12,7 +12,10 @@ last execution leaves. Its threads spin for about 0.1 s after each multithreaded
 them, a GEMM's workers spun on the cores the kernels after it ran on (transformer_bf16's
 masked exponential took its one-thread time split over two), and eight devices of a grid,
 each asking for every core of a 2-core machine, started eight teams of BLAS threads that spun
-while waiting for each other (a 32x256x256 GEMM took 10 ms instead of 0.05).
+while waiting for each other (a 32x256x256 GEMM took 10 ms instead of 0.05). scipy ships an
+OpenBLAS of its own, which its LAPACK (the LAPACK host calls, as jaxlib's) runs on: an
+execution whose LAPACK matrices are all small holds that one at one thread too
+(`one_thread(lapack=True)`).
 """
 
 import ctypes
@@ -69,10 +72,27 @@ def routine_address(name: str) -> int:
     return ctypes.cast(getattr(_library(), name), ctypes.c_void_p).value
 
 
-class _Gate:
-    """How many executions hold OpenBLAS at one thread, and the count it had before the first."""
+def scipy_library() -> ctypes.CDLL | None:
+    """The OpenBLAS scipy ships (32-bit integers, its LAPACK's BLAS: the routines the LAPACK
+    host calls run, as jaxlib's do), or None where scipy brings no such library."""
+    if "scipy" not in _GEMMS:
+        try:
+            import scipy
+        except ImportError:
+            _GEMMS["scipy"] = None
+            return None
+        folder = os.path.join(os.path.dirname(scipy.__file__), "..", "scipy.libs")
+        found = sorted(glob.glob(os.path.join(folder, "libscipy_openblas-*.so")))
+        _GEMMS["scipy"] = ctypes.CDLL(found[0]) if found else None
+    return _GEMMS["scipy"]
 
-    def __init__(self):
+
+class _Gate:
+    """How many executions hold one OpenBLAS library at one thread, and the count it had
+    before the first."""
+
+    def __init__(self, library, suffix: str):
+        self.library, self.suffix = library, suffix
         self.lock = threading.Lock()
         self.holders = 0
         self.own = 1
@@ -81,8 +101,9 @@ class _Gate:
     def enter(self) -> None:
         with self.lock:
             if self.get is None:
-                library = _library()
-                self.get, self.set = library.scipy_openblas_get_num_threads64_, library.scipy_openblas_set_num_threads64_
+                library = self.library()
+                self.get = getattr(library, f"scipy_openblas_get_num_threads{self.suffix}")
+                self.set = getattr(library, f"scipy_openblas_set_num_threads{self.suffix}")
                 self.get.restype, self.set.argtypes = ctypes.c_int, [ctypes.c_int]
             if self.holders == 0:
                 self.own = self.get()  # whatever the process set meanwhile
@@ -93,18 +114,27 @@ class _Gate:
     def leave(self) -> None:
         with self.lock:
             self.holders -= 1
-            if self.holders == 0 and self.own != 1:  # numpy's own matmuls find OpenBLAS as it was
+            if self.holders == 0 and self.own != 1:  # numpy's and scipy's own calls find OpenBLAS as it was
                 self.set(self.own)
 
 
-_GATE = _Gate()
+_GATE = _Gate(_library, "64_")
+# scipy's OpenBLAS, which its LAPACK calls: held at one thread for an execution whose LAPACK
+# matrices are all small (`Executable`); at two, a 512 x 64 SVD's BLAS threads fought the
+# native pool's spinning helper (2.3 ms, 4.1 after a program that used the pool; 1.4 at one
+# thread), while a 2048 x 2048 Cholesky gains from them (27 ms, 37 at one thread)
+_LAPACK_GATE = _Gate(scipy_library, "")
 
 
 @contextmanager
-def one_thread():
-    """Within the body, OpenBLAS runs every GEMM on the calling thread."""
-    _GATE.enter()
+def one_thread(lapack: bool = False):
+    """Within the body, OpenBLAS runs every GEMM on the calling thread, and with `lapack`
+    (where scipy ships its OpenBLAS) so does scipy's LAPACK its BLAS."""
+    gates = [_GATE] + ([_LAPACK_GATE] if lapack and scipy_library() is not None else [])
+    for gate in gates:
+        gate.enter()
     try:
         yield
     finally:
-        _GATE.leave()
+        for gate in gates:
+            gate.leave()

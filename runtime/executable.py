@@ -15,6 +15,7 @@ compile cache stores it without pickle.
 """
 
 import base64
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -168,8 +169,23 @@ def runs_in_order(plan: ExecutablePlan) -> bool:
 
 
 def calls_blas(plan: ExecutablePlan) -> bool:
+    """Whether an execution runs numpy's OpenBLAS: a GEMM, or a kernel calling one."""
     return any(isinstance(thunk, thunk_kinds.GemmThunk) or getattr(thunk, "calls_blas", False)
                for thunk in thunk_kinds.every_thunk(plan.thunks))
+
+
+# a LAPACK call on a matrix this large gains from its BLAS's threads (a 2048 x 2048 Cholesky:
+# 27 ms on two, 37 on one); on smaller ones they cost more than they give (`blas._LAPACK_GATE`)
+THREADED_LAPACK_FROM = 512 * 512
+
+
+def small_lapack_calls(plan: ExecutablePlan) -> bool:
+    """Whether the execution calls LAPACK on matrices that are all smaller than
+    `THREADED_LAPACK_FROM` elements: scipy's OpenBLAS then runs on the calling thread."""
+    sizes = [max(math.prod(shape[-2:]) for _, shape, _ in thunk.operands if len(shape) >= 2)
+             for thunk in thunk_kinds.every_thunk(plan.thunks)
+             if isinstance(thunk, thunk_kinds.HostThunk) and thunk.call == "lapack_ffi" and any(len(s) >= 2 for _, s, _ in thunk.operands)]
+    return bool(sizes) and max(sizes) < THREADED_LAPACK_FROM
 
 
 def talks_to_devices(plan: ExecutablePlan) -> bool:
@@ -200,6 +216,7 @@ class Executable:
         # so that no pool worker waits at a rendezvous for work queued behind it
         self.graph = None if talks_to_devices(plan) else plan_graph(plan.thunks)
         self.calls_blas = calls_blas(plan)
+        self.small_lapack = small_lapack_calls(plan)
         self.constants = {index: np.ascontiguousarray(data) for index, data in plan.constants.items()}
         self.parameter_checks = [(np.dtype(p.dtype), tuple(p.shape)) for p in plan.parameters]
         self.outputs = [self.output_plan(at, spec) for at, spec in plan.outputs]
@@ -267,8 +284,8 @@ class Executable:
         for index, array in storage.items():
             bases[index] = address(array)
         try:
-            if self.calls_blas:
-                with blas.one_thread():
+            if self.calls_blas or self.small_lapack:
+                with blas.one_thread(lapack=self.small_lapack):
                     run_thunks(self.plan.thunks, bases, self.pool, self.graph, self.plan.driver)
             else:
                 run_thunks(self.plan.thunks, bases, self.pool, self.graph, self.plan.driver)

@@ -124,19 +124,24 @@ def test_a_pooled_gemm_gives_blas_answer_and_the_same_bits_run_alone(element, m,
     assert shared.tobytes() == alone.tobytes()
 
 
-def openblas_threads() -> int:
-    library = blas._library()
-    library.scipy_openblas_get_num_threads64_.restype = ctypes.c_int
-    return library.scipy_openblas_get_num_threads64_()
+def openblas_threads() -> tuple[int, int]:
+    """numpy's OpenBLAS thread count, and scipy's (its LAPACK's)."""
+    numpy_library, scipy_library = blas._library(), blas.scipy_library()
+    numpy_library.scipy_openblas_get_num_threads64_.restype = ctypes.c_int
+    scipy_library.scipy_openblas_get_num_threads.restype = ctypes.c_int
+    return numpy_library.scipy_openblas_get_num_threads64_(), scipy_library.scipy_openblas_get_num_threads()
 
 
-def test_executions_hold_openblas_at_one_thread_and_give_its_count_back():
+@pytest.mark.parametrize("lapack", [False, True])
+def test_executions_hold_openblas_at_one_thread_and_give_its_count_back(lapack):
+    """numpy's OpenBLAS always, scipy's (its LAPACK's, which its wheel ships) when asked."""
     own = openblas_threads()
-    with blas.one_thread():
-        assert openblas_threads() == 1
-        with blas.one_thread():  # a nested or concurrent execution
-            assert openblas_threads() == 1
-        assert openblas_threads() == 1
+    held = (1, 1 if lapack else own[1])
+    with blas.one_thread(lapack):
+        assert openblas_threads() == held
+        with blas.one_thread(lapack):  # a nested or concurrent execution
+            assert openblas_threads() == held
+        assert openblas_threads() == held
     assert openblas_threads() == own
 
 
@@ -163,3 +168,24 @@ def test_openblas_names_the_kernels_it_took():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           env=dict(os.environ, OPENBLAS_CORETYPE="Haswell"), timeout=120)
     assert done.stdout.split() == ["Haswell"], done.stderr
+
+
+EIGH_OF = """func.func @main(%a: tensor<{n}x{n}xf32>) -> (tensor<{n}x{n}xf32>, tensor<{n}xf32>, tensor<i32>) {{
+  %e:3 = stablehlo.custom_call @lapack_ssyevd_ffi(%a) {{mhlo.backend_config = {{mode = 86 : ui8, uplo = 76 : ui8}},
+      operand_layouts = [dense<[0, 1]> : tensor<2xindex>],
+      result_layouts = [dense<[0, 1]> : tensor<2xindex>, dense<0> : tensor<1xindex>, dense<> : tensor<0xindex>]}}
+      : (tensor<{n}x{n}xf32>) -> (tensor<{n}x{n}xf32>, tensor<{n}xf32>, tensor<i32>)
+  return %e#0, %e#1, %e#2 : tensor<{n}x{n}xf32>, tensor<{n}xf32>, tensor<i32>
+}}"""
+
+
+def test_scipys_openblas_runs_one_thread_for_small_lapack_calls_only():
+    """An execution's LAPACK calls on small matrices hold scipy's OpenBLAS at one thread (its
+    threads cost them more than they give, and fought the pool's helper); one on a matrix of
+    512 x 512 or more keeps its threads."""
+    from mlirxla.runtime.executable import THREADED_LAPACK_FROM
+
+    assert THREADED_LAPACK_FROM == 512 * 512
+    small, large = (Client().compile(EIGH_OF.format(n=n)).executable for n in (64, 512))
+    assert small.small_lapack and not large.small_lapack
+    assert not Client().compile(DOT).executable.small_lapack
