@@ -203,6 +203,12 @@ def syevd_workspaces(n: int) -> tuple[int, int]:
     return 1 + 6 * n + 2 * n * n, 3 + 5 * n
 
 
+def heevd_workspaces(n: int) -> tuple[int, int]:
+    """jaxlib's complex work and real rwork sizes for heevd with eigenvectors, in elements
+    (LAPACK's minimal ones; iwork as syevd's)."""
+    return 2 * n + n * n, 1 + 5 * n + 2 * n * n
+
+
 def syevd(operands, config, results):
     """jaxlib's fixed workspaces: LAPACK's minimal sizes for eigenvectors."""
     batch, n = batch_of(operands[0], 2), operands[0].shape[-1]
@@ -212,7 +218,7 @@ def syevd(operands, config, results):
     work_size, integer_size = syevd_workspaces(n)
     integer_work = [workspace(integer_size, lapack_int()), integer(integer_size), PerMatrix(info)]
     if np.iscomplexobj(a):
-        complex_size, real_size = 2 * n + n * n, 1 + 5 * n + 2 * n * n
+        complex_size, real_size = heevd_workspaces(n)
         works = [workspace(complex_size, dtype), integer(complex_size), workspace(real_size, real_type(dtype)), integer(real_size)]
         call(named("heevd", dtype), count_of(batch), start + works + integer_work)
     else:

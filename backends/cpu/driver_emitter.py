@@ -21,8 +21,8 @@ What the driver does for each thunk inside:
   later one reads, the copies caught in a cycle through stack buffers, `STACK_BYTES` at
   most per driver (a cycle past that is called back);
 - `host` calls of jax's cpu LAPACK routines getrf, potrf, trsm, syevd, geqrf, orgqr, gesdd,
-  gtsv and geev (`lapack_ffi`) on f32 or f64 matrices (all but syevd on complex64 and
-  complex128 too) in column-major buffers, a batch the Python path would not split over the
+  gtsv and geev (`lapack_ffi`) on f32, f64, complex64 and complex128 matrices (heevd for a
+  complex syevd) in column-major buffers, a batch the Python path would not split over the
   threads
   (`lapack_batches.batch_parts`): the operand overwritten is copied to its result buffer
   (memmove), then scipy's routine, imported by address, is called on each matrix as
@@ -57,7 +57,7 @@ import numpy as np
 from mlirxla.runtime import native_drivers
 from mlirxla.runtime.lapack_batches import batch_parts, lapack_int
 from mlirxla.runtime.lapack_ffi import (GEEV_NON_FINITE_INFO, geev_workspace, geqrf_workspace, orgqr_workspace, svd_real_workspace,
-                                        svd_work_per_cube, svd_workspace, syevd_workspaces)
+                                        heevd_workspaces, svd_work_per_cube, svd_workspace, syevd_workspaces)
 from mlirxla.runtime.native_drivers import NativeDriver
 from mlirxla.runtime.thunks import (BufferSlice, ConditionalThunk, CopyThunk, GemmThunk, HostThunk, KernelThunk,
                                     ParallelCopyThunk, SlicedKernelThunk, WhileThunk, every_thunk)
@@ -77,8 +77,7 @@ WORKSPACE_BYTES = 512 << 10  # the LAPACK workspaces a driver keeps on its stack
 LAPACK_TYPES = {"float32": ("s", "float", 4), "float64": ("d", "double", 8),
                 "complex64": ("c", "{ float, float }", 8), "complex128": ("z", "{ double, double }", 16)}
 LAPACK_ONES = {"float32": "1.0", "float64": "1.0", "complex64": "{ float 1.0, float 0.0 }", "complex128": "{ double 1.0, double 0.0 }"}
-REAL_ONLY = ("syevd",)  # complex matrices take heevd, another routine
-COMPLEX_NAMES = {"orgqr": "ungqr"}  # LAPACK's name of a routine for complex matrices, where it differs
+COMPLEX_NAMES = {"orgqr": "ungqr", "syevd": "heevd"}  # LAPACK's name of a routine for complex matrices, where it differs
 
 
 def overwritten_operand(routine: str) -> int:
@@ -137,8 +136,6 @@ def lapack_problem(thunk: HostThunk) -> str | None:
     _, shape, dtype = thunk.operands[overwritten_operand(attributes["routine"])]
     if dtype not in LAPACK_TYPES or np.dtype(lapack_int()) != np.int32:
         return f"{dtype} matrices, or LAPACK integers of {np.dtype(lapack_int()).itemsize} bytes"
-    if attributes["routine"] in REAL_ONLY and dtype.startswith("complex"):
-        return f"{dtype} matrices for {attributes['routine']}"
     if 0 in shape:
         return f"empty matrices {shape}"
     if attributes["routine"] == "geev":
@@ -253,6 +250,9 @@ def workspace_bytes(thunk: HostThunk) -> int:
         return (n * n + packed + geev_workspace(n, dtype, *sides)) * width + real_work
     if routine == "syevd":
         work, integer_work = syevd_workspaces(shape[-1])
+        if dtype.startswith("complex"):
+            complex_work, real_work = heevd_workspaces(shape[-1])
+            return complex_work * width + real_work * real_width(dtype) + integer_work * 4
         return work * width + integer_work * 4
     if routine == "gesdd":
         real_work, integer_work = svd_side_workspaces(thunk)
@@ -503,10 +503,15 @@ class DriverWriter:
                          (result[1], min(m, n) * 4), (result[2], 4)]
         elif routine == "potrf":
             arguments = [character("uplo"), integer(n), (result[0], n * n * width), integer(max(n, 1)), (result[1], 4)]
-        elif routine == "syevd":
+        elif routine == "syevd":  # heevd for complex matrices: a complex work, then a real one
             work, integer_work = syevd_workspaces(n)
+            works = [self.stack_buffer(work * width), integer(work)]
+            if dtype.startswith("complex"):
+                complex_work, real_work = heevd_workspaces(n)
+                works = [self.stack_buffer(complex_work * width), integer(complex_work),
+                         self.stack_buffer(real_work * real_width(dtype)), integer(real_work)]
             arguments = [self.constant("i8", ord("V")), character("uplo"), integer(n), (result[0], n * n * width),
-                         integer(max(n, 1)), (result[1], n * width), self.stack_buffer(work * width), integer(work),
+                         integer(max(n, 1)), (result[1], n * real_width(dtype)), *works,
                          self.stack_buffer(integer_work * 4), integer(integer_work), (result[2], 4)]
             self.workspace_bytes += workspace_bytes(thunk)
         elif routine == "gesdd":

@@ -585,29 +585,32 @@ def test_lapack_solves_in_a_loop_run_in_the_driver(element, letter, dtype, monke
 
 # jnp.linalg.eigh of a batch as jax's cpu lowering writes it, the values and vectors read by
 # two more kernels
-EIGH = """func.func @main(%a: tensor<3x8x8x{t}>) -> (tensor<3x8x8x{t}>, tensor<3x8x{t}>, tensor<3xi32>) {{
-  %e:3 = stablehlo.custom_call @lapack_{letter}syevd_ffi(%a) {{mhlo.backend_config = {{mode = 86 : ui8, uplo = 76 : ui8}},
+EIGH = """func.func @main(%a: tensor<3x8x8x{t}>) -> (tensor<3x8x8x{t}>, tensor<3x8x{r}>, tensor<3xi32>) {{
+  %e:3 = stablehlo.custom_call @lapack_{target}_ffi(%a) {{mhlo.backend_config = {{mode = 86 : ui8, uplo = 76 : ui8}},
       api_version = 4 : i32, operand_layouts = [dense<[1, 2, 0]> : tensor<3xindex>],
       result_layouts = [dense<[1, 2, 0]> : tensor<3xindex>, dense<[1, 0]> : tensor<2xindex>, dense<0> : tensor<1xindex>]}}
-      : (tensor<3x8x8x{t}>) -> (tensor<3x8x8x{t}>, tensor<3x8x{t}>, tensor<3xi32>)
-  %two = stablehlo.constant dense<2.0> : tensor<3x8x{t}>
-  %w = stablehlo.multiply %e#1, %two : tensor<3x8x{t}>
+      : (tensor<3x8x8x{t}>) -> (tensor<3x8x8x{t}>, tensor<3x8x{r}>, tensor<3xi32>)
+  %two = stablehlo.constant dense<2.0> : tensor<3x8x{r}>
+  %w = stablehlo.multiply %e#1, %two : tensor<3x8x{r}>
   %v = stablehlo.negate %e#0 : tensor<3x8x8x{t}>
-  return %v, %w, %e#2 : tensor<3x8x8x{t}>, tensor<3x8x{t}>, tensor<3xi32>
+  return %v, %w, %e#2 : tensor<3x8x8x{t}>, tensor<3x8x{r}>, tensor<3xi32>
 }}"""
 
 
-@pytest.mark.parametrize("element, letter, dtype", [("f32", "s", np.float32), ("f64", "d", np.float64)])
-def test_eigh_runs_in_the_driver_in_jaxlibs_workspaces(element, letter, dtype, monkeypatch):
-    """syevd is called by the driver itself, its workspaces on the driver's stack: results the
-    Python path's bit for bit, the eigenvalues numpy's; past the stack budget it is called back,
-    and the thunk sequence says why."""
+@pytest.mark.parametrize("element, target, dtype, real", [("f32", "ssyevd", np.float32, "f32"), ("f64", "dsyevd", np.float64, "f64"),
+                                                          ("complex<f32>", "cheevd", np.complex64, "f32")])
+def test_eigh_runs_in_the_driver_in_jaxlibs_workspaces(element, target, dtype, real, monkeypatch):
+    """syevd (heevd for complex matrices) is called by the driver itself, its workspaces on
+    the driver's stack: results the Python path's bit for bit, the eigenvalues numpy's; past
+    the stack budget it is called back, and the thunk sequence says why."""
     from mlirxla.backends.cpu import driver_emitter
 
-    text = EIGH.format(t=element, letter=letter)
+    text = EIGH.format(t=element, target=target, r=real)
     rng = np.random.default_rng(5)
     a = rng.standard_normal((3, 8, 8)).astype(dtype)
-    a = a + np.swapaxes(a, -1, -2)
+    if np.iscomplexobj(a):
+        a += 1j * rng.standard_normal((3, 8, 8)).astype(dtype)
+    a = a + np.swapaxes(a, -1, -2).conj()
     executable = Client().compile(text)
     assert "back into Python" not in executable.thunk_sequence(), executable.thunk_sequence()
     native = executable.execute_numpy([a])
