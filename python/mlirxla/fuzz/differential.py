@@ -118,8 +118,10 @@ def run_both(text: str, arguments: list[np.ndarray]) -> tuple[list | None, list 
         return None, [], str(error)
     try:
         # rounding every bf16 op as the interpreter does: with excess precision a remainder, a
-        # floor or a compare of an unrounded value may land across a step from it (seed 9384)
-        actual = Client().compile(text, CompileOptions(allow_excess_precision=False)).execute_numpy(arguments)
+        # floor or a compare of an unrounded value may land across a step from it (seed 9384);
+        # and keeping denormals, as it does (XLA:CPU's flushing reads them as zero)
+        options = CompileOptions(allow_excess_precision=False, flush_denormals=False)
+        actual = Client().compile(text, options).execute_numpy(arguments)
     except Exception as error:  # noqa: BLE001 - every native failure is a finding
         return expected, f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}", None
     return expected, actual, None
