@@ -93,7 +93,7 @@ def flushing_entry(ir_text: str, symbol: str, triple: str) -> str:
     if not triple.startswith("x86_64"):
         return ir_text
     lines = ir_text.splitlines(keepends=True)
-    start = next(i for i, line in enumerate(lines) if line.startswith(f"define ") and f" @{symbol}(" in line)
+    start = next(i for i, line in enumerate(lines) if line.startswith("define ") and f" @{symbol}(" in line)
     end = next(i for i in range(start, len(lines)) if lines[i].startswith("}"))
     body = lines[start + 1:end]
     entry = 1 if body and _LABEL.match(body[0]) else 0

@@ -75,6 +75,7 @@ def target_machine(opt: int = 3) -> "llvm.TargetMachine":
 
 
 def host_triple() -> str:
+    """The host's target triple, as LLVM names it (`x86_64-unknown-linux-gnu`)."""
     target_machine()
     return _STATE["target"].triple
 
