@@ -749,121 +749,104 @@ def test_tridiagonal_solves_run_in_the_driver(batch, element, letter, dtype, mon
     """gtsv is called by the driver on each system (unrolled, or in a loop past 16), LAPACK
     handed the sub-diagonal from its second element: results the Python path's bit for bit,
     each the solution of its system."""
-    from mlirxla.backends.cpu import driver_emitter
-
     rng = np.random.default_rng(9)
     dl, d, du = (rng.standard_normal((batch, 6)).astype(dtype) for _ in range(3))
     d += 4
     rhs = rng.standard_normal((batch, 6, 3)).astype(dtype)
-    text = TRIDIAGONAL.format(b=batch, t=element, letter=letter)
-    executable = Client().compile(text)
-    assert "back into Python" not in executable.thunk_sequence(), executable.thunk_sequence()
-    native = executable.execute_numpy([dl, d, du, rhs])
-    monkeypatch.setattr(driver_emitter, "NATIVE_LAPACK", ())
-    for ours, python in zip(native, Client().compile(text).execute_numpy([dl, d, du, rhs])):
-        np.testing.assert_array_equal(ours, python)
+    native = native_and_python(TRIDIAGONAL.format(b=batch, t=element, letter=letter), [dl, d, du, rhs], monkeypatch)
     np.testing.assert_array_equal(native[1], np.zeros(batch, np.int32))
     for k in range(batch):
         matrix = np.diag(d[k]) + np.diag(dl[k, 1:], -1) + np.diag(du[k, :-1], 1)
         np.testing.assert_allclose(matrix @ native[0][k], rhs[k], rtol=1e-4, atol=1e-4)
 
 
-# jnp.linalg.eigvals of a batch as jax's cpu lowering writes it: geev without vectors (then
-# kernels reading its results, so that the sequence gets a driver)
-EIGVALS = """func.func @main(%a: tensor<{b}x7x7x{t}>) -> ({values}, tensor<{b}x7x{t}>, tensor<{b}xi32>) {{
-  %0:{count} = stablehlo.custom_call @lapack_{letter}geev_ffi(%a) {{mhlo.backend_config = {{compute_left = 78 : ui8, compute_right = 78 : ui8}},
+# jnp.linalg.eig of a batch as jax's cpu lowering writes it: geev (without or with the left
+# and right vectors, N or V), then kernels reading its results, so that the sequence gets a driver
+GEEV = """func.func @main(%a: tensor<{b}x7x7x{t}>) -> ({values}, tensor<{b}x7x7x{c}>, tensor<{b}x7x7x{c}>, tensor<{b}x7x{t}>, tensor<{b}xi32>) {{
+  %0:{count} = stablehlo.custom_call @lapack_{letter}geev_ffi(%a) {{mhlo.backend_config = {{compute_left = {left} : ui8, compute_right = {right} : ui8}},
       operand_layouts = [dense<[1, 2, 0]> : tensor<3xindex>],
       result_layouts = [{value_layouts}dense<[1, 2, 0]> : tensor<3xindex>, dense<[1, 2, 0]> : tensor<3xindex>, dense<0> : tensor<1xindex>]}}
       : (tensor<{b}x7x7x{t}>) -> ({values}, tensor<{b}x7x7x{c}>, tensor<{b}x7x7x{c}>, tensor<{b}xi32>)
   %one = stablehlo.constant dense<1> : tensor<{b}xi32>
   %info = stablehlo.add %0#{info}, %one : tensor<{b}xi32>
   %negated = stablehlo.negate %0#0 : tensor<{b}x7x{t}>
-  return {returned}, %negated, %info : {values}, tensor<{b}x7x{t}>, tensor<{b}xi32>
+  return {returned}, %negated, %info : {values}, tensor<{b}x7x7x{c}>, tensor<{b}x7x7x{c}>, tensor<{b}x7x{t}>, tensor<{b}xi32>
 }}"""
 
 
-def eigvals_text(batch: int, element: str, letter: str) -> str:
+def geev_text(batch: int, element: str, letter: str, left: str = "N", right: str = "N") -> str:
     complex_type = element.startswith("complex")
-    count = 1 if complex_type else 2
-    values = ", ".join([f"tensor<{batch}x7x{element}>"] * count)
-    complex_element = element if complex_type else f"complex<{element}>"
-    return EIGVALS.format(b=batch, t=element, letter=letter, c=complex_element, values=values, count=count + 3,
-                          value_layouts="dense<[1, 0]> : tensor<2xindex>, " * count,
-                          returned=", ".join(f"%0#{k}" for k in range(count)), info=count + 2)
+    count = 1 if complex_type else 2  # a real geev's eigenvalues come as real and imaginary parts
+    return GEEV.format(b=batch, t=element, letter=letter, c=element if complex_type else f"complex<{element}>",
+                       values=", ".join([f"tensor<{batch}x7x{element}>"] * count), count=count + 3,
+                       value_layouts="dense<[1, 0]> : tensor<2xindex>, " * count, left=ord(left), right=ord(right),
+                       returned=", ".join(f"%0#{k}" for k in range(count + 2)), info=count + 2)
 
 
-@pytest.mark.parametrize("element, letter, dtype", [("f32", "s", np.float32), ("f64", "d", np.float64), ("complex<f32>", "c", np.complex64)])
+def native_and_python(text: str, arguments: list, monkeypatch) -> list[np.ndarray]:
+    """The outputs of `text` with every thunk in its native driver, checked equal bit for bit
+    to the Python path's (the driver calling no LAPACK routine itself)."""
+    from mlirxla.backends.cpu import driver_emitter
+
+    executable = Client().compile(text)
+    assert "back into Python" not in executable.thunk_sequence(), executable.thunk_sequence()
+    native = executable.execute_numpy(arguments)
+    with monkeypatch.context() as patched:
+        patched.setattr(driver_emitter, "NATIVE_LAPACK", ())
+        for ours, python in zip(native, Client().compile(text).execute_numpy(arguments)):
+            np.testing.assert_array_equal(ours, python)
+    return native
+
+
+def random_matrices(dtype, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((3, 7, 7)).astype(dtype)
+    if np.iscomplexobj(a):
+        a += 1j * rng.standard_normal((3, 7, 7)).astype(dtype)
+    return a
+
+
+GEEV_TYPES = [("f32", "s", np.float32), ("f64", "d", np.float64), ("complex<f32>", "c", np.complex64)]
+
+
+@pytest.mark.parametrize("element, letter, dtype", GEEV_TYPES)
 def test_eigenvalues_run_in_the_driver_and_skip_non_finite_matrices(element, letter, dtype, monkeypatch):
     """geev without vectors is called by the driver on a copy of each matrix (its operand is
     not one of its results): results the Python path's bit for bit, numpy's eigenvalues, and a
     matrix holding a NaN left out with info -4 and zeros, as jaxlib does."""
-    from mlirxla.backends.cpu import driver_emitter
-
-    rng = np.random.default_rng(12)
-    a = rng.standard_normal((3, 7, 7)).astype(dtype)
-    if np.iscomplexobj(a):
-        a += 1j * rng.standard_normal((3, 7, 7)).astype(dtype)
+    a = random_matrices(dtype, 12)
     a[1, 2, 3] = np.nan
-    text = eigvals_text(3, element, letter)
-    executable = Client().compile(text)
-    assert "back into Python" not in executable.thunk_sequence(), executable.thunk_sequence()
     kept = a.copy()
-    native = executable.execute_numpy([a])
+    native = native_and_python(geev_text(3, element, letter), [a], monkeypatch)
     np.testing.assert_array_equal(a, kept)
-    monkeypatch.setattr(driver_emitter, "NATIVE_LAPACK", ())
-    for ours, python in zip(native, Client().compile(text).execute_numpy([a])):
-        np.testing.assert_array_equal(ours, python)
     np.testing.assert_array_equal(native[-1], [1, -3, 1])
     np.testing.assert_array_equal(native[-2], -native[0])
     values = native[0] if np.iscomplexobj(a) else native[0] + 1j * native[1]
-    assert not values[1].any()
+    assert not values[1].any() and not native[-3].any() and not native[-4].any()
     for k in (0, 2):
         np.testing.assert_allclose(np.sort_complex(values[k]), np.sort_complex(np.linalg.eigvals(a[k])), rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("sides", [(86, 86), (78, 86), (86, 78)])
-@pytest.mark.parametrize("element, letter, dtype", [("f32", "s", np.float32), ("f64", "d", np.float64), ("complex<f32>", "c", np.complex64)])
-def test_eigenvectors_run_in_the_driver_unpacked_as_jaxlib_does(sides, element, letter, dtype, monkeypatch):
+@pytest.mark.parametrize("left, right", [("V", "V"), ("N", "V"), ("V", "N")])
+@pytest.mark.parametrize("element, letter, dtype", GEEV_TYPES)
+def test_eigenvectors_run_in_the_driver_unpacked_as_jaxlib_does(left, right, element, letter, dtype, monkeypatch):
     """With vectors a real geev's come packed and are unpacked in the driver: each result the
-    Python path's bit for bit (complex pairs, real eigenvalues, a matrix holding a NaN left
-    zero), and A v = lambda v for the right ones."""
-    from mlirxla.backends.cpu import driver_emitter
-
-    rng = np.random.default_rng(13)
-    a = rng.standard_normal((3, 7, 7)).astype(dtype)
-    if np.iscomplexobj(a):
-        a += 1j * rng.standard_normal((3, 7, 7)).astype(dtype)
+    Python path's bit for bit (complex pairs, real eigenvalues, a matrix holding an infinity
+    left zero), and A v = lambda v for the right ones."""
+    a = random_matrices(dtype, 13)
     a[1, 0, 0] = np.inf
-    text = eigvals_text(3, element, letter).replace("compute_left = 78", f"compute_left = {sides[0]}").replace(
-        "compute_right = 78", f"compute_right = {sides[1]}")
-    values = 1 if np.iscomplexobj(a) else 2
-    text = text.replace(f"return {', '.join(f'%0#{k}' for k in range(values))},",
-                        f"return {', '.join(f'%0#{k}' for k in range(values))}, %0#{values}, %0#{values + 1},")
-    complex_element = element if np.iscomplexobj(a) else f"complex<{element}>"
-    text = text.replace(f"-> ({', '.join([f'tensor<3x7x{element}>'] * values)}, tensor<3x7x{element}>, tensor<3xi32>) {{",
-                        f"-> ({', '.join([f'tensor<3x7x{element}>'] * values)}, tensor<3x7x7x{complex_element}>, "
-                        f"tensor<3x7x7x{complex_element}>, tensor<3x7x{element}>, tensor<3xi32>) {{")
-    text = text.replace(f"  return", "  return", 1).replace(
-        f": {', '.join([f'tensor<3x7x{element}>'] * values)}, tensor<3x7x{element}>, tensor<3xi32>\n}}",
-        f": {', '.join([f'tensor<3x7x{element}>'] * values)}, tensor<3x7x7x{complex_element}>, tensor<3x7x7x{complex_element}>, "
-        f"tensor<3x7x{element}>, tensor<3xi32>\n}}")
-    executable = Client().compile(text)
-    assert "back into Python" not in executable.thunk_sequence(), executable.thunk_sequence()
-    native = executable.execute_numpy([a])
-    monkeypatch.setattr(driver_emitter, "NATIVE_LAPACK", ())
-    for ours, python in zip(native, Client().compile(text).execute_numpy([a])):
-        np.testing.assert_array_equal(ours, python)
+    native = native_and_python(geev_text(3, element, letter, left, right), [a], monkeypatch)
     eigenvalues = native[0] if np.iscomplexobj(a) else native[0] + 1j * native[1]
-    right = native[values + 1]
-    assert not right[1].any() and not native[values][1].any()
-    if sides[1] == 86:
+    left_vectors, right_vectors = native[-4], native[-3]
+    assert not left_vectors[1].any() and not right_vectors[1].any()
+    assert np.iscomplexobj(a) or (eigenvalues[0].imag != 0).any()
+    if right == "V":
         for k in (0, 2):
-            np.testing.assert_allclose(a[k] @ right[k], right[k] * eigenvalues[k], rtol=1e-3, atol=1e-3)
-        assert np.iscomplexobj(a) or (eigenvalues[0].imag != 0).any()
+            np.testing.assert_allclose(a[k] @ right_vectors[k], right_vectors[k] * eigenvalues[k], rtol=1e-3, atol=1e-3)
 
 
 def test_eigenvalue_batches_past_the_unrolled_calls_are_left_to_python():
     from mlirxla.backends.cpu import driver_emitter
 
-    (geev,) = [t for t in Client().compile(eigvals_text(20, "f32", "s")).executable.plan.thunks if t.kind == "host"]
+    (geev,) = [t for t in Client().compile(geev_text(20, "f32", "s")).executable.plan.thunks if t.kind == "host"]
     assert driver_emitter.lapack_problem(geev) == "a batch of 20 matrices, past the 16 a driver unrolls"
