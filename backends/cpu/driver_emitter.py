@@ -56,8 +56,8 @@ import numpy as np
 
 from mlirxla.runtime import native_drivers
 from mlirxla.runtime.lapack_batches import batch_parts, lapack_int
-from mlirxla.runtime.lapack_ffi import (GEEV_NON_FINITE_INFO, geev_workspace, geqrf_workspace, orgqr_workspace, svd_real_workspace,
-                                        heevd_workspaces, svd_work_per_cube, svd_workspace, syevd_workspaces)
+from mlirxla.runtime.lapack_ffi import (GEEV_NON_FINITE_INFO, geev_workspace, geqrf_workspace, heevd_workspaces, orgqr_workspace,
+                                        svd_real_workspace, svd_work_per_cube, svd_workspace, syevd_workspaces)
 from mlirxla.runtime.native_drivers import NativeDriver
 from mlirxla.runtime.thunks import (BufferSlice, ConditionalThunk, CopyThunk, GemmThunk, HostThunk, KernelThunk,
                                     ParallelCopyThunk, SlicedKernelThunk, WhileThunk, every_thunk)
@@ -505,11 +505,12 @@ class DriverWriter:
             arguments = [character("uplo"), integer(n), (result[0], n * n * width), integer(max(n, 1)), (result[1], 4)]
         elif routine == "syevd":  # heevd for complex matrices: a complex work, then a real one
             work, integer_work = syevd_workspaces(n)
-            works = [self.stack_buffer(work * width), integer(work)]
             if dtype.startswith("complex"):
                 complex_work, real_work = heevd_workspaces(n)
                 works = [self.stack_buffer(complex_work * width), integer(complex_work),
                          self.stack_buffer(real_work * real_width(dtype)), integer(real_work)]
+            else:
+                works = [self.stack_buffer(work * width), integer(work)]
             arguments = [self.constant("i8", ord("V")), character("uplo"), integer(n), (result[0], n * n * width),
                          integer(max(n, 1)), (result[1], n * real_width(dtype)), *works,
                          self.stack_buffer(integer_work * 4), integer(integer_work), (result[2], 4)]
