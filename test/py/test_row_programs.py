@@ -2,19 +2,24 @@
 (`backends/cpu/row_programs.py`, `row_engine.py`): no kernel compiled for them, results as
 numpy's and as the generated kernel's they stand for."""
 
-import os
-
 import numpy as np
 import pytest
 
-os.environ.setdefault("JAX_PLATFORMS", "cpu")
+import jax
+import jax.numpy as jnp
+from jax import lax
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-from jax import lax  # noqa: E402
+from mlirxla.backends.cpu import llvm_jit, row_programs, softmax_rows, thread_split
+from mlirxla.runtime.client import Client
 
-from mlirxla.backends.cpu import llvm_jit, row_programs, softmax_rows, thread_split  # noqa: E402
-from mlirxla.runtime.client import Client  # noqa: E402
+
+@pytest.fixture(autouse=True)
+def on_jax_cpu():
+    """jax's functions here run and lower on its cpu device (XLA:CPU, the reference), whatever
+    platforms the process has: setting JAX_PLATFORMS at import instead left jax without the
+    plugin for the files the same worker ran after this one."""
+    with jax.default_device(jax.devices("cpu")[0]):
+        yield
 
 
 def layer_norm(x, scale, bias):
