@@ -182,9 +182,9 @@ THREADED_LAPACK_FROM = 512 * 512
 def small_lapack_calls(plan: ExecutablePlan) -> bool:
     """Whether the execution calls LAPACK on matrices that are all smaller than
     `THREADED_LAPACK_FROM` elements: scipy's OpenBLAS then runs on the calling thread."""
-    sizes = [max(math.prod(shape[-2:]) for _, shape, _ in thunk.operands if len(shape) >= 2)
-             for thunk in thunk_kinds.every_thunk(plan.thunks)
-             if isinstance(thunk, thunk_kinds.HostThunk) and thunk.call == "lapack_ffi" and any(len(s) >= 2 for _, s, _ in thunk.operands)]
+    sizes = [math.prod(shape[-2:]) for thunk in thunk_kinds.every_thunk(plan.thunks)
+             if isinstance(thunk, thunk_kinds.HostThunk) and thunk.call == "lapack_ffi"
+             for _, shape, _ in thunk.operands if len(shape) >= 2]
     return bool(sizes) and max(sizes) < THREADED_LAPACK_FROM
 
 

@@ -23,10 +23,9 @@ underflow, as the StableHLO reference interpreter computes; either is part of th
 cache's key. The conformance runner asks for it: its expected values are the interpreter's.
 """
 
-import os
 import re
 
-from mlirxla.errors import MlirxlaError
+from .settings import on_or_off
 
 VARIABLE = "MLIRXLA_FLUSH_DENORMALS"
 FLUSHING_BITS = 0x8040  # MXCSR's FTZ (bit 15) and DAZ (bit 6)
@@ -78,12 +77,7 @@ def flushed(option: bool | None = None) -> bool:
     """Whether kernels flush denormals: the compile option when given
     (`CompileOptions.flush_denormals`), else `MLIRXLA_FLUSH_DENORMALS` (1 or 0), on when unset,
     as XLA:CPU runs."""
-    if option is not None:
-        return option
-    text = os.environ.get(VARIABLE, "").strip()
-    if text not in ("", "0", "1"):
-        raise MlirxlaError(f"{VARIABLE}={text!r}: expected 1 (flush denormals to zero) or 0")
-    return text != "0"
+    return on_or_off(option, VARIABLE, "flush denormals to zero")
 
 
 def flushing_entry(ir_text: str, symbol: str, triple: str) -> str:

@@ -86,7 +86,7 @@ def overwritten_operand(routine: str) -> int:
     return 0 if routine == "orgqr" else -1
 
 
-def first(argument: tuple) -> int:
+def first_offset(argument: tuple) -> int:
     """The bytes into its slice where a stepped LAPACK argument (slice, step[, first]) starts."""
     return argument[2] if len(argument) > 2 else 0
 
@@ -537,7 +537,7 @@ class DriverWriter:
         function = self.imported(native_drivers.LAPACK_PREFIX + lapack_name(routine, dtype))
         if count <= UNROLLED_GEMMS:
             for index in range(count):
-                pointers = [argument if isinstance(argument, str) else self.address(argument[0], index * argument[1] + first(argument))
+                pointers = [argument if isinstance(argument, str) else self.address(argument[0], index * argument[1] + first_offset(argument))
                             for argument in arguments]
                 self.body.append(f"  call void {function}({', '.join(f'ptr {p}' for p in pointers)})")
         else:
@@ -664,7 +664,7 @@ class DriverWriter:
                 continue
             step, at = "%" + self.fresh("step"), "%" + self.fresh("p")
             self.body += [f"  {step} = mul i64 {index}, {argument[1]}",
-                          f"  {at} = getelementptr i8, ptr {self.address(argument[0], first(argument))}, i64 {step}"]
+                          f"  {at} = getelementptr i8, ptr {self.address(argument[0], first_offset(argument))}, i64 {step}"]
             pointers.append(at)
         self.body += [f"  call void {function}({', '.join(f'ptr {p}' for p in pointers)})",
                       f"  {next_index} = add i64 {index}, 1", f"  store i64 {next_index}, ptr {counter}",

@@ -31,11 +31,10 @@ it off (either is part of the compile cache's key): every bf16
 op's result is rounded, as its type says and as the reference interpreter and XLA:CPU compute it.
 """
 
-import os
-
-from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir
+
+from .settings import on_or_off
 
 VARIABLE = "MLIRXLA_ALLOW_EXCESS_PRECISION"
 
@@ -44,12 +43,7 @@ def allowed(option: bool | None = None) -> bool:
     """Whether bf16 intermediates may keep f32 precision: the compile option when given
     (`CompileOptions.allow_excess_precision`), else `MLIRXLA_ALLOW_EXCESS_PRECISION` (1 or 0),
     on when unset, as XLA's flag."""
-    if option is not None:
-        return option
-    text = os.environ.get(VARIABLE, "").strip()
-    if text not in ("", "0", "1"):
-        raise MlirxlaError(f"{VARIABLE}={text!r}: expected 1 (allow excess precision) or 0")
-    return text != "0"
+    return on_or_off(option, VARIABLE, "allow excess precision")
 
 
 def keep_fused_bf16_in_f32(module: ir.Module) -> int:
