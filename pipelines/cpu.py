@@ -7,6 +7,8 @@
     collectives); rng_bit_generator expansion (Threefry and Philox as integer
     arithmetic, XLA:CPU's bits)
  -> simplification (to a fixed point)
+ -> while-loop trip-count annotation (a loop whose induction variable proves its count carries
+    it: its thunk then runs the body that many times without the condition)
  -> while-loop constant sinking (a loop recomputes the constants and broadcasts of constants it
     reads, which CSE shared with the computation around it: fusion folds them into its kernels)
  -> collective combining (independent all-reduces, then all-gathers, of one kind become one
@@ -72,6 +74,7 @@ from mlirxla.transforms.top_k_rewriter import TopKRewriterPass
 from mlirxla.transforms.selecting_convolution_as_slices import SelectingConvolutionAsSlicesPass
 from mlirxla.transforms.transposed_convolution_phases import TransposedConvolutionPhasesPass
 from mlirxla.transforms.while_loop_constant_sinking import WhileLoopConstantSinkingPass
+from mlirxla.transforms.while_loop_trip_count_annotator import WhileLoopTripCountAnnotatorPass
 from mlirxla.transforms.widening_gemm_fusion import WideningGemmFusionPass
 
 from .pipeline import Pipeline
@@ -102,6 +105,7 @@ def compiler_pipeline(name: str, alignment: int, fusion_cost_model: str, batch_s
         .add(SpmdPartitionerPass())
         .add(RngBitGeneratorExpanderPass())
         .fixed_point(simplification_pipeline(), max_iterations=25)
+        .add(WhileLoopTripCountAnnotatorPass())
         .add(WhileLoopConstantSinkingPass())
         .add(AllReduceCombinerPass())
         .add(AllGatherCombinerPass())

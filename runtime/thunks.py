@@ -22,7 +22,8 @@ executor needs to order them. Kinds:
   with numpy from what the devices of its group bring to the rendezvous (`collectives.py`);
 - `function`: a function of the loaded code called on host arrays, the whole program
   compiled elsewhere (an IREE module's entry): the code hands it out by name;
-- `while`: the condition's thunks, a predicate read back, the body's thunks, repeated;
+- `while`: the condition's thunks, a predicate read back, the body's thunks, repeated (the
+  body alone, `trip_count` times, when the compiler proved the count);
 - `conditional`: an index (or predicate) read back, then one branch's thunks.
 
 A `while` or `conditional` the backend compiled a native driver for (`native_drivers.py`) runs
@@ -485,6 +486,7 @@ class WhileThunk(ControlFlow):
     reads_and_writes: tuple[BufferSlice, ...] = ()  # its operands, results and predicate
     kind: str = "while"
     driver: NativeDriver | None = None
+    trip_count: int | None = None  # known at compile time: the condition need not run
 
     def nested(self) -> list:
         return self.condition + self.body
@@ -498,6 +500,10 @@ class WhileThunk(ControlFlow):
         if self.driver is not None and _observer is None:
             self.driver.run(bases, pool)
             return
+        if self.trip_count is not None:
+            for _ in range(self.trip_count):
+                run_sequence(self.body, bases, pool)
+            return
         while True:
             run_sequence(self.condition, bases, pool)
             if not _read_scalar(bases, self.predicate):
@@ -507,10 +513,11 @@ class WhileThunk(ControlFlow):
     def to_json(self) -> dict:
         return {"kind": self.kind, "name": self.name, "condition": [t.to_json() for t in self.condition],
                 "predicate": self.predicate.to_json(), "body": [t.to_json() for t in self.body],
-                "reads_and_writes": [s.to_json() for s in self.reads_and_writes]} | driver_json(self)
+                "reads_and_writes": [s.to_json() for s in self.reads_and_writes], "trip_count": self.trip_count} | driver_json(self)
 
     def describe(self) -> str:
-        lines = [f"while {self.name} (predicate {self.predicate.text()}){driver_text(self)}", "  condition:"]
+        known = f", trip count {self.trip_count}" if self.trip_count is not None else ""
+        lines = [f"while {self.name} (predicate {self.predicate.text()}{known}){driver_text(self)}", "  condition:"]
         lines += indented(self.condition)
         lines.append("  body:")
         lines += indented(self.body)
@@ -613,7 +620,7 @@ def from_json(data: dict):
     if kind == "while":
         return WhileThunk(data["name"], [from_json(t) for t in data["condition"]], BufferSlice.from_json(data["predicate"]),
                           [from_json(t) for t in data["body"]], _slices(data["reads_and_writes"]),
-                          driver=NativeDriver.from_json(data.get("driver")))
+                          driver=NativeDriver.from_json(data.get("driver")), trip_count=data.get("trip_count"))
     if kind == "conditional":
         return ConditionalThunk(data["name"], BufferSlice.from_json(data["selector"]), data["is_predicate"],
                                 [[from_json(t) for t in branch] for branch in data["branches"]], _slices(data["reads_and_writes"]),

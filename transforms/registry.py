@@ -49,6 +49,7 @@ PASSES = {
     "xhlo-layout-assignment": "layout_assignment:LayoutAssignmentPass",
     "xhlo-reshape-to-bitcast": "reshape_to_bitcast:ReshapeToBitcastPass",
     "xhlo-while-loop-constant-sinking": "while_loop_constant_sinking:WhileLoopConstantSinkingPass",
+    "xhlo-while-loop-trip-count-annotator": "while_loop_trip_count_annotator:WhileLoopTripCountAnnotatorPass",
     "xhlo-copy-insertion": "copy_insertion:CopyInsertionPass",
     "xhlo-copy-removal": "copy_removal:CopyRemovalPass",
     "xhlo-scheduling": "scheduling:SchedulingPass",

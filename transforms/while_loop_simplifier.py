@@ -7,8 +7,10 @@ Two rewrites, tried on each `xhlo.while`, innermost loops first:
    returns `compare(i, N)` (either operand order, LT/LE/GT/GE) of a carried value `i` and a
    scalar integer constant `N`, `i` starts at an integer constant, and the body's next `i` is
    `i + s` or `i - s` for a constant `s` (the induction variable JAX emits for `fori_loop`
-   and `scan`: `i = 0; while i < N: i = i + 1`). The cond and the increment are simulated
-   on those constants with the type's range checked (a wrap-around makes the count unknown).
+   and `scan`: `i = 0; while i < N: i = i + 1`). The count is computed in closed form from
+   those constants, with the type's range checked (a wrap-around makes the count unknown);
+   the thunk emitter records it on `while` thunks too (a GPU runs such a loop without reading
+   its predicate back).
    Trip count 0: the loop's results are its init values. Trip count 1: the body is inlined
    once in front of the loop, its arguments replaced by the init values, and the loop's results
    by what the body returns. The cond has no effect to keep (it only computes a predicate).
@@ -39,8 +41,6 @@ from .erasure import erase, live_ops
 from .pass_base import ModulePass
 from .rewriting import splice_block
 
-# the cond and body are simulated this many iterations at most; 2 is enough to tell 0 and 1
-SIMULATED_ITERATIONS = 2
 # comparison direction when the operands are swapped: N < i is i > N
 SWAPPED = {"LT": "GT", "LE": "GE", "GT": "LT", "GE": "LE"}
 COMPARE = {
@@ -112,7 +112,10 @@ def induction_step(loop: ir.Operation, index: int) -> int | None:
 
 
 def trip_count(loop: ir.Operation) -> int | None:
-    """0 or 1 when the induction-variable pattern proves it, None otherwise (unknown or more)."""
+    """How many times the body runs, when an induction variable proves it (XLA's
+    ComputeWhileLoopTripCount): the condition compares a carried integer with a constant, the
+    loop starts it at a constant and the body adds a constant to it. None otherwise, and for a
+    loop that would only end by wrapping around."""
     cond = cond_block(loop)
     predicate = defining_op(terminator(cond).operands[0])
     if predicate is None or predicate.name != "xhlo.compare":
@@ -128,14 +131,18 @@ def trip_count(loop: ir.Operation) -> int | None:
     step = induction_step(loop, index)
     if start is None or step is None:
         return None
-    low, high = integer_range(loop.operands[index].type)
-    value, count = start, 0
-    while COMPARE[direction](value, bound):
-        count += 1
-        value += step
-        if count >= SIMULATED_ITERATIONS or not low <= value <= high:
-            return None
-    return count
+    return iterations(start, step, bound, direction, *integer_range(loop.operands[index].type))
+
+
+def iterations(start: int, step: int, bound: int, direction: str, low: int, high: int) -> int | None:
+    """The iterations of `i = start; while i <direction> bound: i += step` in [low, high]."""
+    if not COMPARE[direction](start, bound):
+        return 0
+    if step == 0 or (direction in ("LT", "LE")) != (step > 0):
+        return None
+    distance, stride = abs(bound - start), abs(step)
+    count = distance // stride + 1 if direction in ("LE", "GE") else -(-distance // stride)
+    return count if low <= start + count * step <= high else None
 
 
 def skip_loop(loop: ir.Operation) -> None:

@@ -10,9 +10,10 @@ JSON, keyed by GPU name (as `nvidia-smi` names it, "NVIDIA H200") then by finger
      "results": {"NVIDIA H200": {"<fingerprint>": {"emitter": "row", "threads_per_row": 128, "rows_per_block": 1,
                                                    "ms": 0.021, "default_ms": 0.025, "candidates": 5}}}}
 
-The compiler reads `MLIRXLA_CUDA_AUTOTUNE` (a path) when set; an entry applies when the GPU
-name contains the target's name ("H200") and its tiling is valid for the kernel (a stale
-file cannot make a wrong kernel). `scripts/gpu-check --tune` writes such a file from the
+The compiler reads `MLIRXLA_CUDA_AUTOTUNE` (a path) when set; an entry applies when its tiling
+is valid for the kernel (a stale file cannot make a wrong kernel) and it was measured on a
+GPU whose name contains the target's name ("H200"), or else on another GPU of the target's
+SM architecture (an H100's entries serve an sm_90 compile with no H200 entry). `scripts/gpu-check --tune` writes such a file from the
 candidates `scripts/gpu-pack` compiled (`candidates`).
 """
 
@@ -25,6 +26,9 @@ from dataclasses import dataclass, fields
 from mlirxla.errors import MlirxlaError
 
 ENVIRONMENT = "MLIRXLA_CUDA_AUTOTUNE"
+# a results entry measured on one model serves another of its SM architecture (same SMs,
+# shared memory and registers per SM; the H100 and H200 differ in HBM alone)
+GPU_ARCHITECTURES = {"H100": "sm_90", "H200": "sm_90", "H800": "sm_90", "H20": "sm_90", "A100": "sm_80", "A800": "sm_80"}
 FORMAT = "mlirxla-cuda-autotune"
 MAX_BLOCK = 1024  # threads per block on sm_80 and sm_90
 WARP = 32
@@ -170,17 +174,24 @@ def tiling_of(entry: dict):
         return None
 
 
+def architecture(gpu: str) -> str | None:
+    """The SM architecture of a GPU as nvidia-smi or a target names it."""
+    return next((arch for model, arch in GPU_ARCHITECTURES.items() if model in gpu), None)
+
+
 def tuned_tiling(print_: str, target_name: str, accepts, path: str | None = None):
-    """The cached tiling for kernel `print_` on a GPU named like the target, if one applies
-    (`accepts(tiling)`: the emitter's validity check)."""
+    """The cached tiling for kernel `print_` and the GPU it was measured on, if one applies
+    (`accepts(tiling)`: the emitter's validity check): measured on a GPU named like the
+    target first, else on another GPU of the target's architecture. (None, None) otherwise."""
     path = path if path is not None else os.environ.get(ENVIRONMENT)
     if not path:
-        return None
-    for gpu, entries in read_cache(path).items():
-        entry = entries.get(print_) if target_name in gpu else None
-        if entry is None:
-            continue
-        tiling = tiling_of(entry)
+        return None, None
+    results = read_cache(path)
+    same_model = [gpu for gpu in results if target_name in gpu]
+    same_architecture = [gpu for gpu in results if gpu not in same_model and architecture(gpu) == architecture(target_name)]
+    for gpu in same_model + same_architecture:
+        entry = results[gpu].get(print_)
+        tiling = tiling_of(entry) if entry is not None else None
         if tiling is not None and accepts(tiling):
-            return tiling
-    return None
+            return tiling, gpu
+    return None, None

@@ -250,7 +250,7 @@ def plan_thunks(thunks: list, kernels: dict[str, CudaKernel], at) -> list[dict]:
         elif isinstance(thunk, WhileThunk):
             result.append({"kind": "while", "name": thunk.name, "condition": plan_thunks(thunk.condition, kernels, at),
                            "predicate": at(thunk.predicate), "predicate_bytes": thunk.predicate.size,
-                           "body": plan_thunks(thunk.body, kernels, at)})
+                           "body": plan_thunks(thunk.body, kernels, at), "trip_count": thunk.trip_count})
         elif isinstance(thunk, ConditionalThunk):
             result.append({"kind": "conditional", "name": thunk.name, "selector": at(thunk.selector),
                            "selector_bytes": thunk.selector.size, "is_predicate": thunk.is_predicate,

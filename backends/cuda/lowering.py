@@ -185,8 +185,8 @@ def emit_with(emitter, plan, function, module, symbol, host, target_name, autotu
     if forced is not None and accepts(forced):
         tiling, source = forced, "given"
     else:
-        tiling = autotune.tuned_tiling(print_, target_name, accepts, autotune_path)
-        source = "autotuned" if tiling is not None else "default"
+        tiling, gpu = autotune.tuned_tiling(print_, target_name, accepts, autotune_path)
+        source = f"autotuned on {gpu}" if tiling is not None else "default"
         tiling = tiling or default
     launch = emitter.emit(function, plan, tiling, host, module.body, symbol)
     detail = f"{shape}, {tiling.describe()} ({source}, fingerprint {print_})"

@@ -14,14 +14,19 @@ CUDA libraries, and no MLIR toolkit).
       gpu-check                the check
 
 Inputs are not shipped: both sides draw them from numpy's PCG64 with the seed of the
-manifest (standard normal, integers 0..9), which gives the same arrays on every machine.
+manifest (standard normal times the parameter's scale, 1/sqrt(fan-in) for a benchmark's
+weights: `initializer_scales`; integers 0..9), which gives the same arrays on every machine.
+A benchmark whose f32 GEMMs use TF32 (jax's default precision, as on XLA:GPU) is packed a
+second time as `<name>_highest`, its GEMMs in full f32 and XLA:GPU run at "highest" beside it.
 Expected outputs: for the benchmark programs, this machine's cpu backend (itself checked
 against the StableHLO interpreter by the test suite; the interpreter takes minutes on the
 large ones); for the suite slice, the reference interpreter.
 """
 
 import argparse
+import contextlib
 import json
+import math
 import os
 import shutil
 import sys
@@ -47,13 +52,48 @@ def draw_inputs(seed: int, parameters: list[dict]) -> list[np.ndarray]:
     for parameter in parameters:
         dtype = np.dtype(parameter["dtype"])
         if dtype.kind == "f":
-            arrays.append(generator.standard_normal(parameter["shape"]).astype(dtype))
+            arrays.append((generator.standard_normal(parameter["shape"]) * parameter.get("scale", 1.0)).astype(dtype))
         else:
             arrays.append(generator.integers(0, 10, parameter["shape"]).astype(dtype))
     return arrays
 
 
-def benchmark(name: str, seed: int) -> tuple[bytes, dict, list[np.ndarray]]:
+def initializer_scales(parameters: list[dict]) -> list[dict]:
+    """The parameters with the standard deviation their values are drawn with: a matrix or
+    kernel (a floating parameter of rank 2 or more) after the first parameter gets
+    1/sqrt(fan-in), its size over the last dimension, as a network's initializer gives it;
+    the rest 1. Unit weights make these programs chaotic (a 64-step tanh RNN with a 128 x 128
+    unit-variance matrix flips signs on a change in the last bit, the transformer's logits
+    reach 1e4), so that two correct implementations summing in different orders, or TF32,
+    disagree; scaled, they are as well conditioned as a trained network."""
+    scaled = []
+    for index, parameter in enumerate(parameters):
+        shape = parameter["shape"]
+        matrix = index > 0 and len(shape) >= 2 and np.dtype(parameter["dtype"]).kind == "f"
+        scaled.append({**parameter, "scale": 1 / math.sqrt(math.prod(shape[:-1])) if matrix else 1.0})
+    return scaled
+
+
+@contextlib.contextmanager
+def gemm_precision(precision: str | None):
+    """The cuda backend's GEMM precision for the compiles inside (jax's default when None)."""
+    from .gemm_epilogues import PRECISION_VARIABLE
+
+    saved = os.environ.get(PRECISION_VARIABLE)
+    if precision is not None:
+        os.environ[PRECISION_VARIABLE] = precision
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(PRECISION_VARIABLE, None)
+        else:
+            os.environ[PRECISION_VARIABLE] = saved
+
+
+def benchmark(name: str, seed: int, precision: str | None = None) -> tuple[bytes, dict, list[np.ndarray]]:
+    """A benchmark program compiled by the cuda backend; with `precision` "highest", its f32
+    GEMMs in full f32 (the workload `<name>_highest`, XLA:GPU then run at that precision too)."""
     from mlirxla import frontdoor
     from mlirxla.context import new_context
     from mlirxla.pipelines.runner import RunOptions
@@ -64,13 +104,20 @@ def benchmark(name: str, seed: int) -> tuple[bytes, dict, list[np.ndarray]]:
     path = os.path.join(REPOSITORY, "test", "data", "jax", "programs", f"{name}.stablehlo.mlir")
     with open(path, "rb") as handle:
         data = handle.read()
-    program = compiler.compile_program(frontdoor.import_bytes(data, path, new_context()).module, RunOptions(backend="cuda"))
-    parameters = program.executable.plan["parameters"]
+    with gemm_precision(precision):
+        program = compiler.compile_program(frontdoor.import_bytes(data, path, new_context()).module, RunOptions(backend="cuda"))
+    parameters = initializer_scales(program.executable.plan["parameters"])
     inputs = draw_inputs(seed, parameters)
     expected = [np.asarray(e) for e in Client(backend="cpu").compile(data).execute_numpy(inputs)]
-    entry = {"kind": "benchmark", "file": f"{name}.mlirxla", "seed": seed, "parameters": parameters,
+    key = f"{name}_{precision}" if precision else name
+    entry = {"kind": "benchmark", "file": f"{key}.mlirxla", "seed": seed, "parameters": parameters,
              "jax_function": JAX_FUNCTIONS[name], "memory_bound": name in MEMORY_BOUND, "expected_from": "mlirxla cpu backend"}
-    entry.update(tolerances(program.executable.plan, expected, 1e-3, 1e-4))
+    if precision:
+        entry["precision"] = precision
+    else:
+        entry["tf32"] = uses_tf32(program.executable.plan["thunks"])
+    scale = output_scale(expected)
+    entry.update(tolerances(program.executable.plan, expected, 1e-3, 1e-4 * max(1.0, scale)))
     return program.executable.to_bytes(), entry, expected
 
 
@@ -130,9 +177,14 @@ def tolerances(plan: dict, expected: list[np.ndarray], rtol: float, atol: float)
     magnitude absolute (an output near zero carries the error of its terms, not of itself)."""
     if not uses_tf32(plan["thunks"]):
         return {"rtol": rtol, "atol": atol}
-    scale = max((float(np.max(np.abs(e))) for e in expected if e.dtype.kind == "f" and e.size), default=1.0)
+    scale = output_scale(expected)
     return {"rtol": max(rtol, TF32_RTOL), "atol": max(atol, TF32_RTOL * scale),
             "tolerance_from": "TF32 GEMMs (jax's DEFAULT precision): 1e-2 relative, 1e-2 of the largest output magnitude"}
+
+
+def output_scale(expected: list[np.ndarray]) -> float:
+    """The largest magnitude among the floating outputs (1 when there are none)."""
+    return max((float(np.max(np.abs(e))) for e in expected if e.dtype.kind == "f" and e.size), default=1.0)
 
 
 def safe_name(name: str) -> str:
@@ -166,12 +218,13 @@ def write_pack(output: str, suite_directory: str | None, suite_limit: int, progr
     os.makedirs(output)
     manifest = {"format": "mlirxla-gpu-pack", "version": 1, "workloads": {}, "refused": {}}
     jobs = [(name, lambda name=name, seed=index: benchmark(name, seed)) for index, name in enumerate(programs)]
+
     if suite_directory and os.path.isdir(suite_directory):
         for index, case in enumerate(suite_cases(suite_directory, suite_limit)):
             jobs.append((case.name, lambda case=case, seed=100 + index: suite_case(case, seed)))
     from mlirxla.errors import MlirxlaError
 
-    for name, job in jobs:
+    for name, job in jobs:  # grows: a benchmark whose GEMMs use TF32 adds its full-f32 twin
         try:
             executable, entry, expected = job()
         except MlirxlaError as error:
@@ -185,6 +238,8 @@ def write_pack(output: str, suite_directory: str | None, suite_limit: int, progr
         entry["expected"] = f"{key}.expected.npz"
         manifest["workloads"][key] = entry
         log(f"  {name}: {len(executable)} bytes")
+        if entry.get("tf32"):
+            jobs.append((f"{name}_highest", lambda name=name, seed=entry["seed"]: benchmark(name, seed, "highest")))
     if tune:
         write_tuning(output, programs, log)
     shutil.copytree(os.path.join(REPOSITORY, "runtime", "cuda"), os.path.join(output, "mlirxla_cuda_runtime"),

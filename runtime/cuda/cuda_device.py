@@ -72,6 +72,9 @@ class CudaDevice:
         self.check(self.cuda.cuMemAlloc_v2(ctypes.byref(address), ctypes.c_size_t(nbytes)), "cuMemAlloc")
         return address.value
 
+    def free(self, address: int) -> None:
+        self.check(self.cuda.cuMemFree_v2(ctypes.c_uint64(address)), "cuMemFree")
+
     def copy_to_device(self, address: int, data: bytes) -> None:
         self.check(self.cuda.cuMemcpyHtoD_v2(ctypes.c_uint64(address), ctypes.c_char_p(data), ctypes.c_size_t(len(data))), "cuMemcpyHtoD")
 

@@ -12,10 +12,14 @@ completion is the execution's, and so that a graph capture on stream 0 takes in 
 CUDA graphs: the first execution is captured on stream 0 (every stream joins the capture
 through the fork) into a graph, instantiated once; that and every later execution is one
 graph launch. The slab never moves and arguments are copied into it before each execution,
-so the captured addresses stay valid. Not captured, with the reason in `graph_reason`: when
-turned off (`graphs=False`, or `MLIRXLA_CUDA_GRAPHS=0`), when the plan has host work (a
-`while` or `conditional` reads its predicate back to the host, which a capture cannot
-record), or when the capture failed (the device's error).
+so the captured addresses stay valid. A `while` whose trip count the compiler proved
+(`trip_count` in the plan: a `fori_loop`'s or `scan`'s induction variable, XLA's
+known-trip-count loops) runs its body that many times without reading anything back, and a
+capture records it unrolled. Not captured, with the reason in `graph_reason`: when turned
+off (`graphs=False`, or `MLIRXLA_CUDA_GRAPHS=0`), when the plan has host work (a `while`
+without a known trip count or a `conditional` reads its predicate back to the host, which a
+capture cannot record), when the unrolled loops come to more than MAX_GRAPH_THUNKS thunks,
+or when the capture failed (the device's error).
 
 A device is any object with these methods (`cuda_device.CudaDevice` on a GPU; the tests
 pass a recording stand-in):
@@ -50,6 +54,7 @@ from .executable_file import ExecutableFile, read
 
 GRAPHS_VARIABLE = "MLIRXLA_CUDA_GRAPHS"
 SLAB_ALIGNMENT = 256  # cuMemAlloc's alignment, at least
+MAX_GRAPH_THUNKS = 20000  # a capture unrolls loops; beyond this the graph's instantiation outweighs its launches
 
 
 class Executable:
@@ -91,7 +96,7 @@ class Executable:
         if len(inputs) != len(parameters):
             raise ValueError(f"the program takes {len(parameters)} input(s), got {len(inputs)}")
         for index, (value, parameter) in enumerate(zip(inputs, parameters)):
-            array = np.ascontiguousarray(value)
+            array = np.asarray(value)  # tobytes() writes C order (ascontiguousarray would make a scalar 1-D)
             if list(array.shape) != parameter["shape"] or array.dtype != np.dtype(parameter["dtype"]):
                 raise ValueError(f"input {index}: expected {parameter['dtype']}{parameter['shape']}, got {array.dtype}{list(array.shape)}")
             if parameter["bytes"]:
@@ -172,6 +177,10 @@ class Executable:
         return int.from_bytes(self.device.copy_to_host(self.slab + offset, nbytes), "little", signed=True)
 
     def loop(self, thunk: dict, stream) -> None:
+        if thunk.get("trip_count") is not None:
+            for _ in range(thunk["trip_count"]):
+                self.run_thunks(thunk["body"], stream)
+            return
         while True:
             self.run_thunks(thunk["condition"], stream)
             if not self.read_scalar(thunk["predicate"], thunk["predicate_bytes"]):
@@ -216,10 +225,23 @@ def graph_refusal(plan: dict, graphs: bool | None) -> str | None:
         return "turned off by the caller"
     if graphs is None and os.environ.get(GRAPHS_VARIABLE, "1") == "0":
         return f"turned off ({GRAPHS_VARIABLE}=0)"
-    host_work = next((t for t in plan["thunks"] if t["kind"] in ("while", "conditional")), None)
+    host_work = next((t for t in every_thunk(plan["thunks"]) if reads_back(t)), None)
     if host_work is not None:
         return f"host work: {host_work['kind']} {host_work['name']} reads its predicate back to the host"
+    captured = captured_thunks(plan["thunks"])
+    if captured > MAX_GRAPH_THUNKS:
+        return f"{captured} thunks with the loops unrolled, over the {MAX_GRAPH_THUNKS} a graph is made of"
     return None
+
+
+def reads_back(thunk: dict) -> bool:
+    """A conditional, or a loop whose trip count the compiler did not prove."""
+    return thunk["kind"] == "conditional" or (thunk["kind"] == "while" and thunk.get("trip_count") is None)
+
+
+def captured_thunks(thunks: list) -> int:
+    """The thunks a capture records, each loop's body once per iteration."""
+    return sum(thunk["trip_count"] * captured_thunks(thunk["body"]) if thunk["kind"] == "while" else 1 for thunk in thunks)
 
 
 def load(source, device=None, graphs: bool | None = None) -> Executable:

@@ -224,6 +224,22 @@ def test_an_autotune_results_file_changes_the_launch_and_the_ptx(tmp_path, monke
     np.testing.assert_allclose(result, softmax(x), rtol=2e-6, atol=1e-7)
 
 
+def test_an_entry_measured_on_another_gpu_of_the_architecture_serves_when_the_target_has_none(tmp_path, monkeypatch):
+    default = compile_text(SOFTMAX)
+    print_ = re.search(r"fingerprint (\w+)", next(d for d in default.decisions if "row emitter" in d)).group(1)
+    cache = tmp_path / "autotune.json"
+    results = {"NVIDIA A100-SXM4-80GB": {print_: {"threads_per_row": 32, "rows_per_block": 1}},
+               "NVIDIA H100 80GB HBM3": {print_: {"threads_per_row": 64, "rows_per_block": 2}}}
+    cache.write_text(json.dumps({"format": autotune.FORMAT, "version": 1, "results": results}))
+    monkeypatch.setenv(autotune.ENVIRONMENT, str(cache))
+    tuned = compile_text(SOFTMAX)
+    assert tuned.kernels[0].launches[0].block == (128, 1, 1)
+    assert any("2 row(s) per block (autotuned on NVIDIA H100 80GB HBM3" in d for d in tuned.decisions)
+    del results["NVIDIA H100 80GB HBM3"]  # an sm_80 measurement never serves sm_90
+    cache.write_text(json.dumps({"format": autotune.FORMAT, "version": 1, "results": results}))
+    assert compile_text(SOFTMAX).kernels[0].launches == default.kernels[0].launches
+
+
 def test_an_unusable_autotune_entry_falls_back_and_a_bad_file_is_refused(tmp_path, monkeypatch):
     default = compile_text(SOFTMAX)
     print_ = re.search(r"fingerprint (\w+)", next(d for d in default.decisions if "row emitter" in d)).group(1)

@@ -95,6 +95,22 @@ CHAIN = """func.func @main(%x: tensor<16x32xf32>, %w: tensor<32x24xf32>) -> tens
 }
 """
 
+UNTIL_BOUND_LOOP = """func.func @main(%v: tensor<8xf32>, %n: tensor<i32>) -> tensor<8xf32> {
+  %zero = stablehlo.constant dense<0> : tensor<i32>
+  %0:3 = stablehlo.while(%i = %zero, %x = %v, %bound = %n) : tensor<i32>, tensor<8xf32>, tensor<i32>
+  cond {
+    %lt = stablehlo.compare LT, %i, %bound, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %lt : tensor<i1>
+  } do {
+    %one = stablehlo.constant dense<1> : tensor<i32>
+    %next = stablehlo.add %i, %one : tensor<i32>
+    %doubled = stablehlo.add %x, %x : tensor<8xf32>
+    stablehlo.return %next, %doubled, %bound : tensor<i32>, tensor<8xf32>, tensor<i32>
+  }
+  return %0#1 : tensor<8xf32>
+}
+"""
+
 COUNTING_LOOP = """func.func @main(%v: tensor<8xf32>) -> tensor<8xf32> {
   %zero = stablehlo.constant dense<0> : tensor<i32>
   %0:2 = stablehlo.while(%i = %zero, %x = %v) : tensor<i32>, tensor<8xf32>
@@ -228,12 +244,32 @@ def test_graphs_turned_off_by_the_variable(monkeypatch):
 
 @needs_ptxas
 def test_a_plan_with_host_work_runs_without_a_graph_and_says_why():
-    program = compile_text(COUNTING_LOOP)
+    program = compile_text(UNTIL_BOUND_LOOP)
+    assert [t["trip_count"] for t in program.executable.plan["thunks"] if t["kind"] == "while"] == [None]
     device = FakeCudaDevice()
     executable = Executable(program.executable, device)
-    executable.run(inputs_for(program.executable.plan))
+    executable.run([np.ones(8, np.float32), np.array(3, np.int32)])
     assert executable.execution()["graph_reason"].startswith("host work: while ")
     assert not [c for c in device.calls if "capture" in c[0]]
+
+
+@needs_ptxas
+def test_a_loop_of_known_trip_count_runs_its_body_that_many_times_inside_the_graph():
+    program = compile_text(COUNTING_LOOP)
+    (loop,) = [t for t in program.executable.plan["thunks"] if t["kind"] == "while"]
+    assert loop["trip_count"] == 3
+    body_launches = [t["kernel"] for t in loop["body"] if t["kind"] == "launch"]
+    device = FakeCudaDevice()
+    executable = Executable(program.executable, device)
+    plan_inputs = inputs_for(program.executable.plan)
+    executable.run(plan_inputs)
+    executable.run(plan_inputs)
+    assert executable.execution()["graph"]
+    captured = [c for c in device.calls if c[-1] == "captured"]
+    assert [c[1] for c in captured if c[0] == "launch" and c[1] in body_launches] == body_launches * 3
+    assert not [c for c in captured if c[0] == "copy_to_host"]  # no predicate read back
+    assert not [c for c in captured if c[0] == "launch" and c[1] in {t["kernel"] for t in loop["condition"]}]
+    assert [c[0] for c in device.calls].count("launch_graph") == 2
 
 
 def test_a_failed_capture_falls_back_and_says_why():

@@ -5,6 +5,7 @@ packer and judges outputs with the manifest's tolerances, and with no GPU it say
 JSON line."""
 
 import json
+import math
 import os
 import runpy
 import subprocess
@@ -37,10 +38,24 @@ def test_the_pack_holds_what_the_gpu_machine_runs(packed):
         assert (output / name).exists(), name
     for entry in manifest["workloads"].values():
         executable = ExecutableFile.from_bytes((output / entry["file"]).read_bytes())
-        assert executable.plan["parameters"] == entry["parameters"]
+        assert executable.plan["parameters"] == [{k: v for k, v in p.items() if k != "scale"} for p in entry["parameters"]]
         with np.load(output / entry["expected"]) as expected:
             assert [list(expected[f"arr_{i}"].shape) for i in range(len(expected.files))][:len(executable.plan["outputs"])] == \
                 [o["shape"] for o in executable.plan["outputs"]]
+
+
+def test_weights_are_drawn_at_their_initializer_scale_and_a_tf32_benchmark_gets_a_full_f32_twin(packed):
+    output, manifest = packed
+    workloads = manifest["workloads"]
+    assert [p["scale"] for p in workloads["mlp_softmax_small"]["parameters"]] == [1.0, 1.0, 1 / math.sqrt(128), 1.0, 1 / math.sqrt(32)]
+    assert workloads["mlp_softmax_small"]["tf32"] and workloads["mlp_softmax_small_highest"]["precision"] == "highest"
+    assert workloads["mlp_softmax_small_highest"]["rtol"] == 1e-3
+
+    def computes(name):
+        plan = ExecutableFile.from_bytes((output / workloads[name]["file"]).read_bytes()).plan
+        return {t["compute"] for t in plan["thunks"] if t["kind"] == "gemm"}
+
+    assert computes("mlp_softmax_small") == {"32F_FAST_TF32"} and computes("mlp_softmax_small_highest") == {"32F"}
 
 
 def test_gpu_check_draws_the_packers_inputs_and_judges_with_tolerances(packed):
@@ -106,7 +121,8 @@ def test_gpu_check_runs_a_packed_benchmark_end_to_end_and_says_how_it_ran(tmp_pa
             del sys.modules[name]
     assert result["ok"], result
     assert (result["streams"], result["graph"], result["graph_reason"]) == (1, True, None)
-    assert result["ours_ms"] == 1.0 and [c[0] for c in device.calls].count("begin_capture") == 1
+    assert result["ours_device_ms"] == 1.0 and result["ours_ms"] > 0 and result["ours_latency_ms"] > 0
+    assert [c[0] for c in device.calls].count("begin_capture") == 1
 
 
 class TimedFakeDevice(FakeCudaDevice):

@@ -9,13 +9,14 @@ import pytest
 
 from mlirxla import frontdoor
 from mlirxla.context import new_context
-from mlirxla.ir_queries import public_entry_name
+from mlirxla.ir_queries import ops_named, public_entry_name
 from mlirxla.mlir import ir
 from mlirxla.runtime import literals, reference
 from mlirxla.transforms.call_inliner import CallInlinerPass
 from mlirxla.transforms.constant_folding import ConstantFoldingPass
 from mlirxla.transforms.tuple_simplifier import TupleSimplifierPass
-from mlirxla.transforms.while_loop_simplifier import WhileLoopSimplifierPass
+from mlirxla.transforms.while_loop_simplifier import WhileLoopSimplifierPass, iterations
+from mlirxla.transforms.while_loop_trip_count_annotator import WhileLoopTripCountAnnotatorPass, known_trip_count
 
 from .conftest import JAX_PROGRAMS
 
@@ -188,6 +189,26 @@ def test_while_loop_simplifier_trip_count(bound, changed):
     actual = literals.to_numpy(reference.execute(module, [x]).outputs[0])
     assert actual.tobytes() == expected.tobytes()
     assert not run_pass(WhileLoopSimplifierPass(), module)
+
+
+@pytest.mark.parametrize("start, step, bound, direction, count", [
+    (0, 1, 64, "LT", 64), (0, 1, 64, "LE", 65), (0, 3, 10, "LT", 4), (10, -1, 0, "GT", 10), (10, -2, 0, "GE", 6),
+    (5, 1, 5, "LT", 0), (0, -1, 64, "LT", None), (0, 0, 1, "LT", None), (120, 4, 127, "LE", None)])
+def test_trip_count_in_closed_form(start, step, bound, direction, count):
+    """The count of `i = start; while i <direction> bound: i += step` for an i8 `i`; None when
+    it would only end by wrapping around (the last case's 128 is outside i8)."""
+    assert iterations(start, step, bound, direction, -128, 127) == count
+
+
+@pytest.mark.parametrize("bound", [0, 2, 64])
+def test_trip_count_annotator_writes_the_proved_count(bound):
+    module = parse(LOOP.format(bound=bound))
+    assert run_pass(WhileLoopTripCountAnnotatorPass(), module)
+    (loop,) = ops_named(module, "xhlo.while")
+    assert known_trip_count(loop) == bound
+    assert not run_pass(WhileLoopTripCountAnnotatorPass(), module)
+    unknown = parse(LOOP.format(bound=bound).replace('"xhlo.compare"(%i, %n)', '"xhlo.compare"(%i, %i)'))
+    assert not run_pass(WhileLoopTripCountAnnotatorPass(), unknown)
 
 
 def test_while_loop_simplifier_dead_carried_value():

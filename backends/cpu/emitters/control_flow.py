@@ -5,6 +5,7 @@ from mlirxla.mlir import ir
 from mlirxla.runtime.thunks import ConditionalThunk, ParallelCopyThunk, WhileThunk
 from mlirxla.transforms.copy_insertion import is_carried_value_copy
 from mlirxla.transforms.erasure import live_ops
+from mlirxla.transforms.while_loop_trip_count_annotator import known_trip_count
 
 
 def emit_while(emitter, op: ir.Operation) -> list:
@@ -14,7 +15,7 @@ def emit_while(emitter, op: ir.Operation) -> list:
     predicate = emitter.slice_of(list(condition_block.operations)[-1].operation.operands[0])
     body = emit_body(emitter, body_block)
     touched = own_slices(emitter, op, [predicate])
-    return [WhileThunk(emitter.name_of(op), condition, predicate, body, touched)]
+    return [WhileThunk(emitter.name_of(op), condition, predicate, body, touched, trip_count=known_trip_count(op))]
 
 
 def emit_conditional(emitter, op: ir.Operation) -> list:
