@@ -17,7 +17,16 @@ producing it (the activations) or becomes one vectorized kernel (a weight parame
 runs before layout assignment, which gives the converts their layouts.
 
 A dot or convolution with narrow operands and an f32 result
-(`preferred_element_type=f32`) only has its operands widened. Only the cpu pipeline runs it
+(`preferred_element_type=f32`) only has its operands widened.
+
+A bf16 operand the program computes (not a parameter: `x.astype(bf16)`, a bf16 GELU) is
+widened through `reduce_precision` to bf16's 8 exponent and 7 mantissa bits. Excess
+precision (`backends/cpu/excess_precision.py`) drops a bf16 rounding whose value is widened
+again in the same kernel, and the widening added here is such a read: fused with the
+operand's producer, it handed the GEMM unrounded f32 values, and `jnp.dot(x.astype(bf16),
+w.astype(bf16), preferred_element_type=f32)` was 2.4e-3 (relative to its largest value) from
+the product of the bf16 values, XLA:CPU 1e-7. The dot's operands are bf16 values in the
+program, as XLA computes them; reduce_precision rounds under excess precision too. Only the cpu pipeline runs it
 (cuBLASLt runs bf16 GEMMs natively). Every rewritten op is listed in `narrow-dot-upcast.txt`
 (written when there is one). Changed: any op rewritten.
 """
@@ -47,18 +56,31 @@ def converted(value: ir.Value, element: ir.Type, location: ir.Location) -> ir.Va
     return create_op("xhlo.convert", [value], [ir.RankedTensorType.get(shape, element)], {}, location).results[0]
 
 
+def bf16_rounded(value: ir.Value, location: ir.Location) -> ir.Value:
+    """f32 `value` rounded to bf16's precision and range, kept in f32 (the bf16 round trip,
+    bit for bit: bf16 is f32's top 16 bits)."""
+    i32 = ir.IntegerType.get_signless(32)
+    attributes = {"exponent_bits": ir.IntegerAttr.get(i32, 8), "mantissa_bits": ir.IntegerAttr.get(i32, 7)}
+    return create_op("xhlo.reduce_precision", [value], [value.type], attributes, location).results[0]
+
+
 def widened(value: ir.Value, widenings: dict) -> ir.Value:
     """`value` in f32: one convert per value, placed right after its definition so that it
-    serves every dot reading it (the same operand of two dots is widened once)."""
+    serves every dot reading it (the same operand of two dots is widened once). A bf16 value
+    the program computes is rounded again after its widening (see the module docstring)."""
     if value not in widenings:
-        if isinstance(value.owner, ir.Block):
+        computed = not isinstance(value.owner, ir.Block)
+        if computed:
+            point, location = ir.InsertionPoint.after(value.owner), value.owner.location
+        else:
             block = value.owner
             point = ir.InsertionPoint.at_block_begin(block)
             location = block.owner.location if block.owner is not None else ir.Location.unknown()
-        else:
-            point, location = ir.InsertionPoint.after(value.owner), value.owner.location
         with point:
-            widenings[value] = converted(value, ir.F32Type.get(), location)
+            wide = converted(value, ir.F32Type.get(), location)
+            if computed and isinstance(ir.RankedTensorType(value.type).element_type, ir.BF16Type):
+                wide = bf16_rounded(wide, location)
+            widenings[value] = wide
     return widenings[value]
 
 

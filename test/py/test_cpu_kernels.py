@@ -710,14 +710,15 @@ BF16_LAYERS = """func.func @main(%x: tensor<8x32xbf16>, %w: tensor<32x16xbf16>, 
 
 
 def test_a_bf16_layers_epilogue_runs_in_place_over_its_gemm(context):
-    """The first layer's rounding, bias, relu and widening for the next GEMM read the GEMM's
-    f32 output only where they write it (converts are elementwise): an output fusion, the
-    epilogue over the GEMM's output in place, computing exactly what the separate kernel
-    computes; within bf16 roundings of the layers computed in float64."""
+    """The first layer's rounding, bias, relu and widening for the next GEMM (rounded to bf16:
+    `narrow_dot_upcast.py`) read the GEMM's f32 output only where they write it (converts are
+    elementwise): an output fusion, the epilogue over the GEMM's output in place, computing
+    exactly what the separate kernel computes; within bf16 roundings of the layers computed
+    in float64."""
     fused = Client().compile(BF16_LAYERS)
     apart = Client().compile(BF16_LAYERS, CompileOptions(disable_passes=("xhlo-output-fusion",)))
-    assert "gemm dot_convert_fusion f32 8x16x32 NN" in fused.thunk_sequence(), fused.thunk_sequence()
-    assert "dot_convert_fusion" not in apart.thunk_sequence()
+    assert "gemm dot_reduce_precision_fusion f32 8x16x32 NN" in fused.thunk_sequence(), fused.thunk_sequence()
+    assert "dot_reduce_precision_fusion" not in apart.thunk_sequence()
     module = frontdoor.import_text(BF16_LAYERS, "bf16_layers", context).module
     arguments = random_arguments(module, 5)
     [got], [separately] = fused.execute_numpy(arguments), apart.execute_numpy(arguments)
