@@ -10,6 +10,7 @@ CUDA libraries, and no MLIR toolkit).
       <workload>.expected.npz  the expected outputs
       jax_programs.py          the JAX functions, for the XLA:GPU peer (benchmarks only)
       tuning.json              the emitters' kernels, each compiled per candidate tiling (`gpu-check --tune`)
+      <benchmark>.iree-cuda.vmfb, iree_base_runtime-*.whl   the benchmarks on IREE (`pack_iree.py`)
       mlirxla_cuda_runtime/    a copy of runtime/cuda
       gpu-check                the check
 
@@ -32,6 +33,8 @@ import shutil
 import sys
 
 import numpy as np
+
+from . import pack_iree
 
 BENCHMARKS = ["mlp", "softmax", "transformer", "convnet", "scan", "mlp_softmax_small"]
 # the jax function of each benchmark program (examples/jax_programs.py) for the XLA:GPU peer
@@ -101,7 +104,7 @@ def benchmark(name: str, seed: int, precision: str | None = None) -> tuple[bytes
 
     from . import compiler
 
-    path = os.path.join(REPOSITORY, "test", "data", "jax", "programs", f"{name}.stablehlo.mlir")
+    path = program_path(name)
     with open(path, "rb") as handle:
         data = handle.read()
     with gemm_precision(precision):
@@ -116,8 +119,7 @@ def benchmark(name: str, seed: int, precision: str | None = None) -> tuple[bytes
         entry["precision"] = precision
     else:
         entry["tf32"] = uses_tf32(program.executable.plan["thunks"])
-    scale = output_scale(expected)
-    entry.update(tolerances(program.executable.plan, expected, 1e-3, 1e-4 * max(1.0, scale)))
+    entry.update(tolerances(program.executable.plan, expected, 1e-3, f32_atol(expected)))
     return program.executable.to_bytes(), entry, expected
 
 
@@ -182,6 +184,15 @@ def tolerances(plan: dict, expected: list[np.ndarray], rtol: float, atol: float)
             "tolerance_from": "TF32 GEMMs (jax's DEFAULT precision): 1e-2 relative, 1e-2 of the largest output magnitude"}
 
 
+def program_path(name: str) -> str:
+    return os.path.join(REPOSITORY, "test", "data", "jax", "programs", f"{name}.stablehlo.mlir")
+
+
+def f32_atol(expected: list[np.ndarray]) -> float:
+    """The absolute tolerance of a benchmark computed in full f32: 1e-4 of its largest output."""
+    return 1e-4 * max(1.0, output_scale(expected))
+
+
 def output_scale(expected: list[np.ndarray]) -> float:
     """The largest magnitude among the floating outputs (1 when there are none)."""
     return max((float(np.max(np.abs(e))) for e in expected if e.dtype.kind == "f" and e.size), default=1.0)
@@ -212,7 +223,9 @@ def write_tuning(output: str, programs: list[str], log=print) -> None:
 
 
 def write_pack(output: str, suite_directory: str | None, suite_limit: int, programs: list[str] = BENCHMARKS, log=print,
-               tune: bool = True) -> dict:
+               tune: bool = True, iree: bool = False, iree_wheel: str | None = None) -> dict:
+    """The pack at `output`; with `iree`, each benchmark also as an IREE cuda module
+    (`pack_iree.py`) and IREE's runtime wheel."""
     if os.path.exists(output):
         shutil.rmtree(output)
     os.makedirs(output)
@@ -234,12 +247,18 @@ def write_pack(output: str, suite_directory: str | None, suite_limit: int, progr
         key = safe_name(name)
         with open(os.path.join(output, entry["file"]), "wb") as handle:
             handle.write(executable)
-        np.savez(os.path.join(output, f"{key}.expected.npz"), *expected)
-        entry["expected"] = f"{key}.expected.npz"
+        if "expected" not in entry:  # an IREE module shares its benchmark's
+            np.savez(os.path.join(output, f"{key}.expected.npz"), *expected)
+            entry["expected"] = f"{key}.expected.npz"
         manifest["workloads"][key] = entry
         log(f"  {name}: {len(executable)} bytes")
         if entry.get("tf32"):
             jobs.append((f"{name}_highest", lambda name=name, seed=entry["seed"]: benchmark(name, seed, "highest")))
+        if iree and entry["kind"] == "benchmark" and "precision" not in entry:
+            jobs.append((f"{name}_iree", lambda name=name, entry=entry, atol=f32_atol(expected):
+                         (*pack_iree.iree_workload(name, program_path(name), entry, atol), None)))
+    if iree:
+        manifest["iree_runtime_wheel"] = pack_iree.runtime_wheel(output, iree_wheel, log)
     if tune:
         write_tuning(output, programs, log)
     shutil.copytree(os.path.join(REPOSITORY, "runtime", "cuda"), os.path.join(output, "mlirxla_cuda_runtime"),
@@ -263,13 +282,20 @@ def main(argv=None) -> int:
     parser.add_argument("--suite", default=DEFAULT_DIRECTORY, help="the interpreter suite (its slice is packed when present)")
     parser.add_argument("--suite-limit", type=int, default=40, help="at most this many suite functions")
     parser.add_argument("--programs", default=",".join(BENCHMARKS), help="the benchmark programs to pack (comma-separated)")
+    parser.add_argument("--no-iree", action="store_true",
+                        help="leave out the benchmarks as IREE cuda modules (packed when the iree extra is installed)")
+    parser.add_argument("--iree-wheel", help="IREE's runtime wheel for the GPU machine's Python 3.12 (else pip fetches it)")
     arguments = parser.parse_args(argv)
     programs = [name for name in arguments.programs.split(",") if name]
     unknown = sorted(set(programs) - set(BENCHMARKS))
     if unknown:
         print(f"gpu-pack: error: unknown program '{unknown[0]}' (known: {', '.join(BENCHMARKS)})", file=sys.stderr)
         return 2
-    manifest = write_pack(arguments.output, arguments.suite, arguments.suite_limit, programs)
+    from mlirxla.backends.iree import toolchain
+
+    iree = not arguments.no_iree and toolchain.unavailable() is None
+    manifest = write_pack(arguments.output, arguments.suite, arguments.suite_limit, programs, iree=iree,
+                          iree_wheel=arguments.iree_wheel)
     print(f"wrote {arguments.output}: {len(manifest['workloads'])} workload(s), {len(manifest['refused'])} refused, "
           f"{manifest['bytes']} bytes; on the GPU machine: python3 {arguments.output}/gpu-check")
     return 0

@@ -31,8 +31,11 @@ from . import iree_compile, toolchain
 from .op_support import refuse_unsupported
 
 
-def compile_module(module: ir.Module, options: RunOptions = RunOptions(backend="iree")) -> CompiledProgram:
-    target = toolchain.target()
+def compile_module(module: ir.Module, options: RunOptions = RunOptions(backend="iree"),
+                   target: toolchain.Target | None = None) -> CompiledProgram:
+    """`target`: the device to compile for (`toolchain.target()`'s, from MLIRXLA_IREE_DEVICE,
+    when None; `scripts/gpu-pack` asks for cuda)."""
+    target = target or toolchain.target()
     check_single_device(module)
     runner = PipelineRunner(module, options)
     runner.compile(named_pipeline("iree"))

@@ -170,3 +170,29 @@ def test_gpu_check_tunes_the_packed_row_kernels_and_the_compiler_reads_its_resul
     default, tuned = launches(False), launches(True)
     assert default and all(blocks != [(128, 1, 1)] for blocks in default.values())
     assert all(blocks == [(128, 1, 1)] for blocks in tuned.values()) and tuned.keys() == default.keys()
+
+
+@pytest.mark.iree
+def test_a_benchmark_as_an_iree_module_runs_through_gpu_checks_iree_path(tmp_path):
+    """gpu-check's IREE workload check, run here on IREE's CPU driver over the small MLP
+    compiled for llvm-cpu (on the GPU machine the same code takes the cuda module and driver):
+    the outputs right within the benchmark's f32 tolerance, its time, and the ratios to the
+    times the benchmark's own workload left."""
+    pytest.importorskip("iree.runtime", reason="the iree extra is not installed")
+    from mlirxla.backends.cuda import pack_iree
+    from mlirxla.backends.iree import toolchain
+
+    output = tmp_path / "pack"
+    manifest = pack.write_pack(str(output), None, 0, ["mlp_softmax_small"], log=lambda line: None, tune=False)
+    entry = manifest["workloads"]["mlp_softmax_small"]
+    with np.load(output / entry["expected"]) as stored:
+        expected = [stored[f"arr_{i}"] for i in range(len(stored.files))]
+    vmfb, iree_entry = pack_iree.iree_workload("mlp_softmax_small", pack.program_path("mlp_softmax_small"), entry,
+                                               pack.f32_atol(expected), toolchain.llvm_cpu())
+    (output / iree_entry["file"]).write_bytes(vmfb)
+    assert (iree_entry["driver"], iree_entry["expected"], iree_entry["rtol"]) == ("local-task", entry["expected"], 1e-3)
+    check = runpy.run_path(str(output / "gpu-check"), run_name="gpu_check")
+    result = check["check_iree"](str(output), iree_entry, 2, np, {"mlp_softmax_small": {"ours_ms": 0.5, "xla_ms": 0.25}})
+    assert result["ok"], result
+    assert result["iree_ms"] > 0 and result["iree_over_xla"] == pytest.approx(2 * result["iree_over_ours"])
+    assert result["dispatches"] >= 1
