@@ -37,7 +37,8 @@ What the driver does for each thunk inside:
   XLA:CPU 26);
 - `while` and `conditional` inside: native loops and switches, the predicate or index read
   from its buffer as the Python walk reads it (a byte unsigned, 4 or 8 bytes signed; an
-  index out of range takes the last branch);
+  index out of range takes the last branch); a loop of proved trip count counts its
+  iterations on the stack and never runs its condition;
 - `sliced_kernel`, in a single device's program: `mlirxla_pool_run` over a function of the
   driver's module that calls the kernel on one slice, so the native pool's threads run the
   slices with no Python between them (a grid's are called back: its devices' threads may run
@@ -717,6 +718,9 @@ class DriverWriter:
         return kept
 
     def emit_while(self, thunk: WhileThunk) -> None:
+        if thunk.trip_count is not None:
+            self.emit_counted_loop(thunk)
+            return
         check, body, done = self.fresh("condition"), self.fresh("body"), self.fresh("after_while")
         self.body.append(f"  br label %{check}")
         self.label(check)
@@ -724,6 +728,23 @@ class DriverWriter:
         going = "%" + self.fresh("going")
         self.body += [f"  {going} = icmp ne i64 {self.scalar(thunk.predicate)}, 0", f"  br i1 {going}, label %{body}, label %{done}"]
         self.label(body)
+        self.emit_sequence(thunk.body)
+        self.body.append(f"  br label %{check}")
+        self.label(done)
+
+    def emit_counted_loop(self, thunk: WhileThunk) -> None:
+        """A loop of proved trip count: the body that many times, the condition never run
+        (its kernels only compute the predicate)."""
+        counter = "%" + self.fresh("iterations")
+        self.entry.append(f"  {counter} = alloca i64")
+        check, body, done = self.fresh("count"), self.fresh("body"), self.fresh("after_while")
+        left, going, fewer = "%" + self.fresh("left"), "%" + self.fresh("going"), "%" + self.fresh("left")
+        self.body += [f"  store i64 {thunk.trip_count}, ptr {counter}", f"  br label %{check}"]
+        self.label(check)
+        self.body += [f"  {left} = load i64, ptr {counter}", f"  {going} = icmp sgt i64 {left}, 0",
+                      f"  br i1 {going}, label %{body}, label %{done}"]
+        self.label(body)
+        self.body += [f"  {fewer} = sub i64 {left}, 1", f"  store i64 {fewer}, ptr {counter}"]
         self.emit_sequence(thunk.body)
         self.body.append(f"  br label %{check}")
         self.label(done)

@@ -850,3 +850,20 @@ def test_eigenvalue_batches_past_the_unrolled_calls_are_left_to_python():
 
     (geev,) = [t for t in Client().compile(geev_text(20, "f32", "s")).executable.plan.thunks if t.kind == "host"]
     assert driver_emitter.lapack_problem(geev) == "a batch of 20 matrices, past the 16 a driver unrolls"
+
+
+@pytest.mark.parametrize("text", [SWAP, SORT_IN_LOOP])
+def test_a_loop_of_proved_trip_count_runs_its_body_that_many_times_without_its_condition(text, tmp_path):
+    """The loop's count is on its thunk (`xhlo-while-loop-trip-count-annotator`); the driver
+    counts the iterations on its stack and never calls the condition's kernel (the driver's
+    IR calls only the body's), and the results are the reference's."""
+    executable = Client().compile(text, CompileOptions(dump_to=str(tmp_path)))
+    (loop,) = thunks_of(executable, WhileThunk)
+    assert loop.trip_count in (3, 5)
+    (ir_file,) = [name for name in os.listdir(tmp_path) if name.endswith("driver_executable.ir-no-opt.ll")]
+    driver_ir = open(os.path.join(tmp_path, ir_file)).read()
+    condition_kernels = {t.symbol for t in every_thunk(loop.condition) if hasattr(t, "symbol")}
+    assert condition_kernels and not any(f"@{symbol}(" in driver_ir for symbol in condition_kernels)
+    assert f"store i64 {loop.trip_count}, ptr" in driver_ir
+    arguments = [np.arange(80, dtype=np.float32)] if text is SORT_IN_LOOP else [np.arange(1, 5, dtype=np.float32), np.full(4, 0.5, np.float32)]
+    matches_reference(executable, text, arguments)
