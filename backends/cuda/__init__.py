@@ -22,9 +22,10 @@ def load_code(object_code: bytes):
 def environment() -> str:
     import llvmlite
 
+    from .autotune import results_identity
     from .ptxas import find_ptxas
 
-    return f"llvmlite={llvmlite.__version__};ptxas={find_ptxas()}"
+    return f"llvmlite={llvmlite.__version__};ptxas={find_ptxas()};autotune={results_identity()}"
 
 
 BACKEND = Backend("cuda", "cuda", "kernels for an H200 (sm_90) through linalg, gpu, NVVM and PTX, GEMMs in cuBLAS; "

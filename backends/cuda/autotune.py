@@ -10,7 +10,9 @@ JSON, keyed by GPU name (as `nvidia-smi` names it, "NVIDIA H200") then by finger
      "results": {"NVIDIA H200": {"<fingerprint>": {"emitter": "row", "threads_per_row": 128, "rows_per_block": 1,
                                                    "ms": 0.021, "default_ms": 0.025, "candidates": 5}}}}
 
-The compiler reads `MLIRXLA_CUDA_AUTOTUNE` (a path) when set; an entry applies when its tiling
+The compiler reads the file `MLIRXLA_CUDA_AUTOTUNE` names, or, when it is unset, the package's
+own `autotune-results.json` (what the tuner measured on the GPUs lent to this project: an
+H100's so far; `MLIRXLA_CUDA_AUTOTUNE=` empty reads none). An entry applies when its tiling
 is valid for the kernel (a stale file cannot make a wrong kernel) and it was measured on a
 GPU whose name contains the target's name ("H200"), or else on another GPU of the target's
 SM architecture (an H100's entries serve an sm_90 compile with no H200 entry). `scripts/gpu-check --tune` writes such a file from the
@@ -26,6 +28,8 @@ from dataclasses import dataclass, fields
 from mlirxla.errors import MlirxlaError
 
 ENVIRONMENT = "MLIRXLA_CUDA_AUTOTUNE"
+# what the tuner measured on the GPUs lent to this project (`scripts/gpu-check --tune`)
+PACKAGED_RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "autotune-results.json")
 # a results entry measured on one model serves another of its SM architecture (same SMs,
 # shared memory and registers per SM; the H100 and H200 differ in HBM alone)
 GPU_ARCHITECTURES = {"H100": "sm_90", "H200": "sm_90", "H800": "sm_90", "H20": "sm_90", "A100": "sm_80", "A800": "sm_80"}
@@ -179,11 +183,32 @@ def architecture(gpu: str) -> str | None:
     return next((arch for model, arch in GPU_ARCHITECTURES.items() if model in gpu), None)
 
 
+def results_path() -> str | None:
+    """The results file compiles read: `MLIRXLA_CUDA_AUTOTUNE` when set (empty: none, every
+    kernel's default tiling), else the package's own."""
+    if ENVIRONMENT in os.environ:
+        return os.environ[ENVIRONMENT] or None
+    return PACKAGED_RESULTS if os.path.exists(PACKAGED_RESULTS) else None
+
+
+def results_identity() -> str:
+    """What the compile cache's key takes of the results file: a hash of its bytes."""
+    path = results_path()
+    if path is None:
+        return "none"
+    try:
+        with open(path, "rb") as handle:
+            return hashlib.sha256(handle.read()).hexdigest()[:16]
+    except OSError:
+        return "unreadable"
+
+
 def tuned_tiling(print_: str, target_name: str, accepts, path: str | None = None):
     """The cached tiling for kernel `print_` and the GPU it was measured on, if one applies
     (`accepts(tiling)`: the emitter's validity check): measured on a GPU named like the
-    target first, else on another GPU of the target's architecture. (None, None) otherwise."""
-    path = path if path is not None else os.environ.get(ENVIRONMENT)
+    target first, else on another GPU of the target's architecture. (None, None) otherwise.
+    `path`: the results file (`results_path()`'s when None)."""
+    path = path if path is not None else results_path()
     if not path:
         return None, None
     results = read_cache(path)

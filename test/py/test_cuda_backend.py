@@ -69,7 +69,7 @@ def check_accepted(program: compiler.CudaProgram) -> None:
         assert all(0 <= offset < plan["slab_bytes"] and offset % 256 == 0 for offset in launch["arguments"])
         threads, blocks = launch["block"][0], launch["grid"][0]
         assert list(launch["block"][1:]) == [1, 1] and list(launch["grid"][1:]) == [1, 1]
-        if emitter_of[launch["kernel"]] in ("row", "column"):  # groups of a power of two threads, at most 1024 a block
+        if emitter_of[launch["kernel"]] in ("row", "column", "transpose"):  # a power of two threads, at most 1024 a block
             assert threads <= 1024 and threads & (threads - 1) == 0 and blocks >= 1, launch
         else:  # one linear index: full blocks of BLOCK_THREADS, or a single block for fewer elements
             assert 1 <= threads <= BLOCK_THREADS and blocks >= 1 and (blocks == 1 or threads == BLOCK_THREADS)
