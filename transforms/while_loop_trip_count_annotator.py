@@ -8,7 +8,9 @@ bound, the body adding a constant step). It is read here, before fusion moves th
 compare into a fusion and before copy insertion, and kept on the op for the thunk emitter: a
 `while` thunk with a known count runs its body that many times without its condition, which
 on a GPU is no predicate read back to the host per iteration, and a loop a CUDA graph can
-record (XLA:GPU's known-trip-count while thunks). Changed: any loop annotated anew.
+record (XLA:GPU's known-trip-count while thunks). A condition with a side effect (a callback
+in jax's cond_fun) keeps its loop unannotated, so that it runs each iteration. Changed: any
+loop annotated anew.
 """
 
 from dataclasses import dataclass
@@ -18,17 +20,26 @@ from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir
 
 from .pass_base import ModulePass
-from .while_loop_simplifier import trip_count
+from .dead_code_elimination import holds_side_effect
+from .while_loop_simplifier import cond_block, trip_count
 
 ATTRIBUTE = "known_trip_count"
 
 
 def annotate(loop: ir.Operation) -> bool:
+    if ATTRIBUTE in loop.attributes or not condition_is_pure(loop):
+        return False
     count = trip_count(loop)
-    if count is None or ATTRIBUTE in loop.attributes:
+    if count is None:
         return False
     loop.attributes[ATTRIBUTE] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), count)
     return True
+
+
+def condition_is_pure(loop: ir.Operation) -> bool:
+    """Whether the condition only computes its predicate: one with a side effect (a callback
+    in jax's cond_fun) must run each iteration, so its loop keeps it."""
+    return not any(holds_side_effect(op.operation) for op in cond_block(loop).operations)
 
 
 def known_trip_count(loop: ir.Operation) -> int | None:

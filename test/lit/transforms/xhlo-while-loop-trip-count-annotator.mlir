@@ -40,3 +40,25 @@ func.func @until(%x: tensor<4xf32>, %n: tensor<i32>) -> tensor<4xf32> {
   }
   return %r#1 : tensor<4xf32>
 }
+
+// -----
+
+/// A condition with a side effect (a callback) must run each iteration: no count.
+// CHECK-LABEL: func.func @printing_condition
+// CHECK: "xhlo.while"
+// CHECK-NOT: known_trip_count
+func.func @printing_condition(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %zero = stablehlo.constant dense<0> : tensor<i32>
+  %r:2 = stablehlo.while(%i = %zero, %a = %x) : tensor<i32>, tensor<4xf32>
+  cond {
+    %n = stablehlo.constant dense<8> : tensor<i32>
+    stablehlo.custom_call @xla_python_cpu_callback(%i) {has_side_effect = true} : (tensor<i32>) -> ()
+    %p = stablehlo.compare LT, %i, %n, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %p : tensor<i1>
+  } do {
+    %one = stablehlo.constant dense<1> : tensor<i32>
+    %next = stablehlo.add %i, %one : tensor<i32>
+    stablehlo.return %next, %a : tensor<i32>, tensor<4xf32>
+  }
+  return %r#1 : tensor<4xf32>
+}
