@@ -231,6 +231,9 @@ class Executable:
                       for index, (kind, size) in enumerate(zip(plan.allocation_kinds, plan.allocation_sizes))
                       if kind == "output" or (kind == "temp" and size > 0)]
         self.fresh_bytes = sum(size for _, size, _ in self.fresh)
+        self.fresh_temps = [index for index, _, _ in self.fresh if plan.allocation_kinds[index] == "temp"]
+        self.allocators = [(index, freed_memory.allocator(typed.shape, typed.dtype) if typed else freed_memory.allocator((size,), np.uint8))
+                           for index, size, typed in self.fresh]
         freed_memory.keep_for(self.fresh_bytes)
         # temp slabs of finished executions, by allocation: the next execution reuses one, so
         # a slab above malloc's largest heap block (32 MiB, which it maps fresh from the
@@ -289,9 +292,9 @@ class Executable:
                     run_thunks(self.plan.thunks, bases, self.pool, self.graph, self.plan.driver)
             else:
                 run_thunks(self.plan.thunks, bases, self.pool, self.graph, self.plan.driver)
-            return [self.output(o, storage, arrays, donated) for o in self.outputs]
+            return [storage[o.allocation] if o.whole else self.output(o, storage, arrays, donated) for o in self.outputs]
         finally:  # outputs read from temps are copies: the slab is free again
-            self.spare_temps.append({index: storage[index] for index, _, _ in self.fresh if self.plan.allocation_kinds[index] == "temp"})
+            self.spare_temps.append({index: storage[index] for index in self.fresh_temps})
 
     def allocate(self) -> dict[int, np.ndarray]:
         """The memory of one execution: fresh outputs, and a temp slab a finished execution
@@ -303,9 +306,9 @@ class Executable:
         if self.fresh_bytes > memory.ALWAYS_AFFORDABLE_BYTES:  # spares small executions the words
             memory.require(self.fresh_bytes - sum(array.nbytes for array in storage.values()), "one execution", self.largest_allocation())
         try:
-            for index, size, typed in self.fresh:
+            for index, make in self.allocators:
                 if index not in storage:
-                    storage[index] = freed_memory.empty(typed.shape, typed.dtype) if typed else freed_memory.empty((size,), np.uint8)
+                    storage[index] = make()
             return storage
         except MemoryError:
             raise memory.exhausted(self.fresh_bytes, "one execution", self.largest_allocation()) from None
@@ -319,8 +322,7 @@ class Executable:
         return f" ({largest} alone {memory.human(size)})"
 
     def output(self, o: OutputPlan, storage: dict, arrays: list, donated: frozenset) -> np.ndarray:
-        if o.whole:
-            return storage[o.allocation]
+        """An output that is not its allocation whole (those `execute` hands out as they are)."""
         kind = self.plan.allocation_kinds[o.allocation]
         if kind == "output":
             return np.frombuffer(storage[o.allocation], o.dtype, o.count, o.offset).reshape(o.shape)

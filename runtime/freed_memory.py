@@ -30,8 +30,10 @@ nothing, where malloc's large blocks start 16 bytes into their mapping and were 
 
 import ctypes
 import ctypes.util
+import functools
 import math
 import threading
+from collections.abc import Callable
 
 import numpy as np
 
@@ -183,6 +185,16 @@ LARGE_BLOCKS = LargeBlocks(_RETENTION)
 def empty(shape: tuple, dtype) -> np.ndarray:
     """An uninitialized array, from memory an earlier one freed where it is large."""
     return LARGE_BLOCKS.empty(shape, dtype)
+
+
+def allocator(shape: tuple, dtype) -> Callable[[], np.ndarray]:
+    """A function making what `empty(shape, dtype)` makes, where to take the memory from
+    decided once: an executable makes its outputs on every call, and for a small one the
+    three calls deciding it took longer than numpy's allocation (1.1 us an output)."""
+    dtype = np.dtype(dtype)
+    if math.prod(shape) * dtype.itemsize < ALIGNED_FROM:
+        return functools.partial(np.empty, shape, dtype)
+    return functools.partial(empty, shape, dtype)
 
 
 def keep_for(fresh_bytes: int) -> int:
