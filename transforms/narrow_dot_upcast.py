@@ -26,9 +26,10 @@ again in the same kernel, and the widening added here is such a read: fused with
 operand's producer, it handed the GEMM unrounded f32 values, and `jnp.dot(x.astype(bf16),
 w.astype(bf16), preferred_element_type=f32)` was 2.4e-3 (relative to its largest value) from
 the product of the bf16 values, XLA:CPU 1e-7. The dot's operands are bf16 values in the
-program, as XLA computes them; reduce_precision rounds under excess precision too. Only the cpu pipeline runs it
-(cuBLASLt runs bf16 GEMMs natively). Every rewritten op is listed in `narrow-dot-upcast.txt`
-(written when there is one). Changed: any op rewritten.
+program, as XLA computes them; reduce_precision rounds under excess precision too.
+
+Only the cpu pipeline runs it (cuBLASLt runs bf16 GEMMs natively). Every rewritten op is
+listed in `narrow-dot-upcast.txt` (written when there is one). Changed: any op rewritten.
 """
 
 from dataclasses import dataclass

@@ -15,8 +15,9 @@ own `autotune-results.json` (what the tuner measured on the GPUs lent to this pr
 H100's so far; `MLIRXLA_CUDA_AUTOTUNE=` empty reads none). An entry applies when its tiling
 is valid for the kernel (a stale file cannot make a wrong kernel) and it was measured on a
 GPU whose name contains the target's name ("H200"), or else on another GPU of the target's
-SM architecture (an H100's entries serve an sm_90 compile with no H200 entry). `scripts/gpu-check --tune` writes such a file from the
-candidates `scripts/gpu-pack` compiled (`candidates`).
+SM architecture (an H100's entries serve an sm_90 compile with no H200 entry).
+`scripts/gpu-check --tune` writes such a file from the candidates `scripts/gpu-pack`
+compiled (`candidates`).
 """
 
 import hashlib

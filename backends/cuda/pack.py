@@ -231,13 +231,12 @@ def write_pack(output: str, suite_directory: str | None, suite_limit: int, progr
     os.makedirs(output)
     manifest = {"format": "mlirxla-gpu-pack", "version": 1, "workloads": {}, "refused": {}}
     jobs = [(name, lambda name=name, seed=index: benchmark(name, seed)) for index, name in enumerate(programs)]
-
     if suite_directory and os.path.isdir(suite_directory):
         for index, case in enumerate(suite_cases(suite_directory, suite_limit)):
             jobs.append((case.name, lambda case=case, seed=100 + index: suite_case(case, seed)))
     from mlirxla.errors import MlirxlaError
 
-    for name, job in jobs:  # grows: a benchmark whose GEMMs use TF32 adds its full-f32 twin
+    for name, job in jobs:  # grows: a benchmark adds its full-f32 twin (TF32 GEMMs) and its IREE module
         try:
             executable, entry, expected = job()
         except MlirxlaError as error:

@@ -1,4 +1,5 @@
-"""The IREE half of a GPU pack (`scripts/gpu-pack --iree`): each benchmark program compiled
+"""The IREE half of a GPU pack (`scripts/gpu-pack` with the iree extra installed; `--no-iree`
+leaves it out): each benchmark program compiled
 by the iree backend for IREE's cuda target, and IREE's Python runtime for the GPU machine's
 Python, so that `gpu-check` runs mlirxla-on-IREE beside mlirxla's own cuda backend and
 XLA:GPU in the same process.
@@ -39,9 +40,9 @@ def iree_workload(name: str, path: str, entry: dict, atol: float, target=None) -
     program = compiler.compile_module(module, RunOptions(backend="iree"), target=target)
     (call,) = program.plan.thunks
     iree_entry = {"kind": "iree", "file": f"{name}.iree-{target.device}.vmfb", "benchmark": name,
-                  "function": call.function_name, "driver": target.driver, "seed": entry["seed"], "parameters": entry["parameters"], "expected": entry["expected"],
-                  "rtol": 1e-3, "atol": atol, "dispatches": call.attributes["dispatches"],
-                  "expected_from": entry["expected_from"]}
+                  "function": call.function_name, "driver": target.driver, "seed": entry["seed"],
+                  "parameters": entry["parameters"], "expected": entry["expected"], "expected_from": entry["expected_from"],
+                  "rtol": 1e-3, "atol": atol, "dispatches": call.attributes["dispatches"]}
     return program.object_code, iree_entry
 
 
