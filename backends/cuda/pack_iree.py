@@ -1,8 +1,7 @@
 """The IREE half of a GPU pack (`scripts/gpu-pack` with the iree extra installed; `--no-iree`
-leaves it out): each benchmark program compiled
-by the iree backend for IREE's cuda target, and IREE's Python runtime for the GPU machine's
-Python, so that `gpu-check` runs mlirxla-on-IREE beside mlirxla's own cuda backend and
-XLA:GPU in the same process.
+leaves it out): each benchmark program compiled by the iree backend for IREE's cuda target,
+and IREE's Python runtime for the GPU machine's Python, so that `gpu-check` runs
+mlirxla-on-IREE beside mlirxla's own cuda backend and XLA:GPU in the same process.
 
 The GPU machine has no IREE and reaches no package index: the runtime travels as its wheel
 (`iree-base-runtime`, the version installed here, for CPython 3.12 on manylinux x86-64; its
