@@ -10,11 +10,12 @@ then, so it is rewritten too.
   AVX-512 (one vscalefps), else two factors built in the exponent bits (2^(n>>1) 2^(n - n>>1),
   both normal). About 1 ulp, denormal results within 1 ulp. x is first clamped to
   [-110, 100], past both ends of the f32 range, so the scaling itself overflows to inf; NaN
-  stays NaN through the clamp. Results under 2^-125 (denormals, and 0 past 2^-150) are built
-  from their bits instead, y 2^(n + 149) rounded to an integer: a scaling whose result is
-  denormal or underflows costs x86 a microcode assist (a causal attention mask's exp of
-  -1e30 ran 20x slower than exp(-1), and jax's softmax gradient of it took a tenth of a
-  transformer block's step).
+  stays NaN through the clamp. Results under 2^-126 come out of the same scaling: 0 where
+  the kernel flushes denormals (the default, `denormal_flushing.py`), as XLA:CPU's exp gives
+  them (`jnp.exp(-95.0)` is 0 on jax's cpu backend), and the denormal, within 1 ulp, with
+  gradual underflow. Flushing also spares x86 the microcode assist a denormal result takes
+  (a causal attention mask's exp of -1e30 ran 20x slower than exp(-1) before, when such
+  results were built from their bits instead); with gradual underflow they take it.
 - tanh: Eigen's (and XLA's) rational approximation on x clamped to [-7.9053, 7.9053], +-1
   beyond it; x itself below 0.0004 in magnitude. A few ulp.
 - log: Cephes' logf: x = m 2^e with m in [sqrt(1/2), sqrt(2)) taken from the bits (a
@@ -54,11 +55,6 @@ EXP_POLYNOMIAL = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.166579589
 # 2^-150 is e^-103.97): y 2^n at the clamps is inf and 0, and 2^(n/2) stays normal
 EXP_CLAMP_HIGH = 100.0
 EXP_CLAMP_LOW = -110.0
-# n = round(x log2 e) below it (n <= -126, y in [0.7, 1.42]): e^x is under 2^-125, built from
-# its bits in units of 2^-149, the smallest denormal
-EXP_TINY_BOUND = -125.5
-SMALLEST_DENORMAL_EXPONENT = 149
-SMALLEST_NORMAL_EXPONENT = 126
 LOG2E = 1.44269504088896341
 LN2_HIGH = 0.693359375
 LN2_LOW = -2.12194440e-4
@@ -197,23 +193,12 @@ def exp(b: Builder, x_input: ir.Value) -> ir.Value:
     n = b.op("math.floor", [b.fma(x, b.constant(LOG2E), b.constant(0.5))])
     r = b.fma(n, b.constant(-LN2_LOW), b.fma(n, b.constant(-LN2_HIGH), x))
     y = b.polynomial(r, EXP_POLYNOMIAL + (1.0, 1.0))
-    whole = b.op("arith.fptosi", [n], b.integer_type)
-    tiny = b.less(n, EXP_TINY_BOUND)
-    # each path's exponent is clamped to where its own arithmetic stays normal (a select
-    # would not do: LLVM sees through it to the lanes the final select takes)
-    normal = scaled_by_power_of_two(b, y, b.integer_op("arith.maxsi", whole, b.integer(-SMALLEST_NORMAL_EXPONENT + 1)))
-    # below 2^-125 the result's bits are y 2^n in units of the smallest denormal, rounded to
-    # the nearest integer (evenly, as the scaling rounds): no floating-point op has a denormal
-    # result, which x86 cores take a microcode assist for (20x slower: masked softmax rows)
-    to_units = b.integer_op("arith.addi", whole, b.integer(SMALLEST_DENORMAL_EXPONENT))
-    largest_units_exponent = b.integer(SMALLEST_DENORMAL_EXPONENT - SMALLEST_NORMAL_EXPONENT)
-    units = b.mul(y, b.power_of_two(b.integer_op("arith.minsi", to_units, largest_units_exponent)))
-    units_bits = b.op("arith.fptosi", [b.op("math.roundeven", [units])], b.integer_type)
-    return b.select(tiny, b.op("arith.bitcast", [units_bits]), normal)
+    return scaled_by_power_of_two(b, y, b.op("arith.fptosi", [n], b.integer_type))
 
 
 def scaled_by_power_of_two(b: Builder, y: ir.Value, exponent: ir.Value) -> ir.Value:
-    """y 2^exponent rounded once, for y near 1 and exponent within [-126, 145]."""
+    """y 2^exponent rounded once, for y near 1 and exponent within [-160, 145] (each of the
+    two factors stays normal; their product may be denormal, or 0 where the kernel flushes)."""
     if scales_in_one_instruction() and not isinstance(y.type, ir.VectorType):
         return b.op("llvm.intr.ldexp", [y, exponent])
     half = b.op("arith.shrsi", [exponent, b.integer(1)], b.integer_type)
