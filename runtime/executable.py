@@ -217,6 +217,7 @@ class Executable:
         self.graph = None if talks_to_devices(plan) else plan_graph(plan.thunks)
         self.calls_blas = calls_blas(plan)
         self.small_lapack = small_lapack_calls(plan)
+        self.one_blas_thread = blas.one_thread(lapack=self.small_lapack) if self.calls_blas or self.small_lapack else None
         self.constants = {index: np.ascontiguousarray(data) for index, data in plan.constants.items()}
         self.parameter_checks = [(np.dtype(p.dtype), tuple(p.shape)) for p in plan.parameters]
         self.outputs = [self.output_plan(at, spec) for at, spec in plan.outputs]
@@ -287,8 +288,8 @@ class Executable:
         for index, array in storage.items():
             bases[index] = address(array)
         try:
-            if self.calls_blas or self.small_lapack:
-                with blas.one_thread(lapack=self.small_lapack):
+            if self.one_blas_thread is not None:
+                with self.one_blas_thread:
                     run_thunks(self.plan.thunks, bases, self.pool, self.graph, self.plan.driver)
             else:
                 run_thunks(self.plan.thunks, bases, self.pool, self.graph, self.plan.driver)
