@@ -131,7 +131,13 @@ def trip_count(loop: ir.Operation) -> int | None:
     step = induction_step(loop, index)
     if start is None or step is None:
         return None
-    return iterations(start, step, bound, direction, *integer_range(loop.operands[index].type))
+    low, high = integer_range(loop.operands[index].type)
+    unsigned = "compare_type" in predicate.attributes and ir.StringAttr(predicate.attributes["compare_type"]).value == "UNSIGNED"
+    if unsigned:  # a signed value compared as unsigned: counted only where both readings agree
+        if min(start, bound) < 0:
+            return None
+        low = max(low, 0)
+    return iterations(start, step, bound, direction, low, high)
 
 
 def iterations(start: int, step: int, bound: int, direction: str, low: int, high: int) -> int | None:

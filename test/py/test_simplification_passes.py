@@ -15,7 +15,7 @@ from mlirxla.runtime import literals, reference
 from mlirxla.transforms.call_inliner import CallInlinerPass
 from mlirxla.transforms.constant_folding import ConstantFoldingPass
 from mlirxla.transforms.tuple_simplifier import TupleSimplifierPass
-from mlirxla.transforms.while_loop_simplifier import WhileLoopSimplifierPass, iterations
+from mlirxla.transforms.while_loop_simplifier import WhileLoopSimplifierPass, iterations, trip_count
 from mlirxla.transforms.while_loop_trip_count_annotator import WhileLoopTripCountAnnotatorPass, known_trip_count
 
 from .conftest import JAX_PROGRAMS
@@ -211,7 +211,17 @@ def test_trip_count_annotator_writes_the_proved_count(bound):
     assert not run_pass(WhileLoopTripCountAnnotatorPass(), unknown)
 
 
-def test_while_loop_simplifier_dead_carried_value():
+@pytest.mark.parametrize("compare_type, count", [("SIGNED", 4), ("UNSIGNED", None)])
+def test_a_count_down_compared_as_unsigned_is_not_counted(compare_type, count):
+    """i = 3; while i >= 0: i -= 1 ends at -1 signed, but -1 read as unsigned is 2^32 - 1 >= 0:
+    the loop an unsigned compare makes would wrap around, so it gets no count."""
+    text = (LOOP.format(bound=0).replace("dense<0> : tensor<i32>} : () -> tensor<i32>\n  %w", "dense<3> : tensor<i32>} : () -> tensor<i32>\n  %w")
+            .replace('compare_type = "SIGNED", comparison_direction = "LT"', f'compare_type = "{compare_type}", comparison_direction = "GE"')
+            .replace('"xhlo.add"(%i, %one)', '"xhlo.subtract"(%i, %one)'))
+    module = parse(text)
+    (loop,) = ops_named(module, "xhlo.while")
+    assert trip_count(loop) == count
+
     """The induction variable's result is unused but the cond reads it: it stays.
     Once the loop's counted result is unused too, the data carried value goes."""
     module = parse(LOOP.format(bound=5).replace("return %w#1", "return %x"))
