@@ -126,13 +126,14 @@ _LAPACK_GATE = _Gate(scipy_library, "")
 
 
 class OneThread:
-    """A reusable context: within it, OpenBLAS runs every GEMM on the calling thread, and with
-    `lapack` (where scipy ships its OpenBLAS) so does scipy's LAPACK its BLAS. An executable
-    keeps one and enters it on each call: made per call, with contextlib's generator, it took
-    2.2 us of Python a call (3.4 with LAPACK), more than its library calls."""
+    """A reusable context: within it, with `blas`, OpenBLAS runs every GEMM on the calling
+    thread, and with `lapack` (where scipy ships its OpenBLAS) so does scipy's LAPACK its BLAS.
+    An executable keeps one and enters it on each call: made per call, with contextlib's
+    generator, it took 2.2 us of Python a call (3.4 with LAPACK), more than its library calls;
+    an execution calling LAPACK alone leaves numpy's OpenBLAS as it is."""
 
-    def __init__(self, lapack: bool = False):
-        self.gates = [_GATE] + ([_LAPACK_GATE] if lapack and scipy_library() is not None else [])
+    def __init__(self, blas: bool = True, lapack: bool = False):
+        self.gates = ([_GATE] if blas else []) + ([_LAPACK_GATE] if lapack and scipy_library() is not None else [])
 
     def __enter__(self) -> None:
         for gate in self.gates:
@@ -143,5 +144,5 @@ class OneThread:
             gate.leave()
 
 
-def one_thread(lapack: bool = False) -> OneThread:
-    return OneThread(lapack)
+def one_thread(blas: bool = True, lapack: bool = False) -> OneThread:
+    return OneThread(blas, lapack)

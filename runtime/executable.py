@@ -217,7 +217,7 @@ class Executable:
         self.graph = None if talks_to_devices(plan) else plan_graph(plan.thunks)
         self.calls_blas = calls_blas(plan)
         self.small_lapack = small_lapack_calls(plan)
-        self.one_blas_thread = blas.one_thread(lapack=self.small_lapack) if self.calls_blas or self.small_lapack else None
+        self.one_blas_thread = blas.one_thread(self.calls_blas, self.small_lapack) if self.calls_blas or self.small_lapack else None
         self.constants = {index: np.ascontiguousarray(data) for index, data in plan.constants.items()}
         self.parameter_checks = [(np.dtype(p.dtype), tuple(p.shape)) for p in plan.parameters]
         self.outputs = [self.output_plan(at, spec) for at, spec in plan.outputs]

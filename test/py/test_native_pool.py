@@ -132,15 +132,20 @@ def openblas_threads() -> tuple[int, int]:
     return numpy_library.scipy_openblas_get_num_threads64_(), scipy_library.scipy_openblas_get_num_threads()
 
 
-@pytest.mark.parametrize("lapack", [False, True])
-def test_executions_hold_openblas_at_one_thread_and_give_its_count_back(lapack):
-    """numpy's OpenBLAS always, scipy's (its LAPACK's, which its wheel ships) when asked."""
+@pytest.mark.parametrize("gemms, lapack", [(True, False), (True, True), (False, True)])
+def test_executions_hold_openblas_at_one_thread_and_give_its_count_back(gemms, lapack):
+    """numpy's OpenBLAS for an execution with GEMMs, scipy's (its LAPACK's, which its wheel
+    ships) for one with small LAPACK calls; each library left as it is otherwise."""
     own = openblas_threads()
-    held = (1, 1 if lapack else own[1])
-    with blas.one_thread(lapack):
+    held = (1 if gemms else own[0], 1 if lapack else own[1])
+    hold = blas.one_thread(gemms, lapack)
+    with hold:
         assert openblas_threads() == held
-        with blas.one_thread(lapack):  # a nested or concurrent execution
+        with blas.one_thread(gemms, lapack):  # a nested or concurrent execution
             assert openblas_threads() == held
+        assert openblas_threads() == held
+    assert openblas_threads() == own
+    with hold:  # the executable's own context, entered again on its next call
         assert openblas_threads() == held
     assert openblas_threads() == own
 
