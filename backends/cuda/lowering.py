@@ -35,7 +35,7 @@ from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir, passmanager
 
-from . import autotune, column_emitter, loop_mapping, row_emitter, transpose_emitter
+from . import autotune, column_emitter, loop_mapping, loop_nest_fusion, row_emitter, transpose_emitter
 
 TO_PARALLEL_LOOPS = [
     "func.func(convert-linalg-to-parallel-loops)",
@@ -128,7 +128,13 @@ def map_buffer_loops(module: ir.Module, symbol: str, host: bool = False, target_
     emitted, notes = emit_rows(module, symbol, host, target_name, autotune_path, tiling)
     if not emitted:
         run(module, TO_PARALLEL_LOOPS)
+        notes += fuse_nests(module, symbol)
     return BufferLoops(loop_mapping.map_loop_nests(module, symbol, emitted, host), notes)
+
+
+def fuse_nests(module: ir.Module, symbol: str) -> list[str]:
+    fused = sum(loop_nest_fusion.fuse_loop_nests(function) for function in ops_named(module, "func.func"))
+    return [f"{symbol}: {fused} loop nest(s) fused into the one before (loop_nest_fusion.py)"] if fused else []
 
 
 def emit_rows(module: ir.Module, symbol: str, host: bool, target_name: str, autotune_path: str | None,
