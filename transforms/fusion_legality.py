@@ -156,8 +156,10 @@ def row_compatible(ops: list[ir.Operation]) -> bool:
     leaving the row shape R; every broadcast takes a scalar, maps R's dimensions (or R's
     with the reduced ones kept as 1, a layer norm's keepdims mean) onto the leading ones, or
     the reduced dimensions' shape C onto the trailing ones (a layer norm's scale, the same in
-    every row); every other value has shape S, R, R kept, C, or is a scalar. Then each row's results
-    depend on that row alone, and a kernel can compute a row's reductions and the
+    every row); every other value has shape S, R, R kept, C, or is a scalar, or is computed
+    from iotas and constants alone (`index_only`: an attention's causal mask, whatever its
+    shape and however broadcast, is a function of the element's position). Then each row's
+    results depend on that row alone, and a kernel can compute a row's reductions and the
     elementwise work between them in one sweep (a softmax is one such kernel, as XLA's
     custom CPU fusions and its GPU softmax fusions make it).
     """
@@ -180,8 +182,11 @@ def row_compatible(ops: list[ir.Operation]) -> bool:
     kept = row + (1,) * (len(full) - len(row))  # a row's value with the reduced dimensions kept (keepdims)
     columns = full[len(row):]  # one value per position of a row, the same in every row (a layer norm's scale)
     allowed = {full, row, kept, columns, ()}
+    positional: dict = {}
     for op in ops:
-        if kind_of(op) == "broadcast":
+        if index_only(op, positional):
+            continue
+        if kind_of(op) == "broadcast" and not index_only(op.operands[0], positional):
             operand = _shape(op.operands[0].type)
             dimensions = list(ir.DenseI64ArrayAttr(op.attributes["dimensions"]))
             mapped = {(): [], row: list(range(len(row))), kept: list(range(len(full))), columns: list(range(len(row), len(full)))}
@@ -190,6 +195,23 @@ def row_compatible(ops: list[ir.Operation]) -> bool:
         if any(_shape(result.type) not in allowed for result in op.results):
             return False
     return True
+
+
+INDEX_KINDS = frozenset({"iota", "constant", "broadcast", "reshape", "transpose", "compare", "select", "and", "or", "not",
+                         "xor", "add", "subtract", "multiply", "convert", "maximum", "minimum"})
+
+
+def index_only(node, memo: dict) -> bool:
+    """Whether an op (or the op defining a value) computes from iotas and constants alone."""
+    op = node.owner if isinstance(node, ir.Value) else node
+    if isinstance(op, ir.OpView):
+        op = op.operation
+    if not isinstance(op, ir.Operation):
+        return False  # a kernel's parameter
+    if op not in memo:
+        memo[op] = False  # no cycles in SSA; a guard while the operands are visited
+        memo[op] = kind_of(op) in INDEX_KINDS and all(index_only(operand, memo) for operand in op.operands)
+    return memo[op]
 
 
 def element_count(value_type: ir.Type) -> int:

@@ -100,6 +100,18 @@ def test_softmax_rows_on_the_host_match_numpy(monkeypatch):
     np.testing.assert_allclose(result, softmax(x), rtol=2e-6, atol=1e-7)
 
 
+def test_a_causally_masked_softmax_is_one_row_kernel_on_the_host(monkeypatch):
+    """The mask (iotas compared, broadcast over the heads) rides along in the row kernel."""
+    from .test_fusion import CAUSAL_SOFTMAX
+
+    scores = np.random.default_rng(4).standard_normal((2, 64, 64)).astype(np.float32) * 3
+    (result,), notes = run_on_host(CAUSAL_SOFTMAX, [scores], monkeypatch)
+    (note,) = [note for note in notes if "emitter" in note]
+    assert "row emitter" in note and "128 row(s)" in note
+    masked = np.where(np.tril(np.ones((64, 64), bool)), scores, -1e30)
+    np.testing.assert_allclose(result, softmax(masked), rtol=2e-6, atol=1e-7)
+
+
 @needs_ptxas
 def test_short_rows_share_a_warp_and_the_last_block_is_guarded(monkeypatch):
     """37 rows of 40 f64: 8 threads per row, 32 rows per block (2 blocks, the second

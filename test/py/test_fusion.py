@@ -203,6 +203,34 @@ def test_row_fusion_makes_a_layer_norm_one_kernel_with_the_same_results(context)
     assert_one_kernel_with_the_same_results(frontdoor.import_text(LAYER_NORM, "layer_norm.mlir", context).module)
 
 
+CAUSAL_SOFTMAX = """func.func @main(%scores: tensor<2x64x64xf32>) -> tensor<2x64x64xf32> {
+  %rows = stablehlo.iota dim = 0 : tensor<64x64xi32>
+  %columns = stablehlo.iota dim = 1 : tensor<64x64xi32>
+  %causal = stablehlo.compare GE, %rows, %columns, SIGNED : (tensor<64x64xi32>, tensor<64x64xi32>) -> tensor<64x64xi1>
+  %mask = stablehlo.broadcast_in_dim %causal, dims = [1, 2] : (tensor<64x64xi1>) -> tensor<2x64x64xi1>
+  %hidden = stablehlo.constant dense<-1.0e30> : tensor<2x64x64xf32>
+  %x = stablehlo.select %mask, %scores, %hidden : tensor<2x64x64xi1>, tensor<2x64x64xf32>
+  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %m = stablehlo.reduce(%x init: %ninf) applies stablehlo.maximum across dimensions = [2] : (tensor<2x64x64xf32>, tensor<f32>) -> tensor<2x64xf32>
+  %mb = stablehlo.broadcast_in_dim %m, dims = [0, 1] : (tensor<2x64xf32>) -> tensor<2x64x64xf32>
+  %d = stablehlo.subtract %x, %mb : tensor<2x64x64xf32>
+  %e = stablehlo.exponential %d : tensor<2x64x64xf32>
+  %s = stablehlo.reduce(%e init: %zero) applies stablehlo.add across dimensions = [2] : (tensor<2x64x64xf32>, tensor<f32>) -> tensor<2x64xf32>
+  %sb = stablehlo.broadcast_in_dim %s, dims = [0, 1] : (tensor<2x64xf32>) -> tensor<2x64x64xf32>
+  %r = stablehlo.divide %e, %sb : tensor<2x64x64xf32>
+  return %r : tensor<2x64x64xf32>
+}
+"""
+
+
+def test_row_fusion_takes_a_causal_mask_computed_from_iotas(context):
+    """An attention's causal mask is [T, T], broadcast over the heads: neither a row's shape nor
+    a column's, but a function of the element's position alone, so the masked softmax's two
+    reductions still join one kernel (the benchmark transformer's attention was two)."""
+    assert_one_kernel_with_the_same_results(frontdoor.import_text(CAUSAL_SOFTMAX, "causal_softmax.mlir", context).module)
+
+
 def long_chain_divided_by_a_constant(length: int) -> str:
     """`length` elementwise ops on x, then the remainder by a constant (jax's randint: threefry
     rounds, then the bits modulo the span)."""
