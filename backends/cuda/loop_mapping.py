@@ -29,6 +29,7 @@ from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import arith, ir, scf, vector
 
+ALIGNED_POINTERS = 16  # bytes: every kernel pointer is a slab offset aligned to 256 (`compiler.SLAB_ALIGNMENT`)
 BLOCK_THREADS = 256  # threads per block: 8 warps, XLA:GPU's default for loop fusions
 VECTOR_WIDTH = 4  # consecutive elements per thread in a contiguous elementwise loop: 16 bytes of f32
 # what a loop may recompute for itself: reads and arithmetic, no writes
@@ -220,7 +221,7 @@ def vectorizable(body: ir.Block, trips: list[int], lower: list[int], step: list[
     dimension, which every store writes contiguously (unit stride): then the stores, and the
     loads along the minor dimension, are `vector.load`/`vector.store` of 4 elements, which
     LLVM emits as `ld.global.v4`/`st.global.v4` where it proves 16-byte alignment (kernel
-    pointers are aligned: `lowering.ALIGNED_POINTERS`). Bodies with nested regions (loops,
+    pointers are aligned: `ALIGNED_POINTERS`). Bodies with nested regions (loops,
     branches) keep one element per thread."""
     if not trips or trips[-1] % VECTOR_WIDTH or lower[-1] != 0 or step[-1] != 1:
         return False
@@ -273,14 +274,17 @@ def interleave_body(body: ir.Block, target: ir.Block, lanes: list[list[ir.Value]
         if vectors and op.name == "memref.load" and along_minor(op, minor, 1):
             kind = ir.VectorType.get([len(lanes)], op.results[0].type)
             indices = [mapped(v, mappings[0]) for v in list(op.operands)[1:]]
-            loaded = vector.LoadOp(kind, mapped(op.operands[0], mappings[0]), indices, ip=at).result
+            load = vector.LoadOp(kind, mapped(op.operands[0], mappings[0]), indices, ip=at)
+            declare_alignment(load.operation, op.operands[0].type, len(lanes))
+            loaded = load.result
             for k, mapping in enumerate(mappings):
                 mapping[op.results[0]] = vector.ExtractOp(loaded, [], [k], ip=at).result
             continue
         if vectors and op.name == "memref.store" and along_minor(op, minor, 2):
             kind = ir.VectorType.get([len(lanes)], op.operands[0].type)
             values = vector.FromElementsOp(kind, [mapped(op.operands[0], mapping) for mapping in mappings], ip=at).result
-            vector.StoreOp(values, mapped(op.operands[1], mappings[0]), [mapped(v, mappings[0]) for v in list(op.operands)[2:]], ip=at)
+            store = vector.StoreOp(values, mapped(op.operands[1], mappings[0]), [mapped(v, mappings[0]) for v in list(op.operands)[2:]], ip=at)
+            declare_alignment(store.operation, op.operands[1].type, len(lanes))
             continue
         for mapping in mappings:
             clone = op.clone(at)
@@ -288,6 +292,22 @@ def interleave_body(body: ir.Block, target: ir.Block, lanes: list[list[ir.Value]
                 if operand in mapping:
                     clone.operands[index] = mapping[operand]
             mapping.update(zip(op.results, clone.results))
+
+
+def declare_alignment(access: ir.Operation, memref_type: ir.Type, width: int) -> None:
+    """Tell LLVM a vector access is aligned to its size (up to the kernel pointers'
+    `ALIGNED_POINTERS`) where the view's offset and every stride but the minor one are
+    multiples of the vector's width: its first element is then a multiple of the width from
+    the aligned pointer (the lanes start at 4 x thread). LLVM infers this for plain buffers but
+    not through views of several dimensions, and split such stores into 4 scalar ones."""
+    memref = ir.MemRefType(memref_type)
+    strides, offset = memref.get_strides_and_offset()
+    dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
+    if offset == dynamic or dynamic in strides or offset % width or any(stride % width for stride in strides[:-1]):
+        return
+    element_bytes = max(1, memref.element_type.width // 8)
+    alignment = min(ALIGNED_POINTERS, element_bytes * width)
+    access.attributes["alignment"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), alignment)
 
 
 def map_single_thread(ops: list[ir.Operation]) -> tuple[MappedLoopNest, ir.Operation, ir.Block]:

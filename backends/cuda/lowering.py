@@ -82,14 +82,11 @@ class BufferLoops:
     notes: list[str]
 
 
-ALIGNED_POINTERS = 16  # bytes: every kernel pointer is a slab offset aligned to 256 (`compiler.SLAB_ALIGNMENT`)
-
-
 def aligned_pointers(module: ir.Module) -> None:
     """Tell LLVM the kernels' buffers are aligned (`llvm.align` on every `gpu.func` buffer
     argument), so that its load-store vectorizer can merge neighbouring accesses into
     `ld.global.v4`/`st.global.v4` (the loop emitter gives a thread 4 consecutive elements)."""
-    attribute = ir.DictAttr.get({"llvm.align": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), ALIGNED_POINTERS)})
+    attribute = ir.DictAttr.get({"llvm.align": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), loop_mapping.ALIGNED_POINTERS)})
     for function in ops_named(module, "gpu.func"):
         arguments = function.regions[0].blocks[0].arguments
         if any(isinstance(argument.type, ir.MemRefType) for argument in arguments):
