@@ -31,42 +31,77 @@ def tensor(shape: list[int], element: str) -> str:
 
 def im2col_module_text(symbol: str, shape: Geometry) -> str:
     """The im2col kernel, in destination-passing style: input memref -> rows memref. One loop
-    nest copies the padded input's windows straight into the rows, seen as [N, OH, OW, KH,
-    KW, C] (`memref.expand_shape`, a view): a concatenation of one slice per window position
-    was materialized whole and then copied into the rows, a second pass over them. An input
-    dilation is interior padding of the padded input; a window dilation, the step between a
-    window's taps."""
+    nest writes the rows, seen as [N, OH, OW, KH, KW, C] (`memref.expand_shape`, a view),
+    each element read from the input where its window tap falls on it and 0 where it falls
+    on padding (or between the rows of an input dilation): the padded input is never made,
+    which on a GPU was two more launches (its fill and its interior) and a pass over it. A
+    window dilation is the step between a window's taps."""
     s = shape
-    (top, bottom), (left, right) = s.padding
-    (dilate_height, dilate_width), (tap_height, tap_width) = s.lhs_dilation, s.rhs_dilation
-    dilated = [(s.height - 1) * dilate_height + 1, (s.width - 1) * dilate_width + 1]
-    padded = [s.batch, dilated[0] + top + bottom, dilated[1] + left + right, s.channels]
-    input_type, padded_type = tensor([s.batch, s.height, s.width, s.channels], s.element), tensor(padded, s.element)
+    (top, _), (left, _) = s.padding
+    input_memref = f"memref<{s.batch}x{s.height}x{s.width}x{s.channels}x{s.element}>"
+    input_type = input_memref.replace("memref", "tensor")
     fields = [s.batch, s.out_height, s.out_width, s.kernel_height, s.kernel_width, s.channels]
     fields_type, rows_type = tensor(fields, s.element), tensor([s.m, s.k], s.element)
     fields_memref, rows_memref = fields_type.replace("tensor", "memref"), rows_type.replace("tensor", "memref")
-    window = (f"affine_map<(n, i, j, p, q, c) -> (n, i * {s.strides[0]} + p * {tap_height}, "
-              f"j * {s.strides[1]} + q * {tap_width}, c)>")
+    rows, row, row_valid = tap_coordinate("h", "i", "p", s.strides[0], s.rhs_dilation[0], top, s.lhs_dilation[0], s.height)
+    columns, column, column_valid = tap_coordinate("w", "j", "q", s.strides[1], s.rhs_dilation[1], left, s.lhs_dilation[1], s.width)
     identity = "affine_map<(n, i, j, p, q, c) -> (n, i, j, p, q, c)>"
     parallel = ", ".join(['"parallel"'] * 6)
     return "\n".join([
-        f"func.func @{symbol}(%input: {input_type.replace('tensor', 'memref')}, %rows: {rows_memref}) {{",
-        f"  %x = bufferization.to_tensor %input restrict : {input_type.replace('tensor', 'memref')} to {input_type}",
-        f"  %zero = stablehlo.constant dense<0.0> : tensor<{s.element}>",
-        f'  %padded = "stablehlo.pad"(%x, %zero) {{edge_padding_low = array<i64: 0, {top}, {left}, 0>, '
-        f"edge_padding_high = array<i64: 0, {bottom}, {right}, 0>, interior_padding = array<i64: 0, {dilate_height - 1}, {dilate_width - 1}, 0>}} "
-        f": ({input_type}, tensor<{s.element}>) -> {padded_type}",
+        f"func.func @{symbol}(%input: {input_memref}, %rows: {rows_memref}) {{",
+        f"  %x = bufferization.to_tensor %input restrict : {input_memref} to {input_type}",
         f"  %fields_view = memref.expand_shape %rows [[0, 1, 2], [3, 4, 5]] output_shape [{', '.join(map(str, fields))}] : {rows_memref} into {fields_memref}",
         f"  %empty = tensor.empty() : {fields_type}",
-        f"  %fields = linalg.generic {{indexing_maps = [{window}, {identity}], iterator_types = [{parallel}]}} "
-        f"ins(%padded : {padded_type}) outs(%empty : {fields_type}) {{",
-        f"  ^bb0(%in: {s.element}, %out: {s.element}):",
-        f"    linalg.yield %in : {s.element}",
+        f"  %fields = linalg.generic {{indexing_maps = [{identity}], iterator_types = [{parallel}]}} outs(%empty : {fields_type}) {{",
+        f"  ^bb0(%out: {s.element}):",
+        *(f"    %{name} = linalg.index {d} : index" for d, name in enumerate("nijpqc")),
+        *rows,
+        *columns,
+        f"    %valid = arith.andi {row_valid}, {column_valid} : i1",
+        f"    %read = tensor.extract %x[%n, {row}, {column}, %c] : {input_type}",
+        f"    %zero = arith.constant 0.0 : {s.element}",
+        f"    %value = arith.select %valid, %read, %zero : {s.element}",
+        f"    linalg.yield %value : {s.element}",
         f"  }} -> {fields_type}",
         f"  bufferization.materialize_in_destination %fields in restrict writable %fields_view : ({fields_type}, {fields_memref}) -> ()",
         "  return",
         "}",
     ])
+
+
+def tap_coordinate(name: str, position: str, tap: str, stride: int, tap_step: int, low: int, dilation: int,
+                   size: int) -> tuple[list[str], str, str]:
+    """Lines computing the input row (or column) a window tap reads, clamped into the input so
+    that the read is in bounds, and whether the tap falls on it; with the names of both. The
+    coordinate in the padded, dilated input is position * stride + tap * tap_step - low; the
+    tap is on the input when it is within [0, (size - 1) * dilation] and a multiple of the
+    dilation."""
+    last = (size - 1) * dilation
+    lines = [
+        f"    %{name}_stride = arith.constant {stride} : index",
+        f"    %{name}_step = arith.constant {tap_step} : index",
+        f"    %{name}_low = arith.constant {low} : index",
+        f"    %{name}_last = arith.constant {last} : index",
+        f"    %{name}_zero = arith.constant 0 : index",
+        f"    %{name}_at = arith.muli %{position}, %{name}_stride : index",
+        f"    %{name}_tap = arith.muli %{tap}, %{name}_step : index",
+        f"    %{name}_sum = arith.addi %{name}_at, %{name}_tap : index",
+        f"    %{name}_dilated = arith.subi %{name}_sum, %{name}_low : index",
+        f"    %{name}_above = arith.cmpi sge, %{name}_dilated, %{name}_zero : index",
+        f"    %{name}_below = arith.cmpi sle, %{name}_dilated, %{name}_last : index",
+        f"    %{name}_inside = arith.andi %{name}_above, %{name}_below : i1",
+        f"    %{name}_clamped = arith.maxsi %{name}_dilated, %{name}_zero : index",
+        f"    %{name}_in_range = arith.minsi %{name}_clamped, %{name}_last : index",
+    ]
+    if dilation == 1:
+        return lines, f"%{name}_in_range", f"%{name}_inside"
+    return lines + [
+        f"    %{name}_dilation = arith.constant {dilation} : index",
+        f"    %{name} = arith.divui %{name}_in_range, %{name}_dilation : index",
+        f"    %{name}_offset = arith.remui %{name}_in_range, %{name}_dilation : index",
+        f"    %{name}_on_row = arith.cmpi eq, %{name}_offset, %{name}_zero : index",
+        f"    %{name}_valid = arith.andi %{name}_inside, %{name}_on_row : i1",
+    ], f"%{name}", f"%{name}_valid"
 
 
 # the im2col rows of one block: what stays in a core's L2 cache (1-1.25 MiB on the hosts

@@ -366,3 +366,54 @@ def test_tuning_jobs_compile_every_candidate_of_column_and_transpose_kernels():
             assert ptx.kernel_names(candidate.ptx) == [candidate.entry]
             ptxas.assemble(candidate.ptx)
         assert all(size > 0 for size in job.buffer_bytes) and max(max(c.arguments) for c in job.candidates) < len(job.buffer_bytes)
+
+
+def convolution_text(size: int, stride: int, padding: tuple[int, int], lhs_dilation: int, rhs_dilation: int) -> str:
+    """A 4 x size x size x 32 input by a 3 x 3 x 32 x 64 kernel, NHWC x HWIO (large enough for
+    the cuda pipeline to choose im2col and a GEMM)."""
+    out = ((size - 1) * lhs_dilation + 1 + sum(padding) - (3 - 1) * rhs_dilation - 1) // stride + 1
+    pad = f"[{padding[0]}, {padding[1]}]"
+    return f"""func.func @main(%x: tensor<4x{size}x{size}x32xf32>, %k: tensor<3x3x32x64xf32>) -> tensor<4x{out}x{out}x64xf32> {{
+  %y = stablehlo.convolution(%x, %k) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], window = {{stride = [{stride}, {stride}], pad = [{pad}, {pad}], lhs_dilate = [{lhs_dilation}, {lhs_dilation}], rhs_dilate = [{rhs_dilation}, {rhs_dilation}]}} {{batch_group_count = 1 : i64, feature_group_count = 1 : i64}} : (tensor<4x{size}x{size}x32xf32>, tensor<3x3x32x64xf32>) -> tensor<4x{out}x{out}x64xf32>
+  return %y : tensor<4x{out}x{out}x64xf32>
+}}
+"""
+
+
+@pytest.mark.parametrize("stride, padding, lhs_dilation, rhs_dilation", [
+    (1, (1, 1), 1, 1),  # same padding
+    (2, (1, 0), 1, 1),  # strided, padded on one side
+    (1, (2, 2), 1, 2),  # a dilated window
+    (1, (2, 2), 2, 1),  # a dilated input (a strided layer's input gradient)
+])
+def test_im2col_reads_the_input_where_taps_fall_on_it_in_one_launch(stride, padding, lhs_dilation, rhs_dilation, monkeypatch):
+    """The im2col rows are one launch, zeros where a tap falls on padding or between dilated
+    rows (no padded input made first), its 4 channels a thread read and written with vector
+    accesses (the stores through the rows' 6-D view declared aligned), and the convolution
+    matches its definition."""
+    text = convolution_text(24, stride, padding, lhs_dilation, rhs_dilation)
+    program = compile_text(text)
+    (im2col,) = [kernel for kernel in program.kernels if kernel.symbol.endswith("im2col")]
+    assert len(im2col.launches) == 1 and not im2col.scratch
+    assert "ld.global.v4.b32" in program.ptx and "st.global.v4.b32" in program.ptx  # 4 channels a thread, aligned
+    rng = np.random.default_rng(2)
+    x, k = rng.standard_normal((4, 24, 24, 32)).astype(np.float32), rng.standard_normal((3, 3, 32, 64)).astype(np.float32)
+    (result,), _ = run_on_host(text, [x, k], monkeypatch)
+    np.testing.assert_allclose(result, convolution(x, k, stride, padding, lhs_dilation, rhs_dilation), rtol=1e-4, atol=1e-4)
+
+
+def convolution(x, k, stride, padding, lhs_dilation, rhs_dilation):
+    """NHWC x HWIO in float64 by its definition: the input dilated and padded, each output the
+    sum over the window's taps."""
+    n, h, w, c = x.shape
+    dilated = np.zeros((n, (h - 1) * lhs_dilation + 1, (w - 1) * lhs_dilation + 1, c))
+    dilated[:, ::lhs_dilation, ::lhs_dilation] = x
+    padded = np.pad(dilated, ((0, 0), padding, padding, (0, 0)))
+    span = (k.shape[0] - 1) * rhs_dilation + 1
+    out = (padded.shape[1] - span) // stride + 1
+    result = np.zeros((n, out, out, k.shape[3]))
+    for p in range(k.shape[0]):
+        for q in range(k.shape[1]):
+            taps = padded[:, p * rhs_dilation::stride, q * rhs_dilation::stride][:, :out, :out]
+            result += taps @ k[p, q].astype(np.float64)
+    return result
