@@ -92,7 +92,8 @@ class Variant:
     row-wise kernels are split into slices, the lowering of a kernel's loops after
     bufferization (`lowering.lower_to_llvm_dialect`'s `buffer_loops`), whether bf16 values
     read in a kernel may stay in f32 where the compile's options allow it (`excess_precision.py`),
-    and whether kernels flush denormals where the options ask it (`denormal_flushing.py`)."""
+    whether kernels flush denormals where the options ask it (`denormal_flushing.py`), and
+    whether an op with a kernel of its own takes it over its host call."""
 
     pipeline: str = "cpu"
     alignment: int = kernel_scratch.ALIGNMENT
@@ -100,6 +101,7 @@ class Variant:
     buffer_loops: object = None
     excess_precision: bool = True
     flush_denormals: bool = True
+    prefer_kernels: bool = False  # ops with a kernel of their own take it over their host call (`ThunkEmitter`)
 
 
 def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pipeline: bool = True,
@@ -117,7 +119,8 @@ def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pi
             check_layouts(module)
             assignment = pipeline_assignment(runner)
             with erasure.stage("cpu backend thunk emission"), phases.phase("backend", "thunk emission"):
-                emission = ThunkEmitter(module, assignment, slice_rows=variant.slice_rows, excess_precision=variant.excess_precision).emit()
+                emission = ThunkEmitter(module, assignment, slice_rows=variant.slice_rows, excess_precision=variant.excess_precision,
+                                       prefer_kernels=variant.prefer_kernels).emit()
             plan = plan_of(emission, module)
             gemms_in_parts(plan, variant)
             phases.publish("kernel-count", len(emission.kernels))

@@ -40,7 +40,7 @@ from mlirxla.transforms.fusion_legality import NOT_KERNELS, ContiguousCopy, cont
 from mlirxla.transforms.scheduling import type_bytes
 
 from . import native_symbols, row_programs, softmax_rows
-from .emitters import collectives, control_flow, host_calls, kernels, library_calls, loop_kernels
+from .emitters import collectives, control_flow, host_calls, kernels, library_calls, loop_kernels, triangular_solve
 from .emitters.kernels import KernelSpec
 from .op_support import interpreted_reason, unsupported_reason
 
@@ -94,6 +94,7 @@ EMITTERS = {
     "while": control_flow.emit_while,
     "conditional": control_flow.emit_conditional,
     **{kind: host_calls.emit_host_call for kind in host_calls.HOST_CALLS},
+    "triangular_solve": triangular_solve.emit_triangular_solve,
     "scatter": loop_kernels.emit_scatter,
     "select_and_scatter": loop_kernels.emit_select_and_scatter,
     "reduce_window": loop_kernels.emit_reduce_window,
@@ -146,11 +147,13 @@ class ThunkEmitter:
     """The state one emission shares with the emitters: the buffers (values' slices, the
     allocations), the kernels to compile and their symbols, the decisions."""
 
-    def __init__(self, module: ir.Module, assignment: Assignment, slice_rows: bool = True, excess_precision: bool = True):
+    def __init__(self, module: ir.Module, assignment: Assignment, slice_rows: bool = True, excess_precision: bool = True,
+                 prefer_kernels: bool = False):
         self.module = module
         self.assignment = assignment
         self.slice_rows = slice_rows  # spread large row-wise kernels over host threads (the cuda backend's grids do that)
         self.excess_precision = excess_precision  # a GEMM may ignore a dot's precision algorithm (its operands not rounded)
+        self.prefer_kernels = prefer_kernels  # an op with a kernel of its own takes it over its host call (the cuda backend runs none)
         self.functions = {ir.StringAttr(op.attributes["sym_name"]).value: op.operation
                           for op in module.body.operations if op.operation.name == "func.func"}
         self.symbols: set[str] = set()

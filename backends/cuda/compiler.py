@@ -100,7 +100,7 @@ def codegen(runner: PipelineRunner, target: GpuTarget = H200) -> CudaProgram:
     with module.context, ir.Location.unknown():
         cpu_compiler.check_layouts(module)
         assignment = cpu_compiler.pipeline_assignment(runner)
-        emission = ThunkEmitter(module, assignment, slice_rows=False).emit()
+        emission = ThunkEmitter(module, assignment, slice_rows=False, prefer_kernels=True).emit()
         plan = cpu_compiler.plan_of(emission, module)
         plan.backend = "cuda"
         specs = {spec.symbol: spec for spec in emission.kernels}

@@ -19,7 +19,8 @@ def map_loops(module, symbol) -> None:
 # a kernel the lowering cannot make runs on the interpreter, as on the cpu backend, and the
 # thunk sequence says so (the cuda backend refuses it); every bf16 op rounded, as before:
 # excess precision (`backends/cpu/excess_precision.py`) is the cpu backend's decision
-VARIANT = cpu_compiler.Variant(pipeline="cuda", alignment=256, slice_rows=False, buffer_loops=map_loops, excess_precision=False)
+VARIANT = cpu_compiler.Variant(pipeline="cuda", alignment=256, slice_rows=False, buffer_loops=map_loops, excess_precision=False,
+                                prefer_kernels=True)
 
 
 def compile_program(module, options) -> CompiledProgram:

@@ -51,7 +51,7 @@ def tuning_jobs(module: ir.Module, options: RunOptions = RunOptions(backend="cud
     jobs: dict[str, TuningJob] = {}
     with runner.module.context, ir.Location.unknown():
         assignment = cpu_compiler.pipeline_assignment(runner)
-        emission = ThunkEmitter(runner.module, assignment, slice_rows=False).emit()
+        emission = ThunkEmitter(runner.module, assignment, slice_rows=False, prefer_kernels=True).emit()
         for spec in emission.kernels:
             if spec.interpret is None and (job := kernel_job(spec, target, jobs)) is not None:
                 jobs[job.fingerprint] = job

@@ -417,3 +417,52 @@ def convolution(x, k, stride, padding, lhs_dilation, rhs_dilation):
             taps = padded[:, p * rhs_dilation::stride, q * rhs_dilation::stride][:, :out, :out]
             result += taps @ k[p, q].astype(np.float64)
     return result
+
+
+def triangular_solve_text(batch: list[int], n: int, m: int, element: str, left_side: bool, lower: bool, unit: bool,
+                          transpose: str) -> str:
+    b_shape = batch + ([n, m] if left_side else [m, n])
+    a_type = f"tensor<{'x'.join(map(str, batch + [n, n]))}x{element}>"
+    b_type = f"tensor<{'x'.join(map(str, b_shape))}x{element}>"
+    return f"""func.func @main(%a: {a_type}, %b: {b_type}) -> {b_type} {{
+  %x = "stablehlo.triangular_solve"(%a, %b) {{left_side = {str(left_side).lower()}, lower = {str(lower).lower()}, unit_diagonal = {str(unit).lower()}, transpose_a = #stablehlo<transpose {transpose}>}} : ({a_type}, {b_type}) -> {b_type}
+  return %x : {b_type}
+}}
+"""
+
+
+@pytest.mark.parametrize("element, left_side, lower, unit, transpose", [
+    ("f32", True, True, False, "NO_TRANSPOSE"),
+    ("f64", False, True, True, "TRANSPOSE"),
+    ("f64", True, False, False, "TRANSPOSE"),
+    ("complex<f32>", False, False, False, "ADJOINT"),
+])
+def test_a_triangular_solve_is_one_launch_of_a_thread_per_right_hand_side(element, left_side, lower, unit, transpose,
+                                                                         monkeypatch):
+    """The cuda backend runs no host calls, so a triangular solve (LAPACK's trsm on the CPU)
+    is a kernel: 2 x 3 batches of 5 right-hand sides, each thread substituting through 24
+    rows, forward or backward; its results match numpy's solve of the same systems."""
+    text = triangular_solve_text([2, 3], 24, 5, element, left_side, lower, unit, transpose)
+    program = compile_text(text)
+    (kernel,) = program.kernels
+    assert [launch.block for launch in kernel.launches] == [(30, 1, 1)]
+    assert any("triangular solve as a kernel" in decision for decision in program.decisions)
+    dtype = {"f32": np.float32, "f64": np.float64, "complex<f32>": np.complex64}[element]
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((2, 3, 24, 24)) + 6 * np.eye(24)  # well conditioned on both triangles
+    b = rng.standard_normal((2, 3, 24, 5) if left_side else (2, 3, 5, 24))
+    if dtype is np.complex64:
+        a, b = a + 1j * rng.standard_normal(a.shape), b + 1j * rng.standard_normal(b.shape)
+    a, b = a.astype(dtype), b.astype(dtype)
+    (result,), _ = run_on_host(text, [a, b], monkeypatch)
+    triangle = np.tril(a) if lower else np.triu(a)
+    if unit:
+        triangle = triangle - triangle * np.eye(24) + np.eye(24)
+    op = {"NO_TRANSPOSE": triangle, "TRANSPOSE": np.swapaxes(triangle, -1, -2),
+          "ADJOINT": np.conj(np.swapaxes(triangle, -1, -2))}[transpose].astype(np.complex128)
+    if left_side:
+        expected = np.linalg.solve(op, b.astype(np.complex128))
+    else:
+        expected = np.swapaxes(np.linalg.solve(np.swapaxes(op, -1, -2), np.swapaxes(b, -1, -2).astype(np.complex128)), -1, -2)
+    tolerance = 1e-4 if dtype in (np.float32, np.complex64) else 1e-10
+    np.testing.assert_allclose(result, expected if np.iscomplexobj(a) else expected.real, rtol=tolerance, atol=tolerance)
