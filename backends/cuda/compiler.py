@@ -41,6 +41,7 @@ from mlirxla.runtime.cuda.executable_file import ExecutableFile
 from mlirxla.runtime.executable import ExecutablePlan
 from mlirxla.runtime.thunks import (BufferSlice, ConditionalThunk, CopyThunk, KernelThunk, ParallelCopyThunk,
                                     SlicedKernelThunk, WhileThunk)
+from mlirxla.transforms import erasure
 from mlirxla.transforms.buffer_assignment import write_summary
 
 from . import gemm_epilogues, launches as launch_reading, lowering, ptx, ptxas
@@ -100,7 +101,7 @@ def codegen(runner: PipelineRunner, target: GpuTarget = H200) -> CudaProgram:
     with module.context, ir.Location.unknown():
         cpu_compiler.check_layouts(module)
         assignment = cpu_compiler.pipeline_assignment(runner)
-        emission = ThunkEmitter(module, assignment, slice_rows=False, prefer_kernels=True).emit()
+        emission = emit_thunks(module, assignment)
         plan = cpu_compiler.plan_of(emission, module)
         plan.backend = "cuda"
         specs = {spec.symbol: spec for spec in emission.kernels}
@@ -111,7 +112,9 @@ def codegen(runner: PipelineRunner, target: GpuTarget = H200) -> CudaProgram:
         for spec in emission.kernels:
             if spec.symbol not in launched:  # an epilogue a cuBLASLt matmul computes
                 continue
-            kernel = compile_kernel(spec, by_source)
+            with erasure.stage(f"cuda backend kernel '{spec.symbol}'"):
+                erasure.processing(spec.op)
+                kernel = compile_kernel(spec, by_source)
             kernels[spec.symbol] = kernel
             emission.decisions.extend(kernel.notes)
             if kernel.same_as:
@@ -132,6 +135,13 @@ def codegen(runner: PipelineRunner, target: GpuTarget = H200) -> CudaProgram:
     program = CudaProgram(plan, list(kernels.values()), ptx_text, cubin, executable, emission.decisions, streams)
     dump(runner, program, optimized_ir, target)
     return program
+
+
+def emit_thunks(module: ir.Module, assignment):
+    """The cpu backend's thunk emission as the cuda backend wants it: whole kernels, ops with
+    kernels of their own (a triangular solve) as kernels rather than host calls."""
+    with erasure.stage("cuda backend thunk emission"):
+        return ThunkEmitter(module, assignment, slice_rows=False, prefer_kernels=True).emit()
 
 
 def check_single_device(module: ir.Module) -> None:

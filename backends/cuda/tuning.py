@@ -11,13 +11,13 @@ from dataclasses import asdict, dataclass
 
 from mlirxla.backends.cpu import compiler as cpu_compiler
 from mlirxla.backends.cpu.emitters.kernels import KernelSpec
-from mlirxla.backends.cpu.thunk_emitter import ThunkEmitter
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir
 from mlirxla.pipelines import named_pipeline
 from mlirxla.pipelines.runner import PipelineRunner, RunOptions
+from mlirxla.transforms import erasure
 
-from . import autotune, launches, lowering, ptx
+from . import autotune, compiler, launches, lowering, ptx
 from .target import GpuTarget, H200
 
 
@@ -51,9 +51,12 @@ def tuning_jobs(module: ir.Module, options: RunOptions = RunOptions(backend="cud
     jobs: dict[str, TuningJob] = {}
     with runner.module.context, ir.Location.unknown():
         assignment = cpu_compiler.pipeline_assignment(runner)
-        emission = ThunkEmitter(runner.module, assignment, slice_rows=False, prefer_kernels=True).emit()
-        for spec in emission.kernels:
-            if spec.interpret is None and (job := kernel_job(spec, target, jobs)) is not None:
+        for spec in compiler.emit_thunks(runner.module, assignment).kernels:
+            if spec.interpret is not None:
+                continue
+            with erasure.stage(f"cuda tuning job '{spec.symbol}'"):
+                job = kernel_job(spec, target, jobs)
+            if job is not None:
                 jobs[job.fingerprint] = job
     return list(jobs.values())
 
