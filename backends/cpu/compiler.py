@@ -93,7 +93,7 @@ class Variant:
     bufferization (`lowering.lower_to_llvm_dialect`'s `buffer_loops`), whether bf16 values
     read in a kernel may stay in f32 where the compile's options allow it (`excess_precision.py`),
     whether kernels flush denormals where the options ask it (`denormal_flushing.py`), and
-    whether an op with a kernel of its own takes it over its host call."""
+    whether kernels are made as for a GPU (`ThunkEmitter.gpu_kernels`)."""
 
     pipeline: str = "cpu"
     alignment: int = kernel_scratch.ALIGNMENT
@@ -101,7 +101,7 @@ class Variant:
     buffer_loops: object = None
     excess_precision: bool = True
     flush_denormals: bool = True
-    prefer_kernels: bool = False  # ops with a kernel of their own take it over their host call (`ThunkEmitter`)
+    gpu_kernels: bool = False  # kernels as for a GPU (`ThunkEmitter.gpu_kernels`)
 
 
 def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pipeline: bool = True,
@@ -120,7 +120,7 @@ def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pi
             assignment = pipeline_assignment(runner)
             with erasure.stage("cpu backend thunk emission"), phases.phase("backend", "thunk emission"):
                 emission = ThunkEmitter(module, assignment, slice_rows=variant.slice_rows, excess_precision=variant.excess_precision,
-                                       prefer_kernels=variant.prefer_kernels).emit()
+                                       gpu_kernels=variant.gpu_kernels).emit()
             plan = plan_of(emission, module)
             gemms_in_parts(plan, variant)
             phases.publish("kernel-count", len(emission.kernels))

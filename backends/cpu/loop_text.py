@@ -76,6 +76,19 @@ class LoopText:
         self.open(f"scf.for {variable} = {self.constant(0)} to {bound} step {self.constant(1)}")
         return variable
 
+    def parallel(self, uppers: list[int], hint: str = "r") -> list[str]:
+        """Open `scf.parallel` over [0, upper) for each of `uppers` (close it with
+        `close_parallel`); its induction variables."""
+        variables = [self.fresh(hint) for _ in uppers]
+        zeros, ones = ", ".join(self.constant(0) for _ in uppers), ", ".join(self.constant(1) for _ in uppers)
+        bounds = ", ".join(self.constant(upper) for upper in uppers)
+        self.open(f"scf.parallel ({', '.join(variables)}) = ({zeros}) to ({bounds}) step ({ones})")
+        return variables
+
+    def close_parallel(self) -> None:
+        self.line("scf.reduce")
+        self.close()
+
     def load(self, memref: str, memref_type: str, indices: list[str]) -> str:
         return self.value(f"memref.load {memref}[{', '.join(indices)}] : {memref_type}")
 

@@ -148,12 +148,14 @@ class ThunkEmitter:
     allocations), the kernels to compile and their symbols, the decisions."""
 
     def __init__(self, module: ir.Module, assignment: Assignment, slice_rows: bool = True, excess_precision: bool = True,
-                 prefer_kernels: bool = False):
+                 gpu_kernels: bool = False):
         self.module = module
         self.assignment = assignment
         self.slice_rows = slice_rows  # spread large row-wise kernels over host threads (the cuda backend's grids do that)
         self.excess_precision = excess_precision  # a GEMM may ignore a dot's precision algorithm (its operands not rounded)
-        self.prefer_kernels = prefer_kernels  # an op with a kernel of its own takes it over its host call (the cuda backend runs none)
+        # kernels for a GPU (the cuda backend, which runs no host calls): an op with a kernel of its
+        # own takes it over its host call, and row-wise kernels run a row a thread
+        self.gpu_kernels = gpu_kernels
         self.functions = {ir.StringAttr(op.attributes["sym_name"]).value: op.operation
                           for op in module.body.operations if op.operation.name == "func.func"}
         self.symbols: set[str] = set()

@@ -101,9 +101,9 @@ def sortable(text: LoopText, value: str, tensor_type: ir.Type, canonical: bool, 
     return text.value(f"arith.xori {wide}, {constant(-1, 'i64')} : {typed('i64')}") if descending else wide
 
 
-def top_k_module_text(symbol: str, op: ir.Operation, k: int) -> str:
+def top_k_module_text(symbol: str, op: ir.Operation, k: int, parallel_rows: bool = False) -> str:
     """The selection kernel of a sort: the sort's operands -> its results, the first k
-    positions of each row."""
+    positions of each row (`select`'s `parallel_rows`: a GPU's form)."""
     key = comparator_keys(op)[0]
     memrefs = [memref_text(v.type) for v in op.operands]
     text = LoopText(symbol, [(f"in{i}", t) for i, t in enumerate(memrefs)] + [(f"out{i}", t) for i, t in enumerate(memrefs)])
@@ -113,14 +113,14 @@ def top_k_module_text(symbol: str, op: ir.Operation, k: int) -> str:
             text.store(text.load(f"%in{i}", memref_type, at(chosen)), f"%out{i}", memref_type, at(rank))
 
     select(text, op.operands[key.operand].type, f"%in{key.operand}", ir.IntegerAttr(op.attributes["dimension"]).value,
-           k, key, gather)
+           k, key, gather, parallel_rows=parallel_rows)
     return text.text()
 
 
-def top_k_call_text(symbol: str, op: ir.Operation, leading: int | None = None) -> str:
+def top_k_call_text(symbol: str, op: ir.Operation, leading: int | None = None, parallel_rows: bool = False) -> str:
     """The kernel of a `TopK` custom call (`transforms/top_k_rewriter.py`): x -> the k largest
     (or smallest) of each last-dimension row and their positions, both k wide; with `leading`,
-    for a block of that many of the leading dimension's rows."""
+    for a block of that many of the leading dimension's rows (`parallel_rows`: a GPU's form)."""
     operand, values, positions = (block_of(t, leading) for t in (op.operands[0].type, op.results[0].type, op.results[1].type))
     memrefs = [memref_text(t) for t in (operand, values, positions)]
     text = LoopText(symbol, list(zip(("in0", "out0", "out1"), memrefs)))
@@ -132,7 +132,7 @@ def top_k_call_text(symbol: str, op: ir.Operation, leading: int | None = None) -
         text.store(position, "%out1", memrefs[2], at(rank))
 
     k = ir.RankedTensorType(values).shape[-1]
-    select(text, operand, "%in0", ir.RankedTensorType(operand).rank - 1, k, key, write)
+    select(text, operand, "%in0", ir.RankedTensorType(operand).rank - 1, k, key, write, parallel_rows=parallel_rows)
     return text.text()
 
 
@@ -186,21 +186,28 @@ class Selection:
 
 
 def select(text: LoopText, key_type: ir.Type, keys_memref: str, dimension: int, k: int | str, key: SortKey, write,
-           extents: list[str] | None = None, keys_memref_type: str | None = None) -> None:
+           extents: list[str] | None = None, keys_memref_type: str | None = None, parallel_rows: bool = False) -> None:
     """Per row of `keys_memref` along `dimension`, the first k positions of the stable order of
     `key` into a k-entry buffer, then `write(at, rank, chosen)` for each rank: `at(position)`
     the indices of a position of the row, `chosen` the position at `rank`. `key_type` gives
     the keys' element and rank; sizes are its shape's, or `extents` (index values) with k an
-    index value at most `MAX_SELECTED` and `keys_memref_type` the keys' dynamic memref."""
+    index value at most `MAX_SELECTED` and `keys_memref_type` the keys' dynamic memref. With
+    `parallel_rows` (a GPU's kernel: one thread a row) the rows are one `scf.parallel`, each
+    iteration with a buffer of its own, and positions are scanned one by one (the vector
+    chunks are the CPU's)."""
     shape = list(ir.RankedTensorType(key_type).shape)
     keys_memref_type = keys_memref_type or memref_text(key_type)
     static = extents is None
     extents = [text.constant(size) for size in shape] if static else extents
     selection = Selection(k, text.constant(k), text.constant(k - 1)) if static else \
         Selection(MAX_SELECTED, k, text.value(f"arith.subi {k}, {text.constant(1)} : index"), static=False)
+    if parallel_rows:
+        row = dict(zip([d for d in range(len(shape)) if d != dimension],
+                       text.parallel([size for d, size in enumerate(shape) if d != dimension])))
     text.line(f"%keys = memref.alloca() : {selection.keys_type}")
     text.line(f"%positions = memref.alloca() : {selection.positions_type}")
-    row = {d: text.loop(extent, "r") for d, extent in enumerate(extents) if d != dimension}
+    if not parallel_rows:
+        row = {d: text.loop(extent, "r") for d, extent in enumerate(extents) if d != dimension}
 
     def at(position: str) -> list[str]:
         return [position if d == dimension else row[d] for d in range(len(shape))]
@@ -213,7 +220,7 @@ def select(text: LoopText, key_type: ir.Type, keys_memref: str, dimension: int, 
     text.close()
     threshold = text.load("%keys", selection.keys_type, [selection.last])
     start = selection.k
-    contiguous = dimension == len(shape) - 1 and CONTIGUOUS.match(keys_memref_type)
+    contiguous = not parallel_rows and dimension == len(shape) - 1 and CONTIGUOUS.match(keys_memref_type)
     lanes = chunk_lanes(element_text(key_type))
     if static and contiguous and (chunks := (shape[dimension] - k) // lanes):
         threshold = scan_chunks(text, keys_memref, keys_memref_type, key_type, at, key, selection, text.constant(chunks), threshold, key_of)
@@ -228,6 +235,9 @@ def select(text: LoopText, key_type: ir.Type, keys_memref: str, dimension: int, 
     rank = text.loop(selection.k, "j")
     write(at, rank, text.load("%positions", selection.positions_type, [rank]))
     text.close()
+    if parallel_rows:
+        text.close_parallel()
+        return
     for _ in row:
         text.close()
 

@@ -141,7 +141,7 @@ def emit_thunks(module: ir.Module, assignment):
     """The cpu backend's thunk emission as the cuda backend wants it: whole kernels, ops with
     kernels of their own (a triangular solve) as kernels rather than host calls."""
     with erasure.stage("cuda backend thunk emission"):
-        return ThunkEmitter(module, assignment, slice_rows=False, prefer_kernels=True).emit()
+        return ThunkEmitter(module, assignment, slice_rows=False, gpu_kernels=True).emit()
 
 
 def check_single_device(module: ir.Module) -> None:

@@ -20,7 +20,7 @@ def map_loops(module, symbol) -> None:
 # thunk sequence says so (the cuda backend refuses it); every bf16 op rounded, as before:
 # excess precision (`backends/cpu/excess_precision.py`) is the cpu backend's decision
 VARIANT = cpu_compiler.Variant(pipeline="cuda", alignment=256, slice_rows=False, buffer_loops=map_loops, excess_precision=False,
-                                prefer_kernels=True)
+                                gpu_kernels=True)
 
 
 def compile_program(module, options) -> CompiledProgram:

@@ -466,3 +466,24 @@ def test_a_triangular_solve_is_one_launch_of_a_thread_per_right_hand_side(elemen
         expected = np.swapaxes(np.linalg.solve(np.swapaxes(op, -1, -2), np.swapaxes(b, -1, -2).astype(np.complex128)), -1, -2)
     tolerance = 1e-4 if dtype in (np.float32, np.complex64) else 1e-10
     np.testing.assert_allclose(result, expected if np.iscomplexobj(a) else expected.real, rtol=tolerance, atol=tolerance)
+
+
+TOP_K = """func.func @main(%x: tensor<6x100xf32>) -> (tensor<6x5xf32>, tensor<6x5xi32>) {
+  %values, %indices = chlo.top_k(%x, k = 5) : tensor<6x100xf32> -> (tensor<6x5xf32>, tensor<6x5xi32>)
+  return %values, %indices : tensor<6x5xf32>, tensor<6x5xi32>
+}
+"""
+
+
+def test_top_k_selects_a_row_a_thread_with_a_buffer_of_its_own(monkeypatch):
+    """The top-k selection kernel (a host-looped kernel with one stack buffer on the CPU) runs
+    its rows as one parallel loop, each thread with its own k-entry buffer in local memory:
+    6 threads; ties go to the earlier position, as the stable sort's order."""
+    program = compile_text(TOP_K)
+    (selection,) = [kernel for kernel in program.kernels if kernel.symbol == "sort"]
+    assert [launch.block for launch in selection.launches] == [(6, 1, 1)]
+    x = np.round(np.random.default_rng(7).standard_normal((6, 100)) * 4).astype(np.float32)  # many ties
+    (values, indices), _ = run_on_host(TOP_K, [x], monkeypatch)
+    order = np.argsort(-x, axis=1, kind="stable")[:, :5]
+    np.testing.assert_array_equal(indices, order)
+    np.testing.assert_array_equal(values, np.take_along_axis(x, order, axis=1))

@@ -121,7 +121,7 @@ def emit_sort(emitter, op: ir.Operation) -> list:
         return emit_host_call(emitter, op)
     emitter.decisions.append(f"{emitter.name_of(op)}: sort read only in its first {k} position(s): a top-{k} selection "
                              f"kernel (bounded insertion, k <= {MAX_SELECTED})")
-    return [loop_kernel(emitter, op, lambda symbol: top_k_module_text(symbol, op, k))]
+    return [loop_kernel(emitter, op, lambda symbol: top_k_module_text(symbol, op, k, parallel_rows=emitter.gpu_kernels))]
 
 
 def emit_custom_call_kernel_or_host_call(emitter, op: ir.Operation) -> list:
@@ -137,7 +137,7 @@ def emit_custom_call_kernel_or_host_call(emitter, op: ir.Operation) -> list:
                                 "kernel (bounded insertion, positions counted in the kernel, k-wide results written directly)"))
     slices = top_k_slices(op) if emitter.slice_rows else None
     if slices is None:
-        return [loop_kernel(emitter, op, lambda symbol: top_k_call_text(symbol, op),
+        return [loop_kernel(emitter, op, lambda symbol: top_k_call_text(symbol, op, parallel_rows=emitter.gpu_kernels),
                             function and (lambda symbol: top_k_library_call(symbol, function, op, None)))]
     name, rows = emitter.name_of(op), leading_size(op.results[0]) // slices
     symbol = emitter.symbol(name)

@@ -20,8 +20,8 @@ from .loop_kernels import loop_kernel
 
 
 def emit_triangular_solve(emitter, op: ir.Operation) -> list:
-    """The kernel where the emitter prefers kernels to host calls, else LAPACK's host call."""
-    if not emitter.prefer_kernels:
+    """The kernel where the emitter makes kernels for a GPU, else LAPACK's host call."""
+    if not emitter.gpu_kernels:
         return emit_host_call(emitter, op)
     emitter.decisions.append(f"{emitter.name_of(op)}: triangular solve as a kernel, one thread per right-hand side")
     return [loop_kernel(emitter, op, lambda symbol: triangular_solve_text(symbol, op))]
