@@ -25,7 +25,7 @@ from typing import ClassVar
 import numpy as np
 
 from mlirxla.dialects.xhlo.builder import create_op
-from mlirxla.ir_queries import ops_named
+from mlirxla.ir_queries import defining_op, ops_named
 from mlirxla.mlir import ir
 from mlirxla.runtime.literals import to_numpy
 
@@ -48,6 +48,18 @@ def accumulates_in_bf16(op: ir.Operation) -> bool:
 
 def converted(value: ir.Value, target: ir.Type) -> ir.Value:
     return create_op("xhlo.convert", [value], [target], {}).result
+
+
+def widened_operand(value: ir.Value) -> ir.Value:
+    """`value` in f32: a scalar constant (a reduce's init value) as an f32 constant of the same
+    value (bf16 widens exactly), which a kernel reads as a number rather than as a value it
+    converts first (on a GPU such a convert was a launch of its own); anything else converted."""
+    producer = defining_op(value)
+    if producer is not None and producer.name == "xhlo.constant" and not ir.RankedTensorType(value.type).shape:
+        widened = to_numpy(producer.attributes["value"]).astype(np.float32)
+        return create_op("xhlo.constant", [], [as_f32(value.type)],
+                         {"value": ir.DenseElementsAttr.get(widened, type=as_f32(value.type))}).result
+    return converted(value, as_f32(value.type))
 
 
 def widen_computation(region: ir.Region) -> None:
@@ -73,7 +85,7 @@ def widen(op: ir.Operation) -> None:
     with ir.InsertionPoint(op), op.location:
         for index, operand in enumerate(op.operands):
             if is_bf16_tensor(operand.type):
-                op.operands[index] = converted(operand, as_f32(operand.type))
+                op.operands[index] = widened_operand(operand)
     for region in op.regions:
         widen_computation(region)
     with ir.InsertionPoint.after(op), op.location:

@@ -1,10 +1,10 @@
 // RUN: mlirxla-opt %s -p xhlo-bf16-accumulation-in-f32 --split-input-file | FileCheck %s
 
-/// A bf16 sum down the columns: the operand and init converted to f32, the reducer an f32
-/// add, the result converted back to bf16 for its reader.
+/// A bf16 sum down the columns: the operand converted to f32, the constant init an f32
+/// constant, the reducer an f32 add, the result converted back to bf16 for its reader.
 // CHECK-LABEL: func.func @column_sum
 // CHECK: %[[X:.*]] = "xhlo.convert"(%arg0) : (tensor<64x32xbf16>) -> tensor<64x32xf32>
-// CHECK: %[[I:.*]] = "xhlo.convert"(%{{.*}}) : (tensor<bf16>) -> tensor<f32>
+// CHECK: %[[I:.*]] = "xhlo.constant"() {value = dense<0.000000e+00> : tensor<f32>} : () -> tensor<f32>
 // CHECK: %[[R:.*]] = "xhlo.reduce"(%[[X]], %[[I]])
 // CHECK: ^bb0(%[[A:.*]]: tensor<f32>, %[[B:.*]]: tensor<f32>):
 // CHECK: "xhlo.add"(%[[A]], %[[B]]) : (tensor<f32>, tensor<f32>) -> tensor<f32>
