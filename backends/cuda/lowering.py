@@ -63,6 +63,7 @@ TO_NVVM = [
     "gpu.module(expand-strided-metadata)",
     "gpu.module(lower-affine)",
     "gpu.module(convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1 index-bitwidth=64})",
+    "gpu.module(convert-math-to-llvm)",  # what has no libdevice call (ctlz, ctpop) as LLVM's intrinsics
     "reconcile-unrealized-casts",
 ]
 

@@ -255,3 +255,25 @@ def test_an_lstm_cell_whose_gates_are_slices_of_one_sum_compiles_and_computes(mo
     expected_c = f * c + i * g
     np.testing.assert_allclose(c2, expected_c, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(h2, o * np.tanh(expected_c), rtol=1e-5, atol=1e-6)
+
+
+BIT_COUNTS = """func.func @main(%x: tensor<64xi64>) -> (tensor<64xi64>, tensor<64xi64>) {
+  %ones = stablehlo.popcnt %x : tensor<64xi64>
+  %leading = stablehlo.count_leading_zeros %x : tensor<64xi64>
+  return %ones, %leading : tensor<64xi64>, tensor<64xi64>
+}
+"""
+
+
+def test_bit_counts_have_no_libdevice_call_and_become_ptx_instructions(monkeypatch):
+    """popcnt and count_leading_zeros (math.ctpop, math.ctlz) are LLVM intrinsics, which
+    the NVPTX back end emits as popc and clz."""
+    from .test_cuda_emitters import compile_text, run_on_host
+
+    program = compile_text(BIT_COUNTS)
+    assert "popc.b64" in program.ptx and "clz.b64" in program.ptx
+    x = np.random.default_rng(8).integers(-2**63, 2**63 - 1, 64, dtype=np.int64) >> np.arange(64, dtype=np.int64) % 63
+    ones, leading = run_on_host(BIT_COUNTS, [x], monkeypatch)[0]
+    bits = [format(int(v) & (2**64 - 1), "064b") for v in x]
+    np.testing.assert_array_equal(ones, [b.count("1") for b in bits])
+    np.testing.assert_array_equal(leading, [len(b) - len(b.lstrip("0")) for b in bits])
