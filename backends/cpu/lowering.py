@@ -161,31 +161,7 @@ def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None, allow
     register_passes()
     try:
         with module.context:
-            with ir.Location.unknown():
-                dot_algorithms.round_operands_to_algorithm_precision(module)
-                generated_broadcasts.recompute_generated_broadcasts(module)
-            if buffer_loops is None:  # the slices' copies become loops with the CPU's own (`copies_as_loops`)
-                with ir.Location.unknown():
-                    concatenation.concatenated_results_as_slices(module)
-            run_passes(module, TO_LINALG)
-            fold_unit_dimensions_of_reshaped_results(module)
-            with ir.Location.unknown():
-                narrow_reductions.widen_narrow_min_max_reductions(module)
-                if buffer_loops is None:
-                    integer_order_reductions.reduce_in_integer_order(module)
-            materialization.write_over_dying_operands(module)
-            if buffer_loops is None:
-                tiling.reversed_reads_apart(module)
-                materialization.write_padded_in_place(module)
-                convolution_library.mark_library_convolutions(module)
-            with ir.Location.unknown():
-                splat_constants.fill_splat_constants(module)
-                overwritten_operands.keep_overwritten_operands_readable(module)
-            run_passes(module, BUFFERIZE)
-            scratch = kernel_scratch.scratch_from_arguments(module)
-            with ir.Location.unknown():
-                library_convolutions = convolution_library.call_library_convolutions(module) if buffer_loops is None else 0
-            run_passes(module, GENERALIZE)
+            scratch, library_convolutions = to_buffers(module, cpu_loops=buffer_loops is None)
             with ir.Location.unknown():
                 if buffer_loops is not None:
                     buffer_loops(module, name)
@@ -218,6 +194,40 @@ def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None, allow
     except ir.MLIRError as error:
         raise MlirxlaError(f"kernel {name} failed to lower to LLVM: {diagnostic_text(error)}") from None
     return Lowered(scratch, tiled, library_convolutions, kept_in_f32, masked_loops_split)
+
+
+def to_buffers(module: ir.Module, cpu_loops: bool = True) -> tuple[dict[str, list[kernel_scratch.ScratchArgument]], int]:
+    """The front half, shared with the cuda backend (`cpu_loops=False`: its loops are made
+    from the buffers by its emitters): StableHLO to linalg on tensors, fused, bufferized into
+    the caller's buffers, what bufferization still allocates made scratch arguments, named
+    ops generalized. The scratch arguments per function, and how many convolutions became
+    library calls (the CPU's own)."""
+    with ir.Location.unknown():
+        dot_algorithms.round_operands_to_algorithm_precision(module)
+        generated_broadcasts.recompute_generated_broadcasts(module)
+    if cpu_loops:  # the slices' copies become loops with the CPU's own (`copies_as_loops`)
+        with ir.Location.unknown():
+            concatenation.concatenated_results_as_slices(module)
+    run_passes(module, TO_LINALG)
+    fold_unit_dimensions_of_reshaped_results(module)
+    with ir.Location.unknown():
+        narrow_reductions.widen_narrow_min_max_reductions(module)
+        if cpu_loops:
+            integer_order_reductions.reduce_in_integer_order(module)
+    materialization.write_over_dying_operands(module)
+    if cpu_loops:
+        tiling.reversed_reads_apart(module)
+        materialization.write_padded_in_place(module)
+        convolution_library.mark_library_convolutions(module)
+    with ir.Location.unknown():
+        splat_constants.fill_splat_constants(module)
+        overwritten_operands.keep_overwritten_operands_readable(module)
+    run_passes(module, BUFFERIZE)
+    scratch = kernel_scratch.scratch_from_arguments(module)
+    with ir.Location.unknown():
+        library_convolutions = convolution_library.call_library_convolutions(module) if cpu_loops else 0
+    run_passes(module, GENERALIZE)
+    return scratch, library_convolutions
 
 
 def fold_unit_dimensions_of_reshaped_results(module: ir.Module) -> None:

@@ -1,9 +1,11 @@
 """From a kernel function in StableHLO to GPU kernels in the NVVM dialect and the launches of
 its host side: the upstream passes, as lists you can read.
 
-1. The cpu backend's front half (`backends/cpu/lowering.py`): StableHLO to linalg on
-   tensors, elementwise fusion, writing over dying operands, one-shot bufferization into the
-   caller's buffers, what bufferization still allocates made scratch arguments.
+1. The cpu backend's front half (`backends/cpu/lowering.to_buffers`, the same steps the
+   `cuda-host` backend runs): a dot algorithm's operand roundings, generated broadcasts (a
+   padding mask) recomputed at their readers' shape, StableHLO to linalg on tensors,
+   elementwise fusion, writing over dying operands, one-shot bufferization into the caller's
+   buffers, what bufferization still allocates made scratch arguments.
 2. Parallel dimensions first (`loop_mapping.parallel_dimensions_first`), copies as
    generics. Then an emitter takes the whole kernel when it qualifies, as one launch: the
    row emitter (reductions of the minor dimensions with what is fused around them, e.g. a
@@ -30,7 +32,7 @@ its host side: the upstream passes, as lists you can read.
 
 from dataclasses import dataclass
 
-from mlirxla.backends.cpu import bf16_truncation, kernel_scratch, lowering as cpu_lowering, materialization
+from mlirxla.backends.cpu import bf16_truncation, kernel_scratch, lowering as cpu_lowering
 from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir, passmanager
@@ -105,10 +107,7 @@ def map_to_blocks_and_threads(module: ir.Module, symbol: str, tiling=None) -> Ma
     cpu_lowering.register_passes()
     try:
         with module.context:
-            run(module, cpu_lowering.TO_LINALG)
-            materialization.write_over_dying_operands(module)
-            run(module, cpu_lowering.BUFFERIZE)
-            scratch = kernel_scratch.scratch_from_arguments(module).get(symbol, [])
+            scratch = cpu_lowering.to_buffers(module, cpu_loops=False)[0].get(symbol, [])
             with ir.Location.unknown():
                 loops = map_buffer_loops(module, symbol, tiling=tiling)
     except ir.MLIRError as error:

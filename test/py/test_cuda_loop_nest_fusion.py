@@ -1,5 +1,5 @@
 """Loop nests of one kernel fused into one launch (`backends/cuda/loop_nest_fusion.py`): which
-nests fuse and which stay apart (threads that would exchange values), and fused kernels run
+nests fuse and which stay apart (threads that would exchange values), and a fused kernel run
 on this CPU against numpy (the `cuda-host` backend)."""
 
 import numpy as np
@@ -73,28 +73,43 @@ def test_nests_that_would_exchange_values_or_differ_stay_apart(case):
     assert fused_count(two_nests(**case)) == (0, 2)
 
 
-RNN_STEP = """func.func @main(%h: tensor<128xf32>, %w: tensor<128x128xf32>, %xs: tensor<64x128xf32>, %i: tensor<i32>) -> tensor<128xf32> {
-  %d = stablehlo.dot_general %h, %w, contracting_dims = [0] x [0] : (tensor<128xf32>, tensor<128x128xf32>) -> tensor<128xf32>
-  %zero = stablehlo.constant dense<0> : tensor<i32>
-  %x = stablehlo.dynamic_slice %xs, %i, %zero, sizes = [1, 128] : (tensor<64x128xf32>, tensor<i32>, tensor<i32>) -> tensor<1x128xf32>
-  %row = stablehlo.reshape %x : (tensor<1x128xf32>) -> tensor<128xf32>
-  %a = stablehlo.add %d, %row : tensor<128xf32>
-  %t = stablehlo.tanh %a : tensor<128xf32>
-  return %t : tensor<128xf32>
+CROSS_ENTROPY_GRADIENT = """func.func @main(%b: tensor<10xf32>, %x: tensor<16x10xf32>, %y: tensor<16x10xf32>) -> tensor<16x10xf32> {
+  %bb = stablehlo.broadcast_in_dim %b, dims = [1] : (tensor<10xf32>) -> tensor<16x10xf32>
+  %logits = stablehlo.add %x, %bb : tensor<16x10xf32>
+  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %m = stablehlo.reduce(%logits init: %ninf) applies stablehlo.maximum across dimensions = [1] : (tensor<16x10xf32>, tensor<f32>) -> tensor<16xf32>
+  %mb = stablehlo.broadcast_in_dim %m, dims = [0] : (tensor<16xf32>) -> tensor<16x10xf32>
+  %shifted = stablehlo.subtract %logits, %mb : tensor<16x10xf32>
+  %e = stablehlo.exponential %shifted : tensor<16x10xf32>
+  %s = stablehlo.reduce(%e init: %zero) applies stablehlo.add across dimensions = [1] : (tensor<16x10xf32>, tensor<f32>) -> tensor<16xf32>
+  %sk = stablehlo.reshape %s : (tensor<16xf32>) -> tensor<16x1xf32>
+  %ny = stablehlo.negate %y : tensor<16x10xf32>
+  %t = stablehlo.reduce(%ny init: %zero) applies stablehlo.add across dimensions = [1] : (tensor<16x10xf32>, tensor<f32>) -> tensor<16xf32>
+  %tk = stablehlo.reshape %t : (tensor<16xf32>) -> tensor<16x1xf32>
+  %q = stablehlo.divide %tk, %sk : tensor<16x1xf32>
+  %qr = stablehlo.reshape %q : (tensor<16x1xf32>) -> tensor<16xf32>
+  %qb = stablehlo.broadcast_in_dim %qr, dims = [0] : (tensor<16xf32>) -> tensor<16x10xf32>
+  %p = stablehlo.multiply %qb, %e : tensor<16x10xf32>
+  %g = stablehlo.add %y, %p : tensor<16x10xf32>
+  return %g : tensor<16x10xf32>
 }
 """
 
 
-def test_a_generated_dot_with_its_epilogue_is_one_launch_and_computes_the_same(monkeypatch):
-    """The benchmark RNN's step: the accumulator's fill, the dot's reduction loop, the bias and
-    tanh and the copy into the result were four launches of 128 threads; one now, whose
-    outputs on this CPU match numpy."""
-    program = compile_text(RNN_STEP)
-    launches = [launch for kernel in program.kernels for launch in kernel.launches]
-    assert len(launches) == 1 and launches[0].block == (128, 1, 1)
-    assert any("loop nest(s) fused" in decision for decision in program.decisions)
+def test_a_kernel_the_emitters_do_not_take_is_fewer_launches_and_computes_the_same(monkeypatch):
+    """A softmax cross-entropy gradient (its label sum's combiner subtracts: not the row
+    emitter's) stays on the loop emitter: its nests over the same rows or elements fuse, 8
+    launches become 4, and the results on this CPU match numpy."""
+    program = compile_text(CROSS_ENTROPY_GRADIENT)
+    (kernel,) = program.kernels
+    assert len(kernel.launches) == 4
+    assert any("4 loop nest(s) fused" in decision for decision in program.decisions)
     rng = np.random.default_rng(3)
-    h, w, xs = rng.standard_normal(128), rng.standard_normal((128, 128)) / 11, rng.standard_normal((64, 128))
-    h, w, xs = (v.astype(np.float32) for v in (h, w, xs))
-    (result,), _ = run_on_host(RNN_STEP, [h, w, xs, np.int32(5)], monkeypatch)
-    np.testing.assert_allclose(result, np.tanh(h.astype(np.float64) @ w + xs[5]), rtol=1e-5, atol=1e-6)
+    b, x, y = rng.standard_normal(10), rng.standard_normal((16, 10)), rng.standard_normal((16, 10))
+    b, x, y = (v.astype(np.float32) for v in (b, x, y))
+    (result,), _ = run_on_host(CROSS_ENTROPY_GRADIENT, [b, x, y], monkeypatch)
+    logits = x.astype(np.float64) + b
+    e = np.exp(logits - logits.max(axis=1, keepdims=True))
+    expected = y + (-y.sum(axis=1, keepdims=True) / e.sum(axis=1, keepdims=True)) * e
+    np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-6)
