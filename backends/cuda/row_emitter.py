@@ -194,8 +194,8 @@ def check_row_local(generic: ir.Operation, row_count: int, written: set) -> None
         later = set().union(*(dims_used(e) for e in results[row_count:])) if results[row_count:] else set()
         if leading == rows and not later & set(rows):
             continue
-        if not set().union(set(), *(dims_used(e) for e in results)) & set(rows) and root(operand) not in written:
-            continue  # read the same for every row
+        if root(operand) not in written and len(set().union(*(dims_used(e) for e in results))) < affine_map.n_dims:
+            continue  # a broadcast of what the kernel does not write (a mask's lengths): small, read from cache
         raise NotRows(f"operand {number} of a loop nest is not indexed by the rows first")
 
 

@@ -487,3 +487,39 @@ def test_top_k_selects_a_row_a_thread_with_a_buffer_of_its_own(monkeypatch):
     order = np.argsort(-x, axis=1, kind="stable")[:, :5]
     np.testing.assert_array_equal(indices, order)
     np.testing.assert_array_equal(values, np.take_along_axis(x, order, axis=1))
+
+
+PADDING_MASKED_SOFTMAX = """func.func @main(%scores: tensor<2x4x64x64xf32>, %lengths: tensor<2xi32>) -> tensor<2x4x64x64xf32> {
+  %positions = stablehlo.iota dim = 0 : tensor<64xi32>
+  %keys = stablehlo.broadcast_in_dim %positions, dims = [1] : (tensor<64xi32>) -> tensor<2x64xi32>
+  %limits = stablehlo.broadcast_in_dim %lengths, dims = [0] : (tensor<2xi32>) -> tensor<2x64xi32>
+  %valid = stablehlo.compare LT, %keys, %limits, SIGNED : (tensor<2x64xi32>, tensor<2x64xi32>) -> tensor<2x64xi1>
+  %mask = stablehlo.broadcast_in_dim %valid, dims = [0, 3] : (tensor<2x64xi1>) -> tensor<2x4x64x64xi1>
+  %hidden = stablehlo.constant dense<-1.0e9> : tensor<2x4x64x64xf32>
+  %x = stablehlo.select %mask, %scores, %hidden : tensor<2x4x64x64xi1>, tensor<2x4x64x64xf32>
+  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %m = stablehlo.reduce(%x init: %ninf) applies stablehlo.maximum across dimensions = [3] : (tensor<2x4x64x64xf32>, tensor<f32>) -> tensor<2x4x64xf32>
+  %mb = stablehlo.broadcast_in_dim %m, dims = [0, 1, 2] : (tensor<2x4x64xf32>) -> tensor<2x4x64x64xf32>
+  %d = stablehlo.subtract %x, %mb : tensor<2x4x64x64xf32>
+  %e = stablehlo.exponential %d : tensor<2x4x64x64xf32>
+  %s = stablehlo.reduce(%e init: %zero) applies stablehlo.add across dimensions = [3] : (tensor<2x4x64x64xf32>, tensor<f32>) -> tensor<2x4x64xf32>
+  %sb = stablehlo.broadcast_in_dim %s, dims = [0, 1, 2] : (tensor<2x4x64xf32>) -> tensor<2x4x64x64xf32>
+  %r = stablehlo.divide %e, %sb : tensor<2x4x64x64xf32>
+  return %r : tensor<2x4x64x64xf32>
+}
+"""
+
+
+def test_a_padding_masked_softmax_reads_its_lengths_in_the_row_kernel(monkeypatch):
+    """The sequence lengths are indexed by the batch and the key position, not by the rows
+    (batch, head, query) first: the row kernel reads them all the same, since it does not
+    write them (of its two kernels, the mask read from a parameter keeping the reductions
+    apart, the first was the loop emitter's); the results match numpy."""
+    program = compile_text(PADDING_MASKED_SOFTMAX)
+    assert [kernel.emitters for kernel in program.kernels] == [("row",), ("row",)]
+    rng = np.random.default_rng(9)
+    scores, lengths = (rng.standard_normal((2, 4, 64, 64)) * 3).astype(np.float32), np.array([40, 64], np.int32)
+    (result,), _ = run_on_host(PADDING_MASKED_SOFTMAX, [scores, lengths], monkeypatch)
+    masked = np.where(np.arange(64)[None, None, None, :] < lengths[:, None, None, None], scores, -1e9)
+    np.testing.assert_allclose(result, softmax(masked), rtol=2e-6, atol=1e-7)
