@@ -144,6 +144,7 @@ def emit_rows(module: ir.Module, symbol: str, host: bool, target_name: str, auto
         return [], []
     function = functions[0]
     skippable = loop_mapping.VIEW_OPS | loop_mapping.SINKABLE
+    row_emitter.subtractions_as_additions(function)
     try:
         plan = row_emitter.plan_rows(function, skippable)
         if plan is None:

@@ -33,6 +33,7 @@ the loop emitter, and the reason is logged.
 from dataclasses import dataclass
 from math import prod
 
+from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import arith, ir, memref, scf
 
 from .autotune import RowTiling
@@ -209,6 +210,35 @@ def check_views(generics: list[ir.Operation]) -> None:
             if isinstance(operand.type, ir.MemRefType) and root(operand) in written:
                 if types.setdefault(root(operand), str(operand.type)) != str(operand.type):
                     raise NotRows("a written buffer is read through views of different shapes")
+
+
+def subtractions_as_additions(function: ir.Operation) -> int:
+    """A reduction whose body subtracts each element from the accumulator (the sum of a negated
+    operand, which elementwise fusion folds into the reduction: a cross-entropy gradient's
+    label sum) adds the element's negation instead, the same value to the bit (a - b is a +
+    (-b) in IEEE arithmetic and in two's complement), so that its combiner is an associative
+    add the emitters can split over threads. How many were rewritten."""
+    rewritten = 0
+    for generic in ops_named(function, "linalg.generic"):
+        if all(iterator_kinds(generic)) or len(outputs(generic)) != 1:
+            continue
+        body = generic.regions[0].blocks[0]
+        accumulator = body.arguments[input_count(generic)]
+        yielded = list(body.operations)[-1].operands[0]
+        subtraction = yielded.owner.operation if isinstance(yielded.owner, ir.OpView) else None
+        if subtraction is None or subtraction.name not in ("arith.subf", "arith.subi") or subtraction.operands[0] != accumulator:
+            continue
+        element = subtraction.operands[1]
+        with ir.InsertionPoint(subtraction), subtraction.location:
+            if subtraction.name == "arith.subf":
+                total = arith.AddFOp(accumulator, arith.NegFOp(element).result).result
+            else:
+                zero = arith.ConstantOp(element.type, 0).result
+                total = arith.AddIOp(accumulator, arith.SubIOp(zero, element).result).result
+        subtraction.results[0].replace_all_uses_with(total)
+        subtraction.erase()
+        rewritten += 1
+    return rewritten
 
 
 def reduction_combiner(generic: ir.Operation) -> ir.Operation:

@@ -523,3 +523,45 @@ def test_a_padding_masked_softmax_reads_its_lengths_in_the_row_kernel(monkeypatc
     (result,), _ = run_on_host(PADDING_MASKED_SOFTMAX, [scores, lengths], monkeypatch)
     masked = np.where(np.arange(64)[None, None, None, :] < lengths[:, None, None, None], scores, -1e9)
     np.testing.assert_allclose(result, softmax(masked), rtol=2e-6, atol=1e-7)
+
+
+CROSS_ENTROPY_GRADIENT = """func.func @main(%b: tensor<10xf32>, %x: tensor<16x10xf32>, %y: tensor<16x10xf32>) -> tensor<16x10xf32> {
+  %bb = stablehlo.broadcast_in_dim %b, dims = [1] : (tensor<10xf32>) -> tensor<16x10xf32>
+  %logits = stablehlo.add %x, %bb : tensor<16x10xf32>
+  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %m = stablehlo.reduce(%logits init: %ninf) applies stablehlo.maximum across dimensions = [1] : (tensor<16x10xf32>, tensor<f32>) -> tensor<16xf32>
+  %mb = stablehlo.broadcast_in_dim %m, dims = [0] : (tensor<16xf32>) -> tensor<16x10xf32>
+  %shifted = stablehlo.subtract %logits, %mb : tensor<16x10xf32>
+  %e = stablehlo.exponential %shifted : tensor<16x10xf32>
+  %s = stablehlo.reduce(%e init: %zero) applies stablehlo.add across dimensions = [1] : (tensor<16x10xf32>, tensor<f32>) -> tensor<16xf32>
+  %sk = stablehlo.reshape %s : (tensor<16xf32>) -> tensor<16x1xf32>
+  %ny = stablehlo.negate %y : tensor<16x10xf32>
+  %t = stablehlo.reduce(%ny init: %zero) applies stablehlo.add across dimensions = [1] : (tensor<16x10xf32>, tensor<f32>) -> tensor<16xf32>
+  %tk = stablehlo.reshape %t : (tensor<16xf32>) -> tensor<16x1xf32>
+  %q = stablehlo.divide %tk, %sk : tensor<16x1xf32>
+  %qr = stablehlo.reshape %q : (tensor<16x1xf32>) -> tensor<16xf32>
+  %qb = stablehlo.broadcast_in_dim %qr, dims = [0] : (tensor<16xf32>) -> tensor<16x10xf32>
+  %p = stablehlo.multiply %qb, %e : tensor<16x10xf32>
+  %g = stablehlo.add %y, %p : tensor<16x10xf32>
+  return %g : tensor<16x10xf32>
+}
+"""
+
+
+def test_a_reduction_that_subtracts_each_element_is_a_row_reduction(monkeypatch):
+    """A softmax cross-entropy gradient's label sum reduces the negated labels, which
+    elementwise fusion folds into the reduction as `acc - y`: rewritten as `acc + (-y)` (the
+    same value) its combiner is an add, and the kernel is one row launch; the results on this
+    CPU match numpy."""
+    program = compile_text(CROSS_ENTROPY_GRADIENT)
+    (kernel,) = program.kernels
+    assert kernel.emitters == ("row",)
+    rng = np.random.default_rng(3)
+    b, x, y = rng.standard_normal(10), rng.standard_normal((16, 10)), rng.standard_normal((16, 10))
+    b, x, y = (v.astype(np.float32) for v in (b, x, y))
+    (result,), _ = run_on_host(CROSS_ENTROPY_GRADIENT, [b, x, y], monkeypatch)
+    logits = x.astype(np.float64) + b
+    e = np.exp(logits - logits.max(axis=1, keepdims=True))
+    expected = y + (-y.sum(axis=1, keepdims=True) / e.sum(axis=1, keepdims=True)) * e
+    np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-6)
