@@ -22,6 +22,7 @@ that takes a buffer and is neither a load nor a store).
 
 from dataclasses import dataclass
 
+from mlirxla.ir_queries import is_inside
 from mlirxla.mlir import ir
 
 VIEWS = {"memref.expand_shape", "memref.collapse_shape", "memref.subview", "memref.cast", "memref.reinterpret_cast"}
@@ -165,7 +166,7 @@ def linear_form(value: ir.Value, indices: dict, loop: ir.Operation) -> dict | No
     op = owner.operation
     if op.name == "arith.constant":
         return {CONSTANT: ir.IntegerAttr(op.attributes["value"]).value}
-    if not inside(op, loop):
+    if not is_inside(op, loop):
         return {value: 1}
     if op.name in ("arith.addi", "arith.subi"):
         left, right = (linear_form(operand, indices, loop) for operand in op.operands)
@@ -180,15 +181,6 @@ def linear_form(value: ir.Value, indices: dict, loop: ir.Operation) -> dict | No
                 scale = factor.get(CONSTANT, 0)
                 return {key: coefficient * scale for key, coefficient in term.items()}
     return None
-
-
-def inside(op: ir.Operation, loop: ir.Operation) -> bool:
-    parent = op.parent
-    while parent is not None:
-        if parent == loop:
-            return True
-        parent = parent.parent
-    return False
 
 
 def one_element_per_iteration(address: dict, trips: list[int]) -> bool:
