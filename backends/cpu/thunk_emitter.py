@@ -40,7 +40,7 @@ from mlirxla.transforms.fusion_legality import NOT_KERNELS, ContiguousCopy, cont
 from mlirxla.transforms.scheduling import type_bytes
 
 from . import native_symbols, row_programs, softmax_rows
-from .emitters import collectives, control_flow, host_calls, kernels, library_calls, loop_kernels, triangular_solve
+from .emitters import collectives, control_flow, fft_kernel, host_calls, kernels, library_calls, loop_kernels, triangular_solve
 from .emitters.kernels import KernelSpec
 from .op_support import interpreted_reason, unsupported_reason
 
@@ -95,6 +95,7 @@ EMITTERS = {
     "conditional": control_flow.emit_conditional,
     **{kind: host_calls.emit_host_call for kind in host_calls.HOST_CALLS},
     "triangular_solve": triangular_solve.emit_triangular_solve,
+    "fft": fft_kernel.emit_fft,
     "scatter": loop_kernels.emit_scatter,
     "select_and_scatter": loop_kernels.emit_select_and_scatter,
     "reduce_window": loop_kernels.emit_reduce_window,

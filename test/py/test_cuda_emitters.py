@@ -565,3 +565,49 @@ def test_a_reduction_that_subtracts_each_element_is_a_row_reduction(monkeypatch)
     e = np.exp(logits - logits.max(axis=1, keepdims=True))
     expected = y + (-y.sum(axis=1, keepdims=True) / e.sum(axis=1, keepdims=True)) * e
     np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-6)
+
+
+def fft_text(kind: str, batch: list[int], lengths: list[int], element: str) -> str:
+    """One stablehlo.fft of `kind` over `lengths` (after `batch`), of f32 or f64 values."""
+    complex_type = f"complex<{element}>"
+    half = lengths[:-1] + [lengths[-1] // 2 + 1]
+    in_shape, in_element, out_shape, out_element = {
+        "FFT": (lengths, complex_type, lengths, complex_type), "IFFT": (lengths, complex_type, lengths, complex_type),
+        "RFFT": (lengths, element, half, complex_type), "IRFFT": (half, complex_type, lengths, element)}[kind]
+    operand = f"tensor<{'x'.join(map(str, batch + in_shape))}x{in_element}>"
+    result = f"tensor<{'x'.join(map(str, batch + out_shape))}x{out_element}>"
+    return f"""func.func @main(%x: {operand}) -> {result} {{
+  %y = stablehlo.fft %x, type = {kind}, length = {lengths} : ({operand}) -> {result}
+  return %y : {result}
+}}
+"""
+
+
+@pytest.mark.parametrize("kind, lengths, element", [
+    ("FFT", [30], "f32"), ("IFFT", [6, 10], "f64"), ("RFFT", [4, 6, 8], "f32"), ("IRFFT", [12, 10], "f64"),
+])
+def test_an_fft_is_one_launch_of_its_definition_and_matches_numpy(kind, lengths, element, monkeypatch):
+    """The cuda backend runs no host calls, so an FFT (pocketfft on the CPU) is a kernel of
+    its definition, a thread per output element, over a batch of 3; its results match
+    numpy's, IRFFT's Hermitian extension of a half spectrum included."""
+    text = fft_text(kind, [3], lengths, element)
+    program = compile_text(text)
+    (kernel,) = program.kernels
+    assert len(kernel.launches) == 1
+    assert any("FFT as a kernel" in decision for decision in program.decisions)
+    rng = np.random.default_rng(10)
+    real = {"f32": np.float32, "f64": np.float64}[element]
+    axes = tuple(range(1, 1 + len(lengths)))
+    if kind == "RFFT":
+        x = rng.standard_normal([3] + lengths).astype(real)
+        expected = np.fft.rfftn(x, axes=axes)
+    elif kind == "IRFFT":
+        x = np.fft.rfftn(rng.standard_normal([3] + lengths), axes=axes).astype(np.complex64 if element == "f32" else np.complex128)
+        expected = np.fft.irfftn(x, s=lengths, axes=axes)
+    else:
+        x = (rng.standard_normal([3] + lengths) + 1j * rng.standard_normal([3] + lengths))
+        x = x.astype(np.complex64 if element == "f32" else np.complex128)
+        expected = (np.fft.fftn if kind == "FFT" else np.fft.ifftn)(x, axes=axes)
+    (result,), _ = run_on_host(text, [x], monkeypatch)
+    tolerance = 2e-4 if element == "f32" else 1e-10
+    np.testing.assert_allclose(result, expected, rtol=tolerance, atol=tolerance * np.abs(expected).max())
