@@ -19,16 +19,12 @@ import math
 
 from mlirxla.mlir import ir
 
-from .host_calls import emit_host_call
-from .loop_kernels import loop_kernel
+from .loop_kernels import gpu_kernel_or_host_call
 
 
 def emit_fft(emitter, op: ir.Operation) -> list:
-    """The kernel where the emitter makes kernels for a GPU, else the host call."""
-    if not emitter.gpu_kernels:
-        return emit_host_call(emitter, op)
-    emitter.decisions.append(f"{emitter.name_of(op)}: FFT as a kernel, the transform by its definition, one thread per output element")
-    return [loop_kernel(emitter, op, lambda symbol: fft_text(symbol, op))]
+    return gpu_kernel_or_host_call(emitter, op, "FFT as a kernel, the transform by its definition, one thread per output element",
+                                   lambda symbol: fft_text(symbol, op))
 
 
 def fft_text(symbol: str, op: ir.Operation) -> str:

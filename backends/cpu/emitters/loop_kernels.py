@@ -184,6 +184,15 @@ def top_k_slices(op: ir.Operation) -> int | None:
     return slices if thread_split.estimate_moving(type_bytes(operand), work, threads).pays else None
 
 
+def gpu_kernel_or_host_call(emitter, op: ir.Operation, decision: str, source_of) -> list:
+    """`op` as the kernel whose module text `source_of(symbol)` gives where the emitter makes
+    kernels for a GPU (the decision says how), else its host call."""
+    if not emitter.gpu_kernels:
+        return emit_host_call(emitter, op)
+    emitter.decisions.append(f"{emitter.name_of(op)}: {decision}")
+    return [loop_kernel(emitter, op, source_of)]
+
+
 def loop_kernel(emitter, op: ir.Operation, source_of, library_call_of=None, in_place: tuple[tuple[int, int], ...] = ()) -> KernelThunk:
     """The kernel thunk for `op` whose code is the module text `source_of(symbol)` gives (on
     the CPU the call into the runtime library `library_call_of(symbol)` gives, when given),

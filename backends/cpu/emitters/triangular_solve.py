@@ -15,16 +15,12 @@ for the small and batched solves of jax programs, not for one large system)."""
 
 from mlirxla.mlir import ir
 
-from .host_calls import emit_host_call
-from .loop_kernels import loop_kernel
+from .loop_kernels import gpu_kernel_or_host_call
 
 
 def emit_triangular_solve(emitter, op: ir.Operation) -> list:
-    """The kernel where the emitter makes kernels for a GPU, else LAPACK's host call."""
-    if not emitter.gpu_kernels:
-        return emit_host_call(emitter, op)
-    emitter.decisions.append(f"{emitter.name_of(op)}: triangular solve as a kernel, one thread per right-hand side")
-    return [loop_kernel(emitter, op, lambda symbol: triangular_solve_text(symbol, op))]
+    return gpu_kernel_or_host_call(emitter, op, "triangular solve as a kernel, one thread per right-hand side",
+                                   lambda symbol: triangular_solve_text(symbol, op))
 
 
 def triangular_solve_text(symbol: str, op: ir.Operation) -> str:
