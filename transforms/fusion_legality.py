@@ -209,7 +209,6 @@ def index_only(node, memo: dict) -> bool:
     if not isinstance(op, ir.Operation):
         return False  # a kernel's parameter
     if op not in memo:
-        memo[op] = False  # no cycles in SSA; a guard while the operands are visited
         memo[op] = kind_of(op) in INDEX_KINDS and all(index_only(operand, memo) for operand in op.operands)
     return memo[op]
 

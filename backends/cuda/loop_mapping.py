@@ -189,7 +189,7 @@ def map_parallel(loop: ir.Operation, symbol: str, host: bool = False) -> tuple[M
     rank = len(loop.regions[0].blocks[0].arguments)
     bounds = [constant_index(v, symbol) for v in loop.operands[:3 * rank]]
     lower, upper, step = bounds[:rank], bounds[rank:2 * rank], bounds[2 * rank:]
-    trips = [max(0, -(-(u - l) // s)) for l, u, s in zip(lower, upper, step)]
+    trips = trip_counts(lower, upper, step)
     total = 1
     for trip in trips:
         total *= trip
@@ -214,6 +214,11 @@ def map_parallel(loop: ir.Operation, symbol: str, host: bool = False) -> tuple[M
             nest = MappedLoopNest(total, nest.grid, nest.block, "loop.v4", f"{width} consecutive elements per thread")
     loop.erase()
     return nest, outer, target
+
+
+def trip_counts(lower: list[int], upper: list[int], step: list[int]) -> list[int]:
+    """Each dimension's iteration count of a loop with these constant bounds."""
+    return [max(0, -(-(u - l) // s)) for l, u, s in zip(lower, upper, step)]
 
 
 def vectorizable(body: ir.Block, trips: list[int], lower: list[int], step: list[int]) -> bool:

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from mlirxla.ir_queries import is_inside
 from mlirxla.mlir import ir
 
+from . import loop_mapping
+
 VIEWS = {"memref.expand_shape", "memref.collapse_shape", "memref.subview", "memref.cast", "memref.reinterpret_cast"}
 ACCESSES = {"memref.load": 1, "memref.store": 2}  # op -> position of its memref operand's first index
 MOVABLE = {"arith", "math", "index"}  # dialects whose ops have no memory effects
@@ -100,8 +102,7 @@ def same_iteration_space(first: ir.Operation, second: ir.Operation) -> list[int]
     if bounds != [constant(value) for value in second.operands]:
         raise NotFusable
     rank = len(bounds) // 3
-    lower, upper, step = bounds[:rank], bounds[rank:2 * rank], bounds[2 * rank:]
-    return [max(0, -(-(u - l) // s)) for l, u, s in zip(lower, upper, step)]
+    return loop_mapping.trip_counts(bounds[:rank], bounds[rank:2 * rank], bounds[2 * rank:])
 
 
 def constant(value: ir.Value) -> int:
@@ -201,7 +202,5 @@ def merge_into(first: ir.Operation, second: ir.Operation) -> None:
     target, source = first.regions[0].blocks[0], second.regions[0].blocks[0]
     for argument, index in zip(source.arguments, target.arguments):
         argument.replace_all_uses_with(index)
-    terminator = list(target.operations)[-1]
-    for op in list(source.operations)[:-1]:
-        op.operation.move_before(terminator)
+    loop_mapping.move_body(source, target)
     second.erase()
