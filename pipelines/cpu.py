@@ -32,8 +32,10 @@
  -> layout assignment, then removal of the copies it made unnecessary
  -> priority fusion (what becomes a kernel), then multi-output fusion (siblings sharing an
     operand, producers kept as an extra output of the reduction that reads them), then
-    output fusion (a dot or convolution with its elementwise epilogue) and batch-slice fusion
-    (chains around convolutions that keep batch elements apart run slice by slice)
+    output fusion (a dot or convolution with its elementwise epilogue), then on the cuda
+    pipeline horizontal loop fusion (independent small loop kernels read by one consumer as
+    one launch) and on the cpu's batch-slice fusion (chains around convolutions that keep
+    batch elements apart run slice by slice)
  -> reshape to bitcast (a reshape no fusion took in shares its operand's buffer)
  -> copy insertion (what in-place updates, loops and outputs need for correctness)
  -> scheduling (a sequential order per computation, minimizing peak memory)
@@ -58,6 +60,7 @@ from mlirxla.transforms.dot_canonicalizer import DotCanonicalizerPass
 from mlirxla.transforms.narrow_dot_upcast import NarrowDotUpcastPass
 from mlirxla.transforms.layout_assignment import LayoutAssignmentPass
 from mlirxla.transforms.inspect_sharding import InspectShardingPass
+from mlirxla.transforms.horizontal_loop_fusion import HorizontalLoopFusionPass
 from mlirxla.transforms.integer_dot_as_float import IntegerDotAsFloatPass
 from mlirxla.transforms.manual_partitioner import ManualPartitionerPass
 from mlirxla.transforms.multi_output_fusion import MultiOutputFusionPass
@@ -90,9 +93,10 @@ def cpu_pipeline(alignment: int = ALIGNMENT) -> Pipeline:
 
 
 def compiler_pipeline(name: str, alignment: int, fusion_cost_model: str, batch_slices: bool,
-                      f32_gemms_only: bool = False, top_k_calls: bool = False) -> Pipeline:
+                      f32_gemms_only: bool = False, top_k_calls: bool = False, horizontal_fusion: bool = False) -> Pipeline:
     """The stages above, named `name`, fusing by the cost model `fusion_cost_model`
     (`transforms/cost_model.py`); batch-slice fusion only for a backend that runs slices;
+    horizontal loop fusion for a backend that runs independent loop nests as one launch;
     bf16 dots upcast to f32 for a backend whose GEMMs are f32 only, a weight's widening then
     taken into its GEMM; top-k sorts as TopK calls for a backend that runs them."""
     pipeline = (
@@ -126,6 +130,8 @@ def compiler_pipeline(name: str, alignment: int, fusion_cost_model: str, batch_s
     pipeline.add(PriorityFusionPass(backend=fusion_cost_model)).add(MultiOutputFusionPass()).add(OutputFusionPass())
     if f32_gemms_only:
         pipeline.add(WideningGemmFusionPass())
+    if horizontal_fusion:
+        pipeline.add(HorizontalLoopFusionPass())
     if batch_slices:
         pipeline.add(BatchSliceFusionPass())
     return (

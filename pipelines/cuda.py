@@ -1,7 +1,8 @@
 """The CUDA compiler's pipeline: the cpu pipeline's stages (`pipelines/cpu.py`) with fusion
 priced by an H200's roofline (`transforms/cost_model.H200`: launch overhead, HBM bandwidth,
-fp32 peak) and no batch-slice fusion (a GPU kernel runs every slice in one grid), buffer
-offsets aligned for the GPU (256 bytes: what cuBLAS and vectorized loads want)."""
+fp32 peak), no batch-slice fusion (a GPU kernel runs every slice in one grid) but horizontal
+loop fusion (independent small kernels as one launch), buffer offsets aligned for the GPU (256
+bytes: what cuBLAS and vectorized loads want)."""
 
 from .cpu import compiler_pipeline
 from .pipeline import Pipeline
@@ -10,4 +11,4 @@ ALIGNMENT = 256  # bytes
 
 
 def cuda_pipeline(alignment: int = ALIGNMENT) -> Pipeline:
-    return compiler_pipeline("cuda", alignment, fusion_cost_model="cuda", batch_slices=False)
+    return compiler_pipeline("cuda", alignment, fusion_cost_model="cuda", batch_slices=False, horizontal_fusion=True)

@@ -23,6 +23,7 @@ PASSES = {
     "xhlo-priority-fusion": "priority_fusion:PriorityFusionPass",
     "xhlo-multi-output-fusion": "multi_output_fusion:MultiOutputFusionPass",
     "xhlo-output-fusion": "output_fusion:OutputFusionPass",
+    "xhlo-horizontal-loop-fusion": "horizontal_loop_fusion:HorizontalLoopFusionPass",
     "xhlo-widening-gemm-fusion": "widening_gemm_fusion:WideningGemmFusionPass",
     "xhlo-batch-slice-fusion": "batch_slice_fusion:BatchSliceFusionPass",
     "xhlo-rng-bit-generator-expander": "rng_bit_generator_expander:RngBitGeneratorExpanderPass",

@@ -29,6 +29,8 @@ from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import arith, ir, scf, vector
 
+from .thread_program import index_constant
+
 ALIGNED_POINTERS = 16  # bytes: every kernel pointer is a slab offset aligned to 256 (`compiler.SLAB_ALIGNMENT`)
 BLOCK_THREADS = 256  # threads per block: 8 warps, XLA:GPU's default for loop fusions
 VECTOR_WIDTH = 4  # consecutive elements per thread in a contiguous elementwise loop: 16 bytes of f32
@@ -74,10 +76,12 @@ def parallel_dimensions_first(module: ir.Module) -> None:
         generic.attributes["iterator_types"] = ir.ArrayAttr.get([iterators[d] for d in order])
 
 
-def map_loop_nests(module: ir.Module, symbol: str, emitted: list | None = None, host: bool = False) -> list[MappedLoopNest]:
+def map_loop_nests(module: ir.Module, symbol: str, emitted: list | None = None, host: bool = False,
+                   merge=None) -> list[MappedLoopNest]:
     """Map every top-level loop nest of every function to blocks and threads, in order, then
     let each launch recompute what it reads from the top level (`sink_into`). `emitted` are
-    launches an emitter made already: (mapping, its block loop, the block it reads in)."""
+    launches an emitter made already: (mapping, its block loop, the block it reads in).
+    `merge` may then turn a function's launches into fewer (`launch_merging.py`)."""
     emitted = emitted or []
     mapped = []
     for function in ops_named(module, "func.func"):
@@ -108,6 +112,8 @@ def map_loop_nests(module: ir.Module, symbol: str, emitted: list | None = None, 
         top_level = {op.operation for op in block.operations}
         for _, loop, target in launches:
             sink_into(loop, target, top_level)
+        if merge is not None:
+            launches = merge(launches)
         erase_unused(block)
         mapped += [nest for nest, _, _ in launches]
     return mapped
@@ -330,34 +336,38 @@ def launch_skeleton(total: int) -> tuple[MappedLoopNest, ir.Operation, ir.Value,
     """The block and thread loops over `total` elements at the insertion point; returns the
     mapping, the block loop, the linear index and the block the body goes in (ending in its
     terminator)."""
-    index = ir.IndexType.get()
     block_size = max(1, min(BLOCK_THREADS, total))
     grid = max(1, -(-total // block_size))
-
-    def constant(n):
-        return arith.ConstantOp(index, n).result
-
-    zero, one, grid_value, block_size_value = constant(0), constant(1), constant(grid), constant(block_size)
-    blocks_loop = scf.ParallelOp([], [zero], [grid_value], [one], [])
-    blocks_loop.attributes["mapping"] = ir.Attribute.parse(f"[{dimension_map('block_x')}]")
-    block_body = blocks_loop.regions[0].blocks.append(index)
-    with ir.InsertionPoint(block_body):
-        threads_loop = scf.ParallelOp([], [zero], [block_size_value], [one], [])
-        threads_loop.attributes["mapping"] = ir.Attribute.parse(f"[{dimension_map('thread_x')}]")
-        thread_body = threads_loop.regions[0].blocks.append(index)
-        ir.Operation.create("scf.reduce")
-    with ir.InsertionPoint(thread_body):
-        linear = arith.AddIOp(arith.MulIOp(block_body.arguments[0], block_size_value).result, thread_body.arguments[0]).result
+    blocks_loop, block_index, thread_index, thread_body = block_and_thread_loops(grid, block_size)
+    with ir.InsertionPoint.at_block_terminator(thread_body):
+        linear = arith.AddIOp(arith.MulIOp(block_index, index_constant(block_size)).result, thread_index).result
         if total % block_size:
-            inside = arith.CmpIOp(arith.CmpIPredicate.ult, linear, constant(total)).result
+            inside = arith.CmpIOp(arith.CmpIPredicate.ult, linear, index_constant(total)).result
             guard = scf.IfOp(inside)
             with ir.InsertionPoint(guard.then_block):
                 scf.YieldOp([])
             target = guard.then_block
         else:
             target = thread_body
+    return MappedLoopNest(total, grid, block_size), blocks_loop, linear, target
+
+
+def block_and_thread_loops(grid: int, block_size: int) -> tuple[ir.Operation, ir.Value, ir.Value, ir.Block]:
+    """`scf.parallel` over `grid` blocks holding one over `block_size` threads, at the
+    insertion point: the block loop, the block and thread indices, and the thread loop's body
+    (ending in its terminator)."""
+    zero, one, threads = index_constant(0), index_constant(1), index_constant(block_size)
+    blocks_loop = scf.ParallelOp([], [zero], [index_constant(grid)], [one], [])
+    blocks_loop.attributes["mapping"] = ir.Attribute.parse(f"[{dimension_map('block_x')}]")
+    block_body = blocks_loop.regions[0].blocks.append(ir.IndexType.get())
+    with ir.InsertionPoint(block_body):
+        threads_loop = scf.ParallelOp([], [zero], [threads], [one], [])
+        threads_loop.attributes["mapping"] = ir.Attribute.parse(f"[{dimension_map('thread_x')}]")
+        thread_body = threads_loop.regions[0].blocks.append(ir.IndexType.get())
         ir.Operation.create("scf.reduce")
-    return MappedLoopNest(total, grid, block_size), blocks_loop.operation, linear, target
+    with ir.InsertionPoint(thread_body):
+        ir.Operation.create("scf.reduce")
+    return blocks_loop.operation, block_body.arguments[0], thread_body.arguments[0], thread_body
 
 
 def dimension_map(processor: str) -> str:
