@@ -15,8 +15,19 @@ initial value the output holds and stores it.
 A kernel qualifies when every loop nest is over the same kept dimensions: the reductions
 (one associative combiner, as for the row emitter) and elementwise loop nests over the kept
 elements (the fill of the initial value, a mean's divide), each touching only its column
-of what the kernel writes.
+of what the kernel writes; or an elementwise loop nest over the whole space a later
+reduction reads, the **side output** of XLA's multi-output reduction fusion (a ReLU's
+gradient beside its bias's gradient, the column sum of it). The thread that reads an
+element for the reduction computes the side output there, stores it and folds the value it
+computed instead of loading it back: one launch that reads the inputs once, where the loop
+emitter made one launch for the elementwise nest and one for the sums, which read it back
+(with one thread per column: 4 blocks of a GPU's 132 multiprocessors for 1024 columns).
+Such a nest may read only what the kernel does not write, and what it writes only
+reductions read, each at the element the nest wrote there (so in the thread, or the
+thread's block after a barrier, that wrote it).
 """
+
+import contextlib
 
 from dataclasses import dataclass
 from math import prod
@@ -32,10 +43,25 @@ from .thread_program import WARP, ThreadProgram, index_constant
 PADDED = WARP + 1
 
 
+@dataclass(frozen=True)
+class SideOutput:
+    """An elementwise loop nest over a reduction's whole space, computed where the reduction
+    reads: its dimension `d` is the reduction's dimension `reduction_dims[d]`."""
+
+    generic: ir.Operation
+    reduction_dims: list[int]
+
+    def element_map(self, output: int) -> list[int]:
+        """The reduction's dimension indexing each dimension of the output `output` writes."""
+        affine_map = indexing_maps(self.generic)[input_count(self.generic) + output]
+        return [self.reduction_dims[e.position] for e in affine_map.results]
+
+
 @dataclass
 class ColumnPlan:
     kept_sizes: list[int]
     phases: list[Phase]
+    side_outputs: dict[int, list[SideOutput]]  # phase number (a reduction's) -> nests it computes
 
     @property
     def columns(self) -> int:
@@ -59,24 +85,58 @@ def plan_columns(function: ir.Operation, skippable: set[str]) -> ColumnPlan:
         raise NotRows("a reduction to a scalar")
     identity = list(range(kept_count))
     written = {root(v) for g in generics for v in outputs(g)}
-    phases = []
-    for generic in generics:
+    phases, side_outputs, pending = [], {}, []
+    own_elements: dict = {}  # a side output's buffer -> the reduction dimensions indexing it
+    for number, generic in enumerate(generics):
         sizes, maps = loop_sizes(generic), indexing_maps(generic)
         reduction = is_reduction(generic)
+        if not reduction and len(sizes) > kept_count:
+            side = side_output(generic, generics[number + 1:], written)
+            pending.append(side)
+            own_elements.update((root(v), side.element_map(k)) for k, v in enumerate(outputs(generic)))
+            continue
         if sizes[:kept_count] != kept_sizes or (not reduction and len(sizes) != kept_count) \
                 or (reduction and parallel_count(generic) != kept_count) or not all(iterator_kinds(generic)[:kept_count]):
             raise NotRows(f"a loop nest over {sizes} is not over the kept elements {kept_sizes}")
-        for number, (operand, affine_map) in enumerate(zip(generic.operands, maps)):
+        for operand_number, (operand, affine_map) in enumerate(zip(generic.operands, maps)):
             if not isinstance(operand.type, ir.MemRefType):
                 continue
             positions = [e.position if isinstance(e, ir.AffineDimExpr) else None for e in affine_map.results]
-            if root(operand) in written and positions != identity:
-                raise NotRows(f"operand {number} of a loop nest reads a written buffer across columns")
+            if root(operand) in own_elements and not (reduction and positions == own_elements[root(operand)]):
+                raise NotRows(f"operand {operand_number} of a loop nest reads a side output elsewhere than where it is written")
+            if root(operand) in written and root(operand) not in own_elements and positions != identity:
+                raise NotRows(f"operand {operand_number} of a loop nest reads a written buffer across columns")
             if not reduction and set().union(set(), *(dims_used(e) for e in affine_map.results)) - set(identity):
-                raise NotRows(f"operand {number} of a loop nest is indexed by more than the kept dimensions")
+                raise NotRows(f"operand {operand_number} of a loop nest is indexed by more than the kept dimensions")
+        if reduction and pending:
+            side_outputs[len(phases)], pending = pending, []
         phases.append(Phase(generic, sizes[kept_count:], reduction_combiner(generic) if reduction else None))
     check_views(generics)
-    return ColumnPlan(kept_sizes, phases)
+    return ColumnPlan(kept_sizes, phases, side_outputs)
+
+
+def side_output(generic: ir.Operation, later: list[ir.Operation], written: set) -> SideOutput:
+    """`generic` as a side output of the first reduction in `later`, which must read one of
+    its results (that read gives the dimensions' correspondence), or `NotRows`."""
+    reduction = next((g for g in later if is_reduction(g)), None)
+    if reduction is None:
+        raise NotRows("an elementwise loop nest over more than the kept elements after the last reduction")
+    produced = {root(v): m for v, m in zip(outputs(generic), indexing_maps(generic)[input_count(generic):])}
+    if any(not m.is_permutation for m in produced.values()):
+        raise NotRows("a side output written other than once per element")
+    if any(root(v) in written for v in list(generic.operands)[:input_count(generic)] if isinstance(v.type, ir.MemRefType)):
+        raise NotRows("a side output's loop nest reads what the kernel writes")
+    for operand, affine_map in zip(reduction.operands, indexing_maps(reduction)):
+        written_map = produced.get(root(operand)) if isinstance(operand.type, ir.MemRefType) else None
+        if written_map is None or not affine_map.is_permutation:
+            continue
+        reduction_dims = [0] * written_map.n_dims
+        for side_dim, reduction_dim in zip(written_map.results, affine_map.results):
+            reduction_dims[side_dim.position] = reduction_dim.position
+        if [loop_sizes(reduction)[d] for d in reduction_dims] != loop_sizes(generic):
+            break
+        return SideOutput(generic, reduction_dims)
+    raise NotRows("an elementwise loop nest over more than the kept elements that the next reduction does not read whole")
 
 
 @dataclass(frozen=True)
@@ -97,9 +157,12 @@ def emit(function: ir.Operation, plan: ColumnPlan, tiling: ColumnTiling, host: b
             if phase.combiner is None:
                 emit_elementwise(program, plan, phase)
             else:
-                emit_reduction(program, plan, phase, tiling)
+                emit_reduction(program, plan, phase, tiling, plan.side_outputs.get(number, []))
     for phase in plan.phases:
         phase.generic.erase()
+    for sides in plan.side_outputs.values():
+        for side in sides:
+            side.generic.erase()
     return ColumnLaunch(grid, tiling.block, program)
 
 
@@ -131,14 +194,20 @@ def emit_elementwise(program: ThreadProgram, plan: ColumnPlan, phase: Phase) -> 
                 memref.StoreOp(value, operand, map_indices(affine_map, dims))
 
 
-def emit_reduction(program: ThreadProgram, plan: ColumnPlan, phase: Phase, tiling: ColumnTiling) -> None:
+def emit_reduction(program: ThreadProgram, plan: ColumnPlan, phase: Phase, tiling: ColumnTiling,
+                   sides: list[SideOutput]) -> None:
     generic, combiner = phase.generic, phase.combiner
     accumulator = generic.regions[0].blocks[0].arguments[input_count(generic)]
     element_of = [v for v in combiner.operands if v != accumulator][0]
     passes = tiling.rows_per_pass
+    inside = None
 
     def element(kept_dims, position):
-        mapping = body_values(generic, kept_dims + delinearize(position, phase.inner_sizes), skip=combiner)
+        dims = kept_dims + delinearize(position, phase.inner_sizes)
+        computed = store_side_outputs(sides, dims, inside)
+        given = {number: computed[root(operand)] for number, operand in enumerate(generic.operands)
+                 if isinstance(operand.type, ir.MemRefType) and root(operand) in computed}
+        mapping = body_values(generic, dims, skip=combiner, given=given)
         return mapping.get(element_of, element_of)
 
     with program.at():
@@ -146,6 +215,7 @@ def emit_reduction(program: ThreadProgram, plan: ColumnPlan, phase: Phase, tilin
         lane, warp = arith.RemUIOp(thread, index_constant(WARP)).result, arith.DivUIOp(thread, index_constant(WARP)).result
         column = arith.AddIOp(first_column(program), lane).result
         if plan.columns % WARP:  # lanes past the last column read the last column, store nothing
+            inside = column_inside(plan, column)
             column = arith.MinUIOp(column, index_constant(plan.columns - 1)).result
         kept_dims = delinearize(column, plan.kept_sizes)
         loop = scf.ForOp(arith.AddIOp(warp, index_constant(passes)).result, index_constant(phase.length), index_constant(passes),
@@ -172,6 +242,21 @@ def emit_reduction(program: ThreadProgram, plan: ColumnPlan, phase: Phase, tilin
             indices = map_indices(indexing_maps(generic)[-1], delinearize(column, plan.kept_sizes))
             initial = memref.LoadOp(output, indices).result
             memref.StoreOp(combine(combiner, accumulator, initial, value), output, indices)
+
+
+def store_side_outputs(sides: list[SideOutput], dims: list[ir.Value], inside: ir.Value | None) -> dict:
+    """Each side output's element at the reduction's `dims`, stored (by the lanes of real
+    columns: `inside`); returns each written buffer's value there."""
+    computed = {}
+    for side in sides:
+        side_dims = [dims[d] for d in side.reduction_dims]
+        values = yielded(side.generic, body_values(side.generic, side_dims))
+        written_maps = indexing_maps(side.generic)[input_count(side.generic):]
+        with guarded(inside) or contextlib.nullcontext():
+            for value, output, affine_map in zip(values, outputs(side.generic), written_maps):
+                memref.StoreOp(value, output, map_indices(affine_map, side_dims))
+        computed.update((root(output), value) for value, output in zip(values, outputs(side.generic)))
+    return computed
 
 
 def transposed(thread: ir.Value, passes: int) -> tuple[ir.Value, ir.Value]:

@@ -205,6 +205,66 @@ def test_column_reductions_on_the_host_match_numpy(shape, dimensions, dtype, com
     np.testing.assert_allclose(result, reduce(x, axis=tuple(dimensions)), rtol=1e-5, atol=1e-5)
 
 
+def relu_and_bias_gradients(shape: list[int], dimensions: list[int]) -> str:
+    """A ReLU's gradient and its bias's (the sum of it over `dimensions`), one fusion."""
+    full = f"tensor<{'x'.join(map(str, shape))}xf32>"
+    mask = f"tensor<{'x'.join(map(str, shape))}xi1>"
+    kept = f"tensor<{'x'.join(str(n) for d, n in enumerate(shape) if d not in dimensions)}xf32>"
+    return f"""func.func @main(%h: {full}, %dy: {full}) -> ({full}, {kept}) {{
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %zeros = stablehlo.broadcast_in_dim %zero, dims = [] : (tensor<f32>) -> {full}
+  %active = stablehlo.compare GT, %h, %zeros : ({full}, {full}) -> {mask}
+  %g = stablehlo.select %active, %dy, %zeros : {mask}, {full}
+  %db = stablehlo.reduce(%g init: %zero) applies stablehlo.add across dimensions = {dimensions} : ({full}, tensor<f32>) -> {kept}
+  return %g, %db : {full}, {kept}
+}}
+"""
+
+
+@pytest.mark.parametrize("shape, dimensions", [
+    ([64, 128], [0]),
+    ([60, 100], [0]),  # lanes past the last column store no side output
+    ([4, 6, 40], [0, 1]),  # the side output's dimensions are the reduction's permuted
+])
+def test_a_column_sum_beside_its_elementwise_operand_is_one_launch_writing_both(shape, dimensions, monkeypatch):
+    """XLA's multi-output reduction fusion: the ReLU's gradient is a side output of the column
+    emitter, computed and stored by the thread that folds it into the bias's gradient (the
+    loop emitter made two launches, the second reading the first's output back with a
+    thread per column); on this CPU both results match numpy."""
+    text = relu_and_bias_gradients(shape, dimensions)
+    (kernel,) = compile_text(text).kernels
+    assert kernel.emitters == ("column",)
+    generator = np.random.default_rng(8)
+    h, dy = (generator.standard_normal(shape).astype(np.float32) for _ in range(2))
+    (g, db), notes = run_on_host(text, [h, dy], monkeypatch)
+    assert any("column emitter" in note for note in notes), notes
+    expected = np.where(h > 0, dy, 0)
+    np.testing.assert_array_equal(g, expected)
+    np.testing.assert_allclose(db, expected.astype(np.float64).sum(axis=tuple(dimensions)), rtol=1e-5, atol=1e-5)
+
+
+EXPONENTIAL_BESIDE_COLUMN_SUM = """func.func @main(%x: tensor<64x128xf32>) -> (tensor<64x128xf32>, tensor<128xf32>) {
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %e = stablehlo.exponential %x : tensor<64x128xf32>
+  %s = stablehlo.reduce(%x init: %zero) applies stablehlo.add across dimensions = [0] : (tensor<64x128xf32>, tensor<f32>) -> tensor<128xf32>
+  return %e, %s : tensor<64x128xf32>, tensor<128xf32>
+}
+"""
+
+
+def test_an_elementwise_nest_the_column_sum_does_not_read_keeps_the_loop_emitter_and_says_why(monkeypatch):
+    """Siblings sharing their operand: the sum reads x, not the exponential, so no reduction
+    element tells where the exponential's element is computed; the loop emitter runs them
+    (as one launch: they are independent), computing what numpy does."""
+    program = compile_text(EXPONENTIAL_BESIDE_COLUMN_SUM)
+    assert any("not columns (an elementwise loop nest over more than the kept elements" in d for d in program.decisions)
+    assert [len(kernel.launches) for kernel in program.kernels] == [1]
+    x = np.random.default_rng(9).standard_normal((64, 128)).astype(np.float32)
+    (e, total), _ = run_on_host(EXPONENTIAL_BESIDE_COLUMN_SUM, [x], monkeypatch)
+    np.testing.assert_allclose(e, np.exp(x), rtol=1e-6)
+    np.testing.assert_allclose(total, x.sum(axis=0), rtol=1e-5, atol=1e-5)
+
+
 def test_default_tiling_keeps_every_lane_busy():
     assert autotune.default_row_tiling(4096, 1024) == autotune.RowTiling(256, 1)
     assert autotune.default_row_tiling(37, 40) == autotune.RowTiling(8, 32)

@@ -73,29 +73,37 @@ def test_nests_that_would_exchange_values_or_differ_stay_apart(case):
     assert fused_count(two_nests(**case)) == (0, 2)
 
 
-RELU_AND_BIAS_GRADIENTS = """func.func @main(%h: tensor<64x128xf32>, %dy: tensor<64x128xf32>) -> (tensor<64x128xf32>, tensor<128xf32>) {
-  %zero = stablehlo.constant dense<0.0> : tensor<f32>
-  %zeros = stablehlo.broadcast_in_dim %zero, dims = [] : (tensor<f32>) -> tensor<64x128xf32>
-  %active = stablehlo.compare GT, %h, %zeros : (tensor<64x128xf32>, tensor<64x128xf32>) -> tensor<64x128xi1>
-  %g = stablehlo.select %active, %dy, %zeros : tensor<64x128xi1>, tensor<64x128xf32>
-  %db = stablehlo.reduce(%g init: %zero) applies stablehlo.add across dimensions = [0] : (tensor<64x128xf32>, tensor<f32>) -> tensor<128xf32>
-  return %g, %db : tensor<64x128xf32>, tensor<128xf32>
+ARGMAX_OF_ROWS = """func.func @main(%x: tensor<64x128xf32>) -> (tensor<64xf32>, tensor<64xi32>) {
+  %iota = stablehlo.iota dim = 1 : tensor<64x128xi32>
+  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %zero = stablehlo.constant dense<0> : tensor<i32>
+  %r:2 = stablehlo.reduce(%x init: %ninf), (%iota init: %zero) across dimensions = [1] : (tensor<64x128xf32>, tensor<64x128xi32>, tensor<f32>, tensor<i32>) -> (tensor<64xf32>, tensor<64xi32>)
+    reducer(%a: tensor<f32>, %c: tensor<f32>) (%b: tensor<i32>, %d: tensor<i32>) {
+      %gt = stablehlo.compare GT, %a, %c : (tensor<f32>, tensor<f32>) -> tensor<i1>
+      %eq = stablehlo.compare EQ, %a, %c : (tensor<f32>, tensor<f32>) -> tensor<i1>
+      %lt = stablehlo.compare LT, %b, %d : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      %tie = stablehlo.and %eq, %lt : tensor<i1>
+      %take = stablehlo.or %gt, %tie : tensor<i1>
+      %v = stablehlo.select %take, %a, %c : tensor<i1>, tensor<f32>
+      %i = stablehlo.select %take, %b, %d : tensor<i1>, tensor<i32>
+      stablehlo.return %v, %i : tensor<f32>, tensor<i32>
+    }
+  return %r#0, %r#1 : tensor<64xf32>, tensor<64xi32>
 }
 """
 
 
 def test_a_kernel_the_emitters_do_not_take_is_fewer_launches_and_computes_the_same(monkeypatch):
-    """A ReLU's gradient and its bias's (the column sum of it) in one kernel, which neither the
-    row nor the column emitter takes (an elementwise nest over the whole [64, 128] beside the
-    column sums): the sums' fill and reduction nests are one, 3 launches become 2, and the
-    results on this CPU match numpy."""
-    program = compile_text(RELU_AND_BIAS_GRADIENTS)
+    """An argmax over rows with its positions generated (a variadic reduce, which no emitter
+    takes): the two accumulators' fills join the reduction's nest, and so do the nests after
+    it, 6 launches become 2; the results on this CPU match numpy, ties going to the first
+    position."""
+    program = compile_text(ARGMAX_OF_ROWS)
     (kernel,) = program.kernels
     assert len(kernel.launches) == 2
-    assert any("1 loop nest(s) fused" in decision for decision in program.decisions)
-    rng = np.random.default_rng(3)
-    h, dy = (rng.standard_normal((64, 128)).astype(np.float32) for _ in range(2))
-    (g, db), _ = run_on_host(RELU_AND_BIAS_GRADIENTS, [h, dy], monkeypatch)
-    expected = np.where(h > 0, dy, 0)
-    np.testing.assert_array_equal(g, expected)
-    np.testing.assert_allclose(db, expected.astype(np.float64).sum(axis=0), rtol=1e-5, atol=1e-5)
+    assert any("4 loop nest(s) fused" in decision for decision in program.decisions)
+    x = np.random.default_rng(3).standard_normal((64, 128)).astype(np.float32)
+    x[3, 7] = x[3, 90] = 9
+    (values, positions), _ = run_on_host(ARGMAX_OF_ROWS, [x], monkeypatch)
+    np.testing.assert_array_equal(values, x.max(axis=1))
+    np.testing.assert_array_equal(positions, x.argmax(axis=1))
