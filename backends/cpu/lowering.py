@@ -99,6 +99,11 @@ TO_LLVM = [
 # vector lane) an LLVM poison value
 VECTORS_TO_LLVM = (["convert-vector-to-scf{full-unroll=true}"] + TO_LLVM[: TO_LLVM.index("convert-arith-to-llvm")]
                    + ["convert-vector-to-llvm", "convert-ub-to-llvm"] + TO_LLVM[TO_LLVM.index("convert-arith-to-llvm"):])
+# kernels with `memref.generic_atomic_rmw` (the GPU's scatter combining through an update
+# computation, run here by the `cuda-host` backend): its lowering inlines the region into a
+# compare-and-swap loop only when the region's ops are LLVM already, so arithmetic goes first
+ATOMIC_REGIONS_TO_LLVM = [p for p in TO_LLVM if p != "convert-arith-to-llvm"]
+ATOMIC_REGIONS_TO_LLVM.insert(ATOMIC_REGIONS_TO_LLVM.index("finalize-memref-to-llvm"), "convert-arith-to-llvm")
 ALLOCATORS = {"malloc", "free", "aligned_alloc", "posix_memalign", "calloc", "realloc"}
 _REGISTERED = False
 
@@ -187,7 +192,8 @@ def lower_to_llvm_dialect(module: ir.Module, name: str, buffer_loops=None, allow
                     native_bf16_rounding.round_bf16_natively(module)
             bf16_truncation.expand_bf16_truncations(module)
             float8_conversions.expand_float8_conversions(module)
-            to_llvm = VECTORS_TO_LLVM if tiling.has_vectors(module) else TO_LLVM
+            to_llvm = VECTORS_TO_LLVM if tiling.has_vectors(module) else \
+                ATOMIC_REGIONS_TO_LLVM if ops_named(module, "memref.generic_atomic_rmw") else TO_LLVM
             run_passes(module, to_llvm)
             with ir.Location.unknown():
                 byte_booleans.access_booleans_as_bytes(module)

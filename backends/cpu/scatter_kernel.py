@@ -16,6 +16,15 @@ The result starts as the operand: buffer assignment lets a scatter's result take
 operand's buffer (XLA's scatter is in place), and then the kernel writes only the targets;
 otherwise it copies the operand into the result first.
 
+For a GPU (`parallel`, XLA:GPU's scatter emitter) the update elements are one parallel loop,
+a thread each, and each combines its element into its target atomically, since two updates
+may share a target: a store for `set`, `memref.atomic_rmw` for the combiners the hardware
+computes (add, maximum, minimum, or, and of floats and integers), `memref.generic_atomic_rmw`
+(a compare-and-swap loop) around a multiply or an inlined update computation of 32- or
+64-bit elements. Repeated targets are then combined in an order the run decides (XLA:GPU's too; the
+spec leaves it to the implementation). Booleans and complex elements keep the sequential
+loops, one thread.
+
 One input and one update tensor, real, integer or complex elements (a complex scatter
 sets, adds or multiplies: jax's `sqrtm` sets complex elements one at a time in a loop nest,
 each a return to Python while it was a host call); several inputs stay host calls, other
@@ -33,6 +42,12 @@ FLOAT_COMBINERS = {"add": "arith.addf", "multiply": "arith.mulf", "maximum": "ar
 INTEGER_COMBINERS = {"add": "arith.addi", "multiply": "arith.muli", "maximum": "arith.maxsi", "minimum": "arith.minsi",
                      "or": "arith.ori", "and": "arith.andi"}
 UNSIGNED_COMBINERS = INTEGER_COMBINERS | {"maximum": "arith.maxui", "minimum": "arith.minui"}
+# the combiners as `memref.atomic_rmw` kinds (LLVM has no atomic multiply: a multiply is a
+# compare-and-swap loop, as an update computation is)
+FLOAT_ATOMICS = {"add": "addf", "maximum": "maximumf", "minimum": "minimumf"}
+INTEGER_ATOMICS = {"add": "addi", "maximum": "maxs", "minimum": "mins", "or": "ori", "and": "andi"}
+UNSIGNED_ATOMICS = INTEGER_ATOMICS | {"maximum": "maxu", "minimum": "minu"}
+COMPARE_AND_SWAP_ELEMENTS = {"f32", "f64", "i32", "i64"}
 COMPLEX_COMBINERS = {"add": "complex.add", "multiply": "complex.mul"}
 # booleans: add is or (StableHLO's boolean add), multiply is and, max and min are or and and
 BOOLEAN_COMBINERS = {"add": "arith.ori", "multiply": "arith.andi", "maximum": "arith.ori", "minimum": "arith.andi",
@@ -105,9 +120,27 @@ def kernel_reason(op: ir.Operation) -> str | None:
     return None
 
 
-def scatter_module_text(symbol: str, op: ir.Operation, in_place: bool) -> str:
+def atomic_kind(op: ir.Operation) -> str | None:
+    """How concurrent threads combine an update into its target: `set` (a store), an atomic
+    kind, `compare-and-swap` (a loop around the combiner or the update computation), or None
+    when they cannot (the scatter stays sequential)."""
+    operand_type = op.operands[0].type
+    element = element_text(operand_type)
+    combiner = scatter_attributes(op)["combiner"]
+    if combiner == "set":
+        return "set"
+    if element == "i1" or element.startswith("complex"):
+        return None
+    kinds = FLOAT_ATOMICS if is_float(element) else UNSIGNED_ATOMICS if is_unsigned(operand_type) else INTEGER_ATOMICS
+    if combiner in kinds:
+        return kinds[combiner]
+    return "compare-and-swap" if element in COMPARE_AND_SWAP_ELEMENTS else None
+
+
+def scatter_module_text(symbol: str, op: ir.Operation, in_place: bool, parallel: bool = False) -> str:
     """The scatter kernel: (operand, indices, updates) -> result; with `in_place` the result's
-    buffer is the operand's, holding its values already."""
+    buffer is the operand's, holding its values already; with `parallel`, a thread per
+    update element where `atomic_kind` says how."""
     geometry = ScatterGeometry.of(op)
     operand_type, indices_type, updates_type = (v.type for v in op.operands)
     memrefs = {name: memref_text(t) for name, t in
@@ -115,7 +148,13 @@ def scatter_module_text(symbol: str, op: ir.Operation, in_place: bool) -> str:
     text = LoopText(symbol, list(memrefs.items()))
     if not in_place:
         text.line(f"memref.copy %operand, %result : {memrefs['operand']} to {memrefs['result']}")
-    scatter_index = {d: text.loop(size, "s") for d, size in ((d, geometry.updates_shape[d]) for d in geometry.scatter_dims)}
+    atomic = atomic_kind(op) if parallel and geometry.updates_shape else None
+    if atomic is not None:
+        positions = text.parallel([geometry.updates_shape[d] for d in geometry.scatter_dims + list(geometry.update_window_dims)], "u")
+        scatter_index = dict(zip(geometry.scatter_dims, positions))
+        window_index = dict(zip(geometry.update_window_dims, positions[len(geometry.scatter_dims):]))
+    else:
+        scatter_index = {d: text.loop(size, "s") for d, size in ((d, geometry.updates_shape[d]) for d in geometry.scatter_dims)}
     start = window_start(text, geometry, [scatter_index[d] for d in geometry.scatter_dims], memrefs["indices"],
                          is_unsigned(indices_type), element_text(indices_type))
     valid = None
@@ -128,28 +167,61 @@ def scatter_module_text(symbol: str, op: ir.Operation, in_place: bool) -> str:
         valid = both if valid is None else text.value(f"arith.andi {valid}, {both} : i1")
     if valid is not None:
         text.open(f"scf.if {valid}")
-    window_index = {d: text.loop(geometry.updates_shape[d], "w") for d in geometry.update_window_dims}
+    if atomic is None:
+        window_index = {d: text.loop(geometry.updates_shape[d], "w") for d in geometry.update_window_dims}
     target = [start[d] if isinstance(start[d], str) else text.constant(start[d]) for d in range(len(geometry.operand_shape))]
     for operand_dim, update_dim in zip(geometry.window_operand_dims, geometry.update_window_dims):
         target[operand_dim] = (window_index[update_dim] if start[operand_dim] == 0
                                else text.value(f"arith.addi {target[operand_dim]}, {window_index[update_dim]} : index"))
     update_position = [scatter_index.get(d) or window_index[d] for d in range(len(geometry.updates_shape))]
     new = text.load("%updates", memrefs["updates"], update_position)
-    combiner = scatter_attributes(op)["combiner"]
-    if combiner is None:
-        new = emit_region(text, op.regions[0], [text.load("%result", memrefs["result"], target), new])[0]
-    elif combiner != "set":
-        element = element_text(operand_type)
-        old = text.load("%result", memrefs["result"], target)
-        new = text.value(f"{combiner_op(combiner, element, is_unsigned(operand_type))} {old}, {new} : {element}")
-    text.store(new, "%result", memrefs["result"], target)
-    for _ in geometry.update_window_dims:
-        text.close()
+    if atomic is None:
+        combine_in_order(text, op, new, memrefs["result"], target)
+    else:
+        combine_atomically(text, op, atomic, new, memrefs["result"], target)
+    if atomic is None:
+        for _ in geometry.update_window_dims:
+            text.close()
     if valid is not None:
         text.close()
-    for _ in geometry.scatter_dims:
-        text.close()
+    if atomic is None:
+        for _ in geometry.scatter_dims:
+            text.close()
+    else:
+        text.close_parallel()
     return text.text()
+
+
+def combine_in_order(text: LoopText, op: ir.Operation, new: str, result_type: str, target: list[str]) -> None:
+    combiner = scatter_attributes(op)["combiner"]
+    operand_type = op.operands[0].type
+    if combiner is None:
+        new = emit_region(text, op.regions[0], [text.load("%result", result_type, target), new])[0]
+    elif combiner != "set":
+        element = element_text(operand_type)
+        old = text.load("%result", result_type, target)
+        new = text.value(f"{combiner_op(combiner, element, is_unsigned(operand_type))} {old}, {new} : {element}")
+    text.store(new, "%result", result_type, target)
+
+
+def combine_atomically(text: LoopText, op: ir.Operation, atomic: str, new: str, result_type: str, target: list[str]) -> None:
+    element = element_text(op.operands[0].type)
+    place = f"%result[{', '.join(target)}]"
+    if atomic == "set":
+        text.store(new, "%result", result_type, target)
+    elif atomic == "compare-and-swap":
+        old = text.fresh("old")
+        text.open(f"{text.fresh('swapped')} = memref.generic_atomic_rmw {place} : {result_type}")
+        text.line(f"^bb0({old}: {element}):")
+        combiner = scatter_attributes(op)["combiner"]
+        if combiner is None:
+            combined = emit_region(text, op.regions[0], [old, new])[0]
+        else:
+            combined = text.value(f"{combiner_op(combiner, element, is_unsigned(op.operands[0].type))} {old}, {new} : {element}")
+        text.line(f"memref.atomic_yield {combined} : {element}")
+        text.close()
+    else:
+        text.value(f"memref.atomic_rmw {atomic} {new}, {place} : ({element}, {result_type}) -> {element}")
 
 
 def window_start(text: LoopText, geometry: ScatterGeometry, scatter_index: list[str], indices_memref: str,

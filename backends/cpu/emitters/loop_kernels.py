@@ -16,7 +16,7 @@ from mlirxla.transforms.scheduling import type_bytes
 
 from ..reduce_window_kernel import kernel_reason as reduce_window_reason, reduce_window_module_text, window_of
 from ..scan_kernel import scan_module_text, scan_of
-from ..scatter_kernel import kernel_reason, scatter_module_text
+from ..scatter_kernel import atomic_kind, kernel_reason, scatter_module_text
 from ..select_and_scatter_kernel import Window, batch_apart, select_and_scatter_module_text
 from mlirxla.transforms.top_k_rewriter import TARGET as TOP_K_TARGET
 
@@ -32,8 +32,13 @@ def emit_scatter(emitter, op: ir.Operation) -> list:
         emitter.decisions.append(f"{name}: scatter stays a host call ({reason})")
         return emit_host_call(emitter, op)
     in_place = emitter.slice_of(op.operands[0]) == emitter.slice_of(op.results[0])
-    emitter.decisions.append(f"{name}: scatter as a loop kernel, {'in place on its operand' if in_place else 'the operand copied into the result first'}")
-    return [loop_kernel(emitter, op, lambda symbol: scatter_module_text(symbol, op, in_place), in_place=((0, 0),) if in_place else ())]
+    how = "in place on its operand" if in_place else "the operand copied into the result first"
+    if emitter.gpu_kernels:
+        atomic = atomic_kind(op)
+        how += f", a thread per update element ({atomic})" if atomic else ", one thread (no atomic update of its elements)"
+    emitter.decisions.append(f"{name}: scatter as a loop kernel, {how}")
+    return [loop_kernel(emitter, op, lambda symbol: scatter_module_text(symbol, op, in_place, parallel=emitter.gpu_kernels),
+                        in_place=((0, 0),) if in_place else ())]
 
 
 def emit_select_and_scatter(emitter, op: ir.Operation) -> list:
