@@ -25,6 +25,13 @@ computation's identity is found by evaluating it on the init value and probe val
 kind (zeros, infinities, NaN, extremes). The scan reassociates the reduction, which the spec
 allows (its order of reduction is implementation-defined) and XLA's rewrite does for any
 reducer. Anything else keeps the window loops (`kernels.emit_kernel`).
+
+For a GPU (`parallel_scan_module_text`) the same blocks and combinations, in the same order
+(the results are the cpu backend's to the bit), run as three loop nests, each a launch of
+many threads rather than one thread looping over everything: every block of every line
+scanned on its own, its running value in a register; then per line the blocks' last
+elements, each combined with the one before, in order; then every other element of every
+block after the first combined with the last element of the block before.
 """
 
 from dataclasses import dataclass
@@ -200,4 +207,80 @@ def scan_module_text(symbol: str, op: ir.Operation, scan: Scan) -> str:
     text.close()
     for _ in outer:
         text.close()
+    return text.text()
+
+
+def parallel_scan_module_text(symbol: str, op: ir.Operation, scan: Scan) -> str:
+    """The kernel for a GPU: (input, init) -> result in three parallel loop nests (above)."""
+    element = element_text(op.operands[0].type)
+    memrefs = {name: memref_text(value.type) for name, value in
+               (("input", op.operands[0]), ("init", op.operands[1]), ("result", op.results[0]))}
+    text = LoopText(symbol, list(memrefs.items()))
+    one_op = None if scan.combiner == COMPUTATION else combiner_op(scan.combiner, element, is_unsigned(op.operands[0].type))
+
+    def combine(accumulated: str, value: str) -> str:
+        if one_op is None:
+            return emit_region(text, op.regions[0], [accumulated, value])[0]
+        return text.value(f"{one_op} {accumulated}, {value} : {element}")
+
+    length = scan.shape[scan.axis]
+    blocks = -(-length // BLOCK)
+    outer_shape, inner_shape = list(scan.shape[:scan.axis]), list(scan.shape[scan.axis + 1:])
+
+    def at(outer: list[str], step: str, inner: list[str]) -> list[str]:
+        position = text.value(f"arith.subi {text.constant(length - 1)}, {step} : index") if scan.reverse else step
+        return outer + [position] + inner
+
+    def block_start(block: str) -> str:
+        return text.value(f"arith.muli {block}, {text.constant(BLOCK)} : index")
+
+    def last_of(block: str) -> str:
+        end = text.value(f"arith.addi {block_start(block)}, {text.constant(BLOCK - 1)} : index")
+        return text.value(f"arith.minsi {end}, {text.constant(length - 1)} : index")
+
+    indices = text.parallel(outer_shape + [blocks] + inner_shape, "p")
+    outer, block, inner = indices[:len(outer_shape)], indices[len(outer_shape)], indices[len(outer_shape) + 1:]
+    start = block_start(block)
+    first_value = text.load("%input", memrefs["input"], at(outer, start, inner))
+    with_init = combine(text.load("%init", memrefs["init"], []), first_value)
+    is_first = text.value(f"arith.cmpi eq, {block}, {text.constant(0)} : index")
+    running = text.value(f"arith.select {is_first}, {with_init}, {first_value} : {element}")
+    text.store(running, "%result", memrefs["result"], at(outer, start, inner))
+    step, accumulated = text.fresh("i"), text.fresh("a")
+    following = text.value(f"arith.addi {start}, {text.constant(1)} : index")
+    end = text.value(f"arith.addi {last_of(block)}, {text.constant(1)} : index")
+    text.open(f"{text.fresh('s')} = scf.for {step} = {following} to {end} step {text.constant(1)} "
+              f"iter_args({accumulated} = {running}) -> ({element})")
+    value = combine(accumulated, text.load("%input", memrefs["input"], at(outer, step, inner)))
+    text.store(value, "%result", memrefs["result"], at(outer, step, inner))
+    text.line(f"scf.yield {value} : {element}")
+    text.close()
+    text.close_parallel()
+    if blocks == 1:
+        return text.text()
+
+    lines = text.parallel(outer_shape + inner_shape, "q")
+    outer, inner = lines[:len(outer_shape)], lines[len(outer_shape):]
+    block, total = text.fresh("b"), text.fresh("t")
+    carried = text.load("%result", memrefs["result"], at(outer, text.constant(BLOCK - 1), inner))
+    text.open(f"{text.fresh('s')} = scf.for {block} = {text.constant(1)} to {text.constant(blocks)} step {text.constant(1)} "
+              f"iter_args({total} = {carried}) -> ({element})")
+    last = at(outer, last_of(block), inner)
+    value = combine(total, text.load("%result", memrefs["result"], last))
+    text.store(value, "%result", memrefs["result"], last)
+    text.line(f"scf.yield {value} : {element}")
+    text.close()
+    text.close_parallel()
+
+    indices = text.parallel(outer_shape + [blocks - 1, BLOCK - 1] + inner_shape, "r")
+    outer, inner = indices[:len(outer_shape)], indices[len(outer_shape) + 2:]
+    block = text.value(f"arith.addi {indices[len(outer_shape)]}, {text.constant(1)} : index")
+    step = text.value(f"arith.addi {block_start(block)}, {indices[len(outer_shape) + 1]} : index")
+    text.open(f"scf.if {text.value(f'arith.cmpi slt, {step}, {last_of(block)} : index')}")
+    before = text.value(f"arith.subi {block_start(block)}, {text.constant(1)} : index")
+    value = combine(text.load("%result", memrefs["result"], at(outer, before, inner)),
+                    text.load("%result", memrefs["result"], at(outer, step, inner)))
+    text.store(value, "%result", memrefs["result"], at(outer, step, inner))
+    text.close()
+    text.close_parallel()
     return text.text()

@@ -555,6 +555,19 @@ def test_cumulative_reduce_window_is_a_scan_kernel(context, name, tmp_path):
         np.testing.assert_array_equal(got, expected)
 
 
+@pytest.mark.parametrize("name", list(CUMULATIVE))
+def test_a_gpu_scan_runs_each_pass_in_parallel_and_matches_the_cpu_scan_to_the_bit(name, tmp_path):
+    """The cuda backend's scan (`parallel_scan_module_text`: blocks, carries, the rest, each a
+    parallel loop nest), run on this CPU by the cuda-host backend: the cpu scan's results,
+    combined in the same order."""
+    shape, axis, element, combiner, reverse, init, dtype = CUMULATIVE[name]
+    text = cumulative_text(shape, axis, element, combiner, reverse, init)
+    on_host = Client(backend="cuda-host").compile(text, CompileOptions(dump_to=str(tmp_path)))
+    assert "each pass a parallel loop nest" in next(tmp_path.glob("*thunk-sequence.txt")).read_text()
+    arguments = [values(shape, dtype, 7)]
+    np.testing.assert_array_equal(on_host.execute_numpy(arguments)[0], Client().compile(text).execute_numpy(arguments)[0])
+
+
 def test_a_long_cumsum_rounds_as_two_short_chains():
     """4096 f32 terms: blocks of 128 scanned, then the blocks' totals carried, as XLA's two
     levels; a sequential sum erred 15 times as much against float64."""

@@ -15,7 +15,7 @@ from mlirxla.transforms.batch_slice_fusion import leading_size
 from mlirxla.transforms.scheduling import type_bytes
 
 from ..reduce_window_kernel import kernel_reason as reduce_window_reason, reduce_window_module_text, window_of
-from ..scan_kernel import scan_module_text, scan_of
+from ..scan_kernel import parallel_scan_module_text, scan_module_text, scan_of
 from ..scatter_kernel import atomic_kind, kernel_reason, scatter_module_text
 from ..select_and_scatter_kernel import Window, batch_apart, select_and_scatter_module_text
 from mlirxla.transforms.top_k_rewriter import TARGET as TOP_K_TARGET
@@ -86,8 +86,10 @@ def emit_reduce_window(emitter, op: ir.Operation) -> list:
     scan, name = scan_of(op), emitter.name_of(op)
     if scan is not None:
         emitter.decisions.append(f"{name}: reduce_window is a cumulative {scan.combiner} along dimension {scan.axis}"
-                                 f"{' from its end' if scan.reverse else ''}: a scan kernel, blocks then their carries")
-        return [loop_kernel(emitter, op, lambda symbol: scan_module_text(symbol, op, scan))]
+                                 f"{' from its end' if scan.reverse else ''}: a scan kernel, blocks then their carries"
+                                 f"{', each pass a parallel loop nest' if emitter.gpu_kernels else ''}")
+        text = parallel_scan_module_text if emitter.gpu_kernels else scan_module_text
+        return [loop_kernel(emitter, op, lambda symbol: text(symbol, op, scan))]
     if reduce_window_reason(op) is not None:
         return emit_kernel(emitter, op)
     slices = reduce_window_slices(op) if emitter.slice_rows else None
