@@ -120,27 +120,30 @@ def kernel_reason(op: ir.Operation) -> str | None:
     return None
 
 
-def atomic_kind(op: ir.Operation) -> str | None:
-    """How concurrent threads combine an update into its target: `set` (a store), an atomic
-    kind, `compare-and-swap` (a loop around the combiner or the update computation), or None
-    when they cannot (the scatter stays sequential)."""
-    operand_type = op.operands[0].type
-    element = element_text(operand_type)
-    combiner = scatter_attributes(op)["combiner"]
+def atomic_kind(combiner: str | None, tensor_type: ir.Type) -> str | None:
+    """How concurrent threads combine a value into a target of `tensor_type`'s elements by
+    `combiner` (None: an update computation): `set` (a store), an atomic kind,
+    `compare-and-swap` (a loop around the combiner or the computation), or None when they
+    cannot (the kernel stays sequential)."""
+    element = element_text(tensor_type)
     if combiner == "set":
         return "set"
     if element == "i1" or element.startswith("complex"):
         return None
-    kinds = FLOAT_ATOMICS if is_float(element) else UNSIGNED_ATOMICS if is_unsigned(operand_type) else INTEGER_ATOMICS
+    kinds = FLOAT_ATOMICS if is_float(element) else UNSIGNED_ATOMICS if is_unsigned(tensor_type) else INTEGER_ATOMICS
     if combiner in kinds:
         return kinds[combiner]
     return "compare-and-swap" if element in COMPARE_AND_SWAP_ELEMENTS else None
 
 
+def scatter_atomic_kind(op: ir.Operation) -> str | None:
+    return atomic_kind(scatter_attributes(op)["combiner"], op.operands[0].type)
+
+
 def scatter_module_text(symbol: str, op: ir.Operation, in_place: bool, parallel: bool = False) -> str:
     """The scatter kernel: (operand, indices, updates) -> result; with `in_place` the result's
     buffer is the operand's, holding its values already; with `parallel`, a thread per
-    update element where `atomic_kind` says how."""
+    update element where `scatter_atomic_kind` says how."""
     geometry = ScatterGeometry.of(op)
     operand_type, indices_type, updates_type = (v.type for v in op.operands)
     memrefs = {name: memref_text(t) for name, t in
@@ -148,7 +151,7 @@ def scatter_module_text(symbol: str, op: ir.Operation, in_place: bool, parallel:
     text = LoopText(symbol, list(memrefs.items()))
     if not in_place:
         text.line(f"memref.copy %operand, %result : {memrefs['operand']} to {memrefs['result']}")
-    atomic = atomic_kind(op) if parallel and geometry.updates_shape else None
+    atomic = scatter_atomic_kind(op) if parallel and geometry.updates_shape else None
     if atomic is not None:
         positions = text.parallel([geometry.updates_shape[d] for d in geometry.scatter_dims + list(geometry.update_window_dims)], "u")
         scatter_index = dict(zip(geometry.scatter_dims, positions))
@@ -178,7 +181,8 @@ def scatter_module_text(symbol: str, op: ir.Operation, in_place: bool, parallel:
     if atomic is None:
         combine_in_order(text, op, new, memrefs["result"], target)
     else:
-        combine_atomically(text, op, atomic, new, memrefs["result"], target)
+        combine_atomically(text, atomic, scatter_attributes(op)["combiner"], op.regions[0], operand_type, new,
+                           memrefs["result"], target)
     if atomic is None:
         for _ in geometry.update_window_dims:
             text.close()
@@ -204,8 +208,11 @@ def combine_in_order(text: LoopText, op: ir.Operation, new: str, result_type: st
     text.store(new, "%result", result_type, target)
 
 
-def combine_atomically(text: LoopText, op: ir.Operation, atomic: str, new: str, result_type: str, target: list[str]) -> None:
-    element = element_text(op.operands[0].type)
+def combine_atomically(text: LoopText, atomic: str, combiner: str | None, computation: ir.Region, tensor_type: ir.Type,
+                       new: str, result_type: str, target: list[str]) -> None:
+    """`new` combined into `%result` at `target` as `atomic_kind` said, by `combiner` or (None)
+    the update `computation`."""
+    element = element_text(tensor_type)
     place = f"%result[{', '.join(target)}]"
     if atomic == "set":
         text.store(new, "%result", result_type, target)
@@ -213,11 +220,10 @@ def combine_atomically(text: LoopText, op: ir.Operation, atomic: str, new: str, 
         old = text.fresh("old")
         text.open(f"{text.fresh('swapped')} = memref.generic_atomic_rmw {place} : {result_type}")
         text.line(f"^bb0({old}: {element}):")
-        combiner = scatter_attributes(op)["combiner"]
         if combiner is None:
-            combined = emit_region(text, op.regions[0], [old, new])[0]
+            combined = emit_region(text, computation, [old, new])[0]
         else:
-            combined = text.value(f"{combiner_op(combiner, element, is_unsigned(op.operands[0].type))} {old}, {new} : {element}")
+            combined = text.value(f"{combiner_op(combiner, element, is_unsigned(tensor_type))} {old}, {new} : {element}")
         text.line(f"memref.atomic_yield {combined} : {element}")
         text.close()
     else:

@@ -16,7 +16,12 @@ its window's selection (`tiled_windows`).
 
 The select computation must be one compare of its two arguments, in order (any direction,
 float, signed or unsigned); other computations, total-order compares and complex elements
-stay on the interpreter (`op_support.interpreted_reason`)."""
+stay on the interpreter (`op_support.interpreted_reason`).
+
+For a GPU (`parallel`) the loops over the source (and the fill) are parallel loops, a thread
+per source element: tiled windows write disjoint elements; overlapping ones combine into
+their selected element atomically (`scatter_kernel.combine_atomically`), in an order the
+run decides, or keep one thread where no atomic combines their elements (booleans)."""
 
 import dataclasses
 import itertools
@@ -28,7 +33,7 @@ from mlirxla.transforms.cost_analysis import integer_list
 
 from .emitters.host_calls import SCATTER_COMBINERS, computation_combiner
 from .loop_text import LoopText, element_text, is_float, is_unsigned, memref_text
-from .scatter_kernel import combiner_op
+from .scatter_kernel import atomic_kind, combine_atomically, combiner_op
 
 # a tiled window's positions are unrolled in the kernel: max pooling's are 4 or 9
 MAX_TILED_POSITIONS = 16
@@ -109,12 +114,19 @@ def kernel_reason(op: ir.Operation) -> str | None:
     return None
 
 
-def select_and_scatter_module_text(symbol: str, op: ir.Operation, leading: int | None = None) -> str:
+def parallel_combiner(op: ir.Operation) -> str | None:
+    """How a GPU's threads combine a source element into its selected element (`atomic_kind`),
+    or None: one thread runs the kernel. Tiled windows need none: `set`."""
+    return "set" if Window.of(op).tiles() else atomic_kind(scatter_combiner(op), op.operands[0].type)
+
+
+def select_and_scatter_module_text(symbol: str, op: ir.Operation, leading: int | None = None, parallel: bool = False) -> str:
     """The kernel: (operand, source, init) -> result (with `leading`: a block of that many of
-    the leading dimension's entries, which windows must not span). Windows that tile the
-    operand take `tiled_windows`. Otherwise the selection is carried through the window
-    loops as loop values (whether one is selected, its value, its position): no memory, so
-    the loops map to a GPU thread as they are."""
+    the leading dimension's entries, which windows must not span; with `parallel`, a thread
+    per source element where `parallel_combiner` says how). Windows that tile the operand
+    take `tiled_windows`. Otherwise the selection is carried through the window loops as loop
+    values (whether one is selected, its value, its position): no memory, so the loops map
+    to a GPU thread as they are."""
     window = Window.of(op)
     element = element_text(op.operands[0].type)
     values = {"operand": op.operands[0], "source": op.operands[1], "init": op.operands[2], "result": op.results[0]}
@@ -123,18 +135,31 @@ def select_and_scatter_module_text(symbol: str, op: ir.Operation, leading: int |
     if leading is not None:
         window = dataclasses.replace(window, operand_shape=(leading, *window.operand_shape[1:]), source_shape=(leading, *window.source_shape[1:]))
     text = LoopText(symbol, list(memrefs.items()))
+    atomic = parallel_combiner(op) if parallel else None
     if window.tiles():
-        tiled_windows(text, op, window, memrefs)
+        tiled_windows(text, op, window, memrefs, parallel=atomic is not None)
         return text.text()
-    fill_value(text, memrefs, window.operand_shape)
-    source_index = [text.loop(size, "s") for size in window.source_shape]
+    fill_value(text, memrefs, window.operand_shape, parallel=atomic is not None)
+    source_index = source_loops(text, window.source_shape, atomic is not None)
     state = [text.constant(0, "i1"), text.constant(0 if not is_float(element) else "0.0", element)]
     state += [text.constant(0)] * len(window.operand_shape)
     found, _, *target = select_in_window(text, op, window, memrefs, source_index, state)
-    scatter_into_selected(text, op, memrefs, source_index, found, target)
-    for _ in window.source_shape:
-        text.close()
+    scatter_into_selected(text, op, memrefs, source_index, found, target, atomic)
+    close_loops(text, window.source_shape, atomic is not None)
     return text.text()
+
+
+def source_loops(text: LoopText, shape: tuple[int, ...], parallel: bool, hint: str = "s") -> list[str]:
+    """One loop per dimension, or one parallel loop over all of them (closed by `close_loops`)."""
+    return text.parallel(list(shape), hint) if parallel else [text.loop(size, hint) for size in shape]
+
+
+def close_loops(text: LoopText, shape: tuple[int, ...], parallel: bool) -> None:
+    if parallel:
+        text.close_parallel()
+        return
+    for _ in shape:
+        text.close()
 
 
 def with_leading(tensor_type: ir.Type, leading: int) -> ir.Type:
@@ -149,12 +174,11 @@ def batch_apart(window: Window) -> bool:
         and window.source_shape[0] == window.operand_shape[0]
 
 
-def fill_value(text: LoopText, memrefs: dict, shape: tuple[int, ...]) -> None:
+def fill_value(text: LoopText, memrefs: dict, shape: tuple[int, ...], parallel: bool) -> None:
     """Every element of the result is the init value."""
-    index = [text.loop(size, "f") for size in shape]
+    index = source_loops(text, shape, parallel, "f")
     text.store(text.load("%init", memrefs["init"], []), "%result", memrefs["result"], index)
-    for _ in shape:
-        text.close()
+    close_loops(text, shape, parallel)
 
 
 def select_in_window(text: LoopText, op: ir.Operation, window: Window, memrefs: dict, source_index: list[str],
@@ -224,11 +248,17 @@ def clamped(text: LoopText, at: str, size: int) -> str:
     return text.value(f"arith.minsi {low}, {text.constant(size - 1)} : index")
 
 
-def scatter_into_selected(text: LoopText, op: ir.Operation, memrefs: dict, source_index: list[str], found: str, target: list[str]) -> None:
-    """The source element combined into the result at the selected position, if any."""
+def scatter_into_selected(text: LoopText, op: ir.Operation, memrefs: dict, source_index: list[str], found: str, target: list[str],
+                          atomic: str | None) -> None:
+    """The source element combined into the result at the selected position, if any (as
+    `atomic` says, when threads may select the same element)."""
     text.open(f"scf.if {found}")
     new = text.load("%source", memrefs["source"], source_index)
     combiner = scatter_combiner(op)
+    if atomic is not None:
+        combine_atomically(text, atomic, combiner, op.regions[1], op.operands[0].type, new, memrefs["result"], target)
+        text.close()
+        return
     if combiner != "set":
         element = element_text(op.operands[0].type)
         old = text.load("%result", memrefs["result"], target)
@@ -237,7 +267,7 @@ def scatter_into_selected(text: LoopText, op: ir.Operation, memrefs: dict, sourc
     text.close()
 
 
-def tiled_windows(text: LoopText, op: ir.Operation, window: Window, memrefs: dict) -> None:
+def tiled_windows(text: LoopText, op: ir.Operation, window: Window, memrefs: dict, parallel: bool) -> None:
     """Windows that tile the operand (max pooling's gradient: 2x2 windows, stride 2): every
     result element is in one window, so each is written once, with no fill and no scatter.
     Per source element, the window's positions (unrolled) are read, the selection kept as
@@ -247,7 +277,7 @@ def tiled_windows(text: LoopText, op: ir.Operation, window: Window, memrefs: dic
     no store at a computed position, so it vectorizes."""
     element = element_text(op.operands[0].type)
     compare = "arith.cmpf" if is_float(element) else "arith.cmpi"
-    source_index = [text.loop(size, "s") for size in window.source_shape]
+    source_index = source_loops(text, window.source_shape, parallel)
     corner = [index if extent == 1 else text.value(f"arith.muli {index}, {text.constant(extent)} : index")
               for index, extent in zip(source_index, window.dimensions)]
     positions = [[at if offset == 0 else text.value(f"arith.addi {at}, {text.constant(offset)} : index")
@@ -267,5 +297,4 @@ def tiled_windows(text: LoopText, op: ir.Operation, window: Window, memrefs: dic
     for k, position in enumerate(positions):
         chosen = text.value(f"arith.cmpi eq, {selected}, {text.constant(k)} : index")
         text.store(text.value(f"arith.select {chosen}, {new}, {init} : {element}"), "%result", memrefs["result"], position)
-    for _ in window.source_shape:
-        text.close()
+    close_loops(text, window.source_shape, parallel)

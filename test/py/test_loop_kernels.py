@@ -472,6 +472,22 @@ def test_select_and_scatter_kernel_matches_the_spec(name):
     np.testing.assert_array_equal(executable.execute([operand, source, init])[0], case.expected(operand, source, init))
 
 
+GPU_COMBINES = {"max pool, overlapping windows, ties": "addf", "max pool, padded": "addf", "f64, maximum into the result": "maximumf"}
+
+
+@pytest.mark.parametrize("name", list(SELECT_AND_SCATTERS))
+def test_a_gpu_select_and_scatter_is_a_thread_per_source_element_and_matches_the_spec(name, tmp_path):
+    """The cuda backend's kernel, run on this CPU by the cuda-host backend: tiled windows
+    write their own elements (`set`), overlapping ones combine into the selected element
+    atomically."""
+    case, dtype = SELECT_AND_SCATTERS[name]
+    executable = Client(backend="cuda-host").compile(case.text(), CompileOptions(dump_to=str(tmp_path)))
+    combine = "set" if name in TILED else GPU_COMBINES[name]
+    assert f"a thread per source element ({combine})" in next(tmp_path.glob("*thunk-sequence.txt")).read_text()
+    operand, source, init = values(case.operand, dtype, 3) * (values(case.operand, dtype, 4) > 0), values(case.source, dtype, 5), np.array(1, dtype)
+    np.testing.assert_array_equal(executable.execute_numpy([operand, source, init])[0], case.expected(operand, source, init))
+
+
 def test_tiled_windows_in_blocks_of_the_leading_dimension_match_the_spec(monkeypatch):
     """Windows that do not span the leading dimension run in blocks of it over the threads
     when that pays (here made to): each block the same kernel at its rows."""

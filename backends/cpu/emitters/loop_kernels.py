@@ -16,8 +16,8 @@ from mlirxla.transforms.scheduling import type_bytes
 
 from ..reduce_window_kernel import kernel_reason as reduce_window_reason, reduce_window_module_text, window_of
 from ..scan_kernel import parallel_scan_module_text, scan_module_text, scan_of
-from ..scatter_kernel import atomic_kind, kernel_reason, scatter_module_text
-from ..select_and_scatter_kernel import Window, batch_apart, select_and_scatter_module_text
+from ..scatter_kernel import kernel_reason, scatter_atomic_kind, scatter_module_text
+from ..select_and_scatter_kernel import Window, batch_apart, parallel_combiner, select_and_scatter_module_text
 from mlirxla.transforms.top_k_rewriter import TARGET as TOP_K_TARGET
 
 from .. import runtime_library, thread_split
@@ -34,7 +34,7 @@ def emit_scatter(emitter, op: ir.Operation) -> list:
     in_place = emitter.slice_of(op.operands[0]) == emitter.slice_of(op.results[0])
     how = "in place on its operand" if in_place else "the operand copied into the result first"
     if emitter.gpu_kernels:
-        atomic = atomic_kind(op)
+        atomic = scatter_atomic_kind(op)
         how += f", a thread per update element ({atomic})" if atomic else ", one thread (no atomic update of its elements)"
     emitter.decisions.append(f"{name}: scatter as a loop kernel, {how}")
     return [loop_kernel(emitter, op, lambda symbol: scatter_module_text(symbol, op, in_place, parallel=emitter.gpu_kernels),
@@ -49,10 +49,13 @@ def emit_select_and_scatter(emitter, op: ir.Operation) -> list:
     name = emitter.name_of(op)
     window = Window.of(op)
     how = "a loop kernel, windows tiling the operand" if window.tiles() else "a loop kernel"
+    if emitter.gpu_kernels:
+        atomic = parallel_combiner(op)
+        how += f", a thread per source element ({atomic})" if atomic else ", one thread (no atomic update of its elements)"
     slices = select_and_scatter_slices(op, window) if emitter.slice_rows else None
     if slices is None:
         emitter.decisions.append(f"{name}: select_and_scatter as {how}")
-        return [loop_kernel(emitter, op, lambda symbol: select_and_scatter_module_text(symbol, op))]
+        return [loop_kernel(emitter, op, lambda symbol: select_and_scatter_module_text(symbol, op, parallel=emitter.gpu_kernels))]
     leading = leading_size(op.results[0]) // slices
     emitter.decisions.append(f"{name}: select_and_scatter as {how}, parallel blocks, {slices} slices of {leading} of its leading dimension")
     symbol = emitter.symbol(name)
