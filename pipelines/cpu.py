@@ -24,6 +24,8 @@
     becomes one between transposes of its operands: XLA's DotDecomposer)
  -> bf16 accumulation in f32 (a bf16 reduce, reduce_window or scatter computes in f32 between
     converts: XLA:CPU's float normalization, its accumulator rounded once)
+ -> on the cuda pipeline, tree reductions (a reduction of few kept elements that would leave
+    the GPU's multiprocessors idle, split into two: XLA:GPU's TreeReductionRewriter)
  -> narrow dot upcast (a bf16, f16 or f8 dot as an f32 dot between converts: the CPU's GEMMs are f32)
  -> top-k rewriting (a sort of (x, iota) read only in its first k positions, which is what
     lax.top_k becomes, as one TopK custom call: the CPU's selection kernel)
@@ -76,6 +78,7 @@ from mlirxla.transforms.spmd_partitioner import SpmdPartitionerPass
 from mlirxla.transforms.top_k_rewriter import TopKRewriterPass
 from mlirxla.transforms.selecting_convolution_as_slices import SelectingConvolutionAsSlicesPass
 from mlirxla.transforms.transposed_convolution_phases import TransposedConvolutionPhasesPass
+from mlirxla.transforms.tree_reduction_rewriter import TreeReductionRewriterPass
 from mlirxla.transforms.while_loop_constant_sinking import WhileLoopConstantSinkingPass
 from mlirxla.transforms.while_loop_trip_count_annotator import WhileLoopTripCountAnnotatorPass
 from mlirxla.transforms.widening_gemm_fusion import WideningGemmFusionPass
@@ -93,10 +96,11 @@ def cpu_pipeline(alignment: int = ALIGNMENT) -> Pipeline:
 
 
 def compiler_pipeline(name: str, alignment: int, fusion_cost_model: str, batch_slices: bool,
-                      f32_gemms_only: bool = False, top_k_calls: bool = False, horizontal_fusion: bool = False) -> Pipeline:
+                      f32_gemms_only: bool = False, top_k_calls: bool = False, gpu: bool = False) -> Pipeline:
     """The stages above, named `name`, fusing by the cost model `fusion_cost_model`
     (`transforms/cost_model.py`); batch-slice fusion only for a backend that runs slices;
-    horizontal loop fusion for a backend that runs independent loop nests as one launch;
+    with `gpu`, tree reductions (reductions that would leave the GPU idle split in two) and
+    horizontal loop fusion (independent loop nests run as one launch);
     bf16 dots upcast to f32 for a backend whose GEMMs are f32 only, a weight's widening then
     taken into its GEMM; top-k sorts as TopK calls for a backend that runs them."""
     pipeline = (
@@ -122,6 +126,8 @@ def compiler_pipeline(name: str, alignment: int, fusion_cost_model: str, batch_s
         .add(DotCanonicalizerPass())
         .add(Bf16AccumulationInF32Pass())
     )
+    if gpu:
+        pipeline.add(TreeReductionRewriterPass(backend=fusion_cost_model))
     if f32_gemms_only:
         pipeline.add(NarrowDotUpcastPass()).add(IntegerDotAsFloatPass())
     if top_k_calls:
@@ -130,7 +136,7 @@ def compiler_pipeline(name: str, alignment: int, fusion_cost_model: str, batch_s
     pipeline.add(PriorityFusionPass(backend=fusion_cost_model)).add(MultiOutputFusionPass()).add(OutputFusionPass())
     if f32_gemms_only:
         pipeline.add(WideningGemmFusionPass())
-    if horizontal_fusion:
+    if gpu:
         pipeline.add(HorizontalLoopFusionPass())
     if batch_slices:
         pipeline.add(BatchSliceFusionPass())

@@ -24,6 +24,7 @@ class CostModel:
     memory_bandwidth_bytes_per_s: float
     flops_per_s: float
     transcendental_flops: float = 8.0  # one exp/log/tanh counted as this many flops
+    multiprocessors: int = 1  # what runs blocks of threads at once (a GPU's SMs)
     # fusion name -> flops, for one pass run (`remembering`): fusion names are unique in a
     # module, and a fusion's body never changes under its name
     flops_memo: dict | None = field(default=None, compare=False, repr=False)
@@ -177,7 +178,7 @@ GPU = CostModel("gpu", kernel_overhead_s=5e-6, memory_bandwidth_bytes_per_s=3e12
 
 # the cuda backend's target, an H200 (SXM): ~4 us from one launch to the next in a stream,
 # ~4.3 TB/s HBM3e measured, ~67 TFLOP/s fp32 over 132 SMs
-H200 = CostModel("cuda", kernel_overhead_s=4e-6, memory_bandwidth_bytes_per_s=4.3e12, flops_per_s=67e12)
+H200 = CostModel("cuda", kernel_overhead_s=4e-6, memory_bandwidth_bytes_per_s=4.3e12, flops_per_s=67e12, multiprocessors=132)
 
 MODELS = {"cpu": CPU, "gpu": GPU, "cuda": H200}
 

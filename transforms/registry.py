@@ -46,6 +46,7 @@ PASSES = {
     "xhlo-transposed-convolution-phases": "transposed_convolution_phases:TransposedConvolutionPhasesPass",
     "xhlo-convolution-group-split": "convolution_group_split:ConvolutionGroupSplitPass",
     "xhlo-selecting-convolution-as-slices": "selecting_convolution_as_slices:SelectingConvolutionAsSlicesPass",
+    "xhlo-tree-reduction-rewriter": "tree_reduction_rewriter:TreeReductionRewriterPass",
     "xhlo-top-k-rewriter": "top_k_rewriter:TopKRewriterPass",
     "xhlo-layout-assignment": "layout_assignment:LayoutAssignmentPass",
     "xhlo-reshape-to-bitcast": "reshape_to_bitcast:ReshapeToBitcastPass",

@@ -265,6 +265,23 @@ def test_an_elementwise_nest_the_column_sum_does_not_read_keeps_the_loop_emitter
     np.testing.assert_allclose(total, x.sum(axis=0), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("shape, dimensions, emitters", [
+    ([16, 32, 32, 64], [0, 1, 2], ("column", "column")),  # 64 channels: split between N and H, W
+    ([65536, 8], [0], ("column", "column")),  # one long dimension, reshaped into 256 x 256
+    ([4, 65536], [1], ("row", "row")),  # 4 long rows
+])
+def test_a_reduction_that_would_leave_the_gpu_idle_is_two_and_matches_numpy(shape, dimensions, emitters, monkeypatch):
+    """The tree reduction rewriter's split (`transforms/tree_reduction_rewriter.py`): an inner
+    reduction keeping enough elements to fill the GPU, then an outer one, each taken by an
+    emitter; on this CPU the sums match numpy."""
+    text = reduce_text(shape, dimensions)
+    program = compile_text(text)
+    assert tuple(e for kernel in program.kernels for e in kernel.emitters) == emitters
+    x = np.random.default_rng(10).standard_normal(shape).astype(np.float32)
+    (result,), _ = run_on_host(text, [x], monkeypatch)
+    np.testing.assert_allclose(result, x.astype(np.float64).sum(axis=tuple(dimensions)), rtol=1e-4, atol=1e-3)
+
+
 def test_default_tiling_keeps_every_lane_busy():
     assert autotune.default_row_tiling(4096, 1024) == autotune.RowTiling(256, 1)
     assert autotune.default_row_tiling(37, 40) == autotune.RowTiling(8, 32)
