@@ -8,7 +8,8 @@ CUDA libraries, and no MLIR toolkit).
       manifest.json            per workload: file, kind, inputs (seed, shapes, dtypes), tolerances
       <workload>.mlirxla       the executable
       <workload>.expected.npz  the expected outputs
-      jax_programs.py          the JAX functions, for the XLA:GPU peer (benchmarks only)
+      jax_programs.py          the JAX functions, for the XLA:GPU peer (benchmarks)
+      benchmark_workloads.py   the cpu benchmark's workloads (`workload_<name>`), for their inputs and the peer
       tuning.json              the emitters' kernels, each compiled per candidate tiling (`gpu-check --tune`)
       <benchmark>.iree-cuda.vmfb, iree_base_runtime-*.whl   the benchmarks on IREE (`pack_iree.py`)
       mlirxla_cuda_runtime/    a copy of runtime/cuda
@@ -22,6 +23,14 @@ second time as `<name>_highest`, its GEMMs in full f32 and XLA:GPU run at "highe
 Expected outputs: for the benchmark programs, this machine's cpu backend (itself checked
 against the StableHLO interpreter by the test suite; the interpreter takes minutes on the
 large ones); for the suite slice, the reference interpreter.
+
+The cpu benchmark's workloads (`examples/benchmark_workloads.py`, when jax is installed here:
+it lowers them) are packed as `workload_<name>`, their GEMMs in full f32: gpu-check draws
+their inputs as `benchmarks/cpu_vs_xla.py` does (the workload's own `random_arguments`),
+runs the same jax function on XLA:GPU at "highest" precision and compares the outputs with
+XLA's at the workload's tolerance (no expected files: several of their outputs are tens of
+megabytes), timing both as for the benchmark programs. Their ratios have a geomean of their
+own; the benchmark programs' is the issue's bar.
 """
 
 import argparse
@@ -125,6 +134,40 @@ def benchmark(name: str, seed: int, precision: str | None = None) -> tuple[bytes
     return program.executable.to_bytes(), entry, expected
 
 
+def cpu_workloads():
+    """The cpu benchmark's workloads, or None when jax (which lowers them) is not installed."""
+    try:
+        import jax  # noqa: F401
+    except ImportError:
+        return None
+    sys.path.insert(0, os.path.join(REPOSITORY, "examples"))
+    try:
+        import benchmark_workloads
+    finally:
+        sys.path.remove(os.path.join(REPOSITORY, "examples"))
+    return benchmark_workloads.WORKLOADS
+
+
+def workload(spec, seed: int) -> tuple[bytes, dict, None]:
+    """A cpu benchmark workload lowered by jax (on this machine's CPU platform) and compiled by
+    the cuda backend, its GEMMs in full f32."""
+    import jax
+
+    from mlirxla import frontdoor
+    from mlirxla.context import new_context
+    from mlirxla.pipelines.runner import RunOptions
+
+    from . import compiler
+
+    text = jax.jit(spec.function, keep_unused=True).lower(*spec.abstract()).as_text()
+    with gemm_precision("highest"):
+        program = compiler.compile_program(frontdoor.import_text(text, spec.name, new_context()).module, RunOptions(backend="cuda"))
+    entry = {"kind": "workload", "workload": spec.name, "file": f"workload_{spec.name}.mlirxla", "seed": seed,
+             "parameters": program.executable.plan["parameters"], "precision": "highest", "rtol": spec.rtol, "atol": spec.atol,
+             "expected_from": "jax on XLA:GPU, at the workload's tolerance"}
+    return program.executable.to_bytes(), entry, None
+
+
 def suite_cases(directory: str, limit: int) -> list:
     from mlirxla.conformance import collect
 
@@ -225,9 +268,10 @@ def write_tuning(output: str, programs: list[str], log=print) -> None:
 
 
 def write_pack(output: str, suite_directory: str | None, suite_limit: int, programs: list[str] = BENCHMARKS, log=print,
-               tune: bool = True, iree: bool = False, iree_wheel: str | None = None) -> dict:
+               tune: bool = True, iree: bool = False, iree_wheel: str | None = None, workloads: list[str] = ()) -> dict:
     """The pack at `output`; with `iree`, each benchmark also as an IREE cuda module
-    (`pack_iree.py`) and IREE's runtime wheel."""
+    (`pack_iree.py`) and IREE's runtime wheel; `workloads`, the cpu benchmark's workloads of
+    those names (`workload`)."""
     if os.path.exists(output):
         shutil.rmtree(output)
     os.makedirs(output)
@@ -236,9 +280,15 @@ def write_pack(output: str, suite_directory: str | None, suite_limit: int, progr
     if suite_directory and os.path.isdir(suite_directory):
         for index, case in enumerate(suite_cases(suite_directory, suite_limit)):
             jobs.append((case.name, lambda case=case, seed=100 + index: suite_case(case, seed)))
+    specs = {spec.name: spec for spec in cpu_workloads() or []} if workloads else {}
+    for index, name in enumerate(workloads):
+        jobs.append((f"workload_{name}", lambda spec=specs[name], seed=200 + index: workload(spec, seed)))
     from mlirxla.errors import MlirxlaError
 
-    for name, job in jobs:  # grows: a benchmark adds its full-f32 twin (TF32 GEMMs) and its IREE module
+    position = 0
+    while position < len(jobs):  # a benchmark's full-f32 twin (TF32 GEMMs) and IREE module follow it
+        name, job = jobs[position]
+        position += 1
         try:
             executable, entry, expected = job()
         except MlirxlaError as error:
@@ -248,16 +298,18 @@ def write_pack(output: str, suite_directory: str | None, suite_limit: int, progr
         key = safe_name(name)
         with open(os.path.join(output, entry["file"]), "wb") as handle:
             handle.write(executable)
-        if "expected" not in entry:  # an IREE module shares its benchmark's
+        if expected is not None and "expected" not in entry:  # an IREE module shares its benchmark's; XLA:GPU gives a workload's
             np.savez(os.path.join(output, f"{key}.expected.npz"), *expected)
             entry["expected"] = f"{key}.expected.npz"
         manifest["workloads"][key] = entry
         log(f"  {name}: {len(executable)} bytes")
+        following = []
         if entry.get("tf32"):
-            jobs.append((f"{name}_highest", lambda name=name, seed=entry["seed"]: benchmark(name, seed, "highest")))
+            following.append((f"{name}_highest", lambda name=name, seed=entry["seed"]: benchmark(name, seed, "highest")))
         if iree and entry["kind"] == "benchmark" and "precision" not in entry:
-            jobs.append((f"{name}_iree", lambda name=name, entry=entry, atol=f32_atol(expected):
-                         (*pack_iree.iree_workload(name, program_path(name), entry, atol), None)))
+            following.append((f"{name}_iree", lambda name=name, entry=entry, atol=f32_atol(expected):
+                              (*pack_iree.iree_workload(name, program_path(name), entry, atol), None)))
+        jobs[position:position] = following
     if iree:
         manifest["iree_runtime_wheel"] = pack_iree.runtime_wheel(output, iree_wheel, log)
     if tune:
@@ -265,6 +317,8 @@ def write_pack(output: str, suite_directory: str | None, suite_limit: int, progr
     shutil.copytree(os.path.join(REPOSITORY, "runtime", "cuda"), os.path.join(output, "mlirxla_cuda_runtime"),
                     ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(os.path.join(REPOSITORY, "examples", "jax_programs.py"), output)
+    if workloads:
+        shutil.copy(os.path.join(REPOSITORY, "examples", "benchmark_workloads.py"), output)
     shutil.copy(os.path.join(REPOSITORY, "scripts", "gpu-check"), os.path.join(output, "gpu-check"))
     with open(os.path.join(output, "manifest.json"), "w") as handle:
         json.dump(manifest, handle, indent=1)
@@ -283,6 +337,8 @@ def main(argv=None) -> int:
     parser.add_argument("--suite", default=DEFAULT_DIRECTORY, help="the interpreter suite (its slice is packed when present)")
     parser.add_argument("--suite-limit", type=int, default=64, help="at most this many suite functions")
     parser.add_argument("--programs", default=",".join(BENCHMARKS), help="the benchmark programs to pack (comma-separated)")
+    parser.add_argument("--workloads", default="all",
+                        help="the cpu benchmark's workloads to pack (comma-separated; all, or none; they need jax here)")
     parser.add_argument("--no-iree", action="store_true",
                         help="leave out the benchmarks as IREE cuda modules (packed when the iree extra is installed)")
     parser.add_argument("--iree-wheel", help="IREE's runtime wheel for the GPU machine's Python 3.12 (else pip fetches it)")
@@ -292,11 +348,19 @@ def main(argv=None) -> int:
     if unknown:
         print(f"gpu-pack: error: unknown program '{unknown[0]}' (known: {', '.join(BENCHMARKS)})", file=sys.stderr)
         return 2
+    specs = cpu_workloads()
+    known = [spec.name for spec in specs or []]
+    workloads = known if arguments.workloads == "all" else [] if arguments.workloads == "none" else arguments.workloads.split(",")
+    if specs is None and arguments.workloads != "none":
+        print("gpu-pack: the cpu benchmark's workloads are left out: jax, which lowers them, is not installed (the jax extra)")
+    elif unknown := sorted(set(workloads) - set(known)):
+        print(f"gpu-pack: error: unknown workload '{unknown[0]}' (known: {', '.join(known)})", file=sys.stderr)
+        return 2
     from mlirxla.backends.iree import toolchain
 
     iree = not arguments.no_iree and toolchain.unavailable() is None
     manifest = write_pack(arguments.output, arguments.suite, arguments.suite_limit, programs, iree=iree,
-                          iree_wheel=arguments.iree_wheel)
+                          iree_wheel=arguments.iree_wheel, workloads=workloads if specs is not None else [])
     print(f"wrote {arguments.output}: {len(manifest['workloads'])} workload(s), {len(manifest['refused'])} refused, "
           f"{manifest['bytes']} bytes; on the GPU machine: python3 {arguments.output}/gpu-check")
     return 0

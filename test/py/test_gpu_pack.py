@@ -125,6 +125,44 @@ def test_gpu_check_runs_a_packed_benchmark_end_to_end_and_says_how_it_ran(tmp_pa
     assert [c[0] for c in device.calls].count("begin_capture") == 1
 
 
+@pytest.mark.jax
+def test_a_cpu_benchmark_workload_is_packed_without_expected_outputs_and_judged_against_xla(tmp_path):
+    """The cpu benchmark's 1024 x 1024 matmul: packed with its GEMM in full f32 and no expected
+    file; gpu-check draws the workload's own arguments (the executable's parameters), runs it
+    on the computing stand-in and compares with the jax function, here on jax's CPU in place
+    of XLA:GPU, at the workload's tolerance, timing both."""
+    output = tmp_path / "pack"
+    manifest = pack.write_pack(str(output), None, 0, [], log=lambda line: None, tune=False, workloads=["matmul"])
+    entry = manifest["workloads"]["workload_matmul"]
+    assert (entry["kind"], entry["precision"], entry["rtol"]) == ("workload", "highest", 1e-4) and "expected" not in entry
+    assert (output / "benchmark_workloads.py").exists()
+    check = runpy.run_path(str(output / "gpu-check"), run_name="gpu_check")
+    function, arguments = check["workload_arguments"](str(output), entry, np)
+    import jax
+
+    leaves = jax.tree_util.tree_leaves(arguments)
+    assert [[list(x.shape), str(x.dtype)] for x in leaves] == [[p["shape"], p["dtype"]] for p in entry["parameters"]]
+
+    def on_cpu(function, arguments, precision, np):
+        compiled = jax.jit(function).lower(*arguments).compile()
+        last = []
+        return ([np.asarray(x) for x in jax.tree_util.tree_leaves(compiled(*arguments))],
+                lambda: last.append(compiled(*arguments)), lambda: jax.block_until_ready(last[-1]))
+
+    check["check_cpu_workload"].__globals__["xla_gpu"] = on_cpu
+    sys.path.insert(0, str(output))
+    try:
+        import mlirxla_cuda_runtime
+
+        result = check["check_cpu_workload"](str(output), entry, ComputingDevice(), mlirxla_cuda_runtime, 2, np)
+    finally:
+        sys.path.remove(str(output))
+        for name in [name for name in sys.modules if name.split(".")[0] in ("mlirxla_cuda_runtime", "benchmark_workloads")]:
+            del sys.modules[name]
+    assert result["ok"], result
+    assert result["ratio"] > 0 and result["ours_ms"] > 0 and result["xla_ms"] > 0
+
+
 class TimedFakeDevice(FakeCudaDevice):
     """The stand-in device with CUDA-event timing: a launch of a block of 128 threads takes 1
     ms, any other 2 ms (so the tuner has one fastest candidate to find)."""
