@@ -50,6 +50,8 @@ BENCHMARKS = ["mlp", "softmax", "transformer", "convnet", "scan", "mlp_softmax_s
 JAX_FUNCTIONS = {"mlp": "mlp3", "softmax": "softmax", "transformer": "block", "convnet": "convnet", "scan": "rnn_scan",
                  "mlp_softmax_small": "mlp"}
 MEMORY_BOUND = {"softmax"}  # workloads whose HBM bandwidth fraction gpu-check reports
+# the cpu benchmark's workloads that are all elementwise work and reductions (no GEMM, no loop)
+MEMORY_BOUND_WORKLOADS = {"chain", "softmax", "layernorm", "batchnorm", "adam", "cross_entropy"}
 SUITE_SLICE = ["add.mlir", "exponential.mlir", "reduce.mlir", "transpose.mlir", "broadcast_in_dim.mlir", "concatenate.mlir",
                "select.mlir", "dynamic_slice.mlir", "iota.mlir", "compare.mlir", "dot_general.mlir", "while.mlir",
                # the GPU kernels of what the CPU runs as host calls, and LLVM's bit-count intrinsics
@@ -164,7 +166,7 @@ def workload(spec, seed: int) -> tuple[bytes, dict, None]:
         program = compiler.compile_program(frontdoor.import_text(text, spec.name, new_context()).module, RunOptions(backend="cuda"))
     entry = {"kind": "workload", "workload": spec.name, "file": f"workload_{spec.name}.mlirxla", "seed": seed,
              "parameters": program.executable.plan["parameters"], "precision": "highest", "rtol": spec.rtol, "atol": spec.atol,
-             "expected_from": "jax on XLA:GPU, at the workload's tolerance"}
+             "memory_bound": spec.name in MEMORY_BOUND_WORKLOADS, "expected_from": "jax on XLA:GPU, at the workload's tolerance"}
     return program.executable.to_bytes(), entry, None
 
 

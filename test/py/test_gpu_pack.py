@@ -134,7 +134,8 @@ def test_a_cpu_benchmark_workload_is_packed_without_expected_outputs_and_judged_
     output = tmp_path / "pack"
     manifest = pack.write_pack(str(output), None, 0, [], log=lambda line: None, tune=False, workloads=["matmul"])
     entry = manifest["workloads"]["workload_matmul"]
-    assert (entry["kind"], entry["precision"], entry["rtol"]) == ("workload", "highest", 1e-4) and "expected" not in entry
+    assert (entry["kind"], entry["precision"], entry["rtol"], entry["memory_bound"]) == ("workload", "highest", 1e-4, False)
+    assert "expected" not in entry
     assert (output / "benchmark_workloads.py").exists()
     check = runpy.run_path(str(output / "gpu-check"), run_name="gpu_check")
     function, arguments = check["workload_arguments"](str(output), entry, np)
@@ -160,7 +161,7 @@ def test_a_cpu_benchmark_workload_is_packed_without_expected_outputs_and_judged_
         for name in [name for name in sys.modules if name.split(".")[0] in ("mlirxla_cuda_runtime", "benchmark_workloads")]:
             del sys.modules[name]
     assert result["ok"], result
-    assert result["ratio"] > 0 and result["ours_ms"] > 0 and result["xla_ms"] > 0
+    assert result["ratio"] > 0 and result["ours_ms"] > 0 and result["xla_ms"] > 0 and "hbm_fraction" not in result
 
 
 class TimedFakeDevice(FakeCudaDevice):
