@@ -202,14 +202,29 @@ def check_row_local(generic: ir.Operation, row_count: int, written: set) -> None
 
 def check_views(generics: list[ir.Operation]) -> None:
     """A written buffer seen through views of different shapes could put one row's elements
-    in another's: every operand over a written buffer has one type."""
-    types: dict = {}
+    in another's: every operand over a written buffer is one contiguous view, up to unit
+    dimensions (a layer norm's statistic read as [N] and as [N, 1]: the same element per
+    row)."""
+    views: dict = {}
     written = {root(v) for g in generics for v in outputs(g)}
     for generic in generics:
         for operand in generic.operands:
             if isinstance(operand.type, ir.MemRefType) and root(operand) in written:
-                if types.setdefault(root(operand), str(operand.type)) != str(operand.type):
+                if views.setdefault(root(operand), contiguous_view(operand.type)) != contiguous_view(operand.type):
                     raise NotRows("a written buffer is read through views of different shapes")
+
+
+def contiguous_view(memref_type: ir.Type) -> tuple:
+    """A memref type's shape without its unit dimensions when it is row-major and contiguous
+    from offset 0 (then two such views of one buffer with equal shapes address it alike), else
+    the whole type."""
+    memref = ir.MemRefType(memref_type)
+    strides, offset = memref.get_strides_and_offset()
+    shape = list(memref.shape)
+    expected = [prod(shape[d + 1:]) for d in range(len(shape))]
+    if offset != 0 or any(size != 1 and stride != want for size, stride, want in zip(shape, strides, expected)):
+        return (str(memref_type),)
+    return (str(memref.element_type), *(size for size in shape if size != 1))
 
 
 def subtractions_as_additions(function: ir.Operation) -> int:

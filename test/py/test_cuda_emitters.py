@@ -13,6 +13,7 @@ import pytest
 from mlirxla import frontdoor
 from mlirxla.backends.cuda import autotune, compiler, lowering, ptxas
 from mlirxla.context import new_context
+from mlirxla.mlir import ir
 from mlirxla.pipelines.runner import RunOptions
 from mlirxla.runtime.client import Client
 
@@ -280,6 +281,23 @@ def test_a_reduction_that_would_leave_the_gpu_idle_is_two_and_matches_numpy(shap
     x = np.random.default_rng(10).standard_normal(shape).astype(np.float32)
     (result,), _ = run_on_host(text, [x], monkeypatch)
     np.testing.assert_allclose(result, x.astype(np.float64).sum(axis=tuple(dimensions)), rtol=1e-4, atol=1e-3)
+
+
+def test_views_of_a_written_buffer_agree_up_to_unit_dimensions():
+    """A row kernel may read what it writes through views that differ by unit dimensions (a
+    layer norm gradient's statistics as [128] and [128, 1]: its kernel was 3 launches and is
+    one row launch), not through views that regroup elements or skip some."""
+    from mlirxla.backends.cuda.row_emitter import contiguous_view
+
+    with new_context():
+        def view(text):
+            return contiguous_view(ir.Type.parse(text))
+
+        assert view("memref<128xf32>") == view("memref<128x1xf32>") == view("memref<1x128x1xf32>")
+        assert view("memref<128x256xf32>") != view("memref<256x128xf32>")
+        assert view("memref<128xf32>") != view("memref<128xi32>")
+        assert view("memref<128x1xf32, strided<[2, 1]>>") != view("memref<128xf32>")
+        assert view("memref<128xf32, strided<[1], offset: 128>>") != view("memref<128xf32>")
 
 
 def test_default_tiling_keeps_every_lane_busy():
