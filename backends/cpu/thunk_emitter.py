@@ -40,7 +40,8 @@ from mlirxla.transforms.fusion_legality import NOT_KERNELS, ContiguousCopy, cont
 from mlirxla.transforms.scheduling import type_bytes
 
 from . import native_symbols, row_programs, softmax_rows
-from .emitters import collectives, control_flow, fft_kernel, host_calls, kernels, library_calls, loop_kernels, triangular_solve
+from .emitters import (bitonic_sort, collectives, control_flow, fft_kernel, host_calls, kernels, library_calls, loop_kernels,
+                       triangular_solve)
 from .emitters.kernels import KernelSpec
 from .op_support import interpreted_reason, unsupported_reason
 
@@ -99,7 +100,7 @@ EMITTERS = {
     "scatter": loop_kernels.emit_scatter,
     "select_and_scatter": loop_kernels.emit_select_and_scatter,
     "reduce_window": loop_kernels.emit_reduce_window,
-    "sort": loop_kernels.emit_sort,
+    "sort": bitonic_sort.emit_sort,
     **{kind: collectives.emit_collective for kind in collectives.ATTRIBUTES},
 }
 
