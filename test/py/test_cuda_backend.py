@@ -197,6 +197,7 @@ def test_opt_cuda_pipeline_dumps_llvm_ir_ptx_and_resources(tmp_path):
                            "--pipeline=cuda", "--dump-to", str(tmp_path)], capture_output=True, text=True, cwd=REPOSITORY)
     assert done.returncode == 0, done.stderr
     files = os.listdir(tmp_path)
+    assert any(f.endswith(".cuda_after_optimizations.mlir") for f in files) and not any("cpu_after" in f for f in files)
     kernel_ptx = [f for f in files if f.endswith(".ptx") and not f.endswith("kernels.ptx")]
     assert kernel_ptx and all(f"{f[:-4]}.ll" in files for f in kernel_ptx)
     resources = open(tmp_path / next(f for f in files if f.endswith("kernel-resources.txt"))).read()

@@ -88,6 +88,7 @@ def run_options(arguments, stream) -> RunOptions:
         print_ir_after_all=arguments.print_ir_after_all,
         print_ir_after_change=arguments.print_ir_after_change,
         print_stream=stream,
+        backend="cuda" if arguments.pipeline == "cuda" else "cpu",  # names the after-optimizations dump
     )
 
 
