@@ -7,7 +7,7 @@ ptxas for sm_90."""
 import numpy as np
 import pytest
 
-from mlirxla.backends.cpu.emitters.bitonic_sort import network_steps
+from mlirxla.backends.cpu.emitters.bitonic_sort import network_launches, network_steps
 
 from .test_cuda_emitters import compile_text, needs_ptxas, run_on_host
 
@@ -41,9 +41,13 @@ TWO_KEYS = """%lt = stablehlo.compare LT, %a0, %b0, SIGNED : (tensor<i32>, tenso
       %c = stablehlo.or %lt, %tie : tensor<i1>"""
 
 
-def test_the_network_has_log_n_times_log_n_plus_one_over_two_steps():
+def test_the_network_has_log_n_times_log_n_plus_one_over_two_steps_in_fewer_launches():
+    """Steps whose pairs stay within groups of 64 positions run one after the other in a
+    thread a group: rows of 4096 take 78 steps in 28 loop nests, rows of 64 one."""
     assert len(network_steps(4096)) == 78 and len(network_steps(128)) == 28
     assert network_steps(8) == [("flip", 2), ("flip", 4), ("half", 1), ("flip", 8), ("half", 2), ("half", 1)]
+    assert len(network_launches(4096, 64)) == 28 and network_launches(64, 64) == [network_steps(64)]
+    assert network_launches(128, 64)[1:] == [[("flip", 128)], [("half", 32), ("half", 16), ("half", 8), ("half", 4), ("half", 2), ("half", 1)]]
 
 
 def test_argsort_with_ties_is_stable_over_a_row_of_100(monkeypatch):
@@ -53,7 +57,8 @@ def test_argsort_with_ties_is_stable_over_a_row_of_100(monkeypatch):
     keys = np.random.default_rng(1).integers(0, 5, (3, 100)).astype(np.float32)
     positions = np.tile(np.arange(100, dtype=np.int32), (3, 1))
     program = compile_text(text)
-    assert any("sort as a bitonic network over rows of 100, 28 parallel compare-exchange steps" in d for d in program.decisions)
+    assert any("sort as a bitonic network over rows of 100, 28 compare-exchange steps in 3 parallel loop nests" in d
+               for d in program.decisions)
     (values, order), _ = run_on_host(text, [keys, positions], monkeypatch)
     expected = np.argsort(keys, axis=1, kind="stable")
     np.testing.assert_array_equal(order, expected)
@@ -99,4 +104,4 @@ def test_two_keys_sort_lexicographically(monkeypatch):
 @needs_ptxas
 def test_the_network_assembles_for_sm_90():
     program = compile_text(sort_text([8, 300], 1, ["f32", "i32"], LESS))
-    assert program.cubin is not None and sum(len(k.launches) for k in program.kernels) == 1 + len(network_steps(512))
+    assert program.cubin is not None and sum(len(k.launches) for k in program.kernels) == 1 + len(network_launches(512, 64))

@@ -29,6 +29,10 @@ from ..loop_text import LoopText, memref_text
 from ..top_k_kernel import selected_count, sortable
 from . import loop_kernels
 
+# positions a thread takes through consecutive steps that stay among them: the first steps
+# of every block size, with no exchange between threads (a group's steps in one launch)
+GROUP = 64
+
 
 def emit_sort(emitter, op: ir.Operation) -> list:
     """A sort read only in its first k positions is the top-k selection kernel; a whole sort,
@@ -36,9 +40,10 @@ def emit_sort(emitter, op: ir.Operation) -> list:
     if not emitter.gpu_kernels or selected_count(op) is not None or network_reason(op) is not None:
         return loop_kernels.emit_sort(emitter, op)
     length = ir.RankedTensorType(op.operands[0].type).shape[dimension_of(op)]
-    steps = len(network_steps(padded_length(length)))
+    padded = padded_length(length)
+    steps, launches = len(network_steps(padded)), len(network_launches(padded, min(padded, GROUP)))
     return loop_kernels.gpu_kernel_or_host_call(
-        emitter, op, f"sort as a bitonic network over rows of {length}, {steps} parallel compare-exchange steps",
+        emitter, op, f"sort as a bitonic network over rows of {length}, {steps} compare-exchange steps in {launches} parallel loop nests",
         lambda symbol: network_text(symbol, op))
 
 
@@ -75,6 +80,24 @@ def network_steps(padded: int) -> list[tuple[str, int]]:
     return steps
 
 
+def within(step: tuple[str, int], group: int) -> bool:
+    """Whether every pair of the step lies inside one aligned group of `group` positions."""
+    kind, span = step
+    return span <= group if kind == "flip" else 2 * span <= group
+
+
+def network_launches(padded: int, group: int) -> list[list[tuple[str, int]]]:
+    """The steps as loop nests: each run of consecutive steps within groups of `group`
+    positions one nest (a thread a group), every other step a nest of its own."""
+    launches: list[list[tuple[str, int]]] = []
+    for step in network_steps(padded):
+        if within(step, group) and launches and within(launches[-1][-1], group):
+            launches[-1].append(step)
+        else:
+            launches.append([step])
+    return launches
+
+
 def network_text(symbol: str, op: ir.Operation) -> str:
     """The kernel: (operands...) -> (sorted results...), positions in scratch."""
     dimension = dimension_of(op)
@@ -94,23 +117,35 @@ def network_text(symbol: str, op: ir.Operation) -> str:
 
     padded = padded_length(length)
     rows = shape[:dimension] + shape[dimension + 1:]
-    for kind, span in network_steps(padded):
-        indices = text.parallel(rows + [padded // 2], "s")
-        row, pair = indices[:-1], indices[-1]
+    group = min(padded, GROUP)
+
+    def compare_exchange(row: list[str], kind: str, span: int, pair: str) -> None:
         low, high = pair_positions(text, kind, span, pair)
         text.open(f"scf.if {text.value(f'arith.cmpi ult, {high}, {text.constant(length)} : index')}")
 
         def at(position: str) -> list[str]:
             return row[:dimension] + [position] + row[dimension:]
 
-        first = goes_first(text, op, outputs, positions_type, at(high), at(low))
-        text.open(f"scf.if {first}")
+        text.open(f"scf.if {goes_first(text, op, outputs, positions_type, at(high), at(low))}")
         for name, memref_type in outputs + [("positions", positions_type)]:
             early, late = text.load(f"%{name}", memref_type, at(low)), text.load(f"%{name}", memref_type, at(high))
             text.store(late, f"%{name}", memref_type, at(low))
             text.store(early, f"%{name}", memref_type, at(high))
         text.close()
         text.close()
+
+    for steps in network_launches(padded, group):
+        if len(steps) == 1 and not within(steps[0], group):
+            indices = text.parallel(rows + [padded // 2], "s")
+            compare_exchange(indices[:-1], *steps[0], indices[-1])
+        else:  # a thread a group of positions, its steps one after the other
+            indices = text.parallel(rows + [padded // group], "g")
+            first_pair = text.value(f"arith.muli {indices[-1]}, {text.constant(group // 2)} : index")
+            for kind, span in steps:
+                offset = text.fresh("q")
+                text.open(f"scf.for {offset} = {text.constant(0)} to {text.constant(group // 2)} step {text.constant(1)}")
+                compare_exchange(indices[:-1], kind, span, text.value(f"arith.addi {first_pair}, {offset} : index"))
+                text.close()
         text.close_parallel()
     text.line(f"memref.dealloc %positions : {positions_type}")
     return text.text()
