@@ -38,6 +38,7 @@ from .emitters.host_calls import leading_positions_read
 from .loop_text import LoopText, element_text, is_float, is_unsigned, memref_text
 
 MAX_SELECTED = MAX_K  # the TopK rewriter's bound is this kernel's
+ROW_LANES = 32  # a GPU's threads a row when its rows hold at least this many times k (`select_by_lanes`)
 LANES = 8  # keys compared at once past the first k of a contiguous row
 CONTIGUOUS = re.compile(r"memref<[0-9?x]+x[a-z0-9]+>$")  # no layout: rows are contiguous
 CANONICAL_NAN = {"f16": "0x7E00", "bf16": "0x7FC0", "f32": "0x7FC00000", "f64": "0x7FF8000000000000"}
@@ -198,6 +199,9 @@ def select(text: LoopText, key_type: ir.Type, keys_memref: str, dimension: int, 
     shape = list(ir.RankedTensorType(key_type).shape)
     keys_memref_type = keys_memref_type or memref_text(key_type)
     static = extents is None
+    if parallel_rows and static and shape[dimension] >= ROW_LANES * k:
+        select_by_lanes(text, key_type, keys_memref, keys_memref_type, dimension, k, key, write)
+        return
     extents = [text.constant(size) for size in shape] if static else extents
     selection = Selection(k, text.constant(k), text.constant(k - 1)) if static else \
         Selection(MAX_SELECTED, k, text.value(f"arith.subi {k}, {text.constant(1)} : index"), static=False)
@@ -240,6 +244,81 @@ def select(text: LoopText, key_type: ir.Type, keys_memref: str, dimension: int, 
         return
     for _ in row:
         text.close()
+
+
+def select_by_lanes(text: LoopText, key_type: ir.Type, keys_memref: str, keys_memref_type: str, dimension: int, k: int,
+                    key: SortKey, write) -> None:
+    """`select` for a GPU over rows of at least ROW_LANES x k: ROW_LANES threads a row, each
+    selecting the first k of its positions lane, lane + ROW_LANES, ... (the bounded
+    insertion, scanned in order: equal keys keep their order), their positions into a
+    scratch array; then a thread a row merges its lanes' k-entry lists, taking k times the
+    first head by key and then position (the stable order). One thread a row read the row
+    alone: 512 threads for the benchmark's 512 x 4096 top-k, its loads a row apart."""
+    shape = list(ir.RankedTensorType(key_type).shape)
+    length, rows = shape[dimension], [size for d, size in enumerate(shape) if d != dimension]
+    candidates_type = f"memref<{'x'.join(map(str, rows + [ROW_LANES, k]))}xindex>"
+    text.line(f"%candidates = memref.alloc() {{alignment = 64 : i64}} : {candidates_type}")
+
+    def at_of(row: list[str]):
+        return lambda position: row[:dimension] + [position] + row[dimension:]
+
+    def key_at(at, position: str) -> str:
+        return sortable(text, text.load(keys_memref, keys_memref_type, at(position)), key_type, key.canonical, key.descending)
+
+    indices = text.parallel(rows + [ROW_LANES], "l")
+    row, lane = indices[:-1], indices[-1]
+    at = at_of(row)
+
+    def strided(step: str) -> str:
+        return text.value(f"arith.addi {lane}, {text.value(f'arith.muli {step}, {text.constant(ROW_LANES)} : index')} : index")
+
+    selection = Selection(k, text.constant(k), text.constant(k - 1))
+    text.line(f"%keys = memref.alloca() : {selection.keys_type}")
+    text.line(f"%positions = memref.alloca() : {selection.positions_type}")
+    first = text.loop(selection.k, "p")
+    insert(text, selection, key_at(at, strided(first)), first, first)
+    text.close()
+    count = text.value(f"arith.divui {text.value(f'arith.subi {text.constant(length + ROW_LANES - 1)}, {lane} : index')}, "
+                       f"{text.constant(ROW_LANES)} : index")
+    scan(text, selection.k, count, text.load("%keys", selection.keys_type, [selection.last]), selection,
+         lambda step: key_at(at, strided(step)))
+    rank = text.loop(selection.k, "j")
+    text.store(strided(text.load("%positions", selection.positions_type, [rank])), "%candidates", candidates_type, row + [lane, rank])
+    text.close()
+    text.close_parallel()
+
+    row = text.parallel(rows, "m")
+    at = at_of(row)
+    heads_type = f"memref<{ROW_LANES}xindex>"
+    text.line(f"%heads = memref.alloca() : {heads_type}")
+    lane = text.loop(ROW_LANES, "h")
+    text.store(text.constant(0), "%heads", heads_type, [lane])
+    text.close()
+    rank = text.loop(k, "j")
+    lane, best, best_key, best_position = text.fresh("h"), text.fresh("b"), text.fresh("c"), text.fresh("q")
+    chosen, chosen_key, chosen_position = text.fresh("b"), text.fresh("c"), text.fresh("q")
+    text.open(f"{best}:3 = scf.for {lane} = {text.constant(0)} to {text.constant(ROW_LANES)} step {text.constant(1)} "
+              f"iter_args({chosen} = {text.constant(0)}, {chosen_key} = {text.constant(2 ** 63 - 1, 'i64')}, "
+              f"{chosen_position} = {text.constant(length)}) -> (index, i64, index)")
+    head = text.load("%heads", heads_type, [lane])
+    left = text.value(f"arith.cmpi ult, {head}, {text.constant(k)} : index")
+    clamped = text.value(f"arith.minui {head}, {text.constant(k - 1)} : index")
+    position = text.load("%candidates", candidates_type, row + [lane, clamped])
+    candidate = key_at(at, position)
+    less = text.value(f"arith.cmpi slt, {candidate}, {chosen_key} : i64")
+    tie = text.value(f"arith.andi {text.value(f'arith.cmpi eq, {candidate}, {chosen_key} : i64')}, "
+                     f"{text.value(f'arith.cmpi ult, {position}, {chosen_position} : index')} : i1")
+    takes = text.value(f"arith.andi {left}, {text.value(f'arith.ori {less}, {tie} : i1')} : i1")
+    text.line(f"scf.yield {text.value(f'arith.select {takes}, {lane}, {chosen} : index')}, "
+              f"{text.value(f'arith.select {takes}, {candidate}, {chosen_key} : i64')}, "
+              f"{text.value(f'arith.select {takes}, {position}, {chosen_position} : index')} : index, i64, index")
+    text.close()
+    advanced = text.value(f"arith.addi {text.load('%heads', heads_type, [f'{best}#0'])}, {text.constant(1)} : index")
+    text.store(advanced, "%heads", heads_type, [f"{best}#0"])
+    write(at, rank, f"{best}#2")
+    text.close()
+    text.close_parallel()
+    text.line(f"memref.dealloc %candidates : {candidates_type}")
 
 
 def scan(text: LoopText, lower: str, upper: str, threshold: str, selection: Selection, key_of) -> str:

@@ -584,6 +584,22 @@ def test_top_k_selects_a_row_a_thread_with_a_buffer_of_its_own(monkeypatch):
     np.testing.assert_array_equal(values, np.take_along_axis(x, order, axis=1))
 
 
+@pytest.mark.parametrize("rows, length, k", [(6, 500, 5), (3, 1000, 16), (2, 4096, 1)])
+def test_top_k_of_long_rows_takes_32_lanes_a_row_and_merges_them(rows, length, k, monkeypatch):
+    """Rows of at least 32 k: 32 threads a row each select the first k of their strided
+    positions, then a thread a row merges the 32 lists by key and position (two launches,
+    32 times the rows' threads in the first); ties still go to the earlier position."""
+    text = TOP_K.replace("6x100", f"{rows}x{length}").replace("6x5", f"{rows}x{k}").replace("k = 5", f"k = {k}")
+    program = compile_text(text)
+    (selection,) = [kernel for kernel in program.kernels if kernel.symbol == "sort"]
+    assert [launch.grid[0] * launch.block[0] for launch in selection.launches] == [rows * 32, rows]
+    x = np.round(np.random.default_rng(8).standard_normal((rows, length)) * 3).astype(np.float32)  # many ties
+    (values, indices), _ = run_on_host(text, [x], monkeypatch)
+    order = np.argsort(-x, axis=1, kind="stable")[:, :k]
+    np.testing.assert_array_equal(indices, order)
+    np.testing.assert_array_equal(values, np.take_along_axis(x, order, axis=1))
+
+
 PADDING_MASKED_SOFTMAX = """func.func @main(%scores: tensor<2x4x64x64xf32>, %lengths: tensor<2xi32>) -> tensor<2x4x64x64xf32> {
   %positions = stablehlo.iota dim = 0 : tensor<64xi32>
   %keys = stablehlo.broadcast_in_dim %positions, dims = [1] : (tensor<64xi32>) -> tensor<2x64xi32>
