@@ -142,16 +142,14 @@ def complex_splat(value: ir.Value) -> complex | None:
     return complex(real, imaginary)
 
 
-def scan_module_text(symbol: str, op: ir.Operation, scan: Scan) -> str:
-    """The kernel: (input, init) -> result, in two passes over blocks of BLOCK along the axis
-    (in scan order: from the end for a reverse scan): each block scanned on its own, the first
-    combining the init value; then each block's elements combined with the last element of
-    the block before, which is final by then."""
+def scan_kernel_text(symbol: str, op: ir.Operation, scan: Scan):
+    """A scan kernel's text to write, over (input, init) -> result: the `LoopText`, the
+    memref types by name, the element type and `combine(accumulated, value)`, the scan's
+    combiner (its one op, or the reducer inlined)."""
     element = element_text(op.operands[0].type)
     memrefs = {name: memref_text(value.type) for name, value in
                (("input", op.operands[0]), ("init", op.operands[1]), ("result", op.results[0]))}
     text = LoopText(symbol, list(memrefs.items()))
-
     one_op = None if scan.combiner == COMPUTATION else combiner_op(scan.combiner, element, is_unsigned(op.operands[0].type))
 
     def combine(accumulated: str, value: str) -> str:
@@ -159,6 +157,15 @@ def scan_module_text(symbol: str, op: ir.Operation, scan: Scan) -> str:
             return emit_region(text, op.regions[0], [accumulated, value])[0]
         return text.value(f"{one_op} {accumulated}, {value} : {element}")
 
+    return text, memrefs, element, combine
+
+
+def scan_module_text(symbol: str, op: ir.Operation, scan: Scan) -> str:
+    """The kernel: (input, init) -> result, in two passes over blocks of BLOCK along the axis
+    (in scan order: from the end for a reverse scan): each block scanned on its own, the first
+    combining the init value; then each block's elements combined with the last element of
+    the block before, which is final by then."""
+    text, memrefs, element, combine = scan_kernel_text(symbol, op, scan)
     init = text.load("%init", memrefs["init"], [])
     length = scan.shape[scan.axis]
     outer = [text.loop(size, "o") for size in scan.shape[:scan.axis]]
@@ -212,17 +219,7 @@ def scan_module_text(symbol: str, op: ir.Operation, scan: Scan) -> str:
 
 def parallel_scan_module_text(symbol: str, op: ir.Operation, scan: Scan) -> str:
     """The kernel for a GPU: (input, init) -> result in three parallel loop nests (above)."""
-    element = element_text(op.operands[0].type)
-    memrefs = {name: memref_text(value.type) for name, value in
-               (("input", op.operands[0]), ("init", op.operands[1]), ("result", op.results[0]))}
-    text = LoopText(symbol, list(memrefs.items()))
-    one_op = None if scan.combiner == COMPUTATION else combiner_op(scan.combiner, element, is_unsigned(op.operands[0].type))
-
-    def combine(accumulated: str, value: str) -> str:
-        if one_op is None:
-            return emit_region(text, op.regions[0], [accumulated, value])[0]
-        return text.value(f"{one_op} {accumulated}, {value} : {element}")
-
+    text, memrefs, element, combine = scan_kernel_text(symbol, op, scan)
     length = scan.shape[scan.axis]
     blocks = -(-length // BLOCK)
     outer_shape, inner_shape = list(scan.shape[:scan.axis]), list(scan.shape[scan.axis + 1:])

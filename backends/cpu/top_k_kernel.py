@@ -295,7 +295,7 @@ def select_by_lanes(text: LoopText, key_type: ir.Type, keys_memref: str, keys_me
     text.store(text.constant(0), "%heads", heads_type, [lane])
     text.close()
     rank = text.loop(k, "j")
-    lane, best, best_key, best_position = text.fresh("h"), text.fresh("b"), text.fresh("c"), text.fresh("q")
+    lane, best = text.fresh("h"), text.fresh("b")
     chosen, chosen_key, chosen_position = text.fresh("b"), text.fresh("c"), text.fresh("q")
     text.open(f"{best}:3 = scf.for {lane} = {text.constant(0)} to {text.constant(ROW_LANES)} step {text.constant(1)} "
               f"iter_args({chosen} = {text.constant(0)}, {chosen_key} = {text.constant(2 ** 63 - 1, 'i64')}, "
