@@ -6,17 +6,17 @@ The cuda backend's reduction emitters run a block per 32 kept columns (`column_e
 or per few rows (`row_emitter.py`), every block reducing whole columns or rows: a batch
 norm's statistics, 64 channels summed over 65536 positions, were 2 blocks on a GPU of 132
 multiprocessors, each thread looping over 2048 rows. Splitting the reduced extent `k` into
-`k1 x k2` (a reshape, the input's order unchanged) makes an inner reduction over `k2` that
-keeps `k1` times as many elements (512 blocks for the batch norm), and an outer reduction
-over `k1` of a result `k2` times smaller than the input. Several reduced dimensions split
-between two of them, the inner reduction taking the trailing ones (the split nearest
-`sqrt(k)`): no reshape, so the elementwise work producing the input fuses into the inner
-reduction (a reshape merging dimensions stopped that: the batch norm's centred squares went
-through 16 MB of scratch). One reduced dimension is reshaped into `k1 x k2`, `k2` the divisor
-of `k` nearest below `sqrt(k)` and above `sqrt(k) / 4` (XLA pads `k` instead when it has
-none; here such a reduction stays whole and the report says so). The sum is then
-reassociated, which the spec allows (a reduction's order is implementation-defined) and XLA
-does.
+`k1 x k2` makes an inner reduction over `k2` that keeps `k1` times as many elements, and an
+outer reduction over `k1` of a result `k2` times smaller than the input. Several reduced
+dimensions split between two of them, the inner reduction taking the trailing ones (the
+split nearest `sqrt(k)`, if within a factor of `BALANCE` of it): no reshape, so the
+elementwise work producing the input fuses into the inner reduction (a reshape merging
+dimensions stopped that: the batch norm's centred squares went through 16 MB of scratch);
+the batch norm's N x (H, W) split keeps 4096 columns, 128 blocks. Otherwise the reduced
+extent is reshaped into `k1 x k2` (the input's order unchanged), `k2` the divisor of `k`
+nearest below `sqrt(k)` and above `sqrt(k) / 4` (XLA pads `k` instead when it has none; here
+such a reduction stays whole and the report says so). The sum is then reassociated, which
+the spec allows (a reduction's order is implementation-defined) and XLA does.
 
 A reduction qualifies when it has one input, its reduced dimensions are consecutive, `k` is
 at least `MIN_REDUCED` and its emitter would run fewer blocks than the GPU has
@@ -39,6 +39,9 @@ from .priority_fusion import describe
 
 MIN_REDUCED = 4096  # fewer elements per kept element are read fast enough by one block
 COLUMNS_PER_BLOCK = 32  # the column emitter's
+# how far from the square root of the reduced extent a split between dimensions may fall: an
+# inner part much shorter leaves the outer reduction almost as long as the one it replaces
+BALANCE = 16
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,8 @@ def planned_split(reduce: ir.Operation, multiprocessors: int) -> tuple[Split | N
         return None, ""
     sizes = [shape[d] for d in dimensions]
     boundary = boundary_near_root(sizes) if len(sizes) > 1 else None
+    if boundary is not None and not math.isqrt(reduced) // BALANCE <= math.prod(sizes[boundary:]) <= math.isqrt(reduced) * BALANCE:
+        boundary = None
     inner = math.prod(sizes[boundary:]) if boundary is not None else divisor_near_root(reduced)
     if inner is None:
         return None, f"{reduced} reduced elements a kept element have no divisor between {math.isqrt(reduced) // 4} and {math.isqrt(reduced)}"

@@ -50,3 +50,17 @@ func.func @kept_whole(%wide: tensor<4096x8192xf32>, %short: tensor<1024x8xf32>, 
   %c = stablehlo.reduce(%prime init: %zero) applies stablehlo.add across dimensions = [0] : (tensor<65521x8xf32>, tensor<f32>) -> tensor<8xf32>
   return %a, %b, %c : tensor<8192xf32>, tensor<8xf32>, tensor<8xf32>
 }
+
+// -----
+
+/// Two reduced dimensions no boundary splits evenly (8192 x 2: the inner part would be 2
+/// elements, the outer 8192): reshaped into 128 x 128 instead.
+// CHECK-LABEL: func.func @uneven_dimensions
+// CHECK: %[[R:.*]] = "xhlo.reshape"(%arg0) : (tensor<8192x2x4xf32>) -> tensor<128x128x4xf32>
+// CHECK: "xhlo.reduce"(%[[R]], %{{.*}})
+// CHECK: dimensions = array<i64: 1>
+func.func @uneven_dimensions(%x: tensor<8192x2x4xf32>) -> tensor<4xf32> {
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %s = stablehlo.reduce(%x init: %zero) applies stablehlo.add across dimensions = [0, 1] : (tensor<8192x2x4xf32>, tensor<f32>) -> tensor<4xf32>
+  return %s : tensor<4xf32>
+}
