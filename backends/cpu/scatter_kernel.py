@@ -137,6 +137,9 @@ def atomic_kind(combiner: str | None, tensor_type: ir.Type) -> str | None:
 
 
 def scatter_atomic_kind(op: ir.Operation) -> str | None:
+    """`atomic_kind` of the scatter's update elements; None for one update of one element."""
+    if not ir.RankedTensorType(op.operands[2].type).shape:
+        return None
     return atomic_kind(scatter_attributes(op)["combiner"], op.operands[0].type)
 
 
@@ -151,7 +154,7 @@ def scatter_module_text(symbol: str, op: ir.Operation, in_place: bool, parallel:
     text = LoopText(symbol, list(memrefs.items()))
     if not in_place:
         text.line(f"memref.copy %operand, %result : {memrefs['operand']} to {memrefs['result']}")
-    atomic = scatter_atomic_kind(op) if parallel and geometry.updates_shape else None
+    atomic = scatter_atomic_kind(op) if parallel else None
     if atomic is not None:
         positions = text.parallel([geometry.updates_shape[d] for d in geometry.scatter_dims + list(geometry.update_window_dims)], "u")
         scatter_index = dict(zip(geometry.scatter_dims, positions))
