@@ -78,12 +78,13 @@ class LoopText:
 
     def parallel(self, uppers: list[int], hint: str = "r") -> list[str]:
         """Open `scf.parallel` over [0, upper) for each of `uppers` (close it with
-        `close_parallel`); its induction variables."""
-        variables = [self.fresh(hint) for _ in uppers]
-        zeros, ones = ", ".join(self.constant(0) for _ in uppers), ", ".join(self.constant(1) for _ in uppers)
-        bounds = ", ".join(self.constant(upper) for upper in uppers)
+        `close_parallel`); its induction variables. No uppers (one iteration: a scalar's
+        rows) is a loop of one iteration, whose variable is not returned."""
+        variables = [self.fresh(hint) for _ in uppers or [1]]
+        zeros, ones = ", ".join(self.constant(0) for _ in variables), ", ".join(self.constant(1) for _ in variables)
+        bounds = ", ".join(self.constant(upper) for upper in uppers or [1])
         self.open(f"scf.parallel ({', '.join(variables)}) = ({zeros}) to ({bounds}) step ({ones})")
-        return variables
+        return variables if uppers else []
 
     def close_parallel(self) -> None:
         self.line("scf.reduce")

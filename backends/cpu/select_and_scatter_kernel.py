@@ -151,11 +151,11 @@ def select_and_scatter_module_text(symbol: str, op: ir.Operation, leading: int |
 
 def source_loops(text: LoopText, shape: tuple[int, ...], parallel: bool, hint: str = "s") -> list[str]:
     """One loop per dimension, or one parallel loop over all of them (closed by `close_loops`)."""
-    return text.parallel(list(shape), hint) if parallel and shape else [text.loop(size, hint) for size in shape]
+    return text.parallel(list(shape), hint) if parallel else [text.loop(size, hint) for size in shape]
 
 
 def close_loops(text: LoopText, shape: tuple[int, ...], parallel: bool) -> None:
-    if parallel and shape:
+    if parallel:
         text.close_parallel()
         return
     for _ in shape:

@@ -600,6 +600,22 @@ def test_top_k_of_long_rows_takes_32_lanes_a_row_and_merges_them(rows, length, k
     np.testing.assert_array_equal(values, np.take_along_axis(x, order, axis=1))
 
 
+@pytest.mark.parametrize("length, k", [(100, 5), (4096, 16)])
+def test_top_k_of_a_vector_is_one_row(length, k, monkeypatch):
+    """A 1-D operand has no row dimensions: its row loops are loops of one iteration (an
+    `scf.parallel` needs a dimension), a thread for it or 32 lanes."""
+    text = f"""func.func @main(%x: tensor<{length}xf32>) -> (tensor<{k}xf32>, tensor<{k}xi32>) {{
+  %values, %indices = chlo.top_k(%x, k = {k}) : tensor<{length}xf32> -> (tensor<{k}xf32>, tensor<{k}xi32>)
+  return %values, %indices : tensor<{k}xf32>, tensor<{k}xi32>
+}}
+"""
+    x = np.round(np.random.default_rng(9).standard_normal(length) * 3).astype(np.float32)
+    (values, indices), _ = run_on_host(text, [x], monkeypatch)
+    order = np.argsort(-x, kind="stable")[:k]
+    np.testing.assert_array_equal(indices, order)
+    np.testing.assert_array_equal(values, x[order])
+
+
 PADDING_MASKED_SOFTMAX = """func.func @main(%scores: tensor<2x4x64x64xf32>, %lengths: tensor<2xi32>) -> tensor<2x4x64x64xf32> {
   %positions = stablehlo.iota dim = 0 : tensor<64xi32>
   %keys = stablehlo.broadcast_in_dim %positions, dims = [1] : (tensor<64xi32>) -> tensor<2x64xi32>
