@@ -545,6 +545,7 @@ CUMULATIVE = {
     "cummin ui8": ((33,), 0, "ui8", "minimum", False, "255", np.uint8),
     "cumsum i32 over three blocks, reverse": ((3, 300, 2), 1, "i32", "add", True, "0", np.int32),
     "cumsum i64 over three blocks": ((300, 3), 0, "i64", "add", False, "0", np.int64),
+    "cumsum f32 of a vector over three blocks": ((300,), 0, "f32", "add", False, "0.0", np.float32),
     "cumprod complex64 (23.7 ms as window loops for 10000)": ((3, 40), 1, "complex<f32>", "multiply", False, "(1.0, 0.0)", np.complex64),
     "cumsum complex128 over three blocks, reverse": ((300, 2), 0, "complex<f64>", "add", True, "(0.0, 0.0)", np.complex128),
 }
