@@ -25,8 +25,8 @@ bitonic network too, its first steps in shared memory a tile of a row at a time.
 from mlirxla.mlir import ir
 from mlirxla.transforms.sort_comparator import comparator_keys
 
-from ..loop_text import LoopText, memref_text
-from ..top_k_kernel import selected_count, sortable
+from ..loop_text import LoopText, element_text, is_float, memref_text
+from ..top_k_kernel import FLOAT_BITS, selected_count, sortable
 from . import loop_kernels
 
 # positions a thread takes through consecutive steps that stay among them: the first steps
@@ -52,9 +52,10 @@ def network_reason(op: ir.Operation) -> str | None:
     keys = comparator_keys(op)
     if keys is None:
         return "its comparator is not a lexicographic chain of keys"
-    if any(key.part != "value" or isinstance(ir.RankedTensorType(op.operands[key.operand].type).element_type, ir.ComplexType)
-           for key in keys):
-        return "a key is complex"
+    for key in keys:
+        element = element_text(op.operands[key.operand].type)
+        if key.part != "value" or element.startswith("complex") or (is_float(element) and element not in FLOAT_BITS):
+            return f"a key of {element} has no integer encoding here"
     return None
 
 
