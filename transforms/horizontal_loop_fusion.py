@@ -13,7 +13,9 @@ one consumer (or by it and the block's return), found from that consumer's opera
 finds them; none then reads another's result, so merging them makes no cycle. A candidate is
 
 - a loop fusion, or a single elementwise op (not a reduction, library call or copy:
-  `multi_output_fusion.kernel_problem` says which kernels take part in any merge);
+  `multi_output_fusion.kernel_problem` says which kernels take part in any merge), holding
+  no transpose (a kernel of one transposing nest goes to the transpose emitter; merged, it
+  would be the loop emitter's, its reads or writes a row apart);
 - small enough to be bound by its launch rather than its work: at most 8192 x 8192 elements
   in its first result and 128 ops (XLA's thresholds for loop fusions).
 
@@ -99,6 +101,8 @@ def candidate_problem(op, consumer, terminator, limits: FusionLimits) -> str | N
         return f"it is a fusion of kind {fusion_kind(op)}"
     if op.name != "xhlo.fusion" and kind_of(op) not in ELEMENTWISE:
         return f"xhlo.{kind_of(op)} is neither a loop fusion nor elementwise"
+    if any(kind_of(inner) == "transpose" for inner in fused_ops(op)):
+        return "it holds a transpose: alone, the transpose emitter's shared-memory tiles take it"
     if element_count(op.results[0].type) > MAX_ELEMENTS:
         return f"its result has more than {MAX_ELEMENTS} elements: its work outweighs its launch"
     if len(fused_ops(op)) > MAX_OPS:

@@ -19,7 +19,8 @@ such a reduction stays whole and the report says so). The sum is then reassociat
 the spec allows (a reduction's order is implementation-defined) and XLA does.
 
 A reduction qualifies when it has one input, its reduced dimensions are consecutive, `k` is
-at least `MIN_REDUCED` and its emitter would run fewer blocks than the GPU has
+at least `MIN_REDUCED`, its input at least `MIN_INPUT` elements (a cross-entropy's mean over
+4096 losses stays one launch) and its emitter would run fewer blocks than the GPU has
 multiprocessors: kept columns over 32 for a column reduction, kept rows for a row reduction
 (its reduced dimensions are the minor ones). Each split is logged
 (`tree-reduction-decisions.txt`). Changed: any reduction split.
@@ -38,6 +39,7 @@ from .pass_base import ModulePass, PassResult, TextReport, rendering_reports
 from .priority_fusion import describe
 
 MIN_REDUCED = 4096  # fewer elements per kept element are read fast enough by one block
+MIN_INPUT = 1 << 20  # a smaller input takes a few blocks microseconds: a second launch costs more
 COLUMNS_PER_BLOCK = 32  # the column emitter's
 # how far from the square root of the reduced extent a split between dimensions may fall: an
 # inner part much shorter leaves the outer reduction almost as long as the one it replaces
@@ -90,7 +92,7 @@ def planned_split(reduce: ir.Operation, multiprocessors: int) -> tuple[Split | N
     kept = math.prod(shape) // reduced if reduced else 0
     row = dimensions[-1] == len(shape) - 1
     blocks = kept if row else -(-kept // COLUMNS_PER_BLOCK)
-    if reduced < MIN_REDUCED or blocks >= multiprocessors:
+    if reduced < MIN_REDUCED or reduced * kept < MIN_INPUT or blocks >= multiprocessors:
         return None, ""
     sizes = [shape[d] for d in dimensions]
     boundary = boundary_near_root(sizes) if len(sizes) > 1 else None

@@ -49,3 +49,19 @@ func.func @reduction_kept_apart(%a: tensor<16x16xf32>, %b: tensor<16xf32>, %c: t
   %2 = stablehlo.exponential %c : tensor<4xf32>
   return %0, %1, %2 : tensor<16xf32>, tensor<16xf32>, tensor<4xf32>
 }
+
+// -----
+
+/// Negative twin: a loop fusion holding a transpose stays apart from the exponential beside
+/// it (the transpose emitter takes a kernel of one transposing nest).
+// CHECK-LABEL: func.func @transpose_kept_apart
+// CHECK: "xhlo.fusion"(%arg0)
+// CHECK: xhlo.transpose
+// CHECK: "xhlo.exponential"(%arg1)
+// CHECK-NOT: horizontal_loop_fusion
+func.func @transpose_kept_apart(%a: tensor<64x32xf32>, %b: tensor<64xf32>) -> (tensor<32x64xf32>, tensor<64xf32>) {
+  %0 = stablehlo.transpose %a, dims = [1, 0] : (tensor<64x32xf32>) -> tensor<32x64xf32>
+  %t = stablehlo.exponential %0 : tensor<32x64xf32>
+  %1 = stablehlo.exponential %b : tensor<64xf32>
+  return %t, %1 : tensor<32x64xf32>, tensor<64xf32>
+}
