@@ -290,15 +290,18 @@ def launch_thunks(thunk: KernelThunk, kernel: CudaKernel, at) -> list[dict]:
     """One `launch` per loop nest of the kernel, its arguments the slab offsets of the slices
     the kernel function's arguments point at (operands, results, then scratch)."""
     pointers = [at(piece) for piece in thunk.arguments]
+    sizes = [piece.size for piece in thunk.arguments]
     if thunk.scratch is not None:
         pointers += [at(thunk.scratch) + offset for offset in thunk.scratch_offsets]
+        sizes += [end - start for start, end in zip(thunk.scratch_offsets, [*thunk.scratch_offsets[1:], thunk.scratch.size])]
     result = []
     for launch in kernel.launches:
         if max(launch.arguments, default=-1) >= len(pointers):
             raise MlirxlaError(f"kernel {thunk.symbol}: a launch passes argument {max(launch.arguments)} of {len(pointers)}")
+        buffers = {pointers[index]: sizes[index] for index in launch.arguments}  # an operand updated in place counts once
         result.append({"kind": "launch", "name": thunk.name, "kernel": launch.kernel, "grid": list(launch.grid),
                        "block": list(launch.block), "shared_bytes": launch.shared_bytes,
-                       "arguments": [pointers[index] for index in launch.arguments]})
+                       "arguments": [pointers[index] for index in launch.arguments], "argument_bytes": sum(buffers.values())})
     return result
 
 

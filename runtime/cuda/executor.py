@@ -147,6 +147,37 @@ class Executable:
             self.device.record_event(join, stream)
             self.device.wait_event(main, join)
 
+    def profile(self, repeat: int) -> list[dict]:
+        """Each thunk's device time within whole executions: `repeat` executions (after one
+        to warm up) run thunk by thunk on stream 0, CUDA events around every thunk, so that
+        each sees the data an execution gives it (a loop's state, an output an earlier thunk
+        accumulated into). One row per thunk in plan order: what it is (`describe`), how
+        often an execution runs it (`calls`: a loop of known trip count runs its body's
+        thunks that many times, each row summing them), and `ms`, the median over the
+        executions of its time in each. A loop the compiler gave no trip count and a
+        conditional are timed whole (their predicate read back included)."""
+        main = self.streams[0]
+        rows = {}
+        for execution in range(repeat + 1):
+            for row in rows.values():
+                row["times"].append(0.0)
+            self.time_thunks(self.plan["thunks"], main, rows, warm_up=execution == 0)
+        self.device.synchronize()
+        return [{**row["thunk"], "calls": row["calls"], "ms": float(np.median(row["times"]))} for row in rows.values()]
+
+    def time_thunks(self, thunks: list, stream, rows: dict, warm_up: bool) -> None:
+        for thunk in thunks:
+            if thunk["kind"] == "while" and thunk.get("trip_count") is not None:
+                for _ in range(thunk["trip_count"]):
+                    self.time_thunks(thunk["body"], stream, rows, warm_up)
+                continue
+            milliseconds = self.device.elapsed_ms(lambda thunk=thunk: self.handlers[thunk["kind"]](thunk, stream))
+            if warm_up:
+                row = rows.setdefault(id(thunk), {"thunk": describe(thunk), "calls": 0, "times": []})
+                row["calls"] += 1
+            else:
+                rows[id(thunk)]["times"][-1] += milliseconds
+
     def copy_out(self) -> list[np.ndarray]:
         self.device.synchronize()
         outputs = []
@@ -199,6 +230,21 @@ class Executable:
 
 def first_line(error: Exception) -> str:
     return str(error).splitlines()[0] if str(error) else type(error).__name__
+
+
+def describe(thunk: dict) -> dict:
+    """A thunk as a profile row names it: its name and kind, and what sizes its cost: a launch's
+    kernel, grid, block and the bytes of the buffers its arguments point at (an upper bound of
+    what it moves), a GEMM's shape and floating-point operations, a copy's bytes read and written."""
+    row = {"name": thunk["name"], "kind": thunk["kind"]}
+    if thunk["kind"] == "launch":
+        row.update(kernel=thunk["kernel"], grid=thunk["grid"], block=thunk["block"], bytes=thunk.get("argument_bytes"))
+    elif thunk["kind"] == "gemm":
+        row.update(m=thunk["m"], n=thunk["n"], k=thunk["k"], batch=thunk["batch"],
+                   flops=2 * thunk["m"] * thunk["n"] * thunk["k"] * thunk["batch"])
+    elif thunk["kind"] == "memcpy":
+        row["bytes"] = 2 * thunk["bytes"]
+    return row
 
 
 def every_thunk(thunks: list):

@@ -272,6 +272,39 @@ def test_a_loop_of_known_trip_count_runs_its_body_that_many_times_inside_the_gra
     assert [c[0] for c in device.calls].count("launch_graph") == 2
 
 
+class TimedDevice(FakeCudaDevice):
+    """The stand-in with CUDA-event timing: every launch, GEMM and copy takes 1 ms."""
+
+    def elapsed_ms(self, work) -> float:
+        before = len(self.calls)
+        work()
+        return float(sum(1 for call in self.calls[before:] if call[0] in WORK))
+
+
+def test_the_profile_times_every_thunk_within_whole_executions():
+    """Each top-level thunk is a row in plan order; a loop of known trip count is unrolled
+    into its body's rows (3 calls, 3 ms an execution), whole executions are run (one to warm
+    up, then `repeat`), and a launch's row carries its arguments' bytes."""
+    program = compile_text(COUNTING_LOOP)
+    plan = program.executable.plan
+    (loop,) = [t for t in plan["thunks"] if t["kind"] == "while"]
+    device = TimedDevice()
+    rows = Executable(program.executable, device).profile(4)
+    outside = [t for t in plan["thunks"] if t["kind"] != "while"]
+    assert [(row["name"], row["calls"], row["ms"]) for row in rows] == (
+        [(t["name"], 1, 1.0) for t in outside] + [(t["name"], 3, 3.0) for t in loop["body"]])
+    assert sum(1 for call in device.calls if call[0] in WORK) == 5 * (len(outside) + 3 * len(loop["body"]))
+    body_launch = next(row for row in rows if row["kind"] == "launch")
+    assert body_launch["bytes"] == 36  # the counter read and written once (4 bytes), the vector read and its double written
+    copies = [row for row in rows if row["kind"] == "memcpy"]
+    assert sorted(row["bytes"] for row in copies) == sorted(2 * t["bytes"] for t in outside)
+
+
+def test_the_profile_times_a_loop_that_reads_its_predicate_back_whole():
+    rows = Executable(compile_text(UNTIL_BOUND_LOOP).executable, TimedDevice()).profile(2)
+    assert [row["kind"] for row in rows if row["kind"] != "memcpy"] == ["while"]
+
+
 def test_a_failed_capture_falls_back_and_says_why():
     class FailingGemm(FakeCudaDevice):
         def matmul(self, *arguments):

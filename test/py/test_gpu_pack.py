@@ -123,6 +123,33 @@ def test_gpu_check_runs_a_packed_benchmark_end_to_end_and_says_how_it_ran(tmp_pa
     assert (result["streams"], result["graph"], result["graph_reason"]) == (1, True, None)
     assert result["ours_device_ms"] == 1.0 and result["ours_ms"] > 0 and result["ours_latency_ms"] > 0
     assert [c[0] for c in device.calls].count("begin_capture") == 1
+    gemms = [t for t in ExecutableFile.from_bytes((output / entry["file"]).read_bytes()).plan["thunks"] if t["kind"] == "gemm"]
+    assert result["launches"] == len(gemms) == 3
+    assert [(row["kind"], row["flops"], row["ms"]) for row in result["kernels"]] == [
+        ("gemm", 2 * t["m"] * t["n"] * t["k"], 1.0) for t in gemms]
+    assert all(row["tflops"] == row["flops"] / 1e-3 / 1e12 for row in result["kernels"])
+
+
+def test_xla_kernels_counts_the_fusions_and_custom_calls_of_optimized_hlo():
+    check = runpy.run_path(os.path.join(REPOSITORY, "scripts", "gpu-check"), run_name="gpu_check")
+    hlo = """HloModule jit_f
+%fused_exp (p: f32[4]) -> f32[4] {
+  %p = f32[4]{0} parameter(0)
+  ROOT %e = f32[4]{0} exponential(%p), metadata={op_name="jit(f)/fusion(x)"}
+}
+%body (s: (s32[], f32[4])) -> (s32[], f32[4]) {
+  %s = (s32[], f32[4]{0}) parameter(0)
+  %fusion.2 = f32[4]{0} fusion(%s), kind=kLoop, calls=%fused_exp
+}
+ENTRY %main (a: f32[4], b: f32[4,4]) -> (f32[4], f32[4]) {
+  %a = f32[4]{0} parameter(0)
+  %fusion = f32[4]{0} fusion(%a), kind=kLoop, calls=%fused_exp
+  %custom-call.1 = (f32[4,4]{1,0}, s8[0]{0}) custom-call(%b, %b), custom_call_target="__cublas$gemm"
+  %gte = f32[4,4]{1,0} get-tuple-element(%custom-call.1), index=0
+  %while = (s32[], f32[4]{0}) while(%t), condition=%cond, body=%body
+}
+"""
+    assert check["xla_kernels"](hlo) == 3
 
 
 @pytest.mark.jax
@@ -148,7 +175,8 @@ def test_a_cpu_benchmark_workload_is_packed_without_expected_outputs_and_judged_
         compiled = jax.jit(function).lower(*arguments).compile()
         last = []
         return ([np.asarray(x) for x in jax.tree_util.tree_leaves(compiled(*arguments))],
-                lambda: last.append(compiled(*arguments)), lambda: jax.block_until_ready(last[-1]))
+                lambda: last.append(compiled(*arguments)), lambda: jax.block_until_ready(last[-1]),
+                check["xla_kernels"](compiled.as_text()))
 
     check["check_cpu_workload"].__globals__["xla_gpu"] = on_cpu
     sys.path.insert(0, str(output))
@@ -162,6 +190,7 @@ def test_a_cpu_benchmark_workload_is_packed_without_expected_outputs_and_judged_
             del sys.modules[name]
     assert result["ok"], result
     assert result["ratio"] > 0 and result["ours_ms"] > 0 and result["xla_ms"] > 0 and "hbm_fraction" not in result
+    assert result["launches"] == 1 and result["kernels"][0]["flops"] == 2 * 1024**3 and isinstance(result["xla_kernels"], int)
 
 
 class TimedFakeDevice(FakeCudaDevice):
