@@ -74,6 +74,8 @@ def movable(op: ir.Operation) -> bool:
 
 
 def fusable(first: ir.Operation, second: ir.Operation, between: list[ir.Operation]) -> bool:
+    if "mapping" in first.attributes or "mapping" in second.attributes:
+        return False  # a block program (`block_programs.py`) is a launch as written
     try:
         trips = same_iteration_space(first, second)
         first_accesses, second_accesses = accesses(first), accesses(second)

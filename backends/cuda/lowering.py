@@ -37,7 +37,7 @@ from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir, passmanager
 
-from . import autotune, column_emitter, launch_merging, loop_mapping, loop_nest_fusion, row_emitter, transpose_emitter
+from . import autotune, block_programs, column_emitter, launch_merging, loop_mapping, loop_nest_fusion, row_emitter, transpose_emitter
 
 TO_PARALLEL_LOOPS = [
     "func.func(convert-linalg-to-parallel-loops)",
@@ -126,6 +126,7 @@ def map_buffer_loops(module: ir.Module, symbol: str, host: bool = False, target_
     if not emitted:
         run(module, TO_PARALLEL_LOOPS)
         notes += fuse_nests(module, symbol)
+        emitted = block_programs.map_block_programs(module, symbol, host)
     nests = loop_mapping.map_loop_nests(module, symbol, emitted, host, merge=launch_merging.merge_independent)
     return BufferLoops(nests, notes + [f"{symbol}: {nest.detail}" for nest in nests if nest.emitter == "loop.merged"])
 

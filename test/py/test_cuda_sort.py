@@ -1,13 +1,18 @@
 """Whole sorts on the GPU (`backends/cpu/emitters/bitonic_sort.py`): a bitonic network of
-parallel compare-exchange steps per row, run on this CPU (the `cuda-host` backend) against
-numpy's stable sorts, with ties, NaNs and signed zeros, rows of lengths that are not powers
-of two, sorts along a leading dimension, descending keys and two keys; the PTX assembled by
-ptxas for sm_90."""
+parallel compare-exchange steps per row, its steps within tiles run in workgroup memory as
+block programs (`backends/cuda/block_programs.py`), run on this CPU (the `cuda-host`
+backend) against numpy's stable sorts, with ties, NaNs and signed zeros, rows of lengths that
+are not powers of two, sorts along a leading dimension, descending keys and two keys, tiles
+smaller than a row; the PTX assembled by ptxas for sm_90, with its barriers and shared
+tiles."""
+
+import re
 
 import numpy as np
 import pytest
 
-from mlirxla.backends.cpu.emitters.bitonic_sort import network_launches, network_steps
+from mlirxla.backends.cpu.emitters import bitonic_sort
+from mlirxla.backends.cpu.emitters.bitonic_sort import network_launches, network_steps, tile_size
 
 from .test_cuda_emitters import compile_text, needs_ptxas, run_on_host
 
@@ -42,23 +47,37 @@ TWO_KEYS = """%lt = stablehlo.compare LT, %a0, %b0, SIGNED : (tensor<i32>, tenso
 
 
 def test_the_network_has_log_n_times_log_n_plus_one_over_two_steps_in_fewer_launches():
-    """Steps whose pairs stay within groups of 64 positions run one after the other in a
-    thread a group: rows of 4096 take 78 steps in 28 loop nests, rows of 64 one."""
+    """Steps whose pairs stay within a tile run in one launch: rows of 4096 take 78 steps in
+    3 launches with tiles of 2048 (XLA:GPU's count), a row that fits a tile one."""
     assert len(network_steps(4096)) == 78 and len(network_steps(128)) == 28
     assert network_steps(8) == [("flip", 2), ("flip", 4), ("half", 1), ("flip", 8), ("half", 2), ("half", 1)]
-    assert len(network_launches(4096, 64)) == 28 and network_launches(64, 64) == [network_steps(64)]
+    launches = network_launches(4096, 2048)
+    assert [len(steps) for steps in launches] == [66, 1, 11] and launches[1] == [("flip", 4096)]
+    assert network_launches(128, 128) == [network_steps(128)]
     assert network_launches(128, 64)[1:] == [[("flip", 128)], [("half", 32), ("half", 16), ("half", 8), ("half", 4), ("half", 2), ("half", 1)]]
 
 
-def test_argsort_with_ties_is_stable_over_a_row_of_100(monkeypatch):
+def test_a_tile_is_as_large_as_workgroup_memory_and_the_row_allow():
+    """f32 keys and their i64 positions: 12 bytes a position, tiles of 2048 (24 KiB); wider
+    elements halve it; a row of 2 still gets two threads; what fits no tile of 4 is 0."""
+    assert tile_size(4096, 12) == 2048 and tile_size(4096, 40) == 1024 and tile_size(128, 12) == 128
+    assert tile_size(2, 12) == 4 and tile_size(1 << 20, 48 * 1024) == 0
+
+
+@pytest.mark.parametrize("max_tile, launches, tiled", [(2048, 1, 1), (16, 10, 4)])
+def test_argsort_with_ties_is_stable_over_a_row_of_100(max_tile, launches, tiled, monkeypatch):
     """jax's argsort: (keys, iota) by the keys, stable; 100 elements (padded to 128), many
-    ties."""
+    ties; in one tile, and in tiles of 16 (8 a row, between launches of single steps in
+    global memory)."""
+    monkeypatch.setattr(bitonic_sort, "MAX_TILE", max_tile)
     text = sort_text([3, 100], 1, ["f32", "i32"], LESS)
     keys = np.random.default_rng(1).integers(0, 5, (3, 100)).astype(np.float32)
     positions = np.tile(np.arange(100, dtype=np.int32), (3, 1))
     program = compile_text(text)
-    assert any("sort as a bitonic network over rows of 100, 28 compare-exchange steps in 3 parallel loop nests" in d
-               for d in program.decisions)
+    decision = (f"sort as a bitonic network over rows of 100, 28 compare-exchange steps in {launches} launch(es), "
+                f"{tiled} of them in shared-memory tiles of {min(max_tile, 128)} positions")
+    assert any(decision in d for d in program.decisions), program.decisions
+    assert sum(len(k.launches) for k in program.kernels) == launches
     (values, order), _ = run_on_host(text, [keys, positions], monkeypatch)
     expected = np.argsort(keys, axis=1, kind="stable")
     np.testing.assert_array_equal(order, expected)
@@ -101,7 +120,25 @@ def test_two_keys_sort_lexicographically(monkeypatch):
     np.testing.assert_array_equal(b, np.take_along_axis(second, order, 1))
 
 
+def test_a_row_of_two_and_a_single_row_sort_with_idle_threads_and_blocks(monkeypatch):
+    """Rows of 2 (a tile of 4: a thread's pair is past the row) and one row (a block of two,
+    the other idle): loops of one iteration would be folded away."""
+    for shape in ([5, 2], [1, 37]):
+        x = np.random.default_rng(4).standard_normal(shape).astype(np.float32)
+        (result,), _ = run_on_host(sort_text(shape, 1, ["f32"], LESS), [x], monkeypatch)
+        np.testing.assert_array_equal(result, np.sort(x, axis=1))
+
+
 @needs_ptxas
-def test_the_network_assembles_for_sm_90():
-    program = compile_text(sort_text([8, 300], 1, ["f32", "i32"], LESS))
-    assert program.cubin is not None and sum(len(k.launches) for k in program.kernels) == 1 + len(network_launches(512, 64))
+def test_the_network_assembles_for_sm_90_with_tiles_in_shared_memory():
+    """Rows of 5000 (padded to 8192): tiles of 2048 f32 keys, i32 values and i64 positions
+    (32 KiB of shared memory), 91 steps in 6 launches: 3 tiled with barriers between their
+    phases, 3 in global memory (the flips of 4096 and 8192, the half step of 2048)."""
+    program = compile_text(sort_text([4, 5000], 1, ["f32", "i32"], LESS))
+    (kernel,) = program.kernels
+    tile, step = (4 * 4, (1024, 1, 1)), (4 * 8192 // 2 // 256, (256, 1, 1))  # a block a tile; a thread a pair
+    assert [(nest.grid[0], nest.block) for nest in kernel.launches] == [tile, step, tile, step, step, tile]
+    assert program.cubin is not None
+    tiled = [r for r in program.cubin.resources if r.shared_bytes]
+    assert [r.shared_bytes for r in tiled] == [2048 * 16] * 3 and all(r.spill_bytes == 0 for r in program.cubin.resources)
+    assert program.ptx.count("bar.sync") >= 66 + 1 and len(re.findall(r"\.shared \.align \d+ \.b8 \w+\[16384\]", program.ptx)) == 3
