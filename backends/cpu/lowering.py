@@ -50,7 +50,7 @@ from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir, linalg, llvm, stablehlo
 
-from . import bf16_truncation, byte_booleans, float8_conversions, concatenation, convolution_library, dot_algorithms, excess_precision, fused_multiply_adds, generated_broadcasts, integer_order_reductions, kernel_scratch, llvm_text, loop_order, masked_loop_splitting, materialization, math_approximations, narrow_induction, narrow_reductions, native_bf16_rounding, overwritten_operands, partial_sums, row_fusion, short_loop_unrolling, splat_constants, tiling, vector_math
+from . import bf16_truncation, byte_booleans, float8_conversions, concatenation, convolution_library, dot_algorithms, excess_precision, fused_multiply_adds, gathered_producers, generated_broadcasts, integer_order_reductions, kernel_scratch, llvm_text, loop_order, masked_loop_splitting, materialization, math_approximations, narrow_induction, narrow_reductions, native_bf16_rounding, overwritten_operands, partial_sums, row_fusion, short_loop_unrolling, splat_constants, tiling, vector_math
 
 TO_LINALG = [
     "func.func(stablehlo-legalize-to-linalg)",
@@ -215,6 +215,8 @@ def to_buffers(module: ir.Module, cpu_loops: bool = True) -> tuple[dict[str, lis
         with ir.Location.unknown():
             concatenation.concatenated_results_as_slices(module)
     run_passes(module, TO_LINALG)
+    with ir.Location.unknown():
+        gathered_producers.compute_gathered_elements(module)
     fold_unit_dimensions_of_reshaped_results(module)
     with ir.Location.unknown():
         narrow_reductions.widen_narrow_min_max_reductions(module)

@@ -16,7 +16,7 @@ from torch_mlir.dialects._ods_common import _cext
 # The dialects' Python modules, imported on first use (`from mlirxla.mlir import linalg` goes
 # through `__getattr__`): together they take 0.15 s to import (linalg's named-op definitions
 # alone 0.09 s), which a process that only loads cached executables and runs them never needs.
-DIALECTS = ("arith", "ext", "func", "gpu", "irdl", "linalg", "llvm", "memref", "scf", "vector")
+DIALECTS = ("arith", "ext", "func", "gpu", "irdl", "linalg", "llvm", "memref", "scf", "tensor", "vector")
 
 
 def __getattr__(name: str) -> types.ModuleType:
