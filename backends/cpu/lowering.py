@@ -50,10 +50,11 @@ from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir, linalg, llvm, stablehlo
 
-from . import bf16_truncation, byte_booleans, float8_conversions, concatenation, convolution_library, dot_algorithms, excess_precision, fused_multiply_adds, gathered_producers, generated_broadcasts, integer_order_reductions, kernel_scratch, llvm_text, loop_order, masked_loop_splitting, materialization, math_approximations, narrow_induction, narrow_reductions, native_bf16_rounding, overwritten_operands, partial_sums, row_fusion, short_loop_unrolling, splat_constants, tiling, vector_math
+from . import bf16_truncation, byte_booleans, float8_conversions, concatenation, convolution_library, dot_algorithms, excess_precision, fused_multiply_adds, gathered_producers, generated_broadcasts, indexed_reads, integer_order_reductions, kernel_scratch, llvm_text, loop_order, masked_loop_splitting, materialization, math_approximations, narrow_induction, narrow_reductions, native_bf16_rounding, overwritten_operands, partial_sums, row_fusion, short_loop_unrolling, splat_constants, tiling, vector_math
 
-TO_LINALG = [
-    "func.func(stablehlo-legalize-to-linalg)",
+LEGALIZE_TO_LINALG = ["func.func(stablehlo-legalize-to-linalg)"]
+# after `indexed_reads.reads_as_inputs`
+FUSE_ELEMENTWISE = [
     "func.func(linalg-fuse-elementwise-ops)",
     "canonicalize",
 ]
@@ -214,7 +215,7 @@ def to_buffers(module: ir.Module, cpu_loops: bool = True) -> tuple[dict[str, lis
     if cpu_loops:  # the slices' copies become loops with the CPU's own (`copies_as_loops`)
         with ir.Location.unknown():
             concatenation.concatenated_results_as_slices(module)
-    run_passes(module, TO_LINALG)
+    to_linalg(module)
     with ir.Location.unknown():
         gathered_producers.compute_gathered_elements(module)
     fold_unit_dimensions_of_reshaped_results(module)
@@ -236,6 +237,15 @@ def to_buffers(module: ir.Module, cpu_loops: bool = True) -> tuple[dict[str, lis
         library_convolutions = convolution_library.call_library_convolutions(module) if cpu_loops else 0
     run_passes(module, GENERALIZE)
     return scratch, library_convolutions
+
+
+def to_linalg(module: ir.Module) -> None:
+    """StableHLO to linalg on tensors, elementwise work fused (a gather's reads at its own
+    indices made inputs first, so that it fuses too: `indexed_reads.py`)."""
+    run_passes(module, LEGALIZE_TO_LINALG)
+    with ir.Location.unknown():
+        indexed_reads.reads_as_inputs(module)
+    run_passes(module, FUSE_ELEMENTWISE)
 
 
 def fold_unit_dimensions_of_reshaped_results(module: ir.Module) -> None:

@@ -59,7 +59,7 @@ def linalg_after_the_rewrite(text: str) -> tuple[int, list[str]]:
     lowering.register_passes()
     with new_context():
         module = ir.Module.parse(text)
-        lowering.run_passes(module, lowering.TO_LINALG)
+        lowering.to_linalg(module)
         with ir.Location.unknown():
             rewritten = gathered_producers.compute_gathered_elements(module)
         module.operation.verify()
