@@ -249,20 +249,30 @@ def safe_name(name: str) -> str:
     return "".join(c if c.isalnum() or c in "_-" else "_" for c in name).strip("_")
 
 
-def write_tuning(output: str, programs: list[str], log=print) -> None:
-    """The tuning jobs of the benchmark programs' emitter kernels (`tuning.py`), one per
-    fingerprint."""
+def write_tuning(output: str, programs: list[str], log=print, workloads: list = ()) -> None:
+    """The tuning jobs of the emitter kernels (`tuning.py`), one per fingerprint: the
+    benchmark programs' first (the tuner on the GPU takes them in order), then those of the
+    cpu benchmark's `workloads` (their specs)."""
     from mlirxla import frontdoor
     from mlirxla.context import new_context
 
     from . import tuning
 
-    jobs: dict[str, dict] = {}
-    for name in programs:
-        path = os.path.join(REPOSITORY, "test", "data", "jax", "programs", f"{name}.stablehlo.mlir")
+    def program_module(name):
+        path = program_path(name)
         with open(path, "rb") as handle:
-            module = frontdoor.import_bytes(handle.read(), path, new_context()).module
-        for job in tuning.tuning_jobs(module):
+            return frontdoor.import_bytes(handle.read(), path, new_context()).module
+
+    def workload_module(spec):
+        import jax
+
+        text = jax.jit(spec.function, keep_unused=True).lower(*spec.abstract()).as_text()
+        return frontdoor.import_text(text, spec.name, new_context()).module
+
+    jobs: dict[str, dict] = {}
+    sources = [lambda name=name: program_module(name) for name in programs] + [lambda spec=spec: workload_module(spec) for spec in workloads]
+    for source in sources:
+        for job in tuning.tuning_jobs(source()):
             jobs.setdefault(job.fingerprint, job.as_json())
     with open(os.path.join(output, "tuning.json"), "w") as handle:
         json.dump({"format": "mlirxla-cuda-tuning", "version": 1, "kernels": list(jobs.values())}, handle)
@@ -315,7 +325,7 @@ def write_pack(output: str, suite_directory: str | None, suite_limit: int, progr
     if iree:
         manifest["iree_runtime_wheel"] = pack_iree.runtime_wheel(output, iree_wheel, log)
     if tune:
-        write_tuning(output, programs, log)
+        write_tuning(output, programs, log, [specs[name] for name in workloads])
     shutil.copytree(os.path.join(REPOSITORY, "runtime", "cuda"), os.path.join(output, "mlirxla_cuda_runtime"),
                     ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(os.path.join(REPOSITORY, "examples", "jax_programs.py"), output)

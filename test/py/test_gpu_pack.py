@@ -193,6 +193,22 @@ def test_a_cpu_benchmark_workload_is_packed_without_expected_outputs_and_judged_
     assert result["launches"] == 1 and result["kernels"][0]["flops"] == 2 * 1024**3 and isinstance(result["xla_kernels"], int)
 
 
+@pytest.mark.jax
+def test_the_workloads_emitter_kernels_are_tuned_after_the_programs_within_the_tuners_time(tmp_path):
+    """tuning.json holds the cpu benchmark workloads' emitter kernels too (the softmax's row
+    kernel, once per candidate tiling); the tuner starts no kernel after its budget, and says
+    how many it left untuned."""
+    output = tmp_path / "pack"
+    pack.write_pack(str(output), None, 0, [], log=lambda line: None, workloads=["softmax"])
+    (job,) = json.loads((output / "tuning.json").read_text())["kernels"]
+    assert len(job["candidates"]) > 1 and {c["emitter"] for c in job["candidates"]} == {"row"}
+    check = runpy.run_path(str(output / "gpu-check"), run_name="gpu_check")
+    assert list(check["tune"](str(output), TimedFakeDevice(), 2)) == [job["fingerprint"]]
+    check["tune"].__globals__["TUNE_BUDGET_S"] = -1.0
+    summary = check["autotune"](str(output), str(tmp_path / "autotune.json"), TimedFakeDevice(), "NVIDIA H200", 2)
+    assert (summary["kernels"], summary["untuned_for_time"]) == (0, 1)
+
+
 class TimedFakeDevice(FakeCudaDevice):
     """The stand-in device with CUDA-event timing: a launch of a block of 128 threads takes 1
     ms, any other 2 ms (so the tuner has one fastest candidate to find)."""
