@@ -45,7 +45,8 @@ class TuningJob:
 
 
 def tuning_jobs(module: ir.Module, options: RunOptions = RunOptions(backend="cuda"), target: GpuTarget = H200) -> list[TuningJob]:
-    """One job per distinct row-emitter kernel of the program (by fingerprint)."""
+    """One job per distinct emitter kernel of the program (by fingerprint) with more than one
+    candidate tiling."""
     runner = PipelineRunner(module, options)
     runner.compile(named_pipeline("cuda"))
     jobs: dict[str, TuningJob] = {}
@@ -65,8 +66,8 @@ def kernel_job(spec: KernelSpec, target: GpuTarget, known: dict) -> TuningJob | 
     probe, _, _ = cpu_compiler.kernel_stablehlo(spec)
     mapped = lowering.map_to_blocks_and_threads(probe, spec.symbol)
     tunable = [nest.tunable for nest in mapped.nests if nest.tunable is not None]
-    if not tunable or tunable[0].fingerprint in known:
-        return None
+    if not tunable or tunable[0].fingerprint in known or len(tunable[0].candidates) < 2:
+        return None  # nothing to choose
     (function,) = ops_named(probe, "func.func")
     buffer_bytes = [memref_bytes(argument.type) for argument in function.regions[0].blocks[0].arguments]
     candidates = []
