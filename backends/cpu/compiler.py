@@ -239,10 +239,11 @@ def finish_or_fall_back(spec: KernelSpec, start: "CompiledKernel | MlirxlaError 
     return None
 
 
-def kernel_stablehlo(spec: KernelSpec) -> tuple[ir.Module, str, str]:
+def kernel_stablehlo(spec: KernelSpec, lanes: bool = True) -> tuple[ir.Module, str, str]:
     """The kernel's StableHLO module (its own source, or its op as a function in
     destination-passing style), that module's text, and the text without the kernel's symbol:
-    the key under which kernels with the same code are compiled once."""
+    the key under which kernels with the same code are compiled once. `lanes`: as
+    `kernel_source.finish` takes it (False for a GPU's loops)."""
     if spec.source is not None:
         kernel_module = ir.Module.parse(spec.source)
         if spec.private_results:
@@ -252,7 +253,7 @@ def kernel_stablehlo(spec: KernelSpec) -> tuple[ir.Module, str, str]:
         kernel_module = ir.Module.create()
         kernel_source.kernel_function(kernel_module, spec.op, spec.symbol, spec.plan, spec.library_result, spec.in_place,
                                       spec.private_results)
-    kernel_source.finish(kernel_module)
+    kernel_source.finish(kernel_module, lanes)
     text = str(kernel_module)
     return kernel_module, text, without_symbol(text, spec.symbol)
 
@@ -355,7 +356,7 @@ def compile_kernel(spec: KernelSpec, lowered_kernels: LoweredKernels, codegen: l
     if structure is not None and (first := lowered_kernels.by_structure.get(structure)) is not None:
         stablehlo_text = re.sub(rf"@{re.escape(first.symbol)}\b", f"@{spec.symbol}", first.stablehlo)
         return same_code_as(first, spec.symbol, stablehlo_text)
-    kernel_module, stablehlo_text, source_key = kernel_stablehlo(spec)
+    kernel_module, stablehlo_text, source_key = kernel_stablehlo(spec, lanes=variant.buffer_loops is None)
     if (first := lowered_kernels.by_text.get(source_key)) is not None:
         if structure is not None:
             lowered_kernels.by_structure[structure] = first

@@ -274,18 +274,21 @@ def _copy_block(source: ir.Block, target: ir.Region) -> None:
                 mapping[old] = new
 
 
-def finish(module: ir.Module) -> None:
+def finish(module: ir.Module, lanes: bool = True) -> None:
     """Rewrite the elementwise math the lowering gets wrong as XLA computes it
     (`elemental_math.py`: real expm1 and log1p, complex expm1, log1p, log, sqrt, rsqrt, tan and tanh), lower the
     xhlo inside the kernel functions to StableHLO, then give boolean `add` its StableHLO
     meaning (logical or) before the linalg lowering turns it into an integer add (which is xor
-    on i1), and complex maximum and minimum their lexicographic order."""
+    on i1), and complex maximum and minimum their lexicographic order. `lanes`: variadic row
+    reductions in lanes (`lane_reductions.py`, for the CPU's vectors; a GPU's row emitter
+    splits a row over threads itself)."""
     materialization.sink_slices(module)
     materialization.concatenates_moved_below(module)
     rewrite_elemental_math(module)
     lower_module(module)
     materialization.merge_materialized_duplicates(module)
-    reduce_rows_in_lanes(module)
+    if lanes:
+        reduce_rows_in_lanes(module)
     for op in ops_named(module, "stablehlo.add"):
         if str(ir.RankedTensorType(op.results[0].type).element_type) == "i1":
             with ir.InsertionPoint(op), op.location:

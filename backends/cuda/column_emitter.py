@@ -35,7 +35,7 @@ from math import prod
 from mlirxla.mlir import arith, ir, memref, scf
 
 from .autotune import ColumnTiling
-from .row_emitter import (NotRows, Phase, body_values, butterfly, check_views, combine, delinearize, dims_used, guarded,
+from .row_emitter import (NotRows, Phase, body_values, butterfly, check_views, delinearize, dims_used, guarded,
                           indexing_maps, input_count, is_reduction, iterator_kinds, loop_nests, loop_sizes, map_indices,
                           outputs, parallel_count, reduction_combiner, root, yielded)
 from .thread_program import WARP, ThreadProgram, index_constant
@@ -196,9 +196,8 @@ def emit_elementwise(program: ThreadProgram, plan: ColumnPlan, phase: Phase) -> 
 
 def emit_reduction(program: ThreadProgram, plan: ColumnPlan, phase: Phase, tiling: ColumnTiling,
                    sides: list[SideOutput]) -> None:
-    generic, combiner = phase.generic, phase.combiner
-    accumulator = generic.regions[0].blocks[0].arguments[input_count(generic)]
-    element_of = [v for v in combiner.operands if v != accumulator][0]
+    generic, combination = phase.generic, phase.combiner
+    (element_of,) = combination.elements
     passes = tiling.rows_per_pass
     inside = None
 
@@ -207,7 +206,7 @@ def emit_reduction(program: ThreadProgram, plan: ColumnPlan, phase: Phase, tilin
         computed = store_side_outputs(sides, dims, inside)
         given = {number: computed[root(operand)] for number, operand in enumerate(generic.operands)
                  if isinstance(operand.type, ir.MemRefType) and root(operand) in computed}
-        mapping = body_values(generic, dims, skip=combiner, given=given)
+        mapping = body_values(generic, dims, skip=combination, given=given)
         return mapping.get(element_of, element_of)
 
     with program.at():
@@ -221,7 +220,7 @@ def emit_reduction(program: ThreadProgram, plan: ColumnPlan, phase: Phase, tilin
         loop = scf.ForOp(arith.AddIOp(warp, index_constant(passes)).result, index_constant(phase.length), index_constant(passes),
                          [element(kept_dims, warp)])
         with ir.InsertionPoint(loop.body):
-            scf.YieldOp([combine(combiner, accumulator, loop.inner_iter_args[0], element(kept_dims, loop.induction_variable))])
+            scf.YieldOp(combination.combine([loop.inner_iter_args[0]], [element(kept_dims, loop.induction_variable)]))
         value = loop.results[0]
     tile = program.shared(passes * PADDED, value.type)
     with program.at():
@@ -232,7 +231,7 @@ def emit_reduction(program: ThreadProgram, plan: ColumnPlan, phase: Phase, tilin
     with program.at():
         column, partial = transposed(program.thread, passes)
         value = memref.LoadOp(tile(), [arith.AddIOp(arith.MulIOp(partial, index_constant(PADDED)).result, column).result]).result
-    value = butterfly(program, combiner, accumulator, value, passes)
+    (value,) = butterfly(program, combination, [value], passes)
     with program.at():
         column, partial = transposed(program.thread, passes)
         column = arith.AddIOp(first_column(program), column).result
@@ -241,7 +240,7 @@ def emit_reduction(program: ThreadProgram, plan: ColumnPlan, phase: Phase, tilin
             output = outputs(generic)[0]
             indices = map_indices(indexing_maps(generic)[-1], delinearize(column, plan.kept_sizes))
             initial = memref.LoadOp(output, indices).result
-            memref.StoreOp(combine(combiner, accumulator, initial, value), output, indices)
+            memref.StoreOp(combination.combine([initial], [value])[0], output, indices)
 
 
 def store_side_outputs(sides: list[SideOutput], dims: list[ir.Value], inside: ir.Value | None) -> dict:

@@ -157,7 +157,7 @@ def compile_kernel(spec: KernelSpec, by_source: dict[str, CudaKernel]) -> CudaKe
     if spec.interpret is not None:
         raise MlirxlaError(f"kernel {spec.symbol} has no native lowering ({spec.interpret}): "
                            "the cuda backend has no interpreter to fall back to", location_text(spec.op.location))
-    module, stablehlo, key = cpu_compiler.kernel_stablehlo(spec)
+    module, stablehlo, key = cpu_compiler.kernel_stablehlo(spec, lanes=False)
     if (first := by_source.get(key)) is not None:
         return CudaKernel(spec.symbol, first.launches, first.scratch, stablehlo, same_as=first.symbol, emitters=first.emitters)
     mapped = lowering.map_to_blocks_and_threads(module, spec.symbol)

@@ -25,9 +25,14 @@ A phase of the row:
   holds (the kernel's fill wrote it in an earlier phase) and stores it.
 
 The combiner must be one associative, commutative op (add, mul, max, min, and, or, xor) that
-reads the accumulator once. A reduction of non-minor dimensions goes to the column emitter
-(`column_emitter.py`); other kernels (a variadic reduce such as argmax, complex values) keep
-the loop emitter, and the reason is logged.
+reads the accumulator once, or, for a variadic reduce (argmax: a value and its position,
+XLA's row reduction emitter takes them too), the ops of the body that read the accumulators,
+each accumulator folding in one element value of its own type (`Combination`): lanes then
+exchange every accumulator in each round of the butterfly, and the reducer's ops combine
+them, which StableHLO requires to be associative and commutative as XLA does. A reduction
+of non-minor dimensions goes to the column emitter (`column_emitter.py`); other kernels
+(complex values, a variadic reduce whose accumulators share a type) keep the loop emitter,
+and the reason is logged.
 """
 
 from dataclasses import dataclass
@@ -44,13 +49,34 @@ COMBINERS = {"arith.addf", "arith.addi", "arith.mulf", "arith.muli", "arith.maxi
              "arith.xori"}
 
 
+@dataclass(frozen=True)
+class Combination:
+    """A reduction's step, as the ops of its body that read its accumulators (the outputs'
+    block arguments), in body order: each accumulator folds in one element value, which the
+    rest of the body computes, into the value the body yields for it."""
+
+    accumulators: list[ir.Value]
+    elements: list[ir.Value]
+    ops: list[ir.Operation]
+    results: list[ir.Value]
+
+    def combine(self, lefts: list[ir.Value], rights: list[ir.Value]) -> list[ir.Value]:
+        """The step on two sets of accumulator values, at the insertion point."""
+        mapping = dict(zip(self.accumulators, lefts)) | dict(zip(self.elements, rights))
+        for op in self.ops:
+            clone = op.clone()
+            remap(clone, mapping)
+            mapping.update(zip(op.results, clone.results))
+        return [mapping[result] for result in self.results]
+
+
 @dataclass
 class Phase:
     """One loop nest of a row or column kernel: its loops inside the rows (or kept columns)."""
 
     generic: ir.Operation
     inner_sizes: list[int]
-    combiner: ir.Operation | None  # a reduction's; None for an elementwise phase
+    combiner: Combination | None  # a reduction's; None for an elementwise phase
 
     @property
     def length(self) -> int:
@@ -117,7 +143,7 @@ def plan_rows(function: ir.Operation, skippable: set[str]) -> RowPlan | None:
         if any(inner) and not all(inner):
             raise NotRows("a loop nest with both parallel and reduction dimensions inside the row")
         check_row_local(generic, row_count, written)
-        combiner = None if all(inner) else reduction_combiner(generic)
+        combiner = None if all(inner) else reduction_combiner(generic, variadic=True)
         phases.append(Phase(generic, sizes[row_count:], combiner))
     check_views(generics)
     return RowPlan(row_sizes, phases)
@@ -256,19 +282,57 @@ def subtractions_as_additions(function: ir.Operation) -> int:
     return rewritten
 
 
-def reduction_combiner(generic: ir.Operation) -> ir.Operation:
-    if len(outputs(generic)) != 1:
-        raise NotRows(f"a reduction with {len(outputs(generic))} results (a variadic reduce)")
+def reduction_combiner(generic: ir.Operation, variadic: bool = False) -> Combination:
+    """The reduction's step; `NotRows` when lanes cannot split it (with `variadic`, a reduce of
+    several values may qualify)."""
     body = generic.regions[0].blocks[0]
-    accumulator = body.arguments[input_count(generic)]
-    if not shuffles_supported(accumulator.type):
-        raise NotRows(f"a reduction of {accumulator.type}")
-    yielded = list(body.operations)[-1].operands[0]
-    combiner = yielded.owner.operation if isinstance(yielded.owner, ir.OpView) else None
+    accumulators = list(body.arguments)[input_count(generic):]
+    if len(accumulators) != 1 and not variadic:
+        raise NotRows(f"a reduction with {len(accumulators)} results (a variadic reduce)")
+    for accumulator in accumulators:
+        if not shuffles_supported(accumulator.type):
+            raise NotRows(f"a reduction of {accumulator.type}")
+    terminator = list(body.operations)[-1]
+    if len(accumulators) == 1:
+        return single_combiner(body, accumulators[0], terminator.operands[0])
+    return variadic_combination(body, accumulators, list(terminator.operands))
+
+
+def single_combiner(body: ir.Block, accumulator: ir.Value, yielded_value: ir.Value) -> Combination:
+    combiner = yielded_value.owner.operation if isinstance(yielded_value.owner, ir.OpView) else None
     uses = sum(1 for op in body.operations for operand in op.operation.operands if operand == accumulator)
     if combiner is None or combiner.name not in COMBINERS or uses != 1 or accumulator not in list(combiner.operands):
         raise NotRows("a reduction whose combiner is not one associative op on the accumulator")
-    return combiner
+    element = [v for v in combiner.operands if v != accumulator][0]
+    return Combination([accumulator], [element], [combiner], [combiner.results[0]])
+
+
+def variadic_combination(body: ir.Block, accumulators: list[ir.Value], yielded_values: list[ir.Value]) -> Combination:
+    """The ops reading the accumulators (directly or through each other) and, matched by type,
+    the element each folds in: the values those ops read that the body computes without
+    them (constants aside)."""
+    reading, ops = set(accumulators), []
+    for op in list(body.operations)[:-1]:
+        op = op.operation
+        if any(operand in reading for operand in op.operands):
+            if len(op.regions):
+                raise NotRows("a variadic reduction whose step holds a region")
+            ops.append(op)
+            reading.update(op.results)
+    read = []
+    for op in ops:
+        for operand in op.operands:
+            producer = operand.owner
+            constant = isinstance(producer, ir.OpView) and producer.operation.name == "arith.constant"
+            if operand not in reading and not constant and operand not in read:
+                read.append(operand)
+    types = [str(a.type) for a in accumulators]
+    if len(set(types)) != len(types) or sorted(str(v.type) for v in read) != sorted(types):
+        raise NotRows("a variadic reduction whose elements cannot be told apart by type")
+    if any(value not in reading or value in accumulators for value in yielded_values):
+        raise NotRows("a variadic reduction that yields a value its step does not compute")
+    elements = [next(v for v in read if str(v.type) == kind) for kind in types]
+    return Combination(accumulators, elements, ops, yielded_values)
 
 
 # --- emission ----------------------------------------------------------------------------------
@@ -333,18 +397,19 @@ def map_indices(affine_map: ir.AffineMap, dims: list[ir.Value]) -> list[ir.Value
     return values
 
 
-def body_values(generic: ir.Operation, dims: list[ir.Value], skip: ir.Operation | None = None, given: dict | None = None) -> dict:
+def body_values(generic: ir.Operation, dims: list[ir.Value], skip: Combination | None = None, given: dict | None = None) -> dict:
     """Clone the generic's body at the insertion point, its block arguments the operands'
     elements at `dims` (outputs' only when the body reads them; operand number -> value in
-    `given` instead); returns the value map."""
+    `given` instead); without `skip`'s ops and the accumulators they read (a reduction's
+    elements only); returns the value map."""
     body = generic.regions[0].blocks[0]
+    skipped = [] if skip is None else skip.ops
     mapping = {}
     for number, (argument, operand, affine_map) in enumerate(zip(body.arguments, generic.operands, indexing_maps(generic))):
         if given and number in given:
             mapping[argument] = given[number]
             continue
-        if not list(argument.uses) or (skip is not None and argument in list(skip.operands) and
-                                       list(body.arguments).index(argument) >= input_count(generic)):
+        if not list(argument.uses) or (skip is not None and argument in skip.accumulators):
             continue
         if isinstance(operand.type, ir.MemRefType):
             mapping[argument] = memref.LoadOp(operand, map_indices(affine_map, dims)).result
@@ -352,7 +417,7 @@ def body_values(generic: ir.Operation, dims: list[ir.Value], skip: ir.Operation 
             mapping[argument] = operand
     for op in list(body.operations)[:-1]:
         op = op.operation
-        if skip is not None and op == skip:
+        if op in skipped:
             continue
         if op.name == "linalg.index":
             mapping[op.results[0]] = dims[ir.IntegerAttr(op.attributes["dim"]).value]
@@ -409,70 +474,62 @@ def emit_elementwise(program: ThreadProgram, plan: RowPlan, phase: Phase, tiling
                 scf.YieldOp([])
 
 
-def combine(combiner: ir.Operation, accumulator: ir.Value, left: ir.Value, right: ir.Value) -> ir.Value:
-    """The combiner on two values, in the order it takes the accumulator and the element."""
-    clone = combiner.clone()
-    position = list(combiner.operands).index(accumulator)
-    clone.operands[position], clone.operands[1 - position] = left, right
-    return clone.results[0]
-
-
 def emit_reduction(program: ThreadProgram, plan: RowPlan, phase: Phase, tiling: RowTiling) -> None:
-    generic, combiner = phase.generic, phase.combiner
-    accumulator = generic.regions[0].blocks[0].arguments[input_count(generic)]
-    element_of = [v for v in combiner.operands if v != accumulator][0]
+    generic, combination = phase.generic, phase.combiner
     group = tiling.threads_per_row
 
-    def element(row_dims, position):
-        mapping = body_values(generic, row_dims + delinearize(position, phase.inner_sizes), skip=combiner)
-        return mapping.get(element_of, element_of)
+    def elements(row_dims, position):
+        mapping = body_values(generic, row_dims + delinearize(position, phase.inner_sizes), skip=combination)
+        return [mapping.get(element, element) for element in combination.elements]
 
     with program.at():
         row, lane = coordinates(program, tiling)
         if row_inside(plan, tiling, row) is not None:  # threads past the last row read the last row, store nothing
             row = arith.MinUIOp(row, index_constant(plan.rows - 1)).result
         row_dims = delinearize(row, plan.row_sizes)
-        first = element(row_dims, lane)
+        firsts = elements(row_dims, lane)
         loop = scf.ForOp(arith.AddIOp(lane, index_constant(group)).result, index_constant(phase.length),
-                         index_constant(group), [first])
+                         index_constant(group), firsts)
         with ir.InsertionPoint(loop.body):
-            scf.YieldOp([combine(combiner, accumulator, loop.inner_iter_args[0], element(row_dims, loop.induction_variable))])
-        value = loop.results[0]
-    value = butterfly(program, combiner, accumulator, value, min(group, WARP))
+            scf.YieldOp(combination.combine(list(loop.inner_iter_args), elements(row_dims, loop.induction_variable)))
+        values = list(loop.results)
+    values = butterfly(program, combination, values, min(group, WARP))
     if group > WARP:
         warps = group // WARP
-        shared = program.shared(tiling.rows_per_block * warps, value.type)
+        shared = [program.shared(tiling.rows_per_block * warps, value.type) for value in values]
         with program.at():
             thread = program.thread
             first_lane = arith.CmpIOp(arith.CmpIPredicate.eq, arith.RemUIOp(thread, index_constant(WARP)).result,
                                       index_constant(0)).result
             with guarded(first_lane):
-                memref.StoreOp(value, shared(), [arith.DivUIOp(thread, index_constant(WARP)).result])
+                for value, array in zip(values, shared):
+                    memref.StoreOp(value, array(), [arith.DivUIOp(thread, index_constant(WARP)).result])
         program.barrier()
         with program.at():
             thread = program.thread
             slot = arith.AddIOp(arith.MulIOp(arith.DivUIOp(thread, index_constant(group)).result, index_constant(warps)).result,
                                 arith.RemUIOp(thread, index_constant(warps)).result).result
-            value = memref.LoadOp(shared(), [slot]).result
-        value = butterfly(program, combiner, accumulator, value, warps)
+            values = [memref.LoadOp(array(), [slot]).result for array in shared]
+        values = butterfly(program, combination, values, warps)
     with program.at():
         row, lane = coordinates(program, tiling)
         store = arith.CmpIOp(arith.CmpIPredicate.eq, lane, index_constant(0)).result
         if (inside := row_inside(plan, tiling, row)) is not None:
             store = arith.AndIOp(store, inside).result
         with guarded(store):
-            output = outputs(generic)[0]
-            indices = map_indices(indexing_maps(generic)[-1], delinearize(row, plan.row_sizes))
-            initial = memref.LoadOp(output, indices).result
-            memref.StoreOp(combine(combiner, accumulator, initial, value), output, indices)
+            indices = [map_indices(affine_map, delinearize(row, plan.row_sizes))
+                       for affine_map in indexing_maps(generic)[input_count(generic):]]
+            initials = [memref.LoadOp(output, at).result for output, at in zip(outputs(generic), indices)]
+            for total, output, at in zip(combination.combine(initials, values), outputs(generic), indices):
+                memref.StoreOp(total, output, at)
 
 
-def butterfly(program: ThreadProgram, combiner: ir.Operation, accumulator: ir.Value, value: ir.Value, width: int) -> ir.Value:
+def butterfly(program: ThreadProgram, combination: Combination, values: list[ir.Value], width: int) -> list[ir.Value]:
     """Every lane of each aligned group of `width` lanes ends with the group's combination."""
     offset = width // 2
     while offset:
-        own, other = program.exchange_xor(value, offset)
+        owns, others = program.exchange_xor(values, offset)
         with program.at():
-            value = combine(combiner, accumulator, own, other)
+            values = combination.combine(owns, others)
         offset //= 2
-    return value
+    return values

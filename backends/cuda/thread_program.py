@@ -41,7 +41,7 @@ class ThreadProgram:
         self.block, self.host = block, host
         self.module_body, self.name = module_body, name
         self.shared_count = 0
-        self.exchange_arrays: dict[str, list[ir.Value]] = {}
+        self.exchange_arrays: dict[tuple[str, int], list[ir.Value]] = {}
         self.exchange_round = 0
         index = ir.IndexType.get()
         zero, one = index_constant(0), index_constant(1)
@@ -93,25 +93,32 @@ class ThreadProgram:
             memref.GlobalOp(name, ir.TypeAttr.get(kind), sym_visibility="private")
         return lambda: memref.GetGlobalOp(kind, name).result
 
-    def exchange_xor(self, value: ir.Value, offset: int) -> tuple[ir.Value, ir.Value]:
-        """This lane's value and that of the lane whose index differs by xor `offset` (within
-        its warp), as values at the (possibly new) insertion point."""
+    def exchange_xor(self, values: list[ir.Value], offset: int) -> tuple[list[ir.Value], list[ir.Value]]:
+        """This lane's `values` and those of the lane whose index differs by xor `offset`
+        (within its warp), as values at the (possibly new) insertion point."""
         if not self.host:
             with self.at():
-                return value, shuffle_xor(value, offset)
-        arrays = self.exchange_arrays.get(str(value.type))
-        if arrays is None:
-            with ir.InsertionPoint(self.block_loop):
-                arrays = [memref.AllocaOp(ir.MemRefType.get([self.block], value.type), [], []).result for _ in range(2)]
-            self.exchange_arrays[str(value.type)] = arrays
-        array = arrays[self.exchange_round % 2]
+                return values, [shuffle_xor(value, offset) for value in values]
+        arrays = [self.exchange_array(value.type, number) for number, value in enumerate(values)]
         self.exchange_round += 1
         with self.at():
-            memref.StoreOp(value, array, [self.thread])
+            for value, array in zip(values, arrays):
+                memref.StoreOp(value, array, [self.thread])
         self.open_thread_loop()
         with self.at():
             partner = arith.XOrIOp(self.thread, index_constant(offset)).result
-            return memref.LoadOp(array, [self.thread]).result, memref.LoadOp(array, [partner]).result
+            return ([memref.LoadOp(array, [self.thread]).result for array in arrays],
+                    [memref.LoadOp(array, [partner]).result for array in arrays])
+
+    def exchange_array(self, kind: ir.Type, number: int) -> ir.Value:
+        """The per-block array the `number`th value of this round's exchange goes through."""
+        key = (str(kind), number)
+        arrays = self.exchange_arrays.get(key)
+        if arrays is None:
+            with ir.InsertionPoint(self.block_loop):
+                arrays = [memref.AllocaOp(ir.MemRefType.get([self.block], kind), [], []).result for _ in range(2)]
+            self.exchange_arrays[key] = arrays
+        return arrays[self.exchange_round % 2]
 
 
 def shuffle_xor(value: ir.Value, offset: int) -> ir.Value:

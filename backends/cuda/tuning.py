@@ -63,7 +63,7 @@ def tuning_jobs(module: ir.Module, options: RunOptions = RunOptions(backend="cud
 
 
 def kernel_job(spec: KernelSpec, target: GpuTarget, known: dict) -> TuningJob | None:
-    probe, _, _ = cpu_compiler.kernel_stablehlo(spec)
+    probe, _, _ = cpu_compiler.kernel_stablehlo(spec, lanes=False)
     mapped = lowering.map_to_blocks_and_threads(probe, spec.symbol)
     tunable = [nest.tunable for nest in mapped.nests if nest.tunable is not None]
     if not tunable or tunable[0].fingerprint in known or len(tunable[0].candidates) < 2:
@@ -72,7 +72,7 @@ def kernel_job(spec: KernelSpec, target: GpuTarget, known: dict) -> TuningJob | 
     buffer_bytes = [memref_bytes(argument.type) for argument in function.regions[0].blocks[0].arguments]
     candidates = []
     for tiling in tunable[0].candidates:
-        module, _, _ = cpu_compiler.kernel_stablehlo(spec)
+        module, _, _ = cpu_compiler.kernel_stablehlo(spec, lanes=False)
         lowering.map_to_blocks_and_threads(module, spec.symbol, tiling)
         lowering.to_nvvm(module, spec.symbol)
         (launch,) = launches.read_launches(module, spec.symbol)

@@ -148,29 +148,77 @@ def test_a_full_reduction_is_one_block_not_one_thread(monkeypatch):
     np.testing.assert_allclose(result, x.sum(), rtol=1e-5)
 
 
-ARGMAX = """func.func @main(%x: tensor<4x50xf32>, %i: tensor<4x50xi32>) -> (tensor<4xf32>, tensor<4xi32>) {
+def argmax_text(rows: int, length: int) -> str:
+    """jnp.argmax's reduce: the values and their positions (an iota, fused), the larger value
+    and on a tie the smaller position."""
+    return f"""func.func @main(%x: tensor<{rows}x{length}xf32>) -> (tensor<{rows}xf32>, tensor<{rows}xi32>) {{
+  %i = stablehlo.iota dim = 1 : tensor<{rows}x{length}xi32>
   %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
   %zero = stablehlo.constant dense<0> : tensor<i32>
-  %r:2 = stablehlo.reduce(%x init: %ninf), (%i init: %zero) across dimensions = [1] : (tensor<4x50xf32>, tensor<4x50xi32>, tensor<f32>, tensor<i32>) -> (tensor<4xf32>, tensor<4xi32>)
-    reducer(%a: tensor<f32>, %b: tensor<f32>) (%ai: tensor<i32>, %bi: tensor<i32>) {
+  %r:2 = stablehlo.reduce(%x init: %ninf), (%i init: %zero) across dimensions = [1] : (tensor<{rows}x{length}xf32>, tensor<{rows}x{length}xi32>, tensor<f32>, tensor<i32>) -> (tensor<{rows}xf32>, tensor<{rows}xi32>)
+    reducer(%a: tensor<f32>, %b: tensor<f32>) (%ai: tensor<i32>, %bi: tensor<i32>) {{
       %gt = stablehlo.compare GT, %a, %b : (tensor<f32>, tensor<f32>) -> tensor<i1>
-      %m = stablehlo.select %gt, %a, %b : tensor<i1>, tensor<f32>
-      %mi = stablehlo.select %gt, %ai, %bi : tensor<i1>, tensor<i32>
+      %eq = stablehlo.compare EQ, %a, %b : (tensor<f32>, tensor<f32>) -> tensor<i1>
+      %lt = stablehlo.compare LT, %ai, %bi : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      %tie = stablehlo.and %eq, %lt : tensor<i1>
+      %take = stablehlo.or %gt, %tie : tensor<i1>
+      %m = stablehlo.select %take, %a, %b : tensor<i1>, tensor<f32>
+      %mi = stablehlo.select %take, %ai, %bi : tensor<i1>, tensor<i32>
       stablehlo.return %m, %mi : tensor<f32>, tensor<i32>
+    }}
+  return %r#0, %r#1 : tensor<{rows}xf32>, tensor<{rows}xi32>
+}}
+"""
+
+
+@pytest.mark.parametrize("rows, length, phrase", [
+    (6, 50, "6 row(s), 8 thread(s) per row"),  # lanes within a warp
+    (3, 3000, "3 row(s), 512 thread(s) per row"),  # warps through shared memory too
+])
+def test_an_argmax_is_one_row_launch_exchanging_both_accumulators(rows, length, phrase, monkeypatch):
+    """Values and positions folded by each lane, exchanged together in each butterfly round:
+    numpy's argmax (the first position of the maximum) with many ties."""
+    text = argmax_text(rows, length)
+    program = compile_text(text)
+    assert [kernel.emitters for kernel in program.kernels] == [("row",)]
+    assert any(phrase in d for d in program.decisions), program.decisions
+    x = np.random.default_rng(4).integers(0, 7, (rows, length)).astype(np.float32)
+    (values, positions), notes = run_on_host(text, [x], monkeypatch)
+    assert any("row emitter" in note for note in notes)
+    np.testing.assert_array_equal(positions, x.argmax(axis=1))
+    np.testing.assert_array_equal(values, x.max(axis=1))
+
+
+@needs_ptxas
+def test_an_argmax_shuffles_both_accumulators():
+    """Rows of 50, 8 lanes a row: 3 butterfly rounds, each shuffling the value and the
+    position."""
+    program = compile_text(argmax_text(6, 50))
+    assert program.cubin is not None and program.ptx.count("shfl.sync.bfly.b32") == 2 * 3
+
+
+MIN_AND_MAX = """func.func @main(%x: tensor<4x50xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %inf = stablehlo.constant dense<0x7F800000> : tensor<f32>
+  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %r:2 = stablehlo.reduce(%x init: %inf), (%x init: %ninf) across dimensions = [1] : (tensor<4x50xf32>, tensor<4x50xf32>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>)
+    reducer(%a: tensor<f32>, %b: tensor<f32>) (%c: tensor<f32>, %d: tensor<f32>) {
+      %low = stablehlo.minimum %a, %b : tensor<f32>
+      %high = stablehlo.maximum %c, %d : tensor<f32>
+      stablehlo.return %low, %high : tensor<f32>, tensor<f32>
     }
-  return %r#0, %r#1 : tensor<4xf32>, tensor<4xi32>
+  return %r#0, %r#1 : tensor<4xf32>, tensor<4xf32>
 }
 """
 
 
-def test_a_variadic_reduce_keeps_the_loop_emitter_and_says_why(monkeypatch):
-    program = compile_text(ARGMAX)
+def test_a_variadic_reduce_of_accumulators_of_one_type_keeps_the_loop_emitter_and_says_why(monkeypatch):
+    program = compile_text(MIN_AND_MAX)
     assert all(emitter.startswith("loop") for kernel in program.kernels for emitter in kernel.emitters)
-    assert any("loop emitter: not rows (a reduction with 2 results" in d for d in program.decisions)
-    x = np.random.default_rng(4).standard_normal((4, 50)).astype(np.float32)
-    index = np.tile(np.arange(50, dtype=np.int32), (4, 1))
-    (values, positions), _ = run_on_host(ARGMAX, [x, index], monkeypatch)
-    np.testing.assert_array_equal(positions, x.argmax(axis=1))
+    assert any("elements cannot be told apart by type" in d for d in program.decisions), program.decisions
+    x = np.random.default_rng(5).standard_normal((4, 50)).astype(np.float32)
+    (low, high), _ = run_on_host(MIN_AND_MAX, [x], monkeypatch)
+    np.testing.assert_array_equal(low, x.min(axis=1))
+    np.testing.assert_array_equal(high, x.max(axis=1))
 
 
 @needs_ptxas
