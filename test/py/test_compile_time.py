@@ -423,7 +423,7 @@ def test_kernels_of_one_structure_build_their_stablehlo_once(context, monkeypatc
 
     built = []
     kernel_stablehlo = compiler.kernel_stablehlo
-    monkeypatch.setattr(compiler, "kernel_stablehlo", lambda spec: built.append(spec.symbol) or kernel_stablehlo(spec))
+    monkeypatch.setattr(compiler, "kernel_stablehlo", lambda spec, lanes=True: built.append(spec.symbol) or kernel_stablehlo(spec, lanes))
     module = frontdoor.import_text(THREE_LAYERS, "three_layers", context).module
     program = compile_module(module)
     kernels = [thunk.symbol for thunk in every_thunk(program.plan.thunks) if isinstance(thunk, KernelThunk)]
