@@ -13,7 +13,8 @@ butterfly of `gpu.shuffle xor` combines; the group's first lane combines the tot
 initial value the output holds and stores it.
 
 A kernel qualifies when every loop nest is over the same kept dimensions: the reductions
-(one associative combiner, as for the row emitter) and elementwise loop nests over the kept
+(one associative combiner, or a variadic reduce's step such as an argmax's, as for the row
+emitter: each accumulator through a tile of its own) and elementwise loop nests over the kept
 elements (the fill of the initial value, a mean's divide), each touching only its column
 of what the kernel writes; or an elementwise loop nest over the whole space a later
 reduction reads, the **side output** of XLA's multi-output reduction fusion (a ReLU's
@@ -110,7 +111,7 @@ def plan_columns(function: ir.Operation, skippable: set[str]) -> ColumnPlan:
                 raise NotRows(f"operand {operand_number} of a loop nest is indexed by more than the kept dimensions")
         if reduction and pending:
             side_outputs[len(phases)], pending = pending, []
-        phases.append(Phase(generic, sizes[kept_count:], reduction_combiner(generic) if reduction else None))
+        phases.append(Phase(generic, sizes[kept_count:], reduction_combiner(generic, variadic=True) if reduction else None))
     check_views(generics)
     return ColumnPlan(kept_sizes, phases, side_outputs)
 
@@ -197,17 +198,16 @@ def emit_elementwise(program: ThreadProgram, plan: ColumnPlan, phase: Phase) -> 
 def emit_reduction(program: ThreadProgram, plan: ColumnPlan, phase: Phase, tiling: ColumnTiling,
                    sides: list[SideOutput]) -> None:
     generic, combination = phase.generic, phase.combiner
-    (element_of,) = combination.elements
     passes = tiling.rows_per_pass
     inside = None
 
-    def element(kept_dims, position):
+    def elements(kept_dims, position):
         dims = kept_dims + delinearize(position, phase.inner_sizes)
         computed = store_side_outputs(sides, dims, inside)
         given = {number: computed[root(operand)] for number, operand in enumerate(generic.operands)
                  if isinstance(operand.type, ir.MemRefType) and root(operand) in computed}
         mapping = body_values(generic, dims, skip=combination, given=given)
-        return mapping.get(element_of, element_of)
+        return [mapping.get(element, element) for element in combination.elements]
 
     with program.at():
         thread = program.thread
@@ -218,29 +218,32 @@ def emit_reduction(program: ThreadProgram, plan: ColumnPlan, phase: Phase, tilin
             column = arith.MinUIOp(column, index_constant(plan.columns - 1)).result
         kept_dims = delinearize(column, plan.kept_sizes)
         loop = scf.ForOp(arith.AddIOp(warp, index_constant(passes)).result, index_constant(phase.length), index_constant(passes),
-                         [element(kept_dims, warp)])
+                         elements(kept_dims, warp))
         with ir.InsertionPoint(loop.body):
-            scf.YieldOp(combination.combine([loop.inner_iter_args[0]], [element(kept_dims, loop.induction_variable)]))
-        value = loop.results[0]
-    tile = program.shared(passes * PADDED, value.type)
+            scf.YieldOp(combination.combine(list(loop.inner_iter_args), elements(kept_dims, loop.induction_variable)))
+        values = list(loop.results)
+    tiles = [program.shared(passes * PADDED, value.type) for value in values]
     with program.at():
         lane = arith.RemUIOp(program.thread, index_constant(WARP)).result
         warp = arith.DivUIOp(program.thread, index_constant(WARP)).result
-        memref.StoreOp(value, tile(), [arith.AddIOp(arith.MulIOp(warp, index_constant(PADDED)).result, lane).result])
+        for value, tile in zip(values, tiles):
+            memref.StoreOp(value, tile(), [arith.AddIOp(arith.MulIOp(warp, index_constant(PADDED)).result, lane).result])
     program.barrier()
     with program.at():
         column, partial = transposed(program.thread, passes)
-        value = memref.LoadOp(tile(), [arith.AddIOp(arith.MulIOp(partial, index_constant(PADDED)).result, column).result]).result
-    (value,) = butterfly(program, combination, [value], passes)
+        slot = arith.AddIOp(arith.MulIOp(partial, index_constant(PADDED)).result, column).result
+        values = [memref.LoadOp(tile(), [slot]).result for tile in tiles]
+    values = butterfly(program, combination, values, passes)
     with program.at():
         column, partial = transposed(program.thread, passes)
         column = arith.AddIOp(first_column(program), column).result
         store = arith.CmpIOp(arith.CmpIPredicate.eq, partial, index_constant(0)).result
         with guarded(both(store, column_inside(plan, column))):
-            output = outputs(generic)[0]
-            indices = map_indices(indexing_maps(generic)[-1], delinearize(column, plan.kept_sizes))
-            initial = memref.LoadOp(output, indices).result
-            memref.StoreOp(combination.combine([initial], [value])[0], output, indices)
+            indices = [map_indices(affine_map, delinearize(column, plan.kept_sizes))
+                       for affine_map in indexing_maps(generic)[input_count(generic):]]
+            initials = [memref.LoadOp(output, at).result for output, at in zip(outputs(generic), indices)]
+            for total, output, at in zip(combination.combine(initials, values), outputs(generic), indices):
+                memref.StoreOp(total, output, at)
 
 
 def store_side_outputs(sides: list[SideOutput], dims: list[ir.Value], inside: ir.Value | None) -> dict:

@@ -148,14 +148,15 @@ def test_a_full_reduction_is_one_block_not_one_thread(monkeypatch):
     np.testing.assert_allclose(result, x.sum(), rtol=1e-5)
 
 
-def argmax_text(rows: int, length: int) -> str:
-    """jnp.argmax's reduce: the values and their positions (an iota, fused), the larger value
-    and on a tie the smaller position."""
-    return f"""func.func @main(%x: tensor<{rows}x{length}xf32>) -> (tensor<{rows}xf32>, tensor<{rows}xi32>) {{
-  %i = stablehlo.iota dim = 1 : tensor<{rows}x{length}xi32>
+def argmax_text(rows: int, length: int, dimension: int = 1) -> str:
+    """jnp.argmax's reduce along `dimension` of a rows x length operand: the values and their
+    positions (an iota, fused), the larger value and on a tie the smaller position."""
+    kept = length if dimension == 0 else rows
+    return f"""func.func @main(%x: tensor<{rows}x{length}xf32>) -> (tensor<{kept}xf32>, tensor<{kept}xi32>) {{
+  %i = stablehlo.iota dim = {dimension} : tensor<{rows}x{length}xi32>
   %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
   %zero = stablehlo.constant dense<0> : tensor<i32>
-  %r:2 = stablehlo.reduce(%x init: %ninf), (%i init: %zero) across dimensions = [1] : (tensor<{rows}x{length}xf32>, tensor<{rows}x{length}xi32>, tensor<f32>, tensor<i32>) -> (tensor<{rows}xf32>, tensor<{rows}xi32>)
+  %r:2 = stablehlo.reduce(%x init: %ninf), (%i init: %zero) across dimensions = [{dimension}] : (tensor<{rows}x{length}xf32>, tensor<{rows}x{length}xi32>, tensor<f32>, tensor<i32>) -> (tensor<{kept}xf32>, tensor<{kept}xi32>)
     reducer(%a: tensor<f32>, %b: tensor<f32>) (%ai: tensor<i32>, %bi: tensor<i32>) {{
       %gt = stablehlo.compare GT, %a, %b : (tensor<f32>, tensor<f32>) -> tensor<i1>
       %eq = stablehlo.compare EQ, %a, %b : (tensor<f32>, tensor<f32>) -> tensor<i1>
@@ -166,7 +167,7 @@ def argmax_text(rows: int, length: int) -> str:
       %mi = stablehlo.select %take, %ai, %bi : tensor<i1>, tensor<i32>
       stablehlo.return %m, %mi : tensor<f32>, tensor<i32>
     }}
-  return %r#0, %r#1 : tensor<{rows}xf32>, tensor<{rows}xi32>
+  return %r#0, %r#1 : tensor<{kept}xf32>, tensor<{kept}xi32>
 }}
 """
 
@@ -189,12 +190,26 @@ def test_an_argmax_is_one_row_launch_exchanging_both_accumulators(rows, length, 
     np.testing.assert_array_equal(values, x.max(axis=1))
 
 
+def test_an_argmax_over_columns_is_one_column_launch_with_a_tile_for_each_accumulator(monkeypatch):
+    """300 x 70 reduced over rows (70 columns: a guarded last block of 32), many ties."""
+    text = argmax_text(300, 70, dimension=0)
+    program = compile_text(text)
+    assert [kernel.emitters for kernel in program.kernels] == [("column",)]
+    x = np.random.default_rng(6).integers(0, 5, (300, 70)).astype(np.float32)
+    (values, positions), _ = run_on_host(text, [x], monkeypatch)
+    np.testing.assert_array_equal(positions, x.argmax(axis=0))
+    np.testing.assert_array_equal(values, x.max(axis=0))
+
+
 @needs_ptxas
 def test_an_argmax_shuffles_both_accumulators():
     """Rows of 50, 8 lanes a row: 3 butterfly rounds, each shuffling the value and the
-    position."""
+    position; over columns, two shared tiles and 5 rounds."""
     program = compile_text(argmax_text(6, 50))
     assert program.cubin is not None and program.ptx.count("shfl.sync.bfly.b32") == 2 * 3
+    columns = compile_text(argmax_text(300, 70, dimension=0))  # 32 partial values a column: 5 rounds, two tiles
+    assert columns.cubin is not None and columns.ptx.count("shfl.sync.bfly.b32") == 2 * 5
+    assert [r.shared_bytes for r in columns.cubin.resources] == [2 * 32 * 33 * 4]
 
 
 MIN_AND_MAX = """func.func @main(%x: tensor<4x50xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
