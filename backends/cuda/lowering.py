@@ -151,6 +151,8 @@ def emit_rows(module: ir.Module, symbol: str, host: bool, target_name: str, auto
         plan = row_emitter.plan_rows(function, skippable)
         if plan is None:
             return emit_transpose(function, module, symbol, host, target_name, autotune_path, forced, skippable)
+        if row_emitter.reads_along_rows(plan):
+            raise row_emitter.NotRows("its reductions read along the rows, which lanes over columns read coalesced")
         emitter, length = row_emitter, plan.shortest_reduction
         default = autotune.default_row_tiling(plan.rows, length)
         candidates = autotune.candidate_row_tilings(plan.rows, length)

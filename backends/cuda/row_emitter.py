@@ -38,6 +38,7 @@ and the reason is logged.
 from dataclasses import dataclass
 from math import prod
 
+from mlirxla.backends.cpu.kernel_scratch import element_bytes
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import arith, ir, memref, scf
 
@@ -97,6 +98,46 @@ class RowPlan:
     @property
     def shortest_reduction(self) -> int:
         return min(p.length for p in self.phases if p.combiner is not None)
+
+
+def reads_along_rows(plan: RowPlan) -> bool:
+    """Whether the reductions read more bytes with a row dimension minor than with a reduced
+    one: a gather of table rows summed over a bag reads `table[id(b, k), j]`, row (b, j)
+    varying fastest in j, which lanes along the rows read coalesced (the column emitter's
+    mapping) and lanes along the bag read 4 bytes a row. By operand sizes, through the
+    operands' indexing maps and the loads in the bodies whose last index is a loop index."""
+    row_count = len(plan.row_sizes)
+    along_rows = along_reduction = 0
+    for phase in plan.phases:
+        if phase.combiner is None:
+            continue
+        generic = phase.generic
+        accesses = [(operand, expression_dimension(affine_map.results[-1]))
+                    for operand, affine_map in list(zip(generic.operands, indexing_maps(generic)))[:input_count(generic)]
+                    if isinstance(operand.type, ir.MemRefType) and affine_map.results]
+        accesses += [(load.operands[0], index_dimension(list(load.operands)[-1]))
+                     for load in ops_named(generic, "memref.load") if len(list(load.operands)) > 1]
+        for operand, dimension in accesses:
+            if dimension is None:
+                continue
+            size = prod(ir.MemRefType(operand.type).shape) * element_bytes(ir.MemRefType(operand.type).element_type)
+            if dimension < row_count:
+                along_rows += size
+            else:
+                along_reduction += size
+    return along_rows > along_reduction
+
+
+def expression_dimension(expression) -> int | None:
+    return expression.position if isinstance(expression, ir.AffineDimExpr) else None
+
+
+def index_dimension(index: ir.Value) -> int | None:
+    """The loop dimension a load's index is, when it is a `linalg.index`."""
+    owner = index.owner
+    if isinstance(owner, ir.OpView) and owner.operation.name == "linalg.index":
+        return ir.IntegerAttr(owner.operation.attributes["dim"]).value
+    return None
 
 
 class NotRows(Exception):

@@ -17,6 +17,8 @@ from mlirxla.mlir import ir
 from mlirxla.pipelines.runner import RunOptions
 from mlirxla.runtime.client import Client
 
+from .test_indexed_reads import bag_text
+
 needs_ptxas = pytest.mark.skipif(ptxas.unavailable() is not None, reason=ptxas.unavailable() or "")
 
 
@@ -199,6 +201,20 @@ def test_an_argmax_over_columns_is_one_column_launch_with_a_tile_for_each_accumu
     (values, positions), _ = run_on_host(text, [x], monkeypatch)
     np.testing.assert_array_equal(positions, x.argmax(axis=0))
     np.testing.assert_array_equal(values, x.max(axis=0))
+
+
+def test_a_bag_of_embeddings_takes_the_column_emitter_whose_lanes_read_table_rows_coalesced(monkeypatch):
+    """Rows (example, feature) summed over the bag read `table[id, feature]`: the features
+    vary fastest in the table, so lanes go along them (the column emitter), not along the bag
+    (the row emitter's lanes, 4 bytes a table row)."""
+    text = bag_text(100, 64, 8, 16)
+    program = compile_text(text)
+    assert [kernel.emitters for kernel in program.kernels] == [("column",)]
+    generator = np.random.default_rng(7)
+    table = generator.standard_normal((100, 64)).astype(np.float32)
+    ids = generator.integers(-100, 100, (8, 16)).astype(np.int32)
+    (result,), _ = run_on_host(text, [table, ids], monkeypatch)
+    np.testing.assert_allclose(result, table[ids].sum(axis=1), rtol=1e-6, atol=1e-6)
 
 
 @needs_ptxas
