@@ -179,21 +179,63 @@ def align_up(value: int, alignment: int = SLAB_ALIGNMENT) -> int:
     return -(-value // alignment) * alignment
 
 
-def slab_layout(plan: ExecutablePlan) -> tuple[list[int], int]:
+@dataclass(frozen=True)
+class SlabPlaces:
+    """Where the plan's slices lie in the one slab (called on a slice), and the staging range
+    after the allocations through which a parallel copy whose copies overlap goes."""
+
+    offsets: list[int]
+    staging: int
+
+    def __call__(self, piece: BufferSlice) -> int:
+        return self.offsets[piece.allocation] + piece.offset
+
+
+def slab_layout(plan: ExecutablePlan) -> tuple[SlabPlaces, int]:
     """Where each allocation starts in the one slab, and the slab's size."""
     offsets, cursor = [], 0
     for size in plan.allocation_sizes:
         offsets.append(cursor)
         cursor = align_up(cursor + size)
-    return offsets, max(cursor, SLAB_ALIGNMENT)
+    staging = cursor
+    cursor += staging_bytes(plan.thunks)
+    return SlabPlaces(offsets, staging), max(cursor, SLAB_ALIGNMENT)
+
+
+def staging_bytes(thunks: list) -> int:
+    """The staging the plan's parallel copies need, the most any one needs."""
+    most = 0
+    for thunk in thunks:
+        if isinstance(thunk, ParallelCopyThunk):
+            most = max(most, sum(align_up(copy.source.size) for copy in overwritten_sources(thunk.copies)))
+        for nested in nested_lists(thunk):
+            most = max(most, staging_bytes(nested))
+    return most
+
+
+def nested_lists(thunk) -> list[list]:
+    if isinstance(thunk, WhileThunk):
+        return [thunk.condition, thunk.body]
+    if isinstance(thunk, ConditionalThunk):
+        return list(thunk.branches)
+    return []
+
+
+def overwritten_sources(copies: tuple[CopyThunk, ...]) -> list[CopyThunk]:
+    """The copies whose source another copy of the same parallel copy writes over (a while
+    body's carried values swapped or rotated): copied one after another, the later would read
+    what the earlier wrote."""
+    return [copy for copy in copies if any(other is not copy and overlaps(copy.source, other.destination) for other in copies)]
+
+
+def overlaps(a: BufferSlice, b: BufferSlice) -> bool:
+    return a.allocation == b.allocation and a.offset < b.offset + b.size and b.offset < a.offset + a.size
 
 
 def executable_file(plan: ExecutablePlan, kernels: dict[str, CudaKernel], ptx_text: str, cubin, target: GpuTarget) -> tuple[ExecutableFile, str]:
     """The file, and its stream assignment described."""
-    offsets, slab_bytes = slab_layout(plan)
-
-    def at(piece: BufferSlice) -> int:
-        return offsets[piece.allocation] + piece.offset
+    at, slab_bytes = slab_layout(plan)
+    offsets = at.offsets
 
     def spec(piece: BufferSlice, tensor) -> dict:
         return {"offset": at(piece), "bytes": piece.size, "shape": list(tensor.shape), "dtype": tensor.dtype}
@@ -256,7 +298,7 @@ def plan_thunks(thunks: list, kernels: dict[str, CudaKernel], at) -> list[dict]:
         elif isinstance(thunk, CopyThunk):
             result.append(memcpy(thunk, at))
         elif isinstance(thunk, ParallelCopyThunk):
-            result.extend(memcpy(copy, at) for copy in thunk.copies)
+            result.extend(parallel_copy(thunk, at))
         elif isinstance(thunk, WhileThunk):
             result.append({"kind": "while", "name": thunk.name, "condition": plan_thunks(thunk.condition, kernels, at),
                            "predicate": at(thunk.predicate), "predicate_bytes": thunk.predicate.size,
@@ -284,6 +326,23 @@ def matmul(thunk: CublasLtGemm, at) -> dict:
 def memcpy(thunk: CopyThunk, at) -> dict:
     return {"kind": "memcpy", "name": thunk.name, "source": at(thunk.source), "destination": at(thunk.destination),
             "bytes": thunk.source.size}
+
+
+def parallel_copy(thunk: ParallelCopyThunk, at: SlabPlaces) -> list[dict]:
+    """Copies that take effect together as memcpys one after another: a source another copy
+    writes over is copied to the staging range first, and its copy reads it there."""
+    result, sources, cursor = [], {}, at.staging
+    for copy in overwritten_sources(thunk.copies):
+        result.append({"kind": "memcpy", "name": f"{thunk.name} (staged)", "source": at(copy.source), "destination": cursor,
+                       "bytes": copy.source.size})
+        sources[id(copy)] = cursor
+        cursor += align_up(copy.source.size)
+    for copy in thunk.copies:
+        source = sources.get(id(copy), at(copy.source))
+        if source != at(copy.destination):
+            result.append({"kind": "memcpy", "name": thunk.name, "source": source, "destination": at(copy.destination),
+                           "bytes": copy.source.size})
+    return result
 
 
 def launch_thunks(thunk: KernelThunk, kernel: CudaKernel, at) -> list[dict]:

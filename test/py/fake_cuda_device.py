@@ -103,9 +103,10 @@ class FakeCudaDevice:
 
 
 class ComputingDevice(FakeCudaDevice):
-    """The stand-in with a slab that holds bytes and matmuls computed in numpy from the
-    column-major view the runtime hands cuBLASLt (`cublaslt.Matmul.column_major`): D = epilogue(op(A)
-    @ op(B) + bias), A, B and D stored matrices of (rows, columns, leading dimension)."""
+    """The stand-in with a slab that holds bytes, copies on the device made, and matmuls
+    computed in numpy from the column-major view the runtime hands cuBLASLt
+    (`cublaslt.Matmul.column_major`): D = epilogue(op(A) @ op(B) + bias), A, B and D stored
+    matrices of (rows, columns, leading dimension)."""
 
     def __init__(self):
         super().__init__()
@@ -136,6 +137,16 @@ class ComputingDevice(FakeCudaDevice):
             self.graph_work.append(lambda: self.compute_matmul(matmul, lhs, rhs, out, bias))
         else:
             self.compute_matmul(matmul, lhs, rhs, out, bias)
+
+    def copy_on_device(self, destination: int, source: int, nbytes: int, stream=None) -> None:
+        super().copy_on_device(destination, source, nbytes, stream)
+        if self.capturing is not None:
+            self.graph_work.append(lambda: self.copy_bytes(destination, source, nbytes))
+        else:
+            self.copy_bytes(destination, source, nbytes)
+
+    def copy_bytes(self, destination: int, source: int, nbytes: int) -> None:
+        self.slab[destination - BASE:destination - BASE + nbytes] = self.slab[source - BASE:source - BASE + nbytes]
 
     def launch_graph(self, graph_exec, stream) -> None:
         super().launch_graph(graph_exec, stream)

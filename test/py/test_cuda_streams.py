@@ -17,7 +17,7 @@ from mlirxla.pipelines.runner import RunOptions
 from mlirxla.runtime.cuda import Executable, ExecutableFile
 from mlirxla.runtime.thunks import BufferSlice
 
-from .fake_cuda_device import FakeCudaDevice
+from .fake_cuda_device import ComputingDevice, FakeCudaDevice
 
 WORK = ("launch", "matmul", "copy_on_device")
 
@@ -159,8 +159,7 @@ def happens_before(calls: list) -> list[tuple[list, set[int]]]:
 
 def plan_thunk_of_each_file_thunk(program: compiler.CudaProgram) -> tuple[list, list[int]]:
     """The plan's thunks that became GPU work, and for each file thunk the index of its own."""
-    offsets, _ = compiler.slab_layout(program.plan)
-    at = lambda piece: offsets[piece.allocation] + piece.offset  # noqa: E731
+    at, _ = compiler.slab_layout(program.plan)
     kernels = {kernel.symbol: kernel for kernel in program.kernels}
     thunks, owners = [], []
     for thunk in program.plan.thunks:
@@ -270,6 +269,38 @@ def test_a_loop_of_known_trip_count_runs_its_body_that_many_times_inside_the_gra
     assert not [c for c in captured if c[0] == "copy_to_host"]  # no predicate read back
     assert not [c for c in captured if c[0] == "launch" and c[1] in {t["kernel"] for t in loop["condition"]}]
     assert [c[0] for c in device.calls].count("launch_graph") == 2
+
+
+SWAPPING_LOOP = """func.func @main(%a: tensor<8xf32>, %b: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
+  %zero = stablehlo.constant dense<0> : tensor<i32>
+  %0:3 = stablehlo.while(%i = %zero, %x = %a, %y = %b) : tensor<i32>, tensor<8xf32>, tensor<8xf32>
+  cond {
+    %three = stablehlo.constant dense<3> : tensor<i32>
+    %lt = stablehlo.compare LT, %i, %three, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %lt : tensor<i1>
+  } do {
+    %one = stablehlo.constant dense<1> : tensor<i32>
+    %next = stablehlo.add %i, %one : tensor<i32>
+    stablehlo.return %next, %y, %x : tensor<i32>, tensor<8xf32>, tensor<8xf32>
+  }
+  return %0#1, %0#2 : tensor<8xf32>, tensor<8xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("graphs", [True, False])
+def test_carried_values_swapped_by_a_loop_body_go_through_staging(graphs):
+    """The body returns its two carried values swapped: copied one after the other, the
+    second copy would read what the first wrote (both results the second value). Staged,
+    three swaps leave them swapped, on a device whose copies move the bytes."""
+    program = compile_text(SWAPPING_LOOP)
+    (loop,) = [t for t in program.executable.plan["thunks"] if t["kind"] == "while"]
+    assert [t["name"] for t in loop["body"] if t["kind"] == "memcpy"] == ["carried values (staged)"] * 2 + ["carried values"] * 2
+    a, b = np.arange(8, dtype=np.float32), np.arange(8, 16, dtype=np.float32)
+    executable = Executable(program.executable, ComputingDevice(), graphs=graphs)
+    first, second = executable.run([a, b])
+    np.testing.assert_array_equal(first, b)
+    np.testing.assert_array_equal(second, a)
 
 
 class TimedDevice(FakeCudaDevice):
