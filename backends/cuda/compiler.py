@@ -300,9 +300,11 @@ def plan_thunks(thunks: list, kernels: dict[str, CudaKernel], at) -> list[dict]:
         elif isinstance(thunk, ParallelCopyThunk):
             result.extend(parallel_copy(thunk, at))
         elif isinstance(thunk, WhileThunk):
+            body, carried = alternating_carries(thunk)
             result.append({"kind": "while", "name": thunk.name, "condition": plan_thunks(thunk.condition, kernels, at),
                            "predicate": at(thunk.predicate), "predicate_bytes": thunk.predicate.size,
-                           "body": plan_thunks(thunk.body, kernels, at), "trip_count": thunk.trip_count})
+                           "body": plan_thunks(body, kernels, at), "trip_count": thunk.trip_count,
+                           "carried": [{"state": at(state), "result": at(value), "bytes": state.size} for state, value in carried]})
         elif isinstance(thunk, ConditionalThunk):
             result.append({"kind": "conditional", "name": thunk.name, "selector": at(thunk.selector),
                            "selector_bytes": thunk.selector.size, "is_predicate": thunk.is_predicate,
@@ -310,6 +312,37 @@ def plan_thunks(thunks: list, kernels: dict[str, CudaKernel], at) -> list[dict]:
         else:
             raise MlirxlaError(f"{thunk.name}: a {thunk.kind} thunk (a host call) has no cuda lowering")
     return result
+
+
+def alternating_carries(loop: WhileThunk) -> tuple[list, list[tuple[BufferSlice, BufferSlice]]]:
+    """A loop of known trip count whose body computes a carried value into a buffer of its
+    own and copies it back into the loop's state at the end: the runtime alternates the two
+    buffers' roles from one iteration to the next instead (`runtime/cuda/executor.py`), so
+    that the copy goes (a scan's step: 4 thunks -> 2, what a CUDA graph of the unrolled loop
+    launches one after another). Taken per copy of the body's final copy or parallel copy, when the
+    body holds no control flow, writes the state nowhere else and reads the new value
+    nowhere else. The body without those copies, and the (state, new value) pairs."""
+    body = loop.body
+    if loop.trip_count is None or not body or not isinstance(body[-1], (CopyThunk, ParallelCopyThunk)) \
+            or any(nested_lists(t) for t in body):
+        return body, []
+    others = body[:-1]
+    written = [piece for thunk in others for piece in thunk.writes]
+    read = [piece for thunk in others for piece in thunk.reads]
+    copies = body[-1].copies if isinstance(body[-1], ParallelCopyThunk) else (body[-1],)
+    carried = []
+    for copy in copies:
+        state, value = copy.destination, copy.source
+        touched = [piece for other in copies if other is not copy for piece in (other.source, other.destination)]
+        if (state.size == value.size and not overlaps(state, value) and any(overlaps(value, piece) for piece in written)
+                and not any(overlaps(state, piece) for piece in written) and not any(overlaps(value, piece) for piece in read)
+                and not any(overlaps(state, piece) or overlaps(value, piece) for piece in touched)):
+            carried.append(copy)
+    if not carried:
+        return body, []
+    kept = tuple(copy for copy in copies if copy not in carried)
+    remaining = others + ([ParallelCopyThunk(body[-1].name, kept)] if kept else [])  # one copy alone: as a parallel one of one
+    return remaining, [(copy.destination, copy.source) for copy in carried]
 
 
 def matmul(thunk: CublasLtGemm, at) -> dict:

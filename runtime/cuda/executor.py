@@ -73,7 +73,10 @@ class Executable:
         self.events = [device.create_event() for _ in range(self.plan.get("events", 0))]
         self.fork = device.create_event() if len(self.streams) > 1 else None
         self.joins = [device.create_event() for _ in self.streams[1:]]
-        self.matmuls = {id(thunk): matmul_of(thunk) for thunk in every_thunk(self.plan["thunks"]) if thunk["kind"] == "gemm"}
+        self.bodies = {id(loop): alternating_bodies(loop) for loop in every_thunk(self.plan["thunks"]) if loop["kind"] == "while"}
+        traded_thunks = [thunk for _, odd in self.bodies.values() for thunk in every_thunk(odd)]
+        self.matmuls = {id(thunk): matmul_of(thunk) for thunk in [*every_thunk(self.plan["thunks"]), *traded_thunks]
+                        if thunk["kind"] == "gemm"}
         if self.matmuls:
             device.prepare_matmuls(sorted(set(self.matmuls.values()), key=repr))
         self.handlers = {"launch": self.launch, "gemm": self.gemm, "memcpy": self.memcpy,
@@ -165,18 +168,23 @@ class Executable:
         self.device.synchronize()
         return [{**row["thunk"], "calls": row["calls"], "ms": float(np.median(row["times"]))} for row in rows.values()]
 
-    def time_thunks(self, thunks: list, stream, rows: dict, warm_up: bool) -> None:
-        for thunk in thunks:
+    def time_thunks(self, thunks: list, stream, rows: dict, warm_up: bool, rows_of: list | None = None) -> None:
+        """Run and time `thunks`, each into the row of the thunk at its place in `rows_of`
+        (itself by default: an odd iteration's traded body counts as the body)."""
+        for number, thunk in enumerate(thunks):
+            own = thunk if rows_of is None else rows_of[number]
             if thunk["kind"] == "while" and thunk.get("trip_count") is not None:
-                for _ in range(thunk["trip_count"]):
-                    self.time_thunks(thunk["body"], stream, rows, warm_up)
+                bodies = self.bodies[id(thunk)]
+                for iteration in range(thunk["trip_count"]):
+                    self.time_thunks(bodies[iteration % 2], stream, rows, warm_up, rows_of=thunk["body"])
+                self.settle_carried(thunk, stream)
                 continue
             milliseconds = self.device.elapsed_ms(lambda thunk=thunk: self.handlers[thunk["kind"]](thunk, stream))
             if warm_up:
-                row = rows.setdefault(id(thunk), {"thunk": describe(thunk), "calls": 0, "times": []})
+                row = rows.setdefault(id(own), {"thunk": describe(own), "calls": 0, "times": []})
                 row["calls"] += 1
             else:
-                rows[id(thunk)]["times"][-1] += milliseconds
+                rows[id(own)]["times"][-1] += milliseconds
 
     def copy_out(self) -> list[np.ndarray]:
         self.device.synchronize()
@@ -209,14 +217,23 @@ class Executable:
 
     def loop(self, thunk: dict, stream) -> None:
         if thunk.get("trip_count") is not None:
-            for _ in range(thunk["trip_count"]):
-                self.run_thunks(thunk["body"], stream)
+            bodies = self.bodies[id(thunk)]
+            for iteration in range(thunk["trip_count"]):
+                self.run_thunks(bodies[iteration % 2], stream)
+            self.settle_carried(thunk, stream)
             return
         while True:
             self.run_thunks(thunk["condition"], stream)
             if not self.read_scalar(thunk["predicate"], thunk["predicate_bytes"]):
                 return
             self.run_thunks(thunk["body"], stream)
+
+    def settle_carried(self, thunk: dict, stream) -> None:
+        """After an odd number of iterations the carried values are in their new values'
+        buffers: copied into the state, where the loop's readers find them."""
+        if thunk["trip_count"] % 2:
+            for pair in thunk.get("carried", []):
+                self.device.copy_on_device(self.slab + pair["state"], self.slab + pair["result"], pair["bytes"], stream)
 
     def conditional(self, thunk: dict, stream) -> None:
         value = self.read_scalar(thunk["selector"], thunk["selector_bytes"])
@@ -245,6 +262,36 @@ def describe(thunk: dict) -> dict:
     elif thunk["kind"] == "memcpy":
         row["bytes"] = 2 * thunk["bytes"]
     return row
+
+
+def alternating_bodies(loop: dict) -> tuple[list, list]:
+    """A loop's body as even and odd iterations run it: on odd ones every pointer into a
+    carried value's state and its new value trades places (`carried`, from the compiler's
+    `alternating_carries`), so that each iteration reads what the one before wrote and
+    nothing is copied back."""
+    pairs = loop.get("carried", [])
+    return loop["body"], [traded(thunk, pairs) for thunk in loop["body"]] if pairs else loop["body"]
+
+
+POINTERS = {"launch": ("arguments",), "gemm": ("lhs", "rhs", "out", "bias"), "memcpy": ("source", "destination")}
+
+
+def traded(thunk: dict, pairs: list[dict]) -> dict:
+    """`thunk` with each slab offset inside a pair's state moved to the same place in its new
+    value and the other way round."""
+
+    def moved(offset):
+        for pair in pairs:
+            for here, there in ((pair["state"], pair["result"]), (pair["result"], pair["state"])):
+                if offset is not None and here <= offset < here + pair["bytes"]:
+                    return offset - here + there
+        return offset
+
+    result = dict(thunk)
+    for key in POINTERS[thunk["kind"]]:
+        value = thunk.get(key)
+        result[key] = [moved(offset) for offset in value] if isinstance(value, list) else moved(value)
+    return result
 
 
 def every_thunk(thunks: list):

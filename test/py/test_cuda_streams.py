@@ -303,6 +303,47 @@ def test_carried_values_swapped_by_a_loop_body_go_through_staging(graphs):
     np.testing.assert_array_equal(second, a)
 
 
+def power_loop(steps: int) -> str:
+    """h @ w, `steps` times, in a loop of known trip count (w carried unchanged)."""
+    return f"""func.func @main(%h: tensor<4x4xf32>, %w: tensor<4x4xf32>) -> tensor<4x4xf32> {{
+  %zero = stablehlo.constant dense<0> : tensor<i32>
+  %0:3 = stablehlo.while(%i = %zero, %x = %h, %m = %w) : tensor<i32>, tensor<4x4xf32>, tensor<4x4xf32>
+  cond {{
+    %n = stablehlo.constant dense<{steps}> : tensor<i32>
+    %lt = stablehlo.compare LT, %i, %n, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %lt : tensor<i1>
+  }} do {{
+    %one = stablehlo.constant dense<1> : tensor<i32>
+    %next = stablehlo.add %i, %one : tensor<i32>
+    %y = stablehlo.dot_general %x, %m, contracting_dims = [1] x [0] : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+    stablehlo.return %next, %y, %m : tensor<i32>, tensor<4x4xf32>, tensor<4x4xf32>
+  }}
+  return %0#1 : tensor<4x4xf32>
+}}
+"""
+
+
+@pytest.mark.parametrize("steps", [4, 5])
+@pytest.mark.parametrize("graphs", [True, False])
+def test_a_carried_value_alternates_between_its_state_and_its_new_buffer(steps, graphs):
+    """The body's GEMM writes h's new value into a buffer of its own and the copy back into
+    the state goes: odd iterations run the body with the two buffers traded, so each reads
+    what the one before wrote; after an odd count one copy puts h where the loop's readers
+    find it. On the stand-in that computes GEMMs and copies: h0 @ w^steps."""
+    program = compile_text(power_loop(steps))
+    (loop,) = [t for t in program.executable.plan["thunks"] if t["kind"] == "while"]
+    assert [t["kind"] for t in loop["body"]] == ["launch", "gemm"] and len(loop["carried"]) == 1
+    generator = np.random.default_rng(0)
+    h, w = generator.standard_normal((4, 4)).astype(np.float32), (generator.standard_normal((4, 4)) / 2).astype(np.float32)
+    device = ComputingDevice()
+    (result,) = Executable(program.executable, device, graphs=graphs).run([h, w])
+    np.testing.assert_allclose(result, h @ np.linalg.matrix_power(w, steps), rtol=1e-5, atol=1e-6)
+    lhs = [call[2] for call in device.calls if call[0] == "matmul"][:2]
+    assert lhs[0] != lhs[1]  # the second iteration reads the first one's new value where it was written
+    before_the_loop = sum(1 for t in program.executable.plan["thunks"] if t["kind"] == "memcpy" and t["bytes"])
+    assert sum(1 for call in device.calls if call[0] == "copy_on_device") == before_the_loop + steps % 2
+
+
 class TimedDevice(FakeCudaDevice):
     """The stand-in with CUDA-event timing: every launch, GEMM and copy takes 1 ms."""
 
