@@ -22,7 +22,7 @@ producer is taken too.
 
 import math
 
-from mlirxla.ir_queries import ops_named
+from mlirxla.ir_queries import nested_ops, ops_named
 from mlirxla.mlir import arith, ir, tensor
 
 ELEMENTWISE_DIALECTS = {"arith", "math", "complex"}
@@ -87,7 +87,7 @@ def reads_of(producer: ir.Operation, extract: ir.Operation) -> int:
     consumer = enclosing_generic(extract)
     if consumer is None:
         return 1
-    extracts = sum(1 for op in walk(consumer) if op.name == "tensor.extract" and op.operands[0] == producer.results[0])
+    extracts = sum(1 for op in nested_ops(consumer) if op.name == "tensor.extract" and op.operands[0] == producer.results[0])
     return extracts * iterations(consumer)
 
 
@@ -109,14 +109,6 @@ def iterations(generic: ir.Operation) -> int:
                 if isinstance(expression, ir.AffineDimExpr):
                     sizes[expression.position] = size
     return math.prod(sizes.values())
-
-
-def walk(op: ir.Operation):
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in block.operations:
-                yield inner.operation
-                yield from walk(inner.operation)
 
 
 def inline_at(extract: ir.Operation, producer: ir.Operation) -> None:

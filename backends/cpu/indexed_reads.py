@@ -16,7 +16,7 @@ generic, each index a `linalg.index` of the generic or a constant. Run between t
 StableHLO-to-linalg conversion and elementwise fusion.
 """
 
-from mlirxla.ir_queries import ops_named
+from mlirxla.ir_queries import is_inside, ops_named
 from mlirxla.mlir import ir
 
 
@@ -74,7 +74,7 @@ def index_map(extract: ir.Operation, generic: ir.Operation, rank: int) -> ir.Aff
     if not isinstance(source.type, ir.RankedTensorType) or not ir.RankedTensorType(source.type).has_static_shape:
         return None
     owner = source.owner
-    if not isinstance(owner, ir.OpView) or is_within(owner.operation, generic):
+    if not isinstance(owner, ir.OpView) or is_inside(owner.operation, generic):
         return None
     expressions = []
     for index in list(extract.operands)[1:]:
@@ -89,12 +89,3 @@ def index_map(extract: ir.Operation, generic: ir.Operation, rank: int) -> ir.Aff
         else:
             return None
     return ir.AffineMap.get(rank, 0, expressions)
-
-
-def is_within(op: ir.Operation, ancestor: ir.Operation) -> bool:
-    parent = op.parent
-    while parent is not None:
-        if parent.operation == ancestor.operation:
-            return True
-        parent = parent.parent
-    return False

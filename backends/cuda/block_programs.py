@@ -14,7 +14,7 @@ flavours the same program.
 """
 
 from mlirxla.errors import MlirxlaError
-from mlirxla.ir_queries import ops_named
+from mlirxla.ir_queries import nested_ops, ops_named
 from mlirxla.mlir import gpu, ir, memref
 
 from .loop_mapping import MappedLoopNest, constant_index, replace_uses_inside
@@ -82,7 +82,7 @@ def join_phases(phases: list[ir.Operation]) -> ir.Block:
 def share_allocas(loop: ir.Operation, body: ir.Block, module_body: ir.Block, symbol: str) -> None:
     """Every top-level alloca `loop` reads or writes as a workgroup global of the launch."""
     allocas = {}
-    for op in walk(loop):
+    for op in nested_ops(loop):
         for operand in op.operands:
             owner = operand.owner
             if isinstance(owner, ir.OpView) and owner.operation.name == "memref.alloca":
@@ -100,11 +100,3 @@ def share_allocas(loop: ir.Operation, body: ir.Block, module_body: ir.Block, sym
         replace_uses_inside(loop, {value: replacement})
         if not list(value.uses):
             alloca.erase()
-
-
-def walk(op: ir.Operation):
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in block.operations:
-                yield inner.operation
-                yield from walk(inner.operation)
