@@ -319,9 +319,9 @@ def alternating_carries(loop: WhileThunk) -> tuple[list, list[tuple[BufferSlice,
     own and copies it back into the loop's state at the end: the runtime alternates the two
     buffers' roles from one iteration to the next instead (`runtime/cuda/executor.py`), so
     that the copy goes (a scan's step: 4 thunks -> 2, what a CUDA graph of the unrolled loop
-    launches one after another). Taken per copy of the body's final copy or parallel copy, when the
-    body holds no control flow, writes the state nowhere else and reads the new value
-    nowhere else. The body without those copies, and the (state, new value) pairs."""
+    launches one after another). Taken per copy of the body's final copy or parallel copy,
+    when the body holds no control flow, writes the state nowhere else and reads the new
+    value nowhere else. The body without those copies, and the (state, new value) pairs."""
     body = loop.body
     if loop.trip_count is None or not body or not isinstance(body[-1], (CopyThunk, ParallelCopyThunk)) \
             or any(nested_lists(t) for t in body):
@@ -341,7 +341,7 @@ def alternating_carries(loop: WhileThunk) -> tuple[list, list[tuple[BufferSlice,
     if not carried:
         return body, []
     kept = tuple(copy for copy in copies if copy not in carried)
-    remaining = others + ([ParallelCopyThunk(body[-1].name, kept)] if kept else [])  # one copy alone: as a parallel one of one
+    remaining = others + ([ParallelCopyThunk(body[-1].name, kept)] if kept else [])
     return remaining, [(copy.destination, copy.source) for copy in carried]
 
 

@@ -153,21 +153,27 @@ def cpu_workloads():
 def workload(spec, seed: int) -> tuple[bytes, dict, None]:
     """A cpu benchmark workload lowered by jax (on this machine's CPU platform) and compiled by
     the cuda backend, its GEMMs in full f32."""
-    import jax
-
-    from mlirxla import frontdoor
-    from mlirxla.context import new_context
     from mlirxla.pipelines.runner import RunOptions
 
     from . import compiler
 
-    text = jax.jit(spec.function, keep_unused=True).lower(*spec.abstract()).as_text()
     with gemm_precision("highest"):
-        program = compiler.compile_program(frontdoor.import_text(text, spec.name, new_context()).module, RunOptions(backend="cuda"))
+        program = compiler.compile_program(workload_module(spec), RunOptions(backend="cuda"))
     entry = {"kind": "workload", "workload": spec.name, "file": f"workload_{spec.name}.mlirxla", "seed": seed,
              "parameters": program.executable.plan["parameters"], "precision": "highest", "rtol": spec.rtol, "atol": spec.atol,
              "memory_bound": spec.name in MEMORY_BOUND_WORKLOADS, "expected_from": "jax on XLA:GPU, at the workload's tolerance"}
     return program.executable.to_bytes(), entry, None
+
+
+def workload_module(spec):
+    """A cpu benchmark workload lowered by jax (on this machine's CPU platform), imported."""
+    import jax
+
+    from mlirxla import frontdoor
+    from mlirxla.context import new_context
+
+    text = jax.jit(spec.function, keep_unused=True).lower(*spec.abstract()).as_text()
+    return frontdoor.import_text(text, spec.name, new_context()).module
 
 
 def suite_cases(directory: str, limit: int) -> list:
@@ -262,12 +268,6 @@ def write_tuning(output: str, programs: list[str], log=print, workloads: list = 
         path = program_path(name)
         with open(path, "rb") as handle:
             return frontdoor.import_bytes(handle.read(), path, new_context()).module
-
-    def workload_module(spec):
-        import jax
-
-        text = jax.jit(spec.function, keep_unused=True).lower(*spec.abstract()).as_text()
-        return frontdoor.import_text(text, spec.name, new_context()).module
 
     jobs: dict[str, dict] = {}
     sources = [lambda name=name: program_module(name) for name in programs] + [lambda spec=spec: workload_module(spec) for spec in workloads]

@@ -15,7 +15,9 @@ graph launch. The slab never moves and arguments are copied into it before each 
 so the captured addresses stay valid. A `while` whose trip count the compiler proved
 (`trip_count` in the plan: a `fori_loop`'s or `scan`'s induction variable, XLA's
 known-trip-count loops) runs its body that many times without reading anything back, and a
-capture records it unrolled. Not captured, with the reason in `graph_reason`: when turned
+capture records it unrolled; the values it carries in buffers of their own (the plan's
+`carried`) alternate with the loop's state from one iteration to the next, odd iterations
+running a copy of the body with those pointers traded, instead of being copied back. Not captured, with the reason in `graph_reason`: when turned
 off (`graphs=False`, or `MLIRXLA_CUDA_GRAPHS=0`), when the plan has host work (a `while`
 without a known trip count or a `conditional` reads its predicate back to the host, which a
 capture cannot record), when the unrolled loops come to more than MAX_GRAPH_THUNKS thunks,
