@@ -111,7 +111,7 @@ def plan_columns(function: ir.Operation, skippable: set[str]) -> ColumnPlan:
                 raise NotRows(f"operand {operand_number} of a loop nest is indexed by more than the kept dimensions")
         if reduction and pending:
             side_outputs[len(phases)], pending = pending, []
-        phases.append(Phase(generic, sizes[kept_count:], reduction_combiner(generic, variadic=True) if reduction else None))
+        phases.append(Phase(generic, sizes[kept_count:], reduction_combiner(generic) if reduction else None))
     check_views(generics)
     return ColumnPlan(kept_sizes, phases, side_outputs)
 

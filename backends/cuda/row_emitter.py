@@ -184,7 +184,7 @@ def plan_rows(function: ir.Operation, skippable: set[str]) -> RowPlan | None:
         if any(inner) and not all(inner):
             raise NotRows("a loop nest with both parallel and reduction dimensions inside the row")
         check_row_local(generic, row_count, written)
-        combiner = None if all(inner) else reduction_combiner(generic, variadic=True)
+        combiner = None if all(inner) else reduction_combiner(generic)
         phases.append(Phase(generic, sizes[row_count:], combiner))
     check_views(generics)
     return RowPlan(row_sizes, phases)
@@ -323,13 +323,10 @@ def subtractions_as_additions(function: ir.Operation) -> int:
     return rewritten
 
 
-def reduction_combiner(generic: ir.Operation, variadic: bool = False) -> Combination:
-    """The reduction's step; `NotRows` when lanes cannot split it (with `variadic`, a reduce of
-    several values may qualify)."""
+def reduction_combiner(generic: ir.Operation) -> Combination:
+    """The reduction's step; `NotRows` when lanes cannot split it."""
     body = generic.regions[0].blocks[0]
     accumulators = list(body.arguments)[input_count(generic):]
-    if len(accumulators) != 1 and not variadic:
-        raise NotRows(f"a reduction with {len(accumulators)} results (a variadic reduce)")
     for accumulator in accumulators:
         if not shuffles_supported(accumulator.type):
             raise NotRows(f"a reduction of {accumulator.type}")
@@ -370,6 +367,9 @@ def variadic_combination(body: ir.Block, accumulators: list[ir.Value], yielded_v
     types = [str(a.type) for a in accumulators]
     if len(set(types)) != len(types) or sorted(str(v.type) for v in read) != sorted(types):
         raise NotRows("a variadic reduction whose elements cannot be told apart by type")
+    computed = set(body.arguments) | {result for op in body.operations for result in op.operation.results}
+    if any(value not in computed for value in read):
+        raise NotRows("a variadic reduction whose step reads a value from outside its body")
     if any(value not in reading or value in accumulators for value in yielded_values):
         raise NotRows("a variadic reduction that yields a value its step does not compute")
     elements = [next(v for v in read if str(v.type) == kind) for kind in types]
