@@ -93,16 +93,18 @@ def tile_size(padded: int, bytes_per_position: int) -> int:
 
 @dataclass(frozen=True)
 class Network:
-    length: int  # of a row
+    """A sort's network: its rows' length, padded to a power of two, and its tiles' size."""
+
+    length: int
     padded: int
     tile: int
 
     @staticmethod
     def of(op: ir.Operation) -> "Network":
         length = ir.RankedTensorType(op.operands[0].type).shape[dimension_of(op)]
-        element_bits = sum(bit_width(ir.RankedTensorType(v.type).element_type) for v in op.operands)
+        element_bytes = sum(-(-bit_width(ir.RankedTensorType(v.type).element_type) // 8) for v in op.operands)
         padded = padded_length(length)
-        return Network(length, padded, tile_size(padded, -(-element_bits // 8) + 8))
+        return Network(length, padded, tile_size(padded, element_bytes + 8))
 
     def describe(self) -> str:
         launches = network_launches(self.padded, self.tile)
