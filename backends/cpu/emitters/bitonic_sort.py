@@ -181,7 +181,10 @@ def network_text(symbol: str, op: ir.Operation) -> str:
 
 @dataclass(frozen=True)
 class Tiles:
-    operands: list[tuple[str, str]]  # (name, memref type) of each result's tile
+    """The workgroup memory of a tiled launch: (name, memref type) of each result's tile and
+    of the positions'."""
+
+    operands: list[tuple[str, str]]
     positions: tuple[str, str]
 
 
