@@ -129,6 +129,12 @@ def test_gpu_check_runs_a_packed_benchmark_end_to_end_and_says_how_it_ran(tmp_pa
         ("gemm", 2 * t["m"] * t["n"] * t["k"], 1.0) for t in gemms]
     assert all(row["tflops"] == row["flops"] / 1e-3 / 1e12 for row in result["kernels"])
 
+    class FailingProfile:
+        def profile(self, repeat):
+            raise RuntimeError("CUDA_ERROR_LAUNCH_FAILED")
+
+    assert check["kernel_profile"](FailingProfile(), 2, 1e12) == {"profile_error": "RuntimeError: CUDA_ERROR_LAUNCH_FAILED"}
+
 
 def test_xla_kernels_counts_the_fusions_and_custom_calls_of_optimized_hlo():
     check = runpy.run_path(os.path.join(REPOSITORY, "scripts", "gpu-check"), run_name="gpu_check")
