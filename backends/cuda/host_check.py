@@ -3,7 +3,9 @@ slices), and each kernel's loop nests mapped to blocks and threads exactly as fo
 (`lowering.map_buffer_loops`), then run sequentially by the cpu backend's lowering
 (`scf.parallel` becomes nested loops) and runtime, GEMMs in BLAS. It is the `cuda-host`
 backend: `mlirxla-run --backend cuda-host --check` and `mlirxla-conformance --backend
-cuda-host` check the tiling and mapping against the reference interpreter without a GPU."""
+cuda-host` check the tiling and mapping against the reference interpreter without a GPU.
+`MLIRXLA_CUDA_HOST_ORDER=reversed` runs every launch's blocks and threads last to first, a
+probe for kernels whose result depends on the order (`reversed_threads.py`)."""
 
 from mlirxla.backends.backend import Backend, CompiledProgram
 from mlirxla.backends.cpu import compiler as cpu_compiler
@@ -12,8 +14,11 @@ from mlirxla.backends.cpu import compiler as cpu_compiler
 
 def map_loops(module, symbol) -> None:
     from .lowering import map_buffer_loops
+    from .reversed_threads import order_from_environment, reverse_mapped_loops
 
     map_buffer_loops(module, symbol, host=True)
+    if order_from_environment() == "reversed":
+        reverse_mapped_loops(module, symbol)
 
 
 # a kernel the lowering cannot make runs on the interpreter, as on the cpu backend, and the
@@ -36,7 +41,9 @@ def load_code(object_code: bytes):
 def environment() -> str:
     from mlirxla.backends import cpu
 
-    return "cuda-host;" + cpu.environment()
+    from .reversed_threads import order_from_environment
+
+    return f"cuda-host;{order_from_environment()};" + cpu.environment()
 
 
 BACKEND = Backend("cuda-host", "cuda", "the cuda backend's kernels, mapped to blocks and threads, run sequentially on the host CPU "
