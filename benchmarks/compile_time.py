@@ -270,7 +270,7 @@ def main(argv=None) -> int:
     # first, so that the one-time costs (imports, LLVM's start, the runtime library's
     # functions, which XLA has built into its binary) land in no row
     measure("warm-up", *residual_mlp(2), repeats=1, profile=False)
-    for function in runtime_library.FUNCTIONS:
+    for function in runtime_library.host_functions():
         llvm_jit.library_object(function)
     curve = [measure(f"residual MLP N={n}", *residual_mlp(n), arguments.repeats, arguments.profile, arguments.kernels)
              for n in layers]

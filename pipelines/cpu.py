@@ -46,6 +46,7 @@
     the same slab, `backends/cpu/compiler.py`)
 """
 
+from mlirxla.runtime.llvm_host import has_feature
 from mlirxla.transforms.all_gather_combiner import AllGatherCombinerPass
 from mlirxla.transforms.all_reduce_combiner import AllReduceCombinerPass
 from mlirxla.transforms.bf16_accumulation_in_f32 import Bf16AccumulationInF32Pass
@@ -91,18 +92,22 @@ ALIGNMENT = 64  # bytes: the cpu backend's (`backends/cpu/kernel_scratch.ALIGNME
 
 
 def cpu_pipeline(alignment: int = ALIGNMENT) -> Pipeline:
-    """The pipeline; `alignment`: byte alignment of the temp slab's offsets."""
-    return compiler_pipeline("cpu", alignment, fusion_cost_model="cpu", batch_slices=True, f32_gemms_only=True, top_k_calls=True)
+    """The pipeline; `alignment`: byte alignment of the temp slab's offsets. Int8 dots stay
+    integer where the host has the byte GEMM's instructions."""
+    return compiler_pipeline("cpu", alignment, fusion_cost_model="cpu", batch_slices=True, f32_gemms_only=True, top_k_calls=True,
+                             byte_gemms=has_feature("avx512vnni"))
 
 
 def compiler_pipeline(name: str, alignment: int, fusion_cost_model: str, batch_slices: bool,
-                      f32_gemms_only: bool = False, top_k_calls: bool = False, gpu: bool = False) -> Pipeline:
+                      f32_gemms_only: bool = False, top_k_calls: bool = False, gpu: bool = False,
+                      byte_gemms: bool = False) -> Pipeline:
     """The stages above, named `name`, fusing by the cost model `fusion_cost_model`
     (`transforms/cost_model.py`); batch-slice fusion only for a backend that runs slices;
     with `gpu`, tree reductions (reductions that would leave the GPU idle split in two) and
     horizontal loop fusion (independent loop nests run as one launch);
     bf16 dots upcast to f32 for a backend whose GEMMs are f32 only, a weight's widening then
-    taken into its GEMM; top-k sorts as TopK calls for a backend that runs them."""
+    taken into its GEMM, narrow integer dots made float dots but for the int8 GEMMs a backend
+    with `byte_gemms` runs itself; top-k sorts as TopK calls for a backend that runs them."""
     pipeline = (
         Pipeline(name)
         .add(ShardingRemoverPass())
@@ -129,7 +134,7 @@ def compiler_pipeline(name: str, alignment: int, fusion_cost_model: str, batch_s
     if gpu:
         pipeline.add(TreeReductionRewriterPass(backend=fusion_cost_model))
     if f32_gemms_only:
-        pipeline.add(NarrowDotUpcastPass()).add(IntegerDotAsFloatPass())
+        pipeline.add(NarrowDotUpcastPass()).add(IntegerDotAsFloatPass(byte_gemms=byte_gemms))
     if top_k_calls:
         pipeline.add(TopKRewriterPass())
     pipeline.add(CustomCallLayoutsPass()).add(LayoutAssignmentPass()).add(CopyRemovalPass())

@@ -19,3 +19,10 @@ def compiled(text: str):
     engine = llvm.create_mcjit_compiler(module, machine)  # owns the module and the machine
     engine.finalize_object()
     return engine
+
+
+def has_feature(feature: str) -> bool:
+    """Whether LLVM finds `feature` (as LLVM names it: `avx512vnni`) on this host's CPU."""
+    import llvmlite.binding as llvm
+
+    return f"+{feature}" in llvm.get_host_cpu_features().flatten().split(",")

@@ -13,8 +13,13 @@ integer holds keeps the integer dot: XLA's integer sums wrap, a float's conversi
 saturates. So does a result narrower than 32 bits (`jnp.dot` of int8 into int8): its
 generated loops multiply 8- or 16-bit lanes, and ran faster than the GEMM and its converts.
 
-Only the cpu pipeline runs it, beside the narrow float upcast. Every rewritten dot is listed in
-`integer-dot-as-float.txt`. Changed: any dot rewritten.
+With `byte_gemms` (the cpu pipeline's on a host with `avx512_vnni`), a dot the cpu backend
+runs as its byte GEMM stays an integer dot: int8 or uint8 rows by int8 columns into int32, one
+GEMM with its lhs not transposed (`backends/cpu/byte_gemm.py`: `vpdpbusd`, four times the
+multiply-adds of an f32 GEMM an instruction, and no widened copies).
+
+Only the cpu pipeline runs it, beside the narrow float upcast. Every rewritten or kept dot is
+listed in `integer-dot-as-float.txt`. Changed: any dot rewritten.
 """
 
 import math
@@ -27,7 +32,7 @@ from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir
 
 from .narrow_dot_upcast import converted
-from .dot_canonicalizer import DotNumbers
+from .dot_canonicalizer import DotNumbers, gemm_shape
 from .pass_base import ModulePass, PassResult, TextReport
 from .priority_fusion import describe
 
@@ -59,6 +64,28 @@ def float_for(dot: ir.Operation) -> tuple[ir.Type, ir.Type] | None:
     return (ir.F64Type.get(), through) if bound <= F64_EXACT else None
 
 
+def element_names(dot: ir.Operation) -> tuple[str, str, str]:
+    lhs, rhs = (str(ir.RankedTensorType(value.type).element_type) for value in dot.operands)
+    return lhs, rhs, str(ir.RankedTensorType(dot.results[0].type).element_type)
+
+
+def byte_gemm_refusal(dot: ir.Operation) -> str | None:
+    """Why the cpu backend's byte GEMM does not take `dot`, or None when it does; the host
+    is not asked."""
+    shape = gemm_shape(dot)
+    lhs, rhs, result = element_names(dot)
+    if lhs not in ("i8", "ui8") or rhs != "i8" or result != "i32":
+        return f"its elements {lhs} x {rhs} -> {result} are not int8 or uint8 rows by int8 columns into int32"
+    if shape is None:
+        return "its dimension numbers are no GEMM over row-major buffers"
+    batch, _, _, _, transpose_lhs, _ = shape
+    if batch != 1:
+        return f"a batch of {batch}"
+    if transpose_lhs:
+        return "its left operand is transposed"
+    return None
+
+
 def as_float(dot: ir.Operation, wide: ir.Type, through: ir.Type) -> None:
     """Replace `dot` by the `wide` dot of its converted operands, converted back through `through`."""
     result_type = ir.RankedTensorType(dot.results[0].type)
@@ -80,10 +107,14 @@ class IntegerDotAsFloatPass(ModulePass):
 
     name: ClassVar[str] = "xhlo-integer-dot-as-float"
     summary: ClassVar[str] = "narrow integer dots as exact f32 or f64 dots between converts (the CPU's GEMMs are float)"
+    byte_gemms: bool = False  # the backend runs int8 GEMMs into int32 itself (`backends/cpu/byte_gemm.py`)
 
     def run(self, module: ir.Module) -> PassResult:
         lines = []
         for dot in ops_named(module, "xhlo.dot"):
+            if self.byte_gemms and byte_gemm_refusal(dot) is None:
+                lines.append(f"{describe(dot)}: kept, the byte GEMM on VNNI")
+                continue
             chosen = float_for(dot)
             if chosen is not None:
                 lines.append(f"{describe(dot)}: {chosen[0]} dot, exact")

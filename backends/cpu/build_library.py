@@ -11,9 +11,9 @@ from . import library_cache, llvm_jit, runtime_library
 
 
 def build() -> list[tuple[str, bool, float]]:
-    """(function, whether it was compiled now, seconds) for each library function."""
+    """(function, whether it was compiled now, seconds) for each library function this host runs."""
     done = []
-    for function in runtime_library.FUNCTIONS:
+    for function in runtime_library.host_functions():
         start = time.perf_counter()
         cached = library_cache.read(library_cache.path(function, llvm_jit.toolchain())) is not None
         llvm_jit.library_object(function)

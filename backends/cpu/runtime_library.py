@@ -37,6 +37,9 @@ which XLA:CPU hands to YNNPACK.
 runs, a constant of the kernel calling it (`rows_call`); its functions are one per
 instruction, internal to its object.
 
+`mlirxla_pack_bytes_vnni` and `mlirxla_byte_gemm_vnni` are the int8 GEMM on VNNI
+(`byte_gemm.py`): the rhs packed into 4 x 16-byte blocks, then slices of the lhs' rows.
+
 `mlirxla_conv2d_nhwc_f32_<width>x<features>` is the register-tiled direct convolution
 (`convolution_library.py`), one per register block; unlike the others it is called from
 inside generated kernels (a batch-slice kernel's convolutions), not as a kernel of its own.
@@ -50,7 +53,7 @@ from mlirxla import context
 from mlirxla.mlir import ir
 from mlirxla.runtime.blas import NO_TRANSPOSE, ROW_MAJOR, TRANSPOSE
 
-from . import convolution_library, lowering
+from . import byte_gemm, convolution_library, lowering
 from .row_engine import BUFFERS, cases_kept_apart, engine_library_text
 from .softmax_rows import softmax_library_text
 from .top_k_kernel import top_k_library_text
@@ -356,6 +359,19 @@ def widening_gemm_call(symbol: str, panels, routine: str) -> str:
         "  ret void", "}", ""])
 
 
+def byte_pack_call(symbol: str, k: int, n: int, transposed: bool) -> str:
+    """LLVM IR of kernel `symbol` (rhs, packed): the library's packing of a k x n int8 rhs
+    (transposed: stored as n x k)."""
+    strides = (1, k) if transposed else (n, 1)
+    return call_text(symbol, f"int8 {k}x{n} packed in VNNI blocks of 4 x {byte_gemm.LANES}", byte_gemm.PACK, 2, (k, n, *strides))
+
+
+def byte_gemm_call(symbol: str, m: int, n: int, k: int, signed_lhs: bool) -> str:
+    """LLVM IR of kernel `symbol` (lhs, packed rhs, output): `m` rows of the byte GEMM."""
+    return call_text(symbol, f"{m}x{n}x{k} {'int8' if signed_lhs else 'uint8'} x int8 GEMM on VNNI", byte_gemm.GEMM, 3,
+                     (m, n, k, k, n, int(signed_lhs)))
+
+
 def top_k_function(largest: bool, canonical: bool) -> str:
     return f"mlirxla_top_k_f32_{'largest' if largest else 'smallest'}{'_canonical' if canonical else ''}"
 
@@ -396,7 +412,14 @@ def rows_call(symbol: str, program, rows: int, buffers: int) -> str:
             f"  ret void\n}}\n")
 
 
-FUNCTIONS = (IM2COL, WIDEN_BF16, *SUM_PARTS.values(), *TOP_K_FUNCTIONS, SOFTMAX, ROWS, *convolution_library.FUNCTIONS)
+FUNCTIONS = (IM2COL, WIDEN_BF16, *SUM_PARTS.values(), *TOP_K_FUNCTIONS, SOFTMAX, ROWS, *convolution_library.FUNCTIONS,
+             *byte_gemm.FUNCTIONS)
+
+
+def host_functions() -> tuple[str, ...]:
+    """The library functions this host runs: the byte GEMM's only where it has VNNI (LLVM
+    cannot select `vpdpbusd` for a CPU without it)."""
+    return tuple(name for name in FUNCTIONS if name not in byte_gemm.FUNCTIONS or byte_gemm.available())
 
 
 def called_functions(ir_text: str) -> list[str]:
@@ -415,6 +438,8 @@ def function_ir(name: str) -> str:
         return sum_parts_text(name)
     if name in convolution_library.FUNCTIONS:
         return convolution_library.function_text(*convolution_library.block_of(name))
+    if name in byte_gemm.FUNCTIONS:
+        return byte_gemm.pack_text() if name == byte_gemm.PACK else byte_gemm.gemm_text()
     texts = {SOFTMAX: softmax_library_text, ROWS: engine_library_text}
     with context.new_context(), ir.Location.unknown():
         module = ir.Module.parse(texts[name](name) if name in texts else top_k_library_text(name, *TOP_K_FUNCTIONS[name]))

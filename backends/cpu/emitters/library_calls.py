@@ -1,6 +1,7 @@
 """Library calls: a dot BLAS can run becomes a `gemm` thunk (f32/f64, row-major operands in
 one of the four transpose combinations, optionally batched over dimension 0; bf16 too, its
-operands widened to f32 for the f32 GEMM, accumulating in f32, as XLA:CPU does); a convolution
+operands widened to f32 for the f32 GEMM, accumulating in f32, as XLA:CPU does); an int8 dot
+into int32 on a host with VNNI, the runtime library's byte GEMM (`byte_gemm.py`); a convolution
 becomes what the convolution cost model picks (`transforms/convolution_strategy.py`): a
 `gemm` straight over its buffers (1x1), an im2col kernel (on the CPU a call into the runtime
 library, `runtime_library.py`; its module, `convolution_gemm.py`, for other backends) and a
@@ -22,21 +23,62 @@ from mlirxla.runtime.thunks import WIDENED_GEMMS, BufferSlice, GemmThunk, Kernel
 from mlirxla.transforms import convolution_strategy as strategy
 from mlirxla.transforms.dot_canonicalizer import gemm_shape
 from mlirxla.transforms.fusion_legality import LIBRARY_CALLS, fused_ops, kind_of
+from mlirxla.transforms.integer_dot_as_float import byte_gemm_refusal
 from mlirxla.transforms.scheduling import type_bytes
 from mlirxla.transforms.widening_gemm_fusion import panels as widening_panels
 from mlirxla.transforms.widening_gemm_fusion import widened_side
 
-from .. import thread_split
+from .. import byte_gemm, thread_split
 from ..convolution_gemm import Blocks, convolution_blocks, im2col_module_text
 from ..row_programs import PER_ROW, ROWS, RowProgram
 from ..runtime_library import ROWS as ROW_ENGINE
-from ..runtime_library import SOFTMAX, im2col_call, im2col_gemm_call, rows_call, softmax_call, sum_parts_call, widening_gemm_call
+from ..runtime_library import (SOFTMAX, byte_gemm_call, byte_pack_call, im2col_call, im2col_gemm_call, rows_call, softmax_call, sum_parts_call,
+                               widening_gemm_call)
 from .kernels import KernelSpec, emit_kernel, epilogue_thunk, kernel_thunk
 
 
 def emit_dot(emitter, op: ir.Operation) -> list:
-    gemm = gemm_for(emitter, op, op, op.results[0])
-    return [gemm] if gemm is not None else emit_kernel(emitter, op)
+    library = dot_call(emitter, op, op, op.results[0], op.operands[0], op.operands[1])
+    return library if library is not None else emit_kernel(emitter, op)
+
+
+def dot_call(emitter, dot: ir.Operation, owner: ir.Operation, out: ir.Value, lhs: ir.Value, rhs: ir.Value) -> list | None:
+    """The thunks of `dot` as the byte GEMM or a BLAS GEMM, or None (a generated kernel)."""
+    library = byte_gemm_thunks(emitter, dot, owner, out, lhs, rhs)
+    if library is None:
+        gemm = gemm_for(emitter, dot, owner, out, lhs, rhs)
+        library = [gemm] if gemm is not None else None
+    return library
+
+
+# multiply-adds from which a byte GEMM's rows are spread over the threads (about 20 us of one core)
+PARALLEL_BYTE_PRODUCTS = 1 << 22
+
+
+def byte_gemm_thunks(emitter, dot: ir.Operation, owner: ir.Operation, out: ir.Value, lhs: ir.Value, rhs: ir.Value) -> list | None:
+    """`dot` as the runtime library's int8 GEMM on VNNI (`byte_gemm.py`): a kernel packing the
+    rhs into scratch, then the GEMM, its lhs' rows in slices over the threads when there are
+    enough products; None for a dot it does not take, on a host without VNNI and for a GPU's
+    kernels."""
+    if emitter.gpu_kernels or byte_gemm_refusal(dot) is not None or not byte_gemm.available():
+        return None
+    _, m, n, k, _, transpose_rhs = gemm_shape(dot)
+    name = emitter.name_of(owner)
+    pack_symbol, symbol = emitter.symbol(f"{name}_pack"), emitter.symbol(name)
+    packed = emitter.allocate(byte_gemm.packed_bytes(n, k), owner, pack_symbol, f"int8 {k}x{n} rhs in VNNI blocks, its column sums")
+    threads = cpu_threads()
+    slices = thread_split.slice_count(m, threads) if emitter.slice_rows and threads > 1 and m * n * k >= PARALLEL_BYTE_PRODUCTS else None
+    rows = m // (slices or 1)
+    signed = str(ir.RankedTensorType(lhs.type).element_type) == "i8"
+    emitter.kernels.append(KernelSpec(pack_symbol, owner, library_call=byte_pack_call(pack_symbol, k, n, transpose_rhs)))
+    emitter.kernels.append(KernelSpec(symbol, owner, library_call=byte_gemm_call(symbol, rows, n, k, signed)))
+    emitter.decisions.append(f"{name}: dot as the byte GEMM on VNNI {m}x{n}x{k} ({byte_gemm.GEMM})"
+                             + (f", parallel row blocks, {slices} slices of {rows} row(s)" if slices else ""))
+    arguments = (emitter.slice_of(lhs), packed, emitter.slice_of(out))
+    pack = KernelThunk(f"{name}_pack", pack_symbol, (emitter.slice_of(rhs), packed), 1)
+    if slices is None:
+        return [pack, KernelThunk(name, symbol, arguments, 1)]
+    return [pack, SlicedKernelThunk(name, symbol, arguments, 1, slices=slices, strides=(rows * k, 0, rows * n * 4))]
 
 
 def emit_convolution(emitter, op: ir.Operation) -> list:
@@ -114,8 +156,7 @@ def emit_output_fusion(emitter, op: ir.Operation) -> list:
         if side is not None:
             library = widening_gemm(emitter, call, op, side, values)
         elif kind_of(call) == "dot":
-            gemm = gemm_for(emitter, call, op, op.results[0], *values)
-            library = [gemm] if gemm is not None else None
+            library = dot_call(emitter, call, op, op.results[0], *values)
         else:
             library = convolution_as_gemm(emitter, call, op, *values)
     if library:
@@ -281,11 +322,9 @@ def im2col_kernel(symbol: str, convolution: ir.Operation, shape: strategy.Geomet
     return KernelSpec(symbol, convolution, source=im2col_module_text(symbol, shape), library_call=library_call)
 
 
-def gemm_for(emitter, dot: ir.Operation, owner: ir.Operation, out: ir.Value, lhs=None, rhs=None) -> GemmThunk | None:
+def gemm_for(emitter, dot: ir.Operation, owner: ir.Operation, out: ir.Value, lhs: ir.Value, rhs: ir.Value) -> GemmThunk | None:
     """A GEMM thunk for `dot` (reading `lhs`, `rhs`, writing `out`), or None when BLAS cannot
     run it; the decision is recorded either way."""
-    lhs = dot.operands[0] if lhs is None else lhs
-    rhs = dot.operands[1] if rhs is None else rhs
     name = emitter.name_of(owner)
     shape = gemm_shape(dot)
     element = str(ir.RankedTensorType(dot.results[0].type).element_type)

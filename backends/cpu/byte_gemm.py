@@ -1,0 +1,327 @@
+"""Byte GEMMs on VNNI: a dot of int8 (or uint8) rows by int8 columns into int32 as the runtime
+library's GEMM built on `vpdpbusd`, as XLA:CPU's int8 dots run on oneDNN's VNNI kernels.
+
+`vpdpbusd` adds to each 32-bit lane of an accumulator the four products of that lane's
+unsigned bytes of one operand and signed bytes of the other: sixty-four multiply-adds a
+512-bit instruction, where the f32 GEMM the dot otherwise becomes (`integer_dot_as_float.py`)
+does sixteen, after widening both operands. Signed bytes on the unsigned side are flipped
+into range (`a + 128`, an xor of the sign bits), and the column sums of the signed side times
+128 come off again: every sum is then the integer dot's, wrapping as XLA's int32 sums wrap,
+for any length of the contracting dimension.
+
+The right operand is packed first (`mlirxla_pack_bytes_vnni`, one thunk): panels of 16
+columns, each a run of 64-byte blocks, one per four rows of k, lane j holding the four bytes
+of column j (zeros past k and n), followed by the columns' sums, which the packing takes with
+`vpdpbusd` of ones. The GEMM (`mlirxla_byte_gemm_vnni`) then runs over the rows of the left
+operand in slices on the threads: for each pair of panels (32 columns, a panel pair of k = 512
+is 16 KiB, in a core's L1 cache) it keeps 8 rows x 2 panels of int32 accumulators in
+registers, reading each row's four bytes as one broadcast 32-bit load, and stores the lanes
+inside n through a mask. Rows past a multiple of 8 and an odd last panel take smaller blocks
+of the same code.
+
+Taken for a dot that is one GEMM (no batch) whose left operand is not transposed, on a host
+with `avx512_vnni`; elsewhere the dot stays a float GEMM or a generated loop nest."""
+
+from mlirxla.mlir import ir
+from mlirxla.runtime.llvm_host import has_feature
+
+PACK = "mlirxla_pack_bytes_vnni"
+GEMM = "mlirxla_byte_gemm_vnni"
+FUNCTIONS = (PACK, GEMM)
+LANES = 16  # int32 lanes of a 512-bit register: a panel's columns
+BLOCK_BYTES = 64  # one panel's block of four rows of k
+ROWS = 8  # the register block's rows (8 x 2 accumulators, 2 panels, 8 broadcasts)
+VECTOR = "<16 x i32>"
+DPBUSD = "llvm.x86.avx512.vpdpbusd.512"
+DECLARATIONS = [
+    f"declare {VECTOR} @{DPBUSD}({VECTOR}, {VECTOR}, {VECTOR})",
+    f"declare void @llvm.masked.store.v16i32.p0({VECTOR}, ptr, i32, <16 x i1>)",
+]
+LANE_INDICES = "<i32 " + ", i32 ".join(str(lane) for lane in range(LANES)) + ">"
+
+
+def available() -> bool:
+    """Whether this host has `vpdpbusd` on 512-bit registers."""
+    return has_feature("avx512vnni")
+
+
+def packed_bytes(n: int, k: int) -> int:
+    """The packed right operand of k x n: its blocks, then n's panels of int32 sums."""
+    panels, groups = -(-n // LANES), -(-k // 4)
+    return panels * groups * BLOCK_BYTES + panels * LANES * 4
+
+
+class Text:
+    """LLVM IR of one function, written in order; loop counters live in stack slots, which
+    O3 promotes to registers (the library is compiled once per host)."""
+
+    def __init__(self, signature: str):
+        self.lines = [f"define void {signature} {{", "entry:"]
+        self.slots: list[str] = []
+        self.at_entry = len(self.lines)
+
+    def line(self, text: str) -> None:
+        self.lines.append(f"  {text}")
+
+    def label(self, name: str) -> None:
+        self.lines.append(f"{name}:")
+
+    def slot(self, name: str, kind: str) -> str:
+        self.lines.insert(self.at_entry, f"  %{name} = alloca {kind}, align 64")
+        self.at_entry += 1
+        return f"%{name}"
+
+    def loop(self, name: str, start: str, end: str, step: int, body) -> None:
+        """for (%name = start; %name < end; %name += step) body()."""
+        slot = self.slot(f"{name}.slot", "i64")
+        self.line(f"store i64 {start}, ptr {slot}")
+        self.line(f"br label %{name}.head")
+        self.label(f"{name}.head")
+        self.line(f"%{name} = load i64, ptr {slot}")
+        self.line(f"%{name}.more = icmp slt i64 %{name}, {end}")
+        self.line(f"br i1 %{name}.more, label %{name}.body, label %{name}.end")
+        self.label(f"{name}.body")
+        body()
+        self.line(f"%{name}.next = add i64 %{name}, {step}")
+        self.line(f"store i64 %{name}.next, ptr {slot}")
+        self.line(f"br label %{name}.head")
+        self.label(f"{name}.end")
+
+    def when(self, name: str, condition: str, body) -> None:
+        self.line(f"br i1 {condition}, label %{name}.then, label %{name}.join")
+        self.label(f"{name}.then")
+        body()
+        self.line(f"br label %{name}.join")
+        self.label(f"{name}.join")
+
+    def text(self) -> str:
+        return "\n".join(DECLARATIONS + [""] + self.lines + ["  ret void", "}", ""])
+
+
+def splat(text: Text, name: str, scalar: str) -> str:
+    text.line(f"%{name}.one = insertelement {VECTOR} poison, i32 {scalar}, i64 0")
+    text.line(f"%{name} = shufflevector {VECTOR} %{name}.one, {VECTOR} poison, <16 x i32> zeroinitializer")
+    return f"%{name}"
+
+
+def pack_text() -> str:
+    """(rhs, packed, k, n, row stride, column stride): element (r, j) of the rhs at
+    rhs[r * row stride + j * column stride]. Blocks of full rows and columns of a row-major
+    rhs interleave four 16-byte rows; of a transposed one gather 16 words; the others (past k
+    or n) are written a byte at a time, zeros outside."""
+    text = Text(f"@{PACK}(ptr noalias readonly %rhs, ptr noalias %packed, i64 %k, i64 %n, i64 %row_stride, i64 %column_stride)")
+    text.line("%k_plus = add i64 %k, 3")
+    text.line("%groups = lshr i64 %k_plus, 2")
+    text.line("%n_plus = add i64 %n, 15")
+    text.line("%panels = lshr i64 %n_plus, 4")
+    text.line(f"%panel_bytes = mul i64 %groups, {BLOCK_BYTES}")
+    text.line("%blocks_bytes = mul i64 %panels, %panel_bytes")
+    text.line("%sums = getelementptr i8, ptr %packed, i64 %blocks_bytes")
+    text.line("%row_major = icmp eq i64 %column_stride, 1")
+    text.line("%column_major = icmp eq i64 %row_stride, 1")
+    ones = splat(text, "ones", "16843009")  # 0x01010101: each byte of the block times one
+    sum_slot = text.slot("sum.slot", VECTOR)
+
+    def panel():
+        text.line(f"store {VECTOR} zeroinitializer, ptr {sum_slot}")
+        text.line("%panel_offset = mul i64 %p, %panel_bytes")
+        text.line("%panel_start = getelementptr i8, ptr %packed, i64 %panel_offset")
+        text.line("%column0 = shl i64 %p, 4")
+        text.line("%column_end = add i64 %column0, 16")
+        text.line("%full_columns = icmp sle i64 %column_end, %n")
+        text.loop("q", "0", "%groups", 1, group)
+        text.line(f"%sum = load {VECTOR}, ptr {sum_slot}")
+        text.line("%sum_at = getelementptr i32, ptr %sums, i64 %column0")
+        text.line(f"store {VECTOR} %sum, ptr %sum_at, align 4")
+
+    def group():
+        text.line(f"%block_offset = mul i64 %q, {BLOCK_BYTES}")
+        text.line("%block = getelementptr i8, ptr %panel_start, i64 %block_offset")
+        text.line("%row0 = shl i64 %q, 2")
+        text.line("%row_end = add i64 %row0, 4")
+        text.line("%full_rows = icmp sle i64 %row_end, %k")
+        text.line("%full = and i1 %full_columns, %full_rows")
+        text.line("%interleave = and i1 %full, %row_major")
+        text.line("%gather = and i1 %full, %column_major")
+        text.line("%fast = or i1 %interleave, %gather")
+        text.line("%slow = xor i1 %fast, true")
+        text.when("interleaved", "%interleave", interleaved)
+        text.when("gathered", "%gather", gathered)
+        text.when("bytewise", "%slow", bytewise)
+        text.line(f"%packed_block = load {VECTOR}, ptr %block, align 4")
+        text.line(f"%old_sum = load {VECTOR}, ptr {sum_slot}")
+        text.line(f"%new_sum = call {VECTOR} @{DPBUSD}({VECTOR} %old_sum, {VECTOR} {ones}, {VECTOR} %packed_block)")
+        text.line(f"store {VECTOR} %new_sum, ptr {sum_slot}")
+
+    def interleaved():
+        for t in range(4):
+            text.line(f"%i_row{t} = add i64 %row0, {t}")
+            text.line(f"%i_row_offset{t} = mul i64 %i_row{t}, %row_stride")
+            text.line(f"%i_offset{t} = add i64 %i_row_offset{t}, %column0")
+            text.line(f"%i_at{t} = getelementptr i8, ptr %rhs, i64 %i_offset{t}")
+            text.line(f"%i_bytes{t} = load <16 x i8>, ptr %i_at{t}, align 1")
+        low = ", ".join(f"i32 {i}" for i in range(32))
+        text.line(f"%i_low = shufflevector <16 x i8> %i_bytes0, <16 x i8> %i_bytes1, <32 x i32> <{low}>")
+        text.line(f"%i_high = shufflevector <16 x i8> %i_bytes2, <16 x i8> %i_bytes3, <32 x i32> <{low}>")
+        # lane j's bytes t = 0..3: rows 0 and 1 from the low half (j, 16 + j), 2 and 3 from the high
+        mask = ", ".join(f"i32 {(t // 2) * 32 + (t % 2) * 16 + j}" for j in range(LANES) for t in range(4))
+        text.line(f"%i_block = shufflevector <32 x i8> %i_low, <32 x i8> %i_high, <64 x i32> <{mask}>")
+        text.line("store <64 x i8> %i_block, ptr %block, align 4")
+
+    def gathered():
+        text.line("%g_first = mul i64 %column0, %column_stride")
+        text.line("%g_start = add i64 %g_first, %row0")
+        text.line("%g_base = getelementptr i8, ptr %rhs, i64 %g_start")
+        for lane in range(LANES):
+            text.line(f"%g_offset{lane} = mul i64 {lane}, %column_stride")
+            text.line(f"%g_at{lane} = getelementptr i8, ptr %g_base, i64 %g_offset{lane}")
+            text.line(f"%g_word{lane} = load i32, ptr %g_at{lane}, align 1")
+            previous = "poison" if lane == 0 else f"%g_vector{lane - 1}"
+            text.line(f"%g_vector{lane} = insertelement {VECTOR} {previous}, i32 %g_word{lane}, i64 {lane}")
+        text.line(f"store {VECTOR} %g_vector{LANES - 1}, ptr %block, align 4")
+
+    def bytewise():
+        text.loop("l", "0", "16", 1, lambda: text.loop("t", "0", "4", 1, byte))
+
+    def byte():
+        text.line("%b_row = add i64 %row0, %t")
+        text.line("%b_column = add i64 %column0, %l")
+        text.line("%b_row_inside = icmp slt i64 %b_row, %k")
+        text.line("%b_column_inside = icmp slt i64 %b_column, %n")
+        text.line("%b_inside = and i1 %b_row_inside, %b_column_inside")
+        text.line("%b_lane_offset = shl i64 %l, 2")
+        text.line("%b_offset = add i64 %b_lane_offset, %t")
+        text.line("%b_at = getelementptr i8, ptr %block, i64 %b_offset")
+        text.line("store i8 0, ptr %b_at")
+        text.when("b_copy", "%b_inside", lambda: (
+            text.line("%b_row_offset = mul i64 %b_row, %row_stride"),
+            text.line("%b_column_offset = mul i64 %b_column, %column_stride"),
+            text.line("%b_source_offset = add i64 %b_row_offset, %b_column_offset"),
+            text.line("%b_source = getelementptr i8, ptr %rhs, i64 %b_source_offset"),
+            text.line("%b_value = load i8, ptr %b_source"),
+            text.line("store i8 %b_value, ptr %b_at")))
+
+    text.loop("p", "0", "%panels", 1, panel)
+    return text.text()
+
+
+def gemm_text() -> str:
+    """(lhs, packed, output, m, n, k, lhs row stride, output row stride, signed lhs): the
+    output's m x n int32 = lhs (m x k bytes) times the packed rhs."""
+    text = Text(f"@{GEMM}(ptr noalias readonly %lhs, ptr noalias readonly %packed, ptr noalias %out, i64 %m, i64 %n, i64 %k, "
+                "i64 %lda, i64 %ldc, i64 %signed)")
+    text.line("%whole_groups = lshr i64 %k, 2")
+    text.line("%rest = and i64 %k, 3")
+    text.line("%has_rest = icmp ne i64 %rest, 0")
+    text.line("%k_plus = add i64 %k, 3")
+    text.line("%groups = lshr i64 %k_plus, 2")
+    text.line("%n_plus = add i64 %n, 15")
+    text.line("%panels = lshr i64 %n_plus, 4")
+    text.line("%pairs = lshr i64 %panels, 1")
+    text.line("%odd_panel = and i64 %panels, 1")
+    text.line("%has_odd_panel = icmp ne i64 %odd_panel, 0")
+    text.line(f"%panel_bytes = mul i64 %groups, {BLOCK_BYTES}")
+    text.line("%blocks_bytes = mul i64 %panels, %panel_bytes")
+    text.line("%sums = getelementptr i8, ptr %packed, i64 %blocks_bytes")
+    text.line("%is_signed = icmp ne i64 %signed, 0")
+    text.line("%flip = select i1 %is_signed, i32 -2139062144, i32 0")  # 0x80808080: int8 + 128 as uint8
+    text.line("%weight = select i1 %is_signed, i32 128, i32 0")
+    weight = splat(text, "weights", "%weight")
+    text.line(f"%odd_rows = urem i64 %m, {ROWS}")
+    text.line("%block_rows = sub i64 %m, %odd_rows")
+    tail_word = text.slot("tail_word", "i32")
+
+    def kernel(rows: int, panels: int, first_panel: str, tag: str):
+        """Rows %<tag>i ... + rows of panels first_panel ... + panels."""
+        i = f"%{tag}i"
+        accumulators = [[text.slot(f"{tag}acc{r}_{c}", VECTOR) for c in range(panels)] for r in range(rows)]
+        for row in accumulators:
+            for slot in row:
+                text.line(f"store {VECTOR} zeroinitializer, ptr {slot}")
+        for c in range(panels):
+            text.line(f"%{tag}panel{c} = add i64 {first_panel}, {c}")
+            text.line(f"%{tag}panel_offset{c} = mul i64 %{tag}panel{c}, %panel_bytes")
+            text.line(f"%{tag}b{c} = getelementptr i8, ptr %packed, i64 %{tag}panel_offset{c}")
+        for r in range(rows):
+            text.line(f"%{tag}row{r} = add i64 {i}, {r}")
+            text.line(f"%{tag}row_offset{r} = mul i64 %{tag}row{r}, %lda")
+            text.line(f"%{tag}a{r} = getelementptr i8, ptr %lhs, i64 %{tag}row_offset{r}")
+
+        def step(group: str, words):
+            text.line(f"%{tag}{group}block = mul i64 %{tag}{group}q, {BLOCK_BYTES}")
+            for c in range(panels):
+                text.line(f"%{tag}{group}b_at{c} = getelementptr i8, ptr %{tag}b{c}, i64 %{tag}{group}block")
+                text.line(f"%{tag}{group}bv{c} = load {VECTOR}, ptr %{tag}{group}b_at{c}, align 4")
+            for r in range(rows):
+                word = words(r)
+                text.line(f"%{tag}{group}flipped{r} = xor i32 {word}, %flip")
+                broadcast = splat(text, f"{tag}{group}av{r}", f"%{tag}{group}flipped{r}")
+                for c in range(panels):
+                    name = f"%{tag}{group}acc{r}_{c}"
+                    text.line(f"{name} = load {VECTOR}, ptr {accumulators[r][c]}")
+                    text.line(f"{name}.new = call {VECTOR} @{DPBUSD}({VECTOR} {name}, {VECTOR} {broadcast}, "
+                              f"{VECTOR} %{tag}{group}bv{c})")
+                    text.line(f"store {VECTOR} {name}.new, ptr {accumulators[r][c]}")
+
+        def whole_group():
+            text.line(f"%{tag}byte = shl i64 %{tag}q, 2")
+
+            def word(r):
+                text.line(f"%{tag}a_at{r} = getelementptr i8, ptr %{tag}a{r}, i64 %{tag}byte")
+                text.line(f"%{tag}word{r} = load i32, ptr %{tag}a_at{r}, align 1")
+                return f"%{tag}word{r}"
+
+            text.line(f"%{tag}wq = add i64 %{tag}q, 0")
+            step("w", word)
+
+        def last_group():
+            text.line(f"%{tag}tq = add i64 %whole_groups, 0")
+            text.line(f"%{tag}tail_byte = shl i64 %whole_groups, 2")
+
+            def word(r):
+                text.line(f"store i32 0, ptr {tail_word}")
+                text.loop(f"{tag}t{r}", "0", "%rest", 1, lambda: (
+                    text.line(f"%{tag}t_at{r} = add i64 %{tag}tail_byte, %{tag}t{r}"),
+                    text.line(f"%{tag}t_source{r} = getelementptr i8, ptr %{tag}a{r}, i64 %{tag}t_at{r}"),
+                    text.line(f"%{tag}t_value{r} = load i8, ptr %{tag}t_source{r}"),
+                    text.line(f"%{tag}t_target{r} = getelementptr i8, ptr {tail_word}, i64 %{tag}t{r}"),
+                    text.line(f"store i8 %{tag}t_value{r}, ptr %{tag}t_target{r}")))
+                text.line(f"%{tag}tword{r} = load i32, ptr {tail_word}")
+                return f"%{tag}tword{r}"
+
+            step("t", word)
+
+        text.loop(f"{tag}q", "0", "%whole_groups", 1, whole_group)
+        text.when(f"{tag}rest", "%has_rest", last_group)
+        for c in range(panels):
+            text.line(f"%{tag}column{c} = shl i64 %{tag}panel{c}, 4")
+            text.line(f"%{tag}sum_at{c} = getelementptr i32, ptr %sums, i64 %{tag}column{c}")
+            text.line(f"%{tag}sum{c} = load {VECTOR}, ptr %{tag}sum_at{c}, align 4")
+            text.line(f"%{tag}correction{c} = mul {VECTOR} %{tag}sum{c}, {weight}")
+            text.line(f"%{tag}inside{c} = sub i64 %n, %{tag}column{c}")
+            text.line(f"%{tag}inside32_{c} = trunc i64 %{tag}inside{c} to i32")
+            bound = splat(text, f"{tag}bound{c}", f"%{tag}inside32_{c}")
+            text.line(f"%{tag}mask{c} = icmp slt {VECTOR} {LANE_INDICES}, {bound}")
+        for r in range(rows):
+            text.line(f"%{tag}out_row{r} = mul i64 %{tag}row{r}, %ldc")
+            for c in range(panels):
+                text.line(f"%{tag}total{r}_{c} = load {VECTOR}, ptr {accumulators[r][c]}")
+                text.line(f"%{tag}result{r}_{c} = sub {VECTOR} %{tag}total{r}_{c}, %{tag}correction{c}")
+                text.line(f"%{tag}out_offset{r}_{c} = add i64 %{tag}out_row{r}, %{tag}column{c}")
+                text.line(f"%{tag}out_at{r}_{c} = getelementptr i32, ptr %out, i64 %{tag}out_offset{r}_{c}")
+                text.line(f"call void @llvm.masked.store.v16i32.p0({VECTOR} %{tag}result{r}_{c}, ptr %{tag}out_at{r}_{c}, i32 4, "
+                          f"<16 x i1> %{tag}mask{c})")
+
+    def pair():
+        text.line("%first = shl i64 %pair, 1")
+        text.loop("xi", "0", "%block_rows", ROWS, lambda: kernel(ROWS, 2, "%first", "x"))
+        text.loop("yi", "%block_rows", "%m", 1, lambda: kernel(1, 2, "%first", "y"))
+
+    def last_panel():
+        text.line("%last = sub i64 %panels, 1")
+        text.loop("zi", "0", "%block_rows", ROWS, lambda: kernel(ROWS, 1, "%last", "z"))
+        text.loop("vi", "%block_rows", "%m", 1, lambda: kernel(1, 1, "%last", "v"))
+
+    text.loop("pair", "0", "%pairs", 1, pair)
+    text.when("odd", "%has_odd_panel", last_panel)
+    return text.text()
