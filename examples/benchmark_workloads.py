@@ -7,7 +7,7 @@ and bf16, and masked multi-head attention), convolutions (a conv net; conv + bat
 max pooling), recurrent loops (`lax.scan` RNN and LSTM), embedding gathers and their
 scatter-add gradient, sort and top-k, an Adam update over a pytree of many parameters,
 backward passes (`jax.grad` of an MLP and of a transformer block), cross-entropy with its
-gradient, and small-batch inference where per-call overhead dominates.
+gradient, small-batch inference where per-call overhead dominates, and an int8 dense layer.
 
 A workload's integer arguments (token ids, labels, lengths) are drawn below `integer_high`
 (`small_integer_high` at the small size); its float arguments are 0.1 * standard normal, so
@@ -283,6 +283,16 @@ def small_mlp_of(width, classes):
     return lambda: (tensor(1, width), tensor(width, width), tensor(width), tensor(width, classes), tensor(classes))
 
 
+def quantized_linear(x, w, scale):
+    """An int8 dense layer of quantized inference: int8 activations by int8 weights, summed in
+    int32, scaled back to f32 per output feature."""
+    return jnp.matmul(x, w, preferred_element_type=jnp.int32).astype(jnp.float32) * scale
+
+
+def quantized_linear_of(batch, features):
+    return lambda: (tensor(batch, features, dtype=jnp.int8), tensor(features, features, dtype=jnp.int8), tensor(features))
+
+
 # ---------------------------------------------------------------- strided convolutions, pooling, scans: training gradients
 
 
@@ -358,6 +368,7 @@ WORKLOADS = [
     Workload("cumsum_grad", cumsum_gradient, lambda: (tensor(256, 4096),), lambda: (tensor(4, 37),), tolerance=SCAN_TOLERANCE),
     Workload("conv1d_grad", conv1d_gradient, lambda: (tensor(16, 1024, 64), tensor(5, 64, 64)), lambda: (tensor(2, 17, 3), tensor(5, 3, 4))),
     Workload("row_update_loop", normalize_rows_in_a_loop, lambda: (tensor(512, 256),), lambda: (tensor(8, 16),)),
+    Workload("int8_linear", quantized_linear, quantized_linear_of(256, 1024), quantized_linear_of(8, 20), integer_high=128),
 ]
 
 

@@ -9,15 +9,17 @@ into range (`a + 128`, an xor of the sign bits), and the column sums of the sign
 128 come off again: every sum is then the integer dot's, wrapping as XLA's int32 sums wrap,
 for any length of the contracting dimension.
 
-The right operand is packed first (`mlirxla_pack_bytes_vnni`, one thunk): panels of 16
-columns, each a run of 64-byte blocks, one per four rows of k, lane j holding the four bytes
-of column j (zeros past k and n), followed by the columns' sums, which the packing takes with
-`vpdpbusd` of ones. The GEMM (`mlirxla_byte_gemm_vnni`) then runs over the rows of the left
-operand in slices on the threads: for each pair of panels (32 columns, a panel pair of k = 512
-is 16 KiB, in a core's L1 cache) it keeps 8 rows x 2 panels of int32 accumulators in
-registers, reading each row's four bytes as one broadcast 32-bit load, and stores the lanes
-inside n through a mask. Rows past a multiple of 8 and an odd last panel take smaller blocks
-of the same code.
+A kernel of the dot runs in slices of the output's columns on the threads, each slice in two
+calls into the runtime library. `mlirxla_pack_bytes_vnni` packs the slice's columns of the
+right operand into the thread's scratch: panels of 16 columns, each a run of 64-byte blocks,
+one per four rows of k, lane j holding the four bytes of column j (zeros past k and n), and
+the columns' sums, which it takes with `vpdpbusd` of ones. `mlirxla_byte_gemm_vnni` then runs
+over the left operand's rows for each pair of panels (32 columns; a pair of k = 1024 is 32 KiB,
+in a core's L1 cache), keeping 8 rows x 2 panels of int32 accumulators in registers, reading
+each row's four bytes as one broadcast 32-bit load, and stores the lanes inside n through a
+mask. Rows past a multiple of 8 and an odd last panel take smaller blocks of the same code.
+Slicing the columns rather than the rows spreads the packing over the threads too and keeps
+a batch of a few rows (inference) parallel.
 
 Taken for a dot that is one GEMM (no batch) whose left operand is not transposed, on a host
 with `avx512_vnni`; elsewhere the dot stays a float GEMM or a generated loop nest."""
@@ -46,9 +48,14 @@ def available() -> bool:
 
 
 def packed_bytes(n: int, k: int) -> int:
-    """The packed right operand of k x n: its blocks, then n's panels of int32 sums."""
+    """The packed right operand of k x n: its blocks, then its panels' int32 column sums."""
     panels, groups = -(-n // LANES), -(-k // 4)
     return panels * groups * BLOCK_BYTES + panels * LANES * 4
+
+
+def sums_offset(n: int, k: int) -> int:
+    """Where the column sums start in the packed operand."""
+    return -(-n // LANES) * -(-k // 4) * BLOCK_BYTES
 
 
 class Text:
@@ -105,18 +112,18 @@ def splat(text: Text, name: str, scalar: str) -> str:
 
 
 def pack_text() -> str:
-    """(rhs, packed, k, n, row stride, column stride): element (r, j) of the rhs at
-    rhs[r * row stride + j * column stride]. Blocks of full rows and columns of a row-major
+    """(rhs, packed, sums, k, n, row stride, column stride): element (r, j) of the rhs at
+    rhs[r * row stride + j * column stride]; the blocks go to `packed`, the columns' int32 sums
+    (16 a panel) to `sums`. Blocks of full rows and columns of a row-major
     rhs interleave four 16-byte rows; of a transposed one gather 16 words; the others (past k
     or n) are written a byte at a time, zeros outside."""
-    text = Text(f"@{PACK}(ptr noalias readonly %rhs, ptr noalias %packed, i64 %k, i64 %n, i64 %row_stride, i64 %column_stride)")
+    text = Text(f"@{PACK}(ptr noalias readonly %rhs, ptr noalias %packed, ptr noalias %sums, i64 %k, i64 %n, i64 %row_stride, "
+                "i64 %column_stride)")
     text.line("%k_plus = add i64 %k, 3")
     text.line("%groups = lshr i64 %k_plus, 2")
     text.line("%n_plus = add i64 %n, 15")
     text.line("%panels = lshr i64 %n_plus, 4")
     text.line(f"%panel_bytes = mul i64 %groups, {BLOCK_BYTES}")
-    text.line("%blocks_bytes = mul i64 %panels, %panel_bytes")
-    text.line("%sums = getelementptr i8, ptr %packed, i64 %blocks_bytes")
     text.line("%row_major = icmp eq i64 %column_stride, 1")
     text.line("%column_major = icmp eq i64 %row_stride, 1")
     ones = splat(text, "ones", "16843009")  # 0x01010101: each byte of the block times one
@@ -206,10 +213,10 @@ def pack_text() -> str:
 
 
 def gemm_text() -> str:
-    """(lhs, packed, output, m, n, k, lhs row stride, output row stride, signed lhs): the
-    output's m x n int32 = lhs (m x k bytes) times the packed rhs."""
-    text = Text(f"@{GEMM}(ptr noalias readonly %lhs, ptr noalias readonly %packed, ptr noalias %out, i64 %m, i64 %n, i64 %k, "
-                "i64 %lda, i64 %ldc, i64 %signed)")
+    """(lhs, packed, sums, output, m, n, k, lhs row stride, output row stride, signed lhs):
+    the output's m x n int32 = lhs (m x k bytes) times the packed rhs."""
+    text = Text(f"@{GEMM}(ptr noalias readonly %lhs, ptr noalias readonly %packed, ptr noalias readonly %sums, ptr noalias %out, "
+                "i64 %m, i64 %n, i64 %k, i64 %lda, i64 %ldc, i64 %signed)")
     text.line("%whole_groups = lshr i64 %k, 2")
     text.line("%rest = and i64 %k, 3")
     text.line("%has_rest = icmp ne i64 %rest, 0")
@@ -221,8 +228,6 @@ def gemm_text() -> str:
     text.line("%odd_panel = and i64 %panels, 1")
     text.line("%has_odd_panel = icmp ne i64 %odd_panel, 0")
     text.line(f"%panel_bytes = mul i64 %groups, {BLOCK_BYTES}")
-    text.line("%blocks_bytes = mul i64 %panels, %panel_bytes")
-    text.line("%sums = getelementptr i8, ptr %packed, i64 %blocks_bytes")
     text.line("%is_signed = icmp ne i64 %signed, 0")
     text.line("%flip = select i1 %is_signed, i32 -2139062144, i32 0")  # 0x80808080: int8 + 128 as uint8
     text.line("%weight = select i1 %is_signed, i32 128, i32 0")

@@ -38,7 +38,8 @@ runs, a constant of the kernel calling it (`rows_call`); its functions are one p
 instruction, internal to its object.
 
 `mlirxla_pack_bytes_vnni` and `mlirxla_byte_gemm_vnni` are the int8 GEMM on VNNI
-(`byte_gemm.py`): the rhs packed into 4 x 16-byte blocks, then slices of the lhs' rows.
+(`byte_gemm.py`): a slice of the rhs' columns packed into 4 x 16-byte blocks in the thread's
+scratch, then the lhs' rows times them (`byte_gemm_call`, one sliced kernel).
 
 `mlirxla_conv2d_nhwc_f32_<width>x<features>` is the register-tiled direct convolution
 (`convolution_library.py`), one per register block; unlike the others it is called from
@@ -359,17 +360,23 @@ def widening_gemm_call(symbol: str, panels, routine: str) -> str:
         "  ret void", "}", ""])
 
 
-def byte_pack_call(symbol: str, k: int, n: int, transposed: bool) -> str:
-    """LLVM IR of kernel `symbol` (rhs, packed): the library's packing of a k x n int8 rhs
-    (transposed: stored as n x k)."""
-    strides = (1, k) if transposed else (n, 1)
-    return call_text(symbol, f"int8 {k}x{n} packed in VNNI blocks of 4 x {byte_gemm.LANES}", byte_gemm.PACK, 2, (k, n, *strides))
-
-
-def byte_gemm_call(symbol: str, m: int, n: int, k: int, signed_lhs: bool) -> str:
-    """LLVM IR of kernel `symbol` (lhs, packed rhs, output): `m` rows of the byte GEMM."""
-    return call_text(symbol, f"{m}x{n}x{k} {'int8' if signed_lhs else 'uint8'} x int8 GEMM on VNNI", byte_gemm.GEMM, 3,
-                     (m, n, k, k, n, int(signed_lhs)))
+def byte_gemm_call(symbol: str, m: int, columns: int, n: int, k: int, transposed_rhs: bool, signed_lhs: bool) -> str:
+    """LLVM IR of kernel `symbol` (lhs, rhs, output, scratch), each pointer at its slice: the
+    slice's `columns` of the k x n int8 rhs (transposed: stored as n x k) packed into
+    `scratch`, then multiplied by the m x k lhs into those columns of the m x n int32 output
+    (`byte_gemm.py`)."""
+    strides = (1, k) if transposed_rhs else (n, 1)
+    lhs = "int8" if signed_lhs else "uint8"
+    return "\n".join([
+        f"; kernel {symbol}: {columns} columns of a {m}x{n}x{k} {lhs} x int8 GEMM into int32 on VNNI, in the runtime library",
+        f"declare void @{byte_gemm.PACK}(ptr, ptr, ptr, i64, i64, i64, i64)",
+        f"declare void @{byte_gemm.GEMM}(ptr, ptr, ptr, ptr, i64, i64, i64, i64, i64, i64)", "",
+        f"define void @{symbol}(ptr %lhs, ptr %rhs, ptr %output, ptr %scratch) {{",
+        f"  %sums = getelementptr i8, ptr %scratch, i64 {byte_gemm.sums_offset(columns, k)}",
+        f"  call void @{byte_gemm.PACK}(ptr %rhs, ptr %scratch, ptr %sums, i64 {k}, i64 {columns}, i64 {strides[0]}, i64 {strides[1]})",
+        f"  call void @{byte_gemm.GEMM}(ptr %lhs, ptr %scratch, ptr %sums, ptr %output, i64 {m}, i64 {columns}, i64 {k}, i64 {k}, "
+        f"i64 {n}, i64 {int(signed_lhs)})",
+        "  ret void", "}", ""])
 
 
 def top_k_function(largest: bool, canonical: bool) -> str:

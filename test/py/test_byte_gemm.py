@@ -1,7 +1,7 @@
 """The byte GEMM on VNNI (`backends/cpu/byte_gemm.py`): int8 and uint8 rows by int8 columns into
 int32 on the cpu backend, against numpy's int64 products wrapped to int32 (XLA's int32 sums
 wrap), over shapes that leave rows, columns and the contracting dimension short of the
-register blocks and the 4-byte groups, a transposed rhs, slices over the threads, and sums
+register blocks and the 4-byte groups, a transposed rhs, column slices over the threads, and sums
 past 2^31; which dots `xhlo-integer-dot-as-float` keeps for it."""
 
 import numpy as np
@@ -9,9 +9,11 @@ import pytest
 
 from mlirxla import frontdoor
 from mlirxla.backends.cpu import byte_gemm
+from mlirxla.backends.cpu.emitters.library_calls import PARALLEL_BYTE_PRODUCTS
 from mlirxla.context import new_context
 from mlirxla.mlir import ir
 from mlirxla.runtime.client import Client
+from mlirxla.runtime.threads import cpu_threads
 from mlirxla.transforms.integer_dot_as_float import IntegerDotAsFloatPass
 
 needs_vnni = pytest.mark.skipif(not byte_gemm.available(), reason="this host's CPU has no avx512_vnni (the byte GEMM's vpdpbusd)")
@@ -43,7 +45,8 @@ def wrapped_product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     (13, 33, 7, "ui8", False),
     (100, 48, 130, "i8", True),
     (3, 100, 64, "ui8", True),
-    (256, 96, 512, "i8", False),  # rows in slices over the threads
+    (256, 96, 512, "i8", False),  # columns in slices over the threads
+    (40, 64, 2048, "ui8", True),
 ])
 def test_the_byte_gemm_computes_the_wrapped_integer_dot(m, n, k, lhs, transposed):
     rng = np.random.default_rng(m * 1000 + n + k)
@@ -51,7 +54,8 @@ def test_the_byte_gemm_computes_the_wrapped_integer_dot(m, n, k, lhs, transposed
     b = rng.integers(-128, 128, (k, n)).astype(np.int8)
     executable = Client(backend="cpu").compile(dot_text(m, n, k, lhs, transposed))
     sequence = executable.thunk_sequence()
-    assert "dot_pack" in sequence and "gemm" not in sequence
+    assert "gemm" not in sequence and "kernel" in sequence
+    assert ("sliced kernel x2 " in sequence) == (m * n * k >= PARALLEL_BYTE_PRODUCTS and cpu_threads() == 2)
     (result,) = executable.execute_numpy([a, np.ascontiguousarray(b.T) if transposed else b])
     np.testing.assert_array_equal(result, wrapped_product(a, b))
 

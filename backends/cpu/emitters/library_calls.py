@@ -32,7 +32,7 @@ from .. import byte_gemm, thread_split
 from ..convolution_gemm import Blocks, convolution_blocks, im2col_module_text
 from ..row_programs import PER_ROW, ROWS, RowProgram
 from ..runtime_library import ROWS as ROW_ENGINE
-from ..runtime_library import (SOFTMAX, byte_gemm_call, byte_pack_call, im2col_call, im2col_gemm_call, rows_call, softmax_call, sum_parts_call,
+from ..runtime_library import (SOFTMAX, byte_gemm_call, im2col_call, im2col_gemm_call, rows_call, softmax_call, sum_parts_call,
                                widening_gemm_call)
 from .kernels import KernelSpec, emit_kernel, epilogue_thunk, kernel_thunk
 
@@ -51,34 +51,34 @@ def dot_call(emitter, dot: ir.Operation, owner: ir.Operation, out: ir.Value, lhs
     return library
 
 
-# multiply-adds from which a byte GEMM's rows are spread over the threads (about 20 us of one core)
+# multiply-adds from which a byte GEMM's columns are spread over the threads (about 20 us of one core)
 PARALLEL_BYTE_PRODUCTS = 1 << 22
 
 
 def byte_gemm_thunks(emitter, dot: ir.Operation, owner: ir.Operation, out: ir.Value, lhs: ir.Value, rhs: ir.Value) -> list | None:
-    """`dot` as the runtime library's int8 GEMM on VNNI (`byte_gemm.py`): a kernel packing the
-    rhs into scratch, then the GEMM, its lhs' rows in slices over the threads when there are
-    enough products; None for a dot it does not take, on a host without VNNI and for a GPU's
-    kernels."""
+    """`dot` as the runtime library's int8 GEMM on VNNI (`byte_gemm.py`): one kernel, in slices
+    of the output's columns over the threads when there are enough products, each packing its
+    columns of the rhs into its thread's scratch and multiplying them; None for a dot it does
+    not take, on a host without VNNI and for a GPU's kernels."""
     if emitter.gpu_kernels or byte_gemm_refusal(dot) is not None or not byte_gemm.available():
         return None
     _, m, n, k, _, transpose_rhs = gemm_shape(dot)
     name = emitter.name_of(owner)
-    pack_symbol, symbol = emitter.symbol(f"{name}_pack"), emitter.symbol(name)
-    packed = emitter.allocate(byte_gemm.packed_bytes(n, k), owner, pack_symbol, f"int8 {k}x{n} rhs in VNNI blocks, its column sums")
+    symbol = emitter.symbol(name)
     threads = cpu_threads()
-    slices = thread_split.slice_count(m, threads) if emitter.slice_rows and threads > 1 and m * n * k >= PARALLEL_BYTE_PRODUCTS else None
-    rows = m // (slices or 1)
+    slices = thread_split.slice_count(n, threads) if emitter.slice_rows and threads > 1 and m * n * k >= PARALLEL_BYTE_PRODUCTS else None
+    slices = slices if slices is not None and n // slices >= byte_gemm.LANES else 1
+    columns, parts = n // slices, min(threads, slices)
+    scratch_bytes = byte_gemm.packed_bytes(columns, k)
+    scratch = emitter.allocate(scratch_bytes * parts, owner, symbol, f"int8 {k}x{columns} rhs in VNNI blocks, x{parts} concurrent calls")
     signed = str(ir.RankedTensorType(lhs.type).element_type) == "i8"
-    emitter.kernels.append(KernelSpec(pack_symbol, owner, library_call=byte_pack_call(pack_symbol, k, n, transpose_rhs)))
-    emitter.kernels.append(KernelSpec(symbol, owner, library_call=byte_gemm_call(symbol, rows, n, k, signed)))
+    emitter.kernels.append(KernelSpec(symbol, owner, library_call=byte_gemm_call(symbol, m, columns, n, k, transpose_rhs, signed)))
     emitter.decisions.append(f"{name}: dot as the byte GEMM on VNNI {m}x{n}x{k} ({byte_gemm.GEMM})"
-                             + (f", parallel row blocks, {slices} slices of {rows} row(s)" if slices else ""))
-    arguments = (emitter.slice_of(lhs), packed, emitter.slice_of(out))
-    pack = KernelThunk(f"{name}_pack", pack_symbol, (emitter.slice_of(rhs), packed), 1)
-    if slices is None:
-        return [pack, KernelThunk(name, symbol, arguments, 1)]
-    return [pack, SlicedKernelThunk(name, symbol, arguments, 1, slices=slices, strides=(rows * k, 0, rows * n * 4))]
+                             + (f", {slices} slices of {columns} column(s)" if slices > 1 else ""))
+    rhs_stride = columns * (k if transpose_rhs else 1)
+    arguments = (emitter.slice_of(lhs), emitter.slice_of(rhs), emitter.slice_of(out))
+    return [SlicedKernelThunk(name, symbol, arguments, 1, slices=slices, strides=(0, rhs_stride, columns * 4),
+                              scratch=BufferSlice(scratch.allocation, scratch.offset, scratch_bytes), scratch_offsets=(0,), scratch_parts=parts)]
 
 
 def emit_convolution(emitter, op: ir.Operation) -> list:
