@@ -242,14 +242,25 @@ class SliceCheck:
         return f"xhlo.{kind} mixes slices"
 
     def gather_problem(self, op: ir.Operation, operands: list[ir.Value]) -> str | None:
-        """A gather whose result's dimension 0 is its indices' dimension 0 (no offset or
-        batching dimension there) reads its indices slice by slice and its operand whole."""
+        """A gather whose result's dimension 0 is its indices' dimension 0 (no offset
+        dimension there) reads its indices slice by slice, and its operand whole or, when
+        dimension 0 of both is a batching pair (`jnp.take_along_axis`: row b of the result
+        gathers from row b of the operand), slice by slice too."""
         numbers = {named.name: named.attr for named in ir.DictAttr(op.attributes["dimension_numbers"])}
-        offset_dims = list(ir.DenseI64ArrayAttr(numbers["offset_dims"])) if "offset_dims" in numbers else []
-        index_vector_dim = ir.IntegerAttr(numbers["index_vector_dim"]).value
-        if 0 in offset_dims or index_vector_dim == 0 or "operand_batching_dims" in numbers:
+
+        def dims(name: str) -> list[int]:
+            return list(ir.DenseI64ArrayAttr(numbers[name])) if name in numbers else []
+
+        if 0 in dims("offset_dims") or ir.IntegerAttr(numbers["index_vector_dim"]).value == 0:
             return "the gather's dimension 0 is not its indices' dimension 0"
-        return None if self.sliceable(operands[1]) and self.whole(operands[0]) else "the gather reads its indices whole"
+        operand_batching, indices_batching = dims("operand_batching_dims"), dims("start_indices_batching_dims")
+        if 0 in indices_batching:
+            if operand_batching[indices_batching.index(0)] != 0:
+                return "the gather's dimension 0 batches another dimension of its operand"
+            operand_read = self.sliceable(operands[0])
+        else:
+            operand_read = 0 not in operand_batching and self.whole(operands[0])
+        return None if self.sliceable(operands[1]) and operand_read else "the gather reads its indices or its operand whole"
 
     def transpose_problem(self, op: ir.Operation, operand: ir.Value) -> str | None:
         """With `transposed_reads` (a kernel's row blocks, whose operands the thunk can point
