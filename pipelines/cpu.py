@@ -106,8 +106,9 @@ def compiler_pipeline(name: str, alignment: int, fusion_cost_model: str, batch_s
     with `gpu`, tree reductions (reductions that would leave the GPU idle split in two) and
     horizontal loop fusion (independent loop nests run as one launch);
     bf16 dots upcast to f32 for a backend whose GEMMs are f32 only, a weight's widening then
-    taken into its GEMM, narrow integer dots made float dots but for the int8 GEMMs a backend
-    with `byte_gemms` runs itself; top-k sorts as TopK calls for a backend that runs them."""
+    taken into its GEMM; narrow integer dots made exact float dots for it and for a GPU (whose
+    GEMMs are cuBLASLt's float ones), but for the int8 GEMMs a backend with `byte_gemms` runs
+    itself; top-k sorts as TopK calls for a backend that runs them."""
     pipeline = (
         Pipeline(name)
         .add(ShardingRemoverPass())
@@ -134,7 +135,9 @@ def compiler_pipeline(name: str, alignment: int, fusion_cost_model: str, batch_s
     if gpu:
         pipeline.add(TreeReductionRewriterPass(backend=fusion_cost_model))
     if f32_gemms_only:
-        pipeline.add(NarrowDotUpcastPass()).add(IntegerDotAsFloatPass(byte_gemms=byte_gemms))
+        pipeline.add(NarrowDotUpcastPass())
+    if f32_gemms_only or gpu:
+        pipeline.add(IntegerDotAsFloatPass(byte_gemms=byte_gemms, tf32_operands=gpu))
     if top_k_calls:
         pipeline.add(TopKRewriterPass())
     pipeline.add(CustomCallLayoutsPass()).add(LayoutAssignmentPass()).add(CopyRemovalPass())

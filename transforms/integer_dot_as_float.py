@@ -18,7 +18,9 @@ runs as its byte GEMM stays an integer dot: int8 or uint8 rows by int8 columns i
 GEMM with its lhs not transposed (`backends/cpu/byte_gemm.py`: `vpdpbusd`, four times the
 multiply-adds of an f32 GEMM an instruction, and no widened copies).
 
-Only the cpu pipeline runs it, beside the narrow float upcast. Every rewritten or kept dot is
+The cuda pipeline runs it too (cuBLASLt's GEMMs are float as well), with `tf32_operands`: its
+f32 GEMMs read TF32, which holds integers up to 2^11 exactly, so a wider operand takes f64.
+The cpu pipeline runs it beside the narrow float upcast. Every rewritten or kept dot is
 listed in `integer-dot-as-float.txt`. Changed: any dot rewritten.
 """
 
@@ -38,6 +40,7 @@ from .priority_fusion import describe
 
 NARROW_BITS = (8, 16)
 F32_EXACT, F64_EXACT = 2 ** 24, 2 ** 53
+TF32_EXACT = 2 ** 11  # the integers TF32 holds (a GPU's f32 GEMM on tensor cores rounds its operands to it)
 
 
 def magnitude(element: ir.Type) -> int | None:
@@ -48,8 +51,9 @@ def magnitude(element: ir.Type) -> int | None:
     return (1 << integer.width) - 1 if integer.is_unsigned else 1 << (integer.width - 1)
 
 
-def float_for(dot: ir.Operation) -> tuple[ir.Type, ir.Type] | None:
-    """(the float that sums `dot` exactly, the integer its result passes through), or None."""
+def float_for(dot: ir.Operation, tf32_operands: bool = False) -> tuple[ir.Type, ir.Type] | None:
+    """(the float that sums `dot` exactly, the integer its result passes through), or None;
+    `tf32_operands`: the f32 GEMM reads its operands as TF32."""
     magnitudes = [magnitude(ir.RankedTensorType(v.type).element_type) for v in dot.operands]
     result = ir.RankedTensorType(dot.results[0].type).element_type
     if None in magnitudes or not isinstance(result, ir.IntegerType) or ir.IntegerType(result).width < 32:
@@ -59,7 +63,7 @@ def float_for(dot: ir.Operation) -> tuple[ir.Type, ir.Type] | None:
     through = ir.IntegerType.get_signless(64 if ir.IntegerType(result).width == 64 else 32)
     if bound >= 1 << (ir.IntegerType(through).width - 1):
         return None
-    if bound <= F32_EXACT:
+    if bound <= F32_EXACT and (not tf32_operands or max(magnitudes) <= TF32_EXACT):
         return ir.F32Type.get(), through
     return (ir.F64Type.get(), through) if bound <= F64_EXACT else None
 
@@ -108,6 +112,7 @@ class IntegerDotAsFloatPass(ModulePass):
     name: ClassVar[str] = "xhlo-integer-dot-as-float"
     summary: ClassVar[str] = "narrow integer dots as exact f32 or f64 dots between converts (the CPU's GEMMs are float)"
     byte_gemms: bool = False  # the backend runs int8 GEMMs into int32 itself (`backends/cpu/byte_gemm.py`)
+    tf32_operands: bool = False  # the backend's f32 GEMMs round their operands to TF32 (a GPU's tensor cores)
 
     def run(self, module: ir.Module) -> PassResult:
         lines = []
@@ -115,7 +120,7 @@ class IntegerDotAsFloatPass(ModulePass):
             if self.byte_gemms and byte_gemm_refusal(dot) is None:
                 lines.append(f"{describe(dot)}: kept, the byte GEMM on VNNI")
                 continue
-            chosen = float_for(dot)
+            chosen = float_for(dot, self.tf32_operands)
             if chosen is not None:
                 lines.append(f"{describe(dot)}: {chosen[0]} dot, exact")
                 as_float(dot, *chosen)

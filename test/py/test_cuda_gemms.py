@@ -134,6 +134,29 @@ def test_bf16_gemms_accumulate_in_f32():
     assert (gemm["operand_dtype"], gemm["out_dtype"], gemm["compute"], gemm["epilogue"]) == ("bfloat16", "float32", "32F", "default")
 
 
+def integer_dot(lhs: str, rhs: str, k: int) -> str:
+    return f"""func.func @main(%x: tensor<8x{k}x{lhs}>, %w: tensor<{k}x32x{rhs}>) -> tensor<8x32xi32> {{
+  %d = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : (tensor<8x{k}x{lhs}>, tensor<{k}x32x{rhs}>) -> tensor<8x32xi32>
+  return %d : tensor<8x32xi32>
+}}
+"""
+
+
+def test_integer_dots_are_float_gemms_that_tf32_computes_exactly(monkeypatch):
+    """An int8 dot into int32 is a TF32 matmul of its widened operands (every int8 and every
+    sum below 2^24 exact); an int16 operand, past the 2^11 TF32 holds, makes it an f64 one.
+    On this CPU the same program computes numpy's int32 products."""
+    (gemm,) = gemms(compile_text(integer_dot("i8", "i8", 1024)))
+    assert (gemm["operand_dtype"], gemm["out_dtype"], gemm["compute"]) == ("float32", "float32", "32F_FAST_TF32")
+    (gemm,) = gemms(compile_text(integer_dot("i16", "i8", 4)))
+    assert (gemm["operand_dtype"], gemm["compute"]) == ("float64", "64F")
+    rng = np.random.default_rng(3)
+    x = rng.integers(-128, 128, (8, 1024)).astype(np.int8)
+    w = rng.integers(-128, 128, (1024, 32)).astype(np.int8)
+    (result,) = Client(backend="cuda-host").compile(integer_dot("i8", "i8", 1024)).execute_numpy([x, w])
+    np.testing.assert_array_equal(result, x.astype(np.int64) @ w.astype(np.int64))
+
+
 # --- the column-major mapping, computed as cuBLASLt defines it --------------------------------
 
 def test_the_benchmark_mlp_as_three_matmuls_computes_what_the_cpu_backend_does():
