@@ -4,22 +4,24 @@ library's GEMM built on `vpdpbusd`, as XLA:CPU's int8 dots run on oneDNN's VNNI 
 `vpdpbusd` adds to each 32-bit lane of an accumulator the four products of that lane's
 unsigned bytes of one operand and signed bytes of the other: sixty-four multiply-adds a
 512-bit instruction, where the f32 GEMM the dot otherwise becomes (`integer_dot_as_float.py`)
-does sixteen, after widening both operands. Signed bytes on the unsigned side are flipped
-into range (`a + 128`, an xor of the sign bits), and the column sums of the signed side times
-128 come off again: every sum is then the integer dot's, wrapping as XLA's int32 sums wrap,
+does sixteen, after widening both operands. A uint8 lhs is the unsigned side as it is. An
+int8 lhs is the signed side, each row's four bytes broadcast straight from memory, against a
+rhs whose sign bits the packing flipped (`b + 128`); 128 times each lhs row's sum, taken
+first, comes off its results. (Flipping the lhs instead cost an integer xor and a broadcast
+from a register per row and step, on the port the products need: 230-245 against 305-330
+GMAC/s on one core.) Every sum is then the integer dot's, wrapping as XLA's int32 sums wrap,
 for any length of the contracting dimension.
 
 A kernel of the dot runs in slices of the output's columns on the threads, each slice in two
 calls into the runtime library. `mlirxla_pack_bytes_vnni` packs the slice's columns of the
 right operand into the thread's scratch: panels of 16 columns, each a run of 64-byte blocks,
-one per four rows of k, lane j holding the four bytes of column j (zeros past k and n), and
-the columns' sums, which it takes with `vpdpbusd` of ones. `mlirxla_byte_gemm_vnni` then runs
-over the left operand's rows for each pair of panels (32 columns; a pair of k = 1024 is 32 KiB,
-in a core's L1 cache), keeping 8 rows x 2 panels of int32 accumulators in registers, reading
-each row's four bytes as one broadcast 32-bit load, and stores the lanes inside n through a
-mask. Rows past a multiple of 8 and an odd last panel take smaller blocks of the same code.
-Slicing the columns rather than the rows spreads the packing over the threads too and keeps
-a batch of a few rows (inference) parallel.
+one per four rows of k, lane j holding the four bytes of column j (zeros past k and n).
+`mlirxla_byte_gemm_vnni` then runs over the left operand's rows for each pair of panels (32
+columns; a pair of k = 1024 is 32 KiB, in a core's L1 cache), keeping 8 rows x 2 panels of
+int32 accumulators in registers, and stores the lanes inside n through a mask. Rows past a
+multiple of 8 and an odd last panel take smaller blocks of the same code. Slicing the columns
+rather than the rows spreads the packing over the threads too and keeps a batch of a few
+rows (inference) parallel.
 
 Taken for a dot that is one GEMM (no batch) whose left operand is not transposed, on a host
 with `avx512_vnni`; elsewhere the dot stays a float GEMM or a generated loop nest."""
@@ -48,13 +50,7 @@ def available() -> bool:
 
 
 def packed_bytes(n: int, k: int) -> int:
-    """The packed right operand of k x n: its blocks, then its panels' int32 column sums."""
-    panels, groups = -(-n // LANES), -(-k // 4)
-    return panels * groups * BLOCK_BYTES + panels * LANES * 4
-
-
-def sums_offset(n: int, k: int) -> int:
-    """Where the column sums start in the packed operand."""
+    """The packed right operand of k x n: a block of 4 rows x 16 columns for each."""
     return -(-n // LANES) * -(-k // 4) * BLOCK_BYTES
 
 
@@ -112,13 +108,13 @@ def splat(text: Text, name: str, scalar: str) -> str:
 
 
 def pack_text() -> str:
-    """(rhs, packed, sums, k, n, row stride, column stride): element (r, j) of the rhs at
-    rhs[r * row stride + j * column stride]; the blocks go to `packed`, the columns' int32 sums
-    (16 a panel) to `sums`. Blocks of full rows and columns of a row-major
-    rhs interleave four 16-byte rows; of a transposed one gather 16 words; the others (past k
-    or n) are written a byte at a time, zeros outside."""
-    text = Text(f"@{PACK}(ptr noalias readonly %rhs, ptr noalias %packed, ptr noalias %sums, i64 %k, i64 %n, i64 %row_stride, "
-                "i64 %column_stride)")
+    """(rhs, packed, k, n, row stride, column stride, flip): element (r, j) of the rhs at
+    rhs[r * row stride + j * column stride], its bytes' sign bits flipped when `flip` is 1
+    (int8 + 128 as uint8). Blocks of full rows and columns of a row-major rhs interleave four
+    16-byte rows; of a transposed one gather 16 words; the others (past k or n) are written a
+    byte at a time, zeros outside."""
+    text = Text(f"@{PACK}(ptr noalias readonly %rhs, ptr noalias %packed, i64 %k, i64 %n, i64 %row_stride, i64 %column_stride, "
+                "i64 %flip)")
     text.line("%k_plus = add i64 %k, 3")
     text.line("%groups = lshr i64 %k_plus, 2")
     text.line("%n_plus = add i64 %n, 15")
@@ -126,20 +122,17 @@ def pack_text() -> str:
     text.line(f"%panel_bytes = mul i64 %groups, {BLOCK_BYTES}")
     text.line("%row_major = icmp eq i64 %column_stride, 1")
     text.line("%column_major = icmp eq i64 %row_stride, 1")
-    ones = splat(text, "ones", "16843009")  # 0x01010101: each byte of the block times one
-    sum_slot = text.slot("sum.slot", VECTOR)
+    text.line("%flipped = icmp ne i64 %flip, 0")
+    text.line("%flip_word = select i1 %flipped, i32 -2139062144, i32 0")  # 0x80808080
+    flips = splat(text, "flips", "%flip_word")
 
     def panel():
-        text.line(f"store {VECTOR} zeroinitializer, ptr {sum_slot}")
         text.line("%panel_offset = mul i64 %p, %panel_bytes")
         text.line("%panel_start = getelementptr i8, ptr %packed, i64 %panel_offset")
         text.line("%column0 = shl i64 %p, 4")
         text.line("%column_end = add i64 %column0, 16")
         text.line("%full_columns = icmp sle i64 %column_end, %n")
         text.loop("q", "0", "%groups", 1, group)
-        text.line(f"%sum = load {VECTOR}, ptr {sum_slot}")
-        text.line("%sum_at = getelementptr i32, ptr %sums, i64 %column0")
-        text.line(f"store {VECTOR} %sum, ptr %sum_at, align 4")
 
     def group():
         text.line(f"%block_offset = mul i64 %q, {BLOCK_BYTES}")
@@ -156,9 +149,8 @@ def pack_text() -> str:
         text.when("gathered", "%gather", gathered)
         text.when("bytewise", "%slow", bytewise)
         text.line(f"%packed_block = load {VECTOR}, ptr %block, align 4")
-        text.line(f"%old_sum = load {VECTOR}, ptr {sum_slot}")
-        text.line(f"%new_sum = call {VECTOR} @{DPBUSD}({VECTOR} %old_sum, {VECTOR} {ones}, {VECTOR} %packed_block)")
-        text.line(f"store {VECTOR} %new_sum, ptr {sum_slot}")
+        text.line(f"%flipped_block = xor {VECTOR} %packed_block, {flips}")
+        text.line(f"store {VECTOR} %flipped_block, ptr %block, align 4")
 
     def interleaved():
         for t in range(4):
@@ -213,9 +205,12 @@ def pack_text() -> str:
 
 
 def gemm_text() -> str:
-    """(lhs, packed, sums, output, m, n, k, lhs row stride, output row stride, signed lhs):
-    the output's m x n int32 = lhs (m x k bytes) times the packed rhs."""
-    text = Text(f"@{GEMM}(ptr noalias readonly %lhs, ptr noalias readonly %packed, ptr noalias readonly %sums, ptr noalias %out, "
+    """(lhs, packed, row sums, output, m, n, k, lhs row stride, output row stride, signed lhs):
+    the output's m x n int32 = lhs (m x k bytes) times the packed rhs. An int8 lhs is the
+    signed operand of `vpdpbusd`, broadcast straight from memory, against a rhs packed with
+    its sign bits flipped (`b + 128`); the lhs' row sums, taken first into `row sums`, times
+    128 come off. A uint8 lhs is the unsigned operand against the rhs as it is."""
+    text = Text(f"@{GEMM}(ptr noalias readonly %lhs, ptr noalias readonly %packed, ptr noalias %row_sums, ptr noalias %out, "
                 "i64 %m, i64 %n, i64 %k, i64 %lda, i64 %ldc, i64 %signed)")
     text.line("%whole_groups = lshr i64 %k, 2")
     text.line("%rest = and i64 %k, 3")
@@ -229,14 +224,28 @@ def gemm_text() -> str:
     text.line("%has_odd_panel = icmp ne i64 %odd_panel, 0")
     text.line(f"%panel_bytes = mul i64 %groups, {BLOCK_BYTES}")
     text.line("%is_signed = icmp ne i64 %signed, 0")
-    text.line("%flip = select i1 %is_signed, i32 -2139062144, i32 0")  # 0x80808080: int8 + 128 as uint8
-    text.line("%weight = select i1 %is_signed, i32 128, i32 0")
-    weight = splat(text, "weights", "%weight")
+    text.line("%is_unsigned = xor i1 %is_signed, true")
     text.line(f"%odd_rows = urem i64 %m, {ROWS}")
     text.line("%block_rows = sub i64 %m, %odd_rows")
     tail_word = text.slot("tail_word", "i32")
+    row_sum = text.slot("row_sum", "i32")
 
-    def kernel(rows: int, panels: int, first_panel: str, tag: str):
+    def sum_row():
+        text.line(f"store i32 0, ptr {row_sum}")
+        text.line("%sum_row_offset = mul i64 %sum_i, %lda")
+        text.line("%sum_row = getelementptr i8, ptr %lhs, i64 %sum_row_offset")
+        text.loop("sum_j", "0", "%k", 1, lambda: (
+            text.line("%sum_at = getelementptr i8, ptr %sum_row, i64 %sum_j"),
+            text.line("%sum_byte = load i8, ptr %sum_at"),
+            text.line("%sum_value = sext i8 %sum_byte to i32"),
+            text.line(f"%sum_old = load i32, ptr {row_sum}"),
+            text.line("%sum_new = add i32 %sum_old, %sum_value"),
+            text.line(f"store i32 %sum_new, ptr {row_sum}")))
+        text.line(f"%sum_total = load i32, ptr {row_sum}")
+        text.line("%sum_slot_at = getelementptr i32, ptr %row_sums, i64 %sum_i")
+        text.line("store i32 %sum_total, ptr %sum_slot_at")
+
+    def kernel(rows: int, panels: int, first_panel: str, tag: str, signed: bool):
         """Rows %<tag>i ... + rows of panels first_panel ... + panels."""
         i = f"%{tag}i"
         accumulators = [[text.slot(f"{tag}acc{r}_{c}", VECTOR) for c in range(panels)] for r in range(rows)]
@@ -258,14 +267,12 @@ def gemm_text() -> str:
                 text.line(f"%{tag}{group}b_at{c} = getelementptr i8, ptr %{tag}b{c}, i64 %{tag}{group}block")
                 text.line(f"%{tag}{group}bv{c} = load {VECTOR}, ptr %{tag}{group}b_at{c}, align 4")
             for r in range(rows):
-                word = words(r)
-                text.line(f"%{tag}{group}flipped{r} = xor i32 {word}, %flip")
-                broadcast = splat(text, f"{tag}{group}av{r}", f"%{tag}{group}flipped{r}")
+                broadcast = splat(text, f"{tag}{group}av{r}", words(r))
                 for c in range(panels):
                     name = f"%{tag}{group}acc{r}_{c}"
+                    unsigned, signed_bytes = (f"%{tag}{group}bv{c}", broadcast) if signed else (broadcast, f"%{tag}{group}bv{c}")
                     text.line(f"{name} = load {VECTOR}, ptr {accumulators[r][c]}")
-                    text.line(f"{name}.new = call {VECTOR} @{DPBUSD}({VECTOR} {name}, {VECTOR} {broadcast}, "
-                              f"{VECTOR} %{tag}{group}bv{c})")
+                    text.line(f"{name}.new = call {VECTOR} @{DPBUSD}({VECTOR} {name}, {VECTOR} {unsigned}, {VECTOR} {signed_bytes})")
                     text.line(f"store {VECTOR} {name}.new, ptr {accumulators[r][c]}")
 
         def whole_group():
@@ -300,33 +307,45 @@ def gemm_text() -> str:
         text.when(f"{tag}rest", "%has_rest", last_group)
         for c in range(panels):
             text.line(f"%{tag}column{c} = shl i64 %{tag}panel{c}, 4")
-            text.line(f"%{tag}sum_at{c} = getelementptr i32, ptr %sums, i64 %{tag}column{c}")
-            text.line(f"%{tag}sum{c} = load {VECTOR}, ptr %{tag}sum_at{c}, align 4")
-            text.line(f"%{tag}correction{c} = mul {VECTOR} %{tag}sum{c}, {weight}")
             text.line(f"%{tag}inside{c} = sub i64 %n, %{tag}column{c}")
             text.line(f"%{tag}inside32_{c} = trunc i64 %{tag}inside{c} to i32")
             bound = splat(text, f"{tag}bound{c}", f"%{tag}inside32_{c}")
             text.line(f"%{tag}mask{c} = icmp slt {VECTOR} {LANE_INDICES}, {bound}")
         for r in range(rows):
             text.line(f"%{tag}out_row{r} = mul i64 %{tag}row{r}, %ldc")
+            if signed:
+                text.line(f"%{tag}sum_at{r} = getelementptr i32, ptr %row_sums, i64 %{tag}row{r}")
+                text.line(f"%{tag}sum{r} = load i32, ptr %{tag}sum_at{r}")
+                text.line(f"%{tag}correction_word{r} = shl i32 %{tag}sum{r}, 7")
+                correction = splat(text, f"{tag}correction{r}", f"%{tag}correction_word{r}")
             for c in range(panels):
                 text.line(f"%{tag}total{r}_{c} = load {VECTOR}, ptr {accumulators[r][c]}")
-                text.line(f"%{tag}result{r}_{c} = sub {VECTOR} %{tag}total{r}_{c}, %{tag}correction{c}")
+                result = f"%{tag}total{r}_{c}"
+                if signed:
+                    text.line(f"%{tag}result{r}_{c} = sub {VECTOR} %{tag}total{r}_{c}, {correction}")
+                    result = f"%{tag}result{r}_{c}"
                 text.line(f"%{tag}out_offset{r}_{c} = add i64 %{tag}out_row{r}, %{tag}column{c}")
                 text.line(f"%{tag}out_at{r}_{c} = getelementptr i32, ptr %out, i64 %{tag}out_offset{r}_{c}")
-                text.line(f"call void @llvm.masked.store.v16i32.p0({VECTOR} %{tag}result{r}_{c}, ptr %{tag}out_at{r}_{c}, i32 4, "
+                text.line(f"call void @llvm.masked.store.v16i32.p0({VECTOR} {result}, ptr %{tag}out_at{r}_{c}, i32 4, "
                           f"<16 x i1> %{tag}mask{c})")
 
-    def pair():
-        text.line("%first = shl i64 %pair, 1")
-        text.loop("xi", "0", "%block_rows", ROWS, lambda: kernel(ROWS, 2, "%first", "x"))
-        text.loop("yi", "%block_rows", "%m", 1, lambda: kernel(1, 2, "%first", "y"))
+    def product(signed: bool):
+        sign = "s" if signed else "u"
 
-    def last_panel():
-        text.line("%last = sub i64 %panels, 1")
-        text.loop("zi", "0", "%block_rows", ROWS, lambda: kernel(ROWS, 1, "%last", "z"))
-        text.loop("vi", "%block_rows", "%m", 1, lambda: kernel(1, 1, "%last", "v"))
+        def pair():
+            text.line(f"%{sign}first = shl i64 %{sign}pair, 1")
+            text.loop(f"{sign}xi", "0", "%block_rows", ROWS, lambda: kernel(ROWS, 2, f"%{sign}first", f"{sign}x", signed))
+            text.loop(f"{sign}yi", "%block_rows", "%m", 1, lambda: kernel(1, 2, f"%{sign}first", f"{sign}y", signed))
 
-    text.loop("pair", "0", "%pairs", 1, pair)
-    text.when("odd", "%has_odd_panel", last_panel)
+        def last_panel():
+            text.line(f"%{sign}last = sub i64 %panels, 1")
+            text.loop(f"{sign}zi", "0", "%block_rows", ROWS, lambda: kernel(ROWS, 1, f"%{sign}last", f"{sign}z", signed))
+            text.loop(f"{sign}vi", "%block_rows", "%m", 1, lambda: kernel(1, 1, f"%{sign}last", f"{sign}v", signed))
+
+        text.loop(f"{sign}pair", "0", "%pairs", 1, pair)
+        text.when(f"{sign}odd", "%has_odd_panel", last_panel)
+
+    text.when("row_sums", "%is_signed", lambda: text.loop("sum_i", "0", "%m", 1, sum_row))
+    text.when("signed", "%is_signed", lambda: product(True))
+    text.when("unsigned", "%is_unsigned", lambda: product(False))
     return text.text()

@@ -218,7 +218,7 @@ def to_buffers(module: ir.Module, cpu_loops: bool = True) -> tuple[dict[str, lis
     to_linalg(module)
     with ir.Location.unknown():
         gathered_producers.compute_gathered_elements(module)
-    fold_unit_dimensions_of_reshaped_results(module)
+    fold_unit_dimensions_around_reshapes(module)
     with ir.Location.unknown():
         narrow_reductions.widen_narrow_min_max_reductions(module)
         if cpu_loops:
@@ -248,7 +248,7 @@ def to_linalg(module: ir.Module) -> None:
     run_passes(module, FUSE_ELEMENTWISE)
 
 
-def fold_unit_dimensions_of_reshaped_results(module: ir.Module) -> None:
+def fold_unit_dimensions_around_reshapes(module: ir.Module) -> None:
     """A result computed with a unit dimension the destination lacks (a cross-entropy
     gradient's [n, 1, m] loop nest over a [n, 1] keepdims sum, reshaped into its [n, m]
     output) would be computed into scratch and copied over: with the unit dimensions dropped
@@ -256,12 +256,22 @@ def fold_unit_dimensions_of_reshaped_results(module: ir.Module) -> None:
     straight into the destination. The same holds for a part of a concatenated result
     (`concatenation.py`'s slices): jnp.meshgrid's halves, [1, n, 1, m] loop nests reshaped
     into [1, n, m] slices, went through 24 MB of scratch. Only kernels that reshape a result
-    or a part of one run the pass."""
+    or a part of one run the pass.
+
+    Likewise a loop nest's result reshaped between unit dimensions for another loop nest
+    (`jnp.take_along_axis`' in-bounds mask, [n, m, 1] for a select over [n, m]): elementwise
+    fusion stops at the reshape, and bufferization gave the mask a buffer of its own (a
+    scratch pass over memory). With the unit dimensions dropped the two nests meet and fuse."""
     reshaped = [op for op in ops_named(module, "bufferization.materialize_in_destination", "tensor.insert_slice")
                 if not isinstance(op.operands[0].owner, ir.Block)
                 and op.operands[0].owner.name in ("tensor.collapse_shape", "tensor.expand_shape")]
-    if reshaped:
+    between_nests = [op for op in ops_named(module, "tensor.collapse_shape", "tensor.expand_shape")
+                     if not isinstance(op.operands[0].owner, ir.Block) and op.operands[0].owner.name == "linalg.generic"
+                     and any(use.owner.name == "linalg.generic" for use in op.results[0].uses)]
+    if reshaped or between_nests:
         run_passes(module, FOLD_UNIT_DIMENSIONS)
+    if between_nests:
+        run_passes(module, FUSE_ELEMENTWISE)
 
 
 def copies_as_loops(module: ir.Module) -> None:

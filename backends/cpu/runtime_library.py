@@ -363,18 +363,19 @@ def widening_gemm_call(symbol: str, panels, routine: str) -> str:
 def byte_gemm_call(symbol: str, m: int, columns: int, n: int, k: int, transposed_rhs: bool, signed_lhs: bool) -> str:
     """LLVM IR of kernel `symbol` (lhs, rhs, output, scratch), each pointer at its slice: the
     slice's `columns` of the k x n int8 rhs (transposed: stored as n x k) packed into
-    `scratch`, then multiplied by the m x k lhs into those columns of the m x n int32 output
-    (`byte_gemm.py`)."""
+    `scratch` (for an int8 lhs made unsigned, the lhs' row sums after it), then multiplied by
+    the m x k lhs into those columns of the m x n int32 output (`byte_gemm.py`)."""
     strides = (1, k) if transposed_rhs else (n, 1)
     lhs = "int8" if signed_lhs else "uint8"
     return "\n".join([
         f"; kernel {symbol}: {columns} columns of a {m}x{n}x{k} {lhs} x int8 GEMM into int32 on VNNI, in the runtime library",
-        f"declare void @{byte_gemm.PACK}(ptr, ptr, ptr, i64, i64, i64, i64)",
+        f"declare void @{byte_gemm.PACK}(ptr, ptr, i64, i64, i64, i64, i64)",
         f"declare void @{byte_gemm.GEMM}(ptr, ptr, ptr, ptr, i64, i64, i64, i64, i64, i64)", "",
         f"define void @{symbol}(ptr %lhs, ptr %rhs, ptr %output, ptr %scratch) {{",
-        f"  %sums = getelementptr i8, ptr %scratch, i64 {byte_gemm.sums_offset(columns, k)}",
-        f"  call void @{byte_gemm.PACK}(ptr %rhs, ptr %scratch, ptr %sums, i64 {k}, i64 {columns}, i64 {strides[0]}, i64 {strides[1]})",
-        f"  call void @{byte_gemm.GEMM}(ptr %lhs, ptr %scratch, ptr %sums, ptr %output, i64 {m}, i64 {columns}, i64 {k}, i64 {k}, "
+        f"  %row_sums = getelementptr i8, ptr %scratch, i64 {byte_gemm.packed_bytes(columns, k)}",
+        f"  call void @{byte_gemm.PACK}(ptr %rhs, ptr %scratch, i64 {k}, i64 {columns}, i64 {strides[0]}, i64 {strides[1]}, "
+        f"i64 {int(signed_lhs)})",
+        f"  call void @{byte_gemm.GEMM}(ptr %lhs, ptr %scratch, ptr %row_sums, ptr %output, i64 {m}, i64 {columns}, i64 {k}, i64 {k}, "
         f"i64 {n}, i64 {int(signed_lhs)})",
         "  ret void", "}", ""])
 

@@ -2640,6 +2640,45 @@ def test_a_gather_batched_along_rows_splits_them_over_the_threads(monkeypatch):
     np.testing.assert_array_equal(values, np.take_along_axis(x, at[:, :, 0], axis=1))
 
 
+# jnp.take_along_axis as jax lowers it: negative positions wrapped, the in-bounds mask computed
+# over [n, m, 1] index vectors and reduced over the unit dimension for the select over [n, m]
+MASKED_ALONG_ROWS = """func.func @main(%x: tensor<64x32xf32>, %i: tensor<64x8xi32>) -> tensor<64x8xf32> {
+  %zero = stablehlo.constant dense<0> : tensor<64x8xi32>
+  %width = stablehlo.constant dense<32> : tensor<64x8xi32>
+  %negative = stablehlo.compare LT, %i, %zero, SIGNED : (tensor<64x8xi32>, tensor<64x8xi32>) -> tensor<64x8xi1>
+  %wrapped = stablehlo.add %i, %width : tensor<64x8xi32>
+  %position = stablehlo.select %negative, %wrapped, %i : tensor<64x8xi1>, tensor<64x8xi32>
+  %at = stablehlo.reshape %position : (tensor<64x8xi32>) -> tensor<64x8x1xi32>
+  %zero3 = stablehlo.constant dense<0> : tensor<64x8x1xi32>
+  %last3 = stablehlo.constant dense<31> : tensor<64x8x1xi32>
+  %low = stablehlo.compare GE, %at, %zero3, SIGNED : (tensor<64x8x1xi32>, tensor<64x8x1xi32>) -> tensor<64x8x1xi1>
+  %high = stablehlo.compare LE, %at, %last3, SIGNED : (tensor<64x8x1xi32>, tensor<64x8x1xi32>) -> tensor<64x8x1xi1>
+  %inside3 = stablehlo.and %low, %high : tensor<64x8x1xi1>
+  %true = stablehlo.constant dense<true> : tensor<i1>
+  %inside = stablehlo.reduce(%inside3 init: %true) applies stablehlo.and across dimensions = [2] : (tensor<64x8x1xi1>, tensor<i1>) -> tensor<64x8xi1>
+  %g = "stablehlo.gather"(%x, %at) <{dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [1], operand_batching_dims = [0],
+       start_indices_batching_dims = [0], start_index_map = [1], index_vector_dim = 2>, slice_sizes = array<i64: 1, 1>}> : (tensor<64x32xf32>, tensor<64x8x1xi32>) -> tensor<64x8xf32>
+  %nan = stablehlo.constant dense<0x7FC00000> : tensor<64x8xf32>
+  %r = stablehlo.select %inside, %g, %nan : tensor<64x8xi1>, tensor<64x8xf32>
+  return %r : tensor<64x8xf32>
+}"""
+
+
+def test_a_mask_reshaped_between_unit_dimensions_fuses_into_its_select():
+    """The mask's loop nest over [64, 8, 1] and the select's over [64, 8] meet once the unit
+    dimension is dropped (`lowering.fold_unit_dimensions_around_reshapes`): one kernel with no
+    scratch, where the mask had a buffer of its own; positions out of range give NaN."""
+    executable = Client().compile(MASKED_ALONG_ROWS)
+    assert "scratch" not in executable.thunk_sequence(), executable.thunk_sequence()
+    rng = np.random.default_rng(14)
+    x = rng.standard_normal((64, 32)).astype(np.float32)
+    at = rng.integers(-40, 40, (64, 8)).astype(np.int32)
+    (values,) = executable.execute_numpy([x, at])
+    position = np.where(at < 0, at + 32, at)
+    inside = (position >= 0) & (position <= 31)
+    np.testing.assert_array_equal(values, np.where(inside, np.take_along_axis(x, np.clip(position, 0, 31), axis=1), np.nan))
+
+
 # a kernel whose IR parses but fails verification (a value used where it is not defined)
 UNVERIFIABLE = """define void @kernel(ptr %0) {
 entry:

@@ -69,8 +69,9 @@ def byte_gemm_thunks(emitter, dot: ir.Operation, owner: ir.Operation, out: ir.Va
     slices = thread_split.slice_count(n, threads) if emitter.slice_rows and threads > 1 and m * n * k >= PARALLEL_BYTE_PRODUCTS else None
     slices = slices if slices is not None and n // slices >= byte_gemm.LANES else 1
     columns, parts = n // slices, min(threads, slices)
-    scratch_bytes = byte_gemm.packed_bytes(columns, k)
-    scratch = emitter.allocate(scratch_bytes * parts, owner, symbol, f"int8 {k}x{columns} rhs in VNNI blocks, x{parts} concurrent calls")
+    scratch_bytes = byte_gemm.packed_bytes(columns, k) + 4 * m
+    scratch = emitter.allocate(scratch_bytes * parts, owner, symbol,
+                               f"int8 {k}x{columns} rhs in VNNI blocks and {m} row sums, x{parts} concurrent calls")
     signed = str(ir.RankedTensorType(lhs.type).element_type) == "i8"
     emitter.kernels.append(KernelSpec(symbol, owner, library_call=byte_gemm_call(symbol, m, columns, n, k, transpose_rhs, signed)))
     emitter.decisions.append(f"{name}: dot as the byte GEMM on VNNI {m}x{n}x{k} ({byte_gemm.GEMM})"
