@@ -1,5 +1,5 @@
 """Byte GEMMs on VNNI: a dot of int8 (or uint8) rows by int8 columns into int32 as the runtime
-library's GEMM built on `vpdpbusd`, as XLA:CPU's int8 dots run on oneDNN's VNNI kernels.
+library's GEMM built on `vpdpbusd` (XLA:CPU hands such dots to YNNPACK's int8 kernels).
 
 `vpdpbusd` adds to each 32-bit lane of an accumulator the four products of that lane's
 unsigned bytes of one operand and signed bytes of the other: sixty-four multiply-adds a
@@ -60,7 +60,6 @@ class Text:
 
     def __init__(self, signature: str):
         self.lines = [f"define void {signature} {{", "entry:"]
-        self.slots: list[str] = []
         self.at_entry = len(self.lines)
 
     def line(self, text: str) -> None:
@@ -112,7 +111,8 @@ def pack_text() -> str:
     rhs[r * row stride + j * column stride], its bytes' sign bits flipped when `flip` is 1
     (int8 + 128 as uint8). Blocks of full rows and columns of a row-major rhs interleave four
     16-byte rows; of a transposed one gather 16 words; the others (past k or n) are written a
-    byte at a time, zeros outside."""
+    byte at a time, zeros outside (which the products never read: the lhs' bytes past k are
+    zeros, the lanes past n are not stored)."""
     text = Text(f"@{PACK}(ptr noalias readonly %rhs, ptr noalias %packed, i64 %k, i64 %n, i64 %row_stride, i64 %column_stride, "
                 "i64 %flip)")
     text.line("%k_plus = add i64 %k, 3")
@@ -261,8 +261,8 @@ def gemm_text() -> str:
             text.line(f"%{tag}row_offset{r} = mul i64 %{tag}row{r}, %lda")
             text.line(f"%{tag}a{r} = getelementptr i8, ptr %lhs, i64 %{tag}row_offset{r}")
 
-        def step(group: str, words):
-            text.line(f"%{tag}{group}block = mul i64 %{tag}{group}q, {BLOCK_BYTES}")
+        def step(group: str, q: str, words):
+            text.line(f"%{tag}{group}block = mul i64 {q}, {BLOCK_BYTES}")
             for c in range(panels):
                 text.line(f"%{tag}{group}b_at{c} = getelementptr i8, ptr %{tag}b{c}, i64 %{tag}{group}block")
                 text.line(f"%{tag}{group}bv{c} = load {VECTOR}, ptr %{tag}{group}b_at{c}, align 4")
@@ -283,11 +283,9 @@ def gemm_text() -> str:
                 text.line(f"%{tag}word{r} = load i32, ptr %{tag}a_at{r}, align 1")
                 return f"%{tag}word{r}"
 
-            text.line(f"%{tag}wq = add i64 %{tag}q, 0")
-            step("w", word)
+            step("w", f"%{tag}q", word)
 
         def last_group():
-            text.line(f"%{tag}tq = add i64 %whole_groups, 0")
             text.line(f"%{tag}tail_byte = shl i64 %whole_groups, 2")
 
             def word(r):
@@ -301,7 +299,7 @@ def gemm_text() -> str:
                 text.line(f"%{tag}tword{r} = load i32, ptr {tail_word}")
                 return f"%{tag}tword{r}"
 
-            step("t", word)
+            step("t", "%whole_groups", word)
 
         text.loop(f"{tag}q", "0", "%whole_groups", 1, whole_group)
         text.when(f"{tag}rest", "%has_rest", last_group)

@@ -363,7 +363,7 @@ def widening_gemm_call(symbol: str, panels, routine: str) -> str:
 def byte_gemm_call(symbol: str, m: int, columns: int, n: int, k: int, transposed_rhs: bool, signed_lhs: bool) -> str:
     """LLVM IR of kernel `symbol` (lhs, rhs, output, scratch), each pointer at its slice: the
     slice's `columns` of the k x n int8 rhs (transposed: stored as n x k) packed into
-    `scratch` (for an int8 lhs made unsigned, the lhs' row sums after it), then multiplied by
+    `scratch` (its sign bits flipped for an int8 lhs, whose row sums follow it), then multiplied by
     the m x k lhs into those columns of the m x n int32 output (`byte_gemm.py`)."""
     strides = (1, k) if transposed_rhs else (n, 1)
     lhs = "int8" if signed_lhs else "uint8"

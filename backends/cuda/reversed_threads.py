@@ -16,6 +16,9 @@ threads that run at the same time, which a sequential run never interleaves. Ato
 additions (scatter-adds) may round differently in the two orders, as they do on a GPU.
 """
 
+import os
+
+from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import nested_ops, ops_named
 from mlirxla.mlir import arith, ir
 
@@ -28,24 +31,18 @@ ORDERS = ("forward", "reversed")
 def order_from_environment() -> str:
     """The host check's order of blocks and threads: `forward` unless the variable says
     `reversed`; anything else is refused, naming the variable."""
-    import os
-
-    from mlirxla.errors import MlirxlaError
-
     order = os.environ.get(ENVIRONMENT) or "forward"
     if order not in ORDERS:
         raise MlirxlaError(f"{ENVIRONMENT}={order}: the host check's order is one of {', '.join(ORDERS)}")
     return order
 
 
-def reverse_mapped_loops(module: ir.Module, symbol: str) -> int:
-    """Reverse every `scf.parallel` with a gpu mapping in the module's functions; returns how
-    many loops were reversed."""
+def reverse_mapped_loops(module: ir.Module, symbol: str) -> None:
+    """Reverse every `scf.parallel` with a gpu mapping in the module's functions."""
     loops = [op for function in ops_named(module, "func.func") for op in nested_ops(function)
              if op.name == "scf.parallel" and "mapping" in op.attributes]
     for loop in loops:
         reverse(loop, symbol)
-    return len(loops)
 
 
 def reverse(loop: ir.Operation, symbol: str) -> None:

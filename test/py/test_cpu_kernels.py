@@ -2616,14 +2616,12 @@ def test_gathered_points_split_over_the_threads(monkeypatch):
     np.testing.assert_array_equal(values, image[np.floor(points[:, 0]).astype(int), np.floor(points[:, 1]).astype(int)])
 
 
-def taken_along_rows(batching: str) -> str:
-    """`jnp.take_along_axis(x, i, axis=1)`'s gather: row b of the result from row b of x
-    (`batching`: the gather's batching dimension numbers)."""
-    return f"""func.func @main(%x: tensor<1024x512xf32>, %i: tensor<1024x64x1xi32>) -> tensor<1024x64xf32> {{
-  %0 = "stablehlo.gather"(%x, %i) <{{dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [1], {batching},
-       start_index_map = [1], index_vector_dim = 2>, slice_sizes = array<i64: 1, 1>}}> : (tensor<1024x512xf32>, tensor<1024x64x1xi32>) -> tensor<1024x64xf32>
+# `jnp.take_along_axis(x, i, axis=1)`'s gather: row b of the result from row b of x
+TAKEN_ALONG_ROWS = """func.func @main(%x: tensor<1024x512xf32>, %i: tensor<1024x64x1xi32>) -> tensor<1024x64xf32> {
+  %0 = "stablehlo.gather"(%x, %i) <{dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [1], operand_batching_dims = [0],
+       start_indices_batching_dims = [0], start_index_map = [1], index_vector_dim = 2>, slice_sizes = array<i64: 1, 1>}> : (tensor<1024x512xf32>, tensor<1024x64x1xi32>) -> tensor<1024x64xf32>
   return %0 : tensor<1024x64xf32>
-}}"""
+}"""
 
 
 def test_a_gather_batched_along_rows_splits_them_over_the_threads(monkeypatch):
@@ -2631,7 +2629,7 @@ def test_a_gather_batched_along_rows_splits_them_over_the_threads(monkeypatch):
     result reads its own block of both, so the kernel runs in row blocks over two threads
     (0.42 -> 0.27 ms for take_along_axis of 4096 x 512), numpy's values."""
     monkeypatch.setenv("MLIRXLA_CPU_THREADS", "2")
-    executable = Client().compile(taken_along_rows("operand_batching_dims = [0], start_indices_batching_dims = [0]"))
+    executable = Client().compile(TAKEN_ALONG_ROWS)
     assert "sliced kernel x2" in executable.thunk_sequence(), executable.thunk_sequence()
     rng = np.random.default_rng(13)
     x = rng.standard_normal((1024, 512)).astype(np.float32)
