@@ -24,6 +24,7 @@ import math
 
 from mlirxla.ir_queries import nested_ops, ops_named
 from mlirxla.mlir import arith, ir, tensor
+from mlirxla.transforms.fusion_graph import clone_into
 
 ELEMENTWISE_DIALECTS = {"arith", "math", "complex"}
 BODY_OPS = {"tensor.extract", "linalg.index", "linalg.yield"}
@@ -134,9 +135,5 @@ def inline_at(extract: ir.Operation, producer: ir.Operation) -> None:
             if op.name == "linalg.index":
                 mapping[op.results[0]] = indices[ir.IntegerAttr(op.attributes["dim"]).value]
                 continue
-            clone = op.clone(ir.InsertionPoint(extract))
-            for number, operand in enumerate(clone.operands):
-                if operand in mapping:
-                    clone.operands[number] = mapping[operand]
-            mapping.update(zip(op.results, clone.results))
+            clone_into(op, mapping)
     extract.erase()
