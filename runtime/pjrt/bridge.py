@@ -183,6 +183,16 @@ def executable_info(executable: LoadedExecutable) -> tuple[str, str, list, tuple
             plan.replica_count, plan.partition_count)
 
 
+def parameter_types(executable: LoadedExecutable) -> list[tuple[str, tuple[int, ...]]]:
+    """(element type name, dims) per parameter, as `executable_info` names the outputs'."""
+    return [(np.dtype(spec.dtype).name, tuple(spec.shape)) for spec in executable.executable.plan.parameters]
+
+
+def native_plan(executable: LoadedExecutable) -> tuple | None:
+    """How the C side runs an execution itself (`Executable.native_plan`), or None."""
+    return executable.executable.native_plan()
+
+
 def memory_stats(executable: LoadedExecutable) -> tuple[int, int, int, int, int]:
     """(native code, parameter, output, parameter bytes holding outputs, temp bytes): temps are
     the slab, the kernels' scratch and im2col rows inside it."""
@@ -247,6 +257,12 @@ def execute(executable: LoadedExecutable, arrays: list, addresses: list, donated
     """Run on one device's arguments (and their addresses); the `donated` parameters' memory
     may be written."""
     return executable.executable.execute(arrays, donated=frozenset(donated), addresses=addresses)
+
+
+def execute_checked(executable: LoadedExecutable, arrays: list, addresses: list, donated: list) -> list:
+    """`execute` of buffers the C side found of the parameters' element types and dimensions
+    (a buffer's array is C-contiguous)."""
+    return executable.executable.execute_checked(arrays, addresses, frozenset(donated))
 
 
 def execute_devices(executable: LoadedExecutable, arrays: list, addresses: list, donated: list,

@@ -557,6 +557,59 @@ def test_compile_error_reaches_jax_with_our_message(devices):
         np.testing.assert_allclose(np.asarray(jax.jit(lambda a: a + 1)(X)), X + 1)
 
 
+def mlirxla_frames(call) -> list[str]:
+    """The Python functions of mlirxla that `call` runs."""
+    names = []
+
+    def record(frame, event, argument):
+        if event == "call" and frame.f_globals.get("__name__", "").startswith("mlirxla"):
+            names.append(f"{frame.f_globals['__name__']}.{frame.f_code.co_name}")
+
+    sys.setprofile(record)
+    try:
+        call()
+    finally:
+        sys.setprofile(None)
+    return names
+
+
+STRAIGHT_PROGRAMS = {
+    "one kernel": lambda a: jnp.tanh(a) + a,
+    "a copy and a kernel": lambda a: (a[:3], a[3:] * 2),
+    "a native driver": lambda a: (jnp.sort(a, 0), jnp.cumsum(a, 1), jnp.max(a, 0)),
+}
+
+
+@pytest.mark.parametrize("name", STRAIGHT_PROGRAMS)
+def test_straight_programs_run_without_python(devices, name):
+    """An execution that needs only its arguments and fresh outputs (no temps, no parameter
+    written, kernels and copies, or a native driver that never calls back) is run by the
+    plugin itself: no mlirxla Python runs per call, and the results are the cpu backend's."""
+    mlirxla, _ = devices
+    function = STRAIGHT_PROGRAMS[name]
+    assert_same_as_cpu(devices, function, X)
+    with jax.default_device(mlirxla):
+        jitted, x = jax.jit(function), jax.device_put(X, mlirxla)
+        jax.block_until_ready(jitted(x))
+        assert mlirxla_frames(lambda: jax.block_until_ready(jitted(x))) == []
+
+
+def test_executions_walk_their_thunks_in_python_while_a_profile_records(devices):
+    """While a profile records, a straight execution walks its thunks in Python, where the
+    profile times them; after it, the plugin runs it natively again."""
+    from mlirxla.report import profile
+
+    mlirxla, _ = devices
+    with jax.default_device(mlirxla):
+        jitted, x = jax.jit(STRAIGHT_PROGRAMS["one kernel"]), jax.device_put(X, mlirxla)
+        jax.block_until_ready(jitted(x))
+        with profile.recording() as recorded:
+            frames = mlirxla_frames(lambda: jax.block_until_ready(jitted(x)))
+        assert "mlirxla.runtime.executable.execute_checked" in frames
+        assert recorded.summary().startswith("mlirxla profile: 1 execution(s)")
+        assert mlirxla_frames(lambda: jax.block_until_ready(jitted(x))) == []
+
+
 def test_execute_with_wrong_buffers_is_an_error(devices):
     """Straight to the PJRT executable, past jax's own checks: a wrong shape comes back as an
     INVALID_ARGUMENT with the runtime's message, and the executable still runs."""
