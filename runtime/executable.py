@@ -204,11 +204,19 @@ def function_address(function) -> int:
     return ctypes.cast(function, ctypes.c_void_p).value
 
 
+# the temp slab an execution the PJRT plugin runs natively may take: it allocates it per call
+# from the heap, which keeps the memory (`freed_memory`); larger slabs are reused by the
+# Python path, and programs that large do not notice its microseconds
+NATIVE_TEMP_BYTES = 1 << 20
+
+
 def native_step(thunk) -> tuple | None:
     """A thunk as a step of `Executable.native_plan`, or None when it needs Python."""
-    if type(thunk) is thunk_kinds.KernelThunk and thunk.scratch is None:
-        return (function_address(thunk.function), tuple(s.allocation for s in thunk.arguments),
-                tuple(s.offset for s in thunk.arguments), 0)
+    if type(thunk) is thunk_kinds.KernelThunk:
+        scratch = [] if thunk.scratch is None else [(thunk.scratch.allocation, thunk.scratch.offset + offset)
+                                                   for offset in thunk.scratch_offsets]
+        places = [(s.allocation, s.offset) for s in thunk.arguments] + scratch
+        return (function_address(thunk.function), tuple(a for a, _ in places), tuple(o for _, o in places), 0)
     if type(thunk) is thunk_kinds.CopyThunk:
         ends = (thunk.destination, thunk.source)
         return (0, tuple(s.allocation for s in ends), tuple(s.offset for s in ends), thunk.source.size)
@@ -260,7 +268,7 @@ class Executable:
         self.output_allocations = [o.allocation for o in self.outputs]
         self.straight = self.runs_straight()
         makers = dict(self.allocators)
-        self.output_makers = [makers[index] for index in self.output_allocations] if self.straight else []
+        self.output_makers = [makers[index] for index in self.output_allocations] if self.outputs_alone() else []
         phases.publish("executable", self)
 
     @classmethod
@@ -293,30 +301,37 @@ class Executable:
             arrays.append(array if array.flags.c_contiguous else np.ascontiguousarray(array))
         return arrays
 
-    def runs_straight(self) -> bool:
-        """Whether an execution needs nothing but its parameters and an array per output: no
-        parameter written, no temp slab, every output a fresh allocation of its own returned
-        whole, no BLAS threads to hold back and no memory check (small outputs). Such an
-        execution (a jitted op on small arrays, the most frequent call of all: jax dispatches
-        each op of eager code as one) skips the bookkeeping of the general path, which took
-        half of its 4 us in the plugin."""
-        fresh = sorted(index for index, _, _ in self.fresh)
-        return (not self.written_parameters and not self.fresh_temps and self.one_blas_thread is None
+    def outputs_alone(self) -> bool:
+        """Whether an execution writes only fresh arrays, one per output returned whole: no
+        parameter written, no BLAS threads to hold back and no memory check (small outputs)."""
+        fresh_outputs = sorted(index for index, _, _ in self.fresh if index not in self.fresh_temps)
+        return (not self.written_parameters and self.one_blas_thread is None
                 and self.fresh_bytes <= memory.ALWAYS_AFFORDABLE_BYTES
-                and all(o.whole for o in self.outputs) and sorted(self.output_allocations) == fresh)
+                and all(o.whole for o in self.outputs) and sorted(self.output_allocations) == fresh_outputs)
+
+    def runs_straight(self) -> bool:
+        """Whether an execution needs nothing but its parameters and an array per output
+        (`outputs_alone`, and no temp slab). Such an execution (a jitted op on small arrays,
+        the most frequent call of all: jax dispatches each op of eager code as one) skips the
+        bookkeeping of the general path, which took half of its 4 us in the plugin."""
+        return self.outputs_alone() and not self.fresh_temps
 
     def native_plan(self) -> tuple | None:
-        """What a native caller (the PJRT plugin) needs to run a straight execution with no
-        Python between its buffers and the code: (the address table with the constants in
-        it, the output allocations and a function making each output's array, the driver as
-        (function, imports table) or None, and without a driver the steps in order, each
-        (function, allocations, offsets, 0) for a kernel called on those addresses, or
-        (0, (destination, source) allocations, their offsets, bytes) for a copy). None when an
-        execution needs Python: it is not straight, a thunk is neither a plain kernel nor a
-        copy, the thunks run as a graph, or the driver calls back."""
-        if not self.straight:
+        """What a native caller (the PJRT plugin) needs to run an execution with no Python
+        between its buffers and the code: (the address table with the constants in it, the
+        output allocations and a function making each output's array, the temp allocations
+        and their bytes, the driver as (function, imports table) or None, and without a
+        driver the steps in order, each (function, allocations, offsets, 0) for a kernel
+        called on those addresses (its scratch arguments after them), or (0, (destination,
+        source) allocations, their offsets, bytes) for a copy). None when an execution needs
+        Python: its outputs are not alone (`outputs_alone`), its temps pass
+        `NATIVE_TEMP_BYTES`, a thunk is neither a plain kernel nor a copy, the thunks run as a
+        graph, or the driver calls back."""
+        sizes = self.plan.allocation_sizes
+        if not self.outputs_alone() or sum(sizes[index] for index in self.fresh_temps) > NATIVE_TEMP_BYTES:
             return None
-        head = (tuple(self.base_template), tuple(self.output_allocations), tuple(self.output_makers))
+        head = (tuple(self.base_template), tuple(self.output_allocations), tuple(self.output_makers),
+                tuple((index, sizes[index]) for index in self.fresh_temps))
         driver = self.plan.driver
         if driver is not None:
             native = not driver.called_back

@@ -1146,7 +1146,7 @@ static PJRT_Error* buffer_copy_to_memory(PJRT_Buffer_CopyToMemory_Args* args) {
  * the address table, makes the outputs and calls the code itself. A dispatch of a small
  * jitted op then runs no Python: the Python path took 1.7 us of the 7 such a call took. */
 
-enum { MAX_KERNEL_ARGUMENTS = 12, STACK_ALLOCATIONS = 64 };
+enum { MAX_KERNEL_ARGUMENTS = 12, STACK_ALLOCATIONS = 64, MAX_TEMPS = 8, TEMP_ALIGNMENT = 64 };
 
 typedef void* Pointer;
 
@@ -1164,6 +1164,9 @@ typedef struct {
   size_t output_count;
   size_t* output_allocations;
   PyObject* output_makers; /* a tuple: each called with no arguments makes its output's array */
+  size_t temp_count;
+  size_t temp_allocations[MAX_TEMPS];
+  size_t temp_bytes[MAX_TEMPS]; /* rounded up to TEMP_ALIGNMENT */
   int32_t (*driver)(int64_t*, int64_t*);
   int64_t* driver_imports;
   size_t step_count;
@@ -1197,13 +1200,14 @@ static int64_t* int64_list(PyObject* values, size_t* count) {
   return list;
 }
 
-/* The native plan of the bridge's tuple (template, output allocations, output makers,
+/* The native plan of the bridge's tuple (template, output allocations, output makers, temps,
  * (driver, imports) or None, steps), with the GIL held; NULL for None, a kernel with more
- * arguments than `run_step` takes, or a tuple that does not parse (the Python path runs). */
+ * arguments than `run_step` takes, more than MAX_TEMPS temps, or a tuple that does not parse
+ * (the Python path runs). */
 static NativePlan* read_native_plan(PyObject* made, size_t output_count) {
-  PyObject *template, *outputs, *makers, *driver, *steps;
-  if (made == Py_None || !PyArg_ParseTuple(made, "O!O!O!OO!", &PyTuple_Type, &template, &PyTuple_Type, &outputs, &PyTuple_Type, &makers,
-                                           &driver, &PyTuple_Type, &steps)) {
+  PyObject *template, *outputs, *makers, *temps, *driver, *steps;
+  if (made == Py_None || !PyArg_ParseTuple(made, "O!O!O!O!OO!", &PyTuple_Type, &template, &PyTuple_Type, &outputs, &PyTuple_Type, &makers,
+                                           &PyTuple_Type, &temps, &driver, &PyTuple_Type, &steps)) {
     PyErr_Clear();
     return NULL;
   }
@@ -1218,7 +1222,14 @@ static NativePlan* read_native_plan(PyObject* made, size_t output_count) {
   }
   plan->step_count = (size_t)PyTuple_Size(steps);
   plan->steps = calloc(plan->step_count + 1, sizeof(NativeStep));
-  bool fits = plan->output_count == output_count && PyTuple_Size(makers) == (Py_ssize_t)output_count;
+  bool fits = plan->output_count == output_count && PyTuple_Size(makers) == (Py_ssize_t)output_count && PyTuple_Size(temps) <= MAX_TEMPS;
+  for (size_t t = 0; fits && t < (size_t)PyTuple_Size(temps); ++t) {
+    size_t bytes = PyLong_AsSize_t(PyTuple_GetItem(PyTuple_GetItem(temps, (Py_ssize_t)t), 1));
+    plan->temp_allocations[t] = PyLong_AsSize_t(PyTuple_GetItem(PyTuple_GetItem(temps, (Py_ssize_t)t), 0));
+    plan->temp_bytes[t] = (bytes + TEMP_ALIGNMENT - 1) / TEMP_ALIGNMENT * TEMP_ALIGNMENT;
+    plan->temp_count = t + 1;
+    fits = plan->temp_allocations[t] < plan->allocation_count;
+  }
   for (size_t i = 0; i < plan->step_count; ++i) {
     NativeStep* step = &plan->steps[i];
     PyObject* described = PyTuple_GetItem(steps, (Py_ssize_t)i);
@@ -1949,8 +1960,9 @@ static bool thunks_observed(void) {
 }
 
 /* One device's execution by the executable's native plan, with the GIL held: its outputs made
- * by the plan's makers into `outputs`, the address table filled, the code run with the GIL
- * released (as ctypes runs it on the Python path). On failure no output is left. */
+ * by the plan's makers into `outputs`, its temps allocated, the address table filled, the code
+ * run with the GIL released (as ctypes runs it on the Python path). On failure no output is
+ * left. */
 static PJRT_Error* execute_natively(const PJRT_Executable* executable, PJRT_Buffer* const* arguments, size_t argument_count,
                                     PJRT_Buffer** outputs, PJRT_Device* device) {
   const NativePlan* plan = executable->native;
@@ -1959,6 +1971,14 @@ static PJRT_Error* execute_natively(const PJRT_Executable* executable, PJRT_Buff
   memcpy(bases, plan->template, plan->allocation_count * sizeof(int64_t));
   for (size_t i = 0; i < argument_count; ++i) bases[i] = (int64_t)arguments[i]->address;
   PJRT_Error* error = NULL;
+  void* temps[MAX_TEMPS] = {NULL};
+  for (size_t t = 0; !error && t < plan->temp_count; ++t) {
+    temps[t] = aligned_alloc(TEMP_ALIGNMENT, plan->temp_bytes[t]);
+    if (temps[t] == NULL)
+      error = new_error(PJRT_Error_Code_RESOURCE_EXHAUSTED, "mlirxla: %s: no memory for its %zu bytes of temps", executable->name,
+                        plan->temp_bytes[t]);
+    bases[plan->temp_allocations[t]] = (int64_t)(intptr_t)temps[t];
+  }
   for (size_t k = 0; !error && k < plan->output_count; ++k) {
     PyObject* array = PyObject_CallNoArgs(PyTuple_GET_ITEM(plan->output_makers, (Py_ssize_t)k));
     outputs[k] = array ? new_buffer(array, executable->output_types[k], device) : NULL;
@@ -1980,6 +2000,7 @@ static PJRT_Error* execute_natively(const PJRT_Executable* executable, PJRT_Buff
     }
     Py_END_ALLOW_THREADS
   }
+  for (size_t t = 0; t < plan->temp_count; ++t) free(temps[t]);
   if (bases != stack) free(bases);
   return error;
 }

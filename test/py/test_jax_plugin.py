@@ -573,20 +573,23 @@ def mlirxla_frames(call) -> list[str]:
     return names
 
 
-STRAIGHT_PROGRAMS = {
+NATIVE_PROGRAMS = {
     "one kernel": lambda a: jnp.tanh(a) + a,
     "a copy and a kernel": lambda a: (a[:3], a[3:] * 2),
     "a native driver": lambda a: (jnp.sort(a, 0), jnp.cumsum(a, 1), jnp.max(a, 0)),
+    "a loop over temps": lambda a: jax.lax.fori_loop(0, 100, lambda i, c: c * 0.99 + 0.01 * i, a),
+    "a kernel's scratch": lambda a: jax.nn.logsumexp(a, -1),
 }
 
 
-@pytest.mark.parametrize("name", STRAIGHT_PROGRAMS)
-def test_straight_programs_run_without_python(devices, name):
-    """An execution that needs only its arguments and fresh outputs (no temps, no parameter
-    written, kernels and copies, or a native driver that never calls back) is run by the
-    plugin itself: no mlirxla Python runs per call, and the results are the cpu backend's."""
+@pytest.mark.parametrize("name", NATIVE_PROGRAMS)
+def test_small_programs_run_without_python(devices, name):
+    """An execution whose outputs are fresh arrays of their own (no parameter written, no
+    BLAS) and whose thunks are kernels (their scratch included) and copies, or one native
+    driver that never calls back, over at most a MiB of temps, is run by the plugin itself:
+    no mlirxla Python runs per call, and the results are the cpu backend's."""
     mlirxla, _ = devices
-    function = STRAIGHT_PROGRAMS[name]
+    function = NATIVE_PROGRAMS[name]
     assert_same_as_cpu(devices, function, X)
     with jax.default_device(mlirxla):
         jitted, x = jax.jit(function), jax.device_put(X, mlirxla)
@@ -595,13 +598,13 @@ def test_straight_programs_run_without_python(devices, name):
 
 
 def test_executions_walk_their_thunks_in_python_while_a_profile_records(devices):
-    """While a profile records, a straight execution walks its thunks in Python, where the
+    """While a profile records, a native execution walks its thunks in Python, where the
     profile times them; after it, the plugin runs it natively again."""
     from mlirxla.report import profile
 
     mlirxla, _ = devices
     with jax.default_device(mlirxla):
-        jitted, x = jax.jit(STRAIGHT_PROGRAMS["one kernel"]), jax.device_put(X, mlirxla)
+        jitted, x = jax.jit(NATIVE_PROGRAMS["one kernel"]), jax.device_put(X, mlirxla)
         jax.block_until_ready(jitted(x))
         with profile.recording() as recorded:
             frames = mlirxla_frames(lambda: jax.block_until_ready(jitted(x)))
