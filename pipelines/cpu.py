@@ -70,6 +70,7 @@ from mlirxla.transforms.multi_output_fusion import MultiOutputFusionPass
 from mlirxla.transforms.output_fusion import OutputFusionPass
 from mlirxla.transforms.priority_fusion import PriorityFusionPass
 from mlirxla.transforms.reshape_sinking import ReshapeSinkingPass
+from mlirxla.transforms.transpose_sinking import TransposeSinkingPass
 from mlirxla.transforms.reshape_to_bitcast import ReshapeToBitcastPass
 from mlirxla.transforms.rng_bit_generator_expander import RngBitGeneratorExpanderPass
 from mlirxla.transforms.scheduling import SchedulingPass
@@ -140,7 +141,7 @@ def compiler_pipeline(name: str, alignment: int, fusion_cost_model: str, batch_s
         pipeline.add(IntegerDotAsFloatPass(byte_gemms=byte_gemms, tf32_operands=gpu))
     if top_k_calls:
         pipeline.add(TopKRewriterPass())
-    pipeline.add(CustomCallLayoutsPass()).add(LayoutAssignmentPass()).add(CopyRemovalPass())
+    pipeline.add(CustomCallLayoutsPass()).add(TransposeSinkingPass()).add(LayoutAssignmentPass()).add(CopyRemovalPass())
     pipeline.add(PriorityFusionPass(backend=fusion_cost_model)).add(MultiOutputFusionPass()).add(OutputFusionPass())
     if f32_gemms_only:
         pipeline.add(WideningGemmFusionPass())

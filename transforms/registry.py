@@ -38,6 +38,7 @@ PASSES = {
     "xhlo-convolution-layout": "convolution_layout:ConvolutionLayoutPass",
     "xhlo-convolution-1d-to-2d": "convolution_1d_to_2d:Convolution1dTo2dPass",
     "xhlo-reshape-sinking": "reshape_sinking:ReshapeSinkingPass",
+    "xhlo-transpose-sinking": "transpose_sinking:TransposeSinkingPass",
     "xhlo-dot-canonicalizer": "dot_canonicalizer:DotCanonicalizerPass",
     "xhlo-custom-call-layouts": "custom_call_layouts:CustomCallLayoutsPass",
     "xhlo-bf16-accumulation-in-f32": "bf16_accumulation_in_f32:Bf16AccumulationInF32Pass",

@@ -104,10 +104,10 @@ def fold_reshape_of_reshape(op: ir.Operation) -> None:
 
 
 def erase_unused(ops) -> None:
-    """Erase those of `ops` (an op may come twice: `x * x`) that are reshapes, broadcasts or
-    constants without users."""
+    """Erase those of `ops` (an op may come twice: `x * x`) that are reshapes, transposes,
+    broadcasts or constants without users."""
     for op in dict.fromkeys(op for op in ops if op is not None):
-        if kind_of(op) in ("reshape", "broadcast", "constant") and all(not list(r.uses) for r in op.results):
+        if kind_of(op) in ("reshape", "transpose", "broadcast", "constant") and all(not list(r.uses) for r in op.results):
             erase(op)
 
 
