@@ -13,8 +13,8 @@ when both loops span at least two tiles.
 Left to LLVM, such a tile still moved one element at a time: its loop vectorizer widened the
 loop along the transposed operand's rows and stored with 16-lane scatters (a 1024x1024 f32
 transpose at 2 GB/s, a tenth of the machine's copy bandwidth). A tile of an elementwise body
-(arith only, or a plain copy) on 8- to 64-bit elements is therefore vectorized here:
-its two loops are tiled again into VECTOR x VECTOR blocks (other loops into 1s), each block
+(arith ops and reads of the indices, or a plain copy) on 8- to 64-bit elements is
+therefore vectorized here: its two loops are tiled again into VECTOR x VECTOR blocks (other loops into 1s), each block
 read as VECTOR rows of VECTOR contiguous elements, transposed in registers
 (`vector.transpose` lowered to one flat shuffle, which LLVM's x86 backend turns into
 unpacks and permutes; upstream's AVX2 sequence emits inline assembly, which llvmlite's
@@ -199,8 +199,10 @@ def vector_covered(extent: int) -> int:
 
 def vectorizable(generic: ir.Operation) -> bool:
     """Whether the vector blocks can compute `generic`: static memrefs of 8- to 64-bit
-    elements, each indexed by a projected permutation, and a body of arith ops (bf16
-    and f16 arithmetic is emulated in f32 later, so only their plain copies qualify)."""
+    elements, each indexed by a projected permutation, and a body of arith ops and reads of
+    the indices (an eye added before a transpose: upstream's vectorizer makes them vectors
+    of indices; bf16 and f16 arithmetic is emulated in f32 later, so only their plain copies
+    qualify)."""
     maps = [ir.AffineMapAttr(attr).value for attr in ir.ArrayAttr(generic.attributes["indexing_maps"])]
     if not all(indexing.is_projected_permutation for indexing in maps):
         return False
@@ -216,7 +218,7 @@ def vectorizable(generic: ir.Operation) -> bool:
     body = [inner.operation.name for inner in generic.regions[0].blocks[0].operations]
     if narrow:
         return body == ["linalg.yield"]
-    return all(name.startswith("arith.") for name in body[:-1])
+    return all(name.startswith("arith.") or name == "linalg.index" for name in body[:-1])
 
 
 def vector_script(blocking_: Blocking) -> str:
