@@ -14,7 +14,8 @@ Left to LLVM, such a tile still moved one element at a time: its loop vectorizer
 loop along the transposed operand's rows and stored with 16-lane scatters (a 1024x1024 f32
 transpose at 2 GB/s, a tenth of the machine's copy bandwidth). A tile of an elementwise body
 (arith ops and reads of the indices, or a plain copy) on 8- to 64-bit elements is
-therefore vectorized here: its two loops are tiled again into VECTOR x VECTOR blocks (other loops into 1s), each block
+therefore vectorized here: its two loops are tiled again into VECTOR x VECTOR blocks
+(other loops into 1s), each block
 read as VECTOR rows of VECTOR contiguous elements, transposed in registers
 (`vector.transpose` lowered to one flat shuffle, which LLVM's x86 backend turns into
 unpacks and permutes; upstream's AVX2 sequence emits inline assembly, which llvmlite's
