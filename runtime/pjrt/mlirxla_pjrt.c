@@ -1447,7 +1447,11 @@ static bool describe_parameters(PJRT_Executable* executable) {
     for (Py_ssize_t k = 0; k < PyTuple_Size(dims); ++k) executable->parameter_dims[position++] = PyLong_AsLongLong(PyTuple_GetItem(dims, k));
   }
   Py_DECREF(parameters);
-  if (PyErr_Occurred()) return false;
+  return !PyErr_Occurred();
+}
+
+/* How executions may run without the bridge (NULL where they may not), from the bridge. */
+static bool describe_native_plan(PJRT_Executable* executable) {
   PyObject* native = call_bridge("native_plan", "(O)", executable->runtime);
   if (native == NULL) return false;
   executable->native = read_native_plan(native, executable->output_count);
@@ -1503,7 +1507,7 @@ static PJRT_Error* load_executable(PJRT_Client* client, PyObject* made, PJRT_Loa
   executable->options_size = (size_t)options_size;
   executable->device_ids = device_id_list;
   executable->device_count = device_count;
-  if (!describe_executable(executable) || !describe_parameters(executable)) {
+  if (!describe_executable(executable) || !describe_parameters(executable) || !describe_native_plan(executable)) {
     error = python_error();
     free_executable(executable);
     free(devices);
