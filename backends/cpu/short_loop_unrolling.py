@@ -17,6 +17,7 @@ LLVM's SLP vectorizer took two minutes over).
 
 from mlirxla.ir_queries import ops_named
 from mlirxla.mlir import ir
+from mlirxla.transforms.fusion_graph import clone_into
 
 from .masked_loop_splitting import constant_index
 
@@ -57,9 +58,5 @@ def unroll(loop: ir.Operation, trips: range) -> None:
             position = ir.Operation.create("arith.constant", results=[index], attributes={"value": ir.IntegerAttr.get(index, trip)})
             mapping = {body.arguments[0]: position.result}
             for op in ops:
-                clone = op.clone(ir.InsertionPoint(loop))
-                for number, operand in enumerate(op.operands):
-                    if operand in mapping:
-                        clone.operands[number] = mapping[operand]
-                mapping.update(zip(op.results, clone.results))
+                clone_into(op, mapping)
     loop.erase()
