@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from mlirxla.dialects.xhlo.ops import ELEMENTWISE_OPS, FUSION_SLOTS
 from mlirxla.dialects.xhlo.types import bit_width
 from mlirxla.ir_queries import defining_op
-from mlirxla.mlir import ir
+from mlirxla.mlir import ir, stablehlo
 
 ELEMENTWISE = frozenset(name.removeprefix("xhlo.") for name in ELEMENTWISE_OPS)
 # XLA's HloInstruction::IsOpElementwise + IsExpensive: elementwise ops too costly to duplicate
@@ -471,11 +471,14 @@ def _is(a, b) -> bool:
 
 
 def in_place_pair(op: ir.Operation) -> tuple[int, int] | None:
-    """(operand, result) indices of a dynamic-update-slice, or of a fusion with one rooted in
-    it updating a fusion parameter: the result may be written over that operand's buffer
-    (XLA's in-place input/output pairs)."""
+    """(operand, result) indices of a dynamic-update-slice, of a fusion with one rooted in it
+    updating a fusion parameter, or of a custom call whose result aliases one of its operands
+    (`output_operand_aliases`: jax's LAPACK calls overwrite a matrix they are given): the
+    result may be written over that operand's buffer (XLA's in-place input/output pairs)."""
     if op.name == "xhlo.dynamic_update_slice":
         return (0, 0)
+    if op.name == "xhlo.custom_call":
+        return aliased_operand(op)
     if op.name != "xhlo.fusion":
         return None
     block = op.regions[0].blocks[0]
@@ -486,6 +489,18 @@ def in_place_pair(op: ir.Operation) -> tuple[int, int] | None:
         if root is not None and root.name == "xhlo.dynamic_update_slice" and root.operands[0] in arguments:
             return (arguments.index(root.operands[0]), result_index)
     return None
+
+
+def aliased_operand(op: ir.Operation) -> tuple[int, int] | None:
+    """(operand, result) of a custom call's one `output_operand_aliases` entry between whole
+    values, or None."""
+    if "output_operand_aliases" not in op.attributes:
+        return None
+    aliases = [stablehlo.OutputOperandAlias(alias) for alias in ir.ArrayAttr(op.attributes["output_operand_aliases"])]
+    if len(aliases) != 1 or list(aliases[0].operand_tuple_indices) or len(aliases[0].output_tuple_indices) > 1:
+        return None
+    outputs = list(aliases[0].output_tuple_indices)
+    return (aliases[0].operand_index, outputs[0] if outputs else 0)
 
 
 def in_place_operand(op: ir.Operation) -> ir.Value | None:

@@ -688,7 +688,9 @@ class DriverWriter:
         return at
 
     def emit_copy(self, source: BufferSlice, destination: BufferSlice) -> None:
-        if source.size:
+        """A memmove, unless there is nothing to move: no bytes, or a slice onto itself (a
+        LAPACK call whose result shares its overwritten operand's buffer)."""
+        if source.size and source != destination:
             to, of = self.address(destination), self.address(source)
             self.body.append(f"  call void @llvm.memmove.p0.p0.i64(ptr {to}, ptr {of}, i64 {source.size}, i1 false)")
 

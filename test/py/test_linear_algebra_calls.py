@@ -134,6 +134,32 @@ def test_lu_factorization_gives_lapack_one_based_row_exchanges():
         np.testing.assert_allclose(lower @ np.triu(lu[i]), rows, rtol=1e-12, atol=1e-12)
 
 
+TRSM = """func.func @main(%a: tensor<3x4x4xf32>, %b: tensor<3x4x5xf32>) -> tensor<3x4x5xf32> {
+  %x = stablehlo.custom_call @lapack_strsm_ffi(%a, %b) {mhlo.backend_config = {diag = 78 : ui8, side = 76 : ui8, trans_x = 78 : ui8, uplo = 85 : ui8},
+      api_version = 4 : i32, operand_layouts = [dense<[1, 2, 0]> : tensor<3xindex>, dense<[1, 2, 0]> : tensor<3xindex>],
+      output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 1, operand_tuple_indices = []>],
+      result_layouts = [dense<[1, 2, 0]> : tensor<3xindex>]} : (tensor<3x4x4xf32>, tensor<3x4x5xf32>) -> tensor<3x4x5xf32>
+  return %x : tensor<3x4x5xf32>
+}
+"""
+
+
+def test_a_lapack_call_solves_in_the_buffer_of_the_operand_it_overwrites():
+    """jax's trsm aliases its result to the right-hand sides (`output_operand_aliases`): the
+    transposed copy of b it is given is a temp nothing else reads, so buffer assignment puts
+    the solution in it (XLA's in-place pair) and the call moves no bytes first; the solves
+    are numpy's."""
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((3, 4, 4)).astype(np.float32) + 4 * np.eye(4, dtype=np.float32)
+    b = rng.standard_normal((3, 4, 5)).astype(np.float32)
+    executable = Client().compile(TRSM)
+    [call] = [line for line in executable.thunk_sequence().splitlines() if "host lapack_ffi" in line]
+    right_sides, solution = call.split("(")[-1].split(", ")[1].split(")")[0], call.split(" -> ")[-1].strip()
+    assert right_sides == solution
+    [x] = executable.execute_numpy([a, b])
+    np.testing.assert_allclose(x, np.linalg.solve(np.triu(a), b), rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("module, message", [
     # eigenvalues only: jax's cpu lowering always asks for vectors
     (EIGH.replace("mode = 86 : ui8", "mode = 78 : ui8"), "lapack_ssyevd_ffi: mode = 'N' is not supported"),
