@@ -48,7 +48,11 @@ def sunk_broadcast_dimensions(op: ir.Operation, permutation: list[int]) -> list[
 
 def operand_permutation(op: ir.Operation) -> list[int] | None:
     """The one permutation the transposes among `op`'s operands apply, when every other
-    operand is a broadcast that stays one in that order or a splat constant; else None."""
+    operand is a broadcast that stays one in that order or a splat constant, all of the
+    result's shape (not a clamp's scalar bounds or a select's scalar predicate); else None."""
+    shape = ir.RankedTensorType(op.results[0].type).shape
+    if any(ir.RankedTensorType(value.type).shape != shape for value in op.operands):
+        return None
     permutations = [permutation_of(producer) for producer in map(defining_op, op.operands)
                     if producer is not None and kind_of(producer) == "transpose"]
     if not permutations or any(p != permutations[0] for p in permutations):

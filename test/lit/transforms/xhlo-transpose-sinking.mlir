@@ -59,3 +59,19 @@ func.func @left_alone(%x: tensor<2x3xf32>, %y: tensor<3x2xf32>, %v: tensor<3x2xf
   %back2 = stablehlo.transpose %m, dims = [1, 0] : (tensor<3x2xf32>) -> tensor<2x3xf32>
   return %back, %back2 : tensor<2x3xf32>, tensor<2x3xf32>
 }
+
+// -----
+
+/// A clamp between scalar bounds keeps its place: its bounds are not of its shape.
+// CHECK-LABEL: func.func @scalar_bounds
+// CHECK: %[[T:.*]] = "xhlo.transpose"(%arg0)
+// CHECK: %[[C:.*]] = "xhlo.clamp"(%{{.*}}, %[[T]], %{{.*}}) : (tensor<f32>, tensor<3x2xf32>, tensor<f32>) -> tensor<3x2xf32>
+// CHECK-NEXT: "xhlo.transpose"(%[[C]])
+func.func @scalar_bounds(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %low = stablehlo.constant dense<0.0> : tensor<f32>
+  %high = stablehlo.constant dense<6.0> : tensor<f32>
+  %t = stablehlo.transpose %x, dims = [1, 0] : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  %c = stablehlo.clamp %low, %t, %high : (tensor<f32>, tensor<3x2xf32>, tensor<f32>) -> tensor<3x2xf32>
+  %back = stablehlo.transpose %c, dims = [1, 0] : (tensor<3x2xf32>) -> tensor<2x3xf32>
+  return %back : tensor<2x3xf32>
+}
