@@ -26,11 +26,9 @@ from mlirxla.dialects.xhlo.builder import create_op, splat_of_type
 from mlirxla.ir_queries import defining_op
 from mlirxla.mlir import ir
 
-from .erasure import erase, live_ops
-from .fusion_legality import ELEMENTWISE, is_splat_constant, kind_of
-from .pass_base import ModulePass
-from .priority_fusion import fusible_blocks
-from .sharding_remover import SHARDING
+from .erasure import erase
+from .fusion_legality import is_splat_constant, kind_of
+from .rearrange_sinking import RearrangeSinkingPass, erase_unused
 
 
 def shape_of(value: ir.Value) -> list[int]:
@@ -103,47 +101,14 @@ def fold_reshape_of_reshape(op: ir.Operation) -> None:
     erase_unused([inner])
 
 
-def erase_unused(ops) -> None:
-    """Erase those of `ops` (an op may come twice: `x * x`) that are reshapes, transposes,
-    broadcasts or constants without users."""
-    for op in dict.fromkeys(op for op in ops if op is not None):
-        if kind_of(op) in ("reshape", "transpose", "broadcast", "constant") and all(not list(r.uses) for r in op.results):
-            erase(op)
-
-
-def read_by_a_reshape_or_elementwise(op: ir.Operation) -> bool:
-    """Whether a reshape (which folds with the one sunk) or an elementwise op (which may sink
-    it further) reads `op`'s result."""
-    return any(kind_of(use.owner.operation) == "reshape" or kind_of(use.owner.operation) in ELEMENTWISE for use in op.results[0].uses)
-
-
 @dataclass(frozen=True)
-class ReshapeSinkingPass(ModulePass):
+class ReshapeSinkingPass(RearrangeSinkingPass):
     """Sinks elementwise ops' operand reshapes below them, folding the reshapes that meet."""
 
     name: ClassVar[str] = "xhlo-reshape-sinking"
     summary: ClassVar[str] = "elementwise ops between reshapes compute in their operands' shape; reshapes of reshapes fold"
+    rearrange: ClassVar[str] = "reshape"
 
-    def run(self, module: ir.Module) -> bool:
-        changed = False
-        with module.context, ir.Location.unknown():
-            for block in fusible_blocks(module):
-                for op in live_ops(block.operations):
-                    changed = self.visit(op) or changed
-        return changed
-
-    @staticmethod
-    def visit(op: ir.Operation) -> bool:
-        kind = kind_of(op)
-        if kind == "reshape":
-            inner = defining_op(op.operands[0])
-            if inner is not None and kind_of(inner) == "reshape":
-                fold_reshape_of_reshape(op)
-                return True
-            return False
-        if kind in ELEMENTWISE and len(op.results) == 1 and SHARDING not in op.attributes and read_by_a_reshape_or_elementwise(op):
-            shape = reshape_source_shape(op)
-            if shape is not None:
-                sink(op, shape)
-                return True
-        return False
+    fold = staticmethod(fold_reshape_of_reshape)
+    sunk_form = staticmethod(reshape_source_shape)
+    sink = staticmethod(sink)

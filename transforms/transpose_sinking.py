@@ -26,12 +26,9 @@ from mlirxla.dialects.xhlo.builder import create_op, splat_of_type
 from mlirxla.ir_queries import defining_op
 from mlirxla.mlir import ir
 
-from .erasure import erase, live_ops
-from .fusion_legality import ELEMENTWISE, is_splat_constant, kind_of
-from .pass_base import ModulePass
-from .priority_fusion import fusible_blocks
-from .reshape_sinking import erase_unused
-from .sharding_remover import SHARDING
+from .erasure import erase
+from .fusion_legality import is_splat_constant, kind_of
+from .rearrange_sinking import RearrangeSinkingPass, erase_unused
 
 
 def permutation_of(op: ir.Operation) -> list[int]:
@@ -126,39 +123,14 @@ def fold_transpose_of_transpose(op: ir.Operation) -> None:
     erase_unused([inner])
 
 
-def read_by_a_transpose_or_elementwise(op: ir.Operation) -> bool:
-    """Whether a transpose (which folds with the one sunk) or an elementwise op (which may sink
-    it further) reads `op`'s result."""
-    return any(kind_of(use.owner.operation) in ("transpose", *ELEMENTWISE) for use in op.results[0].uses)
-
-
 @dataclass(frozen=True)
-class TransposeSinkingPass(ModulePass):
+class TransposeSinkingPass(RearrangeSinkingPass):
     """Sinks elementwise ops' operand transposes below them, folding the transposes that meet."""
 
     name: ClassVar[str] = "xhlo-transpose-sinking"
     summary: ClassVar[str] = "elementwise ops between transposes compute in their operands' order; transposes of transposes fold"
+    rearrange: ClassVar[str] = "transpose"
 
-    def run(self, module: ir.Module) -> bool:
-        changed = False
-        with module.context, ir.Location.unknown():
-            for block in fusible_blocks(module):
-                for op in live_ops(block.operations):
-                    changed = self.visit(op) or changed
-        return changed
-
-    @staticmethod
-    def visit(op: ir.Operation) -> bool:
-        kind = kind_of(op)
-        if kind == "transpose":
-            inner = defining_op(op.operands[0])
-            if inner is not None and kind_of(inner) == "transpose":
-                fold_transpose_of_transpose(op)
-                return True
-            return False
-        if kind in ELEMENTWISE and len(op.results) == 1 and SHARDING not in op.attributes and read_by_a_transpose_or_elementwise(op):
-            permutation = operand_permutation(op)
-            if permutation is not None:
-                sink(op, permutation)
-                return True
-        return False
+    fold = staticmethod(fold_transpose_of_transpose)
+    sunk_form = staticmethod(operand_permutation)
+    sink = staticmethod(sink)
