@@ -6,8 +6,8 @@ for transposes).
 column-major matrices: a result is transposed back to row-major, and an operand to column
 major. Between two such calls (`jnp.linalg.inv` and `solve`: getrf's factors, masked where a
 pivot failed, into trsm) an elementwise op then sat between a transpose and its inverse, and
-its kernel moved the whole batch through a transpose twice (a select over 128 64 x 64
-factors: 0.8 ms, against 0.2 for the select alone).
+its kernel moved the whole batch through a transpose twice, where the select alone reads
+and writes it once in place (128 64 x 64 inverses: 8.1 -> 7.7 ms).
 
 An elementwise op sinks when every operand is a transpose by one permutation, a broadcast
 whose dimensions stay increasing in the operands' order, or a splat constant, at least one
