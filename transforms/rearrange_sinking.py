@@ -12,6 +12,7 @@ import abc
 from dataclasses import dataclass
 from typing import ClassVar
 
+from mlirxla.dialects.xhlo.builder import create_op
 from mlirxla.ir_queries import defining_op
 from mlirxla.mlir import ir
 
@@ -28,6 +29,34 @@ def erase_unused(ops) -> None:
     for op in dict.fromkeys(op for op in ops if op is not None):
         if kind_of(op) in ("reshape", "transpose", "broadcast", "constant") and all(not list(r.uses) for r in op.results):
             erase(op)
+
+
+def rebuild_below(op: ir.Operation, operand, shape: list[int], back) -> None:
+    """Rebuild elementwise `op` over `operand(value)` of each of its operands, with a result
+    of `shape`, then `back(computed, old type)` (the rearrange to its old form) in its place;
+    the rearranges, broadcasts and constants it read are erased when left unused."""
+    result = op.results[0]
+    old_operands = list(op.operands)
+    with ir.InsertionPoint(op):
+        operands = [operand(value) for value in old_operands]
+        result_type = ir.RankedTensorType.get(shape, ir.RankedTensorType(result.type).element_type)
+        attributes = {name: op.attributes[name] for name in op.attributes}
+        computed = create_op(op.name, operands, [result_type], attributes, op.location).results[0]
+        rearranged = back(computed, result.type)
+    result.replace_all_uses_with(rearranged)
+    erase(op)
+    erase_unused(defining_op(value) for value in old_operands)
+
+
+def replace_folded(op: ir.Operation, folded) -> None:
+    """Replace rearrange `op` of a rearrange by `folded(inner)` (built in `op`'s place: one
+    rearrange of the inner one's operand, or that operand), erasing the inner one when unused."""
+    inner = defining_op(op.operands[0])
+    with ir.InsertionPoint(op):
+        replacement = folded(inner)
+    op.results[0].replace_all_uses_with(replacement)
+    erase(op)
+    erase_unused([inner])
 
 
 @dataclass(frozen=True)

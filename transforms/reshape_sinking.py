@@ -26,9 +26,8 @@ from mlirxla.dialects.xhlo.builder import create_op, splat_of_type
 from mlirxla.ir_queries import defining_op
 from mlirxla.mlir import ir
 
-from .erasure import erase
 from .fusion_legality import is_splat_constant, kind_of
-from .rearrange_sinking import RearrangeSinkingPass, erase_unused
+from .rearrange_sinking import RearrangeSinkingPass, rebuild_below, replace_folded
 
 
 def shape_of(value: ir.Value) -> list[int]:
@@ -75,30 +74,20 @@ def reshaped_operand(value: ir.Value, shape: list[int], location: ir.Location) -
 def sink(op: ir.Operation, shape: list[int]) -> None:
     """Rebuild elementwise `op` in `shape`, a reshape after it to its old shape."""
     location = op.location
-    old_operands = list(op.operands)
-    with ir.InsertionPoint(op):
-        operands = [reshaped_operand(value, shape, location) for value in old_operands]
-        result_type = ir.RankedTensorType.get(shape, ir.RankedTensorType(op.results[0].type).element_type)
-        attributes = {name: op.attributes[name] for name in op.attributes}
-        computed = create_op(op.name, operands, [result_type], attributes, location).results[0]
-        reshaped = create_op("xhlo.reshape", [computed], [op.results[0].type], {}, location).results[0]
-    op.results[0].replace_all_uses_with(reshaped)
-    erase(op)
-    erase_unused(defining_op(value) for value in old_operands)
+    rebuild_below(op, lambda value: reshaped_operand(value, shape, location), shape,
+                  lambda computed, old_type: create_op("xhlo.reshape", [computed], [old_type], {}, location).results[0])
 
 
 def fold_reshape_of_reshape(op: ir.Operation) -> None:
     """A reshape of a reshape as one reshape of the first's operand (or that operand)."""
-    inner = defining_op(op.operands[0])
-    source = inner.operands[0]
-    if source.type == op.results[0].type:
-        op.results[0].replace_all_uses_with(source)
-    else:
-        with ir.InsertionPoint(op):
-            folded = create_op("xhlo.reshape", [source], [op.results[0].type], {}, op.location).results[0]
-        op.results[0].replace_all_uses_with(folded)
-    erase(op)
-    erase_unused([inner])
+    result_type = op.results[0].type
+
+    def folded(inner: ir.Operation) -> ir.Value:
+        source = inner.operands[0]
+        if source.type == result_type:
+            return source
+        return create_op("xhlo.reshape", [source], [result_type], {}, op.location).results[0]
+    replace_folded(op, folded)
 
 
 @dataclass(frozen=True)

@@ -26,9 +26,8 @@ from mlirxla.dialects.xhlo.builder import create_op, splat_of_type
 from mlirxla.ir_queries import defining_op
 from mlirxla.mlir import ir
 
-from .erasure import erase
 from .fusion_legality import is_splat_constant, kind_of
-from .rearrange_sinking import RearrangeSinkingPass, erase_unused
+from .rearrange_sinking import RearrangeSinkingPass, rebuild_below, replace_folded
 
 
 def permutation_of(op: ir.Operation) -> list[int]:
@@ -89,38 +88,27 @@ def untransposed_operand(value: ir.Value, permutation: list[int], location: ir.L
     return create_op("xhlo.constant", [], [result_type], {"value": splat_of_type(splat, result_type)}, location).results[0]
 
 
+def transposed(value: ir.Value, permutation: list[int], result_type: ir.Type, location: ir.Location) -> ir.Value:
+    return create_op("xhlo.transpose", [value], [result_type], {"permutation": ir.DenseI64ArrayAttr.get(permutation)},
+                     location).results[0]
+
+
 def sink(op: ir.Operation, permutation: list[int]) -> None:
     """Rebuild elementwise `op` over its operands untransposed, a transpose after it."""
     location = op.location
-    old_operands = list(op.operands)
-    with ir.InsertionPoint(op):
-        operands = [untransposed_operand(value, permutation, location) for value in old_operands]
-        result = op.results[0]
-        result_type = ir.RankedTensorType.get(source_shape(result, permutation), ir.RankedTensorType(result.type).element_type)
-        attributes = {name: op.attributes[name] for name in op.attributes}
-        computed = create_op(op.name, operands, [result_type], attributes, location).results[0]
-        transposed = create_op("xhlo.transpose", [computed], [result.type],
-                               {"permutation": ir.DenseI64ArrayAttr.get(permutation)}, location).results[0]
-    result.replace_all_uses_with(transposed)
-    erase(op)
-    erase_unused(defining_op(value) for value in old_operands)
+    rebuild_below(op, lambda value: untransposed_operand(value, permutation, location), source_shape(op.results[0], permutation),
+                  lambda computed, old_type: transposed(computed, permutation, old_type, location))
 
 
 def fold_transpose_of_transpose(op: ir.Operation) -> None:
     """A transpose of a transpose as one transpose of the first's operand (or that operand)."""
-    inner = defining_op(op.operands[0])
-    source = inner.operands[0]
-    first, second = permutation_of(inner), permutation_of(op)
-    composed = [first[axis] for axis in second]
-    if composed == list(range(len(composed))):
-        op.results[0].replace_all_uses_with(source)
-    else:
-        with ir.InsertionPoint(op):
-            folded = create_op("xhlo.transpose", [source], [op.results[0].type],
-                               {"permutation": ir.DenseI64ArrayAttr.get(composed)}, op.location).results[0]
-        op.results[0].replace_all_uses_with(folded)
-    erase(op)
-    erase_unused([inner])
+    def folded(inner: ir.Operation) -> ir.Value:
+        first, second = permutation_of(inner), permutation_of(op)
+        composed = [first[axis] for axis in second]
+        if composed == list(range(len(composed))):
+            return inner.operands[0]
+        return transposed(inner.operands[0], composed, op.results[0].type, op.location)
+    replace_folded(op, folded)
 
 
 @dataclass(frozen=True)
