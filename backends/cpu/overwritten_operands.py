@@ -20,6 +20,7 @@ writing that result must be the last reader of the operand:
   kernel cost before, and is always correct.
 """
 
+from mlirxla.errors import MlirxlaError
 from mlirxla.ir_queries import defining_op, ops_named
 from mlirxla.mlir import ir
 from mlirxla.transforms.fusion_legality import ancestor_in_block
@@ -32,17 +33,25 @@ MEMREF_VIEWS = ("memref.expand_shape", "memref.collapse_shape", "memref.subview"
 def keep_overwritten_operands_readable(module: ir.Module) -> tuple[int, int]:
     """Merge or copy as above in every kernel of `module`: (loop nests merged, operands copied).
     Until nothing changes: a join moves a writer to its sibling's place, which may put a read
-    of another overwritten operand after that operand's writer."""
+    of another overwritten operand after that operand's writer. That ends: a join leaves one
+    loop nest fewer, and a copy leaves its operand no late reader, so an operand copied twice
+    is an error, never another round."""
     merged = copied = 0
     for function in ops_named(module, "func.func"):
         if not function.regions[0].blocks:
             continue
         block = function.regions[0].blocks[0]
+        copied_arguments: set[int] = set()
         changed = True
         while changed:
             changed = False
             for operand, argument in overwritten_operands(block):
                 joins, copy = keep_readable(block, operand, argument)
+                number = ir.BlockArgument(argument).arg_number
+                if copy and number in copied_arguments:
+                    raise MlirxlaError(f"kernel {ir.StringAttr(function.attributes['sym_name']).value}: argument {number}, "
+                                       "overwritten by a result, is still read after its writer once copied (an mlirxla defect)")
+                copied_arguments.update([number] if copy else [])
                 merged, copied, changed = merged + joins, copied + copy, changed or joins + copy > 0
     return merged, copied
 
@@ -50,7 +59,7 @@ def keep_overwritten_operands_readable(module: ir.Module) -> tuple[int, int]:
 def keep_readable(block: ir.Block, operand: ir.Value, argument: ir.Value) -> tuple[int, int]:
     """Join the writer of `argument` with its later siblings reading `operand`, then let the
     other later readers read a copy: (nests joined, copies made)."""
-    joins, late = 0, []
+    joins, late, first = 0, [], None
     while (value := materialized_value(block, argument)) is not None:
         writer, first = ancestor_in_block(defining_op(value), block), first_writer(value, block)
         late = late_readers(operand, first)
@@ -58,7 +67,7 @@ def keep_readable(block: ir.Block, operand: ir.Value, argument: ir.Value) -> tup
             break
         joins += 1
     if late:
-        read_copy(operand, late)
+        read_copy(operand, late, first)
     return joins, int(bool(late))
 
 
@@ -218,10 +227,14 @@ def terminator(block: ir.Block) -> ir.Operation:
     return block.operations[len(block.operations) - 1].operation
 
 
-def read_copy(operand: ir.Value, readers: list[ir.Operation]) -> None:
-    """`readers` read a copy of `operand`, taken where `operand` is defined (before any
-    writer of its memory runs)."""
+def read_copy(operand: ir.Value, readers: list[ir.Operation], writer: ir.Operation) -> None:
+    """`readers` read a copy of `operand`, taken where `operand` is defined: before `writer`,
+    the first op writing its memory. The view of the argument is moved there when it came
+    later (it depends on nothing else): a result that is another operand unchanged is a copy
+    of that operand, placed right after that operand's view, which may come first."""
     source = defining_op(operand)
+    if not source.is_before_in_block(writer):
+        source.move_before(writer)
     with ir.InsertionPoint.after(source), source.location:
         copy = ir.Operation.create("bufferization.alloc_tensor", results=[operand.type], operands=[operand],
                                    attributes={"operandSegmentSizes": ir.DenseI32ArrayAttr.get([0, 1, 0])}).result
