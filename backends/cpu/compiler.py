@@ -124,7 +124,9 @@ def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pi
             plan = plan_of(emission, module)
             gemms_in_parts(plan, variant)
             phases.publish("kernel-count", len(emission.kernels))
-            with llvm_jit.CodegenPool(compile_threads(), keep_ir=runner.dumps.directory is not None) as codegen:
+            # one kernel leaves the calling thread nothing to do while a pool thread compiles it
+            threads = compile_threads() if len(emission.kernels) > 1 else 1
+            with llvm_jit.CodegenPool(threads, keep_ir=runner.dumps.directory is not None) as codegen:
                 started: list[tuple[KernelSpec, CompiledKernel | MlirxlaError | None]] = []
                 lowered_kernels = LoweredKernels()
                 for spec in emission.kernels:

@@ -104,13 +104,13 @@ class OptimizedKernel:
         return self.ir_without_opt if self.forwards else self.optimized_ir
 
 
-def optimize(name: str, ir_text: str, linked: frozenset[str], context: "llvm.ContextRef") -> "llvm.ModuleRef":
-    """Parse and optimize one kernel's LLVM IR at O3 for the host, in `context` (one no other
-    thread uses: O3 runs without llvmlite's lock); `linked` are the functions it calls that
-    other objects of the executable define (a native driver calls the kernels)."""
+def optimize(name: str, ir_text: str, linked: frozenset[str], context: "llvm.ContextRef",
+             machine: "llvm.TargetMachine") -> "llvm.ModuleRef":
+    """Parse and optimize one kernel's LLVM IR at O3 for `machine`, in `context` (both ones no
+    other thread uses: O3 runs without llvmlite's lock); `linked` are the functions it calls
+    that other objects of the executable define (a native driver calls the kernels)."""
     from . import runtime_library
 
-    machine = target_machine()
     for slp, loops in ((True, True), (False, True), (False, False)):
         module = parsed(name, ir_text, context, machine)
         run_o3(machine, module, slp, loops)
@@ -158,11 +158,12 @@ def compile_native(name: str, ir_text: str, linked: frozenset[str] = frozenset()
     """One kernel's LLVM work, safe on any thread: parsed and optimized in a context of its
     own, then compiled into its own object (its optimized IR printed first when `keep_ir`:
     code generation rewrites the module)."""
-    module = optimize(name, ir_text, linked, llvm.create_context())
+    machine = target_machine()
+    module = optimize(name, ir_text, linked, llvm.create_context(), machine)
     function = module.get_function(name)
     signature = str(function.global_value_type.get_function_return()), tuple(str(argument.type) for argument in function.arguments)
     optimized_ir = str(module) if keep_ir else ""
-    return OptimizedKernel(name, ir_text, emit_object(target_machine(), module), optimized_ir, *signature)
+    return OptimizedKernel(name, ir_text, emit_object(machine, module), optimized_ir, *signature)
 
 
 def _unlocked(function: str):
@@ -247,7 +248,8 @@ def library_object(function: str) -> bytes:
 def build_library_object(function: str) -> bytes:
     from . import runtime_library
 
-    return emit_object(target_machine(), optimize(function, runtime_library.function_ir(function), frozenset(), llvm.create_context()))
+    machine = target_machine()
+    return emit_object(machine, optimize(function, runtime_library.function_ir(function), frozenset(), llvm.create_context(), machine))
 
 
 def toolchain() -> str:

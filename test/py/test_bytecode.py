@@ -77,13 +77,40 @@ def test_unreadable_bytecode_falls_back_to_a_search_of_its_bytes(context):
     assert bytecode.strings(b"not bytecode") is None
 
 
-@pytest.mark.jax
-def test_an_artifact_with_shardings_names_sdy():
+def sharded_artifact() -> bytes:
+    """jax's portable artifact of `x * 2` on f32[4], its parameter sharded over a mesh."""
     jax = pytest.importorskip("jax")
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
     mesh = Mesh(np.array(jax.devices()[:1]), ("x",))
     sharded = jax.jit(lambda x: x * 2, in_shardings=NamedSharding(mesh, PartitionSpec("x")))
-    data = jax.export.export(sharded)(jax.ShapeDtypeStruct((4,), np.float32)).mlir_module_serialized
+    return jax.export.export(sharded)(jax.ShapeDtypeStruct((4,), np.float32)).mlir_module_serialized
+
+
+@pytest.mark.jax
+def test_an_artifact_with_shardings_names_sdy():
+    data = sharded_artifact()
     assert bytecode.names_dialect(data, "sdy")
     assert jaxlib_bridge.artifact_needs_jaxlib(data)
+
+
+@pytest.mark.jax
+def test_artifacts_with_shardings_are_read_once_in_one_jaxlib_context(context, monkeypatch):
+    """jaxlib prints the artifact in generic form, which our context parses as it is (its sdy
+    attributes stay in their own syntax): no second jaxlib parse. Making a jaxlib context
+    costs about as much as the rest of a small program's import, so imports share one."""
+    from jax._src.interpreters import mlir as jax_mlir
+
+    data = sharded_artifact()
+    readings, contexts = [], []
+    read = jaxlib_bridge.generic_text_in_jaxlib
+    make = jax_mlir.make_ir_context
+    monkeypatch.setattr(jaxlib_bridge, "generic_text_in_jaxlib", lambda *arguments: readings.append(1) or read(*arguments))
+    monkeypatch.setattr(jax_mlir, "make_ir_context", lambda: contexts.append(1) or make())
+    monkeypatch.setitem(jaxlib_bridge._CONTEXT, "context", None)
+    x = np.arange(4, dtype=np.float32)
+    for _ in range(2):
+        imported = frontdoor.import_bytes(data, "sharded.bc", context)
+        [out] = reference.execute(imported.module, [x]).outputs
+        np.testing.assert_array_equal(literals.to_numpy(out), x * 2)
+    assert (len(readings), len(contexts)) == (2, 1)

@@ -14,7 +14,9 @@ table of its own, so the function is looked up there, not found, and the module 
 verify as it parses. `shardings.prepare` gives it its name back once the body is inlined.
 """
 
+import contextlib
 import re
+import threading
 
 from mlirxla.errors import MlirxlaError, first_line
 from mlirxla.frontdoor import bytecode
@@ -25,6 +27,12 @@ NAMING_FUNCTIONS = frozenset({"func.call", "stablehlo.composite"})
 # a chlo or sdy op written in custom syntax: `chlo.erfc %x ...`, `sdy.mesh @m = ...`,
 # or an sdy attribute in custom syntax (`#sdy.sharding<...>`, `#sdy.mesh<...>`)
 _CUSTOM_SYNTAX = re.compile(r'(?<!["\w.])(?:chlo|sdy)\.\w+(?!")|#sdy\.\w+<')
+
+# Program bytes one jaxlib context reads before a new one replaces it: a context keeps every
+# attribute, type and location it uniqued for as long as it lives.
+CONTEXT_BYTES = 64 << 20
+_CONTEXT_LOCK = threading.Lock()
+_CONTEXT: dict = {"context": None, "bytes read": 0}
 
 
 def needs_jaxlib(text: str) -> bool:
@@ -49,23 +57,36 @@ def artifact_to_generic_text(data: bytes, source: str) -> str:
 
         return jax_stablehlo.deserialize_portable_artifact(context, data)
 
-    return generic_text_in_jaxlib(read, "this portable artifact uses the sdy dialect", "cannot read portable artifact", source)
+    return generic_text_in_jaxlib(read, len(data), "this portable artifact uses the sdy dialect", "cannot read portable artifact", source)
 
 
-def generic_text_in_jaxlib(read, why: str, failure: str, source: str) -> str:
-    """The module `read(context, jax_ir)` makes in a jaxlib MLIR context (unregistered
-    dialects allowed), printed in generic form; a failure to read is one line after
-    `failure`; without jaxlib, an error saying `why` it is needed."""
+def generic_text_in_jaxlib(read, size: int, why: str, failure: str, source: str) -> str:
+    """The module `read(context, jax_ir)` makes of `size` bytes in a jaxlib MLIR context
+    (unregistered dialects allowed), printed in generic form; a failure to read is one line
+    after `failure`; without jaxlib, an error saying `why` it is needed."""
     jax_mlir, jax_ir = jaxlib_mlir(why, source)
-    context = jax_mlir.make_ir_context()
-    context.allow_unregistered_dialects = True
-    with context:
+    with reused_context(jax_mlir, size) as context:
         try:
             module = read(context, jax_ir)
         except Exception as error:
             raise MlirxlaError(f"{failure} with jaxlib's MLIR: {first_line(error)}", source) from None
         carry_calls_in_manual_computations(module, jax_ir)
         return module.operation.get_asm(print_generic_op_form=True, enable_debug_info=True)
+
+
+@contextlib.contextmanager
+def reused_context(jax_mlir, size: int):
+    """The process's jaxlib context for the front door, entered, to read `size` bytes: made
+    once (a new one costs about as much as the rest of a small program's import) and
+    replaced after `CONTEXT_BYTES`."""
+    with _CONTEXT_LOCK:
+        if _CONTEXT["context"] is None or _CONTEXT["bytes read"] + size > CONTEXT_BYTES:
+            context = jax_mlir.make_ir_context()
+            context.allow_unregistered_dialects = True
+            _CONTEXT.update({"context": context, "bytes read": 0})
+        _CONTEXT["bytes read"] += size
+        with _CONTEXT["context"] as context:
+            yield context
 
 
 def namers_in_manual_computations(operation, inside: bool = False) -> list:
@@ -109,7 +130,7 @@ def jaxlib_mlir(why: str, source: str):
 
 
 def to_generic_text(text: str, source: str) -> str:
-    return generic_text_in_jaxlib(lambda context, jax_ir: jax_ir.Module.parse(text),
+    return generic_text_in_jaxlib(lambda context, jax_ir: jax_ir.Module.parse(text), len(text),
                                   "this module uses chlo or sdy custom syntax", "cannot parse", source)
 
 

@@ -79,8 +79,9 @@ def load_artifact(data: bytes, source: str, context: ir.Context) -> Loaded:
         raise MlirxlaError(f"portable artifact (it holds VHLO ops) whose producer '{producer(data)}' names no StableHLO version", source)
     clamp_version(version, source)
     if jaxlib_bridge.artifact_needs_jaxlib(data):
-        loaded = load_text(jaxlib_bridge.artifact_to_generic_text(data, source), source, context)
-        return Loaded(loaded.module, source, "portable-artifact", version)
+        text = newer_ops.rename(jaxlib_bridge.artifact_to_generic_text(data, source))
+        check_text(text, source)
+        return Loaded(parse_checked_text(text, source, context), source, "portable-artifact", version)
     module = deserialize_artifact(data, source, context)
     check_module(module, source)
     return Loaded(module, source, "portable-artifact", version)
@@ -118,12 +119,23 @@ def deserialize_artifact(data: bytes, source: str, context: ir.Context) -> ir.Mo
 
 
 def load_text(text: str, source: str, context: ir.Context) -> Loaded:
-    refuse_nul(text, source)
-    nesting.check_text(text, source)
-    refuse_uncountable_shapes(text, source)
+    check_text(text, source)
     text = newer_ops.rename(check_syntax.to_generic(text))
     if jaxlib_bridge.needs_jaxlib(text):
         text = jaxlib_bridge.to_generic_text(text, source)
+    return Loaded(parse_checked_text(text, source, context), source, "text")
+
+
+def check_text(text: str, source: str) -> None:
+    """What text must pass before any MLIR parser (ours or jaxlib's) reads it."""
+    refuse_nul(text, source)
+    nesting.check_text(text, source)
+    refuse_uncountable_shapes(text, source)
+
+
+def parse_checked_text(text: str, source: str, context: ir.Context) -> ir.Module:
+    """Parse text that needs jaxlib no more: in our syntax, or printed in generic form by
+    jaxlib (whose sdy attributes, still in their own syntax, our context reads as opaque)."""
     if segments.needs_segments(text):
         try:
             text = segments.with_segments(text)
@@ -132,7 +144,7 @@ def load_text(text: str, source: str, context: ir.Context) -> Loaded:
     module = parse_module(text, source, context)
     if utf8.may_escape_bytes(text):
         utf8.check_module(module, source)
-    return Loaded(module, source, "text")
+    return module
 
 
 def refuse_uncountable_shapes(text: str, source: str) -> None:
