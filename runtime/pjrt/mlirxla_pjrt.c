@@ -9,8 +9,10 @@
  * and executables, cached so that the pointers handed out stay valid for the object's
  * lifetime.
  *
- * Profiling: `extension_start` holds the PJRT profiler extension, through which jax's profiler
- * (jax.profiler.trace) collects the plugin's events (`mlirxla/report/xspace.py`).
+ * Extensions (`extension_start`): the PJRT profiler extension, through which jax's profiler
+ * (jax.profiler.trace) collects the plugin's events (`mlirxla/report/xspace.py`), and the
+ * layouts extension, through which jaxlib reads an executable's layouts without converting
+ * its program to HLO.
  *
  * Version handshake: the table reports the PJRT_API_MAJOR/MINOR of the header it was built
  * against; every out field is written only when it lies within the caller's struct_size;
@@ -1295,6 +1297,34 @@ static void run_step(const NativeStep* step, const int64_t* bases) {
 
 /* ------------------------------------------------------------- executables */
 
+/* A layout of the layouts extension (below). Every mlirxla buffer is row-major, so a layout is
+ * a rank. An executable's layouts are its own (the caller never destroys them); the others
+ * belong to the caller, who destroys them. */
+typedef struct PJRT_Layouts_MemoryLayout {
+  size_t rank;
+  bool owned_by_executable;
+} PJRT_Layouts_MemoryLayout;
+
+static PJRT_Layouts_MemoryLayout* new_layout(size_t rank, bool owned_by_executable) {
+  PJRT_Layouts_MemoryLayout* layout = malloc(sizeof(PJRT_Layouts_MemoryLayout));
+  layout->rank = rank;
+  layout->owned_by_executable = owned_by_executable;
+  return layout;
+}
+
+/* One executable-owned layout per rank of `ranks`. */
+static PJRT_Layouts_MemoryLayout** executable_layouts(const size_t* ranks, size_t count) {
+  PJRT_Layouts_MemoryLayout** layouts = calloc(count + 1, sizeof(PJRT_Layouts_MemoryLayout*));
+  for (size_t i = 0; i < count; ++i) layouts[i] = new_layout(ranks[i], true);
+  return layouts;
+}
+
+static void free_layouts(PJRT_Layouts_MemoryLayout** layouts, size_t count) {
+  if (layouts == NULL) return;
+  for (size_t i = 0; i < count; ++i) free(layouts[i]);
+  free(layouts);
+}
+
 struct PJRT_Executable {
   PyObject* runtime; /* the bridge's executable */
   char* name;
@@ -1312,6 +1342,8 @@ struct PJRT_Executable {
   PJRT_Buffer_Type* parameter_types;
   int64_t* parameter_dims; /* all parameters' dimensions, one after the other */
   size_t* parameter_ranks;
+  PJRT_Layouts_MemoryLayout** output_layouts;
+  PJRT_Layouts_MemoryLayout** parameter_layouts;
   NativePlan* native; /* NULL: every execution goes through the bridge */
   char* program; /* the StableHLO it was compiled from, in format "mlir" */
   size_t program_size;
@@ -1365,6 +1397,8 @@ static void free_executable(PJRT_Executable* executable) {
   free(executable->parameter_types);
   free(executable->parameter_dims);
   free(executable->parameter_ranks);
+  free_layouts(executable->output_layouts, executable->output_count);
+  free_layouts(executable->parameter_layouts, executable->parameter_count);
   free_native_plan(executable->native);
   free(executable->program);
   free(executable->options);
@@ -1419,6 +1453,7 @@ static bool describe_executable(PJRT_Executable* executable) {
     executable->memory_kinds[i] = kMemoryKinds[kind_id];
     executable->memory_kind_sizes[i] = strlen(kMemoryKinds[kind_id]);
   }
+  executable->output_layouts = executable_layouts(executable->output_ranks, count);
   executable->donatable_count = (size_t)PyTuple_Size(donatable);
   executable->donatable = calloc(executable->donatable_count + 1, sizeof(int64_t));
   for (size_t i = 0; i < executable->donatable_count; ++i)
@@ -1446,6 +1481,7 @@ static bool describe_parameters(PJRT_Executable* executable) {
     executable->parameter_ranks[i] = (size_t)PyTuple_Size(dims);
     for (Py_ssize_t k = 0; k < PyTuple_Size(dims); ++k) executable->parameter_dims[position++] = PyLong_AsLongLong(PyTuple_GetItem(dims, k));
   }
+  executable->parameter_layouts = executable_layouts(executable->parameter_ranks, count);
   Py_DECREF(parameters);
   return !PyErr_Occurred();
 }
@@ -2096,6 +2132,150 @@ static PJRT_Error* loaded_execute(PJRT_LoadedExecutable_Execute_Args* args) {
   return NULL;
 }
 
+/* ---------------------------------------------------------- layouts extension */
+
+/* XLA's PJRT layouts extension (pjrt_c_api_layouts_extension.h, version 4), declared here as
+ * the header of version 0.90 has only its type. Through it jaxlib asks an executable for its
+ * output layouts (the parameters' too from API version 0.93) instead of converting the whole
+ * program to HLO for them (GetHloModules: 2 ms for a small program, 11 for a 40-layer MLP's
+ * gradient, every compile). jaxlib calls the buffer and client entries without checking them,
+ * so every entry is set. A layout serializes as XLA's Layout::ToString writes it, "{1,0}",
+ * which is what jaxlib parses. */
+struct PJRT_Layouts_SerializedLayout {
+  size_t size;
+  char text[];
+};
+typedef struct PJRT_Layouts_SerializedLayout PJRT_Layouts_SerializedLayout;
+
+typedef struct {
+  size_t struct_size;
+  PJRT_Extension_Base* extension_start;
+  PJRT_Layouts_MemoryLayout* layout;
+} PJRT_Layouts_MemoryLayout_Destroy_Args;
+
+typedef struct {
+  size_t struct_size;
+  PJRT_Extension_Base* extension_start;
+  PJRT_Layouts_MemoryLayout* layout;
+  const char* serialized_bytes;                 /* out */
+  size_t serialized_bytes_size;                 /* out */
+  PJRT_Layouts_SerializedLayout* serialized_layout; /* out */
+  void (*serialized_layout_deleter)(PJRT_Layouts_SerializedLayout*); /* out */
+} PJRT_Layouts_MemoryLayout_Serialize_Args;
+
+typedef struct {
+  size_t struct_size;
+  PJRT_Extension_Base* extension_start;
+  PJRT_Client* client;
+  PJRT_Buffer_Type type;
+  const int64_t* dims;
+  size_t num_dims;
+  PJRT_Layouts_MemoryLayout* layout; /* out */
+} PJRT_Layouts_PJRT_Client_GetDefaultLayout_Args;
+
+typedef struct {
+  size_t struct_size;
+  PJRT_Extension_Base* extension_start;
+  PJRT_Buffer* buffer;
+  PJRT_Layouts_MemoryLayout* layout; /* out */
+} PJRT_Layouts_PJRT_Buffer_MemoryLayout_Args;
+
+typedef struct {
+  size_t struct_size;
+  PJRT_Extension_Base* extension_start;
+  PJRT_TopologyDescription* topology_description;
+  PJRT_Buffer_Type type;
+  const int64_t* dims;
+  size_t num_dims;
+  PJRT_Layouts_MemoryLayout* layout; /* out */
+} PJRT_Layouts_PJRT_Topology_GetDefaultLayout_Args;
+
+typedef struct {
+  size_t struct_size;
+  PJRT_Extension_Base* extension_start;
+  PJRT_Executable* executable;
+  size_t count;                        /* out: num_outputs or num_parameters */
+  PJRT_Layouts_MemoryLayout** layouts; /* out */
+} PJRT_Layouts_PJRT_Executable_Layouts_Args;
+
+typedef struct {
+  size_t struct_size;
+  PJRT_Extension_Type type;
+  PJRT_Extension_Base* next;
+  PJRT_Error* (*memory_layout_destroy)(PJRT_Layouts_MemoryLayout_Destroy_Args*);
+  PJRT_Error* (*memory_layout_serialize)(PJRT_Layouts_MemoryLayout_Serialize_Args*);
+  PJRT_Error* (*client_default_layout)(PJRT_Layouts_PJRT_Client_GetDefaultLayout_Args*);
+  PJRT_Error* (*buffer_memory_layout)(PJRT_Layouts_PJRT_Buffer_MemoryLayout_Args*);
+  PJRT_Error* (*topology_default_layout)(PJRT_Layouts_PJRT_Topology_GetDefaultLayout_Args*);
+  PJRT_Error* (*executable_output_layouts)(PJRT_Layouts_PJRT_Executable_Layouts_Args*);
+  PJRT_Error* (*executable_parameter_layouts)(PJRT_Layouts_PJRT_Executable_Layouts_Args*);
+} PJRT_Layouts_Extension;
+
+static PJRT_Error* layout_destroy(PJRT_Layouts_MemoryLayout_Destroy_Args* args) {
+  if (args->layout != NULL && !args->layout->owned_by_executable) free(args->layout);
+  return NULL;
+}
+
+static void serialized_layout_delete(PJRT_Layouts_SerializedLayout* serialized) { free(serialized); }
+
+/* "{rank-1,...,1,0}": at most 20 characters a dimension. */
+static PJRT_Error* layout_serialize(PJRT_Layouts_MemoryLayout_Serialize_Args* args) {
+  size_t rank = args->layout->rank, capacity = 3 + 21 * rank;
+  PJRT_Layouts_SerializedLayout* serialized = malloc(sizeof(PJRT_Layouts_SerializedLayout) + capacity);
+  size_t size = 0;
+  serialized->text[size++] = '{';
+  for (size_t i = 0; i < rank; ++i)
+    size += (size_t)snprintf(serialized->text + size, capacity - size, i + 1 < rank ? "%zu," : "%zu", rank - 1 - i);
+  serialized->text[size++] = '}';
+  serialized->text[size] = '\0';
+  serialized->size = size;
+  args->serialized_bytes = serialized->text;
+  args->serialized_bytes_size = size;
+  args->serialized_layout = serialized;
+  args->serialized_layout_deleter = serialized_layout_delete;
+  return NULL;
+}
+
+static PJRT_Error* client_default_layout(PJRT_Layouts_PJRT_Client_GetDefaultLayout_Args* args) {
+  args->layout = new_layout(args->num_dims, false);
+  return NULL;
+}
+
+static PJRT_Error* buffer_memory_layout(PJRT_Layouts_PJRT_Buffer_MemoryLayout_Args* args) {
+  args->layout = new_layout(args->buffer->rank, false);
+  return NULL;
+}
+
+static PJRT_Error* topology_default_layout(PJRT_Layouts_PJRT_Topology_GetDefaultLayout_Args* args) {
+  args->layout = new_layout(args->num_dims, false);
+  return NULL;
+}
+
+static PJRT_Error* executable_output_layouts(PJRT_Layouts_PJRT_Executable_Layouts_Args* args) {
+  args->count = args->executable->output_count;
+  args->layouts = args->executable->output_layouts;
+  return NULL;
+}
+
+static PJRT_Error* executable_parameter_layouts(PJRT_Layouts_PJRT_Executable_Layouts_Args* args) {
+  args->count = args->executable->parameter_count;
+  args->layouts = args->executable->parameter_layouts;
+  return NULL;
+}
+
+static PJRT_Layouts_Extension layouts_extension = {
+    .struct_size = sizeof(PJRT_Layouts_Extension),
+    .type = PJRT_Extension_Type_Layouts,
+    .next = NULL,
+    .memory_layout_destroy = layout_destroy,
+    .memory_layout_serialize = layout_serialize,
+    .client_default_layout = client_default_layout,
+    .buffer_memory_layout = buffer_memory_layout,
+    .topology_default_layout = topology_default_layout,
+    .executable_output_layouts = executable_output_layouts,
+    .executable_parameter_layouts = executable_parameter_layouts,
+};
+
 /* --------------------------------------------------------- profiler extension */
 
 /* jax asks every plugin it registers for the PJRT profiler extension and, when one is there,
@@ -2293,7 +2473,7 @@ static PLUGIN_Profiler_Api profiler_api = {
 static PJRT_Profiler_Extension profiler_extension = {
     .struct_size = sizeof(PJRT_Profiler_Extension),
     .type = PJRT_Extension_Type_Profiler,
-    .next = NULL,
+    .next = (PJRT_Extension_Base*)&layouts_extension,
     .profiler_api = &profiler_api,
 };
 

@@ -101,6 +101,57 @@ def test_pjrt_table_reports_its_version_and_fills_every_entry():
     assert all(table.words[HEADER_WORDS + i] != 0 for i in range(PJRT_FUNCTIONS))
 
 
+LAYOUTS_EXTENSION = 4  # PJRT_Extension_Type_Layouts
+LAYOUTS_ENTRIES = 7  # PJRT_Layouts_Extension version 4: destroy, serialize, client, buffer, topology, outputs, parameters
+
+
+class ClientDefaultLayoutArgs(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", ctypes.c_void_p), ("client", ctypes.c_void_p),
+                ("type", ctypes.c_int), ("dims", ctypes.POINTER(ctypes.c_int64)), ("num_dims", ctypes.c_size_t),
+                ("layout", ctypes.c_void_p)]
+
+
+class SerializeLayoutArgs(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", ctypes.c_void_p), ("layout", ctypes.c_void_p),
+                ("serialized_bytes", ctypes.c_void_p), ("serialized_bytes_size", ctypes.c_size_t),
+                ("serialized_layout", ctypes.c_void_p), ("serialized_layout_deleter", ctypes.CFUNCTYPE(None, ctypes.c_void_p))]
+
+
+class DestroyLayoutArgs(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", ctypes.c_void_p), ("layout", ctypes.c_void_p)]
+
+
+def extension_entries(table: PjrtTable, extension_type: int, entries: int) -> list[int]:
+    """The function pointers of the extension of `extension_type` in the table's chain (each
+    extension: struct_size, type, next, then its entries)."""
+    extension = table.words[1]
+    while extension:
+        words = ctypes.cast(extension, ctypes.POINTER(ctypes.c_uint64))
+        if words[1] & 0xFFFFFFFF == extension_type:
+            assert words[0] == 8 * (3 + entries)
+            return [words[3 + i] for i in range(entries)]
+        extension = words[2]
+    raise AssertionError(f"no extension of type {extension_type}")
+
+
+def test_layouts_extension_serializes_row_major_layouts_as_xla_writes_them():
+    """jaxlib reads an executable's output layouts through the layouts extension (not by
+    converting its program to HLO) and calls every entry of it unchecked, so each is set; a
+    layout serializes as XLA's Layout::ToString, which jaxlib parses."""
+    destroy, serialize, client_default, *others = extension_entries(PjrtTable(), LAYOUTS_EXTENSION, LAYOUTS_ENTRIES)
+    assert all(others)
+    call = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)
+    for dims, text in (((), b"{}"), ((5,), b"{0}"), ((2, 3, 4), b"{2,1,0}"), (tuple(range(1, 12)), b"{10,9,8,7,6,5,4,3,2,1,0}")):
+        extents = (ctypes.c_int64 * max(len(dims), 1))(*dims)
+        layout_args = ClientDefaultLayoutArgs(ctypes.sizeof(ClientDefaultLayoutArgs), None, None, 11, extents, len(dims), None)
+        assert call(client_default)(ctypes.addressof(layout_args)) is None
+        serialized = SerializeLayoutArgs(ctypes.sizeof(SerializeLayoutArgs), None, layout_args.layout)
+        assert call(serialize)(ctypes.addressof(serialized)) is None
+        assert ctypes.string_at(serialized.serialized_bytes, serialized.serialized_bytes_size) == text
+        serialized.serialized_layout_deleter(serialized.serialized_layout)
+        assert call(destroy)(ctypes.addressof(DestroyLayoutArgs(ctypes.sizeof(DestroyLayoutArgs), None, layout_args.layout))) is None
+
+
 def test_unimplemented_entry_and_too_old_caller_get_errors_not_aborts():
     table = PjrtTable()
     assert table.call(CLIENT_TOPOLOGY_DESCRIPTION, (32).to_bytes(8, "little") + bytes(24)) == (
@@ -420,11 +471,13 @@ def test_entry_layouts_are_row_major_as_on_cpu(devices):
 
     def layouts(device):
         with jax.default_device(device):
-            compiled = jax.jit(lambda x: (x.T, x + 1)).lower(np.zeros((4, 3, 2), np.int32)).compile()
-        return [compiled.input_formats[0][0].layout.major_to_minor] + [f.layout.major_to_minor for f in compiled.output_formats]
+            compiled = jax.jit(lambda x: (x.T, x + 1, x.sum(), x[0, 0])).lower(np.zeros((4, 3, 2), np.int32)).compile()
+            buffer = jax.device_put(np.zeros((2, 3)), device)
+        return ([compiled.input_formats[0][0].layout.major_to_minor] + [f.layout.major_to_minor for f in compiled.output_formats]
+                + [buffer.format.layout.major_to_minor])
 
     mlirxla, cpu = devices
-    assert layouts(mlirxla) == layouts(cpu) == [(0, 1, 2)] * 3
+    assert layouts(mlirxla) == layouts(cpu) == [(0, 1, 2)] * 3 + [(), (0,), (0, 1)]
     row_major = Format(Layout(major_to_minor=(0, 1)), jax.sharding.SingleDeviceSharding(mlirxla))
     out = jax.jit(lambda x: x.T, out_shardings=row_major)(jax.device_put(np.arange(6.0).reshape(2, 3), mlirxla))
     np.testing.assert_array_equal(np.asarray(out), np.arange(6.0).reshape(2, 3).T)
