@@ -263,3 +263,35 @@ def test_short_complex_sums_unroll_through_the_cpu_pipeline():
     w = np.array([1, 1, 2, 1j], np.complex64)
     (average,) = Client().compile(COMPLEX_AVERAGE).execute_numpy([x, w])
     np.testing.assert_allclose(average, np.average(x, weights=w), rtol=1e-6)
+
+
+def stacked_gradient_program(count: int) -> str:
+    """The shape of jax's gradient of a stack's `count` slices: each slice's gradient padded
+    to the stack's shape with zeros, and the pads added one after another."""
+    lines = [f"func.func @main({', '.join(f'%g{i}: tensor<1x4xf32>' for i in range(count))}) -> tensor<{count}x4xf32> {{",
+             '  %z = "xhlo.constant"() {value = dense<0.0> : tensor<f32>} : () -> tensor<f32>']
+    for i in range(count):
+        lines.append(f'  %p{i} = "xhlo.pad"(%g{i}, %z) {{edge_padding_low = array<i64: {i}, 0>, edge_padding_high = array<i64: {count - 1 - i}, 0>, '
+                     f'interior_padding = array<i64: 0, 0>}} : (tensor<1x4xf32>, tensor<f32>) -> tensor<{count}x4xf32>')
+    total = "%p0"
+    for i in range(1, count):
+        lines.append(f'  %s{i} = "xhlo.add"({total}, %p{i}) : (tensor<{count}x4xf32>, tensor<{count}x4xf32>) -> tensor<{count}x4xf32>')
+        total = f"%s{i}"
+    lines += [f"  return {total} : tensor<{count}x4xf32>", "}"]
+    return "\n".join(lines)
+
+
+def test_a_chain_of_64_padded_gradients_simplifies_in_one_run():
+    """64 slices (a 64-layer MLP's stacked weights): the whole chain becomes one concatenate
+    in one run of the pass, where the simplification pipeline used to take one slice per
+    round and gave up after 25 rounds (the compile failed)."""
+    module = load(stacked_gradient_program(64))
+    assert AlgebraicSimplifierPass().run(module)
+    text = str(module)
+    assert text.count('"xhlo.concatenate"') == 1 and '"xhlo.pad"' not in text
+    assert not AlgebraicSimplifierPass().run(module)
+    from mlirxla.runtime.client import Client
+
+    rows = np.random.default_rng(5).standard_normal((64, 1, 4)).astype(np.float32)
+    (stacked,) = Client().compile(stacked_gradient_program(64)).execute_numpy(list(rows))
+    np.testing.assert_array_equal(stacked, rows.reshape(64, 4))

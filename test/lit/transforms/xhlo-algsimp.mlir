@@ -620,7 +620,7 @@ func.func @fold_slice_full(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
 // CHECK-NEXT: %[[ZA:.*]] = "xhlo.constant"() {value = dense<0.000000e+00> : tensor<2x3xf32>}
 // CHECK-NEXT: %[[A:.*]] = "xhlo.add"(%arg0, %[[ZA]])
 // CHECK-NEXT: %[[ZB:.*]] = "xhlo.constant"() {value = dense<0.000000e+00> : tensor<2x2xf32>}
-// CHECK-NEXT: %[[B:.*]] = "xhlo.add"(%[[ZB]], %arg1)
+// CHECK-NEXT: %[[B:.*]] = "xhlo.add"(%arg1, %[[ZB]])
 // CHECK-NEXT: %[[C:.*]] = "xhlo.concatenate"(%[[A]], %[[B]]) {dimension = 1 : i64}
 // CHECK-NEXT: return %[[C]]
 func.func @fold_add_of_adjacent_pads(%a: tensor<2x3xf32>, %b: tensor<2x2xf32>) -> tensor<2x5xf32> {
@@ -644,6 +644,44 @@ func.func @fold_add_of_adjacent_pads_inside(%a: tensor<3x4xi32>, %b: tensor<2x4x
   %1 = "xhlo.pad"(%b, %z) {edge_padding_low = array<i64: 2, 0>, edge_padding_high = array<i64: 4, 0>, interior_padding = array<i64: 0, 0>} : (tensor<2x4xi32>, tensor<i32>) -> tensor<8x4xi32>
   %2 = "xhlo.add"(%0, %1) : (tensor<8x4xi32>, tensor<8x4xi32>) -> tensor<8x4xi32>
   return %2 : tensor<8x4xi32>
+}
+
+// -----
+
+/// A chain of adds of adjacent pads (jax's gradient of a stack's slices, one pad per slice):
+/// one flat concatenate, one add a part, in one run (the sum of two pads' zeros was an add
+/// that waited for constant folding, one pad more per round of the pipeline).
+// CHECK-LABEL: func.func @fold_chain_of_adds_of_adjacent_pads
+// CHECK-COUNT-3: "xhlo.add"
+// CHECK-NEXT: "xhlo.concatenate"(%1, %3, %5) {dimension = 0 : i64} : (tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>) -> tensor<3x2xf32>
+// CHECK-NOT: "xhlo.add"
+// CHECK-NOT: "xhlo.pad"
+func.func @fold_chain_of_adds_of_adjacent_pads(%a: tensor<1x2xf32>, %b: tensor<1x2xf32>, %c: tensor<1x2xf32>) -> tensor<3x2xf32> {
+  %z = "xhlo.constant"() {value = dense<0.0> : tensor<f32>} : () -> tensor<f32>
+  %0 = "xhlo.pad"(%a, %z) {edge_padding_low = array<i64: 0, 0>, edge_padding_high = array<i64: 2, 0>, interior_padding = array<i64: 0, 0>} : (tensor<1x2xf32>, tensor<f32>) -> tensor<3x2xf32>
+  %1 = "xhlo.pad"(%b, %z) {edge_padding_low = array<i64: 1, 0>, edge_padding_high = array<i64: 1, 0>, interior_padding = array<i64: 0, 0>} : (tensor<1x2xf32>, tensor<f32>) -> tensor<3x2xf32>
+  %2 = "xhlo.pad"(%c, %z) {edge_padding_low = array<i64: 2, 0>, edge_padding_high = array<i64: 0, 0>, interior_padding = array<i64: 0, 0>} : (tensor<1x2xf32>, tensor<f32>) -> tensor<3x2xf32>
+  %3 = "xhlo.add"(%0, %1) : (tensor<3x2xf32>, tensor<3x2xf32>) -> tensor<3x2xf32>
+  %4 = "xhlo.add"(%3, %2) : (tensor<3x2xf32>, tensor<3x2xf32>) -> tensor<3x2xf32>
+  return %4 : tensor<3x2xf32>
+}
+
+// -----
+
+/// The same with pads of -0.0 and +0.0: the outer pad's value is their sum, +0.0.
+// CHECK-LABEL: func.func @fold_chain_of_adds_of_adjacent_pads_signed_zeros
+// CHECK: %[[Z:.*]] = "xhlo.constant"() {value = dense<0.000000e+00> : tensor<f32>}
+// CHECK: %[[C:.*]] = "xhlo.concatenate"(%{{.*}}, %{{.*}}, %arg2) {dimension = 0 : i64}
+// CHECK-NEXT: "xhlo.pad"(%[[C]], %[[Z]]) {edge_padding_high = array<i64: 1, 0>, edge_padding_low = array<i64: 0, 0>
+func.func @fold_chain_of_adds_of_adjacent_pads_signed_zeros(%a: tensor<1x2xf32>, %b: tensor<1x2xf32>, %c: tensor<1x2xf32>) -> tensor<4x2xf32> {
+  %n = "xhlo.constant"() {value = dense<-0.0> : tensor<f32>} : () -> tensor<f32>
+  %z = "xhlo.constant"() {value = dense<0.0> : tensor<f32>} : () -> tensor<f32>
+  %0 = "xhlo.pad"(%a, %n) {edge_padding_low = array<i64: 0, 0>, edge_padding_high = array<i64: 3, 0>, interior_padding = array<i64: 0, 0>} : (tensor<1x2xf32>, tensor<f32>) -> tensor<4x2xf32>
+  %1 = "xhlo.pad"(%b, %n) {edge_padding_low = array<i64: 1, 0>, edge_padding_high = array<i64: 2, 0>, interior_padding = array<i64: 0, 0>} : (tensor<1x2xf32>, tensor<f32>) -> tensor<4x2xf32>
+  %2 = "xhlo.pad"(%c, %z) {edge_padding_low = array<i64: 2, 0>, edge_padding_high = array<i64: 1, 0>, interior_padding = array<i64: 0, 0>} : (tensor<1x2xf32>, tensor<f32>) -> tensor<4x2xf32>
+  %3 = "xhlo.add"(%0, %1) : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<4x2xf32>
+  %4 = "xhlo.add"(%3, %2) : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<4x2xf32>
+  return %4 : tensor<4x2xf32>
 }
 
 // -----
