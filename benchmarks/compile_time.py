@@ -169,12 +169,13 @@ def kernel_llvm_times(text: str) -> list[dict]:
         llvm_jit.compile_native = compile_native
     times = []
     for name, ir_text, linked in captured:
+        machine = llvm_jit.target_machine()
         start = time.perf_counter()
-        module = llvm_jit.optimize(name, ir_text, linked, llvm.create_context())
+        module = llvm_jit.optimize(name, ir_text, linked, llvm.create_context(), machine)
         optimized = time.perf_counter()
         optimized_lines = str(module).count("\n")
         generating = time.perf_counter()
-        llvm_jit.emit_object(llvm_jit.target_machine(), module)
+        llvm_jit.emit_object(machine, module)
         times.append({"kernel": name, "ir_lines": ir_text.count("\n"), "optimize_s": optimized - start,
                       "codegen_s": time.perf_counter() - generating, "optimized_lines": optimized_lines})
     return sorted(times, key=lambda kernel: -(kernel["optimize_s"] + kernel["codegen_s"]))
