@@ -1,13 +1,16 @@
 """Compile time: mlirxla's cold compile next to XLA:CPU's compile of the same lowering, as the
 program grows, and where mlirxla's time goes.
 
-Two tables. The first is the curve of a residual MLP of N layers (`x = tanh(x @ w[i]) * 0.5 +
+Three tables. The first is the curve of a residual MLP of N layers (`x = tanh(x @ w[i]) * 0.5 +
 x`, f32[8,64] through 64x64 weights; issue 18) for N = 4 ... 256: its StableHLO op count,
 mlirxla's cold compile (a fresh `Client` with an empty compile cache: import, the cpu pipeline,
 thunk emission, every kernel through LLVM, the native object), XLA's
 `jax.jit(f).lower(...).compile()` timed in the same process, their ratio, and each side's
-milliseconds per op (flat when time grows linearly with the program). The second is the same
-for the benchmark programs of `examples/jax_programs.py` (mlp, softmax, transformer block,
+milliseconds per op (flat when time grows linearly with the program). The second is the
+curve of the same MLP's training step for `--gradient-layers` N: the gradient of a squared
+loss with respect to the stacked weights, as `jax.grad` writes it (transposed dots, each
+layer's weight gradient zero-padded to the stack's shape and the pads added up). The third is
+the same for the benchmark programs of `examples/jax_programs.py` (mlp, softmax, transformer block,
 conv net, scan RNN, the small MLP), and with `--workloads` for those of
 `benchmarks/cpu_vs_xla.py` (`examples/benchmark_workloads.py`: layernorm, attention_mask, ...). Each time is the fastest of `--repeats` compiles.
 
@@ -30,7 +33,8 @@ loading the objects, the cache), largest first.
 kernel at a time on the main thread (the compile threads overlap them): its LLVM IR's lines,
 parsing and O3 (`llvm_jit.optimize`), code generation, and the optimized IR's lines.
 
-    python benchmarks/compile_time.py [--layers 4,8,...] [--programs transformer,...] [--workloads layernorm,...]
+    python benchmarks/compile_time.py [--layers 4,8,...] [--gradient-layers 4,16,...] [--programs transformer,...]
+                                      [--workloads layernorm,...]
                                       [--repeats N] [--profile] [--kernels] [--json]
 
 Times taken on a shared machine are noisy: quote the ratios, and say what else ran.
@@ -62,6 +66,7 @@ from benchmark_workloads import WORKLOADS, workload  # noqa: E402
 from jax_programs import program  # noqa: E402
 
 LAYERS = (4, 8, 16, 32, 64, 128, 256)
+GRADIENT_LAYERS = (4, 16, 64)
 PROGRAMS = ("mlp", "softmax", "transformer", "convnet", "scan", "mlp_softmax_small")
 WIDTH, BATCH = 64, 8
 STABLEHLO_OP = re.compile(r"^\s*(?:%[^=]*=\s*)?\"?(?:stablehlo|chlo)\.", re.MULTILINE)
@@ -80,6 +85,13 @@ def residual_mlp(layers: int):
 
     arguments = (jax.ShapeDtypeStruct((BATCH, WIDTH), jnp.float32), jax.ShapeDtypeStruct((layers, WIDTH, WIDTH), jnp.float32))
     return function, arguments
+
+
+def residual_mlp_gradient(layers: int):
+    """The gradient of the N-layer residual MLP's squared output with respect to its stacked
+    weights, and its abstract arguments."""
+    function, arguments = residual_mlp(layers)
+    return jax.grad(lambda x, weights: jnp.sum(function(x, weights) ** 2), argnums=1), arguments
 
 
 def op_count(text: str) -> int:
@@ -251,6 +263,8 @@ def print_kernels(rows: list) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", default=",".join(map(str, LAYERS)), help="comma-separated layer counts of the residual MLP ('' for none)")
+    parser.add_argument("--gradient-layers", default=",".join(map(str, GRADIENT_LAYERS)),
+                        help="comma-separated layer counts of the residual MLP's gradient ('' for none)")
     parser.add_argument("--programs", default=",".join(PROGRAMS), help="comma-separated benchmark programs ('' for none)")
     parser.add_argument("--workloads", default="", help="comma-separated workloads of cpu_vs_xla.py ('all' for every one)")
     parser.add_argument("--repeats", type=int, default=1, help="compiles per side; the fastest is kept")
@@ -259,6 +273,7 @@ def main(argv=None) -> int:
     parser.add_argument("--json", action="store_true", help="end with one JSON line holding every row")
     arguments = parser.parse_args(argv)
     layers = [int(n) for n in arguments.layers.split(",") if n]
+    gradient_layers = [int(n) for n in arguments.gradient_layers.split(",") if n]
     names = [name for name in arguments.programs.split(",") if name]
     unknown = sorted(set(names) - set(PROGRAMS))
     if unknown:
@@ -275,6 +290,8 @@ def main(argv=None) -> int:
         llvm_jit.library_object(function)
     curve = [measure(f"residual MLP N={n}", *residual_mlp(n), arguments.repeats, arguments.profile, arguments.kernels)
              for n in layers]
+    gradients = [measure(f"MLP gradient N={n}", *residual_mlp_gradient(n), arguments.repeats, arguments.profile, arguments.kernels)
+                 for n in gradient_layers]
     programs = []
     for name in names:
         chosen = program(f"programs/{name}")
@@ -285,12 +302,14 @@ def main(argv=None) -> int:
                                 arguments.kernels))
     if curve:
         print_rows("residual MLP of N layers (64x64, batch 8): cold compile", curve)
+    if gradients:
+        print_rows("gradient of the residual MLP with respect to its stacked weights: cold compile", gradients)
     if programs:
         print_rows("benchmark programs: cold compile", programs)
-    print_profiles(curve + programs)
-    print_kernels(curve + programs)
+    print_profiles(curve + gradients + programs)
+    print_kernels(curve + gradients + programs)
     if arguments.json:
-        print(json.dumps({"curve": curve, "programs": programs}))
+        print(json.dumps({"curve": curve, "gradients": gradients, "programs": programs}))
     return 0
 
 
