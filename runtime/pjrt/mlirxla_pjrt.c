@@ -31,6 +31,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
 
 #include "xla/pjrt/c/pjrt_c_api.h"
 
@@ -1569,15 +1572,36 @@ static PJRT_Error* load_executable(PJRT_Client* client, PyObject* made, PJRT_Loa
   return NULL;
 }
 
+/* jaxlib calls Compile on its own threads, which flush denormals (FTZ and DAZ set, as XLA:CPU
+ * computes): the compiler's own arithmetic there (constant folding, the constants it writes
+ * into kernels, in numpy) read a denormal constant as zero (jnp.spacing's smallest subnormal
+ * came out 0). A compile runs with gradual underflow, the thread's setting put back after. */
+#if defined(__x86_64__)
+enum { kFlushingBits = 0x8040 }; /* MXCSR's FTZ (bit 15) and DAZ (bit 6) */
+static unsigned int gradual_underflow(void) {
+  unsigned int saved = _mm_getcsr();
+  if (saved & kFlushingBits) _mm_setcsr(saved & ~(unsigned int)kFlushingBits);
+  return saved;
+}
+static void restore_underflow(unsigned int saved) {
+  if (saved & kFlushingBits) _mm_setcsr(saved);
+}
+#else
+static unsigned int gradual_underflow(void) { return 0; }
+static void restore_underflow(unsigned int saved) { (void)saved; }
+#endif
+
 static PJRT_Error* client_compile(PJRT_Client_Compile_Args* args) {
   REQUIRE_FIELD(args, executable, "PJRT_Client_Compile");
   const PJRT_Program* program = args->program;
   PyGILState_STATE state = PyGILState_UNLOCKED;
   PJRT_Error* error = enter_python(&state);
   if (error) return error;
+  unsigned int underflow = gradual_underflow();
   PyObject* compiled = call_bridge("compile", "(Oy#s#y#)", args->client->runtime, program->code, (Py_ssize_t)program->code_size,
                                    program->format, (Py_ssize_t)program->format_size, args->compile_options,
                                    (Py_ssize_t)args->compile_options_size);
+  restore_underflow(underflow);
   PJRT_LoadedExecutable* loaded = NULL;
   error = compiled ? load_executable(args->client, compiled, &loaded) : python_error();
   Py_XDECREF(compiled);

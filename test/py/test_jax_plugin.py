@@ -278,6 +278,17 @@ def test_float64_with_x64(devices):
         jax.config.update("jax_enable_x64", previous)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_denormal_constants_survive_compiles_on_jaxs_flushing_threads(devices, dtype):
+    """jaxlib compiles on threads that flush denormals (as XLA:CPU computes): the compiler's
+    numpy arithmetic there read jnp.spacing's smallest-subnormal constant as zero, and the
+    spacing of a subnormal came out 0 (jax's lax_numpy_operators_test testSpacingSubnormals)."""
+    tiny = np.array([np.finfo(np.float32).smallest_subnormal], np.float32).astype(dtype)
+    values = np.concatenate([-tiny * 3, -tiny, np.zeros(1, dtype), tiny, tiny * 2])
+    got, want = (np.asarray(on(device, jnp.spacing, values)) for device in devices)
+    assert got.tobytes() == want.tobytes() and np.any(want != 0)
+
+
 def test_f64_exp_gives_xla_cpu_bits(devices):
     """f64 exp is XLA:CPU's own (Cephes' rational form after the ln 2 reduction): its bits
     across the whole range, 0 and inf past its bounds, NaN kept."""
