@@ -51,7 +51,7 @@ from mlirxla.report import progress
 from mlirxla.backends import registry
 from mlirxla.backends.backend import Backend
 
-from . import sharded
+from . import compile_deadline, sharded
 from .buffers import Buffer, Device
 from .compile_cache import CompileCache, fingerprint
 from .executable import Executable
@@ -265,7 +265,7 @@ def compile_bytes(data: bytes, source: str, options: CompileOptions, backend: Ba
                              disable_passes=frozenset(options.disable_passes), backend=backend.name,
                              iree_flags=tuple(options.iree_flags), allow_excess_precision=options.allow_excess_precision,
                              flush_denormals=options.flush_denormals, render_reports=False)
-    with _COMPILING, reported(options, source, backend) as recording, progress.compiling(source):
+    with _COMPILING, reported(options, source, backend) as recording, progress.compiling(source), compile_deadline.deadline(source):
         try:
             imported = frontdoor.import_bytes(data, source, compile_context(len(data)))
             with imported.module.context:

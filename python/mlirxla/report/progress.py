@@ -38,11 +38,10 @@ def width(stream) -> int:
     return max(shutil.get_terminal_size((100, 24)).columns - 1, 20)
 
 
-class CompileProgress(phases.Listener):
-    """Which pass and kernel the compile on this thread is at, drawn by a ticker thread."""
+class CompilePosition(phases.Listener):
+    """Which pass and kernel the compile on this thread is at (`doing`)."""
 
-    def __init__(self, label: str, stream, after_s: float = AFTER_S, interval_s: float = INTERVAL_S):
-        self.label, self.stream, self.after_s, self.interval_s = label, stream, after_s, interval_s
+    def __init__(self):
         self.thread = threading.get_ident()
         self.start = time.monotonic()
         self.doing = "starting"
@@ -50,9 +49,6 @@ class CompileProgress(phases.Listener):
         self.pipelines: list[str] = []  # the pipelines running, innermost last
         self.kernels = 0
         self.kernel_count = 0
-        self.drawn = False
-        self.stopped = threading.Event()
-        self.ticker = threading.Thread(target=self.tick, name="mlirxla-progress", daemon=True)
 
     def started(self, phase: phases.Phase) -> None:
         if phase.thread != self.thread:
@@ -78,6 +74,17 @@ class CompileProgress(phases.Listener):
     def published(self, kind: str, value) -> None:
         if kind == "kernel-count" and threading.get_ident() == self.thread:
             self.kernel_count = value
+
+
+class CompileProgress(CompilePosition):
+    """Where the compile on this thread is, drawn by a ticker thread."""
+
+    def __init__(self, label: str, stream, after_s: float = AFTER_S, interval_s: float = INTERVAL_S):
+        super().__init__()
+        self.label, self.stream, self.after_s, self.interval_s = label, stream, after_s, interval_s
+        self.drawn = False
+        self.stopped = threading.Event()
+        self.ticker = threading.Thread(target=self.tick, name="mlirxla-progress", daemon=True)
 
     def line(self) -> str:
         """`mlirxla: compiling LABEL 3.2 s: WHAT`, the label left out first when the terminal is
