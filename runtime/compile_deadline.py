@@ -24,6 +24,7 @@ from mlirxla.report.progress import CompilePosition
 
 VARIABLE = "MLIRXLA_COMPILE_TIMEOUT"
 DEFAULT_SECONDS = 1800.0
+DELIVERY_SPINS = 1_000_000
 
 
 class CompileTimeout(BaseException):
@@ -45,30 +46,33 @@ def deadline_seconds() -> float:
     return seconds
 
 
-def interrupt(thread: int, exception) -> None:
-    """Raise `exception` in `thread` at its next bytecode (None: take back one not raised yet)."""
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread), None if exception is None else ctypes.py_object(exception))
+def interrupt(thread: int) -> None:
+    """Raise `CompileTimeout` in `thread` at its next bytecode. Never taken back: CPython's
+    `PyThreadState_SetAsyncExc(id, NULL)` clears the exception but leaves the interpreter's
+    signal for it set, and the next frame run under a profile function (sys.setprofile) then
+    spun in place for ever (seen in a test after a deadline's clean-up)."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread), ctypes.py_object(CompileTimeout))
 
 
 @contextlib.contextmanager
 def deadline(label: str, seconds: float | None = None):
     """The compile in the block stops with an MlirxlaError after `seconds` (the setting's by
-    default). The timer and the block's end agree under a lock, and an exception raised as the
-    block ends is taken back or swallowed there, so none is left pending for whatever this
-    thread runs next."""
+    default). The timer and the block's end agree under a lock, and an exception the timer
+    sent as the block ended is waited for and swallowed there, so none is left pending for
+    whatever this thread runs next."""
     seconds = deadline_seconds() if seconds is None else seconds
     if not seconds:
         yield
         return
     position = CompilePosition()
     lock = threading.Lock()
-    state = {"ended": False, "fired": False}
+    state = {"ended": False, "fired": False, "delivered": False}
 
     def expire() -> None:
         with lock:
             if not state["ended"]:
                 state["fired"] = True
-                interrupt(position.thread, CompileTimeout)
+                interrupt(position.thread)
 
     timer = threading.Timer(seconds, expire)
     timer.daemon = True
@@ -77,15 +81,17 @@ def deadline(label: str, seconds: float | None = None):
     try:
         yield
     except CompileTimeout:
+        state["delivered"] = True
         raise MlirxlaError(f"the compile did not finish in {seconds:g} s; it was at {position.doing} ({VARIABLE} sets the deadline)",
                            label) from None
     finally:
         try:
             with lock:
                 state["ended"] = True
-                if state["fired"]:
-                    interrupt(position.thread, None)
+            for _ in range(DELIVERY_SPINS):  # a sent exception arrives at one of the next bytecodes
+                if not state["fired"] or state["delivered"]:
+                    break
         except CompileTimeout:
-            pass  # delivered as the compile ended: there is nothing left to stop
+            pass  # sent as the compile ended: there is nothing left to stop
         timer.cancel()
         phases.remove_listener(position)

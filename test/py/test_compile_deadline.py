@@ -1,6 +1,8 @@
 """A compile ends or refuses (`runtime/compile_deadline.py`): a pass that never returns is
 stopped at the deadline with a one-line error naming it, and the process compiles on."""
 
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -58,3 +60,31 @@ def test_zero_turns_the_deadline_off(monkeypatch):
     assert compile_deadline.deadline_seconds() == 0
     (doubled,) = Client().compile(DOUBLE).execute_numpy([np.ones(4, dtype=np.float32)])
     np.testing.assert_array_equal(doubled, [2, 2, 2, 2])
+
+
+AFTER_A_DEADLINE = """
+import os, sys
+os.environ["MLIRXLA_COMPILE_TIMEOUT"] = "1"
+from mlirxla.errors import MlirxlaError
+from mlirxla.runtime.client import Client
+from mlirxla.transforms.algebraic_simplifier import AlgebraicSimplifierPass
+AlgebraicSimplifierPass.run = lambda self, module: [None for _ in iter(int, 1)]
+try:
+    Client().compile(sys.argv[1])
+except MlirxlaError:
+    pass
+calls = []
+sys.setprofile(lambda frame, event, argument: calls.append(event))
+(lambda: sum(range(10)))()
+sys.setprofile(None)
+print("profiled", len(calls) > 0)
+"""
+
+
+def test_after_a_deadline_the_thread_runs_profiled_code_on():
+    """The exception sent at the deadline is never taken back with
+    `PyThreadState_SetAsyncExc(id, NULL)`, which left the interpreter's signal for it set: the
+    next frame run under a profile function spun in place (the plugin's own tests profile
+    executions with sys.setprofile)."""
+    done = subprocess.run([sys.executable, "-c", AFTER_A_DEADLINE, DOUBLE], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "profiled True", done.stderr[-2000:]
