@@ -48,10 +48,11 @@ def keep_overwritten_operands_readable(module: ir.Module) -> tuple[int, int]:
             for operand, argument in overwritten_operands(block):
                 joins, copy = keep_readable(block, operand, argument)
                 number = ir.BlockArgument(argument).arg_number
-                if copy and number in copied_arguments:
-                    raise MlirxlaError(f"kernel {ir.StringAttr(function.attributes['sym_name']).value}: argument {number}, "
-                                       "overwritten by a result, is still read after its writer once copied (an mlirxla defect)")
-                copied_arguments.update([number] if copy else [])
+                if copy:
+                    if number in copied_arguments:
+                        raise MlirxlaError(f"kernel {ir.StringAttr(function.attributes['sym_name']).value}: argument {number}, "
+                                           "overwritten by a result, is still read after its writer once copied (an mlirxla defect)")
+                    copied_arguments.add(number)
                 merged, copied, changed = merged + joins, copied + copy, changed or joins + copy > 0
     return merged, copied
 
