@@ -3,7 +3,8 @@ program grows, and where mlirxla's time goes.
 
 Three tables. The first is the curve of a residual MLP of N layers (`x = tanh(x @ w[i]) * 0.5 +
 x`, f32[8,64] through 64x64 weights; issue 18) for N = 4 ... 256: its StableHLO op count,
-mlirxla's cold compile (a fresh `Client` with an empty compile cache: import, the cpu pipeline,
+mlirxla's cold compile (a fresh `Client` with an empty compile cache and no kernel kept from
+an earlier compile: import, the cpu pipeline,
 thunk emission, every kernel through LLVM, the native object), XLA's
 `jax.jit(f).lower(...).compile()` timed in the same process, their ratio, and each side's
 milliseconds per op (flat when time grows linearly with the program). The second is the
@@ -58,7 +59,7 @@ import jax.numpy as jnp  # noqa: E402
 import llvmlite.binding as llvm  # noqa: E402
 
 from mlirxla import phases  # noqa: E402
-from mlirxla.backends.cpu import llvm_jit, runtime_library  # noqa: E402
+from mlirxla.backends.cpu import kernel_cache, llvm_jit, runtime_library  # noqa: E402
 from mlirxla.runtime.client import Client  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
@@ -129,8 +130,10 @@ class PhaseTimes(phases.Listener):
 
 
 def mlirxla_cold(text: str, profile: bool) -> tuple[float, dict | None]:
-    """Seconds of one cold compile of `text`, and with `profile` where they went."""
+    """Seconds of one cold compile of `text`, and with `profile` where they went: no kernel of
+    it is kept from an earlier compile of this process (`backends/cpu/kernel_cache.py`)."""
     listener = PhaseTimes() if profile else None
+    kernel_cache.KERNELS.clear()
     with tempfile.TemporaryDirectory(prefix="mlirxla-cache-") as directory:
         client = Client(cache_dir=directory)
         if listener:

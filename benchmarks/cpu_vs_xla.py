@@ -71,6 +71,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from mlirxla.backends.cpu import kernel_cache
 from mlirxla.runtime import blas, thunks
 from mlirxla.runtime.client import Client
 
@@ -301,8 +302,10 @@ def crash_in_child(text: str) -> str | None:
 
 
 def compile_times(text: str):
-    """(the cold-compiled executable, {mlirxla's cold and cached compile seconds})."""
+    """(the cold-compiled executable, {mlirxla's cold and cached compile seconds}); cold: no
+    kernel of it kept from an earlier compile of this process (`backends/cpu/kernel_cache.py`)."""
     directory = tempfile.mkdtemp(prefix="mlirxla-cache-")
+    kernel_cache.KERNELS.clear()
     try:
         client = Client(cache_dir=directory)
         start = time.perf_counter()

@@ -23,6 +23,8 @@ code) out (XLA's CpuCompiler: RunHloPasses, then RunBackend).
    says which code each runs. A kernel whose op has the same structure as an earlier one's
    (`kernel_structure`: names and outer values left out) is known to be such a kernel before
    its StableHLO is even built, so that building is skipped too.
+   A kernel with the same StableHLO and symbol as one an earlier compile of this process made
+   reuses that one's native code (`kernel_cache.py`): it is neither lowered nor optimized.
 4. Scratch: what bufferization still allocated in a kernel (known only now) is placed in
    the temp slab by buffer assignment's `place_scratch`, live while the kernel's thunk runs
    (one range per concurrent call of a sliced kernel, `CONCURRENT_CALLS` at most), beside
@@ -63,7 +65,7 @@ from mlirxla.transforms.buffer_assignment import Assignment, BufferAssignmentPas
 from mlirxla.transforms.pass_base import PassResult
 from mlirxla.transforms.sharding_remover import partitioning_need
 
-from . import denormal_flushing, driver_emitter, excess_precision, interpreter_fallback, kernel_scratch, kernel_source, llvm_jit, lowering
+from . import denormal_flushing, driver_emitter, excess_precision, interpreter_fallback, kernel_cache, kernel_scratch, kernel_source, llvm_jit, lowering
 from .emitters.kernels import KernelSpec
 from .thunk_emitter import Emission, ThunkEmitter
 
@@ -108,6 +110,7 @@ def compile_module(module: ir.Module, options: RunOptions = RunOptions(), run_pi
                    variant: Variant = Variant()) -> CompiledProgram:
     """Compile `module` (imported xhlo) for the host CPU: one compile, whose pipelines are
     parsed once (`reused_pass_managers`)."""
+    kernel_cache.budget()  # a bad setting is refused here: met in a kernel's compile, it would send the kernel to the interpreter
     with reused_pass_managers(module.context):
         runner = PipelineRunner(module, options)
         variant = replace(variant, excess_precision=variant.excess_precision and excess_precision.allowed(options.allow_excess_precision),
@@ -363,6 +366,9 @@ def compile_kernel(spec: KernelSpec, lowered_kernels: LoweredKernels, codegen: l
         if structure is not None:
             lowered_kernels.by_structure[structure] = first
         return same_code_as(first, spec.symbol, stablehlo_text)
+    if variant.buffer_loops is None and (earlier := kernel_cache.KERNELS.find(variant, spec.symbol, source_key, codegen.keep_ir)):
+        lowered_kernels.lowered(spec, structure, earlier)
+        return earlier
     lowered = lowering.lower_to_llvm_dialect(kernel_module, spec.symbol, variant.buffer_loops,
                                              allow_excess_precision=variant.excess_precision)
     native = codegen.native(spec.symbol, flushing(lowering.translate(kernel_module, spec.symbol), spec.symbol, variant.flush_denormals))
@@ -393,6 +399,8 @@ def finish_kernel(spec: KernelSpec, start: "CompiledKernel | MlirxlaError", fini
         start = compile_kernel(spec, LoweredKernels(), codegen, variant)
     start.optimized = start.native.result()
     finished_by_source[start.source_key] = start
+    if not start.optimized.forwards and variant.buffer_loops is None:
+        kernel_cache.KERNELS.keep(variant, start)
     return start
 
 

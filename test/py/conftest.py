@@ -70,6 +70,16 @@ def context():
     return new_context()
 
 
+@pytest.fixture(autouse=True)
+def no_kernels_from_earlier_tests():
+    """Each test compiles its kernels afresh, as a process of its own would: tests that count
+    or break the kernels a compile lowers see every one (`backends/cpu/kernel_cache.py`,
+    whose own tests compile more than once in a test)."""
+    from mlirxla.backends.cpu import kernel_cache
+
+    kernel_cache.KERNELS.clear()
+
+
 @pytest.fixture(scope="session")
 def xla_figures() -> dict:
     """XLA:CPU's kernels and bytes per benchmark program, read from XLA's own dump by

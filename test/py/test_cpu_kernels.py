@@ -1290,6 +1290,7 @@ def test_fused_values_stay_out_of_scratch(text, rewrite, most, monkeypatch, tmp_
     named by their op in the dump; an input padded into a reshaped result), the kernel
     computes what the interpreter does, and without the rewrite that value would take
     scratch."""
+    from mlirxla.backends.cpu import kernel_cache
     from mlirxla.backends.cpu.compiler import compile_module
     from mlirxla.pipelines.runner import RunOptions
     from mlirxla.runtime.executable import Executable
@@ -1310,6 +1311,7 @@ def test_fused_values_stay_out_of_scratch(text, rewrite, most, monkeypatch, tmp_
     identity = {"sink_slices": lambda function: None, "unreshaped_result": lambda value, destination, memref_of, results: (value, destination),
                 "write_over_dying_operands": lambda module: None, "write_padded_in_place": lambda module: 0}[rewrite]
     monkeypatch.setattr(materialization, rewrite, identity)
+    kernel_cache.KERNELS.clear()
     without = compile_module(frontdoor.import_text(text, "kernel.mlir", new_context()).module)
     assert scratch(without) > most
 

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from mlirxla import frontdoor
-from mlirxla.backends.cpu import compiler, driver_emitter, llvm_jit, lowering, native_symbols, object_archive, row_programs
+from mlirxla.backends.cpu import compiler, driver_emitter, kernel_cache, llvm_jit, lowering, native_symbols, object_archive, row_programs
 from mlirxla.errors import MlirxlaError
 from mlirxla.runtime import compile_cache
 from mlirxla.runtime.client import Client
@@ -47,6 +47,7 @@ def test_one_and_two_compile_threads_make_the_same_executable(context, monkeypat
     programs, outputs = [], []
     for threads in ("1", "2"):
         monkeypatch.setenv(COMPILE_VARIABLE, threads)
+        kernel_cache.KERNELS.clear()  # each compile lowers and optimizes every kernel
         program = compiler.compile_module(transformer(context))
         programs.append(program)
         outputs.append(Executable.of(program).execute(arguments))
