@@ -1,6 +1,8 @@
 """Native code the runtime writes itself (LAPACK batch loops, the thread pool), compiled for
 the host by llvmlite."""
 
+import functools
+
 
 def compiled(text: str):
     """An MCJIT engine holding `text` compiled for the host (llvmlite directly: the runtime
@@ -21,6 +23,7 @@ def compiled(text: str):
     return engine
 
 
+@functools.cache
 def has_feature(feature: str) -> bool:
     """Whether LLVM finds `feature` (as LLVM names it: `avx512vnni`) on this host's CPU."""
     import llvmlite.binding as llvm

@@ -36,6 +36,7 @@ from . import library_cache, native_symbols, object_archive
 
 _INITIALIZED = threading.Lock()
 _STATE: dict = {}
+_THREAD_MACHINES = threading.local()
 
 # LLVM's loop unroller at O3 (threshold 300) made the optimized IR of the benchmarks' kernels
 # 3.8 MB from 0.9 MB without it, and was most of a cold compile's LLVM time. Paired runs in one
@@ -58,10 +59,8 @@ def illegal_bf16_access(function_name: str) -> bool:
     return match is not None and int(match.group(1)) & (int(match.group(1)) - 1) != 0
 
 
-def target_machine(opt: int = 3) -> "llvm.TargetMachine":
-    """A new target machine for the host at code-generation level `opt` (LLVM is initialized
-    once per process). New each time: an MCJIT engine takes ownership of the machine it is
-    given and frees it with itself, and a thread compiling a kernel uses a machine of its own."""
+def initialized() -> dict:
+    """LLVM's host target, initialized once per process: the target, the CPU and its features."""
     with _INITIALIZED:
         if not _STATE:
             llvm.initialize_native_target()
@@ -71,20 +70,36 @@ def target_machine(opt: int = 3) -> "llvm.TargetMachine":
             _STATE["target"] = llvm.Target.from_default_triple()
             _STATE["cpu"] = llvm.get_host_cpu_name()
             _STATE["features"] = llvm.get_host_cpu_features().flatten()
-    return _STATE["target"].create_target_machine(opt=opt, cpu=_STATE["cpu"], features=_STATE["features"], jit=True)
+    return _STATE
+
+
+def target_machine(opt: int = 3) -> "llvm.TargetMachine":
+    """A new target machine for the host at code-generation level `opt`."""
+    state = initialized()
+    return state["target"].create_target_machine(opt=opt, cpu=state["cpu"], features=state["features"], jit=True)
+
+
+def thread_machine(opt: int = 3) -> "llvm.TargetMachine":
+    """This thread's target machine at code-generation level `opt`, made once per thread: O3
+    and code generation use a machine no other thread uses, and making one took 0.25 ms, four
+    times in a small program's compile. (An MCJIT engine owns the machine it is given, so
+    `JitEngine` makes its own.)"""
+    machines = _THREAD_MACHINES.__dict__.setdefault("by_level", {})
+    if opt not in machines:
+        machines[opt] = target_machine(opt)
+    return machines[opt]
 
 
 def host_triple() -> str:
     """The host's target triple, as LLVM names it (`x86_64-unknown-linux-gnu`)."""
-    target_machine()
-    return _STATE["target"].triple
+    return initialized()["target"].triple
 
 
 def host_cpu() -> str:
     """The host CPU and its features, as LLVM sees them, the LLVM options the kernels are
     compiled with and whether they may call the vector math library (part of the compile
     cache's key)."""
-    target_machine()
+    initialized()
     vector_math = native_symbols.VECTOR_MATH_LIBRARY if native_symbols.load_vector_math() else "no vector math"
     return f"{_STATE['cpu']}:{_STATE['features']}:{' '.join(LLVM_OPTIONS)}:{vector_math}"
 
@@ -158,7 +173,7 @@ def compile_native(name: str, ir_text: str, linked: frozenset[str] = frozenset()
     """One kernel's LLVM work, safe on any thread: parsed and optimized in a context of its
     own, then compiled into its own object (its optimized IR printed first when `keep_ir`:
     code generation rewrites the module)."""
-    machine = target_machine()
+    machine = thread_machine()
     module = optimize(name, ir_text, linked, llvm.create_context(), machine)
     function = module.get_function(name)
     signature = str(function.global_value_type.get_function_return()), tuple(str(argument.type) for argument in function.arguments)
@@ -218,7 +233,7 @@ def shared_objects(kernels: list[OptimizedKernel]) -> list[bytes]:
     forwarders = [kernel for kernel in kernels if kernel.forwards]
     if forwarders:
         context = llvm.create_context()
-        machine = target_machine(opt=0)
+        machine = thread_machine(opt=0)
         module = native_symbols.helpers_module(machine, False, context)
         for forwarder in forwarders:
             part = llvm.parse_assembly(native_symbols.target_header(machine) + forwarder.ir_without_opt, context)
