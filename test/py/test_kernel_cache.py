@@ -5,10 +5,12 @@ Checked here: a second program sharing a kernel with the first lowers only its o
 computes the reference's outputs, and carries the very object the first compile made; the
 same program compiled twice makes the same bytes; a compile that dumps gets each kernel's
 optimized IR; settings that change a kernel's code keep the kernels apart; the budget drops
-the least recently used kernels and 0 keeps none; a bad budget is one line.
+the least recently used kernels and 0 keeps none; a bad budget is one line; compiles on several
+threads at once share it.
 """
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -17,6 +19,7 @@ from mlirxla import frontdoor
 from mlirxla.backends.cpu import compiler, kernel_cache, llvm_jit, object_archive
 from mlirxla.errors import MlirxlaError
 from mlirxla.pipelines.runner import RunOptions
+from mlirxla.runtime.client import Client
 from mlirxla.runtime.executable import Executable
 from mlirxla.runtime.thunks import KernelThunk, every_thunk
 
@@ -133,3 +136,22 @@ def test_a_budget_that_is_not_a_number_of_megabytes_is_one_line(context, monkeyp
     with pytest.raises(MlirxlaError, match=r"^MLIRXLA_KERNEL_CACHE_MB='lots': expected a whole number of megabytes") as error:
         compiled(ONE_KERNEL, context)
     assert "\n" not in str(error.value)
+
+
+def test_compiles_on_several_threads_share_the_kernels_and_compute_the_reference(context):
+    """Four threads compile the two programs twice each at once (jax compiles on its own
+    threads): every executable computes the reference's outputs, and the cache holds each
+    kernel once, its byte count the sum of its entries'."""
+    module = frontdoor.import_text(TWO_KERNELS, "kernels", context).module
+    arguments = random_arguments(module, 5)
+    expected = reference_outputs(module, arguments)
+    texts = [TWO_KERNELS, ONE_KERNEL] * 4
+    with ThreadPoolExecutor(4) as pool:
+        clients = list(pool.map(lambda text: Client().compile(text), texts))
+    for text, executable in zip(texts, clients):
+        outputs = executable.execute_numpy(arguments if text == TWO_KERNELS else arguments[:1])
+        wanted = expected if text == TWO_KERNELS else expected[:1]
+        for got, want in zip(outputs, wanted):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    entries = kernel_cache.KERNELS.entries
+    assert len(entries) == 2 and kernel_cache.KERNELS.held == sum(map(kernel_cache.kernel_bytes, entries.values()))
