@@ -276,7 +276,10 @@ class Generator:
 
     def bitcast(self):
         width = self.random.choice([16, 32, 64])
-        value = self.operand(element=self.random.choice(SAME_WIDTH[width]))
+        element = self.random.choice(SAME_WIDTH[width])
+        # a float's bits only as an argument holds them: computed, they may differ by an ulp
+        # (libm's cbrt, a fused multiply-add) or in a NaN's sign (x86's 0 * inf is -NaN)
+        value = self.argument(self.shape(), element) if is_float(element) else self.operand(element=element)
         return self.op("bitcast_convert", [value], value.shape, self.random.choice(SAME_WIDTH[width]))
 
     def broadcast(self):
@@ -417,6 +420,10 @@ class Generator:
             out.append(extent // st + 1)
         lhs = self.operand((batch, *spatial, features), element)
         rhs = self.operand((*kernel, features, outputs), element)
+        if any(map(any, padding)) or max(lhs_dilation) > 1:
+            # the kernel finite: XLA, as this backend, skips the padding and the dilation's
+            # holes, where the reference interpreter multiplies its zeros (0 * inf is NaN)
+            rhs = self.finite(rhs)
         letters = "".join(str(i) for i in range(len(spatial)))
         layout = f"[b, {', '.join(letters)}, f]x[{', '.join(letters)}, i, o]->[b, {', '.join(letters)}, f]"
         rows = ", ".join(f"[{lo}, {hi}]" for lo, hi in padding)
@@ -468,6 +475,11 @@ class Generator:
         zero = self.constant(0, value.shape, value.element)
         finite = self.op("select", [same, value, zero], value.shape, value.element)
         return self.op("add", [finite, zero], value.shape, value.element)
+
+    def finite(self, value: Value) -> Value:
+        """Infinities and NaNs as 0."""
+        finite = self.op("is_finite", [value], value.shape, "i1")
+        return self.op("select", [finite, value, self.constant(0, value.shape, value.element)], value.shape, value.element)
 
     def sort(self):
         value = self.canonical(self.operand(accept=lambda v: len(v.shape) >= 1 and v.element not in COMPLEX))
