@@ -227,7 +227,8 @@ class MultiOutputFusionPass(ModulePass):
 class MergeBlock:
     """Multi-output fusion in one block, decided on its `MultiOutputGraph`: scan, merge one
     group of siblings or one producer-consumer pair, scan again (past what the merges left
-    unmergeable), until nothing merges; then build the fusions. `log` takes the decisions; None: nobody reads them, none is described."""
+    unmergeable), until nothing merges; then build the fusions. `log` takes the decisions;
+    None: nobody reads them, none is described."""
 
     def __init__(self, block, limits, namer, log, sibling=True, producer_consumer=True):
         self.limits, self.namer, self.log = limits, namer, log
